@@ -1,0 +1,270 @@
+//! The decision core: given the time, the policies, the fleet and what ebb did before, what
+//! should happen to each instance, and why.
+//!
+//! [`decide`] is pure: no I/O, `now` is an argument, and the same inputs give the same
+//! decisions. `ebb plan`, the reconciler and the tests all call it; [`explain`] runs the same
+//! evaluation with a trace of every rule's verdict.
+
+mod explain;
+mod rules;
+
+pub use explain::{explain, Explanation};
+
+use crate::fleet::{Fleet, Instance};
+use crate::policy::PolicySet;
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use std::collections::HashMap;
+use std::fmt;
+
+/// What ebb does to an instance.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Action {
+    /// Nothing.
+    None,
+    /// Start a stopped instance.
+    Start,
+    /// Stop a running instance.
+    Stop,
+    /// Hibernate a running instance.
+    Hibernate,
+    /// Announce a coming stop (tag `ebb:stop-at` and webhook).
+    Notify,
+    /// Move an on-demand instance to spot capacity.
+    MigrateToSpot,
+    /// Relaunch a reclaimed spot instance on spot.
+    RelaunchSpot,
+    /// Relaunch a reclaimed spot instance on-demand.
+    FallbackOnDemand,
+}
+
+impl Action {
+    /// The stable name used in JSON, tables and the audit log.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Action::None => "none",
+            Action::Start => "start",
+            Action::Stop => "stop",
+            Action::Hibernate => "hibernate",
+            Action::Notify => "notify",
+            Action::MigrateToSpot => "migrate_to_spot",
+            Action::RelaunchSpot => "relaunch_spot",
+            Action::FallbackOnDemand => "fallback_on_demand",
+        }
+    }
+}
+
+impl fmt::Display for Action {
+    fn fmt(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+macro_rules! codes {
+    ($($(#[doc = $doc:literal])* $variant:ident = $name:literal,)*) => {
+        /// Why a decision was made: a stable machine code, documented in README.md.
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+        pub enum Code {
+            $($(#[doc = $doc])* #[serde(rename = $name)] $variant,)*
+        }
+
+        impl Code {
+            /// Every code, for documentation and tests.
+            pub const ALL: &'static [Code] = &[$(Code::$variant,)*];
+
+            /// The stable name.
+            pub fn as_str(self) -> &'static str {
+                match self {
+                    $(Code::$variant => $name,)*
+                }
+            }
+        }
+    };
+}
+
+codes! {
+    /// The instance carries `ebb:skip=true`.
+    SkipTag = "skip_tag",
+    /// No policy matches the instance.
+    NoPolicy = "no_policy",
+    /// Several policies match at the same top priority.
+    Conflict = "conflict",
+    /// The instance is terminated.
+    Terminated = "terminated",
+    /// The instance is between states (pending, stopping, shutting down).
+    InTransition = "in_transition",
+    /// Running in work hours, nothing to do.
+    InHours = "in_hours",
+    /// Running and no rule asks for anything.
+    NoRuleApplies = "no_rule_applies",
+    /// Outside work hours: stop or hibernate.
+    OutsideHours = "outside_hours",
+    /// Outside work hours with `outside_hours: none`: left running.
+    OutsideHoursKept = "outside_hours_kept",
+    /// Stopped outside work hours: nothing to do.
+    StoppedOutsideHours = "stopped_outside_hours",
+    /// Stopped, and the policy has no work hours to start it in.
+    StoppedNoHours = "stopped_no_hours",
+    /// The `ebb:keep-until` tag protects the instance.
+    KeepUntil = "keep_until",
+    /// The `ebb:keep-until` tag is not a time; it protects the instance until fixed.
+    KeepUntilInvalid = "keep_until_invalid",
+    /// An override protects the instance.
+    Override = "override",
+    /// The GPU is busy; the scheduled stop waits.
+    BusyDeferred = "busy_deferred",
+    /// Busy past `max_defer` after the close: stop anyway.
+    MaxDeferReached = "max_defer_reached",
+    /// Work hours close soon: give notice.
+    Notice = "notice",
+    /// The notice before the close was missed: give it now, stop later.
+    NoticeLate = "notice_late",
+    /// Notice given; the stop waits until it is `before` old.
+    NoticePending = "notice_pending",
+    /// Idle: give notice before the idle stop.
+    IdleNotice = "idle_notice",
+    /// Work hours opened: start what the policy starts.
+    StartAtOpen = "start_at_open",
+    /// `start_at_open: never`.
+    StartNever = "start_never",
+    /// Stopped by someone other than ebb: a person's stop sticks.
+    StoppedByPerson = "stopped_by_person",
+    /// ebb stopped it inside the current window (an idle stop): wait for the next opening.
+    StoppedInWindow = "stopped_in_window",
+    /// `start_at_open: all` already started it in this window.
+    StartedThisWindow = "started_this_window",
+    /// When it was stopped is unknown, so `start_at_open: all` leaves it alone.
+    StopTimeUnknown = "stop_time_unknown",
+    /// Idle: every sample of the window is below the threshold.
+    Idle = "idle",
+    /// Idle rule with `missing_metrics: idle` and the window not covered by data.
+    IdleMetricsMissing = "idle_metrics_missing",
+    /// The idle rule found a sample at or above the threshold.
+    NotIdle = "not_idle",
+    /// The idle window is not covered by data; counted as busy.
+    MetricsMissing = "metrics_missing",
+    /// Started too recently for the idle rule.
+    IdleGrace = "idle_grace",
+    /// Eligible for spot: move it.
+    SpotSavings = "spot_savings",
+}
+
+impl fmt::Display for Code {
+    fn fmt(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// What should happen to one instance, and why.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Decision {
+    /// The instance id.
+    pub instance: String,
+    /// Its region.
+    pub region: String,
+    /// What to do.
+    pub action: Action,
+    /// The governing policy; `None` when none governs.
+    pub policy: Option<String>,
+    /// Stable machine code.
+    pub code: Code,
+    /// For people: the rule, its numbers and the local time.
+    pub reason: String,
+    /// The governing policy is in dry-run mode: decide and audit, never act.
+    pub dry_run: bool,
+    /// For `notify`: when the announced stop will happen.
+    pub stop_at: Option<DateTime<Utc>>,
+}
+
+/// What ebb remembers about an instance (from Postgres, or a snapshot file).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct InstanceFacts {
+    /// When ebb last stopped it; cleared when it is seen running again, so a value means the
+    /// last stop was ebb's.
+    pub stopped_by_ebb_at: Option<DateTime<Utc>>,
+    /// When ebb last started it.
+    pub started_by_ebb_at: Option<DateTime<Utc>>,
+    /// When ebb last gave notice of a stop.
+    pub notified_at: Option<DateTime<Utc>>,
+}
+
+/// A person's request to keep an instance from being stopped until a time.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Override {
+    /// The instance id.
+    pub instance: String,
+    /// When the protection ends.
+    pub until: DateTime<Utc>,
+    /// Why, in the requester's words.
+    #[serde(default)]
+    pub reason: String,
+    /// Who asked (user or API token name).
+    #[serde(default)]
+    pub by: String,
+}
+
+/// Everything ebb knows from before this decision.
+#[derive(Debug, Clone, Default)]
+pub struct Prior {
+    facts: HashMap<String, InstanceFacts>,
+    overrides: HashMap<String, Vec<Override>>,
+}
+
+impl Prior {
+    /// Prior facts by instance id, and overrides (expired ones are ignored when deciding).
+    pub fn new(facts: HashMap<String, InstanceFacts>, overrides: Vec<Override>) -> Self {
+        let mut by_instance: HashMap<String, Vec<Override>> = HashMap::new();
+        for o in overrides {
+            by_instance.entry(o.instance.clone()).or_default().push(o);
+        }
+        Prior {
+            facts,
+            overrides: by_instance,
+        }
+    }
+
+    /// The facts about `instance` (all empty when ebb knows nothing).
+    pub fn facts(&self, instance: &str) -> InstanceFacts {
+        self.facts.get(instance).copied().unwrap_or_default()
+    }
+
+    /// The override protecting `instance` at `now` that lasts longest, if any.
+    pub fn active_override(&self, instance: &str, now: DateTime<Utc>) -> Option<&Override> {
+        self.overrides
+            .get(instance)?
+            .iter()
+            .filter(|o| o.until > now)
+            .max_by_key(|o| o.until)
+    }
+}
+
+/// Decides what to do with every instance of `fleet` at `now`, in fleet order.
+pub fn decide(
+    now: DateTime<Utc>,
+    policies: &PolicySet,
+    fleet: &Fleet,
+    prior: &Prior,
+) -> Vec<Decision> {
+    let ctx = rules::Context::new(now, policies, fleet, prior);
+    fleet
+        .instances
+        .iter()
+        .map(|i| ctx.decide(i, &mut rules::Trace::Off))
+        .collect()
+}
+
+/// The decision for one instance, with its trace; used by [`explain`].
+fn decide_traced(
+    now: DateTime<Utc>,
+    policies: &PolicySet,
+    fleet: &Fleet,
+    prior: &Prior,
+    instance: &Instance,
+) -> (Decision, Vec<String>) {
+    let ctx = rules::Context::new(now, policies, fleet, prior);
+    let mut lines = Vec::new();
+    let decision = ctx.decide(instance, &mut rules::Trace::On(&mut lines));
+    (decision, lines)
+}

@@ -1,0 +1,262 @@
+//! The fleet as ebb sees it: instances, their GPU utilisation and prices, and the snapshot file
+//! format that `ebb plan`, `ebb explain` and the simulated provider read.
+
+use crate::engine::{InstanceFacts, Override, Prior};
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use std::collections::{BTreeMap, HashMap};
+use std::path::Path;
+
+/// Every instance ebb can see, with current prices.
+#[derive(Debug, Clone, Default)]
+pub struct Fleet {
+    /// The instances, in the order the provider listed them.
+    pub instances: Vec<Instance>,
+    /// Prices by region and instance type.
+    pub prices: Prices,
+}
+
+/// $/hour prices: region → instance type → price.
+pub type Prices = BTreeMap<String, BTreeMap<String, Price>>;
+
+/// The hourly price of one instance type in one region.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Price {
+    /// On-demand $/hour.
+    #[serde(default)]
+    pub on_demand: Option<f64>,
+    /// The current spot $/hour (the cheapest availability zone).
+    #[serde(default)]
+    pub spot: Option<f64>,
+}
+
+/// An EC2 instance state.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum InstanceState {
+    /// Starting.
+    Pending,
+    /// Running.
+    Running,
+    /// Stopping (or hibernating).
+    Stopping,
+    /// Stopped.
+    Stopped,
+    /// Being terminated.
+    ShuttingDown,
+    /// Gone for good.
+    Terminated,
+}
+
+impl InstanceState {
+    /// The EC2 name of the state.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            InstanceState::Pending => "pending",
+            InstanceState::Running => "running",
+            InstanceState::Stopping => "stopping",
+            InstanceState::Stopped => "stopped",
+            InstanceState::ShuttingDown => "shutting-down",
+            InstanceState::Terminated => "terminated",
+        }
+    }
+}
+
+/// How an instance is billed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Lifecycle {
+    /// On-demand.
+    OnDemand,
+    /// Spot.
+    Spot,
+}
+
+/// One GPU utilisation reading: the maximum over the instance's GPUs, in percent.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Sample {
+    /// When it was taken.
+    pub at: DateTime<Utc>,
+    /// Percent, 0 to 100.
+    pub percent: f64,
+}
+
+/// One instance and what the cloud says about it.
+#[derive(Debug, Clone)]
+pub struct Instance {
+    /// The instance id (`i-...`).
+    pub id: String,
+    /// Its region.
+    pub region: String,
+    /// Its instance type (`g5.xlarge`).
+    pub instance_type: String,
+    /// Its state.
+    pub state: InstanceState,
+    /// When it entered that state, when known.
+    pub state_since: Option<DateTime<Utc>>,
+    /// On-demand or spot.
+    pub lifecycle: Lifecycle,
+    /// When it last started (EC2 resets the launch time on every start).
+    pub launched_at: Option<DateTime<Utc>>,
+    /// Its tags.
+    pub tags: BTreeMap<String, String>,
+    /// GPU utilisation readings, oldest first.
+    pub gpu_util: Vec<Sample>,
+}
+
+impl Instance {
+    /// The value of tag `key`.
+    pub fn tag(&self, key: &str) -> Option<&str> {
+        self.tags.get(key).map(String::as_str)
+    }
+}
+
+/// A fleet snapshot file (see DESIGN.md): instances with prior facts, prices, and overrides.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Snapshot {
+    instances: Vec<SnapshotInstance>,
+    #[serde(default)]
+    prices: Prices,
+    #[serde(default)]
+    overrides: Vec<Override>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SnapshotInstance {
+    id: String,
+    region: String,
+    #[serde(rename = "type")]
+    instance_type: String,
+    state: InstanceState,
+    #[serde(default)]
+    state_since: Option<DateTime<Utc>>,
+    #[serde(default = "on_demand")]
+    lifecycle: Lifecycle,
+    #[serde(default)]
+    launched_at: Option<DateTime<Utc>>,
+    #[serde(default, deserialize_with = "scalar_tags")]
+    tags: BTreeMap<String, String>,
+    #[serde(default)]
+    gpu_util: Vec<(DateTime<Utc>, f64)>,
+    #[serde(default)]
+    stopped_by_ebb_at: Option<DateTime<Utc>>,
+    #[serde(default)]
+    started_by_ebb_at: Option<DateTime<Utc>>,
+    #[serde(default)]
+    notified_at: Option<DateTime<Utc>>,
+}
+
+/// Tag values are text, but `true` or `3` written unquoted in YAML mean the same.
+fn scalar_tags<'de, D: serde::Deserializer<'de>>(
+    de: D,
+) -> Result<BTreeMap<String, String>, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Scalar {
+        Text(String),
+        Bool(bool),
+        Number(serde_json::Number),
+    }
+    let raw = BTreeMap::<String, Scalar>::deserialize(de)?;
+    Ok(raw
+        .into_iter()
+        .map(|(k, v)| {
+            let v = match v {
+                Scalar::Text(s) => s,
+                Scalar::Bool(b) => b.to_string(),
+                Scalar::Number(n) => n.to_string(),
+            };
+            (k, v)
+        })
+        .collect())
+}
+
+fn on_demand() -> Lifecycle {
+    Lifecycle::OnDemand
+}
+
+/// Why a snapshot could not be read.
+#[derive(Debug, thiserror::Error)]
+pub enum SnapshotError {
+    /// The file could not be read.
+    #[error("cannot read fleet file {}: {source}", path.display())]
+    Read {
+        /// The file.
+        path: std::path::PathBuf,
+        /// The operating system's reason.
+        source: std::io::Error,
+    },
+    /// The file is not a valid snapshot.
+    #[error("{}: not a valid fleet snapshot: {message}", path.display())]
+    Invalid {
+        /// The file.
+        path: std::path::PathBuf,
+        /// What is wrong, with its position.
+        message: String,
+    },
+}
+
+/// Reads a snapshot: JSON when the file ends in `.json` (fast for large fleets), YAML otherwise.
+pub fn load_snapshot(path: &Path) -> Result<(Fleet, Prior), SnapshotError> {
+    let text = std::fs::read_to_string(path).map_err(|source| SnapshotError::Read {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    let invalid = |message: String| SnapshotError::Invalid {
+        path: path.to_path_buf(),
+        message,
+    };
+    let snapshot: Snapshot = if path.extension().is_some_and(|e| e == "json") {
+        serde_json::from_str(&text).map_err(|e| invalid(e.to_string()))?
+    } else {
+        crate::policy::yaml::from_str(&text).map_err(invalid)?
+    };
+    Ok(snapshot.into_fleet())
+}
+
+impl Snapshot {
+    fn into_fleet(self) -> (Fleet, Prior) {
+        let mut facts = HashMap::with_capacity(self.instances.len());
+        let instances = self
+            .instances
+            .into_iter()
+            .map(|i| {
+                let f = InstanceFacts {
+                    stopped_by_ebb_at: i.stopped_by_ebb_at,
+                    started_by_ebb_at: i.started_by_ebb_at,
+                    notified_at: i.notified_at,
+                };
+                if f != InstanceFacts::default() {
+                    facts.insert(i.id.clone(), f);
+                }
+                let mut gpu_util: Vec<Sample> = i
+                    .gpu_util
+                    .into_iter()
+                    .map(|(at, percent)| Sample { at, percent })
+                    .collect();
+                gpu_util.sort_by_key(|s| s.at);
+                Instance {
+                    id: i.id,
+                    region: i.region,
+                    instance_type: i.instance_type,
+                    state: i.state,
+                    state_since: i.state_since,
+                    lifecycle: i.lifecycle,
+                    launched_at: i.launched_at,
+                    tags: i.tags,
+                    gpu_util,
+                }
+            })
+            .collect();
+        (
+            Fleet {
+                instances,
+                prices: self.prices,
+            },
+            Prior::new(facts, self.overrides),
+        )
+    }
+}

@@ -1,0 +1,11 @@
+//! ebb: a control plane that makes a GPU cloud bill follow real demand.
+//!
+//! Policies in git ([`policy`]) say when instances may run ([`schedule`]); the pure decision
+//! core ([`engine`]) turns the policies, the [`fleet`] and what ebb did before into decisions,
+//! each with a stable code and a reason people can read.
+
+pub mod engine;
+pub mod fleet;
+pub mod output;
+pub mod policy;
+pub mod schedule;

@@ -1,0 +1,224 @@
+//! Reading policy directories: files, version, and problems with their positions.
+
+use super::check::{check_file, CheckedFile};
+use super::yaml::{self, Position, Step};
+use super::{PolicySet, PolicyVersion};
+use sha2::{Digest, Sha256};
+use std::collections::BTreeMap;
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// One problem in a policy file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Problem {
+    /// The file.
+    pub file: PathBuf,
+    /// Where in the file, when known.
+    pub position: Option<Position>,
+    /// What is wrong and what was expected.
+    pub message: String,
+}
+
+impl fmt::Display for Problem {
+    /// `path:line:col: message`, or `path: message` without a position.
+    fn fmt(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        match self.position {
+            Some(p) => write!(
+                f,
+                "{}:{}:{}: {}",
+                self.file.display(),
+                p.line,
+                p.column,
+                self.message
+            ),
+            None => write!(f, "{}: {}", self.file.display(), self.message),
+        }
+    }
+}
+
+/// Why a policy set could not be loaded.
+#[derive(Debug, thiserror::Error)]
+pub enum LoadError {
+    /// A directory or file could not be read.
+    #[error("cannot read {}: {source}", path.display())]
+    Read {
+        /// What could not be read.
+        path: PathBuf,
+        /// The operating system's reason.
+        source: std::io::Error,
+    },
+    /// The directories hold no policy file.
+    #[error("no policy files (*.yaml, *.yml) in {}", dirs.iter().map(|d| d.display().to_string()).collect::<Vec<_>>().join(", "))]
+    NoFiles {
+        /// The directories searched.
+        dirs: Vec<PathBuf>,
+    },
+    /// The files have problems; each is one line.
+    #[error("{}", problems.iter().map(|p| p.to_string()).collect::<Vec<_>>().join("\n"))]
+    Invalid {
+        /// Every problem found, by file and position.
+        problems: Vec<Problem>,
+    },
+}
+
+/// Loads every `*.yaml` and `*.yml` file in `paths` (directories, not recursive, or single
+/// files), checks them all, and reports every problem found.
+pub fn load(paths: &[PathBuf]) -> Result<PolicySet, LoadError> {
+    let files = policy_files(paths)?;
+    if files.is_empty() {
+        return Err(LoadError::NoFiles {
+            dirs: paths.to_vec(),
+        });
+    }
+    let mut hasher = Sha256::new();
+    let mut problems = Vec::new();
+    let mut checked = Vec::new();
+    for file in &files {
+        let text = std::fs::read_to_string(file).map_err(|source| LoadError::Read {
+            path: file.clone(),
+            source,
+        })?;
+        let name = file.file_name().unwrap_or_default().to_string_lossy();
+        hasher.update((name.len() as u64).to_le_bytes());
+        hasher.update(name.as_bytes());
+        hasher.update((text.len() as u64).to_le_bytes());
+        hasher.update(text.as_bytes());
+        match check_file(file, &text) {
+            Ok(c) => checked.push((file.clone(), text, c)),
+            Err(p) => problems.push(p),
+        }
+    }
+    let set = assemble(checked, &mut problems);
+    if !problems.is_empty() {
+        problems.sort_by(|a, b| (&a.file, a.position).cmp(&(&b.file, b.position)));
+        return Err(LoadError::Invalid { problems });
+    }
+    Ok(PolicySet {
+        policies: set.0,
+        calendars: set.1,
+        version: PolicyVersion {
+            content_hash: format!("{:x}", hasher.finalize()),
+            git_commit: git_commit(&files[0]),
+        },
+    })
+}
+
+type Assembled = (
+    Vec<super::Policy>,
+    BTreeMap<String, std::sync::Arc<crate::schedule::Calendar>>,
+);
+
+/// Cross-file checks and name resolution: calendars are shared by all files, policy names are
+/// unique across them. Every file's own problems are located here too.
+fn assemble(
+    checked: Vec<(PathBuf, String, CheckedFile)>,
+    problems: &mut Vec<Problem>,
+) -> Assembled {
+    let locate = |file: &Path, text: &str, path: &[Step], message: String| Problem {
+        file: file.to_path_buf(),
+        position: yaml::locate(text, path),
+        message,
+    };
+    let mut calendars = BTreeMap::new();
+    let mut calendar_at: BTreeMap<String, String> = BTreeMap::new();
+    for (file, text, c) in &checked {
+        for def in &c.calendars {
+            let (name, path) = (&def.calendar.name, &def.path);
+            let here = place(file, yaml::locate(text, path));
+            if let Some(first) = calendar_at.get(name) {
+                problems.push(locate(
+                    file,
+                    text,
+                    path,
+                    format!("duplicate calendar \"{name}\" (also defined at {first})"),
+                ));
+            } else {
+                calendar_at.insert(name.clone(), here);
+                calendars.insert(name.clone(), def.calendar.clone());
+            }
+        }
+    }
+    let mut policies = Vec::new();
+    let mut policy_at: BTreeMap<String, String> = BTreeMap::new();
+    for (file, text, c) in checked {
+        for p in &c.problems {
+            problems.push(locate(&file, &text, &p.path, p.message.clone()));
+        }
+        for draft in c.policies {
+            let name_path = draft.name_path();
+            let name_pos = yaml::locate(&text, &name_path);
+            if let Some(first) = policy_at.get(&draft.name) {
+                problems.push(Problem {
+                    file: file.clone(),
+                    position: name_pos,
+                    message: format!(
+                        "duplicate policy name \"{}\" (also defined at {first})",
+                        draft.name
+                    ),
+                });
+                continue;
+            }
+            policy_at.insert(draft.name.clone(), place(&file, name_pos));
+            match draft.resolve(&calendars, &file, name_pos.map_or(0, |p| p.line)) {
+                Ok(policy) => policies.push(policy),
+                Err(unresolved) => {
+                    for p in unresolved {
+                        problems.push(locate(&file, &text, &p.path, p.message));
+                    }
+                }
+            }
+        }
+    }
+    (policies, calendars)
+}
+
+fn place(file: &Path, position: Option<Position>) -> String {
+    match position {
+        Some(p) => format!("{}:{}:{}", file.display(), p.line, p.column),
+        None => file.display().to_string(),
+    }
+}
+
+fn policy_files(paths: &[PathBuf]) -> Result<Vec<PathBuf>, LoadError> {
+    let mut files = Vec::new();
+    for path in paths {
+        let read_err = |source| LoadError::Read {
+            path: path.clone(),
+            source,
+        };
+        if path.is_file() {
+            files.push(path.clone());
+            continue;
+        }
+        let mut in_dir = Vec::new();
+        for entry in std::fs::read_dir(path).map_err(read_err)? {
+            let entry_path = entry.map_err(read_err)?.path();
+            let is_yaml = entry_path
+                .extension()
+                .is_some_and(|e| e == "yaml" || e == "yml");
+            if is_yaml && entry_path.is_file() {
+                in_dir.push(entry_path);
+            }
+        }
+        in_dir.sort();
+        files.extend(in_dir);
+    }
+    Ok(files)
+}
+
+/// The commit checked out in the git work tree that holds `file`, if any.
+fn git_commit(file: &Path) -> Option<String> {
+    let dir = match file.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    let out = Command::new("git")
+        .arg("-C")
+        .arg(dir)
+        .args(["rev-parse", "--verify", "--quiet", "HEAD"])
+        .output()
+        .ok()?;
+    let commit = String::from_utf8(out.stdout).ok()?.trim().to_string();
+    (out.status.success() && !commit.is_empty()).then_some(commit)
+}

@@ -1,0 +1,248 @@
+//! Policies: the YAML files a team keeps in git, loaded into a checked [`PolicySet`].
+//!
+//! Loading reports every problem at once, one per line as `path:line:col: message`, so a pull
+//! request shows all of them in one CI run.
+
+mod check;
+mod load;
+pub mod schema;
+pub mod yaml;
+
+pub use load::{load, LoadError, Problem};
+
+use crate::schedule::{Calendar, Schedule};
+use chrono::Duration;
+use std::collections::BTreeMap;
+use std::fmt;
+use std::path::PathBuf;
+use std::sync::Arc;
+use wildmatch::WildMatch;
+
+/// A checked set of policies with the version of the files it came from.
+#[derive(Debug, Clone)]
+pub struct PolicySet {
+    /// Every policy of every file, in file order.
+    pub policies: Vec<Policy>,
+    /// Calendars by name; every file can use every calendar.
+    pub calendars: BTreeMap<String, Arc<Calendar>>,
+    /// Which files these are, for the audit log.
+    pub version: PolicyVersion,
+}
+
+/// Identifies the exact policy files a decision was made with.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PolicyVersion {
+    /// sha256 over every file's name and content, hex.
+    pub content_hash: String,
+    /// `HEAD` of the git work tree the files are in, when they are in one.
+    pub git_commit: Option<String>,
+}
+
+impl fmt::Display for PolicyVersion {
+    /// `sha256:<12 hex>`, plus ` (git <12 hex>)` inside a git work tree.
+    fn fmt(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        write!(f, "sha256:{}", &self.content_hash[..12])?;
+        if let Some(commit) = &self.git_commit {
+            write!(f, " (git {})", &commit[..commit.len().min(12)])?;
+        }
+        Ok(())
+    }
+}
+
+/// Where a policy is defined, for messages that point people at it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Source {
+    /// The policy file.
+    pub file: PathBuf,
+    /// Line of the policy's `name`.
+    pub line: usize,
+}
+
+impl fmt::Display for Source {
+    fn fmt(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        write!(f, "{}:{}", self.file.display(), self.line)
+    }
+}
+
+/// One policy: which instances it governs and the rules it applies to them.
+#[derive(Debug, Clone)]
+pub struct Policy {
+    /// Unique name across all files.
+    pub name: String,
+    /// Free text for people.
+    pub description: Option<String>,
+    /// Higher wins when several policies match an instance.
+    pub priority: i64,
+    /// Which instances this policy matches.
+    pub matcher: Match,
+    /// When instances may run; absent = always.
+    pub work_hours: Option<WorkHours>,
+    /// Stop instances whose GPUs sit idle.
+    pub idle: Option<IdleRule>,
+    /// Give notice before stopping.
+    pub notify: Option<Notify>,
+    /// Move interruptible work to spot capacity.
+    pub spot: Option<SpotRule>,
+    /// Decide and audit, but never act.
+    pub dry_run: bool,
+    /// Where the policy is written.
+    pub source: Source,
+}
+
+/// Which instances a policy matches; every given criterion must hold.
+#[derive(Debug, Clone, Default)]
+pub struct Match {
+    /// Regions the instance may be in; absent = any.
+    pub regions: Option<Vec<String>>,
+    /// Tags the instance must carry.
+    pub tags: BTreeMap<String, TagMatch>,
+    /// Instance type globs (`g5.*`); absent = any.
+    pub instance_types: Option<Vec<TypeGlob>>,
+}
+
+/// What a tag in `match.tags` requires.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TagMatch {
+    /// `"*"`: the key is present, with any value.
+    Present,
+    /// The tag has exactly this value.
+    Equals(String),
+}
+
+/// An instance type pattern with `*` and `?` wildcards.
+#[derive(Debug, Clone)]
+pub struct TypeGlob {
+    /// The pattern as written.
+    pub pattern: String,
+    glob: WildMatch,
+}
+
+impl TypeGlob {
+    /// A glob for `pattern`.
+    pub fn new(pattern: &str) -> Self {
+        TypeGlob {
+            pattern: pattern.to_string(),
+            glob: WildMatch::new(pattern),
+        }
+    }
+
+    /// Whether `instance_type` matches.
+    pub fn matches(&self, instance_type: &str) -> bool {
+        self.glob.matches(instance_type)
+    }
+}
+
+/// What to do with a running instance outside work hours.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OutsideHours {
+    /// Stop it.
+    Stop,
+    /// Hibernate it (EC2 falls back to a stop when the instance can't hibernate).
+    Hibernate,
+    /// Leave it running (work hours then only drive starts and idle rules).
+    None,
+}
+
+/// Which stopped instances to start when work hours open.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StartAtOpen {
+    /// Only those whose last stop was ebb's, before the window opened.
+    StoppedByEbb,
+    /// Every stopped matching instance, once per window.
+    All,
+    /// None.
+    Never,
+}
+
+/// When instances may run, and what happens at the edges.
+#[derive(Debug, Clone)]
+pub struct WorkHours {
+    /// The windows, in the policy's zone.
+    pub schedule: Schedule,
+    /// What to do with running instances outside hours.
+    pub outside_hours: OutsideHours,
+    /// What to start at the opening.
+    pub start_at_open: StartAtOpen,
+    /// Whether a busy GPU delays the stop.
+    pub busy_defers_stop: bool,
+    /// The longest delay after the close; absent = while busy.
+    pub max_defer: Option<Duration>,
+}
+
+/// How an unknown GPU utilisation counts for the idle rule.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MissingMetrics {
+    /// Unknown is busy: no stop.
+    Busy,
+    /// Unknown is idle: stop unless a sample says busy.
+    Idle,
+}
+
+/// When the idle rule applies.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum IdleWhen {
+    /// At any time.
+    Always,
+    /// Only outside work hours.
+    OutsideHours,
+}
+
+/// What the idle rule does to an idle instance.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum IdleAction {
+    /// Stop it.
+    Stop,
+    /// Hibernate it.
+    Hibernate,
+}
+
+/// Stop instances whose GPUs have been idle for a while.
+#[derive(Debug, Clone)]
+pub struct IdleRule {
+    /// Utilisation threshold in percent; every sample must be below it.
+    pub gpu_below: f64,
+    /// How long the GPUs must have been below the threshold.
+    pub window: Duration,
+    /// No idle stop this soon after the instance started.
+    pub grace_after_start: Duration,
+    /// How a window not covered by data counts.
+    pub missing_metrics: MissingMetrics,
+    /// When the rule applies.
+    pub when: IdleWhen,
+    /// What to do.
+    pub action: IdleAction,
+}
+
+/// Notice before a stop.
+#[derive(Debug, Clone)]
+pub struct Notify {
+    /// How long before the stop the notice goes out.
+    pub before: Duration,
+}
+
+/// Move interruptible work to spot capacity.
+#[derive(Debug, Clone)]
+pub struct SpotRule {
+    /// Least saving, as a fraction (0.4 = 40 %), of spot against on-demand.
+    pub min_savings: f64,
+    /// How fresh the `ebb:checkpoint-at` tag must be.
+    pub checkpoint_max_age: Duration,
+    /// Acceptable replacement types; empty = the instance's own type.
+    pub instance_types: Vec<String>,
+    /// Interruptions within 24 h after which ebb falls back to on-demand.
+    pub max_interruptions: u32,
+    /// How long the stopped original is kept for rollback.
+    pub keep_original_for: Duration,
+}
+
+/// The idle threshold in percent when a policy has no idle rule.
+pub const DEFAULT_BUSY_THRESHOLD: f64 = 5.0;
+
+impl Policy {
+    /// The GPU utilisation (percent) at or above which an instance counts as busy.
+    pub fn busy_threshold(&self) -> f64 {
+        self.idle
+            .as_ref()
+            .map_or(DEFAULT_BUSY_THRESHOLD, |i| i.gpu_below)
+    }
+}

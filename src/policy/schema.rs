@@ -1,0 +1,293 @@
+//! The JSON Schema of policy files, for editors (`# yaml-language-server: $schema=...`) and
+//! `ebb schema`. It is built from the same key lists the checker accepts, so the two cannot
+//! drift; the checker remains the authority (time zones, cron fields and calendars are checked
+//! only there).
+
+use super::check::keys;
+use serde_json::{json, Map, Value};
+
+/// An object schema whose properties are exactly `keys`, described by `props`.
+fn object(keys: &[&str], required: &[&str], props: &[(&str, Value)]) -> Value {
+    let mut properties = Map::new();
+    for key in keys {
+        let schema = props
+            .iter()
+            .find(|(k, _)| k == key)
+            .map_or_else(|| json!({}), |(_, v)| v.clone());
+        properties.insert((*key).to_string(), schema);
+    }
+    json!({
+        "type": "object",
+        "additionalProperties": false,
+        "required": required,
+        "properties": properties,
+    })
+}
+
+fn duration(description: &str) -> Value {
+    json!({
+        "type": "string",
+        "pattern": "^\\s*[0-9]+\\s*[a-zA-Z]+(\\s*[0-9]+\\s*[a-zA-Z]+)*\\s*$",
+        "description": description,
+        "examples": ["45m", "4h", "1h30m"],
+    })
+}
+
+fn percent(description: &str) -> Value {
+    json!({
+        "description": description,
+        "oneOf": [
+            {"type": "number", "minimum": 0, "maximum": 100},
+            {"type": "string", "pattern": "^\\s*[0-9]+(\\.[0-9]+)?\\s*%$"}
+        ],
+    })
+}
+
+fn choice(options: &[&str], default: &str, description: &str) -> Value {
+    json!({"enum": options, "default": default, "description": description})
+}
+
+const TIME: &str = "^([01][0-9]|2[0-3]):[0-5][0-9]$|^24:00$";
+
+/// The schema as a JSON value.
+pub fn schema() -> Value {
+    let period = object(
+        keys::PERIOD,
+        keys::PERIOD,
+        &[
+            (
+                "days",
+                json!({
+                    "description": "Days the window opens on: mon-fri, fri-mon (wraps), sat,sun, or a list",
+                    "oneOf": [
+                        {"type": "string"},
+                        {"type": "array", "items": {"type": "string"}, "minItems": 1}
+                    ]
+                }),
+            ),
+            (
+                "start",
+                json!({"type": "string", "pattern": TIME, "description": "Local opening time, HH:MM"}),
+            ),
+            (
+                "stop",
+                json!({"type": "string", "pattern": TIME, "description": "Local closing time, HH:MM; at or before start closes the next day; 24:00 is the end of the day"}),
+            ),
+        ],
+    );
+    let cron = object(
+        keys::CRON,
+        keys::CRON,
+        &[
+            (
+                "start",
+                json!({"type": "string", "description": "Standard 5-field cron (minute hour day-of-month month day-of-week), local time: opens the hours"}),
+            ),
+            (
+                "stop",
+                json!({"type": "string", "description": "Standard 5-field cron, local time: closes the hours"}),
+            ),
+        ],
+    );
+    let mut work_hours = object(
+        keys::WORK_HOURS,
+        &["timezone"],
+        &[
+            (
+                "timezone",
+                json!({"type": "string", "description": "IANA time zone, e.g. Asia/Shanghai"}),
+            ),
+            (
+                "periods",
+                json!({"type": "array", "items": period, "minItems": 1}),
+            ),
+            ("cron", cron),
+            (
+                "skip",
+                json!({"type": "array", "items": {"type": "string"}, "description": "Calendars whose dates open no window"}),
+            ),
+            (
+                "outside_hours",
+                choice(
+                    &["stop", "hibernate", "none"],
+                    "stop",
+                    "What to do with a running instance outside hours",
+                ),
+            ),
+            (
+                "start_at_open",
+                choice(
+                    &["stopped-by-ebb", "all", "never"],
+                    "stopped-by-ebb",
+                    "What to start when hours open",
+                ),
+            ),
+            (
+                "busy_defers_stop",
+                json!({"type": "boolean", "default": true, "description": "A busy GPU delays the scheduled stop"}),
+            ),
+            (
+                "max_defer",
+                duration("Stop anyway this long after the close; absent = defer while busy"),
+            ),
+        ],
+    );
+    work_hours["oneOf"] = json!([{"required": ["periods"]}, {"required": ["cron"]}]);
+    let idle = object(
+        keys::IDLE,
+        &["gpu_below", "for"],
+        &[
+            (
+                "gpu_below",
+                percent("Idle when every GPU sample is below this percentage"),
+            ),
+            (
+                "for",
+                duration("How long the GPUs must have been below the threshold"),
+            ),
+            (
+                "grace_after_start",
+                duration("No idle stop this soon after a start"),
+            ),
+            (
+                "missing_metrics",
+                choice(
+                    &["busy", "idle"],
+                    "busy",
+                    "How a window not covered by data counts",
+                ),
+            ),
+            (
+                "when",
+                choice(
+                    &["always", "outside_hours"],
+                    "always",
+                    "When the idle rule applies",
+                ),
+            ),
+            (
+                "action",
+                choice(
+                    &["stop", "hibernate"],
+                    "stop",
+                    "What to do with an idle instance",
+                ),
+            ),
+        ],
+    );
+    let notify = object(
+        keys::NOTIFY,
+        keys::NOTIFY,
+        &[(
+            "before",
+            duration("Notice (tag ebb:stop-at and webhook) this long before a stop"),
+        )],
+    );
+    let spot = object(
+        keys::SPOT,
+        &["min_savings", "checkpoint_max_age"],
+        &[
+            (
+                "min_savings",
+                percent("Least saving of spot against on-demand, e.g. 40%"),
+            ),
+            (
+                "checkpoint_max_age",
+                duration("How fresh the tag ebb:checkpoint-at must be to move a running job"),
+            ),
+            (
+                "instance_types",
+                json!({"type": "array", "items": {"type": "string"}, "description": "Acceptable replacement types; default: the instance's own"}),
+            ),
+            (
+                "max_interruptions",
+                json!({"type": "integer", "minimum": 0, "default": 3, "description": "Interruptions per 24 h before falling back to on-demand"}),
+            ),
+            (
+                "keep_original_for",
+                duration(
+                    "How long the stopped on-demand original is kept for rollback (default 6h)",
+                ),
+            ),
+        ],
+    );
+    let matcher = object(
+        keys::MATCH,
+        &[],
+        &[
+            (
+                "regions",
+                json!({"type": "array", "items": {"type": "string"}}),
+            ),
+            (
+                "tags",
+                json!({
+                    "type": "object",
+                    "description": "Tags that must all match; \"*\" means the key is present",
+                    "additionalProperties": {"type": ["string", "boolean", "number"]}
+                }),
+            ),
+            (
+                "instance_types",
+                json!({"type": "array", "items": {"type": "string"}, "description": "Globs such as g5.*"}),
+            ),
+        ],
+    );
+    let policy = object(
+        keys::POLICY,
+        &["name", "match"],
+        &[
+            (
+                "name",
+                json!({"type": "string", "minLength": 1, "description": "Unique across all files"}),
+            ),
+            ("description", json!({"type": "string"})),
+            (
+                "priority",
+                json!({"type": "integer", "default": 0, "description": "Higher wins when several policies match"}),
+            ),
+            ("match", matcher),
+            ("work_hours", work_hours),
+            ("idle", idle),
+            ("notify", notify),
+            ("spot", spot),
+            ("dry_run", json!({"type": "boolean", "default": false})),
+        ],
+    );
+    let calendar = object(
+        keys::CALENDAR,
+        &["dates"],
+        &[
+            ("description", json!({"type": "string"})),
+            (
+                "dates",
+                json!({
+                    "type": "array",
+                    "items": {"type": "string", "pattern": "^[0-9]{4}-[0-9]{2}-[0-9]{2}(\\.\\.[0-9]{4}-[0-9]{2}-[0-9]{2})?$"},
+                    "description": "Dates (YYYY-MM-DD) and inclusive ranges (YYYY-MM-DD..YYYY-MM-DD)"
+                }),
+            ),
+        ],
+    );
+    let mut file = object(
+        keys::FILE,
+        &[],
+        &[
+            (
+                "calendars",
+                json!({"type": "object", "additionalProperties": calendar}),
+            ),
+            ("policies", json!({"type": "array", "items": policy})),
+        ],
+    );
+    file["$schema"] = json!("http://json-schema.org/draft-07/schema#");
+    file["title"] = json!("ebb policy file");
+    file
+}
+
+/// The schema as pretty-printed JSON with a final newline, as in `deploy/policy.schema.json`.
+pub fn schema_text() -> String {
+    let mut text = serde_json::to_string_pretty(&schema()).unwrap_or_default();
+    text.push('\n');
+    text
+}

@@ -1,0 +1,123 @@
+//! Calendars of dates that schedules skip (holidays, shutdowns).
+
+use chrono::NaiveDate;
+use std::fmt;
+use std::str::FromStr;
+
+/// A named list of dates, such as public holidays.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Calendar {
+    /// The name policies refer to the calendar by.
+    pub name: String,
+    /// The dates in the calendar.
+    pub dates: Vec<DateRange>,
+}
+
+impl Calendar {
+    /// Whether `date` is in one of the calendar's ranges.
+    pub fn contains(&self, date: NaiveDate) -> bool {
+        self.dates.iter().any(|range| range.contains(date))
+    }
+}
+
+/// An inclusive range of dates; a single date is a range of one day.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct DateRange {
+    /// The first date in the range.
+    pub first: NaiveDate,
+    /// The last date in the range, on or after `first`.
+    pub last: NaiveDate,
+}
+
+impl DateRange {
+    /// Whether `date` is between `first` and `last`, both included.
+    pub fn contains(&self, date: NaiveDate) -> bool {
+        self.first <= date && date <= self.last
+    }
+}
+
+/// Why a text is not a date or a date range.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum CalendarError {
+    /// The text is not a date.
+    #[error("\"{input}\" is not a date (YYYY-MM-DD or YYYY-MM-DD..YYYY-MM-DD)")]
+    NotADate {
+        /// The text as written.
+        input: String,
+    },
+    /// One end of a range is not a date.
+    #[error("\"{input}\": \"{part}\" is not a date (expected YYYY-MM-DD..YYYY-MM-DD)")]
+    NotADateInRange {
+        /// The whole range as written.
+        input: String,
+        /// The end that is not a date.
+        part: String,
+    },
+    /// A range ends before it starts.
+    #[error("\"{input}\": the range ends before it starts (expected FIRST..LAST with FIRST on or before LAST)")]
+    EndBeforeStart {
+        /// The whole range as written.
+        input: String,
+    },
+}
+
+/// Parses exactly `YYYY-MM-DD`; chrono's own parser also takes one-digit months and days.
+fn parse_date(s: &str) -> Option<NaiveDate> {
+    let bytes = s.as_bytes();
+    let shaped = bytes.len() == 10
+        && bytes.iter().enumerate().all(|(i, b)| match i {
+            4 | 7 => *b == b'-',
+            _ => b.is_ascii_digit(),
+        });
+    if !shaped {
+        return None;
+    }
+    let year = s.get(0..4)?.parse().ok()?;
+    let month = s.get(5..7)?.parse().ok()?;
+    let day = s.get(8..10)?.parse().ok()?;
+    NaiveDate::from_ymd_opt(year, month, day)
+}
+
+impl FromStr for DateRange {
+    type Err = CalendarError;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let text = s.trim();
+        let Some((first, last)) = text.split_once("..") else {
+            let date = parse_date(text).ok_or_else(|| CalendarError::NotADate {
+                input: s.to_owned(),
+            })?;
+            return Ok(DateRange {
+                first: date,
+                last: date,
+            });
+        };
+        let end = |part: &str| {
+            parse_date(part.trim()).ok_or_else(|| CalendarError::NotADateInRange {
+                input: s.to_owned(),
+                part: part.trim().to_owned(),
+            })
+        };
+        let range = DateRange {
+            first: end(first)?,
+            last: end(last)?,
+        };
+        if range.last < range.first {
+            return Err(CalendarError::EndBeforeStart {
+                input: s.to_owned(),
+            });
+        }
+        Ok(range)
+    }
+}
+
+impl fmt::Display for DateRange {
+    /// Prints a one-day range as its date and others as `FIRST..LAST`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.first == self.last {
+            write!(f, "{}", self.first)
+        } else {
+            write!(f, "{}..{}", self.first, self.last)
+        }
+    }
+}

@@ -1,0 +1,422 @@
+//! Work hours written as cron events: hours open when a start expression fires and close when
+//! a stop expression fires.
+//!
+//! Expressions are standard five-field cron (minute hour day-of-month month day-of-week) on
+//! local wall-clock time. This module parses them itself, so that day-of-week numbers follow
+//! standard cron (0 and 7 are Sunday) and errors name the field, and hands the `cron` crate
+//! explicit lists. The crate is run on UTC as a stand-in for naive wall-clock time (UTC has no
+//! DST, so it yields every wall time, gap times included); [`zone::resolve`] then decides the
+//! instants.
+
+use super::{zone, Schedule, ScheduleStatus, HORIZON_DAYS};
+use chrono::{DateTime, NaiveDateTime, TimeDelta, Utc};
+use chrono_tz::Tz;
+use std::collections::BTreeSet;
+use std::fmt;
+use std::iter::Peekable;
+use std::str::FromStr;
+
+/// How far wall-clock time can be from the instant's local time when searching for events:
+/// more than any zone's DST shift (Samoa moved a whole day).
+const WALL_MARGIN_DAYS: i64 = 2;
+
+/// What one cron field accepts.
+struct FieldSpec {
+    /// The field's name in messages.
+    name: &'static str,
+    /// The smallest value.
+    min: u32,
+    /// The largest value.
+    max: u32,
+    /// Names for values, lowercase, the first one standing for `min`.
+    names: &'static [&'static str],
+}
+
+const MINUTE: FieldSpec = FieldSpec {
+    name: "minute",
+    min: 0,
+    max: 59,
+    names: &[],
+};
+const HOUR: FieldSpec = FieldSpec {
+    name: "hour",
+    min: 0,
+    max: 23,
+    names: &[],
+};
+const DAY_OF_MONTH: FieldSpec = FieldSpec {
+    name: "day-of-month",
+    min: 1,
+    max: 31,
+    names: &[],
+};
+const MONTH: FieldSpec = FieldSpec {
+    name: "month",
+    min: 1,
+    max: 12,
+    names: &[
+        "jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec",
+    ],
+};
+/// Standard cron numbering: 0 and 7 are both Sunday.
+const DAY_OF_WEEK: FieldSpec = FieldSpec {
+    name: "day-of-week",
+    min: 0,
+    max: 7,
+    names: &["sun", "mon", "tue", "wed", "thu", "fri", "sat"],
+};
+
+/// Day names as the `cron` crate reads them, indexed by standard cron number modulo 7; names
+/// avoid the crate's own numbering (1 = Sunday).
+const CRATE_DAY_NAMES: [&str; 7] = ["Sun", "Mon", "Tue", "Wed", "Thu", "Fri", "Sat"];
+
+impl FieldSpec {
+    /// The values of one field, or why the text is not valid for it.
+    fn parse(&self, text: &str) -> Result<BTreeSet<u32>, String> {
+        let mut values = BTreeSet::new();
+        for item in text.split(',') {
+            if item.is_empty() {
+                return Err("empty item in list (expected values separated by commas)".into());
+            }
+            let (range, step) = match item.split_once('/') {
+                Some((range, step)) => (range, Some(self.step(step)?)),
+                None => (item, None),
+            };
+            let (first, last) = if range == "*" {
+                (self.min, self.max)
+            } else if let Some((first, last)) = range.split_once('-') {
+                let first = self.value(first)?;
+                let mut last = self.value(last)?;
+                // `fri-sun` ends on Sunday as 7, not 0, so it does not run backwards.
+                if self.name == DAY_OF_WEEK.name && last == 0 && first > 0 {
+                    last = 7;
+                }
+                if first > last {
+                    return Err(format!(
+                        "range {range} runs backwards (expected the start before the end)"
+                    ));
+                }
+                (first, last)
+            } else {
+                let first = self.value(range)?;
+                // A single value with a step (`5/15`) runs to the end of the field.
+                (first, if step.is_some() { self.max } else { first })
+            };
+            values.extend((first..=last).step_by(step.unwrap_or(1)));
+        }
+        Ok(values)
+    }
+
+    /// One value, by number or name.
+    fn value(&self, text: &str) -> Result<u32, String> {
+        let lower = text.to_ascii_lowercase();
+        if let Some(index) = self.names.iter().position(|name| *name == lower) {
+            return u32::try_from(index)
+                .map(|index| self.min + index)
+                .map_err(|_| self.expected(text));
+        }
+        if text.is_empty() || !text.bytes().all(|b| b.is_ascii_digit()) {
+            return Err(self.expected(text));
+        }
+        match text.parse::<u32>() {
+            Ok(value) if (self.min..=self.max).contains(&value) => Ok(value),
+            _ => Err(format!("{text} is out of range {}-{}", self.min, self.max)),
+        }
+    }
+
+    /// A step after `/`.
+    fn step(&self, text: &str) -> Result<usize, String> {
+        match text.parse::<usize>() {
+            Ok(step) if step >= 1 && text.bytes().all(|b| b.is_ascii_digit()) => Ok(step),
+            _ => Err(format!(
+                "step \"{text}\" is not a whole number of at least 1"
+            )),
+        }
+    }
+
+    /// The message for a text that is neither a number nor a name.
+    fn expected(&self, text: &str) -> String {
+        match (self.names.first(), self.names.last()) {
+            (Some(first), Some(last)) => format!(
+                "\"{text}\" is not a value (expected {}-{} or {first}-{last})",
+                self.min, self.max
+            ),
+            _ => format!(
+                "\"{text}\" is not a value (expected {}-{})",
+                self.min, self.max
+            ),
+        }
+    }
+
+    /// The values as a `cron` crate field: `*` for all of them, else a comma list.
+    fn crate_field(&self, values: &BTreeSet<u32>) -> String {
+        if self.name == DAY_OF_WEEK.name {
+            let days: BTreeSet<usize> = values.iter().map(|v| (*v % 7) as usize).collect();
+            if days.len() == 7 {
+                return "*".into();
+            }
+            let names: Vec<&str> = days
+                .iter()
+                .filter_map(|d| CRATE_DAY_NAMES.get(*d).copied())
+                .collect();
+            return names.join(",");
+        }
+        if values.len() == (self.min..=self.max).count() {
+            return "*".into();
+        }
+        let numbers: Vec<String> = values.iter().map(u32::to_string).collect();
+        numbers.join(",")
+    }
+}
+
+/// A standard five-field cron expression on local wall-clock time.
+#[derive(Debug, Clone)]
+pub struct CronEvents {
+    /// The expression as written, for display and messages.
+    expression: String,
+    /// `cron` crate schedules (with a leading seconds field) whose firings together are the
+    /// events: one, or two when day-of-month and day-of-week are both restricted and either
+    /// may match.
+    schedules: Vec<cron::Schedule>,
+}
+
+impl CronEvents {
+    /// The expression as written.
+    pub fn as_str(&self) -> &str {
+        &self.expression
+    }
+}
+
+/// Why a text is not a cron expression.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum CronError {
+    /// The expression does not have five fields.
+    #[error("invalid cron expression \"{expression}\": expected 5 fields (minute hour day-of-month month day-of-week), found {found}")]
+    FieldCount {
+        /// The expression as written.
+        expression: String,
+        /// How many whitespace-separated fields it has.
+        found: usize,
+    },
+    /// One field is not valid.
+    #[error("invalid cron expression \"{expression}\": {field} field \"{text}\": {reason}")]
+    Field {
+        /// The expression as written.
+        expression: String,
+        /// The field's name, such as `minute`.
+        field: &'static str,
+        /// The field as written.
+        text: String,
+        /// What is wrong with it and what is expected.
+        reason: String,
+    },
+    /// The `cron` crate refused the translated expression.
+    #[error("invalid cron expression \"{expression}\": {reason}")]
+    Rejected {
+        /// The expression as written.
+        expression: String,
+        /// The crate's explanation.
+        reason: String,
+    },
+}
+
+impl FromStr for CronEvents {
+    type Err = CronError;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let expression = s.trim().to_owned();
+        let fields: Vec<&str> = expression.split_whitespace().collect();
+        let [minute, hour, day_of_month, month, day_of_week] = fields[..] else {
+            return Err(CronError::FieldCount {
+                found: fields.len(),
+                expression,
+            });
+        };
+        let parse = |spec: &FieldSpec, text: &str| {
+            spec.parse(text)
+                .map(|values| spec.crate_field(&values))
+                .map_err(|reason| CronError::Field {
+                    expression: expression.clone(),
+                    field: spec.name,
+                    text: text.to_owned(),
+                    reason,
+                })
+        };
+        let minutes = parse(&MINUTE, minute)?;
+        let hours = parse(&HOUR, hour)?;
+        let days = parse(&DAY_OF_MONTH, day_of_month)?;
+        let months = parse(&MONTH, month)?;
+        let weekdays = parse(&DAY_OF_WEEK, day_of_week)?;
+        let schedule = |days: &str, weekdays: &str| {
+            cron::Schedule::from_str(&format!("0 {minutes} {hours} {days} {months} {weekdays}"))
+                .map_err(|e| CronError::Rejected {
+                    expression: expression.clone(),
+                    reason: e.to_string(),
+                })
+        };
+        // Standard cron: when both day fields are restricted (neither starts with `*`), a day
+        // matches if either does; the crate requires both, so take the union of two schedules.
+        let schedules = if !day_of_month.starts_with('*') && !day_of_week.starts_with('*') {
+            vec![schedule(&days, "*")?, schedule("*", &weekdays)?]
+        } else {
+            vec![schedule(&days, &weekdays)?]
+        };
+        Ok(CronEvents {
+            expression,
+            schedules,
+        })
+    }
+}
+
+impl fmt::Display for CronEvents {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.expression)
+    }
+}
+
+/// A change of hours: a start or stop firing, after folding firings at the same instant.
+#[derive(Debug, Clone, Copy)]
+struct Event {
+    /// When it happens.
+    at: DateTime<Utc>,
+    /// Whether hours close (any stop fired at `at`), rather than open.
+    stops: bool,
+}
+
+/// A time-ordered stream of instants.
+type Instants<'a> = Peekable<Box<dyn Iterator<Item = DateTime<Utc>> + 'a>>;
+
+/// Firings of several schedules merged in time order (forward or backward). Firings at the
+/// same instant, from one schedule (two wall times can resolve to one instant) or several,
+/// fold into one event that stops if any of them is a stop.
+struct Events<'a> {
+    /// Each schedule's firings, and whether they are stops.
+    streams: Vec<(Instants<'a>, bool)>,
+    /// Whether time runs forward.
+    forward: bool,
+}
+
+impl Iterator for Events<'_> {
+    type Item = Event;
+
+    fn next(&mut self) -> Option<Event> {
+        let heads = self
+            .streams
+            .iter_mut()
+            .filter_map(|(stream, _)| stream.peek().copied());
+        let at = if self.forward {
+            heads.min()
+        } else {
+            heads.max()
+        }?;
+        let mut stops = false;
+        for (stream, is_stop) in &mut self.streams {
+            while stream.next_if_eq(&at).is_some() {
+                stops |= *is_stop;
+            }
+        }
+        Some(Event { at, stops })
+    }
+}
+
+/// Wall-clock times at which `schedule` fires, from `from` onward (or backward), with their
+/// instants in `tz`. Instants never go backward as wall times advance, because
+/// [`zone::resolve`] is monotonic.
+fn firings<'a>(
+    schedule: &'a cron::Schedule,
+    tz: Tz,
+    from: NaiveDateTime,
+    forward: bool,
+) -> Box<dyn Iterator<Item = (NaiveDateTime, DateTime<Utc>)> + 'a> {
+    let times = schedule
+        .after(&from.and_utc())
+        .map(move |t| (t.naive_utc(), zone::resolve(tz, t.naive_utc())));
+    if forward {
+        Box::new(times)
+    } else {
+        Box::new(times.rev())
+    }
+}
+
+/// All start and stop events around `now`, in one direction, starting a little before (after)
+/// `now` in wall-clock time so that no event near a DST shift is missed.
+fn events<'a>(
+    schedule: &'a Schedule,
+    start: &'a CronEvents,
+    stop: &'a CronEvents,
+    now: DateTime<Utc>,
+    forward: bool,
+) -> Events<'a> {
+    let tz = schedule.timezone;
+    let wall_now = now.with_timezone(&tz).naive_local();
+    let margin = TimeDelta::days(if forward {
+        -WALL_MARGIN_DAYS
+    } else {
+        WALL_MARGIN_DAYS
+    });
+    let from = wall_now.checked_add_signed(margin).unwrap_or(wall_now);
+    let starts = start.schedules.iter().map(|s| {
+        let stream: Box<dyn Iterator<Item = DateTime<Utc>>> = Box::new(
+            firings(s, tz, from, forward)
+                // A start belongs to its wall-clock date, which a calendar may skip.
+                .filter(|(wall, _)| !schedule.skips(wall.date()))
+                .map(|(_, at)| at),
+        );
+        (stream.peekable(), false)
+    });
+    let stops = stop.schedules.iter().map(|s| {
+        let stream: Box<dyn Iterator<Item = DateTime<Utc>>> =
+            Box::new(firings(s, tz, from, forward).map(|(_, at)| at));
+        (stream.peekable(), true)
+    });
+    Events {
+        streams: starts.chain(stops).collect(),
+        forward,
+    }
+}
+
+/// Where `now` falls in hours opened by `start` events and closed by `stop` events.
+pub(super) fn status(
+    schedule: &Schedule,
+    start: &CronEvents,
+    stop: &CronEvents,
+    now: DateTime<Utc>,
+) -> ScheduleStatus {
+    let horizon = TimeDelta::days(HORIZON_DAYS);
+    let earliest = now
+        .checked_sub_signed(horizon)
+        .unwrap_or(DateTime::<Utc>::MIN_UTC);
+    let latest = now
+        .checked_add_signed(horizon)
+        .unwrap_or(DateTime::<Utc>::MAX_UTC);
+
+    let mut back = events(schedule, start, stop, now, false)
+        .skip_while(|e| e.at > now)
+        .take_while(|e| e.at >= earliest);
+    let last = back.next();
+    let in_hours = last.is_some_and(|e| !e.stops);
+    // The state last changed at the earliest of the run of like events ending at `last`; it is
+    // unknown if that run reaches past the horizon.
+    let since = last.and_then(|last| {
+        let mut since = last.at;
+        for event in back {
+            if event.stops != last.stops {
+                return Some(since);
+            }
+            since = event.at;
+        }
+        None
+    });
+    // Inside hours the next stop closes them; outside, the next start (that is not also a
+    // stop) opens them.
+    let next = events(schedule, start, stop, now, true)
+        .skip_while(|e| e.at <= now)
+        .take_while(|e| e.at <= latest)
+        .find(|e| e.stops == in_hours)
+        .map(|e| e.at);
+    ScheduleStatus {
+        in_hours,
+        since,
+        next,
+    }
+}

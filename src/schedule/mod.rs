@@ -1,0 +1,96 @@
+//! Work-hour schedules: when a policy's hours are open, evaluated on wall-clock time in the
+//! policy's zone.
+//!
+//! Both modes (weekly periods and cron events) work on local wall-clock times and turn them into
+//! instants with [`zone::resolve`], which applies the DST rules of DESIGN.md: a time in a gap
+//! happens at the first instant after the gap, a time in a repeated hour at its first occurrence.
+//! The `cron` crate is only asked for wall-clock times (it is run on a zone without DST); it never
+//! decides instants in the policy's zone itself, since it would silently skip gap times.
+
+mod calendar;
+mod cron_events;
+mod days;
+mod periods;
+mod time_of_day;
+pub mod zone;
+
+pub use calendar::{Calendar, CalendarError, DateRange};
+pub use cron_events::{CronError, CronEvents};
+pub use days::{DayParseError, DaySet};
+pub use time_of_day::{TimeOfDay, TimeOfDayError};
+
+use chrono::{DateTime, Utc};
+use chrono_tz::Tz;
+use std::sync::Arc;
+
+/// How far schedule look-ups search for a transition before they report that there is none
+/// (a schedule open all the time, or never).
+pub const HORIZON_DAYS: i64 = 400;
+
+/// A weekly window: opens on each day of `days` at `start`, closes at `stop`.
+///
+/// A `stop` at or before `start` closes on the next day (an overnight window); the whole
+/// window belongs to the day it starts on, for `days` and for skipped dates.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Period {
+    /// Days on which the window opens.
+    pub days: DaySet,
+    /// Local opening time.
+    pub start: TimeOfDay,
+    /// Local closing time; `24:00` is the end of the start day.
+    pub stop: TimeOfDay,
+}
+
+/// The two ways to write work hours.
+#[derive(Debug, Clone)]
+pub enum Hours {
+    /// Weekly periods; hours are open inside any of them.
+    Periods(Vec<Period>),
+    /// Cron events: hours open at each `start` event and close at each `stop` event. When both
+    /// fire at the same minute, the stop wins.
+    Cron {
+        /// Events that open the hours.
+        start: CronEvents,
+        /// Events that close the hours.
+        stop: CronEvents,
+    },
+}
+
+/// A policy's work hours in its time zone, with the calendars whose dates it skips.
+#[derive(Debug, Clone)]
+pub struct Schedule {
+    /// The IANA zone the times are written in.
+    pub timezone: Tz,
+    /// When hours open and close.
+    pub hours: Hours,
+    /// Dates on which a window does not open (a window that starts on one stays closed).
+    pub skip: Vec<Arc<Calendar>>,
+}
+
+/// Where an instant falls in a schedule.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ScheduleStatus {
+    /// Whether hours are open at the instant.
+    pub in_hours: bool,
+    /// The last transition at or before the instant: when the current window opened (in hours),
+    /// or when the last one closed (outside). `None` when there is none within the horizon.
+    pub since: Option<DateTime<Utc>>,
+    /// The next transition strictly after the instant. `None` when there is none within the
+    /// horizon.
+    pub next: Option<DateTime<Utc>>,
+}
+
+impl Schedule {
+    /// Where `now` falls in this schedule.
+    pub fn status(&self, now: DateTime<Utc>) -> ScheduleStatus {
+        match &self.hours {
+            Hours::Periods(periods) => periods::status(self, periods, now),
+            Hours::Cron { start, stop } => cron_events::status(self, start, stop, now),
+        }
+    }
+
+    /// Whether a window that starts on `date` (local) is skipped by a calendar.
+    fn skips(&self, date: chrono::NaiveDate) -> bool {
+        self.skip.iter().any(|c| c.contains(date))
+    }
+}
