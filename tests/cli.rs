@@ -1,0 +1,443 @@
+//! The `ebb` binary as users and CI run it: `validate`, `plan`, `explain`, `schema`.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn ebb(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_ebb"))
+        .args(args)
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .expect("run ebb")
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+/// A directory with the given policy files.
+fn dir(files: &[(&str, &str)]) -> tempfile::TempDir {
+    let d = tempfile::tempdir().unwrap();
+    for (name, text) in files {
+        std::fs::write(d.path().join(name), text).unwrap();
+    }
+    d
+}
+
+fn validate(d: &Path) -> Output {
+    ebb(&["validate", d.to_str().unwrap()])
+}
+
+#[test]
+fn the_example_policies_are_valid() {
+    let o = ebb(&["validate", "policies"]);
+    assert!(o.status.success(), "{}{}", stdout(&o), stderr(&o));
+    assert!(stdout(&o).starts_with("ok: "), "{}", stdout(&o));
+}
+
+/// One valid policy with `line` replaced, for single-problem files.
+const GOOD: &str = "\
+calendars:
+  holidays:
+    dates: [\"2026-12-25\"]
+policies:
+  - name: dev
+    match: {tags: {env: dev}}
+    work_hours:
+      timezone: Asia/Shanghai
+      periods:
+        - {days: mon-fri, start: \"08:30\", stop: \"20:00\"}
+      skip: [holidays]
+    spot:
+      min_savings: 40%
+      checkpoint_max_age: 30m
+";
+
+/// Each bad policy of the issue gives a non-zero exit and the problem at its position.
+#[test]
+fn each_kind_of_bad_policy_is_reported_at_its_line_and_column() {
+    let cases = [
+        (
+            "      timezone: Asia/Shanghai",
+            "      timezon: Asia/Shanghai",
+            "8:7: unknown key \"timezon\" (did you mean \"timezone\"?)",
+        ),
+        (
+            "      timezone: Asia/Shanghai",
+            "      timezone: Asia/Shangai",
+            "8:17: unknown time zone \"Asia/Shangai\" (did you mean \"Asia/Shanghai\"?)",
+        ),
+        (
+            "start: \"08:30\"",
+            "start: \"25:00\"",
+            "10:34: \"25:00\" is not a time of day (HH:MM, 00:00-24:00)",
+        ),
+        (
+            "days: mon-fri,",
+            "days: mon-fry,",
+            "10:18: \"mon-fry\": unknown day \"fry\"",
+        ),
+        (
+            "        - {days: mon-fri, start: \"08:30\", stop: \"20:00\"}",
+            "      cron: {start: \"61 8 * * mon-fri\", stop: \"0 20 * * mon-fri\"}",
+            "9:21: invalid cron expression \"61 8 * * mon-fri\": minute field \"61\"",
+        ),
+        (
+            "min_savings: 40%",
+            "min_savings: 140%",
+            "13:20: min_savings must be between 0% and 100%",
+        ),
+        (
+            "skip: [holidays]",
+            "skip: [holidayz]",
+            "11:14: unknown calendar \"holidayz\" (did you mean \"holidays\"?)",
+        ),
+        (
+            "checkpoint_max_age: 30m",
+            "checkpoint_max_age: 30 minutes please",
+            "14:27: \"30 minutes please\" is not a duration",
+        ),
+    ];
+    for (from, to, want) in cases {
+        assert!(GOOD.contains(from), "{from}");
+        let mut text = GOOD.replace(from, to);
+        if to.starts_with("      cron:") {
+            text = text.replace("      periods:\n", "");
+        }
+        let d = dir(&[("team.yaml", &text)]);
+        let o = validate(d.path());
+        assert_eq!(o.status.code(), Some(1), "{to}: {}", stdout(&o));
+        let out = stdout(&o);
+        let file = d.path().join("team.yaml");
+        let want = format!("{}:{want}", file.display());
+        assert!(
+            out.lines().any(|l| l.starts_with(&want)),
+            "want {want}\ngot:\n{out}"
+        );
+        assert_eq!(out.lines().count(), 1, "one problem, one line:\n{out}");
+    }
+    let d = dir(&[("team.yaml", GOOD)]);
+    assert!(validate(d.path()).status.success());
+}
+
+#[test]
+fn every_problem_is_reported_not_just_the_first() {
+    let text = GOOD
+        .replace("timezone: Asia/Shanghai", "timezone: Mars/Olympus")
+        .replace("\"25:00\"", "x")
+        .replace("stop: \"20:00\"", "stop: \"20:61\"")
+        .replace("min_savings: 40%", "min_savings: -1%")
+        .replace("name: dev", "name: dev\n    colour: blue");
+    let d = dir(&[("team.yaml", &text)]);
+    let o = validate(d.path());
+    assert_eq!(o.status.code(), Some(1));
+    let out = stdout(&o);
+    for needle in [
+        "Mars/Olympus",
+        "\"20:61\"",
+        "min_savings",
+        "unknown key \"colour\"",
+    ] {
+        assert!(out.contains(needle), "{needle} missing from:\n{out}");
+    }
+    assert_eq!(out.lines().count(), 4, "{out}");
+}
+
+#[test]
+fn duplicate_names_across_files_name_both_places() {
+    let d = dir(&[
+        ("a.yaml", GOOD),
+        ("b.yml", "policies:\n  - name: dev\n    match: {}\n"),
+    ]);
+    let o = validate(d.path());
+    assert_eq!(o.status.code(), Some(1));
+    let out = stdout(&o);
+    let (a, b) = (d.path().join("a.yaml"), d.path().join("b.yml"));
+    let want = format!(
+        "{}:2:11: duplicate policy name \"dev\" (also defined at {}:5:11)",
+        b.display(),
+        a.display()
+    );
+    assert!(out.contains(&want), "want {want}\ngot {out}");
+}
+
+#[test]
+fn calendars_are_shared_across_files_and_unknown_ones_are_errors() {
+    let policy = GOOD.replace("calendars:\n  holidays:\n    dates: [\"2026-12-25\"]\n", "");
+    let shared = dir(&[
+        (
+            "cal.yaml",
+            "calendars:\n  holidays:\n    dates: [\"2026-12-25\"]\n",
+        ),
+        ("p.yaml", &policy),
+    ]);
+    assert!(validate(shared.path()).status.success());
+    let alone = dir(&[("p.yaml", &policy)]);
+    let o = validate(alone.path());
+    assert!(
+        stdout(&o).contains("unknown calendar \"holidays\""),
+        "{}",
+        stdout(&o)
+    );
+}
+
+#[test]
+fn yaml_syntax_errors_and_odd_inputs_are_reported_without_panicking() {
+    let cases: [(&str, &str); 6] = [
+        ("a: [1, 2\nb: 3\n", "not valid YAML"),
+        ("", "the file is empty"),
+        ("- 1\n- 2\n", "expected a policy file, found a list"),
+        ("policies: {}\n", "expected a list of policies"),
+        ("policies:\n  - 42\n", "expected a policy, found a number"),
+        (
+            "policies:\n  - name: x\n    match: {tags: {a: [1]}}\n",
+            "expected a tag value",
+        ),
+    ];
+    for (text, want) in cases {
+        let d = dir(&[("p.yaml", text)]);
+        let o = validate(d.path());
+        assert_eq!(o.status.code(), Some(1), "{text:?}");
+        assert!(stdout(&o).contains(want), "{text:?}: {}", stdout(&o));
+        assert!(!stderr(&o).contains("panicked"));
+    }
+}
+
+#[test]
+fn missing_directories_and_empty_ones_are_clear_errors() {
+    let o = ebb(&["validate", "/nonexistent/policies"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        stderr(&o).contains("cannot read /nonexistent/policies"),
+        "{}",
+        stderr(&o)
+    );
+    let empty = tempfile::tempdir().unwrap();
+    let o = validate(empty.path());
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("no policy files"), "{}", stderr(&o));
+}
+
+fn fixture() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/fleet.yaml")
+}
+
+const AT: &str = "2026-11-30T12:10:00Z";
+
+#[test]
+fn plan_json_is_the_documented_contract() {
+    let f = fixture();
+    let o = ebb(&[
+        "plan",
+        "--policies",
+        "policies",
+        "--fleet",
+        f.to_str().unwrap(),
+        "--at",
+        AT,
+        "--format",
+        "json",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let items: Vec<serde_json::Map<String, serde_json::Value>> =
+        serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(items.len(), 8);
+    let actions = [
+        "none",
+        "start",
+        "stop",
+        "hibernate",
+        "notify",
+        "migrate_to_spot",
+        "relaunch_spot",
+        "fallback_on_demand",
+    ];
+    for item in &items {
+        let keys: Vec<&str> = item.keys().map(String::as_str).collect();
+        assert_eq!(keys, ["action", "code", "instance", "policy", "reason"]);
+        assert!(actions.contains(&item["action"].as_str().unwrap()));
+        assert!(item["policy"].is_string() || item["policy"].is_null());
+    }
+    let by_id = |id: &str| items.iter().find(|i| i["instance"] == id).unwrap();
+    assert_eq!(by_id("i-0orphan")["policy"], serde_json::Value::Null);
+    assert_eq!(by_id("i-0orphan")["code"], "no_policy");
+    assert_eq!(by_id("i-0research1")["action"], "notify");
+    assert_eq!(by_id("i-0research2")["code"], "busy_deferred");
+    assert_eq!(by_id("i-0platform1")["action"], "start");
+    assert_eq!(by_id("i-0notebook1")["action"], "stop");
+    assert_eq!(by_id("i-0train1")["action"], "migrate_to_spot");
+}
+
+#[test]
+fn plan_reads_json_fleets_and_prints_a_table() {
+    let d = tempfile::tempdir().unwrap();
+    let fleet = d.path().join("fleet.json");
+    std::fs::write(
+        &fleet,
+        r#"{"instances": [{"id": "i-1", "region": "us-east-1", "type": "g5.xlarge", "state": "running",
+            "tags": {"team": "research", "env": "dev"}}]}"#,
+    )
+    .unwrap();
+    let o = ebb(&[
+        "plan",
+        "--policies",
+        "policies",
+        "--fleet",
+        fleet.to_str().unwrap(),
+        "--at",
+        AT,
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = stdout(&o);
+    let mut lines = out.lines();
+    assert!(
+        lines
+            .next()
+            .unwrap()
+            .starts_with("INSTANCE  ACTION  POLICY"),
+        "{out}"
+    );
+    assert!(
+        lines
+            .next()
+            .unwrap()
+            .starts_with("i-1       notify  research-dev-hours  notice_late"),
+        "{out}"
+    );
+}
+
+#[test]
+fn plan_rejects_bad_input_with_a_message_and_no_decisions() {
+    let f = fixture();
+    let o = ebb(&[
+        "plan",
+        "--policies",
+        "policies",
+        "--fleet",
+        f.to_str().unwrap(),
+        "--at",
+        "tonight",
+    ]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        stderr(&o).contains("\"tonight\" is not an RFC 3339 time"),
+        "{}",
+        stderr(&o)
+    );
+    let d = tempfile::tempdir().unwrap();
+    let bad = d.path().join("fleet.yaml");
+    std::fs::write(&bad, "instances:\n  - id: i-1\n    state: runing\n").unwrap();
+    let o = ebb(&[
+        "plan",
+        "--policies",
+        "policies",
+        "--fleet",
+        bad.to_str().unwrap(),
+        "--at",
+        AT,
+    ]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        stderr(&o).contains("not a valid fleet snapshot"),
+        "{}",
+        stderr(&o)
+    );
+    assert!(o.stdout.is_empty());
+    let broken = dir(&[("p.yaml", "policies:\n  - name: x\n")]);
+    let o = ebb(&[
+        "plan",
+        "--policies",
+        broken.path().to_str().unwrap(),
+        "--fleet",
+        f.to_str().unwrap(),
+        "--at",
+        AT,
+    ]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        stderr(&o).contains("policies are not valid"),
+        "{}",
+        stderr(&o)
+    );
+    assert!(o.stdout.is_empty());
+}
+
+#[test]
+fn explain_shows_matches_the_governing_policy_and_each_verdict() {
+    let f = fixture();
+    let o = ebb(&[
+        "explain",
+        "i-0research2",
+        "--policies",
+        "policies",
+        "--fleet",
+        f.to_str().unwrap(),
+        "--at",
+        AT,
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = stdout(&o);
+    for needle in [
+        "policy platform-dev-hours does not match: region ap-east-1 is not in us-east-1",
+        "policy research-dev-hours matches (priority 10)",
+        "governing policy: research-dev-hours",
+        "work hours (Asia/Shanghai): closed since 20:00 Asia/Shanghai",
+        "busy: 93% at 20:05 Asia/Shanghai",
+        "decision: none [busy_deferred]",
+    ] {
+        assert!(out.contains(needle), "{needle} missing from:\n{out}");
+    }
+    let o = ebb(&[
+        "explain",
+        "i-nope",
+        "--policies",
+        "policies",
+        "--fleet",
+        f.to_str().unwrap(),
+        "--at",
+        AT,
+    ]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("no instance i-nope"));
+}
+
+#[test]
+fn explain_shows_spot_numbers() {
+    let f = fixture();
+    let o = ebb(&[
+        "explain",
+        "i-0train1",
+        "--policies",
+        "policies",
+        "--fleet",
+        f.to_str().unwrap(),
+        "--at",
+        AT,
+    ]);
+    let out = stdout(&o);
+    assert!(out.contains("spot: eligible: spot p4d.24xlarge $12.410/h vs on-demand p4d.24xlarge $32.770/h saves 62% (min 40%)"), "{out}");
+}
+
+#[test]
+fn schema_is_printed_written_to_deploy_and_referenced_by_the_examples() {
+    let o = ebb(&["schema"]);
+    assert!(o.status.success());
+    let file = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy/policy.schema.json"),
+    )
+    .unwrap();
+    assert_eq!(
+        stdout(&o),
+        file,
+        "deploy/policy.schema.json is stale: run `ebb schema > deploy/policy.schema.json`"
+    );
+    for entry in std::fs::read_dir(Path::new(env!("CARGO_MANIFEST_DIR")).join("policies")).unwrap()
+    {
+        let text = std::fs::read_to_string(entry.unwrap().path()).unwrap();
+        assert!(text.starts_with("# yaml-language-server: $schema=../deploy/policy.schema.json\n"));
+    }
+}

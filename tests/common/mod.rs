@@ -1,0 +1,118 @@
+//! Helpers shared by the integration tests: policies from YAML text, instances, times.
+#![allow(dead_code)] // each test binary uses a different part of this module
+
+use chrono::{DateTime, Utc};
+use ebb::engine::{decide, Decision, InstanceFacts, Override, Prior};
+use ebb::fleet::{Fleet, Instance, InstanceState, Lifecycle, Prices, Sample};
+use ebb::policy::PolicySet;
+use std::collections::{BTreeMap, HashMap};
+
+/// An RFC 3339 instant.
+pub fn t(s: &str) -> DateTime<Utc> {
+    DateTime::parse_from_rfc3339(s)
+        .unwrap_or_else(|e| panic!("bad time {s}: {e}"))
+        .with_timezone(&Utc)
+}
+
+/// Loads one policy file with `text`.
+pub fn policies(text: &str) -> PolicySet {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("p.yaml"), text).unwrap();
+    ebb::policy::load(&[dir.path().to_path_buf()]).unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// A running on-demand g5.xlarge in us-east-1 with `tags`.
+pub fn instance(id: &str, tags: &[(&str, &str)]) -> Instance {
+    Instance {
+        id: id.to_string(),
+        region: "us-east-1".to_string(),
+        instance_type: "g5.xlarge".to_string(),
+        state: InstanceState::Running,
+        state_since: None,
+        lifecycle: Lifecycle::OnDemand,
+        launched_at: None,
+        tags: tags
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect(),
+        gpu_util: Vec::new(),
+    }
+}
+
+/// Samples `(time, percent)`, oldest first.
+pub fn samples(points: &[(&str, f64)]) -> Vec<Sample> {
+    points
+        .iter()
+        .map(|(at, percent)| Sample {
+            at: t(at),
+            percent: *percent,
+        })
+        .collect()
+}
+
+/// Samples every 5 minutes from `from` to `to` inclusive, all at `percent`.
+pub fn steady(from: &str, to: &str, percent: f64) -> Vec<Sample> {
+    let (mut at, end) = (t(from), t(to));
+    let mut out = Vec::new();
+    while at <= end {
+        out.push(Sample { at, percent });
+        at += chrono::Duration::minutes(5);
+    }
+    out
+}
+
+/// What ebb remembers, built up per test.
+#[derive(Default)]
+pub struct World {
+    pub instances: Vec<Instance>,
+    pub facts: HashMap<String, InstanceFacts>,
+    pub overrides: Vec<Override>,
+    pub prices: Prices,
+}
+
+impl World {
+    pub fn with(instances: Vec<Instance>) -> Self {
+        World {
+            instances,
+            ..Default::default()
+        }
+    }
+
+    pub fn facts(mut self, id: &str, f: InstanceFacts) -> Self {
+        self.facts.insert(id.to_string(), f);
+        self
+    }
+
+    pub fn price(mut self, region: &str, ty: &str, on_demand: f64, spot: f64) -> Self {
+        self.prices.entry(region.to_string()).or_default().insert(
+            ty.to_string(),
+            ebb::fleet::Price {
+                on_demand: Some(on_demand),
+                spot: Some(spot),
+            },
+        );
+        self
+    }
+
+    pub fn decide(&self, now: &str, set: &PolicySet) -> Vec<Decision> {
+        let fleet = Fleet {
+            instances: self.instances.clone(),
+            prices: self.prices.clone(),
+        };
+        let prior = Prior::new(self.facts.clone(), self.overrides.clone());
+        decide(t(now), set, &fleet, &prior)
+    }
+
+    /// The one decision for the first instance.
+    pub fn one(&self, now: &str, set: &PolicySet) -> Decision {
+        self.decide(now, set).remove(0)
+    }
+}
+
+/// Tags as a map, for building instances by hand.
+pub fn tags(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+    pairs
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+}
