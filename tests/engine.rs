@@ -768,3 +768,12 @@ fn codes_are_unique_snake_case_names() {
     names.dedup();
     assert_eq!(names.len(), Code::ALL.len());
 }
+
+#[test]
+fn readme_documents_every_code() {
+    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).unwrap();
+    for code in Code::ALL {
+        let row = format!("| `{}` |", code.as_str());
+        assert!(readme.contains(&row), "README.md lacks a row for {code}");
+    }
+}
