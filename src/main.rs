@@ -1,8 +1,9 @@
 //! The `ebb` command: parses the command line and calls into the library.
 
-use anyhow::{Context as _, Result};
-use chrono::{DateTime, Utc};
-use clap::{Parser, Subcommand, ValueEnum};
+use anyhow::{bail, Context as _, Result};
+use chrono::{DateTime, Local, Utc};
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use ebb::store::{AuditFilter, Outcome, Store, Verification};
 use ebb::{engine, fleet, output, policy};
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -40,6 +41,88 @@ enum Command {
     },
     /// Print the JSON Schema of policy files.
     Schema,
+    /// Apply the database migrations (DATABASE_URL); other commands apply them too.
+    Migrate,
+    /// Show the audit log (DATABASE_URL), or verify its hash chain.
+    #[command(args_conflicts_with_subcommands = true)]
+    Audit {
+        #[command(subcommand)]
+        verify: Option<AuditCommand>,
+        #[command(flatten)]
+        filter: AuditArgs,
+    },
+    /// Keep an instance from being stopped until a time, or list and revoke overrides.
+    Override(OverrideArgs),
+}
+
+#[derive(Subcommand)]
+enum AuditCommand {
+    /// Recompute the hash chain; exit non-zero naming the first row that does not match.
+    Verify,
+}
+
+/// Filters and format of `ebb audit`.
+#[derive(Args)]
+struct AuditArgs {
+    /// Rows at or after: a duration back from now (24h, 7d) or an RFC 3339 time.
+    #[arg(long, value_name = "24h|TS", value_parser = parse_past)]
+    since: Option<DateTime<Utc>>,
+    /// Rows before: a duration back from now or an RFC 3339 time.
+    #[arg(long, value_name = "TS", value_parser = parse_past)]
+    until: Option<DateTime<Utc>>,
+    /// Only this instance.
+    #[arg(long, value_name = "ID")]
+    instance: Option<String>,
+    /// Only this policy.
+    #[arg(long, value_name = "NAME")]
+    policy: Option<String>,
+    /// Only this action (stop, start, hibernate, notify, override, policy_version, ...).
+    #[arg(long, value_name = "A")]
+    action: Option<String>,
+    /// Only this outcome.
+    #[arg(long, value_name = "O", value_parser = ["intent", "succeeded", "failed", "skipped"])]
+    outcome: Option<String>,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = AuditFormat::Table)]
+    format: AuditFormat,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum AuditFormat {
+    Table,
+    Json,
+    Csv,
+}
+
+/// `ebb override INSTANCE --until .. --reason ..`, `--list`, `--revoke ID`.
+#[derive(Args)]
+#[command(group(clap::ArgGroup::new("mode").args(["instance", "list", "revoke"]).required(true)))]
+struct OverrideArgs {
+    /// The instance to keep.
+    #[arg(requires_all = ["until", "reason"])]
+    instance: Option<String>,
+    /// Until when: an RFC 3339 time, or a duration from now (4h, 2d).
+    #[arg(long, value_name = "TS|DURATION", value_parser = parse_future)]
+    until: Option<DateTime<Utc>>,
+    /// Why (recorded in the audit log).
+    #[arg(long, value_name = "TEXT")]
+    reason: Option<String>,
+    /// List the overrides in force.
+    #[arg(long)]
+    list: bool,
+    /// With --list: also expired and revoked ones.
+    #[arg(long, requires = "list")]
+    all: bool,
+    /// Revoke the override with this id.
+    #[arg(long, value_name = "ID")]
+    revoke: Option<i64>,
+    /// Who is asking, for the audit log.
+    #[arg(long, env = "EBB_ACTOR", default_value_t = default_actor())]
+    actor: String,
+}
+
+fn default_actor() -> String {
+    std::env::var("USER").unwrap_or_else(|_| "cli".into())
 }
 
 /// The inputs of an offline decision.
@@ -68,15 +151,38 @@ enum Format {
     Json,
 }
 
+/// A past instant: `24h` (that long ago) or an RFC 3339 time.
+fn parse_past(s: &str) -> Result<DateTime<Utc>, String> {
+    match humantime::parse_duration(s) {
+        Ok(d) => chrono::Duration::from_std(d)
+            .ok()
+            .and_then(|d| Utc::now().checked_sub_signed(d))
+            .ok_or_else(|| format!("\"{s}\" is too long ago")),
+        Err(_) => parse_time(s).map_err(|e| format!("{e}, or a duration like 24h")),
+    }
+}
+
+/// A future instant: `4h` (from now) or an RFC 3339 time.
+fn parse_future(s: &str) -> Result<DateTime<Utc>, String> {
+    match humantime::parse_duration(s) {
+        Ok(d) => chrono::Duration::from_std(d)
+            .ok()
+            .and_then(|d| Utc::now().checked_add_signed(d))
+            .ok_or_else(|| format!("\"{s}\" is too far ahead")),
+        Err(_) => parse_time(s).map_err(|e| format!("{e}, or a duration like 4h")),
+    }
+}
+
 fn parse_time(s: &str) -> Result<DateTime<Utc>, String> {
     DateTime::parse_from_rfc3339(s)
         .map(|t| t.with_timezone(&Utc))
         .map_err(|_| format!("\"{s}\" is not an RFC 3339 time (like 2026-11-30T20:05:00Z or 2026-11-30T20:05:00+08:00)"))
 }
 
-fn main() -> ExitCode {
+#[tokio::main]
+async fn main() -> ExitCode {
     let cli = Cli::parse();
-    match run(cli.command) {
+    match run(cli.command).await {
         Ok(code) => code,
         Err(err) => {
             eprintln!("error: {err:#}");
@@ -85,7 +191,7 @@ fn main() -> ExitCode {
     }
 }
 
-fn run(command: Command) -> Result<ExitCode> {
+async fn run(command: Command) -> Result<ExitCode> {
     match command {
         Command::Validate { dirs } => match policy::load(&dirs) {
             Ok(set) => {
@@ -137,7 +243,97 @@ fn run(command: Command) -> Result<ExitCode> {
             print!("{}", policy::schema::schema_text());
             Ok(ExitCode::SUCCESS)
         }
+        Command::Migrate => {
+            let url = std::env::var("DATABASE_URL").map_err(|_| ebb::store::StoreError::NoUrl)?;
+            let store = Store::connect(&url).await?;
+            let applied = store.migrate().await?;
+            println!("ok: {applied} migration(s) applied; the schema is current");
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Audit {
+            verify: Some(AuditCommand::Verify),
+            ..
+        } => {
+            let store = Store::open_from_env().await?;
+            match store.verify_audit().await? {
+                Verification::Intact { rows, head } => {
+                    println!("ok: {rows} audit rows, hash chain intact, head {head}");
+                    Ok(ExitCode::SUCCESS)
+                }
+                Verification::Broken { seq, problem } => {
+                    println!("audit row {seq} does not match: {problem}");
+                    Ok(ExitCode::from(1))
+                }
+            }
+        }
+        Command::Audit {
+            verify: None,
+            filter,
+        } => {
+            let store = Store::open_from_env().await?;
+            let rows = store.audit(&filter.to_filter()).await?;
+            let text = match filter.format {
+                AuditFormat::Table => output::audit_table(&rows, &Local),
+                AuditFormat::Json => output::audit_json(&rows),
+                AuditFormat::Csv => output::audit_csv(&rows)?,
+            };
+            print!("{text}");
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Override(args) => overrides(args).await,
     }
+}
+
+impl AuditArgs {
+    fn to_filter(&self) -> AuditFilter {
+        AuditFilter {
+            since: self.since,
+            until: self.until,
+            instance: self.instance.clone(),
+            policy: self.policy.clone(),
+            action: self.action.clone(),
+            outcome: self.outcome.as_deref().and_then(Outcome::parse),
+        }
+    }
+}
+
+async fn overrides(args: OverrideArgs) -> Result<ExitCode> {
+    let store = Store::open_from_env().await?;
+    let now = Utc::now();
+    if args.list {
+        let list = if args.all {
+            store.all_overrides().await?
+        } else {
+            store.active_overrides(now).await?
+        };
+        print!("{}", output::overrides_table(&list, &Local, now));
+    } else if let Some(id) = args.revoke {
+        let o = store.revoke_override(id, &args.actor, now).await?;
+        println!("revoked override {} of {}", o.id, o.instance);
+    } else if let (Some(instance), Some(until), Some(reason)) =
+        (args.instance, args.until, args.reason)
+    {
+        if until <= now {
+            bail!(
+                "--until {} is in the past; give a later time or a duration like 4h",
+                until.to_rfc3339()
+            );
+        }
+        if reason.trim().is_empty() {
+            bail!("--reason must say why (it is recorded in the audit log)");
+        }
+        let o = store
+            .create_override(&instance, until, &reason, &args.actor, now)
+            .await?;
+        println!(
+            "override {}: {} kept until {} ({})",
+            o.id,
+            o.instance,
+            o.until.with_timezone(&Local).format("%Y-%m-%d %H:%M:%S%:z"),
+            o.reason
+        );
+    }
+    Ok(ExitCode::SUCCESS)
 }
 
 impl Input {

@@ -1,6 +1,9 @@
-//! How decisions are shown: the JSON array other tools read, and an aligned table for people.
+//! How decisions and audit rows are shown: JSON and CSV for other tools, aligned tables for
+//! people.
 
 use crate::engine::Decision;
+use crate::store::{AuditEntry, OverrideRecord};
+use chrono::{DateTime, SecondsFormat, TimeZone, Utc};
 use serde::Serialize;
 
 /// One element of `ebb plan --format json`: exactly the fields DESIGN.md promises.
@@ -79,4 +82,152 @@ pub fn table<const N: usize>(header: &[&str; N], rows: &[[String; N]]) -> String
         line(&mut row.iter().map(String::as_str));
     }
     out
+}
+
+/// One element of `ebb audit --format json`, and one CSV record: the documented fields.
+#[derive(Debug, Serialize)]
+struct AuditItem<'a> {
+    at: String,
+    actor: &'a str,
+    instance: Option<&'a str>,
+    region: Option<&'a str>,
+    action: &'a str,
+    outcome: &'a str,
+    policy: Option<&'a str>,
+    policy_version: Option<&'a str>,
+    code: Option<&'a str>,
+    reason: &'a str,
+    dry_run: bool,
+    request_id: Option<&'a str>,
+    error: Option<&'a str>,
+}
+
+fn audit_item(a: &AuditEntry) -> AuditItem<'_> {
+    let e = &a.entry;
+    AuditItem {
+        at: e.at.to_rfc3339_opts(SecondsFormat::Micros, true),
+        actor: &e.actor,
+        instance: e.instance.as_deref(),
+        region: e.region.as_deref(),
+        action: &e.action,
+        outcome: e.outcome.as_str(),
+        policy: e.policy.as_deref(),
+        policy_version: e.policy_version.as_deref(),
+        code: e.code.as_deref(),
+        reason: &e.reason,
+        dry_run: e.dry_run,
+        request_id: e.request_id.as_deref(),
+        error: e.error.as_deref(),
+    }
+}
+
+/// Audit rows as a JSON array of `{at, actor, instance, region, action, outcome, policy,
+/// policy_version, code, reason, dry_run, request_id, error}`.
+pub fn audit_json(entries: &[AuditEntry]) -> String {
+    let items: Vec<AuditItem> = entries.iter().map(audit_item).collect();
+    let mut text = serde_json::to_string_pretty(&items).unwrap_or_else(|_| "[]".into());
+    text.push('\n');
+    text
+}
+
+/// Audit rows as CSV with a header row, the same fields as the JSON.
+pub fn audit_csv(entries: &[AuditEntry]) -> Result<String, csv::Error> {
+    let mut w = csv::Writer::from_writer(Vec::new());
+    for e in entries {
+        w.serialize(audit_item(e))?;
+    }
+    if entries.is_empty() {
+        w.write_record([
+            "at",
+            "actor",
+            "instance",
+            "region",
+            "action",
+            "outcome",
+            "policy",
+            "policy_version",
+            "code",
+            "reason",
+            "dry_run",
+            "request_id",
+            "error",
+        ])?;
+    }
+    let bytes = w.into_inner().map_err(|e| e.into_error())?;
+    Ok(String::from_utf8_lossy(&bytes).into_owned())
+}
+
+/// Audit rows as an aligned table in the local time of `tz`, newest last. The detail column
+/// holds the reason, then the error, request id and dry-run mark when present.
+pub fn audit_table<Tz: TimeZone>(entries: &[AuditEntry], tz: &Tz) -> String
+where
+    Tz::Offset: std::fmt::Display,
+{
+    let rows: Vec<[String; 7]> = entries
+        .iter()
+        .map(|a| {
+            let e = &a.entry;
+            let mut detail = e.reason.clone();
+            if let Some(err) = &e.error {
+                detail += &format!(" | error: {err}");
+            }
+            if let Some(id) = &e.request_id {
+                detail += &format!(" | request {id}");
+            }
+            if e.dry_run {
+                detail += " | dry run";
+            }
+            [
+                e.at.with_timezone(tz)
+                    .format("%Y-%m-%d %H:%M:%S%:z")
+                    .to_string(),
+                e.actor.clone(),
+                e.instance.clone().unwrap_or_else(|| "-".into()),
+                e.action.clone(),
+                e.outcome.to_string(),
+                e.policy.clone().unwrap_or_else(|| "-".into()),
+                detail,
+            ]
+        })
+        .collect();
+    table(
+        &[
+            "TIME", "ACTOR", "INSTANCE", "ACTION", "OUTCOME", "POLICY", "DETAIL",
+        ],
+        &rows,
+    )
+}
+
+/// Overrides as an aligned table in the local time of `tz`, with their status at `now`.
+pub fn overrides_table<Tz: TimeZone>(list: &[OverrideRecord], tz: &Tz, now: DateTime<Utc>) -> String
+where
+    Tz::Offset: std::fmt::Display,
+{
+    let at = |t: DateTime<Utc>| {
+        t.with_timezone(tz)
+            .format("%Y-%m-%d %H:%M:%S%:z")
+            .to_string()
+    };
+    let rows: Vec<[String; 6]> = list
+        .iter()
+        .map(|o| {
+            let status = match (&o.revoked_at, &o.revoked_by) {
+                (Some(t), by) => format!("revoked {} by {}", at(*t), by.as_deref().unwrap_or("?")),
+                (None, _) if o.until <= now => "expired".to_string(),
+                (None, _) => "active".to_string(),
+            };
+            [
+                o.id.to_string(),
+                o.instance.clone(),
+                at(o.until),
+                o.created_by.clone(),
+                status,
+                o.reason.clone(),
+            ]
+        })
+        .collect();
+    table(
+        &["ID", "INSTANCE", "UNTIL", "BY", "STATUS", "REASON"],
+        &rows,
+    )
 }

@@ -331,8 +331,8 @@ impl Eval<'_> {
         let f = self.facts;
         trace.note(|| {
             format!(
-                "start_at_open: {:?}; stopped by ebb at {}, started by ebb at {}, stopped since {}",
-                wh.start_at_open,
+                "start_at_open: {}; stopped by ebb at {}, started by ebb at {}, stopped since {}",
+                wh.start_at_open.as_str(),
                 f.stopped_by_ebb_at.map_or("-".into(), |t| self.at(t)),
                 f.started_by_ebb_at.map_or("-".into(), |t| self.at(t)),
                 self.inst

@@ -150,7 +150,10 @@ pub(super) fn check_file(file: &Path, text: &str) -> Result<CheckedFile, Problem
     };
     let root = Vec::new();
     if doc.is_null() {
-        c.problem(&root, "the file is empty; a policy file has a \"policies\" list".into());
+        c.problem(
+            &root,
+            "the file is empty; a policy file has a \"policies\" list".into(),
+        );
     } else if let Some(top) = c.fields(&doc, &root, "a policy file", keys::FILE) {
         if let Some((v, p)) = top.get("calendars") {
             out.calendars = c.calendars(v, &p);

@@ -154,6 +154,17 @@ pub enum StartAtOpen {
     Never,
 }
 
+impl StartAtOpen {
+    /// The name used in policy files.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            StartAtOpen::StoppedByEbb => "stopped-by-ebb",
+            StartAtOpen::All => "all",
+            StartAtOpen::Never => "never",
+        }
+    }
+}
+
 /// When instances may run, and what happens at the edges.
 #[derive(Debug, Clone)]
 pub struct WorkHours {

@@ -10,14 +10,14 @@
 
 use super::{zone, Schedule, ScheduleStatus, HORIZON_DAYS};
 use chrono::{DateTime, NaiveDateTime, TimeDelta, Utc};
-use chrono_tz::Tz;
 use std::collections::BTreeSet;
 use std::fmt;
 use std::iter::Peekable;
 use std::str::FromStr;
 
-/// How far wall-clock time can be from the instant's local time when searching for events:
-/// more than any zone's DST shift (Samoa moved a whole day).
+/// How far past the local time of `now` a wall time can be and still happen before `now`:
+/// after the clocks go back, the repeated hour's later wall times happened in its first
+/// occurrence. Two days is more than any zone has ever gone back.
 const WALL_MARGIN_DAYS: i64 = 2;
 
 /// What one cron field accepts.
@@ -30,6 +30,8 @@ struct FieldSpec {
     max: u32,
     /// Names for values, lowercase, the first one standing for `min`.
     names: &'static [&'static str],
+    /// Whether the field is the day of week, where 7 is Sunday again.
+    weekdays: bool,
 }
 
 const MINUTE: FieldSpec = FieldSpec {
@@ -37,18 +39,21 @@ const MINUTE: FieldSpec = FieldSpec {
     min: 0,
     max: 59,
     names: &[],
+    weekdays: false,
 };
 const HOUR: FieldSpec = FieldSpec {
     name: "hour",
     min: 0,
     max: 23,
     names: &[],
+    weekdays: false,
 };
 const DAY_OF_MONTH: FieldSpec = FieldSpec {
     name: "day-of-month",
     min: 1,
     max: 31,
     names: &[],
+    weekdays: false,
 };
 const MONTH: FieldSpec = FieldSpec {
     name: "month",
@@ -57,6 +62,7 @@ const MONTH: FieldSpec = FieldSpec {
     names: &[
         "jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec",
     ],
+    weekdays: false,
 };
 /// Standard cron numbering: 0 and 7 are both Sunday.
 const DAY_OF_WEEK: FieldSpec = FieldSpec {
@@ -64,6 +70,7 @@ const DAY_OF_WEEK: FieldSpec = FieldSpec {
     min: 0,
     max: 7,
     names: &["sun", "mon", "tue", "wed", "thu", "fri", "sat"],
+    weekdays: true,
 };
 
 /// Day names as the `cron` crate reads them, indexed by standard cron number modulo 7; names
@@ -88,7 +95,7 @@ impl FieldSpec {
                 let first = self.value(first)?;
                 let mut last = self.value(last)?;
                 // `fri-sun` ends on Sunday as 7, not 0, so it does not run backwards.
-                if self.name == DAY_OF_WEEK.name && last == 0 && first > 0 {
+                if self.weekdays && last == 0 && first > 0 {
                     last = 7;
                 }
                 if first > last {
@@ -150,7 +157,7 @@ impl FieldSpec {
 
     /// The values as a `cron` crate field: `*` for all of them, else a comma list.
     fn crate_field(&self, values: &BTreeSet<u32>) -> String {
-        if self.name == DAY_OF_WEEK.name {
+        if self.weekdays {
             let days: BTreeSet<usize> = values.iter().map(|v| (*v % 7) as usize).collect();
             if days.len() == 7 {
                 return "*".into();
@@ -274,114 +281,81 @@ impl fmt::Display for CronEvents {
     }
 }
 
-/// A change of hours: a start or stop firing, after folding firings at the same instant.
-#[derive(Debug, Clone, Copy)]
-struct Event {
-    /// When it happens.
-    at: DateTime<Utc>,
-    /// Whether hours close (any stop fired at `at`), rather than open.
-    stops: bool,
-}
-
 /// A time-ordered stream of instants.
 type Instants<'a> = Peekable<Box<dyn Iterator<Item = DateTime<Utc>> + 'a>>;
 
-/// Firings of several schedules merged in time order (forward or backward). Firings at the
-/// same instant, from one schedule (two wall times can resolve to one instant) or several,
-/// fold into one event that stops if any of them is a stop.
-struct Events<'a> {
-    /// Each schedule's firings, and whether they are stops.
-    streams: Vec<(Instants<'a>, bool)>,
+/// The instants at which one expression fires, in time order (forward or backward), each once:
+/// its crate schedules are merged, and wall times that resolve to the same instant (in a DST
+/// gap) are folded.
+struct Firings<'a> {
+    /// Each crate schedule's firings, in the same order; never decreasing (or increasing),
+    /// because [`zone::resolve`] is monotonic.
+    streams: Vec<Instants<'a>>,
     /// Whether time runs forward.
     forward: bool,
 }
 
-impl Iterator for Events<'_> {
-    type Item = Event;
+impl Iterator for Firings<'_> {
+    type Item = DateTime<Utc>;
 
-    fn next(&mut self) -> Option<Event> {
-        let heads = self
-            .streams
-            .iter_mut()
-            .filter_map(|(stream, _)| stream.peek().copied());
+    fn next(&mut self) -> Option<DateTime<Utc>> {
+        let heads = self.streams.iter_mut().filter_map(|s| s.peek().copied());
         let at = if self.forward {
             heads.min()
         } else {
             heads.max()
         }?;
-        let mut stops = false;
-        for (stream, is_stop) in &mut self.streams {
-            while stream.next_if_eq(&at).is_some() {
-                stops |= *is_stop;
-            }
+        for stream in &mut self.streams {
+            while stream.next_if_eq(&at).is_some() {}
         }
-        Some(Event { at, stops })
+        Some(at)
     }
 }
 
-/// Wall-clock times at which `schedule` fires, from `from` onward (or backward), with their
-/// instants in `tz`. Instants never go backward as wall times advance, because
-/// [`zone::resolve`] is monotonic.
+/// When `events` fires in `schedule`'s zone, strictly after (or before) wall-clock time
+/// `from`. With `skipping`, firings on dates a calendar skips are left out.
 fn firings<'a>(
-    schedule: &'a cron::Schedule,
-    tz: Tz,
+    schedule: &'a Schedule,
+    events: &'a CronEvents,
+    skipping: bool,
     from: NaiveDateTime,
     forward: bool,
-) -> Box<dyn Iterator<Item = (NaiveDateTime, DateTime<Utc>)> + 'a> {
-    let times = schedule
-        .after(&from.and_utc())
-        .map(move |t| (t.naive_utc(), zone::resolve(tz, t.naive_utc())));
-    if forward {
-        Box::new(times)
-    } else {
-        Box::new(times.rev())
-    }
-}
-
-/// All start and stop events around `now`, in one direction, starting a little before (after)
-/// `now` in wall-clock time so that no event near a DST shift is missed.
-fn events<'a>(
-    schedule: &'a Schedule,
-    start: &'a CronEvents,
-    stop: &'a CronEvents,
-    now: DateTime<Utc>,
-    forward: bool,
-) -> Events<'a> {
+) -> Firings<'a> {
     let tz = schedule.timezone;
-    let wall_now = now.with_timezone(&tz).naive_local();
-    let margin = TimeDelta::days(if forward {
-        -WALL_MARGIN_DAYS
-    } else {
-        WALL_MARGIN_DAYS
-    });
-    let from = wall_now.checked_add_signed(margin).unwrap_or(wall_now);
-    let starts = start.schedules.iter().map(|s| {
-        let stream: Box<dyn Iterator<Item = DateTime<Utc>>> = Box::new(
-            firings(s, tz, from, forward)
-                // A start belongs to its wall-clock date, which a calendar may skip.
-                .filter(|(wall, _)| !schedule.skips(wall.date()))
-                .map(|(_, at)| at),
-        );
-        (stream.peekable(), false)
-    });
-    let stops = stop.schedules.iter().map(|s| {
-        let stream: Box<dyn Iterator<Item = DateTime<Utc>>> =
-            Box::new(firings(s, tz, from, forward).map(|(_, at)| at));
-        (stream.peekable(), true)
-    });
-    Events {
-        streams: starts.chain(stops).collect(),
-        forward,
-    }
+    let streams = events
+        .schedules
+        .iter()
+        .map(|s| {
+            let walls = s.after(&from.and_utc()).map(|t| t.naive_utc());
+            let walls: Box<dyn Iterator<Item = NaiveDateTime>> = if forward {
+                Box::new(walls)
+            } else {
+                Box::new(walls.rev())
+            };
+            let instants: Box<dyn Iterator<Item = DateTime<Utc>>> = Box::new(
+                walls
+                    // A start belongs to its wall-clock date, which a calendar may skip.
+                    .filter(move |wall| !(skipping && schedule.skips(wall.date())))
+                    .map(move |wall| zone::resolve(tz, wall)),
+            );
+            instants.peekable()
+        })
+        .collect();
+    Firings { streams, forward }
 }
 
 /// Where `now` falls in hours opened by `start` events and closed by `stop` events.
+///
+/// A start on a skipped date does not happen, and a start at the same instant as a stop is
+/// cancelled by it. Each search looks for one firing of one expression, so that frequent
+/// firings of the other (every minute, say) are never walked through.
 pub(super) fn status(
     schedule: &Schedule,
     start: &CronEvents,
     stop: &CronEvents,
     now: DateTime<Utc>,
 ) -> ScheduleStatus {
+    let tz = schedule.timezone;
     let horizon = TimeDelta::days(HORIZON_DAYS);
     let earliest = now
         .checked_sub_signed(horizon)
@@ -389,34 +363,59 @@ pub(super) fn status(
     let latest = now
         .checked_add_signed(horizon)
         .unwrap_or(DateTime::<Utc>::MAX_UTC);
+    let wall = |t: DateTime<Utc>| t.with_timezone(&tz).naive_local();
+    let wall_now = wall(now);
+    let back_from = wall_now
+        .checked_add_signed(TimeDelta::days(WALL_MARGIN_DAYS))
+        .unwrap_or(wall_now);
 
-    let mut back = events(schedule, start, stop, now, false)
-        .skip_while(|e| e.at > now)
-        .take_while(|e| e.at >= earliest);
-    let last = back.next();
-    let in_hours = last.is_some_and(|e| !e.stops);
-    // The state last changed at the earliest of the run of like events ending at `last`; it is
-    // unknown if that run reaches past the horizon.
-    let since = last.and_then(|last| {
-        let mut since = last.at;
-        for event in back {
-            if event.stops != last.stops {
-                return Some(since);
-            }
-            since = event.at;
+    // Firings at or before `now`, latest first, within the horizon.
+    let before_now = |events, skipping| {
+        firings(schedule, events, skipping, back_from, false)
+            .skip_while(move |t| *t > now)
+            .take_while(move |t| *t >= earliest)
+    };
+    // Firings strictly after `t`, earliest first. Wall times up to the local time at `t`
+    // happen at or before `t`, so the search starts there.
+    let after = |events, skipping, t: DateTime<Utc>| {
+        firings(schedule, events, skipping, wall(t), true).skip_while(move |u| *u <= t)
+    };
+    // Whether a stop fires at instant `t`. Wall times that happen at `t` are at most its local
+    // time, so the latest stop up to that local time is the only candidate.
+    let stops_at = |t: DateTime<Utc>| {
+        let from = wall(t)
+            .checked_add_signed(TimeDelta::seconds(1))
+            .unwrap_or(wall(t));
+        firings(schedule, stop, false, from, false).next() == Some(t)
+    };
+
+    let last_start = before_now(start, true).next();
+    let last_stop = before_now(stop, false).next();
+    // A stop at the same instant as the start wins.
+    let in_hours = match (last_start, last_stop) {
+        (Some(start), Some(stop)) => start > stop,
+        (Some(_), None) => true,
+        (None, _) => false,
+    };
+    if in_hours {
+        ScheduleStatus {
+            in_hours,
+            // Opened by the first start after the last stop; unknown if that stop is past the
+            // horizon.
+            since: last_stop.and_then(|stop| after(start, true, stop).next()),
+            next: after(stop, false, now).take_while(|t| *t <= latest).next(),
         }
-        None
-    });
-    // Inside hours the next stop closes them; outside, the next start (that is not also a
-    // stop) opens them.
-    let next = events(schedule, start, stop, now, true)
-        .skip_while(|e| e.at <= now)
-        .take_while(|e| e.at <= latest)
-        .find(|e| e.stops == in_hours)
-        .map(|e| e.at);
-    ScheduleStatus {
-        in_hours,
-        since,
-        next,
+    } else {
+        // The last start that no stop cancelled, then the first stop after it.
+        let since = before_now(start, true)
+            .find(|t| !stops_at(*t))
+            .and_then(|start| after(stop, false, start).next());
+        ScheduleStatus {
+            in_hours,
+            since,
+            next: after(start, true, now)
+                .take_while(|t| *t <= latest)
+                .find(|t| !stops_at(*t)),
+        }
     }
 }

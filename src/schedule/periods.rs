@@ -150,7 +150,7 @@ fn merged_start(
     // inside any earlier-opening window that later does, so one pass suffices.
     for date in dates_down(shift(zone::local_date(tz, now), 1), first_date) {
         if closes_by(tz, date) < start {
-            return Some(start);
+            return (start >= earliest).then_some(start);
         }
         for w in windows_on(schedule, periods, date).iter().rev() {
             if w.open < start && w.close >= start {
@@ -178,11 +178,11 @@ fn merged_end(
     // Windows come earliest opening first, so the first one that opens after `end` is the gap.
     for date in dates_up(shift(zone::local_date(tz, now), -2), last_date) {
         if opens_from(tz, date) > end {
-            return Some(end);
+            return (end <= latest).then_some(end);
         }
         for w in windows_on(schedule, periods, date) {
             if w.open > end {
-                return Some(end);
+                return (end <= latest).then_some(end);
             }
             end = end.max(w.close);
         }
@@ -225,16 +225,14 @@ fn first_open(
     latest: DateTime<Utc>,
 ) -> Option<DateTime<Utc>> {
     let tz = schedule.timezone;
-    let mut best: Option<DateTime<Utc>> = None;
-    for date in dates_up(shift(zone::local_date(tz, now), -2), last_date) {
-        if best.is_some_and(|b| opens_from(tz, date) >= b) {
-            break;
-        }
-        for w in windows_on(schedule, periods, date) {
-            if w.open > now && w.open <= latest {
-                best = Some(best.map_or(w.open, |b| b.min(w.open)));
-            }
-        }
-    }
-    best
+    // Windows of later dates never open before those of earlier ones, so the first date with an
+    // open after `now` has the earliest.
+    dates_up(shift(zone::local_date(tz, now), -2), last_date)
+        .find_map(|date| {
+            windows_on(schedule, periods, date)
+                .into_iter()
+                .map(|w| w.open)
+                .find(|open| *open > now)
+        })
+        .filter(|open| *open <= latest)
 }

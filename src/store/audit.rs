@@ -1,0 +1,427 @@
+//! The audit log: one row per intent and one per outcome, chained by hashes so that an edited,
+//! removed or inserted row is detected by [`Store::verify_audit`].
+//!
+//! Each row stores `prev_hash` (the previous row's `hash`, zeros for the first) and
+//! `hash = sha256(prev_hash ‖ canonical row)`, where the canonical row is the JSON array of
+//! every other column in a fixed order. Appends take a transaction-scoped advisory lock, so
+//! concurrent writers queue instead of forking the chain; a trigger refuses UPDATE, DELETE and
+//! TRUNCATE.
+
+use super::inventory::micros;
+use super::{Result, Store};
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+use sha2::{Digest, Sha256};
+use sqlx::{PgConnection, QueryBuilder};
+use std::fmt;
+
+/// What a row records.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Outcome {
+    /// About to act; committed before the cloud call.
+    Intent,
+    /// The action succeeded (or a record-only event, such as a policy change, happened).
+    Succeeded,
+    /// The action failed.
+    Failed,
+    /// The action was not carried out (dry run, or the reason no longer held).
+    Skipped,
+}
+
+impl Outcome {
+    /// The stored name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Outcome::Intent => "intent",
+            Outcome::Succeeded => "succeeded",
+            Outcome::Failed => "failed",
+            Outcome::Skipped => "skipped",
+        }
+    }
+
+    /// The outcome named `s`.
+    pub fn parse(s: &str) -> Option<Outcome> {
+        [
+            Outcome::Intent,
+            Outcome::Succeeded,
+            Outcome::Failed,
+            Outcome::Skipped,
+        ]
+        .into_iter()
+        .find(|o| o.as_str() == s)
+    }
+}
+
+impl fmt::Display for Outcome {
+    fn fmt(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A row to append.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct NewAuditEntry {
+    /// When it happened.
+    pub at: DateTime<Utc>,
+    /// `scheduler`, or the user or API token behind a manual action.
+    pub actor: String,
+    /// The instance acted on, if any.
+    pub instance: Option<String>,
+    /// Its region.
+    pub region: Option<String>,
+    /// The action (`stop`, `start`, ..., `override`, `policy_version`).
+    pub action: String,
+    /// Intent or outcome.
+    pub outcome: Outcome,
+    /// The governing policy.
+    pub policy: Option<String>,
+    /// The policy-set version the decision was made with.
+    pub policy_version: Option<String>,
+    /// The decision code.
+    pub code: Option<String>,
+    /// Why, for people.
+    pub reason: String,
+    /// Decided but not acted on.
+    pub dry_run: bool,
+    /// The cloud's request id.
+    pub request_id: Option<String>,
+    /// The error text of a failure.
+    pub error: Option<String>,
+    /// For an outcome: the `seq` of its intent.
+    pub intent_seq: Option<i64>,
+}
+
+impl NewAuditEntry {
+    /// A record-only row (no instance, outcome `succeeded`).
+    pub fn event(at: DateTime<Utc>, actor: &str, action: &str, reason: String) -> Self {
+        NewAuditEntry {
+            at,
+            actor: actor.to_string(),
+            instance: None,
+            region: None,
+            action: action.to_string(),
+            outcome: Outcome::Succeeded,
+            policy: None,
+            policy_version: None,
+            code: None,
+            reason,
+            dry_run: false,
+            request_id: None,
+            error: None,
+            intent_seq: None,
+        }
+    }
+}
+
+/// A stored row.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct AuditEntry {
+    /// Position in the chain, from 1, without gaps.
+    pub seq: i64,
+    /// The row's content.
+    #[serde(flatten)]
+    pub entry: NewAuditEntry,
+    /// The previous row's hash.
+    #[serde(skip)]
+    pub prev_hash: Vec<u8>,
+    /// This row's hash.
+    #[serde(skip)]
+    pub hash: Vec<u8>,
+}
+
+/// The hash of a row: sha256 of the previous hash and the canonical form of every column.
+fn chain_hash(prev_hash: &[u8], seq: i64, e: &NewAuditEntry) -> Vec<u8> {
+    let canonical = serde_json::json!([
+        seq,
+        e.at.format("%Y-%m-%dT%H:%M:%S%.6fZ").to_string(),
+        e.actor,
+        e.instance,
+        e.region,
+        e.action,
+        e.outcome.as_str(),
+        e.policy,
+        e.policy_version,
+        e.code,
+        e.reason,
+        e.dry_run,
+        e.request_id,
+        e.error,
+        e.intent_seq,
+    ]);
+    let mut h = Sha256::new();
+    h.update(prev_hash);
+    h.update(canonical.to_string().as_bytes());
+    h.finalize().to_vec()
+}
+
+/// Filters for reading the log; all given ones must hold.
+#[derive(Debug, Clone, Default)]
+pub struct AuditFilter {
+    /// At or after.
+    pub since: Option<DateTime<Utc>>,
+    /// Before.
+    pub until: Option<DateTime<Utc>>,
+    /// This instance.
+    pub instance: Option<String>,
+    /// This policy.
+    pub policy: Option<String>,
+    /// This action.
+    pub action: Option<String>,
+    /// This outcome.
+    pub outcome: Option<Outcome>,
+}
+
+/// The result of recomputing the chain.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Verification {
+    /// Every row matches.
+    Intact {
+        /// Rows checked.
+        rows: u64,
+        /// The last row's hash, hex (empty when the log is empty).
+        head: String,
+    },
+    /// The first row that does not match, and how.
+    Broken {
+        /// Its `seq`.
+        seq: i64,
+        /// What does not match.
+        problem: String,
+    },
+}
+
+/// A row as read from `audit_log`.
+#[derive(sqlx::FromRow)]
+struct Row {
+    seq: i64,
+    at: DateTime<Utc>,
+    actor: String,
+    instance: Option<String>,
+    region: Option<String>,
+    action: String,
+    outcome: String,
+    policy: Option<String>,
+    policy_version: Option<String>,
+    code: Option<String>,
+    reason: String,
+    dry_run: bool,
+    request_id: Option<String>,
+    error: Option<String>,
+    intent_seq: Option<i64>,
+    prev_hash: Vec<u8>,
+    hash: Vec<u8>,
+}
+
+/// The columns of `audit_log`, in the order of [`Row`].
+macro_rules! columns {
+    () => {
+        "seq, at, actor, instance, region, action, outcome, policy, policy_version, code, \
+         reason, dry_run, request_id, error, intent_seq, prev_hash, hash"
+    };
+}
+
+fn from_row(r: Row) -> AuditEntry {
+    AuditEntry {
+        seq: r.seq,
+        entry: NewAuditEntry {
+            at: r.at,
+            actor: r.actor,
+            instance: r.instance,
+            region: r.region,
+            action: r.action,
+            // The CHECK constraint admits only the four names.
+            outcome: Outcome::parse(&r.outcome).unwrap_or(Outcome::Failed),
+            policy: r.policy,
+            policy_version: r.policy_version,
+            code: r.code,
+            reason: r.reason,
+            dry_run: r.dry_run,
+            request_id: r.request_id,
+            error: r.error,
+            intent_seq: r.intent_seq,
+        },
+        prev_hash: r.prev_hash,
+        hash: r.hash,
+    }
+}
+
+/// Appends `entries` in order inside the caller's transaction, after the newest row.
+pub(super) async fn append_in(
+    conn: &mut PgConnection,
+    entries: &[NewAuditEntry],
+) -> Result<Vec<AuditEntry>> {
+    if entries.is_empty() {
+        return Ok(Vec::new());
+    }
+    sqlx::query("SELECT pg_advisory_xact_lock(hashtext('ebb.audit'))")
+        .execute(&mut *conn)
+        .await?;
+    let last: Option<(i64, Vec<u8>)> =
+        sqlx::query_as("SELECT seq, hash FROM audit_log ORDER BY seq DESC LIMIT 1")
+            .fetch_optional(&mut *conn)
+            .await?;
+    let (mut seq, mut prev) = last.unwrap_or((0, vec![0; 32]));
+    let mut rows = Vec::with_capacity(entries.len());
+    for e in entries {
+        seq += 1;
+        let entry = NewAuditEntry {
+            at: micros(e.at),
+            ..e.clone()
+        };
+        let hash = chain_hash(&prev, seq, &entry);
+        rows.push(AuditEntry {
+            seq,
+            entry,
+            prev_hash: std::mem::replace(&mut prev, hash.clone()),
+            hash,
+        });
+    }
+    // Postgres allows 65535 bind parameters a statement; 17 a row.
+    for chunk in rows.chunks(3000) {
+        let mut insert = QueryBuilder::new(concat!("INSERT INTO audit_log (", columns!(), ") "));
+        insert.push_values(chunk, |mut b, r| {
+            let e = &r.entry;
+            b.push_bind(r.seq)
+                .push_bind(e.at)
+                .push_bind(&e.actor)
+                .push_bind(&e.instance)
+                .push_bind(&e.region)
+                .push_bind(&e.action)
+                .push_bind(e.outcome.as_str())
+                .push_bind(&e.policy)
+                .push_bind(&e.policy_version)
+                .push_bind(&e.code)
+                .push_bind(&e.reason)
+                .push_bind(e.dry_run)
+                .push_bind(&e.request_id)
+                .push_bind(&e.error)
+                .push_bind(e.intent_seq)
+                .push_bind(&r.prev_hash)
+                .push_bind(&r.hash);
+        });
+        insert.build().execute(&mut *conn).await?;
+    }
+    Ok(rows)
+}
+
+impl Store {
+    /// Appends `entries`, in order, as one transaction; returns them with their `seq` and hashes.
+    pub async fn append_audit(&self, entries: &[NewAuditEntry]) -> Result<Vec<AuditEntry>> {
+        let mut tx = self.pool.begin().await?;
+        let rows = append_in(&mut tx, entries).await?;
+        tx.commit().await?;
+        Ok(rows)
+    }
+
+    /// Rows matching `filter`, oldest first.
+    pub async fn audit(&self, filter: &AuditFilter) -> Result<Vec<AuditEntry>> {
+        let mut q = QueryBuilder::new(concat!("SELECT ", columns!(), " FROM audit_log WHERE true"));
+        if let Some(t) = filter.since {
+            q.push(" AND at >= ").push_bind(t);
+        }
+        if let Some(t) = filter.until {
+            q.push(" AND at < ").push_bind(t);
+        }
+        if let Some(v) = &filter.instance {
+            q.push(" AND instance = ").push_bind(v);
+        }
+        if let Some(v) = &filter.policy {
+            q.push(" AND policy = ").push_bind(v);
+        }
+        if let Some(v) = &filter.action {
+            q.push(" AND action = ").push_bind(v);
+        }
+        if let Some(v) = filter.outcome {
+            q.push(" AND outcome = ").push_bind(v.as_str());
+        }
+        q.push(" ORDER BY seq");
+        let rows: Vec<Row> = q.build_query_as().fetch_all(&self.pool).await?;
+        Ok(rows.into_iter().map(from_row).collect())
+    }
+
+    /// Recomputes the whole chain, in pages, and reports the first row that does not match.
+    pub async fn verify_audit(&self) -> Result<Verification> {
+        const PAGE: i64 = 10_000;
+        let (mut expected_seq, mut prev, mut rows) = (1i64, vec![0u8; 32], 0u64);
+        loop {
+            let page: Vec<Row> = sqlx::query_as(concat!(
+                "SELECT ",
+                columns!(),
+                " FROM audit_log WHERE seq >= $1 ORDER BY seq LIMIT $2"
+            ))
+            .bind(expected_seq)
+            .bind(PAGE)
+            .fetch_all(&self.pool)
+            .await?;
+            let done = (page.len() as i64) < PAGE;
+            for row in page {
+                let r = from_row(row);
+                let broken = |problem: String| {
+                    Ok(Verification::Broken {
+                        seq: r.seq,
+                        problem,
+                    })
+                };
+                if r.seq != expected_seq {
+                    return broken(format!(
+                        "expected row {expected_seq} next: rows are missing"
+                    ));
+                }
+                if r.prev_hash != prev {
+                    return broken("prev_hash is not the previous row's hash".into());
+                }
+                if chain_hash(&prev, r.seq, &r.entry) != r.hash {
+                    return broken(
+                        "the row's content does not match its hash: it was changed".into(),
+                    );
+                }
+                prev = r.hash;
+                expected_seq += 1;
+                rows += 1;
+            }
+            if done {
+                break;
+            }
+        }
+        let head = if rows == 0 { String::new() } else { hex(&prev) };
+        Ok(Verification::Intact { rows, head })
+    }
+
+    /// Records a change of policy-set version as an audit row; does nothing when `version` is
+    /// the one recorded last. Returns whether it recorded.
+    pub async fn record_policy_version(
+        &self,
+        version: &str,
+        actor: &str,
+        at: DateTime<Utc>,
+    ) -> Result<bool> {
+        let mut tx = self.pool.begin().await?;
+        sqlx::query("SELECT pg_advisory_xact_lock(hashtext('ebb.audit'))")
+            .execute(&mut *tx)
+            .await?;
+        let last: Option<Option<String>> = sqlx::query_scalar(
+            "SELECT policy_version FROM audit_log WHERE action = 'policy_version' ORDER BY seq DESC LIMIT 1",
+        )
+        .fetch_optional(&mut *tx)
+        .await?;
+        let last = last.flatten();
+        if last.as_deref() == Some(version) {
+            return Ok(false);
+        }
+        let reason = match &last {
+            Some(old) => format!("policy set changed from {old} to {version}"),
+            None => format!("policy set {version} loaded"),
+        };
+        let mut entry = NewAuditEntry::event(at, actor, "policy_version", reason);
+        entry.policy_version = Some(version.to_string());
+        append_in(&mut tx, &[entry]).await?;
+        tx.commit().await?;
+        Ok(true)
+    }
+}
+
+/// Lower-case hex.
+pub fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}

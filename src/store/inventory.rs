@@ -1,0 +1,394 @@
+//! Instances: syncing what the cloud lists, and the prior facts the engine reads back.
+
+use super::{Result, Store};
+use crate::engine::{Action, InstanceFacts, Override, Prior};
+use crate::fleet::Instance;
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+use sha2::{Digest, Sha256};
+use sqlx::types::Json;
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+
+/// What one sync changed.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct SyncReport {
+    /// Instances seen for the first time.
+    pub inserted: usize,
+    /// Instances whose facts changed (or that came back after being gone).
+    pub updated: usize,
+    /// Instances whose rows were left as they were.
+    pub unchanged: usize,
+    /// Instances no longer listed, now marked gone.
+    pub gone: usize,
+}
+
+/// One instance as the store knows it.
+#[derive(Debug, Clone, PartialEq, Serialize, sqlx::FromRow)]
+pub struct InstanceRecord {
+    /// Instance id.
+    pub id: String,
+    /// Region.
+    pub region: String,
+    /// Instance type.
+    pub instance_type: String,
+    /// Last observed EC2 state.
+    pub state: String,
+    /// `on-demand` or `spot`.
+    pub lifecycle: String,
+    /// Last start, as the cloud reports it.
+    pub launched_at: Option<DateTime<Utc>>,
+    /// Tags.
+    pub tags: Json<BTreeMap<String, String>>,
+    /// First sync that listed it.
+    pub first_seen_at: DateTime<Utc>,
+    /// Last sync that listed it.
+    pub last_seen_at: DateTime<Utc>,
+    /// When the cloud stopped listing it.
+    pub gone_at: Option<DateTime<Utc>>,
+    /// When ebb saw it enter its state.
+    pub state_since: DateTime<Utc>,
+    /// The policy that governed it at the last decision.
+    pub policy: Option<String>,
+    /// When ebb last stopped it (cleared when seen running again).
+    pub stopped_by_ebb_at: Option<DateTime<Utc>>,
+    /// When ebb last started it.
+    pub started_by_ebb_at: Option<DateTime<Utc>>,
+    /// When ebb last gave notice of a stop.
+    pub notified_at: Option<DateTime<Utc>>,
+}
+
+/// Postgres keeps microseconds; instants are cut to that before they are stored or hashed, so
+/// what is read back equals what was written.
+pub(super) fn micros(t: DateTime<Utc>) -> DateTime<Utc> {
+    DateTime::from_timestamp_micros(t.timestamp_micros()).unwrap_or(t)
+}
+
+/// A short hash of the cloud facts, so an unchanged instance costs no write.
+fn fingerprint(i: &Instance) -> i64 {
+    let mut h = Sha256::new();
+    for part in [
+        i.region.as_str(),
+        i.instance_type.as_str(),
+        i.state.as_str(),
+        lifecycle(i),
+        &i.launched_at
+            .map(|t| micros(t).to_rfc3339())
+            .unwrap_or_default(),
+    ] {
+        h.update(part.as_bytes());
+        h.update([0]);
+    }
+    for (k, v) in &i.tags {
+        h.update(k.as_bytes());
+        h.update([1]);
+        h.update(v.as_bytes());
+        h.update([0]);
+    }
+    let digest = h.finalize();
+    let mut first = [0u8; 8];
+    first.copy_from_slice(&digest[..8]);
+    i64::from_be_bytes(first)
+}
+
+fn lifecycle(i: &Instance) -> &'static str {
+    match i.lifecycle {
+        crate::fleet::Lifecycle::OnDemand => "on-demand",
+        crate::fleet::Lifecycle::Spot => "spot",
+    }
+}
+
+/// Column arrays for a batch of instances, bound to one `UNNEST` statement.
+#[derive(Default)]
+struct Batch {
+    id: Vec<String>,
+    region: Vec<String>,
+    instance_type: Vec<String>,
+    state: Vec<String>,
+    lifecycle: Vec<String>,
+    launched_at: Vec<Option<DateTime<Utc>>>,
+    tags: Vec<Json<BTreeMap<String, String>>>,
+    fingerprint: Vec<i64>,
+}
+
+impl Batch {
+    fn push(&mut self, i: &Instance, fp: i64) {
+        self.id.push(i.id.clone());
+        self.region.push(i.region.clone());
+        self.instance_type.push(i.instance_type.clone());
+        self.state.push(i.state.as_str().to_string());
+        self.lifecycle.push(lifecycle(i).to_string());
+        self.launched_at.push(i.launched_at.map(micros));
+        self.tags.push(Json(i.tags.clone()));
+        self.fingerprint.push(fp);
+    }
+}
+
+/// State changes to record in `instance_events`.
+#[derive(Default)]
+struct Events {
+    instance: Vec<String>,
+    from_state: Vec<Option<String>>,
+    to_state: Vec<String>,
+    cause: Vec<&'static str>,
+}
+
+impl Events {
+    fn push(&mut self, instance: &str, from: Option<&str>, to: &str, cause: &'static str) {
+        self.instance.push(instance.to_string());
+        self.from_state.push(from.map(str::to_string));
+        self.to_state.push(to.to_string());
+        self.cause.push(cause);
+    }
+}
+
+impl Store {
+    /// Records what the cloud lists now in `regions` (and the regions of `instances`): new
+    /// instances are inserted, changed ones updated, unchanged ones left as they are, and those
+    /// no longer listed marked gone (never deleted). State changes become `instance_events`. An
+    /// instance seen running again loses its `stopped_by_ebb_at`: its last stop is no longer
+    /// ebb's.
+    pub async fn sync_inventory(
+        &self,
+        regions: &[String],
+        instances: &[Instance],
+        now: DateTime<Utc>,
+    ) -> Result<SyncReport> {
+        let now = micros(now);
+        let regions: Vec<String> = regions
+            .iter()
+            .cloned()
+            .chain(instances.iter().map(|i| i.region.clone()))
+            .collect::<BTreeSet<_>>()
+            .into_iter()
+            .collect();
+        let mut tx = self.pool.begin().await?;
+        // One sync at a time: two replicas syncing at once would both insert the same ids.
+        sqlx::query("SELECT pg_advisory_xact_lock(hashtext('ebb.inventory'))")
+            .execute(&mut *tx)
+            .await?;
+        let rows: Vec<(String, i64, String, bool)> = sqlx::query_as(
+            "SELECT id, fingerprint, state, gone_at IS NOT NULL FROM instances WHERE region = ANY($1)",
+        )
+        .bind(&regions)
+        .fetch_all(&mut *tx)
+        .await?;
+        let known: HashMap<&str, (i64, &str, bool)> = rows
+            .iter()
+            .map(|(id, fp, state, gone)| (id.as_str(), (*fp, state.as_str(), *gone)))
+            .collect();
+        let mut report = SyncReport::default();
+        let (mut new, mut changed, mut events) =
+            (Batch::default(), Batch::default(), Events::default());
+        let mut seen = HashSet::with_capacity(instances.len());
+        for i in instances {
+            if !seen.insert(i.id.as_str()) {
+                continue;
+            }
+            let fp = fingerprint(i);
+            let state = i.state.as_str();
+            match known.get(i.id.as_str()) {
+                None => {
+                    new.push(i, fp);
+                    events.push(&i.id, None, state, "discovered");
+                }
+                Some(&(old_fp, old_state, gone)) if old_fp != fp || gone => {
+                    changed.push(i, fp);
+                    if gone {
+                        events.push(&i.id, Some("gone"), state, "reappeared");
+                    } else if old_state != state {
+                        events.push(&i.id, Some(old_state), state, "observed");
+                    }
+                }
+                Some(_) => report.unchanged += 1,
+            }
+        }
+        let mut gone = Vec::new();
+        for (id, _, state, was_gone) in &rows {
+            if !was_gone && !seen.contains(id.as_str()) {
+                gone.push(id.clone());
+                events.push(id, Some(state), "gone", "gone");
+            }
+        }
+        (report.inserted, report.updated, report.gone) =
+            (new.id.len(), changed.id.len(), gone.len());
+
+        if !new.id.is_empty() {
+            sqlx::query(
+                "INSERT INTO instances (id, region, instance_type, state, lifecycle, launched_at, tags,
+                     fingerprint, first_seen_at, changed_at, state_since)
+                 SELECT n.*, $9, $9, $9
+                 FROM UNNEST($1::text[], $2::text[], $3::text[], $4::text[], $5::text[],
+                             $6::timestamptz[], $7::jsonb[], $8::bigint[]) AS n",
+            )
+            .bind(&new.id)
+            .bind(&new.region)
+            .bind(&new.instance_type)
+            .bind(&new.state)
+            .bind(&new.lifecycle)
+            .bind(&new.launched_at)
+            .bind(&new.tags)
+            .bind(&new.fingerprint)
+            .bind(now)
+            .execute(&mut *tx)
+            .await?;
+        }
+        if !changed.id.is_empty() {
+            sqlx::query(
+                "UPDATE instances AS i SET
+                     region = n.region, instance_type = n.instance_type, lifecycle = n.lifecycle,
+                     launched_at = n.launched_at, tags = n.tags, fingerprint = n.fingerprint,
+                     changed_at = $9, gone_at = NULL,
+                     state_since = CASE WHEN i.state <> n.state OR i.gone_at IS NOT NULL
+                                        THEN $9 ELSE i.state_since END,
+                     stopped_by_ebb_at = CASE WHEN n.state = 'running' AND i.state <> 'running'
+                                              THEN NULL ELSE i.stopped_by_ebb_at END,
+                     state = n.state
+                 FROM UNNEST($1::text[], $2::text[], $3::text[], $4::text[], $5::text[],
+                             $6::timestamptz[], $7::jsonb[], $8::bigint[])
+                      AS n(id, region, instance_type, state, lifecycle, launched_at, tags, fingerprint)
+                 WHERE i.id = n.id",
+            )
+            .bind(&changed.id)
+            .bind(&changed.region)
+            .bind(&changed.instance_type)
+            .bind(&changed.state)
+            .bind(&changed.lifecycle)
+            .bind(&changed.launched_at)
+            .bind(&changed.tags)
+            .bind(&changed.fingerprint)
+            .bind(now)
+            .execute(&mut *tx)
+            .await?;
+        }
+        if !gone.is_empty() {
+            sqlx::query("UPDATE instances SET gone_at = $2, changed_at = $2 WHERE id = ANY($1)")
+                .bind(&gone)
+                .bind(now)
+                .execute(&mut *tx)
+                .await?;
+        }
+        if !events.instance.is_empty() {
+            sqlx::query(
+                "INSERT INTO instance_events (instance, at, from_state, to_state, cause)
+                 SELECT n.instance, $5, n.from_state, n.to_state, n.cause
+                 FROM UNNEST($1::text[], $2::text[], $3::text[], $4::text[])
+                      AS n(instance, from_state, to_state, cause)",
+            )
+            .bind(&events.instance)
+            .bind(&events.from_state)
+            .bind(&events.to_state)
+            .bind(&events.cause)
+            .bind(now)
+            .execute(&mut *tx)
+            .await?;
+        }
+        sqlx::query(
+            "INSERT INTO region_syncs (region, synced_at) SELECT r, $2 FROM UNNEST($1::text[]) AS r
+             ON CONFLICT (region) DO UPDATE SET synced_at = excluded.synced_at",
+        )
+        .bind(&regions)
+        .bind(now)
+        .execute(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        Ok(report)
+    }
+
+    /// Every instance the store knows, live ones first, by id.
+    pub async fn instances(&self) -> Result<Vec<InstanceRecord>> {
+        Ok(sqlx::query_as(
+            "SELECT i.id, i.region, i.instance_type, i.state, i.lifecycle, i.launched_at, i.tags,
+                    i.first_seen_at,
+                    CASE WHEN i.gone_at IS NULL THEN coalesce(r.synced_at, i.changed_at)
+                         ELSE i.gone_at END AS last_seen_at,
+                    i.gone_at, i.state_since, i.policy, i.stopped_by_ebb_at, i.started_by_ebb_at,
+                    i.notified_at
+             FROM instances i LEFT JOIN region_syncs r ON r.region = i.region
+             ORDER BY i.gone_at IS NOT NULL, i.id",
+        )
+        .fetch_all(&self.pool)
+        .await?)
+    }
+
+    /// What `engine::decide` needs from before: ebb's last actions on each live instance, and
+    /// the overrides active at `now`.
+    pub async fn prior(&self, now: DateTime<Utc>) -> Result<Prior> {
+        type FactsRow = (
+            String,
+            Option<DateTime<Utc>>,
+            Option<DateTime<Utc>>,
+            Option<DateTime<Utc>>,
+        );
+        let rows: Vec<FactsRow> = sqlx::query_as(
+            "SELECT id, stopped_by_ebb_at, started_by_ebb_at, notified_at FROM instances
+             WHERE gone_at IS NULL AND (stopped_by_ebb_at IS NOT NULL
+                   OR started_by_ebb_at IS NOT NULL OR notified_at IS NOT NULL)",
+        )
+        .fetch_all(&self.pool)
+        .await?;
+        let facts = rows
+            .into_iter()
+            .map(|(id, stopped_by_ebb_at, started_by_ebb_at, notified_at)| {
+                let f = InstanceFacts {
+                    stopped_by_ebb_at,
+                    started_by_ebb_at,
+                    notified_at,
+                };
+                (id, f)
+            })
+            .collect();
+        let overrides = self
+            .active_overrides(now)
+            .await?
+            .into_iter()
+            .map(|o| Override {
+                instance: o.instance,
+                until: o.until,
+                reason: o.reason,
+                by: o.created_by,
+            })
+            .collect();
+        Ok(Prior::new(facts, overrides))
+    }
+
+    /// Remembers that ebb did `action` to `instance` at `at` (after the cloud accepted it).
+    pub async fn record_action(
+        &self,
+        instance: &str,
+        action: Action,
+        at: DateTime<Utc>,
+    ) -> Result<()> {
+        let sql = match action {
+            Action::Stop | Action::Hibernate => "UPDATE instances SET stopped_by_ebb_at = $2 WHERE id = $1",
+            Action::Start => {
+                "UPDATE instances SET started_by_ebb_at = $2, stopped_by_ebb_at = NULL WHERE id = $1"
+            }
+            Action::Notify => "UPDATE instances SET notified_at = $2 WHERE id = $1",
+            _ => return Ok(()),
+        };
+        sqlx::query(sql)
+            .bind(instance)
+            .bind(micros(at))
+            .execute(&self.pool)
+            .await?;
+        Ok(())
+    }
+
+    /// Records the governing policy of each instance, writing only the rows where it changed.
+    pub async fn record_policies(&self, governing: &[(String, Option<String>)]) -> Result<u64> {
+        let (ids, policies): (Vec<&str>, Vec<Option<&str>>) = governing
+            .iter()
+            .map(|(id, p)| (id.as_str(), p.as_deref()))
+            .unzip();
+        let done = sqlx::query(
+            "UPDATE instances AS i SET policy = n.policy
+             FROM UNNEST($1::text[], $2::text[]) AS n(id, policy)
+             WHERE i.id = n.id AND i.policy IS DISTINCT FROM n.policy",
+        )
+        .bind(&ids)
+        .bind(&policies)
+        .execute(&self.pool)
+        .await?;
+        Ok(done.rows_affected())
+    }
+}

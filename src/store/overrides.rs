@@ -1,0 +1,133 @@
+//! Overrides: a person keeps an instance from being stopped until a time. Each one is audited
+//! when made and when revoked, and expires by itself.
+
+use super::audit::{append_in, NewAuditEntry};
+use super::inventory::micros;
+use super::{Result, Store, StoreError};
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+
+/// A stored override.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, sqlx::FromRow)]
+pub struct OverrideRecord {
+    /// Its id, for `--revoke`.
+    pub id: i64,
+    /// The protected instance.
+    pub instance: String,
+    /// When the protection ends.
+    pub until: DateTime<Utc>,
+    /// Why.
+    pub reason: String,
+    /// Who made it.
+    pub created_by: String,
+    /// When.
+    pub created_at: DateTime<Utc>,
+    /// When it was revoked, if it was.
+    pub revoked_at: Option<DateTime<Utc>>,
+    /// Who revoked it.
+    pub revoked_by: Option<String>,
+}
+
+/// The columns of `overrides`, in the order of [`OverrideRecord`].
+macro_rules! columns {
+    () => {
+        "id, instance, until, reason, created_by, created_at, revoked_at, revoked_by"
+    };
+}
+
+impl Store {
+    /// Protects `instance` until `until`, and audits it in the same transaction.
+    pub async fn create_override(
+        &self,
+        instance: &str,
+        until: DateTime<Utc>,
+        reason: &str,
+        by: &str,
+        now: DateTime<Utc>,
+    ) -> Result<OverrideRecord> {
+        let mut tx = self.pool.begin().await?;
+        let record: OverrideRecord = sqlx::query_as(concat!(
+            "INSERT INTO overrides (instance, until, reason, created_by, created_at)
+             VALUES ($1, $2, $3, $4, $5) RETURNING ",
+            columns!()
+        ))
+        .bind(instance)
+        .bind(micros(until))
+        .bind(reason)
+        .bind(by)
+        .bind(micros(now))
+        .fetch_one(&mut *tx)
+        .await?;
+        let mut entry = NewAuditEntry::event(
+            now,
+            by,
+            "override",
+            format!(
+                "override {} until {}: {reason}",
+                record.id,
+                until.to_rfc3339()
+            ),
+        );
+        entry.instance = Some(instance.to_string());
+        append_in(&mut tx, &[entry]).await?;
+        tx.commit().await?;
+        Ok(record)
+    }
+
+    /// Ends override `id` now, and audits it.
+    pub async fn revoke_override(
+        &self,
+        id: i64,
+        by: &str,
+        now: DateTime<Utc>,
+    ) -> Result<OverrideRecord> {
+        let mut tx = self.pool.begin().await?;
+        let record: OverrideRecord = sqlx::query_as(concat!(
+            "UPDATE overrides SET revoked_at = $2, revoked_by = $3
+             WHERE id = $1 AND revoked_at IS NULL AND until > $2 RETURNING ",
+            columns!()
+        ))
+        .bind(id)
+        .bind(micros(now))
+        .bind(by)
+        .fetch_optional(&mut *tx)
+        .await?
+        .ok_or(StoreError::NoSuchOverride(id))?;
+        let mut entry = NewAuditEntry::event(
+            now,
+            by,
+            "override_revoked",
+            format!(
+                "override {id} revoked (was until {})",
+                record.until.to_rfc3339()
+            ),
+        );
+        entry.instance = Some(record.instance.clone());
+        append_in(&mut tx, &[entry]).await?;
+        tx.commit().await?;
+        Ok(record)
+    }
+
+    /// Overrides in force at `now`, soonest to expire first.
+    pub async fn active_overrides(&self, now: DateTime<Utc>) -> Result<Vec<OverrideRecord>> {
+        Ok(sqlx::query_as(concat!(
+            "SELECT ",
+            columns!(),
+            " FROM overrides WHERE revoked_at IS NULL AND until > $1 ORDER BY until, id"
+        ))
+        .bind(now)
+        .fetch_all(&self.pool)
+        .await?)
+    }
+
+    /// Every override ever made, newest last.
+    pub async fn all_overrides(&self) -> Result<Vec<OverrideRecord>> {
+        Ok(sqlx::query_as(concat!(
+            "SELECT ",
+            columns!(),
+            " FROM overrides ORDER BY id"
+        ))
+        .fetch_all(&self.pool)
+        .await?)
+    }
+}

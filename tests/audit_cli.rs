@@ -1,0 +1,372 @@
+//! `ebb audit`, `ebb audit verify`, `ebb override` and `ebb migrate` as users run them, against
+//! a real Postgres database made fresh for each test.
+
+mod common;
+
+use chrono::{Duration, Utc};
+use common::t;
+use ebb::store::{NewAuditEntry, Outcome, Store};
+use sqlx::PgPool;
+use std::process::{Command, Output};
+
+/// The URL of the test's own database (`#[sqlx::test]` names it; DATABASE_URL gives the server).
+fn url_of(pool: &PgPool) -> String {
+    let base = std::env::var("DATABASE_URL").expect("scripts/test sets DATABASE_URL");
+    let (server, _) = base.rsplit_once('/').unwrap();
+    format!(
+        "{server}/{}",
+        pool.connect_options().get_database().unwrap()
+    )
+}
+
+fn ebb(url: &str, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_ebb"))
+        .args(args)
+        .env("DATABASE_URL", url)
+        .env("TZ", "Asia/Shanghai")
+        .env("EBB_ACTOR", "mei")
+        .output()
+        .expect("run ebb")
+}
+
+fn out(o: &Output) -> String {
+    assert!(
+        o.status.success(),
+        "exit {:?}: {}",
+        o.status,
+        String::from_utf8_lossy(&o.stderr)
+    );
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+fn row(instance: &str, action: &str, outcome: Outcome, policy: &str, at: &str) -> NewAuditEntry {
+    NewAuditEntry {
+        at: t(at),
+        actor: "scheduler".into(),
+        instance: Some(instance.into()),
+        region: Some("ap-east-1".into()),
+        action: action.into(),
+        outcome,
+        policy: Some(policy.into()),
+        policy_version: Some("sha256:4172a170b61c".into()),
+        code: Some("outside_hours".into()),
+        reason: "outside work hours (closed 20:00 Asia/Shanghai)".into(),
+        dry_run: false,
+        request_id: (outcome != Outcome::Intent).then(|| "req-42".to_string()),
+        error: (outcome == Outcome::Failed)
+            .then(|| "IncorrectInstanceState: it is pending, try later".to_string()),
+        intent_seq: None,
+    }
+}
+
+async fn seeded(pool: &PgPool) -> String {
+    let store = Store::from_pool(pool.clone());
+    store
+        .append_audit(&[
+            row(
+                "i-1",
+                "stop",
+                Outcome::Intent,
+                "research-dev-hours",
+                "2026-11-30T12:04:00Z",
+            ),
+            row(
+                "i-1",
+                "stop",
+                Outcome::Succeeded,
+                "research-dev-hours",
+                "2026-11-30T12:04:01Z",
+            ),
+            row(
+                "i-2",
+                "stop",
+                Outcome::Intent,
+                "research-dev-hours",
+                "2026-11-30T12:04:00Z",
+            ),
+            row(
+                "i-2",
+                "stop",
+                Outcome::Failed,
+                "research-dev-hours",
+                "2026-11-30T12:04:02Z",
+            ),
+            row(
+                "i-3",
+                "start",
+                Outcome::Intent,
+                "platform-dev-hours",
+                "2026-12-01T00:30:00Z",
+            ),
+            row(
+                "i-3",
+                "start",
+                Outcome::Skipped,
+                "platform-dev-hours",
+                "2026-12-01T00:30:01Z",
+            ),
+        ])
+        .await
+        .unwrap();
+    url_of(pool)
+}
+
+fn json(o: &Output) -> Vec<serde_json::Map<String, serde_json::Value>> {
+    serde_json::from_str(&out(o)).unwrap()
+}
+
+#[sqlx::test]
+async fn json_has_the_documented_fields_and_each_filter_narrows(pool: PgPool) {
+    let url = seeded(&pool).await;
+    let all = json(&ebb(&url, &["audit", "--format", "json"]));
+    assert_eq!(all.len(), 6);
+    let keys: Vec<&str> = all[0].keys().map(String::as_str).collect();
+    let mut want = [
+        "at",
+        "actor",
+        "instance",
+        "region",
+        "action",
+        "outcome",
+        "policy",
+        "policy_version",
+        "code",
+        "reason",
+        "dry_run",
+        "request_id",
+        "error",
+    ];
+    want.sort();
+    assert_eq!(keys, want);
+    assert_eq!(
+        all[3]["error"],
+        "IncorrectInstanceState: it is pending, try later"
+    );
+    assert_eq!(all[0]["at"], "2026-11-30T12:04:00.000000Z");
+
+    let count = |args: &[&str]| {
+        let mut full = vec!["audit", "--format", "json"];
+        full.extend_from_slice(args);
+        json(&ebb(&url, &full)).len()
+    };
+    assert_eq!(count(&["--instance", "i-2"]), 2);
+    assert_eq!(count(&["--policy", "platform-dev-hours"]), 2);
+    assert_eq!(count(&["--action", "start"]), 2);
+    assert_eq!(count(&["--outcome", "failed"]), 1);
+    assert_eq!(count(&["--outcome", "intent", "--action", "stop"]), 2);
+    assert_eq!(count(&["--since", "2026-12-01T00:00:00Z"]), 2);
+    assert_eq!(count(&["--until", "2026-11-30T12:04:01Z"]), 2);
+    assert_eq!(
+        count(&[
+            "--since",
+            "2026-11-30T12:04:01+00:00",
+            "--until",
+            "2026-12-01T00:30:01Z"
+        ]),
+        3
+    );
+}
+
+#[sqlx::test]
+async fn since_a_duration_counts_back_from_now(pool: PgPool) {
+    let store = Store::from_pool(pool.clone());
+    let now = Utc::now();
+    let mut recent = row("i-1", "stop", Outcome::Intent, "p", "2026-11-30T12:04:00Z");
+    recent.at = now - Duration::hours(1);
+    let mut old = recent.clone();
+    old.at = now - Duration::hours(30);
+    store.append_audit(&[old, recent]).await.unwrap();
+    assert_eq!(
+        json(&ebb(
+            &url_of(&pool),
+            &["audit", "--since", "24h", "--format", "json"]
+        ))
+        .len(),
+        1
+    );
+}
+
+#[sqlx::test]
+async fn the_table_is_aligned_in_local_time_newest_last(pool: PgPool) {
+    let url = seeded(&pool).await;
+    let text = out(&ebb(&url, &["audit"]));
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 7);
+    assert!(lines[0].starts_with("TIME"), "{text}");
+    assert!(
+        lines[1].starts_with("2026-11-30 20:04:00+08:00  scheduler  i-1"),
+        "{text}"
+    );
+    assert!(
+        lines[6].starts_with("2026-12-01 08:30:01+08:00"),
+        "newest last:\n{text}"
+    );
+    assert!(lines[4].contains("error: IncorrectInstanceState"), "{text}");
+    let col = lines[0].find("OUTCOME").unwrap();
+    assert!(
+        lines[1..]
+            .iter()
+            .all(|l| l[col..].starts_with(|c: char| c.is_ascii_lowercase())),
+        "{text}"
+    );
+}
+
+#[sqlx::test]
+async fn csv_has_a_header_and_quotes_what_needs_it(pool: PgPool) {
+    let url = seeded(&pool).await;
+    let text = out(&ebb(
+        &url,
+        &["audit", "--format", "csv", "--outcome", "failed"],
+    ));
+    let mut lines = text.lines();
+    assert_eq!(
+        lines.next().unwrap(),
+        "at,actor,instance,region,action,outcome,policy,policy_version,code,reason,dry_run,request_id,error"
+    );
+    assert_eq!(
+        lines.next().unwrap(),
+        "2026-11-30T12:04:02.000000Z,scheduler,i-2,ap-east-1,stop,failed,research-dev-hours,sha256:4172a170b61c,\
+         outside_hours,outside work hours (closed 20:00 Asia/Shanghai),false,req-42,\"IncorrectInstanceState: it is pending, try later\""
+    );
+    let empty = out(&ebb(
+        &url,
+        &["audit", "--format", "csv", "--instance", "i-none"],
+    ));
+    assert_eq!(empty.lines().count(), 1, "a header even without rows");
+}
+
+#[sqlx::test]
+async fn verify_passes_then_names_the_edited_row(pool: PgPool) {
+    let url = seeded(&pool).await;
+    let o = ebb(&url, &["audit", "verify"]);
+    let text = out(&o);
+    assert!(
+        text.starts_with("ok: 6 audit rows, hash chain intact, head "),
+        "{text}"
+    );
+    assert_eq!(text.lines().count(), 1);
+    let mut tx = pool.begin().await.unwrap();
+    sqlx::query("ALTER TABLE audit_log DISABLE TRIGGER audit_log_no_update_delete")
+        .execute(&mut *tx)
+        .await
+        .unwrap();
+    sqlx::query("UPDATE audit_log SET outcome = 'succeeded' WHERE seq = 4")
+        .execute(&mut *tx)
+        .await
+        .unwrap();
+    sqlx::query("ALTER TABLE audit_log ENABLE TRIGGER audit_log_no_update_delete")
+        .execute(&mut *tx)
+        .await
+        .unwrap();
+    tx.commit().await.unwrap();
+    let o = ebb(&url, &["audit", "verify"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&o.stdout).starts_with("audit row 4 does not match"));
+}
+
+#[sqlx::test]
+async fn overrides_from_the_cli_are_listed_audited_and_revoked(pool: PgPool) {
+    let url = url_of(&pool);
+    let text = out(&ebb(
+        &url,
+        &[
+            "override",
+            "i-0abc",
+            "--until",
+            "4h",
+            "--reason",
+            "demo tonight",
+        ],
+    ));
+    assert!(text.starts_with("override 1: i-0abc kept until "), "{text}");
+    let list = out(&ebb(&url, &["override", "--list"]));
+    assert!(
+        list.lines().nth(1).unwrap().starts_with("1   i-0abc"),
+        "{list}"
+    );
+    assert!(
+        list.contains("active") && list.contains("demo tonight") && list.contains("mei"),
+        "{list}"
+    );
+    let audit = json(&ebb(
+        &url,
+        &["audit", "--format", "json", "--action", "override"],
+    ));
+    assert_eq!(audit.len(), 1);
+    assert_eq!(audit[0]["actor"], "mei");
+    assert_eq!(audit[0]["instance"], "i-0abc");
+
+    assert!(
+        out(&ebb(&url, &["override", "--revoke", "1"])).contains("revoked override 1 of i-0abc")
+    );
+    assert_eq!(
+        out(&ebb(&url, &["override", "--list"])).lines().count(),
+        1,
+        "only the header"
+    );
+    assert!(out(&ebb(&url, &["override", "--list", "--all"])).contains("revoked"));
+    let o = ebb(&url, &["override", "--revoke", "1"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("no active override with id 1"));
+}
+
+#[sqlx::test]
+async fn bad_override_requests_change_nothing(pool: PgPool) {
+    let url = url_of(&pool);
+    for args in [
+        vec![
+            "override",
+            "i-0abc",
+            "--until",
+            "2020-01-01T00:00:00Z",
+            "--reason",
+            "late",
+        ],
+        vec!["override", "i-0abc", "--until", "4h", "--reason", "  "],
+        vec!["override", "i-0abc", "--until", "soon", "--reason", "x"],
+        vec!["override", "i-0abc", "--reason", "no until"],
+    ] {
+        let o = ebb(&url, &args);
+        assert_eq!(o.status.code(), Some(2), "{args:?}");
+        assert!(!String::from_utf8_lossy(&o.stderr).contains("panicked"));
+    }
+    let count: i64 = sqlx::query_scalar("SELECT count(*) FROM overrides")
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+    assert_eq!(count, 0);
+}
+
+#[test]
+fn an_unreachable_database_is_a_one_line_error() {
+    for args in [
+        vec!["audit"],
+        vec!["audit", "verify"],
+        vec!["override", "--list"],
+        vec!["migrate"],
+    ] {
+        let o = ebb("postgres://ebb@127.0.0.1:1/ebb", &args);
+        assert_eq!(o.status.code(), Some(2), "{args:?}");
+        let err = String::from_utf8_lossy(&o.stderr).into_owned();
+        assert!(
+            err.starts_with("error: cannot connect to the database at 127.0.0.1:1/ebb"),
+            "{err}"
+        );
+        assert_eq!(err.lines().count(), 1, "{err}");
+        assert!(o.stdout.is_empty());
+    }
+    let o = Command::new(env!("CARGO_BIN_EXE_ebb"))
+        .arg("audit")
+        .env_remove("DATABASE_URL")
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("DATABASE_URL is not set"));
+}
+
+#[sqlx::test(migrations = false)]
+async fn migrate_applies_then_reports_current(pool: PgPool) {
+    let url = url_of(&pool);
+    assert!(out(&ebb(&url, &["migrate"])).starts_with("ok: 1 migration(s) applied"));
+    assert!(out(&ebb(&url, &["migrate"])).starts_with("ok: 0 migration(s) applied"));
+}

@@ -1,0 +1,532 @@
+//! The Postgres store against a real server: `#[sqlx::test]` gives each test a fresh database
+//! (scripts/test starts a throwaway cluster when DATABASE_URL is unset).
+
+mod common;
+
+use chrono::Duration;
+use common::{instance, t};
+use ebb::engine::Action;
+use ebb::fleet::{Instance, InstanceState};
+use ebb::store::{AuditFilter, NewAuditEntry, Outcome, Store, StoreError, Verification};
+use sqlx::PgPool;
+
+fn fleet(n: usize) -> Vec<Instance> {
+    (0..n)
+        .map(|i| instance(&format!("i-{i:05}"), &[("team", "research")]))
+        .collect()
+}
+
+fn regions() -> Vec<String> {
+    vec!["us-east-1".to_string()]
+}
+
+#[sqlx::test(migrations = false)]
+async fn migrations_apply_to_an_empty_database_and_again_without_change(pool: PgPool) {
+    let store = Store::from_pool(pool.clone());
+    assert_eq!(store.migrate().await.unwrap(), 1);
+    let tables: Vec<String> = sqlx::query_scalar(
+        "SELECT table_name::text FROM information_schema.tables WHERE table_schema = 'public' ORDER BY 1",
+    )
+    .fetch_all(&pool)
+    .await
+    .unwrap();
+    for want in [
+        "audit_log",
+        "instance_events",
+        "instances",
+        "leader_lease",
+        "overrides",
+        "region_syncs",
+        "spot_migrations",
+    ] {
+        assert!(
+            tables.contains(&want.to_string()),
+            "{want} missing from {tables:?}"
+        );
+    }
+    assert_eq!(store.migrate().await.unwrap(), 0);
+}
+
+#[sqlx::test(migrations = false)]
+async fn a_schema_newer_than_the_binary_is_refused(pool: PgPool) {
+    let store = Store::from_pool(pool.clone());
+    store.migrate().await.unwrap();
+    sqlx::query(
+        "INSERT INTO _sqlx_migrations (version, description, success, checksum, execution_time)
+         VALUES (99990101000000, 'from the future', true, '\\x00', 0)",
+    )
+    .execute(&pool)
+    .await
+    .unwrap();
+    let err = store.migrate().await.unwrap_err();
+    assert!(
+        matches!(
+            err,
+            StoreError::SchemaTooNew {
+                found: 99990101000000,
+                known: 1
+            }
+        ),
+        "{err}"
+    );
+    assert!(err.to_string().contains("run a newer ebb"));
+}
+
+#[sqlx::test]
+async fn sync_inserts_updates_and_marks_gone(pool: PgPool) {
+    let store = Store::from_pool(pool.clone());
+    let now = t("2026-11-30T12:00:00Z");
+    let mut instances = fleet(5);
+    let r = store
+        .sync_inventory(&regions(), &instances, now)
+        .await
+        .unwrap();
+    assert_eq!((r.inserted, r.updated, r.unchanged, r.gone), (5, 0, 0, 0));
+
+    instances[0].state = InstanceState::Stopped;
+    instances[1].tags.insert("owner".into(), "mei".into());
+    instances.remove(4);
+    let later = now + Duration::minutes(1);
+    let r = store
+        .sync_inventory(&regions(), &instances, later)
+        .await
+        .unwrap();
+    assert_eq!((r.inserted, r.updated, r.unchanged, r.gone), (0, 2, 2, 1));
+
+    let rows = store.instances().await.unwrap();
+    assert_eq!(rows.len(), 5, "gone instances are kept");
+    let row = |id: &str| rows.iter().find(|r| r.id == id).unwrap().clone();
+    assert_eq!(row("i-00000").state, "stopped");
+    assert_eq!(row("i-00000").state_since, later);
+    assert_eq!(
+        row("i-00001").tags.0.get("owner").map(String::as_str),
+        Some("mei")
+    );
+    assert_eq!(
+        row("i-00001").state_since,
+        now,
+        "a tag change is not a state change"
+    );
+    assert_eq!(row("i-00004").gone_at, Some(later));
+    assert_eq!(row("i-00002").last_seen_at, later);
+    assert_eq!(row("i-00002").first_seen_at, now);
+
+    let events: Vec<(String, Option<String>, String, String)> =
+        sqlx::query_as("SELECT instance, from_state, to_state, cause FROM instance_events WHERE at = $1 ORDER BY instance")
+            .bind(later)
+            .fetch_all(&pool)
+            .await
+            .unwrap();
+    assert_eq!(
+        events,
+        [
+            (
+                "i-00000".into(),
+                Some("running".into()),
+                "stopped".into(),
+                "observed".into()
+            ),
+            (
+                "i-00004".into(),
+                Some("running".into()),
+                "gone".into(),
+                "gone".into()
+            ),
+        ]
+    );
+
+    // It comes back, and the others return to how they were.
+    let r = store
+        .sync_inventory(&regions(), &fleet(5), later + Duration::minutes(1))
+        .await
+        .unwrap();
+    assert_eq!((r.inserted, r.updated, r.gone), (0, 3, 0));
+    let rows = store.instances().await.unwrap();
+    assert!(rows.iter().all(|r| r.gone_at.is_none()));
+}
+
+#[sqlx::test]
+async fn unchanged_rows_are_not_rewritten(pool: PgPool) {
+    let store = Store::from_pool(pool.clone());
+    let instances = fleet(50);
+    store
+        .sync_inventory(&regions(), &instances, t("2026-11-30T12:00:00Z"))
+        .await
+        .unwrap();
+    let versions = || async {
+        let v: Vec<(String, String)> =
+            sqlx::query_as("SELECT id, xmin::text FROM instances ORDER BY id")
+                .fetch_all(&pool)
+                .await
+                .unwrap();
+        v
+    };
+    let before = versions().await;
+    let r = store
+        .sync_inventory(&regions(), &instances, t("2026-11-30T12:01:00Z"))
+        .await
+        .unwrap();
+    assert_eq!(r.unchanged, 50);
+    assert_eq!(versions().await, before, "no row got a new version");
+}
+
+#[sqlx::test]
+async fn other_regions_are_not_marked_gone(pool: PgPool) {
+    let store = Store::from_pool(pool);
+    let mut west = instance("i-west", &[]);
+    west.region = "us-west-2".into();
+    store
+        .sync_inventory(&["us-west-2".into()], &[west], t("2026-11-30T12:00:00Z"))
+        .await
+        .unwrap();
+    let r = store
+        .sync_inventory(&regions(), &fleet(1), t("2026-11-30T12:01:00Z"))
+        .await
+        .unwrap();
+    assert_eq!(r.gone, 0);
+}
+
+#[sqlx::test]
+async fn prior_facts_come_back_and_a_running_instance_is_no_longer_stopped_by_ebb(pool: PgPool) {
+    let store = Store::from_pool(pool);
+    let now = t("2026-11-30T20:00:00Z");
+    let mut instances = fleet(2);
+    store
+        .sync_inventory(&regions(), &instances, now)
+        .await
+        .unwrap();
+    store
+        .record_action("i-00000", Action::Stop, now)
+        .await
+        .unwrap();
+    store
+        .record_action("i-00001", Action::Notify, now)
+        .await
+        .unwrap();
+    let prior = store.prior(now).await.unwrap();
+    assert_eq!(prior.facts("i-00000").stopped_by_ebb_at, Some(now));
+    assert_eq!(prior.facts("i-00001").notified_at, Some(now));
+
+    instances[0].state = InstanceState::Stopped;
+    store
+        .sync_inventory(&regions(), &instances, now + Duration::minutes(1))
+        .await
+        .unwrap();
+    assert_eq!(
+        store
+            .prior(now)
+            .await
+            .unwrap()
+            .facts("i-00000")
+            .stopped_by_ebb_at,
+        Some(now)
+    );
+    // A person starts it: ebb's stop is no longer the last one.
+    instances[0].state = InstanceState::Running;
+    store
+        .sync_inventory(&regions(), &instances, now + Duration::minutes(2))
+        .await
+        .unwrap();
+    assert_eq!(
+        store
+            .prior(now)
+            .await
+            .unwrap()
+            .facts("i-00000")
+            .stopped_by_ebb_at,
+        None
+    );
+
+    store
+        .record_action("i-00000", Action::Start, now)
+        .await
+        .unwrap();
+    assert_eq!(
+        store
+            .prior(now)
+            .await
+            .unwrap()
+            .facts("i-00000")
+            .started_by_ebb_at,
+        Some(now)
+    );
+    let governing = vec![
+        ("i-00000".to_string(), Some("office".to_string())),
+        ("i-00001".to_string(), None),
+    ];
+    assert_eq!(store.record_policies(&governing).await.unwrap(), 1);
+    assert_eq!(
+        store.record_policies(&governing).await.unwrap(),
+        0,
+        "unchanged policies are not rewritten"
+    );
+}
+
+fn entry(i: usize) -> NewAuditEntry {
+    NewAuditEntry {
+        at: t("2026-11-30T20:00:00.123456789Z") + Duration::seconds(i as i64),
+        actor: "scheduler".into(),
+        instance: Some(format!("i-{i:05}")),
+        region: Some("us-east-1".into()),
+        action: "stop".into(),
+        outcome: Outcome::Intent,
+        policy: Some("office".into()),
+        policy_version: Some("sha256:abc".into()),
+        code: Some("outside_hours".into()),
+        reason: "outside work hours (closed 20:00 UTC)".into(),
+        dry_run: false,
+        request_id: None,
+        error: None,
+        intent_seq: None,
+    }
+}
+
+#[sqlx::test]
+async fn concurrent_appends_leave_one_unbroken_chain(pool: PgPool) {
+    let store = Store::from_pool(pool);
+    let tasks: Vec<_> = (0..8)
+        .map(|task| {
+            let store = store.clone();
+            tokio::spawn(async move {
+                for i in 0..25 {
+                    store.append_audit(&[entry(task * 100 + i)]).await.unwrap();
+                }
+            })
+        })
+        .collect();
+    for task in tasks {
+        task.await.unwrap();
+    }
+    let rows = store.audit(&AuditFilter::default()).await.unwrap();
+    assert_eq!(rows.len(), 200);
+    assert!(rows.iter().enumerate().all(|(i, r)| r.seq == i as i64 + 1));
+    assert!(rows.windows(2).all(|w| w[1].prev_hash == w[0].hash));
+    assert_eq!(
+        store.verify_audit().await.unwrap(),
+        Verification::Intact {
+            rows: 200,
+            head: rows[199].hash.iter().map(|b| format!("{b:02x}")).collect()
+        }
+    );
+}
+
+#[sqlx::test]
+async fn stored_rows_read_back_exactly(pool: PgPool) {
+    let store = Store::from_pool(pool);
+    let written = store.append_audit(&[entry(1)]).await.unwrap();
+    let mut outcome = entry(1);
+    outcome.outcome = Outcome::Failed;
+    outcome.intent_seq = Some(written[0].seq);
+    outcome.error = Some("UnauthorizedOperation: not allowed".into());
+    outcome.request_id = Some("req-1".into());
+    let written2 = store.append_audit(&[outcome]).await.unwrap();
+    let read = store.audit(&AuditFilter::default()).await.unwrap();
+    assert_eq!(read, [written, written2].concat());
+    assert_eq!(
+        read[0].entry.at,
+        t("2026-11-30T20:00:01.123456Z"),
+        "stored to the microsecond"
+    );
+}
+
+#[sqlx::test]
+async fn update_delete_and_truncate_are_refused(pool: PgPool) {
+    let store = Store::from_pool(pool.clone());
+    store.append_audit(&[entry(1)]).await.unwrap();
+    for sql in [
+        "UPDATE audit_log SET reason = 'nothing happened'",
+        "DELETE FROM audit_log",
+        "TRUNCATE audit_log",
+    ] {
+        let err = sqlx::query(sql).execute(&pool).await.unwrap_err();
+        assert!(
+            err.to_string().contains("audit_log is append-only"),
+            "{sql}: {err}"
+        );
+    }
+    assert_eq!(store.audit(&AuditFilter::default()).await.unwrap().len(), 1);
+}
+
+#[sqlx::test]
+async fn verify_names_the_first_row_that_was_edited_or_removed(pool: PgPool) {
+    let store = Store::from_pool(pool.clone());
+    let entries: Vec<NewAuditEntry> = (0..10).map(entry).collect();
+    store.append_audit(&entries).await.unwrap();
+    assert!(matches!(
+        store.verify_audit().await.unwrap(),
+        Verification::Intact { rows: 10, .. }
+    ));
+
+    let tamper = |sql: &'static str| {
+        let pool = pool.clone();
+        async move {
+            let mut tx = pool.begin().await.unwrap();
+            sqlx::query("ALTER TABLE audit_log DISABLE TRIGGER audit_log_no_update_delete")
+                .execute(&mut *tx)
+                .await
+                .unwrap();
+            sqlx::query(sql).execute(&mut *tx).await.unwrap();
+            sqlx::query("ALTER TABLE audit_log ENABLE TRIGGER audit_log_no_update_delete")
+                .execute(&mut *tx)
+                .await
+                .unwrap();
+            tx.commit().await.unwrap();
+        }
+    };
+    tamper("UPDATE audit_log SET reason = 'busy, left running' WHERE seq = 7").await;
+    match store.verify_audit().await.unwrap() {
+        Verification::Broken { seq, problem } => {
+            assert_eq!(seq, 7);
+            assert!(problem.contains("changed"), "{problem}");
+        }
+        v => panic!("edit not detected: {v:?}"),
+    }
+    tamper("UPDATE audit_log SET reason = 'outside work hours (closed 20:00 UTC)' WHERE seq = 7")
+        .await;
+    assert!(matches!(
+        store.verify_audit().await.unwrap(),
+        Verification::Intact { .. }
+    ));
+    tamper("DELETE FROM audit_log WHERE seq = 4").await;
+    assert!(matches!(
+        store.verify_audit().await.unwrap(),
+        Verification::Broken { seq: 5, .. }
+    ));
+}
+
+#[sqlx::test]
+async fn a_policy_version_change_is_audited_once(pool: PgPool) {
+    let store = Store::from_pool(pool);
+    let at = t("2026-11-30T20:00:00Z");
+    assert!(store
+        .record_policy_version("sha256:aaa", "scheduler", at)
+        .await
+        .unwrap());
+    assert!(!store
+        .record_policy_version("sha256:aaa", "scheduler", at)
+        .await
+        .unwrap());
+    assert!(store
+        .record_policy_version("sha256:bbb", "scheduler", at)
+        .await
+        .unwrap());
+    let rows = store
+        .audit(&AuditFilter {
+            action: Some("policy_version".into()),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    assert_eq!(rows.len(), 2);
+    assert_eq!(
+        rows[1].entry.reason,
+        "policy set changed from sha256:aaa to sha256:bbb"
+    );
+    assert_eq!(rows[1].entry.policy_version.as_deref(), Some("sha256:bbb"));
+}
+
+#[sqlx::test]
+async fn overrides_are_audited_handed_to_the_engine_and_expire(pool: PgPool) {
+    let store = Store::from_pool(pool);
+    let now = t("2026-11-30T18:00:00Z");
+    let o = store
+        .create_override(
+            "i-00001",
+            now + Duration::hours(4),
+            "demo tonight",
+            "mei",
+            now,
+        )
+        .await
+        .unwrap();
+    let prior = store.prior(now).await.unwrap();
+    let active = prior.active_override("i-00001", now).unwrap();
+    assert_eq!(
+        (active.by.as_str(), active.reason.as_str()),
+        ("mei", "demo tonight")
+    );
+    assert!(
+        store
+            .prior(now + Duration::hours(4))
+            .await
+            .unwrap()
+            .active_override("i-00001", now)
+            .is_none(),
+        "expired"
+    );
+    assert!(store
+        .active_overrides(now + Duration::hours(5))
+        .await
+        .unwrap()
+        .is_empty());
+
+    let second = store
+        .create_override("i-00002", now + Duration::hours(1), "training", "li", now)
+        .await
+        .unwrap();
+    let revoked = store
+        .revoke_override(second.id, "ops", now + Duration::minutes(5))
+        .await
+        .unwrap();
+    assert_eq!(revoked.revoked_by.as_deref(), Some("ops"));
+    assert!(matches!(
+        store.revoke_override(second.id, "ops", now).await,
+        Err(StoreError::NoSuchOverride(_))
+    ));
+    let ids: Vec<i64> = store
+        .active_overrides(now + Duration::minutes(6))
+        .await
+        .unwrap()
+        .iter()
+        .map(|o| o.id)
+        .collect();
+    assert_eq!(ids, [o.id]);
+
+    let audit = store.audit(&AuditFilter::default()).await.unwrap();
+    let actions: Vec<(&str, &str, Option<&str>)> = audit
+        .iter()
+        .map(|a| {
+            (
+                a.entry.action.as_str(),
+                a.entry.actor.as_str(),
+                a.entry.instance.as_deref(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        actions,
+        [
+            ("override", "mei", Some("i-00001")),
+            ("override", "li", Some("i-00002")),
+            ("override_revoked", "ops", Some("i-00002"))
+        ]
+    );
+}
+
+#[tokio::test]
+async fn unreachable_databases_and_refused_logins_are_clear_errors() {
+    let err = Store::connect("postgres://ebb@127.0.0.1:1/ebb")
+        .await
+        .unwrap_err();
+    assert!(matches!(err, StoreError::Unreachable { .. }), "{err}");
+    assert!(
+        err.to_string()
+            .contains("cannot connect to the database at 127.0.0.1:1/ebb"),
+        "{err}"
+    );
+    let err = Store::connect("postgres://ebb@127.0.0.1:99999999/ebb")
+        .await
+        .unwrap_err();
+    assert!(matches!(err, StoreError::BadUrl(_)), "{err}");
+    let url = std::env::var("DATABASE_URL").expect("scripts/test sets DATABASE_URL");
+    let (base, _) = url.rsplit_once('/').unwrap();
+    let err = Store::connect(&format!("{base}/no_such_database"))
+        .await
+        .unwrap_err();
+    assert!(matches!(err, StoreError::Refused { .. }), "{err}");
+    let wrong_user = base.replacen("postgres://postgres@", "postgres://nobody@", 1);
+    let err = Store::connect(&format!("{wrong_user}/postgres"))
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("refused the connection"), "{err}");
+}
