@@ -134,11 +134,8 @@ impl Draft {
 
 /// Parses and checks one file. `Err` is a YAML syntax error, which stops this file only.
 pub(super) fn check_file(file: &Path, text: &str) -> Result<CheckedFile, Problem> {
-    let doc = yaml::parse(text).map_err(|e| Problem {
-        file: file.to_path_buf(),
-        position: e.position,
-        message: format!("not valid YAML: {}", e.message),
-    })?;
+    let doc = yaml::parse(text)
+        .map_err(|e| Problem::new(file, e.position, &format!("not valid YAML: {}", e.message)))?;
     let mut c = Checker {
         problems: Vec::new(),
         misspelt: Vec::new(),

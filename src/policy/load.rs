@@ -20,6 +20,28 @@ pub struct Problem {
     pub message: String,
 }
 
+impl Problem {
+    /// A problem whose message stays on one line: control characters a file's own text brought
+    /// in (a newline inside a quoted value, say) are escaped, so each problem is one line.
+    pub fn new(file: &Path, position: Option<Position>, message: &str) -> Problem {
+        let message = message
+            .chars()
+            .map(|c| {
+                if c.is_control() {
+                    c.escape_default().to_string()
+                } else {
+                    c.to_string()
+                }
+            })
+            .collect();
+        Problem {
+            file: file.to_path_buf(),
+            position,
+            message,
+        }
+    }
+}
+
 impl fmt::Display for Problem {
     /// `path:line:col: message`, or `path: message` without a position.
     fn fmt(&self, f: &mut fmt::Formatter) -> fmt::Result {
@@ -115,10 +137,8 @@ fn assemble(
     checked: Vec<(PathBuf, String, CheckedFile)>,
     problems: &mut Vec<Problem>,
 ) -> Assembled {
-    let locate = |file: &Path, text: &str, path: &[Step], message: String| Problem {
-        file: file.to_path_buf(),
-        position: yaml::locate(text, path),
-        message,
+    let locate = |file: &Path, text: &str, path: &[Step], message: String| {
+        Problem::new(file, yaml::locate(text, path), &message)
     };
     let mut calendars = BTreeMap::new();
     let mut calendar_at: BTreeMap<String, String> = BTreeMap::new();
@@ -149,14 +169,11 @@ fn assemble(
             let name_path = draft.name_path();
             let name_pos = yaml::locate(&text, &name_path);
             if let Some(first) = policy_at.get(&draft.name) {
-                problems.push(Problem {
-                    file: file.clone(),
-                    position: name_pos,
-                    message: format!(
-                        "duplicate policy name \"{}\" (also defined at {first})",
-                        draft.name
-                    ),
-                });
+                let message = format!(
+                    "duplicate policy name \"{}\" (also defined at {first})",
+                    draft.name
+                );
+                problems.push(Problem::new(&file, name_pos, &message));
                 continue;
             }
             policy_at.insert(draft.name.clone(), place(&file, name_pos));

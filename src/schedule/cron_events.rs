@@ -8,7 +8,7 @@
 //! DST, so it yields every wall time, gap times included); [`zone::resolve`] then decides the
 //! instants.
 
-use super::{zone, Schedule, ScheduleStatus, HORIZON_DAYS};
+use super::{zone, Schedule, ScheduleStatus};
 use chrono::{DateTime, NaiveDateTime, TimeDelta, Utc};
 use std::collections::BTreeSet;
 use std::fmt;
@@ -356,13 +356,7 @@ pub(super) fn status(
     now: DateTime<Utc>,
 ) -> ScheduleStatus {
     let tz = schedule.timezone;
-    let horizon = TimeDelta::days(HORIZON_DAYS);
-    let earliest = now
-        .checked_sub_signed(horizon)
-        .unwrap_or(DateTime::<Utc>::MIN_UTC);
-    let latest = now
-        .checked_add_signed(horizon)
-        .unwrap_or(DateTime::<Utc>::MAX_UTC);
+    let (earliest, latest) = super::horizon(now);
     let wall = |t: DateTime<Utc>| t.with_timezone(&tz).naive_local();
     let wall_now = wall(now);
     let back_from = wall_now

@@ -27,6 +27,17 @@ use std::sync::Arc;
 /// (a schedule open all the time, or never).
 pub const HORIZON_DAYS: i64 = 400;
 
+/// The instants [`HORIZON_DAYS`] before and after `now`, saturating at the ends of time.
+fn horizon(now: DateTime<Utc>) -> (DateTime<Utc>, DateTime<Utc>) {
+    let span = chrono::TimeDelta::days(HORIZON_DAYS);
+    (
+        now.checked_sub_signed(span)
+            .unwrap_or(DateTime::<Utc>::MIN_UTC),
+        now.checked_add_signed(span)
+            .unwrap_or(DateTime::<Utc>::MAX_UTC),
+    )
+}
+
 /// A weekly window: opens on each day of `days` at `start`, closes at `stop`.
 ///
 /// A `stop` at or before `start` closes on the next day (an overnight window); the whole

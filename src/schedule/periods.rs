@@ -104,13 +104,7 @@ pub(super) fn status(
 ) -> ScheduleStatus {
     let tz = schedule.timezone;
     let today = zone::local_date(tz, now);
-    let horizon = TimeDelta::days(HORIZON_DAYS);
-    let earliest = now
-        .checked_sub_signed(horizon)
-        .unwrap_or(DateTime::<Utc>::MIN_UTC);
-    let latest = now
-        .checked_add_signed(horizon)
-        .unwrap_or(DateTime::<Utc>::MAX_UTC);
+    let (earliest, latest) = super::horizon(now);
     // Dates a little past the horizon, so windows that reach into it are seen.
     let first_date = shift(today, -HORIZON_DAYS - 3);
     let last_date = shift(today, HORIZON_DAYS + 3);
