@@ -37,10 +37,11 @@ CREATE TABLE instance_events (
     id         bigserial PRIMARY KEY,
     instance   text NOT NULL REFERENCES instances (id),
     at         timestamptz NOT NULL,
-    from_state text,
+    -- The state before: an EC2 state, or 'gone'.
+    from_state text NOT NULL,
     -- An EC2 state, or 'gone' when the cloud stopped listing the instance.
     to_state   text NOT NULL,
-    -- discovered | observed | reappeared | gone
+    -- observed | reappeared | gone (a new instance's first state is in its row)
     cause      text NOT NULL
 );
 CREATE INDEX instance_events_instance ON instance_events (instance, at);

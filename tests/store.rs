@@ -111,7 +111,7 @@ async fn sync_inserts_updates_and_marks_gone(pool: PgPool) {
     assert_eq!(row("i-00002").last_seen_at, later);
     assert_eq!(row("i-00002").first_seen_at, now);
 
-    let events: Vec<(String, Option<String>, String, String)> =
+    let events: Vec<(String, String, String, String)> =
         sqlx::query_as("SELECT instance, from_state, to_state, cause FROM instance_events WHERE at = $1 ORDER BY instance")
             .bind(later)
             .fetch_all(&pool)
@@ -122,13 +122,13 @@ async fn sync_inserts_updates_and_marks_gone(pool: PgPool) {
         [
             (
                 "i-00000".into(),
-                Some("running".into()),
+                "running".into(),
                 "stopped".into(),
                 "observed".into()
             ),
             (
                 "i-00004".into(),
-                Some("running".into()),
+                "running".into(),
                 "gone".into(),
                 "gone".into()
             ),
@@ -143,6 +143,15 @@ async fn sync_inserts_updates_and_marks_gone(pool: PgPool) {
     assert_eq!((r.inserted, r.updated, r.gone), (0, 3, 0));
     let rows = store.instances().await.unwrap();
     assert!(rows.iter().all(|r| r.gone_at.is_none()));
+    let first_sync: i64 = sqlx::query_scalar("SELECT count(*) FROM instance_events WHERE at = $1")
+        .bind(now)
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+    assert_eq!(
+        first_sync, 0,
+        "new instances need no event: their row says it"
+    );
 }
 
 #[sqlx::test]

@@ -127,15 +127,15 @@ impl Batch {
 #[derive(Default)]
 struct Events {
     instance: Vec<String>,
-    from_state: Vec<Option<String>>,
+    from_state: Vec<String>,
     to_state: Vec<String>,
     cause: Vec<&'static str>,
 }
 
 impl Events {
-    fn push(&mut self, instance: &str, from: Option<&str>, to: &str, cause: &'static str) {
+    fn push(&mut self, instance: &str, from: &str, to: &str, cause: &'static str) {
         self.instance.push(instance.to_string());
-        self.from_state.push(from.map(str::to_string));
+        self.from_state.push(from.to_string());
         self.to_state.push(to.to_string());
         self.cause.push(cause);
     }
@@ -187,16 +187,15 @@ impl Store {
             let fp = fingerprint(i);
             let state = i.state.as_str();
             match known.get(i.id.as_str()) {
-                None => {
-                    new.push(i, fp);
-                    events.push(&i.id, None, state, "discovered");
-                }
+                // A new instance's first state is in its row (first_seen_at, state_since); events
+                // record changes, which keeps a first sync of a large fleet to one insert.
+                None => new.push(i, fp),
                 Some(&(old_fp, old_state, gone)) if old_fp != fp || gone => {
                     changed.push(i, fp);
                     if gone {
-                        events.push(&i.id, Some("gone"), state, "reappeared");
+                        events.push(&i.id, "gone", state, "reappeared");
                     } else if old_state != state {
-                        events.push(&i.id, Some(old_state), state, "observed");
+                        events.push(&i.id, old_state, state, "observed");
                     }
                 }
                 Some(_) => report.unchanged += 1,
@@ -206,7 +205,7 @@ impl Store {
         for (id, _, state, was_gone) in &rows {
             if !was_gone && !seen.contains(id.as_str()) {
                 gone.push(id.clone());
-                events.push(id, Some(state), "gone", "gone");
+                events.push(id, state, "gone", "gone");
             }
         }
         (report.inserted, report.updated, report.gone) =
