@@ -120,7 +120,36 @@ struct Snapshot {
     #[serde(default)]
     prices: Prices,
     #[serde(default)]
-    overrides: Vec<Override>,
+    overrides: Vec<SnapshotOverride>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SnapshotOverride {
+    instance: String,
+    until: Timestamp,
+    #[serde(default)]
+    reason: String,
+    #[serde(default)]
+    by: String,
+}
+
+/// An RFC 3339 time read strictly (four-digit years): chrono's lenient parser also takes years
+/// up to ±262142, which no fleet has and which would overflow the engine's arithmetic.
+#[derive(Debug, Clone, Copy)]
+struct Timestamp(DateTime<Utc>);
+
+impl<'de> Deserialize<'de> for Timestamp {
+    fn deserialize<D: serde::Deserializer<'de>>(de: D) -> Result<Self, D::Error> {
+        let text = String::deserialize(de)?;
+        DateTime::parse_from_rfc3339(&text)
+            .map(|t| Timestamp(t.with_timezone(&Utc)))
+            .map_err(|_| {
+                serde::de::Error::custom(format!(
+                    "\"{text}\" is not an RFC 3339 time (like 2026-11-30T20:05:00Z)"
+                ))
+            })
+    }
 }
 
 #[derive(Debug, Deserialize)]
@@ -132,21 +161,21 @@ struct SnapshotInstance {
     instance_type: String,
     state: InstanceState,
     #[serde(default)]
-    state_since: Option<DateTime<Utc>>,
+    state_since: Option<Timestamp>,
     #[serde(default = "on_demand")]
     lifecycle: Lifecycle,
     #[serde(default)]
-    launched_at: Option<DateTime<Utc>>,
+    launched_at: Option<Timestamp>,
     #[serde(default, deserialize_with = "scalar_tags")]
     tags: BTreeMap<String, String>,
     #[serde(default)]
-    gpu_util: Vec<(DateTime<Utc>, f64)>,
+    gpu_util: Vec<(Timestamp, f64)>,
     #[serde(default)]
-    stopped_by_ebb_at: Option<DateTime<Utc>>,
+    stopped_by_ebb_at: Option<Timestamp>,
     #[serde(default)]
-    started_by_ebb_at: Option<DateTime<Utc>>,
+    started_by_ebb_at: Option<Timestamp>,
     #[serde(default)]
-    notified_at: Option<DateTime<Utc>>,
+    notified_at: Option<Timestamp>,
 }
 
 /// Tag values are text, but `true` or `3` written unquoted in YAML mean the same.
@@ -225,9 +254,9 @@ impl Snapshot {
             .into_iter()
             .map(|i| {
                 let f = InstanceFacts {
-                    stopped_by_ebb_at: i.stopped_by_ebb_at,
-                    started_by_ebb_at: i.started_by_ebb_at,
-                    notified_at: i.notified_at,
+                    stopped_by_ebb_at: i.stopped_by_ebb_at.map(|t| t.0),
+                    started_by_ebb_at: i.started_by_ebb_at.map(|t| t.0),
+                    notified_at: i.notified_at.map(|t| t.0),
                 };
                 if f != InstanceFacts::default() {
                     facts.insert(i.id.clone(), f);
@@ -235,7 +264,7 @@ impl Snapshot {
                 let mut gpu_util: Vec<Sample> = i
                     .gpu_util
                     .into_iter()
-                    .map(|(at, percent)| Sample { at, percent })
+                    .map(|(at, percent)| Sample { at: at.0, percent })
                     .collect();
                 gpu_util.sort_by_key(|s| s.at);
                 Instance {
@@ -243,9 +272,9 @@ impl Snapshot {
                     region: i.region,
                     instance_type: i.instance_type,
                     state: i.state,
-                    state_since: i.state_since,
+                    state_since: i.state_since.map(|t| t.0),
                     lifecycle: i.lifecycle,
-                    launched_at: i.launched_at,
+                    launched_at: i.launched_at.map(|t| t.0),
                     tags: i.tags,
                     gpu_util,
                 }
@@ -256,7 +285,18 @@ impl Snapshot {
                 instances,
                 prices: self.prices,
             },
-            Prior::new(facts, self.overrides),
+            Prior::new(
+                facts,
+                self.overrides
+                    .into_iter()
+                    .map(|o| Override {
+                        instance: o.instance,
+                        until: o.until.0,
+                        reason: o.reason,
+                        by: o.by,
+                    })
+                    .collect(),
+            ),
         )
     }
 }

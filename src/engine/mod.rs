@@ -190,18 +190,15 @@ pub struct InstanceFacts {
 }
 
 /// A person's request to keep an instance from being stopped until a time.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Override {
     /// The instance id.
     pub instance: String,
     /// When the protection ends.
     pub until: DateTime<Utc>,
     /// Why, in the requester's words.
-    #[serde(default)]
     pub reason: String,
     /// Who asked (user or API token name).
-    #[serde(default)]
     pub by: String,
 }
 

@@ -178,26 +178,78 @@ impl<'de> Visitor<'de> for Locate<'_> {
     }
 }
 
-/// Reads a mapping key; tells whether it is the wanted one, or fails there when asked to.
+/// Reads a mapping key; tells whether it is the wanted one, or fails there when asked to. The
+/// failure must come from inside the key's own visit, so that serde_yaml marks it with the
+/// key's position rather than the mapping's.
 struct KeyProbe<'a> {
     wanted: Option<&'a str>,
     fail: bool,
+}
+
+impl KeyProbe<'_> {
+    fn probe<E: de::Error>(self, text: Option<String>) -> Result<bool, E> {
+        let matched = self.wanted.is_some() && text.as_deref() == self.wanted;
+        if matched && self.fail {
+            return Err(E::custom(MARKER));
+        }
+        Ok(matched)
+    }
 }
 
 impl<'de> DeserializeSeed<'de> for KeyProbe<'_> {
     type Value = bool;
 
     fn deserialize<D: de::Deserializer<'de>>(self, de: D) -> Result<bool, D::Error> {
-        let key = Value::deserialize(de)?;
-        let matched = self.wanted.is_some() && key_text(&key).as_deref() == self.wanted;
-        if matched && self.fail {
-            return Err(de::Error::custom(MARKER));
-        }
-        Ok(matched)
+        de.deserialize_any(self)
     }
 }
 
-use serde::Deserialize as _;
+/// Key texts as [`key_text`] gives them.
+impl<'de> Visitor<'de> for KeyProbe<'_> {
+    type Value = bool;
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("a mapping key")
+    }
+
+    fn visit_str<E: de::Error>(self, v: &str) -> Result<bool, E> {
+        self.probe(Some(v.to_string()))
+    }
+
+    fn visit_bool<E: de::Error>(self, v: bool) -> Result<bool, E> {
+        self.probe(Some(v.to_string()))
+    }
+
+    fn visit_i64<E: de::Error>(self, v: i64) -> Result<bool, E> {
+        self.probe(Some(v.to_string()))
+    }
+
+    fn visit_u64<E: de::Error>(self, v: u64) -> Result<bool, E> {
+        self.probe(Some(v.to_string()))
+    }
+
+    fn visit_f64<E: de::Error>(self, v: f64) -> Result<bool, E> {
+        self.probe(Some(serde_yaml::Number::from(v).to_string()))
+    }
+
+    fn visit_unit<E: de::Error>(self) -> Result<bool, E> {
+        self.probe(Some("null".to_string()))
+    }
+
+    fn visit_none<E: de::Error>(self) -> Result<bool, E> {
+        self.probe(Some("null".to_string()))
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<bool, A::Error> {
+        while seq.next_element::<IgnoredAny>()?.is_some() {}
+        Ok(false)
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<bool, A::Error> {
+        while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
+        Ok(false)
+    }
+}
 
 /// The text of a scalar mapping key, as the policy checker names keys.
 pub fn key_text(key: &Value) -> Option<String> {
@@ -253,6 +305,13 @@ policies:
             ]),
             Some((3, 26))
         );
+    }
+
+    #[test]
+    fn a_key_is_located_at_itself_not_at_its_mapping() {
+        let doc = "policies: []\nfoo: 1\n";
+        let p = locate(doc, &[Step::Key("foo".into())]).unwrap();
+        assert_eq!((p.line, p.column), (2, 1));
     }
 
     #[test]
