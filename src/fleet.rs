@@ -182,25 +182,42 @@ struct SnapshotInstance {
 fn scalar_tags<'de, D: serde::Deserializer<'de>>(
     de: D,
 ) -> Result<BTreeMap<String, String>, D::Error> {
-    #[derive(Deserialize)]
-    #[serde(untagged)]
-    enum Scalar {
-        Text(String),
-        Bool(bool),
-        Number(serde_json::Number),
+    let raw = BTreeMap::<String, TagValue>::deserialize(de)?;
+    Ok(raw.into_iter().map(|(k, v)| (k, v.0)).collect())
+}
+
+/// A tag value read from any scalar, without buffering (large fleets have millions of tags).
+struct TagValue(String);
+
+impl<'de> Deserialize<'de> for TagValue {
+    fn deserialize<D: serde::Deserializer<'de>>(de: D) -> Result<Self, D::Error> {
+        struct Scalar;
+        impl serde::de::Visitor<'_> for Scalar {
+            type Value = TagValue;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a tag value (text, a number or a boolean)")
+            }
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<TagValue, E> {
+                Ok(TagValue(v.to_string()))
+            }
+            fn visit_string<E: serde::de::Error>(self, v: String) -> Result<TagValue, E> {
+                Ok(TagValue(v))
+            }
+            fn visit_bool<E: serde::de::Error>(self, v: bool) -> Result<TagValue, E> {
+                Ok(TagValue(v.to_string()))
+            }
+            fn visit_i64<E: serde::de::Error>(self, v: i64) -> Result<TagValue, E> {
+                Ok(TagValue(v.to_string()))
+            }
+            fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<TagValue, E> {
+                Ok(TagValue(v.to_string()))
+            }
+            fn visit_f64<E: serde::de::Error>(self, v: f64) -> Result<TagValue, E> {
+                Ok(TagValue(v.to_string()))
+            }
+        }
+        de.deserialize_any(Scalar)
     }
-    let raw = BTreeMap::<String, Scalar>::deserialize(de)?;
-    Ok(raw
-        .into_iter()
-        .map(|(k, v)| {
-            let v = match v {
-                Scalar::Text(s) => s,
-                Scalar::Bool(b) => b.to_string(),
-                Scalar::Number(n) => n.to_string(),
-            };
-            (k, v)
-        })
-        .collect())
 }
 
 fn on_demand() -> Lifecycle {

@@ -759,6 +759,42 @@ fn decide_is_deterministic_and_keeps_fleet_order() {
 }
 
 #[test]
+fn a_large_fleet_decided_on_several_threads_matches_one_by_one() {
+    let set = policies(NOTICE);
+    let mut w = World::with(
+        (0..5000)
+            .map(|i| {
+                let mut inst = dev(&format!("i-{i:05}"));
+                if i % 3 == 0 {
+                    inst.state = InstanceState::Stopped;
+                }
+                inst
+            })
+            .collect(),
+    );
+    w = w.facts(
+        "i-00003",
+        InstanceFacts {
+            stopped_by_ebb_at: Some(t("2026-11-27T18:00:00Z")),
+            ..Default::default()
+        },
+    );
+    let now = "2026-11-30T09:05:00Z";
+    let all = w.decide(now, &set);
+    let fleet = ebb::fleet::Fleet {
+        instances: w.instances.clone(),
+        prices: Default::default(),
+    };
+    let prior = ebb::engine::Prior::new(w.facts.clone(), vec![]);
+    assert_eq!(all.len(), 5000);
+    for (d, inst) in all.iter().zip(&fleet.instances) {
+        let one = ebb::engine::explain(t(now), &set, &fleet, &prior, &inst.id).unwrap();
+        assert_eq!(*d, one.decision);
+    }
+    assert_eq!(all[3].action, Action::Start);
+}
+
+#[test]
 fn codes_are_unique_snake_case_names() {
     let mut names: Vec<&str> = Code::ALL.iter().map(|c| c.as_str()).collect();
     assert!(names

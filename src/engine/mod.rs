@@ -237,6 +237,10 @@ impl Prior {
     }
 }
 
+/// Below this many instances a single thread decides; above, the fleet is split over the cores
+/// (each instance is decided independently, and the result keeps the fleet's order).
+const PARALLEL_FROM: usize = 4096;
+
 /// Decides what to do with every instance of `fleet` at `now`, in fleet order.
 pub fn decide(
     now: DateTime<Utc>,
@@ -245,11 +249,31 @@ pub fn decide(
     prior: &Prior,
 ) -> Vec<Decision> {
     let ctx = rules::Context::new(now, policies, fleet, prior);
-    fleet
-        .instances
-        .iter()
-        .map(|i| ctx.decide(i, &mut rules::Trace::Off))
-        .collect()
+    let decide_all = |instances: &[Instance]| -> Vec<Decision> {
+        instances
+            .iter()
+            .map(|i| ctx.decide(i, &mut rules::Trace::Off))
+            .collect()
+    };
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+    if threads == 1 || fleet.instances.len() < PARALLEL_FROM {
+        return decide_all(&fleet.instances);
+    }
+    let chunk = fleet.instances.len().div_ceil(threads);
+    std::thread::scope(|scope| {
+        let parts: Vec<_> = fleet
+            .instances
+            .chunks(chunk)
+            .map(|part| scope.spawn(move || decide_all(part)))
+            .collect();
+        parts
+            .into_iter()
+            .flat_map(|part| {
+                part.join()
+                    .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+            })
+            .collect()
+    })
 }
 
 /// The decision for one instance, with its trace; used by [`explain`].
