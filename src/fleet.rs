@@ -141,14 +141,24 @@ struct Timestamp(DateTime<Utc>);
 
 impl<'de> Deserialize<'de> for Timestamp {
     fn deserialize<D: serde::Deserializer<'de>>(de: D) -> Result<Self, D::Error> {
-        let text = String::deserialize(de)?;
-        DateTime::parse_from_rfc3339(&text)
-            .map(|t| Timestamp(t.with_timezone(&Utc)))
-            .map_err(|_| {
-                serde::de::Error::custom(format!(
-                    "\"{text}\" is not an RFC 3339 time (like 2026-11-30T20:05:00Z)"
-                ))
-            })
+        // A visitor, not a String: a large snapshot holds millions of times.
+        struct Rfc3339;
+        impl serde::de::Visitor<'_> for Rfc3339 {
+            type Value = Timestamp;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("an RFC 3339 time")
+            }
+            fn visit_str<E: serde::de::Error>(self, text: &str) -> Result<Timestamp, E> {
+                DateTime::parse_from_rfc3339(text)
+                    .map(|t| Timestamp(t.with_timezone(&Utc)))
+                    .map_err(|_| {
+                        E::custom(format!(
+                            "\"{text}\" is not an RFC 3339 time (like 2026-11-30T20:05:00Z)"
+                        ))
+                    })
+            }
+        }
+        de.deserialize_str(Rfc3339)
     }
 }
 
