@@ -7,6 +7,7 @@ use chrono::{DateTime, Utc};
 use serde::Serialize;
 use sha2::{Digest, Sha256};
 use sqlx::types::Json;
+use sqlx::PgConnection;
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
 /// What one sync changed.
@@ -111,6 +112,28 @@ struct Batch {
 }
 
 impl Batch {
+    /// Runs `sql` with the batch's columns as `$1`..`$8` (in field order) and `now` as `$9`.
+    async fn write(
+        &self,
+        conn: &mut PgConnection,
+        now: DateTime<Utc>,
+        sql: &'static str,
+    ) -> Result<()> {
+        sqlx::query(sql)
+            .bind(&self.id)
+            .bind(&self.region)
+            .bind(&self.instance_type)
+            .bind(&self.state)
+            .bind(&self.lifecycle)
+            .bind(&self.launched_at)
+            .bind(&self.tags)
+            .bind(&self.fingerprint)
+            .bind(now)
+            .execute(conn)
+            .await?;
+        Ok(())
+    }
+
     fn push(&mut self, i: &Instance, fp: i64) {
         self.id.push(i.id.clone());
         self.region.push(i.region.clone());
@@ -212,27 +235,21 @@ impl Store {
             (new.id.len(), changed.id.len(), gone.len());
 
         if !new.id.is_empty() {
-            sqlx::query(
+            new.write(
+                &mut tx,
+                now,
                 "INSERT INTO instances (id, region, instance_type, state, lifecycle, launched_at, tags,
                      fingerprint, first_seen_at, changed_at, state_since)
                  SELECT n.*, $9, $9, $9
                  FROM UNNEST($1::text[], $2::text[], $3::text[], $4::text[], $5::text[],
                              $6::timestamptz[], $7::jsonb[], $8::bigint[]) AS n",
             )
-            .bind(&new.id)
-            .bind(&new.region)
-            .bind(&new.instance_type)
-            .bind(&new.state)
-            .bind(&new.lifecycle)
-            .bind(&new.launched_at)
-            .bind(&new.tags)
-            .bind(&new.fingerprint)
-            .bind(now)
-            .execute(&mut *tx)
             .await?;
         }
         if !changed.id.is_empty() {
-            sqlx::query(
+            changed.write(
+                &mut tx,
+                now,
                 "UPDATE instances AS i SET
                      region = n.region, instance_type = n.instance_type, lifecycle = n.lifecycle,
                      launched_at = n.launched_at, tags = n.tags, fingerprint = n.fingerprint,
@@ -247,16 +264,6 @@ impl Store {
                       AS n(id, region, instance_type, state, lifecycle, launched_at, tags, fingerprint)
                  WHERE i.id = n.id",
             )
-            .bind(&changed.id)
-            .bind(&changed.region)
-            .bind(&changed.instance_type)
-            .bind(&changed.state)
-            .bind(&changed.lifecycle)
-            .bind(&changed.launched_at)
-            .bind(&changed.tags)
-            .bind(&changed.fingerprint)
-            .bind(now)
-            .execute(&mut *tx)
             .await?;
         }
         if !gone.is_empty() {
