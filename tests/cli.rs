@@ -28,6 +28,14 @@ fn dir(files: &[(&str, &str)]) -> tempfile::TempDir {
     d
 }
 
+/// `ebb COMMAND... --policies POLICIES --fleet FLEET --at AT`: the offline commands.
+fn offline(command: &[&str], policies: &str, fleet: &Path, at: &str) -> Output {
+    let fleet = fleet.to_str().unwrap();
+    let mut args = command.to_vec();
+    args.extend(["--policies", policies, "--fleet", fleet, "--at", at]);
+    ebb(&args)
+}
+
 fn validate(d: &Path) -> Output {
     ebb(&["validate", d.to_str().unwrap()])
 }
@@ -231,17 +239,7 @@ const AT: &str = "2026-11-30T12:10:00Z";
 #[test]
 fn plan_json_is_the_documented_contract() {
     let f = fixture();
-    let o = ebb(&[
-        "plan",
-        "--policies",
-        "policies",
-        "--fleet",
-        f.to_str().unwrap(),
-        "--at",
-        AT,
-        "--format",
-        "json",
-    ]);
+    let o = offline(&["plan", "--format", "json"], "policies", &f, AT);
     assert!(o.status.success(), "{}", stderr(&o));
     let items: Vec<serde_json::Map<String, serde_json::Value>> =
         serde_json::from_slice(&o.stdout).unwrap();
@@ -282,15 +280,7 @@ fn plan_reads_json_fleets_and_prints_a_table() {
             "tags": {"team": "research", "env": "dev"}}]}"#,
     )
     .unwrap();
-    let o = ebb(&[
-        "plan",
-        "--policies",
-        "policies",
-        "--fleet",
-        fleet.to_str().unwrap(),
-        "--at",
-        AT,
-    ]);
+    let o = offline(&["plan"], "policies", &fleet, AT);
     assert!(o.status.success(), "{}", stderr(&o));
     let out = stdout(&o);
     let mut lines = out.lines();
@@ -313,15 +303,7 @@ fn plan_reads_json_fleets_and_prints_a_table() {
 #[test]
 fn plan_rejects_bad_input_with_a_message_and_no_decisions() {
     let f = fixture();
-    let o = ebb(&[
-        "plan",
-        "--policies",
-        "policies",
-        "--fleet",
-        f.to_str().unwrap(),
-        "--at",
-        "tonight",
-    ]);
+    let o = offline(&["plan"], "policies", &f, "tonight");
     assert_eq!(o.status.code(), Some(2));
     assert!(
         stderr(&o).contains("\"tonight\" is not an RFC 3339 time"),
@@ -331,15 +313,7 @@ fn plan_rejects_bad_input_with_a_message_and_no_decisions() {
     let d = tempfile::tempdir().unwrap();
     let bad = d.path().join("fleet.yaml");
     std::fs::write(&bad, "instances:\n  - id: i-1\n    state: runing\n").unwrap();
-    let o = ebb(&[
-        "plan",
-        "--policies",
-        "policies",
-        "--fleet",
-        bad.to_str().unwrap(),
-        "--at",
-        AT,
-    ]);
+    let o = offline(&["plan"], "policies", &bad, AT);
     assert_eq!(o.status.code(), Some(2));
     assert!(
         stderr(&o).contains("not a valid fleet snapshot"),
@@ -348,15 +322,7 @@ fn plan_rejects_bad_input_with_a_message_and_no_decisions() {
     );
     assert!(o.stdout.is_empty());
     let broken = dir(&[("p.yaml", "policies:\n  - name: x\n")]);
-    let o = ebb(&[
-        "plan",
-        "--policies",
-        broken.path().to_str().unwrap(),
-        "--fleet",
-        f.to_str().unwrap(),
-        "--at",
-        AT,
-    ]);
+    let o = offline(&["plan"], broken.path().to_str().unwrap(), &f, AT);
     assert_eq!(o.status.code(), Some(2));
     assert!(
         stderr(&o).contains("policies are not valid"),
@@ -369,16 +335,7 @@ fn plan_rejects_bad_input_with_a_message_and_no_decisions() {
 #[test]
 fn explain_shows_matches_the_governing_policy_and_each_verdict() {
     let f = fixture();
-    let o = ebb(&[
-        "explain",
-        "i-0research2",
-        "--policies",
-        "policies",
-        "--fleet",
-        f.to_str().unwrap(),
-        "--at",
-        AT,
-    ]);
+    let o = offline(&["explain", "i-0research2"], "policies", &f, AT);
     assert!(o.status.success(), "{}", stderr(&o));
     let out = stdout(&o);
     for needle in [
@@ -391,16 +348,7 @@ fn explain_shows_matches_the_governing_policy_and_each_verdict() {
     ] {
         assert!(out.contains(needle), "{needle} missing from:\n{out}");
     }
-    let o = ebb(&[
-        "explain",
-        "i-nope",
-        "--policies",
-        "policies",
-        "--fleet",
-        f.to_str().unwrap(),
-        "--at",
-        AT,
-    ]);
+    let o = offline(&["explain", "i-nope"], "policies", &f, AT);
     assert_eq!(o.status.code(), Some(2));
     assert!(stderr(&o).contains("no instance i-nope"));
 }
@@ -408,16 +356,7 @@ fn explain_shows_matches_the_governing_policy_and_each_verdict() {
 #[test]
 fn explain_shows_spot_numbers() {
     let f = fixture();
-    let o = ebb(&[
-        "explain",
-        "i-0train1",
-        "--policies",
-        "policies",
-        "--fleet",
-        f.to_str().unwrap(),
-        "--at",
-        AT,
-    ]);
+    let o = offline(&["explain", "i-0train1"], "policies", &f, AT);
     let out = stdout(&o);
     assert!(out.contains("spot: eligible: spot p4d.24xlarge $12.410/h vs on-demand p4d.24xlarge $32.770/h saves 62% (min 40%)"), "{out}");
 }
