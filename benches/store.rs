@@ -56,6 +56,7 @@ fn fleet(n: usize) -> Vec<Instance> {
             ]
             .into_iter()
             .collect(),
+            gpus: None,
             gpu_util: Vec::<Sample>::new(),
         })
         .collect()

@@ -1,5 +1,18 @@
 # Shared by the scripts: install what ebb's commands need on a fresh Debian machine.
 
+EBB_ON_EXIT=()
+
+# Runs command "$1" when the calling script exits, after those registered before it.
+on_exit() {
+  EBB_ON_EXIT+=("$1")
+  trap 'for f in "${EBB_ON_EXIT[@]}"; do "$f"; done' EXIT
+}
+
+# A free TCP port on 127.0.0.1.
+free_port() {
+  python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+}
+
 # Rust with rustfmt and clippy; cargo must already be installed (rustup).
 need_rust() {
   if ! command -v cargo >/dev/null 2>&1; then
@@ -35,12 +48,12 @@ need_postgres() {
   EBB_PG_DIR=$(mktemp -d /tmp/ebb-pg.XXXXXX)
   [ "$(id -u)" = 0 ] && chown postgres: "$EBB_PG_DIR"
   local port
-  port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+  port=$(free_port)
   "${as[@]}" "$bin/initdb" -D "$EBB_PG_DIR/data" -U postgres -A trust --no-sync >/dev/null
   "${as[@]}" "$bin/pg_ctl" -D "$EBB_PG_DIR/data" -l "$EBB_PG_DIR/log" -w start \
     -o "-h 127.0.0.1 -p $port -k $EBB_PG_DIR -c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=200" >/dev/null
   EBB_PG_STOP=("${as[@]}" "$bin/pg_ctl" -D "$EBB_PG_DIR/data" -m immediate stop)
-  trap 'stop_postgres' EXIT
+  on_exit stop_postgres
   export DATABASE_URL="postgres://postgres@127.0.0.1:$port/postgres"
   echo "started a throwaway Postgres at $DATABASE_URL" >&2
 }
@@ -48,4 +61,40 @@ need_postgres() {
 stop_postgres() {
   "${EBB_PG_STOP[@]}" >/dev/null 2>&1 || true
   rm -rf "$EBB_PG_DIR"
+}
+
+# moto's EC2 emulator on 127.0.0.1 for the AWS provider's tests: installs moto with pip if it is
+# missing, points the AWS SDK at it with dummy credentials (never real ones), and stops it when
+# the calling script exits.
+need_moto() {
+  if ! python3 -c 'import moto.server, flask' >/dev/null 2>&1; then
+    echo "installing moto (pip)..." >&2
+    python3 -m pip install --quiet --disable-pip-version-check 'moto[server]' >&2
+  fi
+  local port
+  port=$(free_port)
+  EBB_MOTO_LOG=$(mktemp /tmp/ebb-moto.XXXXXX)
+  python3 -m moto.server -H 127.0.0.1 -p "$port" >"$EBB_MOTO_LOG" 2>&1 &
+  EBB_MOTO_PID=$!
+  on_exit stop_moto
+  local tries=0
+  until curl -fsS -o /dev/null "http://127.0.0.1:$port/moto-api/"; do
+    tries=$((tries + 1))
+    if [ "$tries" -gt 100 ] || ! kill -0 "$EBB_MOTO_PID" 2>/dev/null; then
+      echo "moto did not start; its log:" >&2
+      cat "$EBB_MOTO_LOG" >&2
+      exit 1
+    fi
+    sleep 0.1
+  done
+  unset AWS_PROFILE AWS_SESSION_TOKEN AWS_DEFAULT_PROFILE
+  export AWS_ENDPOINT_URL="http://127.0.0.1:$port"
+  export AWS_ACCESS_KEY_ID=testing AWS_SECRET_ACCESS_KEY=testing
+  export AWS_REGION=us-east-1 AWS_EC2_METADATA_DISABLED=true
+  echo "started moto's EC2 emulator at $AWS_ENDPOINT_URL" >&2
+}
+
+stop_moto() {
+  kill "$EBB_MOTO_PID" 2>/dev/null || true
+  rm -f "$EBB_MOTO_LOG"
 }

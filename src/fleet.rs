@@ -82,6 +82,17 @@ pub struct Sample {
     pub percent: f64,
 }
 
+/// The GPUs of an instance type.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Gpus {
+    /// How many.
+    pub count: u32,
+    /// The model, with its maker (`NVIDIA A10G`).
+    pub model: String,
+    /// Memory per GPU, MiB.
+    pub memory_mib: u32,
+}
+
 /// One instance and what the cloud says about it.
 #[derive(Debug, Clone)]
 pub struct Instance {
@@ -101,6 +112,8 @@ pub struct Instance {
     pub launched_at: Option<DateTime<Utc>>,
     /// Its tags.
     pub tags: BTreeMap<String, String>,
+    /// Its GPUs, when the provider knows them (`None` also for a type without GPUs).
+    pub gpus: Option<Gpus>,
     /// GPU utilisation readings, oldest first.
     pub gpu_util: Vec<Sample>,
 }
@@ -303,6 +316,7 @@ impl Snapshot {
                     lifecycle: i.lifecycle,
                     launched_at: i.launched_at.map(|t| t.0),
                     tags: i.tags,
+                    gpus: None,
                     gpu_util,
                 }
             })

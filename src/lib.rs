@@ -3,8 +3,10 @@
 //! Policies in git ([`policy`]) say when instances may run ([`schedule`]); the pure decision
 //! core ([`engine`]) turns the policies, the [`fleet`] and what ebb did before into decisions,
 //! each with a stable code and a reason people can read. The [`store`] keeps what ebb knows
-//! and the tamper-evident audit log in Postgres.
+//! and the tamper-evident audit log in Postgres. The [`cloud`] is where instances are seen
+//! and acted on.
 
+pub mod cloud;
 pub mod engine;
 pub mod fleet;
 pub mod output;

@@ -1422,6 +1422,7 @@ impl FleetSpec {
                     lifecycle: s.lifecycle,
                     launched_at: at(&s.launched_at),
                     tags,
+                    gpus: None,
                     gpu_util,
                 }
             })

@@ -35,6 +35,7 @@ pub fn instance(id: &str, tags: &[(&str, &str)]) -> Instance {
             .iter()
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .collect(),
+        gpus: None,
         gpu_util: Vec::new(),
     }
 }

@@ -1,0 +1,564 @@
+//! EC2: listing instances with their GPU facts, spot prices, and batched actions.
+
+use super::{cloud_error, to_chrono, to_smithy, AwsProvider, Known, Scope};
+use crate::cloud::{
+    ActionReport, CloudError, Done, ErrorKind, Failed, Inventory, ScopeFailure, TypePrice,
+};
+use crate::fleet::{Gpus, Instance, InstanceState, Lifecycle};
+use aws_sdk_ec2::operation::RequestId;
+use aws_sdk_ec2::types::{Filter, InstanceLifecycleType, InstanceStateName, InstanceType, Tag};
+use chrono::{DateTime, NaiveDateTime, Utc};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::future::Future;
+
+/// Instance types per DescribeInstanceTypes call (the API's limit).
+const TYPES_PER_CALL: usize = 100;
+
+/// What a hibernation that could not be done says in its place.
+const NOT_CONFIGURED: &str =
+    "hibernation is not configured on this instance (it is set at launch); stopped instead";
+
+impl AwsProvider {
+    /// Lists every scope; a scope that fails is reported and leaves its region incomplete.
+    pub(super) async fn list(&self) -> Inventory {
+        let listings =
+            futures_util::future::join_all(self.scopes.iter().map(|s| self.list_scope(s))).await;
+        let mut inventory = Inventory::default();
+        let mut known = HashMap::new();
+        let mut incomplete = BTreeSet::new();
+        for (index, (scope, listing)) in self.scopes.iter().zip(listings).enumerate() {
+            match listing {
+                Ok(instances) => {
+                    for (instance, hibernation) in instances {
+                        known.insert(
+                            instance.id.clone(),
+                            Known {
+                                scope: index,
+                                hibernation,
+                            },
+                        );
+                        inventory.instances.push(instance);
+                    }
+                }
+                Err(error) => {
+                    tracing_failure(scope, &error);
+                    incomplete.insert(scope.region.clone());
+                    inventory.failures.push(ScopeFailure {
+                        region: scope.region.clone(),
+                        account: scope.account.clone(),
+                        error,
+                    });
+                }
+            }
+        }
+        let mut regions: Vec<String> = self.scopes.iter().map(|s| s.region.clone()).collect();
+        regions.dedup();
+        inventory.complete_regions = regions
+            .into_iter()
+            .filter(|r| !incomplete.contains(r))
+            .collect();
+        let mut map = self.known.write().expect("instance map poisoned");
+        // Keep what failed scopes listed before: their instances may still be acted on.
+        map.retain(|_, k| {
+            inventory.failures.iter().any(|f| {
+                self.scopes[k.scope].region == f.region && self.scopes[k.scope].account == f.account
+            })
+        });
+        map.extend(known);
+        inventory
+    }
+
+    /// One account in one region: every page of DescribeInstances, then GPU facts for the
+    /// instance types not seen before in the region.
+    async fn list_scope(&self, scope: &Scope) -> Result<Vec<(Instance, bool)>, CloudError> {
+        let mut filters = vec![Filter::builder()
+            .name("instance-state-name")
+            .set_values(Some(
+                ["pending", "running", "stopping", "stopped", "shutting-down"]
+                    .map(String::from)
+                    .to_vec(),
+            ))
+            .build()];
+        if let Some((key, value)) = &self.settings.managed_tag {
+            filters.push(
+                Filter::builder()
+                    .name(format!("tag:{key}"))
+                    .values(value)
+                    .build(),
+            );
+        }
+        let mut listed = Vec::new();
+        let mut token: Option<String> = None;
+        loop {
+            self.count("DescribeInstances");
+            let page = scope
+                .ec2
+                .describe_instances()
+                .set_filters(Some(filters.clone()))
+                .max_results(self.settings.page_size)
+                .set_next_token(token.take())
+                .send()
+                .await
+                .map_err(|e| cloud_error("DescribeInstances", e))?;
+            for reservation in page.reservations() {
+                for instance in reservation.instances() {
+                    if let Some(listed_instance) = from_ec2(&scope.region, instance) {
+                        listed.push(listed_instance);
+                    }
+                }
+            }
+            match page.next_token() {
+                Some(next) if !next.is_empty() => token = Some(next.to_string()),
+                _ => break,
+            }
+        }
+        let types: BTreeSet<String> = listed
+            .iter()
+            .map(|(i, _)| i.instance_type.clone())
+            .collect();
+        let gpus = self.gpu_facts(scope, types).await?;
+        for (instance, _) in &mut listed {
+            instance.gpus = gpus.get(&instance.instance_type).cloned().flatten();
+        }
+        Ok(listed)
+    }
+
+    /// GPU facts of `types` in the scope's region, from the cache or DescribeInstanceTypes.
+    async fn gpu_facts(
+        &self,
+        scope: &Scope,
+        types: BTreeSet<String>,
+    ) -> Result<HashMap<String, Option<Gpus>>, CloudError> {
+        let missing: Vec<String> = {
+            let cache = self.gpu_types.lock().expect("type cache poisoned");
+            types
+                .iter()
+                .filter(|t| !cache.contains_key(&(scope.region.clone(), (*t).clone())))
+                .cloned()
+                .collect()
+        };
+        for chunk in missing.chunks(TYPES_PER_CALL) {
+            self.count("DescribeInstanceTypes");
+            let answer = scope
+                .ec2
+                .describe_instance_types()
+                .set_instance_types(Some(
+                    chunk
+                        .iter()
+                        .map(|t| InstanceType::from(t.as_str()))
+                        .collect(),
+                ))
+                .send()
+                .await
+                .map_err(|e| cloud_error("DescribeInstanceTypes", e))?;
+            let mut cache = self.gpu_types.lock().expect("type cache poisoned");
+            for t in chunk {
+                cache.insert((scope.region.clone(), t.clone()), None);
+            }
+            for info in answer.instance_types() {
+                let Some(name) = info.instance_type() else {
+                    continue;
+                };
+                let gpus = info.gpu_info().and_then(|g| {
+                    let devices = g.gpus();
+                    let count: i32 = devices.iter().filter_map(|d| d.count()).sum();
+                    let first = devices.first()?;
+                    Some(Gpus {
+                        count: u32::try_from(count).unwrap_or(0),
+                        model: [first.manufacturer(), first.name()]
+                            .into_iter()
+                            .flatten()
+                            .collect::<Vec<_>>()
+                            .join(" "),
+                        memory_mib: first
+                            .memory_info()
+                            .and_then(|m| m.size_in_mib())
+                            .and_then(|m| u32::try_from(m).ok())
+                            .unwrap_or(0),
+                    })
+                });
+                cache.insert((scope.region.clone(), name.as_str().to_string()), gpus);
+            }
+        }
+        let cache = self.gpu_types.lock().expect("type cache poisoned");
+        Ok(types
+            .into_iter()
+            .map(|t| {
+                let gpus = cache
+                    .get(&(scope.region.clone(), t.clone()))
+                    .cloned()
+                    .flatten();
+                (t, gpus)
+            })
+            .collect())
+    }
+
+    /// Spot prices now in every zone (DescribeSpotPriceHistory from now to now returns the
+    /// price in effect), with on-demand prices from the table.
+    pub(super) async fn read_prices(
+        &self,
+        region: &str,
+        types: &[String],
+        now: DateTime<Utc>,
+    ) -> Result<Vec<TypePrice>, CloudError> {
+        let mut prices: BTreeMap<String, TypePrice> = types
+            .iter()
+            .map(|t| {
+                (
+                    t.clone(),
+                    TypePrice {
+                        instance_type: t.clone(),
+                        on_demand: self.settings.on_demand.get(region, t),
+                        spot_by_zone: BTreeMap::new(),
+                    },
+                )
+            })
+            .collect();
+        let Some((_, scope)) = self.scopes_in(region).next() else {
+            return Ok(prices.into_values().collect());
+        };
+        let mut latest: HashMap<(String, String), DateTime<Utc>> = HashMap::new();
+        let mut token: Option<String> = None;
+        loop {
+            self.count("DescribeSpotPriceHistory");
+            let page = scope
+                .ec2
+                .describe_spot_price_history()
+                .set_instance_types(Some(
+                    types
+                        .iter()
+                        .map(|t| InstanceType::from(t.as_str()))
+                        .collect(),
+                ))
+                .product_descriptions("Linux/UNIX")
+                .start_time(to_smithy(now))
+                .end_time(to_smithy(now))
+                .set_next_token(token.take())
+                .send()
+                .await
+                .map_err(|e| cloud_error("DescribeSpotPriceHistory", e))?;
+            for offer in page.spot_price_history() {
+                let (Some(ty), Some(zone), Some(price), Some(at)) = (
+                    offer.instance_type(),
+                    offer.availability_zone(),
+                    offer.spot_price().and_then(|p| p.parse::<f64>().ok()),
+                    offer.timestamp().and_then(to_chrono),
+                ) else {
+                    continue;
+                };
+                let Some(entry) = prices.get_mut(ty.as_str()) else {
+                    continue;
+                };
+                let key = (ty.as_str().to_string(), zone.to_string());
+                if latest.get(&key).is_none_or(|seen| at >= *seen) {
+                    latest.insert(key, at);
+                    entry.spot_by_zone.insert(zone.to_string(), price);
+                }
+            }
+            match page.next_token() {
+                Some(next) if !next.is_empty() => token = Some(next.to_string()),
+                _ => break,
+            }
+        }
+        Ok(prices.into_values().collect())
+    }
+
+    /// Stops (or hibernates) instances in batches.
+    pub(super) async fn stop_instances(
+        &self,
+        region: &str,
+        ids: &[String],
+        hibernate: bool,
+    ) -> ActionReport {
+        let (groups, mut report) = self.group_by_scope(region, ids, "StopInstances");
+        for (index, ids) in groups {
+            let scope = &self.scopes[index];
+            let (hibernating, plain): (Vec<String>, Vec<String>) = if hibernate {
+                let known = self.known.read().expect("instance map poisoned");
+                ids.into_iter()
+                    .partition(|id| known.get(id).is_some_and(|k| k.hibernation))
+            } else {
+                (Vec::new(), ids)
+            };
+            let mut stopped = self
+                .batched(plain, |batch| self.stop_call(scope, batch, false))
+                .await;
+            if hibernate {
+                for done in &mut stopped.done {
+                    done.fallback = Some(NOT_CONFIGURED.to_string());
+                }
+            }
+            report.merge(stopped);
+            let hibernated = self
+                .batched(hibernating, |batch| self.stop_call(scope, batch, true))
+                .await;
+            report.done.extend(hibernated.done);
+            // EC2 can still refuse a hibernation (an instance that cannot hibernate yet):
+            // stop those plainly, and say so.
+            let (refused, failed): (Vec<Failed>, Vec<Failed>) = hibernated
+                .failed
+                .into_iter()
+                .partition(|f| f.error.kind == ErrorKind::HibernationUnsupported);
+            report.failed.extend(failed);
+            let reasons: HashMap<String, String> = refused
+                .iter()
+                .map(|f| (f.instance.clone(), f.error.message.clone()))
+                .collect();
+            let mut retried = self
+                .batched(refused.into_iter().map(|f| f.instance).collect(), |batch| {
+                    self.stop_call(scope, batch, false)
+                })
+                .await;
+            for done in &mut retried.done {
+                done.fallback = Some(format!(
+                    "EC2 refused to hibernate it ({}); stopped instead",
+                    reasons[&done.instance]
+                ));
+            }
+            report.merge(retried);
+        }
+        report
+    }
+
+    async fn stop_call(
+        &self,
+        scope: &Scope,
+        ids: Vec<String>,
+        hibernate: bool,
+    ) -> Result<Option<String>, CloudError> {
+        self.count("StopInstances");
+        let out = scope
+            .ec2
+            .stop_instances()
+            .set_instance_ids(Some(ids))
+            .hibernate(hibernate)
+            .send()
+            .await
+            .map_err(|e| cloud_error("StopInstances", e))?;
+        Ok(out.request_id().map(str::to_string))
+    }
+
+    /// Starts instances in batches.
+    pub(super) async fn start_instances(&self, region: &str, ids: &[String]) -> ActionReport {
+        let (groups, mut report) = self.group_by_scope(region, ids, "StartInstances");
+        for (index, ids) in groups {
+            let scope = &self.scopes[index];
+            let started = self
+                .batched(ids, |batch| async move {
+                    self.count("StartInstances");
+                    let out = scope
+                        .ec2
+                        .start_instances()
+                        .set_instance_ids(Some(batch))
+                        .send()
+                        .await
+                        .map_err(|e| cloud_error("StartInstances", e))?;
+                    Ok(out.request_id().map(str::to_string))
+                })
+                .await;
+            report.merge(started);
+        }
+        report
+    }
+
+    /// Sets tags in batches.
+    pub(super) async fn create_tags(
+        &self,
+        region: &str,
+        ids: &[String],
+        tags: &BTreeMap<String, String>,
+    ) -> ActionReport {
+        let tags: Vec<Tag> = tags
+            .iter()
+            .map(|(k, v)| Tag::builder().key(k).value(v).build())
+            .collect();
+        let (groups, mut report) = self.group_by_scope(region, ids, "CreateTags");
+        for (index, ids) in groups {
+            let scope = &self.scopes[index];
+            let tagged = self
+                .batched(ids, |batch| {
+                    let tags = tags.clone();
+                    async move {
+                        self.count("CreateTags");
+                        let out = scope
+                            .ec2
+                            .create_tags()
+                            .set_resources(Some(batch))
+                            .set_tags(Some(tags))
+                            .send()
+                            .await
+                            .map_err(|e| cloud_error("CreateTags", e))?;
+                        Ok(out.request_id().map(str::to_string))
+                    }
+                })
+                .await;
+            report.merge(tagged);
+        }
+        report
+    }
+
+    /// Removes tags in batches.
+    pub(super) async fn delete_tags(
+        &self,
+        region: &str,
+        ids: &[String],
+        keys: &[String],
+    ) -> ActionReport {
+        let tags: Vec<Tag> = keys.iter().map(|k| Tag::builder().key(k).build()).collect();
+        let (groups, mut report) = self.group_by_scope(region, ids, "DeleteTags");
+        for (index, ids) in groups {
+            let scope = &self.scopes[index];
+            let untagged = self
+                .batched(ids, |batch| {
+                    let tags = tags.clone();
+                    async move {
+                        self.count("DeleteTags");
+                        let out = scope
+                            .ec2
+                            .delete_tags()
+                            .set_resources(Some(batch))
+                            .set_tags(Some(tags))
+                            .send()
+                            .await
+                            .map_err(|e| cloud_error("DeleteTags", e))?;
+                        Ok(out.request_id().map(str::to_string))
+                    }
+                })
+                .await;
+            report.merge(untagged);
+        }
+        report
+    }
+
+    /// Runs `call` on batches of `ids`. A batch that fails is split in halves until the ids
+    /// that fail are alone, so one bad id costs about 2·log2(batch) extra calls and never
+    /// blocks the rest. An error about the call as a whole (throttled after every retry, bad
+    /// credentials, service down) fails every remaining id at once instead: splitting would
+    /// only add load.
+    async fn batched<F, Fut>(&self, ids: Vec<String>, call: F) -> ActionReport
+    where
+        F: Fn(Vec<String>) -> Fut,
+        Fut: Future<Output = Result<Option<String>, CloudError>>,
+    {
+        let mut report = ActionReport::default();
+        let mut work: Vec<Vec<String>> = ids
+            .chunks(self.settings.batch_size.max(1))
+            .rev()
+            .map(<[String]>::to_vec)
+            .collect();
+        while let Some(mut batch) = work.pop() {
+            match call(batch.clone()).await {
+                Ok(request_id) => report.done.extend(batch.into_iter().map(|instance| Done {
+                    instance,
+                    request_id: request_id.clone(),
+                    fallback: None,
+                })),
+                Err(error) if error.kind.is_whole_call() => {
+                    let rest = work.drain(..).rev().flatten();
+                    report
+                        .failed
+                        .extend(batch.into_iter().chain(rest).map(|instance| Failed {
+                            instance,
+                            error: error.clone(),
+                        }));
+                }
+                Err(error) if batch.len() == 1 => report.failed.push(Failed {
+                    instance: batch.remove(0),
+                    error,
+                }),
+                Err(_) => {
+                    let second = batch.split_off(batch.len() / 2);
+                    work.push(second);
+                    work.push(batch);
+                }
+            }
+        }
+        report
+    }
+}
+
+fn tracing_failure(scope: &Scope, error: &CloudError) {
+    tracing::warn!(
+        region = %scope.region,
+        account = scope.account.as_deref().unwrap_or("own"),
+        "cannot list instances: {error}"
+    );
+}
+
+/// An EC2 instance as ebb sees it, and whether it can hibernate. `None` for an instance
+/// without an id, type or state, which EC2 never sends.
+fn from_ec2(region: &str, instance: &aws_sdk_ec2::types::Instance) -> Option<(Instance, bool)> {
+    let state = match instance.state()?.name()? {
+        InstanceStateName::Pending => InstanceState::Pending,
+        InstanceStateName::Running => InstanceState::Running,
+        InstanceStateName::Stopping => InstanceState::Stopping,
+        InstanceStateName::Stopped => InstanceState::Stopped,
+        InstanceStateName::ShuttingDown => InstanceState::ShuttingDown,
+        InstanceStateName::Terminated => InstanceState::Terminated,
+        _ => return None,
+    };
+    let launched_at = instance.launch_time().and_then(to_chrono);
+    let state_since = match state {
+        // EC2 resets the launch time on every start.
+        InstanceState::Pending | InstanceState::Running => launched_at,
+        _ => instance.state_transition_reason().and_then(transition_time),
+    };
+    let lifecycle = match instance.instance_lifecycle() {
+        Some(InstanceLifecycleType::Spot) => Lifecycle::Spot,
+        _ => Lifecycle::OnDemand,
+    };
+    let hibernation = instance
+        .hibernation_options()
+        .and_then(|h| h.configured())
+        .unwrap_or(false);
+    Some((
+        Instance {
+            id: instance.instance_id()?.to_string(),
+            region: region.to_string(),
+            instance_type: instance.instance_type()?.as_str().to_string(),
+            state,
+            state_since,
+            lifecycle,
+            launched_at,
+            tags: instance
+                .tags()
+                .iter()
+                .filter_map(|t| Some((t.key()?.to_string(), t.value().unwrap_or("").to_string())))
+                .collect(),
+            gpus: None,
+            gpu_util: Vec::new(),
+        },
+        hibernation,
+    ))
+}
+
+/// The time in a state transition reason, `User initiated (2026-11-30 19:00:05 GMT)`: the
+/// only place EC2 says when an instance stopped.
+fn transition_time(reason: &str) -> Option<DateTime<Utc>> {
+    let inside = reason.rsplit_once('(')?.1.strip_suffix(')')?;
+    let naive =
+        NaiveDateTime::parse_from_str(inside.strip_suffix(" GMT")?, "%Y-%m-%d %H:%M:%S").ok()?;
+    Some(naive.and_utc())
+}
+
+impl ActionReport {
+    fn merge(&mut self, other: ActionReport) {
+        self.done.extend(other.done);
+        self.failed.extend(other.failed);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_stop_time_is_read_from_the_transition_reason() {
+        assert_eq!(
+            transition_time("User initiated (2026-11-30 19:00:05 GMT)"),
+            Some("2026-11-30T19:00:05Z".parse().unwrap())
+        );
+        assert_eq!(transition_time("Server.SpotInstanceTermination"), None);
+        assert_eq!(transition_time(""), None);
+    }
+}

@@ -1,0 +1,433 @@
+//! The AWS provider: EC2 for instances, prices and actions, CloudWatch for GPU utilisation.
+//!
+//! It watches every region in [`Settings::regions`], in ebb's own account and in each account
+//! reached by assuming a role in [`Settings::role_arns`]. Credentials come from the standard AWS
+//! chain (environment, profile, SSO, web identity, container and instance roles). The SDK
+//! retries throttling (`RequestLimitExceeded`) and 5xx answers with exponential backoff and
+//! jitter; what still fails becomes a [`CloudError`] with its AWS code.
+
+mod ec2;
+mod metrics;
+
+use super::{ActionReport, CloudError, ErrorKind, Inventory, OnDemandPrices, Provider, TypePrice};
+use crate::fleet::{Gpus, Sample};
+use aws_config::retry::RetryConfig;
+use aws_config::sts::AssumeRoleProvider;
+use aws_config::{BehaviorVersion, Region, SdkConfig};
+use aws_sdk_ec2::error::{DisplayErrorContext, ProvideErrorMetadata, SdkError};
+use aws_sdk_ec2::operation::RequestId;
+use chrono::{DateTime, Utc};
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Mutex, RwLock};
+use std::time::Duration;
+
+/// Every AWS call ebb makes, as IAM actions: `deploy/iam-policy.json` grants exactly these.
+pub const IAM_ACTIONS: &[&str] = &[
+    "ec2:DescribeInstances",
+    "ec2:DescribeInstanceTypes",
+    "ec2:DescribeSpotPriceHistory",
+    "cloudwatch:GetMetricData",
+    "ec2:StopInstances",
+    "ec2:StartInstances",
+    "ec2:CreateTags",
+    "ec2:DeleteTags",
+    "sts:AssumeRole",
+];
+
+/// How the AWS provider is set up.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    /// Regions to watch; empty means the SDK's configured region.
+    pub regions: Vec<String>,
+    /// Roles to assume for other accounts, beside ebb's own.
+    pub role_arns: Vec<String>,
+    /// Only instances carrying this tag (key, value) are listed and acted on; `None` lists all.
+    /// `deploy/iam-policy.json` allows changes only on instances carrying it.
+    pub managed_tag: Option<(String, String)>,
+    /// Instances per DescribeInstances page (5 to 1000).
+    pub page_size: i32,
+    /// Instances per StopInstances / StartInstances / CreateTags call.
+    pub batch_size: usize,
+    /// Where the GPU utilisation metric is.
+    pub gpu_metric: GpuMetric,
+    /// On-demand prices.
+    pub on_demand: OnDemandPrices,
+    /// Attempts per call, the first included, for throttling and 5xx answers.
+    pub max_attempts: u32,
+}
+
+/// The CloudWatch metric that holds GPU utilisation.
+#[derive(Debug, Clone)]
+pub struct GpuMetric {
+    /// Its namespace (`CWAgent`).
+    pub namespace: String,
+    /// Its name (`nvidia_smi_utilization_gpu`).
+    pub name: String,
+    /// The period of one reading; its `Maximum` over an instance's GPUs is the reading.
+    pub period: Duration,
+}
+
+impl Default for GpuMetric {
+    fn default() -> Self {
+        GpuMetric {
+            namespace: "CWAgent".to_string(),
+            name: "nvidia_smi_utilization_gpu".to_string(),
+            period: Duration::from_secs(300),
+        }
+    }
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Settings {
+            regions: Vec::new(),
+            role_arns: Vec::new(),
+            managed_tag: Some(("ebb:managed".to_string(), "true".to_string())),
+            page_size: 1000,
+            batch_size: 100,
+            gpu_metric: GpuMetric::default(),
+            on_demand: OnDemandPrices::default(),
+            max_attempts: 5,
+        }
+    }
+}
+
+/// The clients for one account in one region.
+#[derive(Debug, Clone)]
+pub struct Scope {
+    /// The region.
+    pub region: String,
+    /// The role assumed to reach the account, or `None` for ebb's own credentials.
+    pub account: Option<String>,
+    /// EC2.
+    pub ec2: aws_sdk_ec2::Client,
+    /// CloudWatch.
+    pub cloudwatch: aws_sdk_cloudwatch::Client,
+}
+
+/// What the provider remembers of an instance from the last listing.
+#[derive(Debug, Clone, Copy)]
+struct Known {
+    /// Index into `scopes`.
+    scope: usize,
+    /// Whether it was launched with hibernation configured.
+    hibernation: bool,
+}
+
+/// EC2 and CloudWatch, in several regions and accounts.
+#[derive(Debug)]
+pub struct AwsProvider {
+    settings: Settings,
+    scopes: Vec<Scope>,
+    known: RwLock<HashMap<String, Known>>,
+    /// GPU facts by (region, instance type); `None` for types without GPUs.
+    gpu_types: Mutex<HashMap<(String, String), Option<Gpus>>>,
+    calls: Mutex<BTreeMap<&'static str, u64>>,
+}
+
+impl AwsProvider {
+    /// Sets up clients from the standard credential chain: one per region, and one per region
+    /// for each role to assume.
+    pub async fn connect(settings: Settings) -> Result<AwsProvider, CloudError> {
+        let retry = RetryConfig::standard()
+            .with_max_attempts(settings.max_attempts)
+            .with_initial_backoff(Duration::from_millis(500))
+            .with_max_backoff(Duration::from_secs(20));
+        let base = aws_config::defaults(BehaviorVersion::latest())
+            .retry_config(retry)
+            .load()
+            .await;
+        let regions = if settings.regions.is_empty() {
+            let region = base.region().ok_or_else(|| CloudError {
+                kind: ErrorKind::Other,
+                operation: "configuration",
+                code: None,
+                message: "no AWS region is configured: set EBB_REGIONS or AWS_REGION".into(),
+                request_id: None,
+            })?;
+            vec![region.to_string()]
+        } else {
+            settings.regions.clone()
+        };
+        let mut accounts: Vec<(Option<String>, SdkConfig)> = vec![(None, base.clone())];
+        for arn in &settings.role_arns {
+            let role = AssumeRoleProvider::builder(arn.clone())
+                .session_name("ebb")
+                .configure(&base)
+                .build()
+                .await;
+            let config = base
+                .to_builder()
+                .credentials_provider(aws_sdk_ec2::config::SharedCredentialsProvider::new(role))
+                .build();
+            accounts.push((Some(arn.clone()), config));
+        }
+        let mut scopes = Vec::new();
+        for region in &regions {
+            for (account, config) in &accounts {
+                let region_config = config
+                    .to_builder()
+                    .region(Region::new(region.clone()))
+                    .build();
+                scopes.push(Scope {
+                    region: region.clone(),
+                    account: account.clone(),
+                    ec2: aws_sdk_ec2::Client::new(&region_config),
+                    cloudwatch: aws_sdk_cloudwatch::Client::new(&region_config),
+                });
+            }
+        }
+        Ok(AwsProvider::from_scopes(settings, scopes))
+    }
+
+    /// A provider over clients built elsewhere (tests build them against an emulator or mocks).
+    pub fn from_scopes(settings: Settings, scopes: Vec<Scope>) -> AwsProvider {
+        AwsProvider {
+            settings,
+            scopes,
+            known: RwLock::default(),
+            gpu_types: Mutex::default(),
+            calls: Mutex::default(),
+        }
+    }
+
+    /// How many calls of each API operation the provider has made (retries not counted).
+    pub fn calls(&self) -> BTreeMap<&'static str, u64> {
+        self.calls.lock().expect("call counter poisoned").clone()
+    }
+
+    fn count(&self, operation: &'static str) {
+        debug_assert!(
+            IAM_ACTIONS
+                .iter()
+                .any(|a| a.split(':').nth(1) == Some(operation)),
+            "{operation} is not in IAM_ACTIONS"
+        );
+        *self
+            .calls
+            .lock()
+            .expect("call counter poisoned")
+            .entry(operation)
+            .or_default() += 1;
+    }
+
+    /// The scopes of `region`, ebb's own account first.
+    fn scopes_in<'a>(&'a self, region: &'a str) -> impl Iterator<Item = (usize, &'a Scope)> {
+        self.scopes
+            .iter()
+            .enumerate()
+            .filter(move |(_, s)| s.region == region)
+    }
+
+    /// Groups `ids` by the scope that listed them; ids never listed go to ebb's own account in
+    /// `region`. Ids in no watched scope come back as the error.
+    fn group_by_scope(
+        &self,
+        region: &str,
+        ids: &[String],
+        operation: &'static str,
+    ) -> (BTreeMap<usize, Vec<String>>, ActionReport) {
+        let known = self.known.read().expect("instance map poisoned");
+        let home = self.scopes_in(region).map(|(i, _)| i).next();
+        let mut groups: BTreeMap<usize, Vec<String>> = BTreeMap::new();
+        let mut report = ActionReport::default();
+        for id in ids {
+            match known.get(id).map(|k| k.scope).or(home) {
+                Some(scope) => groups.entry(scope).or_default().push(id.clone()),
+                None => report.failed.push(super::Failed {
+                    instance: id.clone(),
+                    error: CloudError {
+                        kind: ErrorKind::Other,
+                        operation,
+                        code: None,
+                        message: format!("region {region} is not watched; add it to EBB_REGIONS"),
+                        request_id: None,
+                    },
+                }),
+            }
+        }
+        (groups, report)
+    }
+}
+
+/// Turns an SDK error into a [`CloudError`]: its AWS code, message and request id.
+fn cloud_error<E>(operation: &'static str, err: SdkError<E>) -> CloudError
+where
+    E: ProvideErrorMetadata + RequestId + std::error::Error + Send + Sync + 'static,
+{
+    let request_id = err
+        .as_service_error()
+        .and_then(|e| e.request_id())
+        .or_else(|| err.request_id())
+        .map(str::to_string);
+    match &err {
+        SdkError::ServiceError(context) => {
+            let code = context.err().code().map(str::to_string);
+            let status = context.raw().status().as_u16();
+            let kind = match code.as_deref().map(ErrorKind::from_code) {
+                Some(ErrorKind::Other) | None if status >= 500 => ErrorKind::Unavailable,
+                Some(kind) => kind,
+                None => ErrorKind::Other,
+            };
+            CloudError {
+                kind,
+                operation,
+                message: context
+                    .err()
+                    .message()
+                    .map(str::to_string)
+                    .unwrap_or_else(|| format!("HTTP {status}")),
+                code,
+                request_id,
+            }
+        }
+        SdkError::DispatchFailure(_) | SdkError::TimeoutError(_) => CloudError {
+            kind: ErrorKind::Unavailable,
+            operation,
+            code: None,
+            message: DisplayErrorContext(&err).to_string(),
+            request_id,
+        },
+        _ => CloudError {
+            kind: ErrorKind::Other,
+            operation,
+            code: None,
+            message: DisplayErrorContext(&err).to_string(),
+            request_id,
+        },
+    }
+}
+
+/// An SDK time as a chrono one.
+fn to_chrono(t: &aws_sdk_ec2::primitives::DateTime) -> Option<DateTime<Utc>> {
+    DateTime::from_timestamp(t.secs(), t.subsec_nanos())
+}
+
+/// A chrono time as an SDK one.
+fn to_smithy(t: DateTime<Utc>) -> aws_sdk_ec2::primitives::DateTime {
+    aws_sdk_ec2::primitives::DateTime::from_secs_and_nanos(
+        t.timestamp(),
+        t.timestamp_subsec_nanos(),
+    )
+}
+
+impl Provider for AwsProvider {
+    async fn instances(&self) -> Inventory {
+        self.list().await
+    }
+
+    async fn gpu_utilisation(
+        &self,
+        region: &str,
+        instances: &[String],
+        from: DateTime<Utc>,
+        to: DateTime<Utc>,
+    ) -> Result<HashMap<String, Vec<Sample>>, CloudError> {
+        self.read_gpu_utilisation(region, instances, from, to).await
+    }
+
+    async fn prices(
+        &self,
+        region: &str,
+        types: &[String],
+        now: DateTime<Utc>,
+    ) -> Result<Vec<TypePrice>, CloudError> {
+        self.read_prices(region, types, now).await
+    }
+
+    async fn stop(&self, region: &str, ids: &[String], hibernate: bool) -> ActionReport {
+        self.stop_instances(region, ids, hibernate).await
+    }
+
+    async fn start(&self, region: &str, ids: &[String]) -> ActionReport {
+        self.start_instances(region, ids).await
+    }
+
+    async fn tag(
+        &self,
+        region: &str,
+        ids: &[String],
+        tags: &BTreeMap<String, String>,
+    ) -> ActionReport {
+        self.create_tags(region, ids, tags).await
+    }
+
+    async fn untag(&self, region: &str, ids: &[String], keys: &[String]) -> ActionReport {
+        self.delete_tags(region, ids, keys).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::Value;
+    use std::collections::BTreeSet;
+
+    fn deploy(file: &str) -> Value {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("deploy")
+            .join(file);
+        serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+    }
+
+    fn actions(statement: &Value) -> Vec<String> {
+        match &statement["Action"] {
+            Value::String(a) => vec![a.clone()],
+            Value::Array(a) => a.iter().map(|a| a.as_str().unwrap().to_string()).collect(),
+            other => panic!("Action is {other}"),
+        }
+    }
+
+    #[test]
+    fn the_iam_policy_grants_exactly_the_calls_ebb_makes() {
+        let policy = deploy("iam-policy.json");
+        let statements = policy["Statement"].as_array().unwrap();
+        let granted: BTreeSet<String> = statements.iter().flat_map(actions).collect();
+        let made: BTreeSet<String> = IAM_ACTIONS.iter().map(|a| a.to_string()).collect();
+        assert_eq!(granted, made);
+    }
+
+    #[test]
+    fn the_iam_policy_limits_changes_to_instances_with_the_management_tag() {
+        let (key, value) = Settings::default().managed_tag.unwrap();
+        let policy = deploy("iam-policy.json");
+        for statement in policy["Statement"].as_array().unwrap() {
+            let changes = actions(statement).iter().any(|a| {
+                ["Stop", "Start", "CreateTags", "DeleteTags"]
+                    .iter()
+                    .any(|verb| a.contains(verb))
+            });
+            if changes {
+                assert_eq!(
+                    statement["Condition"]["StringEquals"][format!("aws:ResourceTag/{key}")],
+                    Value::String(value.clone()),
+                    "{statement}"
+                );
+                assert_eq!(statement["Resource"], "arn:aws:ec2:*:*:instance/*");
+            }
+        }
+    }
+
+    #[test]
+    fn the_agent_configuration_publishes_what_ebb_reads() {
+        let agent = deploy("cloudwatch-agent.json");
+        let metric = GpuMetric::default();
+        let metrics = &agent["metrics"];
+        assert_eq!(metrics["namespace"], Value::String(metric.namespace));
+        assert_eq!(
+            metrics["append_dimensions"]["InstanceId"],
+            "${aws:InstanceId}"
+        );
+        assert!(metrics["aggregation_dimensions"]
+            .as_array()
+            .unwrap()
+            .contains(&serde_json::json!(["InstanceId"])));
+        let measured = metrics["metrics_collected"]["nvidia_gpu"]["measurement"]
+            .as_array()
+            .unwrap();
+        // The agent names nvidia_gpu measurements `nvidia_smi_<measurement>`.
+        assert!(measured
+            .iter()
+            .any(|m| format!("nvidia_smi_{}", m.as_str().unwrap()) == metric.name));
+    }
+}

@@ -1,0 +1,142 @@
+//! The cloud as the reconciler sees it: a [`Provider`] lists instances, reads their GPU
+//! utilisation and prices, and stops, hibernates, starts and tags them.
+//!
+//! [`aws`] is the EC2 and CloudWatch implementation. Every call that changes an instance
+//! reports per instance ([`ActionReport`]): one instance EC2 refuses never blocks the others.
+
+pub mod aws;
+mod error;
+mod prices;
+
+pub use error::{CloudError, ErrorKind};
+pub use prices::{OnDemandPrices, PricesError};
+
+use crate::fleet::{Instance, Sample};
+use chrono::{DateTime, Utc};
+use std::collections::{BTreeMap, HashMap};
+use std::future::Future;
+
+/// What the provider saw in one listing.
+#[derive(Debug, Clone, Default)]
+pub struct Inventory {
+    /// The instances, region by region.
+    pub instances: Vec<Instance>,
+    /// Regions listed completely, in every account: only in these may an instance that was
+    /// not seen be taken as gone.
+    pub complete_regions: Vec<String>,
+    /// Regions (or accounts in them) that could not be listed, with why.
+    pub failures: Vec<ScopeFailure>,
+}
+
+/// A region of one account that could not be listed.
+#[derive(Debug, Clone)]
+pub struct ScopeFailure {
+    /// The region.
+    pub region: String,
+    /// The account (the role ARN), or `None` for ebb's own credentials.
+    pub account: Option<String>,
+    /// What went wrong.
+    pub error: CloudError,
+}
+
+/// The price of one instance type in one region.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TypePrice {
+    /// The instance type.
+    pub instance_type: String,
+    /// On-demand $/hour, from the price table, when it lists the type.
+    pub on_demand: Option<f64>,
+    /// The current spot $/hour in each availability zone that sells it.
+    pub spot_by_zone: BTreeMap<String, f64>,
+}
+
+impl TypePrice {
+    /// The cheapest spot price over the zones.
+    pub fn cheapest_spot(&self) -> Option<f64> {
+        self.spot_by_zone.values().copied().reduce(f64::min)
+    }
+}
+
+/// What a call that changes instances did, instance by instance.
+#[derive(Debug, Default)]
+pub struct ActionReport {
+    /// The instances the cloud accepted the change for.
+    pub done: Vec<Done>,
+    /// The instances it refused, each with its own error.
+    pub failed: Vec<Failed>,
+}
+
+/// One instance the cloud accepted a change for.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Done {
+    /// The instance id.
+    pub instance: String,
+    /// The request id of the call that did it, for the audit log.
+    pub request_id: Option<String>,
+    /// Why something other than what was asked was done (a stop instead of a hibernation).
+    pub fallback: Option<String>,
+}
+
+/// One instance the cloud refused a change for.
+#[derive(Debug, Clone)]
+pub struct Failed {
+    /// The instance id.
+    pub instance: String,
+    /// Why.
+    pub error: CloudError,
+}
+
+/// A cloud ebb can watch and act on.
+///
+/// Methods that change instances take one region and many ids, and never fail as a whole:
+/// each instance ends in [`ActionReport::done`] or [`ActionReport::failed`].
+pub trait Provider: Send + Sync {
+    /// Lists the instances ebb manages in every region and account it watches.
+    fn instances(&self) -> impl Future<Output = Inventory> + Send;
+
+    /// GPU utilisation of `instances` (ids in `region`) from `from` to `to`: one reading per
+    /// period, the maximum over each instance's GPUs, oldest first. Instances without data are
+    /// absent or empty.
+    fn gpu_utilisation(
+        &self,
+        region: &str,
+        instances: &[String],
+        from: DateTime<Utc>,
+        to: DateTime<Utc>,
+    ) -> impl Future<Output = Result<HashMap<String, Vec<Sample>>, CloudError>> + Send;
+
+    /// Current prices of `types` in `region`.
+    fn prices(
+        &self,
+        region: &str,
+        types: &[String],
+        now: DateTime<Utc>,
+    ) -> impl Future<Output = Result<Vec<TypePrice>, CloudError>> + Send;
+
+    /// Stops instances; with `hibernate`, hibernates those configured for it and stops the rest.
+    fn stop(
+        &self,
+        region: &str,
+        ids: &[String],
+        hibernate: bool,
+    ) -> impl Future<Output = ActionReport> + Send;
+
+    /// Starts instances.
+    fn start(&self, region: &str, ids: &[String]) -> impl Future<Output = ActionReport> + Send;
+
+    /// Sets tags on instances.
+    fn tag(
+        &self,
+        region: &str,
+        ids: &[String],
+        tags: &BTreeMap<String, String>,
+    ) -> impl Future<Output = ActionReport> + Send;
+
+    /// Removes tags (by key) from instances.
+    fn untag(
+        &self,
+        region: &str,
+        ids: &[String],
+        keys: &[String],
+    ) -> impl Future<Output = ActionReport> + Send;
+}

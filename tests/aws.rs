@@ -1,0 +1,536 @@
+//! The AWS provider against moto's EC2 server, which `scripts/test` starts and points
+//! `AWS_ENDPOINT_URL` at. Each test works in a region of its own, so they run in parallel on
+//! one server without seeing each other's instances.
+
+use aws_config::sts::AssumeRoleProvider;
+use aws_config::{BehaviorVersion, Region, SdkConfig};
+use aws_sdk_ec2::types::{
+    HibernationOptionsRequest, InstanceMarketOptionsRequest, InstanceStateName, InstanceType,
+    MarketType, ResourceType, Tag, TagSpecification,
+};
+use ebb::cloud::aws::{AwsProvider, Settings};
+use ebb::cloud::{ErrorKind, OnDemandPrices, Provider};
+use ebb::fleet::{InstanceState, Lifecycle};
+use std::collections::{BTreeMap, BTreeSet};
+
+/// One test's corner of the emulator: a region, and a management tag value no other test (or
+/// earlier run on the same server) uses.
+struct Fixture {
+    region: &'static str,
+    ec2: aws_sdk_ec2::Client,
+    image: String,
+    managed: String,
+}
+
+impl Fixture {
+    async fn new(region: &'static str) -> Fixture {
+        let ec2 = aws_sdk_ec2::Client::new(&emulator(region).await);
+        let image = ec2.describe_images().send().await.unwrap().images()[0]
+            .image_id()
+            .unwrap()
+            .to_string();
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_nanos();
+        Fixture {
+            region,
+            ec2,
+            image,
+            managed: format!("run-{nanos}"),
+        }
+    }
+
+    /// Provider settings: this fixture's region and management tag, no retries (moto does not
+    /// throttle), and the shipped price table.
+    fn settings(&self) -> Settings {
+        Settings {
+            regions: vec![self.region.to_string()],
+            managed_tag: Some(("ebb:managed".to_string(), self.managed.clone())),
+            max_attempts: 1,
+            on_demand: OnDemandPrices::load(
+                &std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy/prices.yaml"),
+            )
+            .unwrap(),
+            ..Settings::default()
+        }
+    }
+
+    async fn provider(&self) -> AwsProvider {
+        AwsProvider::connect(self.settings()).await.unwrap()
+    }
+
+    /// Launches one instance in a reservation of its own (moto pages DescribeInstances by
+    /// reservation, EC2 by instance: one each makes them count alike) and returns its id.
+    async fn launch(&self, what: Launch<'_>) -> String {
+        launch_with(&self.ec2, &self.image, &self.managed, what).await
+    }
+}
+
+/// The SDK configuration for `region` on the emulator; refuses to run against anything else.
+async fn emulator(region: &str) -> SdkConfig {
+    let endpoint = std::env::var("AWS_ENDPOINT_URL")
+        .expect("AWS_ENDPOINT_URL is not set: run scripts/test, which starts moto and sets it");
+    assert!(
+        endpoint.starts_with("http://127.0.0.1:"),
+        "AWS_ENDPOINT_URL={endpoint} is not a local emulator; these tests change instances"
+    );
+    aws_config::defaults(BehaviorVersion::latest())
+        .region(Region::new(region.to_string()))
+        .load()
+        .await
+}
+
+/// What to launch.
+#[derive(Clone, Copy)]
+struct Launch<'a> {
+    instance_type: &'a str,
+    managed: bool,
+    spot: bool,
+    hibernation: bool,
+}
+
+const G5: Launch = Launch {
+    instance_type: "g5.xlarge",
+    managed: true,
+    spot: false,
+    hibernation: false,
+};
+
+async fn launch_with(
+    ec2: &aws_sdk_ec2::Client,
+    image: &str,
+    managed: &str,
+    what: Launch<'_>,
+) -> String {
+    let mut tags = TagSpecification::builder()
+        .resource_type(ResourceType::Instance)
+        .tags(Tag::builder().key("team").value("research").build());
+    if what.managed {
+        tags = tags.tags(Tag::builder().key("ebb:managed").value(managed).build());
+    }
+    let mut request = ec2
+        .run_instances()
+        .image_id(image)
+        .instance_type(InstanceType::from(what.instance_type))
+        .min_count(1)
+        .max_count(1)
+        .tag_specifications(tags.build());
+    if what.spot {
+        request = request.instance_market_options(
+            InstanceMarketOptionsRequest::builder()
+                .market_type(MarketType::Spot)
+                .build(),
+        );
+    }
+    if what.hibernation {
+        request = request.hibernation_options(
+            HibernationOptionsRequest::builder()
+                .configured(true)
+                .build(),
+        );
+    }
+    let out = request.send().await.unwrap();
+    out.instances()[0].instance_id().unwrap().to_string()
+}
+
+/// The state of each instance, straight from EC2.
+async fn states(ec2: &aws_sdk_ec2::Client, ids: &[String]) -> BTreeMap<String, InstanceStateName> {
+    let out = ec2
+        .describe_instances()
+        .set_instance_ids(Some(ids.to_vec()))
+        .send()
+        .await
+        .unwrap();
+    out.reservations()
+        .iter()
+        .flat_map(|r| r.instances())
+        .map(|i| {
+            (
+                i.instance_id().unwrap().to_string(),
+                i.state().unwrap().name().unwrap().clone(),
+            )
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn inventory_reads_every_page_with_gpu_facts_and_only_managed_instances() {
+    let f = Fixture::new("us-west-1").await;
+    let region = f.region;
+    let mut managed = BTreeSet::new();
+    for n in 0..23 {
+        let instance_type = ["g5.xlarge", "p4d.24xlarge", "m5.large"][n % 3];
+        let spot = n == 4;
+        managed.insert(
+            f.launch(Launch {
+                instance_type,
+                spot,
+                ..G5
+            })
+            .await,
+        );
+    }
+    let mut unmanaged = Vec::new();
+    for _ in 0..3 {
+        unmanaged.push(
+            f.launch(Launch {
+                managed: false,
+                ..G5
+            })
+            .await,
+        );
+    }
+    let provider = AwsProvider::connect(Settings {
+        page_size: 5,
+        ..f.settings()
+    })
+    .await
+    .unwrap();
+
+    let inventory = provider.instances().await;
+    assert!(inventory.failures.is_empty(), "{:?}", inventory.failures);
+    assert_eq!(inventory.complete_regions, vec![region.to_string()]);
+    let seen: BTreeSet<String> = inventory.instances.iter().map(|i| i.id.clone()).collect();
+    assert_eq!(seen, managed, "the unmanaged three are filtered out by EC2");
+    for instance in &inventory.instances {
+        assert_eq!(instance.region, region);
+        assert_eq!(instance.state, InstanceState::Running);
+        assert!(instance.launched_at.is_some());
+        assert_eq!(instance.tag("team"), Some("research"));
+        let gpus = instance.gpus.as_ref();
+        match instance.instance_type.as_str() {
+            "g5.xlarge" => {
+                let gpus = gpus.unwrap();
+                assert_eq!((gpus.count, gpus.model.as_str()), (1, "NVIDIA A10G"));
+                assert!(gpus.memory_mib > 20_000);
+            }
+            "p4d.24xlarge" => {
+                let gpus = gpus.unwrap();
+                assert_eq!((gpus.count, gpus.model.as_str()), (8, "NVIDIA A100"));
+            }
+            _ => assert_eq!(gpus, None),
+        }
+    }
+    let spot: Vec<_> = inventory
+        .instances
+        .iter()
+        .filter(|i| i.lifecycle == Lifecycle::Spot)
+        .collect();
+    assert_eq!(spot.len(), 1);
+
+    // Call economy: ⌈23/5⌉ pages; the three types cost one DescribeInstanceTypes call, and
+    // none once cached.
+    let calls = provider.calls();
+    assert_eq!(calls["DescribeInstances"], 5);
+    assert_eq!(calls["DescribeInstanceTypes"], 1);
+    provider.instances().await;
+    let calls = provider.calls();
+    assert_eq!(calls["DescribeInstances"], 10);
+    assert_eq!(calls["DescribeInstanceTypes"], 1);
+    assert_eq!(Settings::default().page_size, 1000);
+
+    let everything = AwsProvider::connect(Settings {
+        managed_tag: None,
+        ..f.settings()
+    })
+    .await
+    .unwrap();
+    let all: BTreeSet<String> = everything
+        .instances()
+        .await
+        .instances
+        .into_iter()
+        .map(|i| i.id)
+        .collect();
+    assert!(unmanaged.iter().all(|id| all.contains(id)));
+    assert!(managed.iter().all(|id| all.contains(id)));
+}
+
+#[tokio::test]
+async fn stop_hibernate_and_start_round_trips() {
+    let f = Fixture::new("eu-west-1").await;
+    let (region, ec2) = (f.region, &f.ec2);
+    let can_hibernate = f
+        .launch(Launch {
+            hibernation: true,
+            ..G5
+        })
+        .await;
+    let cannot = f.launch(G5).await;
+    let ids = vec![can_hibernate.clone(), cannot.clone()];
+    let provider = f.provider().await;
+    provider.instances().await;
+
+    let hibernated = provider.stop(region, &ids, true).await;
+    assert!(hibernated.failed.is_empty(), "{:?}", hibernated.failed);
+    let done: BTreeMap<_, _> = hibernated
+        .done
+        .iter()
+        .map(|d| (d.instance.clone(), d))
+        .collect();
+    assert_eq!(done[&can_hibernate].fallback, None);
+    let fallback = done[&cannot].fallback.as_deref().unwrap();
+    assert!(
+        fallback.contains("hibernation is not configured"),
+        "{fallback}"
+    );
+    assert!(done.values().all(|d| d.request_id.is_some()));
+    assert!(states(ec2, &ids)
+        .await
+        .values()
+        .all(|s| *s == InstanceStateName::Stopped));
+    let listed = provider.instances().await;
+    assert!(listed
+        .instances
+        .iter()
+        .all(|i| i.state == InstanceState::Stopped));
+
+    let started = provider.start(region, &ids).await;
+    assert_eq!(started.done.len(), 2, "{:?}", started.failed);
+    assert!(states(ec2, &ids)
+        .await
+        .values()
+        .all(|s| *s == InstanceStateName::Running));
+
+    let stopped = provider.stop(region, &ids, false).await;
+    assert_eq!(stopped.done.len(), 2);
+    assert!(stopped.done.iter().all(|d| d.fallback.is_none()));
+    assert!(states(ec2, &ids)
+        .await
+        .values()
+        .all(|s| *s == InstanceStateName::Stopped));
+    // One batch each way; the hibernation and the plain stop of the first round are two calls.
+    let calls = provider.calls();
+    assert_eq!(calls["StopInstances"], 3);
+    assert_eq!(calls["StartInstances"], 1);
+}
+
+#[tokio::test]
+async fn a_nonexistent_instance_in_a_batch_does_not_block_the_others() {
+    let f = Fixture::new("eu-west-2").await;
+    let (region, ec2) = (f.region, &f.ec2);
+    let mut ids = Vec::new();
+    for _ in 0..7 {
+        ids.push(f.launch(G5).await);
+    }
+    let bogus = "i-0123456789abcdef0".to_string();
+    let mut batch = ids.clone();
+    batch.insert(3, bogus.clone());
+    let provider = f.provider().await;
+    provider.instances().await;
+
+    let report = provider.stop(region, &batch, false).await;
+    let done: BTreeSet<String> = report.done.iter().map(|d| d.instance.clone()).collect();
+    assert_eq!(done, ids.iter().cloned().collect());
+    assert_eq!(report.failed.len(), 1);
+    let failed = &report.failed[0];
+    assert_eq!(failed.instance, bogus);
+    assert_eq!(failed.error.kind, ErrorKind::NotFound);
+    assert_eq!(
+        failed.error.code.as_deref(),
+        Some("InvalidInstanceID.NotFound")
+    );
+    assert!(states(ec2, &ids)
+        .await
+        .values()
+        .all(|s| *s == InstanceStateName::Stopped));
+    // Bisecting 8 ids to one bad one: the whole batch, then two halves at each of three
+    // levels.
+    assert_eq!(provider.calls()["StopInstances"], 7);
+}
+
+#[tokio::test]
+async fn spot_and_on_demand_instances_stop_in_one_batch() {
+    let f = Fixture::new("eu-central-1").await;
+    let (region, ec2) = (f.region, &f.ec2);
+    let mut ids = Vec::new();
+    for spot in [true, false, true, false] {
+        ids.push(f.launch(Launch { spot, ..G5 }).await);
+    }
+    let provider = f.provider().await;
+    let lifecycles: Vec<Lifecycle> = {
+        let listed = provider.instances().await.instances;
+        ids.iter()
+            .map(|id| listed.iter().find(|i| &i.id == id).unwrap().lifecycle)
+            .collect()
+    };
+    assert_eq!(
+        lifecycles,
+        [
+            Lifecycle::Spot,
+            Lifecycle::OnDemand,
+            Lifecycle::Spot,
+            Lifecycle::OnDemand
+        ]
+    );
+    let report = provider.stop(region, &ids, false).await;
+    assert_eq!(report.done.len(), 4, "{:?}", report.failed);
+    assert_eq!(provider.calls()["StopInstances"], 1);
+    assert!(states(ec2, &ids)
+        .await
+        .values()
+        .all(|s| *s == InstanceStateName::Stopped));
+}
+
+#[tokio::test]
+async fn stopping_k_instances_costs_one_call_per_batch() {
+    let f = Fixture::new("sa-east-1").await;
+    let region = f.region;
+    let mut ids = Vec::new();
+    for _ in 0..25 {
+        ids.push(f.launch(G5).await);
+    }
+    let provider = AwsProvider::connect(Settings {
+        batch_size: 10,
+        ..f.settings()
+    })
+    .await
+    .unwrap();
+    provider.instances().await;
+    let report = provider.stop(region, &ids, false).await;
+    assert_eq!(report.done.len(), 25);
+    // ⌈25/10⌉.
+    assert_eq!(provider.calls()["StopInstances"], 3);
+    assert_eq!(Settings::default().batch_size, 100);
+}
+
+#[tokio::test]
+async fn tags_are_written_and_removed() {
+    let f = Fixture::new("ap-southeast-1").await;
+    let region = f.region;
+    let ids = vec![f.launch(G5).await, f.launch(G5).await];
+    let provider = f.provider().await;
+    provider.instances().await;
+    let tags: BTreeMap<String, String> = [
+        ("ebb:notified-at", "2026-11-30T18:50:00Z"),
+        ("ebb:migrating", "step-1"),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), v.to_string()))
+    .collect();
+
+    let tagged = provider.tag(region, &ids, &tags).await;
+    assert_eq!(tagged.done.len(), 2, "{:?}", tagged.failed);
+    let listed = provider.instances().await.instances;
+    for instance in &listed {
+        assert_eq!(instance.tag("ebb:migrating"), Some("step-1"));
+        assert_eq!(
+            instance.tag("ebb:notified-at"),
+            Some("2026-11-30T18:50:00Z")
+        );
+    }
+
+    let untagged = provider
+        .untag(region, &ids, &["ebb:migrating".to_string()])
+        .await;
+    assert_eq!(untagged.done.len(), 2, "{:?}", untagged.failed);
+    let listed = provider.instances().await.instances;
+    assert_eq!(listed.len(), 2);
+    for instance in &listed {
+        assert_eq!(instance.tag("ebb:migrating"), None);
+        assert_eq!(
+            instance.tag("ebb:notified-at"),
+            Some("2026-11-30T18:50:00Z")
+        );
+        assert_eq!(instance.tag("ebb:managed"), Some(f.managed.as_str()));
+    }
+}
+
+#[tokio::test]
+async fn other_accounts_are_reached_by_assuming_a_role() {
+    let f = Fixture::new("ap-northeast-1").await;
+    let region = f.region;
+    let role = "arn:aws:iam::111111111111:role/ebb";
+    let own = emulator(region).await;
+    let other = own
+        .to_builder()
+        .credentials_provider(aws_sdk_ec2::config::SharedCredentialsProvider::new(
+            AssumeRoleProvider::builder(role)
+                .session_name("seed")
+                .configure(&own)
+                .build()
+                .await,
+        ))
+        .build();
+    let mine = f.launch(G5).await;
+    let theirs_ec2 = aws_sdk_ec2::Client::new(&other);
+    let theirs = launch_with(&theirs_ec2, &f.image, &f.managed, G5).await;
+
+    let provider = AwsProvider::connect(Settings {
+        role_arns: vec![role.to_string()],
+        ..f.settings()
+    })
+    .await
+    .unwrap();
+    let inventory = provider.instances().await;
+    assert!(inventory.failures.is_empty(), "{:?}", inventory.failures);
+    let seen: BTreeSet<String> = inventory.instances.iter().map(|i| i.id.clone()).collect();
+    assert_eq!(seen, [mine.clone(), theirs.clone()].into_iter().collect());
+
+    // Each is stopped through its own account: EC2 in one account does not know the other's.
+    let report = provider
+        .stop(region, &[mine.clone(), theirs.clone()], false)
+        .await;
+    assert_eq!(report.done.len(), 2, "{:?}", report.failed);
+    assert_eq!(
+        states(&theirs_ec2, std::slice::from_ref(&theirs)).await[&theirs],
+        InstanceStateName::Stopped
+    );
+}
+
+#[tokio::test]
+async fn prices_combine_spot_per_zone_with_the_on_demand_table() {
+    let f = Fixture::new("us-east-2").await;
+    let region = f.region;
+    let provider = f.provider().await;
+    let now = "2026-11-30T12:00:00Z".parse().unwrap();
+    let prices = provider
+        .prices(
+            region,
+            &["g5.xlarge".to_string(), "x9.nothing".to_string()],
+            now,
+        )
+        .await
+        .unwrap();
+    assert_eq!(prices.len(), 2);
+    let g5 = prices
+        .iter()
+        .find(|p| p.instance_type == "g5.xlarge")
+        .unwrap();
+    assert_eq!(g5.on_demand, Some(1.006));
+    assert!(g5.spot_by_zone.len() >= 2, "{:?}", g5.spot_by_zone);
+    assert!(g5.spot_by_zone.keys().all(|z| z.starts_with(region)));
+    assert!(g5.cheapest_spot().is_some());
+    let unknown = prices
+        .iter()
+        .find(|p| p.instance_type == "x9.nothing")
+        .unwrap();
+    assert_eq!(unknown.on_demand, None);
+}
+
+#[tokio::test]
+async fn an_unreachable_endpoint_is_reported_per_region_not_as_a_panic() {
+    let f = Fixture::new("ca-central-1").await;
+    let region = f.region;
+    let config = emulator(region).await;
+    let scope = ebb::cloud::aws::Scope {
+        region: region.to_string(),
+        account: None,
+        ec2: aws_sdk_ec2::Client::from_conf(
+            aws_sdk_ec2::config::Builder::from(&config)
+                .endpoint_url("http://127.0.0.1:9")
+                .retry_config(aws_sdk_ec2::config::retry::RetryConfig::disabled())
+                .build(),
+        ),
+        cloudwatch: aws_sdk_cloudwatch::Client::new(&config),
+    };
+    let provider = AwsProvider::from_scopes(f.settings(), vec![scope]);
+    let inventory = provider.instances().await;
+    assert!(inventory.instances.is_empty());
+    assert!(inventory.complete_regions.is_empty());
+    assert_eq!(inventory.failures.len(), 1);
+    let error = &inventory.failures[0].error;
+    assert_eq!(error.kind, ErrorKind::Unavailable);
+    assert!(error.to_string().contains("AWS_ENDPOINT_URL"), "{error}");
+}
