@@ -26,6 +26,7 @@ impl AwsProvider {
         let mut inventory = Inventory::default();
         let mut known = HashMap::new();
         let mut incomplete = BTreeSet::new();
+        let mut failed_scopes = BTreeSet::new();
         for (index, (scope, listing)) in self.scopes.iter().zip(listings).enumerate() {
             match listing {
                 Ok(instances) => {
@@ -41,7 +42,12 @@ impl AwsProvider {
                     }
                 }
                 Err(error) => {
-                    tracing_failure(scope, &error);
+                    tracing::warn!(
+                        region = %scope.region,
+                        account = scope.account.as_deref().unwrap_or("own"),
+                        "cannot list instances: {error}"
+                    );
+                    failed_scopes.insert(index);
                     incomplete.insert(scope.region.clone());
                     inventory.failures.push(ScopeFailure {
                         region: scope.region.clone(),
@@ -59,11 +65,7 @@ impl AwsProvider {
             .collect();
         let mut map = self.known.write().expect("instance map poisoned");
         // Keep what failed scopes listed before: their instances may still be acted on.
-        map.retain(|_, k| {
-            inventory.failures.iter().any(|f| {
-                self.scopes[k.scope].region == f.region && self.scopes[k.scope].account == f.account
-            })
-        });
+        map.retain(|_, k| failed_scopes.contains(&k.scope));
         map.extend(known);
         inventory
     }
@@ -475,14 +477,6 @@ impl AwsProvider {
         }
         report
     }
-}
-
-fn tracing_failure(scope: &Scope, error: &CloudError) {
-    tracing::warn!(
-        region = %scope.region,
-        account = scope.account.as_deref().unwrap_or("own"),
-        "cannot list instances: {error}"
-    );
 }
 
 /// An EC2 instance as ebb sees it, and whether it can hibernate. `None` for an instance
