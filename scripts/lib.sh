@@ -78,7 +78,7 @@ need_moto() {
   EBB_MOTO_PID=$!
   on_exit stop_moto
   local tries=0
-  until curl -fsS -o /dev/null "http://127.0.0.1:$port/moto-api/"; do
+  until curl -fs -o /dev/null "http://127.0.0.1:$port/moto-api/" 2>/dev/null; do
     tries=$((tries + 1))
     if [ "$tries" -gt 100 ] || ! kill -0 "$EBB_MOTO_PID" 2>/dev/null; then
       echo "moto did not start; its log:" >&2

@@ -73,6 +73,16 @@ pub enum Lifecycle {
     Spot,
 }
 
+impl Lifecycle {
+    /// The snapshot's name of the lifecycle.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Lifecycle::OnDemand => "on-demand",
+            Lifecycle::Spot => "spot",
+        }
+    }
+}
+
 /// One GPU utilisation reading: the maximum over the instance's GPUs, in percent.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct Sample {

@@ -3,6 +3,8 @@
 use anyhow::{bail, Context as _, Result};
 use chrono::{DateTime, Local, Utc};
 use clap::{Args, Parser, Subcommand, ValueEnum};
+use ebb::cloud::aws::{self, AwsProvider};
+use ebb::cloud::Provider as _;
 use ebb::store::{AuditFilter, Outcome, Store, Verification};
 use ebb::{engine, fleet, output, policy};
 use std::path::PathBuf;
@@ -53,6 +55,63 @@ enum Command {
     },
     /// Keep an instance from being stopped until a time, or list and revoke overrides.
     Override(OverrideArgs),
+    /// List the instances ebb manages as the cloud shows them now (AWS credential chain).
+    Inventory {
+        #[command(flatten)]
+        cloud: CloudArgs,
+        /// Output format; json is a fleet snapshot that `ebb plan --fleet` reads.
+        #[arg(long, value_enum, default_value_t = Format::Table)]
+        format: Format,
+    },
+}
+
+/// Where ebb looks in AWS.
+#[derive(Args)]
+struct CloudArgs {
+    /// Regions to watch, comma-separated (default: the AWS SDK's region).
+    #[arg(
+        long,
+        env = "EBB_REGIONS",
+        value_delimiter = ',',
+        value_name = "REGION"
+    )]
+    regions: Vec<String>,
+    /// Roles to assume to reach other accounts, comma-separated ARNs.
+    #[arg(long, env = "EBB_ROLE_ARNS", value_delimiter = ',', value_name = "ARN")]
+    role_arns: Vec<String>,
+    /// Only instances with this tag (KEY=VALUE), or `none` for every instance.
+    #[arg(long, env = "EBB_MANAGED_TAG", default_value = "ebb:managed=true", value_parser = parse_managed_tag)]
+    managed_tag: ManagedTag,
+}
+
+/// The management tag, or none.
+#[derive(Clone)]
+struct ManagedTag(Option<(String, String)>);
+
+fn parse_managed_tag(s: &str) -> Result<ManagedTag, String> {
+    if s == "none" {
+        return Ok(ManagedTag(None));
+    }
+    match s.split_once('=') {
+        Some((key, value)) if !key.is_empty() => {
+            Ok(ManagedTag(Some((key.to_string(), value.to_string()))))
+        }
+        _ => Err(format!(
+            "\"{s}\" is not KEY=VALUE (like ebb:managed=true), or none for every instance"
+        )),
+    }
+}
+
+impl CloudArgs {
+    async fn provider(self) -> Result<AwsProvider> {
+        let settings = aws::Settings {
+            regions: self.regions,
+            role_arns: self.role_arns,
+            managed_tag: self.managed_tag.0,
+            ..aws::Settings::default()
+        };
+        Ok(AwsProvider::connect(settings).await?)
+    }
 }
 
 #[derive(Subcommand)]
@@ -281,6 +340,33 @@ async fn run(command: Command) -> Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Override(args) => overrides(args).await,
+        Command::Inventory { cloud, format } => {
+            let inventory = cloud.provider().await?.instances().await;
+            print!(
+                "{}",
+                match format {
+                    Format::Json => output::snapshot_json(&inventory.instances),
+                    Format::Table => output::instances_table(&inventory.instances, &Local),
+                }
+            );
+            for failure in &inventory.failures {
+                eprintln!(
+                    "error: cannot list instances in {}{}: {}",
+                    failure.region,
+                    failure
+                        .account
+                        .as_deref()
+                        .map(|a| format!(" as {a}"))
+                        .unwrap_or_default(),
+                    failure.error
+                );
+            }
+            Ok(if inventory.failures.is_empty() {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::from(1)
+            })
+        }
     }
 }
 

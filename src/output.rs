@@ -2,6 +2,7 @@
 //! people.
 
 use crate::engine::Decision;
+use crate::fleet::Instance;
 use crate::store::{AuditEntry, OverrideRecord};
 use chrono::{DateTime, SecondsFormat, TimeZone, Utc};
 use serde::Serialize;
@@ -228,6 +229,81 @@ where
         .collect();
     table(
         &["ID", "INSTANCE", "UNTIL", "BY", "STATUS", "REASON"],
+        &rows,
+    )
+}
+
+/// One instance of a fleet snapshot (DESIGN.md), as `ebb inventory --format json` writes it.
+#[derive(Debug, Serialize)]
+struct SnapshotItem<'a> {
+    id: &'a str,
+    region: &'a str,
+    #[serde(rename = "type")]
+    instance_type: &'a str,
+    state: &'a str,
+    lifecycle: &'a str,
+    launched_at: Option<String>,
+    state_since: Option<String>,
+    tags: &'a std::collections::BTreeMap<String, String>,
+}
+
+/// Instances as a fleet snapshot that `ebb plan --fleet` reads (without GPU readings).
+pub fn snapshot_json(instances: &[Instance]) -> String {
+    let rfc3339 =
+        |t: Option<DateTime<Utc>>| t.map(|t| t.to_rfc3339_opts(SecondsFormat::Secs, true));
+    let items: Vec<SnapshotItem> = instances
+        .iter()
+        .map(|i| SnapshotItem {
+            id: &i.id,
+            region: &i.region,
+            instance_type: &i.instance_type,
+            state: i.state.as_str(),
+            lifecycle: i.lifecycle.as_str(),
+            launched_at: rfc3339(i.launched_at),
+            state_since: rfc3339(i.state_since),
+            tags: &i.tags,
+        })
+        .collect();
+    let mut text = serde_json::to_string_pretty(&serde_json::json!({ "instances": items }))
+        .unwrap_or_else(|_| "{}".into());
+    text.push('\n');
+    text
+}
+
+/// Instances as a table for people: GPUs, state and since when, in `zone`.
+pub fn instances_table<Z: TimeZone>(instances: &[Instance], zone: &Z) -> String
+where
+    Z::Offset: std::fmt::Display,
+{
+    let rows: Vec<[String; 7]> = instances
+        .iter()
+        .map(|i| {
+            [
+                i.id.clone(),
+                i.region.clone(),
+                i.instance_type.clone(),
+                i.gpus
+                    .as_ref()
+                    .map_or_else(|| "-".into(), |g| format!("{} × {}", g.count, g.model)),
+                i.state.as_str().to_string(),
+                i.state_since.map_or_else(
+                    || "-".into(),
+                    |t| t.with_timezone(zone).format("%Y-%m-%d %H:%M").to_string(),
+                ),
+                i.lifecycle.as_str().to_string(),
+            ]
+        })
+        .collect();
+    table(
+        &[
+            "INSTANCE",
+            "REGION",
+            "TYPE",
+            "GPUS",
+            "STATE",
+            "SINCE",
+            "LIFECYCLE",
+        ],
         &rows,
     )
 }

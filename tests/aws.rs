@@ -534,3 +534,69 @@ async fn an_unreachable_endpoint_is_reported_per_region_not_as_a_panic() {
     assert_eq!(error.kind, ErrorKind::Unavailable);
     assert!(error.to_string().contains("AWS_ENDPOINT_URL"), "{error}");
 }
+
+#[tokio::test]
+async fn ebb_inventory_lists_the_managed_fleet_as_a_table_and_as_a_snapshot() {
+    let f = Fixture::new("eu-north-1").await;
+    let g5 = f.launch(G5).await;
+    let p4d = f
+        .launch(Launch {
+            instance_type: "p4d.24xlarge",
+            spot: true,
+            ..G5
+        })
+        .await;
+    let unmanaged = f
+        .launch(Launch {
+            managed: false,
+            ..G5
+        })
+        .await;
+    let ebb = |args: &[&str], tag: &str| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_ebb"))
+            .arg("inventory")
+            .args(args)
+            .env("EBB_REGIONS", f.region)
+            .env("EBB_MANAGED_TAG", tag)
+            .output()
+            .unwrap()
+    };
+    let tag = format!("ebb:managed={}", f.managed);
+
+    let table = ebb(&[], &tag);
+    assert!(table.status.success(), "{table:?}");
+    let text = String::from_utf8(table.stdout).unwrap();
+    let line = |id: &str| {
+        text.lines()
+            .find(|l| l.starts_with(id))
+            .unwrap_or_else(|| panic!("{id} missing:\n{text}"))
+            .to_string()
+    };
+    assert!(line(&g5).contains("1 × NVIDIA A10G"), "{text}");
+    assert!(line(&p4d).contains("8 × NVIDIA A100"), "{text}");
+    assert!(line(&p4d).ends_with("spot"), "{text}");
+    assert!(!text.contains(&unmanaged), "{text}");
+    assert_eq!(text.lines().count(), 3, "{text}");
+
+    let json = ebb(&["--format", "json"], &tag);
+    assert!(json.status.success(), "{json:?}");
+    let dir = tempfile::tempdir().unwrap();
+    let snapshot = dir.path().join("fleet.json");
+    std::fs::write(&snapshot, &json.stdout).unwrap();
+    let (fleet, _) = ebb::fleet::load_snapshot(&snapshot).unwrap();
+    let ids: BTreeSet<String> = fleet.instances.iter().map(|i| i.id.clone()).collect();
+    assert_eq!(ids, [g5.clone(), p4d.clone()].into_iter().collect());
+    let plan = std::process::Command::new(env!("CARGO_BIN_EXE_ebb"))
+        .args(["plan", "--policies"])
+        .arg(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("policies"))
+        .arg("--fleet")
+        .arg(&snapshot)
+        .output()
+        .unwrap();
+    assert!(plan.status.success(), "{plan:?}");
+
+    let bad = ebb(&[], "oops");
+    assert_eq!(bad.status.code(), Some(2));
+    let err = String::from_utf8(bad.stderr).unwrap();
+    assert!(err.contains("KEY=VALUE"), "{err}");
+}

@@ -369,6 +369,29 @@ async fn hibernation_falls_back_to_a_stop_and_says_why() {
     assert_eq!(stopped.num_calls(), 2);
 }
 
+#[tokio::test]
+async fn a_failed_gpu_fact_lookup_does_not_hide_the_instances() {
+    let listed = listing(&[("i-1", false)]);
+    let types = mock!(aws_sdk_ec2::Client::describe_instance_types)
+        .sequence()
+        .http_response(ec2_error(
+            400,
+            "InvalidInstanceType",
+            "The following supplied instance types do not exist: [g5.xlarge]",
+        ))
+        .repeatedly()
+        .build();
+    let provider = provider(RuleMode::MatchAny, &[&listed, &types], &[]);
+    let inventory = provider.instances().await;
+    assert!(inventory.failures.is_empty(), "{:?}", inventory.failures);
+    assert_eq!(inventory.complete_regions, [REGION]);
+    assert_eq!(inventory.instances.len(), 1);
+    assert_eq!(inventory.instances[0].gpus, None);
+    // Not cached: the next listing asks again.
+    provider.instances().await;
+    assert_eq!(types.num_calls(), 2);
+}
+
 /// A CloudWatch time.
 fn at(text: &str) -> SmithyTime {
     let t: DateTime<Utc> = text.parse().unwrap();

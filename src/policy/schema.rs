@@ -49,8 +49,27 @@ fn choice(options: &[&str], default: &str, description: &str) -> Value {
 
 const TIME: &str = "^([01][0-9]|2[0-3]):[0-5][0-9]$|^24:00$";
 
-/// The schema as a JSON value.
+/// The schema as a JSON value, keys sorted at every level.
 pub fn schema() -> Value {
+    let mut schema = unsorted();
+    sort_keys(&mut schema);
+    schema
+}
+
+/// Sorts object keys so the printed schema is the same whether or not serde_json keeps
+/// insertion order (a feature other crates in the build may turn on).
+fn sort_keys(value: &mut Value) {
+    match value {
+        Value::Object(map) => {
+            map.sort_keys();
+            map.values_mut().for_each(sort_keys);
+        }
+        Value::Array(items) => items.iter_mut().for_each(sort_keys),
+        _ => {}
+    }
+}
+
+fn unsorted() -> Value {
     let period = object(
         keys::PERIOD,
         keys::PERIOD,

@@ -90,18 +90,16 @@ impl AwsProvider {
             );
         }
         let mut listed = Vec::new();
-        let mut token: Option<String> = None;
-        loop {
-            self.count("DescribeInstances");
-            let page = scope
-                .ec2
-                .describe_instances()
-                .set_filters(Some(filters.clone()))
-                .max_results(self.settings.page_size)
-                .set_next_token(token.take())
-                .send()
-                .await
-                .map_err(|e| cloud_error("DescribeInstances", e))?;
+        let mut pages = scope
+            .ec2
+            .describe_instances()
+            .set_filters(Some(filters))
+            .into_paginator()
+            .page_size(self.settings.page_size)
+            .send();
+        self.count("DescribeInstances");
+        while let Some(page) = pages.next().await {
+            let page = page.map_err(|e| cloud_error("DescribeInstances", e))?;
             for reservation in page.reservations() {
                 for instance in reservation.instances() {
                     if let Some(listed_instance) = from_ec2(&scope.region, instance) {
@@ -109,16 +107,15 @@ impl AwsProvider {
                     }
                 }
             }
-            match page.next_token() {
-                Some(next) if !next.is_empty() => token = Some(next.to_string()),
-                _ => break,
+            if page.next_token().is_some_and(|t| !t.is_empty()) {
+                self.count("DescribeInstances");
             }
         }
         let types: BTreeSet<String> = listed
             .iter()
             .map(|(i, _)| i.instance_type.clone())
             .collect();
-        let gpus = self.gpu_facts(scope, types).await?;
+        let gpus = self.gpu_facts(scope, types).await;
         for (instance, _) in &mut listed {
             instance.gpus = gpus.get(&instance.instance_type).cloned().flatten();
         }
@@ -126,11 +123,13 @@ impl AwsProvider {
     }
 
     /// GPU facts of `types` in the scope's region, from the cache or DescribeInstanceTypes.
+    /// A failed lookup leaves the facts unknown until the next listing tries again: it must not
+    /// hide the region's instances.
     async fn gpu_facts(
         &self,
         scope: &Scope,
         types: BTreeSet<String>,
-    ) -> Result<HashMap<String, Option<Gpus>>, CloudError> {
+    ) -> HashMap<String, Option<Gpus>> {
         let missing: Vec<String> = {
             let cache = self.gpu_types.lock().expect("type cache poisoned");
             types
@@ -141,7 +140,7 @@ impl AwsProvider {
         };
         for chunk in missing.chunks(TYPES_PER_CALL) {
             self.count("DescribeInstanceTypes");
-            let answer = scope
+            let answer = match scope
                 .ec2
                 .describe_instance_types()
                 .set_instance_types(Some(
@@ -152,7 +151,14 @@ impl AwsProvider {
                 ))
                 .send()
                 .await
-                .map_err(|e| cloud_error("DescribeInstanceTypes", e))?;
+            {
+                Ok(answer) => answer,
+                Err(e) => {
+                    let error = cloud_error("DescribeInstanceTypes", e);
+                    tracing::warn!(region = %scope.region, "GPU facts unknown for now: {error}");
+                    continue;
+                }
+            };
             let mut cache = self.gpu_types.lock().expect("type cache poisoned");
             for t in chunk {
                 cache.insert((scope.region.clone(), t.clone()), None);
@@ -183,7 +189,7 @@ impl AwsProvider {
             }
         }
         let cache = self.gpu_types.lock().expect("type cache poisoned");
-        Ok(types
+        types
             .into_iter()
             .map(|t| {
                 let gpus = cache
@@ -192,7 +198,7 @@ impl AwsProvider {
                     .flatten();
                 (t, gpus)
             })
-            .collect())
+            .collect()
     }
 
     /// Spot prices now in every zone (DescribeSpotPriceHistory from now to now returns the
