@@ -600,3 +600,25 @@ async fn ebb_inventory_lists_the_managed_fleet_as_a_table_and_as_a_snapshot() {
     let err = String::from_utf8(bad.stderr).unwrap();
     assert!(err.contains("KEY=VALUE"), "{err}");
 }
+
+#[test]
+fn missing_credentials_are_one_line_that_says_what_to_do() {
+    let home = tempfile::tempdir().unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_ebb"))
+        .arg("inventory")
+        .env_clear()
+        .env("HOME", home.path())
+        .env("AWS_REGION", "eu-south-1")
+        .env("AWS_EC2_METADATA_DISABLED", "true")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(
+        err.starts_with("error: cannot list instances in eu-south-1: DescribeInstances failed"),
+        "{err}"
+    );
+    assert!(err.contains("no credentials found"), "{err}");
+    assert!(err.contains("check the AWS credentials"), "{err}");
+}

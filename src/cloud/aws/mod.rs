@@ -14,7 +14,7 @@ use crate::fleet::{Gpus, Sample};
 use aws_config::retry::RetryConfig;
 use aws_config::sts::AssumeRoleProvider;
 use aws_config::{BehaviorVersion, Region, SdkConfig};
-use aws_sdk_ec2::error::{DisplayErrorContext, ProvideErrorMetadata, SdkError};
+use aws_sdk_ec2::error::{ProvideErrorMetadata, SdkError};
 use aws_sdk_ec2::operation::RequestId;
 use chrono::{DateTime, Utc};
 use std::collections::{BTreeMap, HashMap};
@@ -153,6 +153,7 @@ impl AwsProvider {
         for arn in &settings.role_arns {
             let role = AssumeRoleProvider::builder(arn.clone())
                 .session_name("ebb")
+                .region(Region::new(regions[0].clone()))
                 .configure(&base)
                 .build()
                 .await;
@@ -281,21 +282,42 @@ where
                 request_id,
             }
         }
-        SdkError::DispatchFailure(_) | SdkError::TimeoutError(_) => CloudError {
-            kind: ErrorKind::Unavailable,
-            operation,
-            code: None,
-            message: DisplayErrorContext(&err).to_string(),
-            request_id,
-        },
-        _ => CloudError {
-            kind: ErrorKind::Other,
-            operation,
-            code: None,
-            message: DisplayErrorContext(&err).to_string(),
-            request_id,
-        },
+        _ => {
+            let message = one_line(&err);
+            let kind = match &err {
+                // The credential chain fails inside the dispatch, before anything is sent.
+                _ if message.contains("no credentials found") => ErrorKind::Credentials,
+                SdkError::DispatchFailure(_) | SdkError::TimeoutError(_) => ErrorKind::Unavailable,
+                _ => ErrorKind::Other,
+            };
+            CloudError {
+                kind,
+                operation,
+                code: None,
+                message,
+                request_id,
+            }
+        }
     }
+}
+
+/// An error and its causes on one line, each said once (the SDK nests errors that repeat
+/// their cause, and its credential errors span lines).
+fn one_line(err: &dyn std::error::Error) -> String {
+    let mut parts: Vec<String> = Vec::new();
+    let mut next = Some(err);
+    while let Some(e) = next {
+        let text = e
+            .to_string()
+            .split_whitespace()
+            .collect::<Vec<_>>()
+            .join(" ");
+        if !parts.iter().any(|p| p.contains(&text)) {
+            parts.push(text);
+        }
+        next = e.source();
+    }
+    parts.join(": ")
 }
 
 /// An SDK time as a chrono one.
