@@ -11,5 +11,6 @@ pub mod engine;
 pub mod fleet;
 pub mod output;
 pub mod policy;
+pub mod reconcile;
 pub mod schedule;
 pub mod store;

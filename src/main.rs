@@ -5,6 +5,7 @@ use chrono::{DateTime, Local, Utc};
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use ebb::cloud::aws::{self, AwsProvider};
 use ebb::cloud::Provider as _;
+use ebb::reconcile::{Options, Reconciler};
 use ebb::store::{AuditFilter, Outcome, Store, Verification};
 use ebb::{engine, fleet, output, policy};
 use std::path::PathBuf;
@@ -55,6 +56,26 @@ enum Command {
     },
     /// Keep an instance from being stopped until a time, or list and revoke overrides.
     Override(OverrideArgs),
+    /// One reconcile pass (AWS credential chain, DATABASE_URL): decide, act, record; then exit.
+    Tick {
+        /// Policy directories or files (repeatable).
+        #[arg(
+            long = "policies",
+            value_name = "DIR",
+            required = true,
+            env = "EBB_POLICIES",
+            value_delimiter = ','
+        )]
+        policies: Vec<PathBuf>,
+        /// The decision time, RFC 3339 (default: now); for tests and replays.
+        #[arg(long, value_name = "TS", value_parser = parse_time)]
+        at: Option<DateTime<Utc>>,
+        /// Decide and audit, but change nothing.
+        #[arg(long, env = "EBB_DRY_RUN")]
+        dry_run: bool,
+        #[command(flatten)]
+        cloud: CloudArgs,
+    },
     /// List the instances ebb manages as the cloud shows them now (AWS credential chain).
     Inventory {
         #[command(flatten)]
@@ -340,6 +361,33 @@ async fn run(command: Command) -> Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Override(args) => overrides(args).await,
+        Command::Tick {
+            policies,
+            at,
+            dry_run,
+            cloud,
+        } => {
+            let store = Store::open_from_env().await?;
+            let provider = cloud.provider().await?;
+            let mut reconciler = Reconciler::new(provider, store, policies, Options { dry_run });
+            let report = reconciler.tick(at.unwrap_or_else(Utc::now)).await?;
+            print!("{}", output::tick_summary(&report));
+            if let Some(err) = &report.policy_error {
+                eprintln!("error: {err}");
+            }
+            for failure in &report.inventory_failures {
+                eprintln!("error: cannot list instances in {failure}");
+            }
+            let failed = report.actions.iter().any(|a| a.outcome == Outcome::Failed);
+            Ok(
+                if failed || report.policy_error.is_some() || !report.inventory_failures.is_empty()
+                {
+                    ExitCode::from(1)
+                } else {
+                    ExitCode::SUCCESS
+                },
+            )
+        }
         Command::Inventory { cloud, format } => {
             let inventory = cloud.provider().await?.instances().await;
             print!(

@@ -3,6 +3,7 @@
 
 use crate::engine::Decision;
 use crate::fleet::Instance;
+use crate::reconcile::TickReport;
 use crate::store::{AuditEntry, OverrideRecord};
 use chrono::{DateTime, SecondsFormat, TimeZone, Utc};
 use serde::Serialize;
@@ -306,4 +307,39 @@ where
         ],
         &rows,
     )
+}
+
+/// What a tick did, for its log: a summary line, then a table of actions and outcomes.
+pub fn tick_summary(report: &TickReport) -> String {
+    let count = |o: crate::store::Outcome| report.actions.iter().filter(|a| a.outcome == o).count();
+    let mut text = format!(
+        "tick at {}: {} instances, {} actions ({} succeeded, {} failed, {} dry run), {} interrupted actions resolved\n",
+        report.at.to_rfc3339_opts(SecondsFormat::Secs, true),
+        report.instances,
+        report.actions.len(),
+        count(crate::store::Outcome::Succeeded),
+        count(crate::store::Outcome::Failed),
+        count(crate::store::Outcome::Skipped),
+        report.resolved.len(),
+    );
+    if !report.actions.is_empty() {
+        let rows: Vec<[String; 5]> = report
+            .actions
+            .iter()
+            .map(|a| {
+                [
+                    a.decision.instance.clone(),
+                    a.decision.action.to_string(),
+                    a.outcome.as_str().to_string(),
+                    a.decision.policy.clone().unwrap_or_else(|| "-".into()),
+                    a.detail.clone(),
+                ]
+            })
+            .collect();
+        text += &table(
+            &["INSTANCE", "ACTION", "OUTCOME", "POLICY", "DETAIL"],
+            &rows,
+        );
+    }
+    text
 }

@@ -53,6 +53,22 @@ impl Action {
             Action::FallbackOnDemand => "fallback_on_demand",
         }
     }
+
+    /// The action named `name` (as [`Action::as_str`] writes it).
+    pub fn parse(name: &str) -> Option<Action> {
+        [
+            Action::None,
+            Action::Start,
+            Action::Stop,
+            Action::Hibernate,
+            Action::Notify,
+            Action::MigrateToSpot,
+            Action::RelaunchSpot,
+            Action::FallbackOnDemand,
+        ]
+        .into_iter()
+        .find(|a| a.as_str() == name)
+    }
 }
 
 impl fmt::Display for Action {

@@ -340,6 +340,21 @@ impl Store {
         Ok(rows.into_iter().map(from_row).collect())
     }
 
+    /// Intents that have no outcome, oldest first: actions a crash (or a lost connection)
+    /// interrupted between the intent and its outcome.
+    pub async fn pending_intents(&self) -> Result<Vec<AuditEntry>> {
+        let rows: Vec<Row> = sqlx::query_as(concat!(
+            "SELECT ",
+            columns!(),
+            " FROM audit_log AS a WHERE outcome = 'intent'
+              AND NOT EXISTS (SELECT 1 FROM audit_log AS o WHERE o.intent_seq = a.seq)
+              ORDER BY seq"
+        ))
+        .fetch_all(&self.pool)
+        .await?;
+        Ok(rows.into_iter().map(from_row).collect())
+    }
+
     /// Recomputes the whole chain, in pages, and reports the first row that does not match.
     pub async fn verify_audit(&self) -> Result<Verification> {
         const PAGE: i64 = 10_000;

@@ -1,6 +1,8 @@
 //! Helpers shared by the integration tests: policies from YAML text, instances, times.
 #![allow(dead_code)] // each test binary uses a different part of this module
 
+pub mod moto;
+
 use chrono::{DateTime, Utc};
 use ebb::engine::{decide, Decision, InstanceFacts, Override, Prior};
 use ebb::fleet::{Fleet, Instance, InstanceState, Lifecycle, Prices, Sample};
@@ -116,4 +118,15 @@ pub fn tags(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
         .iter()
         .map(|(k, v)| (k.to_string(), v.to_string()))
         .collect()
+}
+
+/// The URL of the test database behind `pool` (from `#[sqlx::test]`), on the server that
+/// `DATABASE_URL` names.
+pub fn database_url(pool: &sqlx::PgPool) -> String {
+    let base = std::env::var("DATABASE_URL").expect("scripts/test sets DATABASE_URL");
+    let (server, _) = base.rsplit_once('/').unwrap();
+    format!(
+        "{server}/{}",
+        pool.connect_options().get_database().unwrap()
+    )
 }

@@ -1,0 +1,475 @@
+//! One reconcile tick: policies → inventory → store → decide → act → record.
+//!
+//! Every action is written to the audit log as an intent, committed, before the cloud call, and
+//! its outcome after. An intent left without an outcome (the process died between the two) is
+//! resolved at the next tick by reading the instance's real state, never by acting again.
+
+use crate::cloud::{ActionReport, Inventory, Provider};
+use crate::engine::{self, Action, Decision};
+use crate::fleet::{Fleet, InstanceState, Sample};
+use crate::policy::{self, LoadError, PolicySet};
+use crate::store::{AuditEntry, NewAuditEntry, Outcome, Store, StoreError};
+use chrono::{DateTime, Duration, SecondsFormat, Utc};
+use std::collections::{BTreeMap, HashMap};
+use std::path::PathBuf;
+use std::sync::Arc;
+
+/// The audit actor of everything a tick does.
+pub const ACTOR: &str = "scheduler";
+
+/// The tag a notice writes: when the announced stop will happen.
+pub const STOP_AT_TAG: &str = "ebb:stop-at";
+
+/// GPU readings are read this much further back than the longest idle window, so that the
+/// window's start is covered.
+const READING_MARGIN: Duration = Duration::minutes(10);
+
+/// How a reconciler acts.
+#[derive(Debug, Clone, Default)]
+pub struct Options {
+    /// Decide and audit, never act.
+    pub dry_run: bool,
+}
+
+/// Why a tick could not run.
+#[derive(Debug, thiserror::Error)]
+pub enum TickError {
+    /// The store failed; nothing after the failure was done.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// The policies are invalid and no earlier valid set is known.
+    #[error("policies are not valid (run ebb validate): {0}")]
+    Policies(LoadError),
+}
+
+/// What one action came to.
+#[derive(Debug, Clone)]
+pub struct ActionOutcome {
+    /// The decision acted on.
+    pub decision: Decision,
+    /// Succeeded, failed, or skipped (dry run).
+    pub outcome: Outcome,
+    /// What the outcome row says: the reason, and what was done instead or the error.
+    pub detail: String,
+}
+
+/// What a tick did.
+#[derive(Debug, Default)]
+pub struct TickReport {
+    /// The decision time.
+    pub at: DateTime<Utc>,
+    /// The policies failed to load and the last good set was used: why.
+    pub policy_error: Option<String>,
+    /// Instances listed.
+    pub instances: usize,
+    /// Regions or accounts that could not be listed, with why.
+    pub inventory_failures: Vec<String>,
+    /// Interrupted intents resolved from the instances' real state.
+    pub resolved: Vec<AuditEntry>,
+    /// The actions, each with its outcome.
+    pub actions: Vec<ActionOutcome>,
+}
+
+/// Runs ticks against one provider and one store, remembering the last valid policy set.
+pub struct Reconciler<P> {
+    provider: P,
+    store: Store,
+    policies: Vec<PathBuf>,
+    options: Options,
+    last_good: Option<Arc<PolicySet>>,
+}
+
+impl<P: Provider> Reconciler<P> {
+    /// A reconciler for the policy files in `policies`.
+    pub fn new(provider: P, store: Store, policies: Vec<PathBuf>, options: Options) -> Self {
+        Reconciler {
+            provider,
+            store,
+            policies,
+            options,
+            last_good: None,
+        }
+    }
+
+    /// One pass at `now`.
+    pub async fn tick(&mut self, now: DateTime<Utc>) -> Result<TickReport, TickError> {
+        let mut report = TickReport {
+            at: now,
+            ..TickReport::default()
+        };
+        let set = match policy::load(&self.policies) {
+            Ok(set) => self.last_good.insert(Arc::new(set)).clone(),
+            Err(err) => match &self.last_good {
+                Some(set) => {
+                    tracing::error!("policies are not valid, acting on the last valid set: {err}");
+                    report.policy_error = Some(err.to_string());
+                    set.clone()
+                }
+                None => return Err(TickError::Policies(err)),
+            },
+        };
+        let set: &PolicySet = &set;
+
+        let inventory = self.provider.instances().await;
+        report.instances = inventory.instances.len();
+        report.inventory_failures = inventory
+            .failures
+            .iter()
+            .map(|f| match &f.account {
+                Some(role) => format!("{} as {role}: {}", f.region, f.error),
+                None => format!("{}: {}", f.region, f.error),
+            })
+            .collect();
+        self.store
+            .sync_inventory(&inventory.complete_regions, &inventory.instances, now)
+            .await?;
+        report.resolved = self.resolve_interrupted(&inventory, now).await?;
+        self.store
+            .record_policy_version(&set.version.to_string(), ACTOR, now)
+            .await?;
+
+        let mut fleet = Fleet {
+            instances: inventory.instances,
+            prices: Default::default(),
+        };
+        let prior = self.store.prior(now).await?;
+        let mut decisions = engine::decide(now, set, &fleet, &prior);
+        if self
+            .read_gpu_utilisation(set, &mut fleet, &decisions, now)
+            .await
+        {
+            decisions = engine::decide(now, set, &fleet, &prior);
+        }
+        let governing: Vec<(String, Option<String>)> = decisions
+            .iter()
+            .map(|d| (d.instance.clone(), d.policy.clone()))
+            .collect();
+        self.store.record_policies(&governing).await?;
+
+        let version = set.version.to_string();
+        report.actions = self.act(decisions, &version, now).await?;
+        Ok(report)
+    }
+
+    /// Reads GPU utilisation for the running instances an idle rule governs, over the longest
+    /// idle window; returns whether any readings came. Instances no idle rule governs are not
+    /// read: CloudWatch bills every metric read.
+    async fn read_gpu_utilisation(
+        &self,
+        set: &PolicySet,
+        fleet: &mut Fleet,
+        decisions: &[Decision],
+        now: DateTime<Utc>,
+    ) -> bool {
+        let idle_windows: HashMap<&str, Duration> = set
+            .policies
+            .iter()
+            .filter_map(|p| Some((p.name.as_str(), p.idle.as_ref()?.window)))
+            .collect();
+        let governed: HashMap<&str, Duration> = decisions
+            .iter()
+            .filter_map(|d| {
+                Some((
+                    d.instance.as_str(),
+                    *idle_windows.get(d.policy.as_deref()?)?,
+                ))
+            })
+            .collect();
+        let mut by_region: BTreeMap<&str, (Vec<String>, Duration)> = BTreeMap::new();
+        for instance in &fleet.instances {
+            if instance.state != InstanceState::Running {
+                continue;
+            }
+            if let Some(window) = governed.get(instance.id.as_str()) {
+                let entry = by_region.entry(&instance.region).or_default();
+                entry.0.push(instance.id.clone());
+                entry.1 = entry.1.max(*window);
+            }
+        }
+        let mut readings: HashMap<String, Vec<Sample>> = HashMap::new();
+        for (region, (ids, window)) in by_region {
+            match self
+                .provider
+                .gpu_utilisation(region, &ids, now - window - READING_MARGIN, now)
+                .await
+            {
+                Ok(found) => readings.extend(found),
+                // Idle rules then see no readings and follow their `missing_metrics`.
+                Err(err) => tracing::warn!(region, "cannot read GPU utilisation: {err}"),
+            }
+        }
+        let any = !readings.is_empty();
+        for instance in &mut fleet.instances {
+            if let Some(samples) = readings.remove(&instance.id) {
+                instance.gpu_util = samples;
+            }
+        }
+        any
+    }
+
+    /// Resolves intents left without an outcome from what the inventory shows now.
+    async fn resolve_interrupted(
+        &self,
+        inventory: &Inventory,
+        now: DateTime<Utc>,
+    ) -> Result<Vec<AuditEntry>, StoreError> {
+        let pending = self.store.pending_intents().await?;
+        if pending.is_empty() {
+            return Ok(Vec::new());
+        }
+        let listed: HashMap<&str, &crate::fleet::Instance> = inventory
+            .instances
+            .iter()
+            .map(|i| (i.id.as_str(), i))
+            .collect();
+        let mut outcomes = Vec::new();
+        let mut done = Vec::new();
+        for intent in pending {
+            let e = &intent.entry;
+            let Some(id) = e.instance.as_deref() else {
+                continue;
+            };
+            let action = Action::parse(&e.action);
+            let (outcome, detail) = match listed.get(id) {
+                None if e
+                    .region
+                    .as_ref()
+                    .is_some_and(|r| inventory.complete_regions.contains(r)) =>
+                {
+                    (Outcome::Skipped, "the instance is gone".to_string())
+                }
+                // Its region could not be listed: resolve it at a later tick.
+                None => continue,
+                Some(instance) => match (action, instance.state) {
+                    (
+                        Some(Action::Stop | Action::Hibernate),
+                        InstanceState::Stopping | InstanceState::Stopped,
+                    )
+                    | (Some(Action::Start), InstanceState::Pending | InstanceState::Running) => (
+                        Outcome::Succeeded,
+                        format!("found {} after an interruption", instance.state.as_str()),
+                    ),
+                    (Some(Action::Notify), _) if instance.tag(STOP_AT_TAG).is_some() => (
+                        Outcome::Succeeded,
+                        format!("found the {STOP_AT_TAG} tag after an interruption"),
+                    ),
+                    (_, state) => (
+                        Outcome::Failed,
+                        format!(
+                            "interrupted; the instance is {} (it is decided again from here)",
+                            state.as_str()
+                        ),
+                    ),
+                },
+            };
+            if outcome == Outcome::Succeeded {
+                if let Some(action) = action {
+                    done.push((id.to_string(), action, e.at));
+                }
+            }
+            outcomes.push(NewAuditEntry {
+                at: now,
+                outcome,
+                reason: format!("{}; {detail}", e.reason),
+                error: (outcome == Outcome::Failed).then(|| detail.clone()),
+                request_id: None,
+                intent_seq: Some(intent.seq),
+                ..e.clone()
+            });
+        }
+        let written = self.store.append_audit(&outcomes).await?;
+        for (id, action, at) in done {
+            self.store.record_action(&id, action, at).await?;
+        }
+        Ok(written)
+    }
+
+    /// Carries out the decisions that change something: intents (committed), cloud calls,
+    /// outcomes, then ebb's memory of what it did.
+    async fn act(
+        &self,
+        decisions: Vec<Decision>,
+        version: &str,
+        now: DateTime<Utc>,
+    ) -> Result<Vec<ActionOutcome>, StoreError> {
+        let mut to_act: Vec<Decision> = decisions
+            .into_iter()
+            .filter(|d| {
+                matches!(
+                    d.action,
+                    Action::Start | Action::Stop | Action::Hibernate | Action::Notify
+                )
+            })
+            .collect();
+        // Starts first (people are waiting for them), then notices, then stops.
+        to_act.sort_by_key(|d| (order(d.action), d.instance.clone()));
+        if to_act.is_empty() {
+            return Ok(Vec::new());
+        }
+        let entry = |d: &Decision, outcome: Outcome, dry_run: bool| NewAuditEntry {
+            at: now,
+            actor: ACTOR.to_string(),
+            instance: Some(d.instance.clone()),
+            region: Some(d.region.clone()),
+            action: d.action.as_str().to_string(),
+            outcome,
+            policy: d.policy.clone(),
+            policy_version: Some(version.to_string()),
+            code: Some(d.code.as_str().to_string()),
+            reason: d.reason.clone(),
+            dry_run,
+            request_id: None,
+            error: None,
+            intent_seq: None,
+        };
+        let (dry, real): (Vec<Decision>, Vec<Decision>) = to_act
+            .into_iter()
+            .partition(|d| d.dry_run || self.options.dry_run);
+        let mut results = Vec::new();
+
+        // Dry runs: the intent and a `skipped` outcome, so the log shows what would have been done.
+        let intents = self
+            .store
+            .append_audit(
+                &dry.iter()
+                    .map(|d| entry(d, Outcome::Intent, true))
+                    .collect::<Vec<_>>(),
+            )
+            .await?;
+        let skipped: Vec<NewAuditEntry> = dry
+            .iter()
+            .zip(&intents)
+            .map(|(d, intent)| NewAuditEntry {
+                intent_seq: Some(intent.seq),
+                reason: format!("{}; dry run, nothing done", d.reason),
+                ..entry(d, Outcome::Skipped, true)
+            })
+            .collect();
+        self.store.append_audit(&skipped).await?;
+        results.extend(dry.into_iter().map(|decision| ActionOutcome {
+            detail: format!("{}; dry run, nothing done", decision.reason),
+            decision,
+            outcome: Outcome::Skipped,
+        }));
+
+        // Real actions: every intent committed before any cloud call.
+        let intents = self
+            .store
+            .append_audit(
+                &real
+                    .iter()
+                    .map(|d| entry(d, Outcome::Intent, false))
+                    .collect::<Vec<_>>(),
+            )
+            .await?;
+        let seq_of: HashMap<&str, i64> = real
+            .iter()
+            .zip(&intents)
+            .map(|(d, i)| (d.instance.as_str(), i.seq))
+            .collect();
+        for group in groups(&real) {
+            let (action, region, stop_at) =
+                (group[0].action, group[0].region.as_str(), group[0].stop_at);
+            let ids: Vec<String> = group.iter().map(|d| d.instance.clone()).collect();
+            let cloud = match action {
+                Action::Start => self.provider.start(region, &ids).await,
+                Action::Stop => self.provider.stop(region, &ids, false).await,
+                Action::Hibernate => self.provider.stop(region, &ids, true).await,
+                _ => {
+                    let at = stop_at.map_or_else(
+                        || now.to_rfc3339_opts(SecondsFormat::Secs, true),
+                        |t| t.to_rfc3339_opts(SecondsFormat::Secs, true),
+                    );
+                    let tags = BTreeMap::from([(STOP_AT_TAG.to_string(), at)]);
+                    self.provider.tag(region, &ids, &tags).await
+                }
+            };
+            let outcomes = outcome_entries(&group, &cloud, |d, outcome| NewAuditEntry {
+                intent_seq: seq_of.get(d.instance.as_str()).copied(),
+                ..entry(d, outcome, false)
+            });
+            self.store.append_audit(&outcomes).await?;
+            for (d, o) in group.iter().zip(&outcomes) {
+                if o.outcome == Outcome::Succeeded {
+                    self.store.record_action(&d.instance, d.action, now).await?;
+                }
+                results.push(ActionOutcome {
+                    decision: (*d).clone(),
+                    outcome: o.outcome,
+                    detail: o.error.clone().unwrap_or_else(|| o.reason.clone()),
+                });
+            }
+        }
+        Ok(results)
+    }
+}
+
+/// The order actions are carried out in.
+fn order(action: Action) -> u8 {
+    match action {
+        Action::Start => 0,
+        Action::Notify => 1,
+        _ => 2,
+    }
+}
+
+/// Decisions grouped into cloud calls: by action, region and (for notices) the announced
+/// time, in the order [`order`] gives.
+fn groups(decisions: &[Decision]) -> Vec<Vec<&Decision>> {
+    let mut groups: BTreeMap<_, Vec<&Decision>> = BTreeMap::new();
+    for d in decisions {
+        let key = (
+            order(d.action),
+            d.action.as_str(),
+            d.stop_at,
+            d.region.as_str(),
+        );
+        groups.entry(key).or_default().push(d);
+    }
+    groups.into_values().collect()
+}
+
+/// One outcome row per decision of `group`, in order, from what the cloud reported.
+fn outcome_entries(
+    group: &[&Decision],
+    cloud: &ActionReport,
+    entry: impl Fn(&Decision, Outcome) -> NewAuditEntry,
+) -> Vec<NewAuditEntry> {
+    let done: HashMap<&str, _> = cloud
+        .done
+        .iter()
+        .map(|d| (d.instance.as_str(), d))
+        .collect();
+    let failed: HashMap<&str, _> = cloud
+        .failed
+        .iter()
+        .map(|f| (f.instance.as_str(), f))
+        .collect();
+    group
+        .iter()
+        .map(|d| {
+            match (
+                done.get(d.instance.as_str()),
+                failed.get(d.instance.as_str()),
+            ) {
+                (Some(done), _) => NewAuditEntry {
+                    request_id: done.request_id.clone(),
+                    reason: match &done.fallback {
+                        Some(fallback) => format!("{}; {fallback}", d.reason),
+                        None => d.reason.clone(),
+                    },
+                    ..entry(d, Outcome::Succeeded)
+                },
+                (None, Some(failed)) => NewAuditEntry {
+                    request_id: failed.error.request_id.clone(),
+                    error: Some(failed.error.to_string()),
+                    ..entry(d, Outcome::Failed)
+                },
+                (None, None) => NewAuditEntry {
+                    error: Some("the cloud did not report on this instance".to_string()),
+                    ..entry(d, Outcome::Failed)
+                },
+            }
+        })
+        .collect()
+}

@@ -1,0 +1,252 @@
+//! `ebb tick` end to end: the built binary against moto's EC2 server and a real Postgres.
+
+mod common;
+
+use aws_sdk_ec2::types::InstanceStateName;
+use common::moto::{states, Fixture, Launch, G5};
+use serde_json::Value;
+use sqlx::PgPool;
+use std::process::{Command, Output};
+
+/// Research boxes run 09:00–19:00 London time on weekdays; ebb starts in the morning only what
+/// it stopped.
+const POLICY: &str = r#"
+policies:
+  - name: research-hours
+    match:
+      tags: {team: research}
+    work_hours:
+      timezone: Europe/London
+      periods:
+        - {days: mon-fri, start: "09:00", stop: "19:00"}
+      outside_hours: stop
+      start_at_open: stopped-by-ebb
+"#;
+
+/// Monday evening and Tuesday morning (London is on UTC in winter).
+const EVENING: &str = "2026-11-30T20:00:00Z";
+const LATER: &str = "2026-11-30T20:05:00Z";
+const MORNING: &str = "2026-12-01T09:05:00Z";
+
+struct Setup {
+    f: Fixture,
+    url: String,
+    policies: tempfile::TempDir,
+}
+
+impl Setup {
+    async fn new(pool: &PgPool, region: &'static str) -> Setup {
+        let policies = tempfile::tempdir().unwrap();
+        std::fs::write(policies.path().join("research.yaml"), POLICY).unwrap();
+        Setup {
+            f: Fixture::new(region).await,
+            url: common::database_url(pool),
+            policies,
+        }
+    }
+
+    /// Runs `ebb ARGS` with this setup's database, region and management tag.
+    fn ebb(&self, args: &[&str]) -> Output {
+        Command::new(env!("CARGO_BIN_EXE_ebb"))
+            .args(args)
+            .env("DATABASE_URL", &self.url)
+            .env("EBB_POLICIES", self.policies.path())
+            .env("EBB_REGIONS", self.f.region)
+            .env("EBB_MANAGED_TAG", format!("ebb:managed={}", self.f.managed))
+            .output()
+            .unwrap()
+    }
+
+    fn tick(&self, at: &str, extra: &[&str]) -> String {
+        let mut args = vec!["tick", "--at", at];
+        args.extend_from_slice(extra);
+        let out = self.ebb(&args);
+        assert!(out.status.success(), "tick at {at} failed: {out:?}");
+        String::from_utf8(out.stdout).unwrap()
+    }
+
+    /// The audit rows about `instance` with `action`, as JSON objects.
+    fn audit(&self, instance: &str, action: &str) -> Vec<Value> {
+        let out = self.ebb(&[
+            "audit",
+            "--instance",
+            instance,
+            "--action",
+            action,
+            "--format",
+            "json",
+        ]);
+        assert!(out.status.success(), "{out:?}");
+        serde_json::from_slice(&out.stdout).unwrap()
+    }
+
+    async fn state(&self, id: &str) -> InstanceStateName {
+        states(&self.f.ec2, &[id.to_string()]).await[id].clone()
+    }
+}
+
+fn outcomes(rows: &[Value]) -> Vec<(&str, bool)> {
+    rows.iter()
+        .map(|r| {
+            (
+                r["outcome"].as_str().unwrap(),
+                r["dry_run"].as_bool().unwrap(),
+            )
+        })
+        .collect()
+}
+
+#[sqlx::test(migrations = false)]
+async fn evening_stops_what_matches_and_morning_starts_only_what_ebb_stopped(pool: PgPool) {
+    let s = Setup::new(&pool, "eu-west-3").await;
+    let research = s.f.launch(G5).await;
+    let skipped =
+        s.f.launch(Launch {
+            tags: &[("team", "research"), ("ebb:skip", "true")],
+            ..G5
+        })
+        .await;
+    let other =
+        s.f.launch(Launch {
+            tags: &[("team", "other")],
+            ..G5
+        })
+        .await;
+    let stopped_by_hand = s.f.launch(G5).await;
+    s.f.ec2
+        .stop_instances()
+        .instance_ids(&stopped_by_hand)
+        .send()
+        .await
+        .unwrap();
+
+    let evening = s.tick(EVENING, &[]);
+    assert!(evening.contains("1 actions (1 succeeded"), "{evening}");
+    assert_eq!(s.state(&research).await, InstanceStateName::Stopped);
+    assert_eq!(s.state(&skipped).await, InstanceStateName::Running);
+    assert_eq!(s.state(&other).await, InstanceStateName::Running);
+    let stops = s.audit(&research, "stop");
+    assert_eq!(outcomes(&stops), [("intent", false), ("succeeded", false)]);
+    assert_eq!(stops[1]["policy"], "research-hours");
+    assert!(stops[1]["request_id"].is_string(), "{stops:?}");
+
+    let later = s.tick(LATER, &[]);
+    assert!(later.contains(": 4 instances, 0 actions"), "{later}");
+    assert_eq!(s.audit(&research, "stop").len(), 2, "no second stop");
+
+    let morning = s.tick(MORNING, &[]);
+    assert!(morning.contains("1 actions (1 succeeded"), "{morning}");
+    assert_eq!(s.state(&research).await, InstanceStateName::Running);
+    assert_eq!(
+        s.state(&stopped_by_hand).await,
+        InstanceStateName::Stopped,
+        "a person stopped it: ebb leaves it"
+    );
+    assert_eq!(
+        outcomes(&s.audit(&research, "start")),
+        [("intent", false), ("succeeded", false)]
+    );
+    assert!(s.audit(&stopped_by_hand, "start").is_empty());
+    assert!(s.ebb(&["audit", "verify"]).status.success());
+}
+
+#[sqlx::test(migrations = false)]
+async fn a_dry_run_changes_nothing_and_is_audited_as_one(pool: PgPool) {
+    let s = Setup::new(&pool, "eu-south-2").await;
+    let research = s.f.launch(G5).await;
+    let out = s.tick(EVENING, &["--dry-run"]);
+    assert!(out.contains("1 dry run"), "{out}");
+    assert_eq!(s.state(&research).await, InstanceStateName::Running);
+    assert_eq!(
+        outcomes(&s.audit(&research, "stop")),
+        [("intent", true), ("skipped", true)]
+    );
+}
+
+#[sqlx::test(migrations = false)]
+async fn an_override_blocks_the_stop(pool: PgPool) {
+    let s = Setup::new(&pool, "il-central-1").await;
+    let research = s.f.launch(G5).await;
+    let kept = s.ebb(&[
+        "override",
+        &research,
+        "--until",
+        "87600h",
+        "--reason",
+        "training run until Friday",
+        "--actor",
+        "alice",
+    ]);
+    assert!(kept.status.success(), "{kept:?}");
+    let out = s.tick(EVENING, &[]);
+    assert!(out.contains("0 actions"), "{out}");
+    assert_eq!(s.state(&research).await, InstanceStateName::Running);
+    assert!(s.audit(&research, "stop").is_empty());
+}
+
+#[sqlx::test(migrations = false)]
+async fn an_interrupted_stop_is_resolved_from_the_real_state_not_repeated(pool: PgPool) {
+    let s = Setup::new(&pool, "me-central-1").await;
+    let research = s.f.launch(G5).await;
+    let store = ebb::store::Store::connect(&s.url).await.unwrap();
+    store.migrate().await.unwrap();
+    // A previous process wrote the intent and EC2 stopped the instance, then the process died
+    // before writing the outcome.
+    let intent = ebb::store::NewAuditEntry {
+        instance: Some(research.clone()),
+        region: Some(s.f.region.to_string()),
+        policy: Some("research-hours".into()),
+        code: Some("outside_hours".into()),
+        ..ebb::store::NewAuditEntry::event(
+            common::t("2026-11-30T19:00:30Z"),
+            "scheduler",
+            "stop",
+            "outside work hours".into(),
+        )
+    };
+    let intent = ebb::store::NewAuditEntry {
+        outcome: ebb::store::Outcome::Intent,
+        ..intent
+    };
+    store.append_audit(&[intent]).await.unwrap();
+    s.f.ec2
+        .stop_instances()
+        .instance_ids(&research)
+        .send()
+        .await
+        .unwrap();
+
+    let out = s.tick(EVENING, &[]);
+    assert!(out.contains("1 interrupted actions resolved"), "{out}");
+    assert!(
+        out.contains("0 actions"),
+        "stopped already: nothing to do again\n{out}"
+    );
+    let rows = s.audit(&research, "stop");
+    assert_eq!(outcomes(&rows), [("intent", false), ("succeeded", false)]);
+    assert!(rows[1]["reason"]
+        .as_str()
+        .unwrap()
+        .contains("found stopped"));
+
+    // The morning start knows the stop was ebb's.
+    s.tick(MORNING, &[]);
+    assert_eq!(s.state(&research).await, InstanceStateName::Running);
+}
+
+#[sqlx::test(migrations = false)]
+async fn invalid_policies_and_no_earlier_valid_set_mean_no_action(pool: PgPool) {
+    let s = Setup::new(&pool, "af-south-1").await;
+    let research = s.f.launch(G5).await;
+    std::fs::write(
+        s.policies.path().join("broken.yaml"),
+        "policies: [ {name: x, match: 3} ]\n",
+    )
+    .unwrap();
+    let out = s.ebb(&["tick", "--at", EVENING]);
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert!(err.starts_with("error: policies are not valid"), "{err}");
+    assert_eq!(s.state(&research).await, InstanceStateName::Running);
+    assert!(s.audit(&research, "stop").is_empty());
+}
