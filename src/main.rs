@@ -5,11 +5,13 @@ use chrono::{DateTime, Local, Utc};
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use ebb::cloud::aws::{self, AwsProvider};
 use ebb::cloud::Provider as _;
-use ebb::reconcile::{Options, Reconciler};
+use ebb::reconcile::{self, Options, Reconciler};
 use ebb::store::{AuditFilter, Outcome, Store, Verification};
 use ebb::{engine, fleet, output, policy};
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::Arc;
+use tokio::signal::unix::{signal, SignalKind};
 
 /// ebb makes a GPU cloud bill follow real demand.
 #[derive(Parser)]
@@ -58,23 +60,22 @@ enum Command {
     Override(OverrideArgs),
     /// One reconcile pass (AWS credential chain, DATABASE_URL): decide, act, record; then exit.
     Tick {
-        /// Policy directories or files (repeatable).
-        #[arg(
-            long = "policies",
-            value_name = "DIR",
-            required = true,
-            env = "EBB_POLICIES",
-            value_delimiter = ','
-        )]
-        policies: Vec<PathBuf>,
         /// The decision time, RFC 3339 (default: now); for tests and replays.
         #[arg(long, value_name = "TS", value_parser = parse_time)]
         at: Option<DateTime<Utc>>,
-        /// Decide and audit, but change nothing.
-        #[arg(long, env = "EBB_DRY_RUN")]
-        dry_run: bool,
         #[command(flatten)]
-        cloud: CloudArgs,
+        reconcile: ReconcileArgs,
+    },
+    /// The control plane: ticks every EBB_TICK, and on SIGHUP, as the leader among replicas.
+    Serve {
+        /// Time between ticks.
+        #[arg(long, env = "EBB_TICK", default_value = "60s", value_parser = humantime::parse_duration)]
+        tick: std::time::Duration,
+        /// This replica's name, shown as the leader's (default: host name and process id).
+        #[arg(long, env = "EBB_REPLICA")]
+        replica: Option<String>,
+        #[command(flatten)]
+        reconcile: ReconcileArgs,
     },
     /// List the instances ebb manages as the cloud shows them now (AWS credential chain).
     Inventory {
@@ -84,6 +85,43 @@ enum Command {
         #[arg(long, value_enum, default_value_t = Format::Table)]
         format: Format,
     },
+}
+
+/// What a reconcile pass acts on, and how.
+#[derive(Args)]
+struct ReconcileArgs {
+    /// Policy directories or files (repeatable).
+    #[arg(
+        long = "policies",
+        value_name = "DIR",
+        required = true,
+        env = "EBB_POLICIES",
+        value_delimiter = ','
+    )]
+    policies: Vec<PathBuf>,
+    /// Decide and audit, but change nothing.
+    #[arg(long, env = "EBB_DRY_RUN")]
+    dry_run: bool,
+    /// At most this many actions a tick (starts, then notices, then stops); the rest wait.
+    #[arg(long, env = "EBB_MAX_ACTIONS_PER_TICK", value_name = "N")]
+    max_actions: Option<usize>,
+    #[command(flatten)]
+    cloud: CloudArgs,
+}
+
+impl ReconcileArgs {
+    async fn reconciler(self) -> Result<(Reconciler<AwsProvider>, Store)> {
+        let store = Store::open_from_env().await?;
+        let provider = self.cloud.provider().await?;
+        let options = Options {
+            dry_run: self.dry_run,
+            max_actions: self.max_actions,
+        };
+        Ok((
+            Reconciler::new(provider, store.clone(), self.policies, options),
+            store,
+        ))
+    }
 }
 
 /// Where ebb looks in AWS.
@@ -259,9 +297,39 @@ fn parse_time(s: &str) -> Result<DateTime<Utc>, String> {
         .map_err(|_| format!("\"{s}\" is not an RFC 3339 time (like 2026-11-30T20:05:00Z or 2026-11-30T20:05:00+08:00)"))
 }
 
+/// The host name and process id: unique among replicas.
+fn replica_name() -> String {
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|h| h.trim().to_string())
+        .unwrap_or_else(|_| "ebb".into());
+    format!("{host}:{}", std::process::id())
+}
+
+/// Logs: JSON lines on stdout for `serve` (for log collectors), plain lines on stderr for the
+/// other commands; `EBB_LOG` (a tracing filter) sets the level.
+fn init_logs(command: &Command) {
+    use tracing_subscriber::EnvFilter;
+    let serving = matches!(command, Command::Serve { .. });
+    let filter = EnvFilter::try_from_env("EBB_LOG")
+        .unwrap_or_else(|_| EnvFilter::new(if serving { "info" } else { "warn" }));
+    let logs = tracing_subscriber::fmt().with_env_filter(filter);
+    if serving {
+        logs.json()
+            .with_ansi(false)
+            .with_writer(std::io::stdout)
+            .init();
+    } else {
+        use std::io::IsTerminal;
+        logs.with_ansi(std::io::stderr().is_terminal())
+            .with_writer(std::io::stderr)
+            .init();
+    }
+}
+
 #[tokio::main]
 async fn main() -> ExitCode {
     let cli = Cli::parse();
+    init_logs(&cli.command);
     match run(cli.command).await {
         Ok(code) => code,
         Err(err) => {
@@ -361,16 +429,14 @@ async fn run(command: Command) -> Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Override(args) => overrides(args).await,
-        Command::Tick {
-            policies,
-            at,
-            dry_run,
-            cloud,
-        } => {
-            let store = Store::open_from_env().await?;
-            let provider = cloud.provider().await?;
-            let mut reconciler = Reconciler::new(provider, store, policies, Options { dry_run });
-            let report = reconciler.tick(at.unwrap_or_else(Utc::now)).await?;
+        Command::Tick { at, reconcile } => {
+            let (mut reconciler, store) = reconcile.reconciler().await?;
+            let Some(mut leader) = store.try_lead(&replica_name()).await? else {
+                bail!("another ebb is the leader and acting (ebb serve?); this tick did nothing");
+            };
+            let report = reconciler
+                .tick(at.unwrap_or_else(Utc::now), &mut leader)
+                .await?;
             print!("{}", output::tick_summary(&report));
             if let Some(err) = &report.policy_error {
                 eprintln!("error: {err}");
@@ -387,6 +453,33 @@ async fn run(command: Command) -> Result<ExitCode> {
                     ExitCode::SUCCESS
                 },
             )
+        }
+        Command::Serve {
+            tick,
+            replica,
+            reconcile,
+        } => {
+            let (reconciler, _) = reconcile.reconciler().await?;
+            let name = replica.unwrap_or_else(replica_name);
+            let wake = Arc::new(tokio::sync::Notify::new());
+            let mut hangup = signal(SignalKind::hangup())?;
+            let on_hangup = wake.clone();
+            tokio::spawn(async move {
+                while hangup.recv().await.is_some() {
+                    on_hangup.notify_one();
+                }
+            });
+            let mut terminate = signal(SignalKind::terminate())?;
+            let shutdown = async move {
+                tokio::select! {
+                    _ = terminate.recv() => {}
+                    _ = tokio::signal::ctrl_c() => {}
+                }
+                tracing::info!("shutting down after the tick in flight");
+            };
+            tracing::info!(replica = %name, every = %humantime::format_duration(tick), "serving");
+            reconcile::serve(reconciler, &name, tick, wake, shutdown).await;
+            Ok(ExitCode::SUCCESS)
         }
         Command::Inventory { cloud, format } => {
             let inventory = cloud.provider().await?.instances().await;

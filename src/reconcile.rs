@@ -8,7 +8,7 @@ use crate::cloud::{ActionReport, Inventory, Provider};
 use crate::engine::{self, Action, Decision};
 use crate::fleet::{Fleet, InstanceState, Sample};
 use crate::policy::{self, LoadError, PolicySet};
-use crate::store::{AuditEntry, NewAuditEntry, Outcome, Store, StoreError};
+use crate::store::{AuditEntry, Leadership, NewAuditEntry, Outcome, Store, StoreError};
 use chrono::{DateTime, Duration, SecondsFormat, Utc};
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
@@ -29,6 +29,8 @@ const READING_MARGIN: Duration = Duration::minutes(10);
 pub struct Options {
     /// Decide and audit, never act.
     pub dry_run: bool,
+    /// At most this many actions a tick; the rest wait for the next tick, decided afresh.
+    pub max_actions: Option<usize>,
 }
 
 /// Why a tick could not run.
@@ -68,6 +70,8 @@ pub struct TickReport {
     pub resolved: Vec<AuditEntry>,
     /// The actions, each with its outcome.
     pub actions: Vec<ActionOutcome>,
+    /// Actions left for the next tick by the cap.
+    pub deferred: usize,
 }
 
 /// Runs ticks against one provider and one store, remembering the last valid policy set.
@@ -91,8 +95,12 @@ impl<P: Provider> Reconciler<P> {
         }
     }
 
-    /// One pass at `now`.
-    pub async fn tick(&mut self, now: DateTime<Utc>) -> Result<TickReport, TickError> {
+    /// One pass at `now`, as the leader.
+    pub async fn tick(
+        &mut self,
+        now: DateTime<Utc>,
+        leader: &mut Leadership,
+    ) -> Result<TickReport, TickError> {
         let mut report = TickReport {
             at: now,
             ..TickReport::default()
@@ -147,7 +155,9 @@ impl<P: Provider> Reconciler<P> {
         self.store.record_policies(&governing).await?;
 
         let version = set.version.to_string();
-        report.actions = self.act(decisions, &version, now).await?;
+        let (actions, deferred) = self.act(decisions, &version, now, leader).await?;
+        report.actions = actions;
+        report.deferred = deferred;
         Ok(report)
     }
 
@@ -291,7 +301,8 @@ impl<P: Provider> Reconciler<P> {
         decisions: Vec<Decision>,
         version: &str,
         now: DateTime<Utc>,
-    ) -> Result<Vec<ActionOutcome>, StoreError> {
+        leader: &mut Leadership,
+    ) -> Result<(Vec<ActionOutcome>, usize), StoreError> {
         let mut to_act: Vec<Decision> = decisions
             .into_iter()
             .filter(|d| {
@@ -301,10 +312,22 @@ impl<P: Provider> Reconciler<P> {
                 )
             })
             .collect();
-        // Starts first (people are waiting for them), then notices, then stops.
+        // Starts first (people are waiting for them), then notices, then stops; by instance id
+        // within each. The cap keeps that order.
         to_act.sort_by_key(|d| (order(d.action), d.instance.clone()));
+        let deferred = self
+            .options
+            .max_actions
+            .map_or(0, |cap| to_act.len().saturating_sub(cap));
+        to_act.truncate(to_act.len() - deferred);
+        if deferred > 0 {
+            tracing::warn!(
+                deferred,
+                "more actions than EBB_MAX_ACTIONS_PER_TICK allows; the rest wait"
+            );
+        }
         if to_act.is_empty() {
-            return Ok(Vec::new());
+            return Ok((Vec::new(), deferred));
         }
         let entry = |d: &Decision, outcome: Outcome, dry_run: bool| NewAuditEntry {
             at: now,
@@ -352,10 +375,9 @@ impl<P: Provider> Reconciler<P> {
             outcome: Outcome::Skipped,
         }));
 
-        // Real actions: every intent committed before any cloud call.
-        let intents = self
-            .store
-            .append_audit(
+        // Real actions: every intent committed, on the leader's session, before any cloud call.
+        let intents = leader
+            .append_intents(
                 &real
                     .iter()
                     .map(|d| entry(d, Outcome::Intent, false))
@@ -400,8 +422,71 @@ impl<P: Provider> Reconciler<P> {
                 });
             }
         }
-        Ok(results)
+        Ok((results, deferred))
     }
+}
+
+/// Runs the control loop until `shutdown` resolves: every `interval`, and whenever `wake` is
+/// notified, a replica that leads (or can become the leader) ticks; the others wait. A tick in
+/// flight always finishes before shutdown: its intents are committed and its outcomes written.
+pub async fn serve<P: Provider>(
+    mut reconciler: Reconciler<P>,
+    name: &str,
+    interval: std::time::Duration,
+    wake: Arc<tokio::sync::Notify>,
+    shutdown: impl std::future::Future<Output = ()>,
+) {
+    let mut ticker = tokio::time::interval(interval);
+    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    tokio::pin!(shutdown);
+    let mut leader: Option<Leadership> = None;
+    loop {
+        tokio::select! {
+            biased;
+            () = &mut shutdown => break,
+            _ = ticker.tick() => {}
+            () = wake.notified() => {}
+        }
+        if let Some(held) = leader.as_mut() {
+            if !held.held().await {
+                tracing::error!("lost the leadership (database session ended)");
+                leader = None;
+            }
+        }
+        if leader.is_none() {
+            match reconciler.store.try_lead(name).await {
+                Ok(Some(won)) => {
+                    tracing::info!(replica = name, "became the leader");
+                    leader = Some(won);
+                }
+                Ok(None) => continue,
+                Err(err) => {
+                    tracing::error!("cannot reach the database to elect a leader: {err}");
+                    continue;
+                }
+            }
+        }
+        let Some(held) = leader.as_mut() else {
+            continue;
+        };
+        match reconciler.tick(Utc::now(), held).await {
+            Ok(report) => tracing::info!(
+                instances = report.instances,
+                actions = report.actions.len(),
+                failed = report
+                    .actions
+                    .iter()
+                    .filter(|a| a.outcome == Outcome::Failed)
+                    .count(),
+                deferred = report.deferred,
+                resolved = report.resolved.len(),
+                policy_error = report.policy_error.as_deref(),
+                "tick"
+            ),
+            Err(err) => tracing::error!("tick failed: {err}"),
+        }
+    }
+    tracing::info!("shut down");
 }
 
 /// The order actions are carried out in.

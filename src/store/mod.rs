@@ -7,10 +7,12 @@
 
 mod audit;
 mod inventory;
+mod leader;
 mod overrides;
 
 pub use audit::{AuditEntry, AuditFilter, NewAuditEntry, Outcome, Verification};
 pub use inventory::{InstanceRecord, SyncReport};
+pub use leader::Leadership;
 pub use overrides::OverrideRecord;
 
 use sqlx::migrate::Migrator;

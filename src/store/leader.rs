@@ -1,0 +1,56 @@
+//! Leader election: the replica holding a session-level advisory lock acts; the others serve
+//! reads. The lock lives on a connection of its own, and the leader writes its intents on that
+//! connection. Losing the connection loses the lock and the means to write an intent together,
+//! so a replica that is no longer the leader cannot start an action (the intent is committed
+//! before every cloud call). When a leader dies, Postgres drops its session and the lock with it.
+
+use super::audit::append_in;
+use super::{AuditEntry, NewAuditEntry, Result, Store};
+use sqlx::{Connection, PgConnection};
+
+/// Proof of leadership: the session that holds the lock.
+pub struct Leadership {
+    conn: PgConnection,
+}
+
+impl Store {
+    /// Tries to become the leader as `name` (shown in `pg_stat_activity`); `None` when another
+    /// replica leads.
+    pub async fn try_lead(&self, name: &str) -> Result<Option<Leadership>> {
+        let options = self
+            .pool
+            .connect_options()
+            .as_ref()
+            .clone()
+            .application_name(&format!("ebb leader {name}"));
+        let mut conn = PgConnection::connect_with(&options).await?;
+        let held: bool = sqlx::query_scalar("SELECT pg_try_advisory_lock(hashtext('ebb.leader'))")
+            .fetch_one(&mut conn)
+            .await?;
+        if held {
+            Ok(Some(Leadership { conn }))
+        } else {
+            conn.close().await?;
+            Ok(None)
+        }
+    }
+}
+
+impl Leadership {
+    /// Whether the lock is still held: it is as long as its session is alive.
+    pub async fn held(&mut self) -> bool {
+        sqlx::query("SELECT 1")
+            .execute(&mut self.conn)
+            .await
+            .is_ok()
+    }
+
+    /// Appends intents on the leader's session, as one transaction; fails once leadership is
+    /// lost.
+    pub async fn append_intents(&mut self, entries: &[NewAuditEntry]) -> Result<Vec<AuditEntry>> {
+        let mut tx = self.conn.begin().await?;
+        let rows = append_in(&mut tx, entries).await?;
+        tx.commit().await?;
+        Ok(rows)
+    }
+}
