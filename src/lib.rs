@@ -14,3 +14,4 @@ pub mod policy;
 pub mod reconcile;
 pub mod schedule;
 pub mod store;
+pub mod webhook;

@@ -7,6 +7,7 @@ use ebb::cloud::aws::{self, AwsProvider};
 use ebb::cloud::Provider as _;
 use ebb::reconcile::{self, Options, Reconciler};
 use ebb::store::{AuditFilter, Outcome, Store, Verification};
+use ebb::webhook::{Poster, Webhook};
 use ebb::{engine, fleet, output, policy};
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -105,21 +106,31 @@ struct ReconcileArgs {
     /// At most this many actions a tick (starts, then notices, then stops); the rest wait.
     #[arg(long, env = "EBB_MAX_ACTIONS_PER_TICK", value_name = "N")]
     max_actions: Option<usize>,
+    /// Post notices (Slack-compatible JSON) to this URL.
+    #[arg(long, env = "EBB_WEBHOOK_URL", value_name = "URL")]
+    webhook_url: Option<reqwest::Url>,
     #[command(flatten)]
     cloud: CloudArgs,
 }
 
+/// How long notices still queued may take to post before the process exits.
+const WEBHOOK_DRAIN: std::time::Duration = std::time::Duration::from_secs(30);
+
 impl ReconcileArgs {
-    async fn reconciler(self) -> Result<(Reconciler<AwsProvider>, Store)> {
+    /// The reconciler, its store, and the webhook poster to drain before exit.
+    async fn reconciler(self) -> Result<(Reconciler<AwsProvider>, Store, Option<Poster>)> {
         let store = Store::open_from_env().await?;
         let provider = self.cloud.provider().await?;
+        let (webhook, poster) = self.webhook_url.map(Webhook::start).unzip();
         let options = Options {
             dry_run: self.dry_run,
             max_actions: self.max_actions,
+            webhook,
         };
         Ok((
             Reconciler::new(provider, store.clone(), self.policies, options),
             store,
+            poster,
         ))
     }
 }
@@ -430,13 +441,19 @@ async fn run(command: Command) -> Result<ExitCode> {
         }
         Command::Override(args) => overrides(args).await,
         Command::Tick { at, reconcile } => {
-            let (mut reconciler, store) = reconcile.reconciler().await?;
+            let (mut reconciler, store, poster) = reconcile.reconciler().await?;
             let Some(mut leader) = store.try_lead(&replica_name()).await? else {
                 bail!("another ebb is the leader and acting (ebb serve?); this tick did nothing");
             };
             let report = reconciler
                 .tick(at.unwrap_or_else(Utc::now), &mut leader)
-                .await?;
+                .await;
+            // The queue closes with the reconciler; what it holds is posted before exit.
+            drop(reconciler);
+            if let Some(poster) = poster {
+                poster.finish(WEBHOOK_DRAIN).await;
+            }
+            let report = report?;
             print!("{}", output::tick_summary(&report));
             if let Some(err) = &report.policy_error {
                 eprintln!("error: {err}");
@@ -459,7 +476,7 @@ async fn run(command: Command) -> Result<ExitCode> {
             replica,
             reconcile,
         } => {
-            let (reconciler, _) = reconcile.reconciler().await?;
+            let (reconciler, _, poster) = reconcile.reconciler().await?;
             let name = replica.unwrap_or_else(replica_name);
             let wake = Arc::new(tokio::sync::Notify::new());
             let mut hangup = signal(SignalKind::hangup())?;
@@ -479,6 +496,9 @@ async fn run(command: Command) -> Result<ExitCode> {
             };
             tracing::info!(replica = %name, every = %humantime::format_duration(tick), "serving");
             reconcile::serve(reconciler, &name, tick, wake, shutdown).await;
+            if let Some(poster) = poster {
+                poster.finish(WEBHOOK_DRAIN).await;
+            }
             Ok(ExitCode::SUCCESS)
         }
         Command::Inventory { cloud, format } => {

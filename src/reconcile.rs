@@ -31,6 +31,8 @@ pub struct Options {
     pub dry_run: bool,
     /// At most this many actions a tick; the rest wait for the next tick, decided afresh.
     pub max_actions: Option<usize>,
+    /// Where notices are posted, beside the `ebb:stop-at` tag.
+    pub webhook: Option<crate::webhook::Webhook>,
 }
 
 /// Why a tick could not run.
@@ -414,6 +416,9 @@ impl<P: Provider> Reconciler<P> {
             for (d, o) in group.iter().zip(&outcomes) {
                 if o.outcome == Outcome::Succeeded {
                     self.store.record_action(&d.instance, d.action, now).await?;
+                    if let (Action::Notify, Some(webhook)) = (d.action, &self.options.webhook) {
+                        webhook.send(notice(d));
+                    }
                 }
                 results.push(ActionOutcome {
                     decision: (*d).clone(),
@@ -487,6 +492,22 @@ pub async fn serve<P: Provider>(
         }
     }
     tracing::info!("shut down");
+}
+
+/// A notice for people: which instance stops when, and why.
+fn notice(d: &Decision) -> String {
+    let when = d.stop_at.map_or_else(
+        || "soon".to_string(),
+        |t| format!("at {}", t.to_rfc3339_opts(SecondsFormat::Secs, true)),
+    );
+    format!(
+        "ebb will stop {} ({}) {when}, policy {}: {}. To keep it running: ebb override {} --until 4h --reason '...', or tag it ebb:keep-until.",
+        d.instance,
+        d.region,
+        d.policy.as_deref().unwrap_or("-"),
+        d.reason,
+        d.instance
+    )
 }
 
 /// The order actions are carried out in.

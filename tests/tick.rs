@@ -250,3 +250,122 @@ async fn invalid_policies_and_no_earlier_valid_set_mean_no_action(pool: PgPool) 
     assert_eq!(s.state(&research).await, InstanceStateName::Running);
     assert!(s.audit(&research, "stop").is_empty());
 }
+
+/// A webhook receiver on 127.0.0.1 that answers 500 to the first request and 200 after;
+/// returns its URL and the bodies it received.
+async fn receiver() -> (String, std::sync::Arc<std::sync::Mutex<Vec<Value>>>) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/hook", listener.local_addr().unwrap());
+    let bodies = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let seen = bodies.clone();
+    tokio::spawn(async move {
+        loop {
+            let (mut socket, _) = listener.accept().await.unwrap();
+            let mut request = Vec::new();
+            let mut buf = [0u8; 4096];
+            let body = loop {
+                let n = socket.read(&mut buf).await.unwrap();
+                if n == 0 {
+                    break None;
+                }
+                request.extend_from_slice(&buf[..n]);
+                let text = String::from_utf8_lossy(&request).to_string();
+                if let Some((head, body)) = text.split_once("\r\n\r\n") {
+                    let length: usize = head
+                        .lines()
+                        .find_map(|l| {
+                            let (k, v) = l.split_once(':')?;
+                            k.eq_ignore_ascii_case("content-length")
+                                .then(|| v.trim().parse().ok())?
+                        })
+                        .unwrap_or(0);
+                    if body.len() >= length {
+                        break Some(body[..length].to_string());
+                    }
+                }
+            };
+            let Some(body) = body else { continue };
+            let first = {
+                let mut all = seen.lock().unwrap();
+                all.push(serde_json::from_str::<Value>(&body).unwrap());
+                all.len() == 1
+            };
+            let status = if first {
+                "500 Internal Server Error"
+            } else {
+                "200 OK"
+            };
+            let answer =
+                format!("HTTP/1.1 {status}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n");
+            socket.write_all(answer.as_bytes()).await.unwrap();
+        }
+    });
+    (url, bodies)
+}
+
+#[sqlx::test(migrations = false)]
+async fn a_notice_tags_the_instance_and_reaches_the_webhook_despite_a_failure(pool: PgPool) {
+    let s = Setup::new(&pool, "ap-southeast-2").await;
+    std::fs::write(
+        s.policies.path().join("research.yaml"),
+        format!("{POLICY}    notify:\n      before: 15m\n"),
+    )
+    .unwrap();
+    let research = s.f.launch(G5).await;
+    let (url, bodies) = receiver().await;
+    let mut tick = Command::new(env!("CARGO_BIN_EXE_ebb"));
+    tick.args(["tick", "--at", "2026-11-30T18:50:00Z"])
+        .env("DATABASE_URL", &s.url)
+        .env("EBB_POLICIES", s.policies.path())
+        .env("EBB_REGIONS", s.f.region)
+        .env("EBB_MANAGED_TAG", format!("ebb:managed={}", s.f.managed))
+        .env("EBB_WEBHOOK_URL", &url);
+    // Off the runtime's thread, so that the receiver keeps answering meanwhile.
+    let out = tokio::task::spawn_blocking(move || tick.output().unwrap())
+        .await
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(s.state(&research).await, InstanceStateName::Running);
+    let described =
+        s.f.ec2
+            .describe_instances()
+            .instance_ids(&research)
+            .send()
+            .await
+            .unwrap();
+    let tags = described.reservations()[0].instances()[0].tags();
+    let stop_at = tags
+        .iter()
+        .find(|t| t.key() == Some("ebb:stop-at"))
+        .and_then(|t| t.value());
+    assert_eq!(stop_at, Some("2026-11-30T19:00:00Z"));
+    assert_eq!(
+        outcomes(&s.audit(&research, "notify")),
+        [("intent", false), ("succeeded", false)]
+    );
+    let bodies = bodies.lock().unwrap().clone();
+    assert_eq!(bodies.len(), 2, "one failure, then the retry: {bodies:?}");
+    let text = bodies[1]["text"].as_str().unwrap();
+    assert!(text.contains(&research), "{text}");
+    assert!(text.contains("2026-11-30T19:00:00Z"), "{text}");
+}
+
+#[sqlx::test(migrations = false)]
+async fn the_cap_leaves_the_rest_for_the_next_tick_in_id_order(pool: PgPool) {
+    let s = Setup::new(&pool, "ap-northeast-2").await;
+    let mut ids = Vec::new();
+    for _ in 0..3 {
+        ids.push(s.f.launch(G5).await);
+    }
+    ids.sort();
+    let out = s.tick(EVENING, &["--max-actions", "2"]);
+    assert!(out.contains("2 actions (2 succeeded"), "{out}");
+    assert!(out.contains("1 deferred by the cap"), "{out}");
+    assert_eq!(s.state(&ids[0]).await, InstanceStateName::Stopped);
+    assert_eq!(s.state(&ids[1]).await, InstanceStateName::Stopped);
+    assert_eq!(s.state(&ids[2]).await, InstanceStateName::Running);
+    let out = s.tick(LATER, &["--max-actions", "2"]);
+    assert!(out.contains("1 actions (1 succeeded"), "{out}");
+    assert_eq!(s.state(&ids[2]).await, InstanceStateName::Stopped);
+}
