@@ -475,19 +475,24 @@ pub async fn serve<P: Provider>(
             continue;
         };
         match reconciler.tick(Utc::now(), held).await {
-            Ok(report) => tracing::info!(
-                instances = report.instances,
-                actions = report.actions.len(),
-                failed = report
-                    .actions
-                    .iter()
-                    .filter(|a| a.outcome == Outcome::Failed)
-                    .count(),
-                deferred = report.deferred,
-                resolved = report.resolved.len(),
-                policy_error = report.policy_error.as_deref(),
-                "tick"
-            ),
+            Ok(report) => {
+                for failure in &report.inventory_failures {
+                    tracing::error!("cannot list instances in {failure}");
+                }
+                tracing::info!(
+                    instances = report.instances,
+                    actions = report.actions.len(),
+                    failed = report
+                        .actions
+                        .iter()
+                        .filter(|a| a.outcome == Outcome::Failed)
+                        .count(),
+                    deferred = report.deferred,
+                    resolved = report.resolved.len(),
+                    policy_error = report.policy_error.as_deref(),
+                    "tick"
+                )
+            }
             Err(err) => tracing::error!("tick failed: {err}"),
         }
     }

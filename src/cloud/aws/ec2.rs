@@ -42,11 +42,6 @@ impl AwsProvider {
                     }
                 }
                 Err(error) => {
-                    tracing::warn!(
-                        region = %scope.region,
-                        account = scope.account.as_deref().unwrap_or("own"),
-                        "cannot list instances: {error}"
-                    );
                     failed_scopes.insert(index);
                     incomplete.insert(scope.region.clone());
                     inventory.failures.push(ScopeFailure {
