@@ -88,9 +88,9 @@ enum Command {
     },
 }
 
-/// What a reconcile pass acts on, and how.
+/// Where the policies are.
 #[derive(Args)]
-struct ReconcileArgs {
+struct PolicyDirs {
     /// Policy directories or files (repeatable).
     #[arg(
         long = "policies",
@@ -100,6 +100,13 @@ struct ReconcileArgs {
         value_delimiter = ','
     )]
     policies: Vec<PathBuf>,
+}
+
+/// What a reconcile pass acts on, and how.
+#[derive(Args)]
+struct ReconcileArgs {
+    #[command(flatten)]
+    policies: PolicyDirs,
     /// Decide and audit, but change nothing.
     #[arg(long, env = "EBB_DRY_RUN")]
     dry_run: bool,
@@ -128,7 +135,7 @@ impl ReconcileArgs {
             webhook,
         };
         Ok((
-            Reconciler::new(provider, store.clone(), self.policies, options),
+            Reconciler::new(provider, store.clone(), self.policies.policies, options),
             store,
             poster,
         ))
@@ -257,15 +264,8 @@ fn default_actor() -> String {
 /// The inputs of an offline decision.
 #[derive(clap::Args)]
 struct Input {
-    /// Policy directories or files (repeatable).
-    #[arg(
-        long = "policies",
-        value_name = "DIR",
-        required = true,
-        env = "EBB_POLICIES",
-        value_delimiter = ','
-    )]
-    policies: Vec<PathBuf>,
+    #[command(flatten)]
+    policies: PolicyDirs,
     /// A fleet snapshot (YAML, or JSON when the name ends in .json).
     #[arg(long, value_name = "FILE")]
     fleet: PathBuf,
@@ -592,8 +592,8 @@ impl Input {
         fleet::Fleet,
         engine::Prior,
     )> {
-        let set =
-            policy::load(&self.policies).context("policies are not valid (run ebb validate)")?;
+        let set = policy::load(&self.policies.policies)
+            .context("policies are not valid (run ebb validate)")?;
         let (fleet, prior) = fleet::load_snapshot(&self.fleet)?;
         Ok((self.at.unwrap_or_else(Utc::now), set, fleet, prior))
     }

@@ -343,25 +343,18 @@ impl AwsProvider {
 
     /// Starts instances in batches.
     pub(super) async fn start_instances(&self, region: &str, ids: &[String]) -> ActionReport {
-        let (groups, mut report) = self.group_by_scope(region, ids, "StartInstances");
-        for (index, ids) in groups {
-            let scope = &self.scopes[index];
-            let started = self
-                .batched(ids, |batch| async move {
-                    self.count("StartInstances");
-                    let out = scope
-                        .ec2
-                        .start_instances()
-                        .set_instance_ids(Some(batch))
-                        .send()
-                        .await
-                        .map_err(|e| cloud_error("StartInstances", e))?;
-                    Ok(out.request_id().map(str::to_string))
-                })
-                .await;
-            report.merge(started);
-        }
-        report
+        self.in_scopes(region, ids, "StartInstances", |scope, batch| async move {
+            self.count("StartInstances");
+            let out = scope
+                .ec2
+                .start_instances()
+                .set_instance_ids(Some(batch))
+                .send()
+                .await
+                .map_err(|e| cloud_error("StartInstances", e))?;
+            Ok(out.request_id().map(str::to_string))
+        })
+        .await
     }
 
     /// Sets tags in batches.
@@ -375,29 +368,22 @@ impl AwsProvider {
             .iter()
             .map(|(k, v)| Tag::builder().key(k).value(v).build())
             .collect();
-        let (groups, mut report) = self.group_by_scope(region, ids, "CreateTags");
-        for (index, ids) in groups {
-            let scope = &self.scopes[index];
-            let tagged = self
-                .batched(ids, |batch| {
-                    let tags = tags.clone();
-                    async move {
-                        self.count("CreateTags");
-                        let out = scope
-                            .ec2
-                            .create_tags()
-                            .set_resources(Some(batch))
-                            .set_tags(Some(tags))
-                            .send()
-                            .await
-                            .map_err(|e| cloud_error("CreateTags", e))?;
-                        Ok(out.request_id().map(str::to_string))
-                    }
-                })
-                .await;
-            report.merge(tagged);
-        }
-        report
+        self.in_scopes(region, ids, "CreateTags", |scope, batch| {
+            let tags = tags.clone();
+            async move {
+                self.count("CreateTags");
+                let out = scope
+                    .ec2
+                    .create_tags()
+                    .set_resources(Some(batch))
+                    .set_tags(Some(tags))
+                    .send()
+                    .await
+                    .map_err(|e| cloud_error("CreateTags", e))?;
+                Ok(out.request_id().map(str::to_string))
+            }
+        })
+        .await
     }
 
     /// Removes tags in batches.
@@ -408,27 +394,41 @@ impl AwsProvider {
         keys: &[String],
     ) -> ActionReport {
         let tags: Vec<Tag> = keys.iter().map(|k| Tag::builder().key(k).build()).collect();
-        let (groups, mut report) = self.group_by_scope(region, ids, "DeleteTags");
+        self.in_scopes(region, ids, "DeleteTags", |scope, batch| {
+            let tags = tags.clone();
+            async move {
+                self.count("DeleteTags");
+                let out = scope
+                    .ec2
+                    .delete_tags()
+                    .set_resources(Some(batch))
+                    .set_tags(Some(tags))
+                    .send()
+                    .await
+                    .map_err(|e| cloud_error("DeleteTags", e))?;
+                Ok(out.request_id().map(str::to_string))
+            }
+        })
+        .await
+    }
+
+    /// Runs `call` in batches on `ids` of `region`, each with the clients of the account that
+    /// listed it.
+    async fn in_scopes<'a, F, Fut>(
+        &'a self,
+        region: &str,
+        ids: &[String],
+        operation: &'static str,
+        call: F,
+    ) -> ActionReport
+    where
+        F: Fn(&'a Scope, Vec<String>) -> Fut,
+        Fut: Future<Output = Result<Option<String>, CloudError>>,
+    {
+        let (groups, mut report) = self.group_by_scope(region, ids, operation);
         for (index, ids) in groups {
             let scope = &self.scopes[index];
-            let untagged = self
-                .batched(ids, |batch| {
-                    let tags = tags.clone();
-                    async move {
-                        self.count("DeleteTags");
-                        let out = scope
-                            .ec2
-                            .delete_tags()
-                            .set_resources(Some(batch))
-                            .set_tags(Some(tags))
-                            .send()
-                            .await
-                            .map_err(|e| cloud_error("DeleteTags", e))?;
-                        Ok(out.request_id().map(str::to_string))
-                    }
-                })
-                .await;
-            report.merge(untagged);
+            report.merge(self.batched(ids, |batch| call(scope, batch)).await);
         }
         report
     }
