@@ -352,16 +352,24 @@ impl<P: Provider> Reconciler<P> {
             .partition(|d| d.dry_run || self.options.dry_run);
         let mut results = Vec::new();
 
-        // Dry runs: the intent and a `skipped` outcome, so the log shows what would have been done.
+        // Dry runs: the intent and a `skipped` outcome, so the log shows what would have been
+        // done; once, not at every tick while the same decision holds.
+        let ids: Vec<String> = dry.iter().map(|d| d.instance.clone()).collect();
+        let noted = self.store.last_dry_runs(&ids).await?;
+        let (repeated, new): (Vec<Decision>, Vec<Decision>) = dry.into_iter().partition(|d| {
+            noted.get(&d.instance).is_some_and(|(action, code)| {
+                action == d.action.as_str() && code.as_deref() == Some(d.code.as_str())
+            })
+        });
         let intents = self
             .store
             .append_audit(
-                &dry.iter()
+                &new.iter()
                     .map(|d| entry(d, Outcome::Intent, true))
                     .collect::<Vec<_>>(),
             )
             .await?;
-        let skipped: Vec<NewAuditEntry> = dry
+        let skipped: Vec<NewAuditEntry> = new
             .iter()
             .zip(&intents)
             .map(|(d, intent)| NewAuditEntry {
@@ -371,8 +379,16 @@ impl<P: Provider> Reconciler<P> {
             })
             .collect();
         self.store.append_audit(&skipped).await?;
-        results.extend(dry.into_iter().map(|decision| ActionOutcome {
+        results.extend(new.into_iter().map(|decision| ActionOutcome {
             detail: format!("{}; dry run, nothing done", decision.reason),
+            decision,
+            outcome: Outcome::Skipped,
+        }));
+        results.extend(repeated.into_iter().map(|decision| ActionOutcome {
+            detail: format!(
+                "{}; dry run, nothing done (already in the audit log)",
+                decision.reason
+            ),
             decision,
             outcome: Outcome::Skipped,
         }));

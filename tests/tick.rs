@@ -161,6 +161,11 @@ async fn a_dry_run_changes_nothing_and_is_audited_as_one(pool: PgPool) {
         outcomes(&s.audit(&research, "stop")),
         [("intent", true), ("skipped", true)]
     );
+    // The same decision at the next tick is shown, not written again.
+    let again = s.tick(LATER, &["--dry-run"]);
+    assert!(again.contains("1 dry run"), "{again}");
+    assert!(again.contains("already in the audit log"), "{again}");
+    assert_eq!(s.audit(&research, "stop").len(), 2);
 }
 
 #[sqlx::test(migrations = false)]

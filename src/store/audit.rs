@@ -340,6 +340,26 @@ impl Store {
         Ok(rows.into_iter().map(from_row).collect())
     }
 
+    /// Whether the newest audit row about each of `instances` is a dry run of `(action, code)`:
+    /// a dry-run decision that holds for hours need not be written again at every tick.
+    pub async fn last_dry_runs(
+        &self,
+        instances: &[String],
+    ) -> Result<std::collections::HashMap<String, (String, Option<String>)>> {
+        let rows: Vec<(String, String, Option<String>, bool)> = sqlx::query_as(
+            "SELECT DISTINCT ON (instance) instance, action, code, dry_run FROM audit_log
+             WHERE instance = ANY($1) ORDER BY instance, seq DESC",
+        )
+        .bind(instances)
+        .fetch_all(&self.pool)
+        .await?;
+        Ok(rows
+            .into_iter()
+            .filter(|(_, _, _, dry_run)| *dry_run)
+            .map(|(instance, action, code, _)| (instance, (action, code)))
+            .collect())
+    }
+
     /// Intents that have no outcome, oldest first: actions a crash (or a lost connection)
     /// interrupted between the intent and its outcome.
     pub async fn pending_intents(&self) -> Result<Vec<AuditEntry>> {
