@@ -134,8 +134,9 @@ impl<P: Provider> Reconciler<P> {
             .sync_inventory(&inventory.complete_regions, &inventory.instances, now)
             .await?;
         report.resolved = self.resolve_interrupted(&inventory, now).await?;
+        let version = set.version.to_string();
         self.store
-            .record_policy_version(&set.version.to_string(), ACTOR, now)
+            .record_policy_version(&version, ACTOR, now)
             .await?;
 
         let mut fleet = Fleet {
@@ -156,7 +157,6 @@ impl<P: Provider> Reconciler<P> {
             .collect();
         self.store.record_policies(&governing).await?;
 
-        let version = set.version.to_string();
         let (actions, deferred) = self.act(decisions, &version, now, leader).await?;
         report.actions = actions;
         report.deferred = deferred;
@@ -291,7 +291,7 @@ impl<P: Provider> Reconciler<P> {
         }
         let written = self.store.append_audit(&outcomes).await?;
         for (id, action, at) in done {
-            self.store.record_action(&id, action, at).await?;
+            self.store.record_action(&[id], action, at).await?;
         }
         Ok(written)
     }
@@ -416,10 +416,9 @@ impl<P: Provider> Reconciler<P> {
                 Action::Stop => self.provider.stop(region, &ids, false).await,
                 Action::Hibernate => self.provider.stop(region, &ids, true).await,
                 _ => {
-                    let at = stop_at.map_or_else(
-                        || now.to_rfc3339_opts(SecondsFormat::Secs, true),
-                        |t| t.to_rfc3339_opts(SecondsFormat::Secs, true),
-                    );
+                    let at = stop_at
+                        .unwrap_or(now)
+                        .to_rfc3339_opts(SecondsFormat::Secs, true);
                     let tags = BTreeMap::from([(STOP_AT_TAG.to_string(), at)]);
                     self.provider.tag(region, &ids, &tags).await
                 }
@@ -429,12 +428,18 @@ impl<P: Provider> Reconciler<P> {
                 ..entry(d, outcome, false)
             });
             self.store.append_audit(&outcomes).await?;
+            let succeeded: Vec<String> = group
+                .iter()
+                .zip(&outcomes)
+                .filter(|(_, o)| o.outcome == Outcome::Succeeded)
+                .map(|(d, _)| d.instance.clone())
+                .collect();
+            self.store.record_action(&succeeded, action, now).await?;
             for (d, o) in group.iter().zip(&outcomes) {
-                if o.outcome == Outcome::Succeeded {
-                    self.store.record_action(&d.instance, d.action, now).await?;
-                    if let (Action::Notify, Some(webhook)) = (d.action, &self.options.webhook) {
-                        webhook.send(notice(d));
-                    }
+                if let (Outcome::Succeeded, Action::Notify, Some(webhook)) =
+                    (o.outcome, d.action, &self.options.webhook)
+                {
+                    webhook.send(notice(d));
                 }
                 results.push(ActionOutcome {
                     decision: (*d).clone(),

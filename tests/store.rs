@@ -205,11 +205,11 @@ async fn prior_facts_come_back_and_a_running_instance_is_no_longer_stopped_by_eb
         .await
         .unwrap();
     store
-        .record_action("i-00000", Action::Stop, now)
+        .record_action(&["i-00000".to_string()], Action::Stop, now)
         .await
         .unwrap();
     store
-        .record_action("i-00001", Action::Notify, now)
+        .record_action(&["i-00001".to_string()], Action::Notify, now)
         .await
         .unwrap();
     let prior = store.prior(now).await.unwrap();
@@ -247,7 +247,7 @@ async fn prior_facts_come_back_and_a_running_instance_is_no_longer_stopped_by_eb
     );
 
     store
-        .record_action("i-00000", Action::Start, now)
+        .record_action(&["i-00000".to_string()], Action::Start, now)
         .await
         .unwrap();
     assert_eq!(

@@ -357,23 +357,28 @@ impl Store {
         Ok(Prior::new(facts, overrides))
     }
 
-    /// Remembers that ebb did `action` to `instance` at `at` (after the cloud accepted it).
+    /// Remembers that ebb did `action` to `instances` at `at` (after the cloud accepted it).
     pub async fn record_action(
         &self,
-        instance: &str,
+        instances: &[String],
         action: Action,
         at: DateTime<Utc>,
     ) -> Result<()> {
         let sql = match action {
-            Action::Stop | Action::Hibernate => "UPDATE instances SET stopped_by_ebb_at = $2 WHERE id = $1",
-            Action::Start => {
-                "UPDATE instances SET started_by_ebb_at = $2, stopped_by_ebb_at = NULL WHERE id = $1"
+            Action::Stop | Action::Hibernate => {
+                "UPDATE instances SET stopped_by_ebb_at = $2 WHERE id = ANY($1)"
             }
-            Action::Notify => "UPDATE instances SET notified_at = $2 WHERE id = $1",
+            Action::Start => {
+                "UPDATE instances SET started_by_ebb_at = $2, stopped_by_ebb_at = NULL WHERE id = ANY($1)"
+            }
+            Action::Notify => "UPDATE instances SET notified_at = $2 WHERE id = ANY($1)",
             _ => return Ok(()),
         };
+        if instances.is_empty() {
+            return Ok(());
+        }
         sqlx::query(sql)
-            .bind(instance)
+            .bind(instances)
             .bind(micros(at))
             .execute(&self.pool)
             .await?;
