@@ -6,12 +6,16 @@
 //! and the tamper-evident audit log in Postgres. The [`cloud`] is where instances are seen
 //! and acted on.
 
+pub mod api;
 pub mod cloud;
 pub mod engine;
 pub mod fleet;
+pub mod metrics;
 pub mod output;
 pub mod policy;
 pub mod reconcile;
 pub mod schedule;
+pub mod serve;
 pub mod store;
 pub mod webhook;
+pub mod when;

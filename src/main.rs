@@ -3,12 +3,13 @@
 use anyhow::{bail, Context as _, Result};
 use chrono::{DateTime, Local, Utc};
 use clap::{Args, Parser, Subcommand, ValueEnum};
+use ebb::api::Tokens;
 use ebb::cloud::aws::{self, AwsProvider};
 use ebb::cloud::Provider as _;
-use ebb::reconcile::{self, Options, Reconciler};
+use ebb::reconcile::{Control, Options, PolicySource, Reconciler};
 use ebb::store::{AuditFilter, Outcome, Store, Verification};
 use ebb::webhook::{Poster, Webhook};
-use ebb::{engine, fleet, output, policy};
+use ebb::{engine, fleet, output, policy, serve, when};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -62,7 +63,7 @@ enum Command {
     /// One reconcile pass (AWS credential chain, DATABASE_URL): decide, act, record; then exit.
     Tick {
         /// The decision time, RFC 3339 (default: now); for tests and replays.
-        #[arg(long, value_name = "TS", value_parser = parse_time)]
+        #[arg(long, value_name = "TS", value_parser = when::parse_time)]
         at: Option<DateTime<Utc>>,
         #[command(flatten)]
         reconcile: ReconcileArgs,
@@ -75,6 +76,18 @@ enum Command {
         /// This replica's name, shown as the leader's (default: host name and process id).
         #[arg(long, env = "EBB_REPLICA")]
         replica: Option<String>,
+        /// The HTTP API's address.
+        #[arg(long, env = "EBB_LISTEN", default_value = "127.0.0.1:8080")]
+        listen: std::net::SocketAddr,
+        /// Tokens allowed to change things through the API: name:token,... (the name is the
+        /// audit actor; tokens of 16 characters or more).
+        #[arg(
+            long,
+            env = "EBB_API_TOKENS",
+            hide_env_values = true,
+            default_value = ""
+        )]
+        api_tokens: String,
         #[command(flatten)]
         reconcile: ReconcileArgs,
     },
@@ -124,8 +137,8 @@ struct ReconcileArgs {
 const WEBHOOK_DRAIN: std::time::Duration = std::time::Duration::from_secs(30);
 
 impl ReconcileArgs {
-    /// The reconciler, its store, and the webhook poster to drain before exit.
-    async fn reconciler(self) -> Result<(Reconciler<AwsProvider>, Store, Option<Poster>)> {
+    /// The reconciler, and the webhook poster to drain before exit.
+    async fn reconciler(self) -> Result<(Reconciler<AwsProvider>, Option<Poster>)> {
         let store = Store::open_from_env().await?;
         let provider = self.cloud.provider().await?;
         let (webhook, poster) = self.webhook_url.map(Webhook::start).unzip();
@@ -134,17 +147,17 @@ impl ReconcileArgs {
             max_actions: self.max_actions,
             webhook,
         };
-        Ok((
-            Reconciler::new(provider, store.clone(), self.policies.policies, options),
-            store,
-            poster,
-        ))
+        let policies = Arc::new(PolicySource::new(self.policies.policies));
+        Ok((Reconciler::new(provider, store, policies, options), poster))
     }
 }
 
 /// Where ebb looks in AWS.
 #[derive(Args)]
 struct CloudArgs {
+    /// The cloud provider.
+    #[arg(long, env = "EBB_CLOUD", value_enum, default_value_t = Cloud::Aws)]
+    cloud: Cloud,
     /// Regions to watch, comma-separated (default: the AWS SDK's region).
     #[arg(
         long,
@@ -159,6 +172,13 @@ struct CloudArgs {
     /// Only instances with this tag (KEY=VALUE), or `none` for every instance.
     #[arg(long, env = "EBB_MANAGED_TAG", default_value = "ebb:managed=true", value_parser = parse_managed_tag)]
     managed_tag: ManagedTag,
+}
+
+/// A cloud provider.
+#[derive(Clone, Copy, ValueEnum)]
+enum Cloud {
+    /// EC2 and CloudWatch, with the AWS credential chain.
+    Aws,
 }
 
 /// The management tag, or none.
@@ -181,6 +201,7 @@ fn parse_managed_tag(s: &str) -> Result<ManagedTag, String> {
 
 impl CloudArgs {
     async fn provider(self) -> Result<AwsProvider> {
+        let Cloud::Aws = self.cloud;
         let settings = aws::Settings {
             regions: self.regions,
             role_arns: self.role_arns,
@@ -270,7 +291,7 @@ struct Input {
     #[arg(long, value_name = "FILE")]
     fleet: PathBuf,
     /// The decision time, RFC 3339 (default: now).
-    #[arg(long, value_name = "TS", value_parser = parse_time)]
+    #[arg(long, value_name = "TS", value_parser = when::parse_time)]
     at: Option<DateTime<Utc>>,
 }
 
@@ -280,32 +301,12 @@ enum Format {
     Json,
 }
 
-/// A past instant: `24h` (that long ago) or an RFC 3339 time.
 fn parse_past(s: &str) -> Result<DateTime<Utc>, String> {
-    match humantime::parse_duration(s) {
-        Ok(d) => chrono::Duration::from_std(d)
-            .ok()
-            .and_then(|d| Utc::now().checked_sub_signed(d))
-            .ok_or_else(|| format!("\"{s}\" is too long ago")),
-        Err(_) => parse_time(s).map_err(|e| format!("{e}, or a duration like 24h")),
-    }
+    when::parse_past(s, Utc::now())
 }
 
-/// A future instant: `4h` (from now) or an RFC 3339 time.
 fn parse_future(s: &str) -> Result<DateTime<Utc>, String> {
-    match humantime::parse_duration(s) {
-        Ok(d) => chrono::Duration::from_std(d)
-            .ok()
-            .and_then(|d| Utc::now().checked_add_signed(d))
-            .ok_or_else(|| format!("\"{s}\" is too far ahead")),
-        Err(_) => parse_time(s).map_err(|e| format!("{e}, or a duration like 4h")),
-    }
-}
-
-fn parse_time(s: &str) -> Result<DateTime<Utc>, String> {
-    DateTime::parse_from_rfc3339(s)
-        .map(|t| t.with_timezone(&Utc))
-        .map_err(|_| format!("\"{s}\" is not an RFC 3339 time (like 2026-11-30T20:05:00Z or 2026-11-30T20:05:00+08:00)"))
+    when::parse_future(s, Utc::now())
 }
 
 /// The host name and process id: unique among replicas.
@@ -441,8 +442,8 @@ async fn run(command: Command) -> Result<ExitCode> {
         }
         Command::Override(args) => overrides(args).await,
         Command::Tick { at, reconcile } => {
-            let (mut reconciler, store, poster) = reconcile.reconciler().await?;
-            let Some(mut leader) = store.try_lead(&replica_name()).await? else {
+            let (reconciler, poster) = reconcile.reconciler().await?;
+            let Some(mut leader) = reconciler.store().try_lead(&replica_name()).await? else {
                 bail!("another ebb is the leader and acting (ebb serve?); this tick did nothing");
             };
             let report = reconciler
@@ -474,16 +475,19 @@ async fn run(command: Command) -> Result<ExitCode> {
         Command::Serve {
             tick,
             replica,
+            listen,
+            api_tokens,
             reconcile,
         } => {
-            let (reconciler, _, poster) = reconcile.reconciler().await?;
+            let tokens = Tokens::parse(&api_tokens)?;
+            let (reconciler, poster) = reconcile.reconciler().await?;
             let name = replica.unwrap_or_else(replica_name);
-            let wake = Arc::new(tokio::sync::Notify::new());
+            let control = Arc::new(Control::default());
             let mut hangup = signal(SignalKind::hangup())?;
-            let on_hangup = wake.clone();
+            let on_hangup = control.clone();
             tokio::spawn(async move {
                 while hangup.recv().await.is_some() {
-                    on_hangup.notify_one();
+                    on_hangup.wake.notify_one();
                 }
             });
             let mut terminate = signal(SignalKind::terminate())?;
@@ -495,7 +499,13 @@ async fn run(command: Command) -> Result<ExitCode> {
                 tracing::info!("shutting down after the tick in flight");
             };
             tracing::info!(replica = %name, every = %humantime::format_duration(tick), "serving");
-            reconcile::serve(reconciler, &name, tick, wake, shutdown).await;
+            let config = serve::Config {
+                name,
+                interval: tick,
+                listen,
+                tokens,
+            };
+            serve::run(reconciler, config, control, shutdown).await?;
             if let Some(poster) = poster {
                 poster.finish(WEBHOOK_DRAIN).await;
             }
@@ -540,6 +550,7 @@ impl AuditArgs {
             policy: self.policy.clone(),
             action: self.action.clone(),
             outcome: self.outcome.as_deref().and_then(Outcome::parse),
+            limit: None,
         }
     }
 }

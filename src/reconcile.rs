@@ -7,12 +7,16 @@
 use crate::cloud::{ActionReport, Inventory, Provider};
 use crate::engine::{self, Action, Decision};
 use crate::fleet::{Fleet, InstanceState, Sample};
+use crate::metrics::Metrics;
 use crate::policy::{self, LoadError, PolicySet};
 use crate::store::{AuditEntry, Leadership, NewAuditEntry, Outcome, Store, StoreError};
 use chrono::{DateTime, Duration, SecondsFormat, Utc};
+use sha2::{Digest, Sha256};
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
-use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use tokio::sync::Notify;
 
 /// The audit actor of everything a tick does.
 pub const ACTOR: &str = "scheduler";
@@ -74,32 +78,137 @@ pub struct TickReport {
     pub actions: Vec<ActionOutcome>,
     /// Actions left for the next tick by the cap.
     pub deferred: usize,
+    /// How many instances got each decision, by action and code.
+    pub decided: BTreeMap<(&'static str, &'static str), usize>,
+    /// How many instances are in each state, by state and governing policy (`""` for none).
+    pub instances_by_state: BTreeMap<(&'static str, String), usize>,
+}
+
+/// The policy files, and the last set of them that was valid.
+#[derive(Debug)]
+pub struct PolicySource {
+    paths: Vec<PathBuf>,
+    last_good: Mutex<Option<Arc<PolicySet>>>,
+}
+
+/// The policies a tick acts on.
+#[derive(Debug, Clone)]
+pub struct LoadedPolicies {
+    /// The set: the files as they are, or the last valid set when they are invalid.
+    pub set: Arc<PolicySet>,
+    /// Why the files as they are could not be used, when the last valid set stands in.
+    pub error: Option<String>,
+}
+
+impl PolicySource {
+    /// The policies in `paths` (directories or files).
+    pub fn new(paths: Vec<PathBuf>) -> Self {
+        PolicySource {
+            paths,
+            last_good: Mutex::new(None),
+        }
+    }
+
+    /// Loads the files. When they are invalid, the last valid set stands in, with the error;
+    /// when none was ever valid, the error.
+    pub fn load(&self) -> Result<LoadedPolicies, LoadError> {
+        let loaded = policy::load(&self.paths);
+        let mut last_good = self.last_good.lock().unwrap_or_else(|e| e.into_inner());
+        match loaded {
+            Ok(set) => Ok(LoadedPolicies {
+                set: last_good.insert(Arc::new(set)).clone(),
+                error: None,
+            }),
+            Err(err) => match &*last_good {
+                Some(set) => Ok(LoadedPolicies {
+                    set: set.clone(),
+                    error: Some(err.to_string()),
+                }),
+                None => Err(err),
+            },
+        }
+    }
+
+    /// A hash of the policy files' names and contents, which changes when any of them does.
+    pub fn fingerprint(&self) -> [u8; 32] {
+        let mut h = Sha256::new();
+        match policy::policy_files(&self.paths) {
+            Ok(files) => {
+                for file in files {
+                    h.update(file.as_os_str().as_encoded_bytes());
+                    match std::fs::read(&file) {
+                        Ok(bytes) => h.update(bytes),
+                        Err(err) => h.update(err.to_string()),
+                    }
+                }
+            }
+            Err(err) => h.update(err.to_string()),
+        }
+        h.finalize().into()
+    }
+}
+
+/// What the control loop shares with the HTTP API: its metrics, its role, and a way to ask for
+/// a tick now.
+#[derive(Debug, Default)]
+pub struct Control {
+    /// Prometheus metrics.
+    pub metrics: Metrics,
+    /// Notified to tick now (SIGHUP, a policy change, an API call, a request from a replica).
+    pub wake: Notify,
+    leader: AtomicBool,
+    last_tick: Mutex<Option<DateTime<Utc>>>,
+}
+
+impl Control {
+    /// Whether this replica is the leader.
+    pub fn is_leader(&self) -> bool {
+        self.leader.load(Ordering::Relaxed)
+    }
+
+    /// When this replica last finished a tick.
+    pub fn last_tick(&self) -> Option<DateTime<Utc>> {
+        *self.last_tick.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn set_leader(&self, leader: bool) {
+        self.leader.store(leader, Ordering::Relaxed);
+        self.metrics.leader(leader);
+    }
 }
 
 /// Runs ticks against one provider and one store, remembering the last valid policy set.
 pub struct Reconciler<P> {
     provider: P,
     store: Store,
-    policies: Vec<PathBuf>,
+    policies: Arc<PolicySource>,
     options: Options,
-    last_good: Option<Arc<PolicySet>>,
 }
 
 impl<P: Provider> Reconciler<P> {
-    /// A reconciler for the policy files in `policies`.
-    pub fn new(provider: P, store: Store, policies: Vec<PathBuf>, options: Options) -> Self {
+    /// A reconciler for the policies of `policies`.
+    pub fn new(provider: P, store: Store, policies: Arc<PolicySource>, options: Options) -> Self {
         Reconciler {
             provider,
             store,
             policies,
             options,
-            last_good: None,
         }
+    }
+
+    /// The store it records to.
+    pub fn store(&self) -> &Store {
+        &self.store
+    }
+
+    /// The policies it acts on.
+    pub fn policies(&self) -> &Arc<PolicySource> {
+        &self.policies
     }
 
     /// One pass at `now`, as the leader.
     pub async fn tick(
-        &mut self,
+        &self,
         now: DateTime<Utc>,
         leader: &mut Leadership,
     ) -> Result<TickReport, TickError> {
@@ -107,18 +216,12 @@ impl<P: Provider> Reconciler<P> {
             at: now,
             ..TickReport::default()
         };
-        let set = match policy::load(&self.policies) {
-            Ok(set) => self.last_good.insert(Arc::new(set)).clone(),
-            Err(err) => match &self.last_good {
-                Some(set) => {
-                    tracing::error!("policies are not valid, acting on the last valid set: {err}");
-                    report.policy_error = Some(err.to_string());
-                    set.clone()
-                }
-                None => return Err(TickError::Policies(err)),
-            },
-        };
-        let set: &PolicySet = &set;
+        let loaded = self.policies.load().map_err(TickError::Policies)?;
+        if let Some(err) = &loaded.error {
+            tracing::error!("policies are not valid, acting on the last valid set: {err}");
+        }
+        report.policy_error = loaded.error;
+        let set: &PolicySet = &loaded.set;
 
         let inventory = self.provider.instances().await;
         report.instances = inventory.instances.len();
@@ -151,11 +254,28 @@ impl<P: Provider> Reconciler<P> {
         {
             decisions = engine::decide(now, set, &fleet, &prior);
         }
-        let governing: Vec<(String, Option<String>)> = decisions
+        self.store.record_decisions(&decisions, now).await?;
+        let policy_of: HashMap<&str, &str> = decisions
             .iter()
-            .map(|d| (d.instance.clone(), d.policy.clone()))
+            .map(|d| (d.instance.as_str(), d.policy.as_deref().unwrap_or("")))
             .collect();
-        self.store.record_policies(&governing).await?;
+        let mut by_state: BTreeMap<(&'static str, &str), usize> = BTreeMap::new();
+        for instance in &fleet.instances {
+            let policy = policy_of.get(instance.id.as_str()).copied().unwrap_or("");
+            *by_state
+                .entry((instance.state.as_str(), policy))
+                .or_default() += 1;
+        }
+        report.instances_by_state = by_state
+            .into_iter()
+            .map(|((state, policy), n)| ((state, policy.to_string()), n))
+            .collect();
+        for d in &decisions {
+            *report
+                .decided
+                .entry((d.action.as_str(), d.code.as_str()))
+                .or_default() += 1;
+        }
 
         let (actions, deferred) = self.act(decisions, &version, now, leader).await?;
         report.actions = actions;
@@ -452,14 +572,15 @@ impl<P: Provider> Reconciler<P> {
     }
 }
 
-/// Runs the control loop until `shutdown` resolves: every `interval`, and whenever `wake` is
-/// notified, a replica that leads (or can become the leader) ticks; the others wait. A tick in
-/// flight always finishes before shutdown: its intents are committed and its outcomes written.
-pub async fn serve<P: Provider>(
-    mut reconciler: Reconciler<P>,
+/// Runs the control loop until `shutdown` resolves: every `interval`, and whenever
+/// `control.wake` is notified, a replica that leads (or can become the leader) ticks; the others
+/// wait. A tick in flight always finishes before shutdown: its intents are committed and its
+/// outcomes written.
+pub async fn control_loop<P: Provider>(
+    reconciler: &Reconciler<P>,
     name: &str,
     interval: std::time::Duration,
-    wake: Arc<tokio::sync::Notify>,
+    control: &Control,
     shutdown: impl std::future::Future<Output = ()>,
 ) {
     let mut ticker = tokio::time::interval(interval);
@@ -471,12 +592,13 @@ pub async fn serve<P: Provider>(
             biased;
             () = &mut shutdown => break,
             _ = ticker.tick() => {}
-            () = wake.notified() => {}
+            () = control.wake.notified() => {}
         }
         if let Some(held) = leader.as_mut() {
             if !held.held().await {
                 tracing::error!("lost the leadership (database session ended)");
                 leader = None;
+                control.set_leader(false);
             }
         }
         if leader.is_none() {
@@ -484,6 +606,7 @@ pub async fn serve<P: Provider>(
                 Ok(Some(won)) => {
                     tracing::info!(replica = name, "became the leader");
                     leader = Some(won);
+                    control.set_leader(true);
                 }
                 Ok(None) => continue,
                 Err(err) => {
@@ -495,10 +618,25 @@ pub async fn serve<P: Provider>(
         let Some(held) = leader.as_mut() else {
             continue;
         };
-        match reconciler.tick(Utc::now(), held).await {
+        let started = std::time::Instant::now();
+        let result = reconciler.tick(Utc::now(), held).await;
+        control.metrics.tick(&result, started.elapsed());
+        *control.last_tick.lock().unwrap_or_else(|e| e.into_inner()) = Some(Utc::now());
+        match result {
             Ok(report) => {
                 for failure in &report.inventory_failures {
                     tracing::error!("cannot list instances in {failure}");
+                }
+                for a in &report.actions {
+                    tracing::info!(
+                        instance = a.decision.instance,
+                        action = a.decision.action.as_str(),
+                        outcome = a.outcome.as_str(),
+                        policy = a.decision.policy.as_deref(),
+                        dry_run = a.decision.dry_run || reconciler.options.dry_run,
+                        detail = a.detail,
+                        "action"
+                    );
                 }
                 tracing::info!(
                     instances = report.instances,

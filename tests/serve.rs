@@ -4,7 +4,7 @@
 mod common;
 
 use aws_sdk_ec2::types::InstanceStateName;
-use common::moto::{states, Fixture, G5};
+use common::moto::{states, Fixture, Launch, G5};
 use serde_json::Value;
 use sqlx::PgPool;
 use std::path::{Path, PathBuf};
@@ -26,24 +26,57 @@ struct Replica {
     name: &'static str,
     child: Child,
     log: PathBuf,
+    /// The API's base URL.
+    api: String,
 }
 
 impl Replica {
     fn start(name: &'static str, dir: &Path, url: &str, f: &Fixture) -> Replica {
+        Replica::start_with(name, dir, url, f, TICK, &[])
+    }
+
+    fn start_with(
+        name: &'static str,
+        dir: &Path,
+        url: &str,
+        f: &Fixture,
+        tick: Duration,
+        env: &[(&str, &str)],
+    ) -> Replica {
         let log = dir.join(format!("{name}.log"));
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
         let child = Command::new(env!("CARGO_BIN_EXE_ebb"))
             .arg("serve")
             .env("DATABASE_URL", url)
             .env("EBB_POLICIES", dir.join("policies"))
             .env("EBB_REGIONS", f.region)
             .env("EBB_MANAGED_TAG", format!("ebb:managed={}", f.managed))
-            .env("EBB_TICK", format!("{}s", TICK.as_secs()))
+            .env("EBB_TICK", format!("{}s", tick.as_secs()))
             .env("EBB_REPLICA", name)
+            .env("EBB_LISTEN", format!("127.0.0.1:{port}"))
+            .envs(env.iter().copied())
             .stdout(std::fs::File::create(&log).unwrap())
             .stderr(Stdio::inherit())
             .spawn()
             .unwrap();
-        Replica { name, child, log }
+        Replica {
+            name,
+            child,
+            log,
+            api: format!("http://127.0.0.1:{port}"),
+        }
+    }
+
+    /// `GET /readyz`, parsed; `Null` while the API is not up.
+    async fn readiness(&self) -> Value {
+        match reqwest::get(format!("{}/readyz", self.api)).await {
+            Ok(r) => r.json().await.unwrap_or(Value::Null),
+            Err(_) => Value::Null,
+        }
     }
 
     /// The log lines so far, parsed.
@@ -147,6 +180,10 @@ async fn one_replica_acts_and_another_takes_over_when_it_dies(pool: PgPool) {
     assert_eq!(stop_intents(&url, &first), 1);
     assert!(!replicas[follower].said("became the leader"));
     assert_eq!(replicas[follower].ticks(), 0, "only the leader ticks");
+    assert_eq!(replicas[leader].readiness().await["role"], "leader");
+    let follower_view = replicas[follower].readiness().await;
+    assert_eq!(follower_view["role"], "follower", "{follower_view}");
+    assert_eq!(follower_view["ready"], true, "followers serve the API");
 
     // SIGKILL the leader: Postgres ends its session, and the lock with it.
     replicas[leader].child.kill().unwrap();
@@ -186,4 +223,158 @@ async fn one_replica_acts_and_another_takes_over_when_it_dies(pool: PgPool) {
     let status = replicas[follower].child.wait().unwrap();
     assert!(status.success(), "{status:?}");
     assert!(replicas[follower].said("shut down"));
+}
+
+/// The last `tick` log line of `replica`.
+fn last_tick(replica: &Replica) -> Option<Value> {
+    replica
+        .lines()
+        .into_iter()
+        .rev()
+        .find(|l| l["fields"]["message"] == "tick")
+}
+
+async fn is_stopped(f: &Fixture, id: &str) -> bool {
+    states(&f.ec2, &[id.to_string()]).await[id] == InstanceStateName::Stopped
+}
+
+#[sqlx::test(migrations = false)]
+async fn serve_keeps_the_last_good_policies_and_ticks_on_changes_and_api_calls(pool: PgPool) {
+    const TOKEN: &str = "ops-token-0123456789";
+    let f = Fixture::new("ap-northeast-3").await;
+    let url = common::database_url(&pool);
+    let dir = tempfile::tempdir().unwrap();
+    let policy_file = dir.path().join("policies/idle.yaml");
+    std::fs::create_dir(dir.path().join("policies")).unwrap();
+    std::fs::write(&policy_file, POLICY).unwrap();
+    let first = f.launch(G5).await;
+    // A tick interval far longer than the test: every tick after the first is asked for.
+    let replica = Replica::start_with(
+        "solo",
+        dir.path(),
+        &url,
+        &f,
+        Duration::from_secs(3600),
+        &[("EBB_API_TOKENS", &format!("ops:{TOKEN}"))],
+    );
+    assert!(
+        within(Duration::from_secs(20), async || is_stopped(&f, &first)
+            .await)
+        .await,
+        "the first tick did not stop {first}"
+    );
+    let ready = replica.readiness().await;
+    assert_eq!(ready["role"], "leader", "{ready}");
+    let version = ready["policies"]["version"].clone();
+
+    // A policy file broken mid-run: reported, and the last good set keeps working.
+    std::fs::write(
+        &policy_file,
+        "policies:\n  - name: idle-research\n    idle: [oops\n",
+    )
+    .unwrap();
+    assert!(
+        within(Duration::from_secs(10), async || last_tick(&replica)
+            .is_some_and(|t| t["fields"]["policy_error"].is_string()))
+        .await,
+        "the change did not cause a tick that reports the error"
+    );
+    let ready = replica.readiness().await;
+    assert_eq!(ready["policies"]["version"], version, "{ready}");
+    assert!(ready["policies"]["error"].is_string(), "{ready}");
+    let second = f.launch(G5).await;
+    let http = reqwest::Client::new();
+    let asked = http
+        .post(format!("{}/v1/tick", replica.api))
+        .bearer_auth(TOKEN)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(asked.status(), reqwest::StatusCode::ACCEPTED);
+    assert!(
+        within(Duration::from_secs(10), async || is_stopped(&f, &second)
+            .await)
+        .await,
+        "the last good set did not stop {second} on the API's tick"
+    );
+    let metrics = reqwest::get(format!("{}/metrics", replica.api))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(metrics.contains("ebb_leader 1"), "{metrics}");
+    assert!(
+        !metrics.contains("ebb_policy_load_errors_total 0"),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains("ebb_actions_total{action=\"stop\",outcome=\"succeeded\"} 2"),
+        "{metrics}"
+    );
+
+    // A fixed policy takes effect at once: it now governs team ml, not research.
+    let ticks = replica.ticks();
+    std::fs::write(&policy_file, POLICY.replace("team: research", "team: ml")).unwrap();
+    assert!(
+        within(Duration::from_secs(10), async || replica.ticks() > ticks).await,
+        "the policy change did not cause a tick"
+    );
+    let ml = Launch {
+        tags: &[("team", "ml")],
+        ..G5
+    };
+    let (kept, third) = (f.launch(ml).await, f.launch(G5).await);
+    // An override through the API protects `kept`, and creating it wakes the leader.
+    let ticks = replica.ticks();
+    let created = http
+        .post(format!("{}/v1/overrides", replica.api))
+        .bearer_auth(TOKEN)
+        .json(&serde_json::json!({"instance": kept, "until": "2h", "reason": "demo"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(created.status(), reqwest::StatusCode::CREATED);
+    assert!(
+        within(Duration::from_secs(10), async || replica.ticks() > ticks).await,
+        "the override did not cause a tick"
+    );
+    // Once more, by editing the policy file: an ml box without an override is stopped.
+    let ml_box = f.launch(ml).await;
+    let touched = POLICY.replace("team: research", "team: ml") + "# reviewed\n";
+    std::fs::write(&policy_file, touched).unwrap();
+    assert!(
+        within(Duration::from_secs(10), async || is_stopped(&f, &ml_box)
+            .await)
+        .await,
+        "the policy change did not cause a tick that stops {ml_box}"
+    );
+    assert!(
+        !is_stopped(&f, &kept).await,
+        "the override kept {kept} running"
+    );
+    assert!(
+        !is_stopped(&f, &third).await,
+        "research is no longer governed"
+    );
+    let plan: Value = reqwest::get(format!("{}/v1/plan", replica.api))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let kept_plan = plan
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|d| d["instance"] == kept.as_str())
+        .unwrap();
+    assert_eq!(kept_plan["code"], "override", "{plan}");
+    let overrides: Value = reqwest::get(format!("{}/v1/audit?instance={kept}", replica.api))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(overrides[0]["actor"], "ops", "{overrides}");
 }

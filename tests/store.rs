@@ -5,7 +5,7 @@ mod common;
 
 use chrono::Duration;
 use common::{instance, t};
-use ebb::engine::Action;
+use ebb::engine::{Action, Code, Decision};
 use ebb::fleet::{Instance, InstanceState};
 use ebb::store::{AuditFilter, NewAuditEntry, Outcome, Store, StoreError, Verification};
 use sqlx::PgPool;
@@ -23,7 +23,7 @@ fn regions() -> Vec<String> {
 #[sqlx::test(migrations = false)]
 async fn migrations_apply_to_an_empty_database_and_again_without_change(pool: PgPool) {
     let store = Store::from_pool(pool.clone());
-    assert_eq!(store.migrate().await.unwrap(), 1);
+    assert_eq!(store.migrate().await.unwrap(), 2);
     let tables: Vec<String> = sqlx::query_scalar(
         "SELECT table_name::text FROM information_schema.tables WHERE table_schema = 'public' ORDER BY 1",
     )
@@ -34,7 +34,6 @@ async fn migrations_apply_to_an_empty_database_and_again_without_change(pool: Pg
         "audit_log",
         "instance_events",
         "instances",
-        "leader_lease",
         "overrides",
         "region_syncs",
         "spot_migrations",
@@ -64,7 +63,7 @@ async fn a_schema_newer_than_the_binary_is_refused(pool: PgPool) {
             err,
             StoreError::SchemaTooNew {
                 found: 99990101000000,
-                known: 1
+                known: 2
             }
         ),
         "{err}"
@@ -259,15 +258,40 @@ async fn prior_facts_come_back_and_a_running_instance_is_no_longer_stopped_by_eb
             .started_by_ebb_at,
         Some(now)
     );
-    let governing = vec![
-        ("i-00000".to_string(), Some("office".to_string())),
-        ("i-00001".to_string(), None),
+    let decision = |id: &str, policy: Option<&str>, action: Action| Decision {
+        instance: id.to_string(),
+        region: "us-east-1".to_string(),
+        action,
+        policy: policy.map(str::to_string),
+        code: Code::OutsideHours,
+        reason: "outside work hours".to_string(),
+        dry_run: false,
+        stop_at: None,
+    };
+    let decisions = vec![
+        decision("i-00000", Some("office"), Action::Stop),
+        decision("i-00001", None, Action::None),
     ];
-    assert_eq!(store.record_policies(&governing).await.unwrap(), 1);
+    assert_eq!(store.record_decisions(&decisions, now).await.unwrap(), 2);
+    let later = now + Duration::minutes(1);
     assert_eq!(
-        store.record_policies(&governing).await.unwrap(),
+        store.record_decisions(&decisions, later).await.unwrap(),
         0,
-        "unchanged policies are not rewritten"
+        "unchanged decisions are not rewritten"
+    );
+    let rows = store.instances().await.unwrap();
+    assert_eq!(
+        rows[0].decided_since,
+        Some(now),
+        "since the decision was first made"
+    );
+    assert_eq!(rows[0].policy.as_deref(), Some("office"));
+    assert_eq!(store.plan().await.unwrap()[0].action, "stop");
+    let changed = vec![decision("i-00000", Some("office"), Action::None)];
+    assert_eq!(store.record_decisions(&changed, later).await.unwrap(), 1);
+    assert_eq!(
+        store.instances().await.unwrap()[0].decided_since,
+        Some(later)
     );
 }
 

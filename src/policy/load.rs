@@ -197,7 +197,9 @@ fn place(file: &Path, position: Option<Position>) -> String {
     }
 }
 
-fn policy_files(paths: &[PathBuf]) -> Result<Vec<PathBuf>, LoadError> {
+/// The policy files `paths` name: files as given, and every `*.yaml` and `*.yml` in the
+/// directories, in name order.
+pub fn policy_files(paths: &[PathBuf]) -> Result<Vec<PathBuf>, LoadError> {
     let mut files = Vec::new();
     for path in paths {
         let read_err = |source| LoadError::Read {

@@ -8,7 +8,7 @@ mod load;
 pub mod schema;
 pub mod yaml;
 
-pub use load::{load, LoadError, Problem};
+pub use load::{load, policy_files, LoadError, Problem};
 
 use crate::schedule::{Calendar, Schedule};
 use chrono::Duration;

@@ -170,6 +170,8 @@ pub struct AuditFilter {
     pub action: Option<String>,
     /// This outcome.
     pub outcome: Option<Outcome>,
+    /// Only the newest this many rows (still returned oldest first).
+    pub limit: Option<i64>,
 }
 
 /// The result of recomputing the chain.
@@ -335,8 +337,18 @@ impl Store {
         if let Some(v) = filter.outcome {
             q.push(" AND outcome = ").push_bind(v.as_str());
         }
-        q.push(" ORDER BY seq");
-        let rows: Vec<Row> = q.build_query_as().fetch_all(&self.pool).await?;
+        let rows: Vec<Row> = match filter.limit {
+            Some(n) => {
+                q.push(" ORDER BY seq DESC LIMIT ").push_bind(n);
+                let mut rows: Vec<Row> = q.build_query_as().fetch_all(&self.pool).await?;
+                rows.reverse();
+                rows
+            }
+            None => {
+                q.push(" ORDER BY seq");
+                q.build_query_as().fetch_all(&self.pool).await?
+            }
+        };
         Ok(rows.into_iter().map(from_row).collect())
     }
 

@@ -1,7 +1,7 @@
 //! Instances: syncing what the cloud lists, and the prior facts the engine reads back.
 
 use super::{Result, Store};
-use crate::engine::{Action, InstanceFacts, Override, Prior};
+use crate::engine::{Action, Decision, InstanceFacts, Override, Prior};
 use crate::fleet::Instance;
 use chrono::{DateTime, Utc};
 use serde::Serialize;
@@ -56,6 +56,29 @@ pub struct InstanceRecord {
     pub started_by_ebb_at: Option<DateTime<Utc>>,
     /// When ebb last gave notice of a stop.
     pub notified_at: Option<DateTime<Utc>>,
+    /// The latest decision's action (`none` when nothing is to be done).
+    pub decided_action: Option<String>,
+    /// The latest decision's code.
+    pub decided_code: Option<String>,
+    /// The latest decision's reason.
+    pub decided_reason: Option<String>,
+    /// Since when the decision has been what it is.
+    pub decided_since: Option<DateTime<Utc>>,
+}
+
+/// One instance's latest decision, in the shape of `ebb plan --format json`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, sqlx::FromRow)]
+pub struct PlannedAction {
+    /// Instance id.
+    pub instance: String,
+    /// What is to be done.
+    pub action: String,
+    /// The governing policy.
+    pub policy: Option<String>,
+    /// Stable machine code.
+    pub code: String,
+    /// For people.
+    pub reason: String,
 }
 
 /// Postgres keeps microseconds; instants are cut to that before they are stored or hashed, so
@@ -308,7 +331,8 @@ impl Store {
                     CASE WHEN i.gone_at IS NULL THEN coalesce(r.synced_at, i.changed_at)
                          ELSE i.gone_at END AS last_seen_at,
                     i.gone_at, i.state_since, i.policy, i.stopped_by_ebb_at, i.started_by_ebb_at,
-                    i.notified_at
+                    i.notified_at, i.decided_action, i.decided_code, i.decided_reason,
+                    i.decided_since
              FROM instances i LEFT JOIN region_syncs r ON r.region = i.region
              ORDER BY i.gone_at IS NOT NULL, i.id",
         )
@@ -385,21 +409,43 @@ impl Store {
         Ok(())
     }
 
-    /// Records the governing policy of each instance, writing only the rows where it changed.
-    pub async fn record_policies(&self, governing: &[(String, Option<String>)]) -> Result<u64> {
-        let (ids, policies): (Vec<&str>, Vec<Option<&str>>) = governing
-            .iter()
-            .map(|(id, p)| (id.as_str(), p.as_deref()))
-            .unzip();
+    /// Records each instance's decision (its policy, action, code and reason), writing only
+    /// the rows where it changed; `decided_since` keeps when the decision last changed.
+    pub async fn record_decisions(&self, decisions: &[Decision], at: DateTime<Utc>) -> Result<u64> {
+        let ids: Vec<&str> = decisions.iter().map(|d| d.instance.as_str()).collect();
+        let policies: Vec<Option<&str>> = decisions.iter().map(|d| d.policy.as_deref()).collect();
+        let actions: Vec<&str> = decisions.iter().map(|d| d.action.as_str()).collect();
+        let codes: Vec<&str> = decisions.iter().map(|d| d.code.as_str()).collect();
+        let reasons: Vec<&str> = decisions.iter().map(|d| d.reason.as_str()).collect();
         let done = sqlx::query(
-            "UPDATE instances AS i SET policy = n.policy
-             FROM UNNEST($1::text[], $2::text[]) AS n(id, policy)
-             WHERE i.id = n.id AND i.policy IS DISTINCT FROM n.policy",
+            "UPDATE instances AS i SET policy = n.policy, decided_action = n.action,
+                    decided_code = n.code, decided_reason = n.reason, decided_since = $6
+             FROM UNNEST($1::text[], $2::text[], $3::text[], $4::text[], $5::text[])
+                  AS n(id, policy, action, code, reason)
+             WHERE i.id = n.id
+               AND (i.policy, i.decided_action, i.decided_code, i.decided_reason)
+                   IS DISTINCT FROM (n.policy, n.action, n.code, n.reason)",
         )
         .bind(&ids)
         .bind(&policies)
+        .bind(&actions)
+        .bind(&codes)
+        .bind(&reasons)
+        .bind(micros(at))
         .execute(&self.pool)
         .await?;
         Ok(done.rows_affected())
+    }
+
+    /// The latest decision about every live instance, by id: what the leader's last tick
+    /// decided.
+    pub async fn plan(&self) -> Result<Vec<PlannedAction>> {
+        Ok(sqlx::query_as(
+            "SELECT id AS instance, decided_action AS action, policy, decided_code AS code,
+                    decided_reason AS reason
+             FROM instances WHERE gone_at IS NULL AND decided_action IS NOT NULL ORDER BY id",
+        )
+        .fetch_all(&self.pool)
+        .await?)
     }
 }

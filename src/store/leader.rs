@@ -3,10 +3,29 @@
 //! connection. Losing the connection loses the lock and the means to write an intent together,
 //! so a replica that is no longer the leader cannot start an action (the intent is committed
 //! before every cloud call). When a leader dies, Postgres drops its session and the lock with it.
+//!
+//! Any replica (or `ebb override`) can ask the leader to tick now: a notification on
+//! [`WAKE_CHANNEL`] reaches every replica, and the one that leads ticks.
 
 use super::audit::append_in;
 use super::{AuditEntry, NewAuditEntry, Result, Store};
+use sqlx::postgres::PgListener;
 use sqlx::{Connection, PgConnection};
+use std::convert::Infallible;
+use std::time::Duration;
+use tokio::sync::Notify;
+
+/// The notification channel on which the leader is asked to tick now.
+pub const WAKE_CHANNEL: &str = "ebb_wake";
+
+/// Notifies [`WAKE_CHANNEL`]; delivered when `conn`'s transaction commits.
+pub(super) async fn wake_leader(conn: &mut PgConnection) -> Result<()> {
+    sqlx::query("SELECT pg_notify($1, '')")
+        .bind(WAKE_CHANNEL)
+        .execute(conn)
+        .await?;
+    Ok(())
+}
 
 /// Proof of leadership: the session that holds the lock.
 pub struct Leadership {
@@ -32,6 +51,32 @@ impl Store {
         } else {
             conn.close().await?;
             Ok(None)
+        }
+    }
+}
+
+impl Store {
+    /// Asks the leader, whichever replica it is, to tick now.
+    pub async fn wake_leader(&self) -> Result<()> {
+        wake_leader(&mut *self.pool.acquire().await?).await
+    }
+
+    /// Notifies `wake` whenever a tick is asked for on [`WAKE_CHANNEL`]; runs until the
+    /// process ends, listening again after a lost connection.
+    pub async fn forward_wakes(&self, wake: &Notify) {
+        loop {
+            let Err(err) = self.listen_for_wakes(wake).await;
+            tracing::warn!("not listening for tick requests, retrying in 5s: {err}");
+            tokio::time::sleep(Duration::from_secs(5)).await;
+        }
+    }
+
+    async fn listen_for_wakes(&self, wake: &Notify) -> Result<Infallible, sqlx::Error> {
+        let mut listener = PgListener::connect_with(&self.pool).await?;
+        listener.listen(WAKE_CHANNEL).await?;
+        loop {
+            listener.recv().await?;
+            wake.notify_one();
         }
     }
 }

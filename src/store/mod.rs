@@ -11,8 +11,8 @@ mod leader;
 mod overrides;
 
 pub use audit::{AuditEntry, AuditFilter, NewAuditEntry, Outcome, Verification};
-pub use inventory::{InstanceRecord, SyncReport};
-pub use leader::Leadership;
+pub use inventory::{InstanceRecord, PlannedAction, SyncReport};
+pub use leader::{Leadership, WAKE_CHANNEL};
 pub use overrides::OverrideRecord;
 
 use sqlx::migrate::Migrator;

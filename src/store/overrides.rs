@@ -3,6 +3,7 @@
 
 use super::audit::{append_in, NewAuditEntry};
 use super::inventory::micros;
+use super::leader::wake_leader;
 use super::{Result, Store, StoreError};
 use chrono::{DateTime, Utc};
 use serde::Serialize;
@@ -36,7 +37,8 @@ macro_rules! columns {
 }
 
 impl Store {
-    /// Protects `instance` until `until`, and audits it in the same transaction.
+    /// Protects `instance` until `until`, audits it in the same transaction, and wakes the
+    /// leader.
     pub async fn create_override(
         &self,
         instance: &str,
@@ -70,11 +72,13 @@ impl Store {
         );
         entry.instance = Some(instance.to_string());
         append_in(&mut tx, &[entry]).await?;
+        // The leader decides again now rather than at its next tick.
+        wake_leader(&mut tx).await?;
         tx.commit().await?;
         Ok(record)
     }
 
-    /// Ends override `id` now, and audits it.
+    /// Ends override `id` now, audits it, and wakes the leader.
     pub async fn revoke_override(
         &self,
         id: i64,
@@ -104,6 +108,8 @@ impl Store {
         );
         entry.instance = Some(record.instance.clone());
         append_in(&mut tx, &[entry]).await?;
+        // The leader decides again now rather than at its next tick.
+        wake_leader(&mut tx).await?;
         tx.commit().await?;
         Ok(record)
     }

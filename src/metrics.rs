@@ -1,0 +1,170 @@
+//! Prometheus metrics of the control loop, served at `/metrics`.
+
+use crate::reconcile::{TickError, TickReport};
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
+use prometheus_client::registry::Registry;
+use std::sync::atomic::AtomicU64;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+/// Labels of a tick: `ok` or `error`.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct TickLabels {
+    result: &'static str,
+}
+
+/// Labels of a decision.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct DecisionLabels {
+    action: &'static str,
+    code: &'static str,
+}
+
+/// Labels of an action carried out.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ActionLabels {
+    action: &'static str,
+    outcome: &'static str,
+}
+
+/// Labels of an instance count.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct InstanceLabels {
+    state: &'static str,
+    policy: String,
+}
+
+/// The metrics, and the registry that encodes them.
+#[derive(Debug)]
+pub struct Metrics {
+    registry: Registry,
+    ticks: Family<TickLabels, Counter>,
+    tick_seconds: Histogram,
+    last_tick: Gauge<f64, AtomicU64>,
+    decisions: Family<DecisionLabels, Gauge>,
+    actions: Family<ActionLabels, Counter>,
+    instances: Family<InstanceLabels, Gauge>,
+    policy_errors: Counter,
+    leader: Gauge,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        let mut registry = Registry::with_prefix("ebb");
+        let m = Metrics {
+            ticks: Family::default(),
+            tick_seconds: Histogram::new(exponential_buckets(0.005, 2.0, 14)),
+            last_tick: Gauge::default(),
+            decisions: Family::default(),
+            actions: Family::default(),
+            instances: Family::default(),
+            policy_errors: Counter::default(),
+            leader: Gauge::default(),
+            registry: Registry::default(),
+        };
+        registry.register("ticks", "Reconcile ticks, by result", m.ticks.clone());
+        registry.register(
+            "tick_duration_seconds",
+            "How long a tick took",
+            m.tick_seconds.clone(),
+        );
+        registry.register(
+            "last_tick_timestamp_seconds",
+            "When the last tick ended, in Unix seconds",
+            m.last_tick.clone(),
+        );
+        registry.register(
+            "decisions",
+            "Instances by the last tick's decision (action and code)",
+            m.decisions.clone(),
+        );
+        registry.register(
+            "actions",
+            "Actions carried out, by action and outcome",
+            m.actions.clone(),
+        );
+        registry.register(
+            "instances",
+            "Instances at the last tick, by state and governing policy",
+            m.instances.clone(),
+        );
+        registry.register(
+            "policy_load_errors",
+            "Ticks whose policy files were invalid (the last valid set was used, or none)",
+            m.policy_errors.clone(),
+        );
+        registry.register(
+            "leader",
+            "1 when this replica is the leader, 0 otherwise",
+            m.leader.clone(),
+        );
+        Metrics { registry, ..m }
+    }
+}
+
+impl Metrics {
+    /// Records a tick that took `took`, and what came of it.
+    pub fn tick(&self, result: &Result<TickReport, TickError>, took: Duration) {
+        self.tick_seconds.observe(took.as_secs_f64());
+        self.last_tick.set(
+            SystemTime::now()
+                .duration_since(UNIX_EPOCH)
+                .map_or(0.0, |d| d.as_secs_f64()),
+        );
+        let report = match result {
+            Ok(report) => report,
+            Err(err) => {
+                if matches!(err, TickError::Policies(_)) {
+                    self.policy_errors.inc();
+                }
+                self.ticks
+                    .get_or_create(&TickLabels { result: "error" })
+                    .inc();
+                return;
+            }
+        };
+        self.ticks.get_or_create(&TickLabels { result: "ok" }).inc();
+        if report.policy_error.is_some() {
+            self.policy_errors.inc();
+        }
+        self.decisions.clear();
+        for (&(action, code), &n) in &report.decided {
+            self.decisions
+                .get_or_create(&DecisionLabels { action, code })
+                .set(n as i64);
+        }
+        self.instances.clear();
+        for ((state, policy), &n) in &report.instances_by_state {
+            self.instances
+                .get_or_create(&InstanceLabels {
+                    state,
+                    policy: policy.clone(),
+                })
+                .set(n as i64);
+        }
+        for a in &report.actions {
+            self.actions
+                .get_or_create(&ActionLabels {
+                    action: a.decision.action.as_str(),
+                    outcome: a.outcome.as_str(),
+                })
+                .inc();
+        }
+    }
+
+    /// Records whether this replica leads.
+    pub fn leader(&self, leader: bool) {
+        self.leader.set(i64::from(leader));
+    }
+
+    /// The metrics in the OpenMetrics text format.
+    pub fn encode(&self) -> String {
+        let mut text = String::new();
+        // Writing to a String cannot fail.
+        let _ = prometheus_client::encoding::text::encode(&mut text, &self.registry);
+        text
+    }
+}

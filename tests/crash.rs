@@ -1,0 +1,344 @@
+//! Crash safety: `ebb tick` is killed with SIGKILL at many points inside ticks (at timed
+//! delays, and at the moment a given EC2 call is on the wire), then run again. A proxy between
+//! ebb and moto's EC2 server counts every call that reaches the cloud: each instance is stopped
+//! (or started) exactly once per evening (or morning), and every intent ends with an outcome.
+
+mod common;
+
+use axum::body::Body;
+use axum::extract::{Request, State};
+use axum::response::Response;
+use chrono::{Duration as Days, NaiveDate};
+use common::moto::{states, Fixture, Launch, G5};
+use ebb::store::{Store, Verification};
+use sqlx::PgPool;
+use std::collections::HashMap;
+use std::process::{Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::sync::oneshot;
+
+const POLICY: &str = r#"
+policies:
+  - name: research-hours
+    match: {tags: {team: research}}
+    work_hours:
+      timezone: UTC
+      periods:
+        - {days: mon-fri, start: "09:00", stop: "19:00"}
+      outside_hours: stop
+      start_at_open: stopped-by-ebb
+"#;
+
+/// Where a run of `ebb tick` is killed.
+#[derive(Debug, Clone, Copy)]
+enum Kill {
+    /// This long after it starts.
+    After(u64),
+    /// When this EC2 action reaches the proxy; `true`: after the cloud carried it out,
+    /// `false`: before.
+    On(&'static str, bool),
+}
+
+/// A trap set in the proxy: the action, whether to let it through, and whom to tell.
+type Trap = (&'static str, bool, oneshot::Sender<()>);
+
+/// An HTTP proxy to moto that records the instance ids of every action call it lets through.
+#[derive(Default)]
+struct Proxy {
+    upstream: String,
+    /// `(action, instance)` → calls that reached the cloud.
+    calls: Mutex<HashMap<(String, String), usize>>,
+    trap: Mutex<Option<Trap>>,
+}
+
+async fn relay(State(proxy): State<Arc<Proxy>>, request: Request) -> Response {
+    let (parts, body) = request.into_parts();
+    let body = axum::body::to_bytes(body, usize::MAX).await.unwrap();
+    let form =
+        reqwest::Url::parse(&format!("http://form/?{}", String::from_utf8_lossy(&body))).unwrap();
+    let pairs: Vec<(String, String)> = form.query_pairs().into_owned().collect();
+    let action = pairs
+        .iter()
+        .find(|(k, _)| k == "Action")
+        .map(|(_, v)| v.clone())
+        .unwrap_or_default();
+    let trap = {
+        let mut trap = proxy.trap.lock().unwrap();
+        match trap.take() {
+            Some((on, through, fire)) if on == action => Some((through, fire)),
+            other => {
+                *trap = other;
+                None
+            }
+        }
+    };
+    let (before, after) = match trap {
+        Some((false, fire)) => (Some(fire), None),
+        Some((true, fire)) => (None, Some(fire)),
+        None => (None, None),
+    };
+    if let Some(fire) = before {
+        let _ = fire.send(());
+        std::future::pending::<()>().await;
+    }
+    // Forwarded and counted in a task of its own: when ebb is killed, hyper drops this handler,
+    // but a call already on its way to the cloud still happens and must still be counted.
+    let (method, uri, headers) = (
+        parts.method.clone(),
+        parts.uri.clone(),
+        parts.headers.clone(),
+    );
+    let counter = proxy.clone();
+    let answer = tokio::spawn(async move {
+        let mut upstream =
+            reqwest::Client::new().request(method, format!("{}{uri}", counter.upstream));
+        for (name, value) in &headers {
+            if name != "host" && name != "content-length" {
+                upstream = upstream.header(name, value);
+            }
+        }
+        let answer = upstream.body(body.to_vec()).send().await.unwrap();
+        if answer.status().is_success()
+            && matches!(action.as_str(), "StopInstances" | "StartInstances")
+        {
+            let mut calls = counter.calls.lock().unwrap();
+            for (key, id) in &pairs {
+                if key.starts_with("InstanceId.") {
+                    *calls.entry((action.clone(), id.clone())).or_default() += 1;
+                }
+            }
+        }
+        answer
+    })
+    .await
+    .unwrap();
+    if let Some(fire) = after {
+        let _ = fire.send(());
+        std::future::pending::<()>().await;
+    }
+    let status = answer.status();
+    let headers = answer.headers().clone();
+    let mut response = Response::new(Body::from(answer.bytes().await.unwrap()));
+    *response.status_mut() = status;
+    for (name, value) in &headers {
+        if name != "content-length" && name != "transfer-encoding" {
+            response.headers_mut().insert(name, value.clone());
+        }
+    }
+    response
+}
+
+struct Setup {
+    f: Fixture,
+    url: String,
+    proxy: Arc<Proxy>,
+    endpoint: String,
+    policies: tempfile::TempDir,
+}
+
+impl Setup {
+    /// Runs `ebb tick --at AT` through the proxy, killing it at `kill`; returns whether it was
+    /// killed before it ended.
+    async fn tick(&self, at: &str, kill: Option<Kill>) -> bool {
+        let (fired, on_fire) = oneshot::channel();
+        let mut on_fire = Some(on_fire);
+        if let Some(Kill::On(action, through)) = kill {
+            *self.proxy.trap.lock().unwrap() = Some((action, through, fired));
+        }
+        let mut child = Command::new(env!("CARGO_BIN_EXE_ebb"))
+            .args(["tick", "--at", at])
+            .env("DATABASE_URL", &self.url)
+            .env("AWS_ENDPOINT_URL", &self.endpoint)
+            .env("EBB_POLICIES", self.policies.path())
+            .env("EBB_REGIONS", self.f.region)
+            .env("EBB_MANAGED_TAG", format!("ebb:managed={}", self.f.managed))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let started = std::time::Instant::now();
+        let killed = loop {
+            if let Some(status) = child.try_wait().unwrap() {
+                let unfired = matches!(kill, Some(Kill::On(..)));
+                assert!(
+                    status.success() || unfired,
+                    "tick at {at} failed without being killed: {status}"
+                );
+                break false;
+            }
+            let due = match kill {
+                Some(Kill::After(ms)) => started.elapsed() >= Duration::from_millis(ms),
+                Some(Kill::On(..)) => on_fire.as_mut().is_some_and(|r| r.try_recv().is_ok()),
+                None => false,
+            };
+            if due {
+                child.kill().unwrap();
+                child.wait().unwrap();
+                break true;
+            }
+            assert!(
+                started.elapsed() < Duration::from_secs(60),
+                "tick at {at} hangs"
+            );
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        };
+        self.proxy.trap.lock().unwrap().take();
+        on_fire.take();
+        killed
+    }
+
+    fn calls(&self, action: &str, id: &str) -> usize {
+        self.proxy
+            .calls
+            .lock()
+            .unwrap()
+            .get(&(action.to_string(), id.to_string()))
+            .copied()
+            .unwrap_or(0)
+    }
+}
+
+#[sqlx::test(migrations = false)]
+async fn killed_ticks_never_repeat_an_action_and_every_intent_gets_an_outcome(pool: PgPool) {
+    let f = Fixture::new("us-west-2").await;
+    let proxy = Arc::new(Proxy {
+        upstream: std::env::var("AWS_ENDPOINT_URL").unwrap(),
+        ..Proxy::default()
+    });
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let endpoint = format!("http://{}", listener.local_addr().unwrap());
+    let app = axum::Router::new()
+        .fallback(relay)
+        .with_state(proxy.clone());
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    let policies = tempfile::tempdir().unwrap();
+    std::fs::write(policies.path().join("research.yaml"), POLICY).unwrap();
+    let s = Setup {
+        url: common::database_url(&pool),
+        f,
+        proxy,
+        endpoint,
+        policies,
+    };
+    let store = Store::connect(&s.url).await.unwrap();
+    store.migrate().await.unwrap();
+
+    let mut research = Vec::new();
+    for _ in 0..4 {
+        research.push(s.f.launch(G5).await);
+    }
+    let skipped =
+        s.f.launch(Launch {
+            tags: &[("team", "research"), ("ebb:skip", "true")],
+            ..G5
+        })
+        .await;
+
+    let evenings = [
+        Kill::On("StopInstances", true),
+        Kill::On("StopInstances", false),
+        Kill::On("DescribeInstances", false),
+        Kill::After(0),
+        Kill::After(40),
+        Kill::After(80),
+        Kill::After(120),
+        Kill::After(160),
+        Kill::After(200),
+        Kill::After(260),
+        Kill::After(330),
+        Kill::After(420),
+        Kill::After(550),
+        Kill::After(750),
+    ];
+    let mornings = [
+        Kill::On("StartInstances", true),
+        Kill::On("StartInstances", false),
+        Kill::After(60),
+        Kill::After(140),
+        Kill::After(220),
+        Kill::After(300),
+        Kill::After(400),
+        Kill::After(520),
+        Kill::After(700),
+    ];
+    let mut day = NaiveDate::from_ymd_opt(2026, 11, 30).unwrap();
+    let mut killed = 0;
+    for round in 0..evenings.len() {
+        let next = next_weekday(day);
+        let stops_before: Vec<usize> = research
+            .iter()
+            .map(|id| s.calls("StopInstances", id))
+            .collect();
+        let evening = format!("{day}T20:00:00Z");
+        killed += usize::from(s.tick(&evening, Some(evenings[round])).await);
+        assert!(!s.tick(&format!("{day}T20:01:00Z"), None).await);
+        for (id, before) in research.iter().zip(&stops_before) {
+            assert_eq!(
+                s.calls("StopInstances", id),
+                before + 1,
+                "{id}: one stop on the evening of {day}, killed at {:?}",
+                evenings[round]
+            );
+        }
+        let stopped = states(&s.f.ec2, &research).await;
+        assert!(
+            stopped.values().all(|s| s.as_str() == "stopped"),
+            "{stopped:?} after {:?}",
+            evenings[round]
+        );
+
+        let kill = mornings[round % mornings.len()];
+        let starts_before: Vec<usize> = research
+            .iter()
+            .map(|id| s.calls("StartInstances", id))
+            .collect();
+        killed += usize::from(s.tick(&format!("{next}T09:05:00Z"), Some(kill)).await);
+        assert!(!s.tick(&format!("{next}T09:06:00Z"), None).await);
+        for (id, before) in research.iter().zip(&starts_before) {
+            assert_eq!(
+                s.calls("StartInstances", id),
+                before + 1,
+                "{id}: one start on the morning of {next}, killed at {kill:?}: \
+                 ebb remembered its stop through the crash"
+            );
+        }
+        assert!(
+            store.pending_intents().await.unwrap().is_empty(),
+            "round {round}"
+        );
+        day = next;
+    }
+    eprintln!(
+        "{killed} of {} runs were killed before they ended",
+        2 * evenings.len()
+    );
+    assert!(
+        killed >= 15,
+        "only {killed} runs were killed before they ended"
+    );
+    assert_eq!(s.calls("StopInstances", &skipped), 0);
+    assert!(matches!(
+        store.verify_audit().await.unwrap(),
+        Verification::Intact { .. }
+    ));
+    // Every intent has exactly one outcome (a unique index forbids two).
+    let (intents, outcomes): (i64, i64) = sqlx::query_as(
+        "SELECT count(*) FILTER (WHERE outcome = 'intent'),
+                count(*) FILTER (WHERE intent_seq IS NOT NULL)
+         FROM audit_log WHERE action IN ('stop', 'start')",
+    )
+    .fetch_one(&pool)
+    .await
+    .unwrap();
+    assert_eq!(intents, outcomes);
+}
+
+fn next_weekday(day: NaiveDate) -> NaiveDate {
+    use chrono::Datelike;
+    let mut next = day + Days::days(1);
+    while next.weekday().number_from_monday() > 5 {
+        next += Days::days(1);
+    }
+    next
+}
