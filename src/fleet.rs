@@ -1,6 +1,7 @@
 //! The fleet as ebb sees it: instances, their GPU utilisation and prices, and the snapshot file
 //! format that `ebb plan`, `ebb explain` and the simulated provider read.
 
+use crate::cloud::sim::Behaviour;
 use crate::engine::{InstanceFacts, Override, Prior};
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
@@ -209,6 +210,9 @@ struct SnapshotInstance {
     started_by_ebb_at: Option<Timestamp>,
     #[serde(default)]
     notified_at: Option<Timestamp>,
+    /// How the simulated provider makes it behave; other readers ignore it.
+    #[serde(default)]
+    sim: Option<Behaviour>,
 }
 
 /// Tag values are text, but `true` or `3` written unquoted in YAML mean the same.
@@ -280,6 +284,18 @@ pub enum SnapshotError {
 
 /// Reads a snapshot: JSON when the file ends in `.json` (fast for large fleets), YAML otherwise.
 pub fn load_snapshot(path: &Path) -> Result<(Fleet, Prior), SnapshotError> {
+    let (fleet, prior, _) = read_snapshot(path)?;
+    Ok((fleet, prior))
+}
+
+/// Reads a snapshot with the `sim:` behaviour of its instances, by instance id: the seed of
+/// the simulated provider.
+pub fn load_simulation(path: &Path) -> Result<(Fleet, HashMap<String, Behaviour>), SnapshotError> {
+    let (fleet, _, behaviours) = read_snapshot(path)?;
+    Ok((fleet, behaviours))
+}
+
+fn read_snapshot(path: &Path) -> Result<(Fleet, Prior, HashMap<String, Behaviour>), SnapshotError> {
     let text = std::fs::read_to_string(path).map_err(|source| SnapshotError::Read {
         path: path.to_path_buf(),
         source,
@@ -297,8 +313,9 @@ pub fn load_snapshot(path: &Path) -> Result<(Fleet, Prior), SnapshotError> {
 }
 
 impl Snapshot {
-    fn into_fleet(self) -> (Fleet, Prior) {
+    fn into_fleet(self) -> (Fleet, Prior, HashMap<String, Behaviour>) {
         let mut facts = HashMap::with_capacity(self.instances.len());
+        let mut behaviours = HashMap::new();
         let instances = self
             .instances
             .into_iter()
@@ -310,6 +327,9 @@ impl Snapshot {
                 };
                 if f != InstanceFacts::default() {
                     facts.insert(i.id.clone(), f);
+                }
+                if let Some(b) = i.sim {
+                    behaviours.insert(i.id.clone(), b);
                 }
                 let mut gpu_util: Vec<Sample> = i
                     .gpu_util
@@ -348,6 +368,7 @@ impl Snapshot {
                     })
                     .collect(),
             ),
+            behaviours,
         )
     }
 }

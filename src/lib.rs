@@ -7,6 +7,7 @@
 //! and acted on.
 
 pub mod api;
+pub mod clock;
 pub mod cloud;
 pub mod engine;
 pub mod fleet;

@@ -4,8 +4,10 @@ use anyhow::{bail, Context as _, Result};
 use chrono::{DateTime, Local, Utc};
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use ebb::api::Tokens;
+use ebb::clock::Clock;
 use ebb::cloud::aws::{self, AwsProvider};
-use ebb::cloud::Provider as _;
+use ebb::cloud::sim::SimProvider;
+use ebb::cloud::{Cloud, Provider as _};
 use ebb::reconcile::{Control, Options, PolicySource, Reconciler};
 use ebb::store::{AuditFilter, Outcome, Store, Verification};
 use ebb::webhook::{Poster, Webhook};
@@ -88,8 +90,21 @@ enum Command {
             default_value = ""
         )]
         api_tokens: String,
+        /// With EBB_CLOUD=sim:FILE: the simulated clock's start, RFC 3339 (default: now).
+        #[arg(long, env = "EBB_CLOCK_START", value_name = "TS", value_parser = when::parse_time)]
+        clock_start: Option<DateTime<Utc>>,
+        /// With EBB_CLOUD=sim:FILE: how many times faster than real time the simulated clock
+        /// runs (600: ten minutes a second). --tick counts in simulated time.
+        #[arg(long, env = "EBB_CLOCK_SPEED", value_name = "N", value_parser = parse_speed)]
+        clock_speed: Option<f64>,
         #[command(flatten)]
         reconcile: ReconcileArgs,
+    },
+    /// Exit 0 when the local `ebb serve` is ready (GET /readyz); for container health checks.
+    Ready {
+        /// The API's address, as `ebb serve` was given it.
+        #[arg(long, env = "EBB_LISTEN", default_value = "127.0.0.1:8080")]
+        listen: std::net::SocketAddr,
     },
     /// List the instances ebb manages as the cloud shows them now (AWS credential chain).
     Inventory {
@@ -137,10 +152,11 @@ struct ReconcileArgs {
 const WEBHOOK_DRAIN: std::time::Duration = std::time::Duration::from_secs(30);
 
 impl ReconcileArgs {
-    /// The reconciler, and the webhook poster to drain before exit.
-    async fn reconciler(self) -> Result<(Reconciler<AwsProvider>, Option<Poster>)> {
+    /// The reconciler (a simulated fleet runs on `clock`), and the webhook poster to drain
+    /// before exit.
+    async fn reconciler(self, clock: Clock) -> Result<(Reconciler<Cloud>, Option<Poster>)> {
         let store = Store::open_from_env().await?;
-        let provider = self.cloud.provider().await?;
+        let provider = self.cloud.provider(clock).await?;
         let (webhook, poster) = self.webhook_url.map(Webhook::start).unzip();
         let options = Options {
             dry_run: self.dry_run,
@@ -155,9 +171,9 @@ impl ReconcileArgs {
 /// Where ebb looks in AWS.
 #[derive(Args)]
 struct CloudArgs {
-    /// The cloud provider.
-    #[arg(long, env = "EBB_CLOUD", value_enum, default_value_t = Cloud::Aws)]
-    cloud: Cloud,
+    /// The cloud: aws, or sim:FLEET_FILE (a simulated fleet seeded from a fleet snapshot).
+    #[arg(long, env = "EBB_CLOUD", default_value = "aws", value_parser = parse_cloud)]
+    cloud: CloudChoice,
     /// Regions to watch, comma-separated (default: the AWS SDK's region).
     #[arg(
         long,
@@ -174,11 +190,23 @@ struct CloudArgs {
     managed_tag: ManagedTag,
 }
 
-/// A cloud provider.
-#[derive(Clone, Copy, ValueEnum)]
-enum Cloud {
+/// A cloud provider to connect to.
+#[derive(Clone)]
+enum CloudChoice {
     /// EC2 and CloudWatch, with the AWS credential chain.
     Aws,
+    /// A simulated fleet seeded from this snapshot.
+    Sim(PathBuf),
+}
+
+fn parse_cloud(s: &str) -> Result<CloudChoice, String> {
+    match s.strip_prefix("sim:") {
+        _ if s == "aws" => Ok(CloudChoice::Aws),
+        Some(file) if !file.is_empty() => Ok(CloudChoice::Sim(file.into())),
+        _ => Err(format!(
+            "\"{s}\" is not a cloud: aws, or sim:FLEET_FILE for a simulated fleet"
+        )),
+    }
 }
 
 /// The management tag, or none.
@@ -200,15 +228,23 @@ fn parse_managed_tag(s: &str) -> Result<ManagedTag, String> {
 }
 
 impl CloudArgs {
-    async fn provider(self) -> Result<AwsProvider> {
-        let Cloud::Aws = self.cloud;
-        let settings = aws::Settings {
-            regions: self.regions,
-            role_arns: self.role_arns,
-            managed_tag: self.managed_tag.0,
-            ..aws::Settings::default()
-        };
-        Ok(AwsProvider::connect(settings).await?)
+    /// The provider; a simulated fleet runs on `clock`.
+    async fn provider(self, clock: Clock) -> Result<Cloud> {
+        match self.cloud {
+            CloudChoice::Aws => {
+                let settings = aws::Settings {
+                    regions: self.regions,
+                    role_arns: self.role_arns,
+                    managed_tag: self.managed_tag.0,
+                    ..aws::Settings::default()
+                };
+                Ok(Cloud::Aws(AwsProvider::connect(settings).await?))
+            }
+            CloudChoice::Sim(file) => {
+                let (fleet, behaviours) = fleet::load_simulation(&file)?;
+                Ok(Cloud::Sim(SimProvider::new(fleet, behaviours, clock)))
+            }
+        }
     }
 }
 
@@ -299,6 +335,15 @@ struct Input {
 enum Format {
     Table,
     Json,
+}
+
+fn parse_speed(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(n) if n.is_finite() && n > 0.0 && n <= 1e6 => Ok(n),
+        _ => Err(format!(
+            "\"{s}\" is not a speed: a number above 0 and up to 1000000 (600 is ten minutes a second)"
+        )),
+    }
 }
 
 fn parse_past(s: &str) -> Result<DateTime<Utc>, String> {
@@ -442,13 +487,12 @@ async fn run(command: Command) -> Result<ExitCode> {
         }
         Command::Override(args) => overrides(args).await,
         Command::Tick { at, reconcile } => {
-            let (reconciler, poster) = reconcile.reconciler().await?;
+            let at = at.unwrap_or_else(Utc::now);
+            let (reconciler, poster) = reconcile.reconciler(Clock::Fixed(at)).await?;
             let Some(mut leader) = reconciler.store().try_lead(&replica_name()).await? else {
                 bail!("another ebb is the leader and acting (ebb serve?); this tick did nothing");
             };
-            let report = reconciler
-                .tick(at.unwrap_or_else(Utc::now), &mut leader)
-                .await;
+            let report = reconciler.tick(at, &mut leader).await;
             // The queue closes with the reconciler; what it holds is posted before exit.
             drop(reconciler);
             if let Some(poster) = poster {
@@ -477,10 +521,22 @@ async fn run(command: Command) -> Result<ExitCode> {
             replica,
             listen,
             api_tokens,
+            clock_start,
+            clock_speed,
             reconcile,
         } => {
             let tokens = Tokens::parse(&api_tokens)?;
-            let (reconciler, poster) = reconcile.reconciler().await?;
+            let clock = match (&reconcile.cloud.cloud, clock_start, clock_speed) {
+                (CloudChoice::Sim(_), start, speed) => Clock::simulated(
+                    start.unwrap_or_else(Utc::now),
+                    speed.unwrap_or(1.0),
+                ),
+                (CloudChoice::Aws, None, None) => Clock::System,
+                (CloudChoice::Aws, _, _) => bail!(
+                    "--clock-start and --clock-speed need EBB_CLOUD=sim:FLEET_FILE: a real cloud runs on real time"
+                ),
+            };
+            let (reconciler, poster) = reconcile.reconciler(clock).await?;
             let name = replica.unwrap_or_else(replica_name);
             let control = Arc::new(Control::default());
             let mut hangup = signal(SignalKind::hangup())?;
@@ -502,6 +558,7 @@ async fn run(command: Command) -> Result<ExitCode> {
             let config = serve::Config {
                 name,
                 interval: tick,
+                clock,
                 listen,
                 tokens,
             };
@@ -511,8 +568,28 @@ async fn run(command: Command) -> Result<ExitCode> {
             }
             Ok(ExitCode::SUCCESS)
         }
+        Command::Ready { mut listen } => {
+            if listen.ip().is_unspecified() {
+                listen.set_ip(std::net::Ipv4Addr::LOCALHOST.into());
+            }
+            let url = format!("http://{listen}/readyz");
+            let answer = reqwest::Client::builder()
+                .timeout(std::time::Duration::from_secs(5))
+                .build()?
+                .get(&url)
+                .send()
+                .await
+                .with_context(|| format!("cannot reach ebb serve at {url}"))?;
+            let ready = answer.status().is_success();
+            println!("{}", answer.text().await.unwrap_or_default());
+            Ok(if ready {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::from(1)
+            })
+        }
         Command::Inventory { cloud, format } => {
-            let inventory = cloud.provider().await?.instances().await;
+            let inventory = cloud.provider(Clock::System).await?.instances().await;
             print!(
                 "{}",
                 match format {

@@ -4,6 +4,7 @@
 //! its outcome after. An intent left without an outcome (the process died between the two) is
 //! resolved at the next tick by reading the instance's real state, never by acting again.
 
+use crate::clock::Clock;
 use crate::cloud::{ActionReport, Inventory, Provider};
 use crate::engine::{self, Action, Decision};
 use crate::fleet::{Fleet, InstanceState, Sample};
@@ -166,7 +167,7 @@ impl Control {
         self.leader.load(Ordering::Relaxed)
     }
 
-    /// When this replica last finished a tick.
+    /// The decision time of this replica's last tick.
     pub fn last_tick(&self) -> Option<DateTime<Utc>> {
         *self.last_tick.lock().unwrap_or_else(|e| e.into_inner())
     }
@@ -283,9 +284,10 @@ impl<P: Provider> Reconciler<P> {
         Ok(report)
     }
 
-    /// Reads GPU utilisation for the running instances an idle rule governs, over the longest
-    /// idle window; returns whether any readings came. Instances no idle rule governs are not
-    /// read: CloudWatch bills every metric read.
+    /// Reads GPU utilisation for the running instances whose policy looks at it (an idle rule,
+    /// or work hours whose stop waits while the GPU is busy), over the longest window needed;
+    /// returns whether any readings came. Other instances are not read: CloudWatch bills every
+    /// metric read.
     async fn read_gpu_utilisation(
         &self,
         set: &PolicySet,
@@ -296,7 +298,15 @@ impl<P: Provider> Reconciler<P> {
         let idle_windows: HashMap<&str, Duration> = set
             .policies
             .iter()
-            .filter_map(|p| Some((p.name.as_str(), p.idle.as_ref()?.window)))
+            .filter_map(|p| {
+                let idle = p.idle.as_ref().map(|i| i.window);
+                let busy = p
+                    .work_hours
+                    .as_ref()
+                    .filter(|w| w.busy_defers_stop)
+                    .map(|_| engine::RECENT);
+                Some((p.name.as_str(), idle.into_iter().chain(busy).max()?))
+            })
             .collect();
         let governed: HashMap<&str, Duration> = decisions
             .iter()
@@ -572,18 +582,19 @@ impl<P: Provider> Reconciler<P> {
     }
 }
 
-/// Runs the control loop until `shutdown` resolves: every `interval`, and whenever
-/// `control.wake` is notified, a replica that leads (or can become the leader) ticks; the others
-/// wait. A tick in flight always finishes before shutdown: its intents are committed and its
+/// Runs the control loop until `shutdown` resolves: every `interval` of `clock`'s time, and
+/// whenever `control.wake` is notified, a replica that leads (or can become the leader) ticks
+/// at `clock`'s now; the others wait. A tick in flight always finishes before shutdown: its intents are committed and its
 /// outcomes written.
 pub async fn control_loop<P: Provider>(
     reconciler: &Reconciler<P>,
     name: &str,
     interval: std::time::Duration,
+    clock: Clock,
     control: &Control,
     shutdown: impl std::future::Future<Output = ()>,
 ) {
-    let mut ticker = tokio::time::interval(interval);
+    let mut ticker = tokio::time::interval(clock.real(interval));
     ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     tokio::pin!(shutdown);
     let mut leader: Option<Leadership> = None;
@@ -619,9 +630,10 @@ pub async fn control_loop<P: Provider>(
             continue;
         };
         let started = std::time::Instant::now();
-        let result = reconciler.tick(Utc::now(), held).await;
+        let now = clock.now();
+        let result = reconciler.tick(now, held).await;
         control.metrics.tick(&result, started.elapsed());
-        *control.last_tick.lock().unwrap_or_else(|e| e.into_inner()) = Some(Utc::now());
+        *control.last_tick.lock().unwrap_or_else(|e| e.into_inner()) = Some(now);
         match result {
             Ok(report) => {
                 for failure in &report.inventory_failures {
@@ -629,6 +641,7 @@ pub async fn control_loop<P: Provider>(
                 }
                 for a in &report.actions {
                     tracing::info!(
+                        at = %report.at.to_rfc3339_opts(SecondsFormat::Secs, true),
                         instance = a.decision.instance,
                         action = a.decision.action.as_str(),
                         outcome = a.outcome.as_str(),
@@ -639,6 +652,7 @@ pub async fn control_loop<P: Provider>(
                     );
                 }
                 tracing::info!(
+                    at = %report.at.to_rfc3339_opts(SecondsFormat::Secs, true),
                     instances = report.instances,
                     actions = report.actions.len(),
                     failed = report

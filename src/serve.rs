@@ -3,6 +3,7 @@
 //! `ebb override` on any replica (a Postgres notification), and SIGHUP (wired in `main`).
 
 use crate::api::{self, ApiState, Tokens};
+use crate::clock::Clock;
 use crate::cloud::Provider;
 use crate::reconcile::{control_loop, Control, PolicySource, Reconciler};
 use std::future::Future;
@@ -21,8 +22,10 @@ const API_DRAIN: Duration = Duration::from_secs(10);
 pub struct Config {
     /// This replica's name, shown as the leader's.
     pub name: String,
-    /// Time between ticks.
+    /// Time between ticks, on `clock`.
     pub interval: Duration,
+    /// What time it is.
+    pub clock: Clock,
     /// The API's address.
     pub listen: SocketAddr,
     /// Who may change things through the API.
@@ -61,6 +64,7 @@ pub async fn run<P: Provider>(
         policies: reconciler.policies().clone(),
         control: control.clone(),
         tokens: Arc::new(config.tokens),
+        clock: config.clock,
     };
     let (stop_api, api_stopped) = tokio::sync::watch::channel(());
     let api = tokio::spawn(async move {
@@ -83,6 +87,7 @@ pub async fn run<P: Provider>(
         &reconciler,
         &config.name,
         config.interval,
+        config.clock,
         &control,
         shutdown,
     )

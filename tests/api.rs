@@ -53,6 +53,7 @@ impl Api {
             policies: Arc::new(PolicySource::new(vec![dir.path().to_path_buf()])),
             control: control.clone(),
             tokens: Arc::new(Tokens::parse(&format!("alice:{TOKEN}")).unwrap()),
+            clock: ebb::clock::Clock::System,
         };
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let base = format!("http://{}", listener.local_addr().unwrap());

@@ -9,6 +9,7 @@ mod auth;
 
 pub use auth::{Tokens, TokensError};
 
+use crate::clock::Clock;
 use crate::output;
 use crate::reconcile::{Control, PolicySource};
 use crate::store::{
@@ -44,6 +45,8 @@ pub struct ApiState {
     pub control: Arc<Control>,
     /// Who may write.
     pub tokens: Arc<Tokens>,
+    /// What time it is (simulated under the sim provider), for overrides and `since`.
+    pub clock: Clock,
 }
 
 /// The routes.
@@ -263,7 +266,7 @@ async fn audit(
     query: Result<Query<AuditQuery>, QueryRejection>,
 ) -> ApiResult<Response> {
     let Query(q) = query?;
-    let now = Utc::now();
+    let now = state.clock.now();
     let instant = |name: &str, v: Option<String>| {
         v.map(|v| {
             when::parse_past(&v, now).map_err(|e| ApiError::bad_request(format!("{name}: {e}")))
@@ -305,7 +308,7 @@ async fn audit(
 }
 
 async fn overrides(State(state): State<ApiState>) -> ApiResult<Json<Vec<OverrideRecord>>> {
-    Ok(Json(state.store.active_overrides(Utc::now()).await?))
+    Ok(Json(state.store.active_overrides(state.clock.now()).await?))
 }
 
 /// `POST /v1/overrides` body.
@@ -326,7 +329,7 @@ async fn create_override(
     body: Result<Json<NewOverride>, JsonRejection>,
 ) -> ApiResult<(StatusCode, Json<OverrideRecord>)> {
     let Json(body) = body?;
-    let now = Utc::now();
+    let now = state.clock.now();
     let until = when::parse_future(&body.until, now)
         .map_err(|e| ApiError::bad_request(format!("until: {e}")))?;
     if until <= now {
@@ -357,7 +360,10 @@ async fn revoke_override(
 ) -> ApiResult<Json<OverrideRecord>> {
     let Path(id) = id?;
     Ok(Json(
-        state.store.revoke_override(id, &actor, Utc::now()).await?,
+        state
+            .store
+            .revoke_override(id, &actor, state.clock.now())
+            .await?,
     ))
 }
 

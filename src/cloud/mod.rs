@@ -7,6 +7,7 @@
 pub mod aws;
 mod error;
 mod prices;
+pub mod sim;
 
 pub use error::{CloudError, ErrorKind};
 pub use prices::{OnDemandPrices, PricesError};
@@ -139,4 +140,69 @@ pub trait Provider: Send + Sync {
         ids: &[String],
         keys: &[String],
     ) -> impl Future<Output = ActionReport> + Send;
+}
+
+/// The provider `EBB_CLOUD` chose.
+#[derive(Debug)]
+pub enum Cloud {
+    /// EC2 and CloudWatch.
+    Aws(aws::AwsProvider),
+    /// The simulated fleet.
+    Sim(sim::SimProvider),
+}
+
+/// Calls the same method on whichever provider it is.
+macro_rules! delegate {
+    ($self:ident, $p:ident => $call:expr) => {
+        match $self {
+            Cloud::Aws($p) => $call.await,
+            Cloud::Sim($p) => $call.await,
+        }
+    };
+}
+
+impl Provider for Cloud {
+    async fn instances(&self) -> Inventory {
+        delegate!(self, p => p.instances())
+    }
+
+    async fn gpu_utilisation(
+        &self,
+        region: &str,
+        instances: &[String],
+        from: DateTime<Utc>,
+        to: DateTime<Utc>,
+    ) -> Result<HashMap<String, Vec<Sample>>, CloudError> {
+        delegate!(self, p => p.gpu_utilisation(region, instances, from, to))
+    }
+
+    async fn prices(
+        &self,
+        region: &str,
+        types: &[String],
+        now: DateTime<Utc>,
+    ) -> Result<Vec<TypePrice>, CloudError> {
+        delegate!(self, p => p.prices(region, types, now))
+    }
+
+    async fn stop(&self, region: &str, ids: &[String], hibernate: bool) -> ActionReport {
+        delegate!(self, p => p.stop(region, ids, hibernate))
+    }
+
+    async fn start(&self, region: &str, ids: &[String]) -> ActionReport {
+        delegate!(self, p => p.start(region, ids))
+    }
+
+    async fn tag(
+        &self,
+        region: &str,
+        ids: &[String],
+        tags: &BTreeMap<String, String>,
+    ) -> ActionReport {
+        delegate!(self, p => p.tag(region, ids, tags))
+    }
+
+    async fn untag(&self, region: &str, ids: &[String], keys: &[String]) -> ActionReport {
+        delegate!(self, p => p.untag(region, ids, keys))
+    }
 }

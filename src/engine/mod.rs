@@ -9,6 +9,7 @@ mod explain;
 mod rules;
 
 pub use explain::{explain, Explanation};
+pub use rules::RECENT;
 
 use crate::fleet::{Fleet, Instance};
 use crate::policy::PolicySet;

@@ -1,0 +1,562 @@
+//! A simulated GPU fleet (`EBB_CLOUD=sim:FLEET_FILE`), seeded from a fleet snapshot, so that
+//! ebb can be seen working without a cloud account, and measured on fleets of any size.
+//!
+//! Stopping and starting take time on the simulated clock; a start can fail for lack of
+//! capacity; GPU utilisation follows the pattern each instance's `sim:` block names (office-hours
+//! notebook work, training runs, a box forgotten after lunch). Utilisation is a pure function
+//! of the instance and the time, so a replay gives the same readings.
+
+use super::{ActionReport, CloudError, Done, ErrorKind, Failed, Inventory, Provider, TypePrice};
+use crate::clock::Clock;
+use crate::fleet::{Fleet, Instance, InstanceState, Prices, Sample};
+use chrono::{DateTime, Datelike, Duration, NaiveDate, NaiveTime, Utc, Weekday};
+use chrono_tz::Tz;
+use serde::Deserialize;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::Mutex;
+
+/// How long a stop takes.
+const STOP_TAKES: Duration = Duration::seconds(60);
+/// How long a hibernation takes (memory is written to disk).
+const HIBERNATE_TAKES: Duration = Duration::seconds(120);
+/// How long a start takes.
+const START_TAKES: Duration = Duration::seconds(45);
+/// The period of GPU readings, as the CloudWatch agent is configured.
+const READING_PERIOD: i64 = 300;
+
+/// How a simulated instance behaves: the `sim:` block of a snapshot instance.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Behaviour {
+    /// How its GPUs are used.
+    #[serde(default)]
+    pub usage: Usage,
+    /// The time zone of its user's office hours (`notebook` and `forgotten`).
+    #[serde(default, deserialize_with = "time_zone")]
+    pub timezone: Option<Tz>,
+    /// Training runs (`training`): busy from `start` for `hours`.
+    #[serde(default)]
+    pub runs: Vec<Run>,
+    /// The next this many starts fail for lack of capacity.
+    #[serde(default)]
+    pub start_failures: u32,
+    /// When its owner starts it, if it is stopped, on weekdays (local time, `HH:MM`).
+    #[serde(default, deserialize_with = "time_of_day")]
+    pub owner_starts_at: Option<NaiveTime>,
+}
+
+/// A GPU usage pattern.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Usage {
+    /// No GPU metrics at all (no CloudWatch agent).
+    #[default]
+    None,
+    /// Always below 3 %.
+    Idle,
+    /// Always above 90 %.
+    Busy,
+    /// Bursts of work on weekdays 09:00–12:30 and 13:00–18:30 local time; idle otherwise.
+    Notebook,
+    /// Like `notebook` in the morning, then idle from lunch on: forgotten.
+    Forgotten,
+    /// Busy during its `runs`, idle between them.
+    Training,
+}
+
+/// One training run.
+#[derive(Debug, Clone, Copy, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Run {
+    /// When it starts.
+    pub start: DateTime<Utc>,
+    /// How long it lasts.
+    pub hours: f64,
+}
+
+fn time_zone<'de, D: serde::Deserializer<'de>>(de: D) -> Result<Option<Tz>, D::Error> {
+    let name = String::deserialize(de)?;
+    name.parse::<Tz>().map(Some).map_err(|_| {
+        serde::de::Error::custom(format!(
+            "\"{name}\" is not an IANA time zone (like Europe/Berlin)"
+        ))
+    })
+}
+
+fn time_of_day<'de, D: serde::Deserializer<'de>>(de: D) -> Result<Option<NaiveTime>, D::Error> {
+    let text = String::deserialize(de)?;
+    NaiveTime::parse_from_str(&text, "%H:%M")
+        .map(Some)
+        .map_err(|_| {
+            serde::de::Error::custom(format!("\"{text}\" is not a time of day (like 09:00)"))
+        })
+}
+
+impl Behaviour {
+    /// Whether its owner starts it at `at`: a weekday, at or after `owner_starts_at`, and not
+    /// on a day the owner already did (`last`).
+    fn owner_arrives(&self, at: DateTime<Utc>, last: Option<NaiveDate>) -> Option<NaiveDate> {
+        let local = at.with_timezone(&self.timezone.unwrap_or(Tz::UTC));
+        let weekday = !matches!(local.weekday(), Weekday::Sat | Weekday::Sun);
+        let today = local.date_naive();
+        (weekday && local.time() >= self.owner_starts_at? && last < Some(today)).then_some(today)
+    }
+
+    /// GPU utilisation at `at` of a running instance whose noise is seeded by `seed`; `None`
+    /// when it reports no metrics.
+    pub fn percent(&self, seed: u64, at: DateTime<Utc>) -> Option<f64> {
+        let slot = at.timestamp().div_euclid(READING_PERIOD) as u64;
+        let noise = unit(seed, slot);
+        let working = |until: NaiveTime| {
+            let local = at.with_timezone(&self.timezone.unwrap_or(Tz::UTC));
+            let time = local.time();
+            let weekday = !matches!(local.weekday(), Weekday::Sat | Weekday::Sun);
+            let morning = time >= hm(9, 0) && time < hm(12, 30).min(until);
+            let afternoon = time >= hm(13, 0) && time < hm(18, 30).min(until);
+            weekday && (morning || afternoon)
+        };
+        // At work, six readings in ten are a burst; the rest are pauses.
+        let at_work = |noise: f64| {
+            if noise < 0.6 {
+                20.0 + 65.0 * unit(seed ^ 0x9e37_79b9_7f4a_7c15, slot)
+            } else {
+                4.0 * noise
+            }
+        };
+        Some(match self.usage {
+            Usage::None => return None,
+            Usage::Idle => 3.0 * noise,
+            Usage::Busy => 90.0 + 9.0 * noise,
+            Usage::Notebook if working(hm(23, 59)) => at_work(noise),
+            Usage::Forgotten if working(hm(12, 30)) => at_work(noise),
+            Usage::Notebook | Usage::Forgotten => 2.0 * noise,
+            Usage::Training => {
+                let in_run = self.runs.iter().any(|r| {
+                    let end = r.start + Duration::seconds((r.hours * 3600.0) as i64);
+                    r.start <= at && at < end
+                });
+                if in_run {
+                    92.0 + 7.0 * noise
+                } else {
+                    noise
+                }
+            }
+        })
+    }
+}
+
+fn hm(h: u32, m: u32) -> NaiveTime {
+    NaiveTime::from_hms_opt(h, m, 0).expect("a valid time of day")
+}
+
+/// A number in [0, 1) from `seed` and `slot` (splitmix64).
+fn unit(seed: u64, slot: u64) -> f64 {
+    let mut z = seed ^ slot.wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^= z >> 31;
+    (z >> 11) as f64 / (1u64 << 53) as f64
+}
+
+/// A stable seed from an instance id (FNV-1a).
+fn seed(id: &str) -> u64 {
+    id.bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+    })
+}
+
+/// One simulated instance.
+#[derive(Debug)]
+struct Simulated {
+    instance: Instance,
+    behaviour: Behaviour,
+    seed: u64,
+    /// A state change under way: the state it ends in, and when.
+    transition: Option<(InstanceState, DateTime<Utc>)>,
+    /// Since when it has been running (readings exist from then on).
+    running_since: Option<DateTime<Utc>>,
+    /// Readings written in the snapshot, served as they are.
+    recorded: Vec<Sample>,
+    start_failures: u32,
+    /// The last day its owner came in.
+    owner_came: Option<NaiveDate>,
+}
+
+impl Simulated {
+    /// Completes a state change that is due at `now`, and starts the instance if its owner
+    /// arrives.
+    fn advance(&mut self, now: DateTime<Utc>) {
+        if let Some(today) = self.behaviour.owner_arrives(now, self.owner_came) {
+            self.owner_came = Some(today);
+            if self.instance.state == InstanceState::Stopped {
+                self.begin(
+                    InstanceState::Pending,
+                    InstanceState::Running,
+                    now,
+                    START_TAKES,
+                );
+            }
+        }
+        if let Some((to, at)) = self.transition {
+            if at <= now {
+                self.instance.state = to;
+                self.instance.state_since = Some(at);
+                self.transition = None;
+                if to == InstanceState::Running {
+                    self.running_since = Some(at);
+                    self.instance.launched_at = Some(at);
+                }
+            }
+        }
+    }
+
+    fn begin(
+        &mut self,
+        through: InstanceState,
+        to: InstanceState,
+        now: DateTime<Utc>,
+        takes: Duration,
+    ) {
+        self.instance.state = through;
+        self.instance.state_since = Some(now);
+        self.transition = Some((to, now + takes));
+        if through != InstanceState::Pending {
+            self.running_since = None;
+        }
+    }
+}
+
+/// The simulated fleet.
+#[derive(Debug)]
+pub struct SimProvider {
+    clock: Clock,
+    prices: Prices,
+    fleet: Mutex<SimFleet>,
+}
+
+#[derive(Debug)]
+struct SimFleet {
+    instances: Vec<Simulated>,
+    by_id: HashMap<String, usize>,
+    requests: u64,
+}
+
+impl SimProvider {
+    /// A simulated fleet of `fleet`'s instances, behaving as `behaviours` says (by instance
+    /// id; instances without one report no GPU metrics), on `clock`.
+    pub fn new(fleet: Fleet, mut behaviours: HashMap<String, Behaviour>, clock: Clock) -> Self {
+        let now = clock.now();
+        let instances: Vec<Simulated> = fleet
+            .instances
+            .into_iter()
+            .map(|mut instance| {
+                let behaviour = behaviours.remove(&instance.id).unwrap_or_default();
+                // An owner due in before the clock starts has come in already.
+                let owner_came = behaviour.owner_arrives(now, None);
+                let running = instance.state == InstanceState::Running;
+                let running_since =
+                    running.then(|| instance.launched_at.unwrap_or(now - Duration::days(1)));
+                Simulated {
+                    seed: seed(&instance.id),
+                    start_failures: behaviour.start_failures,
+                    behaviour,
+                    transition: None,
+                    running_since,
+                    recorded: std::mem::take(&mut instance.gpu_util),
+                    owner_came,
+                    instance,
+                }
+            })
+            .collect();
+        let by_id = instances
+            .iter()
+            .enumerate()
+            .map(|(i, s)| (s.instance.id.clone(), i))
+            .collect();
+        SimProvider {
+            clock,
+            prices: fleet.prices,
+            fleet: Mutex::new(SimFleet {
+                instances,
+                by_id,
+                requests: 0,
+            }),
+        }
+    }
+
+    fn fleet(&self) -> std::sync::MutexGuard<'_, SimFleet> {
+        self.fleet.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Applies `change` to each of `ids` in `region`; unknown ids fail as EC2 fails them.
+    fn act(
+        &self,
+        operation: &'static str,
+        region: &str,
+        ids: &[String],
+        mut change: impl FnMut(&mut Simulated, DateTime<Utc>) -> Result<(), Refusal>,
+    ) -> ActionReport {
+        let now = self.clock.now();
+        let mut fleet = self.fleet();
+        fleet.requests += 1;
+        let request_id = format!("sim-{:08}", fleet.requests);
+        let mut report = ActionReport::default();
+        for id in ids {
+            let found = fleet
+                .by_id
+                .get(id)
+                .copied()
+                .filter(|&i| fleet.instances[i].instance.region == region);
+            let result = match found {
+                Some(i) => {
+                    let sim = &mut fleet.instances[i];
+                    sim.advance(now);
+                    change(sim, now)
+                }
+                None => Err((
+                    "InvalidInstanceID.NotFound",
+                    format!("The instance ID '{id}' does not exist"),
+                )),
+            };
+            match result {
+                Ok(()) => report.done.push(Done {
+                    instance: id.clone(),
+                    request_id: Some(request_id.clone()),
+                    fallback: None,
+                }),
+                Err((code, message)) => report.failed.push(Failed {
+                    instance: id.clone(),
+                    error: CloudError {
+                        kind: ErrorKind::from_code(code),
+                        operation,
+                        code: Some(code.to_string()),
+                        message,
+                        request_id: Some(request_id.clone()),
+                    },
+                }),
+            }
+        }
+        report
+    }
+}
+
+/// Why EC2 refused an instance: its error code and message.
+type Refusal = (&'static str, String);
+
+fn wrong_state(sim: &Simulated) -> Refusal {
+    (
+        "IncorrectInstanceState",
+        format!(
+            "The instance '{}' is not in a state from which it can be changed ({})",
+            sim.instance.id,
+            sim.instance.state.as_str()
+        ),
+    )
+}
+
+impl Provider for SimProvider {
+    async fn instances(&self) -> Inventory {
+        let now = self.clock.now();
+        let mut fleet = self.fleet();
+        let mut regions = BTreeSet::new();
+        let instances = fleet
+            .instances
+            .iter_mut()
+            .map(|sim| {
+                sim.advance(now);
+                regions.insert(sim.instance.region.clone());
+                sim.instance.clone()
+            })
+            .collect();
+        Inventory {
+            instances,
+            complete_regions: regions.into_iter().collect(),
+            failures: Vec::new(),
+        }
+    }
+
+    async fn gpu_utilisation(
+        &self,
+        region: &str,
+        instances: &[String],
+        from: DateTime<Utc>,
+        to: DateTime<Utc>,
+    ) -> Result<HashMap<String, Vec<Sample>>, CloudError> {
+        let now = self.clock.now();
+        let to = to.min(now);
+        let fleet = self.fleet();
+        let mut readings = HashMap::new();
+        for id in instances {
+            let Some(sim) = fleet.by_id.get(id).map(|&i| &fleet.instances[i]) else {
+                continue;
+            };
+            if sim.instance.region != region {
+                continue;
+            }
+            let mut samples: Vec<Sample> = sim
+                .recorded
+                .iter()
+                .filter(|s| from <= s.at && s.at <= to)
+                .copied()
+                .collect();
+            if let Some(since) = sim.running_since {
+                // Readings at the end of each period in which the instance ran.
+                let first = from.max(since).timestamp().div_euclid(READING_PERIOD) + 1;
+                let mut slot = first * READING_PERIOD;
+                while slot <= to.timestamp() {
+                    let at = DateTime::from_timestamp(slot, 0).unwrap_or(to);
+                    if let Some(percent) = sim.behaviour.percent(sim.seed, at) {
+                        samples.push(Sample { at, percent });
+                    }
+                    slot += READING_PERIOD;
+                }
+            }
+            if !samples.is_empty() {
+                samples.sort_by_key(|s| s.at);
+                readings.insert(id.clone(), samples);
+            }
+        }
+        Ok(readings)
+    }
+
+    async fn prices(
+        &self,
+        region: &str,
+        types: &[String],
+        _now: DateTime<Utc>,
+    ) -> Result<Vec<TypePrice>, CloudError> {
+        let in_region = self.prices.get(region);
+        Ok(types
+            .iter()
+            .map(|t| {
+                let price = in_region
+                    .and_then(|p| p.get(t))
+                    .copied()
+                    .unwrap_or_default();
+                TypePrice {
+                    instance_type: t.clone(),
+                    on_demand: price.on_demand,
+                    spot_by_zone: price
+                        .spot
+                        .map(|s| BTreeMap::from([(format!("{region}a"), s)]))
+                        .unwrap_or_default(),
+                }
+            })
+            .collect())
+    }
+
+    async fn stop(&self, region: &str, ids: &[String], hibernate: bool) -> ActionReport {
+        let takes = if hibernate {
+            HIBERNATE_TAKES
+        } else {
+            STOP_TAKES
+        };
+        self.act("StopInstances", region, ids, |sim, now| {
+            match sim.instance.state {
+                InstanceState::Running | InstanceState::Pending => {
+                    sim.begin(InstanceState::Stopping, InstanceState::Stopped, now, takes);
+                    Ok(())
+                }
+                InstanceState::Stopping | InstanceState::Stopped => Ok(()),
+                _ => Err(wrong_state(sim)),
+            }
+        })
+    }
+
+    async fn start(&self, region: &str, ids: &[String]) -> ActionReport {
+        self.act("StartInstances", region, ids, |sim, now| match sim.instance.state {
+            InstanceState::Stopped if sim.start_failures > 0 => {
+                sim.start_failures -= 1;
+                Err((
+                    "InsufficientInstanceCapacity",
+                    format!(
+                        "We currently do not have sufficient {} capacity in the Availability Zone you requested",
+                        sim.instance.instance_type
+                    ),
+                ))
+            }
+            InstanceState::Stopped => {
+                sim.begin(InstanceState::Pending, InstanceState::Running, now, START_TAKES);
+                Ok(())
+            }
+            InstanceState::Pending | InstanceState::Running => Ok(()),
+            _ => Err(wrong_state(sim)),
+        })
+    }
+
+    async fn tag(
+        &self,
+        region: &str,
+        ids: &[String],
+        tags: &BTreeMap<String, String>,
+    ) -> ActionReport {
+        self.act("CreateTags", region, ids, |sim, _| {
+            sim.instance.tags.extend(tags.clone());
+            Ok(())
+        })
+    }
+
+    async fn untag(&self, region: &str, ids: &[String], keys: &[String]) -> ActionReport {
+        self.act("DeleteTags", region, ids, |sim, _| {
+            for key in keys {
+                sim.instance.tags.remove(key);
+            }
+            Ok(())
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn at(s: &str) -> DateTime<Utc> {
+        DateTime::parse_from_rfc3339(s).unwrap().with_timezone(&Utc)
+    }
+
+    #[test]
+    fn notebook_work_is_bursty_in_office_hours_and_idle_after() {
+        let b = Behaviour {
+            usage: Usage::Notebook,
+            timezone: Some(chrono_tz::Europe::Berlin),
+            ..Behaviour::default()
+        };
+        // Monday 10:00-11:00 Berlin: some bursts; 20:00-21:00: none.
+        let hour = |start: &str| {
+            (0..12)
+                .map(|i| b.percent(7, at(start) + Duration::minutes(5 * i)).unwrap())
+                .collect::<Vec<_>>()
+        };
+        assert!(hour("2026-11-30T09:00:00Z").iter().any(|p| *p >= 20.0));
+        assert!(hour("2026-11-30T19:00:00Z").iter().all(|p| *p < 5.0));
+        assert!(
+            hour("2026-12-05T09:00:00Z").iter().all(|p| *p < 5.0),
+            "Saturday"
+        );
+    }
+
+    #[test]
+    fn a_forgotten_box_goes_idle_after_lunch_and_training_is_busy_in_its_runs() {
+        let forgotten = Behaviour {
+            usage: Usage::Forgotten,
+            ..Behaviour::default()
+        };
+        let afternoon = (0..24)
+            .map(|i| forgotten.percent(3, at("2026-11-30T13:30:00Z") + Duration::minutes(5 * i)));
+        assert!(afternoon.into_iter().all(|p| p.unwrap() < 5.0));
+        let training = Behaviour {
+            usage: Usage::Training,
+            runs: vec![Run {
+                start: at("2026-11-30T14:00:00Z"),
+                hours: 2.5,
+            }],
+            ..Behaviour::default()
+        };
+        assert!(training.percent(1, at("2026-11-30T16:25:00Z")).unwrap() > 90.0);
+        assert!(training.percent(1, at("2026-11-30T16:30:00Z")).unwrap() < 5.0);
+        assert_eq!(
+            Behaviour::default().percent(1, at("2026-11-30T16:30:00Z")),
+            None
+        );
+    }
+}
