@@ -578,6 +578,7 @@ impl Eval<'_> {
             format!("outside work hours{closed}"),
         );
         if let (Some((at, pct)), true) = (busy, wh.busy_defers_stop) {
+            let pct = percent_text(pct);
             let deadline = match (wh.max_defer, st.since) {
                 (Some(max), Some(close)) => Some(close + max),
                 _ => None,
@@ -711,13 +712,14 @@ impl Eval<'_> {
         match coverage {
             Coverage::Busy { at, percent } => Err((
                 Code::NotIdle,
-                format!("GPU at {percent}% at {}, not below {}% for {window}", self.at(at), rule.gpu_below),
+                format!("GPU at {}% at {}, not below {}% for {window}", percent_text(percent), self.at(at), rule.gpu_below),
             )),
             Coverage::Idle { samples, max } => Ok(verdict(
                 action,
                 Code::Idle,
                 format!(
-                    "GPU idle: {samples} samples over the last {window}, max {max}% < {}%",
+                    "GPU idle: {samples} samples over the last {window}, max {}% < {}%",
+                    percent_text(max),
                     rule.gpu_below
                 ),
             )),
@@ -842,7 +844,9 @@ impl Coverage {
     fn describe(&self, e: &Eval) -> String {
         match self {
             Coverage::Busy { at, percent } => format!("busy, {percent}% at {}", e.at(*at)),
-            Coverage::Idle { samples, max } => format!("idle, {samples} samples, max {max}%"),
+            Coverage::Idle { samples, max } => {
+                format!("idle, {samples} samples, max {}%", percent_text(*max))
+            }
             Coverage::Missing(why) => format!("not covered by data: {why}"),
         }
     }
@@ -888,4 +892,10 @@ pub fn idle_coverage(
         samples: window.len(),
         max: window.iter().map(|s| s.percent).fold(0.0, f64::max),
     }
+}
+
+/// A GPU percentage for people: at most one decimal (CloudWatch reports many).
+fn percent_text(percent: f64) -> String {
+    let text = format!("{percent:.1}");
+    text.strip_suffix(".0").map(str::to_string).unwrap_or(text)
 }

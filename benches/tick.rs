@@ -1,0 +1,220 @@
+//! The control plane on large simulated fleets (DATABASE_URL, as scripts/test sets it up): the
+//! duration of a steady-state tick (inventory, sync, decide, GPU readings, actions, audit) in
+//! process, and the resident memory and tick duration of the `ebb serve` binary itself.
+//!
+//! The fleets are the demo fleet (`deploy/demo-fleet.yaml`) copied to 10k and 100k instances,
+//! with the example policies. `cargo bench --bench tick` measures both sizes; the test run
+//! (`cargo test --benches`) does one tick and one short `serve` on 1k, so the bench keeps
+//! working.
+
+use criterion::{criterion_group, criterion_main, Criterion, Throughput};
+use ebb::clock::Clock;
+use ebb::cloud::sim::SimProvider;
+use ebb::reconcile::{Options, PolicySource, Reconciler};
+use ebb::store::Store;
+use serde_yaml::Value;
+use sqlx::{Connection, PgConnection};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tokio::runtime::Runtime;
+
+/// Monday 12:30 UTC: Shanghai has closed, Berlin and New York are at work.
+const START: &str = "2026-11-30T12:30:00Z";
+
+fn measuring() -> bool {
+    std::env::args().any(|a| a == "--bench")
+}
+
+fn root() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// The demo fleet copied to `n` instances, as a JSON snapshot file in `dir`.
+fn snapshot(n: usize, dir: &Path) -> PathBuf {
+    let demo: Value = serde_yaml::from_str(
+        &std::fs::read_to_string(root().join("deploy/demo-fleet.yaml")).unwrap(),
+    )
+    .unwrap();
+    let templates = demo["instances"].as_sequence().unwrap();
+    let instances: Vec<Value> = (0..n)
+        .map(|i| {
+            let mut instance = templates[i % templates.len()].clone();
+            instance["id"] = Value::String(format!("i-{i:017x}"));
+            instance
+        })
+        .collect();
+    let mut fleet = demo.clone();
+    fleet["instances"] = Value::Sequence(instances);
+    let path = dir.join(format!("fleet-{n}.json"));
+    std::fs::write(&path, serde_json::to_vec(&fleet).unwrap()).unwrap();
+    path
+}
+
+/// A database of the benchmark: its name, and the statements that make it afresh (sqlx takes
+/// only static SQL).
+type Database = (&'static str, [&'static str; 2]);
+
+const TICK_DATABASE: Database = (
+    "ebb_bench_tick",
+    [
+        "DROP DATABASE IF EXISTS ebb_bench_tick WITH (FORCE)",
+        "CREATE DATABASE ebb_bench_tick",
+    ],
+);
+
+const SERVE_DATABASE: Database = (
+    "ebb_bench_serve",
+    [
+        "DROP DATABASE IF EXISTS ebb_bench_serve WITH (FORCE)",
+        "CREATE DATABASE ebb_bench_serve",
+    ],
+);
+
+/// `database` made afresh on the DATABASE_URL server; its URL.
+fn database(rt: &Runtime, (name, statements): Database) -> String {
+    let url =
+        std::env::var("DATABASE_URL").expect("set DATABASE_URL (scripts/test starts a Postgres)");
+    let (server, _) = url
+        .rsplit_once('/')
+        .expect("DATABASE_URL ends in /DATABASE");
+    rt.block_on(async {
+        let mut admin = PgConnection::connect(&url).await.unwrap();
+        for sql in statements {
+            sqlx::query(sql).execute(&mut admin).await.unwrap();
+        }
+    });
+    format!("{server}/{name}")
+}
+
+fn tick(c: &mut Criterion) {
+    let rt = Runtime::new().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let sizes: &[usize] = if measuring() {
+        &[10_000, 100_000]
+    } else {
+        &[1_000]
+    };
+    let mut group = c.benchmark_group("tick");
+    group.sample_size(10);
+    for &n in sizes {
+        let url = database(&rt, TICK_DATABASE);
+        let (fleet, behaviours) = ebb::fleet::load_simulation(&snapshot(n, dir.path())).unwrap();
+        let start = ebb::when::parse_time(START).unwrap();
+        // Five simulated minutes a real second: each tick sees the fleet move on a little.
+        let clock = Clock::simulated(start, 300.0);
+        let (reconciler, mut leader) = rt.block_on(async {
+            let store = Store::connect(&url).await.unwrap();
+            store.migrate().await.unwrap();
+            let leader = store.try_lead("bench").await.unwrap().unwrap();
+            let policies = Arc::new(PolicySource::new(vec![root().join("policies")]));
+            let provider = SimProvider::new(fleet, behaviours, clock);
+            (
+                Reconciler::new(provider, store, policies, Options::default()),
+                leader,
+            )
+        });
+        // The first tick writes every instance; the ones measured are the steady state.
+        let first = rt
+            .block_on(reconciler.tick(clock.now(), &mut leader))
+            .unwrap();
+        assert_eq!(first.instances, n);
+        group.throughput(Throughput::Elements(n as u64));
+        group.bench_function(format!("steady/{n}"), |b| {
+            b.iter_custom(|iters| {
+                let started = Instant::now();
+                for _ in 0..iters {
+                    rt.block_on(reconciler.tick(clock.now(), &mut leader))
+                        .unwrap();
+                }
+                started.elapsed()
+            })
+        });
+        drop(leader);
+        serve_memory(&rt, n, dir.path());
+    }
+    group.finish();
+}
+
+/// Runs `ebb serve` on the fleet of `n` for a few ticks and prints its peak resident memory and
+/// its own tick durations (from `/metrics`).
+fn serve_memory(rt: &Runtime, n: usize, dir: &Path) {
+    let url = database(rt, SERVE_DATABASE);
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let mut serve = Command::new(env!("CARGO_BIN_EXE_ebb"))
+        .args([
+            "serve",
+            "--tick",
+            "1m",
+            "--clock-start",
+            START,
+            "--clock-speed",
+            "60",
+        ])
+        .env("DATABASE_URL", &url)
+        .env(
+            "EBB_CLOUD",
+            format!("sim:{}", dir.join(format!("fleet-{n}.json")).display()),
+        )
+        .env("EBB_POLICIES", root().join("policies"))
+        .env("EBB_LISTEN", format!("127.0.0.1:{port}"))
+        .env("EBB_LOG", "warn")
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    let ticks = if measuring() { 6.0 } else { 2.0 };
+    let metric = |text: &str, name: &str| -> f64 {
+        text.lines()
+            .find_map(|l| l.strip_prefix(name)?.trim().parse().ok())
+            .unwrap_or(0.0)
+    };
+    let started = Instant::now();
+    let text = loop {
+        std::thread::sleep(Duration::from_millis(500));
+        let text = rt
+            .block_on(async {
+                reqwest::get(format!("http://127.0.0.1:{port}/metrics"))
+                    .await?
+                    .text()
+                    .await
+            })
+            .unwrap_or_default();
+        if metric(&text, "ebb_tick_duration_seconds_count") >= ticks {
+            break text;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(600),
+            "serve did not tick"
+        );
+    };
+    let status = std::fs::read_to_string(format!("/proc/{}/status", serve.id())).unwrap();
+    let kib = |field: &str| -> f64 {
+        status
+            .lines()
+            .find_map(|l| {
+                l.strip_prefix(field)?
+                    .trim()
+                    .trim_end_matches(" kB")
+                    .parse()
+                    .ok()
+            })
+            .unwrap_or(0.0)
+    };
+    let _ = serve.kill();
+    let _ = serve.wait();
+    let count = metric(&text, "ebb_tick_duration_seconds_count");
+    println!(
+        "serve/{n}: {count} ticks, mean {:.3} s; resident {:.0} MB now, {:.0} MB at most (VmHWM)",
+        metric(&text, "ebb_tick_duration_seconds_sum") / count,
+        kib("VmRSS:") / 1024.0,
+        kib("VmHWM:") / 1024.0,
+    );
+}
+
+criterion_group!(benches, tick);
+criterion_main!(benches);
