@@ -313,7 +313,7 @@ where
 pub fn tick_summary(report: &TickReport) -> String {
     let count = |o: crate::store::Outcome| report.actions.iter().filter(|a| a.outcome == o).count();
     let mut text = format!(
-        "tick at {}: {} instances, {} actions ({} succeeded, {} failed, {} dry run), {} deferred by the cap, {} interrupted actions resolved\n",
+        "tick at {}: {} instances, {} actions ({} succeeded, {} failed, {} dry run), {} deferred by the cap, {} held back after failures, {} interrupted actions resolved\n",
         report.at.to_rfc3339_opts(SecondsFormat::Secs, true),
         report.instances,
         report.actions.len(),
@@ -321,6 +321,7 @@ pub fn tick_summary(report: &TickReport) -> String {
         count(crate::store::Outcome::Failed),
         count(crate::store::Outcome::Skipped),
         report.deferred,
+        report.held_back,
         report.resolved.len(),
     );
     if !report.actions.is_empty() {

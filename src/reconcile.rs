@@ -10,7 +10,9 @@ use crate::engine::{self, Action, Decision};
 use crate::fleet::{Fleet, InstanceState, Sample};
 use crate::metrics::Metrics;
 use crate::policy::{self, LoadError, PolicySet};
-use crate::store::{AuditEntry, Leadership, NewAuditEntry, Outcome, Store, StoreError};
+use crate::store::{
+    AuditEntry, Leadership, NewAuditEntry, Outcome, Store, StoreError, INTERRUPTED,
+};
 use chrono::{DateTime, Duration, SecondsFormat, Utc};
 use sha2::{Digest, Sha256};
 use std::collections::{BTreeMap, HashMap};
@@ -24,6 +26,14 @@ pub const ACTOR: &str = "scheduler";
 
 /// The tag a notice writes: when the announced stop will happen.
 pub const STOP_AT_TAG: &str = "ebb:stop-at";
+
+/// After a failed action, the same action on the same instance waits this long before it is
+/// tried again, twice as long after each further failure in a row, up to [`RETRY_MAX`]: an
+/// action that keeps failing (access denied, no capacity) is retried, but does not fill the
+/// audit log and the cloud's rate limits at every tick.
+const RETRY_FIRST: Duration = Duration::minutes(1);
+/// The longest wait before a failed action is tried again.
+const RETRY_MAX: Duration = Duration::hours(1);
 
 /// GPU readings are read this much further back than the longest idle window, so that the
 /// window's start is covered.
@@ -79,6 +89,8 @@ pub struct TickReport {
     pub actions: Vec<ActionOutcome>,
     /// Actions left for the next tick by the cap.
     pub deferred: usize,
+    /// Actions held back because they failed lately (see [`RETRY_FIRST`]).
+    pub held_back: usize,
     /// How many instances got each decision, by action and code.
     pub decided: BTreeMap<(&'static str, &'static str), usize>,
     /// How many instances are in each state, by state and governing policy (`""` for none).
@@ -278,9 +290,8 @@ impl<P: Provider> Reconciler<P> {
                 .or_default() += 1;
         }
 
-        let (actions, deferred) = self.act(decisions, &version, now, leader).await?;
-        report.actions = actions;
-        report.deferred = deferred;
+        self.act(decisions, &version, now, leader, &mut report)
+            .await?;
         Ok(report)
     }
 
@@ -398,7 +409,7 @@ impl<P: Provider> Reconciler<P> {
                     (_, state) => (
                         Outcome::Failed,
                         format!(
-                            "interrupted; the instance is {} (it is decided again from here)",
+                            "{INTERRUPTED}; the instance is {} (it is decided again from here)",
                             state.as_str()
                         ),
                     ),
@@ -427,14 +438,15 @@ impl<P: Provider> Reconciler<P> {
     }
 
     /// Carries out the decisions that change something: intents (committed), cloud calls,
-    /// outcomes, then ebb's memory of what it did.
+    /// outcomes, then ebb's memory of what it did; reports them in `report`.
     async fn act(
         &self,
         decisions: Vec<Decision>,
         version: &str,
         now: DateTime<Utc>,
         leader: &mut Leadership,
-    ) -> Result<(Vec<ActionOutcome>, usize), StoreError> {
+        report: &mut TickReport,
+    ) -> Result<(), StoreError> {
         let mut to_act: Vec<Decision> = decisions
             .into_iter()
             .filter(|d| {
@@ -444,6 +456,23 @@ impl<P: Provider> Reconciler<P> {
                 )
             })
             .collect();
+        let dry_run = |d: &Decision| d.dry_run || self.options.dry_run;
+        let real: Vec<String> = to_act
+            .iter()
+            .filter(|d| !dry_run(d))
+            .map(|d| d.instance.clone())
+            .collect();
+        if !real.is_empty() {
+            let streaks = self.store.failure_streaks(&real, ACTOR).await?;
+            let before = to_act.len();
+            to_act.retain(|d| match streaks.get(&d.instance) {
+                Some(s) if s.action == d.action.as_str() && !dry_run(d) => {
+                    now >= s.last_at + retry_after(s.failures)
+                }
+                _ => true,
+            });
+            report.held_back = before - to_act.len();
+        }
         // Starts first (people are waiting for them), then notices, then stops; by instance id
         // within each. The cap keeps that order.
         to_act.sort_by_key(|d| (order(d.action), d.instance.clone()));
@@ -452,6 +481,7 @@ impl<P: Provider> Reconciler<P> {
             .max_actions
             .map_or(0, |cap| to_act.len().saturating_sub(cap));
         to_act.truncate(to_act.len() - deferred);
+        report.deferred = deferred;
         if deferred > 0 {
             tracing::warn!(
                 deferred,
@@ -459,7 +489,7 @@ impl<P: Provider> Reconciler<P> {
             );
         }
         if to_act.is_empty() {
-            return Ok((Vec::new(), deferred));
+            return Ok(());
         }
         let entry = |d: &Decision, outcome: Outcome, dry_run: bool| NewAuditEntry {
             at: now,
@@ -477,10 +507,8 @@ impl<P: Provider> Reconciler<P> {
             error: None,
             intent_seq: None,
         };
-        let (dry, real): (Vec<Decision>, Vec<Decision>) = to_act
-            .into_iter()
-            .partition(|d| d.dry_run || self.options.dry_run);
-        let mut results = Vec::new();
+        let (dry, real): (Vec<Decision>, Vec<Decision>) = to_act.into_iter().partition(dry_run);
+        let results = &mut report.actions;
 
         // Dry runs: the intent and a `skipped` outcome, so the log shows what would have been
         // done; once, not at every tick while the same decision holds.
@@ -578,8 +606,14 @@ impl<P: Provider> Reconciler<P> {
                 });
             }
         }
-        Ok((results, deferred))
+        Ok(())
     }
+}
+
+/// How long after `failures` failures in a row an action waits before it is tried again.
+fn retry_after(failures: u32) -> Duration {
+    let doublings = failures.saturating_sub(1).min(16);
+    (RETRY_FIRST * 2i32.pow(doublings)).min(RETRY_MAX)
 }
 
 /// Runs the control loop until `shutdown` resolves: every `interval` of `clock`'s time, and
@@ -661,6 +695,7 @@ pub async fn control_loop<P: Provider>(
                         .filter(|a| a.outcome == Outcome::Failed)
                         .count(),
                     deferred = report.deferred,
+                    held_back = report.held_back,
                     resolved = report.resolved.len(),
                     policy_error = report.policy_error.as_deref(),
                     "tick"

@@ -10,7 +10,9 @@ mod inventory;
 mod leader;
 mod overrides;
 
-pub use audit::{AuditEntry, AuditFilter, NewAuditEntry, Outcome, Verification};
+pub use audit::{
+    AuditEntry, AuditFilter, FailureStreak, NewAuditEntry, Outcome, Verification, INTERRUPTED,
+};
 pub use inventory::{InstanceRecord, PlannedAction, SyncReport};
 pub use leader::{Leadership, WAKE_CHANNEL};
 pub use overrides::OverrideRecord;
