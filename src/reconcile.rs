@@ -190,7 +190,7 @@ impl Control {
     }
 }
 
-/// Runs ticks against one provider and one store, remembering the last valid policy set.
+/// Runs ticks against one provider, one store and one source of policies.
 pub struct Reconciler<P> {
     provider: P,
     store: Store,
@@ -618,8 +618,8 @@ fn retry_after(failures: u32) -> Duration {
 
 /// Runs the control loop until `shutdown` resolves: every `interval` of `clock`'s time, and
 /// whenever `control.wake` is notified, a replica that leads (or can become the leader) ticks
-/// at `clock`'s now; the others wait. A tick in flight always finishes before shutdown: its intents are committed and its
-/// outcomes written.
+/// at `clock`'s now; the others wait. A tick in flight always finishes before shutdown: its
+/// intents are committed and its outcomes written.
 pub async fn control_loop<P: Provider>(
     reconciler: &Reconciler<P>,
     name: &str,

@@ -293,6 +293,21 @@ async fn prior_facts_come_back_and_a_running_instance_is_no_longer_stopped_by_eb
         store.instances().await.unwrap()[0].decided_since,
         Some(later)
     );
+    // A new reason for the same decision: written for an action, not for doing nothing.
+    let reworded = |d: Decision, reason: &str| Decision {
+        reason: reason.to_string(),
+        ..d
+    };
+    let none = decision("i-00000", Some("office"), Action::None);
+    let none = vec![reworded(none, "GPU at 41% at 20:05")];
+    assert_eq!(store.record_decisions(&none, later).await.unwrap(), 0);
+    let stop = decision("i-00001", None, Action::Stop);
+    store
+        .record_decisions(&[reworded(stop.clone(), "GPU at 2% at 20:05")], later)
+        .await
+        .unwrap();
+    let again = vec![reworded(stop, "GPU at 1% at 20:10")];
+    assert_eq!(store.record_decisions(&again, later).await.unwrap(), 1);
 }
 
 fn entry(i: usize) -> NewAuditEntry {

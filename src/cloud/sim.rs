@@ -177,6 +177,7 @@ struct Simulated {
     running_since: Option<DateTime<Utc>>,
     /// Readings written in the snapshot, served as they are.
     recorded: Vec<Sample>,
+    /// Starts still to fail for lack of capacity.
     start_failures: u32,
     /// The last day its owner came in.
     owner_came: Option<NaiveDate>,
@@ -210,6 +211,7 @@ impl Simulated {
         }
     }
 
+    /// Puts the instance `through` a state on its way `to` another, for `takes`.
     fn begin(
         &mut self,
         through: InstanceState,
@@ -220,7 +222,7 @@ impl Simulated {
         self.instance.state = through;
         self.instance.state_since = Some(now);
         self.transition = Some((to, now + takes));
-        if through != InstanceState::Pending {
+        if to == InstanceState::Stopped {
             self.running_since = None;
         }
     }

@@ -410,7 +410,10 @@ impl Store {
     }
 
     /// Records each instance's decision (its policy, action, code and reason), writing only
-    /// the rows where it changed; `decided_since` keeps when the decision last changed.
+    /// the rows where it changed; `decided_since` keeps when the decision last changed. The
+    /// reason of a decision to do nothing is kept from when it was made: its numbers (a GPU
+    /// reading, say) change at every tick, and rewriting half of a large fleet's rows at each
+    /// tick would cost more than the rest of the tick.
     pub async fn record_decisions(&self, decisions: &[Decision], at: DateTime<Utc>) -> Result<u64> {
         let ids: Vec<&str> = decisions.iter().map(|d| d.instance.as_str()).collect();
         let policies: Vec<Option<&str>> = decisions.iter().map(|d| d.policy.as_deref()).collect();
@@ -423,8 +426,9 @@ impl Store {
              FROM UNNEST($1::text[], $2::text[], $3::text[], $4::text[], $5::text[])
                   AS n(id, policy, action, code, reason)
              WHERE i.id = n.id
-               AND (i.policy, i.decided_action, i.decided_code, i.decided_reason)
-                   IS DISTINCT FROM (n.policy, n.action, n.code, n.reason)",
+               AND ((i.policy, i.decided_action, i.decided_code)
+                        IS DISTINCT FROM (n.policy, n.action, n.code)
+                    OR (n.action <> 'none' AND i.decided_reason IS DISTINCT FROM n.reason))",
         )
         .bind(&ids)
         .bind(&policies)
