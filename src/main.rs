@@ -238,7 +238,7 @@ impl CloudArgs {
                     managed_tag: self.managed_tag.0,
                     ..aws::Settings::default()
                 };
-                Ok(Cloud::Aws(AwsProvider::connect(settings).await?))
+                Ok(Cloud::Aws(Box::new(AwsProvider::connect(settings).await?)))
             }
             CloudChoice::Sim(file) => {
                 let (fleet, behaviours) = fleet::load_simulation(&file)?;

@@ -146,7 +146,7 @@ pub trait Provider: Send + Sync {
 #[derive(Debug)]
 pub enum Cloud {
     /// EC2 and CloudWatch.
-    Aws(aws::AwsProvider),
+    Aws(Box<aws::AwsProvider>),
     /// The simulated fleet.
     Sim(sim::SimProvider),
 }
