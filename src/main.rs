@@ -200,8 +200,10 @@ enum CloudChoice {
 }
 
 fn parse_cloud(s: &str) -> Result<CloudChoice, String> {
+    if s == "aws" {
+        return Ok(CloudChoice::Aws);
+    }
     match s.strip_prefix("sim:") {
-        _ if s == "aws" => Ok(CloudChoice::Aws),
         Some(file) if !file.is_empty() => Ok(CloudChoice::Sim(file.into())),
         _ => Err(format!(
             "\"{s}\" is not a cloud: aws, or sim:FLEET_FILE for a simulated fleet"
