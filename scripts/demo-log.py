@@ -1,5 +1,5 @@
-"""Turns the JSON log lines of `ebb serve` into lines for people: each action as it happens,
-an hourly mark of the simulated clock, and every warning and error. Reads stdin."""
+"""Turns the JSON log lines of `ebb serve` into lines for people: each action and spot
+migration step as it happens, an hourly mark of the simulated clock, and every warning and error. Reads stdin."""
 
 import json
 import sys
@@ -29,6 +29,12 @@ for line in sys.stdin:
         print(
             f"{mark} {when:%H:%M}  {fields.get('action', ''):<9} {fields.get('instance', ''):<14}"
             f" {fields.get('policy') or '-':<22} {outcome}{dry}: {fields.get('detail', '')}",
+            flush=True,
+        )
+    elif message == "migration":
+        print(
+            f"» {when:%H:%M}  spot #{fields.get('migration', '')}   {fields.get('instance', ''):<14}"
+            f" {fields.get('state', ''):<22} {fields.get('detail', '')}",
             flush=True,
         )
     elif message == "tick":

@@ -17,6 +17,7 @@ pub mod policy;
 pub mod reconcile;
 pub mod schedule;
 pub mod serve;
+pub mod spot;
 pub mod store;
 pub mod webhook;
 pub mod when;

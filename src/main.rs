@@ -7,7 +7,7 @@ use ebb::api::Tokens;
 use ebb::clock::Clock;
 use ebb::cloud::aws::{self, AwsProvider};
 use ebb::cloud::sim::SimProvider;
-use ebb::cloud::{Cloud, Provider as _};
+use ebb::cloud::{Cloud, OnDemandPrices, Provider as _};
 use ebb::reconcile::{Control, Options, PolicySource, Reconciler};
 use ebb::store::{AuditFilter, Outcome, Store, Verification};
 use ebb::webhook::{Poster, Webhook};
@@ -62,6 +62,12 @@ enum Command {
     },
     /// Keep an instance from being stopped until a time, or list and revoke overrides.
     Override(OverrideArgs),
+    /// Show spot migrations (DATABASE_URL): state, current instance, savings, reclaims.
+    Migrations {
+        /// Output format.
+        #[arg(long, value_enum, default_value_t = Format::Table)]
+        format: Format,
+    },
     /// One reconcile pass (AWS credential chain, DATABASE_URL): decide, act, record; then exit.
     Tick {
         /// The decision time, RFC 3339 (default: now); for tests and replays.
@@ -188,6 +194,10 @@ struct CloudArgs {
     /// Only instances with this tag (KEY=VALUE), or `none` for every instance.
     #[arg(long, env = "EBB_MANAGED_TAG", default_value = "ebb:managed=true", value_parser = parse_managed_tag)]
     managed_tag: ManagedTag,
+    /// The on-demand price table spot rules compare against (see deploy/prices.yaml); without
+    /// one, spot rules move nothing.
+    #[arg(long, env = "EBB_PRICES", value_name = "FILE")]
+    prices: Option<PathBuf>,
 }
 
 /// A cloud provider to connect to.
@@ -234,10 +244,15 @@ impl CloudArgs {
     async fn provider(self, clock: Clock) -> Result<Cloud> {
         match self.cloud {
             CloudChoice::Aws => {
+                let on_demand = match &self.prices {
+                    Some(file) => OnDemandPrices::load(file)?,
+                    None => OnDemandPrices::default(),
+                };
                 let settings = aws::Settings {
                     regions: self.regions,
                     role_arns: self.role_arns,
                     managed_tag: self.managed_tag.0,
+                    on_demand,
                     ..aws::Settings::default()
                 };
                 Ok(Cloud::Aws(Box::new(AwsProvider::connect(settings).await?)))
@@ -488,6 +503,18 @@ async fn run(command: Command) -> Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Override(args) => overrides(args).await,
+        Command::Migrations { format } => {
+            let store = Store::open_from_env().await?;
+            let list = store.migrations().await?;
+            print!(
+                "{}",
+                match format {
+                    Format::Table => output::migrations_table(&list, Utc::now()),
+                    Format::Json => output::migrations_json(&list, Utc::now()),
+                }
+            );
+            Ok(ExitCode::SUCCESS)
+        }
         Command::Tick { at, reconcile } => {
             let at = at.unwrap_or_else(Utc::now);
             let (reconciler, poster) = reconcile.reconciler(Clock::Fixed(at)).await?;

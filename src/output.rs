@@ -4,7 +4,8 @@
 use crate::engine::Decision;
 use crate::fleet::Instance;
 use crate::reconcile::TickReport;
-use crate::store::{AuditEntry, OverrideRecord};
+use crate::spot::{self, Interruption, Step};
+use crate::store::{AuditEntry, MigrationRecord, OverrideRecord};
 use chrono::{DateTime, SecondsFormat, TimeZone, Utc};
 use serde::Serialize;
 
@@ -33,6 +34,123 @@ pub fn plan_json(decisions: &[Decision]) -> String {
     let mut text = serde_json::to_string_pretty(&items).unwrap_or_else(|_| "[]".into());
     text.push('\n');
     text
+}
+
+/// One spot migration as `ebb migrations --format json` and `GET /v1/migrations` show it.
+#[derive(Debug, Serialize)]
+pub struct MigrationView<'a> {
+    /// Its id.
+    pub id: i64,
+    /// The on-demand instance that was moved.
+    pub original: &'a str,
+    /// Its region.
+    pub region: &'a str,
+    /// The policy whose spot rule moved it.
+    pub policy: &'a str,
+    /// `planned`, `stopping`, `imaging`, `launching`, `verifying`, `done`, `rolled_back`,
+    /// `failed`.
+    pub state: &'a str,
+    /// The instance running the workload now.
+    pub current: Option<&'a str>,
+    /// `spot`, or `on-demand` after a fallback.
+    pub market: &'a str,
+    /// The current replacement's type and zone.
+    pub instance_type: Option<&'a str>,
+    /// Its zone.
+    pub zone: Option<&'a str>,
+    /// Dollars saved so far against the original's on-demand price.
+    pub savings_so_far: f64,
+    /// Spot reclaims.
+    pub interruptions: &'a [Interruption],
+    /// When the original was terminated (after `keep_original_for`).
+    pub original_terminated_at: Option<DateTime<Utc>>,
+    /// When ebb stopped following it.
+    pub ended_at: Option<DateTime<Utc>>,
+    /// Why it rolled back or failed.
+    pub error: Option<&'a str>,
+    /// When it was planned.
+    pub created_at: DateTime<Utc>,
+    /// Every step.
+    pub steps: &'a [Step],
+}
+
+impl<'a> MigrationView<'a> {
+    /// The view of `m` at `now`.
+    pub fn new(m: &'a MigrationRecord, now: DateTime<Utc>) -> Self {
+        MigrationView {
+            id: m.id,
+            original: &m.original,
+            region: &m.region,
+            policy: &m.policy,
+            state: &m.state,
+            current: m.current.as_deref(),
+            market: &m.market,
+            instance_type: m.instance_type.as_deref(),
+            zone: m.zone.as_deref(),
+            savings_so_far: (spot::savings(m, now) * 100.0).round() / 100.0,
+            interruptions: &m.interruptions.0,
+            original_terminated_at: m.original_terminated_at,
+            ended_at: m.ended_at,
+            error: m.error.as_deref(),
+            created_at: m.created_at,
+            steps: &m.steps.0,
+        }
+    }
+}
+
+/// The migrations as a JSON array of [`MigrationView`].
+pub fn migrations_json(list: &[MigrationRecord], now: DateTime<Utc>) -> String {
+    let items: Vec<MigrationView> = list.iter().map(|m| MigrationView::new(m, now)).collect();
+    let mut text = serde_json::to_string_pretty(&items).unwrap_or_else(|_| "[]".into());
+    text.push('\n');
+    text
+}
+
+/// The migrations as an aligned table: state, where the workload runs, savings, reclaims, and
+/// the last step.
+pub fn migrations_table(list: &[MigrationRecord], now: DateTime<Utc>) -> String {
+    if list.is_empty() {
+        return "no spot migrations\n".to_string();
+    }
+    let rows: Vec<[String; 9]> = list
+        .iter()
+        .map(|m| {
+            let state = if m.ended_at.is_some() {
+                format!("{} (ended)", m.state)
+            } else {
+                m.state.clone()
+            };
+            [
+                m.id.to_string(),
+                m.original.clone(),
+                state,
+                m.current.clone().unwrap_or_else(|| "-".into()),
+                m.market.clone(),
+                m.instance_type.clone().unwrap_or_else(|| "-".into()),
+                format!("${:.2}", spot::savings(m, now)),
+                m.interruptions.0.len().to_string(),
+                m.steps
+                    .0
+                    .last()
+                    .map(|s| s.detail.clone())
+                    .unwrap_or_default(),
+            ]
+        })
+        .collect();
+    table(
+        &[
+            "ID",
+            "ORIGINAL",
+            "STATE",
+            "CURRENT",
+            "MARKET",
+            "TYPE",
+            "SAVED",
+            "RECLAIMS",
+            "LAST STEP",
+        ],
+        &rows,
+    )
 }
 
 /// The decisions as an aligned table; the reason comes last so long reasons don't push the
@@ -342,6 +460,21 @@ pub fn tick_summary(report: &TickReport) -> String {
             &["INSTANCE", "ACTION", "OUTCOME", "POLICY", "DETAIL"],
             &rows,
         );
+    }
+    if !report.migrations.is_empty() {
+        let rows: Vec<[String; 4]> = report
+            .migrations
+            .iter()
+            .map(|m| {
+                [
+                    m.id.to_string(),
+                    m.instance.clone(),
+                    m.state.as_str().to_string(),
+                    m.detail.clone(),
+                ]
+            })
+            .collect();
+        text += &table(&["MIGRATION", "INSTANCE", "STATE", "STEP"], &rows);
     }
     text
 }

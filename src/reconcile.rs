@@ -10,6 +10,7 @@ use crate::engine::{self, Action, Decision};
 use crate::fleet::{Fleet, InstanceState, Sample};
 use crate::metrics::Metrics;
 use crate::policy::{self, LoadError, PolicySet};
+use crate::spot::{self, drive};
 use crate::store::{
     AuditEntry, Leadership, NewAuditEntry, Outcome, Store, StoreError, INTERRUPTED,
 };
@@ -95,6 +96,21 @@ pub struct TickReport {
     pub decided: BTreeMap<(&'static str, &'static str), usize>,
     /// How many instances are in each state, by state and governing policy (`""` for none).
     pub instances_by_state: BTreeMap<(&'static str, String), usize>,
+    /// Spot migrations planned or advanced, each with what happened.
+    pub migrations: Vec<MigrationStep>,
+}
+
+/// What one spot migration did in a tick.
+#[derive(Debug, Clone)]
+pub struct MigrationStep {
+    /// The migration's id.
+    pub id: i64,
+    /// The instance it moves.
+    pub instance: String,
+    /// Its state after the tick.
+    pub state: spot::State,
+    /// What happened.
+    pub detail: String,
 }
 
 /// The policy files, and the last set of them that was valid.
@@ -209,6 +225,11 @@ impl<P: Provider> Reconciler<P> {
         }
     }
 
+    /// The cloud it acts on.
+    pub fn provider(&self) -> &P {
+        &self.provider
+    }
+
     /// The store it records to.
     pub fn store(&self) -> &Store {
         &self.store
@@ -261,10 +282,11 @@ impl<P: Provider> Reconciler<P> {
         };
         let prior = self.store.prior(now).await?;
         let mut decisions = engine::decide(now, set, &fleet, &prior);
-        if self
+        let readings = self
             .read_gpu_utilisation(set, &mut fleet, &decisions, now)
-            .await
-        {
+            .await;
+        let prices = self.read_prices(set, &mut fleet, &decisions, now).await;
+        if readings || prices {
             decisions = engine::decide(now, set, &fleet, &prior);
         }
         self.store.record_decisions(&decisions, now).await?;
@@ -290,9 +312,178 @@ impl<P: Provider> Reconciler<P> {
                 .or_default() += 1;
         }
 
+        let migrating: Vec<Decision> = decisions
+            .iter()
+            .filter(|d| d.action == Action::MigrateToSpot && !d.dry_run)
+            .cloned()
+            .collect();
+        if !self.options.dry_run {
+            self.advance_migrations(set, &decisions, &version, now, leader, &mut report)
+                .await?;
+            self.plan_migrations(&migrating, &fleet, now, &mut report)
+                .await?;
+        }
         self.act(decisions, &version, now, leader, &mut report)
             .await?;
         Ok(report)
+    }
+
+    /// Reads spot and on-demand prices for the running instances a spot rule may move (tagged
+    /// `ebb:interruptible=true`, on-demand): their own type and the rule's acceptable types.
+    /// Returns whether any prices came.
+    async fn read_prices(
+        &self,
+        set: &PolicySet,
+        fleet: &mut Fleet,
+        decisions: &[Decision],
+        now: DateTime<Utc>,
+    ) -> bool {
+        let rules: HashMap<&str, &policy::SpotRule> = set
+            .policies
+            .iter()
+            .filter_map(|p| Some((p.name.as_str(), p.spot.as_ref()?)))
+            .collect();
+        let governed: HashMap<&str, &policy::SpotRule> = decisions
+            .iter()
+            .filter_map(|d| Some((d.instance.as_str(), *rules.get(d.policy.as_deref()?)?)))
+            .collect();
+        let mut by_region: BTreeMap<String, std::collections::BTreeSet<String>> = BTreeMap::new();
+        for instance in &fleet.instances {
+            let Some(rule) = governed.get(instance.id.as_str()) else {
+                continue;
+            };
+            if instance.state != InstanceState::Running
+                || instance.lifecycle != crate::fleet::Lifecycle::OnDemand
+                || instance.tag(engine::tags::INTERRUPTIBLE) != Some("true")
+            {
+                continue;
+            }
+            let types = by_region.entry(instance.region.clone()).or_default();
+            types.insert(instance.instance_type.clone());
+            types.extend(rule.instance_types.iter().cloned());
+        }
+        let mut any = false;
+        for (region, types) in by_region {
+            let types: Vec<String> = types.into_iter().collect();
+            match self.provider.prices(&region, &types, now).await {
+                Ok(found) => {
+                    let table = fleet.prices.entry(region).or_default();
+                    for p in found {
+                        any = true;
+                        table.insert(
+                            p.instance_type.clone(),
+                            crate::fleet::Price {
+                                on_demand: p.on_demand,
+                                spot: p.cheapest_spot(),
+                            },
+                        );
+                    }
+                }
+                // Without prices no spot rule moves anything.
+                Err(err) => tracing::warn!(region, "cannot read prices: {err}"),
+            }
+        }
+        any
+    }
+
+    /// Plans a spot migration for each instance decided `migrate_to_spot`; the next tick
+    /// checks again and starts it.
+    async fn plan_migrations(
+        &self,
+        decisions: &[Decision],
+        fleet: &Fleet,
+        now: DateTime<Utc>,
+        report: &mut TickReport,
+    ) -> Result<(), StoreError> {
+        for d in decisions {
+            let Some(policy) = &d.policy else { continue };
+            let on_demand = fleet
+                .instances
+                .iter()
+                .find(|i| i.id == d.instance)
+                .and_then(|i| {
+                    fleet
+                        .prices
+                        .get(&i.region)?
+                        .get(&i.instance_type)?
+                        .on_demand
+                });
+            let audit = NewAuditEntry {
+                instance: Some(d.instance.clone()),
+                region: Some(d.region.clone()),
+                policy: Some(policy.clone()),
+                code: Some(d.code.as_str().to_string()),
+                ..NewAuditEntry::event(
+                    now,
+                    ACTOR,
+                    Action::MigrateToSpot.as_str(),
+                    format!("planned: {}", d.reason),
+                )
+            };
+            if let Some(m) = self
+                .store
+                .plan_migration(
+                    &d.instance,
+                    &d.region,
+                    policy,
+                    on_demand,
+                    now - spot::RETRY_AFTER,
+                    audit,
+                )
+                .await?
+            {
+                report.migrations.push(MigrationStep {
+                    id: m.id,
+                    instance: m.original,
+                    state: spot::State::Planned,
+                    detail: format!("planned: {}", d.reason),
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// Advances every live spot migration by one step.
+    async fn advance_migrations(
+        &self,
+        set: &PolicySet,
+        decisions: &[Decision],
+        version: &str,
+        now: DateTime<Utc>,
+        leader: &mut Leadership,
+        report: &mut TickReport,
+    ) -> Result<(), StoreError> {
+        let live = self.store.live_migrations().await?;
+        if live.is_empty() {
+            return Ok(());
+        }
+        let by_instance: HashMap<&str, &Decision> =
+            decisions.iter().map(|d| (d.instance.as_str(), d)).collect();
+        for m in live {
+            let rule = set
+                .policies
+                .iter()
+                .find(|p| p.name == m.policy)
+                .and_then(|p| p.spot.as_ref());
+            let cx = drive::Context {
+                rule,
+                decision: by_instance.get(m.original.as_str()).copied(),
+                version,
+                now,
+            };
+            let (id, instance) = (m.id, m.original.clone());
+            let (state, detail) =
+                drive::advance(&self.provider, &self.store, leader, m, cx).await?;
+            if !detail.is_empty() {
+                report.migrations.push(MigrationStep {
+                    id,
+                    instance,
+                    state,
+                    detail,
+                });
+            }
+        }
+        Ok(())
     }
 
     /// Reads GPU utilisation for the running instances whose policy looks at it (an idle rule,
@@ -384,6 +575,17 @@ impl<P: Provider> Reconciler<P> {
             };
             let action = Action::parse(&e.action);
             let (outcome, detail) = match listed.get(id) {
+                // A migration step repeats from the state its row records.
+                _ if matches!(
+                    action,
+                    Some(Action::MigrateToSpot | Action::RelaunchSpot | Action::FallbackOnDemand)
+                ) =>
+                {
+                    (
+                        Outcome::Skipped,
+                        format!("{INTERRUPTED}; the spot migration repeats the step from its recorded state"),
+                    )
+                }
                 None if e
                     .region
                     .as_ref()
@@ -449,11 +651,11 @@ impl<P: Provider> Reconciler<P> {
     ) -> Result<(), StoreError> {
         let mut to_act: Vec<Decision> = decisions
             .into_iter()
-            .filter(|d| {
-                matches!(
-                    d.action,
-                    Action::Start | Action::Stop | Action::Hibernate | Action::Notify
-                )
+            .filter(|d| match d.action {
+                Action::Start | Action::Stop | Action::Hibernate | Action::Notify => true,
+                // Real moves go through `plan_migrations`; dry runs are audited here.
+                Action::MigrateToSpot => d.dry_run || self.options.dry_run,
+                _ => false,
             })
             .collect();
         let dry_run = |d: &Decision| d.dry_run || self.options.dry_run;
@@ -683,6 +885,16 @@ pub async fn control_loop<P: Provider>(
                         dry_run = a.decision.dry_run || reconciler.options.dry_run,
                         detail = a.detail,
                         "action"
+                    );
+                }
+                for m in &report.migrations {
+                    tracing::info!(
+                        at = %report.at.to_rfc3339_opts(SecondsFormat::Secs, true),
+                        migration = m.id,
+                        instance = m.instance,
+                        state = m.state.as_str(),
+                        detail = m.detail,
+                        "migration"
                     );
                 }
                 tracing::info!(

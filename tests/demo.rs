@@ -6,6 +6,7 @@ mod common;
 
 use chrono::{DateTime, Utc};
 use common::t;
+use ebb::spot;
 use ebb::store::{AuditEntry, AuditFilter, Outcome, Store, Verification};
 use sqlx::PgPool;
 use std::path::Path;
@@ -44,20 +45,22 @@ async fn a_simulated_day_of_the_demo_fleet(pool: PgPool) {
         .local_addr()
         .unwrap()
         .port();
-    let mut serve = Command::new(env!("CARGO_BIN_EXE_ebb"))
-        .args(["serve", "--tick", "5m", "--clock-start", START])
-        .args(["--clock-speed", &SPEED.to_string()])
-        .env("DATABASE_URL", &url)
-        .env(
-            "EBB_CLOUD",
-            format!("sim:{}", root.join("deploy/demo-fleet.yaml").display()),
-        )
-        .env("EBB_POLICIES", root.join("policies"))
-        .env("EBB_LISTEN", format!("127.0.0.1:{port}"))
-        .stdout(Stdio::null())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .unwrap();
+    let mut serve = Serve(
+        Command::new(env!("CARGO_BIN_EXE_ebb"))
+            .args(["serve", "--tick", "5m", "--clock-start", START])
+            .args(["--clock-speed", &SPEED.to_string()])
+            .env("DATABASE_URL", &url)
+            .env(
+                "EBB_CLOUD",
+                format!("sim:{}", root.join("deploy/demo-fleet.yaml").display()),
+            )
+            .env("EBB_POLICIES", root.join("policies"))
+            .env("EBB_LISTEN", format!("127.0.0.1:{port}"))
+            .stdout(Stdio::null())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .unwrap(),
+    );
     let started = Instant::now();
     let day = (t(END) - t(START)).to_std().unwrap().div_f64(SPEED);
     tokio::time::sleep(day).await;
@@ -68,13 +71,14 @@ async fn a_simulated_day_of_the_demo_fleet(pool: PgPool) {
         .json()
         .await
         .unwrap();
-    assert_eq!(plan.as_array().unwrap().len(), 32, "{plan}");
+    // The demo fleet's 32 instances, and the spot instance the checkpointing job moved to.
+    assert_eq!(plan.as_array().unwrap().len(), 33, "{plan}");
     assert!(Command::new("kill")
-        .args(["-TERM", &serve.id().to_string()])
+        .args(["-TERM", &serve.0.id().to_string()])
         .status()
         .unwrap()
         .success());
-    assert!(serve.wait().unwrap().success());
+    assert!(serve.0.wait().unwrap().success());
     assert!(started.elapsed() < day + Duration::from_secs(30));
 
     let store = Store::connect(&url).await.unwrap();
@@ -160,6 +164,18 @@ async fn a_simulated_day_of_the_demo_fleet(pool: PgPool) {
         .as_deref()
         .is_some_and(|e| e.contains("InsufficientInstanceCapacity"))));
 
+    // The checkpointing training job moves to spot, step by step, on the first morning.
+    let migrations = store.migrations().await.unwrap();
+    assert_eq!(migrations.len(), 1, "{migrations:#?}");
+    let m = &migrations[0];
+    assert_eq!(
+        (m.original.as_str(), m.state.as_str()),
+        ("i-0train01", "done"),
+        "{m:#?}"
+    );
+    assert_eq!(m.market, "spot");
+    assert!(spot::savings(m, last) > 0.0);
+
     // Protected, unmatched and person-stopped instances are never touched.
     for id in [
         "i-0research09",
@@ -182,4 +198,14 @@ async fn a_simulated_day_of_the_demo_fleet(pool: PgPool) {
         store.verify_audit().await.unwrap(),
         Verification::Intact { .. }
     ));
+}
+
+/// The `ebb serve` under test, killed if the test fails before it stops it.
+struct Serve(std::process::Child);
+
+impl Drop for Serve {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
 }

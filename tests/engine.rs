@@ -739,6 +739,56 @@ fn spot_needs_the_interruptible_tag_on_demand_savings_and_a_fresh_checkpoint() {
 }
 
 #[test]
+fn an_instance_being_migrated_is_left_to_its_migration_and_a_replacement_is_not_moved_again() {
+    let set = policies(SPOT);
+    let now = "2026-11-30T12:00:00Z";
+    // Stopped by its migration: no rule starts or stops it.
+    let mut moving = trainer(&[("ebb:migrating", "7")]);
+    moving.instances[0].state = ebb::fleet::InstanceState::Stopped;
+    let d = moving.one(now, &set);
+    assert_eq!(
+        (d.action, d.code),
+        (Action::None, Code::Migrating),
+        "{}",
+        d.reason
+    );
+    assert!(d.reason.contains("spot migration 7"), "{}", d.reason);
+    // An on-demand fallback launched by migration 7: eligible in every other way, not moved.
+    let d = trainer(&[("ebb:migration", "7")]).one(now, &set);
+    assert_eq!(d.action, Action::None, "{}", d.reason);
+    assert!(
+        d.reason
+            .contains("not moved to spot: it replaces an instance moved by spot migration 7"),
+        "{}",
+        d.reason
+    );
+}
+
+#[test]
+fn a_rule_never_stops_a_one_time_spot_instance_of_a_migration() {
+    let set = policies(&format!(
+        "{SPOT}    idle: {{gpu_below: 5, for: 30m, action: stop}}\n"
+    ));
+    let mut replacement = trainer(&[("ebb:migration", "7")]);
+    replacement.instances[0].lifecycle = Lifecycle::Spot;
+    replacement.instances[0].gpu_util = steady("2026-11-30T11:00:00Z", "2026-11-30T12:00:00Z", 1.0);
+    let d = replacement.one("2026-11-30T12:00:00Z", &set);
+    assert_eq!(
+        (d.action, d.code),
+        (Action::None, Code::SpotCannotStop),
+        "{}",
+        d.reason
+    );
+    // The same idle box on demand is stopped.
+    let mut on_demand = trainer(&[("ebb:migration", "7")]);
+    on_demand.instances[0].gpu_util = steady("2026-11-30T11:00:00Z", "2026-11-30T12:00:00Z", 1.0);
+    assert_eq!(
+        on_demand.one("2026-11-30T12:00:00Z", &set).action,
+        Action::Stop
+    );
+}
+
+#[test]
 fn dry_run_policies_mark_their_decisions() {
     let set = policies(&OFFICE.replace("    work_hours:", "    dry_run: true\n    work_hours:"));
     let d = World::with(vec![dev("i-1")]).one("2026-11-30T20:00:00Z", &set);

@@ -59,6 +59,7 @@ pub fn router(state: ApiState) -> Router {
         .route("/v1/plan", get(plan))
         .route("/v1/audit", get(audit))
         .route("/v1/overrides", get(overrides).post(create_override))
+        .route("/v1/migrations", get(migrations))
         .route("/v1/overrides/{id}", delete(revoke_override))
         .route("/v1/tick", post(tick))
         .fallback(|| async { ApiError::new(StatusCode::NOT_FOUND, "no such route") })
@@ -309,6 +310,13 @@ async fn audit(
 
 async fn overrides(State(state): State<ApiState>) -> ApiResult<Json<Vec<OverrideRecord>>> {
     Ok(Json(state.store.active_overrides(state.clock.now()).await?))
+}
+
+/// `GET /v1/migrations`: every spot migration, as `ebb migrations --format json` prints it.
+async fn migrations(State(state): State<ApiState>) -> ApiResult<Response> {
+    let list = state.store.migrations().await?;
+    let body = output::migrations_json(&list, state.clock.now());
+    Ok(([(header::CONTENT_TYPE, "application/json")], body).into_response())
 }
 
 /// `POST /v1/overrides` body.

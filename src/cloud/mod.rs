@@ -6,10 +6,14 @@
 
 pub mod aws;
 mod error;
+mod launch;
 mod prices;
 pub mod sim;
 
 pub use error::{CloudError, ErrorKind};
+pub use launch::{
+    Image, ImageState, InstanceStatus, Launch, LaunchSpec, Market, IMAGE_OF_TAG, SPOT_TERMINATION,
+};
 pub use prices::{OnDemandPrices, PricesError};
 
 use crate::fleet::{Instance, Sample};
@@ -140,6 +144,61 @@ pub trait Provider: Send + Sync {
         ids: &[String],
         keys: &[String],
     ) -> impl Future<Output = ActionReport> + Send;
+
+    /// How instance `id` was launched: what a replacement copies.
+    fn launch_spec(
+        &self,
+        region: &str,
+        id: &str,
+    ) -> impl Future<Output = Result<LaunchSpec, CloudError>> + Send;
+
+    /// The current status of instances; an id EC2 no longer knows is absent.
+    fn describe(
+        &self,
+        region: &str,
+        ids: &[String],
+    ) -> impl Future<Output = Result<Vec<InstanceStatus>, CloudError>> + Send;
+
+    /// The instance carrying tag `key=value`, if one was launched (the newest, if several).
+    fn find_tagged(
+        &self,
+        region: &str,
+        key: &str,
+        value: &str,
+    ) -> impl Future<Output = Result<Option<InstanceStatus>, CloudError>> + Send;
+
+    /// Creates an image named `name` of instance `id` with all its volumes, or returns the
+    /// one of that name made before (a step repeated after a crash): its id.
+    fn create_image(
+        &self,
+        region: &str,
+        id: &str,
+        name: &str,
+    ) -> impl Future<Output = Result<String, CloudError>> + Send;
+
+    /// An image's state and snapshots; `None` when it does not exist.
+    fn image(
+        &self,
+        region: &str,
+        image: &str,
+    ) -> impl Future<Output = Result<Option<Image>, CloudError>> + Send;
+
+    /// Launches one instance; returns its status.
+    fn launch(
+        &self,
+        region: &str,
+        launch: &Launch,
+    ) -> impl Future<Output = Result<InstanceStatus, CloudError>> + Send;
+
+    /// Terminates instances.
+    fn terminate(&self, region: &str, ids: &[String]) -> impl Future<Output = ActionReport> + Send;
+
+    /// Deregisters an image and deletes its snapshots; an image already gone is not an error.
+    fn delete_image(
+        &self,
+        region: &str,
+        image: &str,
+    ) -> impl Future<Output = Result<(), CloudError>> + Send;
 }
 
 /// The provider `EBB_CLOUD` chose.
@@ -204,5 +263,46 @@ impl Provider for Cloud {
 
     async fn untag(&self, region: &str, ids: &[String], keys: &[String]) -> ActionReport {
         delegate!(self, p => p.untag(region, ids, keys))
+    }
+
+    async fn launch_spec(&self, region: &str, id: &str) -> Result<LaunchSpec, CloudError> {
+        delegate!(self, p => p.launch_spec(region, id))
+    }
+
+    async fn describe(
+        &self,
+        region: &str,
+        ids: &[String],
+    ) -> Result<Vec<InstanceStatus>, CloudError> {
+        delegate!(self, p => p.describe(region, ids))
+    }
+
+    async fn find_tagged(
+        &self,
+        region: &str,
+        key: &str,
+        value: &str,
+    ) -> Result<Option<InstanceStatus>, CloudError> {
+        delegate!(self, p => p.find_tagged(region, key, value))
+    }
+
+    async fn create_image(&self, region: &str, id: &str, name: &str) -> Result<String, CloudError> {
+        delegate!(self, p => p.create_image(region, id, name))
+    }
+
+    async fn image(&self, region: &str, image: &str) -> Result<Option<Image>, CloudError> {
+        delegate!(self, p => p.image(region, image))
+    }
+
+    async fn launch(&self, region: &str, launch: &Launch) -> Result<InstanceStatus, CloudError> {
+        delegate!(self, p => p.launch(region, launch))
+    }
+
+    async fn terminate(&self, region: &str, ids: &[String]) -> ActionReport {
+        delegate!(self, p => p.terminate(region, ids))
+    }
+
+    async fn delete_image(&self, region: &str, image: &str) -> Result<(), CloudError> {
+        delegate!(self, p => p.delete_image(region, image))
     }
 }

@@ -6,7 +6,12 @@
 //! notebook work, training runs, a box forgotten after lunch). Utilisation is a pure function
 //! of the instance and the time, so a replay gives the same readings.
 
-use super::{ActionReport, CloudError, Done, ErrorKind, Failed, Inventory, Provider, TypePrice};
+mod spot;
+
+use super::{
+    ActionReport, CloudError, Done, ErrorKind, Failed, Image, InstanceStatus, Inventory, Launch,
+    LaunchSpec, Provider, TypePrice,
+};
 use crate::clock::Clock;
 use crate::fleet::{Fleet, Instance, InstanceState, Prices, Sample};
 use chrono::{DateTime, Datelike, Duration, NaiveDate, NaiveTime, Utc, Weekday};
@@ -181,6 +186,8 @@ struct Simulated {
     start_failures: u32,
     /// The last day its owner came in.
     owner_came: Option<NaiveDate>,
+    /// The code of the reason for its last state change, when EC2 would give one.
+    reason: Option<&'static str>,
 }
 
 impl Simulated {
@@ -241,6 +248,8 @@ struct SimFleet {
     instances: Vec<Simulated>,
     by_id: HashMap<String, usize>,
     requests: u64,
+    /// Images made by spot migrations, by id.
+    images: HashMap<String, spot::SimImage>,
 }
 
 impl SimProvider {
@@ -266,6 +275,7 @@ impl SimProvider {
                     running_since,
                     recorded: std::mem::take(&mut instance.gpu_util),
                     owner_came,
+                    reason: None,
                     instance,
                 }
             })
@@ -282,6 +292,7 @@ impl SimProvider {
                 instances,
                 by_id,
                 requests: 0,
+                images: HashMap::new(),
             }),
         }
     }
@@ -505,6 +516,48 @@ impl Provider for SimProvider {
             }
             Ok(())
         })
+    }
+
+    async fn launch_spec(&self, region: &str, id: &str) -> Result<LaunchSpec, CloudError> {
+        self.sim_launch_spec(region, id)
+    }
+
+    async fn describe(
+        &self,
+        region: &str,
+        ids: &[String],
+    ) -> Result<Vec<InstanceStatus>, CloudError> {
+        Ok(self.sim_describe(region, ids))
+    }
+
+    async fn find_tagged(
+        &self,
+        region: &str,
+        key: &str,
+        value: &str,
+    ) -> Result<Option<InstanceStatus>, CloudError> {
+        Ok(self.sim_find_tagged(region, key, value))
+    }
+
+    async fn create_image(&self, region: &str, id: &str, name: &str) -> Result<String, CloudError> {
+        self.sim_create_image(region, id, name)
+    }
+
+    async fn image(&self, _region: &str, image: &str) -> Result<Option<Image>, CloudError> {
+        Ok(self.sim_image(image))
+    }
+
+    async fn launch(&self, region: &str, launch: &Launch) -> Result<InstanceStatus, CloudError> {
+        self.sim_launch(region, launch)
+    }
+
+    async fn terminate(&self, region: &str, ids: &[String]) -> ActionReport {
+        self.sim_terminate(region, ids)
+    }
+
+    async fn delete_image(&self, _region: &str, image: &str) -> Result<(), CloudError> {
+        self.sim_delete_image(image);
+        Ok(())
     }
 }
 

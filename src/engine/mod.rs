@@ -9,7 +9,7 @@ mod explain;
 mod rules;
 
 pub use explain::{explain, Explanation};
-pub use rules::RECENT;
+pub use rules::{tags, RECENT};
 
 use crate::fleet::{Fleet, Instance};
 use crate::policy::PolicySet;
@@ -165,6 +165,10 @@ codes! {
     IdleGrace = "idle_grace",
     /// Eligible for spot: move it.
     SpotSavings = "spot_savings",
+    /// A spot migration is under way on it (tag `ebb:migrating`).
+    Migrating = "migrating",
+    /// A rule would stop it, but it is a spot migration's one-time spot instance.
+    SpotCannotStop = "spot_cannot_stop",
 }
 
 impl fmt::Display for Code {

@@ -31,8 +31,11 @@ pub mod tags {
     pub const INTERRUPTIBLE: &str = "ebb:interruptible";
     /// The RFC 3339 time of the job's last checkpoint.
     pub const CHECKPOINT_AT: &str = "ebb:checkpoint-at";
-    /// Present while a spot migration is under way.
+    /// On the original while its spot migration is under way (the migration's id): the rules
+    /// leave it alone.
     pub const MIGRATING: &str = "ebb:migrating";
+    /// On every replacement a spot migration launched (the migration's id).
+    pub const MIGRATION: &str = "ebb:migration";
 }
 
 /// Collects a readable account of every verdict, for `ebb explain`; off when deciding in bulk.
@@ -189,7 +192,21 @@ impl<'a> Context<'a> {
             inst,
             facts: self.prior.facts(&inst.id),
         };
-        let v = eval.run(trace);
+        let mut v = eval.run(trace);
+        if let (Action::Stop | Action::Hibernate | Action::Notify, Lifecycle::Spot, Some(id)) =
+            (v.action, inst.lifecycle, inst.tag(tags::MIGRATION))
+        {
+            // EC2 refuses to stop a one-time spot instance, which is what migrations launch.
+            trace.note(|| format!("would {}, but it is a one-time spot instance", v.action));
+            v = verdict(
+                Action::None,
+                Code::SpotCannotStop,
+                format!(
+                    "{} ({}), but it is the one-time spot instance of spot migration {id}, which EC2 cannot stop; it runs until reclaimed or terminated",
+                    v.action, v.reason
+                ),
+            );
+        }
         decision(Some(policy), v)
     }
 }
@@ -287,6 +304,16 @@ impl Eval<'_> {
     fn run(&self, trace: &mut Trace) -> Verdict {
         if let (Some(wh), Some(st)) = (&self.policy.work_hours, self.status) {
             trace.note(|| self.describe_hours(wh, st));
+        }
+        if let Some(id) = self.inst.tag(tags::MIGRATING) {
+            trace.note(|| {
+                format!("tag ebb:migrating={id}: its spot migration acts on it, not the rules")
+            });
+            return verdict(
+                Action::None,
+                Code::Migrating,
+                format!("spot migration {id} is under way (see ebb migrations)"),
+            );
         }
         match self.inst.state {
             InstanceState::Terminated => {
@@ -461,6 +488,7 @@ impl Eval<'_> {
                 return self.notice_before_close(close, n.before);
             }
         }
+        let mut not_spot = None;
         if let Some(rule) = &self.policy.spot {
             match self.spot(rule) {
                 Ok(reason) => {
@@ -470,7 +498,10 @@ impl Eval<'_> {
                         None => verdict(Action::MigrateToSpot, Code::SpotSavings, reason),
                     };
                 }
-                Err(why) => trace.note(|| format!("spot: not eligible: {why}")),
+                Err(why) => {
+                    trace.note(|| format!("spot: not eligible: {why}"));
+                    not_spot = Some(why);
+                }
             }
         }
         if let Some((code, reason)) = idle_code {
@@ -491,7 +522,10 @@ impl Eval<'_> {
             (None, None) => verdict(
                 Action::None,
                 Code::NoRuleApplies,
-                "running; no rule asks for a change".into(),
+                match not_spot {
+                    Some(why) => format!("running; not moved to spot: {why}"),
+                    None => "running; no rule asks for a change".into(),
+                },
             ),
         }
     }
@@ -748,6 +782,12 @@ impl Eval<'_> {
         }
         if inst.tag(tags::MIGRATING).is_some() {
             return Err("a migration is under way (tag ebb:migrating)".into());
+        }
+        if let Some(id) = inst.tag(tags::MIGRATION) {
+            // An on-demand fallback: its migration gave up on spot for it.
+            return Err(format!(
+                "it replaces an instance moved by spot migration {id}"
+            ));
         }
         let prices = self.ctx.prices.get(&inst.region);
         let on_demand = prices

@@ -9,6 +9,7 @@ mod audit;
 mod inventory;
 mod leader;
 mod overrides;
+mod spot;
 
 pub use audit::{
     AuditEntry, AuditFilter, FailureStreak, NewAuditEntry, Outcome, Verification, INTERRUPTED,
@@ -16,6 +17,7 @@ pub use audit::{
 pub use inventory::{InstanceRecord, PlannedAction, SyncReport};
 pub use leader::{Leadership, WAKE_CHANNEL};
 pub use overrides::OverrideRecord;
+pub use spot::MigrationRecord;
 
 use sqlx::migrate::Migrator;
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};

@@ -414,7 +414,7 @@ impl AwsProvider {
 
     /// Runs `call` in batches on `ids` of `region`, each with the clients of the account that
     /// listed it.
-    async fn in_scopes<'a, F, Fut>(
+    pub(super) async fn in_scopes<'a, F, Fut>(
         &'a self,
         region: &str,
         ids: &[String],

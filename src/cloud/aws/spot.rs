@@ -1,0 +1,461 @@
+//! EC2 calls of spot migrations: launch settings, images, launches and terminations.
+
+use super::{cloud_error, AwsProvider, Scope};
+use crate::cloud::{
+    ActionReport, CloudError, ErrorKind, Image, ImageState, InstanceStatus, Launch, LaunchSpec,
+    Market,
+};
+use crate::fleet::{InstanceState, Lifecycle};
+use aws_sdk_ec2::operation::RequestId;
+use aws_sdk_ec2::types::{
+    BlockDeviceMapping, Filter, IamInstanceProfileSpecification, ImageState as Ec2ImageState,
+    InstanceAttributeName, InstanceInterruptionBehavior, InstanceLifecycleType,
+    InstanceMarketOptionsRequest, InstanceStateName, InstanceType, MarketType, ResourceType,
+    SpotInstanceType, SpotMarketOptions, Tag, TagSpecification,
+};
+use std::collections::BTreeMap;
+
+use crate::cloud::IMAGE_OF_TAG;
+
+impl AwsProvider {
+    /// The clients of the account that listed `id` (ebb's own when it was never listed).
+    fn scope_of<'a>(
+        &'a self,
+        region: &str,
+        id: &str,
+        operation: &'static str,
+    ) -> Result<&'a Scope, CloudError> {
+        let known = self
+            .known
+            .read()
+            .expect("instance map poisoned")
+            .get(id)
+            .map(|k| k.scope);
+        known
+            .map(|i| &self.scopes[i])
+            .or_else(|| self.scopes.iter().find(|s| s.region == region))
+            .ok_or_else(|| CloudError {
+                kind: ErrorKind::Other,
+                operation,
+                code: None,
+                message: format!("region {region} is not watched; add it to EBB_REGIONS"),
+                request_id: None,
+            })
+    }
+
+    /// DescribeInstances of one instance, DescribeInstanceAttribute for its user data, and
+    /// DescribeSubnets for a subnet of its VPC in every zone.
+    pub(super) async fn read_launch_spec(
+        &self,
+        region: &str,
+        id: &str,
+    ) -> Result<LaunchSpec, CloudError> {
+        let scope = self.scope_of(region, id, "DescribeInstances")?;
+        self.count("DescribeInstances");
+        let out = scope
+            .ec2
+            .describe_instances()
+            .instance_ids(id)
+            .send()
+            .await
+            .map_err(|e| cloud_error("DescribeInstances", e))?;
+        let instance = out
+            .reservations()
+            .iter()
+            .flat_map(|r| r.instances())
+            .next()
+            .ok_or_else(|| not_found("DescribeInstances", id))?;
+        let missing = |what: &str| CloudError {
+            kind: ErrorKind::Other,
+            operation: "DescribeInstances",
+            code: None,
+            message: format!(
+                "{id} has no {what}; only instances in a VPC subnet can be moved to spot"
+            ),
+            request_id: None,
+        };
+        let subnet = instance
+            .subnet_id()
+            .ok_or_else(|| missing("subnet"))?
+            .to_string();
+        let zone = instance
+            .placement()
+            .and_then(|p| p.availability_zone())
+            .ok_or_else(|| missing("availability zone"))?
+            .to_string();
+        let vpc = instance.vpc_id().ok_or_else(|| missing("VPC"))?.to_string();
+        self.count("DescribeInstanceAttribute");
+        let user_data = scope
+            .ec2
+            .describe_instance_attribute()
+            .instance_id(id)
+            .attribute(InstanceAttributeName::UserData)
+            .send()
+            .await
+            .map_err(|e| cloud_error("DescribeInstanceAttribute", e))?
+            .user_data()
+            .and_then(|u| u.value())
+            .filter(|v| !v.is_empty())
+            .map(str::to_string);
+        self.count("DescribeSubnets");
+        let subnets = scope
+            .ec2
+            .describe_subnets()
+            .filters(Filter::builder().name("vpc-id").values(&vpc).build())
+            .send()
+            .await
+            .map_err(|e| cloud_error("DescribeSubnets", e))?;
+        // Its own subnet in its own zone; elsewhere the subnet with the most free addresses.
+        let mut subnets_by_zone: BTreeMap<String, (String, i32)> = BTreeMap::new();
+        for s in subnets.subnets() {
+            let (Some(sid), Some(z)) = (s.subnet_id(), s.availability_zone()) else {
+                continue;
+            };
+            let free = if sid == subnet {
+                i32::MAX
+            } else {
+                s.available_ip_address_count().unwrap_or(0)
+            };
+            if subnets_by_zone.get(z).is_none_or(|(_, best)| free > *best) {
+                subnets_by_zone.insert(z.to_string(), (sid.to_string(), free));
+            }
+        }
+        subnets_by_zone.insert(zone.clone(), (subnet.clone(), i32::MAX));
+        Ok(LaunchSpec {
+            instance_type: instance
+                .instance_type()
+                .map(|t| t.as_str().to_string())
+                .ok_or_else(|| missing("instance type"))?,
+            zone,
+            subnet,
+            subnets_by_zone: subnets_by_zone
+                .into_iter()
+                .map(|(z, (s, _))| (z, s))
+                .collect(),
+            security_groups: instance
+                .security_groups()
+                .iter()
+                .filter_map(|g| g.group_id().map(str::to_string))
+                .collect(),
+            instance_profile: instance
+                .iam_instance_profile()
+                .and_then(|p| p.arn())
+                .map(str::to_string),
+            key_name: instance.key_name().map(str::to_string),
+            user_data,
+            tags: instance
+                .tags()
+                .iter()
+                .filter_map(|t| Some((t.key()?.to_string(), t.value().unwrap_or("").to_string())))
+                .filter(|(k, _)| !k.starts_with("aws:"))
+                .collect(),
+        })
+    }
+
+    /// DescribeInstances by id; ids EC2 does not know are left out.
+    pub(super) async fn describe_status(
+        &self,
+        region: &str,
+        ids: &[String],
+    ) -> Result<Vec<InstanceStatus>, CloudError> {
+        let Some(first) = ids.first() else {
+            return Ok(Vec::new());
+        };
+        let scope = self.scope_of(region, first, "DescribeInstances")?;
+        self.count("DescribeInstances");
+        // Filtering by id (not InstanceIds) makes an unknown id absent rather than an error.
+        let out = scope
+            .ec2
+            .describe_instances()
+            .filters(
+                Filter::builder()
+                    .name("instance-id")
+                    .set_values(Some(ids.to_vec()))
+                    .build(),
+            )
+            .send()
+            .await
+            .map_err(|e| cloud_error("DescribeInstances", e))?;
+        Ok(out
+            .reservations()
+            .iter()
+            .flat_map(|r| r.instances())
+            .filter_map(status)
+            .collect())
+    }
+
+    /// DescribeInstances by tag: the newest instance tagged `key=value`.
+    pub(super) async fn find_by_tag(
+        &self,
+        region: &str,
+        key: &str,
+        value: &str,
+    ) -> Result<Option<InstanceStatus>, CloudError> {
+        let scope = self.scope_of(region, "", "DescribeInstances")?;
+        self.count("DescribeInstances");
+        let out = scope
+            .ec2
+            .describe_instances()
+            .filters(
+                Filter::builder()
+                    .name(format!("tag:{key}"))
+                    .values(value)
+                    .build(),
+            )
+            .send()
+            .await
+            .map_err(|e| cloud_error("DescribeInstances", e))?;
+        Ok(out
+            .reservations()
+            .iter()
+            .flat_map(|r| r.instances())
+            .max_by_key(|i| i.launch_time().map(|t| (t.secs(), t.subsec_nanos())))
+            .and_then(status))
+    }
+
+    /// CreateImage, unless an image of that name exists (DescribeImages first).
+    pub(super) async fn make_image(
+        &self,
+        region: &str,
+        id: &str,
+        name: &str,
+    ) -> Result<String, CloudError> {
+        let scope = self.scope_of(region, id, "CreateImage")?;
+        if let Some(image) = self.image_named(scope, name).await? {
+            return Ok(image);
+        }
+        self.count("CreateImage");
+        let made = scope
+            .ec2
+            .create_image()
+            .instance_id(id)
+            .name(name)
+            .description(format!("ebb: {id} moved to spot"))
+            // The tag lets the IAM policy allow deregistering only what ebb made.
+            .tag_specifications(
+                TagSpecification::builder()
+                    .resource_type(ResourceType::Image)
+                    .tags(Tag::builder().key(IMAGE_OF_TAG).value(id).build())
+                    .build(),
+            )
+            .send()
+            .await;
+        match made {
+            Ok(out) => out
+                .image_id()
+                .map(str::to_string)
+                .ok_or_else(|| not_found("CreateImage", name)),
+            // Made by an earlier attempt whose answer was lost.
+            Err(e)
+                if e.as_service_error()
+                    .and_then(|s| aws_sdk_ec2::error::ProvideErrorMetadata::code(s))
+                    == Some("InvalidAMIName.Duplicate") =>
+            {
+                self.image_named(scope, name)
+                    .await?
+                    .ok_or_else(|| not_found("DescribeImages", name))
+            }
+            Err(e) => Err(cloud_error("CreateImage", e)),
+        }
+    }
+
+    async fn image_named(&self, scope: &Scope, name: &str) -> Result<Option<String>, CloudError> {
+        self.count("DescribeImages");
+        let out = scope
+            .ec2
+            .describe_images()
+            .owners("self")
+            .filters(Filter::builder().name("name").values(name).build())
+            .send()
+            .await
+            .map_err(|e| cloud_error("DescribeImages", e))?;
+        Ok(out
+            .images()
+            .iter()
+            .find_map(|i| i.image_id())
+            .map(str::to_string))
+    }
+
+    /// DescribeImages of one image, with its state.
+    pub(super) async fn image_state(
+        &self,
+        region: &str,
+        image: &str,
+    ) -> Result<Option<Image>, CloudError> {
+        let scope = self.scope_of(region, "", "DescribeImages")?;
+        self.count("DescribeImages");
+        let out = scope
+            .ec2
+            .describe_images()
+            .filters(Filter::builder().name("image-id").values(image).build())
+            .send()
+            .await
+            .map_err(|e| cloud_error("DescribeImages", e))?;
+        Ok(out.images().first().map(|i| Image {
+            state: match i.state() {
+                Some(Ec2ImageState::Available) => ImageState::Available,
+                Some(Ec2ImageState::Pending) | None => ImageState::Pending,
+                Some(_) => ImageState::Failed,
+            },
+            snapshots: snapshots(i),
+        }))
+    }
+
+    /// RunInstances of one instance, in the market asked, with the original's settings.
+    pub(super) async fn run(
+        &self,
+        region: &str,
+        launch: &Launch,
+    ) -> Result<InstanceStatus, CloudError> {
+        let scope = self.scope_of(region, "", "RunInstances")?;
+        let mut tags = TagSpecification::builder().resource_type(ResourceType::Instance);
+        for (key, value) in launch.spec.tags.iter().chain(&launch.tags) {
+            tags = tags.tags(Tag::builder().key(key).value(value).build());
+        }
+        let mut request = scope
+            .ec2
+            .run_instances()
+            .image_id(&launch.image)
+            .instance_type(InstanceType::from(launch.instance_type.as_str()))
+            .subnet_id(&launch.subnet)
+            .set_security_group_ids(Some(launch.spec.security_groups.clone()))
+            .set_key_name(launch.spec.key_name.clone())
+            .set_user_data(launch.spec.user_data.clone())
+            .min_count(1)
+            .max_count(1)
+            .client_token(&launch.client_token)
+            .tag_specifications(tags.build());
+        if let Some(arn) = &launch.spec.instance_profile {
+            request = request
+                .iam_instance_profile(IamInstanceProfileSpecification::builder().arn(arn).build());
+        }
+        if launch.market == Market::Spot {
+            request = request.instance_market_options(
+                InstanceMarketOptionsRequest::builder()
+                    .market_type(MarketType::Spot)
+                    .spot_options(
+                        SpotMarketOptions::builder()
+                            .spot_instance_type(SpotInstanceType::OneTime)
+                            .instance_interruption_behavior(InstanceInterruptionBehavior::Terminate)
+                            .build(),
+                    )
+                    .build(),
+            );
+        }
+        self.count("RunInstances");
+        let out = request
+            .send()
+            .await
+            .map_err(|e| cloud_error("RunInstances", e))?;
+        out.instances()
+            .first()
+            .and_then(status)
+            .ok_or_else(|| not_found("RunInstances", &launch.client_token))
+    }
+
+    /// TerminateInstances in batches.
+    pub(super) async fn terminate_instances(&self, region: &str, ids: &[String]) -> ActionReport {
+        self.in_scopes(
+            region,
+            ids,
+            "TerminateInstances",
+            |scope, batch| async move {
+                self.count("TerminateInstances");
+                let out = scope
+                    .ec2
+                    .terminate_instances()
+                    .set_instance_ids(Some(batch))
+                    .send()
+                    .await
+                    .map_err(|e| cloud_error("TerminateInstances", e))?;
+                Ok(out.request_id().map(str::to_string))
+            },
+        )
+        .await
+    }
+
+    /// DeregisterImage, then DeleteSnapshot of each of its EBS snapshots.
+    pub(super) async fn remove_image(&self, region: &str, image: &str) -> Result<(), CloudError> {
+        let scope = self.scope_of(region, "", "DeregisterImage")?;
+        self.count("DescribeImages");
+        let out = scope
+            .ec2
+            .describe_images()
+            .filters(Filter::builder().name("image-id").values(image).build())
+            .send()
+            .await
+            .map_err(|e| cloud_error("DescribeImages", e))?;
+        let Some(found) = out.images().first() else {
+            return Ok(());
+        };
+        let snapshots = snapshots(found);
+        self.count("DeregisterImage");
+        scope
+            .ec2
+            .deregister_image()
+            .image_id(image)
+            .send()
+            .await
+            .map_err(|e| cloud_error("DeregisterImage", e))?;
+        for snapshot in snapshots {
+            self.count("DeleteSnapshot");
+            scope
+                .ec2
+                .delete_snapshot()
+                .snapshot_id(&snapshot)
+                .send()
+                .await
+                .map_err(|e| cloud_error("DeleteSnapshot", e))?;
+        }
+        Ok(())
+    }
+}
+
+/// An instance's status; `None` for one without id, type or state, which EC2 never sends.
+fn status(i: &aws_sdk_ec2::types::Instance) -> Option<InstanceStatus> {
+    let state = match i.state()?.name()? {
+        InstanceStateName::Pending => InstanceState::Pending,
+        InstanceStateName::Running => InstanceState::Running,
+        InstanceStateName::Stopping => InstanceState::Stopping,
+        InstanceStateName::Stopped => InstanceState::Stopped,
+        InstanceStateName::ShuttingDown => InstanceState::ShuttingDown,
+        InstanceStateName::Terminated => InstanceState::Terminated,
+        _ => return None,
+    };
+    Some(InstanceStatus {
+        id: i.instance_id()?.to_string(),
+        state,
+        lifecycle: match i.instance_lifecycle() {
+            Some(InstanceLifecycleType::Spot) => Lifecycle::Spot,
+            _ => Lifecycle::OnDemand,
+        },
+        instance_type: i.instance_type()?.as_str().to_string(),
+        zone: i
+            .placement()
+            .and_then(|p| p.availability_zone())
+            .unwrap_or("")
+            .to_string(),
+        state_reason: i.state_reason().and_then(|r| r.code()).map(str::to_string),
+    })
+}
+
+/// The EBS snapshots of an image.
+fn snapshots(image: &aws_sdk_ec2::types::Image) -> Vec<String> {
+    image
+        .block_device_mappings()
+        .iter()
+        .filter_map(BlockDeviceMapping::ebs)
+        .filter_map(|e| e.snapshot_id())
+        .map(str::to_string)
+        .collect()
+}
+
+fn not_found(operation: &'static str, what: &str) -> CloudError {
+    CloudError {
+        kind: ErrorKind::NotFound,
+        operation,
+        code: None,
+        message: format!("{what} not found"),
+        request_id: None,
+    }
+}

@@ -1,0 +1,137 @@
+//! What spot migrations need from the cloud beside listing and stopping: an instance's launch
+//! settings, images, launches in a chosen market, and terminations.
+
+use crate::fleet::{InstanceState, Lifecycle};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// How an instance was launched, read from it so that its replacement is launched alike.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LaunchSpec {
+    /// Its instance type.
+    pub instance_type: String,
+    /// Its availability zone.
+    pub zone: String,
+    /// Its subnet.
+    pub subnet: String,
+    /// A subnet of the same VPC in each zone (its own subnet for its own zone), where a
+    /// replacement may go when another zone sells spot capacity cheaper.
+    pub subnets_by_zone: BTreeMap<String, String>,
+    /// Its security group ids.
+    pub security_groups: Vec<String>,
+    /// The ARN of its IAM instance profile.
+    pub instance_profile: Option<String>,
+    /// Its key pair.
+    pub key_name: Option<String>,
+    /// Its user data, base64 as EC2 returns and takes it.
+    pub user_data: Option<String>,
+    /// Its tags, without the ones AWS reserves (`aws:*`).
+    pub tags: BTreeMap<String, String>,
+}
+
+/// One instance as a migration follows it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct InstanceStatus {
+    /// Its id.
+    pub id: String,
+    /// Its state.
+    pub state: InstanceState,
+    /// On-demand or spot.
+    pub lifecycle: Lifecycle,
+    /// Its instance type.
+    pub instance_type: String,
+    /// Its availability zone.
+    pub zone: String,
+    /// The code of EC2's reason for its last state change (`Server.SpotInstanceTermination`
+    /// when spot capacity was reclaimed).
+    pub state_reason: Option<String>,
+}
+
+impl InstanceStatus {
+    /// Whether EC2 reclaimed it for spot capacity.
+    pub fn reclaimed(&self) -> bool {
+        matches!(
+            self.state,
+            InstanceState::ShuttingDown | InstanceState::Terminated
+        ) && self
+            .state_reason
+            .as_deref()
+            .is_some_and(|r| r.starts_with(SPOT_TERMINATION))
+    }
+}
+
+/// The tag on images and snapshots ebb made (the instance they were made of): the IAM policy
+/// lets ebb delete only those.
+pub const IMAGE_OF_TAG: &str = "ebb:image-of";
+
+/// EC2's state reason code when it takes spot capacity back.
+pub const SPOT_TERMINATION: &str = "Server.SpotInstanceTermination";
+
+/// An image, as a migration follows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Image {
+    /// Where it is.
+    pub state: ImageState,
+    /// The EBS snapshots it consists of.
+    pub snapshots: Vec<String>,
+}
+
+/// Where an image is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ImageState {
+    /// Being created.
+    Pending,
+    /// Ready to launch from.
+    Available,
+    /// Creation failed (or the image was deregistered).
+    Failed,
+}
+
+/// A market to launch in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Market {
+    /// Spot capacity, reclaimable with two minutes' notice.
+    Spot,
+    /// On-demand capacity.
+    OnDemand,
+}
+
+impl Market {
+    /// The name in `spot_migrations.market` and in output.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Market::Spot => "spot",
+            Market::OnDemand => "on-demand",
+        }
+    }
+
+    /// The market named `s`.
+    pub fn parse(s: &str) -> Option<Market> {
+        match s {
+            "spot" => Some(Market::Spot),
+            "on-demand" => Some(Market::OnDemand),
+            _ => None,
+        }
+    }
+}
+
+/// One replacement instance to launch.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Launch {
+    /// The image to launch from.
+    pub image: String,
+    /// Settings copied from the original (its type and subnet are replaced below).
+    pub spec: LaunchSpec,
+    /// The instance type.
+    pub instance_type: String,
+    /// The subnet (its zone is the replacement's zone).
+    pub subnet: String,
+    /// Spot or on-demand.
+    pub market: Market,
+    /// Tags beside the copied ones; one of them names this launch, so that a launch repeated
+    /// after a crash finds the instance instead of making a second one.
+    pub tags: BTreeMap<String, String>,
+    /// EC2's idempotency token for the call.
+    pub client_token: String,
+}

@@ -1,0 +1,675 @@
+//! Spot migration against moto's EC2 server and a real Postgres: the reconciler in process,
+//! tick by tick. A wrapper around the AWS provider injects what moto cannot do: a crash right
+//! after a cloud call, a launch refused for lack of capacity, a spot reclaim's state reason,
+//! and spot prices that no longer save enough.
+
+mod common;
+
+use aws_sdk_ec2::types::Filter;
+use chrono::{DateTime, Duration, SecondsFormat, Utc};
+use common::moto::{self, Fixture};
+use ebb::cloud::aws::AwsProvider;
+use ebb::cloud::{
+    ActionReport, CloudError, ErrorKind, Image, InstanceStatus, Inventory, Launch, LaunchSpec,
+    Provider, TypePrice, SPOT_TERMINATION,
+};
+use ebb::fleet::Sample;
+use ebb::reconcile::{Options, PolicySource, Reconciler};
+use ebb::spot::State;
+use ebb::store::{AuditFilter, Leadership, MigrationRecord, Outcome, Store, Verification};
+use sqlx::PgPool;
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::{Arc, Mutex};
+
+const REGION: &str = "us-east-1";
+
+const POLICY: &str = r#"
+policies:
+  - name: to-spot
+    match: {tags: {workload: training}}
+    spot:
+      min_savings: 40%
+      checkpoint_max_age: 30m
+      instance_types: [g5.xlarge, g5.2xlarge]
+      max_interruptions: 2
+      keep_original_for: 6h
+"#;
+
+/// The AWS provider with faults moto cannot produce.
+struct Faulty {
+    inner: AwsProvider,
+    /// After this call succeeds, the tick hangs as if the process died (the test drops it).
+    crash_after: Mutex<Option<&'static str>>,
+    /// Told when the tick hangs there.
+    crashed: tokio::sync::Notify,
+    /// Instances whose termination EC2 reports as a spot reclaim.
+    reclaimed: Mutex<HashSet<String>>,
+    /// Launches still to refuse for lack of capacity.
+    launch_failures: Mutex<u32>,
+    /// Replaces every spot price.
+    spot_price: Mutex<Option<f64>>,
+}
+
+impl Faulty {
+    async fn crash_point(&self, call: &'static str) {
+        let hit = {
+            let mut crash = self.crash_after.lock().unwrap();
+            let hit = *crash == Some(call);
+            if hit {
+                *crash = None;
+            }
+            hit
+        };
+        if hit {
+            self.crashed.notify_one();
+            std::future::pending::<()>().await;
+        }
+    }
+}
+
+impl Provider for Faulty {
+    async fn instances(&self) -> Inventory {
+        self.inner.instances().await
+    }
+    async fn gpu_utilisation(
+        &self,
+        region: &str,
+        instances: &[String],
+        from: DateTime<Utc>,
+        to: DateTime<Utc>,
+    ) -> Result<HashMap<String, Vec<Sample>>, CloudError> {
+        self.inner
+            .gpu_utilisation(region, instances, from, to)
+            .await
+    }
+    async fn prices(
+        &self,
+        region: &str,
+        types: &[String],
+        now: DateTime<Utc>,
+    ) -> Result<Vec<TypePrice>, CloudError> {
+        let mut prices = self.inner.prices(region, types, now).await?;
+        if let Some(p) = *self.spot_price.lock().unwrap() {
+            for t in &mut prices {
+                t.spot_by_zone.values_mut().for_each(|v| *v = p);
+            }
+        }
+        Ok(prices)
+    }
+    async fn stop(&self, region: &str, ids: &[String], hibernate: bool) -> ActionReport {
+        let r = self.inner.stop(region, ids, hibernate).await;
+        self.crash_point("stop").await;
+        r
+    }
+    async fn start(&self, region: &str, ids: &[String]) -> ActionReport {
+        let r = self.inner.start(region, ids).await;
+        self.crash_point("start").await;
+        r
+    }
+    async fn tag(
+        &self,
+        region: &str,
+        ids: &[String],
+        tags: &BTreeMap<String, String>,
+    ) -> ActionReport {
+        let r = self.inner.tag(region, ids, tags).await;
+        self.crash_point("tag").await;
+        r
+    }
+    async fn untag(&self, region: &str, ids: &[String], keys: &[String]) -> ActionReport {
+        self.inner.untag(region, ids, keys).await
+    }
+    async fn launch_spec(&self, region: &str, id: &str) -> Result<LaunchSpec, CloudError> {
+        self.inner.launch_spec(region, id).await
+    }
+    async fn describe(
+        &self,
+        region: &str,
+        ids: &[String],
+    ) -> Result<Vec<InstanceStatus>, CloudError> {
+        let mut found = self.inner.describe(region, ids).await?;
+        let reclaimed = self.reclaimed.lock().unwrap();
+        for s in &mut found {
+            if reclaimed.contains(&s.id) {
+                s.state_reason = Some(SPOT_TERMINATION.to_string());
+            }
+        }
+        Ok(found)
+    }
+    async fn find_tagged(
+        &self,
+        region: &str,
+        key: &str,
+        value: &str,
+    ) -> Result<Option<InstanceStatus>, CloudError> {
+        self.inner.find_tagged(region, key, value).await
+    }
+    async fn create_image(&self, region: &str, id: &str, name: &str) -> Result<String, CloudError> {
+        let r = self.inner.create_image(region, id, name).await;
+        self.crash_point("create_image").await;
+        r
+    }
+    async fn image(&self, region: &str, image: &str) -> Result<Option<Image>, CloudError> {
+        self.inner.image(region, image).await
+    }
+    async fn launch(&self, region: &str, launch: &Launch) -> Result<InstanceStatus, CloudError> {
+        {
+            let mut failures = self.launch_failures.lock().unwrap();
+            if *failures > 0 {
+                *failures -= 1;
+                return Err(CloudError {
+                    kind: ErrorKind::InsufficientCapacity,
+                    operation: "RunInstances",
+                    code: Some("InsufficientInstanceCapacity".into()),
+                    message: "There is no Spot capacity available that matches your request."
+                        .into(),
+                    request_id: None,
+                });
+            }
+        }
+        let r = self.inner.launch(region, launch).await;
+        self.crash_point("launch").await;
+        r
+    }
+    async fn terminate(&self, region: &str, ids: &[String]) -> ActionReport {
+        let r = self.inner.terminate(region, ids).await;
+        self.crash_point("terminate").await;
+        r
+    }
+    async fn delete_image(&self, region: &str, image: &str) -> Result<(), CloudError> {
+        self.inner.delete_image(region, image).await
+    }
+}
+
+struct Setup {
+    f: Fixture,
+    store: Store,
+    leader: Leadership,
+    reconciler: Reconciler<Faulty>,
+    /// The first tick's time; the checkpoint tags are set relative to it.
+    t0: DateTime<Utc>,
+    _dir: tempfile::TempDir,
+}
+
+impl Setup {
+    async fn new(pool: PgPool) -> Setup {
+        let store = Store::from_pool(pool);
+        store.migrate().await.unwrap();
+        let f = Fixture::new(REGION).await;
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("spot.yaml"), POLICY).unwrap();
+        let policies = Arc::new(PolicySource::new(vec![dir.path().to_path_buf()]));
+        let provider = Faulty {
+            inner: f.provider().await,
+            crash_after: Mutex::default(),
+            crashed: tokio::sync::Notify::new(),
+            reclaimed: Mutex::default(),
+            launch_failures: Mutex::default(),
+            spot_price: Mutex::default(),
+        };
+        let reconciler = Reconciler::new(provider, store.clone(), policies, Options::default());
+        let leader = store.try_lead("test").await.unwrap().unwrap();
+        Setup {
+            f,
+            store,
+            leader,
+            reconciler,
+            t0: Utc::now(),
+            _dir: dir,
+        }
+    }
+
+    fn faults(&self) -> &Faulty {
+        self.reconciler.provider()
+    }
+
+    /// A running on-demand g5.xlarge of a training job that checkpointed five minutes before
+    /// the tick `minutes` after the first.
+    async fn trainer(&self, minutes: i64) -> String {
+        let checkpoint =
+            (self.t0 + Duration::minutes(minutes - 5)).to_rfc3339_opts(SecondsFormat::Secs, true);
+        self.f
+            .launch(moto::Launch {
+                instance_type: "g5.xlarge",
+                managed: true,
+                spot: false,
+                hibernation: false,
+                tags: &[
+                    ("workload", "training"),
+                    ("ebb:interruptible", "true"),
+                    ("ebb:checkpoint-at", &checkpoint),
+                ],
+            })
+            .await
+    }
+
+    /// A tick `minutes` after the first; `false` when it hung at an injected crash.
+    async fn tick(&mut self, minutes: i64) -> bool {
+        let at = self.t0 + Duration::minutes(minutes);
+        let crashed = self.reconciler.provider().crashed.notified();
+        tokio::select! {
+            report = self.reconciler.tick(at, &mut self.leader) => {
+                report.unwrap();
+                true
+            }
+            () = crashed => false,
+        }
+    }
+
+    async fn migration(&self, original: &str) -> MigrationRecord {
+        let all = self.store.migrations().await.unwrap();
+        let mut of: Vec<MigrationRecord> =
+            all.into_iter().filter(|m| m.original == original).collect();
+        assert_eq!(of.len(), 1, "one migration of {original}");
+        of.remove(0)
+    }
+
+    /// Ticks a minute apart from `from` until the migration of `original` is in `state`.
+    async fn until(&mut self, original: &str, from: i64, state: State) -> i64 {
+        for minute in from..from + 12 {
+            assert!(self.tick(minute).await, "tick at +{minute} min hung");
+            if self.migration(original).await.state() == state {
+                return minute;
+            }
+        }
+        panic!(
+            "{original} never reached {state:?}: {:#?}",
+            self.migration(original).await
+        );
+    }
+
+    async fn ec2(&self, id: &str) -> aws_sdk_ec2::types::Instance {
+        let out = self
+            .f
+            .ec2
+            .describe_instances()
+            .instance_ids(id)
+            .send()
+            .await
+            .unwrap();
+        out.reservations()[0].instances()[0].clone()
+    }
+
+    /// Every instance launched to replace `original`, terminated ones included.
+    async fn replacements(&self, original: &str) -> Vec<aws_sdk_ec2::types::Instance> {
+        let out = self
+            .f
+            .ec2
+            .describe_instances()
+            .filters(
+                Filter::builder()
+                    .name("tag:ebb:migrated-from")
+                    .values(original)
+                    .build(),
+            )
+            .send()
+            .await
+            .unwrap();
+        out.reservations()
+            .iter()
+            .flat_map(|r| r.instances())
+            .cloned()
+            .collect()
+    }
+
+    async fn image_exists(&self, image: &str) -> bool {
+        let out = self
+            .f
+            .ec2
+            .describe_images()
+            .filters(Filter::builder().name("image-id").values(image).build())
+            .send()
+            .await
+            .unwrap();
+        !out.images().is_empty()
+    }
+
+    /// Snapshots tagged as made by ebb from `original`.
+    async fn marked_snapshots(&self, original: &str) -> Vec<String> {
+        let out = self
+            .f
+            .ec2
+            .describe_snapshots()
+            .filters(
+                Filter::builder()
+                    .name("tag:ebb:image-of")
+                    .values(original)
+                    .build(),
+            )
+            .send()
+            .await
+            .unwrap();
+        out.snapshots()
+            .iter()
+            .filter_map(|s| s.snapshot_id().map(str::to_string))
+            .collect()
+    }
+
+    async fn audit_codes(&self, original: &str) -> Vec<(String, Outcome)> {
+        let filter = AuditFilter {
+            instance: Some(original.to_string()),
+            ..AuditFilter::default()
+        };
+        self.store
+            .audit(&filter)
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|e| (e.entry.code.unwrap_or_default(), e.entry.outcome))
+            .collect()
+    }
+}
+
+fn state(i: &aws_sdk_ec2::types::Instance) -> &str {
+    i.state().unwrap().name().unwrap().as_str()
+}
+
+fn tag<'a>(i: &'a aws_sdk_ec2::types::Instance, key: &str) -> Option<&'a str> {
+    i.tags()
+        .iter()
+        .find(|t| t.key() == Some(key))
+        .and_then(|t| t.value())
+}
+
+#[sqlx::test(migrations = false)]
+async fn a_migration_moves_to_spot_alike_keeps_the_original_then_cleans_up(pool: PgPool) {
+    let mut s = Setup::new(pool).await;
+    let original = s.trainer(0).await;
+    let before = s.ec2(&original).await;
+
+    assert!(s.tick(0).await);
+    assert_eq!(s.migration(&original).await.state(), State::Planned);
+    assert_eq!(
+        state(&s.ec2(&original).await),
+        "running",
+        "planning changes nothing"
+    );
+    let done = s.until(&original, 1, State::Done).await;
+
+    let m = s.migration(&original).await;
+    let spot_id = m.current.clone().unwrap();
+    let spot = s.ec2(&spot_id).await;
+    assert_eq!(state(&spot), "running");
+    assert_eq!(spot.instance_lifecycle().map(|l| l.as_str()), Some("spot"));
+    assert_eq!(spot.subnet_id(), before.subnet_id());
+    let groups = |i: &aws_sdk_ec2::types::Instance| -> Vec<String> {
+        i.security_groups()
+            .iter()
+            .map(|g| g.group_id().unwrap().to_string())
+            .collect()
+    };
+    assert_eq!(groups(&spot), groups(&before));
+    for key in ["workload", "ebb:interruptible", "ebb:managed"] {
+        assert_eq!(tag(&spot, key), tag(&before, key), "{key}");
+    }
+    assert_eq!(tag(&spot, "ebb:migrated-from"), Some(original.as_str()));
+    assert_eq!(spot.image_id(), m.image.as_deref());
+    assert_eq!(m.market, "spot");
+    assert_eq!(s.replacements(&original).await.len(), 1);
+    // The image's snapshots are marked as ebb's, for the IAM policy's delete condition.
+    assert!(!s.marked_snapshots(&original).await.is_empty());
+
+    // The original is kept, stopped and marked, and the rules leave it alone.
+    let kept = s.ec2(&original).await;
+    assert_eq!(state(&kept), "stopped");
+    assert_eq!(tag(&kept, "ebb:migrating"), Some(m.id.to_string().as_str()));
+    assert!(s.tick(done + 60).await);
+    assert_eq!(state(&s.ec2(&original).await), "stopped");
+    assert!(s
+        .migration(&original)
+        .await
+        .original_terminated_at
+        .is_none());
+
+    // After keep_original_for it is terminated; the replacement keeps running.
+    assert!(s.tick(done + 6 * 60).await);
+    assert_eq!(state(&s.ec2(&original).await), "terminated");
+    assert_eq!(state(&s.ec2(&spot_id).await), "running");
+    let m = s.migration(&original).await;
+    assert!(m.original_terminated_at.is_some());
+    assert!(ebb::spot::savings(&m, s.t0 + Duration::minutes(done + 6 * 60)) > 0.0);
+
+    let codes = s.audit_codes(&original).await;
+    for (code, outcome) in [
+        ("spot_savings", Outcome::Succeeded),
+        ("spot_stop", Outcome::Intent),
+        ("spot_stop", Outcome::Succeeded),
+        ("spot_image", Outcome::Succeeded),
+        ("spot_launch", Outcome::Succeeded),
+        ("spot_running", Outcome::Succeeded),
+        ("spot_verified", Outcome::Succeeded),
+        ("spot_cleanup", Outcome::Succeeded),
+    ] {
+        assert!(
+            codes.contains(&(code.to_string(), outcome)),
+            "{code} {outcome:?} in {codes:?}"
+        );
+    }
+    assert!(matches!(
+        s.store.verify_audit().await.unwrap(),
+        Verification::Intact { .. }
+    ));
+}
+
+#[sqlx::test(migrations = false)]
+async fn a_crash_after_any_step_resumes_without_a_second_replacement(pool: PgPool) {
+    let mut s = Setup::new(pool).await;
+    for call in ["tag", "stop", "create_image", "launch", "terminate"] {
+        // Each scenario's ticks start well after the last one's ended.
+        let start = s.store.migrations().await.unwrap().len() as i64 * 600;
+        let original = s.trainer(start).await;
+        assert!(s.tick(start).await);
+        *s.faults().crash_after.lock().unwrap() = Some(call);
+        let mut minute = start + 1;
+        let mut crashed = false;
+        // Ticks until done; the cleanup crash needs keep_original_for to pass.
+        for _ in 0..12 {
+            crashed |= !s.tick(minute).await;
+            if s.migration(&original).await.state() == State::Done {
+                break;
+            }
+            minute += 1;
+        }
+        if call == "terminate" {
+            assert!(!crashed);
+            crashed = !s.tick(minute + 6 * 60).await;
+            assert!(s.tick(minute + 6 * 60 + 1).await);
+            assert_eq!(state(&s.ec2(&original).await), "terminated");
+            assert!(s
+                .migration(&original)
+                .await
+                .original_terminated_at
+                .is_some());
+        }
+        assert!(crashed, "{call}: the crash was never reached");
+        let m = s.migration(&original).await;
+        assert_eq!(m.state(), State::Done, "{call}: {m:#?}");
+        let replacements = s.replacements(&original).await;
+        assert_eq!(replacements.len(), 1, "{call}: one replacement");
+        let images =
+            s.f.ec2
+                .describe_images()
+                .owners("self")
+                .filters(
+                    Filter::builder()
+                        .name("name")
+                        .values(format!("ebb-{original}-*"))
+                        .build(),
+                )
+                .send()
+                .await
+                .unwrap();
+        assert_eq!(images.images().len(), 1, "{call}: one image");
+        assert_eq!(state(&replacements[0]), "running", "{call}");
+        // Every intent has an outcome.
+        assert!(
+            s.store.pending_intents().await.unwrap().is_empty(),
+            "{call}"
+        );
+    }
+}
+
+#[sqlx::test(migrations = false)]
+async fn a_failed_launch_rolls_back_and_the_original_runs_again(pool: PgPool) {
+    let mut s = Setup::new(pool).await;
+    let original = s.trainer(0).await;
+    *s.faults().launch_failures.lock().unwrap() = 1;
+    assert!(s.tick(0).await);
+    s.until(&original, 1, State::RolledBack).await;
+
+    let m = s.migration(&original).await;
+    assert!(
+        m.error
+            .as_deref()
+            .unwrap()
+            .contains("InsufficientInstanceCapacity"),
+        "{m:#?}"
+    );
+    let back = s.ec2(&original).await;
+    assert_eq!(state(&back), "running");
+    assert_eq!(tag(&back, "ebb:migrating"), None);
+    assert!(s.replacements(&original).await.is_empty());
+    assert!(m.image.is_none());
+    let image = m
+        .steps
+        .0
+        .iter()
+        .find(|st| st.state == State::Imaging)
+        .unwrap();
+    let image_id = image.detail.rsplit(' ').next().unwrap();
+    assert!(
+        !s.image_exists(image_id).await,
+        "the image {image_id} is deleted"
+    );
+    assert!(
+        s.marked_snapshots(&original).await.is_empty(),
+        "its snapshots are deleted"
+    );
+    assert!(s
+        .audit_codes(&original)
+        .await
+        .contains(&("spot_rollback".to_string(), Outcome::Succeeded)));
+    // Not planned again at once.
+    assert!(s.tick(30).await);
+    assert_eq!(s.store.migrations().await.unwrap().len(), 1);
+}
+
+#[sqlx::test(migrations = false)]
+async fn a_migration_that_no_longer_saves_enough_when_it_starts_changes_nothing(pool: PgPool) {
+    let mut s = Setup::new(pool).await;
+    let original = s.trainer(0).await;
+    assert!(s.tick(0).await);
+    assert_eq!(s.migration(&original).await.state(), State::Planned);
+    // Spot now costs 90 % of on-demand (g5.xlarge: $1.006/h).
+    *s.faults().spot_price.lock().unwrap() = Some(0.905);
+    assert!(s.tick(1).await);
+    let m = s.migration(&original).await;
+    assert_eq!(m.state(), State::RolledBack);
+    assert!(
+        m.error.as_deref().unwrap().contains("below min_savings"),
+        "{m:#?}"
+    );
+    let untouched = s.ec2(&original).await;
+    assert_eq!(state(&untouched), "running");
+    assert_eq!(tag(&untouched, "ebb:migrating"), None);
+    assert!(!s
+        .audit_codes(&original)
+        .await
+        .iter()
+        .any(|(code, _)| code == "spot_stop"));
+}
+
+#[sqlx::test(migrations = false)]
+async fn reclaims_relaunch_on_spot_elsewhere_then_fall_back_to_on_demand(pool: PgPool) {
+    let mut s = Setup::new(pool).await;
+    let original = s.trainer(0).await;
+    assert!(s.tick(0).await);
+    let mut minute = s.until(&original, 1, State::Done).await;
+    let first = s.migration(&original).await;
+    let first_id = first.current.clone().unwrap();
+
+    // EC2 reclaims the spot instance.
+    s.f.ec2
+        .terminate_instances()
+        .instance_ids(&first_id)
+        .send()
+        .await
+        .unwrap();
+    s.faults()
+        .reclaimed
+        .lock()
+        .unwrap()
+        .insert(first_id.clone());
+    minute = s.until(&original, minute + 1, State::Launching).await;
+    let m = s.migration(&original).await;
+    assert_eq!(m.interruptions.0.len(), 1);
+    let second_id = m.current.clone().unwrap();
+    assert_ne!(second_id, first_id);
+    // Not the reclaimed type in the reclaimed zone.
+    assert_ne!(
+        (m.instance_type.clone(), m.zone.clone()),
+        (first.instance_type.clone(), first.zone.clone())
+    );
+    assert_eq!(m.market, "spot");
+    minute = s.until(&original, minute + 1, State::Done).await;
+    let second = s.ec2(&second_id).await;
+    assert_eq!(
+        second.instance_lifecycle().map(|l| l.as_str()),
+        Some("spot")
+    );
+    assert_eq!(second.image_id(), first.image.as_deref());
+
+    // A second reclaim within 24 h reaches max_interruptions: on-demand from now on.
+    s.f.ec2
+        .terminate_instances()
+        .instance_ids(&second_id)
+        .send()
+        .await
+        .unwrap();
+    s.faults()
+        .reclaimed
+        .lock()
+        .unwrap()
+        .insert(second_id.clone());
+    minute = s.until(&original, minute + 1, State::Launching).await;
+    s.until(&original, minute + 1, State::Done).await;
+    let m = s.migration(&original).await;
+    assert_eq!(m.market, "on-demand");
+    assert_eq!(m.interruptions.0.len(), 2);
+    let third = s.ec2(m.current.as_deref().unwrap()).await;
+    assert_eq!(state(&third), "running");
+    assert_eq!(third.instance_lifecycle(), None, "on-demand");
+    assert_eq!(third.instance_type().unwrap().as_str(), "g5.xlarge");
+    assert_eq!(s.replacements(&original).await.len(), 3);
+    let codes = s.audit_codes(&original).await;
+    for code in ["spot_interrupted", "spot_relaunch", "spot_fallback"] {
+        assert!(codes.iter().any(|(c, _)| c == code), "{code} in {codes:?}");
+    }
+}
+
+#[sqlx::test(migrations = false)]
+async fn a_replacement_terminated_by_a_person_ends_the_migration(pool: PgPool) {
+    let mut s = Setup::new(pool).await;
+    let original = s.trainer(0).await;
+    assert!(s.tick(0).await);
+    let minute = s.until(&original, 1, State::Done).await;
+    let m = s.migration(&original).await;
+    s.f.ec2
+        .terminate_instances()
+        .instance_ids(m.current.as_deref().unwrap())
+        .send()
+        .await
+        .unwrap();
+    assert!(s.tick(minute + 1).await);
+    let m = s.migration(&original).await;
+    assert!(m.ended_at.is_some(), "{m:#?}");
+    assert_eq!(
+        s.replacements(&original).await.len(),
+        1,
+        "nothing relaunched"
+    );
+    // The original is the rules' again: stopped, no longer marked.
+    let kept = s.ec2(&original).await;
+    assert_eq!(state(&kept), "stopped");
+    assert_eq!(tag(&kept, "ebb:migrating"), None);
+}
