@@ -42,6 +42,8 @@ CREATE TABLE spot_migrations (
     running_since   timestamptz,
     -- When the stopped original was terminated (after keep_original_for).
     original_terminated_at timestamptz,
+    -- When the original was found running again (someone started it) and left to people.
+    original_returned_at timestamptz,
     -- When ebb stopped following the migration (its instance terminated by someone else).
     ended_at        timestamptz
 );

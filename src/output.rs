@@ -64,6 +64,8 @@ pub struct MigrationView<'a> {
     pub interruptions: &'a [Interruption],
     /// When the original was terminated (after `keep_original_for`).
     pub original_terminated_at: Option<DateTime<Utc>>,
+    /// When the original was found running again (someone started it) and left to people.
+    pub original_returned_at: Option<DateTime<Utc>>,
     /// When ebb stopped following it.
     pub ended_at: Option<DateTime<Utc>>,
     /// Why it rolled back or failed.
@@ -90,6 +92,7 @@ impl<'a> MigrationView<'a> {
             savings_so_far: (spot::savings(m, now) * 100.0).round() / 100.0,
             interruptions: &m.interruptions.0,
             original_terminated_at: m.original_terminated_at,
+            original_returned_at: m.original_returned_at,
             ended_at: m.ended_at,
             error: m.error.as_deref(),
             created_at: m.created_at,

@@ -497,6 +497,35 @@ async fn a_tick_request_reaches_the_leader_through_postgres(pool: PgPool) {
 }
 
 #[sqlx::test(migrations = false)]
+async fn migrations_are_listed_as_the_cli_prints_them(pool: PgPool) {
+    let api = Api::start(&pool, POLICY).await;
+    assert_eq!(api.get("/v1/migrations").await, (StatusCode::OK, json!([])));
+    let planned = ebb::store::NewAuditEntry::event(
+        t("2026-11-30T10:00:00Z"),
+        "scheduler",
+        "migrate_to_spot",
+        "planned".into(),
+    );
+    api.store
+        .plan_migration(
+            "i-0train",
+            "us-east-1",
+            "training",
+            None,
+            t("2026-11-30T04:00:00Z"),
+            planned,
+        )
+        .await
+        .unwrap()
+        .unwrap();
+    let (status, body) = api.get("/v1/migrations").await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(body[0]["original"], "i-0train");
+    assert_eq!(body[0]["state"], "planned");
+    assert_eq!(body[0]["current"], Value::Null);
+}
+
+#[sqlx::test(migrations = false)]
 async fn unknown_routes_are_json_404s(pool: PgPool) {
     let api = Api::start(&pool, POLICY).await;
     assert_error(

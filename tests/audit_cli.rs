@@ -372,3 +372,60 @@ async fn migrate_applies_then_reports_current(pool: PgPool) {
     assert!(out(&ebb(&url, &["migrate"])).starts_with("ok: 3 migration(s) applied"));
     assert!(out(&ebb(&url, &["migrate"])).starts_with("ok: 0 migration(s) applied"));
 }
+
+#[sqlx::test(migrations = false)]
+async fn migrations_are_listed_with_state_savings_and_steps(pool: PgPool) {
+    let url = url_of(&pool);
+    assert_eq!(out(&ebb(&url, &["migrations"])), "no spot migrations\n");
+    assert_eq!(out(&ebb(&url, &["migrations", "--format", "json"])), "[]\n");
+    let store = Store::from_pool(pool);
+    let planned = NewAuditEntry {
+        instance: Some("i-0train".into()),
+        ..NewAuditEntry::event(
+            t("2026-11-30T10:00:00Z"),
+            "scheduler",
+            "migrate_to_spot",
+            "planned: spot saves 65%".into(),
+        )
+    };
+    let m = store
+        .plan_migration(
+            "i-0train",
+            "us-east-1",
+            "training",
+            Some(32.77),
+            t("2026-11-30T04:00:00Z"),
+            planned.clone(),
+        )
+        .await
+        .unwrap()
+        .unwrap();
+    // A second plan for the same instance is refused while the first lives.
+    assert!(store
+        .plan_migration(
+            "i-0train",
+            "us-east-1",
+            "training",
+            Some(32.77),
+            t("2026-11-30T04:00:00Z"),
+            planned
+        )
+        .await
+        .unwrap()
+        .is_none());
+    let table = out(&ebb(&url, &["migrations"]));
+    assert!(table.starts_with("ID"), "{table}");
+    assert!(
+        table.contains(&format!("{}   i-0train  planned", m.id)),
+        "{table}"
+    );
+    assert!(table.contains("$0.00"), "{table}");
+    let json: serde_json::Value =
+        serde_json::from_str(&out(&ebb(&url, &["migrations", "--format", "json"]))).unwrap();
+    let item = &json[0];
+    assert_eq!(item["state"], "planned");
+    assert_eq!(item["original"], "i-0train");
+    assert_eq!(item["savings_so_far"], 0.0);
+    assert_eq!(item["interruptions"], serde_json::json!([]));
+    assert_eq!(item["steps"][0]["detail"], "planned: spot saves 65%");
+}

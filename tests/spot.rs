@@ -673,3 +673,27 @@ async fn a_replacement_terminated_by_a_person_ends_the_migration(pool: PgPool) {
     assert_eq!(state(&kept), "stopped");
     assert_eq!(tag(&kept, "ebb:migrating"), None);
 }
+
+#[sqlx::test(migrations = false)]
+async fn an_original_someone_started_again_is_not_terminated(pool: PgPool) {
+    let mut s = Setup::new(pool).await;
+    let original = s.trainer(0).await;
+    assert!(s.tick(0).await);
+    let done = s.until(&original, 1, State::Done).await;
+    s.f.ec2
+        .start_instances()
+        .instance_ids(&original)
+        .send()
+        .await
+        .unwrap();
+    assert!(s.tick(done + 6 * 60).await);
+    let back = s.ec2(&original).await;
+    assert_eq!(state(&back), "running");
+    assert_eq!(tag(&back, "ebb:migrating"), None);
+    let m = s.migration(&original).await;
+    assert!(m.original_returned_at.is_some(), "{m:#?}");
+    assert!(m.original_terminated_at.is_none());
+    // Later ticks leave it alone too.
+    assert!(s.tick(done + 6 * 60 + 1).await);
+    assert_eq!(state(&s.ec2(&original).await), "running");
+}

@@ -168,7 +168,7 @@ impl<P: Provider> Run<'_, P> {
         let id = self.m.id.to_string();
         let marked = self.cx.decision.is_some_and(|d| d.code == Code::Migrating);
         match self.cx.decision {
-            Some(d) if d.action == Action::MigrateToSpot || marked => {}
+            Some(d) if (d.action == Action::MigrateToSpot && !d.dry_run) || marked => {}
             other => {
                 let why = other.map_or("the instance is not listed".to_string(), |d| {
                     d.reason.clone()
@@ -500,6 +500,11 @@ impl<P: Provider> Run<'_, P> {
             {
                 self.wait(format!("{current} is pending"))
             }
+            // Reclaimed before the move was ever verified: it failed, undo it.
+            (_, Some(s)) if s.reclaimed() && self.first_verified().is_none() => {
+                self.roll_back(format!("{current} was reclaimed before it was verified"))
+                    .await
+            }
             (_, Some(s)) if s.reclaimed() => self.interrupted(s).await,
             (_, other) => {
                 let what = other.map_or("gone".to_string(), |s| s.state.as_str().to_string());
@@ -525,7 +530,7 @@ impl<P: Provider> Run<'_, P> {
     /// migration rolls back to it; after that, a spot launch falls back to on-demand, and a
     /// failed on-demand launch needs people.
     async fn launch_failed(&mut self, why: String) -> Result<(), StoreError> {
-        if self.m.original_terminated_at.is_none() {
+        if self.m.holds_original() {
             return self.roll_back(why).await;
         }
         if self.m.market == Market::Spot.as_str() {
@@ -545,11 +550,9 @@ impl<P: Provider> Run<'_, P> {
     /// `done`: terminates the original once `keep_original_for` has passed, and watches the
     /// replacement for reclaims.
     async fn done(&mut self) -> Result<(), StoreError> {
-        if let (None, Some(rule), Some(since)) = (
-            self.m.original_terminated_at,
-            self.cx.rule,
-            self.first_verified(),
-        ) {
+        if let (true, Some(rule), Some(since)) =
+            (self.m.holds_original(), self.cx.rule, self.first_verified())
+        {
             if self.now() - since >= rule.keep_original_for {
                 return self.clean_up_original().await;
             }
@@ -565,9 +568,7 @@ impl<P: Provider> Run<'_, P> {
         match status {
             Some(s) if s.reclaimed() => self.interrupted(s).await,
             Some(s) if matches!(s.state, InstanceState::Running | InstanceState::Pending) => {
-                if self.m.market == Market::OnDemand.as_str()
-                    && self.m.original_terminated_at.is_some()
-                {
+                if self.m.market == Market::OnDemand.as_str() && !self.m.holds_original() {
                     if let Some(image) = self.m.image.clone() {
                         // Nothing is relaunched from it any more.
                         return self.delete_image(image).await;
@@ -599,8 +600,34 @@ impl<P: Provider> Run<'_, P> {
             .map(|s| s.at)
     }
 
+    /// Terminates the original, unless someone started it again: then it is theirs, and only
+    /// loses its `ebb:migrating` tag.
     async fn clean_up_original(&mut self) -> Result<(), StoreError> {
         let original = self.m.original.clone();
+        match self.status(&original).await {
+            Ok(Some(s)) if s.state == InstanceState::Stopped => {}
+            Ok(Some(s)) if matches!(s.state, InstanceState::Pending | InstanceState::Running) => {
+                let _ = self
+                    .p
+                    .untag(
+                        &self.m.region,
+                        std::slice::from_ref(&original),
+                        &[tags::MIGRATING.to_string()],
+                    )
+                    .await;
+                let detail = format!(
+                    "the original {original} was started again by someone; not terminated, left to the rules"
+                );
+                self.event(Action::MigrateToSpot, "spot_original_returned", &detail);
+                self.m.original_returned_at = Some(self.now());
+                return self.go(State::Done, detail).await;
+            }
+            Ok(Some(s)) if s.state != InstanceState::Terminated => {
+                return self.wait(format!("the original {original} is {}", s.state.as_str()));
+            }
+            Ok(_) => {}
+            Err(e) => return self.wait(format!("cannot read {original}: {e}")),
+        }
         let reason = format!(
             "terminate the original {original}: kept for keep_original_for, the replacement runs"
         );
@@ -755,7 +782,7 @@ impl<P: Provider> Run<'_, P> {
     /// is still there, so that the rules govern it again.
     async fn end(&mut self, why: String) -> Result<(), StoreError> {
         let region = self.m.region.clone();
-        if self.m.original_terminated_at.is_none() {
+        if self.m.holds_original() {
             let _ = self
                 .p
                 .untag(

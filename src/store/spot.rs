@@ -62,6 +62,8 @@ pub struct MigrationRecord {
     pub running_since: Option<DateTime<Utc>>,
     /// When the stopped original was terminated.
     pub original_terminated_at: Option<DateTime<Utc>>,
+    /// When the original was found running again (someone started it) and left to people.
+    pub original_returned_at: Option<DateTime<Utc>>,
     /// When ebb stopped following it.
     pub ended_at: Option<DateTime<Utc>>,
 }
@@ -78,6 +80,11 @@ impl MigrationRecord {
     pub fn state(&self) -> State {
         State::parse(&self.state).unwrap_or(State::Failed)
     }
+
+    /// Whether the stopped original is still ebb's to roll back to or terminate.
+    pub fn holds_original(&self) -> bool {
+        self.original_terminated_at.is_none() && self.original_returned_at.is_none()
+    }
 }
 
 /// The columns of `spot_migrations`, in the order of [`MigrationRecord`].
@@ -85,7 +92,8 @@ macro_rules! columns {
     () => {
         "id, original, region, policy, state, current, market, image, instance_type, zone, subnet,
          on_demand_price, price, launches, saved_before, interruptions, steps, launch_spec, error,
-         created_at, state_since, running_since, original_terminated_at, ended_at"
+         created_at, state_since, running_since, original_terminated_at, original_returned_at,
+         ended_at"
     };
 }
 
@@ -155,7 +163,7 @@ impl Store {
                  instance_type = $6, zone = $7, subnet = $8, on_demand_price = $9, price = $10,
                  launches = $11, saved_before = $12, interruptions = $13, steps = $14,
                  launch_spec = $15, error = $16, state_since = $17, running_since = $18,
-                 original_terminated_at = $19, ended_at = $20
+                 original_terminated_at = $19, original_returned_at = $20, ended_at = $21
              WHERE id = $1",
         )
         .bind(migration.id)
@@ -177,6 +185,7 @@ impl Store {
         .bind(micros(migration.state_since))
         .bind(migration.running_since.map(micros))
         .bind(migration.original_terminated_at.map(micros))
+        .bind(migration.original_returned_at.map(micros))
         .bind(migration.ended_at.map(micros))
         .execute(&mut *tx)
         .await?;
