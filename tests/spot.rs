@@ -697,3 +697,27 @@ async fn an_original_someone_started_again_is_not_terminated(pool: PgPool) {
     assert!(s.tick(done + 6 * 60 + 1).await);
     assert_eq!(state(&s.ec2(&original).await), "running");
 }
+
+#[sqlx::test(migrations = false)]
+async fn an_override_made_after_the_plan_keeps_the_instance_where_it_is(pool: PgPool) {
+    let mut s = Setup::new(pool).await;
+    let original = s.trainer(0).await;
+    assert!(s.tick(0).await);
+    assert_eq!(s.migration(&original).await.state(), State::Planned);
+    s.store
+        .create_override(
+            &original,
+            s.t0 + Duration::hours(8),
+            "final epoch, do not touch",
+            "li",
+            s.t0,
+        )
+        .await
+        .unwrap();
+    assert!(s.tick(1).await);
+    let m = s.migration(&original).await;
+    assert_eq!(m.state(), State::RolledBack);
+    assert!(m.error.as_deref().unwrap().contains("override"), "{m:#?}");
+    assert_eq!(state(&s.ec2(&original).await), "running");
+    assert!(s.replacements(&original).await.is_empty());
+}
