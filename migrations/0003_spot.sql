@@ -48,6 +48,13 @@ CREATE TABLE spot_migrations (
     ended_at        timestamptz
 );
 
+-- Spot interruption warnings read from EBB_INTERRUPTION_QUEUE: EC2 reclaims these instances
+-- within two minutes of `warned_at`.
+CREATE TABLE spot_warnings (
+    instance  text PRIMARY KEY,
+    warned_at timestamptz NOT NULL
+);
+
 -- One live migration per instance: a second plan for the same instance is refused.
 CREATE UNIQUE INDEX spot_migrations_one_live ON spot_migrations (original)
     WHERE state NOT IN ('rolled_back', 'failed') AND ended_at IS NULL;

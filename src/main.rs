@@ -5,6 +5,7 @@ use chrono::{DateTime, Local, Utc};
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use ebb::api::Tokens;
 use ebb::clock::Clock;
+use ebb::cloud::aws::warnings::InterruptionQueue;
 use ebb::cloud::aws::{self, AwsProvider};
 use ebb::cloud::sim::SimProvider;
 use ebb::cloud::{Cloud, OnDemandPrices, Provider as _};
@@ -103,6 +104,10 @@ enum Command {
         /// runs (600: ten minutes a second). --tick counts in simulated time.
         #[arg(long, env = "EBB_CLOCK_SPEED", value_name = "N", value_parser = parse_speed)]
         clock_speed: Option<f64>,
+        /// An SQS queue URL that EventBridge sends EC2 spot interruption warnings to: spot
+        /// migrations then replace a reclaimed instance within seconds.
+        #[arg(long, env = "EBB_INTERRUPTION_QUEUE", value_name = "URL")]
+        interruption_queue: Option<String>,
         #[command(flatten)]
         reconcile: ReconcileArgs,
     },
@@ -552,8 +557,12 @@ async fn run(command: Command) -> Result<ExitCode> {
             api_tokens,
             clock_start,
             clock_speed,
+            interruption_queue,
             reconcile,
         } => {
+            if let (CloudChoice::Sim(_), Some(_)) = (&reconcile.cloud.cloud, &interruption_queue) {
+                bail!("--interruption-queue needs EBB_CLOUD=aws: the simulated fleet has no queue");
+            }
             let tokens = Tokens::parse(&api_tokens)?;
             let clock = match (&reconcile.cloud.cloud, clock_start, clock_speed) {
                 (CloudChoice::Sim(_), start, speed) => Clock::simulated(
@@ -590,6 +599,10 @@ async fn run(command: Command) -> Result<ExitCode> {
                 clock,
                 listen,
                 tokens,
+                interruptions: match interruption_queue {
+                    Some(url) => Some(InterruptionQueue::connect(url).await),
+                    None => None,
+                },
             };
             serve::run(reconciler, config, control, shutdown).await?;
             if let Some(poster) = poster {

@@ -459,6 +459,8 @@ impl<P: Provider> Reconciler<P> {
         }
         let by_instance: HashMap<&str, &Decision> =
             decisions.iter().map(|d| (d.instance.as_str(), d)).collect();
+        let current: Vec<String> = live.iter().filter_map(|m| m.current.clone()).collect();
+        let warned = self.store.spot_warnings(&current).await?;
         for m in live {
             let rule = set
                 .policies
@@ -468,6 +470,7 @@ impl<P: Provider> Reconciler<P> {
             let cx = drive::Context {
                 rule,
                 decision: by_instance.get(m.original.as_str()).copied(),
+                warned: m.current.as_ref().is_some_and(|c| warned.contains(c)),
                 version,
                 now,
             };

@@ -4,8 +4,10 @@
 
 use crate::api::{self, ApiState, Tokens};
 use crate::clock::Clock;
+use crate::cloud::aws::warnings::InterruptionQueue;
 use crate::cloud::Provider;
 use crate::reconcile::{control_loop, Control, PolicySource, Reconciler};
+use crate::store::Store;
 use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -13,6 +15,9 @@ use std::time::Duration;
 
 /// How often the policy files are checked for changes.
 const POLICY_POLL: Duration = Duration::from_secs(2);
+
+/// How long to wait after the interruption queue failed before reading it again.
+const QUEUE_RETRY: Duration = Duration::from_secs(30);
 
 /// How long requests in flight may take to finish at shutdown.
 const API_DRAIN: Duration = Duration::from_secs(10);
@@ -30,6 +35,8 @@ pub struct Config {
     pub listen: SocketAddr,
     /// Who may change things through the API.
     pub tokens: Tokens,
+    /// Where spot interruption warnings arrive, if anywhere.
+    pub interruptions: Option<InterruptionQueue>,
 }
 
 /// Why serving could not start.
@@ -82,6 +89,9 @@ pub async fn run<P: Provider>(
         reconciler.policies().clone(),
         control.clone(),
     ));
+    let warnings = config
+        .interruptions
+        .map(|queue| tokio::spawn(read_warnings(queue, reconciler.store().clone())));
 
     control_loop(
         &reconciler,
@@ -95,6 +105,9 @@ pub async fn run<P: Provider>(
 
     requests.abort();
     watcher.abort();
+    if let Some(warnings) = warnings {
+        warnings.abort();
+    }
     drop(stop_api);
     match tokio::time::timeout(API_DRAIN, api).await {
         Ok(Ok(Ok(()))) => {}
@@ -103,6 +116,40 @@ pub async fn run<P: Provider>(
         Err(_) => tracing::warn!("API requests still open after {API_DRAIN:?}; exiting anyway"),
     }
     Ok(())
+}
+
+/// Records every spot interruption warning from the queue, which wakes the leader (on any
+/// replica: the store notifies through Postgres), for as long as the process runs. A message
+/// is deleted only once its warning is recorded; otherwise the queue shows it again.
+async fn read_warnings(queue: InterruptionQueue, store: Store) {
+    loop {
+        let batch = match queue.receive().await {
+            Ok(batch) => batch,
+            Err(err) => {
+                tracing::error!("cannot read the spot interruption queue: {err}");
+                tokio::time::sleep(QUEUE_RETRY).await;
+                continue;
+            }
+        };
+        let rows: Vec<_> = batch
+            .warnings
+            .iter()
+            .map(|w| (w.instance.clone(), w.at))
+            .collect();
+        for (instance, at) in &rows {
+            tracing::info!(instance, at = %at, "spot interruption warning");
+        }
+        if !rows.is_empty() {
+            if let Err(err) = store.record_spot_warnings(&rows).await {
+                tracing::error!("cannot record spot interruption warnings: {err}");
+                tokio::time::sleep(QUEUE_RETRY).await;
+                continue;
+            }
+        }
+        if let Err(err) = queue.delete(batch).await {
+            tracing::error!("cannot delete read spot interruption warnings: {err}");
+        }
+    }
 }
 
 /// Wakes the control loop when the policy files change (an edit, a `git pull`, a ConfigMap

@@ -8,6 +8,7 @@ mod common;
 use aws_sdk_ec2::types::Filter;
 use chrono::{DateTime, Duration, SecondsFormat, Utc};
 use common::moto::{self, Fixture};
+use ebb::cloud::aws::warnings::InterruptionQueue;
 use ebb::cloud::aws::AwsProvider;
 use ebb::cloud::{
     ActionReport, CloudError, ErrorKind, Image, InstanceStatus, Inventory, Launch, LaunchSpec,
@@ -720,4 +721,77 @@ async fn an_override_made_after_the_plan_keeps_the_instance_where_it_is(pool: Pg
     assert!(m.error.as_deref().unwrap().contains("override"), "{m:#?}");
     assert_eq!(state(&s.ec2(&original).await), "running");
     assert!(s.replacements(&original).await.is_empty());
+}
+
+#[sqlx::test(migrations = false)]
+async fn a_warning_from_the_queue_relaunches_before_the_reclaim(pool: PgPool) {
+    let mut s = Setup::new(pool).await;
+    let original = s.trainer(0).await;
+    assert!(s.tick(0).await);
+    let minute = s.until(&original, 1, State::Done).await;
+    let warned = s.migration(&original).await.current.unwrap();
+
+    // EventBridge puts the warning on the queue; ebb reads and records it.
+    let sqs = aws_sdk_sqs::Client::new(&moto::emulator(REGION).await);
+    let name = format!("ebb-spot-interruptions-{}", s.f.managed);
+    let url = sqs
+        .create_queue()
+        .queue_name(&name)
+        .send()
+        .await
+        .unwrap()
+        .queue_url()
+        .unwrap()
+        .to_string();
+    let event = serde_json::json!({
+        "version": "0",
+        "id": "5f9f5a4c-0000-0000-0000-000000000000",
+        "detail-type": "EC2 Spot Instance Interruption Warning",
+        "source": "aws.ec2",
+        "account": "123456789012",
+        "time": s.t0.to_rfc3339_opts(SecondsFormat::Secs, true),
+        "region": REGION,
+        "resources": [format!("arn:aws:ec2:{REGION}a:instance/{warned}")],
+        "detail": {"instance-id": warned, "instance-action": "terminate"}
+    });
+    for body in [
+        event.to_string(),
+        "{\"detail-type\": \"something else\"}".to_string(),
+    ] {
+        sqs.send_message()
+            .queue_url(&url)
+            .message_body(body)
+            .send()
+            .await
+            .unwrap();
+    }
+    let queue = InterruptionQueue::new(sqs.clone(), url.clone());
+    let batch = queue.receive().await.unwrap();
+    assert_eq!(batch.warnings.len(), 1);
+    assert_eq!(batch.warnings[0].instance, warned);
+    let rows: Vec<_> = batch
+        .warnings
+        .iter()
+        .map(|w| (w.instance.clone(), w.at))
+        .collect();
+    s.store.record_spot_warnings(&rows).await.unwrap();
+    queue.delete(batch).await.unwrap();
+    let left = sqs
+        .receive_message()
+        .queue_url(&url)
+        .wait_time_seconds(0)
+        .send()
+        .await
+        .unwrap();
+    assert!(left.messages().is_empty(), "both messages are deleted");
+
+    // The next tick launches the next replacement while the warned one still runs.
+    assert!(s.tick(minute + 1).await);
+    let m = s.migration(&original).await;
+    assert_eq!(m.interruptions.0.len(), 1, "{m:#?}");
+    assert_eq!(m.interruptions.0[0].instance, warned);
+    assert_ne!(m.current.as_deref(), Some(warned.as_str()));
+    assert_eq!(m.state(), State::Launching);
+    assert_eq!(state(&s.ec2(&warned).await), "running", "left to EC2");
+    assert_eq!(s.replacements(&original).await.len(), 2);
 }

@@ -34,6 +34,8 @@ pub struct Context<'a> {
     pub rule: Option<&'a SpotRule>,
     /// This tick's decision on the original, if it was listed.
     pub decision: Option<&'a Decision>,
+    /// EC2 warned that it will reclaim the current replacement within two minutes.
+    pub warned: bool,
     /// The policy-set version, for the audit log.
     pub version: &'a str,
     /// Now.
@@ -501,11 +503,13 @@ impl<P: Provider> Run<'_, P> {
                 self.wait(format!("{current} is pending"))
             }
             // Reclaimed before the move was ever verified: it failed, undo it.
-            (_, Some(s)) if s.reclaimed() && self.first_verified().is_none() => {
+            (_, Some(s))
+                if (s.reclaimed() || self.cx.warned) && self.first_verified().is_none() =>
+            {
                 self.roll_back(format!("{current} was reclaimed before it was verified"))
                     .await
             }
-            (_, Some(s)) if s.reclaimed() => self.interrupted(s).await,
+            (_, Some(s)) if s.reclaimed() || self.cx.warned => self.interrupted(s).await,
             (_, other) => {
                 let what = other.map_or("gone".to_string(), |s| s.state.as_str().to_string());
                 if let Some(id) = self.m.current.take() {
@@ -566,7 +570,13 @@ impl<P: Provider> Run<'_, P> {
             Err(e) => return self.wait(format!("cannot read {current}: {e}")),
         };
         match status {
-            Some(s) if s.reclaimed() => self.interrupted(s).await,
+            Some(s)
+                if s.reclaimed()
+                    || (self.cx.warned
+                        && matches!(s.state, InstanceState::Running | InstanceState::Pending)) =>
+            {
+                self.interrupted(s).await
+            }
             Some(s) if matches!(s.state, InstanceState::Running | InstanceState::Pending) => {
                 if self.m.market == Market::OnDemand.as_str() && !self.m.holds_original() {
                     if let Some(image) = self.m.image.clone() {
@@ -659,7 +669,9 @@ impl<P: Provider> Run<'_, P> {
         }
     }
 
-    /// Spot capacity was reclaimed from `s`: counts it and launches the next replacement.
+    /// Spot capacity was reclaimed from `s`, or will be within two minutes (a warning): counts
+    /// it and launches the next replacement. A warned instance is left to run out its two
+    /// minutes, which its job may need to checkpoint; EC2 ends it.
     async fn interrupted(&mut self, s: InstanceStatus) -> Result<(), StoreError> {
         self.m.saved_before += current_savings(&self.m, self.now());
         self.m.interruptions.0.push(Interruption {
@@ -675,8 +687,13 @@ impl<P: Provider> Run<'_, P> {
         if recent >= max {
             self.m.market = Market::OnDemand.as_str().to_string();
         }
+        let what = if s.reclaimed() {
+            "spot capacity reclaimed from"
+        } else {
+            "spot interruption warning for"
+        };
         let detail = format!(
-            "spot capacity reclaimed from {} ({} in {}); {recent} reclaim(s) in 24 h",
+            "{what} {} ({} in {}); {recent} reclaim(s) in 24 h",
             s.id, s.instance_type, s.zone
         );
         self.event(Action::RelaunchSpot, "spot_interrupted", &detail);

@@ -3,6 +3,7 @@
 
 use super::audit::{append_in, NewAuditEntry};
 use super::inventory::micros;
+use super::leader::wake_leader;
 use super::{Result, Store};
 use crate::cloud::LaunchSpec;
 use crate::spot::{Interruption, State, Step};
@@ -204,6 +205,35 @@ impl Store {
         ))
         .fetch_all(&self.pool)
         .await?)
+    }
+
+    /// Records spot interruption warnings (instance, when) and wakes the leader, so that the
+    /// migrations of those instances act now.
+    pub async fn record_spot_warnings(&self, warnings: &[(String, DateTime<Utc>)]) -> Result<()> {
+        let mut tx = self.pool.begin().await?;
+        for (instance, at) in warnings {
+            sqlx::query(
+                "INSERT INTO spot_warnings (instance, warned_at) VALUES ($1, $2)
+                 ON CONFLICT (instance) DO UPDATE SET warned_at = EXCLUDED.warned_at",
+            )
+            .bind(instance)
+            .bind(micros(*at))
+            .execute(&mut *tx)
+            .await?;
+        }
+        wake_leader(&mut tx).await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
+    /// Which of `instances` were warned of a spot interruption.
+    pub async fn spot_warnings(&self, instances: &[String]) -> Result<Vec<String>> {
+        Ok(
+            sqlx::query_scalar("SELECT instance FROM spot_warnings WHERE instance = ANY($1)")
+                .bind(instances)
+                .fetch_all(&self.pool)
+                .await?,
+        )
     }
 
     /// Every migration, oldest first.

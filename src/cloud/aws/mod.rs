@@ -9,6 +9,7 @@
 mod ec2;
 mod metrics;
 mod spot;
+pub mod warnings;
 
 use super::{
     ActionReport, CloudError, ErrorKind, Image, InstanceStatus, Inventory, Launch, LaunchSpec,
@@ -44,6 +45,8 @@ pub const IAM_ACTIONS: &[&str] = &[
     "ec2:TerminateInstances",
     "ec2:DeregisterImage",
     "ec2:DeleteSnapshot",
+    "sqs:ReceiveMessage",
+    "sqs:DeleteMessage",
     // Not a call: RunInstances needs it to give a replacement the original's instance profile.
     "iam:PassRole",
 ];
