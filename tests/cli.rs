@@ -382,3 +382,33 @@ fn schema_is_printed_written_to_deploy_and_referenced_by_the_examples() {
         assert!(text.starts_with("# yaml-language-server: $schema=../deploy/policy.schema.json\n"));
     }
 }
+
+#[test]
+fn settings_for_a_real_cloud_are_refused_with_the_simulated_fleet_and_back() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let fleet = format!("sim:{}", root.join("deploy/demo-fleet.yaml").display());
+    let policies = root.join("policies");
+    let policies = policies.to_str().unwrap();
+    let o = ebb(&[
+        "serve",
+        "--cloud",
+        &fleet,
+        "--policies",
+        policies,
+        "--interruption-queue",
+        "https://sqs.us-east-1.amazonaws.com/123456789012/ebb-spot-interruptions",
+    ]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        stderr(&o).contains("--interruption-queue needs EBB_CLOUD=aws"),
+        "{}",
+        stderr(&o)
+    );
+    let o = ebb(&["serve", "--policies", policies, "--clock-speed", "60"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        stderr(&o).contains("need EBB_CLOUD=sim:FLEET_FILE"),
+        "{}",
+        stderr(&o)
+    );
+}
