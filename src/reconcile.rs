@@ -7,7 +7,7 @@
 use crate::clock::Clock;
 use crate::cloud::{ActionReport, Inventory, Provider};
 use crate::engine::{self, Action, Decision};
-use crate::fleet::{Fleet, InstanceState, Sample};
+use crate::fleet::{Fleet, InstanceState, Lifecycle, Price, Sample};
 use crate::metrics::Metrics;
 use crate::policy::{self, LoadError, PolicySet};
 use crate::spot::{self, drive};
@@ -16,7 +16,7 @@ use crate::store::{
 };
 use chrono::{DateTime, Duration, SecondsFormat, Utc};
 use sha2::{Digest, Sha256};
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -347,13 +347,13 @@ impl<P: Provider> Reconciler<P> {
             .iter()
             .filter_map(|d| Some((d.instance.as_str(), *rules.get(d.policy.as_deref()?)?)))
             .collect();
-        let mut by_region: BTreeMap<String, std::collections::BTreeSet<String>> = BTreeMap::new();
+        let mut by_region: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
         for instance in &fleet.instances {
             let Some(rule) = governed.get(instance.id.as_str()) else {
                 continue;
             };
             if instance.state != InstanceState::Running
-                || instance.lifecycle != crate::fleet::Lifecycle::OnDemand
+                || instance.lifecycle != Lifecycle::OnDemand
                 || instance.tag(engine::tags::INTERRUPTIBLE) != Some("true")
             {
                 continue;
@@ -372,7 +372,7 @@ impl<P: Provider> Reconciler<P> {
                         any = true;
                         table.insert(
                             p.instance_type.clone(),
-                            crate::fleet::Price {
+                            Price {
                                 on_demand: p.on_demand,
                                 spot: p.cheapest_spot(),
                             },
