@@ -366,7 +366,10 @@ impl Provider for SimProvider {
             .iter_mut()
             .map(|sim| {
                 sim.advance(now);
-                regions.insert(sim.instance.region.clone());
+                if !regions.contains(&sim.instance.region) {
+                    regions.insert(sim.instance.region.clone());
+                }
+                // Cheap but for the three strings: the tags are shared, not copied.
                 sim.instance.clone()
             })
             .collect();
@@ -493,7 +496,7 @@ impl Provider for SimProvider {
         tags: &BTreeMap<String, String>,
     ) -> ActionReport {
         self.act("CreateTags", region, ids, |sim, _| {
-            sim.instance.tags.extend(tags.clone());
+            sim.instance.tags.extend(tags);
             Ok(())
         })
     }

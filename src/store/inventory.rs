@@ -2,7 +2,7 @@
 
 use super::{Result, Store};
 use crate::engine::{Action, Decision, InstanceFacts, Override, Prior};
-use crate::fleet::Instance;
+use crate::fleet::{Instance, Tags};
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 use sha2::{Digest, Sha256};
@@ -130,7 +130,7 @@ struct Batch {
     state: Vec<String>,
     lifecycle: Vec<String>,
     launched_at: Vec<Option<DateTime<Utc>>>,
-    tags: Vec<Json<BTreeMap<String, String>>>,
+    tags: Vec<Json<Tags>>,
     fingerprint: Vec<i64>,
 }
 
