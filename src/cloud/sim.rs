@@ -408,6 +408,10 @@ impl Provider for SimProvider {
                 // Readings at the end of each period in which the instance ran.
                 let first = from.max(since).timestamp().div_euclid(READING_PERIOD) + 1;
                 let mut slot = first * READING_PERIOD;
+                // Room for them at once: they are kept for the whole tick, and growing a
+                // vector by doubling leaves up to half of it empty.
+                let slots = (to.timestamp() - slot).div_euclid(READING_PERIOD) + 1;
+                samples.reserve_exact(usize::try_from(slots).unwrap_or(0));
                 while slot <= to.timestamp() {
                     let at = DateTime::from_timestamp(slot, 0).unwrap_or(to);
                     if let Some(percent) = sim.behaviour.percent(sim.seed, at) {
