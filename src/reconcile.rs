@@ -265,6 +265,8 @@ impl<P: Provider> Reconciler<P> {
             .read_gpu_utilisation(set, &mut fleet, &decisions, now)
             .await
         {
+            // Freed first: a large fleet's decisions take tens of megabytes.
+            drop(decisions);
             decisions = engine::decide(now, set, &fleet, &prior);
         }
         self.store.record_decisions(&decisions, now).await?;
@@ -552,17 +554,16 @@ impl<P: Provider> Reconciler<P> {
         }));
 
         // Real actions: every intent committed, on the leader's session, before any cloud call.
-        let intents = leader
-            .append_intents(
-                &real
-                    .iter()
-                    .map(|d| entry(d, Outcome::Intent, false))
-                    .collect::<Vec<_>>(),
-            )
-            .await?;
+        // Only their numbers are kept: the first tick of a large fleet has tens of thousands.
+        let intents = real
+            .iter()
+            .map(|d| entry(d, Outcome::Intent, false))
+            .collect::<Vec<_>>();
+        let appended = leader.append_intents(&intents).await?;
+        drop(intents);
         let seq_of: HashMap<&str, i64> = real
             .iter()
-            .zip(&intents)
+            .zip(appended)
             .map(|(d, i)| (d.instance.as_str(), i.seq))
             .collect();
         for group in groups(&real) {
