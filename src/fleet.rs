@@ -7,6 +7,7 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
+use std::sync::Arc;
 
 /// Every instance ebb can see, with current prices.
 #[derive(Debug, Clone, Default)]
@@ -122,7 +123,7 @@ pub struct Instance {
     /// When it last started (EC2 resets the launch time on every start).
     pub launched_at: Option<DateTime<Utc>>,
     /// Its tags.
-    pub tags: BTreeMap<String, String>,
+    pub tags: Tags,
     /// Its GPUs, when the provider knows them (`None` also for a type without GPUs).
     pub gpus: Option<Gpus>,
     /// GPU utilisation readings, oldest first.
@@ -132,7 +133,159 @@ pub struct Instance {
 impl Instance {
     /// The value of tag `key`.
     pub fn tag(&self, key: &str) -> Option<&str> {
-        self.tags.get(key).map(String::as_str)
+        self.tags.get(key)
+    }
+}
+
+/// An instance's tags: text keys with text values, in key order, serialized as a map.
+///
+/// Large fleets hold two listings of every instance at once (the simulated cloud's own and the
+/// one a tick works on), and a map of separately allocated strings cost about 540 bytes for an
+/// instance's few short tags. Here the keys and values of an instance share one buffer, and a
+/// copy shares the buffer: tags change rarely (a notice, a removal), so a change builds anew.
+#[derive(Clone, Default)]
+pub struct Tags {
+    /// Each key followed by its value, keys in order, one after the other.
+    text: Arc<str>,
+    /// Where each key and each value ends in `text`.
+    ends: Arc<[u32]>,
+}
+
+impl Tags {
+    /// The value of `key`.
+    pub fn get(&self, key: &str) -> Option<&str> {
+        let n = self.ends.len() / 2;
+        // Binary search: an instance may carry up to 50 tags.
+        let (mut low, mut high) = (0, n);
+        while low < high {
+            let mid = (low + high) / 2;
+            match self.key(mid).cmp(key) {
+                std::cmp::Ordering::Less => low = mid + 1,
+                std::cmp::Ordering::Greater => high = mid,
+                std::cmp::Ordering::Equal => return Some(self.value(mid)),
+            }
+        }
+        None
+    }
+
+    /// The tags, in key order.
+    pub fn iter(&self) -> TagsIter<'_> {
+        TagsIter {
+            tags: self,
+            next: 0,
+        }
+    }
+
+    /// Sets tag `key` to `value` (owned, as a map's `insert` takes them).
+    pub fn insert(&mut self, key: String, value: String) {
+        self.extend([(key, value)]);
+    }
+
+    /// Removes tag `key`, if it is there.
+    pub fn remove(&mut self, key: &str) {
+        if self.get(key).is_some() {
+            *self = self.iter().filter(|(k, _)| *k != key).collect();
+        }
+    }
+
+    fn part(&self, index: usize) -> &str {
+        let start = match index {
+            0 => 0,
+            _ => self.ends[index - 1] as usize,
+        };
+        &self.text[start..self.ends[index] as usize]
+    }
+
+    fn key(&self, index: usize) -> &str {
+        self.part(2 * index)
+    }
+
+    fn value(&self, index: usize) -> &str {
+        self.part(2 * index + 1)
+    }
+}
+
+/// The tags of a [`Tags`], in key order.
+#[derive(Debug, Clone)]
+pub struct TagsIter<'a> {
+    tags: &'a Tags,
+    next: usize,
+}
+
+impl<'a> Iterator for TagsIter<'a> {
+    type Item = (&'a str, &'a str);
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if 2 * self.next >= self.tags.ends.len() {
+            return None;
+        }
+        let i = self.next;
+        self.next += 1;
+        Some((self.tags.key(i), self.tags.value(i)))
+    }
+}
+
+impl<'a> IntoIterator for &'a Tags {
+    type Item = (&'a str, &'a str);
+    type IntoIter = TagsIter<'a>;
+
+    fn into_iter(self) -> TagsIter<'a> {
+        self.iter()
+    }
+}
+
+/// A later value of the same key wins, as in a map.
+impl<K: AsRef<str>, V: AsRef<str>> FromIterator<(K, V)> for Tags {
+    fn from_iter<I: IntoIterator<Item = (K, V)>>(pairs: I) -> Self {
+        let mut pairs: Vec<(K, V)> = pairs.into_iter().collect();
+        // Stable: of equal keys, the last is the one kept.
+        pairs.sort_by(|a, b| a.0.as_ref().cmp(b.0.as_ref()));
+        let mut kept: Vec<(&str, &str)> = Vec::with_capacity(pairs.len());
+        for (k, v) in &pairs {
+            match kept.last_mut() {
+                Some(last) if last.0 == k.as_ref() => last.1 = v.as_ref(),
+                _ => kept.push((k.as_ref(), v.as_ref())),
+            }
+        }
+        let mut text = String::with_capacity(kept.iter().map(|(k, v)| k.len() + v.len()).sum());
+        let mut ends = Vec::with_capacity(2 * kept.len());
+        for (k, v) in kept {
+            for part in [k, v] {
+                text.push_str(part);
+                // EC2 allows 50 tags of at most 128 + 256 bytes: far from 4 GiB.
+                ends.push(u32::try_from(text.len()).expect("tags under 4 GiB"));
+            }
+        }
+        Tags {
+            text: text.into(),
+            ends: ends.into(),
+        }
+    }
+}
+
+/// Sets each tag, as in a map.
+impl<K: AsRef<str>, V: AsRef<str>> Extend<(K, V)> for Tags {
+    fn extend<I: IntoIterator<Item = (K, V)>>(&mut self, pairs: I) {
+        let new: Vec<(K, V)> = pairs.into_iter().collect();
+        if new.is_empty() {
+            return;
+        }
+        let old = self.iter();
+        *self = old
+            .chain(new.iter().map(|(k, v)| (k.as_ref(), v.as_ref())))
+            .collect();
+    }
+}
+
+impl std::fmt::Debug for Tags {
+    fn fmt(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.debug_map().entries(self.iter()).finish()
+    }
+}
+
+impl Serialize for Tags {
+    fn serialize<S: serde::Serializer>(&self, ser: S) -> Result<S::Ok, S::Error> {
+        ser.collect_map(self.iter())
     }
 }
 
@@ -201,7 +354,7 @@ struct SnapshotInstance {
     #[serde(default)]
     launched_at: Option<Timestamp>,
     #[serde(default, deserialize_with = "scalar_tags")]
-    tags: BTreeMap<String, String>,
+    tags: Tags,
     #[serde(default)]
     gpu_util: Vec<(Timestamp, f64)>,
     #[serde(default)]
@@ -216,11 +369,23 @@ struct SnapshotInstance {
 }
 
 /// Tag values are text, but `true` or `3` written unquoted in YAML mean the same.
-fn scalar_tags<'de, D: serde::Deserializer<'de>>(
-    de: D,
-) -> Result<BTreeMap<String, String>, D::Error> {
-    let raw = BTreeMap::<String, TagValue>::deserialize(de)?;
-    Ok(raw.into_iter().map(|(k, v)| (k, v.0)).collect())
+fn scalar_tags<'de, D: serde::Deserializer<'de>>(de: D) -> Result<Tags, D::Error> {
+    // A visitor straight into the pairs: a map per instance would only be thrown away.
+    struct Pairs;
+    impl<'de> serde::de::Visitor<'de> for Pairs {
+        type Value = Tags;
+        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+            f.write_str("a map")
+        }
+        fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Tags, A::Error> {
+            let mut pairs = Vec::with_capacity(map.size_hint().unwrap_or(0));
+            while let Some((k, v)) = map.next_entry::<String, TagValue>()? {
+                pairs.push((k, v.0));
+            }
+            Ok(pairs.into_iter().collect())
+        }
+    }
+    de.deserialize_map(Pairs)
 }
 
 /// A tag value read from any scalar, without buffering (large fleets have millions of tags).
@@ -370,5 +535,43 @@ impl Snapshot {
             ),
             behaviours,
         )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tags_behave_as_a_map_in_key_order() {
+        let mut tags: Tags = [("team", "ml"), ("env", "dev"), ("team", "research")]
+            .into_iter()
+            .collect();
+        assert_eq!(tags.get("team"), Some("research"), "the later value wins");
+        assert_eq!(tags.get("owner"), None);
+        tags.insert("owner".into(), "mei".into());
+        tags.insert("env".into(), "prod".into());
+        tags.remove("team");
+        tags.remove("absent");
+        let pairs: Vec<(&str, &str)> = tags.iter().collect();
+        assert_eq!(pairs, [("env", "prod"), ("owner", "mei")]);
+        assert_eq!(
+            serde_json::to_string(&tags).unwrap(),
+            r#"{"env":"prod","owner":"mei"}"#
+        );
+        assert_eq!(format!("{tags:?}"), r#"{"env": "prod", "owner": "mei"}"#);
+        let empty = Tags::default();
+        assert_eq!(empty.get(""), None);
+        assert_eq!(empty.iter().count(), 0);
+        assert_eq!(serde_json::to_string(&empty).unwrap(), "{}");
+    }
+
+    #[test]
+    fn tags_keep_empty_keys_and_values_apart() {
+        let tags: Tags = [("", "x"), ("a", ""), ("b", "")].into_iter().collect();
+        assert_eq!(tags.get(""), Some("x"));
+        assert_eq!(tags.get("a"), Some(""));
+        assert_eq!(tags.get("b"), Some(""));
+        assert_eq!(tags.iter().count(), 3);
     }
 }

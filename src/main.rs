@@ -11,6 +11,13 @@ use ebb::cloud::sim::SimProvider;
 use ebb::cloud::{Cloud, OnDemandPrices, Provider as _};
 use ebb::reconcile::{Control, Options, PolicySource, Reconciler};
 use ebb::store::{AuditFilter, Outcome, Store, Verification};
+
+/// jemalloc, not glibc's allocator: `ebb serve` on a large fleet allocates most of a tick's
+/// memory afresh at every tick from several threads, and glibc's per-thread arenas kept about
+/// half as much again as the peak heap resident. jemalloc kept the least of the three tried
+/// (see BENCHMARKS.md).
+#[global_allocator]
+static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 use ebb::webhook::{Poster, Webhook};
 use ebb::{engine, fleet, output, policy, serve, when};
 use std::path::PathBuf;

@@ -366,7 +366,7 @@ struct SnapshotItem<'a> {
     lifecycle: &'a str,
     launched_at: Option<String>,
     state_since: Option<String>,
-    tags: &'a std::collections::BTreeMap<String, String>,
+    tags: &'a crate::fleet::Tags,
 }
 
 /// Instances as a fleet snapshot that `ebb plan --fleet` reads (without GPU readings).

@@ -287,6 +287,8 @@ impl<P: Provider> Reconciler<P> {
             .await;
         let prices = self.read_prices(set, &mut fleet, &decisions, now).await;
         if readings || prices {
+            // Freed first: a large fleet's decisions take tens of megabytes.
+            drop(decisions);
             decisions = engine::decide(now, set, &fleet, &prior);
         }
         self.store.record_decisions(&decisions, now).await?;
@@ -757,17 +759,16 @@ impl<P: Provider> Reconciler<P> {
         }));
 
         // Real actions: every intent committed, on the leader's session, before any cloud call.
-        let intents = leader
-            .append_intents(
-                &real
-                    .iter()
-                    .map(|d| entry(d, Outcome::Intent, false))
-                    .collect::<Vec<_>>(),
-            )
-            .await?;
+        // Only their numbers are kept: the first tick of a large fleet has tens of thousands.
+        let intents = real
+            .iter()
+            .map(|d| entry(d, Outcome::Intent, false))
+            .collect::<Vec<_>>();
+        let appended = leader.append_intents(&intents).await?;
+        drop(intents);
         let seq_of: HashMap<&str, i64> = real
             .iter()
-            .zip(&intents)
+            .zip(appended)
             .map(|(d, i)| (d.instance.as_str(), i.seq))
             .collect();
         for group in groups(&real) {

@@ -23,7 +23,7 @@
 
 use chrono::{DateTime, Duration, TimeZone, Utc};
 use ebb::engine::{self, InstanceFacts, Override, Prior};
-use ebb::fleet::{self, Fleet, Instance, InstanceState, Lifecycle, Price, Prices, Sample};
+use ebb::fleet::{self, Fleet, Instance, InstanceState, Lifecycle, Price, Prices, Sample, Tags};
 use ebb::policy::yaml::Position;
 use ebb::policy::{self, LoadError, PolicySet};
 use proptest::collection::vec;
@@ -32,7 +32,7 @@ use proptest::sample::{select, Index};
 use proptest::test_runner::FileFailurePersistence;
 use serde_yaml::value::{Tag, TaggedValue};
 use serde_yaml::{Mapping, Number, Value};
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::path::Path;
 use std::sync::OnceLock;
 
@@ -1392,7 +1392,7 @@ impl FleetSpec {
                         notified_at: at(notified),
                     },
                 );
-                let tags: BTreeMap<String, String> = s
+                let tags: Tags = s
                     .tags
                     .iter()
                     .map(|(k, v)| {

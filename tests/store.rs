@@ -178,6 +178,51 @@ async fn unchanged_rows_are_not_rewritten(pool: PgPool) {
     assert_eq!(versions().await, before, "no row got a new version");
 }
 
+/// Large fleets are written in statements of 10k rows, in one transaction.
+#[sqlx::test]
+async fn a_fleet_larger_than_one_statement_is_synced_and_decided_whole(pool: PgPool) {
+    let store = Store::from_pool(pool.clone());
+    let now = t("2026-11-30T12:00:00Z");
+    let n = 25_001;
+    let mut instances = fleet(n);
+    let r = store
+        .sync_inventory(&regions(), &instances, now)
+        .await
+        .unwrap();
+    assert_eq!((r.inserted, r.updated, r.unchanged, r.gone), (n, 0, 0, 0));
+    for i in [0, n - 1] {
+        instances[i].state = InstanceState::Stopped;
+    }
+    let r = store
+        .sync_inventory(&regions(), &instances, now + Duration::minutes(1))
+        .await
+        .unwrap();
+    assert_eq!((r.inserted, r.updated, r.unchanged), (0, 2, n - 2));
+    let stopped: Vec<String> =
+        sqlx::query_scalar("SELECT id FROM instances WHERE state = 'stopped' ORDER BY id")
+            .fetch_all(&pool)
+            .await
+            .unwrap();
+    assert_eq!(stopped, ["i-00000", "i-25000"]);
+
+    let decisions: Vec<Decision> = instances
+        .iter()
+        .map(|i| Decision {
+            instance: i.id.clone(),
+            region: i.region.clone(),
+            action: Action::None,
+            policy: Some("office".to_string()),
+            code: Code::InHours,
+            reason: "inside work hours".to_string(),
+            dry_run: false,
+            stop_at: None,
+        })
+        .collect();
+    let written = store.record_decisions(&decisions, now).await.unwrap();
+    assert_eq!(written, n as u64);
+    assert_eq!(store.plan().await.unwrap().len(), n);
+}
+
 #[sqlx::test]
 async fn other_regions_are_not_marked_gone(pool: PgPool) {
     let store = Store::from_pool(pool);

@@ -377,7 +377,10 @@ impl Provider for SimProvider {
             .iter_mut()
             .map(|sim| {
                 sim.advance(now);
-                regions.insert(sim.instance.region.clone());
+                if !regions.contains(&sim.instance.region) {
+                    regions.insert(sim.instance.region.clone());
+                }
+                // Cheap but for the three strings: the tags are shared, not copied.
                 sim.instance.clone()
             })
             .collect();
@@ -416,6 +419,10 @@ impl Provider for SimProvider {
                 // Readings at the end of each period in which the instance ran.
                 let first = from.max(since).timestamp().div_euclid(READING_PERIOD) + 1;
                 let mut slot = first * READING_PERIOD;
+                // Room for them at once: they are kept for the whole tick, and growing a
+                // vector by doubling leaves up to half of it empty.
+                let slots = (to.timestamp() - slot).div_euclid(READING_PERIOD) + 1;
+                samples.reserve_exact(usize::try_from(slots).unwrap_or(0));
                 while slot <= to.timestamp() {
                     let at = DateTime::from_timestamp(slot, 0).unwrap_or(to);
                     if let Some(percent) = sim.behaviour.percent(sim.seed, at) {
@@ -504,7 +511,7 @@ impl Provider for SimProvider {
         tags: &BTreeMap<String, String>,
     ) -> ActionReport {
         self.act("CreateTags", region, ids, |sim, _| {
-            sim.instance.tags.extend(tags.clone());
+            sim.instance.tags.extend(tags);
             Ok(())
         })
     }

@@ -74,7 +74,12 @@ impl SimProvider {
             instance_profile: None,
             key_name: None,
             user_data: None,
-            tags: sim.instance.tags.clone().into_iter().collect(),
+            tags: sim
+                .instance
+                .tags
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
         })
     }
 
