@@ -483,24 +483,13 @@ impl AwsProvider {
 /// An EC2 instance as ebb sees it, and whether it can hibernate. `None` for an instance
 /// without an id, type or state, which EC2 never sends.
 fn from_ec2(region: &str, instance: &aws_sdk_ec2::types::Instance) -> Option<(Instance, bool)> {
-    let state = match instance.state()?.name()? {
-        InstanceStateName::Pending => InstanceState::Pending,
-        InstanceStateName::Running => InstanceState::Running,
-        InstanceStateName::Stopping => InstanceState::Stopping,
-        InstanceStateName::Stopped => InstanceState::Stopped,
-        InstanceStateName::ShuttingDown => InstanceState::ShuttingDown,
-        InstanceStateName::Terminated => InstanceState::Terminated,
-        _ => return None,
-    };
+    let state = state_of(instance)?;
+    let lifecycle = lifecycle_of(instance);
     let launched_at = instance.launch_time().and_then(to_chrono);
     let state_since = match state {
         // EC2 resets the launch time on every start.
         InstanceState::Pending | InstanceState::Running => launched_at,
         _ => instance.state_transition_reason().and_then(transition_time),
-    };
-    let lifecycle = match instance.instance_lifecycle() {
-        Some(InstanceLifecycleType::Spot) => Lifecycle::Spot,
-        _ => Lifecycle::OnDemand,
     };
     let hibernation = instance
         .hibernation_options()
@@ -525,6 +514,27 @@ fn from_ec2(region: &str, instance: &aws_sdk_ec2::types::Instance) -> Option<(In
         },
         hibernation,
     ))
+}
+
+/// An instance's state; `None` for one EC2 never sends.
+pub(super) fn state_of(instance: &aws_sdk_ec2::types::Instance) -> Option<InstanceState> {
+    Some(match instance.state()?.name()? {
+        InstanceStateName::Pending => InstanceState::Pending,
+        InstanceStateName::Running => InstanceState::Running,
+        InstanceStateName::Stopping => InstanceState::Stopping,
+        InstanceStateName::Stopped => InstanceState::Stopped,
+        InstanceStateName::ShuttingDown => InstanceState::ShuttingDown,
+        InstanceStateName::Terminated => InstanceState::Terminated,
+        _ => return None,
+    })
+}
+
+/// On-demand or spot.
+pub(super) fn lifecycle_of(instance: &aws_sdk_ec2::types::Instance) -> Lifecycle {
+    match instance.instance_lifecycle() {
+        Some(InstanceLifecycleType::Spot) => Lifecycle::Spot,
+        _ => Lifecycle::OnDemand,
+    }
 }
 
 /// The time in a state transition reason, `User initiated (2026-11-30 19:00:05 GMT)`: the

@@ -1,17 +1,17 @@
 //! EC2 calls of spot migrations: launch settings, images, launches and terminations.
 
+use super::ec2::{lifecycle_of, state_of};
 use super::{cloud_error, AwsProvider, Scope};
 use crate::cloud::{
     ActionReport, CloudError, ErrorKind, Image, ImageState, InstanceStatus, Launch, LaunchSpec,
     Market,
 };
-use crate::fleet::{InstanceState, Lifecycle};
 use aws_sdk_ec2::operation::RequestId;
 use aws_sdk_ec2::types::{
     BlockDeviceMapping, Filter, IamInstanceProfileSpecification, ImageState as Ec2ImageState,
-    InstanceAttributeName, InstanceInterruptionBehavior, InstanceLifecycleType,
-    InstanceMarketOptionsRequest, InstanceStateName, InstanceType, MarketType, ResourceType,
-    SpotInstanceType, SpotMarketOptions, Tag, TagSpecification,
+    InstanceAttributeName, InstanceInterruptionBehavior, InstanceMarketOptionsRequest,
+    InstanceType, MarketType, ResourceType, SpotInstanceType, SpotMarketOptions, Tag,
+    TagSpecification,
 };
 use std::collections::BTreeMap;
 
@@ -162,26 +162,13 @@ impl AwsProvider {
             return Ok(Vec::new());
         };
         let scope = self.scope_of(region, first, "DescribeInstances")?;
-        self.count("DescribeInstances");
         // Filtering by id (not InstanceIds) makes an unknown id absent rather than an error.
-        let out = scope
-            .ec2
-            .describe_instances()
-            .filters(
-                Filter::builder()
-                    .name("instance-id")
-                    .set_values(Some(ids.to_vec()))
-                    .build(),
-            )
-            .send()
-            .await
-            .map_err(|e| cloud_error("DescribeInstances", e))?;
-        Ok(out
-            .reservations()
-            .iter()
-            .flat_map(|r| r.instances())
-            .filter_map(status)
-            .collect())
+        let filter = Filter::builder()
+            .name("instance-id")
+            .set_values(Some(ids.to_vec()))
+            .build();
+        let found = self.instances_where(scope, filter).await?;
+        Ok(found.iter().filter_map(status).collect())
     }
 
     /// DescribeInstances by tag: the newest instance tagged `key=value`.
@@ -192,16 +179,28 @@ impl AwsProvider {
         value: &str,
     ) -> Result<Option<InstanceStatus>, CloudError> {
         let scope = self.scope_of(region, "", "DescribeInstances")?;
+        let filter = Filter::builder()
+            .name(format!("tag:{key}"))
+            .values(value)
+            .build();
+        let found = self.instances_where(scope, filter).await?;
+        Ok(found
+            .iter()
+            .max_by_key(|i| i.launch_time().map(|t| (t.secs(), t.subsec_nanos())))
+            .and_then(status))
+    }
+
+    /// DescribeInstances with one filter (a few instances: one page).
+    async fn instances_where(
+        &self,
+        scope: &Scope,
+        filter: Filter,
+    ) -> Result<Vec<aws_sdk_ec2::types::Instance>, CloudError> {
         self.count("DescribeInstances");
         let out = scope
             .ec2
             .describe_instances()
-            .filters(
-                Filter::builder()
-                    .name(format!("tag:{key}"))
-                    .values(value)
-                    .build(),
-            )
+            .filters(filter)
             .send()
             .await
             .map_err(|e| cloud_error("DescribeInstances", e))?;
@@ -209,8 +208,25 @@ impl AwsProvider {
             .reservations()
             .iter()
             .flat_map(|r| r.instances())
-            .max_by_key(|i| i.launch_time().map(|t| (t.secs(), t.subsec_nanos())))
-            .and_then(status))
+            .cloned()
+            .collect())
+    }
+
+    /// DescribeImages of one image by id; `None` when it does not exist.
+    async fn image_by_id(
+        &self,
+        scope: &Scope,
+        image: &str,
+    ) -> Result<Option<aws_sdk_ec2::types::Image>, CloudError> {
+        self.count("DescribeImages");
+        let out = scope
+            .ec2
+            .describe_images()
+            .filters(Filter::builder().name("image-id").values(image).build())
+            .send()
+            .await
+            .map_err(|e| cloud_error("DescribeImages", e))?;
+        Ok(out.images().first().cloned())
     }
 
     /// CreateImage, unless an image of that name exists (DescribeImages first).
@@ -283,15 +299,8 @@ impl AwsProvider {
         image: &str,
     ) -> Result<Option<Image>, CloudError> {
         let scope = self.scope_of(region, "", "DescribeImages")?;
-        self.count("DescribeImages");
-        let out = scope
-            .ec2
-            .describe_images()
-            .filters(Filter::builder().name("image-id").values(image).build())
-            .send()
-            .await
-            .map_err(|e| cloud_error("DescribeImages", e))?;
-        Ok(out.images().first().map(|i| Image {
+        let found = self.image_by_id(scope, image).await?;
+        Ok(found.as_ref().map(|i| Image {
             state: match i.state() {
                 Some(Ec2ImageState::Available) => ImageState::Available,
                 Some(Ec2ImageState::Pending) | None => ImageState::Pending,
@@ -377,18 +386,10 @@ impl AwsProvider {
     /// DeregisterImage, then DeleteSnapshot of each of its EBS snapshots.
     pub(super) async fn remove_image(&self, region: &str, image: &str) -> Result<(), CloudError> {
         let scope = self.scope_of(region, "", "DeregisterImage")?;
-        self.count("DescribeImages");
-        let out = scope
-            .ec2
-            .describe_images()
-            .filters(Filter::builder().name("image-id").values(image).build())
-            .send()
-            .await
-            .map_err(|e| cloud_error("DescribeImages", e))?;
-        let Some(found) = out.images().first() else {
+        let Some(found) = self.image_by_id(scope, image).await? else {
             return Ok(());
         };
-        let snapshots = snapshots(found);
+        let snapshots = snapshots(&found);
         self.count("DeregisterImage");
         scope
             .ec2
@@ -413,22 +414,10 @@ impl AwsProvider {
 
 /// An instance's status; `None` for one without id, type or state, which EC2 never sends.
 fn status(i: &aws_sdk_ec2::types::Instance) -> Option<InstanceStatus> {
-    let state = match i.state()?.name()? {
-        InstanceStateName::Pending => InstanceState::Pending,
-        InstanceStateName::Running => InstanceState::Running,
-        InstanceStateName::Stopping => InstanceState::Stopping,
-        InstanceStateName::Stopped => InstanceState::Stopped,
-        InstanceStateName::ShuttingDown => InstanceState::ShuttingDown,
-        InstanceStateName::Terminated => InstanceState::Terminated,
-        _ => return None,
-    };
     Some(InstanceStatus {
         id: i.instance_id()?.to_string(),
-        state,
-        lifecycle: match i.instance_lifecycle() {
-            Some(InstanceLifecycleType::Spot) => Lifecycle::Spot,
-            _ => Lifecycle::OnDemand,
-        },
+        state: state_of(i)?,
+        lifecycle: lifecycle_of(i),
         instance_type: i.instance_type()?.as_str().to_string(),
         zone: i
             .placement()
