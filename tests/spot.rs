@@ -279,6 +279,22 @@ impl Setup {
         );
     }
 
+    /// EC2 takes the spot capacity of `id` back: terminated, with the spot reason.
+    async fn reclaim(&self, id: &str) {
+        self.f
+            .ec2
+            .terminate_instances()
+            .instance_ids(id)
+            .send()
+            .await
+            .unwrap();
+        self.faults()
+            .reclaimed
+            .lock()
+            .unwrap()
+            .insert(id.to_string());
+    }
+
     async fn ec2(&self, id: &str) -> aws_sdk_ec2::types::Instance {
         let out = self
             .f
@@ -590,17 +606,7 @@ async fn reclaims_relaunch_on_spot_elsewhere_then_fall_back_to_on_demand(pool: P
     let first_id = first.current.clone().unwrap();
 
     // EC2 reclaims the spot instance.
-    s.f.ec2
-        .terminate_instances()
-        .instance_ids(&first_id)
-        .send()
-        .await
-        .unwrap();
-    s.faults()
-        .reclaimed
-        .lock()
-        .unwrap()
-        .insert(first_id.clone());
+    s.reclaim(&first_id).await;
     minute = s.until(&original, minute + 1, State::Launching).await;
     let m = s.migration(&original).await;
     assert_eq!(m.interruptions.0.len(), 1);
@@ -621,17 +627,7 @@ async fn reclaims_relaunch_on_spot_elsewhere_then_fall_back_to_on_demand(pool: P
     assert_eq!(second.image_id(), first.image.as_deref());
 
     // A second reclaim within 24 h reaches max_interruptions: on-demand from now on.
-    s.f.ec2
-        .terminate_instances()
-        .instance_ids(&second_id)
-        .send()
-        .await
-        .unwrap();
-    s.faults()
-        .reclaimed
-        .lock()
-        .unwrap()
-        .insert(second_id.clone());
+    s.reclaim(&second_id).await;
     minute = s.until(&original, minute + 1, State::Launching).await;
     s.until(&original, minute + 1, State::Done).await;
     let m = s.migration(&original).await;
