@@ -7,7 +7,7 @@
 use crate::clock::Clock;
 use crate::cloud::{ActionReport, Inventory, Provider};
 use crate::engine::{self, Action, Decision};
-use crate::fleet::{Fleet, InstanceState, Lifecycle, Price, Sample};
+use crate::fleet::{Fleet, InstanceState, Lifecycle, Price};
 use crate::metrics::Metrics;
 use crate::policy::{self, LoadError, PolicySet};
 use crate::spot::{self, drive};
@@ -281,32 +281,21 @@ impl<P: Provider> Reconciler<P> {
             prices: Default::default(),
         };
         let prior = self.store.prior(now).await?;
-        let mut decisions = engine::decide(now, set, &fleet, &prior);
-        let readings = self
-            .read_gpu_utilisation(set, &mut fleet, &decisions, now)
-            .await;
-        let prices = self.read_prices(set, &mut fleet, &decisions, now).await;
-        if readings || prices {
-            // Freed first: a large fleet's decisions take tens of megabytes.
-            drop(decisions);
-            decisions = engine::decide(now, set, &fleet, &prior);
-        }
+        // Deciding once without readings and prices tells which are worth reading.
+        let first = engine::decide(now, set, &fleet, &prior);
+        let readings = readings_wanted(set, &fleet, &first);
+        let prices = prices_wanted(set, &fleet, &first);
+        let decisions = if readings.is_empty() && prices.is_empty() {
+            first
+        } else {
+            // Freed before reading: a large fleet's decisions take tens of megabytes.
+            drop(first);
+            self.read_gpu_utilisation(readings, &mut fleet, now).await;
+            self.read_prices(prices, &mut fleet, now).await;
+            engine::decide(now, set, &fleet, &prior)
+        };
         self.store.record_decisions(&decisions, now).await?;
-        let policy_of: HashMap<&str, &str> = decisions
-            .iter()
-            .map(|d| (d.instance.as_str(), d.policy.as_deref().unwrap_or("")))
-            .collect();
-        let mut by_state: BTreeMap<(&'static str, &str), usize> = BTreeMap::new();
-        for instance in &fleet.instances {
-            let policy = policy_of.get(instance.id.as_str()).copied().unwrap_or("");
-            *by_state
-                .entry((instance.state.as_str(), policy))
-                .or_default() += 1;
-        }
-        report.instances_by_state = by_state
-            .into_iter()
-            .map(|((state, policy), n)| ((state, policy.to_string()), n))
-            .collect();
+        report.instances_by_state = instances_by_state(&fleet, &decisions);
         for d in &decisions {
             *report
                 .decided
@@ -325,53 +314,27 @@ impl<P: Provider> Reconciler<P> {
             self.plan_migrations(&migrating, &fleet, now, &mut report)
                 .await?;
         }
+        // Acting needs only the decisions. The listing and its readings are the largest data of
+        // a tick, and the first tick of a large fleet acts on tens of thousands of instances.
+        drop(fleet);
         self.act(decisions, &version, now, leader, &mut report)
             .await?;
         Ok(report)
     }
 
-    /// Reads spot and on-demand prices for the running instances a spot rule may move (tagged
-    /// `ebb:interruptible=true`, on-demand): their own type and the rule's acceptable types.
-    /// Returns whether any prices came.
+    /// Reads the `wanted` prices (see [`prices_wanted`]) into `fleet`.
     async fn read_prices(
         &self,
-        set: &PolicySet,
+        wanted: BTreeMap<String, BTreeSet<String>>,
         fleet: &mut Fleet,
-        decisions: &[Decision],
         now: DateTime<Utc>,
-    ) -> bool {
-        let rules: HashMap<&str, &policy::SpotRule> = set
-            .policies
-            .iter()
-            .filter_map(|p| Some((p.name.as_str(), p.spot.as_ref()?)))
-            .collect();
-        let governed: HashMap<&str, &policy::SpotRule> = decisions
-            .iter()
-            .filter_map(|d| Some((d.instance.as_str(), *rules.get(d.policy.as_deref()?)?)))
-            .collect();
-        let mut by_region: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
-        for instance in &fleet.instances {
-            let Some(rule) = governed.get(instance.id.as_str()) else {
-                continue;
-            };
-            if instance.state != InstanceState::Running
-                || instance.lifecycle != Lifecycle::OnDemand
-                || instance.tag(engine::tags::INTERRUPTIBLE) != Some("true")
-            {
-                continue;
-            }
-            let types = by_region.entry(instance.region.clone()).or_default();
-            types.insert(instance.instance_type.clone());
-            types.extend(rule.instance_types.iter().cloned());
-        }
-        let mut any = false;
-        for (region, types) in by_region {
+    ) {
+        for (region, types) in wanted {
             let types: Vec<String> = types.into_iter().collect();
             match self.provider.prices(&region, &types, now).await {
                 Ok(found) => {
                     let table = fleet.prices.entry(region).or_default();
                     for p in found {
-                        any = true;
                         table.insert(
                             p.instance_type.clone(),
                             Price {
@@ -385,7 +348,6 @@ impl<P: Provider> Reconciler<P> {
                 Err(err) => tracing::warn!(region, "cannot read prices: {err}"),
             }
         }
-        any
     }
 
     /// Plans a spot migration for each instance decided `migrate_to_spot`; the next tick
@@ -491,69 +453,36 @@ impl<P: Provider> Reconciler<P> {
         Ok(())
     }
 
-    /// Reads GPU utilisation for the running instances whose policy looks at it (an idle rule,
-    /// or work hours whose stop waits while the GPU is busy), over the longest window needed;
-    /// returns whether any readings came. Other instances are not read: CloudWatch bills every
-    /// metric read.
+    /// Reads the `wanted` GPU utilisation (see [`readings_wanted`]) into `fleet`, one region
+    /// at a time, so that a large fleet's readings are held once.
     async fn read_gpu_utilisation(
         &self,
-        set: &PolicySet,
+        wanted: BTreeMap<String, (Vec<usize>, Duration)>,
         fleet: &mut Fleet,
-        decisions: &[Decision],
         now: DateTime<Utc>,
-    ) -> bool {
-        let idle_windows: HashMap<&str, Duration> = set
-            .policies
-            .iter()
-            .filter_map(|p| {
-                let idle = p.idle.as_ref().map(|i| i.window);
-                let busy = p
-                    .work_hours
-                    .as_ref()
-                    .filter(|w| w.busy_defers_stop)
-                    .map(|_| engine::RECENT);
-                Some((p.name.as_str(), idle.into_iter().chain(busy).max()?))
-            })
-            .collect();
-        let governed: HashMap<&str, Duration> = decisions
-            .iter()
-            .filter_map(|d| {
-                Some((
-                    d.instance.as_str(),
-                    *idle_windows.get(d.policy.as_deref()?)?,
-                ))
-            })
-            .collect();
-        let mut by_region: BTreeMap<&str, (Vec<String>, Duration)> = BTreeMap::new();
-        for instance in &fleet.instances {
-            if instance.state != InstanceState::Running {
-                continue;
-            }
-            if let Some(window) = governed.get(instance.id.as_str()) {
-                let entry = by_region.entry(&instance.region).or_default();
-                entry.0.push(instance.id.clone());
-                entry.1 = entry.1.max(*window);
-            }
-        }
-        let mut readings: HashMap<String, Vec<Sample>> = HashMap::new();
-        for (region, (ids, window)) in by_region {
+    ) {
+        for (region, (positions, window)) in wanted {
+            let ids: Vec<String> = positions
+                .iter()
+                .map(|&i| fleet.instances[i].id.clone())
+                .collect();
             match self
                 .provider
-                .gpu_utilisation(region, &ids, now - window - READING_MARGIN, now)
+                .gpu_utilisation(&region, &ids, now - window - READING_MARGIN, now)
                 .await
             {
-                Ok(found) => readings.extend(found),
+                Ok(mut found) => {
+                    for i in positions {
+                        let instance = &mut fleet.instances[i];
+                        if let Some(samples) = found.remove(&instance.id) {
+                            instance.gpu_util = samples;
+                        }
+                    }
+                }
                 // Idle rules then see no readings and follow their `missing_metrics`.
                 Err(err) => tracing::warn!(region, "cannot read GPU utilisation: {err}"),
             }
         }
-        let any = !readings.is_empty();
-        for instance in &mut fleet.instances {
-            if let Some(samples) = readings.remove(&instance.id) {
-                instance.gpu_util = samples;
-            }
-        }
-        any
     }
 
     /// Resolves intents left without an outcome from what the inventory shows now.
@@ -814,6 +743,105 @@ impl<P: Provider> Reconciler<P> {
         }
         Ok(())
     }
+}
+
+/// The GPU utilisation a tick reads, by region: the positions in `fleet` of the running
+/// instances whose governing policy looks at it (an idle rule, or work hours whose stop waits
+/// while the GPU is busy), and the longest window needed. Other instances are not read:
+/// CloudWatch bills every metric read.
+fn readings_wanted(
+    set: &PolicySet,
+    fleet: &Fleet,
+    decisions: &[Decision],
+) -> BTreeMap<String, (Vec<usize>, Duration)> {
+    let windows: HashMap<&str, Duration> = set
+        .policies
+        .iter()
+        .filter_map(|p| {
+            let idle = p.idle.as_ref().map(|i| i.window);
+            let busy = p
+                .work_hours
+                .as_ref()
+                .filter(|w| w.busy_defers_stop)
+                .map(|_| engine::RECENT);
+            Some((p.name.as_str(), idle.into_iter().chain(busy).max()?))
+        })
+        .collect();
+    let governed: HashMap<&str, Duration> = decisions
+        .iter()
+        .filter_map(|d| Some((d.instance.as_str(), *windows.get(d.policy.as_deref()?)?)))
+        .collect();
+    let mut by_region: BTreeMap<String, (Vec<usize>, Duration)> = BTreeMap::new();
+    for (i, instance) in fleet.instances.iter().enumerate() {
+        if instance.state != InstanceState::Running {
+            continue;
+        }
+        if let Some(window) = governed.get(instance.id.as_str()) {
+            let entry = match by_region.get_mut(&instance.region) {
+                Some(entry) => entry,
+                None => by_region.entry(instance.region.clone()).or_default(),
+            };
+            entry.0.push(i);
+            entry.1 = entry.1.max(*window);
+        }
+    }
+    by_region
+}
+
+/// The prices a tick reads, by region: for the running instances a spot rule may move (tagged
+/// `ebb:interruptible=true`, on-demand), their own type and the rule's acceptable types.
+fn prices_wanted(
+    set: &PolicySet,
+    fleet: &Fleet,
+    decisions: &[Decision],
+) -> BTreeMap<String, BTreeSet<String>> {
+    let rules: HashMap<&str, &policy::SpotRule> = set
+        .policies
+        .iter()
+        .filter_map(|p| Some((p.name.as_str(), p.spot.as_ref()?)))
+        .collect();
+    let governed: HashMap<&str, &policy::SpotRule> = decisions
+        .iter()
+        .filter_map(|d| Some((d.instance.as_str(), *rules.get(d.policy.as_deref()?)?)))
+        .collect();
+    let mut by_region: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for instance in &fleet.instances {
+        let Some(rule) = governed.get(instance.id.as_str()) else {
+            continue;
+        };
+        if instance.state != InstanceState::Running
+            || instance.lifecycle != Lifecycle::OnDemand
+            || instance.tag(engine::tags::INTERRUPTIBLE) != Some("true")
+        {
+            continue;
+        }
+        let types = by_region.entry(instance.region.clone()).or_default();
+        types.insert(instance.instance_type.clone());
+        types.extend(rule.instance_types.iter().cloned());
+    }
+    by_region
+}
+
+/// How many instances are in each state, by governing policy (`""` for none).
+fn instances_by_state(
+    fleet: &Fleet,
+    decisions: &[Decision],
+) -> BTreeMap<(&'static str, String), usize> {
+    let policy_of: HashMap<&str, &str> = decisions
+        .iter()
+        .map(|d| (d.instance.as_str(), d.policy.as_deref().unwrap_or("")))
+        .collect();
+    let mut by_state: BTreeMap<(&'static str, &str), usize> = BTreeMap::new();
+    for instance in &fleet.instances {
+        let policy = policy_of.get(instance.id.as_str()).copied().unwrap_or("");
+        *by_state
+            .entry((instance.state.as_str(), policy))
+            .or_default() += 1;
+    }
+    by_state
+        .into_iter()
+        .map(|((state, policy), n)| ((state, policy.to_string()), n))
+        .collect()
 }
 
 /// How long after `failures` failures in a row an action waits before it is tried again.

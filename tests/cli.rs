@@ -412,3 +412,29 @@ fn settings_for_a_real_cloud_are_refused_with_the_simulated_fleet_and_back() {
         stderr(&o)
     );
 }
+
+/// The binary's allocator returns freed memory at once (`ebb serve`'s resident memory in
+/// BENCHMARKS.md depends on it), and the environment can still override that.
+#[test]
+fn the_allocator_returns_freed_memory_at_once() {
+    let settings = |env: &[(&str, &str)]| {
+        let o = Command::new(env!("CARGO_BIN_EXE_ebb"))
+            .arg("--version")
+            .env("_RJEM_MALLOC_CONF", "stats_print:true")
+            .envs(env.iter().copied())
+            .output()
+            .expect("run ebb");
+        assert!(o.status.success(), "{}", stderr(&o));
+        stderr(&o)
+    };
+    let built_in = settings(&[]);
+    assert!(
+        built_in.contains("opt.dirty_decay_ms: 0 ") && built_in.contains("opt.muzzy_decay_ms: 0 "),
+        "{built_in}"
+    );
+    let overridden = settings(&[("_RJEM_MALLOC_CONF", "stats_print:true,dirty_decay_ms:5000")]);
+    assert!(
+        overridden.contains("opt.dirty_decay_ms: 5000 "),
+        "{overridden}"
+    );
+}
