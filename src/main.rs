@@ -28,7 +28,7 @@ static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
 /// jemalloc's settings, read when it starts: freed pages go back to the system at once. By
 /// default it keeps them for 10 s, and each tick's data then piled onto the last one's:
-/// `ebb serve` on 100k instances peaked at 198 MB resident instead of 177 MB, with the same
+/// `ebb serve` on 100k instances peaked at 196 MB resident instead of 173 MB, with the same
 /// tick times (BENCHMARKS.md). `_RJEM_MALLOC_CONF` in the environment still overrides it.
 #[export_name = "_rjem_malloc_conf"]
 static ALLOCATOR_SETTINGS: AllocatorSettings =
