@@ -12,6 +12,7 @@ pub mod cloud;
 pub mod engine;
 pub mod fleet;
 pub mod metrics;
+pub mod names;
 pub mod output;
 pub mod policy;
 pub mod reconcile;

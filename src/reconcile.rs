@@ -9,6 +9,7 @@ use crate::cloud::{ActionReport, Inventory, Provider};
 use crate::engine::{self, Action, Decision};
 use crate::fleet::{Fleet, InstanceState, Lifecycle, Price};
 use crate::metrics::Metrics;
+use crate::names::{ACTOR, INTERRUPTIBLE_TAG, STOP_AT_TAG};
 use crate::policy::{self, LoadError, PolicySet};
 use crate::spot::{self, drive};
 use crate::store::{
@@ -21,12 +22,6 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use tokio::sync::Notify;
-
-/// The audit actor of everything a tick does.
-pub const ACTOR: &str = "scheduler";
-
-/// The tag a notice writes: when the announced stop will happen.
-pub const STOP_AT_TAG: &str = "ebb:stop-at";
 
 /// After a failed action, the same action on the same instance waits this long before it is
 /// tried again, twice as long after each further failure in a row, up to [`RETRY_MAX`]: an
@@ -811,7 +806,7 @@ fn prices_wanted(
         };
         if instance.state != InstanceState::Running
             || instance.lifecycle != Lifecycle::OnDemand
-            || instance.tag(engine::tags::INTERRUPTIBLE) != Some("true")
+            || instance.tag(INTERRUPTIBLE_TAG) != Some("true")
         {
             continue;
         }

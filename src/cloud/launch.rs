@@ -60,10 +60,6 @@ impl InstanceStatus {
     }
 }
 
-/// The tag on images and snapshots ebb made (the instance they were made of): the IAM policy
-/// lets ebb delete only those.
-pub const IMAGE_OF_TAG: &str = "ebb:image-of";
-
 /// EC2's state reason code when it takes spot capacity back.
 pub const SPOT_TERMINATION: &str = "Server.SpotInstanceTermination";
 

@@ -12,7 +12,7 @@ pub mod sim;
 
 pub use error::{CloudError, ErrorKind};
 pub use launch::{
-    Image, ImageState, InstanceStatus, Launch, LaunchSpec, Market, IMAGE_OF_TAG, SPOT_TERMINATION,
+    Image, ImageState, InstanceStatus, Launch, LaunchSpec, Market, SPOT_TERMINATION,
 };
 pub use prices::{OnDemandPrices, PricesError};
 

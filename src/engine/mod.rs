@@ -9,7 +9,7 @@ mod explain;
 mod rules;
 
 pub use explain::{explain, Explanation};
-pub use rules::{tags, RECENT};
+pub use rules::RECENT;
 
 use crate::fleet::{Fleet, Instance};
 use crate::policy::PolicySet;

@@ -6,6 +6,9 @@ use crate::policy::{
     IdleAction, IdleRule, IdleWhen, MissingMetrics, OutsideHours, Policy, PolicySet, SpotRule,
     StartAtOpen, TagMatch, WorkHours,
 };
+use crate::names::{
+    CHECKPOINT_AT_TAG, INTERRUPTIBLE_TAG, KEEP_UNTIL_TAG, MIGRATING_TAG, MIGRATION_TAG, SKIP_TAG,
+};
 use crate::schedule::ScheduleStatus;
 use chrono::{DateTime, Duration, Utc};
 use chrono_tz::Tz;
@@ -20,23 +23,6 @@ const NOTICE_SLACK: Duration = Duration::minutes(10);
 
 /// A checkpoint tag this far in the future is taken as a clock error, not as fresh.
 const CLOCK_SKEW: Duration = Duration::minutes(5);
-
-/// The tags ebb reads.
-pub mod tags {
-    /// `true` excludes the instance from ebb.
-    pub const SKIP: &str = "ebb:skip";
-    /// An RFC 3339 time until which no stop happens.
-    pub const KEEP_UNTIL: &str = "ebb:keep-until";
-    /// `true` lets spot rules move the instance.
-    pub const INTERRUPTIBLE: &str = "ebb:interruptible";
-    /// The RFC 3339 time of the job's last checkpoint.
-    pub const CHECKPOINT_AT: &str = "ebb:checkpoint-at";
-    /// On the original while its spot migration is under way (the migration's id): the rules
-    /// leave it alone.
-    pub const MIGRATING: &str = "ebb:migrating";
-    /// On every replacement a spot migration launched (the migration's id).
-    pub const MIGRATION: &str = "ebb:migration";
-}
 
 /// Collects a readable account of every verdict, for `ebb explain`; off when deciding in bulk.
 pub enum Trace<'a> {
@@ -142,7 +128,7 @@ impl<'a> Context<'a> {
             dry_run: policy.is_some_and(|p| p.dry_run),
             stop_at: v.stop_at,
         };
-        if inst.tag(tags::SKIP) == Some("true") {
+        if inst.tag(SKIP_TAG) == Some("true") {
             trace.note(|| "tag ebb:skip=true: ebb leaves this instance alone".into());
             return decision(
                 None,
@@ -194,7 +180,7 @@ impl<'a> Context<'a> {
         };
         let mut v = eval.run(trace);
         if let (Action::Stop | Action::Hibernate | Action::Notify, Lifecycle::Spot, Some(id)) =
-            (v.action, inst.lifecycle, inst.tag(tags::MIGRATION))
+            (v.action, inst.lifecycle, inst.tag(MIGRATION_TAG))
         {
             // EC2 refuses to stop a one-time spot instance, which is what migrations launch.
             trace.note(|| format!("would {}, but it is a one-time spot instance", v.action));
@@ -305,7 +291,7 @@ impl Eval<'_> {
         if let (Some(wh), Some(st)) = (&self.policy.work_hours, self.status) {
             trace.note(|| self.describe_hours(wh, st));
         }
-        if let Some(id) = self.inst.tag(tags::MIGRATING) {
+        if let Some(id) = self.inst.tag(MIGRATING_TAG) {
             trace.note(|| {
                 format!("tag ebb:migrating={id}: its spot migration acts on it, not the rules")
             });
@@ -533,7 +519,7 @@ impl Eval<'_> {
     /// `ebb:keep-until` or an override, when one protects the instance now.
     fn protection(&self, trace: &mut Trace) -> Option<Protection> {
         let now = self.now();
-        let tag = self.inst.tag(tags::KEEP_UNTIL).map(|raw| {
+        let tag = self.inst.tag(KEEP_UNTIL_TAG).map(|raw| {
             (
                 raw,
                 DateTime::parse_from_rfc3339(raw.trim()).map(|t| t.with_timezone(&Utc)),
@@ -774,16 +760,16 @@ impl Eval<'_> {
     /// `Ok` with the reason when the instance should move to spot now, `Err` with why not.
     fn spot(&self, rule: &SpotRule) -> Result<String, String> {
         let inst = self.inst;
-        if inst.tag(tags::INTERRUPTIBLE) != Some("true") {
+        if inst.tag(INTERRUPTIBLE_TAG) != Some("true") {
             return Err("tag ebb:interruptible is not \"true\"".into());
         }
         if inst.lifecycle != Lifecycle::OnDemand {
             return Err("already spot".into());
         }
-        if inst.tag(tags::MIGRATING).is_some() {
+        if inst.tag(MIGRATING_TAG).is_some() {
             return Err("a migration is under way (tag ebb:migrating)".into());
         }
-        if let Some(id) = inst.tag(tags::MIGRATION) {
+        if let Some(id) = inst.tag(MIGRATION_TAG) {
             // An on-demand fallback: its migration gave up on spot for it.
             return Err(format!(
                 "it replaces an instance moved by spot migration {id}"
@@ -831,7 +817,7 @@ impl Eval<'_> {
         }
         let now = self.now();
         let checkpoint = inst
-            .tag(tags::CHECKPOINT_AT)
+            .tag(CHECKPOINT_AT_TAG)
             .ok_or("no ebb:checkpoint-at tag: the job's checkpoint age is unknown")?;
         let at = DateTime::parse_from_rfc3339(checkpoint.trim())
             .map_err(|_| format!("tag ebb:checkpoint-at=\"{checkpoint}\" is not an RFC 3339 time"))?

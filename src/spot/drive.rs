@@ -10,21 +10,17 @@ use super::{avoided, cheapest, current_savings, recent_interruptions, Interrupti
 use super::{IMAGE_TIMEOUT, LAUNCH_TIMEOUT, STOP_TIMEOUT};
 use crate::cloud::{
     ActionReport, CloudError, ImageState, InstanceStatus, Launch, LaunchSpec, Market, Provider,
-    IMAGE_OF_TAG,
 };
-use crate::engine::{tags, Action, Code, Decision};
+use crate::engine::{Action, Code, Decision};
 use crate::fleet::InstanceState;
 use crate::policy::SpotRule;
-use crate::reconcile::ACTOR;
+use crate::names::{
+    ACTOR, IMAGE_OF_TAG, LAUNCH_TAG, MIGRATED_FROM_TAG, MIGRATING_TAG, MIGRATION_TAG, STOP_AT_TAG,
+};
 use crate::store::{Leadership, MigrationRecord, NewAuditEntry, Outcome, Store, StoreError};
 use chrono::{DateTime, Utc};
 use sqlx::types::Json;
 use std::collections::BTreeMap;
-
-/// The tag that names one launch (`<original>-<migration>-<n>`): a repeated launch finds it.
-pub const LAUNCH_TAG: &str = "ebb:launch";
-/// The tag on a replacement that names the original.
-pub const MIGRATED_FROM_TAG: &str = "ebb:migrated-from";
 
 /// What the step sees beside the migration.
 #[derive(Debug, Clone, Copy)]
@@ -204,7 +200,7 @@ impl<P: Provider> Run<'_, P> {
             .tag(
                 &region,
                 std::slice::from_ref(&original),
-                &BTreeMap::from([(tags::MIGRATING.to_string(), id)]),
+                &BTreeMap::from([(MIGRATING_TAG.to_string(), id)]),
             )
             .await;
         let stopped = match first_error(&tagged) {
@@ -425,7 +421,7 @@ impl<P: Provider> Run<'_, P> {
                 );
                 let seq = self.intent(action, code, &reason).await?;
                 let extra = BTreeMap::from([
-                    (tags::MIGRATION.to_string(), self.m.id.to_string()),
+                    (MIGRATION_TAG.to_string(), self.m.id.to_string()),
                     (LAUNCH_TAG.to_string(), launch_id.clone()),
                     (MIGRATED_FROM_TAG.to_string(), self.m.original.clone()),
                 ]);
@@ -622,7 +618,7 @@ impl<P: Provider> Run<'_, P> {
                     .untag(
                         &self.m.region,
                         std::slice::from_ref(&original),
-                        &[tags::MIGRATING.to_string()],
+                        &[MIGRATING_TAG.to_string()],
                     )
                     .await;
                 let detail = format!(
@@ -750,11 +746,11 @@ impl<P: Provider> Run<'_, P> {
                 .untag(
                     &region,
                     std::slice::from_ref(&original),
-                    &[tags::MIGRATING.to_string()],
+                    &[MIGRATING_TAG.to_string()],
                 )
                 .await,
         ) {
-            errors.push(format!("removing its {} tag: {e}", tags::MIGRATING));
+            errors.push(format!("removing its {} tag: {e}", MIGRATING_TAG));
         }
         if let Some(image) = self.m.image.take() {
             if let Err(e) = self.p.delete_image(&region, &image).await {
@@ -805,7 +801,7 @@ impl<P: Provider> Run<'_, P> {
                 .untag(
                     &region,
                     std::slice::from_ref(&self.m.original),
-                    &[tags::MIGRATING.to_string()],
+                    &[MIGRATING_TAG.to_string()],
                 )
                 .await;
         }
@@ -870,9 +866,9 @@ impl<P: Provider> Run<'_, P> {
 /// the original.
 fn without_ebb_state(mut spec: LaunchSpec) -> LaunchSpec {
     for key in [
-        tags::MIGRATING,
-        crate::reconcile::STOP_AT_TAG,
-        tags::MIGRATION,
+        MIGRATING_TAG,
+        STOP_AT_TAG,
+        MIGRATION_TAG,
         LAUNCH_TAG,
         MIGRATED_FROM_TAG,
     ] {

@@ -15,7 +15,7 @@ use aws_sdk_ec2::types::{
 };
 use std::collections::BTreeMap;
 
-use crate::cloud::IMAGE_OF_TAG;
+use crate::names::IMAGE_OF_TAG;
 
 impl AwsProvider {
     /// The clients of the account that listed `id` (ebb's own when it was never listed).

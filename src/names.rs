@@ -1,0 +1,29 @@
+//! The names ebb writes into the cloud and the audit log, in one place: the tag keys it reads
+//! and writes on instances and images, and the audit actor of everything the control loop does.
+//! People and IAM policies match on these strings, so they never change.
+
+/// The audit actor of everything a tick does.
+pub const ACTOR: &str = "scheduler";
+
+/// `true` excludes the instance from ebb.
+pub const SKIP_TAG: &str = "ebb:skip";
+/// An RFC 3339 time until which no stop happens.
+pub const KEEP_UNTIL_TAG: &str = "ebb:keep-until";
+/// `true` lets spot rules move the instance.
+pub const INTERRUPTIBLE_TAG: &str = "ebb:interruptible";
+/// The RFC 3339 time of the job's last checkpoint.
+pub const CHECKPOINT_AT_TAG: &str = "ebb:checkpoint-at";
+/// The tag a notice writes: when the announced stop will happen.
+pub const STOP_AT_TAG: &str = "ebb:stop-at";
+/// On the original while its spot migration is under way (the migration's id): the rules
+/// leave it alone.
+pub const MIGRATING_TAG: &str = "ebb:migrating";
+/// On every replacement a spot migration launched (the migration's id).
+pub const MIGRATION_TAG: &str = "ebb:migration";
+/// The tag that names one launch (`<original>-<migration>-<n>`): a repeated launch finds it.
+pub const LAUNCH_TAG: &str = "ebb:launch";
+/// The tag on a replacement that names the original.
+pub const MIGRATED_FROM_TAG: &str = "ebb:migrated-from";
+/// The tag on images and snapshots ebb made (the instance they were made of): the IAM policy
+/// lets ebb delete only those.
+pub const IMAGE_OF_TAG: &str = "ebb:image-of";
