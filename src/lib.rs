@@ -7,8 +7,10 @@
 //! and acted on.
 
 pub mod api;
+pub mod cli;
 pub mod clock;
 pub mod cloud;
+pub mod control;
 pub mod engine;
 pub mod fleet;
 pub mod metrics;

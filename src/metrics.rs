@@ -1,12 +1,12 @@
 //! Prometheus metrics of the control loop, served at `/metrics`.
 
-use crate::reconcile::{TickError, TickReport};
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
 use prometheus_client::registry::Registry;
+use std::collections::BTreeMap;
 use std::sync::atomic::AtomicU64;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -35,6 +35,19 @@ struct ActionLabels {
 struct InstanceLabels {
     state: &'static str,
     policy: String,
+}
+
+/// What one tick counted, for the metrics.
+#[derive(Debug)]
+pub struct TickCounts<'a> {
+    /// The policy files were invalid and the last valid set was used.
+    pub policy_error: bool,
+    /// Instances by decision: action and code.
+    pub decided: &'a BTreeMap<(&'static str, &'static str), usize>,
+    /// Instances by state and governing policy (`""` for none).
+    pub instances_by_state: &'a BTreeMap<(&'static str, String), usize>,
+    /// Actions carried out, by action and outcome.
+    pub actions: BTreeMap<(&'static str, &'static str), u64>,
 }
 
 /// The metrics, and the registry that encodes them.
@@ -106,38 +119,33 @@ impl Default for Metrics {
 }
 
 impl Metrics {
-    /// Records a tick that took `took`, and what came of it.
-    pub fn tick(&self, result: &Result<TickReport, TickError>, took: Duration) {
-        self.tick_seconds.observe(took.as_secs_f64());
-        self.last_tick.set(
-            SystemTime::now()
-                .duration_since(UNIX_EPOCH)
-                .map_or(0.0, |d| d.as_secs_f64()),
-        );
-        let report = match result {
-            Ok(report) => report,
-            Err(err) => {
-                if matches!(err, TickError::Policies(_)) {
-                    self.policy_errors.inc();
-                }
-                self.ticks
-                    .get_or_create(&TickLabels { result: "error" })
-                    .inc();
-                return;
-            }
-        };
+    /// Records a tick that failed after `took`; `policies_invalid` when it failed because no
+    /// valid policy set was known.
+    pub fn tick_failed(&self, took: Duration, policies_invalid: bool) {
+        self.tick_ended(took);
+        if policies_invalid {
+            self.policy_errors.inc();
+        }
+        self.ticks
+            .get_or_create(&TickLabels { result: "error" })
+            .inc();
+    }
+
+    /// Records a tick that took `took`, and what it counted.
+    pub fn tick_done(&self, took: Duration, counts: &TickCounts) {
+        self.tick_ended(took);
         self.ticks.get_or_create(&TickLabels { result: "ok" }).inc();
-        if report.policy_error.is_some() {
+        if counts.policy_error {
             self.policy_errors.inc();
         }
         self.decisions.clear();
-        for (&(action, code), &n) in &report.decided {
+        for (&(action, code), &n) in counts.decided {
             self.decisions
                 .get_or_create(&DecisionLabels { action, code })
                 .set(n as i64);
         }
         self.instances.clear();
-        for ((state, policy), &n) in &report.instances_by_state {
+        for ((state, policy), &n) in counts.instances_by_state {
             self.instances
                 .get_or_create(&InstanceLabels {
                     state,
@@ -145,14 +153,20 @@ impl Metrics {
                 })
                 .set(n as i64);
         }
-        for a in &report.actions {
+        for (&(action, outcome), &n) in &counts.actions {
             self.actions
-                .get_or_create(&ActionLabels {
-                    action: a.decision.action.as_str(),
-                    outcome: a.outcome.as_str(),
-                })
-                .inc();
+                .get_or_create(&ActionLabels { action, outcome })
+                .inc_by(n);
         }
+    }
+
+    fn tick_ended(&self, took: Duration) {
+        self.tick_seconds.observe(took.as_secs_f64());
+        self.last_tick.set(
+            SystemTime::now()
+                .duration_since(UNIX_EPOCH)
+                .map_or(0.0, |d| d.as_secs_f64()),
+        );
     }
 
     /// Records whether this replica leads.

@@ -432,19 +432,7 @@ where
 
 /// What a tick did, for its log: a summary line, then a table of actions and outcomes.
 pub fn tick_summary(report: &TickReport) -> String {
-    let count = |o: crate::store::Outcome| report.actions.iter().filter(|a| a.outcome == o).count();
-    let mut text = format!(
-        "tick at {}: {} instances, {} actions ({} succeeded, {} failed, {} dry run), {} deferred by the cap, {} held back after failures, {} interrupted actions resolved\n",
-        report.at.to_rfc3339_opts(SecondsFormat::Secs, true),
-        report.instances,
-        report.actions.len(),
-        count(crate::store::Outcome::Succeeded),
-        count(crate::store::Outcome::Failed),
-        count(crate::store::Outcome::Skipped),
-        report.deferred,
-        report.held_back,
-        report.resolved.len(),
-    );
+    let mut text = format!("{}\n", report.headline());
     if !report.actions.is_empty() {
         let rows: Vec<[String; 5]> = report
             .actions

@@ -1,8 +1,10 @@
 //! Notices to people: a Slack-compatible JSON POST (`{"text": ...}`) to `EBB_WEBHOOK_URL`.
 //!
 //! Posting happens on a task of its own, with retries, so a slow or failing receiver never
-//! holds up a tick; the tag `ebb:stop-at` on the instance is the notice of record.
+//! holds up a tick; the tag `ebb:stop-at` on the instance is the notice of record. Each notice
+//! posted is one activation of the `webhook_sender` task in `GET /v1/status`.
 
+use crate::control::Tasks;
 use std::time::Duration;
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
@@ -13,6 +15,10 @@ const QUEUE: usize = 1000;
 const ATTEMPTS: u32 = 4;
 /// Time allowed for one attempt.
 const TIMEOUT: Duration = Duration::from_secs(10);
+/// The wait before the second attempt, doubled before each further one.
+const BACKOFF: Duration = Duration::from_secs(1);
+/// The task's name in the statuses.
+const TASK: &str = "webhook_sender";
 
 /// The sending side of the webhook; clones share one queue.
 #[derive(Debug, Clone)]
@@ -27,21 +33,19 @@ pub struct Poster {
 }
 
 impl Webhook {
-    /// Starts posting to `url`.
-    pub fn start(url: reqwest::Url) -> (Webhook, Poster) {
-        Webhook::start_with_backoff(url, Duration::from_secs(1))
-    }
-
-    /// Starts posting to `url`, waiting `backoff`, doubled each time, between attempts.
-    pub fn start_with_backoff(url: reqwest::Url, backoff: Duration) -> (Webhook, Poster) {
+    /// Starts posting to `url`, reporting each notice into `tasks`.
+    pub fn start(url: reqwest::Url, tasks: Tasks) -> (Webhook, Poster) {
         let (queue, mut notices) = mpsc::channel::<String>(QUEUE);
         let client = reqwest::Client::builder()
             .timeout(TIMEOUT)
             .build()
             .unwrap_or_default();
+        tasks.register(TASK, "posts notices of coming stops to EBB_WEBHOOK_URL");
         let task = tokio::spawn(async move {
             while let Some(text) = notices.recv().await {
-                post(&client, &url, &text, backoff).await;
+                tasks.started(TASK);
+                let result = post(&client, &url, &text).await;
+                tasks.finished(TASK, result.map(|()| "notice posted".to_string()));
             }
         });
         (Webhook { queue }, Poster { task })
@@ -64,22 +68,25 @@ impl Poster {
     }
 }
 
-async fn post(client: &reqwest::Client, url: &reqwest::Url, text: &str, backoff: Duration) {
+/// Posts one notice, with retries; why it was not delivered, if it was not.
+async fn post(client: &reqwest::Client, url: &reqwest::Url, text: &str) -> Result<(), String> {
     let body = serde_json::json!({ "text": text });
-    let mut wait = backoff;
-    for attempt in 1..=ATTEMPTS {
+    let mut wait = BACKOFF;
+    let mut attempt = 1;
+    loop {
         let answer = client.post(url.clone()).json(&body).send().await;
         let error = match answer {
-            Ok(r) if r.status().is_success() => return,
+            Ok(r) if r.status().is_success() => return Ok(()),
             Ok(r) => format!("HTTP {}", r.status()),
             Err(e) => e.to_string(),
         };
         if attempt == ATTEMPTS {
             tracing::error!(attempts = ATTEMPTS, "webhook notice not delivered: {error}");
-            return;
+            return Err(format!("not delivered after {ATTEMPTS} attempts: {error}"));
         }
         tracing::warn!(attempt, "webhook notice failed, retrying: {error}");
         tokio::time::sleep(wait).await;
         wait *= 2;
+        attempt += 1;
     }
 }

@@ -6,8 +6,9 @@ mod common;
 use chrono::Utc;
 use common::{instance, t};
 use ebb::api::{self, ApiState, Tokens, TokensError};
+use ebb::control::Control;
 use ebb::engine::{Action, Code, Decision};
-use ebb::reconcile::{Control, PolicySource};
+use ebb::reconcile::PolicySource;
 use ebb::store::Store;
 use reqwest::StatusCode;
 use serde_json::{json, Value};
@@ -199,9 +200,7 @@ async fn metrics_are_prometheus_text_with_the_tick_figures(pool: PgPool) {
         outcome: ebb::store::Outcome::Succeeded,
         detail: String::new(),
     });
-    api.control
-        .metrics
-        .tick(&Ok(report), std::time::Duration::from_millis(20));
+    report.record(&api.control.metrics, std::time::Duration::from_millis(20));
     let r = api
         .http
         .get(format!("{}/metrics", api.base))
@@ -226,6 +225,32 @@ async fn metrics_are_prometheus_text_with_the_tick_figures(pool: PgPool) {
         assert!(text.lines().any(|l| l == line), "no {line:?} in\n{text}");
     }
     assert!(text.contains("ebb_last_tick_timestamp_seconds "), "{text}");
+}
+
+#[sqlx::test(migrations = false)]
+async fn status_shows_each_background_task(pool: PgPool) {
+    let api = Api::start(&pool, POLICY).await;
+    let (status, body) = api.get("/v1/status").await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(body["role"], "follower");
+    assert_eq!(body["tasks"], serde_json::json!({}), "{body}");
+
+    let tasks = &api.control.tasks;
+    tasks.register("tick_loop", "ticks");
+    tasks.started("tick_loop");
+    tasks.finished("tick_loop", Err("tick failed: no database".to_string()));
+    tasks.register("policy_watcher", "watches");
+    tasks.started("policy_watcher");
+    let (_, body) = api.get("/v1/status").await;
+    let tick = &body["tasks"]["tick_loop"];
+    assert_eq!(tick["description"], "ticks");
+    assert_eq!(tick["activations"], 1);
+    assert!(tick["running_since"].is_null(), "{body}");
+    assert_eq!(tick["last"]["ok"], false);
+    assert_eq!(tick["last"]["detail"], "tick failed: no database");
+    let watcher = &body["tasks"]["policy_watcher"];
+    assert!(watcher["running_since"].is_string(), "{body}");
+    assert!(watcher["last"].is_null(), "{body}");
 }
 
 fn decision(id: &str, action: Action) -> Decision {

@@ -10,10 +10,12 @@ mod auth;
 pub use auth::{Tokens, TokensError};
 
 use crate::clock::Clock;
+use crate::control::{Control, TaskStatus};
 use crate::output;
-use crate::reconcile::{Control, PolicySource};
+use crate::reconcile::PolicySource;
 use crate::store::{
-    AuditFilter, InstanceRecord, Outcome, OverrideRecord, PlannedAction, Store, StoreError,
+    AuditFilter, InstanceRecord, Outcome, OverrideRecord, OverrideRequest, PlannedAction, Store,
+    StoreError,
 };
 use crate::when;
 use auth::Caller;
@@ -55,6 +57,7 @@ pub fn router(state: ApiState) -> Router {
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
         .route("/metrics", get(metrics))
+        .route("/v1/status", get(status))
         .route("/v1/instances", get(instances))
         .route("/v1/plan", get(plan))
         .route("/v1/audit", get(audit))
@@ -179,15 +182,10 @@ async fn readyz(State(state): State<ApiState>) -> (StatusCode, Json<Readiness>) 
         Ok(Err(err)) => err.to_string(),
         Err(_) => format!("no answer within {}s", DATABASE_CHECK.as_secs()),
     };
-    let policies = state.policies.clone();
-    let policies = match tokio::task::spawn_blocking(move || policies.load()).await {
-        Ok(Ok(loaded)) => PolicyStatus {
+    let policies = match state.policies.current().await {
+        Ok(loaded) => PolicyStatus {
             version: Some(loaded.set.version.to_string()),
             error: loaded.error,
-        },
-        Ok(Err(err)) => PolicyStatus {
-            version: None,
-            error: Some(err.to_string()),
         },
         Err(err) => PolicyStatus {
             version: None,
@@ -199,11 +197,7 @@ async fn readyz(State(state): State<ApiState>) -> (StatusCode, Json<Readiness>) 
         ready,
         database,
         policies,
-        role: if state.control.is_leader() {
-            "leader"
-        } else {
-            "follower"
-        },
+        role: role(&state.control),
         last_tick: state.control.last_tick(),
     };
     let status = if ready {
@@ -212,6 +206,32 @@ async fn readyz(State(state): State<ApiState>) -> (StatusCode, Json<Readiness>) 
         StatusCode::SERVICE_UNAVAILABLE
     };
     (status, Json(readiness))
+}
+
+/// What this replica's background tasks are doing.
+#[derive(Debug, Serialize)]
+struct Status {
+    role: &'static str,
+    last_tick: Option<DateTime<Utc>>,
+    tasks: std::collections::BTreeMap<&'static str, TaskStatus>,
+}
+
+/// `GET /v1/status`: this replica's role, its last tick, and each background task's last
+/// activation.
+async fn status(State(state): State<ApiState>) -> Json<Status> {
+    Json(Status {
+        role: role(&state.control),
+        last_tick: state.control.last_tick(),
+        tasks: state.control.tasks.statuses(),
+    })
+}
+
+fn role(control: &Control) -> &'static str {
+    if control.is_leader() {
+        "leader"
+    } else {
+        "follower"
+    }
 }
 
 async fn metrics(State(state): State<ApiState>) -> impl IntoResponse {
@@ -340,23 +360,17 @@ async fn create_override(
     let now = state.clock.now();
     let until = when::parse_future(&body.until, now)
         .map_err(|e| ApiError::bad_request(format!("until: {e}")))?;
-    if until <= now {
-        return Err(ApiError::bad_request(format!(
-            "until: {} is in the past",
-            until.to_rfc3339()
-        )));
-    }
-    if body.instance.trim().is_empty() {
-        return Err(ApiError::bad_request("instance: must name an instance"));
-    }
-    if body.reason.trim().is_empty() {
-        return Err(ApiError::bad_request(
-            "reason: must say why (it is recorded in the audit log)",
-        ));
-    }
+    let request = OverrideRequest::new(&body.instance, until, &body.reason, now)
+        .map_err(|refused| ApiError::bad_request(refused.to_string()))?;
     let record = state
         .store
-        .create_override(body.instance.trim(), until, body.reason.trim(), &actor, now)
+        .create_override(
+            &request.instance,
+            request.until,
+            &request.reason,
+            &actor,
+            now,
+        )
         .await?;
     Ok((StatusCode::CREATED, Json(record)))
 }

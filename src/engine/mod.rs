@@ -12,7 +12,7 @@ pub use explain::{explain, Explanation};
 pub use rules::RECENT;
 
 use crate::fleet::{Fleet, Instance};
-use crate::policy::PolicySet;
+use crate::policy::{Policy, PolicySet};
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
@@ -256,6 +256,15 @@ impl Prior {
             .filter(|o| o.until > now)
             .max_by_key(|o| o.until)
     }
+}
+
+/// The policy that governs `instance`: the matching one of highest priority; none when the
+/// instance is tagged `ebb:skip=true`, nothing matches, or several match at the top priority.
+/// The same choice [`decide`] makes, without deciding: a tick uses it to know what to read.
+pub fn governing_policy<'p>(policies: &'p PolicySet, instance: &Instance) -> Option<&'p Policy> {
+    rules::governing(policies, instance, &mut rules::Trace::Off)
+        .ok()
+        .map(|(_, policy)| policy)
 }
 
 /// Below this many instances a single thread decides; above, the fleet is split over the cores

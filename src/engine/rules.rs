@@ -2,12 +2,12 @@
 
 use super::{Action, Code, Decision, InstanceFacts, Prior};
 use crate::fleet::{Fleet, Instance, InstanceState, Lifecycle, Prices};
+use crate::names::{
+    CHECKPOINT_AT_TAG, INTERRUPTIBLE_TAG, KEEP_UNTIL_TAG, MIGRATING_TAG, MIGRATION_TAG, SKIP_TAG,
+};
 use crate::policy::{
     IdleAction, IdleRule, IdleWhen, MissingMetrics, OutsideHours, Policy, PolicySet, SpotRule,
     StartAtOpen, TagMatch, WorkHours,
-};
-use crate::names::{
-    CHECKPOINT_AT_TAG, INTERRUPTIBLE_TAG, KEEP_UNTIL_TAG, MIGRATING_TAG, MIGRATION_TAG, SKIP_TAG,
 };
 use crate::schedule::ScheduleStatus;
 use chrono::{DateTime, Duration, Utc};
@@ -50,7 +50,7 @@ pub struct Context<'a> {
 }
 
 /// The outcome of a rule before it becomes a [`Decision`].
-struct Verdict {
+pub(super) struct Verdict {
     action: Action,
     code: Code,
     reason: String,
@@ -128,48 +128,10 @@ impl<'a> Context<'a> {
             dry_run: policy.is_some_and(|p| p.dry_run),
             stop_at: v.stop_at,
         };
-        if inst.tag(SKIP_TAG) == Some("true") {
-            trace.note(|| "tag ebb:skip=true: ebb leaves this instance alone".into());
-            return decision(
-                None,
-                verdict(Action::None, Code::SkipTag, "tagged ebb:skip=true".into()),
-            );
-        }
-        let mut top: Vec<usize> = Vec::new();
-        for (i, p) in self.policies.policies.iter().enumerate() {
-            match mismatch(p, inst) {
-                Some(why) => trace.note(|| format!("policy {} does not match: {why}", p.name)),
-                None => {
-                    trace.note(|| format!("policy {} matches (priority {})", p.name, p.priority));
-                    let best = top.first().map(|&j| self.policies.policies[j].priority);
-                    match best {
-                        Some(b) if p.priority < b => {}
-                        Some(b) if p.priority == b => top.push(i),
-                        _ => top = vec![i],
-                    }
-                }
-            }
-        }
-        let Some(&first) = top.first() else {
-            return decision(
-                None,
-                verdict(Action::None, Code::NoPolicy, "no policy matches".into()),
-            );
+        let (first, policy) = match governing(self.policies, inst, trace) {
+            Ok(governing) => governing,
+            Err(v) => return decision(None, v),
         };
-        if top.len() > 1 {
-            let names: Vec<&str> = top
-                .iter()
-                .map(|&i| self.policies.policies[i].name.as_str())
-                .collect();
-            let priority = self.policies.policies[first].priority;
-            let reason = format!(
-                "policies {} all match at priority {priority}; set different priorities",
-                names.join(", ")
-            );
-            trace.note(|| format!("conflict: {reason}"));
-            return decision(None, verdict(Action::None, Code::Conflict, reason));
-        }
-        let policy = &self.policies.policies[first];
         trace.note(|| format!("governing policy: {}", policy.name));
         let eval = Eval {
             ctx: self,
@@ -220,6 +182,60 @@ impl std::fmt::Display for Mismatch<'_> {
             }
         }
     }
+}
+
+/// The policy that governs `inst`, with its position in `policies`: the matching one of highest
+/// priority. Otherwise the verdict: tagged `ebb:skip=true`, no policy matches, or several match
+/// at the top priority (a conflict).
+pub(super) fn governing<'p>(
+    policies: &'p PolicySet,
+    inst: &Instance,
+    trace: &mut Trace,
+) -> Result<(usize, &'p Policy), Verdict> {
+    if inst.tag(SKIP_TAG) == Some("true") {
+        trace.note(|| "tag ebb:skip=true: ebb leaves this instance alone".into());
+        return Err(verdict(
+            Action::None,
+            Code::SkipTag,
+            "tagged ebb:skip=true".into(),
+        ));
+    }
+    let mut top: Vec<usize> = Vec::new();
+    for (i, p) in policies.policies.iter().enumerate() {
+        match mismatch(p, inst) {
+            Some(why) => trace.note(|| format!("policy {} does not match: {why}", p.name)),
+            None => {
+                trace.note(|| format!("policy {} matches (priority {})", p.name, p.priority));
+                let best = top.first().map(|&j| policies.policies[j].priority);
+                match best {
+                    Some(b) if p.priority < b => {}
+                    Some(b) if p.priority == b => top.push(i),
+                    _ => top = vec![i],
+                }
+            }
+        }
+    }
+    let Some(&first) = top.first() else {
+        return Err(verdict(
+            Action::None,
+            Code::NoPolicy,
+            "no policy matches".into(),
+        ));
+    };
+    if top.len() > 1 {
+        let names: Vec<&str> = top
+            .iter()
+            .map(|&i| policies.policies[i].name.as_str())
+            .collect();
+        let priority = policies.policies[first].priority;
+        let reason = format!(
+            "policies {} all match at priority {priority}; set different priorities",
+            names.join(", ")
+        );
+        trace.note(|| format!("conflict: {reason}"));
+        return Err(verdict(Action::None, Code::Conflict, reason));
+    }
+    Ok((first, &policies.policies[first]))
 }
 
 /// Why `policy` does not match `inst`, or `None` when it does.

@@ -13,10 +13,10 @@ use crate::cloud::{
 };
 use crate::engine::{Action, Code, Decision};
 use crate::fleet::InstanceState;
-use crate::policy::SpotRule;
 use crate::names::{
     ACTOR, IMAGE_OF_TAG, LAUNCH_TAG, MIGRATED_FROM_TAG, MIGRATING_TAG, MIGRATION_TAG, STOP_AT_TAG,
 };
+use crate::policy::SpotRule;
 use crate::store::{Leadership, MigrationRecord, NewAuditEntry, Outcome, Store, StoreError};
 use chrono::{DateTime, Utc};
 use sqlx::types::Json;

@@ -12,7 +12,6 @@ use super::{AuditEntry, NewAuditEntry, Result, Store};
 use sqlx::postgres::PgListener;
 use sqlx::{Connection, PgConnection};
 use std::convert::Infallible;
-use std::time::Duration;
 use tokio::sync::Notify;
 
 /// The notification channel on which the leader is asked to tick now.
@@ -61,17 +60,9 @@ impl Store {
         wake_leader(&mut *self.pool.acquire().await?).await
     }
 
-    /// Notifies `wake` whenever a tick is asked for on [`WAKE_CHANNEL`]; runs until the
-    /// process ends, listening again after a lost connection.
-    pub async fn forward_wakes(&self, wake: &Notify) {
-        loop {
-            let Err(err) = self.listen_for_wakes(wake).await;
-            tracing::warn!("not listening for tick requests, retrying in 5s: {err}");
-            tokio::time::sleep(Duration::from_secs(5)).await;
-        }
-    }
-
-    async fn listen_for_wakes(&self, wake: &Notify) -> Result<Infallible, sqlx::Error> {
+    /// Notifies `wake` whenever a tick is asked for on [`WAKE_CHANNEL`], until the listening
+    /// connection fails.
+    pub async fn listen_for_wakes(&self, wake: &Notify) -> Result<Infallible, sqlx::Error> {
         let mut listener = PgListener::connect_with(&self.pool).await?;
         listener.listen(WAKE_CHANNEL).await?;
         loop {

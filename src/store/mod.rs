@@ -16,7 +16,7 @@ pub use audit::{
 };
 pub use inventory::{InstanceRecord, PlannedAction, SyncReport};
 pub use leader::{Leadership, WAKE_CHANNEL};
-pub use overrides::OverrideRecord;
+pub use overrides::{OverrideRecord, OverrideRefused, OverrideRequest};
 pub use spot::MigrationRecord;
 
 use sqlx::migrate::Migrator;

@@ -29,6 +29,57 @@ pub struct OverrideRecord {
     pub revoked_by: Option<String>,
 }
 
+/// A request to keep an instance, checked the same way for the CLI and the API.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OverrideRequest {
+    /// The instance to keep, trimmed.
+    pub instance: String,
+    /// Until when; later than the time of the request.
+    pub until: DateTime<Utc>,
+    /// Why, trimmed; never empty.
+    pub reason: String,
+}
+
+/// Why an override request is refused; each message names the field and what to give.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum OverrideRefused {
+    /// No instance named.
+    #[error("instance: must name an instance (an id like i-0abc)")]
+    NoInstance,
+    /// The end is not in the future.
+    #[error("until: {0} is in the past; give a later time or a duration like 4h")]
+    Past(String),
+    /// No reason given.
+    #[error("reason: must say why (it is recorded in the audit log)")]
+    NoReason,
+}
+
+impl OverrideRequest {
+    /// Checks a request made at `now`: an instance, an end after `now`, and a reason.
+    pub fn new(
+        instance: &str,
+        until: DateTime<Utc>,
+        reason: &str,
+        now: DateTime<Utc>,
+    ) -> std::result::Result<Self, OverrideRefused> {
+        let (instance, reason) = (instance.trim(), reason.trim());
+        if instance.is_empty() {
+            return Err(OverrideRefused::NoInstance);
+        }
+        if until <= now {
+            return Err(OverrideRefused::Past(until.to_rfc3339()));
+        }
+        if reason.is_empty() {
+            return Err(OverrideRefused::NoReason);
+        }
+        Ok(OverrideRequest {
+            instance: instance.to_string(),
+            until,
+            reason: reason.to_string(),
+        })
+    }
+}
+
 /// The columns of `overrides`, in the order of [`OverrideRecord`].
 macro_rules! columns {
     () => {

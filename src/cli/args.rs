@@ -1,0 +1,303 @@
+//! The command line's flags and arguments, and how they become the library's values.
+
+use crate::clock::Clock;
+use crate::cloud::aws::{self, AwsProvider};
+use crate::cloud::sim::SimProvider;
+use crate::cloud::{Cloud, OnDemandPrices};
+use crate::control::Tasks;
+use crate::reconcile::{Options, PolicySource, Reconciler};
+use crate::store::{AuditFilter, Outcome, Store};
+use crate::webhook::{Poster, Webhook};
+use crate::{engine, fleet, policy, when};
+use anyhow::{Context as _, Result};
+use chrono::{DateTime, Utc};
+use clap::{Args, Subcommand, ValueEnum};
+use std::path::PathBuf;
+use std::sync::Arc;
+
+/// Where the policies are.
+#[derive(Args)]
+pub(super) struct PolicyDirs {
+    /// Policy directories or files (repeatable).
+    #[arg(
+        long = "policies",
+        value_name = "DIR",
+        required = true,
+        env = "EBB_POLICIES",
+        value_delimiter = ','
+    )]
+    pub(super) policies: Vec<PathBuf>,
+}
+
+/// What a reconcile pass acts on, and how.
+#[derive(Args)]
+pub(super) struct ReconcileArgs {
+    #[command(flatten)]
+    pub(super) policies: PolicyDirs,
+    /// Decide and audit, but change nothing.
+    #[arg(long, env = "EBB_DRY_RUN")]
+    pub(super) dry_run: bool,
+    /// At most this many actions a tick (starts, then notices, then stops); the rest wait.
+    #[arg(long, env = "EBB_MAX_ACTIONS_PER_TICK", value_name = "N")]
+    pub(super) max_actions: Option<usize>,
+    /// Post notices (Slack-compatible JSON) to this URL.
+    #[arg(long, env = "EBB_WEBHOOK_URL", value_name = "URL")]
+    pub(super) webhook_url: Option<reqwest::Url>,
+    #[command(flatten)]
+    pub(super) cloud: CloudArgs,
+}
+
+/// How long notices still queued may take to post before the process exits.
+pub(super) const WEBHOOK_DRAIN: std::time::Duration = std::time::Duration::from_secs(30);
+
+impl ReconcileArgs {
+    /// The reconciler (a simulated fleet runs on `clock`), and the webhook poster to drain
+    /// before exit.
+    /// Webhook notices are reported into `tasks`.
+    pub(super) async fn reconciler(
+        self,
+        clock: Clock,
+        tasks: Tasks,
+    ) -> Result<(Reconciler<Cloud>, Option<Poster>)> {
+        let store = Store::open_from_env().await?;
+        let provider = self.cloud.provider(clock).await?;
+        let (webhook, poster) = self
+            .webhook_url
+            .map(|url| Webhook::start(url, tasks))
+            .unzip();
+        let options = Options {
+            dry_run: self.dry_run,
+            max_actions: self.max_actions,
+            webhook,
+        };
+        let policies = Arc::new(PolicySource::new(self.policies.policies));
+        Ok((Reconciler::new(provider, store, policies, options), poster))
+    }
+}
+
+/// Where ebb looks in AWS.
+#[derive(Args)]
+pub(super) struct CloudArgs {
+    /// The cloud: aws, or sim:FLEET_FILE (a simulated fleet seeded from a fleet snapshot).
+    #[arg(long, env = "EBB_CLOUD", default_value = "aws", value_parser = parse_cloud)]
+    pub(super) cloud: CloudChoice,
+    /// Regions to watch, comma-separated (default: the AWS SDK's region).
+    #[arg(
+        long,
+        env = "EBB_REGIONS",
+        value_delimiter = ',',
+        value_name = "REGION"
+    )]
+    pub(super) regions: Vec<String>,
+    /// Roles to assume to reach other accounts, comma-separated ARNs.
+    #[arg(long, env = "EBB_ROLE_ARNS", value_delimiter = ',', value_name = "ARN")]
+    pub(super) role_arns: Vec<String>,
+    /// Only instances with this tag (KEY=VALUE), or `none` for every instance.
+    #[arg(long, env = "EBB_MANAGED_TAG", default_value = "ebb:managed=true", value_parser = parse_managed_tag)]
+    pub(super) managed_tag: ManagedTag,
+    /// The on-demand price table spot rules compare against (see deploy/prices.yaml); without
+    /// one, spot rules move nothing.
+    #[arg(long, env = "EBB_PRICES", value_name = "FILE")]
+    pub(super) prices: Option<PathBuf>,
+}
+
+/// A cloud provider to connect to.
+#[derive(Clone)]
+pub(super) enum CloudChoice {
+    /// EC2 and CloudWatch, with the AWS credential chain.
+    Aws,
+    /// A simulated fleet seeded from this snapshot.
+    Sim(PathBuf),
+}
+
+pub(super) fn parse_cloud(s: &str) -> Result<CloudChoice, String> {
+    if s == "aws" {
+        return Ok(CloudChoice::Aws);
+    }
+    match s.strip_prefix("sim:") {
+        Some(file) if !file.is_empty() => Ok(CloudChoice::Sim(file.into())),
+        _ => Err(format!(
+            "\"{s}\" is not a cloud: aws, or sim:FLEET_FILE for a simulated fleet"
+        )),
+    }
+}
+
+/// The management tag, or none.
+#[derive(Clone)]
+pub(super) struct ManagedTag(pub(super) Option<(String, String)>);
+
+pub(super) fn parse_managed_tag(s: &str) -> Result<ManagedTag, String> {
+    if s == "none" {
+        return Ok(ManagedTag(None));
+    }
+    match s.split_once('=') {
+        Some((key, value)) if !key.is_empty() => {
+            Ok(ManagedTag(Some((key.to_string(), value.to_string()))))
+        }
+        _ => Err(format!(
+            "\"{s}\" is not KEY=VALUE (like ebb:managed=true), or none for every instance"
+        )),
+    }
+}
+
+impl CloudArgs {
+    /// The provider; a simulated fleet runs on `clock`.
+    pub(super) async fn provider(self, clock: Clock) -> Result<Cloud> {
+        match self.cloud {
+            CloudChoice::Aws => {
+                let on_demand = match &self.prices {
+                    Some(file) => OnDemandPrices::load(file)?,
+                    None => OnDemandPrices::default(),
+                };
+                let settings = aws::Settings {
+                    regions: self.regions,
+                    role_arns: self.role_arns,
+                    managed_tag: self.managed_tag.0,
+                    on_demand,
+                    ..aws::Settings::default()
+                };
+                Ok(Cloud::Aws(Box::new(AwsProvider::connect(settings).await?)))
+            }
+            CloudChoice::Sim(file) => {
+                let (fleet, behaviours) = fleet::load_simulation(&file)?;
+                Ok(Cloud::Sim(SimProvider::new(fleet, behaviours, clock)))
+            }
+        }
+    }
+}
+
+#[derive(Subcommand)]
+pub(super) enum AuditCommand {
+    /// Recompute the hash chain; exit non-zero naming the first row that does not match.
+    Verify,
+}
+
+/// Filters and format of `ebb audit`.
+#[derive(Args)]
+pub(super) struct AuditArgs {
+    /// Rows at or after: a duration back from now (24h, 7d) or an RFC 3339 time.
+    #[arg(long, value_name = "24h|TS", value_parser = parse_past)]
+    pub(super) since: Option<DateTime<Utc>>,
+    /// Rows before: a duration back from now or an RFC 3339 time.
+    #[arg(long, value_name = "TS", value_parser = parse_past)]
+    pub(super) until: Option<DateTime<Utc>>,
+    /// Only this instance.
+    #[arg(long, value_name = "ID")]
+    pub(super) instance: Option<String>,
+    /// Only this policy.
+    #[arg(long, value_name = "NAME")]
+    pub(super) policy: Option<String>,
+    /// Only this action (stop, start, hibernate, notify, override, policy_version, ...).
+    #[arg(long, value_name = "A")]
+    pub(super) action: Option<String>,
+    /// Only this outcome.
+    #[arg(long, value_name = "O", value_parser = ["intent", "succeeded", "failed", "skipped"])]
+    pub(super) outcome: Option<String>,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = AuditFormat::Table)]
+    pub(super) format: AuditFormat,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+pub(super) enum AuditFormat {
+    Table,
+    Json,
+    Csv,
+}
+
+/// `ebb override INSTANCE --until .. --reason ..`, `--list`, `--revoke ID`.
+#[derive(Args)]
+#[command(group(clap::ArgGroup::new("mode").args(["instance", "list", "revoke"]).required(true)))]
+pub(super) struct OverrideArgs {
+    /// The instance to keep.
+    #[arg(requires_all = ["until", "reason"])]
+    pub(super) instance: Option<String>,
+    /// Until when: an RFC 3339 time, or a duration from now (4h, 2d).
+    #[arg(long, value_name = "TS|DURATION", value_parser = parse_future)]
+    pub(super) until: Option<DateTime<Utc>>,
+    /// Why (recorded in the audit log).
+    #[arg(long, value_name = "TEXT")]
+    pub(super) reason: Option<String>,
+    /// List the overrides in force.
+    #[arg(long)]
+    pub(super) list: bool,
+    /// With --list: also expired and revoked ones.
+    #[arg(long, requires = "list")]
+    pub(super) all: bool,
+    /// Revoke the override with this id.
+    #[arg(long, value_name = "ID")]
+    pub(super) revoke: Option<i64>,
+    /// Who is asking, for the audit log.
+    #[arg(long, env = "EBB_ACTOR", default_value_t = default_actor())]
+    pub(super) actor: String,
+}
+
+pub(super) fn default_actor() -> String {
+    std::env::var("USER").unwrap_or_else(|_| "cli".into())
+}
+
+/// The inputs of an offline decision.
+#[derive(clap::Args)]
+pub(super) struct Input {
+    #[command(flatten)]
+    pub(super) policies: PolicyDirs,
+    /// A fleet snapshot (YAML, or JSON when the name ends in .json).
+    #[arg(long, value_name = "FILE")]
+    pub(super) fleet: PathBuf,
+    /// The decision time, RFC 3339 (default: now).
+    #[arg(long, value_name = "TS", value_parser = when::parse_time)]
+    pub(super) at: Option<DateTime<Utc>>,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+pub(super) enum Format {
+    Table,
+    Json,
+}
+
+pub(super) fn parse_speed(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(n) if n.is_finite() && n > 0.0 && n <= 1e6 => Ok(n),
+        _ => Err(format!(
+            "\"{s}\" is not a speed: a number above 0 and up to 1000000 (600 is ten minutes a second)"
+        )),
+    }
+}
+
+pub(super) fn parse_past(s: &str) -> Result<DateTime<Utc>, String> {
+    when::parse_past(s, Utc::now())
+}
+
+pub(super) fn parse_future(s: &str) -> Result<DateTime<Utc>, String> {
+    when::parse_future(s, Utc::now())
+}
+
+impl AuditArgs {
+    pub(super) fn to_filter(&self) -> AuditFilter {
+        AuditFilter {
+            since: self.since,
+            until: self.until,
+            instance: self.instance.clone(),
+            policy: self.policy.clone(),
+            action: self.action.clone(),
+            outcome: self.outcome.as_deref().and_then(Outcome::parse),
+            limit: None,
+        }
+    }
+}
+
+impl Input {
+    pub(super) fn load(
+        &self,
+    ) -> Result<(
+        DateTime<Utc>,
+        policy::PolicySet,
+        fleet::Fleet,
+        engine::Prior,
+    )> {
+        let set = policy::load(&self.policies.policies)
+            .context("policies are not valid (run ebb validate)")?;
+        let (fleet, prior) = fleet::load_snapshot(&self.fleet)?;
+        Ok((self.at.unwrap_or_else(Utc::now), set, fleet, prior))
+    }
+}

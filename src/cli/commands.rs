@@ -1,0 +1,239 @@
+//! Every command but `serve`: what it reads, what it prints, and its exit code.
+
+use super::args::{
+    AuditArgs, AuditFormat, CloudArgs, Format, Input, OverrideArgs, ReconcileArgs, WEBHOOK_DRAIN,
+};
+use super::serve::replica_name;
+use crate::clock::Clock;
+use crate::cloud::Provider as _;
+use crate::control::Tasks;
+use crate::store::{OverrideRequest, Store, StoreError, Verification};
+use crate::{engine, output, policy};
+use anyhow::{bail, Context as _, Result};
+use chrono::{DateTime, Local, Utc};
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+/// 0, or 1 when the command ran and found a problem.
+fn found_problem(problem: bool) -> ExitCode {
+    if problem {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    }
+}
+
+/// "1 policy", "2 policies".
+fn count(n: usize, one: &str, many: &str) -> String {
+    format!("{n} {}", if n == 1 { one } else { many })
+}
+
+/// `ebb validate`: every problem of the policy files, one per line.
+pub(super) fn validate(dirs: &[PathBuf]) -> Result<ExitCode> {
+    match policy::load(dirs) {
+        Ok(set) => {
+            println!(
+                "ok: {} and {} valid, version {}",
+                count(set.policies.len(), "policy", "policies"),
+                count(set.calendars.len(), "calendar", "calendars"),
+                set.version
+            );
+            Ok(ExitCode::SUCCESS)
+        }
+        Err(policy::LoadError::Invalid { problems }) => {
+            for p in &problems {
+                println!("{p}");
+            }
+            eprintln!("{} found", count(problems.len(), "problem", "problems"));
+            Ok(ExitCode::from(1))
+        }
+        Err(err) => Err(err.into()),
+    }
+}
+
+/// `ebb plan`: the decisions for a fleet snapshot.
+pub(super) fn plan(input: &Input, format: Format) -> Result<ExitCode> {
+    let (at, set, fleet, prior) = input.load()?;
+    let decisions = engine::decide(at, &set, &fleet, &prior);
+    print!(
+        "{}",
+        match format {
+            Format::Json => output::plan_json(&decisions),
+            Format::Table => output::plan_table(&decisions),
+        }
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `ebb explain`: why one instance of a snapshot gets its decision.
+pub(super) fn explain(instance: &str, input: &Input) -> Result<ExitCode> {
+    let (at, set, fleet, prior) = input.load()?;
+    let explanation = engine::explain(at, &set, &fleet, &prior, instance)
+        .with_context(|| format!("no instance {instance} in {}", input.fleet.display()))?;
+    println!("{explanation}");
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `ebb migrate`: applies the database migrations.
+pub(super) async fn migrate() -> Result<ExitCode> {
+    let url = std::env::var("DATABASE_URL").map_err(|_| StoreError::NoUrl)?;
+    let store = Store::connect(&url).await?;
+    let applied = store.migrate().await?;
+    println!("ok: {applied} migration(s) applied; the schema is current");
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `ebb audit verify`: recomputes the hash chain.
+pub(super) async fn audit_verify() -> Result<ExitCode> {
+    let store = Store::open_from_env().await?;
+    match store.verify_audit().await? {
+        Verification::Intact { rows, head } => {
+            println!("ok: {rows} audit rows, hash chain intact, head {head}");
+            Ok(ExitCode::SUCCESS)
+        }
+        Verification::Broken { seq, problem } => {
+            println!("audit row {seq} does not match: {problem}");
+            Ok(ExitCode::from(1))
+        }
+    }
+}
+
+/// `ebb audit`: the rows that pass the filters.
+pub(super) async fn audit(filter: &AuditArgs) -> Result<ExitCode> {
+    let store = Store::open_from_env().await?;
+    let rows = store.audit(&filter.to_filter()).await?;
+    let text = match filter.format {
+        AuditFormat::Table => output::audit_table(&rows, &Local),
+        AuditFormat::Json => output::audit_json(&rows),
+        AuditFormat::Csv => output::audit_csv(&rows)?,
+    };
+    print!("{text}");
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `ebb override`: make, list or revoke overrides.
+pub(super) async fn overrides(args: OverrideArgs) -> Result<ExitCode> {
+    let store = Store::open_from_env().await?;
+    let now = Utc::now();
+    if args.list {
+        let list = if args.all {
+            store.all_overrides().await?
+        } else {
+            store.active_overrides(now).await?
+        };
+        print!("{}", output::overrides_table(&list, &Local, now));
+    } else if let Some(id) = args.revoke {
+        let o = store.revoke_override(id, &args.actor, now).await?;
+        println!("revoked override {} of {}", o.id, o.instance);
+    } else if let (Some(instance), Some(until), Some(reason)) =
+        (args.instance, args.until, args.reason)
+    {
+        let request = OverrideRequest::new(&instance, until, &reason, now)?;
+        let o = store
+            .create_override(
+                &request.instance,
+                request.until,
+                &request.reason,
+                &args.actor,
+                now,
+            )
+            .await?;
+        println!(
+            "override {}: {} kept until {} ({})",
+            o.id,
+            o.instance,
+            o.until.with_timezone(&Local).format("%Y-%m-%d %H:%M:%S%:z"),
+            o.reason
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `ebb migrations`: every spot migration.
+pub(super) async fn migrations(format: Format) -> Result<ExitCode> {
+    let store = Store::open_from_env().await?;
+    let list = store.migrations().await?;
+    // Under a simulated clock, ebb's time runs ahead of this one: savings count at least up to
+    // the last step ebb recorded.
+    let now = list
+        .iter()
+        .filter_map(|m| m.steps.0.last().map(|s| s.at))
+        .fold(Utc::now(), DateTime::max);
+    print!(
+        "{}",
+        match format {
+            Format::Table => output::migrations_table(&list, now),
+            Format::Json => output::migrations_json(&list, now),
+        }
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `ebb tick`: one reconcile pass as the leader.
+pub(super) async fn tick(at: Option<DateTime<Utc>>, reconcile: ReconcileArgs) -> Result<ExitCode> {
+    let at = at.unwrap_or_else(Utc::now);
+    let (reconciler, poster) = reconcile
+        .reconciler(Clock::Fixed(at), Tasks::default())
+        .await?;
+    let Some(mut leader) = reconciler.store().try_lead(&replica_name()).await? else {
+        bail!("another ebb is the leader and acting (ebb serve?); this tick did nothing");
+    };
+    let report = reconciler.tick(at, &mut leader).await;
+    // The queue closes with the reconciler; what it holds is posted before exit.
+    drop(reconciler);
+    if let Some(poster) = poster {
+        poster.finish(WEBHOOK_DRAIN).await;
+    }
+    let report = report?;
+    print!("{}", output::tick_summary(&report));
+    if let Some(err) = &report.policy_error {
+        eprintln!("error: {err}");
+    }
+    for failure in &report.inventory_failures {
+        eprintln!("error: cannot list instances in {failure}");
+    }
+    Ok(found_problem(report.failed()))
+}
+
+/// `ebb ready`: whether the local `ebb serve` answers `/readyz` with 200.
+pub(super) async fn ready(mut listen: std::net::SocketAddr) -> Result<ExitCode> {
+    if listen.ip().is_unspecified() {
+        listen.set_ip(std::net::Ipv4Addr::LOCALHOST.into());
+    }
+    let url = format!("http://{listen}/readyz");
+    let answer = reqwest::Client::builder()
+        .timeout(std::time::Duration::from_secs(5))
+        .build()?
+        .get(&url)
+        .send()
+        .await
+        .with_context(|| format!("cannot reach ebb serve at {url}"))?;
+    let ready = answer.status().is_success();
+    println!("{}", answer.text().await.unwrap_or_default());
+    Ok(found_problem(!ready))
+}
+
+/// `ebb inventory`: the managed instances as the cloud lists them now.
+pub(super) async fn inventory(cloud: CloudArgs, format: Format) -> Result<ExitCode> {
+    let inventory = cloud.provider(Clock::System).await?.instances().await;
+    print!(
+        "{}",
+        match format {
+            Format::Json => output::snapshot_json(&inventory.instances),
+            Format::Table => output::instances_table(&inventory.instances, &Local),
+        }
+    );
+    for failure in &inventory.failures {
+        eprintln!(
+            "error: cannot list instances in {}{}: {}",
+            failure.region,
+            failure
+                .account
+                .as_deref()
+                .map(|a| format!(" as {a}"))
+                .unwrap_or_default(),
+            failure.error
+        );
+    }
+    Ok(found_problem(!inventory.failures.is_empty()))
+}

@@ -1,0 +1,157 @@
+//! The `ebb` command line: flags, commands, exit codes and how failures are printed. The
+//! binary (`src/main.rs`) only calls [`main`].
+//!
+//! Exit codes: 0 when the command did its job; 1 when it ran and found a problem (invalid
+//! policies, a broken audit chain, a failed action, a region that could not be listed, a
+//! replica that is not ready); 2 when it could not run (bad flags, no database, unreadable
+//! files), with one line `error: ...` on stderr saying what is wrong.
+
+mod args;
+mod commands;
+mod serve;
+
+use crate::when;
+use args::{AuditArgs, AuditCommand, CloudArgs, Format, Input, OverrideArgs, ReconcileArgs};
+use chrono::{DateTime, Utc};
+use clap::{Parser, Subcommand};
+use serve::ServeArgs;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+/// ebb makes a GPU cloud bill follow real demand.
+#[derive(Parser)]
+#[command(name = "ebb", version, about)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Check policy files; print every problem as path:line:col: message.
+    Validate {
+        /// Directories (every *.yaml and *.yml in them) or single files.
+        #[arg(required = true, value_name = "DIR")]
+        dirs: Vec<PathBuf>,
+    },
+    /// Decide offline what ebb would do to a fleet snapshot at a given time.
+    Plan {
+        #[command(flatten)]
+        input: Input,
+        /// Output format.
+        #[arg(long, value_enum, default_value_t = Format::Table)]
+        format: Format,
+    },
+    /// Show why ebb decides what it decides for one instance of a fleet snapshot.
+    Explain {
+        /// The instance id.
+        instance: String,
+        #[command(flatten)]
+        input: Input,
+    },
+    /// Print the JSON Schema of policy files.
+    Schema,
+    /// Apply the database migrations (DATABASE_URL); other commands apply them too.
+    Migrate,
+    /// Show the audit log (DATABASE_URL), or verify its hash chain.
+    #[command(args_conflicts_with_subcommands = true)]
+    Audit {
+        #[command(subcommand)]
+        verify: Option<AuditCommand>,
+        #[command(flatten)]
+        filter: AuditArgs,
+    },
+    /// Keep an instance from being stopped until a time, or list and revoke overrides.
+    Override(OverrideArgs),
+    /// Show spot migrations (DATABASE_URL): state, current instance, savings, reclaims.
+    Migrations {
+        /// Output format.
+        #[arg(long, value_enum, default_value_t = Format::Table)]
+        format: Format,
+    },
+    /// One reconcile pass (AWS credential chain, DATABASE_URL): decide, act, record; then exit.
+    Tick {
+        /// The decision time, RFC 3339 (default: now); for tests and replays.
+        #[arg(long, value_name = "TS", value_parser = when::parse_time)]
+        at: Option<DateTime<Utc>>,
+        #[command(flatten)]
+        reconcile: ReconcileArgs,
+    },
+    /// The control plane: ticks every EBB_TICK, and on SIGHUP, as the leader among replicas.
+    Serve(ServeArgs),
+    /// Exit 0 when the local `ebb serve` is ready (GET /readyz); for container health checks.
+    Ready {
+        /// The API's address, as `ebb serve` was given it.
+        #[arg(long, env = "EBB_LISTEN", default_value = "127.0.0.1:8080")]
+        listen: std::net::SocketAddr,
+    },
+    /// List the instances ebb manages as the cloud shows them now (AWS credential chain).
+    Inventory {
+        #[command(flatten)]
+        cloud: CloudArgs,
+        /// Output format; json is a fleet snapshot that `ebb plan --fleet` reads.
+        #[arg(long, value_enum, default_value_t = Format::Table)]
+        format: Format,
+    },
+}
+/// Parses the command line, runs the command, and turns its result into the exit code.
+pub async fn main() -> ExitCode {
+    let cli = Cli::parse();
+    init_logs(&cli.command);
+    match run(cli.command).await {
+        Ok(code) => code,
+        Err(err) => {
+            eprintln!("error: {err:#}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+/// Runs one command.
+async fn run(command: Command) -> anyhow::Result<ExitCode> {
+    match command {
+        Command::Validate { dirs } => commands::validate(&dirs),
+        Command::Plan { input, format } => commands::plan(&input, format),
+        Command::Explain { instance, input } => commands::explain(&instance, &input),
+        Command::Schema => {
+            print!("{}", crate::policy::schema::schema_text());
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Migrate => commands::migrate().await,
+        Command::Audit {
+            verify: Some(AuditCommand::Verify),
+            ..
+        } => commands::audit_verify().await,
+        Command::Audit {
+            verify: None,
+            filter,
+        } => commands::audit(&filter).await,
+        Command::Override(args) => commands::overrides(args).await,
+        Command::Migrations { format } => commands::migrations(format).await,
+        Command::Tick { at, reconcile } => commands::tick(at, reconcile).await,
+        Command::Serve(args) => serve::run(args).await,
+        Command::Ready { listen } => commands::ready(listen).await,
+        Command::Inventory { cloud, format } => commands::inventory(cloud, format).await,
+    }
+}
+
+/// Logs: JSON lines on stdout for `serve` (for log collectors), plain lines on stderr for the
+/// other commands; `EBB_LOG` (a tracing filter) sets the level.
+fn init_logs(command: &Command) {
+    use tracing_subscriber::EnvFilter;
+    let serving = matches!(command, Command::Serve(_));
+    let filter = EnvFilter::try_from_env("EBB_LOG")
+        .unwrap_or_else(|_| EnvFilter::new(if serving { "info" } else { "warn" }));
+    let logs = tracing_subscriber::fmt().with_env_filter(filter);
+    if serving {
+        logs.json()
+            .with_ansi(false)
+            .with_writer(std::io::stdout)
+            .init();
+    } else {
+        use std::io::IsTerminal;
+        logs.with_ansi(std::io::stderr().is_terminal())
+            .with_writer(std::io::stderr)
+            .init();
+    }
+}

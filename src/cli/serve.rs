@@ -1,0 +1,123 @@
+//! `ebb serve`: its flags, its clock, and the signals that ask for a tick or a shutdown.
+
+use super::args::{parse_speed, CloudChoice, ReconcileArgs, WEBHOOK_DRAIN};
+use crate::api::Tokens;
+use crate::clock::Clock;
+use crate::cloud::aws::warnings::InterruptionQueue;
+use crate::control::Control;
+use crate::{serve, when};
+use anyhow::{bail, Result};
+use chrono::{DateTime, Utc};
+use clap::Args;
+use std::process::ExitCode;
+use std::sync::Arc;
+use tokio::signal::unix::{signal, SignalKind};
+
+/// The flags of `ebb serve`.
+#[derive(Args)]
+pub(super) struct ServeArgs {
+    /// Time between ticks.
+    #[arg(long, env = "EBB_TICK", default_value = "60s", value_parser = humantime::parse_duration)]
+    pub(super) tick: std::time::Duration,
+    /// This replica's name, shown as the leader's (default: host name and process id).
+    #[arg(long, env = "EBB_REPLICA")]
+    pub(super) replica: Option<String>,
+    /// The HTTP API's address.
+    #[arg(long, env = "EBB_LISTEN", default_value = "127.0.0.1:8080")]
+    pub(super) listen: std::net::SocketAddr,
+    /// Tokens allowed to change things through the API: name:token,... (the name is the
+    /// audit actor; tokens of 16 characters or more).
+    #[arg(
+        long,
+        env = "EBB_API_TOKENS",
+        hide_env_values = true,
+        default_value = ""
+    )]
+    pub(super) api_tokens: String,
+    /// With EBB_CLOUD=sim:FILE: the simulated clock's start, RFC 3339 (default: now).
+    #[arg(long, env = "EBB_CLOCK_START", value_name = "TS", value_parser = when::parse_time)]
+    pub(super) clock_start: Option<DateTime<Utc>>,
+    /// With EBB_CLOUD=sim:FILE: how many times faster than real time the simulated clock
+    /// runs (600: ten minutes a second). --tick counts in simulated time.
+    #[arg(long, env = "EBB_CLOCK_SPEED", value_name = "N", value_parser = parse_speed)]
+    pub(super) clock_speed: Option<f64>,
+    /// An SQS queue URL that EventBridge sends EC2 spot interruption warnings to: spot
+    /// migrations then replace a reclaimed instance within seconds.
+    #[arg(long, env = "EBB_INTERRUPTION_QUEUE", value_name = "URL")]
+    pub(super) interruption_queue: Option<String>,
+    #[command(flatten)]
+    pub(super) reconcile: ReconcileArgs,
+}
+
+impl ServeArgs {
+    /// The clock: the system's, or a simulated one under a simulated fleet.
+    fn clock(&self) -> Result<Clock> {
+        Ok(
+            match (&self.reconcile.cloud.cloud, self.clock_start, self.clock_speed) {
+                (CloudChoice::Sim(_), start, speed) => {
+                    Clock::simulated(start.unwrap_or_else(Utc::now), speed.unwrap_or(1.0))
+                }
+                (CloudChoice::Aws, None, None) => Clock::System,
+                (CloudChoice::Aws, _, _) => bail!(
+                    "--clock-start and --clock-speed need EBB_CLOUD=sim:FLEET_FILE: a real cloud runs on real time"
+                ),
+            },
+        )
+    }
+}
+
+/// Serves until SIGTERM or Ctrl-C; SIGHUP asks for a tick now.
+pub(super) async fn run(args: ServeArgs) -> Result<ExitCode> {
+    if let (CloudChoice::Sim(_), Some(_)) = (&args.reconcile.cloud.cloud, &args.interruption_queue)
+    {
+        bail!("--interruption-queue needs EBB_CLOUD=aws: the simulated fleet has no queue");
+    }
+    let tokens = Tokens::parse(&args.api_tokens)?;
+    let clock = args.clock()?;
+    let control = Arc::new(Control::default());
+    let (reconciler, poster) = args
+        .reconcile
+        .reconciler(clock, control.tasks.clone())
+        .await?;
+    let name = args.replica.unwrap_or_else(replica_name);
+    let mut hangup = signal(SignalKind::hangup())?;
+    let on_hangup = control.clone();
+    tokio::spawn(async move {
+        while hangup.recv().await.is_some() {
+            on_hangup.wake.notify_one();
+        }
+    });
+    let mut terminate = signal(SignalKind::terminate())?;
+    let shutdown = async move {
+        tokio::select! {
+            _ = terminate.recv() => {}
+            _ = tokio::signal::ctrl_c() => {}
+        }
+        tracing::info!("shutting down after the tick in flight");
+    };
+    tracing::info!(replica = %name, every = %humantime::format_duration(args.tick), "serving");
+    let config = serve::Config {
+        name,
+        interval: args.tick,
+        clock,
+        listen: args.listen,
+        tokens,
+        interruptions: match args.interruption_queue {
+            Some(url) => Some(InterruptionQueue::connect(url).await),
+            None => None,
+        },
+    };
+    serve::run(reconciler, config, control, shutdown).await?;
+    if let Some(poster) = poster {
+        poster.finish(WEBHOOK_DRAIN).await;
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The host name and process id: unique among replicas.
+pub(super) fn replica_name() -> String {
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|h| h.trim().to_string())
+        .unwrap_or_else(|_| "ebb".into());
+    format!("{host}:{}", std::process::id())
+}

@@ -1,0 +1,360 @@
+//! Acting on decisions. What to act on this tick is chosen first (held back after recent
+//! failures, capped); then dry runs are only audited, and real actions go intent (committed on
+//! the leader's session) → cloud call → outcome → ebb's memory of what it did.
+
+use super::{ActionOutcome, Reconciler, TickReport};
+use crate::cloud::{ActionReport, Provider};
+use crate::engine::{Action, Decision};
+use crate::names::{ACTOR, STOP_AT_TAG};
+use crate::store::{Leadership, NewAuditEntry, Outcome, StoreError};
+use chrono::{DateTime, Duration, SecondsFormat, Utc};
+use std::collections::{BTreeMap, HashMap};
+use tracing::Instrument as _;
+
+/// After a failed action, the same action on the same instance waits this long before it is
+/// tried again, twice as long after each further failure in a row, up to [`RETRY_MAX`]: an
+/// action that keeps failing (access denied, no capacity) is retried, but does not fill the
+/// audit log and the cloud's rate limits at every tick.
+const RETRY_FIRST: Duration = Duration::minutes(1);
+/// The longest wait before a failed action is tried again.
+const RETRY_MAX: Duration = Duration::hours(1);
+
+/// What every audit row of one tick's actions shares.
+#[derive(Clone, Copy)]
+struct Audit<'a> {
+    version: &'a str,
+    now: DateTime<Utc>,
+}
+
+impl Audit<'_> {
+    /// The audit row of `d` with `outcome`.
+    fn entry(self, d: &Decision, outcome: Outcome, dry_run: bool) -> NewAuditEntry {
+        NewAuditEntry {
+            at: self.now,
+            actor: ACTOR.to_string(),
+            instance: Some(d.instance.clone()),
+            region: Some(d.region.clone()),
+            action: d.action.as_str().to_string(),
+            outcome,
+            policy: d.policy.clone(),
+            policy_version: Some(self.version.to_string()),
+            code: Some(d.code.as_str().to_string()),
+            reason: d.reason.clone(),
+            dry_run,
+            request_id: None,
+            error: None,
+            intent_seq: None,
+        }
+    }
+}
+
+impl<P: Provider> Reconciler<P> {
+    /// Carries out the decisions that change something, dry runs apart from real actions;
+    /// reports them in `report`.
+    pub(super) async fn act(
+        &self,
+        decisions: Vec<Decision>,
+        version: &str,
+        now: DateTime<Utc>,
+        leader: &mut Leadership,
+        report: &mut TickReport,
+    ) -> Result<(), StoreError> {
+        let to_act = self.this_tick(decisions, now, report).await?;
+        let audit = Audit { version, now };
+        let (dry, real): (Vec<Decision>, Vec<Decision>) =
+            to_act.into_iter().partition(|d| self.is_dry_run(d));
+        if !dry.is_empty() {
+            self.audit_dry_runs(dry, audit, report).await?;
+        }
+        if !real.is_empty() {
+            self.act_for_real(real, audit, leader, report).await?;
+        }
+        Ok(())
+    }
+
+    /// Whether `d` is only audited: its policy or the whole reconciler runs dry.
+    fn is_dry_run(&self, d: &Decision) -> bool {
+        d.dry_run || self.options.dry_run
+    }
+
+    /// The decisions acted on this tick, in order: those that change something, less those held
+    /// back after recent failures, starts first (people are waiting for them), then notices,
+    /// then stops, by instance id within each, up to the cap.
+    async fn this_tick(
+        &self,
+        decisions: Vec<Decision>,
+        now: DateTime<Utc>,
+        report: &mut TickReport,
+    ) -> Result<Vec<Decision>, StoreError> {
+        let mut to_act: Vec<Decision> = decisions
+            .into_iter()
+            .filter(|d| match d.action {
+                Action::Start | Action::Stop | Action::Hibernate | Action::Notify => true,
+                // Real moves go through the spot migrations; dry runs are audited here.
+                Action::MigrateToSpot => self.is_dry_run(d),
+                _ => false,
+            })
+            .collect();
+        let real: Vec<String> = to_act
+            .iter()
+            .filter(|d| !self.is_dry_run(d))
+            .map(|d| d.instance.clone())
+            .collect();
+        if !real.is_empty() {
+            let streaks = self.store.failure_streaks(&real, ACTOR).await?;
+            let before = to_act.len();
+            to_act.retain(|d| match streaks.get(&d.instance) {
+                Some(s) if s.action == d.action.as_str() && !self.is_dry_run(d) => {
+                    now >= s.last_at + retry_after(s.failures)
+                }
+                _ => true,
+            });
+            report.held_back = before - to_act.len();
+        }
+        to_act.sort_by_key(|d| (order(d.action), d.instance.clone()));
+        let deferred = self
+            .options
+            .max_actions
+            .map_or(0, |cap| to_act.len().saturating_sub(cap));
+        to_act.truncate(to_act.len() - deferred);
+        report.deferred = deferred;
+        if deferred > 0 {
+            tracing::warn!(
+                deferred,
+                "more actions than EBB_MAX_ACTIONS_PER_TICK allows; the rest wait"
+            );
+        }
+        Ok(to_act)
+    }
+
+    /// Dry runs: the intent and a `skipped` outcome, so the log shows what would have been
+    /// done; once, not at every tick while the same decision holds.
+    async fn audit_dry_runs(
+        &self,
+        dry: Vec<Decision>,
+        audit: Audit<'_>,
+        report: &mut TickReport,
+    ) -> Result<(), StoreError> {
+        let ids: Vec<String> = dry.iter().map(|d| d.instance.clone()).collect();
+        let noted = self.store.last_dry_runs(&ids).await?;
+        let (repeated, new): (Vec<Decision>, Vec<Decision>) = dry.into_iter().partition(|d| {
+            noted.get(&d.instance).is_some_and(|(action, code)| {
+                action == d.action.as_str() && code.as_deref() == Some(d.code.as_str())
+            })
+        });
+        let intents: Vec<NewAuditEntry> = new
+            .iter()
+            .map(|d| audit.entry(d, Outcome::Intent, true))
+            .collect();
+        let intents = self.store.append_audit(&intents).await?;
+        let skipped: Vec<NewAuditEntry> = new
+            .iter()
+            .zip(&intents)
+            .map(|(d, intent)| NewAuditEntry {
+                intent_seq: Some(intent.seq),
+                reason: format!("{}; dry run, nothing done", d.reason),
+                ..audit.entry(d, Outcome::Skipped, true)
+            })
+            .collect();
+        self.store.append_audit(&skipped).await?;
+        report
+            .actions
+            .extend(new.into_iter().map(|decision| ActionOutcome {
+                detail: format!("{}; dry run, nothing done", decision.reason),
+                decision,
+                outcome: Outcome::Skipped,
+            }));
+        report
+            .actions
+            .extend(repeated.into_iter().map(|decision| ActionOutcome {
+                detail: format!(
+                    "{}; dry run, nothing done (already in the audit log)",
+                    decision.reason
+                ),
+                decision,
+                outcome: Outcome::Skipped,
+            }));
+        Ok(())
+    }
+
+    /// Real actions: every intent committed, on the leader's session, before any cloud call;
+    /// then one cloud call per group, each followed by its outcomes.
+    async fn act_for_real(
+        &self,
+        real: Vec<Decision>,
+        audit: Audit<'_>,
+        leader: &mut Leadership,
+        report: &mut TickReport,
+    ) -> Result<(), StoreError> {
+        // Only the intents' numbers are kept: the first tick of a large fleet has tens of
+        // thousands.
+        let intents: Vec<NewAuditEntry> = real
+            .iter()
+            .map(|d| audit.entry(d, Outcome::Intent, false))
+            .collect();
+        let appended = leader.append_intents(&intents).await?;
+        drop(intents);
+        let seq_of: HashMap<&str, i64> = real
+            .iter()
+            .zip(appended)
+            .map(|(d, i)| (d.instance.as_str(), i.seq))
+            .collect();
+        for group in groups(&real) {
+            let span = tracing::info_span!(
+                "action",
+                action = group[0].action.as_str(),
+                region = group[0].region.as_str(),
+                instances = group.len(),
+            );
+            self.act_on_group(&group, &seq_of, audit, report)
+                .instrument(span)
+                .await?;
+        }
+        Ok(())
+    }
+
+    /// One cloud call for `group` (one action in one region), then its outcomes, what ebb
+    /// remembers of it, and its notices.
+    async fn act_on_group(
+        &self,
+        group: &[&Decision],
+        seq_of: &HashMap<&str, i64>,
+        audit: Audit<'_>,
+        report: &mut TickReport,
+    ) -> Result<(), StoreError> {
+        let (action, region) = (group[0].action, group[0].region.as_str());
+        let ids: Vec<String> = group.iter().map(|d| d.instance.clone()).collect();
+        let cloud = match action {
+            Action::Start => self.provider.start(region, &ids).await,
+            Action::Stop => self.provider.stop(region, &ids, false).await,
+            Action::Hibernate => self.provider.stop(region, &ids, true).await,
+            _ => {
+                let at = group[0]
+                    .stop_at
+                    .unwrap_or(audit.now)
+                    .to_rfc3339_opts(SecondsFormat::Secs, true);
+                let tags = BTreeMap::from([(STOP_AT_TAG.to_string(), at)]);
+                self.provider.tag(region, &ids, &tags).await
+            }
+        };
+        let outcomes = outcome_entries(group, &cloud, |d, outcome| NewAuditEntry {
+            intent_seq: seq_of.get(d.instance.as_str()).copied(),
+            ..audit.entry(d, outcome, false)
+        });
+        self.store.append_audit(&outcomes).await?;
+        let succeeded: Vec<String> = group
+            .iter()
+            .zip(&outcomes)
+            .filter(|(_, o)| o.outcome == Outcome::Succeeded)
+            .map(|(d, _)| d.instance.clone())
+            .collect();
+        self.store
+            .record_action(&succeeded, action, audit.now)
+            .await?;
+        for (d, o) in group.iter().zip(&outcomes) {
+            if let (Outcome::Succeeded, Action::Notify, Some(webhook)) =
+                (o.outcome, d.action, &self.options.webhook)
+            {
+                webhook.send(notice(d));
+            }
+            report.actions.push(ActionOutcome {
+                decision: (*d).clone(),
+                outcome: o.outcome,
+                detail: o.error.clone().unwrap_or_else(|| o.reason.clone()),
+            });
+        }
+        Ok(())
+    }
+}
+
+/// How long after `failures` failures in a row an action waits before it is tried again.
+fn retry_after(failures: u32) -> Duration {
+    let doublings = failures.saturating_sub(1).min(16);
+    (RETRY_FIRST * 2i32.pow(doublings)).min(RETRY_MAX)
+}
+
+/// A notice for people: which instance stops when, and why.
+fn notice(d: &Decision) -> String {
+    let when = d.stop_at.map_or_else(
+        || "soon".to_string(),
+        |t| format!("at {}", t.to_rfc3339_opts(SecondsFormat::Secs, true)),
+    );
+    format!(
+        "ebb will stop {} ({}) {when}, policy {}: {}. To keep it running: ebb override {} --until 4h --reason '...', or tag it ebb:keep-until.",
+        d.instance,
+        d.region,
+        d.policy.as_deref().unwrap_or("-"),
+        d.reason,
+        d.instance
+    )
+}
+
+/// The order actions are carried out in.
+fn order(action: Action) -> u8 {
+    match action {
+        Action::Start => 0,
+        Action::Notify => 1,
+        _ => 2,
+    }
+}
+
+/// Decisions grouped into cloud calls: by action, region and (for notices) the announced
+/// time, in the order [`order`] gives.
+fn groups(decisions: &[Decision]) -> Vec<Vec<&Decision>> {
+    let mut groups: BTreeMap<_, Vec<&Decision>> = BTreeMap::new();
+    for d in decisions {
+        let key = (
+            order(d.action),
+            d.action.as_str(),
+            d.stop_at,
+            d.region.as_str(),
+        );
+        groups.entry(key).or_default().push(d);
+    }
+    groups.into_values().collect()
+}
+
+/// One outcome row per decision of `group`, in order, from what the cloud reported.
+fn outcome_entries(
+    group: &[&Decision],
+    cloud: &ActionReport,
+    entry: impl Fn(&Decision, Outcome) -> NewAuditEntry,
+) -> Vec<NewAuditEntry> {
+    let done: HashMap<&str, _> = cloud
+        .done
+        .iter()
+        .map(|d| (d.instance.as_str(), d))
+        .collect();
+    let failed: HashMap<&str, _> = cloud
+        .failed
+        .iter()
+        .map(|f| (f.instance.as_str(), f))
+        .collect();
+    group
+        .iter()
+        .map(|d| {
+            match (
+                done.get(d.instance.as_str()),
+                failed.get(d.instance.as_str()),
+            ) {
+                (Some(done), _) => NewAuditEntry {
+                    request_id: done.request_id.clone(),
+                    reason: match &done.fallback {
+                        Some(fallback) => format!("{}; {fallback}", d.reason),
+                        None => d.reason.clone(),
+                    },
+                    ..entry(d, Outcome::Succeeded)
+                },
+                (None, Some(failed)) => NewAuditEntry {
+                    request_id: failed.error.request_id.clone(),
+                    error: Some(failed.error.to_string()),
+                    ..entry(d, Outcome::Failed)
+                },
+                (None, None) => NewAuditEntry {
+                    error: Some("the cloud did not report on this instance".to_string()),
+                    ..entry(d, Outcome::Failed)
+                },
+            }
+        })
+        .collect()
+}

@@ -1,0 +1,147 @@
+//! The tick's part in spot migrations: a new migration planned for each instance decided
+//! `migrate_to_spot`, and every live migration advanced by one step (see [`crate::spot`]).
+
+use super::{MigrationStep, Reconciler, TickReport};
+use crate::cloud::Provider;
+use crate::engine::{Action, Decision};
+use crate::fleet::Fleet;
+use crate::names::ACTOR;
+use crate::policy::PolicySet;
+use crate::spot::{self, drive};
+use crate::store::{Leadership, NewAuditEntry, StoreError};
+use chrono::{DateTime, Utc};
+use std::collections::HashMap;
+use tracing::Instrument as _;
+
+impl<P: Provider> Reconciler<P> {
+    /// Advances every live spot migration by one step, then plans a migration for each
+    /// instance decided `migrate_to_spot` (the next tick checks again and starts it).
+    pub(super) async fn migrations(
+        &self,
+        set: &PolicySet,
+        fleet: &Fleet,
+        decisions: &[Decision],
+        version: &str,
+        leader: &mut Leadership,
+        report: &mut TickReport,
+    ) -> Result<(), StoreError> {
+        let now = report.at;
+        self.advance_migrations(set, decisions, version, now, leader, report)
+            .await?;
+        let moving: Vec<&Decision> = decisions
+            .iter()
+            .filter(|d| d.action == Action::MigrateToSpot && !d.dry_run)
+            .collect();
+        self.plan_migrations(&moving, fleet, now, report).await
+    }
+
+    /// Plans a spot migration for each of `decisions`.
+    async fn plan_migrations(
+        &self,
+        decisions: &[&Decision],
+        fleet: &Fleet,
+        now: DateTime<Utc>,
+        report: &mut TickReport,
+    ) -> Result<(), StoreError> {
+        for d in decisions {
+            let Some(policy) = &d.policy else { continue };
+            let on_demand = fleet
+                .instances
+                .iter()
+                .find(|i| i.id == d.instance)
+                .and_then(|i| {
+                    fleet
+                        .prices
+                        .get(&i.region)?
+                        .get(&i.instance_type)?
+                        .on_demand
+                });
+            let audit = NewAuditEntry {
+                instance: Some(d.instance.clone()),
+                region: Some(d.region.clone()),
+                policy: Some(policy.clone()),
+                code: Some(d.code.as_str().to_string()),
+                ..NewAuditEntry::event(
+                    now,
+                    ACTOR,
+                    Action::MigrateToSpot.as_str(),
+                    format!("planned: {}", d.reason),
+                )
+            };
+            if let Some(m) = self
+                .store
+                .plan_migration(
+                    &d.instance,
+                    &d.region,
+                    policy,
+                    on_demand,
+                    now - spot::RETRY_AFTER,
+                    audit,
+                )
+                .await?
+            {
+                report.migrations.push(MigrationStep {
+                    id: m.id,
+                    instance: m.original,
+                    state: spot::State::Planned,
+                    detail: format!("planned: {}", d.reason),
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// Advances every live spot migration by one step.
+    async fn advance_migrations(
+        &self,
+        set: &PolicySet,
+        decisions: &[Decision],
+        version: &str,
+        now: DateTime<Utc>,
+        leader: &mut Leadership,
+        report: &mut TickReport,
+    ) -> Result<(), StoreError> {
+        let live = self.store.live_migrations().await?;
+        if live.is_empty() {
+            return Ok(());
+        }
+        let by_instance: HashMap<&str, &Decision> =
+            decisions.iter().map(|d| (d.instance.as_str(), d)).collect();
+        let current: Vec<String> = live.iter().filter_map(|m| m.current.clone()).collect();
+        let warned = self.store.spot_warnings(&current).await?;
+        for m in live {
+            let rule = set
+                .policies
+                .iter()
+                .find(|p| p.name == m.policy)
+                .and_then(|p| p.spot.as_ref());
+            let cx = drive::Context {
+                rule,
+                decision: by_instance.get(m.original.as_str()).copied(),
+                warned: m.current.as_ref().is_some_and(|c| warned.contains(c)),
+                version,
+                now,
+            };
+            let (id, instance) = (m.id, m.original.clone());
+            let span = tracing::info_span!(
+                "migration",
+                migration = id,
+                instance = instance.as_str(),
+                policy = m.policy.as_str(),
+                state = m.state.as_str(),
+            );
+            let (state, detail) = drive::advance(&self.provider, &self.store, leader, m, cx)
+                .instrument(span)
+                .await?;
+            if !detail.is_empty() {
+                report.migrations.push(MigrationStep {
+                    id,
+                    instance,
+                    state,
+                    detail,
+                });
+            }
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,177 @@
+//! One reconcile tick, as a short sequence of named phases:
+//! policies → list (and resolve interrupted intents) → read → decide → migrations → act.
+//!
+//! Every action is written to the audit log as an intent, committed, before the cloud call, and
+//! its outcome after. An intent left without an outcome (the process died between the two) is
+//! resolved at the next tick by reading the instance's real state, never by acting again.
+//! docs/ARCHITECTURE.md follows one tick from `main` to the cloud call.
+
+mod act;
+mod migrations;
+mod policies;
+mod reading;
+mod report;
+mod resolve;
+
+pub use policies::{LoadedPolicies, PolicySource};
+pub use report::{ActionOutcome, MigrationStep, TickError, TickReport};
+
+use crate::cloud::Provider;
+use crate::engine::{self, Decision};
+use crate::fleet::Fleet;
+use crate::names::ACTOR;
+use crate::policy::PolicySet;
+use crate::store::{Leadership, Store};
+use chrono::{DateTime, SecondsFormat, Utc};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use tracing::Instrument as _;
+
+/// How a reconciler acts.
+#[derive(Debug, Clone, Default)]
+pub struct Options {
+    /// Decide and audit, never act.
+    pub dry_run: bool,
+    /// At most this many actions a tick; the rest wait for the next tick, decided afresh.
+    pub max_actions: Option<usize>,
+    /// Where notices are posted, beside the `ebb:stop-at` tag.
+    pub webhook: Option<crate::webhook::Webhook>,
+}
+
+/// Runs ticks against one provider, one store and one source of policies.
+pub struct Reconciler<P> {
+    provider: P,
+    store: Store,
+    policies: Arc<PolicySource>,
+    options: Options,
+    /// Ticks begun by this reconciler, for the logs' spans.
+    ticks: AtomicU64,
+}
+
+impl<P: Provider> Reconciler<P> {
+    /// A reconciler for the policies of `policies`.
+    pub fn new(provider: P, store: Store, policies: Arc<PolicySource>, options: Options) -> Self {
+        Reconciler {
+            provider,
+            store,
+            policies,
+            options,
+            ticks: AtomicU64::new(0),
+        }
+    }
+
+    /// The cloud it acts on.
+    pub fn provider(&self) -> &P {
+        &self.provider
+    }
+
+    /// The store it records to.
+    pub fn store(&self) -> &Store {
+        &self.store
+    }
+
+    /// The policies it acts on.
+    pub fn policies(&self) -> &Arc<PolicySource> {
+        &self.policies
+    }
+
+    /// How it acts.
+    pub fn options(&self) -> &Options {
+        &self.options
+    }
+
+    /// One pass at `now`, as the leader.
+    pub async fn tick(
+        &self,
+        now: DateTime<Utc>,
+        leader: &mut Leadership,
+    ) -> Result<TickReport, TickError> {
+        let number = self.ticks.fetch_add(1, Ordering::Relaxed) + 1;
+        let span = tracing::info_span!(
+            "tick",
+            tick = number,
+            at = %now.to_rfc3339_opts(SecondsFormat::Secs, true),
+        );
+        self.phases(now, leader).instrument(span).await
+    }
+
+    /// The phases of a tick, in order.
+    async fn phases(
+        &self,
+        now: DateTime<Utc>,
+        leader: &mut Leadership,
+    ) -> Result<TickReport, TickError> {
+        let mut report = TickReport {
+            at: now,
+            ..TickReport::default()
+        };
+        let loaded = self.policies.current().await.map_err(TickError::Policies)?;
+        if let Some(err) = &loaded.error {
+            tracing::error!("policies are not valid, acting on the last valid set: {err}");
+        }
+        report.policy_error = loaded.error;
+        let set: &PolicySet = &loaded.set;
+        let version = set.version.to_string();
+
+        let mut fleet = self.list(&version, now, &mut report).await?;
+        self.read(reading::wanted(set, &fleet), &mut fleet, now)
+            .await;
+        let decisions = self.decide(set, &fleet, now, &mut report).await?;
+        if !self.options.dry_run {
+            self.migrations(set, &fleet, &decisions, &version, leader, &mut report)
+                .await?;
+        }
+        // Acting needs only the decisions. The listing and its readings are the largest data of
+        // a tick, and the first tick of a large fleet acts on tens of thousands of instances.
+        drop(fleet);
+        self.act(decisions, &version, now, leader, &mut report)
+            .await?;
+        Ok(report)
+    }
+
+    /// Lists the instances and brings the store up to date with them: the inventory, the
+    /// intents an interrupted tick left open, and the policy version in force.
+    async fn list(
+        &self,
+        version: &str,
+        now: DateTime<Utc>,
+        report: &mut TickReport,
+    ) -> Result<Fleet, TickError> {
+        let inventory = self.provider.instances().await;
+        report.instances = inventory.instances.len();
+        report.inventory_failures = inventory
+            .failures
+            .iter()
+            .map(|f| match &f.account {
+                Some(role) => format!("{} as {role}: {}", f.region, f.error),
+                None => format!("{}: {}", f.region, f.error),
+            })
+            .collect();
+        self.store
+            .sync_inventory(&inventory.complete_regions, &inventory.instances, now)
+            .await?;
+        report.resolved = self.resolve_interrupted(&inventory, now).await?;
+        self.store
+            .record_policy_version(version, ACTOR, now)
+            .await?;
+        Ok(Fleet {
+            instances: inventory.instances,
+            prices: Default::default(),
+        })
+    }
+
+    /// Decides for every listed instance from what ebb remembers, and records the decisions.
+    async fn decide(
+        &self,
+        set: &PolicySet,
+        fleet: &Fleet,
+        now: DateTime<Utc>,
+        report: &mut TickReport,
+    ) -> Result<Vec<Decision>, TickError> {
+        let prior = self.store.prior(now).await?;
+        let decisions = engine::decide(now, set, fleet, &prior);
+        self.store.record_decisions(&decisions, now).await?;
+        report.count(fleet, &decisions);
+        Ok(decisions)
+    }
+}

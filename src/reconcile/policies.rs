@@ -1,0 +1,151 @@
+//! Where a tick's policies come from: the files, loaded only when they change, and the last
+//! valid set standing in while they are invalid.
+
+use crate::policy::{self, LoadError, PolicySet};
+use sha2::{Digest, Sha256};
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+
+/// The policy files, the set loaded from them, and the last set of them that was valid.
+#[derive(Debug)]
+pub struct PolicySource {
+    paths: Vec<PathBuf>,
+    loaded: Mutex<Loaded>,
+}
+
+/// What was loaded, and from which files.
+#[derive(Debug, Default)]
+struct Loaded {
+    /// The fingerprint of the files the fields below were loaded from.
+    fingerprint: Option<[u8; 32]>,
+    /// The last valid set, from these files or earlier ones.
+    last_good: Option<Arc<PolicySet>>,
+    /// Why these files could not be used, when `last_good` came from earlier ones.
+    error: Option<String>,
+}
+
+/// The policies a tick acts on.
+#[derive(Debug, Clone)]
+pub struct LoadedPolicies {
+    /// The set: the files as they are, or the last valid set when they are invalid.
+    pub set: Arc<PolicySet>,
+    /// Why the files as they are could not be used, when the last valid set stands in.
+    pub error: Option<String>,
+}
+
+impl PolicySource {
+    /// The policies in `paths` (directories or files).
+    pub fn new(paths: Vec<PathBuf>) -> Self {
+        PolicySource {
+            paths,
+            loaded: Mutex::new(Loaded::default()),
+        }
+    }
+
+    /// The policies as the files are now, loaded on a blocking thread: reading and checking the
+    /// files, and asking git for the commit, must not hold up the async runtime.
+    pub async fn current(self: &Arc<Self>) -> Result<LoadedPolicies, LoadError> {
+        let source = self.clone();
+        tokio::task::spawn_blocking(move || source.load())
+            .await
+            .unwrap_or_else(|failed| std::panic::resume_unwind(failed.into_panic()))
+    }
+
+    /// The policies as the files are now. The files are parsed, checked and versioned (which
+    /// runs `git rev-parse`) only when their fingerprint changed since the last load; otherwise
+    /// the set loaded then is returned. When the files are invalid, the last valid set stands
+    /// in, with the error; when none was ever valid, the error.
+    pub fn load(&self) -> Result<LoadedPolicies, LoadError> {
+        let fingerprint = self.fingerprint();
+        let mut loaded = self.loaded.lock().unwrap_or_else(|e| e.into_inner());
+        if loaded.fingerprint == Some(fingerprint) {
+            if let Some(set) = &loaded.last_good {
+                return Ok(LoadedPolicies {
+                    set: set.clone(),
+                    error: loaded.error.clone(),
+                });
+            }
+        }
+        match policy::load(&self.paths) {
+            Ok(set) => {
+                let set = Arc::new(set);
+                *loaded = Loaded {
+                    fingerprint: Some(fingerprint),
+                    last_good: Some(set.clone()),
+                    error: None,
+                };
+                Ok(LoadedPolicies { set, error: None })
+            }
+            Err(err) => match loaded.last_good.clone() {
+                Some(set) => {
+                    loaded.fingerprint = Some(fingerprint);
+                    loaded.error = Some(err.to_string());
+                    Ok(LoadedPolicies {
+                        set,
+                        error: loaded.error.clone(),
+                    })
+                }
+                // Nothing valid to stand in: the files are read again next time.
+                None => Err(err),
+            },
+        }
+    }
+
+    /// A hash of the policy files' names and contents, which changes when any of them does.
+    pub fn fingerprint(&self) -> [u8; 32] {
+        let mut h = Sha256::new();
+        match policy::policy_files(&self.paths) {
+            Ok(files) => {
+                for file in files {
+                    h.update(file.as_os_str().as_encoded_bytes());
+                    match std::fs::read(&file) {
+                        Ok(bytes) => h.update(bytes),
+                        Err(err) => h.update(err.to_string()),
+                    }
+                }
+            }
+            Err(err) => h.update(err.to_string()),
+        }
+        h.finalize().into()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const VALID: &str = "policies:\n  - name: nights\n    work_hours:\n      timezone: UTC\n      periods: [{days: mon-fri, start: \"08:00\", stop: \"20:00\"}]\n";
+
+    #[test]
+    fn files_are_loaded_again_only_when_they_change() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("p.yaml");
+        std::fs::write(&file, VALID).unwrap();
+        let source = PolicySource::new(vec![dir.path().to_path_buf()]);
+        let first = source.load().unwrap();
+        let again = source.load().unwrap();
+        // The same files: the very set loaded before, not a new one.
+        assert!(Arc::ptr_eq(&first.set, &again.set));
+
+        std::fs::write(&file, VALID.replace("20:00", "21:00")).unwrap();
+        let changed = source.load().unwrap();
+        assert!(!Arc::ptr_eq(&first.set, &changed.set));
+        assert_ne!(first.set.version, changed.set.version);
+
+        std::fs::write(&file, "policies: [{name: x, nonsense: 1}]\n").unwrap();
+        let broken = source.load().unwrap();
+        assert!(Arc::ptr_eq(&broken.set, &changed.set));
+        assert!(broken.error.is_some());
+        let still = source.load().unwrap();
+        assert_eq!(still.error, broken.error);
+    }
+
+    #[test]
+    fn files_never_valid_are_an_error_each_time() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("p.yaml"), "policies: [{nonsense: 1}]\n").unwrap();
+        let source = PolicySource::new(vec![dir.path().to_path_buf()]);
+        assert!(source.load().is_err());
+        assert!(source.load().is_err());
+    }
+}

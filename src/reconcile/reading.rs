@@ -1,0 +1,138 @@
+//! The tick's reads beyond the listing: GPU utilisation and prices, only for the instances whose
+//! governing policy looks at them. CloudWatch bills every metric read, and a large fleet's
+//! readings are its largest data, so what to read is worked out from the policies and the
+//! listing before anything is decided.
+
+use super::Reconciler;
+use crate::cloud::Provider;
+use crate::engine;
+use crate::fleet::{Fleet, InstanceState, Lifecycle, Price};
+use crate::names::INTERRUPTIBLE_TAG;
+use crate::policy::{Policy, PolicySet};
+use chrono::{DateTime, Duration, Utc};
+use std::collections::{BTreeMap, BTreeSet};
+
+/// GPU readings are read this much further back than the longest idle window, so that the
+/// window's start is covered.
+const READING_MARGIN: Duration = Duration::minutes(10);
+
+/// What a tick reads, by region.
+#[derive(Debug, Default)]
+pub(super) struct Wanted {
+    /// GPU utilisation: the positions in the listing of the instances to read, and the longest
+    /// window any of them needs.
+    pub readings: BTreeMap<String, (Vec<usize>, Duration)>,
+    /// Prices: the instance types to price.
+    pub prices: BTreeMap<String, BTreeSet<String>>,
+}
+
+/// What to read for `fleet` under `set`:
+/// - GPU utilisation of the running instances whose governing policy looks at it (an idle
+///   rule, or work hours whose stop waits while the GPU is busy), over its longest window;
+/// - prices for the running on-demand instances a spot rule may move (tagged
+///   `ebb:interruptible=true`): their own type and the rule's acceptable types.
+pub(super) fn wanted(set: &PolicySet, fleet: &Fleet) -> Wanted {
+    let mut wanted = Wanted::default();
+    for (i, instance) in fleet.instances.iter().enumerate() {
+        if instance.state != InstanceState::Running {
+            continue;
+        }
+        let Some(policy) = engine::governing_policy(set, instance) else {
+            continue;
+        };
+        if let Some(window) = reading_window(policy) {
+            let (positions, longest) = wanted.readings.entry(instance.region.clone()).or_default();
+            positions.push(i);
+            *longest = (*longest).max(window);
+        }
+        if let Some(rule) = &policy.spot {
+            if instance.lifecycle == Lifecycle::OnDemand
+                && instance.tag(INTERRUPTIBLE_TAG) == Some("true")
+            {
+                let types = wanted.prices.entry(instance.region.clone()).or_default();
+                types.insert(instance.instance_type.clone());
+                types.extend(rule.instance_types.iter().cloned());
+            }
+        }
+    }
+    wanted
+}
+
+/// How far back `policy` looks at GPU utilisation, if it looks at all.
+fn reading_window(policy: &Policy) -> Option<Duration> {
+    let idle = policy.idle.as_ref().map(|i| i.window);
+    let busy = policy
+        .work_hours
+        .as_ref()
+        .filter(|w| w.busy_defers_stop)
+        .map(|_| engine::RECENT);
+    idle.into_iter().chain(busy).max()
+}
+
+impl<P: Provider> Reconciler<P> {
+    /// Reads the wanted GPU utilisation and prices into `fleet`.
+    pub(super) async fn read(&self, wanted: Wanted, fleet: &mut Fleet, now: DateTime<Utc>) {
+        self.read_gpu_utilisation(wanted.readings, fleet, now).await;
+        self.read_prices(wanted.prices, fleet, now).await;
+    }
+
+    /// Reads GPU utilisation into `fleet`, one region at a time, so that a large fleet's
+    /// readings are held once.
+    async fn read_gpu_utilisation(
+        &self,
+        wanted: BTreeMap<String, (Vec<usize>, Duration)>,
+        fleet: &mut Fleet,
+        now: DateTime<Utc>,
+    ) {
+        for (region, (positions, window)) in wanted {
+            let ids: Vec<String> = positions
+                .iter()
+                .map(|&i| fleet.instances[i].id.clone())
+                .collect();
+            match self
+                .provider
+                .gpu_utilisation(&region, &ids, now - window - READING_MARGIN, now)
+                .await
+            {
+                Ok(mut found) => {
+                    for i in positions {
+                        let instance = &mut fleet.instances[i];
+                        if let Some(samples) = found.remove(&instance.id) {
+                            instance.gpu_util = samples;
+                        }
+                    }
+                }
+                // Idle rules then see no readings and follow their `missing_metrics`.
+                Err(err) => tracing::warn!(region, "cannot read GPU utilisation: {err}"),
+            }
+        }
+    }
+
+    /// Reads prices into `fleet`.
+    async fn read_prices(
+        &self,
+        wanted: BTreeMap<String, BTreeSet<String>>,
+        fleet: &mut Fleet,
+        now: DateTime<Utc>,
+    ) {
+        for (region, types) in wanted {
+            let types: Vec<String> = types.into_iter().collect();
+            match self.provider.prices(&region, &types, now).await {
+                Ok(found) => {
+                    let table = fleet.prices.entry(region).or_default();
+                    for p in found {
+                        table.insert(
+                            p.instance_type.clone(),
+                            Price {
+                                on_demand: p.on_demand,
+                                spot: p.cheapest_spot(),
+                            },
+                        );
+                    }
+                }
+                // Without prices no spot rule moves anything.
+                Err(err) => tracing::warn!(region, "cannot read prices: {err}"),
+            }
+        }
+    }
+}

@@ -1,0 +1,189 @@
+//! What a tick did, for `ebb tick`'s summary, the logs and the metrics.
+
+use crate::engine::Decision;
+use crate::fleet::Fleet;
+use crate::metrics::{Metrics, TickCounts};
+use crate::policy::LoadError;
+use crate::spot;
+use crate::store::{AuditEntry, Outcome, StoreError};
+use chrono::{DateTime, SecondsFormat, Utc};
+use std::collections::{BTreeMap, HashMap};
+
+/// Why a tick could not run.
+#[derive(Debug, thiserror::Error)]
+pub enum TickError {
+    /// The store failed; nothing after the failure was done.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// The policies are invalid and no earlier valid set is known.
+    #[error("policies are not valid (run ebb validate): {0}")]
+    Policies(LoadError),
+}
+
+/// What one action came to.
+#[derive(Debug, Clone)]
+pub struct ActionOutcome {
+    /// The decision acted on.
+    pub decision: Decision,
+    /// Succeeded, failed, or skipped (dry run).
+    pub outcome: Outcome,
+    /// What the outcome row says: the reason, and what was done instead or the error.
+    pub detail: String,
+}
+
+/// What a tick did.
+#[derive(Debug, Default)]
+pub struct TickReport {
+    /// The decision time.
+    pub at: DateTime<Utc>,
+    /// The policies failed to load and the last good set was used: why.
+    pub policy_error: Option<String>,
+    /// Instances listed.
+    pub instances: usize,
+    /// Regions or accounts that could not be listed, with why.
+    pub inventory_failures: Vec<String>,
+    /// Interrupted intents resolved from the instances' real state.
+    pub resolved: Vec<AuditEntry>,
+    /// The actions, each with its outcome.
+    pub actions: Vec<ActionOutcome>,
+    /// Actions left for the next tick by the cap.
+    pub deferred: usize,
+    /// Actions held back because they failed lately.
+    pub held_back: usize,
+    /// How many instances got each decision, by action and code.
+    pub decided: BTreeMap<(&'static str, &'static str), usize>,
+    /// How many instances are in each state, by state and governing policy (`""` for none).
+    pub instances_by_state: BTreeMap<(&'static str, String), usize>,
+    /// Spot migrations planned or advanced, each with what happened.
+    pub migrations: Vec<MigrationStep>,
+}
+
+/// What one spot migration did in a tick.
+#[derive(Debug, Clone)]
+pub struct MigrationStep {
+    /// The migration's id.
+    pub id: i64,
+    /// The instance it moves.
+    pub instance: String,
+    /// Its state after the tick.
+    pub state: spot::State,
+    /// What happened.
+    pub detail: String,
+}
+
+impl TickReport {
+    /// Counts the decisions, and the listed instances by state and governing policy.
+    pub(super) fn count(&mut self, fleet: &Fleet, decisions: &[Decision]) {
+        for d in decisions {
+            *self
+                .decided
+                .entry((d.action.as_str(), d.code.as_str()))
+                .or_default() += 1;
+        }
+        let policy_of: HashMap<&str, &str> = decisions
+            .iter()
+            .map(|d| (d.instance.as_str(), d.policy.as_deref().unwrap_or("")))
+            .collect();
+        let mut by_state: BTreeMap<(&'static str, &str), usize> = BTreeMap::new();
+        for instance in &fleet.instances {
+            let policy = policy_of.get(instance.id.as_str()).copied().unwrap_or("");
+            *by_state
+                .entry((instance.state.as_str(), policy))
+                .or_default() += 1;
+        }
+        self.instances_by_state = by_state
+            .into_iter()
+            .map(|((state, policy), n)| ((state, policy.to_string()), n))
+            .collect();
+    }
+
+    /// Whether `ebb tick` should exit non-zero: an action failed, the policies are invalid, or
+    /// a region could not be listed.
+    pub fn failed(&self) -> bool {
+        self.actions.iter().any(|a| a.outcome == Outcome::Failed)
+            || self.policy_error.is_some()
+            || !self.inventory_failures.is_empty()
+    }
+
+    /// One line: when, how many instances, what came of the actions.
+    pub fn headline(&self) -> String {
+        let count = |o: Outcome| self.actions.iter().filter(|a| a.outcome == o).count();
+        format!(
+            "tick at {}: {} instances, {} actions ({} succeeded, {} failed, {} dry run), {} deferred by the cap, {} held back after failures, {} interrupted actions resolved",
+            self.at.to_rfc3339_opts(SecondsFormat::Secs, true),
+            self.instances,
+            self.actions.len(),
+            count(Outcome::Succeeded),
+            count(Outcome::Failed),
+            count(Outcome::Skipped),
+            self.deferred,
+            self.held_back,
+            self.resolved.len(),
+        )
+    }
+
+    /// Records the tick, which took `took`, in `metrics`.
+    pub fn record(&self, metrics: &Metrics, took: std::time::Duration) {
+        let mut actions: BTreeMap<(&'static str, &'static str), u64> = BTreeMap::new();
+        for a in &self.actions {
+            *actions
+                .entry((a.decision.action.as_str(), a.outcome.as_str()))
+                .or_default() += 1;
+        }
+        metrics.tick_done(
+            took,
+            &TickCounts {
+                policy_error: self.policy_error.is_some(),
+                decided: &self.decided,
+                instances_by_state: &self.instances_by_state,
+                actions,
+            },
+        );
+    }
+
+    /// Logs the tick: every action and migration step, then a summary line. `dry_run` when the
+    /// whole reconciler runs dry.
+    pub fn log(&self, dry_run: bool) {
+        let at = self.at.to_rfc3339_opts(SecondsFormat::Secs, true);
+        for failure in &self.inventory_failures {
+            tracing::error!("cannot list instances in {failure}");
+        }
+        for a in &self.actions {
+            tracing::info!(
+                at,
+                instance = a.decision.instance,
+                action = a.decision.action.as_str(),
+                outcome = a.outcome.as_str(),
+                policy = a.decision.policy.as_deref(),
+                dry_run = a.decision.dry_run || dry_run,
+                detail = a.detail,
+                "action"
+            );
+        }
+        for m in &self.migrations {
+            tracing::info!(
+                at,
+                migration = m.id,
+                instance = m.instance,
+                state = m.state.as_str(),
+                detail = m.detail,
+                "migration"
+            );
+        }
+        tracing::info!(
+            at,
+            instances = self.instances,
+            actions = self.actions.len(),
+            failed = self
+                .actions
+                .iter()
+                .filter(|a| a.outcome == Outcome::Failed)
+                .count(),
+            deferred = self.deferred,
+            held_back = self.held_back,
+            resolved = self.resolved.len(),
+            policy_error = self.policy_error.as_deref(),
+            "tick"
+        )
+    }
+}

@@ -1,0 +1,119 @@
+//! Crash resolution: an intent left without an outcome (the process died between the intent and
+//! the cloud call's outcome) is resolved from the instance's real state, never by acting again.
+
+use super::Reconciler;
+use crate::cloud::{Inventory, Provider};
+use crate::engine::Action;
+use crate::fleet::{Instance, InstanceState};
+use crate::names::STOP_AT_TAG;
+use crate::store::{AuditEntry, NewAuditEntry, Outcome, StoreError, INTERRUPTED};
+use chrono::{DateTime, Utc};
+use std::collections::HashMap;
+
+impl<P: Provider> Reconciler<P> {
+    /// Resolves intents left without an outcome from what the inventory shows now.
+    pub(super) async fn resolve_interrupted(
+        &self,
+        inventory: &Inventory,
+        now: DateTime<Utc>,
+    ) -> Result<Vec<AuditEntry>, StoreError> {
+        let pending = self.store.pending_intents().await?;
+        if pending.is_empty() {
+            return Ok(Vec::new());
+        }
+        let listed: HashMap<&str, &Instance> = inventory
+            .instances
+            .iter()
+            .map(|i| (i.id.as_str(), i))
+            .collect();
+        let mut outcomes = Vec::new();
+        let mut done = Vec::new();
+        for intent in pending {
+            let e = &intent.entry;
+            let Some(id) = e.instance.as_deref() else {
+                continue;
+            };
+            let action = Action::parse(&e.action);
+            let Some((outcome, detail)) = resolution(
+                action,
+                e.region.as_deref(),
+                listed.get(id).copied(),
+                inventory,
+            ) else {
+                // Its region could not be listed: resolve it at a later tick.
+                continue;
+            };
+            if outcome == Outcome::Succeeded {
+                if let Some(action) = action {
+                    done.push((id.to_string(), action, e.at));
+                }
+            }
+            outcomes.push(NewAuditEntry {
+                at: now,
+                outcome,
+                reason: format!("{}; {detail}", e.reason),
+                error: (outcome == Outcome::Failed).then(|| detail.clone()),
+                request_id: None,
+                intent_seq: Some(intent.seq),
+                ..e.clone()
+            });
+        }
+        let written = self.store.append_audit(&outcomes).await?;
+        for (id, action, at) in done {
+            self.store.record_action(&[id], action, at).await?;
+        }
+        Ok(written)
+    }
+}
+
+/// What an interrupted intent of `action` came to, from the instance as the inventory lists it
+/// now; `None` while its region could not be listed.
+fn resolution(
+    action: Option<Action>,
+    region: Option<&str>,
+    listed: Option<&Instance>,
+    inventory: &Inventory,
+) -> Option<(Outcome, String)> {
+    let resolved = match listed {
+        // A migration step repeats from the state its row records.
+        _ if matches!(
+            action,
+            Some(Action::MigrateToSpot | Action::RelaunchSpot | Action::FallbackOnDemand)
+        ) =>
+        {
+            (
+                Outcome::Skipped,
+                format!(
+                    "{INTERRUPTED}; the spot migration repeats the step from its recorded state"
+                ),
+            )
+        }
+        None if region.is_some_and(|r| inventory.complete_regions.iter().any(|c| c == r)) => {
+            (Outcome::Skipped, "the instance is gone".to_string())
+        }
+        // Its region could not be listed: resolve it at a later tick.
+        None => return None,
+        Some(instance) => match (action, instance.state) {
+            (
+                Some(Action::Stop | Action::Hibernate),
+                InstanceState::Stopping | InstanceState::Stopped,
+            )
+            | (Some(Action::Start), InstanceState::Pending | InstanceState::Running) => (
+                Outcome::Succeeded,
+                format!("found {} after an interruption", instance.state.as_str()),
+            ),
+            (Some(Action::Notify), _) if instance.tag(STOP_AT_TAG).is_some() => (
+                Outcome::Succeeded,
+                format!("found the {STOP_AT_TAG} tag after an interruption"),
+            ),
+            (_, state) => (
+                Outcome::Failed,
+                format!(
+                    "{INTERRUPTED}; the instance is {} (it is decided again from here)",
+                    state.as_str()
+                ),
+            ),
+        },
+    };
+    Some(resolved)
+}

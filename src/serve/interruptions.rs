@@ -1,0 +1,64 @@
+//! Reads spot interruption warnings from the SQS queue EventBridge sends them to, and records
+//! each one, which wakes the leader (on any replica: the store notifies through Postgres).
+
+use super::driver::BackgroundTask;
+use crate::cloud::aws::warnings::InterruptionQueue;
+use crate::store::Store;
+use std::time::Duration;
+
+/// How long to wait after the interruption queue failed before reading it again.
+const QUEUE_RETRY: Duration = Duration::from_secs(30);
+
+/// One long poll of the queue per activation.
+pub struct InterruptionReader {
+    queue: InterruptionQueue,
+    store: Store,
+}
+
+impl InterruptionReader {
+    /// A reader of `queue` that records into `store`.
+    pub fn new(queue: InterruptionQueue, store: Store) -> Self {
+        InterruptionReader { queue, store }
+    }
+}
+
+impl BackgroundTask for InterruptionReader {
+    const NAME: &'static str = "interruption_reader";
+    const DESCRIPTION: &'static str =
+        "records spot interruption warnings from the queue, which wakes the leader";
+
+    /// A message is deleted only once its warning is recorded; otherwise the queue shows it
+    /// again.
+    async fn activate(&mut self) -> Result<String, String> {
+        let batch = self.queue.receive().await.map_err(|err| {
+            tracing::error!("cannot read the spot interruption queue: {err}");
+            format!("cannot read the queue: {err}")
+        })?;
+        let rows: Vec<_> = batch
+            .warnings
+            .iter()
+            .map(|w| (w.instance.clone(), w.at))
+            .collect();
+        for (instance, at) in &rows {
+            tracing::info!(instance, at = %at, "spot interruption warning");
+        }
+        if !rows.is_empty() {
+            self.store
+                .record_spot_warnings(&rows)
+                .await
+                .map_err(|err| {
+                    tracing::error!("cannot record spot interruption warnings: {err}");
+                    format!("cannot record warnings: {err}")
+                })?;
+        }
+        if let Err(err) = self.queue.delete(batch).await {
+            // Recorded already: the queue shows them again, and recording twice is harmless.
+            tracing::error!("cannot delete read spot interruption warnings: {err}");
+        }
+        Ok(format!("{} warnings recorded", rows.len()))
+    }
+
+    fn retry_after_failure(&self) -> Option<Duration> {
+        Some(QUEUE_RETRY)
+    }
+}

@@ -1,0 +1,136 @@
+//! `ebb serve`: the control loop and the HTTP API in one process. Every background activity is
+//! one task type run by one [`driver`]: the tick loop, the policy watcher, the listener for tick
+//! requests from other replicas, and the spot interruption queue reader (the webhook sender
+//! reports into the same statuses). `GET /v1/status` shows what each last did.
+
+mod driver;
+mod interruptions;
+mod policy_watcher;
+mod tick_loop;
+mod tick_requests;
+
+pub use driver::{drive, BackgroundTask};
+
+use crate::api::{self, ApiState, Tokens};
+use crate::clock::Clock;
+use crate::cloud::aws::warnings::InterruptionQueue;
+use crate::cloud::Provider;
+use crate::control::Control;
+use crate::reconcile::Reconciler;
+use interruptions::InterruptionReader;
+use policy_watcher::PolicyWatcher;
+use std::future::{pending, Future};
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+use tick_loop::TickLoop;
+use tick_requests::TickRequests;
+
+/// How often the policy files are checked for changes.
+const POLICY_POLL: Duration = Duration::from_secs(2);
+
+/// How long requests in flight may take to finish at shutdown.
+const API_DRAIN: Duration = Duration::from_secs(10);
+
+/// How a replica serves.
+#[derive(Debug)]
+pub struct Config {
+    /// This replica's name, shown as the leader's.
+    pub name: String,
+    /// Time between ticks, on `clock`.
+    pub interval: Duration,
+    /// What time it is.
+    pub clock: Clock,
+    /// The API's address.
+    pub listen: SocketAddr,
+    /// Who may change things through the API.
+    pub tokens: Tokens,
+    /// Where spot interruption warnings arrive, if anywhere.
+    pub interruptions: Option<InterruptionQueue>,
+}
+
+/// Why serving could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum ServeError {
+    /// The API's address cannot be bound.
+    #[error("cannot listen on {addr}: {source}; set EBB_LISTEN (or --listen) to a free address")]
+    Listen {
+        /// The address.
+        addr: SocketAddr,
+        /// Why.
+        source: std::io::Error,
+    },
+}
+
+/// Serves until `shutdown` resolves; the tick in flight finishes first, then the API stops.
+pub async fn run<P: Provider>(
+    reconciler: Reconciler<P>,
+    config: Config,
+    control: Arc<Control>,
+    shutdown: impl Future<Output = ()>,
+) -> Result<(), ServeError> {
+    let listener = tokio::net::TcpListener::bind(config.listen)
+        .await
+        .map_err(|source| ServeError::Listen {
+            addr: config.listen,
+            source,
+        })?;
+    tracing::info!(address = %config.listen, tokens = config.tokens.len(), "API listening");
+    let state = ApiState {
+        store: reconciler.store().clone(),
+        policies: reconciler.policies().clone(),
+        control: control.clone(),
+        tokens: Arc::new(config.tokens),
+        clock: config.clock,
+    };
+    let (stop_api, api_stopped) = tokio::sync::watch::channel(());
+    let api = tokio::spawn(async move {
+        let mut stopped = api_stopped;
+        axum::serve(listener, api::router(state))
+            .with_graceful_shutdown(async move {
+                let _ = stopped.changed().await;
+            })
+            .await
+    });
+    let tasks = control.tasks.clone();
+    let mut background = vec![
+        tokio::spawn({
+            let (task, tasks) = (
+                TickRequests::new(reconciler.store().clone(), control.clone()),
+                tasks.clone(),
+            );
+            async move { drive(task, Duration::ZERO, None, &tasks, pending()).await }
+        }),
+        tokio::spawn({
+            let (task, tasks) = (
+                PolicyWatcher::new(reconciler.policies().clone(), control.clone()),
+                tasks.clone(),
+            );
+            async move { drive(task, POLICY_POLL, None, &tasks, pending()).await }
+        }),
+    ];
+    if let Some(queue) = config.interruptions {
+        let task = InterruptionReader::new(queue, reconciler.store().clone());
+        let tasks = tasks.clone();
+        background.push(tokio::spawn(async move {
+            drive(task, Duration::ZERO, None, &tasks, pending()).await
+        }));
+    }
+
+    let ticks = TickLoop::new(&reconciler, &config.name, config.clock, &control);
+    let every = config.clock.real(config.interval);
+    drive(ticks, every, Some(&control.wake), &tasks, shutdown).await;
+    tracing::info!("shut down");
+
+    for task in background {
+        task.abort();
+    }
+    drop(stop_api);
+    match tokio::time::timeout(API_DRAIN, api).await {
+        Ok(Ok(Ok(()))) => {}
+        Ok(Ok(Err(err))) => tracing::error!("the API failed: {err}"),
+        Ok(Err(err)) => tracing::error!("the API task failed: {err}"),
+        Err(_) => tracing::warn!("API requests still open after {API_DRAIN:?}; exiting anyway"),
+    }
+    Ok(())
+}

@@ -1,0 +1,95 @@
+//! The control loop as a background task: each activation makes sure this replica leads (or
+//! leaves it following), then ticks once at the clock's now.
+
+use super::driver::BackgroundTask;
+use crate::clock::Clock;
+use crate::cloud::Provider;
+use crate::control::Control;
+use crate::reconcile::{Reconciler, TickError};
+use crate::store::Leadership;
+
+/// Ticks as the leader among replicas.
+pub struct TickLoop<'a, P> {
+    reconciler: &'a Reconciler<P>,
+    /// This replica's name, shown as the leader's.
+    name: &'a str,
+    clock: Clock,
+    control: &'a Control,
+    /// The leadership while this replica holds it.
+    leader: Option<Leadership>,
+}
+
+impl<'a, P: Provider> TickLoop<'a, P> {
+    /// The loop of `reconciler` as replica `name`, at `clock`'s time.
+    pub fn new(
+        reconciler: &'a Reconciler<P>,
+        name: &'a str,
+        clock: Clock,
+        control: &'a Control,
+    ) -> Self {
+        TickLoop {
+            reconciler,
+            name,
+            clock,
+            control,
+            leader: None,
+        }
+    }
+
+    /// The leadership, kept or won now; `Ok(None)` while another replica leads.
+    async fn lead(&mut self) -> Result<Option<&mut Leadership>, String> {
+        if let Some(held) = self.leader.as_mut() {
+            if !held.held().await {
+                tracing::error!("lost the leadership (database session ended)");
+                self.leader = None;
+                self.control.set_leader(false);
+            }
+        }
+        if self.leader.is_none() {
+            match self.reconciler.store().try_lead(self.name).await {
+                Ok(Some(won)) => {
+                    tracing::info!(replica = self.name, "became the leader");
+                    self.leader = Some(won);
+                    self.control.set_leader(true);
+                }
+                Ok(None) => return Ok(None),
+                Err(err) => {
+                    let message = format!("cannot reach the database to elect a leader: {err}");
+                    tracing::error!("{message}");
+                    return Err(message);
+                }
+            }
+        }
+        Ok(self.leader.as_mut())
+    }
+}
+
+impl<P: Provider> BackgroundTask for TickLoop<'_, P> {
+    const NAME: &'static str = "tick_loop";
+    const DESCRIPTION: &'static str =
+        "leads among the replicas and ticks: list, read, decide, act, record";
+
+    async fn activate(&mut self) -> Result<String, String> {
+        let (reconciler, clock, control) = (self.reconciler, self.clock, self.control);
+        let Some(leader) = self.lead().await? else {
+            return Ok("another replica leads; following".to_string());
+        };
+        let started = std::time::Instant::now();
+        let now = clock.now();
+        let result = reconciler.tick(now, leader).await;
+        control.set_last_tick(now);
+        match result {
+            Ok(report) => {
+                report.record(&control.metrics, started.elapsed());
+                report.log(reconciler.options().dry_run);
+                Ok(report.headline())
+            }
+            Err(err) => {
+                let invalid = matches!(err, TickError::Policies(_));
+                control.metrics.tick_failed(started.elapsed(), invalid);
+                tracing::error!("tick failed: {err}");
+                Err(format!("tick failed: {err}"))
+            }
+        }
+    }
+}
