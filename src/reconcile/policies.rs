@@ -114,7 +114,7 @@ impl PolicySource {
 mod tests {
     use super::*;
 
-    const VALID: &str = "policies:\n  - name: nights\n    work_hours:\n      timezone: UTC\n      periods: [{days: mon-fri, start: \"08:00\", stop: \"20:00\"}]\n";
+    const VALID: &str = "policies:\n  - name: nights\n    match: {}\n    work_hours:\n      timezone: UTC\n      periods: [{days: mon-fri, start: \"08:00\", stop: \"20:00\"}]\n";
 
     #[test]
     fn files_are_loaded_again_only_when_they_change() {
