@@ -13,7 +13,7 @@ use ebb::reconcile::{Control, Options, PolicySource, Reconciler};
 use ebb::store::{AuditFilter, Outcome, Store, Verification};
 
 use ebb::webhook::{Poster, Webhook};
-use ebb::{engine, fleet, output, policy, serve, when};
+use ebb::{engine, fleet, output, policy, serve, snapshot, when};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -286,7 +286,7 @@ impl CloudArgs {
                 Ok(Cloud::Aws(Box::new(AwsProvider::connect(settings).await?)))
             }
             CloudChoice::Sim(file) => {
-                let (fleet, behaviours) = fleet::load_simulation(&file)?;
+                let (fleet, behaviours) = snapshot::load_simulation(&file)?;
                 Ok(Cloud::Sim(SimProvider::new(fleet, behaviours, clock)))
             }
         }
@@ -753,7 +753,7 @@ impl Input {
     )> {
         let set = policy::load(&self.policies.policies)
             .context("policies are not valid (run ebb validate)")?;
-        let (fleet, prior) = fleet::load_snapshot(&self.fleet)?;
+        let (fleet, prior) = snapshot::load_snapshot(&self.fleet)?;
         Ok((self.at.unwrap_or_else(Utc::now), set, fleet, prior))
     }
 }
