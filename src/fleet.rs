@@ -1,5 +1,5 @@
-//! The fleet as ebb sees it: instances, their GPU utilisation and prices. The file format a
-//! fleet is read from lives in [`crate::snapshot`].
+//! The fleet as ebb sees it: instances, their GPU utilisation and prices. It depends on no
+//! other module of ebb; the snapshot file a fleet can be read from has a module of its own.
 
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
