@@ -21,7 +21,7 @@
 use chrono::{DateTime, Duration, SecondsFormat, Utc};
 use criterion::{BenchmarkId, Criterion, Throughput};
 use ebb::engine::{self, Action, Code, Decision};
-use ebb::{fleet, output, policy};
+use ebb::{output, policy, snapshot};
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
 use std::fs;
@@ -582,7 +582,7 @@ fn bench_decide(c: &mut Criterion, inputs: &Inputs) {
         .sample_size(10)
         .measurement_time(StdDuration::from_secs(20));
     for n in DECIDE_SIZES.map(scale) {
-        let (fleet, prior) = fleet::load_snapshot(&inputs.fleets[&n]).expect("generated fleet");
+        let (fleet, prior) = snapshot::load_snapshot(&inputs.fleets[&n]).expect("generated fleet");
         if n == scale(DECIDE_SIZES[2]) {
             sanity_check(
                 &engine::decide(now, &set, &fleet, &prior),
@@ -601,7 +601,7 @@ fn bench_decide(c: &mut Criterion, inputs: &Inputs) {
 /// printing.
 fn plan(policies: &Path, fleet_file: &Path, now: DateTime<Utc>) -> String {
     let set = policy::load(&[policies.to_path_buf()]).expect("policies");
-    let (fleet, prior) = fleet::load_snapshot(fleet_file).expect("fleet");
+    let (fleet, prior) = snapshot::load_snapshot(fleet_file).expect("fleet");
     let decisions = engine::decide(now, &set, &fleet, &prior);
     output::plan_json(&decisions)
 }
@@ -628,7 +628,7 @@ fn bench_stages(c: &mut Criterion, inputs: &Inputs) {
     let n = scale(PLAN_SIZES[1]);
     let file = &inputs.fleets[&n];
     let set = inputs.policy_set();
-    let (fleet, prior) = fleet::load_snapshot(file).expect("generated fleet");
+    let (fleet, prior) = snapshot::load_snapshot(file).expect("generated fleet");
     let decisions = engine::decide(now(), &set, &fleet, &prior);
     let mut group = c.benchmark_group("plan_stages");
     group
@@ -636,7 +636,7 @@ fn bench_stages(c: &mut Criterion, inputs: &Inputs) {
         .measurement_time(StdDuration::from_secs(15));
     group.throughput(Throughput::Elements(n as u64));
     group.bench_function(BenchmarkId::new("load_snapshot", n), |b| {
-        b.iter(|| fleet::load_snapshot(black_box(file)).expect("fleet"))
+        b.iter(|| snapshot::load_snapshot(black_box(file)).expect("fleet"))
     });
     group.throughput(Throughput::Elements(POLICIES as u64));
     group.bench_function(BenchmarkId::new("policy_load", POLICIES), |b| {

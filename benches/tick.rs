@@ -100,7 +100,7 @@ fn tick(c: &mut Criterion) {
     group.sample_size(10);
     for &n in sizes {
         let url = database(&rt, TICK_DATABASE);
-        let (fleet, behaviours) = ebb::fleet::load_simulation(&snapshot(n, dir.path())).unwrap();
+        let (fleet, behaviours) = ebb::snapshot::load_simulation(&snapshot(n, dir.path())).unwrap();
         let start = ebb::when::parse_time(START).unwrap();
         // A tick takes a few seconds at 100k: at 20 times real speed each measured tick covers
         // about a simulated minute, the fleet's change between two ticks in production

@@ -4,7 +4,8 @@
 //! core ([`engine`]) turns the policies, the [`fleet`] and what ebb did before into decisions,
 //! each with a stable code and a reason people can read. The [`store`] keeps what ebb knows
 //! and the tamper-evident audit log in Postgres. The [`cloud`] is where instances are seen
-//! and acted on.
+//! and acted on; a [`snapshot`] file describes a fleet for `ebb plan`, `ebb explain` and the
+//! simulated cloud.
 
 pub mod api;
 pub mod cli;
@@ -20,6 +21,7 @@ pub mod policy;
 pub mod reconcile;
 pub mod schedule;
 pub mod serve;
+pub mod snapshot;
 pub mod spot;
 pub mod store;
 pub mod webhook;

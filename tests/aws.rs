@@ -439,7 +439,7 @@ async fn ebb_inventory_lists_the_managed_fleet_as_a_table_and_as_a_snapshot() {
     let dir = tempfile::tempdir().unwrap();
     let snapshot = dir.path().join("fleet.json");
     std::fs::write(&snapshot, &json.stdout).unwrap();
-    let (fleet, _) = ebb::fleet::load_snapshot(&snapshot).unwrap();
+    let (fleet, _) = ebb::snapshot::load_snapshot(&snapshot).unwrap();
     let ids: BTreeSet<String> = fleet.instances.iter().map(|i| i.id.clone()).collect();
     assert_eq!(ids, [g5.clone(), p4d.clone()].into_iter().collect());
     let plan = std::process::Command::new(env!("CARGO_BIN_EXE_ebb"))

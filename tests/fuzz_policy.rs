@@ -23,9 +23,10 @@
 
 use chrono::{DateTime, Duration, TimeZone, Utc};
 use ebb::engine::{self, InstanceFacts, Override, Prior};
-use ebb::fleet::{self, Fleet, Instance, InstanceState, Lifecycle, Price, Prices, Sample, Tags};
+use ebb::fleet::{Fleet, Instance, InstanceState, Lifecycle, Price, Prices, Sample, Tags};
 use ebb::policy::yaml::Position;
 use ebb::policy::{self, LoadError, PolicySet};
+use ebb::snapshot;
 use proptest::collection::vec;
 use proptest::prelude::*;
 use proptest::sample::{select, Index};
@@ -1734,7 +1735,7 @@ fn check_policies(
 /// explains it under the example policies at every instant.
 fn check_snapshot(name: &str, text: &str, instants: &[DateTime<Utc>]) -> Result<(), TestCaseError> {
     let dir = write_dir(&[(name.to_string(), text.to_string())]);
-    match fleet::load_snapshot(&dir.path().join(name)) {
+    match snapshot::load_snapshot(&dir.path().join(name)) {
         Ok((fleet, prior)) => {
             for &now in instants {
                 check_decide(example_policies(), &fleet, &prior, now)?;
@@ -1851,7 +1852,7 @@ fn plan_and_explain(policy: &str, fleet: &str, at: &str) -> Result<(), String> {
     let set = policy::load(&[policies.path().to_path_buf()]).expect("the policy is valid");
     let snapshot = write_dir(&[("fleet.yaml".to_string(), fleet.to_string())]);
     let (fleet, prior) =
-        fleet::load_snapshot(&snapshot.path().join("fleet.yaml")).map_err(|e| e.to_string())?;
+        snapshot::load_snapshot(&snapshot.path().join("fleet.yaml")).map_err(|e| e.to_string())?;
     let now = at.parse().expect("RFC 3339");
     engine::decide(now, &set, &fleet, &prior);
     for i in &fleet.instances {

@@ -43,7 +43,8 @@ async fn a_start_that_keeps_failing_is_retried_after_doubling_waits(pool: PgPool
     std::fs::create_dir(dir.path().join("policies")).unwrap();
     std::fs::write(dir.path().join("policies/office.yaml"), POLICY).unwrap();
     std::fs::write(dir.path().join("fleet.yaml"), FLEET).unwrap();
-    let (fleet, behaviours) = ebb::fleet::load_simulation(&dir.path().join("fleet.yaml")).unwrap();
+    let (fleet, behaviours) =
+        ebb::snapshot::load_simulation(&dir.path().join("fleet.yaml")).unwrap();
     let provider = SimProvider::new(fleet, behaviours, Clock::Fixed(t("2026-11-30T08:00:00Z")));
     let policies = Arc::new(PolicySource::new(vec![dir.path().join("policies")]));
     let reconciler = Reconciler::new(provider, store.clone(), policies, Options::default());

@@ -188,7 +188,12 @@ fn documents_referred_to_are_in_the_repository() {
     let mut files = rust_files(&root().join("src"));
     files.extend(rust_files(&root().join("tests")));
     files.extend(rust_files(&root().join("benches")));
-    for other in ["README.md", "BENCHMARKS.md", "docs/ARCHITECTURE.md", "Cargo.toml"] {
+    for other in [
+        "README.md",
+        "BENCHMARKS.md",
+        "docs/ARCHITECTURE.md",
+        "Cargo.toml",
+    ] {
         files.push(root().join(other));
     }
     for dir in ["deploy", "scripts", "policies"] {

@@ -8,7 +8,7 @@ use crate::control::Tasks;
 use crate::reconcile::{Options, PolicySource, Reconciler};
 use crate::store::{AuditFilter, Outcome, Store};
 use crate::webhook::{Poster, Webhook};
-use crate::{engine, fleet, policy, when};
+use crate::{engine, fleet, policy, snapshot, when};
 use anyhow::{Context as _, Result};
 use chrono::{DateTime, Utc};
 use clap::{Args, Subcommand, ValueEnum};
@@ -159,7 +159,7 @@ impl CloudArgs {
                 Ok(Cloud::Aws(Box::new(AwsProvider::connect(settings).await?)))
             }
             CloudChoice::Sim(file) => {
-                let (fleet, behaviours) = fleet::load_simulation(&file)?;
+                let (fleet, behaviours) = snapshot::load_simulation(&file)?;
                 Ok(Cloud::Sim(SimProvider::new(fleet, behaviours, clock)))
             }
         }
@@ -297,7 +297,7 @@ impl Input {
     )> {
         let set = policy::load(&self.policies.policies)
             .context("policies are not valid (run ebb validate)")?;
-        let (fleet, prior) = fleet::load_snapshot(&self.fleet)?;
+        let (fleet, prior) = snapshot::load_snapshot(&self.fleet)?;
         Ok((self.at.unwrap_or_else(Utc::now), set, fleet, prior))
     }
 }

@@ -2,62 +2,11 @@
 
 use super::check::{check_file, CheckedFile};
 use super::yaml::{self, Position, Step};
-use super::{PolicySet, PolicyVersion};
+use super::{PolicySet, PolicyVersion, Problem};
 use sha2::{Digest, Sha256};
 use std::collections::BTreeMap;
-use std::fmt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-
-/// One problem in a policy file.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Problem {
-    /// The file.
-    pub file: PathBuf,
-    /// Where in the file, when known.
-    pub position: Option<Position>,
-    /// What is wrong and what was expected.
-    pub message: String,
-}
-
-impl Problem {
-    /// A problem whose message stays on one line: control characters a file's own text brought
-    /// in (a newline inside a quoted value, say) are escaped, so each problem is one line.
-    pub fn new(file: &Path, position: Option<Position>, message: &str) -> Problem {
-        let message = message
-            .chars()
-            .map(|c| {
-                if c.is_control() {
-                    c.escape_default().to_string()
-                } else {
-                    c.to_string()
-                }
-            })
-            .collect();
-        Problem {
-            file: file.to_path_buf(),
-            position,
-            message,
-        }
-    }
-}
-
-impl fmt::Display for Problem {
-    /// `path:line:col: message`, or `path: message` without a position.
-    fn fmt(&self, f: &mut fmt::Formatter) -> fmt::Result {
-        match self.position {
-            Some(p) => write!(
-                f,
-                "{}:{}:{}: {}",
-                self.file.display(),
-                p.line,
-                p.column,
-                self.message
-            ),
-            None => write!(f, "{}: {}", self.file.display(), self.message),
-        }
-    }
-}
 
 /// Why a policy set could not be loaded.
 #[derive(Debug, thiserror::Error)]

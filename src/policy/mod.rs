@@ -8,15 +8,16 @@ mod load;
 pub mod schema;
 pub mod yaml;
 
-pub use load::{load, policy_files, LoadError, Problem};
+pub use load::{load, policy_files, LoadError};
 
 use crate::schedule::{Calendar, Schedule};
 use chrono::Duration;
 use std::collections::BTreeMap;
 use std::fmt;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use wildmatch::WildMatch;
+use yaml::Position;
 
 /// A checked set of policies with the version of the files it came from.
 #[derive(Debug, Clone)]
@@ -46,6 +47,56 @@ impl fmt::Display for PolicyVersion {
             write!(f, " (git {})", &commit[..commit.len().min(12)])?;
         }
         Ok(())
+    }
+}
+
+/// One problem in a policy file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Problem {
+    /// The file.
+    pub file: PathBuf,
+    /// Where in the file, when known.
+    pub position: Option<Position>,
+    /// What is wrong and what was expected.
+    pub message: String,
+}
+
+impl Problem {
+    /// A problem whose message stays on one line: control characters a file's own text brought
+    /// in (a newline inside a quoted value, say) are escaped, so each problem is one line.
+    pub fn new(file: &Path, position: Option<Position>, message: &str) -> Problem {
+        let message = message
+            .chars()
+            .map(|c| {
+                if c.is_control() {
+                    c.escape_default().to_string()
+                } else {
+                    c.to_string()
+                }
+            })
+            .collect();
+        Problem {
+            file: file.to_path_buf(),
+            position,
+            message,
+        }
+    }
+}
+
+impl fmt::Display for Problem {
+    /// `path:line:col: message`, or `path: message` without a position.
+    fn fmt(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        match self.position {
+            Some(p) => write!(
+                f,
+                "{}:{}:{}: {}",
+                self.file.display(),
+                p.line,
+                p.column,
+                self.message
+            ),
+            None => write!(f, "{}: {}", self.file.display(), self.message),
+        }
     }
 }
 

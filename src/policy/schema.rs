@@ -69,8 +69,9 @@ fn sort_keys(value: &mut Value) {
     }
 }
 
-fn unsorted() -> Value {
-    let period = object(
+/// The schema of one entry of `work_hours.periods`.
+fn period_schema() -> Value {
+    object(
         keys::PERIOD,
         keys::PERIOD,
         &[
@@ -93,8 +94,12 @@ fn unsorted() -> Value {
                 json!({"type": "string", "pattern": TIME, "description": "Local closing time, HH:MM; at or before start closes the next day; 24:00 is the end of the day"}),
             ),
         ],
-    );
-    let cron = object(
+    )
+}
+
+/// The schema of `work_hours.cron`.
+fn cron_schema() -> Value {
+    object(
         keys::CRON,
         keys::CRON,
         &[
@@ -107,7 +112,13 @@ fn unsorted() -> Value {
                 json!({"type": "string", "description": "Standard 5-field cron, local time: closes the hours"}),
             ),
         ],
-    );
+    )
+}
+
+/// The schema of `work_hours`: `periods` or `cron`, not both.
+fn work_hours_schema() -> Value {
+    let period = period_schema();
+    let cron = cron_schema();
     let mut work_hours = object(
         keys::WORK_HOURS,
         &["timezone"],
@@ -152,7 +163,12 @@ fn unsorted() -> Value {
         ],
     );
     work_hours["oneOf"] = json!([{"required": ["periods"]}, {"required": ["cron"]}]);
-    let idle = object(
+    work_hours
+}
+
+/// The schema of the idle rule.
+fn idle_schema() -> Value {
+    object(
         keys::IDLE,
         &["gpu_below", "for"],
         &[
@@ -193,16 +209,24 @@ fn unsorted() -> Value {
                 ),
             ),
         ],
-    );
-    let notify = object(
+    )
+}
+
+/// The schema of the notice before a stop.
+fn notify_schema() -> Value {
+    object(
         keys::NOTIFY,
         keys::NOTIFY,
         &[(
             "before",
             duration("Notice (tag ebb:stop-at and webhook) this long before a stop"),
         )],
-    );
-    let spot = object(
+    )
+}
+
+/// The schema of the spot rule.
+fn spot_schema() -> Value {
+    object(
         keys::SPOT,
         &["min_savings", "checkpoint_max_age"],
         &[
@@ -229,8 +253,12 @@ fn unsorted() -> Value {
                 ),
             ),
         ],
-    );
-    let matcher = object(
+    )
+}
+
+/// The schema of `match`.
+fn matcher_schema() -> Value {
+    object(
         keys::MATCH,
         &[],
         &[
@@ -251,8 +279,17 @@ fn unsorted() -> Value {
                 json!({"type": "array", "items": {"type": "string"}, "description": "Globs such as g5.*"}),
             ),
         ],
-    );
-    let policy = object(
+    )
+}
+
+/// The schema of one policy.
+fn policy_schema() -> Value {
+    let matcher = matcher_schema();
+    let work_hours = work_hours_schema();
+    let idle = idle_schema();
+    let notify = notify_schema();
+    let spot = spot_schema();
+    object(
         keys::POLICY,
         &["name", "match"],
         &[
@@ -272,8 +309,12 @@ fn unsorted() -> Value {
             ("spot", spot),
             ("dry_run", json!({"type": "boolean", "default": false})),
         ],
-    );
-    let calendar = object(
+    )
+}
+
+/// The schema of one calendar.
+fn calendar_schema() -> Value {
+    object(
         keys::CALENDAR,
         &["dates"],
         &[
@@ -287,7 +328,13 @@ fn unsorted() -> Value {
                 }),
             ),
         ],
-    );
+    )
+}
+
+/// The whole schema, a policy file, with keys in insertion order.
+fn unsorted() -> Value {
+    let calendar = calendar_schema();
+    let policy = policy_schema();
     let mut file = object(
         keys::FILE,
         &[],

@@ -1,0 +1,230 @@
+//! The evaluation of one instance under its governing policy: by state, then for a running
+//! instance each rule in turn.
+
+use super::protection::Protection;
+use super::stop::NoticeFor;
+use super::text::{local, span};
+use super::{verdict, Action, Code, Context, InstanceFacts, Trace, Verdict, RECENT};
+use crate::fleet::{Instance, InstanceState};
+use crate::names::MIGRATING_TAG;
+use crate::policy::{IdleWhen, OutsideHours, Policy, WorkHours};
+use crate::schedule::ScheduleStatus;
+use chrono::{DateTime, Utc};
+use chrono_tz::Tz;
+use std::ops::ControlFlow;
+
+/// The evaluation of one instance under its governing policy.
+pub(super) struct Eval<'a> {
+    /// The decision pass.
+    pub(super) ctx: &'a Context<'a>,
+    /// The governing policy.
+    pub(super) policy: &'a Policy,
+    /// The policy's work hours at `now`, when it has work hours.
+    pub(super) status: Option<ScheduleStatus>,
+    /// The instance.
+    pub(super) inst: &'a Instance,
+    /// What ebb remembers about it.
+    pub(super) facts: InstanceFacts,
+}
+
+impl Eval<'_> {
+    /// The decision time.
+    pub(super) fn now(&self) -> DateTime<Utc> {
+        self.ctx.now
+    }
+
+    /// The policy's time zone, for reasons; UTC without work hours.
+    fn tz(&self) -> Tz {
+        self.policy
+            .work_hours
+            .as_ref()
+            .map_or(Tz::UTC, |wh| wh.schedule.timezone)
+    }
+
+    /// `t` as reasons show it, in the policy's time zone.
+    pub(super) fn at(&self, t: DateTime<Utc>) -> String {
+        local(t, self.tz(), self.now())
+    }
+
+    /// The verdict for the instance, by its state.
+    pub(super) fn run(&self, trace: &mut Trace) -> Verdict {
+        if let (Some(wh), Some(st)) = (&self.policy.work_hours, self.status) {
+            trace.note(|| self.describe_hours(wh, st));
+        }
+        if let Some(id) = self.inst.tag(MIGRATING_TAG) {
+            trace.note(|| {
+                format!("tag ebb:migrating={id}: its spot migration acts on it, not the rules")
+            });
+            return verdict(
+                Action::None,
+                Code::Migrating,
+                format!("spot migration {id} is under way (see ebb migrations)"),
+            );
+        }
+        match self.inst.state {
+            InstanceState::Terminated => {
+                verdict(Action::None, Code::Terminated, "terminated".into())
+            }
+            InstanceState::Pending | InstanceState::Stopping | InstanceState::ShuttingDown => {
+                verdict(
+                    Action::None,
+                    Code::InTransition,
+                    format!("{}; waiting for it to settle", self.inst.state.as_str()),
+                )
+            }
+            InstanceState::Stopped => self.stopped(trace),
+            InstanceState::Running => self.running(trace),
+        }
+    }
+
+    fn describe_hours(&self, wh: &WorkHours, st: ScheduleStatus) -> String {
+        let when = |t: Option<DateTime<Utc>>| t.map_or("beyond the horizon".into(), |t| self.at(t));
+        let tz = wh.schedule.timezone.name();
+        if st.in_hours {
+            format!(
+                "work hours ({tz}): open since {}, close {}",
+                when(st.since),
+                when(st.next)
+            )
+        } else {
+            format!(
+                "work hours ({tz}): closed since {}, open {}",
+                when(st.since),
+                when(st.next)
+            )
+        }
+    }
+
+    /// A running instance: stops outside work hours, then the idle rule, the notice before the
+    /// close and the spot rule, in that order; the first that asks for an action decides.
+    fn running(&self, trace: &mut Trace) -> Verdict {
+        let protection = self.protection(trace);
+        let threshold = self.policy.busy_threshold();
+        let busy = self.busy_sample(threshold);
+        trace.note(|| match busy {
+            Some((t, p)) => format!(
+                "busy: {p}% at {} (threshold {threshold}%, last {})",
+                self.at(t),
+                span(RECENT)
+            ),
+            None => format!(
+                "not busy: no sample at or above {threshold}% in the last {}",
+                span(RECENT)
+            ),
+        });
+        let outside = match (&self.policy.work_hours, self.status) {
+            (Some(wh), Some(st)) if !st.in_hours => Some((wh, st)),
+            _ => None,
+        };
+        if let Some((wh, st)) = outside {
+            if wh.outside_hours != OutsideHours::None {
+                return self.scheduled_stop(wh, st, protection, busy, threshold, trace);
+            }
+        }
+        let idle_code = match self.idle_step(outside.is_some(), protection.as_ref(), trace) {
+            ControlFlow::Break(v) => return v,
+            ControlFlow::Continue(code) => code,
+        };
+        if let Some(v) = self.close_notice(protection.is_some()) {
+            return v;
+        }
+        let not_spot = match self.spot_step(protection.as_ref(), trace) {
+            ControlFlow::Break(v) => return v,
+            ControlFlow::Continue(why) => why,
+        };
+        if let Some((code, reason)) = idle_code {
+            return verdict(Action::None, code, reason);
+        }
+        self.no_change(outside.is_some(), not_spot)
+    }
+
+    /// The idle rule, when it applies now: `Break` with the verdict when it stops the instance
+    /// (or a protection keeps it), `Continue` with why it does not.
+    fn idle_step(
+        &self,
+        outside: bool,
+        protection: Option<&Protection>,
+        trace: &mut Trace,
+    ) -> ControlFlow<Verdict, Option<(Code, String)>> {
+        let Some(rule) = &self.policy.idle else {
+            return ControlFlow::Continue(None);
+        };
+        if rule.when != IdleWhen::Always && !outside {
+            trace.note(|| "idle rule: applies only outside work hours".into());
+            return ControlFlow::Continue(None);
+        }
+        match self.idle(rule, trace) {
+            Ok(v) => ControlFlow::Break(match protection {
+                Some(p) => p.verdict(),
+                None => self.with_notice(v, NoticeFor::Now, trace),
+            }),
+            Err(code) => ControlFlow::Continue(Some(code)),
+        }
+    }
+
+    /// The notice before work hours close, when it is due and nothing protects the instance.
+    fn close_notice(&self, protected: bool) -> Option<Verdict> {
+        let (Some(wh), Some(st), Some(n)) =
+            (&self.policy.work_hours, self.status, &self.policy.notify)
+        else {
+            return None;
+        };
+        let close = st
+            .next
+            .filter(|c| st.in_hours && self.now() >= *c - n.before);
+        match (close, wh.outside_hours != OutsideHours::None, protected) {
+            (Some(close), true, false) => Some(self.notice_before_close(close, n.before)),
+            _ => None,
+        }
+    }
+
+    /// The spot rule: `Break` with the move (or the protection that blocks it), `Continue` with
+    /// why the instance is not moved.
+    fn spot_step(
+        &self,
+        protection: Option<&Protection>,
+        trace: &mut Trace,
+    ) -> ControlFlow<Verdict, Option<String>> {
+        let Some(rule) = &self.policy.spot else {
+            return ControlFlow::Continue(None);
+        };
+        match self.spot(rule) {
+            Ok(reason) => {
+                trace.note(|| format!("spot: eligible: {reason}"));
+                ControlFlow::Break(match protection {
+                    Some(p) => p.verdict(),
+                    None => verdict(Action::MigrateToSpot, Code::SpotSavings, reason),
+                })
+            }
+            Err(why) => {
+                trace.note(|| format!("spot: not eligible: {why}"));
+                ControlFlow::Continue(Some(why))
+            }
+        }
+    }
+
+    /// No rule asks for anything: say where the instance stands.
+    fn no_change(&self, outside: bool, not_spot: Option<String>) -> Verdict {
+        match (outside, self.status) {
+            (true, _) => verdict(
+                Action::None,
+                Code::OutsideHoursKept,
+                "outside work hours; outside_hours is none".into(),
+            ),
+            (false, Some(st)) => {
+                let close = st
+                    .next
+                    .map_or(String::new(), |t| format!(" (close {})", self.at(t)));
+                verdict(Action::None, Code::InHours, format!("in work hours{close}"))
+            }
+            (false, None) => verdict(
+                Action::None,
+                Code::NoRuleApplies,
+                match not_spot {
+                    Some(why) => format!("running; not moved to spot: {why}"),
+                    None => "running; no rule asks for a change".into(),
+                },
+            ),
+        }
+    }
+}

@@ -1,0 +1,155 @@
+//! The idle rule: whether the GPU samples show an instance idle over the rule's window.
+
+use super::text::{percent_text, span};
+use super::{verdict, Action, Code, Eval, Trace, Verdict, RECENT};
+use crate::fleet::Sample;
+use crate::policy::{IdleAction, IdleRule, MissingMetrics};
+use chrono::{DateTime, Utc};
+
+impl Eval<'_> {
+    /// The newest sample at or above `threshold` in the last [`RECENT`], ignoring samples after
+    /// now.
+    pub(super) fn busy_sample(&self, threshold: f64) -> Option<(DateTime<Utc>, f64)> {
+        let now = self.now();
+        self.inst
+            .gpu_util
+            .iter()
+            .rev()
+            .filter(|s| s.at <= now)
+            .take_while(|s| s.at >= now - RECENT)
+            .find(|s| s.percent >= threshold)
+            .map(|s| (s.at, s.percent))
+    }
+
+    /// `Ok` with the stop when the idle rule stops the instance; `Err` with the code and reason
+    /// why it does not.
+    pub(super) fn idle(
+        &self,
+        rule: &IdleRule,
+        trace: &mut Trace,
+    ) -> Result<Verdict, (Code, String)> {
+        let now = self.now();
+        let action = match rule.action {
+            IdleAction::Stop => Action::Stop,
+            IdleAction::Hibernate => Action::Hibernate,
+        };
+        if let Some(started) = self.inst.launched_at {
+            if started + rule.grace_after_start > now {
+                let why = format!(
+                    "idle rule: started {}, within grace_after_start {}",
+                    self.at(started),
+                    span(rule.grace_after_start)
+                );
+                trace.note(|| why.clone());
+                return Err((Code::IdleGrace, why));
+            }
+        }
+        let coverage = idle_coverage(&self.inst.gpu_util, now, rule);
+        trace.note(|| {
+            format!(
+                "idle rule ({}% for {}): {}",
+                rule.gpu_below,
+                span(rule.window),
+                coverage.describe(self)
+            )
+        });
+        let window = span(rule.window);
+        match coverage {
+            Coverage::Busy { at, percent } => Err((
+                Code::NotIdle,
+                format!("GPU at {}% at {}, not below {}% for {window}", percent_text(percent), self.at(at), rule.gpu_below),
+            )),
+            Coverage::Idle { samples, max } => Ok(verdict(
+                action,
+                Code::Idle,
+                format!(
+                    "GPU idle: {samples} samples over the last {window}, max {}% < {}%",
+                    percent_text(max),
+                    rule.gpu_below
+                ),
+            )),
+            Coverage::Missing(why) => match rule.missing_metrics {
+                MissingMetrics::Idle => Ok(verdict(
+                    action,
+                    Code::IdleMetricsMissing,
+                    format!("GPU metrics incomplete ({why}) and missing_metrics is idle; no sample ≥ {}%", rule.gpu_below),
+                )),
+                MissingMetrics::Busy => Err((
+                    Code::MetricsMissing,
+                    format!("GPU metrics incomplete ({why}); counted as busy"),
+                )),
+            },
+        }
+    }
+}
+
+/// What the GPU samples say over an idle rule's window.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Coverage {
+    /// A sample at or above the threshold.
+    Busy {
+        /// When.
+        at: DateTime<Utc>,
+        /// How busy.
+        percent: f64,
+    },
+    /// Every sample below the threshold and the window covered.
+    Idle {
+        /// How many samples.
+        samples: usize,
+        /// The highest.
+        max: f64,
+    },
+    /// No sample at or above the threshold, but the window is not covered; why.
+    Missing(String),
+}
+
+impl Coverage {
+    fn describe(&self, e: &Eval) -> String {
+        match self {
+            Coverage::Busy { at, percent } => format!("busy, {percent}% at {}", e.at(*at)),
+            Coverage::Idle { samples, max } => {
+                format!("idle, {samples} samples, max {}%", percent_text(*max))
+            }
+            Coverage::Missing(why) => format!("not covered by data: {why}"),
+        }
+    }
+}
+
+/// Evaluates an idle rule's window `[now - for, now]` over `samples` (oldest first). Covered
+/// means: the first sample no later than [`RECENT`] after the window starts, no gap over
+/// [`RECENT`], the newest no older than [`RECENT`]. Samples after `now` are ignored.
+pub fn idle_coverage(samples: &[Sample], now: DateTime<Utc>, rule: &IdleRule) -> Coverage {
+    let start = now - rule.window;
+    let lo = samples.partition_point(|s| s.at < start);
+    let hi = samples.partition_point(|s| s.at <= now);
+    let window = &samples[lo..hi.max(lo)];
+    if let Some(s) = window.iter().rev().find(|s| s.percent >= rule.gpu_below) {
+        return Coverage::Busy {
+            at: s.at,
+            percent: s.percent,
+        };
+    }
+    let (Some(first), Some(last)) = (window.first(), window.last()) else {
+        return Coverage::Missing(format!("no samples in the last {}", span(rule.window)));
+    };
+    if first.at - start > RECENT {
+        return Coverage::Missing(format!(
+            "first sample {} after the window starts",
+            span(first.at - start)
+        ));
+    }
+    if let Some(w) = window.windows(2).find(|w| w[1].at - w[0].at > RECENT) {
+        return Coverage::Missing(format!(
+            "a gap of {} in the samples",
+            span(w[1].at - w[0].at)
+        ));
+    }
+    if now - last.at > RECENT {
+        return Coverage::Missing(format!("newest sample {} old", span(now - last.at)));
+    }
+    Coverage::Idle {
+        samples: window.len(),
+        max: window.iter().map(|s| s.percent).fold(0.0, f64::max),
+    }
+}

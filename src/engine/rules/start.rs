@@ -1,0 +1,102 @@
+//! A stopped instance: whether work hours start it.
+
+use super::{verdict, Action, Code, Eval, Trace, Verdict};
+use crate::policy::{StartAtOpen, WorkHours};
+use crate::schedule::ScheduleStatus;
+use chrono::{DateTime, Utc};
+
+impl Eval<'_> {
+    /// A stopped instance: started only in work hours, as the policy says.
+    pub(super) fn stopped(&self, trace: &mut Trace) -> Verdict {
+        let (Some(wh), Some(st)) = (&self.policy.work_hours, self.status) else {
+            return verdict(
+                Action::None,
+                Code::StoppedNoHours,
+                "stopped; the policy has no work hours to start it in".into(),
+            );
+        };
+        if !st.in_hours {
+            let closed = st
+                .since
+                .map_or(String::new(), |t| format!(" (closed {})", self.at(t)));
+            return verdict(
+                Action::None,
+                Code::StoppedOutsideHours,
+                format!("stopped, outside work hours{closed}"),
+            );
+        }
+        self.start_at_open(wh, st, trace)
+    }
+
+    /// A stopped instance in work hours: whether `start_at_open` starts it, by who stopped it
+    /// and when.
+    fn start_at_open(&self, wh: &WorkHours, st: ScheduleStatus, trace: &mut Trace) -> Verdict {
+        let opened_text = st.since.map_or("always open".to_string(), |t| {
+            format!("opened {}", self.at(t))
+        });
+        let before_opening = |t: DateTime<Utc>| st.since.is_none_or(|o| t < o);
+        let f = self.facts;
+        trace.note(|| {
+            format!(
+                "start_at_open: {}; stopped by ebb at {}, started by ebb at {}, stopped since {}",
+                wh.start_at_open.as_str(),
+                f.stopped_by_ebb_at.map_or("-".into(), |t| self.at(t)),
+                f.started_by_ebb_at.map_or("-".into(), |t| self.at(t)),
+                self.inst
+                    .state_since
+                    .map_or("unknown".into(), |t| self.at(t)),
+            )
+        });
+        let start = |how: &str| {
+            verdict(
+                Action::Start,
+                Code::StartAtOpen,
+                format!("work hours {opened_text}; {how}"),
+            )
+        };
+        match (wh.start_at_open, f.stopped_by_ebb_at) {
+            (StartAtOpen::Never, _) => verdict(
+                Action::None,
+                Code::StartNever,
+                "stopped; start_at_open is never".into(),
+            ),
+            (_, Some(s)) if !before_opening(s) => verdict(
+                Action::None,
+                Code::StoppedInWindow,
+                format!(
+                    "ebb stopped it at {} inside this window ({opened_text}); it starts at the next opening",
+                    self.at(s)
+                ),
+            ),
+            (_, Some(s)) => start(&format!("ebb stopped it at {}", self.at(s))),
+            (StartAtOpen::StoppedByEbb, None) => verdict(
+                Action::None,
+                Code::StoppedByPerson,
+                "stopped, not by ebb; a person's stop sticks".into(),
+            ),
+            (StartAtOpen::All, None) => match (f.started_by_ebb_at, self.inst.state_since) {
+                (Some(s), _) if !before_opening(s) => verdict(
+                    Action::None,
+                    Code::StartedThisWindow,
+                    format!("ebb already started it at {} in this window", self.at(s)),
+                ),
+                (_, Some(t)) if before_opening(t) => {
+                    start(&format!("start_at_open is all; stopped since {}", self.at(t)))
+                }
+                (_, Some(t)) => verdict(
+                    Action::None,
+                    Code::StoppedByPerson,
+                    format!(
+                        "stopped at {}, after this window {opened_text}; a person's stop sticks",
+                        self.at(t)
+                    ),
+                ),
+                (_, None) => verdict(
+                    Action::None,
+                    Code::StopTimeUnknown,
+                    "stopped at an unknown time, maybe by a person in this window; not started".into(),
+                ),
+            },
+        }
+    }
+}

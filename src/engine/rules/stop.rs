@@ -1,0 +1,151 @@
+//! Stops outside work hours, busy deferral, and the notices before a stop.
+
+use super::protection::Protection;
+use super::text::{percent_text, span};
+use super::{verdict, Action, Code, Eval, Trace, Verdict, NOTICE_SLACK};
+use crate::policy::{OutsideHours, WorkHours};
+use crate::schedule::ScheduleStatus;
+use chrono::{DateTime, Duration, Utc};
+
+/// How a notice counts for a stop.
+#[derive(Clone, Copy)]
+pub(super) enum NoticeFor {
+    /// A stop at the close of work hours at this instant.
+    Close(DateTime<Utc>),
+    /// A stop for a reason that holds now (idle): only a recent notice counts.
+    Now,
+}
+
+impl Eval<'_> {
+    pub(super) fn scheduled_stop(
+        &self,
+        wh: &WorkHours,
+        st: ScheduleStatus,
+        protection: Option<Protection>,
+        busy: Option<(DateTime<Utc>, f64)>,
+        threshold: f64,
+        trace: &mut Trace,
+    ) -> Verdict {
+        let closed = st
+            .since
+            .map_or(String::new(), |t| format!(" (closed {})", self.at(t)));
+        if let Some(p) = protection {
+            return verdict(Action::None, p.code, p.reason);
+        }
+        let action = match wh.outside_hours {
+            OutsideHours::Hibernate => Action::Hibernate,
+            _ => Action::Stop,
+        };
+        let mut v = verdict(
+            action,
+            Code::OutsideHours,
+            format!("outside work hours{closed}"),
+        );
+        if let (Some((at, pct)), true) = (busy, wh.busy_defers_stop) {
+            let pct = percent_text(pct);
+            let deadline = match (wh.max_defer, st.since) {
+                (Some(max), Some(close)) => Some(close + max),
+                _ => None,
+            };
+            match deadline {
+                Some(d) if self.now() >= d => {
+                    v.code = Code::MaxDeferReached;
+                    v.reason = format!(
+                        "outside work hours{closed}; busy ({pct}% at {}) but max_defer {} has passed",
+                        self.at(at),
+                        span(wh.max_defer.unwrap_or_default())
+                    );
+                }
+                _ => {
+                    let until = deadline.map_or("until idle".to_string(), |d| {
+                        format!("until idle or {}", self.at(d))
+                    });
+                    return verdict(
+                        Action::None,
+                        Code::BusyDeferred,
+                        format!(
+                            "outside work hours{closed}, but GPU busy ({pct}% at {} ≥ {threshold}%); stop deferred {until}",
+                            self.at(at)
+                        ),
+                    );
+                }
+            }
+        }
+        let notice = st.since.map_or(NoticeFor::Now, NoticeFor::Close);
+        self.with_notice(v, notice, trace)
+    }
+
+    /// Gates a stop behind the policy's notice: a stop happens only once a notice for it is
+    /// `before` old; a missing notice is sent now, which delays the stop.
+    pub(super) fn with_notice(
+        &self,
+        stop: Verdict,
+        notice_for: NoticeFor,
+        trace: &mut Trace,
+    ) -> Verdict {
+        let Some(n) = &self.policy.notify else {
+            return stop;
+        };
+        let now = self.now();
+        let counts = |sent: DateTime<Utc>| match notice_for {
+            NoticeFor::Close(close) => sent >= close - n.before,
+            NoticeFor::Now => sent >= now - n.before - NOTICE_SLACK,
+        };
+        match self.facts.notified_at.filter(|t| counts(*t)) {
+            Some(sent) if now >= sent + n.before => {
+                trace.note(|| format!("notice sent {}, {} ago", self.at(sent), span(now - sent)));
+                Verdict {
+                    reason: format!("{}; notice sent {}", stop.reason, self.at(sent)),
+                    ..stop
+                }
+            }
+            Some(sent) => verdict(
+                Action::None,
+                Code::NoticePending,
+                format!(
+                    "{}; notice sent {}, stop at {}",
+                    stop.reason,
+                    self.at(sent),
+                    self.at(sent + n.before)
+                ),
+            ),
+            None => {
+                let stop_at = now + n.before;
+                let code = match (notice_for, stop.code) {
+                    (_, Code::Idle | Code::IdleMetricsMissing) => Code::IdleNotice,
+                    _ => Code::NoticeLate,
+                };
+                Verdict {
+                    action: Action::Notify,
+                    code,
+                    reason: format!("{}; notice now, stop at {}", stop.reason, self.at(stop_at)),
+                    stop_at: Some(stop_at),
+                }
+            }
+        }
+    }
+
+    pub(super) fn notice_before_close(&self, close: DateTime<Utc>, before: Duration) -> Verdict {
+        match self.facts.notified_at.filter(|t| *t >= close - before) {
+            Some(sent) => verdict(
+                Action::None,
+                Code::NoticePending,
+                format!(
+                    "work hours close {}; notice sent {}",
+                    self.at(close),
+                    self.at(sent)
+                ),
+            ),
+            None => Verdict {
+                action: Action::Notify,
+                code: Code::Notice,
+                reason: format!(
+                    "work hours close {}; notice {} before the stop",
+                    self.at(close),
+                    span(before)
+                ),
+                stop_at: Some(close),
+            },
+        }
+    }
+}

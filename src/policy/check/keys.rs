@@ -1,0 +1,44 @@
+//! The keys each mapping of a policy file may have; the JSON Schema is built from the same lists.
+
+pub const FILE: &[&str] = &["calendars", "policies"];
+pub const CALENDAR: &[&str] = &["description", "dates"];
+pub const POLICY: &[&str] = &[
+    "name",
+    "description",
+    "priority",
+    "match",
+    "work_hours",
+    "idle",
+    "notify",
+    "spot",
+    "dry_run",
+];
+pub const MATCH: &[&str] = &["regions", "tags", "instance_types"];
+pub const WORK_HOURS: &[&str] = &[
+    "timezone",
+    "periods",
+    "cron",
+    "skip",
+    "outside_hours",
+    "start_at_open",
+    "busy_defers_stop",
+    "max_defer",
+];
+pub const PERIOD: &[&str] = &["days", "start", "stop"];
+pub const CRON: &[&str] = &["start", "stop"];
+pub const IDLE: &[&str] = &[
+    "gpu_below",
+    "for",
+    "grace_after_start",
+    "missing_metrics",
+    "when",
+    "action",
+];
+pub const NOTIFY: &[&str] = &["before"];
+pub const SPOT: &[&str] = &[
+    "min_savings",
+    "checkpoint_max_age",
+    "instance_types",
+    "max_interruptions",
+    "keep_original_for",
+];

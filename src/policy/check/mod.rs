@@ -1,0 +1,188 @@
+//! Turning one parsed file into policies, collecting every problem with the path to its node.
+//!
+//! [`check_file`] walks the document; each section of a policy file has its own checker
+//! (`calendars`, `policy`, `work_hours`, `idle`, `spot`), all methods of one [`Checker`] that
+//! collects the problems, and `values` reads the plain values they share.
+
+mod calendars;
+mod idle;
+pub(super) mod keys;
+mod policy;
+mod spot;
+mod values;
+mod work_hours;
+
+use super::yaml::{self, Step, Value};
+use super::{Policy, Problem, Source};
+use crate::schedule::Calendar;
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::Arc;
+
+/// A problem at a path in the document; positions are looked up only for reported problems.
+#[derive(Debug, Clone)]
+pub(super) struct PathProblem {
+    pub path: Vec<Step>,
+    pub message: String,
+}
+
+/// What one file defines, before names are resolved across files.
+pub(super) struct CheckedFile {
+    /// Calendars, in file order.
+    pub calendars: Vec<CalendarDef>,
+    /// Policies that parsed (possibly with unresolved calendar names).
+    pub policies: Vec<Draft>,
+    /// Problems inside this file.
+    pub problems: Vec<PathProblem>,
+}
+
+/// A calendar and the path of its name in the file.
+pub(super) struct CalendarDef {
+    pub calendar: Arc<Calendar>,
+    pub path: Vec<Step>,
+}
+
+/// A policy whose own fields are valid, waiting for its `skip` calendars.
+pub(super) struct Draft {
+    pub name: String,
+    index: usize,
+    policy: Option<Policy>,
+    skip: Vec<(String, Vec<Step>)>,
+}
+
+impl Draft {
+    /// The path of the policy's `name` node.
+    pub fn name_path(&self) -> Vec<Step> {
+        vec![
+            Step::Value("policies".into()),
+            Step::Index(self.index),
+            Step::Value("name".into()),
+        ]
+    }
+
+    /// Attaches the calendars named in `skip`; `None` when the policy had problems of its own.
+    pub fn resolve(
+        self,
+        calendars: &BTreeMap<String, Arc<Calendar>>,
+        file: &Path,
+        line: usize,
+    ) -> Result<Policy, Vec<PathProblem>> {
+        let mut problems = Vec::new();
+        let mut skip = Vec::new();
+        for (name, path) in self.skip {
+            match calendars.get(&name) {
+                Some(c) => skip.push(c.clone()),
+                None => problems.push(PathProblem {
+                    path,
+                    message: format!(
+                        "unknown calendar \"{name}\"{}",
+                        suggest(&name, calendars.keys().map(String::as_str))
+                    ),
+                }),
+            }
+        }
+        match self.policy {
+            Some(mut policy) if problems.is_empty() => {
+                if let Some(wh) = &mut policy.work_hours {
+                    wh.schedule.skip = skip;
+                }
+                policy.source = Source {
+                    file: file.to_path_buf(),
+                    line,
+                };
+                Ok(policy)
+            }
+            _ => Err(problems),
+        }
+    }
+}
+
+/// Parses and checks one file. `Err` is a YAML syntax error, which stops this file only.
+pub(super) fn check_file(file: &Path, text: &str) -> Result<CheckedFile, Problem> {
+    let doc = yaml::parse(text)
+        .map_err(|e| Problem::new(file, e.position, &format!("not valid YAML: {}", e.message)))?;
+    let mut c = Checker {
+        problems: Vec::new(),
+        misspelt: Vec::new(),
+    };
+    let mut out = CheckedFile {
+        calendars: Vec::new(),
+        policies: Vec::new(),
+        problems: Vec::new(),
+    };
+    let root = Vec::new();
+    if doc.is_null() {
+        c.problem(
+            &root,
+            "the file is empty; a policy file has a \"policies\" list".into(),
+        );
+    } else if let Some(top) = c.fields(&doc, &root, "a policy file", keys::FILE) {
+        if let Some((v, p)) = top.get("calendars") {
+            out.calendars = c.calendars(v, &p);
+        }
+        match top.get("policies") {
+            Some((v, p)) => {
+                if let Some(items) = c.seq(v, &p, "a list of policies") {
+                    for (i, item) in items.iter().enumerate() {
+                        if let Some(d) = c.policy(item, &child(&p, Step::Index(i)), i) {
+                            out.policies.push(d);
+                        }
+                    }
+                }
+            }
+            None if top.get("calendars").is_none() => {
+                c.problem(&root, "a policy file needs a \"policies\" list".to_string())
+            }
+            None => {}
+        }
+    }
+    out.problems = c.problems;
+    Ok(out)
+}
+
+fn child(path: &[Step], step: Step) -> Vec<Step> {
+    let mut p = path.to_vec();
+    p.push(step);
+    p
+}
+
+/// The candidate closest to `word`, when one is close enough to be a likely misspelling.
+fn closest<'a>(word: &str, candidates: impl IntoIterator<Item = &'a str>) -> Option<&'a str> {
+    candidates
+        .into_iter()
+        .map(|c| (strsim::jaro_winkler(word, c), c))
+        .filter(|(score, _)| *score >= 0.85)
+        .max_by(|a, b| a.0.total_cmp(&b.0))
+        .map(|(_, c)| c)
+}
+
+/// ` (did you mean "x"?)` when a candidate is close to `word`.
+fn suggest<'a>(word: &str, candidates: impl IntoIterator<Item = &'a str>) -> String {
+    closest(word, candidates)
+        .map(|c| format!(" (did you mean \"{c}\"?)"))
+        .unwrap_or_default()
+}
+
+/// A mapping's known fields, looked up by name.
+struct Fields<'v> {
+    entries: Vec<(String, &'v Value)>,
+    path: Vec<Step>,
+}
+
+impl<'v> Fields<'v> {
+    fn get(&self, key: &str) -> Option<(&'v Value, Vec<Step>)> {
+        self.entries
+            .iter()
+            .find(|(k, _)| k == key)
+            .map(|(k, v)| (*v, child(&self.path, Step::Value(k.clone()))))
+    }
+}
+
+/// Collects the problems of one file while its sections are read.
+struct Checker {
+    /// Every problem so far, in the order found.
+    problems: Vec<PathProblem>,
+    /// Unknown keys that look like a known one: (mapping path, the known key). A missing
+    /// required key that was only misspelt is reported once, as the misspelling.
+    misspelt: Vec<(Vec<Step>, String)>,
+}

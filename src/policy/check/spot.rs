@@ -1,0 +1,61 @@
+//! The `spot` section: move interruptible work to spot capacity.
+
+use super::{keys, Checker};
+use crate::policy::yaml::{Step, Value};
+use crate::policy::SpotRule;
+use chrono::Duration;
+
+impl Checker {
+    /// A policy's `spot` rule.
+    pub(super) fn spot(&mut self, v: &Value, path: &[Step]) -> Option<SpotRule> {
+        let f = self.fields(v, path, "a spot rule", keys::SPOT)?;
+        let min_savings = match f.get("min_savings") {
+            Some((v, p)) => self.percent(v, &p, "min_savings"),
+            None => {
+                self.missing(
+                    path,
+                    "min_savings",
+                    "a spot rule needs \"min_savings\" (like \"40%\")".into(),
+                );
+                None
+            }
+        };
+        let checkpoint_max_age = match f.get("checkpoint_max_age") {
+            Some((v, p)) => self.duration(v, &p, "checkpoint_max_age"),
+            None => {
+                self.missing(
+                    path,
+                    "checkpoint_max_age",
+                    "a spot rule needs \"checkpoint_max_age\" (how fresh the ebb:checkpoint-at tag must be)".into(),
+                );
+                None
+            }
+        };
+        let instance_types = match f.get("instance_types") {
+            Some((v, p)) => self.strings(v, &p, "a list of instance types"),
+            None => Some(Vec::new()),
+        };
+        let max_interruptions = match f.get("max_interruptions") {
+            Some((v, p)) => match self.integer(v, &p, "a whole number") {
+                Some(n) if (0..=1000).contains(&n) => Some(n as u32),
+                Some(_) => {
+                    self.problem(&p, "max_interruptions must be between 0 and 1000".into());
+                    None
+                }
+                None => None,
+            },
+            None => Some(3),
+        };
+        let keep_original_for = match f.get("keep_original_for") {
+            Some((v, p)) => self.duration(v, &p, "keep_original_for"),
+            None => Some(Duration::hours(6)),
+        };
+        Some(SpotRule {
+            min_savings: min_savings? / 100.0,
+            checkpoint_max_age: checkpoint_max_age?,
+            instance_types: instance_types?,
+            max_interruptions: max_interruptions?,
+            keep_original_for: keep_original_for?,
+        })
+    }
+}

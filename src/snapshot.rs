@@ -1,0 +1,263 @@
+//! The fleet snapshot file format that `ebb plan`, `ebb explain` and the simulated provider
+//! read: instances with what ebb remembers about them, prices, overrides, and the simulator's
+//! `sim:` behaviour of each instance.
+//!
+//! It sits above [`crate::fleet`], [`crate::engine`] and [`crate::cloud::sim`] so that none of
+//! them needs to know the file format.
+
+use crate::cloud::sim::Behaviour;
+use crate::engine::{InstanceFacts, Override, Prior};
+use crate::fleet::{Fleet, Instance, InstanceState, Lifecycle, Prices, Sample, Tags};
+use chrono::{DateTime, Utc};
+use serde::Deserialize;
+use std::collections::HashMap;
+use std::path::Path;
+
+/// A fleet snapshot file (see DESIGN.md): instances with prior facts, prices, and overrides.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Snapshot {
+    instances: Vec<SnapshotInstance>,
+    #[serde(default)]
+    prices: Prices,
+    #[serde(default)]
+    overrides: Vec<SnapshotOverride>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SnapshotOverride {
+    instance: String,
+    until: Timestamp,
+    #[serde(default)]
+    reason: String,
+    #[serde(default)]
+    by: String,
+}
+
+/// An RFC 3339 time read strictly (four-digit years): chrono's lenient parser also takes years
+/// up to ±262142, which no fleet has and which would overflow the engine's arithmetic.
+#[derive(Debug, Clone, Copy)]
+struct Timestamp(DateTime<Utc>);
+
+impl<'de> Deserialize<'de> for Timestamp {
+    fn deserialize<D: serde::Deserializer<'de>>(de: D) -> Result<Self, D::Error> {
+        // A visitor, not a String: a large snapshot holds millions of times.
+        struct Rfc3339;
+        impl serde::de::Visitor<'_> for Rfc3339 {
+            type Value = Timestamp;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("an RFC 3339 time")
+            }
+            fn visit_str<E: serde::de::Error>(self, text: &str) -> Result<Timestamp, E> {
+                DateTime::parse_from_rfc3339(text)
+                    .map(|t| Timestamp(t.with_timezone(&Utc)))
+                    .map_err(|_| {
+                        E::custom(format!(
+                            "\"{text}\" is not an RFC 3339 time (like 2026-11-30T20:05:00Z)"
+                        ))
+                    })
+            }
+        }
+        de.deserialize_str(Rfc3339)
+    }
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SnapshotInstance {
+    id: String,
+    region: String,
+    #[serde(rename = "type")]
+    instance_type: String,
+    state: InstanceState,
+    #[serde(default)]
+    state_since: Option<Timestamp>,
+    #[serde(default = "on_demand")]
+    lifecycle: Lifecycle,
+    #[serde(default)]
+    launched_at: Option<Timestamp>,
+    #[serde(default, deserialize_with = "scalar_tags")]
+    tags: Tags,
+    #[serde(default)]
+    gpu_util: Vec<(Timestamp, f64)>,
+    #[serde(default)]
+    stopped_by_ebb_at: Option<Timestamp>,
+    #[serde(default)]
+    started_by_ebb_at: Option<Timestamp>,
+    #[serde(default)]
+    notified_at: Option<Timestamp>,
+    /// How the simulated provider makes it behave; other readers ignore it.
+    #[serde(default)]
+    sim: Option<Behaviour>,
+}
+
+/// Tag values are text, but `true` or `3` written unquoted in YAML mean the same.
+fn scalar_tags<'de, D: serde::Deserializer<'de>>(de: D) -> Result<Tags, D::Error> {
+    // A visitor straight into the pairs: a map per instance would only be thrown away.
+    struct Pairs;
+    impl<'de> serde::de::Visitor<'de> for Pairs {
+        type Value = Tags;
+        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+            f.write_str("a map")
+        }
+        fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Tags, A::Error> {
+            let mut pairs = Vec::with_capacity(map.size_hint().unwrap_or(0));
+            while let Some((k, v)) = map.next_entry::<String, TagValue>()? {
+                pairs.push((k, v.0));
+            }
+            Ok(pairs.into_iter().collect())
+        }
+    }
+    de.deserialize_map(Pairs)
+}
+
+/// A tag value read from any scalar, without buffering (large fleets have millions of tags).
+struct TagValue(String);
+
+impl<'de> Deserialize<'de> for TagValue {
+    fn deserialize<D: serde::Deserializer<'de>>(de: D) -> Result<Self, D::Error> {
+        struct Scalar;
+        impl serde::de::Visitor<'_> for Scalar {
+            type Value = TagValue;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a tag value (text, a number or a boolean)")
+            }
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<TagValue, E> {
+                Ok(TagValue(v.to_string()))
+            }
+            fn visit_string<E: serde::de::Error>(self, v: String) -> Result<TagValue, E> {
+                Ok(TagValue(v))
+            }
+            fn visit_bool<E: serde::de::Error>(self, v: bool) -> Result<TagValue, E> {
+                Ok(TagValue(v.to_string()))
+            }
+            fn visit_i64<E: serde::de::Error>(self, v: i64) -> Result<TagValue, E> {
+                Ok(TagValue(v.to_string()))
+            }
+            fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<TagValue, E> {
+                Ok(TagValue(v.to_string()))
+            }
+            fn visit_f64<E: serde::de::Error>(self, v: f64) -> Result<TagValue, E> {
+                Ok(TagValue(v.to_string()))
+            }
+        }
+        de.deserialize_any(Scalar)
+    }
+}
+
+fn on_demand() -> Lifecycle {
+    Lifecycle::OnDemand
+}
+
+/// Why a snapshot could not be read.
+#[derive(Debug, thiserror::Error)]
+pub enum SnapshotError {
+    /// The file could not be read.
+    #[error("cannot read fleet file {}: {source}", path.display())]
+    Read {
+        /// The file.
+        path: std::path::PathBuf,
+        /// The operating system's reason.
+        source: std::io::Error,
+    },
+    /// The file is not a valid snapshot.
+    #[error("{}: not a valid fleet snapshot: {message}", path.display())]
+    Invalid {
+        /// The file.
+        path: std::path::PathBuf,
+        /// What is wrong, with its position.
+        message: String,
+    },
+}
+
+/// Reads a snapshot: JSON when the file ends in `.json` (fast for large fleets), YAML otherwise.
+pub fn load_snapshot(path: &Path) -> Result<(Fleet, Prior), SnapshotError> {
+    let (fleet, prior, _) = read_snapshot(path)?;
+    Ok((fleet, prior))
+}
+
+/// Reads a snapshot with the `sim:` behaviour of its instances, by instance id: the seed of
+/// the simulated provider.
+pub fn load_simulation(path: &Path) -> Result<(Fleet, HashMap<String, Behaviour>), SnapshotError> {
+    let (fleet, _, behaviours) = read_snapshot(path)?;
+    Ok((fleet, behaviours))
+}
+
+fn read_snapshot(path: &Path) -> Result<(Fleet, Prior, HashMap<String, Behaviour>), SnapshotError> {
+    let text = std::fs::read_to_string(path).map_err(|source| SnapshotError::Read {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    let invalid = |message: String| SnapshotError::Invalid {
+        path: path.to_path_buf(),
+        message,
+    };
+    let snapshot: Snapshot = if path.extension().is_some_and(|e| e == "json") {
+        serde_json::from_str(&text).map_err(|e| invalid(e.to_string()))?
+    } else {
+        crate::policy::yaml::from_str(&text).map_err(invalid)?
+    };
+    Ok(snapshot.into_fleet())
+}
+
+impl Snapshot {
+    fn into_fleet(self) -> (Fleet, Prior, HashMap<String, Behaviour>) {
+        let mut facts = HashMap::with_capacity(self.instances.len());
+        let mut behaviours = HashMap::new();
+        let instances = self
+            .instances
+            .into_iter()
+            .map(|i| {
+                let f = InstanceFacts {
+                    stopped_by_ebb_at: i.stopped_by_ebb_at.map(|t| t.0),
+                    started_by_ebb_at: i.started_by_ebb_at.map(|t| t.0),
+                    notified_at: i.notified_at.map(|t| t.0),
+                };
+                if f != InstanceFacts::default() {
+                    facts.insert(i.id.clone(), f);
+                }
+                if let Some(b) = i.sim {
+                    behaviours.insert(i.id.clone(), b);
+                }
+                let mut gpu_util: Vec<Sample> = i
+                    .gpu_util
+                    .into_iter()
+                    .map(|(at, percent)| Sample { at: at.0, percent })
+                    .collect();
+                gpu_util.sort_by_key(|s| s.at);
+                Instance {
+                    id: i.id,
+                    region: i.region,
+                    instance_type: i.instance_type,
+                    state: i.state,
+                    state_since: i.state_since.map(|t| t.0),
+                    lifecycle: i.lifecycle,
+                    launched_at: i.launched_at.map(|t| t.0),
+                    tags: i.tags,
+                    gpus: None,
+                    gpu_util,
+                }
+            })
+            .collect();
+        (
+            Fleet {
+                instances,
+                prices: self.prices,
+            },
+            Prior::new(
+                facts,
+                self.overrides
+                    .into_iter()
+                    .map(|o| Override {
+                        instance: o.instance,
+                        until: o.until.0,
+                        reason: o.reason,
+                        by: o.by,
+                    })
+                    .collect(),
+            ),
+            behaviours,
+        )
+    }
+}
