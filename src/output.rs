@@ -9,7 +9,7 @@ use crate::store::{AuditEntry, MigrationRecord, OverrideRecord};
 use chrono::{DateTime, SecondsFormat, TimeZone, Utc};
 use serde::Serialize;
 
-/// One element of `ebb plan --format json`: exactly the fields DESIGN.md promises.
+/// One element of `ebb plan --format json`: exactly the fields README.md's `ebb plan` promises.
 #[derive(Debug, Serialize)]
 struct PlanItem<'a> {
     instance: &'a str,
@@ -355,7 +355,7 @@ where
     )
 }
 
-/// One instance of a fleet snapshot (DESIGN.md), as `ebb inventory --format json` writes it.
+/// One instance of a fleet snapshot (README.md, "Fleet snapshot"), as `ebb inventory --format json` writes it.
 #[derive(Debug, Serialize)]
 struct SnapshotItem<'a> {
     id: &'a str,

@@ -13,7 +13,7 @@ use serde::Deserialize;
 use std::collections::HashMap;
 use std::path::Path;
 
-/// A fleet snapshot file (see DESIGN.md): instances with prior facts, prices, and overrides.
+/// A fleet snapshot file (README.md, "Fleet snapshot"): instances with prior facts, prices, and overrides.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct Snapshot {

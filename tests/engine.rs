@@ -1,4 +1,4 @@
-//! Pins every semantic of `engine::decide` (DESIGN.md "Semantics that tests must pin down").
+//! Pins every semantic of `engine::decide` (docs/ARCHITECTURE.md, "Semantics the tests pin down").
 //! 2026-11-30 is a Monday.
 
 mod common;

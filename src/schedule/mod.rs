@@ -2,8 +2,9 @@
 //! policy's zone.
 //!
 //! Both modes (weekly periods and cron events) work on local wall-clock times and turn them into
-//! instants with [`zone::resolve`], which applies the DST rules of DESIGN.md: a time in a gap
-//! happens at the first instant after the gap, a time in a repeated hour at its first occurrence.
+//! instants with [`zone::resolve`], which applies the DST rules of docs/ARCHITECTURE.md: a time
+//! in a gap happens at the first instant after the gap, a time in a repeated hour at its first
+//! occurrence.
 //! The `cron` crate is only asked for wall-clock times (it is run on a zone without DST); it never
 //! decides instants in the policy's zone itself, since it would silently skip gap times.
 

@@ -1,4 +1,4 @@
-//! Turning local wall-clock times into instants under the DST rules of DESIGN.md.
+//! Turning local wall-clock times into instants under the DST rules of docs/ARCHITECTURE.md.
 
 use chrono::{DateTime, NaiveDate, NaiveDateTime, Offset, TimeDelta, TimeZone, Timelike, Utc};
 use chrono_tz::Tz;
