@@ -658,7 +658,9 @@ fn the_image_gets_the_binary_without_its_line_tables_which_a_stage_keeps() {
     let objcopies = dockerfile_commands(&stages, "objcopy");
     let strip = objcopy_writing(&objcopies, shipped);
     assert!(
-        strip.iter().any(|w| w == "--strip-debug" || w == "--strip-all"),
+        strip
+            .iter()
+            .any(|w| w == "--strip-debug" || w == "--strip-all"),
         "the image gets {shipped}, which {strip:?} does not strip"
     );
     let debug = strip
@@ -683,7 +685,10 @@ fn the_image_gets_the_binary_without_its_line_tables_which_a_stage_keeps() {
             && i.args.starts_with("--from=")
             && i.args.split_whitespace().any(|w| w == debug)
     });
-    assert!(kept, "deploy/Dockerfile: no stage copies {debug} out of the builder");
+    assert!(
+        kept,
+        "deploy/Dockerfile: no stage copies {debug} out of the builder"
+    );
 }
 
 #[test]
