@@ -49,11 +49,12 @@ need_postgres() {
   [ "$(id -u)" = 0 ] && chown postgres: "$EBB_PG_DIR"
   local port
   port=$(free_port)
+  # Registered before the cluster exists, so that a Ctrl-C while it starts leaves nothing behind.
+  EBB_PG_STOP=("${as[@]}" "$bin/pg_ctl" -D "$EBB_PG_DIR/data" -m immediate stop)
+  on_exit stop_postgres
   "${as[@]}" "$bin/initdb" -D "$EBB_PG_DIR/data" -U postgres -A trust --no-sync >/dev/null
   "${as[@]}" "$bin/pg_ctl" -D "$EBB_PG_DIR/data" -l "$EBB_PG_DIR/log" -w start \
     -o "-h 127.0.0.1 -p $port -k $EBB_PG_DIR -c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=200" >/dev/null
-  EBB_PG_STOP=("${as[@]}" "$bin/pg_ctl" -D "$EBB_PG_DIR/data" -m immediate stop)
-  on_exit stop_postgres
   export DATABASE_URL="postgres://postgres@127.0.0.1:$port/postgres"
   echo "started a throwaway Postgres at $DATABASE_URL" >&2
 }

@@ -9,6 +9,7 @@
 //! - the Kubernetes probes ask `/healthz` and `/readyz` on the port ebb listens on;
 //! - the image is a release build with default features, holds CA certificates and time zones,
 //!   and runs ebb as a non-root user;
+//! - the image's binary has no line tables, and a stage keeps them for crash reports;
 //! - the policies in the ConfigMap pass `ebb validate`, and the policies are mounted read-only
 //!   where ebb looks for them;
 //! - Kubernetes runs two replicas, and what the manifests refer to exists.
@@ -425,21 +426,39 @@ fn exec_form(args: &str) -> Vec<String> {
         .unwrap_or_else(|_| panic!("deploy/Dockerfile: {args} is not in exec form ([\"...\"])"))
 }
 
-/// The `cargo build` commands of a RUN line, word by word, up to the next shell operator.
-fn cargo_builds(run: &str) -> Vec<Vec<String>> {
+/// The commands of a RUN line that run `program`, word by word, up to the next shell operator.
+fn commands(run: &str, program: &str) -> Vec<Vec<String>> {
     let words: Vec<&str> = run.split_whitespace().collect();
-    let mut builds = Vec::new();
+    let mut found = Vec::new();
     for (i, word) in words.iter().enumerate() {
-        if *word == "cargo" && words.get(i + 1) == Some(&"build") {
+        if *word == program {
             let command = words[i..]
                 .iter()
                 .take_while(|w| !matches!(**w, "&&" | "||" | ";" | "|"))
                 .map(|w| w.to_string())
                 .collect();
-            builds.push(command);
+            found.push(command);
         }
     }
-    builds
+    found
+}
+
+/// Every command of every RUN instruction of the Dockerfile that runs `program`.
+fn dockerfile_commands(stages: &[Vec<Instruction>], program: &str) -> Vec<Vec<String>> {
+    stages
+        .iter()
+        .flatten()
+        .filter(|i| i.keyword == "RUN")
+        .flat_map(|i| commands(&i.args, program))
+        .collect()
+}
+
+/// The `objcopy` command of the Dockerfile that writes `output` (objcopy's last argument).
+fn objcopy_writing<'a>(objcopies: &'a [Vec<String>], output: &str) -> &'a [String] {
+    objcopies
+        .iter()
+        .find(|c| c.last().map(String::as_str) == Some(output))
+        .unwrap_or_else(|| panic!("deploy/Dockerfile: no objcopy writes {output}"))
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -545,11 +564,9 @@ fn the_image_is_a_release_build_run_by_a_non_root_user() {
         );
     }
     let stages = dockerfile_stages();
-    let builds: Vec<Vec<String>> = stages
-        .iter()
-        .flatten()
-        .filter(|i| i.keyword == "RUN")
-        .flat_map(|i| cargo_builds(&i.args))
+    let builds: Vec<Vec<String>> = dockerfile_commands(&stages, "cargo")
+        .into_iter()
+        .filter(|c| c.get(1).map(String::as_str) == Some("build"))
         .collect();
     assert_eq!(
         builds,
@@ -618,6 +635,60 @@ fn the_image_is_a_release_build_run_by_a_non_root_user() {
         .expect("ENV EBB_LISTEN=0.0.0.0:PORT");
     assert!(listen.starts_with("0.0.0.0:"), "EBB_LISTEN={listen}");
     assert_eq!(last(runtime, "EXPOSE"), port_of(listen).to_string());
+}
+
+#[test]
+fn the_image_gets_the_binary_without_its_line_tables_which_a_stage_keeps() {
+    let stages = dockerfile_stages();
+    let runtime = stages.last().unwrap();
+    let copy: Vec<&str> = runtime
+        .iter()
+        .find(|i| {
+            i.keyword == "COPY"
+                && i.args.starts_with("--from=")
+                && i.args.ends_with(" /usr/local/bin/ebb")
+        })
+        .expect("the runtime stage copies the binary to /usr/local/bin/ebb")
+        .args
+        .split_whitespace()
+        .collect();
+    let shipped = copy[copy.len() - 2];
+
+    // The release profile's line tables are ~300 MB of a ~330 MB binary.
+    let objcopies = dockerfile_commands(&stages, "objcopy");
+    let strip = objcopy_writing(&objcopies, shipped);
+    assert!(
+        strip
+            .iter()
+            .any(|w| w == "--strip-debug" || w == "--strip-all"),
+        "the image gets {shipped}, which {strip:?} does not strip"
+    );
+    let debug = strip
+        .iter()
+        .find_map(|w| w.strip_prefix("--add-gnu-debuglink="))
+        .unwrap_or_else(|| panic!("{strip:?}: no --add-gnu-debuglink= to the line tables"));
+    let keep = objcopy_writing(&objcopies, debug);
+    assert!(
+        keep.iter().any(|w| w == "--only-keep-debug"),
+        "{keep:?}: not --only-keep-debug"
+    );
+    let input = |command: &[String]| command[command.len() - 2].clone();
+    assert_eq!(
+        input(keep),
+        input(strip),
+        "the debug file and the shipped binary come from the same build"
+    );
+
+    // A stage other than the runtime one holds the debug file, to export for crash reports.
+    let kept = stages[..stages.len() - 1].iter().flatten().any(|i| {
+        i.keyword == "COPY"
+            && i.args.starts_with("--from=")
+            && i.args.split_whitespace().any(|w| w == debug)
+    });
+    assert!(
+        kept,
+        "deploy/Dockerfile: no stage copies {debug} out of the builder"
+    );
 }
 
 #[test]
