@@ -20,7 +20,7 @@ pub struct Control {
     /// The background tasks' statuses.
     pub tasks: Tasks,
     leader: AtomicBool,
-    last_tick: Mutex<Option<DateTime<Utc>>>,
+    last_tick: tokio::sync::watch::Sender<Option<DateTime<Utc>>>,
 }
 
 impl Control {
@@ -37,12 +37,18 @@ impl Control {
 
     /// The decision time of this replica's last tick.
     pub fn last_tick(&self) -> Option<DateTime<Utc>> {
-        *self.last_tick.lock().unwrap_or_else(|e| e.into_inner())
+        *self.last_tick.borrow()
+    }
+
+    /// The decision time of this replica's last tick, updated as each tick finishes: a test on
+    /// paused time waits on it for a tick to be done before it moves the clock on.
+    pub fn ticks(&self) -> tokio::sync::watch::Receiver<Option<DateTime<Utc>>> {
+        self.last_tick.subscribe()
     }
 
     /// Records the decision time of a tick.
     pub fn set_last_tick(&self, at: DateTime<Utc>) {
-        *self.last_tick.lock().unwrap_or_else(|e| e.into_inner()) = Some(at);
+        self.last_tick.send_replace(Some(at));
     }
 }
 
