@@ -11,9 +11,7 @@ mod prices;
 pub mod sim;
 
 pub use error::{CloudError, ErrorKind};
-pub use launch::{
-    Image, ImageState, InstanceStatus, Launch, LaunchSpec, Market, SPOT_TERMINATION,
-};
+pub use launch::{Image, ImageState, InstanceStatus, Launch, LaunchSpec, Market, SPOT_TERMINATION};
 pub use prices::{OnDemandPrices, PricesError};
 
 use crate::fleet::{Instance, Sample};
