@@ -2,12 +2,12 @@
 
 use super::{Action, Code, Decision, InstanceFacts, Prior};
 use crate::fleet::{Fleet, Instance, InstanceState, Lifecycle, Prices};
-use crate::names::{
-    CHECKPOINT_AT_TAG, INTERRUPTIBLE_TAG, KEEP_UNTIL_TAG, MIGRATING_TAG, MIGRATION_TAG, SKIP_TAG,
-};
 use crate::policy::{
     IdleAction, IdleRule, IdleWhen, MissingMetrics, OutsideHours, Policy, PolicySet, SpotRule,
     StartAtOpen, TagMatch, WorkHours,
+};
+use crate::names::{
+    CHECKPOINT_AT_TAG, INTERRUPTIBLE_TAG, KEEP_UNTIL_TAG, MIGRATING_TAG, MIGRATION_TAG, SKIP_TAG,
 };
 use crate::schedule::ScheduleStatus;
 use chrono::{DateTime, Duration, Utc};
