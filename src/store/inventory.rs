@@ -467,7 +467,7 @@ impl Store {
     /// reason of a decision to do nothing is kept from when it was made: its numbers (a GPU
     /// reading, say) change at every tick, and rewriting half of a large fleet's rows at each
     /// tick would cost more than the rest of the tick. All or nothing, in statements of
-    /// [`ROWS_PER_STATEMENT`] decisions.
+    /// at most 10,000 decisions.
     pub async fn record_decisions(&self, decisions: &[Decision], at: DateTime<Utc>) -> Result<u64> {
         let mut tx = self.pool.begin().await?;
         let mut written = 0;

@@ -6,9 +6,9 @@
 //! between a call and the write that records it, the next tick redoes the step and finds what
 //! the first attempt made.
 //!
-//! [`advance`] is the one entry. The steps are split by phase: [`stop`] (planned, stopping),
-//! [`image`] (imaging, choosing the spot offer), [`launch`] (launching, verifying), [`done`]
-//! (watching the replacement, reclaims, cleaning up the original) and [`undo`] (rolling back,
+//! [`advance`] is the one entry. The steps are split by phase: `stop` (planned, stopping),
+//! `image` (imaging, choosing the spot offer), `launch` (launching, verifying), `done`
+//! (watching the replacement, reclaims, cleaning up the original) and `undo` (rolling back,
 //! ending).
 
 mod done;
