@@ -84,9 +84,9 @@ impl<'a> MigrationView<'a> {
             original: &m.original,
             region: &m.region,
             policy: &m.policy,
-            state: &m.state,
+            state: m.state.as_str(),
             current: m.current.as_deref(),
-            market: &m.market,
+            market: m.market.as_str(),
             instance_type: m.instance_type.as_deref(),
             zone: m.zone.as_deref(),
             savings_so_far: (spot::savings(m, now) * 100.0).round() / 100.0,
@@ -119,16 +119,16 @@ pub fn migrations_table(list: &[MigrationRecord], now: DateTime<Utc>) -> String 
         .iter()
         .map(|m| {
             let state = if m.ended_at.is_some() {
-                format!("{} (ended)", m.state)
+                format!("{} (ended)", m.state.as_str())
             } else {
-                m.state.clone()
+                m.state.as_str().to_string()
             };
             [
                 m.id.to_string(),
                 m.original.clone(),
                 state,
                 m.current.clone().unwrap_or_else(|| "-".into()),
-                m.market.clone(),
+                m.market.as_str().to_string(),
                 m.instance_type.clone().unwrap_or_else(|| "-".into()),
                 format!("${:.2}", spot::savings(m, now)),
                 m.interruptions.0.len().to_string(),

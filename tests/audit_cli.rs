@@ -327,6 +327,8 @@ async fn bad_override_requests_change_nothing(pool: PgPool) {
         vec!["override", "i-0abc", "--until", "4h", "--reason", "  "],
         vec!["override", "i-0abc", "--until", "soon", "--reason", "x"],
         vec!["override", "i-0abc", "--reason", "no until"],
+        // The API's rule too: an instance must be named.
+        vec!["override", "  ", "--until", "4h", "--reason", "x"],
     ] {
         let o = ebb(&url, &args);
         assert_eq!(o.status.code(), Some(2), "{args:?}");

@@ -7,7 +7,7 @@ use aws_sdk_ec2::types::InstanceStateName;
 use common::moto::{emulator, launch_with, states, Fixture, Launch, G5};
 use ebb::cloud::aws::{AwsProvider, Settings};
 use ebb::cloud::{ErrorKind, Provider};
-use ebb::fleet::{InstanceState, Lifecycle};
+use ebb::fleet::{Instance, InstanceState, Lifecycle};
 use std::collections::{BTreeMap, BTreeSet};
 
 #[tokio::test]
@@ -50,23 +50,7 @@ async fn inventory_reads_every_page_with_gpu_facts_and_only_managed_instances() 
     let seen: BTreeSet<String> = inventory.instances.iter().map(|i| i.id.clone()).collect();
     assert_eq!(seen, managed, "the unmanaged three are filtered out by EC2");
     for instance in &inventory.instances {
-        assert_eq!(instance.region, region);
-        assert_eq!(instance.state, InstanceState::Running);
-        assert!(instance.launched_at.is_some());
-        assert_eq!(instance.tag("team"), Some("research"));
-        let gpus = instance.gpus.as_ref();
-        match instance.instance_type.as_str() {
-            "g5.xlarge" => {
-                let gpus = gpus.unwrap();
-                assert_eq!((gpus.count, gpus.model.as_str()), (1, "NVIDIA A10G"));
-                assert!(gpus.memory_mib > 20_000);
-            }
-            "p4d.24xlarge" => {
-                let gpus = gpus.unwrap();
-                assert_eq!((gpus.count, gpus.model.as_str()), (8, "NVIDIA A100"));
-            }
-            _ => assert_eq!(gpus, None),
-        }
+        assert_listed_with_gpu_facts(instance, region);
     }
     let spot: Vec<_> = inventory
         .instances
@@ -101,6 +85,28 @@ async fn inventory_reads_every_page_with_gpu_facts_and_only_managed_instances() 
         .collect();
     assert!(unmanaged.iter().all(|id| all.contains(id)));
     assert!(managed.iter().all(|id| all.contains(id)));
+}
+
+/// A managed instance of the inventory test as listed: running, tagged, with the GPU facts of
+/// its type.
+fn assert_listed_with_gpu_facts(instance: &Instance, region: &str) {
+    assert_eq!(instance.region, region);
+    assert_eq!(instance.state, InstanceState::Running);
+    assert!(instance.launched_at.is_some());
+    assert_eq!(instance.tag("team"), Some("research"));
+    let gpus = instance.gpus.as_ref();
+    match instance.instance_type.as_str() {
+        "g5.xlarge" => {
+            let gpus = gpus.unwrap();
+            assert_eq!((gpus.count, gpus.model.as_str()), (1, "NVIDIA A10G"));
+            assert!(gpus.memory_mib > 20_000);
+        }
+        "p4d.24xlarge" => {
+            let gpus = gpus.unwrap();
+            assert_eq!((gpus.count, gpus.model.as_str()), (8, "NVIDIA A100"));
+        }
+        _ => assert_eq!(gpus, None),
+    }
 }
 
 #[tokio::test]

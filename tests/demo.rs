@@ -173,7 +173,7 @@ async fn a_simulated_day_of_the_demo_fleet(pool: PgPool) {
         ("i-0train01", "done"),
         "{m:#?}"
     );
-    assert_eq!(m.market, "spot");
+    assert_eq!(m.market.as_str(), "spot");
     assert!(spot::savings(m, last) > 0.0);
 
     // Protected, unmatched and person-stopped instances are never touched.

@@ -17,7 +17,10 @@ use ebb::cloud::{
 use ebb::fleet::Sample;
 use ebb::reconcile::{Options, PolicySource, Reconciler};
 use ebb::spot::State;
-use ebb::store::{AuditFilter, Leadership, MigrationRecord, Outcome, Store, Verification};
+use ebb::store::{
+    AuditFilter, Leadership, MigrationRecord, NewAuditEntry, Outcome, Store, StoreError,
+    Verification,
+};
 use sqlx::PgPool;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::{Arc, Mutex};
@@ -421,7 +424,7 @@ async fn a_migration_moves_to_spot_alike_keeps_the_original_then_cleans_up(pool:
     }
     assert_eq!(tag(&spot, "ebb:migrated-from"), Some(original.as_str()));
     assert_eq!(spot.image_id(), m.image.as_deref());
-    assert_eq!(m.market, "spot");
+    assert_eq!(m.market.as_str(), "spot");
     assert_eq!(s.replacements(&original).await.len(), 1);
     // The image's snapshots are marked as ebb's, for the IAM policy's delete condition.
     assert!(!s.marked_snapshots(&original).await.is_empty());
@@ -617,7 +620,7 @@ async fn reclaims_relaunch_on_spot_elsewhere_then_fall_back_to_on_demand(pool: P
         (m.instance_type.clone(), m.zone.clone()),
         (first.instance_type.clone(), first.zone.clone())
     );
-    assert_eq!(m.market, "spot");
+    assert_eq!(m.market.as_str(), "spot");
     minute = s.until(&original, minute + 1, State::Done).await;
     let second = s.ec2(&second_id).await;
     assert_eq!(
@@ -631,7 +634,7 @@ async fn reclaims_relaunch_on_spot_elsewhere_then_fall_back_to_on_demand(pool: P
     minute = s.until(&original, minute + 1, State::Launching).await;
     s.until(&original, minute + 1, State::Done).await;
     let m = s.migration(&original).await;
-    assert_eq!(m.market, "on-demand");
+    assert_eq!(m.market.as_str(), "on-demand");
     assert_eq!(m.interruptions.0.len(), 2);
     let third = s.ec2(m.current.as_deref().unwrap()).await;
     assert_eq!(state(&third), "running");
@@ -790,4 +793,54 @@ async fn a_warning_from_the_queue_relaunches_before_the_reclaim(pool: PgPool) {
     assert_eq!(m.state(), State::Launching);
     assert_eq!(state(&s.ec2(&warned).await), "running", "left to EC2");
     assert_eq!(s.replacements(&original).await.len(), 2);
+}
+
+#[sqlx::test(migrations = false)]
+async fn a_stored_state_or_market_this_ebb_does_not_know_is_an_error_naming_the_migration(
+    pool: PgPool,
+) {
+    let store = Store::from_pool(pool.clone());
+    store.migrate().await.unwrap();
+    let now = Utc::now();
+    let audit = NewAuditEntry::event(now, "test", "migrate_to_spot", "planned".into());
+    let m = store
+        .plan_migration("i-1", REGION, "train", Some(1.0), now, audit)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!((m.state(), m.market.as_str()), (State::Planned, "spot"));
+
+    sqlx::query("UPDATE spot_migrations SET market = 'reserved' WHERE id = $1")
+        .bind(m.id)
+        .execute(&pool)
+        .await
+        .unwrap();
+    let err = store.migrations().await.unwrap_err();
+    assert!(
+        matches!(&err, StoreError::UnknownMigrationValue { id, column: "market", value }
+            if *id == m.id && value == "reserved"),
+        "{err:?}"
+    );
+    let text = err.to_string();
+    assert!(
+        text.contains(&format!("spot migration {}", m.id)) && text.contains("\"reserved\""),
+        "{text}"
+    );
+
+    // The schema allows no other state today; a newer ebb's schema might.
+    sqlx::query("ALTER TABLE spot_migrations DROP CONSTRAINT spot_migrations_state_check")
+        .execute(&pool)
+        .await
+        .unwrap();
+    sqlx::query("UPDATE spot_migrations SET market = 'spot', state = 'paused' WHERE id = $1")
+        .bind(m.id)
+        .execute(&pool)
+        .await
+        .unwrap();
+    let err = store.live_migrations().await.unwrap_err();
+    assert!(
+        matches!(&err, StoreError::UnknownMigrationValue { id, column: "state", value }
+            if *id == m.id && value == "paused"),
+        "{err:?}"
+    );
 }

@@ -169,6 +169,38 @@ codes! {
     Migrating = "migrating",
     /// A rule would stop it, but it is a spot migration's one-time spot instance.
     SpotCannotStop = "spot_cannot_stop",
+    /// A spot migration was not started: the move no longer holds, or how the original was
+    /// launched cannot be read.
+    SpotCancelled = "spot_cancelled",
+    /// A spot migration stops the original to image it.
+    SpotStop = "spot_stop",
+    /// A spot migration images the stopped original with all its volumes.
+    SpotImage = "spot_image",
+    /// A spot migration launches its first replacement on spot.
+    SpotLaunch = "spot_launch",
+    /// A spot migration launches a spot replacement for a reclaimed one.
+    SpotRelaunch = "spot_relaunch",
+    /// A spot migration falls back to (or launches) an on-demand replacement.
+    SpotFallback = "spot_fallback",
+    /// A spot migration's replacement is running.
+    SpotRunning = "spot_running",
+    /// A spot migration's replacement still runs a tick later: the move is done.
+    SpotVerified = "spot_verified",
+    /// A spot migration's original was started again by someone; it is left to the rules.
+    SpotOriginalReturned = "spot_original_returned",
+    /// A spot migration terminates the original after `keep_original_for`.
+    SpotCleanup = "spot_cleanup",
+    /// Spot capacity was reclaimed from a migration's replacement, or will be (a warning).
+    SpotInterrupted = "spot_interrupted",
+    /// A spot migration is undone: the replacement terminated, the original started again.
+    SpotRollback = "spot_rollback",
+    /// ebb stops following a spot migration (its replacement was stopped or terminated by
+    /// someone).
+    SpotEnded = "spot_ended",
+    /// A spot migration deletes its image: the workload runs on-demand and the original is gone.
+    SpotImageDeleted = "spot_image_deleted",
+    /// A spot migration stopped half-way in a state ebb could not undo.
+    SpotFailed = "spot_failed",
 }
 
 impl fmt::Display for Code {

@@ -11,11 +11,13 @@
 
 pub mod drive;
 
-use crate::cloud::TypePrice;
+use crate::cloud::{Market, TypePrice};
 use crate::store::MigrationRecord;
 use chrono::{DateTime, Duration, Utc};
-use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
+
+// The persisted types of a migration belong to the store, which must not import this module.
+pub use crate::store::spot::{Interruption, State, Step};
 
 /// A type and zone that reclaimed a replacement is not used again for this long.
 pub const AVOID_FOR: Duration = Duration::hours(3);
@@ -29,85 +31,6 @@ pub const STOP_TIMEOUT: Duration = Duration::minutes(30);
 pub const IMAGE_TIMEOUT: Duration = Duration::hours(3);
 /// A replacement must be running within this long.
 pub const LAUNCH_TIMEOUT: Duration = Duration::minutes(15);
-
-/// Where a migration is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum State {
-    /// Decided; nothing changed yet. The next tick checks eligibility again and stops it.
-    Planned,
-    /// The original is stopping (its guest gets a normal shutdown, so the job can checkpoint).
-    Stopping,
-    /// An image of the stopped original, with all its volumes, is being made.
-    Imaging,
-    /// A replacement was launched; waiting for it to run.
-    Launching,
-    /// The replacement runs; checked once more before the move counts as done.
-    Verifying,
-    /// The replacement serves the workload; ebb watches it for reclaims, and terminates the
-    /// original after `keep_original_for`.
-    Done,
-    /// Undone: the original runs again and no replacement is left.
-    RolledBack,
-    /// Stopped half-way in a state ebb could not undo; the error says what to do.
-    Failed,
-}
-
-impl State {
-    /// The name stored and shown.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            State::Planned => "planned",
-            State::Stopping => "stopping",
-            State::Imaging => "imaging",
-            State::Launching => "launching",
-            State::Verifying => "verifying",
-            State::Done => "done",
-            State::RolledBack => "rolled_back",
-            State::Failed => "failed",
-        }
-    }
-
-    /// The state named `s`.
-    pub fn parse(s: &str) -> Option<State> {
-        [
-            State::Planned,
-            State::Stopping,
-            State::Imaging,
-            State::Launching,
-            State::Verifying,
-            State::Done,
-            State::RolledBack,
-            State::Failed,
-        ]
-        .into_iter()
-        .find(|state| state.as_str() == s)
-    }
-}
-
-/// One step of a migration, as its history keeps it.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Step {
-    /// When.
-    pub at: DateTime<Utc>,
-    /// The state it led to.
-    pub state: State,
-    /// What was done, for people.
-    pub detail: String,
-}
-
-/// A replacement that spot capacity was reclaimed from.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Interruption {
-    /// When ebb saw it.
-    pub at: DateTime<Utc>,
-    /// The reclaimed instance.
-    pub instance: String,
-    /// Its type.
-    pub instance_type: String,
-    /// Its zone.
-    pub zone: String,
-}
 
 /// Where a replacement goes.
 #[derive(Debug, Clone, PartialEq)]
@@ -180,13 +103,8 @@ pub fn recent_interruptions(interruptions: &[Interruption], now: DateTime<Utc>) 
 /// Dollars the current replacement has saved from its start to `until`: spot hours times the
 /// difference to the original's on-demand price.
 pub fn current_savings(m: &MigrationRecord, until: DateTime<Utc>) -> f64 {
-    match (
-        m.market.as_str(),
-        m.running_since,
-        m.on_demand_price,
-        m.price,
-    ) {
-        ("spot", Some(since), Some(on_demand), Some(price)) if until > since => {
+    match (m.market, m.running_since, m.on_demand_price, m.price) {
+        (Market::Spot, Some(since), Some(on_demand), Some(price)) if until > since => {
             let hours = (until - since).num_seconds() as f64 / 3600.0;
             hours * (on_demand - price).max(0.0)
         }

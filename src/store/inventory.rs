@@ -196,6 +196,139 @@ impl Events {
         self.to_state.push(to.to_string());
         self.cause.push(cause);
     }
+
+    /// Writes the changes at `now`.
+    async fn write(&self, conn: &mut PgConnection, now: DateTime<Utc>) -> Result<()> {
+        if self.instance.is_empty() {
+            return Ok(());
+        }
+        sqlx::query(
+            "INSERT INTO instance_events (instance, at, from_state, to_state, cause)
+             SELECT n.instance, $5, n.from_state, n.to_state, n.cause
+             FROM UNNEST($1::text[], $2::text[], $3::text[], $4::text[])
+                  AS n(instance, from_state, to_state, cause)",
+        )
+        .bind(&self.instance)
+        .bind(&self.from_state)
+        .bind(&self.to_state)
+        .bind(&self.cause)
+        .bind(now)
+        .execute(conn)
+        .await?;
+        Ok(())
+    }
+}
+
+/// What a sync writes: the listing compared with the rows the store has for its regions.
+#[derive(Default)]
+struct SyncDiff<'a> {
+    /// Instances seen for the first time.
+    new: Batch<'a>,
+    /// Instances whose facts changed, or that came back after being gone.
+    changed: Batch<'a>,
+    /// Ids no longer listed.
+    gone: Vec<String>,
+    /// The state changes among them.
+    events: Events,
+    /// Instances whose rows stay as they are.
+    unchanged: usize,
+}
+
+impl<'a> SyncDiff<'a> {
+    /// Compares `instances` (the first of each id counts) with the stored `rows` of their
+    /// regions: (id, fingerprint, state, gone).
+    fn new(instances: &'a [Instance], rows: &[(String, i64, String, bool)]) -> Self {
+        let known: HashMap<&str, (i64, &str, bool)> = rows
+            .iter()
+            .map(|(id, fp, state, gone)| (id.as_str(), (*fp, state.as_str(), *gone)))
+            .collect();
+        let mut diff = SyncDiff::default();
+        let mut seen = HashSet::with_capacity(instances.len());
+        for i in instances {
+            if !seen.insert(i.id.as_str()) {
+                continue;
+            }
+            let fp = fingerprint(i);
+            let state = i.state.as_str();
+            match known.get(i.id.as_str()) {
+                // A new instance's first state is in its row (first_seen_at, state_since); events
+                // record changes, which keeps a first sync of a large fleet to one insert.
+                None => diff.new.push(i, fp),
+                Some(&(old_fp, old_state, gone)) if old_fp != fp || gone => {
+                    diff.changed.push(i, fp);
+                    if gone {
+                        diff.events.push(&i.id, "gone", state, "reappeared");
+                    } else if old_state != state {
+                        diff.events.push(&i.id, old_state, state, "observed");
+                    }
+                }
+                Some(_) => diff.unchanged += 1,
+            }
+        }
+        for (id, _, state, was_gone) in rows {
+            if !was_gone && !seen.contains(id.as_str()) {
+                diff.gone.push(id.clone());
+                diff.events.push(id, state, "gone", "gone");
+            }
+        }
+        diff
+    }
+
+    /// What the sync changed.
+    fn report(&self) -> SyncReport {
+        SyncReport {
+            inserted: self.new.id.len(),
+            updated: self.changed.id.len(),
+            unchanged: self.unchanged,
+            gone: self.gone.len(),
+        }
+    }
+
+    /// Writes the new, changed and gone rows and the events, at `now`.
+    async fn write(&self, conn: &mut PgConnection, now: DateTime<Utc>) -> Result<()> {
+        if !self.new.id.is_empty() {
+            self.new
+                .write(
+                    conn,
+                    now,
+                    "INSERT INTO instances (id, region, instance_type, state, lifecycle, launched_at, tags,
+                     fingerprint, first_seen_at, changed_at, state_since)
+                 SELECT n.*, $9, $9, $9
+                 FROM UNNEST($1::text[], $2::text[], $3::text[], $4::text[], $5::text[],
+                             $6::timestamptz[], $7::jsonb[], $8::bigint[]) AS n",
+                )
+                .await?;
+        }
+        if !self.changed.id.is_empty() {
+            self.changed
+                .write(
+                    conn,
+                    now,
+                    "UPDATE instances AS i SET
+                     region = n.region, instance_type = n.instance_type, lifecycle = n.lifecycle,
+                     launched_at = n.launched_at, tags = n.tags, fingerprint = n.fingerprint,
+                     changed_at = $9, gone_at = NULL,
+                     state_since = CASE WHEN i.state <> n.state OR i.gone_at IS NOT NULL
+                                        THEN $9 ELSE i.state_since END,
+                     stopped_by_ebb_at = CASE WHEN n.state = 'running' AND i.state <> 'running'
+                                              THEN NULL ELSE i.stopped_by_ebb_at END,
+                     state = n.state
+                 FROM UNNEST($1::text[], $2::text[], $3::text[], $4::text[], $5::text[],
+                             $6::timestamptz[], $7::jsonb[], $8::bigint[])
+                      AS n(id, region, instance_type, state, lifecycle, launched_at, tags, fingerprint)
+                 WHERE i.id = n.id",
+                )
+                .await?;
+        }
+        if !self.gone.is_empty() {
+            sqlx::query("UPDATE instances SET gone_at = $2, changed_at = $2 WHERE id = ANY($1)")
+                .bind(&self.gone)
+                .bind(now)
+                .execute(&mut *conn)
+                .await?;
+        }
+        self.events.write(conn, now).await
+    }
 }
 
 impl Store {
@@ -229,99 +362,8 @@ impl Store {
         .bind(&regions)
         .fetch_all(&mut *tx)
         .await?;
-        let known: HashMap<&str, (i64, &str, bool)> = rows
-            .iter()
-            .map(|(id, fp, state, gone)| (id.as_str(), (*fp, state.as_str(), *gone)))
-            .collect();
-        let mut report = SyncReport::default();
-        let (mut new, mut changed, mut events) =
-            (Batch::default(), Batch::default(), Events::default());
-        let mut seen = HashSet::with_capacity(instances.len());
-        for i in instances {
-            if !seen.insert(i.id.as_str()) {
-                continue;
-            }
-            let fp = fingerprint(i);
-            let state = i.state.as_str();
-            match known.get(i.id.as_str()) {
-                // A new instance's first state is in its row (first_seen_at, state_since); events
-                // record changes, which keeps a first sync of a large fleet to one insert.
-                None => new.push(i, fp),
-                Some(&(old_fp, old_state, gone)) if old_fp != fp || gone => {
-                    changed.push(i, fp);
-                    if gone {
-                        events.push(&i.id, "gone", state, "reappeared");
-                    } else if old_state != state {
-                        events.push(&i.id, old_state, state, "observed");
-                    }
-                }
-                Some(_) => report.unchanged += 1,
-            }
-        }
-        let mut gone = Vec::new();
-        for (id, _, state, was_gone) in &rows {
-            if !was_gone && !seen.contains(id.as_str()) {
-                gone.push(id.clone());
-                events.push(id, state, "gone", "gone");
-            }
-        }
-        (report.inserted, report.updated, report.gone) =
-            (new.id.len(), changed.id.len(), gone.len());
-
-        if !new.id.is_empty() {
-            new.write(
-                &mut tx,
-                now,
-                "INSERT INTO instances (id, region, instance_type, state, lifecycle, launched_at, tags,
-                     fingerprint, first_seen_at, changed_at, state_since)
-                 SELECT n.*, $9, $9, $9
-                 FROM UNNEST($1::text[], $2::text[], $3::text[], $4::text[], $5::text[],
-                             $6::timestamptz[], $7::jsonb[], $8::bigint[]) AS n",
-            )
-            .await?;
-        }
-        if !changed.id.is_empty() {
-            changed.write(
-                &mut tx,
-                now,
-                "UPDATE instances AS i SET
-                     region = n.region, instance_type = n.instance_type, lifecycle = n.lifecycle,
-                     launched_at = n.launched_at, tags = n.tags, fingerprint = n.fingerprint,
-                     changed_at = $9, gone_at = NULL,
-                     state_since = CASE WHEN i.state <> n.state OR i.gone_at IS NOT NULL
-                                        THEN $9 ELSE i.state_since END,
-                     stopped_by_ebb_at = CASE WHEN n.state = 'running' AND i.state <> 'running'
-                                              THEN NULL ELSE i.stopped_by_ebb_at END,
-                     state = n.state
-                 FROM UNNEST($1::text[], $2::text[], $3::text[], $4::text[], $5::text[],
-                             $6::timestamptz[], $7::jsonb[], $8::bigint[])
-                      AS n(id, region, instance_type, state, lifecycle, launched_at, tags, fingerprint)
-                 WHERE i.id = n.id",
-            )
-            .await?;
-        }
-        if !gone.is_empty() {
-            sqlx::query("UPDATE instances SET gone_at = $2, changed_at = $2 WHERE id = ANY($1)")
-                .bind(&gone)
-                .bind(now)
-                .execute(&mut *tx)
-                .await?;
-        }
-        if !events.instance.is_empty() {
-            sqlx::query(
-                "INSERT INTO instance_events (instance, at, from_state, to_state, cause)
-                 SELECT n.instance, $5, n.from_state, n.to_state, n.cause
-                 FROM UNNEST($1::text[], $2::text[], $3::text[], $4::text[])
-                      AS n(instance, from_state, to_state, cause)",
-            )
-            .bind(&events.instance)
-            .bind(&events.from_state)
-            .bind(&events.to_state)
-            .bind(&events.cause)
-            .bind(now)
-            .execute(&mut *tx)
-            .await?;
-        }
+        let diff = SyncDiff::new(instances, &rows);
+        diff.write(&mut tx, now).await?;
         sqlx::query(
             "INSERT INTO region_syncs (region, synced_at) SELECT r, $2 FROM UNNEST($1::text[]) AS r
              ON CONFLICT (region) DO UPDATE SET synced_at = excluded.synced_at",
@@ -331,7 +373,7 @@ impl Store {
         .execute(&mut *tx)
         .await?;
         tx.commit().await?;
-        Ok(report)
+        Ok(diff.report())
     }
 
     /// Every instance the store knows, live ones first, by id.
@@ -425,7 +467,7 @@ impl Store {
     /// reason of a decision to do nothing is kept from when it was made: its numbers (a GPU
     /// reading, say) change at every tick, and rewriting half of a large fleet's rows at each
     /// tick would cost more than the rest of the tick. All or nothing, in statements of
-    /// [`ROWS_PER_STATEMENT`] decisions.
+    /// at most 10,000 decisions.
     pub async fn record_decisions(&self, decisions: &[Decision], at: DateTime<Utc>) -> Result<u64> {
         let mut tx = self.pool.begin().await?;
         let mut written = 0;

@@ -9,7 +9,7 @@ mod audit;
 mod inventory;
 mod leader;
 mod overrides;
-mod spot;
+pub mod spot;
 
 pub use audit::{
     AuditEntry, AuditFilter, FailureStreak, NewAuditEntry, Outcome, Verification, INTERRUPTED,
@@ -73,6 +73,16 @@ pub enum StoreError {
     /// An override id that does not exist (or was already revoked).
     #[error("no active override with id {0} (see ebb override --list)")]
     NoSuchOverride(i64),
+    /// A spot migration row holds a state or market this ebb does not know.
+    #[error("spot migration {id} has {column} {value:?}, which this ebb does not know; it was written by a newer ebb or by hand: run the ebb that wrote it, or set spot_migrations.{column} of row {id} to a known value")]
+    UnknownMigrationValue {
+        /// The migration's id.
+        id: i64,
+        /// The column: `state` or `market`.
+        column: &'static str,
+        /// The value found.
+        value: String,
+    },
 }
 
 /// Result of store operations.

@@ -1,18 +1,99 @@
 //! Spot migrations: one row per move of an instance to spot, with its state and every step.
-//! The leader advances each live one a step per tick (see `crate::spot`).
+//! The leader advances each live one a step per tick (see the top-level `spot` module).
+//!
+//! The persisted types of a migration (its [`State`], [`Step`]s and [`Interruption`]s) live
+//! here, so that the `spot` module builds on the store and the store needs nothing from it.
 
 use super::audit::{append_in, NewAuditEntry};
 use super::inventory::micros;
 use super::leader::wake_leader;
-use super::{Result, Store};
-use crate::cloud::LaunchSpec;
-use crate::spot::{Interruption, State, Step};
+use super::{Result, Store, StoreError};
+use crate::cloud::{LaunchSpec, Market};
 use chrono::{DateTime, Utc};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use sqlx::types::Json;
 
+/// Where a migration is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum State {
+    /// Decided; nothing changed yet. The next tick checks eligibility again and stops it.
+    Planned,
+    /// The original is stopping (its guest gets a normal shutdown, so the job can checkpoint).
+    Stopping,
+    /// An image of the stopped original, with all its volumes, is being made.
+    Imaging,
+    /// A replacement was launched; waiting for it to run.
+    Launching,
+    /// The replacement runs; checked once more before the move counts as done.
+    Verifying,
+    /// The replacement serves the workload; ebb watches it for reclaims, and terminates the
+    /// original after `keep_original_for`.
+    Done,
+    /// Undone: the original runs again and no replacement is left.
+    RolledBack,
+    /// Stopped half-way in a state ebb could not undo; the error says what to do.
+    Failed,
+}
+
+impl State {
+    /// The name stored and shown.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            State::Planned => "planned",
+            State::Stopping => "stopping",
+            State::Imaging => "imaging",
+            State::Launching => "launching",
+            State::Verifying => "verifying",
+            State::Done => "done",
+            State::RolledBack => "rolled_back",
+            State::Failed => "failed",
+        }
+    }
+
+    /// The state named `s`.
+    pub fn parse(s: &str) -> Option<State> {
+        [
+            State::Planned,
+            State::Stopping,
+            State::Imaging,
+            State::Launching,
+            State::Verifying,
+            State::Done,
+            State::RolledBack,
+            State::Failed,
+        ]
+        .into_iter()
+        .find(|state| state.as_str() == s)
+    }
+}
+
+/// One step of a migration, as its history keeps it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Step {
+    /// When.
+    pub at: DateTime<Utc>,
+    /// The state it led to.
+    pub state: State,
+    /// What was done, for people.
+    pub detail: String,
+}
+
+/// A replacement that spot capacity was reclaimed from.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Interruption {
+    /// When ebb saw it.
+    pub at: DateTime<Utc>,
+    /// The reclaimed instance.
+    pub instance: String,
+    /// Its type.
+    pub instance_type: String,
+    /// Its zone.
+    pub zone: String,
+}
+
 /// A stored migration.
-#[derive(Debug, Clone, PartialEq, Serialize, sqlx::FromRow)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct MigrationRecord {
     /// Its id.
     pub id: i64,
@@ -22,12 +103,12 @@ pub struct MigrationRecord {
     pub region: String,
     /// The policy whose spot rule moved it.
     pub policy: String,
-    /// Where the migration is (`planned` ... `done`, `rolled_back`, `failed`).
-    pub state: String,
+    /// Where the migration is.
+    pub state: State,
     /// The instance running the workload now, once launched.
     pub current: Option<String>,
-    /// `spot`, or `on-demand` after a fallback.
-    pub market: String,
+    /// Spot, or on-demand after a fallback.
+    pub market: Market,
     /// The image replacements are launched from.
     pub image: Option<String>,
     /// The replacement's instance type.
@@ -77,15 +158,92 @@ fn inner<T: Serialize, S: serde::Serializer>(
 }
 
 impl MigrationRecord {
-    /// Its state, parsed.
+    /// Where the migration is.
     pub fn state(&self) -> State {
-        State::parse(&self.state).unwrap_or(State::Failed)
+        self.state
     }
 
     /// Whether the stopped original is still ebb's to roll back to or terminate.
     pub fn holds_original(&self) -> bool {
         self.original_terminated_at.is_none() && self.original_returned_at.is_none()
     }
+}
+
+/// A row of `spot_migrations` as stored: state and market as text, decoded by
+/// [`MigrationRow::decode`] so that a value this ebb does not know is an error naming the
+/// migration, never a silent default.
+#[derive(sqlx::FromRow)]
+struct MigrationRow {
+    id: i64,
+    original: String,
+    region: String,
+    policy: String,
+    state: String,
+    current: Option<String>,
+    market: String,
+    image: Option<String>,
+    instance_type: Option<String>,
+    zone: Option<String>,
+    subnet: Option<String>,
+    on_demand_price: Option<f64>,
+    price: Option<f64>,
+    launches: i32,
+    saved_before: f64,
+    interruptions: Json<Vec<Interruption>>,
+    steps: Json<Vec<Step>>,
+    launch_spec: Option<Json<LaunchSpec>>,
+    error: Option<String>,
+    created_at: DateTime<Utc>,
+    state_since: DateTime<Utc>,
+    running_since: Option<DateTime<Utc>>,
+    original_terminated_at: Option<DateTime<Utc>>,
+    original_returned_at: Option<DateTime<Utc>>,
+    ended_at: Option<DateTime<Utc>>,
+}
+
+impl MigrationRow {
+    /// The record, with its state and market decoded.
+    fn decode(self) -> Result<MigrationRecord> {
+        let unknown = |column: &'static str, value: &str| StoreError::UnknownMigrationValue {
+            id: self.id,
+            column,
+            value: value.to_string(),
+        };
+        let state = State::parse(&self.state).ok_or_else(|| unknown("state", &self.state))?;
+        let market = Market::parse(&self.market).ok_or_else(|| unknown("market", &self.market))?;
+        Ok(MigrationRecord {
+            id: self.id,
+            original: self.original,
+            region: self.region,
+            policy: self.policy,
+            state,
+            current: self.current,
+            market,
+            image: self.image,
+            instance_type: self.instance_type,
+            zone: self.zone,
+            subnet: self.subnet,
+            on_demand_price: self.on_demand_price,
+            price: self.price,
+            launches: self.launches,
+            saved_before: self.saved_before,
+            interruptions: self.interruptions,
+            steps: self.steps,
+            launch_spec: self.launch_spec,
+            error: self.error,
+            created_at: self.created_at,
+            state_since: self.state_since,
+            running_since: self.running_since,
+            original_terminated_at: self.original_terminated_at,
+            original_returned_at: self.original_returned_at,
+            ended_at: self.ended_at,
+        })
+    }
+}
+
+/// Decodes every row, failing on the first that names an unknown state or market.
+fn decode_all(rows: Vec<MigrationRow>) -> Result<Vec<MigrationRecord>> {
+    rows.into_iter().map(MigrationRow::decode).collect()
 }
 
 /// The columns of `spot_migrations`, in the order of [`MigrationRecord`].
@@ -129,7 +287,7 @@ impl Store {
             state: State::Planned,
             detail: audit.reason.clone(),
         }]);
-        let record: Option<MigrationRecord> = sqlx::query_as(concat!(
+        let row: Option<MigrationRow> = sqlx::query_as(concat!(
             "INSERT INTO spot_migrations (original, region, policy, state, on_demand_price, steps,
                  created_at, state_since)
              VALUES ($1, $2, $3, 'planned', $4, $5, $6, $6)
@@ -144,6 +302,7 @@ impl Store {
         .bind(micros(now))
         .fetch_optional(&mut *tx)
         .await?;
+        let record = row.map(MigrationRow::decode).transpose()?;
         if record.is_some() {
             append_in(&mut tx, &[audit]).await?;
         }
@@ -168,9 +327,9 @@ impl Store {
              WHERE id = $1",
         )
         .bind(migration.id)
-        .bind(&migration.state)
+        .bind(migration.state.as_str())
         .bind(&migration.current)
-        .bind(&migration.market)
+        .bind(migration.market.as_str())
         .bind(&migration.image)
         .bind(&migration.instance_type)
         .bind(&migration.zone)
@@ -197,14 +356,16 @@ impl Store {
 
     /// Migrations the leader still works on: not rolled back, failed or ended.
     pub async fn live_migrations(&self) -> Result<Vec<MigrationRecord>> {
-        Ok(sqlx::query_as(concat!(
-            "SELECT ",
-            columns!(),
-            " FROM spot_migrations
+        decode_all(
+            sqlx::query_as(concat!(
+                "SELECT ",
+                columns!(),
+                " FROM spot_migrations
              WHERE state NOT IN ('rolled_back', 'failed') AND ended_at IS NULL ORDER BY id"
-        ))
-        .fetch_all(&self.pool)
-        .await?)
+            ))
+            .fetch_all(&self.pool)
+            .await?,
+        )
     }
 
     /// Records spot interruption warnings (instance, when) and wakes the leader, so that the
@@ -238,12 +399,14 @@ impl Store {
 
     /// Every migration, oldest first.
     pub async fn migrations(&self) -> Result<Vec<MigrationRecord>> {
-        Ok(sqlx::query_as(concat!(
-            "SELECT ",
-            columns!(),
-            " FROM spot_migrations ORDER BY id"
-        ))
-        .fetch_all(&self.pool)
-        .await?)
+        decode_all(
+            sqlx::query_as(concat!(
+                "SELECT ",
+                columns!(),
+                " FROM spot_migrations ORDER BY id"
+            ))
+            .fetch_all(&self.pool)
+            .await?,
+        )
     }
 }

@@ -3,11 +3,11 @@
 //! The `Maximum` statistic of the aggregate over a period is the busiest GPU's reading, so
 //! one query per instance gives the maximum over its GPUs, and 500 instances fit in a call.
 
-use super::{cloud_error, to_chrono, to_smithy, AwsProvider};
+use super::{cloud_error, to_chrono, to_smithy, AwsProvider, GpuMetric};
 use crate::cloud::CloudError;
 use crate::fleet::Sample;
 use aws_sdk_cloudwatch::types::{
-    Dimension, Metric, MetricDataQuery, MetricStat, ScanBy, StatusCode,
+    Dimension, Metric, MetricDataQuery, MetricDataResult, MetricStat, ScanBy, StatusCode,
 };
 use chrono::{DateTime, Utc};
 use std::collections::{BTreeMap, HashMap};
@@ -35,88 +35,10 @@ impl AwsProvider {
         for (index, ids) in groups {
             let cloudwatch = &self.scopes[index].cloudwatch;
             for chunk in ids.chunks(QUERIES_PER_CALL) {
-                let queries: Vec<MetricDataQuery> = chunk
-                    .iter()
-                    .enumerate()
-                    .map(|(n, id)| {
-                        MetricDataQuery::builder()
-                            .id(format!("i{n}"))
-                            .metric_stat(
-                                MetricStat::builder()
-                                    .metric(
-                                        Metric::builder()
-                                            .namespace(&metric.namespace)
-                                            .metric_name(&metric.name)
-                                            .dimensions(
-                                                Dimension::builder()
-                                                    .name("InstanceId")
-                                                    .value(id)
-                                                    .build(),
-                                            )
-                                            .build(),
-                                    )
-                                    .period(period)
-                                    .stat("Maximum")
-                                    .build(),
-                            )
-                            .return_data(true)
-                            .build()
-                    })
-                    .collect();
-                // A long window can need several pages; each page carries more points of the
-                // same queries.
-                let mut points: BTreeMap<usize, Vec<Sample>> = BTreeMap::new();
-                let mut token: Option<String> = None;
-                loop {
-                    self.count("GetMetricData");
-                    let page = cloudwatch
-                        .get_metric_data()
-                        .set_metric_data_queries(Some(queries.clone()))
-                        .start_time(to_smithy(from))
-                        .end_time(to_smithy(to))
-                        .scan_by(ScanBy::TimestampAscending)
-                        .set_next_token(token.take())
-                        .send()
-                        .await
-                        .map_err(|e| cloud_error("GetMetricData", e))?;
-                    for result in page.metric_data_results() {
-                        let Some(n) = result
-                            .id()
-                            .and_then(|id| id.strip_prefix('i'))
-                            .and_then(|n| n.parse::<usize>().ok())
-                            .filter(|n| *n < chunk.len())
-                        else {
-                            continue;
-                        };
-                        if let Some(StatusCode::InternalError | StatusCode::Forbidden) =
-                            result.status_code()
-                        {
-                            tracing::warn!(
-                                instance = %chunk[n],
-                                "CloudWatch returned no GPU data: {:?}",
-                                result.messages()
-                            );
-                        }
-                        let samples = points.entry(n).or_default();
-                        samples.extend(
-                            result
-                                .timestamps()
-                                .iter()
-                                .zip(result.values())
-                                .filter(|(_, v)| v.is_finite())
-                                .filter_map(|(at, percent)| {
-                                    Some(Sample {
-                                        at: to_chrono(at)?,
-                                        percent: *percent,
-                                    })
-                                }),
-                        );
-                    }
-                    match page.next_token() {
-                        Some(next) if !next.is_empty() => token = Some(next.to_string()),
-                        _ => break,
-                    }
-                }
+                let queries = gpu_queries(metric, period, chunk);
+                let points = self
+                    .read_metric_pages(cloudwatch, queries, chunk, from, to)
+                    .await?;
                 for (n, mut samples) in points {
                     // Pages and scan order are CloudWatch's business: the engine wants oldest
                     // first, one reading per time.
@@ -128,4 +50,106 @@ impl AwsProvider {
         }
         Ok(readings)
     }
+
+    /// Runs `queries` (query `i<n>` reads `chunk[n]`) over every page of the window; the
+    /// samples by query number, in the order CloudWatch gave them.
+    async fn read_metric_pages(
+        &self,
+        cloudwatch: &aws_sdk_cloudwatch::Client,
+        queries: Vec<MetricDataQuery>,
+        chunk: &[String],
+        from: DateTime<Utc>,
+        to: DateTime<Utc>,
+    ) -> Result<BTreeMap<usize, Vec<Sample>>, CloudError> {
+        // A long window can need several pages; each page carries more points of the same
+        // queries.
+        let mut points: BTreeMap<usize, Vec<Sample>> = BTreeMap::new();
+        let mut token: Option<String> = None;
+        loop {
+            self.count("GetMetricData");
+            let page = cloudwatch
+                .get_metric_data()
+                .set_metric_data_queries(Some(queries.clone()))
+                .start_time(to_smithy(from))
+                .end_time(to_smithy(to))
+                .scan_by(ScanBy::TimestampAscending)
+                .set_next_token(token.take())
+                .send()
+                .await
+                .map_err(|e| cloud_error("GetMetricData", e))?;
+            for result in page.metric_data_results() {
+                add_samples(result, chunk, &mut points);
+            }
+            match page.next_token() {
+                Some(next) if !next.is_empty() => token = Some(next.to_string()),
+                _ => break,
+            }
+        }
+        Ok(points)
+    }
+}
+
+/// One `Maximum` query per instance of `chunk`, with id `i<n>` for `chunk[n]`.
+fn gpu_queries(metric: &GpuMetric, period: i32, chunk: &[String]) -> Vec<MetricDataQuery> {
+    chunk
+        .iter()
+        .enumerate()
+        .map(|(n, id)| {
+            let dimension = Dimension::builder().name("InstanceId").value(id).build();
+            let gpu = Metric::builder()
+                .namespace(&metric.namespace)
+                .metric_name(&metric.name)
+                .dimensions(dimension)
+                .build();
+            MetricDataQuery::builder()
+                .id(format!("i{n}"))
+                .metric_stat(
+                    MetricStat::builder()
+                        .metric(gpu)
+                        .period(period)
+                        .stat("Maximum")
+                        .build(),
+                )
+                .return_data(true)
+                .build()
+        })
+        .collect()
+}
+
+/// Adds the finite readings of one query's `result` to `points`, under its query number;
+/// results that name no query of `chunk` are skipped.
+fn add_samples(
+    result: &MetricDataResult,
+    chunk: &[String],
+    points: &mut BTreeMap<usize, Vec<Sample>>,
+) {
+    let Some(n) = result
+        .id()
+        .and_then(|id| id.strip_prefix('i'))
+        .and_then(|n| n.parse::<usize>().ok())
+        .filter(|n| *n < chunk.len())
+    else {
+        return;
+    };
+    if let Some(StatusCode::InternalError | StatusCode::Forbidden) = result.status_code() {
+        tracing::warn!(
+            instance = %chunk[n],
+            "CloudWatch returned no GPU data: {:?}",
+            result.messages()
+        );
+    }
+    let samples = points.entry(n).or_default();
+    samples.extend(
+        result
+            .timestamps()
+            .iter()
+            .zip(result.values())
+            .filter(|(_, v)| v.is_finite())
+            .filter_map(|(at, percent)| {
+                Some(Sample {
+                    at: to_chrono(at)?,
+                    percent: *percent,
+                })
+            }),
+    );
 }

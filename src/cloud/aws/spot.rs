@@ -84,43 +84,8 @@ impl AwsProvider {
             .ok_or_else(|| missing("availability zone"))?
             .to_string();
         let vpc = instance.vpc_id().ok_or_else(|| missing("VPC"))?.to_string();
-        self.count("DescribeInstanceAttribute");
-        let user_data = scope
-            .ec2
-            .describe_instance_attribute()
-            .instance_id(id)
-            .attribute(InstanceAttributeName::UserData)
-            .send()
-            .await
-            .map_err(|e| cloud_error("DescribeInstanceAttribute", e))?
-            .user_data()
-            .and_then(|u| u.value())
-            .filter(|v| !v.is_empty())
-            .map(str::to_string);
-        self.count("DescribeSubnets");
-        let subnets = scope
-            .ec2
-            .describe_subnets()
-            .filters(Filter::builder().name("vpc-id").values(&vpc).build())
-            .send()
-            .await
-            .map_err(|e| cloud_error("DescribeSubnets", e))?;
-        // Its own subnet in its own zone; elsewhere the subnet with the most free addresses.
-        let mut subnets_by_zone: BTreeMap<String, (String, i32)> = BTreeMap::new();
-        for s in subnets.subnets() {
-            let (Some(sid), Some(z)) = (s.subnet_id(), s.availability_zone()) else {
-                continue;
-            };
-            let free = if sid == subnet {
-                i32::MAX
-            } else {
-                s.available_ip_address_count().unwrap_or(0)
-            };
-            if subnets_by_zone.get(z).is_none_or(|(_, best)| free > *best) {
-                subnets_by_zone.insert(z.to_string(), (sid.to_string(), free));
-            }
-        }
-        subnets_by_zone.insert(zone.clone(), (subnet.clone(), i32::MAX));
+        let user_data = self.user_data(scope, id).await?;
+        let subnets_by_zone = self.subnets_by_zone(scope, &vpc, &zone, &subnet).await?;
         Ok(LaunchSpec {
             instance_type: instance
                 .instance_type()
@@ -128,10 +93,7 @@ impl AwsProvider {
                 .ok_or_else(|| missing("instance type"))?,
             zone,
             subnet,
-            subnets_by_zone: subnets_by_zone
-                .into_iter()
-                .map(|(z, (s, _))| (z, s))
-                .collect(),
+            subnets_by_zone,
             security_groups: instance
                 .security_groups()
                 .iter()
@@ -150,6 +112,58 @@ impl AwsProvider {
                 .filter(|(k, _)| !k.starts_with("aws:"))
                 .collect(),
         })
+    }
+
+    /// DescribeInstanceAttribute: the user data of `id`, base64, if it has any.
+    async fn user_data(&self, scope: &Scope, id: &str) -> Result<Option<String>, CloudError> {
+        self.count("DescribeInstanceAttribute");
+        Ok(scope
+            .ec2
+            .describe_instance_attribute()
+            .instance_id(id)
+            .attribute(InstanceAttributeName::UserData)
+            .send()
+            .await
+            .map_err(|e| cloud_error("DescribeInstanceAttribute", e))?
+            .user_data()
+            .and_then(|u| u.value())
+            .filter(|v| !v.is_empty())
+            .map(str::to_string))
+    }
+
+    /// DescribeSubnets: a subnet of `vpc` in each zone, where a replacement may go. In the
+    /// original's `zone` its own `subnet`; elsewhere the subnet with the most free addresses.
+    async fn subnets_by_zone(
+        &self,
+        scope: &Scope,
+        vpc: &str,
+        zone: &str,
+        subnet: &str,
+    ) -> Result<BTreeMap<String, String>, CloudError> {
+        self.count("DescribeSubnets");
+        let subnets = scope
+            .ec2
+            .describe_subnets()
+            .filters(Filter::builder().name("vpc-id").values(vpc).build())
+            .send()
+            .await
+            .map_err(|e| cloud_error("DescribeSubnets", e))?;
+        let mut best: BTreeMap<String, (String, i32)> = BTreeMap::new();
+        for s in subnets.subnets() {
+            let (Some(sid), Some(z)) = (s.subnet_id(), s.availability_zone()) else {
+                continue;
+            };
+            let free = if sid == subnet {
+                i32::MAX
+            } else {
+                s.available_ip_address_count().unwrap_or(0)
+            };
+            if best.get(z).is_none_or(|(_, most)| free > *most) {
+                best.insert(z.to_string(), (sid.to_string(), free));
+            }
+        }
+        best.insert(zone.to_string(), (subnet.to_string(), i32::MAX));
+        Ok(best.into_iter().map(|(z, (s, _))| (z, s)).collect())
     }
 
     /// DescribeInstances by id; ids EC2 does not know are left out.

@@ -1,0 +1,266 @@
+//! Launching a replacement (found again by its launch tag after a crash), and `launching` /
+//! `verifying`: it must run, and still run a tick later.
+
+use super::super::{Target, LAUNCH_TIMEOUT};
+use super::Run;
+use crate::cloud::{CloudError, InstanceStatus, Launch, LaunchSpec, Market, Provider};
+use crate::engine::{Action, Code};
+use crate::fleet::InstanceState;
+use crate::names::{LAUNCH_TAG, MIGRATED_FROM_TAG, MIGRATING_TAG, MIGRATION_TAG, STOP_AT_TAG};
+use crate::spot::State;
+use crate::store::StoreError;
+use sqlx::types::Json;
+use std::collections::BTreeMap;
+
+/// Where and at what price a replacement goes: the spot offer chosen, or the original's own
+/// type and subnet on-demand.
+struct Placement {
+    instance_type: String,
+    subnet: String,
+    zone: String,
+    price: Option<f64>,
+}
+
+impl Placement {
+    fn new(spec: &LaunchSpec, target: Option<Target>, on_demand_price: Option<f64>) -> Self {
+        match target {
+            Some(t) => Placement {
+                instance_type: t.instance_type,
+                subnet: t.subnet,
+                zone: t.zone,
+                price: Some(t.price),
+            },
+            None => Placement {
+                instance_type: spec.instance_type.clone(),
+                subnet: spec.subnet.clone(),
+                zone: spec.zone.clone(),
+                price: on_demand_price,
+            },
+        }
+    }
+}
+
+/// The audit code of a launch for `action`.
+fn launch_code(action: Action) -> Code {
+    match action {
+        Action::MigrateToSpot => Code::SpotLaunch,
+        Action::RelaunchSpot => Code::SpotRelaunch,
+        _ => Code::SpotFallback,
+    }
+}
+
+impl<P: Provider> Run<'_, P> {
+    /// Launches the next replacement (or finds it, when an earlier attempt launched it and
+    /// died before recording it) and moves to `launching`.
+    pub(super) async fn launch(
+        &mut self,
+        market: Market,
+        target: Option<Target>,
+        action: Action,
+    ) -> Result<(), StoreError> {
+        let Some(Json(spec)) = self.m.launch_spec.clone() else {
+            return self
+                .fail("the launch settings of the original were never read".into())
+                .await;
+        };
+        let n = self.m.launches + 1;
+        // The original is in the value so that it is unique in the account, whatever database
+        // the migration ids come from.
+        let launch_id = format!("{}-{}-{n}", self.m.original, self.m.id);
+        let place = Placement::new(&spec, target, self.m.on_demand_price);
+        let found = match self
+            .p
+            .find_tagged(&self.m.region, LAUNCH_TAG, &launch_id)
+            .await
+        {
+            Ok(found) => found,
+            Err(e) => return self.wait(format!("cannot look for launch {launch_id}: {e}")),
+        };
+        let launched = match found {
+            Some(s) => {
+                let detail = format!(
+                    "found {} from launch {launch_id} made before an interruption",
+                    s.id
+                );
+                self.event(action, launch_code(action), &detail);
+                Ok(s)
+            }
+            None => {
+                self.launch_new(spec, &place, market, action, &launch_id)
+                    .await?
+            }
+        };
+        match launched {
+            Ok(s) => self.record_launch(s, n, market, place).await,
+            Err(e) => {
+                self.launch_failed(format!("launch {launch_id} failed: {e}"))
+                    .await
+            }
+        }
+    }
+
+    /// Launches a replacement from the image, with the intent written first.
+    async fn launch_new(
+        &mut self,
+        spec: LaunchSpec,
+        place: &Placement,
+        market: Market,
+        action: Action,
+        launch_id: &str,
+    ) -> Result<Result<InstanceStatus, CloudError>, StoreError> {
+        let code = launch_code(action);
+        let price_text = place
+            .price
+            .map_or(String::new(), |p| format!(" at ${p:.3}/h"));
+        let reason = format!(
+            "launch {} {} in {} ({}){price_text} from {}",
+            market.as_str(),
+            place.instance_type,
+            place.zone,
+            place.subnet,
+            self.m.image.as_deref().unwrap_or("?")
+        );
+        let seq = self.intent(action, code, &reason).await?;
+        let tags = BTreeMap::from([
+            (MIGRATION_TAG.to_string(), self.m.id.to_string()),
+            (LAUNCH_TAG.to_string(), launch_id.to_string()),
+            (MIGRATED_FROM_TAG.to_string(), self.m.original.clone()),
+        ]);
+        let launch = Launch {
+            image: self.m.image.clone().unwrap_or_default(),
+            spec: without_ebb_state(spec),
+            instance_type: place.instance_type.clone(),
+            subnet: place.subnet.clone(),
+            market,
+            tags,
+            client_token: format!("ebb-{launch_id}"),
+        };
+        let result = self.p.launch(&self.m.region, &launch).await;
+        match &result {
+            Ok(s) => self.outcome(seq, action, code, Ok(&format!("launched {}", s.id)), None),
+            Err(e) => self.outcome(seq, action, code, Err(e), None),
+        }
+        Ok(result)
+    }
+
+    /// Records the `n`th replacement `s` and moves to `launching`.
+    async fn record_launch(
+        &mut self,
+        s: InstanceStatus,
+        n: i32,
+        market: Market,
+        place: Placement,
+    ) -> Result<(), StoreError> {
+        let detail = format!(
+            "launched {} as {} {} in {}",
+            s.id,
+            market.as_str(),
+            place.instance_type,
+            place.zone
+        );
+        self.m.launches = n;
+        self.m.current = Some(s.id);
+        self.m.market = market;
+        self.m.instance_type = Some(place.instance_type);
+        self.m.zone = Some(place.zone);
+        self.m.subnet = Some(place.subnet);
+        self.m.price = place.price;
+        self.m.running_since = None;
+        self.go(State::Launching, detail).await
+    }
+
+    /// `launching` and `verifying`: the replacement must run, and still run a tick later.
+    pub(super) async fn launched(&mut self) -> Result<(), StoreError> {
+        let current = self.m.current.clone().unwrap_or_default();
+        let status = match self.status(&current).await {
+            Ok(s) => s,
+            Err(e) => return self.wait(format!("cannot read {current}: {e}")),
+        };
+        match (self.m.state, status) {
+            (State::Launching, Some(s)) if s.state == InstanceState::Running => {
+                self.m.running_since = Some(self.now());
+                let detail = format!("{current} is running");
+                self.event(self.launch_action(), Code::SpotRunning, &detail);
+                self.go(State::Verifying, detail).await
+            }
+            (State::Verifying, Some(s)) if s.state == InstanceState::Running => {
+                let detail = format!(
+                    "verified: {current} runs as {} {} in {}",
+                    self.m.market.as_str(),
+                    self.m.instance_type.as_deref().unwrap_or("?"),
+                    self.m.zone.as_deref().unwrap_or("?")
+                );
+                self.event(self.launch_action(), Code::SpotVerified, &detail);
+                self.go(State::Done, detail).await
+            }
+            (State::Launching, Some(s))
+                if s.state == InstanceState::Pending
+                    && self.now() - self.m.state_since <= LAUNCH_TIMEOUT =>
+            {
+                self.wait(format!("{current} is pending"))
+            }
+            // Reclaimed before the move was ever verified: it failed, undo it.
+            (_, Some(s))
+                if (s.reclaimed() || self.cx.warned) && self.first_verified().is_none() =>
+            {
+                self.roll_back(format!("{current} was reclaimed before it was verified"))
+                    .await
+            }
+            (_, Some(s)) if s.reclaimed() || self.cx.warned => self.interrupted(s).await,
+            (_, other) => {
+                let what = other.map_or("gone".to_string(), |s| s.state.as_str().to_string());
+                if let Some(id) = self.m.current.take() {
+                    // A replacement stuck in pending is not left to run later unwatched.
+                    let _ = self.p.terminate(&self.m.region, &[id]).await;
+                }
+                self.launch_failed(format!("{current} did not come up ({what})"))
+                    .await
+            }
+        }
+    }
+
+    /// The action the current replacement's launch was for.
+    fn launch_action(&self) -> Action {
+        match (self.m.market, self.m.interruptions.0.is_empty()) {
+            (Market::OnDemand, _) => Action::FallbackOnDemand,
+            (Market::Spot, true) => Action::MigrateToSpot,
+            (Market::Spot, false) => Action::RelaunchSpot,
+        }
+    }
+
+    /// A replacement could not be launched or did not come up. While the original exists, the
+    /// migration rolls back to it; after that, a spot launch falls back to on-demand, and a
+    /// failed on-demand launch needs people.
+    async fn launch_failed(&mut self, why: String) -> Result<(), StoreError> {
+        if self.m.holds_original() {
+            return self.roll_back(why).await;
+        }
+        if self.m.market == Market::Spot {
+            self.m.market = Market::OnDemand;
+            self.m.current = None;
+            let detail = format!("{why}; falling back to on-demand at the next tick");
+            self.event(Action::FallbackOnDemand, Code::SpotFallback, &detail);
+            return self.go(State::Done, detail).await;
+        }
+        self.fail(format!(
+            "{why}; the workload is not running: launch it from image {} by hand",
+            self.m.image.as_deref().unwrap_or("?")
+        ))
+        .await
+    }
+}
+
+/// The original's settings for a replacement, without the tags that describe ebb's state of
+/// the original.
+fn without_ebb_state(mut spec: LaunchSpec) -> LaunchSpec {
+    for key in [
+        MIGRATING_TAG,
+        STOP_AT_TAG,
+        MIGRATION_TAG,
+        LAUNCH_TAG,
+        MIGRATED_FROM_TAG,
+    ] {
+        spec.tags.remove(key);
+    }
+    spec
+}

@@ -1,0 +1,188 @@
+//! Advancing one migration by one step: the cloud calls, written to the audit log (an intent
+//! before each call, its outcome after) and to `spot_migrations`.
+//!
+//! Each step can be repeated: a stop or termination twice is harmless, an image is found by
+//! its name and a replacement by its launch tag before either is made again. So when ebb dies
+//! between a call and the write that records it, the next tick redoes the step and finds what
+//! the first attempt made.
+//!
+//! [`advance`] is the one entry. The steps are split by phase: `stop` (planned, stopping),
+//! `image` (imaging, choosing the spot offer), `launch` (launching, verifying), `done`
+//! (watching the replacement, reclaims, cleaning up the original) and `undo` (rolling back,
+//! ending).
+
+mod done;
+mod image;
+mod launch;
+mod stop;
+mod undo;
+
+use super::{State, Step};
+use crate::cloud::{ActionReport, CloudError, InstanceStatus, Provider};
+use crate::engine::{Action, Code, Decision};
+use crate::names::ACTOR;
+use crate::policy::SpotRule;
+use crate::store::{Leadership, MigrationRecord, NewAuditEntry, Outcome, Store, StoreError};
+use chrono::{DateTime, Utc};
+
+/// What the step sees beside the migration.
+#[derive(Debug, Clone, Copy)]
+pub struct Context<'a> {
+    /// The spot rule of the migration's policy in the current set; `None` when the policy is
+    /// gone or has no spot rule any more.
+    pub rule: Option<&'a SpotRule>,
+    /// This tick's decision on the original, if it was listed.
+    pub decision: Option<&'a Decision>,
+    /// EC2 warned that it will reclaim the current replacement within two minutes.
+    pub warned: bool,
+    /// The policy-set version, for the audit log.
+    pub version: &'a str,
+    /// Now.
+    pub now: DateTime<Utc>,
+}
+
+/// Advances `m` by one step; returns the state it is in afterwards and what happened (empty
+/// when it waited).
+pub async fn advance<P: Provider>(
+    provider: &P,
+    store: &Store,
+    leader: &mut Leadership,
+    m: MigrationRecord,
+    cx: Context<'_>,
+) -> Result<(State, String), StoreError> {
+    let mut run = Run {
+        p: provider,
+        store,
+        leader,
+        cx,
+        m,
+        audit: Vec::new(),
+        happened: String::new(),
+    };
+    match run.m.state {
+        State::Planned => run.planned().await?,
+        State::Stopping => run.stopping().await?,
+        State::Imaging => run.imaging().await?,
+        State::Launching | State::Verifying => run.launched().await?,
+        State::Done => run.done().await?,
+        State::RolledBack | State::Failed => {}
+    }
+    Ok((run.m.state, run.happened))
+}
+
+/// One step of one migration: the migration as it changes, and the audit entries to write
+/// with it.
+struct Run<'a, P> {
+    p: &'a P,
+    store: &'a Store,
+    leader: &'a mut Leadership,
+    cx: Context<'a>,
+    m: MigrationRecord,
+    /// Outcomes and events, written with the migration row.
+    audit: Vec<NewAuditEntry>,
+    happened: String,
+}
+
+impl<P: Provider> Run<'_, P> {
+    fn now(&self) -> DateTime<Utc> {
+        self.cx.now
+    }
+
+    fn entry(&self, action: Action, outcome: Outcome, code: Code, reason: &str) -> NewAuditEntry {
+        NewAuditEntry {
+            at: self.now(),
+            actor: ACTOR.to_string(),
+            instance: Some(self.m.original.clone()),
+            region: Some(self.m.region.clone()),
+            action: action.as_str().to_string(),
+            outcome,
+            policy: Some(self.m.policy.clone()),
+            policy_version: Some(self.cx.version.to_string()),
+            code: Some(code.as_str().to_string()),
+            reason: format!("migration {}: {reason}", self.m.id),
+            dry_run: false,
+            request_id: None,
+            error: None,
+            intent_seq: None,
+        }
+    }
+
+    /// Commits the intent of a cloud call; returns its sequence number.
+    async fn intent(
+        &mut self,
+        action: Action,
+        code: Code,
+        reason: &str,
+    ) -> Result<i64, StoreError> {
+        let entry = self.entry(action, Outcome::Intent, code, reason);
+        Ok(self.leader.append_intents(&[entry]).await?[0].seq)
+    }
+
+    /// Notes the outcome of an intent.
+    fn outcome(
+        &mut self,
+        seq: i64,
+        action: Action,
+        code: Code,
+        result: Result<&str, &CloudError>,
+        request_id: Option<String>,
+    ) {
+        let (outcome, reason, error) = match result {
+            Ok(detail) => (Outcome::Succeeded, detail.to_string(), None),
+            Err(e) => (Outcome::Failed, e.to_string(), Some(e.to_string())),
+        };
+        let mut entry = self.entry(action, outcome, code, &reason);
+        entry.intent_seq = Some(seq);
+        entry.request_id = request_id.or_else(|| result.err().and_then(|e| e.request_id.clone()));
+        entry.error = error;
+        self.audit.push(entry);
+    }
+
+    /// Notes a step that needed no cloud call.
+    fn event(&mut self, action: Action, code: Code, reason: &str) {
+        let entry = self.entry(action, Outcome::Succeeded, code, reason);
+        self.audit.push(entry);
+    }
+
+    /// Moves to `state` with a line in the history, and saves the row with the audit entries.
+    async fn go(&mut self, state: State, detail: String) -> Result<(), StoreError> {
+        if state != self.m.state {
+            self.m.state = state;
+            self.m.state_since = self.now();
+        }
+        self.m.steps.0.push(Step {
+            at: self.now(),
+            state,
+            detail: detail.clone(),
+        });
+        self.happened = detail;
+        let audit = std::mem::take(&mut self.audit);
+        self.store.save_migration(&self.m, &audit).await
+    }
+
+    async fn status(&self, id: &str) -> Result<Option<InstanceStatus>, CloudError> {
+        let found = self.p.describe(&self.m.region, &[id.to_string()]).await?;
+        Ok(found.into_iter().find(|s| s.id == id))
+    }
+
+    /// Gives up: the migration stopped half-way in a state ebb could not undo.
+    async fn fail(&mut self, why: String) -> Result<(), StoreError> {
+        self.event(Action::MigrateToSpot, Code::SpotFailed, &why);
+        self.m.error = Some(why.clone());
+        self.go(State::Failed, why).await
+    }
+
+    /// Nothing to do this tick.
+    fn wait(&mut self, why: String) -> Result<(), StoreError> {
+        tracing::debug!(migration = self.m.id, "waiting: {why}");
+        Ok(())
+    }
+}
+
+fn first_error(report: &ActionReport) -> Option<CloudError> {
+    report.failed.first().map(|f| f.error.clone())
+}
+
+fn request_id(report: &ActionReport) -> Option<String> {
+    report.done.first().and_then(|d| d.request_id.clone())
+}

@@ -1,0 +1,149 @@
+//! The first steps: `planned` (check the move still holds, stop the original) and `stopping`
+//! (once it is stopped, image it).
+
+use super::super::STOP_TIMEOUT;
+use super::{first_error, request_id, Run};
+use crate::cloud::{CloudError, Provider};
+use crate::engine::{Action, Code};
+use crate::fleet::InstanceState;
+use crate::names::MIGRATING_TAG;
+use crate::spot::State;
+use crate::store::StoreError;
+use sqlx::types::Json;
+use std::collections::BTreeMap;
+
+impl<P: Provider> Run<'_, P> {
+    /// `planned`: checks that the move still holds, reads how the original was launched,
+    /// marks it `ebb:migrating` and stops it.
+    pub(super) async fn planned(&mut self) -> Result<(), StoreError> {
+        if let Err(why) = self.still_eligible() {
+            return self
+                .cancel(format!("not started, no longer eligible: {why}"))
+                .await;
+        }
+        if self.m.launch_spec.is_none() {
+            let original = &self.m.original;
+            match self.p.launch_spec(&self.m.region, original).await {
+                Ok(spec) => self.m.launch_spec = Some(Json(spec)),
+                Err(e) => {
+                    let why = format!("not started: cannot read how {original} was launched: {e}");
+                    return self.cancel(why).await;
+                }
+            }
+        }
+        self.stop_original().await
+    }
+
+    /// Whether this tick still decides to move the original (or sees it marked as moving);
+    /// why not otherwise.
+    fn still_eligible(&self) -> Result<(), String> {
+        let marked = self.cx.decision.is_some_and(|d| d.code == Code::Migrating);
+        match self.cx.decision {
+            Some(d) if (d.action == Action::MigrateToSpot && !d.dry_run) || marked => Ok(()),
+            other => Err(other.map_or("the instance is not listed".to_string(), |d| {
+                d.reason.clone()
+            })),
+        }
+    }
+
+    /// Ends the migration before it changed anything.
+    async fn cancel(&mut self, detail: String) -> Result<(), StoreError> {
+        self.event(Action::MigrateToSpot, Code::SpotCancelled, &detail);
+        self.m.error = Some(detail.clone());
+        self.go(State::RolledBack, detail).await
+    }
+
+    /// Tags the original `ebb:migrating` and stops it, with the intent written first.
+    async fn stop_original(&mut self) -> Result<(), StoreError> {
+        let original = self.m.original.clone();
+        let reason = format!("stop {original} to image it (its guest shuts down normally, so the job can checkpoint)");
+        let seq = self
+            .intent(Action::MigrateToSpot, Code::SpotStop, &reason)
+            .await?;
+        match self.tag_and_stop(&original).await {
+            Ok(request) => {
+                let detail = format!("stopping {original}");
+                self.outcome(
+                    seq,
+                    Action::MigrateToSpot,
+                    Code::SpotStop,
+                    Ok(&detail),
+                    request,
+                );
+                self.go(State::Stopping, detail).await
+            }
+            Err(e) => {
+                self.outcome(seq, Action::MigrateToSpot, Code::SpotStop, Err(&e), None);
+                self.roll_back(format!("stopping {original} failed: {e}"))
+                    .await
+            }
+        }
+    }
+
+    /// The cloud calls of [`Run::stop_original`]; the stop's request id.
+    async fn tag_and_stop(&self, original: &str) -> Result<Option<String>, CloudError> {
+        let region = &self.m.region;
+        let ids = [original.to_string()];
+        let tags = BTreeMap::from([(MIGRATING_TAG.to_string(), self.m.id.to_string())]);
+        if let Some(e) = first_error(&self.p.tag(region, &ids, &tags).await) {
+            return Err(e);
+        }
+        let report = self.p.stop(region, &ids, false).await;
+        match first_error(&report) {
+            Some(e) => Err(e),
+            None => Ok(request_id(&report)),
+        }
+    }
+
+    /// `stopping`: once the original is stopped, images it.
+    pub(super) async fn stopping(&mut self) -> Result<(), StoreError> {
+        let original = self.m.original.clone();
+        let state = match self.status(&original).await {
+            Ok(s) => s.map(|s| s.state),
+            Err(e) => return self.wait(format!("cannot read {original}: {e}")),
+        };
+        match state {
+            Some(InstanceState::Stopped) => self.create_image().await,
+            Some(InstanceState::Terminated | InstanceState::ShuttingDown) | None => {
+                self.fail(format!(
+                    "{original} was terminated while it stopped; nothing to move or restore"
+                ))
+                .await
+            }
+            Some(_) if self.now() - self.m.state_since > STOP_TIMEOUT => {
+                self.roll_back(format!("{original} did not stop within 30 min"))
+                    .await
+            }
+            Some(s) => self.wait(format!("{original} is {}", s.as_str())),
+        }
+    }
+
+    /// Images the stopped original with all its volumes.
+    async fn create_image(&mut self) -> Result<(), StoreError> {
+        let original = self.m.original.clone();
+        let name = format!("ebb-{original}-{}", self.m.id);
+        let reason = format!("image {original} with all its volumes as {name}");
+        let seq = self
+            .intent(Action::MigrateToSpot, Code::SpotImage, &reason)
+            .await?;
+        match self.p.create_image(&self.m.region, &original, &name).await {
+            Ok(image) => {
+                let detail = format!("imaging {original} as {image}");
+                self.outcome(
+                    seq,
+                    Action::MigrateToSpot,
+                    Code::SpotImage,
+                    Ok(&detail),
+                    None,
+                );
+                self.m.image = Some(image);
+                self.go(State::Imaging, detail).await
+            }
+            Err(e) => {
+                self.outcome(seq, Action::MigrateToSpot, Code::SpotImage, Err(&e), None);
+                self.roll_back(format!("imaging {original} failed: {e}"))
+                    .await
+            }
+        }
+    }
+}
