@@ -80,7 +80,8 @@ impl fmt::Display for Action {
 
 macro_rules! codes {
     ($($(#[doc = $doc:literal])* $variant:ident = $name:literal,)*) => {
-        /// Why a decision was made: a stable machine code, documented in README.md.
+        /// Why a decision was made, or which step of a spot migration an audit row records: a
+        /// stable machine code, documented in README.md.
         #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
         pub enum Code {
             $($(#[doc = $doc])* #[serde(rename = $name)] $variant,)*
