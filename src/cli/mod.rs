@@ -98,7 +98,9 @@ enum Command {
 pub async fn main() -> ExitCode {
     let cli = Cli::parse();
     init_logs(&cli.command);
-    match run(cli.command).await {
+    // Boxed: the commands' futures nest deeply (serve's above all), and on the heap the
+    // compiler need not lay them all out inside main's.
+    match Box::pin(run(cli.command)).await {
         Ok(code) => code,
         Err(err) => {
             eprintln!("error: {err:#}");
