@@ -312,6 +312,47 @@ async fn serve_keeps_the_last_good_policies_and_ticks_on_changes_and_api_calls(p
         metrics.contains("ebb_actions_total{action=\"stop\",outcome=\"succeeded\"} 2"),
         "{metrics}"
     );
+    // Each background task says what it last did.
+    let status: Value = reqwest::get(format!("{}/v1/status", replica.api))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let tasks = &status["tasks"];
+    assert_eq!(status["role"], "leader", "{status}");
+    assert!(
+        tasks["tick_loop"]["activations"].as_u64() >= Some(2),
+        "{status}"
+    );
+    assert_eq!(tasks["tick_loop"]["last"]["ok"], true, "{status}");
+    assert!(
+        tasks["tick_loop"]["last"]["detail"]
+            .as_str()
+            .is_some_and(|d| d.starts_with("tick at ")),
+        "{status}"
+    );
+    assert_eq!(tasks["policy_watcher"]["last"]["ok"], true, "{status}");
+    // Listening for tick requests: an activation that lasts while the connection does.
+    assert!(
+        tasks["tick_requests"]["running_since"].is_string(),
+        "{status}"
+    );
+    // Every action line is logged inside its tick's span and its cloud call's.
+    let lines = replica.lines();
+    let stop = lines
+        .iter()
+        .find(|l| l["fields"]["message"] == "action" && l["fields"]["action"] == "stop")
+        .expect("an action line");
+    let spans: Vec<&str> = stop["spans"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(spans, ["tick", "action"], "{stop}");
+    assert!(stop["spans"][0]["tick"].as_u64().is_some(), "{stop}");
+    assert_eq!(stop["span"]["region"], f.region, "{stop}");
 
     // A fixed policy takes effect at once: it now governs team ml, not research.
     let ticks = replica.ticks();

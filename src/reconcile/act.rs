@@ -157,23 +157,23 @@ impl<P: Provider> Reconciler<P> {
             })
             .collect();
         self.store.append_audit(&skipped).await?;
-        report
-            .actions
-            .extend(new.into_iter().map(|decision| ActionOutcome {
-                detail: format!("{}; dry run, nothing done", decision.reason),
-                decision,
-                outcome: Outcome::Skipped,
-            }));
-        report
-            .actions
-            .extend(repeated.into_iter().map(|decision| ActionOutcome {
-                detail: format!(
-                    "{}; dry run, nothing done (already in the audit log)",
-                    decision.reason
-                ),
-                decision,
-                outcome: Outcome::Skipped,
-            }));
+        let new = new.into_iter().map(|decision| ActionOutcome {
+            detail: format!("{}; dry run, nothing done", decision.reason),
+            decision,
+            outcome: Outcome::Skipped,
+        });
+        let repeated = repeated.into_iter().map(|decision| ActionOutcome {
+            detail: format!(
+                "{}; dry run, nothing done (already in the audit log)",
+                decision.reason
+            ),
+            decision,
+            outcome: Outcome::Skipped,
+        });
+        for done in new.chain(repeated) {
+            done.log(audit.now, self.options.dry_run);
+            report.actions.push(done);
+        }
         Ok(())
     }
 
@@ -257,11 +257,13 @@ impl<P: Provider> Reconciler<P> {
             {
                 webhook.send(notice(d));
             }
-            report.actions.push(ActionOutcome {
+            let done = ActionOutcome {
                 decision: (*d).clone(),
                 outcome: o.outcome,
                 detail: o.error.clone().unwrap_or_else(|| o.reason.clone()),
-            });
+            };
+            done.log(audit.now, false);
+            report.actions.push(done);
         }
         Ok(())
     }

@@ -75,11 +75,6 @@ impl<P: Provider> Reconciler<P> {
         &self.policies
     }
 
-    /// How it acts.
-    pub fn options(&self) -> &Options {
-        &self.options
-    }
-
     /// One pass at `now`, as the leader.
     pub async fn tick(
         &self,

@@ -71,6 +71,23 @@ pub struct MigrationStep {
     pub detail: String,
 }
 
+impl ActionOutcome {
+    /// Logs the action, in the spans of its tick and its cloud call; `dry_run` when the whole
+    /// reconciler runs dry.
+    pub(super) fn log(&self, at: DateTime<Utc>, dry_run: bool) {
+        tracing::info!(
+            at = %at.to_rfc3339_opts(SecondsFormat::Secs, true),
+            instance = self.decision.instance,
+            action = self.decision.action.as_str(),
+            outcome = self.outcome.as_str(),
+            policy = self.decision.policy.as_deref(),
+            dry_run = self.decision.dry_run || dry_run,
+            detail = self.detail,
+            "action"
+        );
+    }
+}
+
 impl TickReport {
     /// Counts the decisions, and the listed instances by state and governing policy.
     pub(super) fn count(&mut self, fleet: &Fleet, decisions: &[Decision]) {
@@ -141,24 +158,12 @@ impl TickReport {
         );
     }
 
-    /// Logs the tick: every action and migration step, then a summary line. `dry_run` when the
-    /// whole reconciler runs dry.
-    pub fn log(&self, dry_run: bool) {
+    /// Logs the tick: every migration step, then a summary line (each action was logged as it
+    /// was done).
+    pub fn log(&self) {
         let at = self.at.to_rfc3339_opts(SecondsFormat::Secs, true);
         for failure in &self.inventory_failures {
             tracing::error!("cannot list instances in {failure}");
-        }
-        for a in &self.actions {
-            tracing::info!(
-                at,
-                instance = a.decision.instance,
-                action = a.decision.action.as_str(),
-                outcome = a.outcome.as_str(),
-                policy = a.decision.policy.as_deref(),
-                dry_run = a.decision.dry_run || dry_run,
-                detail = a.detail,
-                "action"
-            );
         }
         for m in &self.migrations {
             tracing::info!(

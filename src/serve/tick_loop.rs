@@ -81,7 +81,7 @@ impl<P: Provider> BackgroundTask for TickLoop<'_, P> {
         match result {
             Ok(report) => {
                 report.record(&control.metrics, started.elapsed());
-                report.log(reconciler.options().dry_run);
+                report.log();
                 Ok(report.headline())
             }
             Err(err) => {
