@@ -127,6 +127,34 @@ fn the_top_level_modules_import_each_other_without_cycles() {
 }
 
 #[test]
+fn each_module_imports_only_those_above_it_in_the_architecture_map() {
+    let map = std::fs::read_to_string(root().join("docs/ARCHITECTURE.md")).unwrap();
+    // The module map's rows, lowest first: "| `name` | ... |".
+    let order: Vec<&str> = map
+        .lines()
+        .filter_map(|l| {
+            l.strip_prefix("| `")?
+                .split_once("` |")
+                .map(|(name, _)| name)
+        })
+        .collect();
+    let graph = module_graph();
+    for (module, imports) in &graph {
+        let at = order
+            .iter()
+            .position(|m| m == module)
+            .unwrap_or_else(|| panic!("docs/ARCHITECTURE.md's module map lacks {module}"));
+        for import in imports {
+            let above = order[..at].contains(&import.as_str());
+            assert!(
+                above,
+                "{module} imports {import}, which is not above it in the map"
+            );
+        }
+    }
+}
+
+#[test]
 fn the_cycle_finder_finds_cycles() {
     let graph: BTreeMap<String, BTreeSet<String>> = [
         ("a", vec!["b"]),
