@@ -181,7 +181,7 @@ pub struct Control {
     /// Notified to tick now (SIGHUP, a policy change, an API call, a request from a replica).
     pub wake: Notify,
     leader: AtomicBool,
-    last_tick: Mutex<Option<DateTime<Utc>>>,
+    last_tick: tokio::sync::watch::Sender<Option<DateTime<Utc>>>,
 }
 
 impl Control {
@@ -192,7 +192,13 @@ impl Control {
 
     /// The decision time of this replica's last tick.
     pub fn last_tick(&self) -> Option<DateTime<Utc>> {
-        *self.last_tick.lock().unwrap_or_else(|e| e.into_inner())
+        *self.last_tick.borrow()
+    }
+
+    /// The decision time of this replica's last tick, updated as each tick finishes: a test
+    /// on paused time waits on it for a tick to be done before it moves the clock on.
+    pub fn ticks(&self) -> tokio::sync::watch::Receiver<Option<DateTime<Utc>>> {
+        self.last_tick.subscribe()
     }
 
     fn set_leader(&self, leader: bool) {
@@ -896,7 +902,7 @@ pub async fn control_loop<P: Provider>(
         let now = clock.now();
         let result = reconciler.tick(now, held).await;
         control.metrics.tick(&result, started.elapsed());
-        *control.last_tick.lock().unwrap_or_else(|e| e.into_inner()) = Some(now);
+        control.last_tick.send_replace(Some(now));
         match result {
             Ok(report) => {
                 for failure in &report.inventory_failures {
