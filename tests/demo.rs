@@ -53,10 +53,8 @@ fn between(rows: &[&AuditEntry], from: &str, to: &str) -> usize {
 #[sqlx::test(migrations = false)]
 async fn a_simulated_day_of_the_demo_fleet(pool: PgPool) {
     let url = common::database_url(&pool);
-    let w = std::time::Instant::now();
     on_paused_time(|| serve_the_day(&url));
     let store = Store::from_pool(pool);
-    eprintln!("DEBUG day {:?}", w.elapsed());
 
     let rows = store.audit(&AuditFilter::default()).await.unwrap();
     let last: DateTime<Utc> = rows.iter().map(|r| r.entry.at).max().unwrap();
@@ -198,9 +196,11 @@ async fn serve_the_day(url: &str) {
     let (mut at, end) = (t(START), t(END));
     watchdog(Duration::from_secs(120), "the simulated day", async {
         loop {
-            let ticked = *ticks.wait_for(|t| t.is_some_and(|t| t >= at)).await.unwrap();
+            let ticked = *ticks
+                .wait_for(|t| t.is_some_and(|t| t >= at))
+                .await
+                .unwrap();
             assert_eq!(ticked, Some(at), "a tick at the wrong instant");
-            eprintln!("DEBUG {at} {:?}", std::time::Instant::now());
             if at == end {
                 break;
             }

@@ -12,12 +12,12 @@ use ebb::api::Tokens;
 use ebb::clock::Clock;
 use ebb::reconcile::{Options, PolicySource, Reconciler};
 use ebb::store::Store;
-use sqlx::{Connection, PgConnection};
-use std::sync::Arc;
 use serde_json::Value;
 use sqlx::PgPool;
+use sqlx::{Connection, PgConnection};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// Any research box without GPU readings (moto has no CloudWatch) is idle: stopped at once.
@@ -202,10 +202,7 @@ async fn take_over(url: &str) {
             "SELECT pg_advisory_lock(hashtext('ebb.leader'))",
             "SELECT pg_advisory_unlock(hashtext('ebb.leader'))",
         ] {
-            sqlx::query(statement)
-                .execute(&mut probe)
-                .await
-                .unwrap();
+            sqlx::query(statement).execute(&mut probe).await.unwrap();
         }
         probe.close().await.unwrap();
         // At its next tick, the survivor takes over and acts.

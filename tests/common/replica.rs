@@ -47,9 +47,14 @@ impl Replica {
         };
         let control = Arc::new(Control::default());
         let (shutdown, stopped) = oneshot::channel::<()>();
-        let task = tokio::spawn(serve::run(reconciler, config, control.clone(), async move {
-            let _ = stopped.await;
-        }));
+        let task = tokio::spawn(serve::run(
+            reconciler,
+            config,
+            control.clone(),
+            async move {
+                let _ = stopped.await;
+            },
+        ));
         Replica {
             control,
             api: format!("http://{listen}"),
