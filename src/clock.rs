@@ -1,9 +1,15 @@
 //! What time it is for ebb: the system clock, a fixed instant (`ebb tick --at`), or a simulated
 //! clock that starts at a given instant and runs faster than real time, so that a working week
 //! of the simulated fleet passes in minutes.
+//!
+//! The simulated clock counts on tokio's clock, so a test that pauses tokio's time
+//! (`tokio::time::pause`) holds simulated time still, and moves it only by
+//! `tokio::time::advance`: the control loop's ticker, which waits [`Clock::real`] spans on the
+//! same clock, then fires at exactly the simulated instants the test steps to.
 
 use chrono::{DateTime, Utc};
-use std::time::{Duration, Instant};
+use std::time::Duration;
+use tokio::time::Instant;
 
 /// A source of the current time.
 #[derive(Debug, Clone, Copy)]
@@ -18,13 +24,14 @@ pub enum Clock {
         start: DateTime<Utc>,
         /// Simulated seconds per real second.
         speed: f64,
-        /// When the clock was made.
+        /// When the clock was made, on tokio's clock.
         origin: Instant,
     },
 }
 
 impl Clock {
-    /// A simulated clock starting now at `start`, running `speed` times faster than real time.
+    /// A simulated clock starting now (on tokio's clock) at `start`, running `speed` times
+    /// faster than real time.
     pub fn simulated(start: DateTime<Utc>, speed: f64) -> Clock {
         Clock::Simulated {
             start,
@@ -43,8 +50,10 @@ impl Clock {
                 speed,
                 origin,
             } => {
-                let elapsed = origin.elapsed().as_secs_f64() * speed;
-                start + chrono::Duration::microseconds((elapsed * 1e6) as i64)
+                // Rounded, not truncated: a whole number of ticks of real time is a whole
+                // number of simulated microseconds, not one less through floating point.
+                let micros = (origin.elapsed().as_secs_f64() * speed * 1e6).round();
+                start + chrono::Duration::microseconds(micros as i64)
             }
         }
     }

@@ -1,23 +1,37 @@
 //! The demo path end to end: `ebb serve` on the simulated demo fleet (`deploy/demo-fleet.yaml`)
 //! with the example policies (`policies/`), as `scripts/run` starts it, through a simulated day
 //! at 3000 times real speed; then the audit log is checked.
+//!
+//! The control plane runs in this process on paused tokio time (see [`common::time`]), and the
+//! test moves the clock one tick interval at a time, only once the tick before has finished. So
+//! every tick decides at an exact five-minute instant of the simulated day and the simulated
+//! fleet's clock stands still while it runs: the outcome does not depend on how fast the machine
+//! is, and the day takes seconds.
 
 mod common;
 
 use chrono::{DateTime, Utc};
+use common::replica::Replica;
 use common::t;
-use ebb::spot;
+use common::time::{on_paused_time, watchdog};
+use ebb::api::Tokens;
+use ebb::clock::Clock;
+use ebb::cloud::sim::SimProvider;
+use ebb::reconcile::{Options, PolicySource, Reconciler};
 use ebb::store::{AuditEntry, AuditFilter, Outcome, Store, Verification};
+use ebb::{snapshot, spot};
 use sqlx::PgPool;
 use std::path::Path;
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::sync::Arc;
+use std::time::Duration;
 
 /// Monday 10:00 UTC: 18:00 in Shanghai, 11:00 in Berlin, 05:00 in New York.
 const START: &str = "2026-11-30T10:00:00Z";
 /// The simulated day ends on Tuesday 13:00 UTC, after New York's morning.
 const END: &str = "2026-12-01T13:00:00Z";
 const SPEED: f64 = 3000.0;
+/// `scripts/run`'s tick interval, in simulated time.
+const TICK: Duration = Duration::from_secs(5 * 60);
 
 /// The succeeded actions `action` on `instance`, by when.
 fn done<'a>(rows: &'a [AuditEntry], instance: &str, action: &str) -> Vec<&'a AuditEntry> {
@@ -38,50 +52,10 @@ fn between(rows: &[&AuditEntry], from: &str, to: &str) -> usize {
 
 #[sqlx::test(migrations = false)]
 async fn a_simulated_day_of_the_demo_fleet(pool: PgPool) {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let url = common::database_url(&pool);
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let mut serve = Serve(
-        Command::new(env!("CARGO_BIN_EXE_ebb"))
-            .args(["serve", "--tick", "5m", "--clock-start", START])
-            .args(["--clock-speed", &SPEED.to_string()])
-            .env("DATABASE_URL", &url)
-            .env(
-                "EBB_CLOUD",
-                format!("sim:{}", root.join("deploy/demo-fleet.yaml").display()),
-            )
-            .env("EBB_POLICIES", root.join("policies"))
-            .env("EBB_LISTEN", format!("127.0.0.1:{port}"))
-            .stdout(Stdio::null())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .unwrap(),
-    );
-    let started = Instant::now();
-    let day = (t(END) - t(START)).to_std().unwrap().div_f64(SPEED);
-    tokio::time::sleep(day).await;
-    // The plan through the API, while it runs.
-    let plan: serde_json::Value = reqwest::get(format!("http://127.0.0.1:{port}/v1/plan"))
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    // The demo fleet's 32 instances, and the spot instance the checkpointing job moved to.
-    assert_eq!(plan.as_array().unwrap().len(), 33, "{plan}");
-    assert!(Command::new("kill")
-        .args(["-TERM", &serve.0.id().to_string()])
-        .status()
-        .unwrap()
-        .success());
-    assert!(serve.0.wait().unwrap().success());
-    assert!(started.elapsed() < day + Duration::from_secs(30));
+    on_paused_time(|| serve_the_day(&url));
+    let store = Store::from_pool(pool);
 
-    let store = Store::connect(&url).await.unwrap();
     let rows = store.audit(&AuditFilter::default()).await.unwrap();
     let last: DateTime<Utc> = rows.iter().map(|r| r.entry.at).max().unwrap();
     assert!(
@@ -200,12 +174,48 @@ async fn a_simulated_day_of_the_demo_fleet(pool: PgPool) {
     ));
 }
 
-/// The `ebb serve` under test, killed if the test fails before it stops it.
-struct Serve(std::process::Child);
+/// Runs `ebb serve` as `scripts/run` does through the simulated day, one tick at a time, and
+/// checks the plan through the API at its end.
+async fn serve_the_day(url: &str) {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    // What `ebb serve` builds for EBB_CLOUD=sim:deploy/demo-fleet.yaml, EBB_POLICIES=policies.
+    let store = Store::connect(url).await.unwrap();
+    store.migrate().await.unwrap();
+    let clock = Clock::simulated(t(START), SPEED);
+    let (fleet, behaviours) =
+        snapshot::load_simulation(&root.join("deploy/demo-fleet.yaml")).unwrap();
+    let reconciler = Reconciler::new(
+        SimProvider::new(fleet, behaviours, clock),
+        store,
+        Arc::new(PolicySource::new(vec![root.join("policies")])),
+        Options::default(),
+    );
+    let serve = Replica::start("demo", reconciler, TICK, clock, Tokens::default());
 
-impl Drop for Serve {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
+    // Each tick at its instant, the next one only once it is done.
+    let mut ticks = serve.ticks();
+    let (mut at, end) = (t(START), t(END));
+    watchdog(Duration::from_secs(120), "the simulated day", async {
+        loop {
+            let ticked = *ticks
+                .wait_for(|t| t.is_some_and(|t| t >= at))
+                .await
+                .unwrap();
+            assert_eq!(ticked, Some(at), "a tick at the wrong instant");
+            if at == end {
+                break;
+            }
+            tokio::time::advance(clock.real(TICK)).await;
+            at += TICK;
+        }
+    })
+    .await;
+    // The plan and the replica's state through the API, while it runs.
+    let plan = serve.get("/v1/plan").await;
+    // The demo fleet's 32 instances, and the spot instance the checkpointing job moved to.
+    assert_eq!(plan.as_array().unwrap().len(), 33, "{plan}");
+    let ready = serve.get("/readyz").await;
+    assert_eq!(ready["role"], "leader", "{ready}");
+    assert_eq!(ready["last_tick"], "2026-12-01T13:00:00Z", "{ready}");
+    serve.stop().await;
 }

@@ -2,6 +2,8 @@
 #![allow(dead_code)] // each test binary uses a different part of this module
 
 pub mod moto;
+pub mod replica;
+pub mod time;
 
 use chrono::{DateTime, Utc};
 use ebb::engine::{decide, Decision, InstanceFacts, Override, Prior};
