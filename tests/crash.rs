@@ -1,7 +1,8 @@
 //! Crash safety: `ebb tick` is killed with SIGKILL at many points inside ticks (at timed
-//! delays, and at the moment a given EC2 call is on the wire), then run again. A proxy between
-//! ebb and moto's EC2 server counts every call that reaches the cloud: each instance is stopped
-//! (or started) exactly once per evening (or morning), and every intent ends with an outcome.
+//! delays, at the moment a given EC2 call is on the wire, and while ebb writes down a stop it
+//! made), then run again. A proxy between ebb and moto's EC2 server counts every call that
+//! reaches the cloud: each instance is stopped (or started) exactly once per evening (or
+//! morning), and every intent ends with an outcome.
 
 mod common;
 
@@ -38,7 +39,19 @@ enum Kill {
     /// When this EC2 action reaches the proxy; `true`: after the cloud carried it out,
     /// `false`: before.
     On(&'static str, bool),
+    /// While ebb writes down that it stopped an instance (`stopped_by_ebb_at`), after the
+    /// stop's outcome: a trigger the test installs holds that write until the kill.
+    Remembering,
 }
+
+/// Holds, inside a trigger, any write of `stopped_by_ebb_at` for [`Kill::Remembering`].
+const HOLD_REMEMBERING: &str = "
+CREATE FUNCTION hold_for_the_kill() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN PERFORM pg_sleep(600); RETURN NEW; END $$;
+CREATE TRIGGER hold_for_the_kill BEFORE UPDATE ON instances FOR EACH ROW
+WHEN (NEW.stopped_by_ebb_at IS NOT NULL
+      AND NEW.stopped_by_ebb_at IS DISTINCT FROM OLD.stopped_by_ebb_at)
+EXECUTE FUNCTION hold_for_the_kill();";
 
 /// A trap set in the proxy: the action, whether to let it through, and whom to tell.
 type Trap = (&'static str, bool, oneshot::Sender<()>);
@@ -130,6 +143,7 @@ async fn relay(State(proxy): State<Arc<Proxy>>, request: Request) -> Response {
 }
 
 struct Setup {
+    pool: PgPool,
     f: Fixture,
     url: String,
     proxy: Arc<Proxy>,
@@ -146,6 +160,12 @@ impl Setup {
         if let Some(Kill::On(action, through)) = kill {
             *self.proxy.trap.lock().unwrap() = Some((action, through, fired));
         }
+        if let Some(Kill::Remembering) = kill {
+            sqlx::raw_sql(HOLD_REMEMBERING)
+                .execute(&self.pool)
+                .await
+                .unwrap();
+        }
         let mut child = Command::new(env!("CARGO_BIN_EXE_ebb"))
             .args(["tick", "--at", at])
             .env("DATABASE_URL", &self.url)
@@ -160,6 +180,10 @@ impl Setup {
         let started = std::time::Instant::now();
         let killed = loop {
             if let Some(status) = child.try_wait().unwrap() {
+                assert!(
+                    !matches!(kill, Some(Kill::Remembering)),
+                    "tick at {at} ended ({status}) without remembering a stop"
+                );
                 let unfired = matches!(kill, Some(Kill::On(..)));
                 assert!(
                     status.success() || unfired,
@@ -170,11 +194,15 @@ impl Setup {
             let due = match kill {
                 Some(Kill::After(ms)) => started.elapsed() >= Duration::from_millis(ms),
                 Some(Kill::On(..)) => on_fire.as_mut().is_some_and(|r| r.try_recv().is_ok()),
+                Some(Kill::Remembering) => self.held().await.is_some(),
                 None => false,
             };
             if due {
                 child.kill().unwrap();
                 child.wait().unwrap();
+                if let Some(Kill::Remembering) = kill {
+                    self.release().await;
+                }
                 break true;
             }
             assert!(
@@ -186,6 +214,35 @@ impl Setup {
         self.proxy.trap.lock().unwrap().take();
         on_fire.take();
         killed
+    }
+
+    /// The database session the trigger of [`Kill::Remembering`] holds, if one waits there.
+    async fn held(&self) -> Option<i32> {
+        sqlx::query_scalar(
+            "SELECT pid FROM pg_stat_activity
+             WHERE datname = current_database() AND wait_event = 'PgSleep'",
+        )
+        .fetch_optional(&self.pool)
+        .await
+        .unwrap()
+    }
+
+    /// Ends the session of the killed process that the trigger held (Postgres would notice the
+    /// closed socket only when the sleep ends), then removes the trigger.
+    async fn release(&self) {
+        while let Some(pid) = self.held().await {
+            sqlx::query("SELECT pg_terminate_backend($1)")
+                .bind(pid)
+                .execute(&self.pool)
+                .await
+                .unwrap();
+        }
+        sqlx::raw_sql(
+            "DROP TRIGGER hold_for_the_kill ON instances; DROP FUNCTION hold_for_the_kill();",
+        )
+        .execute(&self.pool)
+        .await
+        .unwrap();
     }
 
     fn calls(&self, action: &str, id: &str) -> usize {
@@ -215,6 +272,7 @@ async fn killed_ticks_never_repeat_an_action_and_every_intent_gets_an_outcome(po
     let policies = tempfile::tempdir().unwrap();
     std::fs::write(policies.path().join("research.yaml"), POLICY).unwrap();
     let s = Setup {
+        pool: pool.clone(),
         url: common::database_url(&pool),
         f,
         proxy,
@@ -236,6 +294,7 @@ async fn killed_ticks_never_repeat_an_action_and_every_intent_gets_an_outcome(po
         .await;
 
     let evenings = [
+        Kill::Remembering,
         Kill::On("StopInstances", true),
         Kill::On("StopInstances", false),
         Kill::On("DescribeInstances", false),

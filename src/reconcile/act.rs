@@ -6,7 +6,7 @@ use super::{ActionOutcome, Reconciler, TickReport};
 use crate::cloud::{ActionReport, Provider};
 use crate::engine::{Action, Decision};
 use crate::names::{ACTOR, STOP_AT_TAG};
-use crate::store::{Leadership, NewAuditEntry, Outcome, StoreError};
+use crate::store::{ActionDone, Leadership, NewAuditEntry, Outcome, OverrideRecord, StoreError};
 use chrono::{DateTime, Duration, SecondsFormat, Utc};
 use std::collections::{BTreeMap, HashMap};
 use tracing::Instrument as _;
@@ -146,17 +146,9 @@ impl<P: Provider> Reconciler<P> {
             .iter()
             .map(|d| audit.entry(d, Outcome::Intent, true))
             .collect();
-        let intents = self.store.append_audit(&intents).await?;
-        let skipped: Vec<NewAuditEntry> = new
-            .iter()
-            .zip(&intents)
-            .map(|(d, intent)| NewAuditEntry {
-                intent_seq: Some(intent.seq),
-                reason: format!("{}; dry run, nothing done", d.reason),
-                ..audit.entry(d, Outcome::Skipped, true)
-            })
-            .collect();
-        self.store.append_audit(&skipped).await?;
+        self.store
+            .append_dry_runs(&intents, "dry run, nothing done")
+            .await?;
         let new = new.into_iter().map(|decision| ActionOutcome {
             detail: format!("{}; dry run, nothing done", decision.reason),
             decision,
@@ -177,8 +169,8 @@ impl<P: Provider> Reconciler<P> {
         Ok(())
     }
 
-    /// Real actions: every intent committed, on the leader's session, before any cloud call;
-    /// then one cloud call per group, each followed by its outcomes.
+    /// Real actions, one cloud call per group, each fenced: its intents committed on the
+    /// leader's session right before the call, then its outcomes.
     async fn act_for_real(
         &self,
         real: Vec<Decision>,
@@ -186,19 +178,6 @@ impl<P: Provider> Reconciler<P> {
         leader: &mut Leadership,
         report: &mut TickReport,
     ) -> Result<(), StoreError> {
-        // Only the intents' numbers are kept: the first tick of a large fleet has tens of
-        // thousands.
-        let intents: Vec<NewAuditEntry> = real
-            .iter()
-            .map(|d| audit.entry(d, Outcome::Intent, false))
-            .collect();
-        let appended = leader.append_intents(&intents).await?;
-        drop(intents);
-        let seq_of: HashMap<&str, i64> = real
-            .iter()
-            .zip(appended)
-            .map(|(d, i)| (d.instance.as_str(), i.seq))
-            .collect();
         for group in groups(&real) {
             let span = tracing::info_span!(
                 "action",
@@ -206,22 +185,61 @@ impl<P: Provider> Reconciler<P> {
                 region = group[0].region.as_str(),
                 instances = group.len(),
             );
-            self.act_on_group(&group, &seq_of, audit, report)
+            self.act_on_group(group, audit, leader, report)
                 .instrument(span)
                 .await?;
         }
         Ok(())
     }
 
-    /// One cloud call for `group` (one action in one region), then its outcomes, what ebb
-    /// remembers of it, and its notices.
+    /// One cloud call for `group` (one action in one region): first its intents, less the
+    /// instances an override made since the decision protects; then the call; then its outcomes
+    /// with what ebb remembers of it, and its notices.
     async fn act_on_group(
         &self,
-        group: &[&Decision],
-        seq_of: &HashMap<&str, i64>,
+        group: Vec<&Decision>,
         audit: Audit<'_>,
+        leader: &mut Leadership,
         report: &mut TickReport,
     ) -> Result<(), StoreError> {
+        let intents = group
+            .iter()
+            .map(|d| audit.entry(d, Outcome::Intent, false))
+            .collect();
+        let fenced = leader.fence(intents, audit.now).await?;
+        let protected_by: HashMap<&str, &OverrideRecord> = fenced
+            .protected
+            .iter()
+            .filter_map(|(e, by)| Some((e.instance.as_deref()?, by)))
+            .collect();
+        let mut to_call = Vec::with_capacity(group.len());
+        for d in group {
+            let Some(by) = protected_by.get(d.instance.as_str()) else {
+                to_call.push(d);
+                continue;
+            };
+            let done = ActionOutcome {
+                decision: d.clone(),
+                outcome: Outcome::Skipped,
+                detail: format!(
+                    "not done: since the decision, an override by {} until {} protects it: {}",
+                    by.created_by,
+                    by.until.to_rfc3339_opts(SecondsFormat::Secs, true),
+                    by.reason
+                ),
+            };
+            done.log(audit.now, false);
+            report.actions.push(done);
+        }
+        let group = to_call;
+        let seq_of: HashMap<&str, i64> = fenced
+            .written
+            .iter()
+            .filter_map(|i| Some((i.entry.instance.as_deref()?, i.seq)))
+            .collect();
+        if group.is_empty() {
+            return Ok(());
+        }
         let (action, region) = (group[0].action, group[0].region.as_str());
         let ids: Vec<String> = group.iter().map(|d| d.instance.clone()).collect();
         let cloud = match action {
@@ -237,20 +255,21 @@ impl<P: Provider> Reconciler<P> {
                 self.provider.tag(region, &ids, &tags).await
             }
         };
-        let outcomes = outcome_entries(group, &cloud, |d, outcome| NewAuditEntry {
+        let outcomes = outcome_entries(&group, &cloud, |d, outcome| NewAuditEntry {
             intent_seq: seq_of.get(d.instance.as_str()).copied(),
             ..audit.entry(d, outcome, false)
         });
-        self.store.append_audit(&outcomes).await?;
-        let succeeded: Vec<String> = group
+        let done: Vec<ActionDone> = group
             .iter()
             .zip(&outcomes)
             .filter(|(_, o)| o.outcome == Outcome::Succeeded)
-            .map(|(d, _)| d.instance.clone())
+            .map(|(d, _)| ActionDone {
+                instance: d.instance.clone(),
+                action,
+                at: audit.now,
+            })
             .collect();
-        self.store
-            .record_action(&succeeded, action, audit.now)
-            .await?;
+        self.store.append_outcomes(&outcomes, &done).await?;
         for (d, o) in group.iter().zip(&outcomes) {
             if let (Outcome::Succeeded, Action::Notify, Some(webhook)) =
                 (o.outcome, d.action, &self.options.webhook)

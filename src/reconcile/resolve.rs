@@ -6,7 +6,7 @@ use crate::cloud::{Inventory, Provider};
 use crate::engine::Action;
 use crate::fleet::{Instance, InstanceState};
 use crate::names::STOP_AT_TAG;
-use crate::store::{AuditEntry, NewAuditEntry, Outcome, StoreError, INTERRUPTED};
+use crate::store::{ActionDone, AuditEntry, NewAuditEntry, Outcome, StoreError, INTERRUPTED};
 use chrono::{DateTime, Utc};
 use std::collections::HashMap;
 
@@ -34,18 +34,28 @@ impl<P: Provider> Reconciler<P> {
                 continue;
             };
             let action = Action::parse(&e.action);
-            let Some((outcome, detail)) = resolution(
-                action,
-                e.region.as_deref(),
-                listed.get(id).copied(),
-                inventory,
-            ) else {
+            let resolved = if e.dry_run {
+                // Nothing was ever to be done; only its `skipped` outcome was lost.
+                Some((Outcome::Skipped, "dry run, nothing done".to_string()))
+            } else {
+                resolution(
+                    action,
+                    e.region.as_deref(),
+                    listed.get(id).copied(),
+                    inventory,
+                )
+            };
+            let Some((outcome, detail)) = resolved else {
                 // Its region could not be listed: resolve it at a later tick.
                 continue;
             };
             if outcome == Outcome::Succeeded {
                 if let Some(action) = action {
-                    done.push((id.to_string(), action, e.at));
+                    done.push(ActionDone {
+                        instance: id.to_string(),
+                        action,
+                        at: e.at,
+                    });
                 }
             }
             outcomes.push(NewAuditEntry {
@@ -58,11 +68,7 @@ impl<P: Provider> Reconciler<P> {
                 ..e.clone()
             });
         }
-        let written = self.store.append_audit(&outcomes).await?;
-        for (id, action, at) in done {
-            self.store.record_action(&[id], action, at).await?;
-        }
-        Ok(written)
+        self.store.append_outcomes(&outcomes, &done).await
     }
 }
 

@@ -7,7 +7,7 @@
 //! concurrent writers queue instead of forking the chain; a trigger refuses UPDATE, DELETE and
 //! TRUNCATE.
 
-use super::inventory::micros;
+use super::inventory::{micros, remember_in, ActionDone};
 use super::{Result, Store};
 use chrono::{DateTime, Utc};
 use serde::Serialize;
@@ -329,6 +329,42 @@ impl Store {
         let rows = append_in(&mut tx, entries).await?;
         tx.commit().await?;
         Ok(rows)
+    }
+
+    /// Appends the outcomes of actions and remembers what the cloud carried out (`done`), as one
+    /// transaction. Were they apart, a crash between the two would leave an instance ebb stopped
+    /// looking stopped by a person (whose stop sticks), and the interrupted intent resolved, so
+    /// no later tick would put it right.
+    pub async fn append_outcomes(
+        &self,
+        outcomes: &[NewAuditEntry],
+        done: &[ActionDone],
+    ) -> Result<Vec<AuditEntry>> {
+        let mut tx = self.pool.begin().await?;
+        let rows = append_in(&mut tx, outcomes).await?;
+        remember_in(&mut tx, done).await?;
+        tx.commit().await?;
+        Ok(rows)
+    }
+
+    /// Appends each intent of an action ebb only records (a dry run) with its `skipped`
+    /// outcome, whose reason ends in `; {note}`, as one transaction: no crash leaves one of
+    /// them open for crash resolution to mistake for an action.
+    pub async fn append_dry_runs(&self, intents: &[NewAuditEntry], note: &str) -> Result<()> {
+        let mut tx = self.pool.begin().await?;
+        let written = append_in(&mut tx, intents).await?;
+        let skipped: Vec<NewAuditEntry> = written
+            .into_iter()
+            .map(|intent| NewAuditEntry {
+                outcome: Outcome::Skipped,
+                reason: format!("{}; {note}", intent.entry.reason),
+                intent_seq: Some(intent.seq),
+                ..intent.entry
+            })
+            .collect();
+        append_in(&mut tx, &skipped).await?;
+        tx.commit().await?;
+        Ok(())
     }
 
     /// Rows matching `filter`, oldest first.

@@ -331,6 +331,47 @@ impl<'a> SyncDiff<'a> {
     }
 }
 
+/// An action the cloud carried out, as ebb remembers it for its next decisions
+/// (`stopped_by_ebb_at`, `started_by_ebb_at`, `notified_at`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ActionDone {
+    /// The instance acted on.
+    pub instance: String,
+    /// What was done; only stops, hibernations, starts and notices are remembered.
+    pub action: Action,
+    /// When.
+    pub at: DateTime<Utc>,
+}
+
+/// Remembers `done` inside the caller's transaction, one statement per action and time.
+pub(super) async fn remember_in(conn: &mut PgConnection, done: &[ActionDone]) -> Result<()> {
+    let mut statements: BTreeMap<(&str, DateTime<Utc>), Vec<String>> = BTreeMap::new();
+    for d in done {
+        let sql = match d.action {
+            Action::Stop | Action::Hibernate => {
+                "UPDATE instances SET stopped_by_ebb_at = $2 WHERE id = ANY($1)"
+            }
+            Action::Start => {
+                "UPDATE instances SET started_by_ebb_at = $2, stopped_by_ebb_at = NULL WHERE id = ANY($1)"
+            }
+            Action::Notify => "UPDATE instances SET notified_at = $2 WHERE id = ANY($1)",
+            _ => continue,
+        };
+        statements
+            .entry((sql, micros(d.at)))
+            .or_default()
+            .push(d.instance.clone());
+    }
+    for ((sql, at), instances) in statements {
+        sqlx::query(sql)
+            .bind(instances)
+            .bind(at)
+            .execute(&mut *conn)
+            .await?;
+    }
+    Ok(())
+}
+
 impl Store {
     /// Records what the cloud lists now in `regions` (and the regions of `instances`): new
     /// instances are inserted, changed ones updated, unchanged ones left as they are, and those
@@ -441,25 +482,15 @@ impl Store {
         action: Action,
         at: DateTime<Utc>,
     ) -> Result<()> {
-        let sql = match action {
-            Action::Stop | Action::Hibernate => {
-                "UPDATE instances SET stopped_by_ebb_at = $2 WHERE id = ANY($1)"
-            }
-            Action::Start => {
-                "UPDATE instances SET started_by_ebb_at = $2, stopped_by_ebb_at = NULL WHERE id = ANY($1)"
-            }
-            Action::Notify => "UPDATE instances SET notified_at = $2 WHERE id = ANY($1)",
-            _ => return Ok(()),
-        };
-        if instances.is_empty() {
-            return Ok(());
-        }
-        sqlx::query(sql)
-            .bind(instances)
-            .bind(micros(at))
-            .execute(&self.pool)
-            .await?;
-        Ok(())
+        let done: Vec<ActionDone> = instances
+            .iter()
+            .map(|instance| ActionDone {
+                instance: instance.clone(),
+                action,
+                at,
+            })
+            .collect();
+        remember_in(&mut *self.pool.acquire().await?, &done).await
     }
 
     /// Records each instance's decision (its policy, action, code and reason), writing only

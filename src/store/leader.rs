@@ -8,7 +8,10 @@
 //! [`WAKE_CHANNEL`] reaches every replica, and the one that leads ticks.
 
 use super::audit::append_in;
+use super::overrides::{protecting_in, OverrideRecord};
 use super::{AuditEntry, NewAuditEntry, Result, Store};
+use crate::engine::Action;
+use chrono::{DateTime, Utc};
 use sqlx::postgres::PgListener;
 use sqlx::{Connection, PgConnection};
 use std::convert::Infallible;
@@ -89,4 +92,59 @@ impl Leadership {
         tx.commit().await?;
         Ok(rows)
     }
+
+    /// Right before one cloud call, as one transaction on the leader's session (which proves
+    /// that this replica still leads: the lock lives and dies with the session): re-reads the
+    /// overrides of the instances that `intents` would stop (or give notice of a stop), and
+    /// commits the intents of those that no override protects at `now`. An override made after
+    /// the tick decided is honoured by the tick's later calls; a replica that no longer leads
+    /// writes no intent, so it makes no call after the one in flight.
+    pub async fn fence(
+        &mut self,
+        intents: Vec<NewAuditEntry>,
+        now: DateTime<Utc>,
+    ) -> Result<Fenced> {
+        let mut tx = self.conn.begin().await?;
+        let stops: Vec<String> = intents
+            .iter()
+            .filter(|e| stops_instance(e))
+            .filter_map(|e| e.instance.clone())
+            .collect();
+        let protecting = if stops.is_empty() {
+            Vec::new()
+        } else {
+            protecting_in(&mut tx, &stops, now).await?
+        };
+        let mut to_write = Vec::with_capacity(intents.len());
+        let mut protected = Vec::new();
+        for e in intents {
+            let by = protecting
+                .iter()
+                .find(|o| stops_instance(&e) && e.instance.as_ref() == Some(&o.instance));
+            match by {
+                Some(o) => protected.push((e, o.clone())),
+                None => to_write.push(e),
+            }
+        }
+        let written = append_in(&mut tx, &to_write).await?;
+        tx.commit().await?;
+        Ok(Fenced { written, protected })
+    }
+}
+
+/// Whether `intent` stops its instance or gives notice of a stop: what an override forbids.
+fn stops_instance(intent: &NewAuditEntry) -> bool {
+    matches!(
+        Action::parse(&intent.action),
+        Some(Action::Stop | Action::Hibernate | Action::Notify)
+    )
+}
+
+/// What [`Leadership::fence`] wrote, and what it left out.
+#[derive(Debug)]
+pub struct Fenced {
+    /// The intents committed, in order.
+    pub written: Vec<AuditEntry>,
+    /// The intents left out, each with the override that now protects its instance.
+    pub protected: Vec<(NewAuditEntry, OverrideRecord)>,
 }

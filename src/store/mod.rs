@@ -14,8 +14,8 @@ pub mod spot;
 pub use audit::{
     AuditEntry, AuditFilter, FailureStreak, NewAuditEntry, Outcome, Verification, INTERRUPTED,
 };
-pub use inventory::{InstanceRecord, PlannedAction, SyncReport};
-pub use leader::{Leadership, WAKE_CHANNEL};
+pub use inventory::{ActionDone, InstanceRecord, PlannedAction, SyncReport};
+pub use leader::{Fenced, Leadership, WAKE_CHANNEL};
 pub use overrides::{OverrideRecord, OverrideRefused, OverrideRequest};
 pub use spot::MigrationRecord;
 

@@ -7,6 +7,7 @@ use super::leader::wake_leader;
 use super::{Result, Store, StoreError};
 use chrono::{DateTime, Utc};
 use serde::Serialize;
+use sqlx::PgConnection;
 
 /// A stored override.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, sqlx::FromRow)]
@@ -85,6 +86,25 @@ macro_rules! columns {
     () => {
         "id, instance, until, reason, created_by, created_at, revoked_at, revoked_by"
     };
+}
+
+/// The overrides that protect any of `instances` at `now`, longest first, read inside the
+/// caller's transaction.
+pub(super) async fn protecting_in(
+    conn: &mut PgConnection,
+    instances: &[String],
+    now: DateTime<Utc>,
+) -> Result<Vec<OverrideRecord>> {
+    Ok(sqlx::query_as(concat!(
+        "SELECT ",
+        columns!(),
+        " FROM overrides WHERE revoked_at IS NULL AND until > $1 AND instance = ANY($2)
+          ORDER BY until DESC, id"
+    ))
+    .bind(now)
+    .bind(instances)
+    .fetch_all(conn)
+    .await?)
 }
 
 impl Store {

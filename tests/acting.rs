@@ -1,0 +1,329 @@
+//! What ebb checks right before each cloud call, and what it writes after: in process, on the
+//! simulated fleet, with a real Postgres. A wrapper around the simulated provider runs a step
+//! of the test inside the tick, right after its first stop call: a person's override arriving
+//! mid-tick, or the leader's database session dying.
+
+mod common;
+
+use chrono::{DateTime, Duration, Utc};
+use common::t;
+use ebb::clock::Clock;
+use ebb::cloud::sim::SimProvider;
+use ebb::cloud::{
+    ActionReport, CloudError, Image, InstanceStatus, Inventory, Launch, LaunchSpec, Provider,
+    TypePrice,
+};
+use ebb::fleet::{InstanceState, Sample};
+use ebb::reconcile::{Options, PolicySource, Reconciler, TickReport};
+use ebb::store::{AuditFilter, Leadership, NewAuditEntry, Outcome, Store};
+use sqlx::PgPool;
+use std::collections::{BTreeMap, HashMap};
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
+
+const POLICY: &str = r#"
+policies:
+  - name: office
+    match: {tags: {team: research}}
+    work_hours:
+      timezone: UTC
+      periods:
+        - {days: mon-fri, start: "09:00", stop: "19:00"}
+      outside_hours: stop
+      start_at_open: stopped-by-ebb
+"#;
+
+/// Two idle research boxes in two regions: one stop call for each, us-east-1's first.
+const FLEET: &str = r#"
+instances:
+  - id: i-east
+    region: us-east-1
+    type: g5.xlarge
+    state: running
+    tags: {team: research}
+    sim: {usage: idle}
+  - id: i-west
+    region: us-west-2
+    type: g5.xlarge
+    state: running
+    tags: {team: research}
+    sim: {usage: idle}
+"#;
+
+const EVENING: &str = "2026-11-30T20:00:00Z";
+
+/// A step of the test, run once inside the tick.
+type Step = Box<dyn FnOnce() -> Pin<Box<dyn Future<Output = ()> + Send>> + Send>;
+
+/// The simulated provider, counting stop calls and running `after_first_stop` once.
+struct Hooked {
+    inner: SimProvider,
+    after_first_stop: Mutex<Option<Step>>,
+    stopped: Mutex<Vec<String>>,
+}
+
+impl Provider for Hooked {
+    async fn instances(&self) -> Inventory {
+        self.inner.instances().await
+    }
+    async fn gpu_utilisation(
+        &self,
+        region: &str,
+        instances: &[String],
+        from: DateTime<Utc>,
+        to: DateTime<Utc>,
+    ) -> Result<HashMap<String, Vec<Sample>>, CloudError> {
+        self.inner
+            .gpu_utilisation(region, instances, from, to)
+            .await
+    }
+    async fn prices(
+        &self,
+        region: &str,
+        types: &[String],
+        now: DateTime<Utc>,
+    ) -> Result<Vec<TypePrice>, CloudError> {
+        self.inner.prices(region, types, now).await
+    }
+    async fn stop(&self, region: &str, ids: &[String], hibernate: bool) -> ActionReport {
+        self.stopped.lock().unwrap().extend(ids.iter().cloned());
+        let report = self.inner.stop(region, ids, hibernate).await;
+        let step = self.after_first_stop.lock().unwrap().take();
+        if let Some(step) = step {
+            step().await;
+        }
+        report
+    }
+    async fn start(&self, region: &str, ids: &[String]) -> ActionReport {
+        self.inner.start(region, ids).await
+    }
+    async fn tag(
+        &self,
+        region: &str,
+        ids: &[String],
+        tags: &BTreeMap<String, String>,
+    ) -> ActionReport {
+        self.inner.tag(region, ids, tags).await
+    }
+    async fn untag(&self, region: &str, ids: &[String], keys: &[String]) -> ActionReport {
+        self.inner.untag(region, ids, keys).await
+    }
+    async fn launch_spec(&self, region: &str, id: &str) -> Result<LaunchSpec, CloudError> {
+        self.inner.launch_spec(region, id).await
+    }
+    async fn describe(
+        &self,
+        region: &str,
+        ids: &[String],
+    ) -> Result<Vec<InstanceStatus>, CloudError> {
+        self.inner.describe(region, ids).await
+    }
+    async fn find_tagged(
+        &self,
+        region: &str,
+        key: &str,
+        value: &str,
+    ) -> Result<Option<InstanceStatus>, CloudError> {
+        self.inner.find_tagged(region, key, value).await
+    }
+    async fn create_image(&self, region: &str, id: &str, name: &str) -> Result<String, CloudError> {
+        self.inner.create_image(region, id, name).await
+    }
+    async fn image(&self, region: &str, image: &str) -> Result<Option<Image>, CloudError> {
+        self.inner.image(region, image).await
+    }
+    async fn launch(&self, region: &str, launch: &Launch) -> Result<InstanceStatus, CloudError> {
+        self.inner.launch(region, launch).await
+    }
+    async fn terminate(&self, region: &str, ids: &[String]) -> ActionReport {
+        self.inner.terminate(region, ids).await
+    }
+    async fn delete_image(&self, region: &str, image: &str) -> Result<(), CloudError> {
+        self.inner.delete_image(region, image).await
+    }
+}
+
+struct Setup {
+    store: Store,
+    reconciler: Reconciler<Hooked>,
+    leader: tokio::sync::Mutex<Option<Leadership>>,
+    _dir: tempfile::TempDir,
+}
+
+impl Setup {
+    async fn new(pool: PgPool) -> Setup {
+        let store = Store::from_pool(pool);
+        store.migrate().await.unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir(dir.path().join("policies")).unwrap();
+        std::fs::write(dir.path().join("policies/office.yaml"), POLICY).unwrap();
+        std::fs::write(dir.path().join("fleet.yaml"), FLEET).unwrap();
+        let (fleet, behaviours) =
+            ebb::snapshot::load_simulation(&dir.path().join("fleet.yaml")).unwrap();
+        let provider = Hooked {
+            inner: SimProvider::new(fleet, behaviours, Clock::Fixed(t(EVENING))),
+            after_first_stop: Mutex::new(None),
+            stopped: Mutex::new(Vec::new()),
+        };
+        let policies = Arc::new(PolicySource::new(vec![dir.path().join("policies")]));
+        Setup {
+            reconciler: Reconciler::new(provider, store.clone(), policies, Options::default()),
+            store,
+            leader: tokio::sync::Mutex::new(None),
+            _dir: dir,
+        }
+    }
+
+    fn after_first_stop<F: Future<Output = ()> + Send + 'static>(
+        &self,
+        step: impl FnOnce() -> F + Send + 'static,
+    ) {
+        let step: Step = Box::new(move || Box::pin(step()));
+        *self.reconciler.provider().after_first_stop.lock().unwrap() = Some(step);
+    }
+
+    /// Ticks at `at` as the leader, leading again if the session was lost.
+    async fn tick(&self, at: &str) -> Result<TickReport, String> {
+        let mut leader = self.leader.lock().await;
+        if let Some(held) = leader.as_mut() {
+            if !held.held().await {
+                *leader = None;
+            }
+        }
+        while leader.is_none() {
+            // A terminated session lets go of the lock as its backend exits.
+            *leader = self.store.try_lead("acting").await.unwrap();
+            tokio::task::yield_now().await;
+        }
+        let leader = leader.as_mut().unwrap();
+        self.reconciler
+            .tick(t(at), leader)
+            .await
+            .map_err(|e| e.to_string())
+    }
+
+    fn stop_calls(&self) -> Vec<String> {
+        self.reconciler.provider().stopped.lock().unwrap().clone()
+    }
+
+    async fn state(&self, id: &str) -> InstanceState {
+        let listed = self.reconciler.provider().instances().await;
+        listed.instances.iter().find(|i| i.id == id).unwrap().state
+    }
+
+    /// `(action, outcome)` of every audit row about `id`.
+    async fn audit(&self, id: &str) -> Vec<(String, Outcome)> {
+        let filter = AuditFilter {
+            instance: Some(id.to_string()),
+            ..AuditFilter::default()
+        };
+        let rows = self.store.audit(&filter).await.unwrap();
+        rows.into_iter()
+            .map(|r| (r.entry.action, r.entry.outcome))
+            .collect()
+    }
+}
+
+#[sqlx::test(migrations = false)]
+async fn an_override_made_during_a_tick_stops_its_later_calls(pool: PgPool) {
+    let s = Setup::new(pool).await;
+    let store = s.store.clone();
+    // The API answers 201 for this override after the tick decided to stop both boxes.
+    s.after_first_stop(move || async move {
+        let until = t(EVENING) + Duration::hours(4);
+        store
+            .create_override("i-west", until, "eval run", "alice", t(EVENING))
+            .await
+            .unwrap();
+    });
+
+    let report = s.tick(EVENING).await.unwrap();
+
+    assert_eq!(s.stop_calls(), ["i-east"]);
+    assert_eq!(s.state("i-west").await, InstanceState::Running);
+    assert_ne!(s.state("i-east").await, InstanceState::Running);
+    let west = report
+        .actions
+        .iter()
+        .find(|a| a.decision.instance == "i-west")
+        .unwrap();
+    assert_eq!(west.outcome, Outcome::Skipped);
+    assert!(
+        west.detail.contains("override by alice") && west.detail.contains("eval run"),
+        "{}",
+        west.detail
+    );
+    // No intent was written for a call that was never made.
+    assert_eq!(
+        s.audit("i-west").await,
+        [("override".into(), Outcome::Succeeded)]
+    );
+    let intents = s.store.pending_intents().await.unwrap();
+    assert!(intents.is_empty(), "{intents:?}");
+}
+
+#[sqlx::test(migrations = false)]
+async fn a_leader_whose_session_dies_mid_tick_makes_no_further_call(pool: PgPool) {
+    let s = Setup::new(pool.clone()).await;
+    s.after_first_stop(move || async move {
+        let ended: Vec<bool> = sqlx::query_scalar(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+             WHERE application_name = 'ebb leader acting' AND datname = current_database()",
+        )
+        .fetch_all(&pool)
+        .await
+        .unwrap();
+        assert_eq!(ended, [true]);
+    });
+
+    let failed = s.tick(EVENING).await.unwrap_err();
+
+    assert_eq!(s.stop_calls(), ["i-east"], "{failed}");
+    assert_eq!(s.state("i-west").await, InstanceState::Running);
+    // The call in flight kept its outcome; the next one was never intended.
+    assert_eq!(
+        s.audit("i-east").await,
+        [
+            ("stop".into(), Outcome::Intent),
+            ("stop".into(), Outcome::Succeeded)
+        ]
+    );
+    assert!(s.audit("i-west").await.is_empty());
+
+    // The next leader carries on.
+    let report = s.tick("2026-11-30T20:05:00Z").await.unwrap();
+    assert_eq!(report.actions.len(), 1);
+    assert_ne!(s.state("i-west").await, InstanceState::Running);
+}
+
+#[sqlx::test(migrations = false)]
+async fn an_interrupted_dry_run_is_never_taken_for_an_action(pool: PgPool) {
+    let s = Setup::new(pool).await;
+    s.tick("2026-11-30T18:00:00Z").await.unwrap();
+    // A dry run's intent whose `skipped` outcome was lost, for a box that a person stopped.
+    let intent = NewAuditEntry {
+        instance: Some("i-east".into()),
+        region: Some("us-east-1".into()),
+        outcome: Outcome::Intent,
+        dry_run: true,
+        ..NewAuditEntry::event(t(EVENING), "scheduler", "stop", "dry".into())
+    };
+    s.store.append_audit(&[intent]).await.unwrap();
+    s.reconciler
+        .provider()
+        .inner
+        .stop("us-east-1", &["i-east".to_string()], false)
+        .await;
+
+    let report = s.tick("2026-11-30T20:01:00Z").await.unwrap();
+    assert_eq!(report.resolved.len(), 1);
+    assert_eq!(report.resolved[0].entry.outcome, Outcome::Skipped);
+    // The person's stop sticks in the morning: ebb never counted it as its own.
+    s.tick("2026-12-01T09:05:00Z").await.unwrap();
+    let state = s.state("i-east").await;
+    assert!(
+        matches!(state, InstanceState::Stopping | InstanceState::Stopped),
+        "{state:?}"
+    );
+}
