@@ -4,7 +4,10 @@
 
 mod common;
 
+use aws_config::{BehaviorVersion, Region};
 use common::time::watchdog;
+use ebb::cloud::aws::{self, AwsProvider, Settings};
+use ebb::cloud::{ErrorKind, Provider};
 use ebb::store::{NewAuditEntry, Store, StoreError, Timeouts};
 use sqlx::{Connection, PgConnection, PgPool};
 use std::time::Duration;
@@ -128,4 +131,38 @@ async fn migrations_run_without_the_statement_and_lock_limits(pool: PgPool) {
     })
     .await;
     assert!(migrated.unwrap() > 0);
+}
+
+/// An endpoint that takes connections and never answers: a network partition as the client
+/// sees it once its request is sent.
+#[tokio::test(start_paused = true)]
+async fn an_aws_call_to_an_endpoint_that_never_answers_fails_at_the_operation_timeout() {
+    // The kernel completes the handshake from the listen backlog; nothing ever reads.
+    let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let endpoint = format!("http://{}", silent.local_addr().unwrap());
+    // On paused time, tokio moves the clock to the SDK's next timer whenever the call waits on
+    // the socket (the auto-advance that `on_paused_time` holds back), so the limits pass at
+    // once and exactly.
+    {
+        let timeouts = aws::Timeouts::default();
+        let settings = Settings {
+            regions: vec!["eu-north-1".to_string()],
+            ..Settings::default()
+        };
+        let loader = aws_config::defaults(BehaviorVersion::latest())
+            .region(Region::new("eu-north-1"))
+            .endpoint_url(&endpoint);
+        let provider = AwsProvider::connect_from(settings, loader).await.unwrap();
+        let started = tokio::time::Instant::now();
+        let inventory = watchdog(HANG, "a call nobody answers", provider.instances()).await;
+        let waited = started.elapsed();
+        assert_eq!(inventory.failures.len(), 1, "{:?}", inventory.failures);
+        let error = &inventory.failures[0].error;
+        assert_eq!(error.kind, ErrorKind::Unavailable, "{error}");
+        assert!(error.to_string().contains("timeout"), "{error}");
+        // Every attempt ran to its own limit, and the call ended at the operation's.
+        assert!(waited >= timeouts.attempt, "{waited:?}");
+        assert!(waited <= timeouts.operation, "{waited:?}");
+    }
+    drop(silent);
 }
