@@ -5,7 +5,13 @@
 mod common;
 
 use aws_config::{BehaviorVersion, Region};
-use common::time::watchdog;
+use common::replica::{http, Replica};
+use common::time::{on_paused_time, watchdog};
+use ebb::api::Tokens;
+use ebb::clock::Clock;
+use ebb::reconcile::{Options, PolicySource, Reconciler};
+use serde_json::Value;
+use std::sync::Arc;
 use ebb::cloud::aws::{self, AwsProvider, Settings};
 use ebb::cloud::{ErrorKind, Provider};
 use ebb::store::{NewAuditEntry, Store, StoreError, Timeouts};
@@ -165,4 +171,133 @@ async fn an_aws_call_to_an_endpoint_that_never_answers_fails_at_the_operation_ti
         assert!(waited <= timeouts.operation, "{waited:?}");
     }
     drop(silent);
+}
+
+const POLICY: &str = r#"
+policies:
+  - name: idle-research
+    match: {tags: {team: research}}
+    idle: {gpu_below: 5, for: 1m, missing_metrics: idle, when: always, action: stop}
+"#;
+
+#[sqlx::test(migrations = false)]
+async fn a_hung_tick_is_abandoned_and_a_leader_that_cannot_tick_is_unready_then_not_alive(
+    pool: PgPool,
+) {
+    let url = common::database_url(&pool);
+    on_paused_time(|| hung_leader(&url));
+}
+
+/// Two replicas in this process on paused time whose cloud never answers (AWS limits longer than
+/// the test): the leader's ticks hang until their deadline; the follower does not tick.
+async fn hung_leader(url: &str) {
+    const TICK: Duration = Duration::from_secs(60);
+    const DEADLINE: Duration = Duration::from_secs(300);
+    let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let endpoint = format!("http://{}", silent.local_addr().unwrap());
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("idle.yaml"), POLICY).unwrap();
+    Store::connect(url).await.unwrap().migrate().await.unwrap();
+    let day = Duration::from_secs(86_400);
+    let mut replicas = Vec::new();
+    for name in ["leader", "follower"] {
+        let settings = Settings {
+            regions: vec!["eu-north-1".to_string()],
+            timeouts: aws::Timeouts {
+                connect: day,
+                attempt: day,
+                operation: day,
+            },
+            ..Settings::default()
+        };
+        let loader = aws_config::defaults(BehaviorVersion::latest())
+            .region(Region::new("eu-north-1"))
+            .endpoint_url(&endpoint);
+        let reconciler = Reconciler::new(
+            AwsProvider::connect_from(settings, loader).await.unwrap(),
+            Store::connect(url).await.unwrap(),
+            Arc::new(PolicySource::new(vec![dir.path().to_path_buf()])),
+            Options::default(),
+        );
+        let replica = Replica::start_with_deadline(
+            name,
+            reconciler,
+            TICK,
+            Clock::System,
+            Tokens::default(),
+            DEADLINE,
+        );
+        // The first to start leads: wait until it has taken the lock.
+        while name == "leader" && !replica.control.is_leader() {
+            tokio::task::yield_now().await;
+        }
+        replicas.push(replica);
+    }
+    let (leader, follower) = (&replicas[0], &replicas[1]);
+    watchdog(HANG, "the hung leader", async {
+        // The follower has tried to lead once, and follows.
+        while follower
+            .control
+            .tasks
+            .statuses()
+            .get("tick_loop")
+            .is_none_or(|s| s.last.is_none())
+        {
+            tokio::task::yield_now().await;
+        }
+        assert!(!follower.control.is_leader());
+        for replica in &replicas {
+            assert_eq!(probe(replica, "/healthz").await.0, 200);
+            assert_eq!(probe(replica, "/readyz").await.0, 200);
+        }
+
+        // Three intervals without a completed tick: the leader leaves the Service, alive still.
+        tokio::time::advance(TICK * 3 + Duration::from_secs(1)).await;
+        let (status, ready) = probe(leader, "/readyz").await;
+        assert_eq!(status, 503, "{ready}");
+        assert!(ready["ticks"].as_str().unwrap().contains("no tick completed"), "{ready}");
+        assert_eq!(probe(leader, "/healthz").await.0, 200);
+        assert_eq!(probe(follower, "/readyz").await.0, 200);
+
+        // At the deadline, the tick is abandoned and says so; another begins.
+        tokio::time::advance(DEADLINE - TICK * 3).await;
+        let last = loop {
+            let status: Value = leader.get("/v1/status").await;
+            match &status["tasks"]["tick_loop"]["last"] {
+                Value::Null => tokio::task::yield_now().await,
+                last => break last.clone(),
+            }
+        };
+        assert_eq!(last["ok"], false, "{last}");
+        assert!(last["detail"].as_str().unwrap().contains("abandoned"), "{last}");
+        assert_eq!(probe(leader, "/healthz").await.0, 200, "one abandoned tick is not stuck");
+        assert!(leader.control.is_leader());
+
+        // Twice the deadline and an interval without a completed tick: stuck, restart it.
+        tokio::time::advance(DEADLINE + TICK + Duration::from_secs(1)).await;
+        let (status, body) = probe(leader, "/healthz").await;
+        assert_eq!(status, 503, "{body}");
+        assert!(body.as_str().unwrap().contains("stuck"), "{body}");
+        // A follower does not tick, and is never stuck.
+        assert_eq!(probe(follower, "/healthz").await.0, 200);
+        assert_eq!(probe(follower, "/readyz").await.0, 200);
+    })
+    .await;
+    for replica in replicas {
+        replica.kill().await;
+    }
+    drop(silent);
+}
+
+/// `GET path`: the status, and the body as JSON (or as a string when it is not).
+async fn probe(replica: &Replica, path: &str) -> (u16, Value) {
+    let response = http()
+        .get(format!("{}{path}", replica.api))
+        .send()
+        .await
+        .unwrap();
+    let status = response.status().as_u16();
+    let text = response.text().await.unwrap();
+    let body = serde_json::from_str(&text).unwrap_or(Value::String(text));
+    (status, body)
 }
