@@ -54,7 +54,9 @@ impl Progress {
     fn behind(&self) -> Option<(TickLimits, Duration)> {
         let limits = self.limits?;
         let leading = self.leading_since?;
-        let since = self.completed.map_or(leading, |completed| completed.max(leading));
+        let since = self
+            .completed
+            .map_or(leading, |completed| completed.max(leading));
         Some((limits, Instant::now().saturating_duration_since(since)))
     }
 }

@@ -9,13 +9,13 @@ use common::replica::{http, Replica};
 use common::time::{on_paused_time, watchdog};
 use ebb::api::Tokens;
 use ebb::clock::Clock;
-use ebb::reconcile::{Options, PolicySource, Reconciler};
-use serde_json::Value;
-use std::sync::Arc;
 use ebb::cloud::aws::{self, AwsProvider, Settings};
 use ebb::cloud::{ErrorKind, Provider};
+use ebb::reconcile::{Options, PolicySource, Reconciler};
 use ebb::store::{NewAuditEntry, Store, StoreError, Timeouts};
+use serde_json::Value;
 use sqlx::{Connection, PgConnection, PgPool};
+use std::sync::Arc;
 use std::time::Duration;
 
 /// A guard against a hang: far longer than any limit the tests set, never reached when they pass.
@@ -43,7 +43,11 @@ async fn a_store_call_waiting_on_a_lock_fails_at_the_lock_timeout(pool: PgPool) 
     let url = common::database_url(&pool);
     let store = Store::connect_with(&url, short()).await.unwrap();
     store.migrate().await.unwrap();
-    let mut leader = store.try_lead("test").await.unwrap().expect("no one else leads");
+    let mut leader = store
+        .try_lead("test")
+        .await
+        .unwrap()
+        .expect("no one else leads");
     // The test's own session holds the audit log's append lock in a transaction left open.
     let mut holder = PgConnection::connect(&url).await.unwrap();
     sqlx::query("BEGIN").execute(&mut holder).await.unwrap();
@@ -255,7 +259,13 @@ async fn hung_leader(url: &str) {
         tokio::time::advance(TICK * 3 + Duration::from_secs(1)).await;
         let (status, ready) = probe(leader, "/readyz").await;
         assert_eq!(status, 503, "{ready}");
-        assert!(ready["ticks"].as_str().unwrap().contains("no tick completed"), "{ready}");
+        assert!(
+            ready["ticks"]
+                .as_str()
+                .unwrap()
+                .contains("no tick completed"),
+            "{ready}"
+        );
         assert_eq!(probe(leader, "/healthz").await.0, 200);
         assert_eq!(probe(follower, "/readyz").await.0, 200);
 
@@ -269,8 +279,15 @@ async fn hung_leader(url: &str) {
             }
         };
         assert_eq!(last["ok"], false, "{last}");
-        assert!(last["detail"].as_str().unwrap().contains("abandoned"), "{last}");
-        assert_eq!(probe(leader, "/healthz").await.0, 200, "one abandoned tick is not stuck");
+        assert!(
+            last["detail"].as_str().unwrap().contains("abandoned"),
+            "{last}"
+        );
+        assert_eq!(
+            probe(leader, "/healthz").await.0,
+            200,
+            "one abandoned tick is not stuck"
+        );
         assert!(leader.control.is_leader());
 
         // Twice the deadline and an interval without a completed tick: stuck, restart it.

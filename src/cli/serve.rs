@@ -125,7 +125,9 @@ fn parse_deadline(s: &str) -> Result<std::time::Duration, String> {
     match humantime::parse_duration(s) {
         Ok(d) if !d.is_zero() => Ok(d),
         Ok(_) => Err("a tick needs some time: give a duration above zero, like 5m".to_string()),
-        Err(e) => Err(format!("\"{s}\" is not a duration ({e}): write it like 5m or 300s")),
+        Err(e) => Err(format!(
+            "\"{s}\" is not a duration ({e}): write it like 5m or 300s"
+        )),
     }
 }
 

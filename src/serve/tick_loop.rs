@@ -88,8 +88,7 @@ impl<P: Provider> BackgroundTask for TickLoop<'_, P> {
         // without its outcome: acceptable only because the next tick resolves such intents
         // from the instances' real state, as after a crash, and never calls again. The
         // leadership is kept; the next activation checks that its session still answers.
-        let Ok(result) = tokio::time::timeout(deadline, reconciler.tick(now, leader)).await
-        else {
+        let Ok(result) = tokio::time::timeout(deadline, reconciler.tick(now, leader)).await else {
             control.metrics.tick_failed(started.elapsed(), false);
             let message = format!(
                 "tick at {} abandoned: still running after the tick deadline of {} \
