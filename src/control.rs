@@ -1,6 +1,6 @@
 //! What `ebb serve`'s background tasks share with the HTTP API: the metrics, whether this
-//! replica leads, the wake-up that asks for a tick now, and each task's status
-//! (`GET /v1/status`).
+//! replica leads, the wake-up that asks for a tick now, each task's status (`GET /v1/status`),
+//! and how far behind the leader's ticks are (`/readyz`, `/healthz`).
 
 use crate::metrics::Metrics;
 use chrono::{DateTime, Utc};
@@ -8,7 +8,58 @@ use serde::Serialize;
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 use tokio::sync::Notify;
+use tokio::time::Instant;
+
+/// How often the leader ticks and how long a tick may run: what readiness and liveness measure
+/// its progress against.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TickLimits {
+    /// Time between ticks (real time).
+    pub interval: Duration,
+    /// How long a tick may run before it is abandoned.
+    pub deadline: Duration,
+}
+
+impl TickLimits {
+    /// How long the leader may go without completing a tick and stay ready: three intervals.
+    pub fn ready_within(&self) -> Duration {
+        self.interval * 3
+    }
+
+    /// How long the leader may go without completing a tick before it counts as stuck: two
+    /// ticks abandoned at their deadline in a row, and an interval more. A replica whose tick
+    /// loop got there is not merely slow (the deadline would have ended a slow tick); a restart
+    /// frees the leadership for another replica.
+    pub fn alive_within(&self) -> Duration {
+        self.deadline * 2 + self.interval
+    }
+}
+
+/// The leader's progress, on tokio's clock (paused in tests).
+#[derive(Debug, Default)]
+struct Progress {
+    /// Set once the tick loop runs; without it, nothing is measured.
+    limits: Option<TickLimits>,
+    /// When this replica last became the leader, while it leads.
+    leading_since: Option<Instant>,
+    /// When the last tick completed, successfully or not (an abandoned tick does not count).
+    completed: Option<Instant>,
+}
+
+impl Progress {
+    /// The limits, and how long the leader has gone without completing a tick; `None` when
+    /// not measured or not leading.
+    fn behind(&self) -> Option<(TickLimits, Duration)> {
+        let limits = self.limits?;
+        let leading = self.leading_since?;
+        let since = self
+            .completed
+            .map_or(leading, |completed| completed.max(leading));
+        Some((limits, Instant::now().saturating_duration_since(since)))
+    }
+}
 
 /// The control loop's shared state.
 #[derive(Debug, Default)]
@@ -21,6 +72,7 @@ pub struct Control {
     pub tasks: Tasks,
     leader: AtomicBool,
     last_tick: tokio::sync::watch::Sender<Option<DateTime<Utc>>>,
+    progress: Mutex<Progress>,
 }
 
 impl Control {
@@ -33,6 +85,52 @@ impl Control {
     pub fn set_leader(&self, leader: bool) {
         self.leader.store(leader, Ordering::Relaxed);
         self.metrics.leader(leader);
+        let mut progress = self.progress();
+        progress.leading_since = match (leader, progress.leading_since) {
+            (true, Some(since)) => Some(since),
+            (true, None) => Some(Instant::now()),
+            (false, _) => None,
+        };
+    }
+
+    /// Starts measuring the leader's progress against `limits`.
+    pub fn watch_ticks(&self, limits: TickLimits) {
+        self.progress().limits = Some(limits);
+    }
+
+    /// Records that a tick completed, successfully or not.
+    pub fn tick_completed(&self) {
+        self.progress().completed = Some(Instant::now());
+    }
+
+    /// Why this replica is not ready as far as its ticks go: it leads and has not completed a
+    /// tick in three intervals. `None` when it is ready, and always for a follower.
+    pub fn ticks_behind(&self) -> Option<String> {
+        let (limits, behind) = self.progress().behind()?;
+        (behind > limits.ready_within()).then(|| {
+            format!(
+                "leading, and no tick completed in {} (three tick intervals)",
+                humantime::format_duration(round(behind))
+            )
+        })
+    }
+
+    /// Why this replica's tick loop is stuck: it leads and has not completed a tick in twice
+    /// the tick deadline and an interval more. `None` when it is alive, and always for a
+    /// follower (it does not tick).
+    pub fn stuck(&self) -> Option<String> {
+        let (limits, behind) = self.progress().behind()?;
+        (behind > limits.alive_within()).then(|| {
+            format!(
+                "leading, and no tick completed in {} (twice the tick deadline of {} and an interval)",
+                humantime::format_duration(round(behind)),
+                humantime::format_duration(limits.deadline)
+            )
+        })
+    }
+
+    fn progress(&self) -> std::sync::MutexGuard<'_, Progress> {
+        self.progress.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// The decision time of this replica's last tick.
@@ -50,6 +148,11 @@ impl Control {
     pub fn set_last_tick(&self, at: DateTime<Utc>) {
         self.last_tick.send_replace(Some(at));
     }
+}
+
+/// `d` in whole seconds, for messages.
+fn round(d: Duration) -> Duration {
+    Duration::from_secs(d.as_secs())
 }
 
 /// The statuses of the background tasks, by name; clones share them.

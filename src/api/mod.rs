@@ -147,17 +147,30 @@ impl From<PathRejection> for ApiError {
 
 type ApiResult<T> = Result<T, ApiError>;
 
-/// The process is up.
-async fn healthz() -> &'static str {
-    "ok\n"
+/// Liveness: `ok` while the process answers and its tick loop is not stuck (see
+/// [`Control::stuck`]); 503 with why when it is, so that the platform restarts it. A follower
+/// does not tick and is never stuck.
+async fn healthz(State(state): State<ApiState>) -> (StatusCode, String) {
+    match state.control.stuck() {
+        None => (StatusCode::OK, "ok\n".to_string()),
+        Some(why) => {
+            tracing::error!("the tick loop is stuck: {why}");
+            (
+                StatusCode::SERVICE_UNAVAILABLE,
+                format!("the tick loop is stuck: {why}\n"),
+            )
+        }
+    }
 }
 
-/// Whether this replica can do its job: the database answers and a valid policy set is
-/// loaded; and its role.
+/// Whether this replica can do its job: the database answers, a valid policy set is loaded,
+/// and, when it leads, its ticks keep up; and its role.
 #[derive(Debug, Serialize)]
 struct Readiness {
     ready: bool,
     database: String,
+    /// `ok`, or why the leader's ticks do not keep up.
+    ticks: String,
     policies: PolicyStatus,
     role: &'static str,
     last_tick: Option<DateTime<Utc>>,
@@ -192,10 +205,15 @@ async fn readyz(State(state): State<ApiState>) -> (StatusCode, Json<Readiness>) 
             error: Some(err.to_string()),
         },
     };
-    let ready = database == "ok" && policies.version.is_some();
+    let ticks = state
+        .control
+        .ticks_behind()
+        .unwrap_or_else(|| "ok".to_string());
+    let ready = database == "ok" && policies.version.is_some() && ticks == "ok";
     let readiness = Readiness {
         ready,
         database,
+        ticks,
         policies,
         role: role(&state.control),
         last_tick: state.control.last_tick(),

@@ -15,7 +15,7 @@ use crate::api::{self, ApiState, Tokens};
 use crate::clock::Clock;
 use crate::cloud::aws::warnings::InterruptionQueue;
 use crate::cloud::Provider;
-use crate::control::Control;
+use crate::control::{Control, TickLimits};
 use crate::reconcile::Reconciler;
 use interruptions::InterruptionReader;
 use policy_watcher::PolicyWatcher;
@@ -39,6 +39,8 @@ pub struct Config {
     pub name: String,
     /// Time between ticks, on `clock`.
     pub interval: Duration,
+    /// How long a tick may run before it is abandoned, in real time.
+    pub deadline: Duration,
     /// What time it is.
     pub clock: Clock,
     /// The API's address.
@@ -117,8 +119,18 @@ pub async fn run<P: Provider>(
         }));
     }
 
-    let ticks = TickLoop::new(&reconciler, &config.name, config.clock, &control);
     let every = config.clock.real(config.interval);
+    control.watch_ticks(TickLimits {
+        interval: every,
+        deadline: config.deadline,
+    });
+    let ticks = TickLoop::new(
+        &reconciler,
+        &config.name,
+        config.clock,
+        &control,
+        config.deadline,
+    );
     drive(ticks, every, Some(&control.wake), &tasks, shutdown).await;
     tracing::info!("shut down");
 

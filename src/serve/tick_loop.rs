@@ -7,6 +7,7 @@ use crate::cloud::Provider;
 use crate::control::Control;
 use crate::reconcile::{Reconciler, TickError};
 use crate::store::Leadership;
+use std::time::Duration;
 
 /// Ticks as the leader among replicas.
 pub struct TickLoop<'a, P> {
@@ -15,23 +16,28 @@ pub struct TickLoop<'a, P> {
     name: &'a str,
     clock: Clock,
     control: &'a Control,
+    /// How long a tick may run before it is abandoned.
+    deadline: Duration,
     /// The leadership while this replica holds it.
     leader: Option<Leadership>,
 }
 
 impl<'a, P: Provider> TickLoop<'a, P> {
-    /// The loop of `reconciler` as replica `name`, at `clock`'s time.
+    /// The loop of `reconciler` as replica `name`, at `clock`'s time, abandoning a tick that
+    /// runs past `deadline`.
     pub fn new(
         reconciler: &'a Reconciler<P>,
         name: &'a str,
         clock: Clock,
         control: &'a Control,
+        deadline: Duration,
     ) -> Self {
         TickLoop {
             reconciler,
             name,
             clock,
             control,
+            deadline,
             leader: None,
         }
     }
@@ -70,14 +76,31 @@ impl<P: Provider> BackgroundTask for TickLoop<'_, P> {
         "leads among the replicas and ticks: list, read, decide, act, record";
 
     async fn activate(&mut self) -> Result<String, String> {
-        let (reconciler, clock, control) = (self.reconciler, self.clock, self.control);
+        let (reconciler, clock, control, deadline) =
+            (self.reconciler, self.clock, self.control, self.deadline);
         let Some(leader) = self.lead().await? else {
             return Ok("another replica leads; following".to_string());
         };
         let started = std::time::Instant::now();
         let now = clock.now();
-        let result = reconciler.tick(now, leader).await;
+        // A tick past its deadline is dropped where it waits (a statement or a cloud call that
+        // the database's and the SDK's own limits did not end). That may leave an intent
+        // without its outcome: acceptable only because the next tick resolves such intents
+        // from the instances' real state, as after a crash, and never calls again. The
+        // leadership is kept; the next activation checks that its session still answers.
+        let Ok(result) = tokio::time::timeout(deadline, reconciler.tick(now, leader)).await else {
+            control.metrics.tick_failed(started.elapsed(), false);
+            let message = format!(
+                "tick at {} abandoned: still running after the tick deadline of {} \
+                 (EBB_TICK_DEADLINE); an action it left without an outcome is resolved at the next tick",
+                now.to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+                humantime::format_duration(deadline)
+            );
+            tracing::error!("{message}");
+            return Err(message);
+        };
         control.set_last_tick(now);
+        control.tick_completed();
         match result {
             Ok(report) => {
                 report.record(&control.metrics, started.elapsed());

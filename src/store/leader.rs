@@ -9,12 +9,13 @@
 
 use super::audit::append_in;
 use super::overrides::{protecting_in, OverrideRecord};
-use super::{AuditEntry, NewAuditEntry, Result, Store};
+use super::{connect_within, AuditEntry, NewAuditEntry, Result, Store};
 use crate::engine::Action;
 use chrono::{DateTime, Utc};
 use sqlx::postgres::PgListener;
 use sqlx::{Connection, PgConnection};
 use std::convert::Infallible;
+use std::time::Duration;
 use tokio::sync::Notify;
 
 /// The notification channel on which the leader is asked to tick now.
@@ -30,8 +31,15 @@ pub(super) async fn wake_leader(conn: &mut PgConnection) -> Result<()> {
 }
 
 /// Proof of leadership: the session that holds the lock.
+///
+/// The session has the store's statement, lock and idle-in-transaction limits, but no
+/// `idle_session_timeout`: it is idle between ticks, outside any transaction (the lock is
+/// session-level), and must stay open for as long as the replica leads. The server's TCP
+/// keepalives end it when the replica is cut off, which frees the lock for another replica.
 pub struct Leadership {
     conn: PgConnection,
+    /// How long the liveness round trip may take.
+    ping: Duration,
 }
 
 impl Store {
@@ -44,12 +52,15 @@ impl Store {
             .as_ref()
             .clone()
             .application_name(&format!("ebb leader {name}"));
-        let mut conn = PgConnection::connect_with(&options).await?;
+        let mut conn = connect_within(&options, self.timeouts.connect).await?;
         let held: bool = sqlx::query_scalar("SELECT pg_try_advisory_lock(hashtext('ebb.leader'))")
             .fetch_one(&mut conn)
             .await?;
         if held {
-            Ok(Some(Leadership { conn }))
+            Ok(Some(Leadership {
+                conn,
+                ping: self.timeouts.connect,
+            }))
         } else {
             conn.close().await?;
             Ok(None)
@@ -76,12 +87,12 @@ impl Store {
 }
 
 impl Leadership {
-    /// Whether the lock is still held: it is as long as its session is alive.
+    /// Whether the lock is still held: it is as long as its session is alive. A session that
+    /// does not answer within the connect timeout counts as lost: across a network partition
+    /// the round trip would otherwise wait for the kernel's retransmission timeout.
     pub async fn held(&mut self) -> bool {
-        sqlx::query("SELECT 1")
-            .execute(&mut self.conn)
-            .await
-            .is_ok()
+        let ping = sqlx::query("SELECT 1").execute(&mut self.conn);
+        matches!(tokio::time::timeout(self.ping, ping).await, Ok(Ok(_)))
     }
 
     /// Appends intents on the leader's session, as one transaction; fails once leadership is

@@ -28,8 +28,94 @@ use std::time::Duration;
 /// The schema migrations, embedded in the binary.
 pub static MIGRATOR: Migrator = sqlx::migrate!("./migrations");
 
-/// How long connecting may take before the database counts as unreachable.
-const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+/// Server-side TCP keepalives, set on every connection: the server probes an idle client after
+/// 60 s, every 10 s, and ends the session after 6 unanswered probes. sqlx 0.9 has no
+/// client-side keepalive setting, so this is what ends the session of a leader cut off by a
+/// network partition, and with it the advisory lock, within about two minutes instead of the
+/// kernel's retransmission timeout (the client side is bounded by ebb's own timeouts).
+const KEEPALIVES: [(&str, &str); 3] = [
+    ("tcp_keepalives_idle", "60"),
+    ("tcp_keepalives_interval", "10"),
+    ("tcp_keepalives_count", "6"),
+];
+
+/// How long the database may take, set on every connection ebb opens (the leader's included).
+/// A statement, a lock wait or a transaction left open past its limit fails with a database
+/// error instead of holding a tick for as long as the network or another session likes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Timeouts {
+    /// Connecting, acquiring a pooled connection, and the leader's liveness round trip
+    /// (`EBB_DB_CONNECT_TIMEOUT`, 10 s).
+    pub connect: Duration,
+    /// Postgres `statement_timeout` (`EBB_DB_STATEMENT_TIMEOUT`, 60 s; the largest statement,
+    /// the inventory sync of 100k instances, takes about 2 s).
+    pub statement: Duration,
+    /// Postgres `lock_timeout` (`EBB_DB_LOCK_TIMEOUT`, 10 s).
+    pub lock: Duration,
+    /// Postgres `idle_in_transaction_session_timeout` (`EBB_DB_IDLE_IN_TRANSACTION_TIMEOUT`,
+    /// 60 s). The leader's session holds its advisory lock outside any transaction, so this
+    /// never ends it between ticks.
+    pub idle_in_transaction: Duration,
+}
+
+impl Default for Timeouts {
+    fn default() -> Self {
+        Timeouts {
+            connect: Duration::from_secs(10),
+            statement: Duration::from_secs(60),
+            lock: Duration::from_secs(10),
+            idle_in_transaction: Duration::from_secs(60),
+        }
+    }
+}
+
+impl Timeouts {
+    /// The defaults, with each one its environment variable sets (a duration: `30s`, `2m`;
+    /// `0s` turns a Postgres limit off).
+    pub fn from_env() -> Result<Timeouts> {
+        let mut timeouts = Timeouts::default();
+        for (name, value) in [
+            ("EBB_DB_CONNECT_TIMEOUT", &mut timeouts.connect),
+            ("EBB_DB_STATEMENT_TIMEOUT", &mut timeouts.statement),
+            ("EBB_DB_LOCK_TIMEOUT", &mut timeouts.lock),
+            (
+                "EBB_DB_IDLE_IN_TRANSACTION_TIMEOUT",
+                &mut timeouts.idle_in_transaction,
+            ),
+        ] {
+            if let Ok(text) = std::env::var(name) {
+                *value = humantime::parse_duration(&text).map_err(|e| StoreError::BadSetting {
+                    name,
+                    value: text.clone(),
+                    reason: e.to_string(),
+                })?;
+            }
+        }
+        if timeouts.connect.is_zero() {
+            return Err(StoreError::BadSetting {
+                name: "EBB_DB_CONNECT_TIMEOUT",
+                value: "0s".into(),
+                reason: "connecting needs some time".into(),
+            });
+        }
+        Ok(timeouts)
+    }
+
+    /// `options` with these limits and the keepalives as session settings.
+    fn apply(&self, options: PgConnectOptions) -> PgConnectOptions {
+        let millis = |d: Duration| d.as_millis().to_string();
+        options
+            .options([
+                ("statement_timeout", millis(self.statement)),
+                ("lock_timeout", millis(self.lock)),
+                (
+                    "idle_in_transaction_session_timeout",
+                    millis(self.idle_in_transaction),
+                ),
+            ])
+            .options(KEEPALIVES)
+    }
+}
 
 /// Why the store could not do what was asked.
 #[derive(Debug, thiserror::Error)]
@@ -37,6 +123,16 @@ pub enum StoreError {
     /// `DATABASE_URL` is not set.
     #[error("DATABASE_URL is not set: set it to postgres://USER:PASSWORD@HOST:PORT/DATABASE")]
     NoUrl,
+    /// A database timeout setting is not a duration.
+    #[error("{name}={value:?} is not a duration ({reason}): write it like 30s or 2m")]
+    BadSetting {
+        /// The environment variable.
+        name: &'static str,
+        /// Its value.
+        value: String,
+        /// What is wrong with it.
+        reason: String,
+    },
     /// `DATABASE_URL` cannot be parsed.
     #[error("DATABASE_URL is not a valid Postgres URL ({0}): expected postgres://USER:PASSWORD@HOST:PORT/DATABASE")]
     BadUrl(String),
@@ -92,22 +188,31 @@ pub type Result<T, E = StoreError> = std::result::Result<T, E>;
 #[derive(Debug, Clone)]
 pub struct Store {
     pool: PgPool,
+    timeouts: Timeouts,
 }
 
 impl Store {
-    /// Connects to `DATABASE_URL`, refuses a schema newer than this binary, and applies any
-    /// pending migrations. What every command that uses the database calls first.
+    /// Connects to `DATABASE_URL` with the timeouts of the environment ([`Timeouts::from_env`]),
+    /// refuses a schema newer than this binary, and applies any pending migrations. What every
+    /// command that uses the database calls first.
     pub async fn open_from_env() -> Result<Store> {
         let url = std::env::var("DATABASE_URL").map_err(|_| StoreError::NoUrl)?;
-        let store = Store::connect(&url).await?;
+        let store = Store::connect_with(&url, Timeouts::from_env()?).await?;
         store.migrate().await?;
         Ok(store)
     }
 
-    /// Connects to `url` without touching the schema.
+    /// Connects to `url` with the default timeouts, without touching the schema.
     pub async fn connect(url: &str) -> Result<Store> {
+        Store::connect_with(url, Timeouts::default()).await
+    }
+
+    /// Connects to `url` with `timeouts` on every connection, without touching the schema.
+    pub async fn connect_with(url: &str, timeouts: Timeouts) -> Result<Store> {
         let options =
             PgConnectOptions::from_str(url).map_err(|e| StoreError::BadUrl(e.to_string()))?;
+        let options = timeouts.apply(options);
+        let connect = timeouts.connect;
         let target = format!(
             "{}:{}/{}",
             options.get_host(),
@@ -116,24 +221,28 @@ impl Store {
         );
         // One direct attempt first: the pool would retry a refused connection until its
         // timeout, and a command should fail fast with the reason.
-        let first = tokio::time::timeout(CONNECT_TIMEOUT, PgConnection::connect_with(&options))
+        let first = tokio::time::timeout(connect, PgConnection::connect_with(&options))
             .await
             .map_err(|_| StoreError::Unreachable {
                 target: target.clone(),
-                reason: format!("no answer within {}s", CONNECT_TIMEOUT.as_secs()),
+                reason: format!("no answer within {}", humantime::format_duration(connect)),
             })?
             .map_err(|e| classify(e, target))?;
         first.close().await?;
         let pool = PgPoolOptions::new()
             .max_connections(8)
-            .acquire_timeout(CONNECT_TIMEOUT)
+            .acquire_timeout(connect)
             .connect_lazy_with(options);
-        Ok(Store { pool })
+        Ok(Store { pool, timeouts })
     }
 
-    /// A store on an existing pool (tests get one per test from `#[sqlx::test]`).
+    /// A store on an existing pool (tests get one per test from `#[sqlx::test]`); its
+    /// connections keep the pool's own settings.
     pub fn from_pool(pool: PgPool) -> Store {
-        Store { pool }
+        Store {
+            pool,
+            timeouts: Timeouts::default(),
+        }
     }
 
     /// The pool, for callers that compose their own statements (tests, benchmarks).
@@ -158,11 +267,36 @@ impl Store {
         if let Some(&found) = applied.iter().max().filter(|v| **v > known) {
             return Err(StoreError::SchemaTooNew { found, known });
         }
-        MIGRATOR.run(&self.pool).await?;
+        // On a connection of its own without statement or lock limits: a migration may rewrite
+        // a large table, and a replica starting beside another waits for that one's migrations.
+        // (Later settings in the startup options win over the pool's.)
+        let options = self
+            .pool
+            .connect_options()
+            .as_ref()
+            .clone()
+            .options([("statement_timeout", "0"), ("lock_timeout", "0")]);
+        let mut conn = connect_within(&options, self.timeouts.connect).await?;
+        MIGRATOR.run(&mut conn).await?;
+        conn.close().await?;
         Ok(MIGRATOR
             .iter()
             .filter(|m| !applied.contains(&m.version))
             .count())
+    }
+}
+
+/// A connection of its own, or an error once `limit` has passed without one.
+async fn connect_within(options: &PgConnectOptions, limit: Duration) -> Result<PgConnection> {
+    match tokio::time::timeout(limit, PgConnection::connect_with(options)).await {
+        Ok(conn) => Ok(conn?),
+        Err(_) => Err(StoreError::Db(sqlx::Error::Io(std::io::Error::new(
+            std::io::ErrorKind::TimedOut,
+            format!(
+                "no connection to the database within {}",
+                humantime::format_duration(limit)
+            ),
+        )))),
     }
 }
 

@@ -14,6 +14,9 @@ use std::time::Duration;
 use tokio::sync::{oneshot, watch};
 use tokio::task::JoinHandle;
 
+/// `ebb serve`'s default tick deadline.
+pub const DEADLINE: Duration = Duration::from_secs(300);
+
 /// A serving replica.
 pub struct Replica {
     /// Its control state: role and ticks.
@@ -34,6 +37,18 @@ impl Replica {
         clock: Clock,
         tokens: Tokens,
     ) -> Replica {
+        Replica::start_with_deadline(name, reconciler, interval, clock, tokens, DEADLINE)
+    }
+
+    /// [`Replica::start`], abandoning a tick that runs past `deadline`.
+    pub fn start_with_deadline<P: Provider + 'static>(
+        name: &str,
+        reconciler: Reconciler<P>,
+        interval: Duration,
+        clock: Clock,
+        tokens: Tokens,
+        deadline: Duration,
+    ) -> Replica {
         let listen = std::net::TcpListener::bind("127.0.0.1:0")
             .unwrap()
             .local_addr()
@@ -41,6 +56,7 @@ impl Replica {
         let config = serve::Config {
             name: name.to_string(),
             interval,
+            deadline,
             clock,
             listen,
             tokens,

@@ -18,7 +18,8 @@ use super::{
 use crate::fleet::{Gpus, Sample};
 use aws_config::retry::RetryConfig;
 use aws_config::sts::AssumeRoleProvider;
-use aws_config::{BehaviorVersion, Region, SdkConfig};
+use aws_config::timeout::TimeoutConfig;
+use aws_config::{BehaviorVersion, ConfigLoader, Region, SdkConfig};
 use aws_sdk_ec2::error::{ProvideErrorMetadata, SdkError};
 use aws_sdk_ec2::operation::RequestId;
 use chrono::{DateTime, Utc};
@@ -71,6 +72,42 @@ pub struct Settings {
     pub on_demand: OnDemandPrices,
     /// Attempts per call, the first included, for throttling and 5xx answers.
     pub max_attempts: u32,
+    /// How long a call may take.
+    pub timeouts: Timeouts,
+}
+
+/// How long an AWS call may take, set on every SDK client: without them, a call across a
+/// network partition waits for the kernel's retransmission timeout, and the tick with it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Timeouts {
+    /// Opening the connection (10 s).
+    pub connect: Duration,
+    /// One attempt, from sending the request to the whole answer (30 s: above SQS's 20 s long
+    /// poll and a DescribeInstances page of 1000 instances).
+    pub attempt: Duration,
+    /// The whole call, retries and their backoff included (2 minutes).
+    pub operation: Duration,
+}
+
+impl Default for Timeouts {
+    fn default() -> Self {
+        Timeouts {
+            connect: Duration::from_secs(10),
+            attempt: Duration::from_secs(30),
+            operation: Duration::from_secs(120),
+        }
+    }
+}
+
+impl Timeouts {
+    /// The SDK's form of these limits.
+    pub fn config(&self) -> TimeoutConfig {
+        TimeoutConfig::builder()
+            .connect_timeout(self.connect)
+            .operation_attempt_timeout(self.attempt)
+            .operation_timeout(self.operation)
+            .build()
+    }
 }
 
 /// The CloudWatch metric that holds GPU utilisation.
@@ -105,6 +142,7 @@ impl Default for Settings {
             gpu_metric: GpuMetric::default(),
             on_demand: OnDemandPrices::default(),
             max_attempts: 5,
+            timeouts: Timeouts::default(),
         }
     }
 }
@@ -146,12 +184,22 @@ impl AwsProvider {
     /// Sets up clients from the standard credential chain: one per region, and one per region
     /// for each role to assume.
     pub async fn connect(settings: Settings) -> Result<AwsProvider, CloudError> {
+        AwsProvider::connect_from(settings, aws_config::defaults(BehaviorVersion::latest())).await
+    }
+
+    /// Sets up clients as [`AwsProvider::connect`] does, from `loader` (the standard chain, or
+    /// one pointed at another endpoint), with the retries and timeouts of `settings` on top.
+    pub async fn connect_from(
+        settings: Settings,
+        loader: ConfigLoader,
+    ) -> Result<AwsProvider, CloudError> {
         let retry = RetryConfig::standard()
             .with_max_attempts(settings.max_attempts)
             .with_initial_backoff(Duration::from_millis(500))
             .with_max_backoff(Duration::from_secs(20));
-        let base = aws_config::defaults(BehaviorVersion::latest())
+        let base = loader
             .retry_config(retry)
+            .timeout_config(settings.timeouts.config())
             .load()
             .await;
         let regions = if settings.regions.is_empty() {

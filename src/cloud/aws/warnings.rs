@@ -5,7 +5,7 @@
 //! them there, so a migration launches the next replacement at once instead of at the first
 //! tick after the instance is gone.
 
-use super::cloud_error;
+use super::{cloud_error, Timeouts};
 use crate::cloud::CloudError;
 use aws_config::retry::RetryConfig;
 use aws_config::BehaviorVersion;
@@ -67,10 +67,12 @@ pub struct InterruptionQueue {
 }
 
 impl InterruptionQueue {
-    /// The queue at `url`, with the standard AWS credential chain.
+    /// The queue at `url`, with the standard AWS credential chain and ebb's default
+    /// [`Timeouts`] (whose attempt timeout is above the long poll's 20 s).
     pub async fn connect(url: String) -> InterruptionQueue {
         let config = aws_config::defaults(BehaviorVersion::latest())
             .retry_config(RetryConfig::standard())
+            .timeout_config(Timeouts::default().config())
             .load()
             .await;
         InterruptionQueue::new(aws_sdk_sqs::Client::new(&config), url)
