@@ -232,3 +232,42 @@ impl TickReport {
         )
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn failed_reads_are_in_the_headline_the_exit_code_and_the_metrics() {
+        let failure = |region: &str, instances| ReadFailure {
+            region: region.into(),
+            instances,
+            error: "GetMetricData: throttled".into(),
+        };
+        let report = TickReport {
+            gpu_read_failures: vec![failure("eu-west-1", 2), failure("us-east-1", 1)],
+            ..TickReport::default()
+        };
+        assert!(report.failed());
+        assert!(
+            report
+                .headline()
+                .ends_with(", 3 instances with GPU utilisation unread"),
+            "{}",
+            report.headline()
+        );
+        let metrics = Metrics::default();
+        report.record(&metrics, std::time::Duration::ZERO);
+        report.record(&metrics, std::time::Duration::ZERO);
+        let text = metrics.encode();
+        for line in [
+            "ebb_gpu_read_failures_total{region=\"eu-west-1\"} 2",
+            "ebb_gpu_read_failures_total{region=\"us-east-1\"} 2",
+            "ebb_gpu_unread_instances 3",
+        ] {
+            assert!(text.contains(line), "{line} not in\n{text}");
+        }
+        TickReport::default().record(&metrics, std::time::Duration::ZERO);
+        assert!(metrics.encode().contains("ebb_gpu_unread_instances 0"));
+    }
+}
