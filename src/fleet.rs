@@ -20,13 +20,6 @@ pub struct Fleet {
     pub gpu_unread: HashMap<String, Arc<str>>,
 }
 
-impl Fleet {
-    /// Why the GPU utilisation of instance `id` could not be read, when it could not.
-    pub fn gpu_unread(&self, id: &str) -> Option<&str> {
-        self.gpu_unread.get(id).map(|why| &**why)
-    }
-}
-
 /// $/hour prices: region → instance type → price.
 pub type Prices = BTreeMap<String, BTreeMap<String, Price>>;
 
