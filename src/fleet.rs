@@ -3,7 +3,7 @@
 
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 /// Every instance ebb can see, with current prices.
@@ -13,6 +13,11 @@ pub struct Fleet {
     pub instances: Vec<Instance>,
     /// Prices by region and instance type.
     pub prices: Prices,
+    /// The instances whose GPU utilisation was wanted but could not be read (an error, a
+    /// throttle, a denial, a timeout): instance id → why. Such an instance's `gpu_util` says
+    /// nothing, unlike a read that succeeded and found no samples: whether it is idle or busy
+    /// is unknown.
+    pub gpu_unread: HashMap<String, Arc<str>>,
 }
 
 /// $/hour prices: region → instance type → price.

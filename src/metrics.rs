@@ -37,6 +37,12 @@ struct InstanceLabels {
     policy: String,
 }
 
+/// Labels of a region.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct RegionLabels {
+    region: String,
+}
+
 /// What one tick counted, for the metrics.
 #[derive(Debug)]
 pub struct TickCounts<'a> {
@@ -48,6 +54,8 @@ pub struct TickCounts<'a> {
     pub instances_by_state: &'a BTreeMap<(&'static str, String), usize>,
     /// Actions carried out, by action and outcome.
     pub actions: BTreeMap<(&'static str, &'static str), u64>,
+    /// The regions whose GPU utilisation could not be read, with how many instances each.
+    pub gpu_unread: BTreeMap<&'a str, usize>,
 }
 
 /// The metrics, and the registry that encodes them.
@@ -61,6 +69,8 @@ pub struct Metrics {
     actions: Family<ActionLabels, Counter>,
     instances: Family<InstanceLabels, Gauge>,
     policy_errors: Counter,
+    gpu_read_failures: Family<RegionLabels, Counter>,
+    gpu_unread: Gauge,
     leader: Gauge,
 }
 
@@ -75,6 +85,8 @@ impl Default for Metrics {
             actions: Family::default(),
             instances: Family::default(),
             policy_errors: Counter::default(),
+            gpu_read_failures: Family::default(),
+            gpu_unread: Gauge::default(),
             leader: Gauge::default(),
             registry: Registry::default(),
         };
@@ -108,6 +120,16 @@ impl Default for Metrics {
             "policy_load_errors",
             "Ticks whose policy files were invalid (the last valid set was used, or none)",
             m.policy_errors.clone(),
+        );
+        registry.register(
+            "gpu_read_failures",
+            "Ticks whose GPU utilisation read failed, by region",
+            m.gpu_read_failures.clone(),
+        );
+        registry.register(
+            "gpu_unread_instances",
+            "Instances whose GPU utilisation could not be read at the last tick (not stopped for idleness)",
+            m.gpu_unread.clone(),
         );
         registry.register(
             "leader",
@@ -153,6 +175,15 @@ impl Metrics {
                 })
                 .set(n as i64);
         }
+        for &region in counts.gpu_unread.keys() {
+            self.gpu_read_failures
+                .get_or_create(&RegionLabels {
+                    region: region.to_string(),
+                })
+                .inc();
+        }
+        self.gpu_unread
+            .set(counts.gpu_unread.values().sum::<usize>() as i64);
         for (&(action, outcome), &n) in &counts.actions {
             self.actions
                 .get_or_create(&ActionLabels { action, outcome })

@@ -433,6 +433,9 @@ where
 /// What a tick did, for its log: a summary line, then a table of actions and outcomes.
 pub fn tick_summary(report: &TickReport) -> String {
     let mut text = format!("{}\n", report.headline());
+    for failure in &report.gpu_read_failures {
+        text += &format!("{}\n", failure.describe());
+    }
     if !report.actions.is_empty() {
         let rows: Vec<[String; 5]> = report
             .actions

@@ -81,6 +81,9 @@ struct SnapshotInstance {
     tags: Tags,
     #[serde(default)]
     gpu_util: Vec<(Timestamp, f64)>,
+    /// Why its GPU utilisation could not be read, to replay a tick whose read failed.
+    #[serde(default)]
+    gpu_read_error: Option<String>,
     #[serde(default)]
     stopped_by_ebb_at: Option<Timestamp>,
     #[serde(default)]
@@ -205,6 +208,7 @@ impl Snapshot {
     fn into_fleet(self) -> (Fleet, Prior, HashMap<String, Behaviour>) {
         let mut facts = HashMap::with_capacity(self.instances.len());
         let mut behaviours = HashMap::new();
+        let mut gpu_unread = HashMap::new();
         let instances = self
             .instances
             .into_iter()
@@ -219,6 +223,9 @@ impl Snapshot {
                 }
                 if let Some(b) = i.sim {
                     behaviours.insert(i.id.clone(), b);
+                }
+                if let Some(why) = i.gpu_read_error {
+                    gpu_unread.insert(i.id.clone(), why.into());
                 }
                 let mut gpu_util: Vec<Sample> = i
                     .gpu_util
@@ -244,6 +251,7 @@ impl Snapshot {
             Fleet {
                 instances,
                 prices: self.prices,
+                gpu_unread,
             },
             Prior::new(
                 facts,

@@ -355,6 +355,42 @@ fn explain_shows_matches_the_governing_policy_and_each_verdict() {
     assert!(stderr(&o).contains("no instance i-nope"));
 }
 
+/// A snapshot of a tick whose GPU read failed: `ebb explain` says so, and why nothing is stopped
+/// for idleness although `missing_metrics` is idle.
+#[test]
+fn explain_says_a_failed_gpu_read_stops_nothing_for_idleness() {
+    let d = dir(&[(
+        "idle.yaml",
+        "policies:\n  - name: notebooks\n    match: {}\n    idle: {gpu_below: 5, for: 30m, missing_metrics: idle}\n",
+    )]);
+    let fleet = d.path().join("fleet.yaml");
+    let snapshot = "instances:\n  - {id: i-nb, region: us-east-1, type: g5.xlarge, state: running, gpu_read_error: \"GetMetricData: AccessDenied\"}\n";
+    std::fs::write(&fleet, snapshot).unwrap();
+    let policies = d.path().join("idle.yaml");
+    let o = offline(&["explain", "i-nb"], policies.to_str().unwrap(), &fleet, AT);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = stdout(&o);
+    for needle in [
+        "busy: unknown, GPU utilisation could not be read (GetMetricData: AccessDenied)",
+        "idle rule (5% for 30m): GPU utilisation could not be read (GetMetricData: AccessDenied): idle or not is unknown, so no idle stop, whatever missing_metrics says",
+        "decision: none [metrics_unreadable]",
+    ] {
+        assert!(out.contains(needle), "{needle} missing from:\n{out}");
+    }
+    // Without the failure, the same empty reading is missing data, counted idle.
+    std::fs::write(
+        &fleet,
+        snapshot.replace(", gpu_read_error: \"GetMetricData: AccessDenied\"", ""),
+    )
+    .unwrap();
+    let o = offline(&["explain", "i-nb"], policies.to_str().unwrap(), &fleet, AT);
+    assert!(
+        stdout(&o).contains("decision: stop [idle_metrics_missing]"),
+        "{}",
+        stdout(&o)
+    );
+}
+
 #[test]
 fn explain_shows_spot_numbers() {
     let f = fixture();

@@ -19,6 +19,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::sync::oneshot;
 
+/// Stops that do not wait for a busy GPU: moto has no CloudWatch, and a stop that waits while
+/// busy also waits while the GPU cannot be read.
 const POLICY: &str = r#"
 policies:
   - name: research-hours
@@ -29,6 +31,7 @@ policies:
         - {days: mon-fri, start: "09:00", stop: "19:00"}
       outside_hours: stop
       start_at_open: stopped-by-ebb
+      busy_defers_stop: false
 "#;
 
 /// Where a run of `ebb tick` is killed.

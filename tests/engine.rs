@@ -507,6 +507,91 @@ fn missing_metrics_idle_stops_without_data_but_not_with_a_busy_sample() {
     assert_eq!(d.code, Code::NotIdle);
 }
 
+/// What a provider says when GetMetricData fails (moto's answer to the current protocol).
+const UNREAD: &str = "GetMetricData: service error: 404 Not Found";
+
+#[test]
+fn a_failed_read_is_no_idle_stop_whatever_missing_metrics_says() {
+    let set = policies(&IDLE.replace("grace_after_start: 20m", "missing_metrics: idle"));
+    // A successful read that found nothing still follows missing_metrics.
+    let d = notebook(vec![]).one("2026-11-30T12:00:00Z", &set);
+    assert_eq!((d.action, d.code), (Action::Stop, Code::IdleMetricsMissing));
+    // A read that failed says nothing: no stop, and why.
+    let w = notebook(vec![]).unread("i-nb", UNREAD);
+    let d = w.one("2026-11-30T12:00:00Z", &set);
+    assert_eq!((d.action, d.code), (Action::None, Code::MetricsUnreadable));
+    assert!(
+        d.reason.contains("could not be read") && d.reason.contains(UNREAD),
+        "{}",
+        d.reason
+    );
+    // Nor with missing_metrics: busy, nor with notice first (no notice of an idle stop).
+    let d = w.one("2026-11-30T12:00:00Z", &policies(IDLE));
+    assert_eq!((d.action, d.code), (Action::None, Code::MetricsUnreadable));
+    let noticed = format!(
+        "{}    notify: {{before: 15m}}\n",
+        IDLE.replace("grace_after_start: 20m", "missing_metrics: idle")
+    );
+    let d = w.one("2026-11-30T12:00:00Z", &policies(&noticed));
+    assert_eq!((d.action, d.code), (Action::None, Code::MetricsUnreadable));
+}
+
+#[test]
+fn a_failed_read_defers_a_stop_that_busy_would_defer() {
+    let set = policies(OFFICE);
+    let w = World::with(vec![dev("i-1")]).unread("i-1", UNREAD);
+    let d = w.one("2026-11-30T18:30:00Z", &set);
+    assert_eq!((d.action, d.code), (Action::None, Code::MetricsUnreadable));
+    assert!(
+        d.reason.contains("(closed 18:00 UTC)") && d.reason.contains("stop deferred until idle"),
+        "{}",
+        d.reason
+    );
+    // Without busy deferral the stop never depended on the reading.
+    let not_deferred =
+        policies(&OFFICE.replace("periods:", "busy_defers_stop: false\n      periods:"));
+    let d = w.one("2026-11-30T18:30:00Z", &not_deferred);
+    assert_eq!((d.action, d.code), (Action::Stop, Code::OutsideHours));
+    // Past max_defer a busy instance stops too: the unknown changes nothing.
+    let capped = policies(&OFFICE.replace("periods:", "max_defer: 2h\n      periods:"));
+    let d = w.one("2026-11-30T19:59:00Z", &capped);
+    assert_eq!((d.action, d.code), (Action::None, Code::MetricsUnreadable));
+    assert!(d.reason.contains("until idle or 20:00 UTC"), "{}", d.reason);
+    let d = w.one("2026-11-30T20:00:00Z", &capped);
+    assert_eq!((d.action, d.code), (Action::Stop, Code::MaxDeferReached));
+    // An idle rule outside hours, on an instance whose read failed: not stopped either.
+    let idle_outside = policies(&format!(
+        "{}    idle: {{gpu_below: 5, for: 30m, missing_metrics: idle, when: outside_hours}}\n",
+        OFFICE.replace("periods:", "outside_hours: none\n      periods:")
+    ));
+    let d = w.one("2026-11-30T18:30:00Z", &idle_outside);
+    assert_eq!((d.action, d.code), (Action::None, Code::MetricsUnreadable));
+    // In work hours nothing would stop it anyway.
+    let d = w.one("2026-11-30T12:00:00Z", &set);
+    assert_eq!((d.action, d.code), (Action::None, Code::InHours));
+}
+
+#[test]
+fn explain_says_the_read_failed_and_nothing_is_stopped_for_idleness() {
+    let set = policies(&IDLE.replace("grace_after_start: 20m", "missing_metrics: idle"));
+    let w = notebook(vec![]).unread("i-nb", UNREAD);
+    let (fleet, prior) = w.fleet();
+    let text = ebb::engine::explain(t("2026-11-30T12:00:00Z"), &set, &fleet, &prior, "i-nb")
+        .unwrap()
+        .to_string();
+    assert!(
+        text.contains(&format!(
+            "idle rule (5% for 30m): GPU utilisation could not be read ({UNREAD}): idle or not is unknown, so no idle stop, whatever missing_metrics says"
+        )),
+        "{text}"
+    );
+    assert!(text.contains("busy: unknown"), "{text}");
+    assert!(
+        text.contains("decision: none [metrics_unreadable]"),
+        "{text}"
+    );
+}
+
 #[test]
 fn grace_after_start_protects_a_fresh_instance() {
     let set = policies(IDLE);
@@ -833,7 +918,7 @@ fn a_large_fleet_decided_on_several_threads_matches_one_by_one() {
     let all = w.decide(now, &set);
     let fleet = ebb::fleet::Fleet {
         instances: w.instances.clone(),
-        prices: Default::default(),
+        ..Default::default()
     };
     let prior = ebb::engine::Prior::new(w.facts.clone(), vec![]);
     assert_eq!(all.len(), 5000);

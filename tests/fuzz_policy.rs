@@ -90,6 +90,7 @@ const KEYS: &[&str] = &[
     "lifecycle",
     "launched_at",
     "gpu_util",
+    "gpu_read_error",
     "stopped_by_ebb_at",
     "started_by_ebb_at",
     "notified_at",
@@ -1442,6 +1443,7 @@ impl FleetSpec {
             Fleet {
                 instances,
                 prices: self.prices.clone(),
+                ..Fleet::default()
             },
             Prior::new(facts, overrides),
         )
@@ -1524,6 +1526,11 @@ fn snapshot_doc(w: Wild, extreme: bool) -> BoxedStrategy<Value> {
         ("launched_at", 0.5, time()),
         ("tags", 0.9, w.field(profile_tags(w))),
         ("gpu_util", 0.6, w.field(w.seq(sample, 0..8))),
+        (
+            "gpu_read_error",
+            0.2,
+            w.choice(&["GetMetricData: throttled", "AccessDenied"]),
+        ),
         ("stopped_by_ebb_at", 0.2, time()),
         ("started_by_ebb_at", 0.2, time()),
         ("notified_at", 0.2, time()),

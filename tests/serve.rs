@@ -20,12 +20,20 @@ use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-/// Any research box without GPU readings (moto has no CloudWatch) is idle: stopped at once.
+/// Research boxes have no work hours (every date is skipped): any that runs is stopped at once.
+/// Not by an idle rule: moto has no CloudWatch, and an instance whose GPU cannot be read is
+/// never stopped for idleness.
 const POLICY: &str = r#"
+calendars:
+  every-day: {dates: ["2000-01-01..2999-12-31"]}
 policies:
-  - name: idle-research
+  - name: closed-research
     match: {tags: {team: research}}
-    idle: {gpu_below: 5, for: 1m, missing_metrics: idle, when: always, action: stop}
+    work_hours:
+      timezone: UTC
+      periods: [{days: mon-sun, start: "09:00", stop: "10:00"}]
+      skip: [every-day]
+      busy_defers_stop: false
 "#;
 
 const TICK: Duration = Duration::from_secs(2);
@@ -144,7 +152,7 @@ async fn take_over(url: &str) {
     let f = Fixture::new("ap-south-1").await;
     let dir = tempfile::tempdir().unwrap();
     std::fs::create_dir(dir.path().join("policies")).unwrap();
-    std::fs::write(dir.path().join("policies/idle.yaml"), POLICY).unwrap();
+    std::fs::write(dir.path().join("policies/research.yaml"), POLICY).unwrap();
     // Migrate first, so that the replicas do not race to create the schema.
     Store::connect(url).await.unwrap().migrate().await.unwrap();
     let mut replicas = Vec::new();
@@ -250,7 +258,7 @@ async fn serve_keeps_the_last_good_policies_and_ticks_on_changes_and_api_calls(p
     let f = Fixture::new("ap-northeast-3").await;
     let url = common::database_url(&pool);
     let dir = tempfile::tempdir().unwrap();
-    let policy_file = dir.path().join("policies/idle.yaml");
+    let policy_file = dir.path().join("policies/research.yaml");
     std::fs::create_dir(dir.path().join("policies")).unwrap();
     std::fs::write(&policy_file, POLICY).unwrap();
     let first = f.launch(G5).await;
@@ -276,7 +284,7 @@ async fn serve_keeps_the_last_good_policies_and_ticks_on_changes_and_api_calls(p
     // A policy file broken mid-run: reported, and the last good set keeps working.
     std::fs::write(
         &policy_file,
-        "policies:\n  - name: idle-research\n    idle: [oops\n",
+        "policies:\n  - name: closed-research\n    work_hours: [oops\n",
     )
     .unwrap();
     assert!(

@@ -9,7 +9,8 @@ use sqlx::PgPool;
 use std::process::{Command, Output};
 
 /// Research boxes run 09:00–19:00 London time on weekdays; ebb starts in the morning only what
-/// it stopped.
+/// it stopped. Their stops do not wait for a busy GPU: moto has no CloudWatch, and a stop that
+/// waits while busy also waits while the GPU cannot be read.
 const POLICY: &str = r#"
 policies:
   - name: research-hours
@@ -21,6 +22,7 @@ policies:
         - {days: mon-fri, start: "09:00", stop: "19:00"}
       outside_hours: stop
       start_at_open: stopped-by-ebb
+      busy_defers_stop: false
 "#;
 
 /// Monday evening and Tuesday morning (London is on UTC in winter).
@@ -148,6 +150,59 @@ async fn evening_stops_what_matches_and_morning_starts_only_what_ebb_stopped(poo
     );
     assert!(s.audit(&stopped_by_hand, "start").is_empty());
     assert!(s.ebb(&["audit", "verify"]).status.success());
+}
+
+/// Research boxes are stopped after 30 idle minutes, and counted idle when data is missing.
+const IDLE_POLICY: &str = r#"
+policies:
+  - name: idle-research
+    match: {tags: {team: research}}
+    idle: {gpu_below: 5, for: 30m, missing_metrics: idle}
+"#;
+
+/// moto has no CloudWatch in the SDK's current protocol, so GetMetricData fails there as it does
+/// when CloudWatch throttles, denies or is unreachable. A failed read is not a read that found no
+/// data: `missing_metrics: idle` does not apply, nothing is stopped, and the tick says why.
+#[sqlx::test(migrations = false)]
+async fn a_failed_gpu_read_stops_nothing_even_with_missing_metrics_idle(pool: PgPool) {
+    let s = Setup::new(&pool, "ap-southeast-3").await;
+    std::fs::write(s.policies.path().join("research.yaml"), IDLE_POLICY).unwrap();
+    let research = s.f.launch(G5).await;
+
+    // After moto's launch time, so that the instance has run for the whole idle window.
+    let at = (chrono::Utc::now() + chrono::Duration::hours(1)).to_rfc3339();
+    let out = s.ebb(&["tick", "--at", &at]);
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "a failed read is a problem: {out:?}"
+    );
+    let summary = String::from_utf8(out.stdout).unwrap();
+    assert!(summary.contains(": 1 instances, 0 actions"), "{summary}");
+    assert!(
+        summary.contains("1 instances with GPU utilisation unread"),
+        "{summary}"
+    );
+    assert!(
+        summary.contains(&format!(
+            "cannot read GPU utilisation in {} for 1 instances: ",
+            s.f.region
+        )) && summary.contains("none of them is stopped for idleness"),
+        "{summary}"
+    );
+    assert_eq!(s.state(&research).await, InstanceStateName::Running);
+    assert!(s.audit(&research, "stop").is_empty());
+
+    let store = ebb::store::Store::connect(&s.url).await.unwrap();
+    let recorded = store.instances().await.unwrap();
+    let record = recorded.iter().find(|r| r.id == research).unwrap();
+    assert_eq!(record.decided_action.as_deref(), Some("none"));
+    assert_eq!(record.decided_code.as_deref(), Some("metrics_unreadable"));
+    let reason = record.decided_reason.as_deref().unwrap();
+    assert!(
+        reason.contains("GPU utilisation could not be read (") && reason.contains("no idle stop"),
+        "{reason}"
+    );
 }
 
 #[sqlx::test(migrations = false)]

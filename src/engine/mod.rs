@@ -162,6 +162,10 @@ codes! {
     NotIdle = "not_idle",
     /// The idle window is not covered by data; counted as busy.
     MetricsMissing = "metrics_missing",
+    /// GPU utilisation could not be read (an error, a throttle, a denial): whether the instance
+    /// is idle or busy is unknown, so it is not stopped for idleness, nor while its stop would
+    /// wait for a busy GPU.
+    MetricsUnreadable = "metrics_unreadable",
     /// Started too recently for the idle rule.
     IdleGrace = "idle_grace",
     /// Eligible for spot: move it.

@@ -14,7 +14,7 @@ mod report;
 mod resolve;
 
 pub use policies::{LoadedPolicies, PolicySource};
-pub use report::{ActionOutcome, MigrationStep, TickError, TickReport};
+pub use report::{ActionOutcome, MigrationStep, ReadFailure, TickError, TickReport};
 
 use crate::cloud::Provider;
 use crate::engine::{self, Decision};
@@ -109,7 +109,8 @@ impl<P: Provider> Reconciler<P> {
         let version = set.version.to_string();
 
         let mut fleet = self.list(&version, now, &mut report).await?;
-        self.read(reading::wanted(set, &fleet), &mut fleet, now)
+        report.gpu_read_failures = self
+            .read(reading::wanted(set, &fleet), &mut fleet, now)
             .await;
         let decisions = self.decide(set, &fleet, now, &mut report).await?;
         if !self.options.dry_run {
@@ -151,7 +152,7 @@ impl<P: Provider> Reconciler<P> {
             .await?;
         Ok(Fleet {
             instances: inventory.instances,
-            prices: Default::default(),
+            ..Fleet::default()
         })
     }
 

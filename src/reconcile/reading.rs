@@ -3,7 +3,7 @@
 //! readings are its largest data, so what to read is worked out from the policies and the
 //! listing before anything is decided.
 
-use super::Reconciler;
+use super::{ReadFailure, Reconciler};
 use crate::cloud::Provider;
 use crate::engine;
 use crate::fleet::{Fleet, InstanceState, Lifecycle, Price};
@@ -11,6 +11,7 @@ use crate::names::INTERRUPTIBLE_TAG;
 use crate::policy::{Policy, PolicySet};
 use chrono::{DateTime, Duration, Utc};
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 
 /// GPU readings are read this much further back than the longest idle window, so that the
 /// window's start is covered.
@@ -70,20 +71,29 @@ fn reading_window(policy: &Policy) -> Option<Duration> {
 }
 
 impl<P: Provider> Reconciler<P> {
-    /// Reads the wanted GPU utilisation and prices into `fleet`.
-    pub(super) async fn read(&self, wanted: Wanted, fleet: &mut Fleet, now: DateTime<Utc>) {
-        self.read_gpu_utilisation(wanted.readings, fleet, now).await;
+    /// Reads the wanted GPU utilisation and prices into `fleet`; the regions whose GPU
+    /// utilisation could not be read.
+    pub(super) async fn read(
+        &self,
+        wanted: Wanted,
+        fleet: &mut Fleet,
+        now: DateTime<Utc>,
+    ) -> Vec<ReadFailure> {
+        let failures = self.read_gpu_utilisation(wanted.readings, fleet, now).await;
         self.read_prices(wanted.prices, fleet, now).await;
+        failures
     }
 
     /// Reads GPU utilisation into `fleet`, one region at a time, so that a large fleet's
-    /// readings are held once.
+    /// readings are held once. The instances of a region that could not be read are marked
+    /// unread in `fleet`: for them idle and busy are unknown, not "no samples".
     async fn read_gpu_utilisation(
         &self,
         wanted: BTreeMap<String, (Vec<usize>, Duration)>,
         fleet: &mut Fleet,
         now: DateTime<Utc>,
-    ) {
+    ) -> Vec<ReadFailure> {
+        let mut failures = Vec::new();
         for (region, (positions, window)) in wanted {
             let ids: Vec<String> = positions
                 .iter()
@@ -102,10 +112,21 @@ impl<P: Provider> Reconciler<P> {
                         }
                     }
                 }
-                // Idle rules then see no readings and follow their `missing_metrics`.
-                Err(err) => tracing::warn!(region, "cannot read GPU utilisation: {err}"),
+                Err(err) => {
+                    let error = err.to_string();
+                    let why: Arc<str> = error.as_str().into();
+                    failures.push(ReadFailure {
+                        region,
+                        instances: ids.len(),
+                        error,
+                    });
+                    fleet
+                        .gpu_unread
+                        .extend(ids.into_iter().map(|id| (id, why.clone())));
+                }
             }
         }
+        failures
     }
 
     /// Reads prices into `fleet`.

@@ -42,6 +42,9 @@ pub struct TickReport {
     pub instances: usize,
     /// Regions or accounts that could not be listed, with why.
     pub inventory_failures: Vec<String>,
+    /// Regions whose GPU utilisation could not be read: their instances were not stopped for
+    /// idleness, nor while busy deferral could apply.
+    pub gpu_read_failures: Vec<ReadFailure>,
     /// Interrupted intents resolved from the instances' real state.
     pub resolved: Vec<AuditEntry>,
     /// The actions, each with its outcome.
@@ -56,6 +59,27 @@ pub struct TickReport {
     pub instances_by_state: BTreeMap<(&'static str, String), usize>,
     /// Spot migrations planned or advanced, each with what happened.
     pub migrations: Vec<MigrationStep>,
+}
+
+/// A region whose GPU utilisation could not be read in a tick.
+#[derive(Debug, Clone)]
+pub struct ReadFailure {
+    /// The region.
+    pub region: String,
+    /// How many instances' readings were wanted there.
+    pub instances: usize,
+    /// Why: the provider's error.
+    pub error: String,
+}
+
+impl ReadFailure {
+    /// One line for people: where, how many, why, and what it means.
+    pub fn describe(&self) -> String {
+        format!(
+            "cannot read GPU utilisation in {} for {} instances: {}; none of them is stopped for idleness, nor while busy would defer its stop",
+            self.region, self.instances, self.error
+        )
+    }
 }
 
 /// What one spot migration did in a tick.
@@ -114,19 +138,25 @@ impl TickReport {
             .collect();
     }
 
-    /// Whether `ebb tick` should exit non-zero: an action failed, the policies are invalid, or
-    /// a region could not be listed.
+    /// Whether `ebb tick` should exit non-zero: an action failed, the policies are invalid, a
+    /// region could not be listed, or GPU utilisation could not be read.
     pub fn failed(&self) -> bool {
         self.actions.iter().any(|a| a.outcome == Outcome::Failed)
             || self.policy_error.is_some()
             || !self.inventory_failures.is_empty()
+            || !self.gpu_read_failures.is_empty()
+    }
+
+    /// How many instances' GPU utilisation could not be read.
+    pub fn gpu_unread(&self) -> usize {
+        self.gpu_read_failures.iter().map(|f| f.instances).sum()
     }
 
     /// One line: when, how many instances, what came of the actions.
     pub fn headline(&self) -> String {
         let count = |o: Outcome| self.actions.iter().filter(|a| a.outcome == o).count();
         format!(
-            "tick at {}: {} instances, {} actions ({} succeeded, {} failed, {} dry run), {} deferred by the cap, {} held back after failures, {} interrupted actions resolved",
+            "tick at {}: {} instances, {} actions ({} succeeded, {} failed, {} dry run), {} deferred by the cap, {} held back after failures, {} interrupted actions resolved, {} instances with GPU utilisation unread",
             self.at.to_rfc3339_opts(SecondsFormat::Secs, true),
             self.instances,
             self.actions.len(),
@@ -136,6 +166,7 @@ impl TickReport {
             self.deferred,
             self.held_back,
             self.resolved.len(),
+            self.gpu_unread(),
         )
     }
 
@@ -154,6 +185,11 @@ impl TickReport {
                 decided: &self.decided,
                 instances_by_state: &self.instances_by_state,
                 actions,
+                gpu_unread: self
+                    .gpu_read_failures
+                    .iter()
+                    .map(|f| (f.region.as_str(), f.instances))
+                    .collect(),
             },
         );
     }
@@ -164,6 +200,9 @@ impl TickReport {
         let at = self.at.to_rfc3339_opts(SecondsFormat::Secs, true);
         for failure in &self.inventory_failures {
             tracing::error!("cannot list instances in {failure}");
+        }
+        for failure in &self.gpu_read_failures {
+            tracing::error!(region = failure.region, "{}", failure.describe());
         }
         for m in &self.migrations {
             tracing::info!(
@@ -187,8 +226,48 @@ impl TickReport {
             deferred = self.deferred,
             held_back = self.held_back,
             resolved = self.resolved.len(),
+            gpu_unread = self.gpu_unread(),
             policy_error = self.policy_error.as_deref(),
             "tick"
         )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn failed_reads_are_in_the_headline_the_exit_code_and_the_metrics() {
+        let failure = |region: &str, instances| ReadFailure {
+            region: region.into(),
+            instances,
+            error: "GetMetricData: throttled".into(),
+        };
+        let report = TickReport {
+            gpu_read_failures: vec![failure("eu-west-1", 2), failure("us-east-1", 1)],
+            ..TickReport::default()
+        };
+        assert!(report.failed());
+        assert!(
+            report
+                .headline()
+                .ends_with(", 3 instances with GPU utilisation unread"),
+            "{}",
+            report.headline()
+        );
+        let metrics = Metrics::default();
+        report.record(&metrics, std::time::Duration::ZERO);
+        report.record(&metrics, std::time::Duration::ZERO);
+        let text = metrics.encode();
+        for line in [
+            "ebb_gpu_read_failures_total{region=\"eu-west-1\"} 2",
+            "ebb_gpu_read_failures_total{region=\"us-east-1\"} 2",
+            "ebb_gpu_unread_instances 3",
+        ] {
+            assert!(text.contains(line), "{line} not in\n{text}");
+        }
+        TickReport::default().record(&metrics, std::time::Duration::ZERO);
+        assert!(metrics.encode().contains("ebb_gpu_unread_instances 0"));
     }
 }

@@ -73,6 +73,8 @@ pub struct World {
     pub facts: HashMap<String, InstanceFacts>,
     pub overrides: Vec<Override>,
     pub prices: Prices,
+    /// Instances whose GPU utilisation could not be read, with why.
+    pub gpu_unread: HashMap<String, std::sync::Arc<str>>,
 }
 
 impl World {
@@ -99,12 +101,25 @@ impl World {
         self
     }
 
-    pub fn decide(&self, now: &str, set: &PolicySet) -> Vec<Decision> {
+    /// Marks the GPU utilisation of `id` as not read, for `why`.
+    pub fn unread(mut self, id: &str, why: &str) -> Self {
+        self.gpu_unread.insert(id.to_string(), why.into());
+        self
+    }
+
+    /// The fleet and what ebb remembers, as the engine takes them.
+    pub fn fleet(&self) -> (Fleet, Prior) {
         let fleet = Fleet {
             instances: self.instances.clone(),
             prices: self.prices.clone(),
+            gpu_unread: self.gpu_unread.clone(),
         };
         let prior = Prior::new(self.facts.clone(), self.overrides.clone());
+        (fleet, prior)
+    }
+
+    pub fn decide(&self, now: &str, set: &PolicySet) -> Vec<Decision> {
+        let (fleet, prior) = self.fleet();
         decide(t(now), set, &fleet, &prior)
     }
 

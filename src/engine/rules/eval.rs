@@ -41,6 +41,12 @@ impl Eval<'_> {
             .map_or(Tz::UTC, |wh| wh.schedule.timezone)
     }
 
+    /// Why the instance's GPU utilisation could not be read, when it could not: then whether
+    /// it is idle or busy is unknown.
+    pub(super) fn gpu_unread(&self) -> Option<&str> {
+        self.ctx.gpu_unread.get(&self.inst.id).map(|why| &**why)
+    }
+
     /// `t` as reasons show it, in the policy's time zone.
     pub(super) fn at(&self, t: DateTime<Utc>) -> String {
         local(t, self.tz(), self.now())
@@ -101,13 +107,16 @@ impl Eval<'_> {
         let protection = self.protection(trace);
         let threshold = self.policy.busy_threshold();
         let busy = self.busy_sample(threshold);
-        trace.note(|| match busy {
-            Some((t, p)) => format!(
+        trace.note(|| match (self.gpu_unread(), busy) {
+            (Some(why), _) => format!(
+                "busy: unknown, GPU utilisation could not be read ({why}); nothing is stopped for idleness, nor while busy would defer a stop"
+            ),
+            (None, Some((t, p))) => format!(
                 "busy: {p}% at {} (threshold {threshold}%, last {})",
                 self.at(t),
                 span(RECENT)
             ),
-            None => format!(
+            (None, None) => format!(
                 "not busy: no sample at or above {threshold}% in the last {}",
                 span(RECENT)
             ),

@@ -44,6 +44,21 @@ impl Eval<'_> {
                 return Err((Code::IdleGrace, why));
             }
         }
+        if let Some(unread) = self.gpu_unread() {
+            // A failed read is not an empty one: `missing_metrics` is only for a read that
+            // found too little data.
+            let why = format!(
+                "GPU utilisation could not be read ({unread}): idle or not is unknown, so no idle stop"
+            );
+            trace.note(|| {
+                format!(
+                    "idle rule ({}% for {}): {why}, whatever missing_metrics says",
+                    rule.gpu_below,
+                    span(rule.window)
+                )
+            });
+            return Err((Code::MetricsUnreadable, why));
+        }
         let coverage = idle_coverage(&self.inst.gpu_util, now, rule);
         trace.note(|| {
             format!(

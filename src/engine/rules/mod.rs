@@ -22,6 +22,8 @@ use crate::schedule::ScheduleStatus;
 use chrono::{DateTime, Duration, Utc};
 use eval::Eval;
 use matching::mismatch;
+use std::collections::HashMap;
+use std::sync::Arc;
 
 /// How far back a sample makes an instance busy, how large a gap in the samples may be, and how
 /// old the newest may be, for the idle rule's coverage.
@@ -56,6 +58,7 @@ pub struct Context<'a> {
     policies: &'a PolicySet,
     statuses: Vec<Option<ScheduleStatus>>,
     prices: &'a Prices,
+    gpu_unread: &'a HashMap<String, Arc<str>>,
     prior: &'a Prior,
 }
 
@@ -94,6 +97,7 @@ impl<'a> Context<'a> {
             policies,
             statuses,
             prices: &fleet.prices,
+            gpu_unread: &fleet.gpu_unread,
             prior,
         }
     }

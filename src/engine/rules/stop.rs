@@ -17,6 +17,8 @@ pub(super) enum NoticeFor {
 }
 
 impl Eval<'_> {
+    /// Outside work hours: the stop or hibernation, unless a protection keeps the instance or
+    /// busy deferral waits (for a busy GPU, or one whose utilisation could not be read).
     pub(super) fn scheduled_stop(
         &self,
         wh: &WorkHours,
@@ -41,34 +43,53 @@ impl Eval<'_> {
             Code::OutsideHours,
             format!("outside work hours{closed}"),
         );
-        if let (Some((at, pct)), true) = (busy, wh.busy_defers_stop) {
-            let pct = percent_text(pct);
+        if wh.busy_defers_stop {
             let deadline = match (wh.max_defer, st.since) {
                 (Some(max), Some(close)) => Some(close + max),
                 _ => None,
             };
-            match deadline {
-                Some(d) if self.now() >= d => {
+            let past_deadline = deadline.is_some_and(|d| self.now() >= d);
+            let max_defer = span(wh.max_defer.unwrap_or_default());
+            let until = deadline.map_or("until idle".to_string(), |d| {
+                format!("until idle or {}", self.at(d))
+            });
+            match (self.gpu_unread(), busy) {
+                // Busy or not, the stop would happen now: the unknown changes nothing.
+                (Some(why), _) if past_deadline => {
                     v.code = Code::MaxDeferReached;
                     v.reason = format!(
-                        "outside work hours{closed}; busy ({pct}% at {}) but max_defer {} has passed",
-                        self.at(at),
-                        span(wh.max_defer.unwrap_or_default())
+                        "outside work hours{closed}; GPU utilisation could not be read ({why}), but max_defer {max_defer} has passed"
                     );
                 }
-                _ => {
-                    let until = deadline.map_or("until idle".to_string(), |d| {
-                        format!("until idle or {}", self.at(d))
-                    });
+                (Some(why), _) => {
+                    return verdict(
+                        Action::None,
+                        Code::MetricsUnreadable,
+                        format!(
+                            "outside work hours{closed}, but GPU utilisation could not be read ({why}): busy or not is unknown; stop deferred {until}"
+                        ),
+                    );
+                }
+                (None, Some((at, pct))) if past_deadline => {
+                    v.code = Code::MaxDeferReached;
+                    v.reason = format!(
+                        "outside work hours{closed}; busy ({}% at {}) but max_defer {max_defer} has passed",
+                        percent_text(pct),
+                        self.at(at),
+                    );
+                }
+                (None, Some((at, pct))) => {
                     return verdict(
                         Action::None,
                         Code::BusyDeferred,
                         format!(
-                            "outside work hours{closed}, but GPU busy ({pct}% at {} ≥ {threshold}%); stop deferred {until}",
+                            "outside work hours{closed}, but GPU busy ({}% at {} ≥ {threshold}%); stop deferred {until}",
+                            percent_text(pct),
                             self.at(at)
                         ),
                     );
                 }
+                (None, None) => {}
             }
         }
         let notice = st.since.map_or(NoticeFor::Now, NoticeFor::Close);
