@@ -327,3 +327,45 @@ async fn an_interrupted_dry_run_is_never_taken_for_an_action(pool: PgPool) {
         "{state:?}"
     );
 }
+
+#[sqlx::test(migrations = false)]
+async fn a_stop_that_began_before_an_interrupted_intent_is_a_persons(pool: PgPool) {
+    let s = Setup::new(pool).await;
+    s.tick("2026-11-30T18:00:00Z").await.unwrap();
+    // A person stops the box at 20:00 (the simulated clock); ebb's listing lagged, so at 20:00:30
+    // it wrote a stop intent and died before the call.
+    s.reconciler
+        .provider()
+        .inner
+        .stop("us-east-1", &["i-east".to_string()], false)
+        .await;
+    let intent = NewAuditEntry {
+        instance: Some("i-east".into()),
+        region: Some("us-east-1".into()),
+        policy: Some("office".into()),
+        code: Some("outside_hours".into()),
+        outcome: Outcome::Intent,
+        ..NewAuditEntry::event(
+            t("2026-11-30T20:00:30Z"),
+            "scheduler",
+            "stop",
+            "closed".into(),
+        )
+    };
+    s.store.append_audit(&[intent]).await.unwrap();
+
+    let report = s.tick("2026-11-30T20:01:00Z").await.unwrap();
+    let resolved = &report.resolved[0].entry;
+    assert_eq!(resolved.outcome, Outcome::Skipped);
+    assert!(
+        resolved.reason.contains("not ebb's stop"),
+        "{}",
+        resolved.reason
+    );
+    s.tick("2026-12-01T09:05:00Z").await.unwrap();
+    let state = s.state("i-east").await;
+    assert!(
+        matches!(state, InstanceState::Stopping | InstanceState::Stopped),
+        "the person's stop sticks: {state:?}"
+    );
+}

@@ -342,6 +342,34 @@ async fn other_accounts_are_reached_by_assuming_a_role() {
 }
 
 #[tokio::test]
+async fn a_region_named_twice_and_a_role_into_ebbs_own_account_list_each_instance_once() {
+    let f = Fixture::new("eu-south-1").await;
+    let region = f.region;
+    let mine = f.launch(G5).await;
+    // moto's own account is 123456789012: this role leads back into it.
+    let provider = AwsProvider::connect(Settings {
+        regions: vec![region.to_string(), format!(" {region}")],
+        role_arns: vec![
+            "arn:aws:iam::123456789012:role/ebb".to_string(),
+            "arn:aws:iam::123456789012:role/ebb".to_string(),
+        ],
+        ..f.settings()
+    })
+    .await
+    .unwrap();
+    let inventory = provider.instances().await;
+    assert!(inventory.failures.is_empty(), "{:?}", inventory.failures);
+    let ids: Vec<&str> = inventory.instances.iter().map(|i| i.id.as_str()).collect();
+    assert_eq!(ids, [mine.as_str()]);
+    assert_eq!(inventory.complete_regions, [region]);
+    let report = provider
+        .stop(region, std::slice::from_ref(&mine), false)
+        .await;
+    assert_eq!(report.done.len(), 1, "{:?}", report.failed);
+    assert!(report.failed.is_empty(), "{:?}", report.failed);
+}
+
+#[tokio::test]
 async fn prices_combine_spot_per_zone_with_the_on_demand_table() {
     let f = Fixture::new("us-east-2").await;
     let region = f.region;

@@ -324,7 +324,9 @@ async fn killed_ticks_never_repeat_an_action_and_every_intent_gets_an_outcome(po
         Kill::After(520),
         Kill::After(700),
     ];
-    let mut day = NaiveDate::from_ymd_opt(2026, 11, 30).unwrap();
+    // Days in the past: ebb credits a stop found after a crash to itself only if EC2's state
+    // transition time (moto's real clock) is not before the intent (`--at`).
+    let mut day = last_monday_before(chrono::Utc::now().date_naive() - Days::days(35));
     let mut killed = 0;
     for round in 0..evenings.len() {
         let next = next_weekday(day);
@@ -394,6 +396,11 @@ async fn killed_ticks_never_repeat_an_action_and_every_intent_gets_an_outcome(po
     .await
     .unwrap();
     assert_eq!(intents, outcomes);
+}
+
+fn last_monday_before(day: NaiveDate) -> NaiveDate {
+    use chrono::Datelike;
+    day - Days::days(i64::from(day.weekday().num_days_from_monday()))
 }
 
 fn next_weekday(day: NaiveDate) -> NaiveDate {

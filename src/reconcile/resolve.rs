@@ -7,7 +7,7 @@ use crate::engine::Action;
 use crate::fleet::{Instance, InstanceState};
 use crate::names::STOP_AT_TAG;
 use crate::store::{ActionDone, AuditEntry, NewAuditEntry, Outcome, StoreError, INTERRUPTED};
-use chrono::{DateTime, Utc};
+use chrono::{DateTime, SecondsFormat, Utc};
 use std::collections::HashMap;
 
 impl<P: Provider> Reconciler<P> {
@@ -40,6 +40,7 @@ impl<P: Provider> Reconciler<P> {
             } else {
                 resolution(
                     action,
+                    e.at,
                     e.region.as_deref(),
                     listed.get(id).copied(),
                     inventory,
@@ -72,10 +73,22 @@ impl<P: Provider> Reconciler<P> {
     }
 }
 
-/// What an interrupted intent of `action` came to, from the instance as the inventory lists it
-/// now; `None` while its region could not be listed.
+/// Whether `instance`'s stop began at or after an intent made at `intent_at`, by the cloud's
+/// state transition time (EC2 gives it to the second). A stop that began earlier, or at an
+/// unknown time, was a person's: crediting it to ebb would have `start_at_open:
+/// stopped-by-ebb` start what a person stopped.
+fn stopped_since_intent(instance: &Instance, intent_at: DateTime<Utc>) -> bool {
+    let intent_second = intent_at.timestamp();
+    instance
+        .state_since
+        .is_some_and(|t| t.timestamp() >= intent_second)
+}
+
+/// What an interrupted intent of `action`, made at `intent_at`, came to, from the instance as
+/// the inventory lists it now; `None` while its region could not be listed.
 fn resolution(
     action: Option<Action>,
+    intent_at: DateTime<Utc>,
     region: Option<&str>,
     listed: Option<&Instance>,
     inventory: &Inventory,
@@ -100,6 +113,24 @@ fn resolution(
         // Its region could not be listed: resolve it at a later tick.
         None => return None,
         Some(instance) => match (action, instance.state) {
+            (
+                Some(Action::Stop | Action::Hibernate),
+                InstanceState::Stopping | InstanceState::Stopped,
+            ) if !stopped_since_intent(instance, intent_at) => (
+                Outcome::Skipped,
+                format!(
+                    "found {} after an interruption, stopped {}: not ebb's stop",
+                    instance.state.as_str(),
+                    instance
+                        .state_since
+                        .map_or("at an unknown time".to_string(), |t| {
+                            format!(
+                                "at {}, before the intent",
+                                t.to_rfc3339_opts(SecondsFormat::Secs, true)
+                            )
+                        })
+                ),
+            ),
             (
                 Some(Action::Stop | Action::Hibernate),
                 InstanceState::Stopping | InstanceState::Stopped,

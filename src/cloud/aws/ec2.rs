@@ -27,10 +27,18 @@ impl AwsProvider {
         let mut known = HashMap::new();
         let mut incomplete = BTreeSet::new();
         let mut failed_scopes = BTreeSet::new();
+        let mut listed_twice = 0usize;
         for (index, (scope, listing)) in self.scopes.iter().zip(listings).enumerate() {
             match listing {
                 Ok(instances) => {
                     for (instance, hibernation) in instances {
+                        // One instance, one decision: a role into ebb's own account lists
+                        // what ebb's own credentials list. The first scope (ebb's own account
+                        // comes first in each region) keeps it.
+                        if known.contains_key(&instance.id) {
+                            listed_twice += 1;
+                            continue;
+                        }
                         known.insert(
                             instance.id.clone(),
                             Known {
@@ -51,6 +59,13 @@ impl AwsProvider {
                     });
                 }
             }
+        }
+        if listed_twice > 0 {
+            tracing::warn!(
+                listed_twice,
+                "instances listed by more than one account scope were kept once: is one of \
+                 EBB_ROLE_ARNS a role into ebb's own account?"
+            );
         }
         let mut regions: Vec<String> = self.scopes.iter().map(|s| s.region.clone()).collect();
         regions.dedup();
@@ -541,8 +556,11 @@ pub(super) fn lifecycle_of(instance: &aws_sdk_ec2::types::Instance) -> Lifecycle
 /// only place EC2 says when an instance stopped.
 fn transition_time(reason: &str) -> Option<DateTime<Utc>> {
     let inside = reason.rsplit_once('(')?.1.strip_suffix(')')?;
-    let naive =
-        NaiveDateTime::parse_from_str(inside.strip_suffix(" GMT")?, "%Y-%m-%d %H:%M:%S").ok()?;
+    // EC2 writes GMT; moto, UTC.
+    let utc = inside
+        .strip_suffix(" GMT")
+        .or_else(|| inside.strip_suffix(" UTC"))?;
+    let naive = NaiveDateTime::parse_from_str(utc, "%Y-%m-%d %H:%M:%S").ok()?;
     Some(naive.and_utc())
 }
 
@@ -561,6 +579,10 @@ mod tests {
     fn the_stop_time_is_read_from_the_transition_reason() {
         assert_eq!(
             transition_time("User initiated (2026-11-30 19:00:05 GMT)"),
+            Some("2026-11-30T19:00:05Z".parse().unwrap())
+        );
+        assert_eq!(
+            transition_time("User initiated (2026-11-30 19:00:05 UTC)"),
             Some("2026-11-30T19:00:05Z".parse().unwrap())
         );
         assert_eq!(transition_time("Server.SpotInstanceTermination"), None);

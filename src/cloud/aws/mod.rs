@@ -180,6 +180,17 @@ pub struct AwsProvider {
     calls: Mutex<BTreeMap<&'static str, u64>>,
 }
 
+/// `names` trimmed, without blanks and repeats, in their first order: a region or role named
+/// twice would list every instance twice, and each would get two decisions.
+fn distinct(names: &[String]) -> Vec<String> {
+    let mut seen = std::collections::HashSet::new();
+    names
+        .iter()
+        .map(|n| n.trim().to_string())
+        .filter(|n| !n.is_empty() && seen.insert(n.clone()))
+        .collect()
+}
+
 impl AwsProvider {
     /// Sets up clients from the standard credential chain: one per region, and one per region
     /// for each role to assume.
@@ -202,7 +213,8 @@ impl AwsProvider {
             .timeout_config(settings.timeouts.config())
             .load()
             .await;
-        let regions = if settings.regions.is_empty() {
+        let regions = distinct(&settings.regions);
+        let regions = if regions.is_empty() {
             let region = base.region().ok_or_else(|| CloudError {
                 kind: ErrorKind::Other,
                 operation: "configuration",
@@ -212,10 +224,10 @@ impl AwsProvider {
             })?;
             vec![region.to_string()]
         } else {
-            settings.regions.clone()
+            regions
         };
         let mut accounts: Vec<(Option<String>, SdkConfig)> = vec![(None, base.clone())];
-        for arn in &settings.role_arns {
+        for arn in distinct(&settings.role_arns) {
             let role = AssumeRoleProvider::builder(arn.clone())
                 .session_name("ebb")
                 .region(Region::new(regions[0].clone()))
@@ -226,7 +238,7 @@ impl AwsProvider {
                 .to_builder()
                 .credentials_provider(aws_sdk_ec2::config::SharedCredentialsProvider::new(role))
                 .build();
-            accounts.push((Some(arn.clone()), config));
+            accounts.push((Some(arn), config));
         }
         let mut scopes = Vec::new();
         for region in &regions {
