@@ -369,3 +369,52 @@ async fn a_stop_that_began_before_an_interrupted_intent_is_a_persons(pool: PgPoo
         "the person's stop sticks: {state:?}"
     );
 }
+
+#[sqlx::test(migrations = false)]
+async fn an_interrupted_notice_counts_only_with_its_own_stop_time_on_the_tag(pool: PgPool) {
+    let s = Setup::new(pool).await;
+    s.tick("2026-11-30T18:00:00Z").await.unwrap();
+    // i-east carries the tag of a notice given last week; i-west's was written before the crash.
+    for (id, region, stop_at) in [
+        ("i-east", "us-east-1", "2026-11-23T19:00:00Z"),
+        ("i-west", "us-west-2", "2026-11-30T19:00:00Z"),
+    ] {
+        let tags = BTreeMap::from([("ebb:stop-at".to_string(), stop_at.to_string())]);
+        s.reconciler
+            .provider()
+            .inner
+            .tag(region, &[id.to_string()], &tags)
+            .await;
+    }
+    let intent = |id: &str, region: &str| NewAuditEntry {
+        instance: Some(id.into()),
+        region: Some(region.into()),
+        outcome: Outcome::Intent,
+        ..NewAuditEntry::event(
+            t("2026-11-30T18:30:00Z"),
+            "scheduler",
+            "notify",
+            "closing".into(),
+        )
+    };
+    s.store
+        .append_audit(&[intent("i-east", "us-east-1"), intent("i-west", "us-west-2")])
+        .await
+        .unwrap();
+
+    let report = s.tick("2026-11-30T18:31:00Z").await.unwrap();
+    let outcome = |id: &str| {
+        let row = report
+            .resolved
+            .iter()
+            .find(|r| r.entry.instance.as_deref() == Some(id))
+            .unwrap();
+        row.entry.outcome
+    };
+    assert_eq!(
+        outcome("i-east"),
+        Outcome::Failed,
+        "a stale tag is not this notice"
+    );
+    assert_eq!(outcome("i-west"), Outcome::Succeeded);
+}

@@ -84,6 +84,16 @@ fn stopped_since_intent(instance: &Instance, intent_at: DateTime<Utc>) -> bool {
         .is_some_and(|t| t.timestamp() >= intent_second)
 }
 
+/// Whether `instance`'s `ebb:stop-at` tag can be the notice of an intent made at `intent_at`:
+/// a notice announces a stop at or after the time it is given. ebb does not remove the tag, so
+/// one left by an earlier notice, whose stop time had passed, is not this one.
+fn noticed_since_intent(instance: &Instance, intent_at: DateTime<Utc>) -> bool {
+    instance
+        .tag(STOP_AT_TAG)
+        .and_then(|t| DateTime::parse_from_rfc3339(t).ok())
+        .is_some_and(|t| t.timestamp() >= intent_at.timestamp())
+}
+
 /// What an interrupted intent of `action`, made at `intent_at`, came to, from the instance as
 /// the inventory lists it now; `None` while its region could not be listed.
 fn resolution(
@@ -139,7 +149,7 @@ fn resolution(
                 Outcome::Succeeded,
                 format!("found {} after an interruption", instance.state.as_str()),
             ),
-            (Some(Action::Notify), _) if instance.tag(STOP_AT_TAG).is_some() => (
+            (Some(Action::Notify), _) if noticed_since_intent(instance, intent_at) => (
                 Outcome::Succeeded,
                 format!("found the {STOP_AT_TAG} tag after an interruption"),
             ),
