@@ -418,3 +418,38 @@ async fn an_interrupted_notice_counts_only_with_its_own_stop_time_on_the_tag(poo
     );
     assert_eq!(outcome("i-west"), Outcome::Succeeded);
 }
+
+#[sqlx::test(migrations = false)]
+async fn a_notice_left_from_before_a_stop_is_taken_back_once_the_box_runs_again(pool: PgPool) {
+    let s = Setup::new(pool).await;
+    let tags = BTreeMap::from([(
+        "ebb:stop-at".to_string(),
+        "2026-11-27T19:00:00Z".to_string(),
+    )]);
+    let provider = s.reconciler.provider();
+    provider
+        .inner
+        .tag("us-east-1", &["i-east".to_string()], &tags)
+        .await;
+
+    let report = s.tick("2026-11-30T10:00:00Z").await.unwrap();
+    let east = report
+        .actions
+        .iter()
+        .find(|a| a.decision.instance == "i-east")
+        .unwrap();
+    assert_eq!(east.outcome, Outcome::Succeeded, "{}", east.detail);
+    let listed = provider.instances().await;
+    let east = listed.instances.iter().find(|i| i.id == "i-east").unwrap();
+    assert_eq!(east.tag("ebb:stop-at"), None);
+    assert_eq!(
+        s.audit("i-east").await,
+        [
+            ("withdraw_notice".into(), Outcome::Intent),
+            ("withdraw_notice".into(), Outcome::Succeeded)
+        ]
+    );
+    // Once taken back, it stays so.
+    let report = s.tick("2026-11-30T10:05:00Z").await.unwrap();
+    assert!(report.actions.is_empty(), "{:?}", report.actions);
+}

@@ -728,6 +728,50 @@ fn no_notice_for_a_protected_instance() {
     assert_eq!(w.one("2026-11-30T17:50:00Z", &set).action, Action::None);
 }
 
+#[test]
+fn a_notice_that_no_longer_holds_is_withdrawn_and_one_whose_stop_waits_is_kept() {
+    let set = policies(NOTICE);
+    let tagged = |w: World, state: InstanceState| {
+        let mut w = w;
+        w.instances[0]
+            .tags
+            .insert("ebb:stop-at".into(), "2026-11-27T18:00:00Z".into());
+        w.instances[0].state = state;
+        w
+    };
+    // Last Friday's notice, on a box running again on Monday: taken back.
+    let d = tagged(notified(None), InstanceState::Running).one("2026-11-30T10:00:00Z", &set);
+    assert_eq!(
+        (d.action, d.code),
+        (Action::WithdrawNotice, Code::NoticeWithdrawn)
+    );
+    assert!(d.reason.starts_with("in work hours"), "{}", d.reason);
+    assert!(d.reason.contains("2026-11-27T18:00:00Z"), "{}", d.reason);
+    // A notice whose stop waits for it stays.
+    let d = tagged(
+        notified(Some("2026-11-30T17:45:00Z")),
+        InstanceState::Running,
+    )
+    .one("2026-11-30T17:50:00Z", &set);
+    assert_eq!((d.action, d.code), (Action::None, Code::NoticePending));
+    // An override calls the stop off: the notice goes.
+    let mut w = tagged(
+        notified(Some("2026-11-30T17:45:00Z")),
+        InstanceState::Running,
+    );
+    w.overrides.push(Override {
+        instance: "i-1".into(),
+        until: t("2026-11-30T22:00:00Z"),
+        reason: "demo".into(),
+        by: "alice".into(),
+    });
+    let d = w.one("2026-11-30T17:50:00Z", &set);
+    assert_eq!(d.action, Action::WithdrawNotice);
+    // A stopped box keeps its tag until it runs again.
+    let d = tagged(notified(None), InstanceState::Stopped).one("2026-11-30T20:00:00Z", &set);
+    assert_ne!(d.action, Action::WithdrawNotice);
+}
+
 const SPOT: &str = r#"
 policies:
   - name: training

@@ -32,6 +32,8 @@ pub enum Action {
     Hibernate,
     /// Announce a coming stop (tag `ebb:stop-at` and webhook).
     Notify,
+    /// Take back a notice that no longer holds (remove `ebb:stop-at`).
+    WithdrawNotice,
     /// Move an on-demand instance to spot capacity.
     MigrateToSpot,
     /// Relaunch a reclaimed spot instance on spot.
@@ -49,6 +51,7 @@ impl Action {
             Action::Stop => "stop",
             Action::Hibernate => "hibernate",
             Action::Notify => "notify",
+            Action::WithdrawNotice => "withdraw_notice",
             Action::MigrateToSpot => "migrate_to_spot",
             Action::RelaunchSpot => "relaunch_spot",
             Action::FallbackOnDemand => "fallback_on_demand",
@@ -63,6 +66,7 @@ impl Action {
             Action::Stop,
             Action::Hibernate,
             Action::Notify,
+            Action::WithdrawNotice,
             Action::MigrateToSpot,
             Action::RelaunchSpot,
             Action::FallbackOnDemand,
@@ -142,6 +146,8 @@ codes! {
     NoticePending = "notice_pending",
     /// Idle: give notice before the idle stop.
     IdleNotice = "idle_notice",
+    /// Running with an `ebb:stop-at` notice that no longer holds: take it back.
+    NoticeWithdrawn = "notice_withdrawn",
     /// Work hours opened: start what the policy starts.
     StartAtOpen = "start_at_open",
     /// `start_at_open: never`.

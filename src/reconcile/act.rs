@@ -89,7 +89,11 @@ impl<P: Provider> Reconciler<P> {
         let mut to_act: Vec<Decision> = decisions
             .into_iter()
             .filter(|d| match d.action {
-                Action::Start | Action::Stop | Action::Hibernate | Action::Notify => true,
+                Action::Start
+                | Action::Stop
+                | Action::Hibernate
+                | Action::Notify
+                | Action::WithdrawNotice => true,
                 // Real moves go through the spot migrations; dry runs are audited here.
                 Action::MigrateToSpot => self.is_dry_run(d),
                 _ => false,
@@ -246,6 +250,11 @@ impl<P: Provider> Reconciler<P> {
             Action::Start => self.provider.start(region, &ids).await,
             Action::Stop => self.provider.stop(region, &ids, false).await,
             Action::Hibernate => self.provider.stop(region, &ids, true).await,
+            Action::WithdrawNotice => {
+                self.provider
+                    .untag(region, &ids, &[STOP_AT_TAG.to_string()])
+                    .await
+            }
             _ => {
                 let at = group[0]
                     .stop_at
@@ -314,7 +323,7 @@ fn notice(d: &Decision) -> String {
 fn order(action: Action) -> u8 {
     match action {
         Action::Start => 0,
-        Action::Notify => 1,
+        Action::Notify | Action::WithdrawNotice => 1,
         _ => 2,
     }
 }

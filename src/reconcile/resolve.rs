@@ -153,6 +153,10 @@ fn resolution(
                 Outcome::Succeeded,
                 format!("found the {STOP_AT_TAG} tag after an interruption"),
             ),
+            (Some(Action::WithdrawNotice), _) if instance.tag(STOP_AT_TAG).is_none() => (
+                Outcome::Succeeded,
+                format!("found no {STOP_AT_TAG} tag after an interruption"),
+            ),
             (_, state) => (
                 Outcome::Failed,
                 format!(

@@ -337,7 +337,8 @@ impl<'a> SyncDiff<'a> {
 pub struct ActionDone {
     /// The instance acted on.
     pub instance: String,
-    /// What was done; only stops, hibernations, starts and notices are remembered.
+    /// What was done; only stops, hibernations, starts, notices and their withdrawals are
+    /// remembered.
     pub action: Action,
     /// When.
     pub at: DateTime<Utc>,
@@ -345,29 +346,38 @@ pub struct ActionDone {
 
 /// Remembers `done` inside the caller's transaction, one statement per action and time.
 pub(super) async fn remember_in(conn: &mut PgConnection, done: &[ActionDone]) -> Result<()> {
-    let mut statements: BTreeMap<(&str, DateTime<Utc>), Vec<String>> = BTreeMap::new();
+    // Each statement with the time it binds to $2, if it takes one.
+    let mut statements: BTreeMap<(&str, Option<DateTime<Utc>>), Vec<String>> = BTreeMap::new();
     for d in done {
-        let sql = match d.action {
-            Action::Stop | Action::Hibernate => {
-                "UPDATE instances SET stopped_by_ebb_at = $2 WHERE id = ANY($1)"
-            }
-            Action::Start => {
-                "UPDATE instances SET started_by_ebb_at = $2, stopped_by_ebb_at = NULL WHERE id = ANY($1)"
-            }
-            Action::Notify => "UPDATE instances SET notified_at = $2 WHERE id = ANY($1)",
+        let at = Some(micros(d.at));
+        let key = match d.action {
+            Action::Stop | Action::Hibernate => (
+                "UPDATE instances SET stopped_by_ebb_at = $2 WHERE id = ANY($1)",
+                at,
+            ),
+            Action::Start => (
+                "UPDATE instances SET started_by_ebb_at = $2, stopped_by_ebb_at = NULL WHERE id = ANY($1)",
+                at,
+            ),
+            Action::Notify => (
+                "UPDATE instances SET notified_at = $2 WHERE id = ANY($1)",
+                at,
+            ),
+            // A later stop needs a notice of its own.
+            Action::WithdrawNotice => (
+                "UPDATE instances SET notified_at = NULL WHERE id = ANY($1)",
+                None,
+            ),
             _ => continue,
         };
-        statements
-            .entry((sql, micros(d.at)))
-            .or_default()
-            .push(d.instance.clone());
+        statements.entry(key).or_default().push(d.instance.clone());
     }
     for ((sql, at), instances) in statements {
-        sqlx::query(sql)
-            .bind(instances)
-            .bind(at)
-            .execute(&mut *conn)
-            .await?;
+        let mut statement = sqlx::query(sql).bind(instances);
+        if let Some(at) = at {
+            statement = statement.bind(at);
+        }
+        statement.execute(&mut *conn).await?;
     }
     Ok(())
 }

@@ -15,8 +15,8 @@ mod stop;
 mod text;
 
 use super::{Action, Code, Decision, InstanceFacts, Prior};
-use crate::fleet::{Fleet, Instance, Lifecycle, Prices};
-use crate::names::{MIGRATION_TAG, SKIP_TAG};
+use crate::fleet::{Fleet, Instance, InstanceState, Lifecycle, Prices};
+use crate::names::{MIGRATION_TAG, SKIP_TAG, STOP_AT_TAG};
 use crate::policy::{Policy, PolicySet};
 use crate::schedule::ScheduleStatus;
 use chrono::{DateTime, Duration, Utc};
@@ -116,7 +116,7 @@ impl<'a> Context<'a> {
         };
         let (first, policy) = match governing(self.policies, inst, trace) {
             Ok(governing) => governing,
-            Err(v) => return decision(None, v),
+            Err(v) => return decision(None, withdrawn_notice(v, inst, trace)),
         };
         trace.note(|| format!("governing policy: {}", policy.name));
         let eval = Eval {
@@ -127,7 +127,7 @@ impl<'a> Context<'a> {
             facts: self.prior.facts(&inst.id),
         };
         let v = one_time_spot(eval.run(trace), inst, trace);
-        decision(Some(policy), v)
+        decision(Some(policy), withdrawn_notice(v, inst, trace))
     }
 }
 
@@ -183,6 +183,34 @@ pub(super) fn governing<'p>(
         return Err(verdict(Action::None, Code::Conflict, reason));
     }
     Ok((first, &policies.policies[first]))
+}
+
+/// Nothing to do for a running instance that carries an `ebb:stop-at` notice becomes taking
+/// the notice back, unless the notice still stands (its stop waits for it): a notice people
+/// read must not announce a stop that will not come, such as one left from before the last
+/// stop, or one an override has called off.
+fn withdrawn_notice(v: Verdict, inst: &Instance, trace: &mut Trace) -> Verdict {
+    let Some(stop_at) = inst.tag(STOP_AT_TAG) else {
+        return v;
+    };
+    // A notice waiting for its time, or a stop deferred while the GPU is busy (or unread),
+    // still announces a stop that comes.
+    let stands = matches!(
+        v.code,
+        Code::NoticePending | Code::BusyDeferred | Code::MetricsUnreadable
+    );
+    if v.action != Action::None || stands || inst.state != InstanceState::Running {
+        return v;
+    }
+    trace.note(|| format!("the notice {STOP_AT_TAG}={stop_at} no longer holds"));
+    verdict(
+        Action::WithdrawNotice,
+        Code::NoticeWithdrawn,
+        format!(
+            "{}; the notice of a stop at {stop_at} no longer holds: {STOP_AT_TAG} removed",
+            v.reason
+        ),
+    )
 }
 
 /// A stop (or its notice) of a spot migration's one-time spot instance becomes no action.
