@@ -23,7 +23,7 @@ fn regions() -> Vec<String> {
 #[sqlx::test(migrations = false)]
 async fn migrations_apply_to_an_empty_database_and_again_without_change(pool: PgPool) {
     let store = Store::from_pool(pool.clone());
-    assert_eq!(store.migrate().await.unwrap(), 3);
+    assert_eq!(store.migrate().await.unwrap(), 4);
     let tables: Vec<String> = sqlx::query_scalar(
         "SELECT table_name::text FROM information_schema.tables WHERE table_schema = 'public' ORDER BY 1",
     )
@@ -34,6 +34,7 @@ async fn migrations_apply_to_an_empty_database_and_again_without_change(pool: Pg
         "audit_log",
         "instance_events",
         "instances",
+        "open_intents",
         "overrides",
         "region_syncs",
         "spot_migrations",
@@ -63,7 +64,7 @@ async fn a_schema_newer_than_the_binary_is_refused(pool: PgPool) {
             err,
             StoreError::SchemaTooNew {
                 found: 99990101000000,
-                known: 3
+                known: 4
             }
         ),
         "{err}"

@@ -263,7 +263,8 @@ fn from_row(r: Row) -> AuditEntry {
     }
 }
 
-/// Appends `entries` in order inside the caller's transaction, after the newest row.
+/// Appends `entries` in order inside the caller's transaction, after the newest row, and keeps
+/// `open_intents` with them: an intent opens, an outcome closes its intent.
 pub(super) async fn append_in(
     conn: &mut PgConnection,
     entries: &[NewAuditEntry],
@@ -318,6 +319,24 @@ pub(super) async fn append_in(
                 .push_bind(&r.hash);
         });
         insert.build().execute(&mut *conn).await?;
+    }
+    let opened: Vec<i64> = rows
+        .iter()
+        .filter(|r| r.entry.outcome == Outcome::Intent)
+        .map(|r| r.seq)
+        .collect();
+    let closed: Vec<i64> = rows.iter().filter_map(|r| r.entry.intent_seq).collect();
+    if !opened.is_empty() {
+        sqlx::query("INSERT INTO open_intents (seq) SELECT unnest($1::bigint[])")
+            .bind(&opened)
+            .execute(&mut *conn)
+            .await?;
+    }
+    if !closed.is_empty() {
+        sqlx::query("DELETE FROM open_intents WHERE seq = ANY($1)")
+            .bind(&closed)
+            .execute(&mut *conn)
+            .await?;
     }
     Ok(rows)
 }
@@ -474,9 +493,7 @@ impl Store {
         let rows: Vec<Row> = sqlx::query_as(concat!(
             "SELECT ",
             columns!(),
-            " FROM audit_log AS a WHERE outcome = 'intent'
-              AND NOT EXISTS (SELECT 1 FROM audit_log AS o WHERE o.intent_seq = a.seq)
-              ORDER BY seq"
+            " FROM audit_log JOIN open_intents USING (seq) ORDER BY seq"
         ))
         .fetch_all(&self.pool)
         .await?;
