@@ -1,6 +1,7 @@
 //! Helpers shared by the integration tests: policies from YAML text, instances, times.
 #![allow(dead_code)] // each test binary uses a different part of this module
 
+pub mod ec2_proxy;
 pub mod moto;
 pub mod replica;
 pub mod time;

@@ -1,0 +1,604 @@
+//! Fault injection for the tick. A proxy between ebb and moto's EC2 server ([`common::ec2_proxy`])
+//! answers each cloud call of a tick with each class of error (throttling, 5xx, access denied,
+//! insufficient capacity, not found, no answer), or holds it while `ebb tick` is killed with
+//! SIGKILL just before or just after the cloud carries it out. Every scenario is a working day
+//! (the notice and the stops of an evening, the starts of the next morning) followed by
+//! recovery ticks without faults, and then the invariants are checked from the store and the
+//! proxy's counts:
+//!
+//! - every intent has exactly one outcome;
+//! - no action is repeated: each box is stopped at most once an evening and started at most once
+//!   a morning, at the cloud, and every research box ends the day as the schedule says;
+//! - no person's stop is credited to ebb: a box a person stopped is never started by ebb;
+//! - no stop on a failed read: a box under an idle rule, whose GPU utilisation moto cannot
+//!   serve, is never stopped.
+//!
+//! RELIABILITY.md reports the counts this prints.
+
+mod common;
+
+use aws_config::retry::RetryConfig;
+use aws_config::{BehaviorVersion, Region};
+use chrono::{Duration as Days, NaiveDate};
+use common::ec2_proxy::{Ec2Proxy, Fault, Hold, Injection, Trap};
+use common::moto::{states, Fixture, Launch, G5};
+use common::t;
+use ebb::cloud::aws::{self, AwsProvider, Scope, Settings};
+use ebb::reconcile::{Options, PolicySource, Reconciler};
+use ebb::store::{Leadership, Store, Verification};
+use sqlx::PgPool;
+use std::process::{Command, Stdio};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::oneshot;
+
+/// Research boxes: work hours with a notice 15 minutes before the close. Stops do not wait for a
+/// busy GPU (moto has no CloudWatch). Notebooks: an idle rule that would count a read with no
+/// data as idle, so only the failed read itself keeps them running.
+const POLICY: &str = r#"
+policies:
+  - name: research-hours
+    match: {tags: {team: research}}
+    work_hours:
+      timezone: UTC
+      periods:
+        - {days: mon-fri, start: "09:00", stop: "19:00"}
+      outside_hours: stop
+      start_at_open: stopped-by-ebb
+      busy_defers_stop: false
+    notify:
+      before: 15m
+  - name: idle-notebooks
+    match: {tags: {team: notebooks}}
+    idle:
+      gpu_below: 5
+      for: 30m
+      missing_metrics: idle
+"#;
+
+/// The ticks of an evening: a notice, the stop, and two to recover.
+const EVENING: [&str; 4] = ["18:50", "19:10", "19:30", "19:50"];
+/// The ticks of the next morning: the start and one to recover.
+const MORNING: [&str; 2] = ["09:05", "09:25"];
+
+/// When in the day a fault happens.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Phase {
+    Evening,
+    Morning,
+}
+
+/// The cloud calls of a tick, by the phase in which each changes something.
+const CALLS: [(Phase, &str); 5] = [
+    (Phase::Evening, "DescribeInstances"),
+    (Phase::Evening, "CreateTags"),
+    (Phase::Evening, "StopInstances"),
+    (Phase::Morning, "DescribeInstances"),
+    (Phase::Morning, "StartInstances"),
+];
+
+/// The boxes of a test.
+struct Boxes {
+    /// Research boxes ebb stops each evening and starts each morning.
+    research: Vec<String>,
+    /// A research box a person stopped: ebb must never start it.
+    person: String,
+    /// A notebook under the idle rule, whose GPU cannot be read: ebb must never stop it.
+    notebook: String,
+}
+
+impl Boxes {
+    async fn launch(f: &Fixture) -> Boxes {
+        let mut research = Vec::new();
+        for _ in 0..3 {
+            research.push(f.launch(G5).await);
+        }
+        let person = f.launch(G5).await;
+        stop_as_a_person(f, &person).await;
+        let notebook = f
+            .launch(Launch {
+                tags: &[("team", "notebooks")],
+                ..G5
+            })
+            .await;
+        Boxes {
+            research,
+            person,
+            notebook,
+        }
+    }
+}
+
+/// Stops `id` straight at the cloud, not through ebb or its proxy.
+async fn stop_as_a_person(f: &Fixture, id: &str) {
+    f.ec2
+        .stop_instances()
+        .instance_ids(id)
+        .send()
+        .await
+        .unwrap();
+}
+
+/// The counts of a run, and the invariant violations found.
+#[derive(Default)]
+struct Ledger {
+    scenarios: usize,
+    kill_points: usize,
+    killed: usize,
+    faults: std::collections::BTreeSet<String>,
+    injected: usize,
+    violations: Vec<String>,
+    /// Violations the test expects, each named: findings RELIABILITY.md reports.
+    known: Vec<String>,
+}
+
+impl Ledger {
+    fn check(&mut self, holds: bool, what: impl FnOnce() -> String) {
+        if !holds {
+            self.violations.push(what());
+        }
+    }
+
+    fn print(&self, test: &str) {
+        eprintln!(
+            "{test}: {} scenarios, {} kill points ({} runs killed), {} fault kinds {:?} \
+             ({} requests answered with a fault), invariant violations: {}, known: {}",
+            self.scenarios,
+            self.kill_points,
+            self.killed,
+            self.faults.len(),
+            self.faults,
+            self.injected,
+            self.violations.len(),
+            self.known.len(),
+        );
+        for v in &self.violations {
+            eprintln!("  violation: {v}");
+        }
+        for v in &self.known {
+            eprintln!("  known: {v}");
+        }
+    }
+}
+
+/// What the proxy has counted for each research box before a phase.
+fn counts(proxy: &Ec2Proxy, action: &str, ids: &[String]) -> Vec<usize> {
+    ids.iter().map(|id| proxy.calls(action, id)).collect()
+}
+
+/// Checks the invariants after a phase and its recovery ticks. `window` is a research box a
+/// person stopped between ebb's intent and its call in this phase, if any.
+#[allow(clippy::too_many_arguments)]
+async fn check_phase(
+    ledger: &mut Ledger,
+    scenario: &str,
+    phase: Phase,
+    f: &Fixture,
+    proxy: &Ec2Proxy,
+    store: &Store,
+    boxes: &Boxes,
+    before: &[usize],
+    window: Option<&str>,
+) {
+    let action = match phase {
+        Phase::Evening => "StopInstances",
+        Phase::Morning => "StartInstances",
+    };
+    let after = counts(proxy, action, &boxes.research);
+    for ((id, b), a) in boxes.research.iter().zip(before).zip(&after) {
+        ledger.check(a - b <= 1, || {
+            format!("{scenario}: {action} of {id} repeated ({} calls)", a - b)
+        });
+        if Some(id.as_str()) == window && phase == Phase::Morning && a > b {
+            ledger.known.push(format!(
+                "{scenario}: {id}, stopped by a person between ebb's intent and its call, was \
+                 started by ebb in the morning"
+            ));
+        }
+    }
+    let expected = match phase {
+        Phase::Evening => "stopped",
+        Phase::Morning => "running",
+    };
+    let now = states(&f.ec2, &boxes.research).await;
+    for (id, state) in &now {
+        // The box a person stopped in the window is the subject of the known finding above.
+        let theirs = phase == Phase::Morning && Some(id.as_str()) == window;
+        ledger.check(theirs || state.as_str() == expected, || {
+            format!("{scenario}: {id} is {state:?} after the {phase:?} and recovery")
+        });
+    }
+    let person = states(&f.ec2, std::slice::from_ref(&boxes.person)).await;
+    ledger.check(
+        proxy.calls("StartInstances", &boxes.person) == 0
+            && person[&boxes.person].as_str() == "stopped",
+        || format!("{scenario}: the box a person stopped was started by ebb"),
+    );
+    let notebook = states(&f.ec2, std::slice::from_ref(&boxes.notebook)).await;
+    ledger.check(
+        proxy.calls("StopInstances", &boxes.notebook) == 0
+            && notebook[&boxes.notebook].as_str() == "running",
+        || format!("{scenario}: the notebook whose GPU read failed was stopped"),
+    );
+    let pending = store.pending_intents().await.unwrap();
+    ledger.check(pending.is_empty(), || {
+        format!("{scenario}: {} intents without an outcome", pending.len())
+    });
+    let (intents, outcomes): (i64, i64) = sqlx::query_as(
+        "SELECT count(*) FILTER (WHERE outcome = 'intent'),
+                count(*) FILTER (WHERE intent_seq IS NOT NULL)
+         FROM audit_log",
+    )
+    .fetch_one(store.pool())
+    .await
+    .unwrap();
+    ledger.check(intents == outcomes, || {
+        format!("{scenario}: {intents} intents but {outcomes} outcomes")
+    });
+}
+
+fn next_weekday(day: NaiveDate) -> NaiveDate {
+    use chrono::Datelike;
+    let mut next = day + Days::days(1);
+    while next.weekday().number_from_monday() > 5 {
+        next += Days::days(1);
+    }
+    next
+}
+
+fn policies() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("research.yaml"), POLICY).unwrap();
+    dir
+}
+
+/// AWS limits for the in-process provider: an answer that never comes fails within 2 s.
+const TIMEOUTS: aws::Timeouts = aws::Timeouts {
+    connect: Duration::from_secs(1),
+    attempt: Duration::from_secs(1),
+    operation: Duration::from_secs(2),
+};
+
+/// Attempts per call, the first included: the binary's default is 5, with backoff from 0.5 s.
+const ATTEMPTS: u32 = 3;
+
+/// The provider `ebb tick` builds, through the proxy at `endpoint`, with the SDK's standard
+/// retries (backoff from 1 ms, so that a matrix of throttled calls runs in seconds) and
+/// [`TIMEOUTS`].
+async fn provider(f: &Fixture, endpoint: &str) -> AwsProvider {
+    let config = aws_config::defaults(BehaviorVersion::latest())
+        .region(Region::new(f.region))
+        .endpoint_url(endpoint)
+        .retry_config(
+            RetryConfig::standard()
+                .with_max_attempts(ATTEMPTS)
+                .with_initial_backoff(Duration::from_millis(1))
+                .with_max_backoff(Duration::from_millis(10)),
+        )
+        .timeout_config(TIMEOUTS.config())
+        .load()
+        .await;
+    let scope = Scope {
+        region: f.region.to_string(),
+        account: None,
+        ec2: aws_sdk_ec2::Client::new(&config),
+        cloudwatch: aws_sdk_cloudwatch::Client::new(&config),
+    };
+    let settings = Settings {
+        max_attempts: ATTEMPTS,
+        timeouts: TIMEOUTS,
+        ..f.settings()
+    };
+    AwsProvider::from_scopes(settings, vec![scope])
+}
+
+/// Ticks in this process as the leader.
+struct InProcess {
+    reconciler: Reconciler<AwsProvider>,
+    leader: Option<Leadership>,
+}
+
+impl InProcess {
+    async fn tick(&mut self, at: &str) {
+        if let Some(held) = self.leader.as_mut() {
+            if !held.held().await {
+                self.leader = None;
+            }
+        }
+        if self.leader.is_none() {
+            self.leader = self.reconciler.store().try_lead("faults").await.unwrap();
+        }
+        let leader = self.leader.as_mut().expect("no one else leads");
+        // A tick whose calls failed reports them; what matters is what it leaves behind.
+        let _ = self.reconciler.tick(t(at), leader).await;
+    }
+}
+
+#[sqlx::test(migrations = false)]
+async fn every_error_class_at_every_call_keeps_the_invariants(pool: PgPool) {
+    let f = Fixture::new("eu-west-3").await;
+    let (proxy, endpoint) = Ec2Proxy::start(&std::env::var("AWS_ENDPOINT_URL").unwrap()).await;
+    let store = Store::from_pool(pool);
+    store.migrate().await.unwrap();
+    let dir = policies();
+    let mut ebb = InProcess {
+        reconciler: Reconciler::new(
+            provider(&f, &endpoint).await,
+            store.clone(),
+            Arc::new(PolicySource::new(vec![dir.path().to_path_buf()])),
+            Options::default(),
+        ),
+        leader: None,
+    };
+    let boxes = Boxes::launch(&f).await;
+
+    // (phase, call, fault, requests that get it); `None`: a person stops a box while ebb's
+    // stop call is on its way, and the call goes through.
+    let mut scenarios: Vec<(Phase, &str, Option<(Fault, usize)>)> = Vec::new();
+    for (phase, call) in CALLS {
+        let mut faults = vec![
+            Fault::Throttling,
+            Fault::ServerError,
+            Fault::AccessDenied,
+            Fault::NotFound,
+            Fault::Timeout,
+        ];
+        if call == "StartInstances" {
+            faults.push(Fault::InsufficientCapacity);
+        }
+        for fault in faults {
+            scenarios.push((phase, call, Some((fault, usize::MAX))));
+        }
+        // Throttled once, then answered: the SDK's retry carries the call.
+        scenarios.push((phase, call, Some((Fault::Throttling, 1))));
+    }
+    scenarios.push((Phase::Evening, "StopInstances", None));
+
+    let mut ledger = Ledger::default();
+    let mut day = NaiveDate::from_ymd_opt(2026, 11, 30).unwrap();
+    for (phase, call, fault) in scenarios {
+        let next = next_weekday(day);
+        let name = match fault {
+            Some((fault, usize::MAX)) => format!("{fault:?} at every attempt of {call} ({day})"),
+            Some((fault, n)) => format!("{fault:?} at {n} attempt of {call} ({day})"),
+            None => format!("a person's stop while ebb's {call} is on the wire ({day})"),
+        };
+        eprintln!("scenario: {name}");
+        ledger.scenarios += 1;
+        let mut window = None;
+        for (when, times, at_date) in [
+            (Phase::Evening, &EVENING[..], day),
+            (Phase::Morning, &MORNING[..], next),
+        ] {
+            let action = match when {
+                Phase::Evening => "StopInstances",
+                Phase::Morning => "StartInstances",
+            };
+            let before = counts(&proxy, action, &boxes.research);
+            let mut armed = when == phase;
+            if armed {
+                if let Some((fault, n)) = fault {
+                    ledger.faults.insert(format!("{fault:?}"));
+                    proxy.inject(Injection {
+                        action: call,
+                        fault,
+                        times: n,
+                    });
+                }
+            }
+            for time in times {
+                let at = format!("{at_date}T{time}:00Z");
+                if armed && fault.is_none() {
+                    // The first research box is stopped by a person while ebb's call is held.
+                    let (fire, fired) = oneshot::channel();
+                    let (resume, resumed) = oneshot::channel();
+                    proxy.trap(Trap {
+                        action: call,
+                        through: false,
+                        fire,
+                        hold: Hold::Until(resumed),
+                    });
+                    let person = async {
+                        if fired.await.is_ok() {
+                            stop_as_a_person(&f, &boxes.research[0]).await;
+                            window = Some(boxes.research[0].clone());
+                        }
+                        drop(resume);
+                    };
+                    let tick = async {
+                        ebb.tick(&at).await;
+                        // Unfired, the trap's sender goes with it: `person` stops waiting.
+                        proxy.disarm();
+                    };
+                    tokio::join!(tick, person);
+                    armed = window.is_none();
+                    proxy.disarm();
+                    continue;
+                }
+                ebb.tick(&at).await;
+                if armed && proxy.injected() > 0 {
+                    armed = false;
+                    ledger.injected += proxy.clear();
+                }
+            }
+            if armed {
+                ledger.violations.push(format!("{name}: the fault never happened"));
+                proxy.clear();
+            }
+            check_phase(
+                &mut ledger,
+                &name,
+                when,
+                &f,
+                &proxy,
+                &store,
+                &boxes,
+                &before,
+                window.as_deref(),
+            )
+            .await;
+        }
+        day = next;
+    }
+    ledger.print("injected errors");
+    assert!(matches!(
+        store.verify_audit().await.unwrap(),
+        Verification::Intact { .. }
+    ));
+    assert!(ledger.violations.is_empty(), "{:#?}", ledger.violations);
+    assert_eq!(
+        ledger.known.len(),
+        1,
+        "the known finding (RELIABILITY.md) changed: {:#?}",
+        ledger.known
+    );
+}
+
+/// `ebb tick` as a process, through the proxy.
+struct Binary<'a> {
+    url: String,
+    f: &'a Fixture,
+    proxy: Arc<Ec2Proxy>,
+    endpoint: String,
+    policies: tempfile::TempDir,
+}
+
+impl Binary<'_> {
+    /// Runs `ebb tick --at AT`; with `trap`, kills it with SIGKILL once the call it names
+    /// reaches the trap, after stopping `person` at the cloud if given. Returns whether the
+    /// trap fired (and the run was killed).
+    async fn tick(&self, at: &str, trap: Option<(&'static str, bool)>, person: Option<&str>) -> bool {
+        let (fire, mut fired) = oneshot::channel();
+        if let Some((action, through)) = trap {
+            self.proxy.trap(Trap {
+                action,
+                through,
+                fire,
+                hold: Hold::Forever,
+            });
+        }
+        let mut child = Command::new(env!("CARGO_BIN_EXE_ebb"))
+            .args(["tick", "--at", at])
+            .env("DATABASE_URL", &self.url)
+            .env("AWS_ENDPOINT_URL", &self.endpoint)
+            .env("EBB_POLICIES", self.policies.path())
+            .env("EBB_REGIONS", self.f.region)
+            .env("EBB_MANAGED_TAG", format!("ebb:managed={}", self.f.managed))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let started = std::time::Instant::now();
+        let killed = loop {
+            if child.try_wait().unwrap().is_some() {
+                break false;
+            }
+            if trap.is_some() && fired.try_recv().is_ok() {
+                if let Some(id) = person {
+                    stop_as_a_person(self.f, id).await;
+                }
+                child.kill().unwrap();
+                child.wait().unwrap();
+                break true;
+            }
+            assert!(
+                started.elapsed() < Duration::from_secs(60),
+                "tick at {at} hangs"
+            );
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        };
+        self.proxy.disarm();
+        killed
+    }
+}
+
+#[sqlx::test(migrations = false)]
+async fn a_tick_killed_before_or_after_each_cloud_call_keeps_the_invariants(pool: PgPool) {
+    let f = Fixture::new("eu-north-1").await;
+    let (proxy, endpoint) = Ec2Proxy::start(&std::env::var("AWS_ENDPOINT_URL").unwrap()).await;
+    let store = Store::from_pool(pool.clone());
+    store.migrate().await.unwrap();
+    let ebb = Binary {
+        url: common::database_url(&pool),
+        f: &f,
+        proxy: proxy.clone(),
+        endpoint,
+        policies: policies(),
+    };
+    let boxes = Boxes::launch(&f).await;
+
+    // (phase, call, killed after the cloud carried it out, a person stops a box first).
+    let mut points: Vec<(Phase, &str, bool, bool)> = Vec::new();
+    for (phase, call) in CALLS {
+        points.push((phase, call, true, false));
+        if call != "DescribeInstances" {
+            points.push((phase, call, false, false));
+        }
+    }
+    // A person stops a box after ebb's intent, while its stop call is on its way; ebb dies
+    // before the call reaches the cloud.
+    points.push((Phase::Evening, "StopInstances", false, true));
+
+    let mut ledger = Ledger::default();
+    let mut day = NaiveDate::from_ymd_opt(2026, 11, 30).unwrap();
+    for (phase, call, through, person) in points {
+        let next = next_weekday(day);
+        let name = format!(
+            "killed {} {call} in the {phase:?}{} ({day})",
+            if through { "after" } else { "before" },
+            if person { ", a person stopping a box first" } else { "" }
+        );
+        eprintln!("scenario: {name}");
+        ledger.scenarios += 1;
+        ledger.kill_points += usize::from(!person);
+        let window = person.then(|| boxes.research[0].clone());
+        for (when, times, at_date) in [
+            (Phase::Evening, &EVENING[..], day),
+            (Phase::Morning, &MORNING[..], next),
+        ] {
+            let action = match when {
+                Phase::Evening => "StopInstances",
+                Phase::Morning => "StartInstances",
+            };
+            let before = counts(&proxy, action, &boxes.research);
+            let mut armed = when == phase;
+            for time in times {
+                let at = format!("{at_date}T{time}:00Z");
+                let trap = armed.then_some((call, through));
+                let someone = window.as_deref().filter(|_| armed);
+                if ebb.tick(&at, trap, someone).await {
+                    ledger.killed += 1;
+                    armed = false;
+                }
+            }
+            if armed {
+                ledger.violations.push(format!("{name}: never killed"));
+            }
+            check_phase(
+                &mut ledger,
+                &name,
+                when,
+                &f,
+                &proxy,
+                &store,
+                &boxes,
+                &before,
+                window.as_deref(),
+            )
+            .await;
+        }
+        day = next;
+    }
+    ledger.print("killed ticks");
+    assert!(matches!(
+        store.verify_audit().await.unwrap(),
+        Verification::Intact { .. }
+    ));
+    assert!(ledger.violations.is_empty(), "{:#?}", ledger.violations);
+    assert_eq!(
+        ledger.known.len(),
+        1,
+        "the known finding (RELIABILITY.md) changed: {:#?}",
+        ledger.known
+    );
+}
