@@ -56,16 +56,33 @@ policies:
       missing_metrics: idle
 "#;
 
-/// The ticks of an evening: a notice, the stop, and two to recover.
-const EVENING: [&str; 4] = ["18:50", "19:10", "19:30", "19:50"];
-/// The ticks of the next morning: the start and one to recover.
-const MORNING: [&str; 2] = ["09:05", "09:25"];
+/// The first tick of an evening (the notice is due from 18:45) and of a morning, and the first
+/// tick after the work of a day without faults (notice, stop; start) is done; the next ticks
+/// follow every [`STEP`] minutes.
+const FIRST: [(Phase, &str, &str); 2] = [
+    (Phase::Evening, "18:50", "19:20"),
+    (Phase::Morning, "09:05", "09:15"),
+];
+/// Minutes between ticks: longer than the back-off after a first failure (1 minute).
+const STEP: i64 = 10;
+/// Ticks of a phase at most: enough for every call to meet its fault and recover.
+const MAX_TICKS: usize = 10;
 
 /// When in the day a fault happens.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Phase {
     Evening,
     Morning,
+}
+
+impl Phase {
+    /// The call that changes the research boxes in this phase.
+    fn action(self) -> &'static str {
+        match self {
+            Phase::Evening => "StopInstances",
+            Phase::Morning => "StartInstances",
+        }
+    }
 }
 
 /// The cloud calls of a tick, by the phase in which each changes something.
@@ -122,6 +139,7 @@ async fn stop_as_a_person(f: &Fixture, id: &str) {
 /// The counts of a run, and the invariant violations found.
 #[derive(Default)]
 struct Ledger {
+    days: usize,
     scenarios: usize,
     kill_points: usize,
     killed: usize,
@@ -141,8 +159,9 @@ impl Ledger {
 
     fn print(&self, test: &str) {
         eprintln!(
-            "{test}: {} scenarios, {} kill points ({} runs killed), {} fault kinds {:?} \
+            "{test}: {} days, {} scenarios, {} kill points ({} runs killed), {} fault kinds {:?} \
              ({} requests answered with a fault), invariant violations: {}, known: {}",
+            self.days,
             self.scenarios,
             self.kill_points,
             self.killed,
@@ -180,10 +199,7 @@ async fn check_phase(
     before: &[usize],
     window: Option<&str>,
 ) {
-    let action = match phase {
-        Phase::Evening => "StopInstances",
-        Phase::Morning => "StartInstances",
-    };
+    let action = phase.action();
     let after = counts(proxy, action, &boxes.research);
     for ((id, b), a) in boxes.research.iter().zip(before).zip(&after) {
         ledger.check(a - b <= 1, || {
@@ -314,6 +330,19 @@ impl InProcess {
     }
 }
 
+/// The decision times of a phase on `date`, every [`STEP`] minutes from its first tick.
+/// Each comes with whether it is late enough to end the phase when nothing is left to inject.
+fn times(phase: Phase, date: NaiveDate) -> impl Iterator<Item = (String, bool)> {
+    let &(_, first, done) = FIRST.iter().find(|(p, _, _)| *p == phase).unwrap();
+    let start = t(&format!("{date}T{first}:00Z"));
+    let done = t(&format!("{date}T{done}:00Z"));
+    (0..MAX_TICKS as i64).map(move |i| {
+        let at = start + Days::minutes(i * STEP);
+        let text = at.to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
+        (text, at >= done)
+    })
+}
+
 #[sqlx::test(migrations = false)]
 async fn every_error_class_at_every_call_keeps_the_invariants(pool: PgPool) {
     let f = Fixture::new("eu-west-3").await;
@@ -332,103 +361,100 @@ async fn every_error_class_at_every_call_keeps_the_invariants(pool: PgPool) {
     };
     let boxes = Boxes::launch(&f).await;
 
-    // (phase, call, fault, requests that get it); `None`: a person stops a box while ebb's
-    // stop call is on its way, and the call goes through.
-    let mut scenarios: Vec<(Phase, &str, Option<(Fault, usize)>)> = Vec::new();
-    for (phase, call) in CALLS {
-        let mut faults = vec![
-            Fault::Throttling,
-            Fault::ServerError,
-            Fault::AccessDenied,
-            Fault::NotFound,
-            Fault::Timeout,
-        ];
-        if call == "StartInstances" {
-            faults.push(Fault::InsufficientCapacity);
-        }
-        for fault in faults {
-            scenarios.push((phase, call, Some((fault, usize::MAX))));
-        }
-        // Throttled once, then answered: the SDK's retry carries the call.
-        scenarios.push((phase, call, Some((Fault::Throttling, 1))));
-    }
-    scenarios.push((Phase::Evening, "StopInstances", None));
-
+    // A day for each fault: injected into every call of the day, each at the first tick that
+    // makes it, at every attempt (`usize::MAX`) or at the first only. `None`: a person stops a
+    // box while ebb's stop call is on its way, and the call goes through.
+    let days: Vec<Option<(Fault, usize)>> = vec![
+        Some((Fault::Throttling, usize::MAX)),
+        Some((Fault::ServerError, usize::MAX)),
+        Some((Fault::AccessDenied, usize::MAX)),
+        Some((Fault::InsufficientCapacity, usize::MAX)),
+        Some((Fault::NotFound, usize::MAX)),
+        Some((Fault::Timeout, usize::MAX)),
+        Some((Fault::Throttling, 1)),
+        None,
+    ];
     let mut ledger = Ledger::default();
     let mut day = NaiveDate::from_ymd_opt(2026, 11, 30).unwrap();
-    for (phase, call, fault) in scenarios {
+    for plan in days {
         let next = next_weekday(day);
-        let name = match fault {
-            Some((fault, usize::MAX)) => format!("{fault:?} at every attempt of {call} ({day})"),
-            Some((fault, n)) => format!("{fault:?} at {n} attempt of {call} ({day})"),
-            None => format!("a person's stop while ebb's {call} is on the wire ({day})"),
+        let name = match plan {
+            Some((fault, usize::MAX)) => format!("{fault:?} at every attempt ({day})"),
+            Some((fault, _)) => format!("{fault:?} at the first attempt ({day})"),
+            None => format!("a person's stop while ebb's stop call is on the wire ({day})"),
         };
-        eprintln!("scenario: {name}");
-        ledger.scenarios += 1;
         let mut window = None;
-        for (when, times, at_date) in [
-            (Phase::Evening, &EVENING[..], day),
-            (Phase::Morning, &MORNING[..], next),
-        ] {
-            let action = match when {
-                Phase::Evening => "StopInstances",
-                Phase::Morning => "StartInstances",
-            };
-            let before = counts(&proxy, action, &boxes.research);
-            let mut armed = when == phase;
-            if armed {
-                if let Some((fault, n)) = fault {
-                    ledger.faults.insert(format!("{fault:?}"));
+        for (phase, date) in [(Phase::Evening, day), (Phase::Morning, next)] {
+            let before = counts(&proxy, phase.action(), &boxes.research);
+            for (when, call) in CALLS {
+                // Capacity is what a start meets; other calls get the fault's other days.
+                let fits = plan.is_some_and(|(fault, _)| {
+                    fault != Fault::InsufficientCapacity || call == "StartInstances"
+                });
+                if when == phase && fits {
+                    let (fault, times) = plan.unwrap();
                     proxy.inject(Injection {
                         action: call,
                         fault,
-                        times: n,
+                        times,
                     });
                 }
             }
-            for time in times {
-                let at = format!("{at_date}T{time}:00Z");
-                if armed && fault.is_none() {
+            let mut person = plan.is_none() && phase == Phase::Evening;
+            for (at, late) in times(phase, date) {
+                let clean = proxy.waiting().is_empty() && !person && late;
+                if person {
                     // The first research box is stopped by a person while ebb's call is held.
                     let (fire, fired) = oneshot::channel();
                     let (resume, resumed) = oneshot::channel();
                     proxy.trap(Trap {
-                        action: call,
+                        action: "StopInstances",
                         through: false,
                         fire,
                         hold: Hold::Until(resumed),
                     });
-                    let person = async {
+                    let tick = async {
+                        ebb.tick(&at).await;
+                        // Unfired, the trap's sender goes with it: the person stops waiting.
+                        proxy.disarm();
+                    };
+                    let someone = async {
                         if fired.await.is_ok() {
                             stop_as_a_person(&f, &boxes.research[0]).await;
                             window = Some(boxes.research[0].clone());
                         }
                         drop(resume);
                     };
-                    let tick = async {
-                        ebb.tick(&at).await;
-                        // Unfired, the trap's sender goes with it: `person` stops waiting.
-                        proxy.disarm();
-                    };
-                    tokio::join!(tick, person);
-                    armed = window.is_none();
-                    proxy.disarm();
-                    continue;
+                    tokio::join!(tick, someone);
+                    person = window.is_none();
+                } else {
+                    ebb.tick(&at).await;
                 }
-                ebb.tick(&at).await;
-                if armed && proxy.injected() > 0 {
-                    armed = false;
-                    ledger.injected += proxy.clear();
+                for (injection, answered) in proxy.retire() {
+                    ledger.scenarios += 1;
+                    ledger.injected += answered;
+                    ledger.faults.insert(format!("{:?}", injection.fault));
+                    eprintln!("{name}: {} at {at} got it {answered} time(s)", injection.action);
+                }
+                if clean {
+                    break;
                 }
             }
-            if armed {
-                ledger.violations.push(format!("{name}: the fault never happened"));
-                proxy.clear();
+            for injection in proxy.waiting() {
+                let call = injection.action;
+                ledger.violations.push(format!("{name}: {call} never happened"));
+            }
+            proxy.clear();
+            if person {
+                ledger.violations.push(format!("{name}: ebb never stopped"));
+            }
+            if plan.is_none() && phase == Phase::Evening {
+                ledger.scenarios += 1;
             }
             check_phase(
                 &mut ledger,
                 &name,
-                when,
+                phase,
                 &f,
                 &proxy,
                 &store,
@@ -438,6 +464,7 @@ async fn every_error_class_at_every_call_keeps_the_invariants(pool: PgPool) {
             )
             .await;
         }
+        ledger.days += 1;
         day = next;
     }
     ledger.print("injected errors");
@@ -512,6 +539,7 @@ impl Binary<'_> {
     }
 }
 
+
 #[sqlx::test(migrations = false)]
 async fn a_tick_killed_before_or_after_each_cloud_call_keeps_the_invariants(pool: PgPool) {
     let f = Fixture::new("eu-north-1").await;
@@ -527,57 +555,60 @@ async fn a_tick_killed_before_or_after_each_cloud_call_keeps_the_invariants(pool
     };
     let boxes = Boxes::launch(&f).await;
 
-    // (phase, call, killed after the cloud carried it out, a person stops a box first).
-    let mut points: Vec<(Phase, &str, bool, bool)> = Vec::new();
-    for (phase, call) in CALLS {
-        points.push((phase, call, true, false));
-        if call != "DescribeInstances" {
-            points.push((phase, call, false, false));
-        }
-    }
-    // A person stops a box after ebb's intent, while its stop call is on its way; ebb dies
-    // before the call reaches the cloud.
-    points.push((Phase::Evening, "StopInstances", false, true));
+    // A day killed after each call, one killed before each mutating call, each kill at the
+    // first tick that makes the call; then a day where a person stops a box after ebb's stop
+    // intent, while its call is on the way, and ebb dies before the call reaches the cloud.
+    let after: Vec<(Phase, &str, bool)> = CALLS.iter().map(|&(p, c)| (p, c, true)).collect();
+    let before: Vec<(Phase, &str, bool)> = CALLS
+        .iter()
+        .filter(|(_, c)| *c != "DescribeInstances")
+        .map(|&(p, c)| (p, c, false))
+        .collect();
+    let window = vec![(Phase::Evening, "StopInstances", false)];
+    let days = [(after, false), (before, false), (window, true)];
 
     let mut ledger = Ledger::default();
     let mut day = NaiveDate::from_ymd_opt(2026, 11, 30).unwrap();
-    for (phase, call, through, person) in points {
+    for (points, person) in days {
         let next = next_weekday(day);
         let name = format!(
-            "killed {} {call} in the {phase:?}{} ({day})",
-            if through { "after" } else { "before" },
+            "killed {} each call{} ({day})",
+            if points[0].2 { "after" } else { "before" },
             if person { ", a person stopping a box first" } else { "" }
         );
-        eprintln!("scenario: {name}");
-        ledger.scenarios += 1;
-        ledger.kill_points += usize::from(!person);
         let window = person.then(|| boxes.research[0].clone());
-        for (when, times, at_date) in [
-            (Phase::Evening, &EVENING[..], day),
-            (Phase::Morning, &MORNING[..], next),
-        ] {
-            let action = match when {
-                Phase::Evening => "StopInstances",
-                Phase::Morning => "StartInstances",
-            };
-            let before = counts(&proxy, action, &boxes.research);
-            let mut armed = when == phase;
-            for time in times {
-                let at = format!("{at_date}T{time}:00Z");
-                let trap = armed.then_some((call, through));
-                let someone = window.as_deref().filter(|_| armed);
-                if ebb.tick(&at, trap, someone).await {
+        for (phase, date) in [(Phase::Evening, day), (Phase::Morning, next)] {
+            let before = counts(&proxy, phase.action(), &boxes.research);
+            let mut queue: std::collections::VecDeque<(&str, bool)> = points
+                .iter()
+                .filter(|(p, _, _)| *p == phase)
+                .map(|&(_, c, through)| (c, through))
+                .collect();
+            for (at, late) in times(phase, date) {
+                let Some(&(call, through)) = queue.front() else {
+                    // Recovery, without faults.
+                    ebb.tick(&at, None, None).await;
+                    if late {
+                        break;
+                    }
+                    continue;
+                };
+                let someone = window.as_deref();
+                if ebb.tick(&at, Some((call, through)), someone).await {
+                    eprintln!("{name}: killed at {call} at {at}");
                     ledger.killed += 1;
-                    armed = false;
+                    ledger.scenarios += 1;
+                    ledger.kill_points += usize::from(!person);
+                    queue.pop_front();
                 }
             }
-            if armed {
-                ledger.violations.push(format!("{name}: never killed"));
+            for (call, _) in queue {
+                ledger.violations.push(format!("{name}: never killed at {call}"));
             }
             check_phase(
                 &mut ledger,
                 &name,
-                when,
+                phase,
                 &f,
                 &proxy,
                 &store,
@@ -587,6 +618,7 @@ async fn a_tick_killed_before_or_after_each_cloud_call_keeps_the_invariants(pool
             )
             .await;
         }
+        ledger.days += 1;
         day = next;
     }
     ledger.print("killed ticks");

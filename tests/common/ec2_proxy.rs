@@ -86,9 +86,8 @@ pub struct Ec2Proxy {
     /// The mutating calls in the order they arrived from ebb, whatever became of them.
     arrivals: Mutex<Vec<String>>,
     trap: Mutex<Option<Trap>>,
-    injection: Mutex<Option<Injection>>,
-    /// Requests answered with an injected fault, over the proxy's life.
-    injected: Mutex<usize>,
+    /// Injections in force, each with the requests it has answered.
+    injections: Mutex<Vec<(Injection, usize)>>,
 }
 
 impl Ec2Proxy {
@@ -117,20 +116,28 @@ impl Ec2Proxy {
         self.trap.lock().unwrap().take();
     }
 
-    /// Injects errors (replacing any earlier injection).
+    /// Injects errors, beside the injections already in force (for other actions).
     pub fn inject(&self, injection: Injection) {
-        *self.injection.lock().unwrap() = Some(injection);
+        self.injections.lock().unwrap().push((injection, 0));
     }
 
-    /// Ends the injection; returns how many requests it answered.
-    pub fn clear(&self) -> usize {
-        self.injection.lock().unwrap().take();
-        std::mem::take(&mut *self.injected.lock().unwrap())
+    /// Ends the injections that have answered a request; returns them, each with how many
+    /// requests it answered.
+    pub fn retire(&self) -> Vec<(Injection, usize)> {
+        let mut injections = self.injections.lock().unwrap();
+        let (fired, waiting) = injections.drain(..).partition(|(_, n)| *n > 0);
+        *injections = waiting;
+        fired
     }
 
-    /// How many requests the current injection answered so far.
-    pub fn injected(&self) -> usize {
-        *self.injected.lock().unwrap()
+    /// The injections that have not answered any request yet.
+    pub fn waiting(&self) -> Vec<Injection> {
+        self.injections.lock().unwrap().iter().map(|(i, _)| *i).collect()
+    }
+
+    /// Ends every injection.
+    pub fn clear(&self) {
+        self.injections.lock().unwrap().clear();
     }
 
     /// Calls of `action` on `id` that the cloud carried out.
@@ -160,12 +167,12 @@ impl Ec2Proxy {
 
     /// The injected answer for a request of `action`, if one is due.
     fn fault_for(&self, action: &str) -> Option<Fault> {
-        let mut injection = self.injection.lock().unwrap();
-        let due = injection
-            .as_mut()
-            .filter(|i| i.action == action && i.times > 0)?;
+        let mut injections = self.injections.lock().unwrap();
+        let (due, answered) = injections
+            .iter_mut()
+            .find(|(i, _)| i.action == action && i.times > 0)?;
         due.times -= 1;
-        *self.injected.lock().unwrap() += 1;
+        *answered += 1;
         Some(due.fault)
     }
 }
