@@ -434,7 +434,10 @@ async fn every_error_class_at_every_call_keeps_the_invariants(pool: PgPool) {
                     ledger.scenarios += 1;
                     ledger.injected += answered;
                     ledger.faults.insert(format!("{:?}", injection.fault));
-                    eprintln!("{name}: {} at {at} got it {answered} time(s)", injection.action);
+                    eprintln!(
+                        "{name}: {} at {at} got it {answered} time(s)",
+                        injection.action
+                    );
                 }
                 if clean {
                     break;
@@ -442,7 +445,9 @@ async fn every_error_class_at_every_call_keeps_the_invariants(pool: PgPool) {
             }
             for injection in proxy.waiting() {
                 let call = injection.action;
-                ledger.violations.push(format!("{name}: {call} never happened"));
+                ledger
+                    .violations
+                    .push(format!("{name}: {call} never happened"));
             }
             proxy.clear();
             if person {
@@ -494,7 +499,12 @@ impl Binary<'_> {
     /// Runs `ebb tick --at AT`; with `trap`, kills it with SIGKILL once the call it names
     /// reaches the trap, after stopping `person` at the cloud if given. Returns whether the
     /// trap fired (and the run was killed).
-    async fn tick(&self, at: &str, trap: Option<(&'static str, bool)>, person: Option<&str>) -> bool {
+    async fn tick(
+        &self,
+        at: &str,
+        trap: Option<(&'static str, bool)>,
+        person: Option<&str>,
+    ) -> bool {
         let (fire, mut fired) = oneshot::channel();
         if let Some((action, through)) = trap {
             self.proxy.trap(Trap {
@@ -539,7 +549,6 @@ impl Binary<'_> {
     }
 }
 
-
 #[sqlx::test(migrations = false)]
 async fn a_tick_killed_before_or_after_each_cloud_call_keeps_the_invariants(pool: PgPool) {
     let f = Fixture::new("eu-north-1").await;
@@ -574,7 +583,11 @@ async fn a_tick_killed_before_or_after_each_cloud_call_keeps_the_invariants(pool
         let name = format!(
             "killed {} each call{} ({day})",
             if points[0].2 { "after" } else { "before" },
-            if person { ", a person stopping a box first" } else { "" }
+            if person {
+                ", a person stopping a box first"
+            } else {
+                ""
+            }
         );
         let window = person.then(|| boxes.research[0].clone());
         for (phase, date) in [(Phase::Evening, day), (Phase::Morning, next)] {
@@ -603,7 +616,9 @@ async fn a_tick_killed_before_or_after_each_cloud_call_keeps_the_invariants(pool
                 }
             }
             for (call, _) in queue {
-                ledger.violations.push(format!("{name}: never killed at {call}"));
+                ledger
+                    .violations
+                    .push(format!("{name}: never killed at {call}"));
             }
             check_phase(
                 &mut ledger,

@@ -98,9 +98,9 @@ impl Cable {
 /// The activations of a replica's tick loop that have finished.
 fn finished(control: &Control) -> u64 {
     let statuses = control.tasks.statuses();
-    statuses.get("tick_loop").map_or(0, |s| {
-        s.activations - u64::from(s.running_since.is_some())
-    })
+    statuses
+        .get("tick_loop")
+        .map_or(0, |s| s.activations - u64::from(s.running_since.is_some()))
 }
 
 /// Waits, yielding (time is paused), until `done`.

@@ -11,7 +11,12 @@ use std::sync::{Arc, Mutex};
 use tokio::sync::oneshot;
 
 /// The calls that change an instance; the proxy keeps the order in which they arrive.
-pub const MUTATING: [&str; 4] = ["StopInstances", "StartInstances", "CreateTags", "DeleteTags"];
+pub const MUTATING: [&str; 4] = [
+    "StopInstances",
+    "StartInstances",
+    "CreateTags",
+    "DeleteTags",
+];
 
 /// An error EC2 answers with, or a call it never answers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -132,7 +137,12 @@ impl Ec2Proxy {
 
     /// The injections that have not answered any request yet.
     pub fn waiting(&self) -> Vec<Injection> {
-        self.injections.lock().unwrap().iter().map(|(i, _)| *i).collect()
+        self.injections
+            .lock()
+            .unwrap()
+            .iter()
+            .map(|(i, _)| *i)
+            .collect()
     }
 
     /// Ends every injection.
