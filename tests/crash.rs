@@ -6,9 +6,10 @@
 
 mod common;
 
-use chrono::{Duration as Days, NaiveDate};
+use chrono::NaiveDate;
 use common::ec2_proxy::{Ec2Proxy, Hold, Trap};
 use common::moto::{states, Fixture, Launch, G5};
+use common::next_weekday;
 use ebb::store::{Store, Verification};
 use sqlx::PgPool;
 use std::process::{Command, Stdio};
@@ -292,13 +293,4 @@ async fn killed_ticks_never_repeat_an_action_and_every_intent_gets_an_outcome(po
     .await
     .unwrap();
     assert_eq!(intents, outcomes);
-}
-
-fn next_weekday(day: NaiveDate) -> NaiveDate {
-    use chrono::Datelike;
-    let mut next = day + Days::days(1);
-    while next.weekday().number_from_monday() > 5 {
-        next += Days::days(1);
-    }
-    next
 }

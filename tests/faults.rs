@@ -22,6 +22,7 @@ use aws_config::{BehaviorVersion, Region};
 use chrono::{Duration as Days, NaiveDate};
 use common::ec2_proxy::{Ec2Proxy, Fault, Hold, Injection, Trap};
 use common::moto::{states, Fixture, Launch, G5};
+use common::next_weekday;
 use common::t;
 use ebb::cloud::aws::{self, AwsProvider, Scope, Settings};
 use ebb::reconcile::{Options, PolicySource, Reconciler};
@@ -251,15 +252,6 @@ async fn check_phase(
     ledger.check(intents == outcomes, || {
         format!("{scenario}: {intents} intents but {outcomes} outcomes")
     });
-}
-
-fn next_weekday(day: NaiveDate) -> NaiveDate {
-    use chrono::Datelike;
-    let mut next = day + Days::days(1);
-    while next.weekday().number_from_monday() > 5 {
-        next += Days::days(1);
-    }
-    next
 }
 
 fn policies() -> tempfile::TempDir {

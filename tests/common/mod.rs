@@ -148,3 +148,13 @@ pub fn database_url(pool: &sqlx::PgPool) -> String {
         pool.connect_options().get_database().unwrap()
     )
 }
+
+/// The next weekday (Monday to Friday) after `day`.
+pub fn next_weekday(day: chrono::NaiveDate) -> chrono::NaiveDate {
+    use chrono::Datelike;
+    let mut next = day + chrono::Duration::days(1);
+    while next.weekday().number_from_monday() > 5 {
+        next += chrono::Duration::days(1);
+    }
+    next
+}
