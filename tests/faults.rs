@@ -20,7 +20,7 @@ mod common;
 use aws_config::retry::RetryConfig;
 use aws_config::{BehaviorVersion, Region};
 use chrono::{Duration as Days, NaiveDate};
-use common::ec2_proxy::{Ec2Proxy, Fault, Hold, Injection, Trap};
+use common::ec2_proxy::{stop_as_a_person, Binary, Ec2Proxy, Fault, Hold, Injection, Trap};
 use common::moto::{states, Fixture, Launch, G5};
 use common::next_weekday;
 use common::t;
@@ -28,7 +28,6 @@ use ebb::cloud::aws::{self, AwsProvider, Scope, Settings};
 use ebb::reconcile::{Options, PolicySource, Reconciler};
 use ebb::store::{Leadership, Store, Verification};
 use sqlx::PgPool;
-use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::oneshot;
@@ -125,16 +124,6 @@ impl Boxes {
             notebook,
         }
     }
-}
-
-/// Stops `id` straight at the cloud, not through ebb or its proxy.
-async fn stop_as_a_person(f: &Fixture, id: &str) {
-    f.ec2
-        .stop_instances()
-        .instance_ids(id)
-        .send()
-        .await
-        .unwrap();
 }
 
 /// The counts of a run, and the invariant violations found.
@@ -494,69 +483,6 @@ async fn every_error_class_at_every_call_keeps_the_invariants(pool: PgPool) {
         "the known finding (RELIABILITY.md) changed: {:#?}",
         ledger.known
     );
-}
-
-/// `ebb tick` as a process, through the proxy.
-struct Binary<'a> {
-    url: String,
-    f: &'a Fixture,
-    proxy: Arc<Ec2Proxy>,
-    endpoint: String,
-    policies: tempfile::TempDir,
-}
-
-impl Binary<'_> {
-    /// Runs `ebb tick --at AT`; with `trap`, kills it with SIGKILL once the call it names
-    /// reaches the trap, after stopping `person` at the cloud if given. Returns whether the
-    /// trap fired (and the run was killed).
-    async fn tick(
-        &self,
-        at: &str,
-        trap: Option<(&'static str, bool)>,
-        person: Option<&str>,
-    ) -> bool {
-        let (fire, mut fired) = oneshot::channel();
-        if let Some((action, through)) = trap {
-            self.proxy.trap(Trap {
-                action,
-                through,
-                fire,
-                hold: Hold::Forever,
-            });
-        }
-        let mut child = Command::new(env!("CARGO_BIN_EXE_ebb"))
-            .args(["tick", "--at", at])
-            .env("DATABASE_URL", &self.url)
-            .env("AWS_ENDPOINT_URL", &self.endpoint)
-            .env("EBB_POLICIES", self.policies.path())
-            .env("EBB_REGIONS", self.f.region)
-            .env("EBB_MANAGED_TAG", format!("ebb:managed={}", self.f.managed))
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let started = std::time::Instant::now();
-        let killed = loop {
-            if child.try_wait().unwrap().is_some() {
-                break false;
-            }
-            if trap.is_some() && fired.try_recv().is_ok() {
-                if let Some(id) = person {
-                    stop_as_a_person(self.f, id).await;
-                }
-                child.kill().unwrap();
-                child.wait().unwrap();
-                break true;
-            }
-            assert!(
-                started.elapsed() < Duration::from_secs(60),
-                "tick at {at} hangs"
-            );
-            tokio::time::sleep(Duration::from_millis(2)).await;
-        };
-        self.proxy.disarm();
-        killed
-    }
 }
 
 #[sqlx::test(migrations = false)]

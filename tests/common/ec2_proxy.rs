@@ -3,11 +3,14 @@
 //! the test (to kill `ebb tick` there, or to do something while the call is on the wire), and
 //! can answer a chosen action with an injected EC2 error, or never, instead of forwarding it.
 
+use super::moto::Fixture;
 use axum::body::Body;
 use axum::extract::{Request, State};
 use axum::response::Response;
 use std::collections::HashMap;
+use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 use tokio::sync::oneshot;
 
 /// The calls that change an instance; the proxy keeps the order in which they arrive.
@@ -308,4 +311,82 @@ async fn hold(trap: Trap) {
             let _ = resume.await;
         }
     }
+}
+
+/// `ebb tick` as a process, through the proxy.
+pub struct Binary<'a> {
+    /// The database.
+    pub url: String,
+    /// The test's region and management tag.
+    pub f: &'a Fixture,
+    /// The proxy it goes through.
+    pub proxy: Arc<Ec2Proxy>,
+    /// The proxy's endpoint.
+    pub endpoint: String,
+    /// The policy files.
+    pub policies: tempfile::TempDir,
+}
+
+impl Binary<'_> {
+    /// Runs `ebb tick --at AT`; with `trap`, kills it with SIGKILL once the call it names
+    /// reaches the trap, after stopping `person` at the cloud if given. Returns whether the
+    /// trap fired (and the run was killed).
+    pub async fn tick(
+        &self,
+        at: &str,
+        trap: Option<(&'static str, bool)>,
+        person: Option<&str>,
+    ) -> bool {
+        let (fire, mut fired) = oneshot::channel();
+        if let Some((action, through)) = trap {
+            self.proxy.trap(Trap {
+                action,
+                through,
+                fire,
+                hold: Hold::Forever,
+            });
+        }
+        let mut child = Command::new(env!("CARGO_BIN_EXE_ebb"))
+            .args(["tick", "--at", at])
+            .env("DATABASE_URL", &self.url)
+            .env("AWS_ENDPOINT_URL", &self.endpoint)
+            .env("EBB_POLICIES", self.policies.path())
+            .env("EBB_REGIONS", self.f.region)
+            .env("EBB_MANAGED_TAG", format!("ebb:managed={}", self.f.managed))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let started = std::time::Instant::now();
+        let killed = loop {
+            if child.try_wait().unwrap().is_some() {
+                break false;
+            }
+            if trap.is_some() && fired.try_recv().is_ok() {
+                if let Some(id) = person {
+                    stop_as_a_person(self.f, id).await;
+                }
+                child.kill().unwrap();
+                child.wait().unwrap();
+                break true;
+            }
+            assert!(
+                started.elapsed() < Duration::from_secs(60),
+                "tick at {at} hangs"
+            );
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        };
+        self.proxy.disarm();
+        killed
+    }
+}
+
+/// Stops `id` straight at the cloud, not through ebb or its proxy.
+pub async fn stop_as_a_person(f: &Fixture, id: &str) {
+    f.ec2
+        .stop_instances()
+        .instance_ids(id)
+        .send()
+        .await
+        .unwrap();
 }
