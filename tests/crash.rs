@@ -6,16 +6,13 @@
 
 mod common;
 
-use axum::body::Body;
-use axum::extract::{Request, State};
-use axum::response::Response;
-use chrono::{Duration as Days, NaiveDate};
+use common::ec2_proxy::{Ec2Proxy, Hold, Trap};
 use common::moto::{states, Fixture, Launch, G5};
+use common::{a_past_monday, next_weekday};
 use ebb::store::{Store, Verification};
 use sqlx::PgPool;
-use std::collections::HashMap;
 use std::process::{Command, Stdio};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::oneshot;
 
@@ -56,100 +53,11 @@ WHEN (NEW.stopped_by_ebb_at IS NOT NULL
       AND NEW.stopped_by_ebb_at IS DISTINCT FROM OLD.stopped_by_ebb_at)
 EXECUTE FUNCTION hold_for_the_kill();";
 
-/// A trap set in the proxy: the action, whether to let it through, and whom to tell.
-type Trap = (&'static str, bool, oneshot::Sender<()>);
-
-/// An HTTP proxy to moto that records the instance ids of every action call it lets through.
-#[derive(Default)]
-struct Proxy {
-    upstream: String,
-    /// `(action, instance)` → calls that reached the cloud.
-    calls: Mutex<HashMap<(String, String), usize>>,
-    trap: Mutex<Option<Trap>>,
-}
-
-async fn relay(State(proxy): State<Arc<Proxy>>, request: Request) -> Response {
-    let (parts, body) = request.into_parts();
-    let body = axum::body::to_bytes(body, usize::MAX).await.unwrap();
-    let form =
-        reqwest::Url::parse(&format!("http://form/?{}", String::from_utf8_lossy(&body))).unwrap();
-    let pairs: Vec<(String, String)> = form.query_pairs().into_owned().collect();
-    let action = pairs
-        .iter()
-        .find(|(k, _)| k == "Action")
-        .map(|(_, v)| v.clone())
-        .unwrap_or_default();
-    let trap = {
-        let mut trap = proxy.trap.lock().unwrap();
-        match trap.take() {
-            Some((on, through, fire)) if on == action => Some((through, fire)),
-            other => {
-                *trap = other;
-                None
-            }
-        }
-    };
-    let (before, after) = match trap {
-        Some((false, fire)) => (Some(fire), None),
-        Some((true, fire)) => (None, Some(fire)),
-        None => (None, None),
-    };
-    if let Some(fire) = before {
-        let _ = fire.send(());
-        std::future::pending::<()>().await;
-    }
-    // Forwarded and counted in a task of its own: when ebb is killed, hyper drops this handler,
-    // but a call already on its way to the cloud still happens and must still be counted.
-    let (method, uri, headers) = (
-        parts.method.clone(),
-        parts.uri.clone(),
-        parts.headers.clone(),
-    );
-    let counter = proxy.clone();
-    let answer = tokio::spawn(async move {
-        let mut upstream =
-            reqwest::Client::new().request(method, format!("{}{uri}", counter.upstream));
-        for (name, value) in &headers {
-            if name != "host" && name != "content-length" {
-                upstream = upstream.header(name, value);
-            }
-        }
-        let answer = upstream.body(body.to_vec()).send().await.unwrap();
-        if answer.status().is_success()
-            && matches!(action.as_str(), "StopInstances" | "StartInstances")
-        {
-            let mut calls = counter.calls.lock().unwrap();
-            for (key, id) in &pairs {
-                if key.starts_with("InstanceId.") {
-                    *calls.entry((action.clone(), id.clone())).or_default() += 1;
-                }
-            }
-        }
-        answer
-    })
-    .await
-    .unwrap();
-    if let Some(fire) = after {
-        let _ = fire.send(());
-        std::future::pending::<()>().await;
-    }
-    let status = answer.status();
-    let headers = answer.headers().clone();
-    let mut response = Response::new(Body::from(answer.bytes().await.unwrap()));
-    *response.status_mut() = status;
-    for (name, value) in &headers {
-        if name != "content-length" && name != "transfer-encoding" {
-            response.headers_mut().insert(name, value.clone());
-        }
-    }
-    response
-}
-
 struct Setup {
     pool: PgPool,
     f: Fixture,
     url: String,
-    proxy: Arc<Proxy>,
+    proxy: Arc<Ec2Proxy>,
     endpoint: String,
     policies: tempfile::TempDir,
 }
@@ -161,7 +69,12 @@ impl Setup {
         let (fired, on_fire) = oneshot::channel();
         let mut on_fire = Some(on_fire);
         if let Some(Kill::On(action, through)) = kill {
-            *self.proxy.trap.lock().unwrap() = Some((action, through, fired));
+            self.proxy.trap(Trap {
+                action,
+                through,
+                fire: fired,
+                hold: Hold::Forever,
+            });
         }
         if let Some(Kill::Remembering) = kill {
             sqlx::raw_sql(HOLD_REMEMBERING)
@@ -214,7 +127,7 @@ impl Setup {
             );
             tokio::time::sleep(Duration::from_millis(2)).await;
         };
-        self.proxy.trap.lock().unwrap().take();
+        self.proxy.disarm();
         on_fire.take();
         killed
     }
@@ -249,29 +162,14 @@ impl Setup {
     }
 
     fn calls(&self, action: &str, id: &str) -> usize {
-        self.proxy
-            .calls
-            .lock()
-            .unwrap()
-            .get(&(action.to_string(), id.to_string()))
-            .copied()
-            .unwrap_or(0)
+        self.proxy.calls(action, id)
     }
 }
 
 #[sqlx::test(migrations = false)]
 async fn killed_ticks_never_repeat_an_action_and_every_intent_gets_an_outcome(pool: PgPool) {
     let f = Fixture::new("us-west-2").await;
-    let proxy = Arc::new(Proxy {
-        upstream: std::env::var("AWS_ENDPOINT_URL").unwrap(),
-        ..Proxy::default()
-    });
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let endpoint = format!("http://{}", listener.local_addr().unwrap());
-    let app = axum::Router::new()
-        .fallback(relay)
-        .with_state(proxy.clone());
-    tokio::spawn(async move { axum::serve(listener, app).await });
+    let (proxy, endpoint) = Ec2Proxy::start(&std::env::var("AWS_ENDPOINT_URL").unwrap()).await;
     let policies = tempfile::tempdir().unwrap();
     std::fs::write(policies.path().join("research.yaml"), POLICY).unwrap();
     let s = Setup {
@@ -324,9 +222,7 @@ async fn killed_ticks_never_repeat_an_action_and_every_intent_gets_an_outcome(po
         Kill::After(520),
         Kill::After(700),
     ];
-    // Days in the past: ebb credits a stop found after a crash to itself only if EC2's state
-    // transition time (moto's real clock) is not before the intent (`--at`).
-    let mut day = last_monday_before(chrono::Utc::now().date_naive() - Days::days(35));
+    let mut day = a_past_monday();
     let mut killed = 0;
     for round in 0..evenings.len() {
         let next = next_weekday(day);
@@ -396,18 +292,4 @@ async fn killed_ticks_never_repeat_an_action_and_every_intent_gets_an_outcome(po
     .await
     .unwrap();
     assert_eq!(intents, outcomes);
-}
-
-fn last_monday_before(day: NaiveDate) -> NaiveDate {
-    use chrono::Datelike;
-    day - Days::days(i64::from(day.weekday().num_days_from_monday()))
-}
-
-fn next_weekday(day: NaiveDate) -> NaiveDate {
-    use chrono::Datelike;
-    let mut next = day + Days::days(1);
-    while next.weekday().number_from_monday() > 5 {
-        next += Days::days(1);
-    }
-    next
 }

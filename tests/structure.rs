@@ -219,6 +219,7 @@ fn documents_referred_to_are_in_the_repository() {
     for other in [
         "README.md",
         "BENCHMARKS.md",
+        "RELIABILITY.md",
         "docs/ARCHITECTURE.md",
         "Cargo.toml",
     ] {

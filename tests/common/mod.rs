@@ -1,6 +1,7 @@
 //! Helpers shared by the integration tests: policies from YAML text, instances, times.
 #![allow(dead_code)] // each test binary uses a different part of this module
 
+pub mod ec2_proxy;
 pub mod moto;
 pub mod replica;
 pub mod time;
@@ -146,4 +147,23 @@ pub fn database_url(pool: &sqlx::PgPool) -> String {
         "{server}/{}",
         pool.connect_options().get_database().unwrap()
     )
+}
+
+/// A Monday five weeks or more ago. Days in the past for `ebb tick --at`: after a crash, ebb
+/// credits a stop to itself only if EC2's state transition time (moto's real clock) is not
+/// before the intent, so simulated days must not lie ahead of the real one.
+pub fn a_past_monday() -> chrono::NaiveDate {
+    use chrono::Datelike;
+    let day = chrono::Utc::now().date_naive() - chrono::Duration::days(35);
+    day - chrono::Duration::days(i64::from(day.weekday().num_days_from_monday()))
+}
+
+/// The next weekday (Monday to Friday) after `day`.
+pub fn next_weekday(day: chrono::NaiveDate) -> chrono::NaiveDate {
+    use chrono::Datelike;
+    let mut next = day + chrono::Duration::days(1);
+    while next.weekday().number_from_monday() > 5 {
+        next += chrono::Duration::days(1);
+    }
+    next
 }
