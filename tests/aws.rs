@@ -370,6 +370,33 @@ async fn a_region_named_twice_and_a_role_into_ebbs_own_account_list_each_instanc
 }
 
 #[tokio::test]
+async fn a_stop_of_a_stopped_instance_is_reported_as_already_stopped() {
+    let f = Fixture::new("eu-west-3").await;
+    let (running, stopped) = (f.launch(G5).await, f.launch(G5).await);
+    let provider = f.provider().await;
+    provider.instances().await;
+    f.ec2
+        .stop_instances()
+        .instance_ids(&stopped)
+        .send()
+        .await
+        .unwrap();
+    let report = provider
+        .stop(f.region, &[running.clone(), stopped.clone()], false)
+        .await;
+    assert!(report.failed.is_empty(), "{:?}", report.failed);
+    let already: BTreeSet<(String, bool)> = report
+        .done
+        .iter()
+        .map(|d| (d.instance.clone(), d.already))
+        .collect();
+    assert_eq!(
+        already,
+        [(running, false), (stopped, true)].into_iter().collect()
+    );
+}
+
+#[tokio::test]
 async fn prices_combine_spot_per_zone_with_the_on_demand_table() {
     let f = Fixture::new("us-east-2").await;
     let region = f.region;

@@ -22,8 +22,8 @@ use aws_config::{BehaviorVersion, Region};
 use chrono::{Duration as Days, NaiveDate};
 use common::ec2_proxy::{stop_as_a_person, Binary, Ec2Proxy, Fault, Hold, Injection, Trap};
 use common::moto::{states, Fixture, Launch, G5};
-use common::{a_past_monday, next_weekday};
 use common::t;
+use common::{a_past_monday, next_weekday};
 use ebb::cloud::aws::{self, AwsProvider, Scope, Settings};
 use ebb::reconcile::{Options, PolicySource, Reconciler};
 use ebb::store::{Leadership, Store, Verification};
@@ -477,9 +477,11 @@ async fn every_error_class_at_every_call_keeps_the_invariants(pool: PgPool) {
         Verification::Intact { .. }
     ));
     assert!(ledger.violations.is_empty(), "{:#?}", ledger.violations);
+    // A person's stop that lands while ebb's stop call is on the wire is not ebb's: EC2's
+    // previous state says the box was already stopped.
     assert_eq!(
         ledger.known.len(),
-        1,
+        0,
         "the known finding (RELIABILITY.md) changed: {:#?}",
         ledger.known
     );

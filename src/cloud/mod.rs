@@ -78,6 +78,9 @@ pub struct Done {
     pub request_id: Option<String>,
     /// Why something other than what was asked was done (a stop instead of a hibernation).
     pub fallback: Option<String>,
+    /// The instance was already stopped when the stop arrived (EC2's previous state): the call
+    /// changed nothing, so the stop is not ebb's.
+    pub already: bool,
 }
 
 /// One instance the cloud refused a change for.

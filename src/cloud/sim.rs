@@ -336,6 +336,7 @@ impl SimProvider {
                     instance: id.clone(),
                     request_id: Some(request_id.clone()),
                     fallback: None,
+                    already: false,
                 }),
                 Err((code, message)) => report.failed.push(Failed {
                     instance: id.clone(),

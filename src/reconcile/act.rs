@@ -367,6 +367,16 @@ fn outcome_entries(
                 done.get(d.instance.as_str()),
                 failed.get(d.instance.as_str()),
             ) {
+                // A person's stop landed between the decision and ebb's call: crediting it to
+                // ebb would have `start_at_open: stopped-by-ebb` start what a person stopped.
+                (Some(done), _) if done.already => NewAuditEntry {
+                    request_id: done.request_id.clone(),
+                    reason: format!(
+                        "{}; already stopped when ebb's call arrived: not ebb's stop",
+                        d.reason
+                    ),
+                    ..entry(d, Outcome::Skipped)
+                },
                 (Some(done), _) => NewAuditEntry {
                     request_id: done.request_id.clone(),
                     reason: match &done.fallback {

@@ -8,7 +8,7 @@ use crate::fleet::{Gpus, Instance, InstanceState, Lifecycle};
 use aws_sdk_ec2::operation::RequestId;
 use aws_sdk_ec2::types::{Filter, InstanceLifecycleType, InstanceStateName, InstanceType, Tag};
 use chrono::{DateTime, NaiveDateTime, Utc};
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::future::Future;
 
 /// Instance types per DescribeInstanceTypes call (the API's limit).
@@ -343,7 +343,7 @@ impl AwsProvider {
         scope: &Scope,
         ids: Vec<String>,
         hibernate: bool,
-    ) -> Result<Option<String>, CloudError> {
+    ) -> Result<Accepted, CloudError> {
         self.count("StopInstances");
         let out = scope
             .ec2
@@ -353,7 +353,22 @@ impl AwsProvider {
             .send()
             .await
             .map_err(|e| cloud_error("StopInstances", e))?;
-        Ok(out.request_id().map(str::to_string))
+        let mut accepted = Accepted::of(out.request_id());
+        // EC2 accepts a stop of a stopped instance, and says so only in its previous state.
+        accepted.already = out
+            .stopping_instances()
+            .iter()
+            .filter(|change| {
+                change
+                    .previous_state()
+                    .and_then(|s| s.name())
+                    .is_some_and(|s| {
+                        matches!(s, InstanceStateName::Stopped | InstanceStateName::Stopping)
+                    })
+            })
+            .filter_map(|change| change.instance_id().map(str::to_string))
+            .collect();
+        Ok(accepted)
     }
 
     /// Starts instances in batches.
@@ -367,7 +382,7 @@ impl AwsProvider {
                 .send()
                 .await
                 .map_err(|e| cloud_error("StartInstances", e))?;
-            Ok(out.request_id().map(str::to_string))
+            Ok(Accepted::of(out.request_id()))
         })
         .await
     }
@@ -395,7 +410,7 @@ impl AwsProvider {
                     .send()
                     .await
                     .map_err(|e| cloud_error("CreateTags", e))?;
-                Ok(out.request_id().map(str::to_string))
+                Ok(Accepted::of(out.request_id()))
             }
         })
         .await
@@ -421,7 +436,7 @@ impl AwsProvider {
                     .send()
                     .await
                     .map_err(|e| cloud_error("DeleteTags", e))?;
-                Ok(out.request_id().map(str::to_string))
+                Ok(Accepted::of(out.request_id()))
             }
         })
         .await
@@ -438,7 +453,7 @@ impl AwsProvider {
     ) -> ActionReport
     where
         F: Fn(&'a Scope, Vec<String>) -> Fut,
-        Fut: Future<Output = Result<Option<String>, CloudError>>,
+        Fut: Future<Output = Result<Accepted, CloudError>>,
     {
         let (groups, mut report) = self.group_by_scope(region, ids, operation);
         for (index, ids) in groups {
@@ -456,7 +471,7 @@ impl AwsProvider {
     async fn batched<F, Fut>(&self, ids: Vec<String>, call: F) -> ActionReport
     where
         F: Fn(Vec<String>) -> Fut,
-        Fut: Future<Output = Result<Option<String>, CloudError>>,
+        Fut: Future<Output = Result<Accepted, CloudError>>,
     {
         let mut report = ActionReport::default();
         let mut work: Vec<Vec<String>> = ids
@@ -466,9 +481,10 @@ impl AwsProvider {
             .collect();
         while let Some(mut batch) = work.pop() {
             match call(batch.clone()).await {
-                Ok(request_id) => report.done.extend(batch.into_iter().map(|instance| Done {
+                Ok(accepted) => report.done.extend(batch.into_iter().map(|instance| Done {
+                    already: accepted.already.contains(&instance),
                     instance,
-                    request_id: request_id.clone(),
+                    request_id: accepted.request_id.clone(),
                     fallback: None,
                 })),
                 Err(error) if error.kind.is_whole_call() => {
@@ -492,6 +508,25 @@ impl AwsProvider {
             }
         }
         report
+    }
+}
+
+/// What EC2 said when it accepted a call for a batch of instances.
+#[derive(Debug, Default)]
+pub(super) struct Accepted {
+    /// The call's request id.
+    request_id: Option<String>,
+    /// The instances that were already in the state asked for.
+    already: HashSet<String>,
+}
+
+impl Accepted {
+    /// Accepted with `request_id`, every instance changed.
+    pub(super) fn of(request_id: Option<&str>) -> Accepted {
+        Accepted {
+            request_id: request_id.map(str::to_string),
+            already: HashSet::new(),
+        }
     }
 }
 

@@ -391,7 +391,7 @@ impl AwsProvider {
                     .send()
                     .await
                     .map_err(|e| cloud_error("TerminateInstances", e))?;
-                Ok(out.request_id().map(str::to_string))
+                Ok(super::ec2::Accepted::of(out.request_id()))
             },
         )
         .await
