@@ -122,8 +122,8 @@ fn table(instances: &[InstanceRecord], overrides: &HashMap<String, OverrideRecor
                                 span.name { (name) }
                             }
                         }
-                        td { (i.instance_type) }
-                        td { (i.region) }
+                        td.short { (i.instance_type) }
+                        td.short { (i.region) }
                         td { span.state { (i.state) } " " (time(i.state_since)) }
                         td { (i.policy.as_deref().unwrap_or("–")) }
                         td { (decision(i)) }
