@@ -8,9 +8,9 @@ use maud::{html, Markup};
 
 /// The drawing's width and height, in SVG units; it scales to the page's width.
 const WIDTH: f64 = 960.0;
-const HEIGHT: f64 = 110.0;
+const HEIGHT: f64 = 64.0;
 /// Where the state band lies.
-const BAND: (f64, f64) = (28.0, 68.0);
+const BAND: (f64, f64) = (12.0, 52.0);
 
 /// A stretch of time in one state.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -35,7 +35,12 @@ fn stretches(
         i.state.clone()
     };
     let mut end = to;
-    for e in events.iter().filter(|e| e.at < to) {
+    for e in events {
+        if e.at >= to {
+            // A change after the span: the state before it is the one at its end.
+            state = e.from_state.clone();
+            continue;
+        }
         if end <= from {
             break;
         }
@@ -109,14 +114,20 @@ pub(super) fn states(
                     @let failed = a.entry.outcome == Outcome::Failed;
                     line class=(if failed { "mark failed" } else { "mark" })
                         x1=(format!("{:.1}", x(a.entry.at))) x2=(format!("{:.1}", x(a.entry.at)))
-                        y1="18" y2=(BAND.1 + 6.0) {
+                        y1="4" y2=(BAND.1 + 8.0) {
                         title { (a.entry.action) " " (a.entry.outcome.as_str()) " at " (stamp(a.entry.at)) ": " (a.entry.reason) }
                     }
                 }
+            }
+            // The axis in HTML, not in the stretched drawing, so its text keeps its shape.
+            div.axis aria-hidden="true" {
                 @for (n, t) in ticks.iter().enumerate() {
-                    @let anchor = match n { 0 => "start", 4 => "end", _ => "middle" };
-                    text.axis x=(format!("{:.1}", x(*t))) y=(HEIGHT - 8.0) text-anchor=(anchor) {
-                        (t.format("%d %b %H:%M").to_string())
+                    span {
+                        @if n == 0 || n == ticks.len() - 1 {
+                            (t.format("%d %b %H:%M").to_string())
+                        } @else {
+                            (t.format("%H:%M").to_string())
+                        }
                     }
                 }
             }
@@ -177,4 +188,78 @@ fn summary(stretches: &[Stretch], marks: &[&AuditEntry]) -> String {
             actions.join("; ")
         }
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use sqlx::types::Json;
+
+    fn t(s: &str) -> DateTime<Utc> {
+        s.parse().unwrap()
+    }
+
+    fn event(at: &str, from: &str, to: &str) -> InstanceEvent {
+        InstanceEvent {
+            at: t(at),
+            from_state: from.into(),
+            to_state: to.into(),
+            cause: "observed".into(),
+        }
+    }
+
+    fn stretch(state: &str, from: &str, to: &str) -> Stretch {
+        Stretch {
+            state: state.into(),
+            from: t(from),
+            to: t(to),
+        }
+    }
+
+    #[test]
+    fn stretches_follow_the_state_changes_back_to_the_first_sighting() {
+        let i = InstanceRecord {
+            id: "i-1".into(),
+            region: "us-east-1".into(),
+            instance_type: "g5.xlarge".into(),
+            state: "running".into(),
+            lifecycle: "on-demand".into(),
+            launched_at: None,
+            tags: Json(Default::default()),
+            first_seen_at: t("2026-11-30T09:00:00Z"),
+            last_seen_at: t("2026-12-01T09:00:00Z"),
+            gone_at: None,
+            state_since: t("2026-12-01T07:00:00Z"),
+            policy: None,
+            stopped_by_ebb_at: None,
+            started_by_ebb_at: None,
+            notified_at: None,
+            decided_action: None,
+            decided_code: None,
+            decided_reason: None,
+            decided_since: None,
+        };
+        // Newest first, as the store reads them.
+        let events = [
+            event("2026-12-01T07:00:00Z", "stopped", "running"),
+            event("2026-11-30T19:00:00Z", "running", "stopped"),
+        ];
+        let (from, to) = (t("2026-11-30T06:00:00Z"), t("2026-12-01T06:00:00Z"));
+        assert_eq!(
+            stretches(&i, &events, from, to),
+            [
+                stretch("running", "2026-11-30T09:00:00Z", "2026-11-30T19:00:00Z"),
+                stretch("stopped", "2026-11-30T19:00:00Z", "2026-12-01T06:00:00Z"),
+            ]
+        );
+        // A window that starts after the first change is cut at its start.
+        let (from, to) = (t("2026-11-30T20:00:00Z"), t("2026-12-01T08:00:00Z"));
+        assert_eq!(
+            stretches(&i, &events, from, to),
+            [
+                stretch("stopped", "2026-11-30T20:00:00Z", "2026-12-01T07:00:00Z"),
+                stretch("running", "2026-12-01T07:00:00Z", "2026-12-01T08:00:00Z"),
+            ]
+        );
+    }
 }
