@@ -59,6 +59,17 @@ need_postgres() {
   echo "started a throwaway Postgres at $DATABASE_URL" >&2
 }
 
+# Headless Chromium for the web console's browser test (tests/console_browser.rs): Debian's
+# chromium package, installed when missing.
+need_chromium() {
+  if command -v chromium >/dev/null 2>&1; then
+    return
+  fi
+  echo "installing Chromium (apt-get)..." >&2
+  apt-get update -qq >/dev/null
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
+}
+
 stop_postgres() {
   "${EBB_PG_STOP[@]}" >/dev/null 2>&1 || true
   rm -rf "$EBB_PG_DIR"

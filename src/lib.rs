@@ -11,6 +11,7 @@ pub mod api;
 pub mod cli;
 pub mod clock;
 pub mod cloud;
+pub mod console;
 pub mod control;
 pub mod engine;
 pub mod fleet;

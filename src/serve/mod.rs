@@ -15,6 +15,7 @@ use crate::api::{self, ApiState, Tokens};
 use crate::clock::Clock;
 use crate::cloud::aws::warnings::InterruptionQueue;
 use crate::cloud::Provider;
+use crate::console;
 use crate::control::{Control, TickLimits};
 use crate::reconcile::Reconciler;
 use interruptions::InterruptionReader;
@@ -88,7 +89,9 @@ pub async fn run<P: Provider>(
     let (stop_api, api_stopped) = tokio::sync::watch::channel(());
     let api = tokio::spawn(async move {
         let mut stopped = api_stopped;
-        axum::serve(listener, api::router(state))
+        // The console's pages beside the API's routes, on one listener and the same state.
+        let routes = api::router(state.clone()).merge(console::router(state));
+        axum::serve(listener, routes)
             .with_graceful_shutdown(async move {
                 let _ = stopped.changed().await;
             })

@@ -81,6 +81,21 @@ pub struct PlannedAction {
     pub reason: String,
 }
 
+/// The `SELECT` of [`InstanceRecord`]s from `instances i`, without a `WHERE` or an order.
+macro_rules! select_instances {
+    () => {
+        "SELECT i.id, i.region, i.instance_type, i.state, i.lifecycle, i.launched_at, i.tags,
+                i.first_seen_at,
+                CASE WHEN i.gone_at IS NULL THEN coalesce(r.synced_at, i.changed_at)
+                     ELSE i.gone_at END AS last_seen_at,
+                i.gone_at, i.state_since, i.policy, i.stopped_by_ebb_at, i.started_by_ebb_at,
+                i.notified_at, i.decided_action, i.decided_code, i.decided_reason,
+                i.decided_since
+         FROM instances i LEFT JOIN region_syncs r ON r.region = i.region"
+    };
+}
+pub(super) use select_instances;
+
 /// Postgres keeps microseconds; instants are cut to that before they are stored or hashed, so
 /// what is read back equals what was written.
 pub(super) fn micros(t: DateTime<Utc>) -> DateTime<Utc> {
@@ -429,17 +444,10 @@ impl Store {
 
     /// Every instance the store knows, live ones first, by id.
     pub async fn instances(&self) -> Result<Vec<InstanceRecord>> {
-        Ok(sqlx::query_as(
-            "SELECT i.id, i.region, i.instance_type, i.state, i.lifecycle, i.launched_at, i.tags,
-                    i.first_seen_at,
-                    CASE WHEN i.gone_at IS NULL THEN coalesce(r.synced_at, i.changed_at)
-                         ELSE i.gone_at END AS last_seen_at,
-                    i.gone_at, i.state_since, i.policy, i.stopped_by_ebb_at, i.started_by_ebb_at,
-                    i.notified_at, i.decided_action, i.decided_code, i.decided_reason,
-                    i.decided_since
-             FROM instances i LEFT JOIN region_syncs r ON r.region = i.region
-             ORDER BY i.gone_at IS NOT NULL, i.id",
-        )
+        Ok(sqlx::query_as(concat!(
+            select_instances!(),
+            " ORDER BY i.gone_at IS NOT NULL, i.id"
+        ))
         .fetch_all(&self.pool)
         .await?)
     }

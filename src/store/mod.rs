@@ -6,6 +6,7 @@
 //! no caller acts without a store.
 
 mod audit;
+mod console;
 mod inventory;
 mod leader;
 mod overrides;
@@ -14,6 +15,7 @@ pub mod spot;
 pub use audit::{
     AuditEntry, AuditFilter, FailureStreak, NewAuditEntry, Outcome, Verification, INTERRUPTED,
 };
+pub use console::{FleetFilter, FleetPage, InstanceEvent};
 pub use inventory::{ActionDone, InstanceRecord, PlannedAction, SyncReport};
 pub use leader::{Fenced, Leadership, WAKE_CHANNEL};
 pub use overrides::{OverrideRecord, OverrideRefused, OverrideRequest};

@@ -1,0 +1,259 @@
+//! `/audit`: the audit log, newest first, with the filters of `GET /v1/audit`, a page at a
+//! time, a CSV download of what the filters select, and whether the hash chain holds.
+
+use super::{given, instance_link, ok, query_string, scroll, time, Nav, PageError, PageResult};
+use crate::api::ApiState;
+use crate::output;
+use crate::store::{AuditEntry, AuditFilter, Outcome, Verification};
+use crate::when;
+use axum::extract::rejection::QueryRejection;
+use axum::extract::{Query, State};
+use axum::http::{header, StatusCode};
+use axum::response::IntoResponse;
+use chrono::{DateTime, Utc};
+use maud::{html, Markup};
+use serde::Deserialize;
+
+/// Rows per page.
+pub(super) const PAGE: i64 = 100;
+
+/// The most rows one CSV download holds: `GET /v1/audit`'s largest limit.
+const CSV_ROWS: i64 = 100_000;
+
+/// The audit page's parameters: `GET /v1/audit`'s filters, and the paging cursor.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct AuditQuery {
+    instance: Option<String>,
+    policy: Option<String>,
+    action: Option<String>,
+    outcome: Option<String>,
+    since: Option<String>,
+    until: Option<String>,
+    /// Only rows older than this `seq`: the next page's cursor.
+    before: Option<i64>,
+}
+
+impl AuditQuery {
+    /// The query with blank fields dropped.
+    fn given(self) -> AuditQuery {
+        AuditQuery {
+            instance: given(self.instance),
+            policy: given(self.policy),
+            action: given(self.action),
+            outcome: given(self.outcome),
+            since: given(self.since),
+            until: given(self.until),
+            before: self.before,
+        }
+    }
+
+    /// The store's filter, or what is wrong with a field (as `GET /v1/audit` says it).
+    fn filter(&self, now: DateTime<Utc>) -> Result<AuditFilter, PageError> {
+        let instant = |name: &str, v: &Option<String>| {
+            v.as_deref()
+                .map(|v| {
+                    when::parse_past(v, now)
+                        .map_err(|e| PageError::bad_request(format!("{name}: {e}")))
+                })
+                .transpose()
+        };
+        let outcome = self
+            .outcome
+            .as_deref()
+            .map(|o| {
+                Outcome::parse(o).ok_or_else(|| {
+                    PageError::bad_request(format!(
+                        "outcome: \"{o}\" is not one of intent, succeeded, failed, skipped"
+                    ))
+                })
+            })
+            .transpose()?;
+        Ok(AuditFilter {
+            since: instant("since", &self.since)?,
+            until: instant("until", &self.until)?,
+            instance: self.instance.clone(),
+            policy: self.policy.clone(),
+            action: self.action.clone(),
+            outcome,
+            limit: None,
+        })
+    }
+
+    /// The filters as a query string, with `before` when given.
+    fn link(&self, path: &str, before: Option<i64>) -> String {
+        let before = before.map(|b| b.to_string());
+        format!(
+            "{path}{}",
+            query_string(&[
+                ("instance", self.instance.as_deref()),
+                ("policy", self.policy.as_deref()),
+                ("action", self.action.as_deref()),
+                ("outcome", self.outcome.as_deref()),
+                ("since", self.since.as_deref()),
+                ("until", self.until.as_deref()),
+                ("before", before.as_deref()),
+            ])
+        )
+    }
+}
+
+pub(super) async fn page(
+    State(state): State<ApiState>,
+    query: Result<Query<AuditQuery>, QueryRejection>,
+) -> PageResult {
+    let Query(q) = query?;
+    let q = q.given();
+    let filter = q.filter(state.clock.now())?;
+    let rows = state.store.audit_page(&filter, q.before, PAGE).await?;
+    // Recomputes the whole chain: this page only, and not the fleet page.
+    let chain = state.store.verify_audit().await?;
+    let older = rows
+        .last()
+        .filter(|_| rows.len() as i64 == PAGE)
+        .map(|r| r.seq);
+    let body = html! {
+        (chain_status(&chain))
+        (form(&q))
+        p.downloads {
+            a href=(q.link("/audit.csv", None)) download="ebb-audit.csv" {
+                "Download these rows as CSV"
+            }
+            " (oldest first, at most " (CSV_ROWS) ")"
+        }
+        @if rows.is_empty() {
+            p { "No audit row matches." }
+        } @else {
+            (scroll("Audit rows", table(&rows, true)))
+        }
+        nav.pager aria-label="Pages" {
+            @if q.before.is_some() { a href=(q.link("/audit", None)) { "↑ Newest rows" } }
+            @if let Some(seq) = older {
+                a href=(q.link("/audit", Some(seq))) rel="next" { "Older rows →" }
+            }
+        }
+    };
+    Ok(ok("Audit log", Nav::Audit, body))
+}
+
+/// `/audit.csv`: the rows the filters select, oldest first, as `ebb audit --format csv`
+/// writes them.
+pub(super) async fn csv(
+    State(state): State<ApiState>,
+    query: Result<Query<AuditQuery>, QueryRejection>,
+) -> Result<axum::response::Response, PageError> {
+    let Query(q) = query?;
+    let q = q.given();
+    let mut filter = q.filter(state.clock.now())?;
+    filter.limit = Some(CSV_ROWS);
+    let rows = state.store.audit(&filter).await?;
+    let text = output::audit_csv(&rows).map_err(|e| {
+        PageError::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            format!("writing the CSV failed: {e}"),
+        )
+    })?;
+    Ok((
+        [
+            (header::CONTENT_TYPE, "text/csv; charset=utf-8"),
+            (
+                header::CONTENT_DISPOSITION,
+                "attachment; filename=\"ebb-audit.csv\"",
+            ),
+        ],
+        text,
+    )
+        .into_response())
+}
+
+/// Whether the hash chain holds: up to which row, and its head hash; or where it breaks.
+fn chain_status(chain: &Verification) -> Markup {
+    html! {
+        section.chain aria-labelledby="chain" {
+            h2 #chain { "Hash chain" }
+            @match chain {
+                Verification::Intact { rows: 0, .. } => p { "The log is empty." },
+                Verification::Intact { rows, head } => p.intact {
+                    "Intact: verified rows 1 to " (rows) ". Head hash "
+                    code.hash { (head) }
+                },
+                Verification::Broken { seq, problem } => p.problem role="alert" {
+                    "Broken at row " (seq) ": " (problem)
+                    ". Rows before it verify; nothing from this row on can be trusted."
+                },
+            }
+        }
+    }
+}
+
+fn form(q: &AuditQuery) -> Markup {
+    let text = |id: &str, label: &str, value: &Option<String>, hint: &str| {
+        html! {
+            div.field {
+                label for=(id) { (label) }
+                input #(id) name=(id) type="text" value=[value.as_deref()] placeholder=(hint);
+            }
+        }
+    };
+    html! {
+        form.filters method="get" action="/audit" {
+            (text("instance", "Instance", &q.instance, "i-0123456789abcdef0"))
+            (text("policy", "Policy", &q.policy, "any"))
+            (text("action", "Action", &q.action, "stop, start, override…"))
+            div.field {
+                label for="outcome" { "Outcome" }
+                select #outcome name="outcome" {
+                    option value="" { "any" }
+                    @for o in ["intent", "succeeded", "failed", "skipped"] {
+                        option value=(o) selected[q.outcome.as_deref() == Some(o)] { (o) }
+                    }
+                }
+            }
+            (text("since", "Since", &q.since, "24h or 2026-11-30T12:00:00Z"))
+            (text("until", "Until", &q.until, "2026-12-01 or 1h"))
+            button type="submit" { "Filter" }
+        }
+    }
+}
+
+/// Audit rows as a table, in the order given; `with_instance` adds the instance column.
+pub(super) fn table(rows: &[AuditEntry], with_instance: bool) -> Markup {
+    html! {
+        table {
+            thead {
+                tr {
+                    th scope="col" { "Row" }
+                    th scope="col" { "Time" }
+                    @if with_instance { th scope="col" { "Instance" } }
+                    th scope="col" { "Action" }
+                    th scope="col" { "Outcome" }
+                    th scope="col" { "Code" }
+                    th scope="col" { "Policy" }
+                    th scope="col" { "Actor" }
+                    th scope="col" { "Reason" }
+                }
+            }
+            tbody {
+                @for r in rows {
+                    @let e = &r.entry;
+                    tr {
+                        td.num { (r.seq) }
+                        td { (time(e.at)) }
+                        @if with_instance {
+                            td { @if let Some(i) = &e.instance { (instance_link(i)) } }
+                        }
+                        td { (e.action) @if e.dry_run { " " span.tag { "dry run" } } }
+                        td { span class=(format!("outcome outcome-{}", e.outcome)) { (e.outcome.as_str()) } }
+                        td { @if let Some(c) = &e.code { code { (c) } } }
+                        td { (e.policy.as_deref().unwrap_or("")) }
+                        td { (e.actor) }
+                        td.reason {
+                            (e.reason)
+                            @if let Some(err) = &e.error { br; span.error { "error: " (err) } }
+                        }
+                    }
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,248 @@
+//! The web console: server-rendered pages over the API's data, for people reviewing what ebb
+//! did and why. `ebb serve` serves it on the API's listener; it only reads.
+//!
+//! Pages are HTML from `maud` templates compiled into the binary, styled by one stylesheet
+//! served from the binary (`/console.css`): no JavaScript, nothing loaded from elsewhere, so it
+//! works in an air-gapped cluster. Times are in UTC. Reads are as open as the API's.
+
+mod audit;
+mod chart;
+mod fleet;
+mod instance;
+mod migrations;
+mod policies;
+
+use crate::api::ApiState;
+use crate::store::StoreError;
+use axum::extract::rejection::{PathRejection, QueryRejection};
+use axum::http::{header, StatusCode};
+use axum::response::{Html, IntoResponse, Response};
+use axum::routing::get;
+use axum::Router;
+use chrono::{DateTime, SecondsFormat, Utc};
+use maud::{html, Markup, DOCTYPE};
+
+/// The stylesheet, compiled in.
+const STYLESHEET: &str = include_str!("console.css");
+
+/// The console's routes; [`crate::api::router`]'s fallback answers the rest.
+pub fn router(state: ApiState) -> Router {
+    Router::new()
+        .route("/", get(fleet::page))
+        .route("/audit", get(audit::page))
+        .route("/audit.csv", get(audit::csv))
+        .route("/instances/{id}", get(instance::page))
+        .route("/migrations", get(migrations::page))
+        .route("/policies", get(policies::page))
+        .route("/console.css", get(stylesheet))
+        .with_state(state)
+}
+
+async fn stylesheet() -> impl IntoResponse {
+    (
+        [
+            (header::CONTENT_TYPE, "text/css; charset=utf-8"),
+            (header::CACHE_CONTROL, "max-age=300"),
+        ],
+        STYLESHEET,
+    )
+}
+
+/// The console's pages, for the navigation bar.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Nav {
+    Fleet,
+    Audit,
+    Migrations,
+    Policies,
+    /// A page outside the bar (one instance, an error).
+    Other,
+}
+
+impl Nav {
+    const BAR: [(Nav, &'static str, &'static str); 4] = [
+        (Nav::Fleet, "/", "Fleet"),
+        (Nav::Audit, "/audit", "Audit log"),
+        (Nav::Migrations, "/migrations", "Spot moves"),
+        (Nav::Policies, "/policies", "Policies"),
+    ];
+}
+
+/// A whole page: the navigation bar, `title` as the heading, and `body`.
+fn layout(title: &str, current: Nav, body: Markup) -> Markup {
+    html! {
+        (DOCTYPE)
+        html lang="en" {
+            head {
+                meta charset="utf-8";
+                meta name="viewport" content="width=device-width, initial-scale=1";
+                title { (title) " · ebb" }
+                link rel="stylesheet" href="/console.css";
+            }
+            body {
+                a.skip href="#main" { "Skip to the content" }
+                header {
+                    span.brand { "ebb" }
+                    nav aria-label="Console pages" {
+                        ul {
+                            @for (nav, href, label) in Nav::BAR {
+                                li {
+                                    a href=(href) aria-current=[(nav == current).then_some("page")] {
+                                        (label)
+                                    }
+                                }
+                            }
+                        }
+                    }
+                }
+                main #main {
+                    h1 { (title) }
+                    (body)
+                }
+                footer { "Times are in UTC." }
+            }
+        }
+    }
+}
+
+/// A rendered page with status 200.
+fn ok(title: &str, current: Nav, body: Markup) -> Response {
+    Html(layout(title, current, body).into_string()).into_response()
+}
+
+/// A page that could not be shown: its status and what is wrong, as an HTML page.
+#[derive(Debug)]
+struct PageError {
+    status: StatusCode,
+    message: String,
+}
+
+impl PageError {
+    fn new(status: StatusCode, message: impl Into<String>) -> Self {
+        PageError {
+            status,
+            message: message.into(),
+        }
+    }
+
+    fn bad_request(message: impl Into<String>) -> Self {
+        PageError::new(StatusCode::BAD_REQUEST, message)
+    }
+}
+
+impl IntoResponse for PageError {
+    fn into_response(self) -> Response {
+        let title = match self.status {
+            StatusCode::NOT_FOUND => "Not found",
+            StatusCode::BAD_REQUEST => "Bad request",
+            _ => "Not available",
+        };
+        let body = html! { p.problem role="alert" { (self.message) } };
+        (
+            self.status,
+            Html(layout(title, Nav::Other, body).into_string()),
+        )
+            .into_response()
+    }
+}
+
+impl From<StoreError> for PageError {
+    fn from(err: StoreError) -> Self {
+        tracing::error!("console page failed: {err}");
+        PageError::new(StatusCode::SERVICE_UNAVAILABLE, err.to_string())
+    }
+}
+
+impl From<QueryRejection> for PageError {
+    fn from(err: QueryRejection) -> Self {
+        PageError::bad_request(err.body_text())
+    }
+}
+
+impl From<PathRejection> for PageError {
+    fn from(err: PathRejection) -> Self {
+        PageError::bad_request(err.body_text())
+    }
+}
+
+type PageResult = Result<Response, PageError>;
+
+/// `t` for people, in UTC, in a `<time>` element that carries the exact instant.
+fn time(t: DateTime<Utc>) -> Markup {
+    html! {
+        time datetime=(t.to_rfc3339_opts(SecondsFormat::Secs, true)) {
+            (t.format("%Y-%m-%d %H:%M:%S").to_string())
+        }
+    }
+}
+
+/// An optional instant, or a dash.
+fn maybe_time(t: Option<DateTime<Utc>>) -> Markup {
+    match t {
+        Some(t) => time(t),
+        None => html! { "–" },
+    }
+}
+
+/// A form field's value: `None` when absent or blank (an "any" choice of a filter form).
+fn given(v: Option<String>) -> Option<String> {
+    v.map(|v| v.trim().to_string()).filter(|v| !v.is_empty())
+}
+
+/// A query string from the given `pairs` (absent ones left out), with a leading `?` when
+/// there is any.
+fn query_string(pairs: &[(&str, Option<&str>)]) -> String {
+    let parts: Vec<String> = pairs
+        .iter()
+        .filter_map(|(k, v)| v.map(|v| format!("{k}={}", percent_encode(v))))
+        .collect();
+    if parts.is_empty() {
+        String::new()
+    } else {
+        format!("?{}", parts.join("&"))
+    }
+}
+
+/// `text` with every byte but the unreserved characters of RFC 3986 percent-encoded.
+fn percent_encode(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for b in text.bytes() {
+        if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
+/// The link to instance `id`'s page.
+fn instance_link(id: &str) -> Markup {
+    html! { a href=(format!("/instances/{}", percent_encode(id))) { (id) } }
+}
+
+/// A wide table in a region that scrolls sideways on a narrow screen (and by keyboard).
+fn scroll(label: &str, table: Markup) -> Markup {
+    html! {
+        div.scroll role="region" aria-label=(label) tabindex="0" { (table) }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn query_strings_encode_what_a_url_cannot_carry() {
+        assert_eq!(query_string(&[("a", None)]), "");
+        assert_eq!(
+            query_string(&[
+                ("policy", Some("gpu & co")),
+                ("state", None),
+                ("p", Some("2"))
+            ]),
+            "?policy=gpu%20%26%20co&p=2"
+        );
+        assert_eq!(percent_encode("i-0é<"), "i-0%C3%A9%3C");
+    }
+}

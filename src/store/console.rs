@@ -1,0 +1,201 @@
+//! Read queries for the web console: a page of the fleet, one instance's state changes, a page
+//! of the audit log. They only read, each one statement bounded by its page.
+
+use super::audit::{AuditEntry, AuditFilter, NewAuditEntry, Outcome};
+use super::inventory::{select_instances, InstanceRecord};
+use super::{Result, Store};
+use chrono::{DateTime, Utc};
+use sqlx::QueryBuilder;
+
+/// Which live instances a fleet page shows; all given filters must hold.
+#[derive(Debug, Clone, Default)]
+pub struct FleetFilter {
+    /// Governed by this policy at the last decision.
+    pub policy: Option<String>,
+    /// In this EC2 state.
+    pub state: Option<String>,
+}
+
+/// One page of the fleet.
+#[derive(Debug, Clone)]
+pub struct FleetPage {
+    /// The instances of the page, by id.
+    pub instances: Vec<InstanceRecord>,
+    /// How many live instances match the filter, on every page.
+    pub total: i64,
+}
+
+/// A change of an instance's state, as a sync observed it.
+#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
+pub struct InstanceEvent {
+    /// When the sync saw it.
+    pub at: DateTime<Utc>,
+    /// The state before: an EC2 state, or `gone`.
+    pub from_state: String,
+    /// The state after: an EC2 state, or `gone`.
+    pub to_state: String,
+    /// `observed`, `reappeared` or `gone`.
+    pub cause: String,
+}
+
+/// An audit row as the console reads it (every column of `audit_log`).
+#[derive(sqlx::FromRow)]
+struct AuditRow {
+    seq: i64,
+    at: DateTime<Utc>,
+    actor: String,
+    instance: Option<String>,
+    region: Option<String>,
+    action: String,
+    outcome: String,
+    policy: Option<String>,
+    policy_version: Option<String>,
+    code: Option<String>,
+    reason: String,
+    dry_run: bool,
+    request_id: Option<String>,
+    error: Option<String>,
+    intent_seq: Option<i64>,
+    prev_hash: Vec<u8>,
+    hash: Vec<u8>,
+}
+
+impl AuditRow {
+    fn into_entry(self) -> AuditEntry {
+        AuditEntry {
+            seq: self.seq,
+            entry: NewAuditEntry {
+                at: self.at,
+                actor: self.actor,
+                instance: self.instance,
+                region: self.region,
+                action: self.action,
+                // The CHECK constraint admits only the four names.
+                outcome: Outcome::parse(&self.outcome).unwrap_or(Outcome::Failed),
+                policy: self.policy,
+                policy_version: self.policy_version,
+                code: self.code,
+                reason: self.reason,
+                dry_run: self.dry_run,
+                request_id: self.request_id,
+                error: self.error,
+                intent_seq: self.intent_seq,
+            },
+            prev_hash: self.prev_hash,
+            hash: self.hash,
+        }
+    }
+}
+
+/// Appends the `WHERE` conditions of `filter` (its `policy` and `state`) to `q`.
+fn push_fleet_filter(q: &mut QueryBuilder<sqlx::Postgres>, filter: &FleetFilter) {
+    q.push(" WHERE i.gone_at IS NULL");
+    if let Some(policy) = &filter.policy {
+        q.push(" AND i.policy = ").push_bind(policy.clone());
+    }
+    if let Some(state) = &filter.state {
+        q.push(" AND i.state = ").push_bind(state.clone());
+    }
+}
+
+impl Store {
+    /// The live instances matching `filter`, by id, `limit` of them after the first `offset`,
+    /// and how many match in all.
+    pub async fn fleet_page(
+        &self,
+        filter: &FleetFilter,
+        offset: i64,
+        limit: i64,
+    ) -> Result<FleetPage> {
+        let mut q = QueryBuilder::new(select_instances!());
+        push_fleet_filter(&mut q, filter);
+        q.push(" ORDER BY i.id LIMIT ")
+            .push_bind(limit)
+            .push(" OFFSET ")
+            .push_bind(offset);
+        let instances: Vec<InstanceRecord> = q.build_query_as().fetch_all(&self.pool).await?;
+        let mut count = QueryBuilder::new("SELECT count(*) FROM instances i");
+        push_fleet_filter(&mut count, filter);
+        let total: i64 = count.build_query_scalar().fetch_one(&self.pool).await?;
+        Ok(FleetPage { instances, total })
+    }
+
+    /// The policies and the states of the live instances, each sorted: what the fleet can be
+    /// filtered by.
+    pub async fn fleet_facets(&self) -> Result<(Vec<String>, Vec<String>)> {
+        let policies = sqlx::query_scalar(
+            "SELECT DISTINCT policy FROM instances
+             WHERE gone_at IS NULL AND policy IS NOT NULL ORDER BY policy",
+        )
+        .fetch_all(&self.pool)
+        .await?;
+        let states = sqlx::query_scalar(
+            "SELECT DISTINCT state FROM instances WHERE gone_at IS NULL ORDER BY state",
+        )
+        .fetch_all(&self.pool)
+        .await?;
+        Ok((policies, states))
+    }
+
+    /// The instance `id`, live or gone, if the store knows it.
+    pub async fn instance(&self, id: &str) -> Result<Option<InstanceRecord>> {
+        Ok(
+            sqlx::query_as(concat!(select_instances!(), " WHERE i.id = $1"))
+                .bind(id)
+                .fetch_optional(&self.pool)
+                .await?,
+        )
+    }
+
+    /// The newest `limit` state changes of instance `id`, newest first.
+    pub async fn instance_events(&self, id: &str, limit: i64) -> Result<Vec<InstanceEvent>> {
+        Ok(sqlx::query_as(
+            "SELECT at, from_state, to_state, cause FROM instance_events
+             WHERE instance = $1 ORDER BY at DESC, id DESC LIMIT $2",
+        )
+        .bind(id)
+        .bind(limit)
+        .fetch_all(&self.pool)
+        .await?)
+    }
+
+    /// The newest `limit` audit rows matching `filter` (its `limit` aside) with a `seq` below
+    /// `before` when given, newest first: one page of the log, and `before` the cursor of the
+    /// next.
+    pub async fn audit_page(
+        &self,
+        filter: &AuditFilter,
+        before: Option<i64>,
+        limit: i64,
+    ) -> Result<Vec<AuditEntry>> {
+        let mut q = QueryBuilder::new(
+            "SELECT seq, at, actor, instance, region, action, outcome, policy, policy_version,
+                    code, reason, dry_run, request_id, error, intent_seq, prev_hash, hash
+             FROM audit_log WHERE true",
+        );
+        if let Some(seq) = before {
+            q.push(" AND seq < ").push_bind(seq);
+        }
+        if let Some(t) = filter.since {
+            q.push(" AND at >= ").push_bind(t);
+        }
+        if let Some(t) = filter.until {
+            q.push(" AND at < ").push_bind(t);
+        }
+        if let Some(v) = &filter.instance {
+            q.push(" AND instance = ").push_bind(v.clone());
+        }
+        if let Some(v) = &filter.policy {
+            q.push(" AND policy = ").push_bind(v.clone());
+        }
+        if let Some(v) = &filter.action {
+            q.push(" AND action = ").push_bind(v.clone());
+        }
+        if let Some(v) = filter.outcome {
+            q.push(" AND outcome = ").push_bind(v.as_str());
+        }
+        q.push(" ORDER BY seq DESC LIMIT ").push_bind(limit);
+        let rows: Vec<AuditRow> = q.build_query_as().fetch_all(&self.pool).await?;
+        Ok(rows.into_iter().map(AuditRow::into_entry).collect())
+    }
+}
