@@ -210,7 +210,7 @@ async fn a_dry_run_changes_nothing_and_is_audited_as_one(pool: PgPool) {
     let s = Setup::new(&pool, "eu-south-2").await;
     let research = s.f.launch(G5).await;
     let out = s.tick(EVENING, &["--dry-run"]);
-    assert!(out.contains("1 dry run"), "{out}");
+    assert!(out.contains("1 skipped or dry run"), "{out}");
     assert_eq!(s.state(&research).await, InstanceStateName::Running);
     assert_eq!(
         outcomes(&s.audit(&research, "stop")),
@@ -218,7 +218,7 @@ async fn a_dry_run_changes_nothing_and_is_audited_as_one(pool: PgPool) {
     );
     // The same decision at the next tick is shown, not written again.
     let again = s.tick(LATER, &["--dry-run"]);
-    assert!(again.contains("1 dry run"), "{again}");
+    assert!(again.contains("1 skipped or dry run"), "{again}");
     assert!(again.contains("already in the audit log"), "{again}");
     assert_eq!(s.audit(&research, "stop").len(), 2);
 }

@@ -25,7 +25,8 @@ pub enum TickError {
 pub struct ActionOutcome {
     /// The decision acted on.
     pub decision: Decision,
-    /// Succeeded, failed, or skipped (dry run).
+    /// Succeeded, failed, or skipped (a dry run, an override made since the decision, a box
+    /// already stopped).
     pub outcome: Outcome,
     /// What the outcome row says: the reason, and what was done instead or the error.
     pub detail: String,
@@ -156,7 +157,7 @@ impl TickReport {
     pub fn headline(&self) -> String {
         let count = |o: Outcome| self.actions.iter().filter(|a| a.outcome == o).count();
         format!(
-            "tick at {}: {} instances, {} actions ({} succeeded, {} failed, {} dry run), {} deferred by the cap, {} held back after failures, {} interrupted actions resolved, {} instances with GPU utilisation unread",
+            "tick at {}: {} instances, {} actions ({} succeeded, {} failed, {} skipped or dry run), {} deferred by the cap, {} held back after failures, {} interrupted actions resolved, {} instances with GPU utilisation unread",
             self.at.to_rfc3339_opts(SecondsFormat::Secs, true),
             self.instances,
             self.actions.len(),
