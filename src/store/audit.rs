@@ -12,7 +12,7 @@ use super::{Result, Store};
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 use sha2::{Digest, Sha256};
-use sqlx::{PgConnection, QueryBuilder};
+use sqlx::{PgConnection, Postgres, QueryBuilder};
 use std::fmt;
 
 /// What a row records.
@@ -210,7 +210,7 @@ pub enum Verification {
 
 /// A row as read from `audit_log`.
 #[derive(sqlx::FromRow)]
-struct Row {
+pub(super) struct Row {
     seq: i64,
     at: DateTime<Utc>,
     actor: String,
@@ -238,7 +238,7 @@ macro_rules! columns {
     };
 }
 
-fn from_row(r: Row) -> AuditEntry {
+pub(super) fn from_row(r: Row) -> AuditEntry {
     AuditEntry {
         seq: r.seq,
         entry: NewAuditEntry {
@@ -341,6 +341,31 @@ pub(super) async fn append_in(
     Ok(rows)
 }
 
+/// `SELECT` of every column of the rows matching `filter` (its `limit` aside), for the caller
+/// to add further conditions (`AND ...`), an order and a limit to.
+pub(super) fn select_where(filter: &AuditFilter) -> QueryBuilder<Postgres> {
+    let mut q = QueryBuilder::new(concat!("SELECT ", columns!(), " FROM audit_log WHERE true"));
+    if let Some(t) = filter.since {
+        q.push(" AND at >= ").push_bind(t);
+    }
+    if let Some(t) = filter.until {
+        q.push(" AND at < ").push_bind(t);
+    }
+    if let Some(v) = &filter.instance {
+        q.push(" AND instance = ").push_bind(v);
+    }
+    if let Some(v) = &filter.policy {
+        q.push(" AND policy = ").push_bind(v);
+    }
+    if let Some(v) = &filter.action {
+        q.push(" AND action = ").push_bind(v);
+    }
+    if let Some(v) = filter.outcome {
+        q.push(" AND outcome = ").push_bind(v.as_str());
+    }
+    q
+}
+
 impl Store {
     /// Appends `entries`, in order, as one transaction; returns them with their `seq` and hashes.
     pub async fn append_audit(&self, entries: &[NewAuditEntry]) -> Result<Vec<AuditEntry>> {
@@ -388,25 +413,7 @@ impl Store {
 
     /// Rows matching `filter`, oldest first.
     pub async fn audit(&self, filter: &AuditFilter) -> Result<Vec<AuditEntry>> {
-        let mut q = QueryBuilder::new(concat!("SELECT ", columns!(), " FROM audit_log WHERE true"));
-        if let Some(t) = filter.since {
-            q.push(" AND at >= ").push_bind(t);
-        }
-        if let Some(t) = filter.until {
-            q.push(" AND at < ").push_bind(t);
-        }
-        if let Some(v) = &filter.instance {
-            q.push(" AND instance = ").push_bind(v);
-        }
-        if let Some(v) = &filter.policy {
-            q.push(" AND policy = ").push_bind(v);
-        }
-        if let Some(v) = &filter.action {
-            q.push(" AND action = ").push_bind(v);
-        }
-        if let Some(v) = filter.outcome {
-            q.push(" AND outcome = ").push_bind(v.as_str());
-        }
+        let mut q = select_where(filter);
         let rows: Vec<Row> = match filter.limit {
             Some(n) => {
                 q.push(" ORDER BY seq DESC LIMIT ").push_bind(n);

@@ -1,7 +1,7 @@
 //! Read queries for the web console: a page of the fleet, one instance's state changes, a page
 //! of the audit log. They only read, each one statement bounded by its page.
 
-use super::audit::{AuditEntry, AuditFilter, NewAuditEntry, Outcome};
+use super::audit::{from_row, select_where, AuditEntry, AuditFilter, Row};
 use super::inventory::{select_instances, InstanceRecord};
 use super::{Result, Store};
 use chrono::{DateTime, Utc};
@@ -36,55 +36,6 @@ pub struct InstanceEvent {
     pub to_state: String,
     /// `observed`, `reappeared` or `gone`.
     pub cause: String,
-}
-
-/// An audit row as the console reads it (every column of `audit_log`).
-#[derive(sqlx::FromRow)]
-struct AuditRow {
-    seq: i64,
-    at: DateTime<Utc>,
-    actor: String,
-    instance: Option<String>,
-    region: Option<String>,
-    action: String,
-    outcome: String,
-    policy: Option<String>,
-    policy_version: Option<String>,
-    code: Option<String>,
-    reason: String,
-    dry_run: bool,
-    request_id: Option<String>,
-    error: Option<String>,
-    intent_seq: Option<i64>,
-    prev_hash: Vec<u8>,
-    hash: Vec<u8>,
-}
-
-impl AuditRow {
-    fn into_entry(self) -> AuditEntry {
-        AuditEntry {
-            seq: self.seq,
-            entry: NewAuditEntry {
-                at: self.at,
-                actor: self.actor,
-                instance: self.instance,
-                region: self.region,
-                action: self.action,
-                // The CHECK constraint admits only the four names.
-                outcome: Outcome::parse(&self.outcome).unwrap_or(Outcome::Failed),
-                policy: self.policy,
-                policy_version: self.policy_version,
-                code: self.code,
-                reason: self.reason,
-                dry_run: self.dry_run,
-                request_id: self.request_id,
-                error: self.error,
-                intent_seq: self.intent_seq,
-            },
-            prev_hash: self.prev_hash,
-            hash: self.hash,
-        }
-    }
 }
 
 /// Appends the `WHERE` conditions of `filter` (its `policy` and `state`) to `q`.
@@ -168,34 +119,12 @@ impl Store {
         before: Option<i64>,
         limit: i64,
     ) -> Result<Vec<AuditEntry>> {
-        let mut q = QueryBuilder::new(
-            "SELECT seq, at, actor, instance, region, action, outcome, policy, policy_version,
-                    code, reason, dry_run, request_id, error, intent_seq, prev_hash, hash
-             FROM audit_log WHERE true",
-        );
+        let mut q = select_where(filter);
         if let Some(seq) = before {
             q.push(" AND seq < ").push_bind(seq);
         }
-        if let Some(t) = filter.since {
-            q.push(" AND at >= ").push_bind(t);
-        }
-        if let Some(t) = filter.until {
-            q.push(" AND at < ").push_bind(t);
-        }
-        if let Some(v) = &filter.instance {
-            q.push(" AND instance = ").push_bind(v.clone());
-        }
-        if let Some(v) = &filter.policy {
-            q.push(" AND policy = ").push_bind(v.clone());
-        }
-        if let Some(v) = &filter.action {
-            q.push(" AND action = ").push_bind(v.clone());
-        }
-        if let Some(v) = filter.outcome {
-            q.push(" AND outcome = ").push_bind(v.as_str());
-        }
         q.push(" ORDER BY seq DESC LIMIT ").push_bind(limit);
-        let rows: Vec<AuditRow> = q.build_query_as().fetch_all(&self.pool).await?;
-        Ok(rows.into_iter().map(AuditRow::into_entry).collect())
+        let rows: Vec<Row> = q.build_query_as().fetch_all(&self.pool).await?;
+        Ok(rows.into_iter().map(from_row).collect())
     }
 }
