@@ -1,7 +1,8 @@
 //! What ebb checks right before each cloud call, and what it writes after: in process, on the
 //! simulated fleet, with a real Postgres. A wrapper around the simulated provider runs a step
-//! of the test inside the tick, right after its first stop call: a person's override arriving
-//! mid-tick, or the leader's database session dying.
+//! of the test inside the tick, right after its first stop call: a person's override or tag
+//! arriving mid-tick, the cloud failing to answer the re-read before a stop, or the leader's
+//! database session dying.
 
 mod common;
 
@@ -13,13 +14,14 @@ use ebb::cloud::{
     ActionReport, CloudError, Image, InstanceStatus, Inventory, Launch, LaunchSpec, Provider,
     TypePrice,
 };
-use ebb::fleet::{InstanceState, Sample};
+use ebb::fleet::{Instance, InstanceState, Sample};
 use ebb::reconcile::{Options, PolicySource, Reconciler, TickReport};
-use ebb::store::{AuditFilter, Leadership, NewAuditEntry, Outcome, Store};
+use ebb::store::{ActionDone, AuditFilter, Leadership, NewAuditEntry, Outcome, Store};
 use sqlx::PgPool;
 use std::collections::{BTreeMap, HashMap};
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 const POLICY: &str = r#"
@@ -56,16 +58,31 @@ const EVENING: &str = "2026-11-30T20:00:00Z";
 /// A step of the test, run once inside the tick.
 type Step = Box<dyn FnOnce() -> Pin<Box<dyn Future<Output = ()> + Send>> + Send>;
 
-/// The simulated provider, counting stop calls and running `after_first_stop` once.
+/// The simulated provider, counting stop calls, running `after_first_stop` and tagging as
+/// `tag_after_first_stop` says once, and failing re-reads while `rereads_fail` is set.
 struct Hooked {
     inner: SimProvider,
     after_first_stop: Mutex<Option<Step>>,
+    tag_after_first_stop: Mutex<Option<(&'static str, BTreeMap<String, String>)>>,
     stopped: Mutex<Vec<String>>,
+    rereads_fail: Arc<AtomicBool>,
 }
 
 impl Provider for Hooked {
     async fn instances(&self) -> Inventory {
         self.inner.instances().await
+    }
+    async fn reread(&self, region: &str, ids: &[String]) -> Result<Vec<Instance>, CloudError> {
+        if self.rereads_fail.load(Ordering::SeqCst) {
+            return Err(CloudError {
+                kind: ebb::cloud::ErrorKind::Throttled,
+                operation: "DescribeInstances",
+                code: Some("RequestLimitExceeded".into()),
+                message: "Request limit exceeded.".into(),
+                request_id: None,
+            });
+        }
+        self.inner.reread(region, ids).await
     }
     async fn gpu_utilisation(
         &self,
@@ -92,6 +109,15 @@ impl Provider for Hooked {
         let step = self.after_first_stop.lock().unwrap().take();
         if let Some(step) = step {
             step().await;
+        }
+        let tag = self.tag_after_first_stop.lock().unwrap().take();
+        if let Some((id, tags)) = tag {
+            let region = if id == "i-east" {
+                "us-east-1"
+            } else {
+                "us-west-2"
+            };
+            self.inner.tag(region, &[id.to_string()], &tags).await;
         }
         report
     }
@@ -153,6 +179,10 @@ struct Setup {
 
 impl Setup {
     async fn new(pool: PgPool) -> Setup {
+        Setup::with(pool, Options::default()).await
+    }
+
+    async fn with(pool: PgPool, options: Options) -> Setup {
         let store = Store::from_pool(pool);
         store.migrate().await.unwrap();
         let dir = tempfile::tempdir().unwrap();
@@ -164,11 +194,13 @@ impl Setup {
         let provider = Hooked {
             inner: SimProvider::new(fleet, behaviours, Clock::Fixed(t(EVENING))),
             after_first_stop: Mutex::new(None),
+            tag_after_first_stop: Mutex::new(None),
             stopped: Mutex::new(Vec::new()),
+            rereads_fail: Arc::default(),
         };
         let policies = Arc::new(PolicySource::new(vec![dir.path().join("policies")]));
         Setup {
-            reconciler: Reconciler::new(provider, store.clone(), policies, Options::default()),
+            reconciler: Reconciler::new(provider, store.clone(), policies, options),
             store,
             leader: tokio::sync::Mutex::new(None),
             _dir: dir,
@@ -452,4 +484,146 @@ async fn a_notice_left_from_before_a_stop_is_taken_back_once_the_box_runs_again(
     // Once taken back, it stays so.
     let report = s.tick("2026-11-30T10:05:00Z").await.unwrap();
     assert!(report.actions.is_empty(), "{:?}", report.actions);
+}
+
+#[sqlx::test(migrations = false)]
+async fn a_keep_until_tag_set_during_a_tick_stops_its_later_calls(pool: PgPool) {
+    let s = Setup::new(pool).await;
+    // A person tags i-west after the tick listed it, while its first stop call was made.
+    let until = (t(EVENING) + Duration::hours(4)).to_rfc3339();
+    let tags = BTreeMap::from([("ebb:keep-until".to_string(), until)]);
+    *s.reconciler.provider().tag_after_first_stop.lock().unwrap() = Some(("i-west", tags));
+
+    let report = s.tick(EVENING).await.unwrap();
+
+    assert_eq!(s.stop_calls(), ["i-east"]);
+    assert_eq!(s.state("i-west").await, InstanceState::Running);
+    let west = report
+        .actions
+        .iter()
+        .find(|a| a.decision.instance == "i-west")
+        .unwrap();
+    assert_eq!(west.outcome, Outcome::Skipped);
+    assert!(
+        west.detail
+            .contains("since the listing, kept by tag ebb:keep-until"),
+        "{}",
+        west.detail
+    );
+    assert!(s.audit("i-west").await.is_empty(), "no intent, no call");
+}
+
+#[sqlx::test(migrations = false)]
+async fn a_failed_read_right_before_a_stop_stops_nothing(pool: PgPool) {
+    let s = Setup::new(pool).await;
+    let fail = s.reconciler.provider().rereads_fail.clone();
+    s.after_first_stop(move || async move { fail.store(true, Ordering::SeqCst) });
+
+    let report = s.tick(EVENING).await.unwrap();
+
+    assert_eq!(s.stop_calls(), ["i-east"]);
+    assert_eq!(s.state("i-west").await, InstanceState::Running);
+    let west = report
+        .actions
+        .iter()
+        .find(|a| a.decision.instance == "i-west")
+        .unwrap();
+    assert_eq!(west.outcome, Outcome::Skipped);
+    assert!(
+        west.detail.contains("could not read it again") && west.detail.contains("no stop"),
+        "{}",
+        west.detail
+    );
+    assert!(s.audit("i-west").await.is_empty());
+}
+
+/// How long the next leader leaves a call alone that may still be in flight, as `ebb serve`
+/// sets it against AWS: the tick deadline and the AWS operation timeout.
+const IN_FLIGHT: Duration = Duration::minutes(7);
+
+/// The stop intent of a leader that lost its session with the call on the wire.
+async fn intent_in_flight(s: &Setup) -> i64 {
+    let intent = NewAuditEntry {
+        instance: Some("i-east".into()),
+        region: Some("us-east-1".into()),
+        policy: Some("office".into()),
+        code: Some("outside_hours".into()),
+        outcome: Outcome::Intent,
+        ..NewAuditEntry::event(t(EVENING), "scheduler", "stop", "outside work hours".into())
+    };
+    s.store.append_audit(&[intent]).await.unwrap()[0].seq
+}
+
+#[sqlx::test(migrations = false)]
+async fn a_call_still_in_flight_is_neither_resolved_nor_repeated_by_the_next_leader(pool: PgPool) {
+    let s = Setup::with(
+        pool,
+        Options {
+            in_flight_for: IN_FLIGHT,
+            ..Options::default()
+        },
+    )
+    .await;
+    let seq = intent_in_flight(&s).await;
+
+    // A minute later the next leader ticks: i-east still runs, but its stop may yet land.
+    let report = s.tick("2026-11-30T20:01:00Z").await.unwrap();
+    assert_eq!(report.awaiting, 1);
+    assert!(report.resolved.is_empty(), "{:?}", report.resolved);
+    assert_eq!(
+        s.stop_calls(),
+        ["i-west"],
+        "i-east's stop is not made twice"
+    );
+    assert_eq!(s.store.pending_intents().await.unwrap().len(), 1);
+
+    // The deposed leader's call lands, and its outcome is written after all.
+    s.reconciler
+        .provider()
+        .inner
+        .stop("us-east-1", &["i-east".to_string()], false)
+        .await;
+    let outcome = NewAuditEntry {
+        outcome: Outcome::Succeeded,
+        intent_seq: Some(seq),
+        ..NewAuditEntry::event(t(EVENING), "scheduler", "stop", "outside work hours".into())
+    };
+    let done = ActionDone {
+        instance: "i-east".into(),
+        action: ebb::engine::Action::Stop,
+        at: t(EVENING),
+    };
+    s.store.append_outcomes(&[outcome], &[done]).await.unwrap();
+
+    let report = s.tick("2026-11-30T20:10:00Z").await.unwrap();
+    assert_eq!(report.awaiting, 0);
+    assert!(report.actions.is_empty(), "{:?}", report.actions);
+    // ebb remembers the stop as its own, so the morning starts the box.
+    let prior = s.store.prior(t("2026-11-30T20:10:00Z")).await.unwrap();
+    assert_eq!(prior.facts("i-east").stopped_by_ebb_at, Some(t(EVENING)));
+}
+
+#[sqlx::test(migrations = false)]
+async fn a_call_that_never_landed_is_resolved_once_it_cannot_be_in_flight(pool: PgPool) {
+    let s = Setup::with(
+        pool,
+        Options {
+            in_flight_for: IN_FLIGHT,
+            ..Options::default()
+        },
+    )
+    .await;
+    intent_in_flight(&s).await;
+    s.tick("2026-11-30T20:06:00Z").await.unwrap();
+    assert_eq!(s.stop_calls(), ["i-west"]);
+
+    let report = s.tick("2026-11-30T20:07:00Z").await.unwrap();
+    assert_eq!(report.resolved.len(), 1);
+    assert_eq!(report.resolved[0].entry.outcome, Outcome::Failed);
+    assert_eq!(report.awaiting, 0);
+    assert_eq!(
+        s.stop_calls(),
+        ["i-west", "i-east"],
+        "decided again, stopped once"
+    );
 }

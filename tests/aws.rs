@@ -300,6 +300,59 @@ async fn tags_are_written_and_removed() {
 }
 
 #[tokio::test]
+async fn a_reread_sees_tags_changed_since_the_listing_and_drops_what_left_it() {
+    let f = Fixture::new("ap-east-1").await;
+    let region = f.region;
+    let (kept, unmanaged, terminated) =
+        (f.launch(G5).await, f.launch(G5).await, f.launch(G5).await);
+    let provider = f.provider().await;
+    assert_eq!(provider.instances().await.instances.len(), 3);
+    // After the listing, a person protects one box, takes one out of ebb's hands and
+    // terminates the third.
+    f.ec2
+        .create_tags()
+        .resources(&kept)
+        .tags(
+            aws_sdk_ec2::types::Tag::builder()
+                .key("ebb:keep-until")
+                .value("2026-12-01T18:00:00Z")
+                .build(),
+        )
+        .send()
+        .await
+        .unwrap();
+    f.ec2
+        .delete_tags()
+        .resources(&unmanaged)
+        .tags(
+            aws_sdk_ec2::types::Tag::builder()
+                .key("ebb:managed")
+                .build(),
+        )
+        .send()
+        .await
+        .unwrap();
+    f.ec2
+        .terminate_instances()
+        .instance_ids(&terminated)
+        .send()
+        .await
+        .unwrap();
+
+    let ids = [
+        kept.clone(),
+        unmanaged,
+        terminated,
+        "i-0123456789abcdef0".to_string(),
+    ];
+    let fresh = provider.reread(region, &ids).await.unwrap();
+
+    assert_eq!(fresh.len(), 1, "{fresh:?}");
+    assert_eq!(fresh[0].id, kept);
+    assert_eq!(fresh[0].tag("ebb:keep-until"), Some("2026-12-01T18:00:00Z"));
+}
+
+#[tokio::test]
 async fn other_accounts_are_reached_by_assuming_a_role() {
     let f = Fixture::new("ap-northeast-1").await;
     let region = f.region;

@@ -232,7 +232,7 @@ async fn killed_ticks_never_repeat_an_action_and_every_intent_gets_an_outcome(po
             .collect();
         let evening = format!("{day}T20:00:00Z");
         killed += usize::from(s.tick(&evening, Some(evenings[round])).await);
-        assert!(!s.tick(&format!("{day}T20:01:00Z"), None).await);
+        assert!(!s.tick(&format!("{day}T20:10:00Z"), None).await);
         for (id, before) in research.iter().zip(&stops_before) {
             assert_eq!(
                 s.calls("StopInstances", id),
@@ -254,7 +254,7 @@ async fn killed_ticks_never_repeat_an_action_and_every_intent_gets_an_outcome(po
             .map(|id| s.calls("StartInstances", id))
             .collect();
         killed += usize::from(s.tick(&format!("{next}T09:05:00Z"), Some(kill)).await);
-        assert!(!s.tick(&format!("{next}T09:06:00Z"), None).await);
+        assert!(!s.tick(&format!("{next}T09:15:00Z"), None).await);
         for (id, before) in research.iter().zip(&starts_before) {
             assert_eq!(
                 s.calls("StartInstances", id),

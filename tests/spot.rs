@@ -14,7 +14,7 @@ use ebb::cloud::{
     ActionReport, CloudError, ErrorKind, Image, InstanceStatus, Inventory, Launch, LaunchSpec,
     Provider, TypePrice, SPOT_TERMINATION,
 };
-use ebb::fleet::Sample;
+use ebb::fleet::{Instance, Sample};
 use ebb::reconcile::{Options, PolicySource, Reconciler};
 use ebb::spot::State;
 use ebb::store::{
@@ -74,6 +74,9 @@ impl Faulty {
 impl Provider for Faulty {
     async fn instances(&self) -> Inventory {
         self.inner.instances().await
+    }
+    async fn reread(&self, region: &str, ids: &[String]) -> Result<Vec<Instance>, CloudError> {
+        self.inner.reread(region, ids).await
     }
     async fn gpu_utilisation(
         &self,

@@ -40,6 +40,11 @@ pub(super) struct ReconcileArgs {
     /// At most this many actions a tick (starts, then notices, then stops); the rest wait.
     #[arg(long, env = "EBB_MAX_ACTIONS_PER_TICK", value_name = "N")]
     pub(super) max_actions: Option<usize>,
+    /// How long a tick may run before it is abandoned (real time, also under a simulated
+    /// clock). Under `serve`, the leader is not ready after three tick intervals without a
+    /// completed tick, and not alive (/healthz fails) after twice this and an interval.
+    #[arg(long, env = "EBB_TICK_DEADLINE", default_value = "5m", value_parser = parse_deadline)]
+    pub(super) tick_deadline: std::time::Duration,
     /// Post notices (Slack-compatible JSON) to this URL.
     #[arg(long, env = "EBB_WEBHOOK_URL", value_name = "URL")]
     pub(super) webhook_url: Option<reqwest::Url>,
@@ -65,13 +70,33 @@ impl ReconcileArgs {
             .webhook_url
             .map(|url| Webhook::start(url, tasks))
             .unzip();
+        // A call of a tick ends by the tick's deadline and the call's own time limit. The
+        // simulated fleet acts in memory, at once: nothing of it is ever in flight.
+        let in_flight = match &provider {
+            Cloud::Aws(aws) => self.tick_deadline + aws.timeouts().operation,
+            Cloud::Sim(_) => std::time::Duration::ZERO,
+        };
+        let in_flight_for =
+            chrono::Duration::from_std(in_flight).context("the tick deadline is too long")?;
         let options = Options {
             dry_run: self.dry_run,
             max_actions: self.max_actions,
             webhook,
+            in_flight_for,
         };
         let policies = Arc::new(PolicySource::new(self.policies.policies));
         Ok((Reconciler::new(provider, store, policies, options), poster))
+    }
+}
+
+/// Reads a tick deadline: a duration above zero.
+fn parse_deadline(s: &str) -> Result<std::time::Duration, String> {
+    match humantime::parse_duration(s) {
+        Ok(d) if !d.is_zero() => Ok(d),
+        Ok(_) => Err("a tick needs some time: give a duration above zero, like 5m".to_string()),
+        Err(e) => Err(format!(
+            "\"{s}\" is not a duration ({e}): write it like 5m or 300s"
+        )),
     }
 }
 

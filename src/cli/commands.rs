@@ -172,13 +172,20 @@ pub(super) async fn migrations(format: Format) -> Result<ExitCode> {
 /// `ebb tick`: one reconcile pass as the leader.
 pub(super) async fn tick(at: Option<DateTime<Utc>>, reconcile: ReconcileArgs) -> Result<ExitCode> {
     let at = at.unwrap_or_else(Utc::now);
+    let deadline = reconcile.tick_deadline;
     let (reconciler, poster) = reconcile
         .reconciler(Clock::Fixed(at), Tasks::default())
         .await?;
     let Some(mut leader) = reconciler.store().try_lead(&replica_name()).await? else {
         bail!("another ebb is the leader and acting (ebb serve?); this tick did nothing");
     };
-    let report = reconciler.tick(at, &mut leader).await;
+    let Ok(report) = tokio::time::timeout(deadline, reconciler.tick(at, &mut leader)).await else {
+        bail!(
+            "the tick was abandoned: still running after the tick deadline of {} \
+             (EBB_TICK_DEADLINE); an action it left without an outcome is resolved by a later tick",
+            humantime::format_duration(deadline)
+        );
+    };
     // The queue closes with the reconciler; what it holds is posted before exit.
     drop(reconciler);
     if let Some(poster) = poster {

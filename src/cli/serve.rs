@@ -19,11 +19,6 @@ pub(super) struct ServeArgs {
     /// Time between ticks.
     #[arg(long, env = "EBB_TICK", default_value = "60s", value_parser = humantime::parse_duration)]
     pub(super) tick: std::time::Duration,
-    /// How long a tick may run before it is abandoned (real time, also under a simulated
-    /// clock). The leader is not ready after three tick intervals without a completed tick, and
-    /// not alive (/healthz fails) after twice this and an interval.
-    #[arg(long, env = "EBB_TICK_DEADLINE", default_value = "5m", value_parser = parse_deadline)]
-    pub(super) tick_deadline: std::time::Duration,
     /// This replica's name, shown as the leader's (default: host name and process id).
     #[arg(long, env = "EBB_REPLICA")]
     pub(super) replica: Option<String>,
@@ -80,6 +75,7 @@ pub(super) async fn run(args: ServeArgs) -> Result<ExitCode> {
     let tokens = Tokens::parse(&args.api_tokens)?;
     let clock = args.clock()?;
     let control = Arc::new(Control::default());
+    let deadline = args.reconcile.tick_deadline;
     let (reconciler, poster) = args
         .reconcile
         .reconciler(clock, control.tasks.clone())
@@ -104,7 +100,7 @@ pub(super) async fn run(args: ServeArgs) -> Result<ExitCode> {
     let config = serve::Config {
         name,
         interval: args.tick,
-        deadline: args.tick_deadline,
+        deadline,
         clock,
         listen: args.listen,
         tokens,
@@ -121,16 +117,6 @@ pub(super) async fn run(args: ServeArgs) -> Result<ExitCode> {
 }
 
 /// A tick deadline: a duration above zero.
-fn parse_deadline(s: &str) -> Result<std::time::Duration, String> {
-    match humantime::parse_duration(s) {
-        Ok(d) if !d.is_zero() => Ok(d),
-        Ok(_) => Err("a tick needs some time: give a duration above zero, like 5m".to_string()),
-        Err(e) => Err(format!(
-            "\"{s}\" is not a duration ({e}): write it like 5m or 300s"
-        )),
-    }
-}
-
 /// The host name and process id: unique among replicas.
 pub(super) fn replica_name() -> String {
     let host = std::fs::read_to_string("/proc/sys/kernel/hostname")

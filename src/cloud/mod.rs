@@ -100,6 +100,15 @@ pub trait Provider: Send + Sync {
     /// Lists the instances ebb manages in every region and account it watches.
     fn instances(&self) -> impl Future<Output = Inventory> + Send;
 
+    /// Instances `ids` of `region` read again, as [`Provider::instances`] would list them now
+    /// (one gone or no longer managed is absent), without their GPU facts: what ebb checks right
+    /// before it stops one, since people change tags between a listing and the calls.
+    fn reread(
+        &self,
+        region: &str,
+        ids: &[String],
+    ) -> impl Future<Output = Result<Vec<Instance>, CloudError>> + Send;
+
     /// GPU utilisation of `instances` (ids in `region`) from `from` to `to`: one reading per
     /// period, the maximum over each instance's GPUs, oldest first. Instances without data are
     /// absent or empty.
@@ -224,6 +233,10 @@ macro_rules! delegate {
 impl Provider for Cloud {
     async fn instances(&self) -> Inventory {
         delegate!(self, p => p.instances())
+    }
+
+    async fn reread(&self, region: &str, ids: &[String]) -> Result<Vec<Instance>, CloudError> {
+        delegate!(self, p => p.reread(region, ids))
     }
 
     async fn gpu_utilisation(

@@ -392,6 +392,23 @@ impl Provider for SimProvider {
         }
     }
 
+    async fn reread(&self, region: &str, ids: &[String]) -> Result<Vec<Instance>, CloudError> {
+        let now = self.clock.now();
+        let mut fleet = self.fleet();
+        let mut found = Vec::with_capacity(ids.len());
+        for id in ids {
+            let Some(&i) = fleet.by_id.get(id) else {
+                continue;
+            };
+            let sim = &mut fleet.instances[i];
+            sim.advance(now);
+            if sim.instance.region == region && sim.instance.state != InstanceState::Terminated {
+                found.push(sim.instance.clone());
+            }
+        }
+        Ok(found)
+    }
+
     async fn gpu_utilisation(
         &self,
         region: &str,

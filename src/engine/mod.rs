@@ -9,7 +9,7 @@ mod explain;
 mod rules;
 
 pub use explain::{explain, Explanation};
-pub use rules::RECENT;
+pub use rules::{tags_forbid_stop, RECENT};
 
 use crate::fleet::{Fleet, Instance};
 use crate::policy::{Policy, PolicySet};
@@ -73,6 +73,12 @@ impl Action {
         ]
         .into_iter()
         .find(|a| a.as_str() == name)
+    }
+
+    /// Whether it stops the instance or announces a stop: what protections (`ebb:keep-until`,
+    /// `ebb:skip`, overrides) forbid, and what ebb checks them again for right before the call.
+    pub fn stops(self) -> bool {
+        matches!(self, Action::Stop | Action::Hibernate | Action::Notify)
     }
 }
 

@@ -4,7 +4,8 @@
 
 use super::{ActionOutcome, Reconciler, TickReport};
 use crate::cloud::{ActionReport, Provider};
-use crate::engine::{Action, Decision};
+use crate::engine::{self, Action, Decision};
+use crate::fleet::Instance;
 use crate::names::{ACTOR, STOP_AT_TAG};
 use crate::store::{ActionDone, Leadership, NewAuditEntry, Outcome, OverrideRecord, StoreError};
 use chrono::{DateTime, Duration, SecondsFormat, Utc};
@@ -196,9 +197,10 @@ impl<P: Provider> Reconciler<P> {
         Ok(())
     }
 
-    /// One cloud call for `group` (one action in one region): first its intents, less the
-    /// instances an override made since the decision protects; then the call; then its outcomes
-    /// with what ebb remembers of it, and its notices.
+    /// One cloud call for `group` (one action in one region): the instances it would stop read
+    /// again, then its intents, less the instances a tag or an override made since the decision
+    /// protects; then the call; then its outcomes with what ebb remembers of it, and its
+    /// notices.
     async fn act_on_group(
         &self,
         group: Vec<&Decision>,
@@ -206,6 +208,10 @@ impl<P: Provider> Reconciler<P> {
         leader: &mut Leadership,
         report: &mut TickReport,
     ) -> Result<(), StoreError> {
+        let group = self.still_unprotected(group, audit.now, report).await;
+        if group.is_empty() {
+            return Ok(());
+        }
         let intents = group
             .iter()
             .map(|d| audit.entry(d, Outcome::Intent, false))
@@ -216,37 +222,86 @@ impl<P: Provider> Reconciler<P> {
             .iter()
             .filter_map(|(e, by)| Some((e.instance.as_deref()?, by)))
             .collect();
-        let mut to_call = Vec::with_capacity(group.len());
-        for d in group {
-            let Some(by) = protected_by.get(d.instance.as_str()) else {
-                to_call.push(d);
-                continue;
-            };
-            let done = ActionOutcome {
-                decision: d.clone(),
-                outcome: Outcome::Skipped,
-                detail: format!(
-                    "not done: since the decision, an override by {} until {} protects it: {}",
-                    by.created_by,
-                    by.until.to_rfc3339_opts(SecondsFormat::Secs, true),
-                    by.reason
-                ),
-            };
-            done.log(audit.now, false);
-            report.actions.push(done);
+        let (group, protected): (Vec<&Decision>, Vec<&Decision>) = group
+            .into_iter()
+            .partition(|d| !protected_by.contains_key(d.instance.as_str()));
+        for d in protected {
+            let by = protected_by[d.instance.as_str()];
+            let detail = format!(
+                "since the decision, an override by {} until {} protects it: {}",
+                by.created_by,
+                by.until.to_rfc3339_opts(SecondsFormat::Secs, true),
+                by.reason
+            );
+            not_done(d, detail, audit.now, report);
         }
-        let group = to_call;
+        if group.is_empty() {
+            return Ok(());
+        }
         let seq_of: HashMap<&str, i64> = fenced
             .written
             .iter()
             .filter_map(|i| Some((i.entry.instance.as_deref()?, i.seq)))
             .collect();
-        if group.is_empty() {
-            return Ok(());
+        let cloud = self.call(&group, audit.now).await;
+        let outcomes = outcome_entries(&group, &cloud, |d, outcome| NewAuditEntry {
+            intent_seq: seq_of.get(d.instance.as_str()).copied(),
+            ..audit.entry(d, outcome, false)
+        });
+        self.record(&group, outcomes, audit.now, report).await
+    }
+
+    /// The decisions of `group` whose instances may still be acted on. For a stop (or its
+    /// notice), the instances are read again from the cloud first, and those whose tags now
+    /// forbid it (`ebb:keep-until`, `ebb:skip`), or that are no longer listed, are left out; a
+    /// read that fails leaves the whole group out, since unknown means no stop.
+    async fn still_unprotected<'d>(
+        &self,
+        group: Vec<&'d Decision>,
+        now: DateTime<Utc>,
+        report: &mut TickReport,
+    ) -> Vec<&'d Decision> {
+        if !group[0].action.stops() {
+            return group;
         }
+        let region = group[0].region.as_str();
+        let ids: Vec<String> = group.iter().map(|d| d.instance.clone()).collect();
+        let fresh = match self.provider.reread(region, &ids).await {
+            Ok(fresh) => fresh,
+            Err(err) => {
+                for d in group {
+                    let detail = format!(
+                        "could not read it again right before the call ({err}); unknown means no stop"
+                    );
+                    not_done(d, detail, now, report);
+                }
+                return Vec::new();
+            }
+        };
+        let fresh: HashMap<&str, &Instance> = fresh.iter().map(|i| (i.id.as_str(), i)).collect();
+        let mut still = Vec::with_capacity(group.len());
+        for d in group {
+            match fresh.get(d.instance.as_str()) {
+                None => not_done(
+                    d,
+                    "no longer listed right before the call (gone, or no longer managed)".into(),
+                    now,
+                    report,
+                ),
+                Some(i) => match engine::tags_forbid_stop(i, now) {
+                    Some(why) => not_done(d, format!("since the listing, {why}"), now, report),
+                    None => still.push(d),
+                },
+            }
+        }
+        still
+    }
+
+    /// The cloud call for `group`: one action in one region.
+    async fn call(&self, group: &[&Decision], now: DateTime<Utc>) -> ActionReport {
         let (action, region) = (group[0].action, group[0].region.as_str());
         let ids: Vec<String> = group.iter().map(|d| d.instance.clone()).collect();
-        let cloud = match action {
+        match action {
             Action::Start => self.provider.start(region, &ids).await,
             Action::Stop => self.provider.stop(region, &ids, false).await,
             Action::Hibernate => self.provider.stop(region, &ids, true).await,
@@ -258,24 +313,31 @@ impl<P: Provider> Reconciler<P> {
             _ => {
                 let at = group[0]
                     .stop_at
-                    .unwrap_or(audit.now)
+                    .unwrap_or(now)
                     .to_rfc3339_opts(SecondsFormat::Secs, true);
                 let tags = BTreeMap::from([(STOP_AT_TAG.to_string(), at)]);
                 self.provider.tag(region, &ids, &tags).await
             }
-        };
-        let outcomes = outcome_entries(&group, &cloud, |d, outcome| NewAuditEntry {
-            intent_seq: seq_of.get(d.instance.as_str()).copied(),
-            ..audit.entry(d, outcome, false)
-        });
+        }
+    }
+
+    /// Writes the outcomes of `group`'s call with what ebb remembers of it (one transaction),
+    /// then posts its notices and reports it.
+    async fn record(
+        &self,
+        group: &[&Decision],
+        outcomes: Vec<NewAuditEntry>,
+        now: DateTime<Utc>,
+        report: &mut TickReport,
+    ) -> Result<(), StoreError> {
         let done: Vec<ActionDone> = group
             .iter()
             .zip(&outcomes)
             .filter(|(_, o)| o.outcome == Outcome::Succeeded)
             .map(|(d, _)| ActionDone {
                 instance: d.instance.clone(),
-                action,
-                at: audit.now,
+                action: d.action,
+                at: now,
             })
             .collect();
         self.store.append_outcomes(&outcomes, &done).await?;
@@ -290,11 +352,23 @@ impl<P: Provider> Reconciler<P> {
                 outcome: o.outcome,
                 detail: o.error.clone().unwrap_or_else(|| o.reason.clone()),
             };
-            done.log(audit.now, false);
+            done.log(now, false);
             report.actions.push(done);
         }
         Ok(())
     }
+}
+
+/// Reports `d` as skipped right before its call, with why: nothing was called, and no intent
+/// was written for it.
+fn not_done(d: &Decision, why: String, now: DateTime<Utc>, report: &mut TickReport) {
+    let done = ActionOutcome {
+        decision: d.clone(),
+        outcome: Outcome::Skipped,
+        detail: format!("not done: {why}"),
+    };
+    done.log(now, false);
+    report.actions.push(done);
 }
 
 /// How long after `failures` failures in a row an action waits before it is tried again.

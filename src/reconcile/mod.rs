@@ -23,6 +23,7 @@ use crate::names::ACTOR;
 use crate::policy::PolicySet;
 use crate::store::{Leadership, Store};
 use chrono::{DateTime, SecondsFormat, Utc};
+use std::collections::HashSet;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use tracing::Instrument as _;
@@ -36,6 +37,12 @@ pub struct Options {
     pub max_actions: Option<usize>,
     /// Where notices are posted, beside the `ebb:stop-at` tag.
     pub webhook: Option<crate::webhook::Webhook>,
+    /// How long after its intent a cloud call may still be in flight: a tick reaches its last
+    /// call within its deadline, and a call ends within the cloud's time limit. A leader that
+    /// lost its session, or a tick abandoned at its deadline, may still have one on the wire.
+    /// Until then its intent is not resolved from the instance's state (the call could land
+    /// after it was called failed), and nothing else is done to the instance.
+    pub in_flight_for: chrono::Duration,
 }
 
 /// Runs ticks against one provider, one store and one source of policies.
@@ -108,7 +115,7 @@ impl<P: Provider> Reconciler<P> {
         let set: &PolicySet = &loaded.set;
         let version = set.version.to_string();
 
-        let mut fleet = self.list(&version, now, &mut report).await?;
+        let (mut fleet, open) = self.list(&version, now, &mut report).await?;
         report.gpu_read_failures = self
             .read(reading::wanted(set, &fleet), &mut fleet, now)
             .await;
@@ -120,19 +127,24 @@ impl<P: Provider> Reconciler<P> {
         // Acting needs only the decisions. The listing and its readings are the largest data of
         // a tick, and the first tick of a large fleet acts on tens of thousands of instances.
         drop(fleet);
+        let decisions = decisions
+            .into_iter()
+            .filter(|d| !open.contains(&d.instance))
+            .collect();
         self.act(decisions, &version, now, leader, &mut report)
             .await?;
         Ok(report)
     }
 
     /// Lists the instances and brings the store up to date with them: the inventory, the
-    /// intents an interrupted tick left open, and the policy version in force.
+    /// intents an interrupted tick left open, and the policy version in force. Returns the
+    /// fleet, and the instances whose intents stay open: they are not acted on this tick.
     async fn list(
         &self,
         version: &str,
         now: DateTime<Utc>,
         report: &mut TickReport,
-    ) -> Result<Fleet, TickError> {
+    ) -> Result<(Fleet, HashSet<String>), TickError> {
         let inventory = self.provider.instances().await;
         report.instances = inventory.instances.len();
         report.inventory_failures = inventory
@@ -146,14 +158,17 @@ impl<P: Provider> Reconciler<P> {
         self.store
             .sync_inventory(&inventory.complete_regions, &inventory.instances, now)
             .await?;
-        report.resolved = self.resolve_interrupted(&inventory, now).await?;
+        let resolution = self.resolve_interrupted(&inventory, now).await?;
+        report.resolved = resolution.resolved;
+        report.awaiting = resolution.open.len();
         self.store
             .record_policy_version(version, ACTOR, now)
             .await?;
-        Ok(Fleet {
+        let fleet = Fleet {
             instances: inventory.instances,
             ..Fleet::default()
-        })
+        };
+        Ok((fleet, resolution.open))
     }
 
     /// Decides for every listed instance from what ebb remembers, and records the decisions.

@@ -48,6 +48,9 @@ pub struct TickReport {
     pub gpu_read_failures: Vec<ReadFailure>,
     /// Interrupted intents resolved from the instances' real state.
     pub resolved: Vec<AuditEntry>,
+    /// Instances left alone because an earlier intent of theirs is still open: its call may
+    /// still be in flight.
+    pub awaiting: usize,
     /// The actions, each with its outcome.
     pub actions: Vec<ActionOutcome>,
     /// Actions left for the next tick by the cap.
@@ -157,7 +160,7 @@ impl TickReport {
     pub fn headline(&self) -> String {
         let count = |o: Outcome| self.actions.iter().filter(|a| a.outcome == o).count();
         format!(
-            "tick at {}: {} instances, {} actions ({} succeeded, {} failed, {} skipped or dry run), {} deferred by the cap, {} held back after failures, {} interrupted actions resolved, {} instances with GPU utilisation unread",
+            "tick at {}: {} instances, {} actions ({} succeeded, {} failed, {} skipped or dry run), {} deferred by the cap, {} held back after failures, {} interrupted actions resolved, {} instances awaiting an earlier call's outcome, {} instances with GPU utilisation unread",
             self.at.to_rfc3339_opts(SecondsFormat::Secs, true),
             self.instances,
             self.actions.len(),
@@ -167,6 +170,7 @@ impl TickReport {
             self.deferred,
             self.held_back,
             self.resolved.len(),
+            self.awaiting,
             self.gpu_unread(),
         )
     }
@@ -227,6 +231,7 @@ impl TickReport {
             deferred = self.deferred,
             held_back = self.held_back,
             resolved = self.resolved.len(),
+            awaiting = self.awaiting,
             gpu_unread = self.gpu_unread(),
             policy_error = self.policy_error.as_deref(),
             "tick"

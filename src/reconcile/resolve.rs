@@ -8,18 +8,30 @@ use crate::fleet::{Instance, InstanceState};
 use crate::names::STOP_AT_TAG;
 use crate::store::{ActionDone, AuditEntry, NewAuditEntry, Outcome, StoreError, INTERRUPTED};
 use chrono::{DateTime, SecondsFormat, Utc};
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
+
+/// What crash resolution came to in one tick.
+#[derive(Debug, Default)]
+pub(super) struct Resolution {
+    /// The outcomes written for intents left open.
+    pub(super) resolved: Vec<AuditEntry>,
+    /// Instances with an intent still open: its call may still be in flight, or its region
+    /// could not be listed. Nothing is done to them until that intent has its outcome.
+    pub(super) open: HashSet<String>,
+}
 
 impl<P: Provider> Reconciler<P> {
-    /// Resolves intents left without an outcome from what the inventory shows now.
+    /// Resolves intents left without an outcome from what the inventory shows now: those old
+    /// enough that no call of theirs can still be in flight ([`super::Options::in_flight_for`]).
     pub(super) async fn resolve_interrupted(
         &self,
         inventory: &Inventory,
         now: DateTime<Utc>,
-    ) -> Result<Vec<AuditEntry>, StoreError> {
+    ) -> Result<Resolution, StoreError> {
         let pending = self.store.pending_intents().await?;
+        let mut found = Resolution::default();
         if pending.is_empty() {
-            return Ok(Vec::new());
+            return Ok(found);
         }
         let listed: HashMap<&str, &Instance> = inventory
             .instances
@@ -37,6 +49,10 @@ impl<P: Provider> Reconciler<P> {
             let resolved = if e.dry_run {
                 // Nothing was ever to be done; only its `skipped` outcome was lost.
                 Some((Outcome::Skipped, "dry run, nothing done".to_string()))
+            } else if !is_migration_step(action) && now < e.at + self.options.in_flight_for {
+                // A deposed leader's call, or one of a tick abandoned at its deadline, may
+                // still land: resolved now, it could be called failed and then happen.
+                None
             } else {
                 resolution(
                     action,
@@ -47,7 +63,7 @@ impl<P: Provider> Reconciler<P> {
                 )
             };
             let Some((outcome, detail)) = resolved else {
-                // Its region could not be listed: resolve it at a later tick.
+                found.open.insert(id.to_string());
                 continue;
             };
             if outcome == Outcome::Succeeded {
@@ -69,7 +85,8 @@ impl<P: Provider> Reconciler<P> {
                 ..e.clone()
             });
         }
-        self.store.append_outcomes(&outcomes, &done).await
+        found.resolved = self.store.append_outcomes(&outcomes, &done).await?;
+        Ok(found)
     }
 }
 
@@ -94,6 +111,15 @@ fn noticed_since_intent(instance: &Instance, intent_at: DateTime<Utc>) -> bool {
         .is_some_and(|t| t.timestamp() >= intent_at.timestamp())
 }
 
+/// Whether `action` is a spot migration's step: its interrupted intent is closed at once, and
+/// the migration repeats the step from the state its row records.
+fn is_migration_step(action: Option<Action>) -> bool {
+    matches!(
+        action,
+        Some(Action::MigrateToSpot | Action::RelaunchSpot | Action::FallbackOnDemand)
+    )
+}
+
 /// What an interrupted intent of `action`, made at `intent_at`, came to, from the instance as
 /// the inventory lists it now; `None` while its region could not be listed.
 fn resolution(
@@ -105,18 +131,10 @@ fn resolution(
 ) -> Option<(Outcome, String)> {
     let resolved = match listed {
         // A migration step repeats from the state its row records.
-        _ if matches!(
-            action,
-            Some(Action::MigrateToSpot | Action::RelaunchSpot | Action::FallbackOnDemand)
-        ) =>
-        {
-            (
-                Outcome::Skipped,
-                format!(
-                    "{INTERRUPTED}; the spot migration repeats the step from its recorded state"
-                ),
-            )
-        }
+        _ if is_migration_step(action) => (
+            Outcome::Skipped,
+            format!("{INTERRUPTED}; the spot migration repeats the step from its recorded state"),
+        ),
         None if region.is_some_and(|r| inventory.complete_regions.iter().any(|c| c == r)) => {
             (Outcome::Skipped, "the instance is gone".to_string())
         }

@@ -145,10 +145,7 @@ impl Leadership {
 
 /// Whether `intent` stops its instance or gives notice of a stop: what an override forbids.
 fn stops_instance(intent: &NewAuditEntry) -> bool {
-    matches!(
-        Action::parse(&intent.action),
-        Some(Action::Stop | Action::Hibernate | Action::Notify)
-    )
+    Action::parse(&intent.action).is_some_and(Action::stops)
 }
 
 /// What [`Leadership::fence`] wrote, and what it left out.

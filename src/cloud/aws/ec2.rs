@@ -80,9 +80,9 @@ impl AwsProvider {
         inventory
     }
 
-    /// One account in one region: every page of DescribeInstances, then GPU facts for the
-    /// instance types not seen before in the region.
-    async fn list_scope(&self, scope: &Scope) -> Result<Vec<(Instance, bool)>, CloudError> {
+    /// What the listing asks DescribeInstances for: instances not terminated, with the
+    /// management tag when one is set.
+    pub(super) fn listing_filters(&self) -> Vec<Filter> {
         let mut filters = vec![Filter::builder()
             .name("instance-state-name")
             .set_values(Some(
@@ -99,6 +99,13 @@ impl AwsProvider {
                     .build(),
             );
         }
+        filters
+    }
+
+    /// One account in one region: every page of DescribeInstances, then GPU facts for the
+    /// instance types not seen before in the region.
+    async fn list_scope(&self, scope: &Scope) -> Result<Vec<(Instance, bool)>, CloudError> {
+        let filters = self.listing_filters();
         let mut listed = Vec::new();
         let mut pages = scope
             .ec2
@@ -532,7 +539,10 @@ impl Accepted {
 
 /// An EC2 instance as ebb sees it, and whether it can hibernate. `None` for an instance
 /// without an id, type or state, which EC2 never sends.
-fn from_ec2(region: &str, instance: &aws_sdk_ec2::types::Instance) -> Option<(Instance, bool)> {
+pub(super) fn from_ec2(
+    region: &str,
+    instance: &aws_sdk_ec2::types::Instance,
+) -> Option<(Instance, bool)> {
     let state = state_of(instance)?;
     let lifecycle = lifecycle_of(instance);
     let launched_at = instance.launch_time().and_then(to_chrono);

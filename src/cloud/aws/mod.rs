@@ -8,6 +8,7 @@
 
 mod ec2;
 mod metrics;
+mod reread;
 mod spot;
 pub mod warnings;
 
@@ -15,7 +16,7 @@ use super::{
     ActionReport, CloudError, ErrorKind, Image, InstanceStatus, Inventory, Launch, LaunchSpec,
     OnDemandPrices, Provider, TypePrice,
 };
-use crate::fleet::{Gpus, Sample};
+use crate::fleet::{Gpus, Instance, Sample};
 use aws_config::retry::RetryConfig;
 use aws_config::sts::AssumeRoleProvider;
 use aws_config::timeout::TimeoutConfig;
@@ -178,6 +179,13 @@ pub struct AwsProvider {
     /// GPU facts by (region, instance type); `None` for types without GPUs.
     gpu_types: Mutex<HashMap<(String, String), Option<Gpus>>>,
     calls: Mutex<BTreeMap<&'static str, u64>>,
+}
+
+impl AwsProvider {
+    /// The time limits of its calls.
+    pub fn timeouts(&self) -> Timeouts {
+        self.settings.timeouts
+    }
 }
 
 /// `names` trimmed, without blanks and repeats, in their first order: a region or role named
@@ -413,6 +421,10 @@ fn to_smithy(t: DateTime<Utc>) -> aws_sdk_ec2::primitives::DateTime {
 impl Provider for AwsProvider {
     async fn instances(&self) -> Inventory {
         self.list().await
+    }
+
+    async fn reread(&self, region: &str, ids: &[String]) -> Result<Vec<Instance>, CloudError> {
+        self.reread_instances(region, ids).await
     }
 
     async fn gpu_utilisation(

@@ -14,6 +14,8 @@ mod start;
 mod stop;
 mod text;
 
+pub use protection::tags_forbid_stop;
+
 use super::{Action, Code, Decision, InstanceFacts, Prior};
 use crate::fleet::{Fleet, Instance, InstanceState, Lifecycle, Prices};
 use crate::names::{MIGRATION_TAG, SKIP_TAG, STOP_AT_TAG};

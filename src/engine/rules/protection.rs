@@ -1,8 +1,40 @@
 //! What protects a running instance from stops: the `ebb:keep-until` tag or an override.
 
 use super::{verdict, Action, Code, Eval, Trace, Verdict};
-use crate::names::KEEP_UNTIL_TAG;
-use chrono::{DateTime, Utc};
+use crate::fleet::Instance;
+use crate::names::{KEEP_UNTIL_TAG, SKIP_TAG};
+use chrono::{DateTime, SecondsFormat, Utc};
+
+/// The `ebb:keep-until` tag of `inst`: the time it holds, or the raw text when that is not an
+/// RFC 3339 time; `None` without the tag.
+fn keep_until(inst: &Instance) -> Option<Result<DateTime<Utc>, &str>> {
+    let raw = inst.tag(KEEP_UNTIL_TAG)?;
+    Some(
+        DateTime::parse_from_rfc3339(raw.trim())
+            .map(|t| t.with_timezone(&Utc))
+            .map_err(|_| raw),
+    )
+}
+
+/// Why the instance's own tags forbid stopping it at `now`, if they do: `ebb:skip=true`, an
+/// `ebb:keep-until` in the future, or one that is not a time. The same judgement as the
+/// rules', for the check right before each stop: people change tags between a tick's listing
+/// and its calls.
+pub fn tags_forbid_stop(inst: &Instance, now: DateTime<Utc>) -> Option<String> {
+    if inst.tag(SKIP_TAG) == Some("true") {
+        return Some("tagged ebb:skip=true".to_string());
+    }
+    match keep_until(inst)? {
+        Err(raw) => Some(format!(
+            "tag ebb:keep-until=\"{raw}\" is not an RFC 3339 time"
+        )),
+        Ok(until) if until > now => Some(format!(
+            "kept by tag ebb:keep-until until {}",
+            until.to_rfc3339_opts(SecondsFormat::Secs, true)
+        )),
+        Ok(_) => None,
+    }
+}
 
 /// What blocks stops of an instance.
 pub(super) struct Protection {
@@ -23,20 +55,14 @@ impl Eval<'_> {
     /// `ebb:keep-until` or an override, when one protects the instance now.
     pub(super) fn protection(&self, trace: &mut Trace) -> Option<Protection> {
         let now = self.now();
-        let tag = self.inst.tag(KEEP_UNTIL_TAG).map(|raw| {
-            (
-                raw,
-                DateTime::parse_from_rfc3339(raw.trim()).map(|t| t.with_timezone(&Utc)),
-            )
-        });
-        let found = match tag {
-            Some((raw, Err(_))) => Some(Protection {
+        let found = match keep_until(self.inst) {
+            Some(Err(raw)) => Some(Protection {
                 code: Code::KeepUntilInvalid,
                 reason: format!(
                     "tag ebb:keep-until=\"{raw}\" is not an RFC 3339 time; no stop until it is fixed or removed"
                 ),
             }),
-            Some((_, Ok(until))) if until > now => Some(Protection {
+            Some(Ok(until)) if until > now => Some(Protection {
                 code: Code::KeepUntil,
                 reason: format!("kept by tag ebb:keep-until until {}", self.at(until)),
             }),
