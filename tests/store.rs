@@ -23,7 +23,7 @@ fn regions() -> Vec<String> {
 #[sqlx::test(migrations = false)]
 async fn migrations_apply_to_an_empty_database_and_again_without_change(pool: PgPool) {
     let store = Store::from_pool(pool.clone());
-    assert_eq!(store.migrate().await.unwrap(), 4);
+    assert_eq!(store.migrate().await.unwrap(), 5);
     let tables: Vec<String> = sqlx::query_scalar(
         "SELECT table_name::text FROM information_schema.tables WHERE table_schema = 'public' ORDER BY 1",
     )
@@ -64,7 +64,7 @@ async fn a_schema_newer_than_the_binary_is_refused(pool: PgPool) {
             err,
             StoreError::SchemaTooNew {
                 found: 99990101000000,
-                known: 4
+                known: 5
             }
         ),
         "{err}"
@@ -93,8 +93,13 @@ async fn sync_inserts_updates_and_marks_gone(pool: PgPool) {
         .unwrap();
     assert_eq!((r.inserted, r.updated, r.unchanged, r.gone), (0, 2, 2, 1));
 
-    let rows = store.instances().await.unwrap();
+    let rows = store.instances(true).await.unwrap();
     assert_eq!(rows.len(), 5, "gone instances are kept");
+    assert_eq!(
+        store.instances(false).await.unwrap().len(),
+        4,
+        "and listed apart"
+    );
     let row = |id: &str| rows.iter().find(|r| r.id == id).unwrap().clone();
     assert_eq!(row("i-00000").state, "stopped");
     assert_eq!(row("i-00000").state_since, later);
@@ -141,7 +146,7 @@ async fn sync_inserts_updates_and_marks_gone(pool: PgPool) {
         .await
         .unwrap();
     assert_eq!((r.inserted, r.updated, r.gone), (0, 3, 0));
-    let rows = store.instances().await.unwrap();
+    let rows = store.instances(true).await.unwrap();
     assert!(rows.iter().all(|r| r.gone_at.is_none()));
     let first_sync: i64 = sqlx::query_scalar("SELECT count(*) FROM instance_events WHERE at = $1")
         .bind(now)
@@ -325,7 +330,7 @@ async fn prior_facts_come_back_and_a_running_instance_is_no_longer_stopped_by_eb
         0,
         "unchanged decisions are not rewritten"
     );
-    let rows = store.instances().await.unwrap();
+    let rows = store.instances(false).await.unwrap();
     assert_eq!(
         rows[0].decided_since,
         Some(now),
@@ -336,7 +341,7 @@ async fn prior_facts_come_back_and_a_running_instance_is_no_longer_stopped_by_eb
     let changed = vec![decision("i-00000", Some("office"), Action::None)];
     assert_eq!(store.record_decisions(&changed, later).await.unwrap(), 1);
     assert_eq!(
-        store.instances().await.unwrap()[0].decided_since,
+        store.instances(false).await.unwrap()[0].decided_since,
         Some(later)
     );
     // A new reason for the same decision: written for an action, not for doing nothing.
@@ -623,4 +628,58 @@ async fn unreachable_databases_and_refused_logins_are_clear_errors() {
         .await
         .unwrap_err();
     assert!(err.to_string().contains("refused the connection"), "{err}");
+}
+
+#[sqlx::test]
+async fn pruning_deletes_old_state_changes_and_warnings_but_never_the_audit_log(pool: PgPool) {
+    let store = Store::from_pool(pool.clone());
+    let day = t("2026-09-01T12:00:00Z");
+    store
+        .sync_inventory(&regions(), &fleet(2), day)
+        .await
+        .unwrap();
+    // Each day the first box stops or starts again: one state change a day for 60 days.
+    let mut instances = fleet(2);
+    for n in 1..=60 {
+        instances[0].state = if n % 2 == 1 {
+            InstanceState::Stopped
+        } else {
+            InstanceState::Running
+        };
+        store
+            .sync_inventory(&regions(), &instances, day + Duration::days(n))
+            .await
+            .unwrap();
+    }
+    let warned = [
+        ("i-00000".to_string(), day + Duration::days(10)),
+        ("i-00001".to_string(), day + Duration::days(50)),
+    ];
+    store.record_spot_warnings(&warned).await.unwrap();
+    let audit_rows = store.audit(&AuditFilter::default()).await.unwrap().len();
+
+    let pruned = store.prune(day + Duration::days(30)).await.unwrap();
+
+    assert_eq!((pruned.events, pruned.warnings), (29, 1));
+    let left: i64 = sqlx::query_scalar("SELECT count(*) FROM instance_events")
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+    assert_eq!(left, 31);
+    assert_eq!(
+        store
+            .spot_warnings(&["i-00000".into(), "i-00001".into()])
+            .await
+            .unwrap(),
+        ["i-00001"]
+    );
+    assert_eq!(
+        store.audit(&AuditFilter::default()).await.unwrap().len(),
+        audit_rows
+    );
+    assert_eq!(
+        store.prune(day + Duration::days(30)).await.unwrap().events,
+        0,
+        "idempotent"
+    );
 }

@@ -276,11 +276,7 @@ async fn instances(
     query: Result<Query<InstancesQuery>, QueryRejection>,
 ) -> ApiResult<Json<Vec<InstanceRecord>>> {
     let Query(query) = query?;
-    let mut rows = state.store.instances().await?;
-    if !query.gone {
-        rows.retain(|r| r.gone_at.is_none());
-    }
-    Ok(Json(rows))
+    Ok(Json(state.store.instances(query.gone).await?))
 }
 
 async fn plan(State(state): State<ApiState>) -> ApiResult<Json<Vec<PlannedAction>>> {

@@ -19,6 +19,10 @@ pub(super) struct ServeArgs {
     /// Time between ticks.
     #[arg(long, env = "EBB_TICK", default_value = "60s", value_parser = humantime::parse_duration)]
     pub(super) tick: std::time::Duration,
+    /// How long instance state changes and spot interruption warnings are kept (the audit log
+    /// is kept for ever).
+    #[arg(long, env = "EBB_RETENTION", default_value = "90d", value_parser = parse_retention)]
+    pub(super) retention: std::time::Duration,
     /// This replica's name, shown as the leader's (default: host name and process id).
     #[arg(long, env = "EBB_REPLICA")]
     pub(super) replica: Option<String>,
@@ -104,6 +108,7 @@ pub(super) async fn run(args: ServeArgs) -> Result<ExitCode> {
         clock,
         listen: args.listen,
         tokens,
+        retention: chrono::Duration::from_std(args.retention)?,
         interruptions: match args.interruption_queue {
             Some(url) => Some(InterruptionQueue::connect(url).await),
             None => None,
@@ -117,6 +122,17 @@ pub(super) async fn run(args: ServeArgs) -> Result<ExitCode> {
 }
 
 /// A tick deadline: a duration above zero.
+/// Reads a retention: a duration of at least a day, so that a typo cannot empty the history.
+fn parse_retention(s: &str) -> Result<std::time::Duration, String> {
+    match humantime::parse_duration(s) {
+        Ok(d) if d >= std::time::Duration::from_secs(86_400) => Ok(d),
+        Ok(_) => Err("keep at least a day of history: give a duration like 90d".to_string()),
+        Err(e) => Err(format!(
+            "\"{s}\" is not a duration ({e}): write it like 90d"
+        )),
+    }
+}
+
 /// The host name and process id: unique among replicas.
 pub(super) fn replica_name() -> String {
     let host = std::fs::read_to_string("/proc/sys/kernel/hostname")

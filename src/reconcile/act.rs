@@ -106,7 +106,7 @@ impl<P: Provider> Reconciler<P> {
             .map(|d| d.instance.clone())
             .collect();
         if !real.is_empty() {
-            let streaks = self.store.failure_streaks(&real, ACTOR).await?;
+            let streaks = self.store.failure_streaks(&real).await?;
             let before = to_act.len();
             to_act.retain(|d| match streaks.get(&d.instance) {
                 Some(s) if s.action == d.action.as_str() && !self.is_dry_run(d) => {

@@ -1,11 +1,12 @@
 //! `ebb serve`: the control loop and the HTTP API in one process. Every background activity is
 //! one task type run by one [`driver`]: the tick loop, the policy watcher, the listener for tick
-//! requests from other replicas, and the spot interruption queue reader (the webhook sender
-//! reports into the same statuses). `GET /v1/status` shows what each last did.
+//! requests from other replicas, the pruner of old history, and the spot interruption queue
+//! reader (the webhook sender reports into the same statuses). `GET /v1/status` shows what each last did.
 
 mod driver;
 mod interruptions;
 mod policy_watcher;
+mod pruner;
 mod tick_loop;
 mod tick_requests;
 
@@ -20,6 +21,7 @@ use crate::control::{Control, TickLimits};
 use crate::reconcile::Reconciler;
 use interruptions::InterruptionReader;
 use policy_watcher::PolicyWatcher;
+use pruner::Pruner;
 use std::future::{pending, Future};
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -29,6 +31,9 @@ use tick_requests::TickRequests;
 
 /// How often the policy files are checked for changes.
 const POLICY_POLL: Duration = Duration::from_secs(2);
+
+/// How often the leader prunes old history (real time).
+const PRUNE_EVERY: Duration = Duration::from_secs(3600);
 
 /// How long requests in flight may take to finish at shutdown.
 const API_DRAIN: Duration = Duration::from_secs(10);
@@ -50,6 +55,8 @@ pub struct Config {
     pub tokens: Tokens,
     /// Where spot interruption warnings arrive, if anywhere.
     pub interruptions: Option<InterruptionQueue>,
+    /// How long instance state changes and spot warnings are kept.
+    pub retention: chrono::Duration,
 }
 
 /// Why serving could not start.
@@ -112,6 +119,16 @@ pub async fn run<P: Provider>(
                 tasks.clone(),
             );
             async move { drive(task, POLICY_POLL, None, &tasks, pending()).await }
+        }),
+        tokio::spawn({
+            let task = Pruner::new(
+                reconciler.store().clone(),
+                config.clock,
+                control.clone(),
+                config.retention,
+            );
+            let tasks = tasks.clone();
+            async move { drive(task, PRUNE_EVERY, None, &tasks, pending()).await }
         }),
     ];
     if let Some(queue) = config.interruptions {

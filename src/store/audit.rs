@@ -338,6 +338,7 @@ pub(super) async fn append_in(
             .execute(&mut *conn)
             .await?;
     }
+    super::summary::update_in(conn, &rows).await?;
     Ok(rows)
 }
 
@@ -427,71 +428,6 @@ impl Store {
             }
         };
         Ok(rows.into_iter().map(from_row).collect())
-    }
-
-    /// Whether the newest audit row about each of `instances` is a dry run of `(action, code)`:
-    /// a dry-run decision that holds for hours need not be written again at every tick.
-    pub async fn last_dry_runs(
-        &self,
-        instances: &[String],
-    ) -> Result<std::collections::HashMap<String, (String, Option<String>)>> {
-        let rows: Vec<(String, String, Option<String>, bool)> = sqlx::query_as(
-            "SELECT DISTINCT ON (instance) instance, action, code, dry_run FROM audit_log
-             WHERE instance = ANY($1) ORDER BY instance, seq DESC",
-        )
-        .bind(instances)
-        .fetch_all(&self.pool)
-        .await?;
-        Ok(rows
-            .into_iter()
-            .filter(|(_, _, _, dry_run)| *dry_run)
-            .map(|(instance, action, code, _)| (instance, (action, code)))
-            .collect())
-    }
-
-    /// For each of `instances` whose latest real outcome from `actor` failed: the action, how
-    /// many of its latest outcomes in a row failed (looking back at most 16), and when the last
-    /// did. What the reconciler backs off by. Interrupted actions (see [`INTERRUPTED`]) do not
-    /// count.
-    pub async fn failure_streaks(
-        &self,
-        instances: &[String],
-        actor: &str,
-    ) -> Result<std::collections::HashMap<String, FailureStreak>> {
-        let rows: Vec<(String, String, String, DateTime<Utc>)> = sqlx::query_as(
-            "SELECT instance, action, outcome, at FROM (
-                 SELECT instance, action, outcome, at,
-                        row_number() OVER (PARTITION BY instance ORDER BY seq DESC) AS n
-                 FROM audit_log
-                 WHERE instance = ANY($1) AND actor = $2 AND NOT dry_run
-                   AND outcome IN ('succeeded', 'failed')
-                   AND (error IS NULL OR error NOT LIKE $3)
-             ) AS latest WHERE n <= 16 ORDER BY instance, n",
-        )
-        .bind(instances)
-        .bind(actor)
-        .bind(format!("{INTERRUPTED};%"))
-        .fetch_all(&self.pool)
-        .await?;
-        let mut streaks = std::collections::HashMap::new();
-        for group in rows.chunk_by(|a, b| a.0 == b.0) {
-            let (instance, action, _, last_at) = &group[0];
-            let failures = group
-                .iter()
-                .take_while(|(_, a, outcome, _)| a == action && outcome == "failed")
-                .count();
-            if failures > 0 {
-                streaks.insert(
-                    instance.clone(),
-                    FailureStreak {
-                        action: action.clone(),
-                        failures: failures as u32,
-                        last_at: *last_at,
-                    },
-                );
-            }
-        }
-        Ok(streaks)
     }
 
     /// Intents that have no outcome, oldest first: actions a crash (or a lost connection)

@@ -422,12 +422,31 @@ impl Store {
         sqlx::query("SELECT pg_advisory_xact_lock(hashtext('ebb.inventory'))")
             .execute(&mut *tx)
             .await?;
-        let rows: Vec<(String, i64, String, bool)> = sqlx::query_as(
-            "SELECT id, fingerprint, state, gone_at IS NOT NULL FROM instances WHERE region = ANY($1)",
+        // The live rows of the regions, then those of listed ids the store has only as gone
+        // (back in the listing): gone rows, which only grow, are never loaded otherwise.
+        let mut rows: Vec<(String, i64, String, bool)> = sqlx::query_as(
+            "SELECT id, fingerprint, state, false FROM instances
+             WHERE region = ANY($1) AND gone_at IS NULL",
         )
         .bind(&regions)
         .fetch_all(&mut *tx)
         .await?;
+        let live: HashSet<&str> = rows.iter().map(|(id, ..)| id.as_str()).collect();
+        let unseen: Vec<&str> = instances
+            .iter()
+            .map(|i| i.id.as_str())
+            .filter(|id| !live.contains(id))
+            .collect();
+        if !unseen.is_empty() {
+            let back: Vec<(String, i64, String, bool)> = sqlx::query_as(
+                "SELECT id, fingerprint, state, true FROM instances
+                 WHERE id = ANY($1) AND gone_at IS NOT NULL",
+            )
+            .bind(&unseen)
+            .fetch_all(&mut *tx)
+            .await?;
+            rows.extend(back);
+        }
         let diff = SyncDiff::new(instances, &rows);
         diff.write(&mut tx, now).await?;
         sqlx::query(
@@ -442,12 +461,14 @@ impl Store {
         Ok(diff.report())
     }
 
-    /// Every instance the store knows, live ones first, by id.
-    pub async fn instances(&self) -> Result<Vec<InstanceRecord>> {
+    /// The live instances the store knows, by id; with `gone`, then those the cloud no longer
+    /// lists.
+    pub async fn instances(&self, gone: bool) -> Result<Vec<InstanceRecord>> {
         Ok(sqlx::query_as(concat!(
             select_instances!(),
-            " ORDER BY i.gone_at IS NOT NULL, i.id"
+            " WHERE i.gone_at IS NULL OR $1 ORDER BY i.gone_at IS NOT NULL, i.id"
         ))
+        .bind(gone)
         .fetch_all(&self.pool)
         .await?)
     }

@@ -10,7 +10,9 @@ mod console;
 mod inventory;
 mod leader;
 mod overrides;
+mod retention;
 pub mod spot;
+mod summary;
 
 pub use audit::{
     AuditEntry, AuditFilter, FailureStreak, NewAuditEntry, Outcome, Verification, INTERRUPTED,
@@ -19,6 +21,7 @@ pub use console::{FleetFilter, FleetPage, InstanceEvent};
 pub use inventory::{ActionDone, InstanceRecord, PlannedAction, SyncReport};
 pub use leader::{Fenced, Leadership, WAKE_CHANNEL};
 pub use overrides::{OverrideRecord, OverrideRefused, OverrideRequest};
+pub use retention::Pruned;
 pub use spot::MigrationRecord;
 
 use sqlx::migrate::Migrator;

@@ -61,6 +61,7 @@ impl Replica {
             listen,
             tokens,
             interruptions: None,
+            retention: chrono::Duration::days(90),
         };
         let control = Arc::new(Control::default());
         let (shutdown, stopped) = oneshot::channel::<()>();

@@ -1,0 +1,47 @@
+//! Pruning what ebb keeps for a while: instance state changes and spot interruption warnings.
+//! Never the audit log, which is append-only.
+
+use super::{Result, Store};
+use chrono::{DateTime, Utc};
+
+/// Rows deleted by one statement: a long prune never holds one transaction, or many locks,
+/// for long.
+const ROWS_PER_DELETE: i64 = 10_000;
+
+/// What [`Store::prune`] deleted.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Pruned {
+    /// Instance state changes.
+    pub events: u64,
+    /// Spot interruption warnings.
+    pub warnings: u64,
+}
+
+impl Store {
+    /// Deletes instance state changes and spot interruption warnings from before `before`, in
+    /// batches.
+    pub async fn prune(&self, before: DateTime<Utc>) -> Result<Pruned> {
+        let mut pruned = Pruned::default();
+        loop {
+            let deleted = sqlx::query(
+                "DELETE FROM instance_events WHERE id IN (
+                     SELECT id FROM instance_events WHERE at < $1 LIMIT $2)",
+            )
+            .bind(before)
+            .bind(ROWS_PER_DELETE)
+            .execute(&self.pool)
+            .await?
+            .rows_affected();
+            pruned.events += deleted;
+            if deleted < ROWS_PER_DELETE as u64 {
+                break;
+            }
+        }
+        pruned.warnings = sqlx::query("DELETE FROM spot_warnings WHERE warned_at < $1")
+            .bind(before)
+            .execute(&self.pool)
+            .await?
+            .rows_affected();
+        Ok(pruned)
+    }
+}

@@ -1,0 +1,233 @@
+//! What each instance's row keeps of its audit history, written in the transaction of every
+//! append: the newest audit row about it, and the scheduler's failure streak on it. A tick reads
+//! these instead of the log, so its work grows with the live fleet, never with history.
+
+use super::audit::{AuditEntry, FailureStreak, Outcome, INTERRUPTED};
+use super::{Result, Store};
+use crate::names::ACTOR;
+use chrono::{DateTime, Utc};
+use sqlx::PgConnection;
+use std::collections::{BTreeMap, HashMap};
+
+/// How one append changes an instance's failure streak.
+#[derive(Debug, PartialEq, Eq)]
+enum StreakChange {
+    /// Its newest real outcome succeeded: no streak.
+    Ended,
+    /// It failed `failures` times in a row at `action`, the last at `at`; with `continues`,
+    /// every outcome of the append was such a failure, so a streak of `action` already recorded
+    /// goes on.
+    Failing {
+        action: String,
+        failures: i32,
+        at: DateTime<Utc>,
+        continues: bool,
+    },
+}
+
+/// Whether `e` counts for the failure streak: a real outcome of the scheduler that succeeded or
+/// failed, and not an interruption (resolved from state after a crash, not a refusal).
+fn counts_for_streak(e: &super::NewAuditEntry) -> bool {
+    e.actor == ACTOR
+        && !e.dry_run
+        && matches!(e.outcome, Outcome::Succeeded | Outcome::Failed)
+        && !e
+            .error
+            .as_deref()
+            .is_some_and(|err| err.starts_with(&format!("{INTERRUPTED};")))
+}
+
+/// The streak changes of `rows` (in order), by instance.
+fn streak_changes(rows: &[AuditEntry]) -> BTreeMap<&str, StreakChange> {
+    let mut outcomes: BTreeMap<&str, Vec<&super::NewAuditEntry>> = BTreeMap::new();
+    for r in rows {
+        if let (Some(id), true) = (r.entry.instance.as_deref(), counts_for_streak(&r.entry)) {
+            outcomes.entry(id).or_default().push(&r.entry);
+        }
+    }
+    outcomes
+        .into_iter()
+        .map(|(id, list)| {
+            let last = list[list.len() - 1];
+            let change = if last.outcome == Outcome::Succeeded {
+                StreakChange::Ended
+            } else {
+                let in_a_row = list
+                    .iter()
+                    .rev()
+                    .take_while(|e| e.outcome == Outcome::Failed && e.action == last.action)
+                    .count();
+                StreakChange::Failing {
+                    action: last.action.clone(),
+                    failures: i32::try_from(in_a_row).unwrap_or(i32::MAX),
+                    at: last.at,
+                    continues: in_a_row == list.len(),
+                }
+            };
+            (id, change)
+        })
+        .collect()
+}
+
+/// Brings the summaries of the instances `rows` are about up to date, inside the append's
+/// transaction.
+pub(super) async fn update_in(conn: &mut PgConnection, rows: &[AuditEntry]) -> Result<()> {
+    let mut newest: BTreeMap<&str, i64> = BTreeMap::new();
+    for r in rows {
+        if let Some(id) = r.entry.instance.as_deref() {
+            newest.insert(id, r.seq);
+        }
+    }
+    if newest.is_empty() {
+        return Ok(());
+    }
+    let (ids, seqs): (Vec<&str>, Vec<i64>) = newest.into_iter().unzip();
+    sqlx::query(
+        "UPDATE instances SET last_audit_seq = v.seq
+         FROM unnest($1::text[], $2::bigint[]) AS v(id, seq) WHERE instances.id = v.id",
+    )
+    .bind(&ids)
+    .bind(&seqs)
+    .execute(&mut *conn)
+    .await?;
+    for (id, change) in streak_changes(rows) {
+        let statement = match change {
+            StreakChange::Ended => sqlx::query(
+                "UPDATE instances SET failing_action = NULL, failures = 0, last_failed_at = NULL
+                 WHERE id = $1",
+            )
+            .bind(id),
+            StreakChange::Failing {
+                action,
+                failures,
+                at,
+                continues,
+            } => sqlx::query(
+                "UPDATE instances SET
+                     failures = CASE WHEN $5 AND failing_action = $2 THEN failures + $3 ELSE $3 END,
+                     failing_action = $2, last_failed_at = $4
+                 WHERE id = $1",
+            )
+            .bind(id)
+            .bind(action)
+            .bind(failures)
+            .bind(at)
+            .bind(continues),
+        };
+        statement.execute(&mut *conn).await?;
+    }
+    Ok(())
+}
+
+impl Store {
+    /// Whether the newest audit row about each of `instances` is a dry run of `(action, code)`:
+    /// a dry-run decision that holds for hours need not be written again at every tick.
+    pub async fn last_dry_runs(
+        &self,
+        instances: &[String],
+    ) -> Result<HashMap<String, (String, Option<String>)>> {
+        let rows: Vec<(String, String, Option<String>)> = sqlx::query_as(
+            "SELECT i.id, a.action, a.code FROM instances AS i
+             JOIN audit_log AS a ON a.seq = i.last_audit_seq
+             WHERE i.id = ANY($1) AND a.dry_run",
+        )
+        .bind(instances)
+        .fetch_all(&self.pool)
+        .await?;
+        Ok(rows
+            .into_iter()
+            .map(|(instance, action, code)| (instance, (action, code)))
+            .collect())
+    }
+
+    /// For each of `instances` whose latest real outcome from the scheduler failed: the action,
+    /// how many of its latest outcomes in a row failed, and when the last did. What the
+    /// reconciler backs off by. Interrupted actions (see [`INTERRUPTED`]) do not count.
+    pub async fn failure_streaks(
+        &self,
+        instances: &[String],
+    ) -> Result<HashMap<String, FailureStreak>> {
+        let rows: Vec<(String, String, i32, DateTime<Utc>)> = sqlx::query_as(
+            "SELECT id, failing_action, failures, last_failed_at FROM instances
+             WHERE id = ANY($1) AND failures > 0",
+        )
+        .bind(instances)
+        .fetch_all(&self.pool)
+        .await?;
+        Ok(rows
+            .into_iter()
+            .map(|(instance, action, failures, last_at)| {
+                let streak = FailureStreak {
+                    action,
+                    failures: u32::try_from(failures).unwrap_or(0),
+                    last_at,
+                };
+                (instance, streak)
+            })
+            .collect())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::NewAuditEntry;
+
+    fn row(seq: i64, action: &str, outcome: Outcome, error: Option<&str>) -> AuditEntry {
+        AuditEntry {
+            seq,
+            entry: NewAuditEntry {
+                instance: Some("i-1".into()),
+                outcome,
+                error: error.map(str::to_string),
+                ..NewAuditEntry::event(DateTime::UNIX_EPOCH, ACTOR, action, "r".into())
+            },
+            prev_hash: Vec::new(),
+            hash: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn a_streak_counts_the_newest_actions_failures_in_a_row() {
+        let rows = [
+            row(1, "stop", Outcome::Failed, Some("denied")),
+            row(2, "start", Outcome::Failed, Some("no capacity")),
+            row(
+                3,
+                "start",
+                Outcome::Failed,
+                Some("interrupted; found stopped"),
+            ),
+            row(4, "start", Outcome::Failed, Some("no capacity")),
+        ];
+        let changes = streak_changes(&rows);
+        assert_eq!(
+            changes["i-1"],
+            StreakChange::Failing {
+                action: "start".into(),
+                failures: 2,
+                at: DateTime::UNIX_EPOCH,
+                continues: false
+            }
+        );
+        let rows = [
+            row(1, "start", Outcome::Failed, None),
+            row(2, "start", Outcome::Failed, None),
+        ];
+        assert!(matches!(
+            streak_changes(&rows)["i-1"],
+            StreakChange::Failing {
+                failures: 2,
+                continues: true,
+                ..
+            }
+        ));
+        let rows = [
+            row(1, "stop", Outcome::Failed, None),
+            row(2, "stop", Outcome::Succeeded, None),
+        ];
+        assert_eq!(streak_changes(&rows)["i-1"], StreakChange::Ended);
+        let rows = [row(1, "stop", Outcome::Skipped, None)];
+        assert!(streak_changes(&rows).is_empty());
+    }
+}
