@@ -7,14 +7,15 @@
 //! (`cargo test --benches`) does one tick and one short `serve` on 1k, so the bench keeps
 //! working.
 
+mod common;
+
+use common::{database, measuring, root, snapshot, Database};
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use ebb::clock::Clock;
 use ebb::cloud::sim::SimProvider;
 use ebb::reconcile::{Options, PolicySource, Reconciler};
 use ebb::store::Store;
-use serde_yaml::Value;
-use sqlx::{Connection, PgConnection};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -22,39 +23,6 @@ use tokio::runtime::Runtime;
 
 /// Monday 12:30 UTC: Shanghai has closed, Berlin and New York are at work.
 const START: &str = "2026-11-30T12:30:00Z";
-
-fn measuring() -> bool {
-    std::env::args().any(|a| a == "--bench")
-}
-
-fn root() -> &'static Path {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-}
-
-/// The demo fleet copied to `n` instances, as a JSON snapshot file in `dir`.
-fn snapshot(n: usize, dir: &Path) -> PathBuf {
-    let demo: Value = serde_yaml::from_str(
-        &std::fs::read_to_string(root().join("deploy/demo-fleet.yaml")).unwrap(),
-    )
-    .unwrap();
-    let templates = demo["instances"].as_sequence().unwrap();
-    let instances: Vec<Value> = (0..n)
-        .map(|i| {
-            let mut instance = templates[i % templates.len()].clone();
-            instance["id"] = Value::String(format!("i-{i:017x}"));
-            instance
-        })
-        .collect();
-    let mut fleet = demo.clone();
-    fleet["instances"] = Value::Sequence(instances);
-    let path = dir.join(format!("fleet-{n}.json"));
-    std::fs::write(&path, serde_json::to_vec(&fleet).unwrap()).unwrap();
-    path
-}
-
-/// A database of the benchmark: its name, and the statements that make it afresh (sqlx takes
-/// only static SQL).
-type Database = (&'static str, [&'static str; 2]);
 
 const TICK_DATABASE: Database = (
     "ebb_bench_tick",
@@ -71,22 +39,6 @@ const SERVE_DATABASE: Database = (
         "CREATE DATABASE ebb_bench_serve",
     ],
 );
-
-/// `database` made afresh on the DATABASE_URL server; its URL.
-fn database(rt: &Runtime, (name, statements): Database) -> String {
-    let url =
-        std::env::var("DATABASE_URL").expect("set DATABASE_URL (scripts/test starts a Postgres)");
-    let (server, _) = url
-        .rsplit_once('/')
-        .expect("DATABASE_URL ends in /DATABASE");
-    rt.block_on(async {
-        let mut admin = PgConnection::connect(&url).await.unwrap();
-        for sql in statements {
-            sqlx::query(sql).execute(&mut admin).await.unwrap();
-        }
-    });
-    format!("{server}/{name}")
-}
 
 fn tick(c: &mut Criterion) {
     let rt = Runtime::new().unwrap();
