@@ -11,8 +11,8 @@ use common::moto::{self, Fixture};
 use ebb::cloud::aws::warnings::InterruptionQueue;
 use ebb::cloud::aws::AwsProvider;
 use ebb::cloud::{
-    ActionReport, CloudError, ErrorKind, Image, InstanceStatus, Inventory, Launch, LaunchSpec,
-    Provider, TypePrice, SPOT_TERMINATION,
+    ActionReport, CloudError, ErrorKind, Failed, Image, InstanceStatus, Inventory, Launch,
+    LaunchSpec, Provider, TypePrice, SPOT_TERMINATION,
 };
 use ebb::fleet::Sample;
 use ebb::reconcile::{Options, PolicySource, Reconciler};
@@ -50,6 +50,8 @@ struct Faulty {
     reclaimed: Mutex<HashSet<String>>,
     /// Launches still to refuse for lack of capacity.
     launch_failures: Mutex<u32>,
+    /// Starts still to refuse for lack of capacity.
+    start_failures: Mutex<u32>,
     /// Replaces every spot price.
     spot_price: Mutex<Option<f64>>,
 }
@@ -106,6 +108,18 @@ impl Provider for Faulty {
         r
     }
     async fn start(&self, region: &str, ids: &[String]) -> ActionReport {
+        if take_one(&self.start_failures) {
+            return ActionReport {
+                failed: ids
+                    .iter()
+                    .map(|id| Failed {
+                        instance: id.clone(),
+                        error: no_capacity("StartInstances"),
+                    })
+                    .collect(),
+                ..ActionReport::default()
+            };
+        }
         let r = self.inner.start(region, ids).await;
         self.crash_point("start").await;
         r
@@ -157,19 +171,8 @@ impl Provider for Faulty {
         self.inner.image(region, image).await
     }
     async fn launch(&self, region: &str, launch: &Launch) -> Result<InstanceStatus, CloudError> {
-        {
-            let mut failures = self.launch_failures.lock().unwrap();
-            if *failures > 0 {
-                *failures -= 1;
-                return Err(CloudError {
-                    kind: ErrorKind::InsufficientCapacity,
-                    operation: "RunInstances",
-                    code: Some("InsufficientInstanceCapacity".into()),
-                    message: "There is no Spot capacity available that matches your request."
-                        .into(),
-                    request_id: None,
-                });
-            }
+        if take_one(&self.launch_failures) {
+            return Err(no_capacity("RunInstances"));
         }
         let r = self.inner.launch(region, launch).await;
         self.crash_point("launch").await;
@@ -182,6 +185,24 @@ impl Provider for Faulty {
     }
     async fn delete_image(&self, region: &str, image: &str) -> Result<(), CloudError> {
         self.inner.delete_image(region, image).await
+    }
+}
+
+/// Whether a fault is still to inject; counts it down.
+fn take_one(faults: &Mutex<u32>) -> bool {
+    let mut left = faults.lock().unwrap();
+    let hit = *left > 0;
+    *left = left.saturating_sub(1);
+    hit
+}
+
+fn no_capacity(operation: &'static str) -> CloudError {
+    CloudError {
+        kind: ErrorKind::InsufficientCapacity,
+        operation,
+        code: Some("InsufficientInstanceCapacity".into()),
+        message: "There is no capacity available that matches your request.".into(),
+        request_id: None,
     }
 }
 
@@ -209,6 +230,7 @@ impl Setup {
             crashed: tokio::sync::Notify::new(),
             reclaimed: Mutex::default(),
             launch_failures: Mutex::default(),
+            start_failures: Mutex::default(),
             spot_price: Mutex::default(),
         };
         let reconciler = Reconciler::new(provider, store.clone(), policies, Options::default());
@@ -843,4 +865,163 @@ async fn a_stored_state_or_market_this_ebb_does_not_know_is_an_error_naming_the_
             if *id == m.id && value == "paused"),
         "{err:?}"
     );
+}
+
+#[sqlx::test(migrations = false)]
+async fn an_override_accepted_while_stopping_undoes_the_move_and_the_workload_runs_on_the_original(
+    pool: PgPool,
+) {
+    let mut s = Setup::new(pool).await;
+    let original = s.trainer(0).await;
+    assert!(s.tick(0).await);
+    s.until(&original, 1, State::Stopping).await;
+    assert_eq!(state(&s.ec2(&original).await), "stopped");
+    s.store
+        .create_override(
+            &original,
+            s.t0 + Duration::hours(8),
+            "final epoch, do not touch",
+            "li",
+            s.t0,
+        )
+        .await
+        .unwrap();
+    s.until(&original, 2, State::RolledBack).await;
+    let m = s.migration(&original).await;
+    assert!(m.error.as_deref().unwrap().contains("override"), "{m:#?}");
+    assert!(
+        m.image.is_none(),
+        "the original runs: its image is no copy anyone needs"
+    );
+    let back = s.ec2(&original).await;
+    assert_eq!(
+        state(&back),
+        "running",
+        "the workload is back on the original"
+    );
+    assert_eq!(tag(&back, "ebb:migrating"), None);
+    assert!(s.replacements(&original).await.is_empty());
+    // Long after keep_original_for, nothing touches it.
+    assert!(s.tick(8 * 60).await);
+    assert_eq!(state(&s.ec2(&original).await), "running");
+    let codes = s.audit_codes(&original).await;
+    assert!(!codes.iter().any(|(c, _)| c == "spot_image"), "{codes:?}");
+    assert!(!codes.iter().any(|(c, _)| c == "spot_cleanup"), "{codes:?}");
+    assert!(s.store.pending_intents().await.unwrap().is_empty());
+}
+
+#[sqlx::test(migrations = false)]
+async fn a_protection_at_any_step_before_done_rolls_the_move_back(pool: PgPool) {
+    let mut s = Setup::new(pool).await;
+    for (n, at) in [State::Imaging, State::Launching, State::Verifying]
+        .into_iter()
+        .enumerate()
+    {
+        let start = n as i64 * 600;
+        let original = s.trainer(start).await;
+        assert!(s.tick(start).await);
+        let minute = s.until(&original, start + 1, at).await;
+        // Imaging: the keep-until tag; then the policy's spot rule goes; then ebb:skip.
+        let protect = |tag: (&str, String)| {
+            s.f.ec2
+                .create_tags()
+                .resources(&original)
+                .tags(
+                    aws_sdk_ec2::types::Tag::builder()
+                        .key(tag.0)
+                        .value(tag.1)
+                        .build(),
+                )
+                .send()
+        };
+        match at {
+            State::Imaging => {
+                let until = (s.t0 + Duration::days(2)).to_rfc3339_opts(SecondsFormat::Secs, true);
+                protect(("ebb:keep-until", until)).await.unwrap();
+            }
+            State::Launching => {
+                protect(("workload", "inference".to_string()))
+                    .await
+                    .unwrap();
+            }
+            _ => {
+                protect(("ebb:skip", "true".to_string())).await.unwrap();
+            }
+        }
+        s.until(&original, minute + 1, State::RolledBack).await;
+        let m = s.migration(&original).await;
+        assert_eq!(state(&s.ec2(&original).await), "running", "{at:?}: {m:#?}");
+        for r in s.replacements(&original).await {
+            assert_eq!(
+                state(&r),
+                "terminated",
+                "{at:?}: the replacement is terminated"
+            );
+        }
+        assert!(m.current.is_none() && m.image.is_none(), "{at:?}: {m:#?}");
+    }
+}
+
+#[sqlx::test(migrations = false)]
+async fn an_override_after_done_keeps_the_original_from_termination(pool: PgPool) {
+    let mut s = Setup::new(pool).await;
+    let original = s.trainer(0).await;
+    assert!(s.tick(0).await);
+    let done = s.until(&original, 1, State::Done).await;
+    s.store
+        .create_override(&original, s.t0 + Duration::hours(30), "keep it", "li", s.t0)
+        .await
+        .unwrap();
+    for minute in [done + 6 * 60, done + 12 * 60, done + 24 * 60] {
+        assert!(s.tick(minute).await);
+        assert_eq!(state(&s.ec2(&original).await), "stopped", "+{minute} min");
+    }
+    let m = s.migration(&original).await;
+    assert!(m.original_terminated_at.is_none(), "{m:#?}");
+    assert!(!s
+        .audit_codes(&original)
+        .await
+        .iter()
+        .any(|(c, _)| c == "spot_cleanup"));
+    // Once the override has expired, keep_original_for applies again.
+    assert!(s.tick(31 * 60).await);
+    assert_eq!(state(&s.ec2(&original).await), "terminated");
+}
+
+#[sqlx::test(migrations = false)]
+async fn a_roll_back_whose_start_finds_no_capacity_is_tried_again_until_the_original_runs(
+    pool: PgPool,
+) {
+    let mut s = Setup::new(pool).await;
+    let original = s.trainer(0).await;
+    *s.faults().launch_failures.lock().unwrap() = 1;
+    *s.faults().start_failures.lock().unwrap() = 2;
+    assert!(s.tick(0).await);
+    let minute = s.until(&original, 1, State::RollingBack).await;
+    let m = s.migration(&original).await;
+    assert_eq!(state(&s.ec2(&original).await), "stopped");
+    assert!(m.image.is_some(), "kept until the original runs: {m:#?}");
+    assert_eq!(m.failures, 1);
+    // Within the wait nothing is tried; then the second start fails too, and waits longer.
+    assert!(s.tick(minute).await);
+    assert_eq!(s.migration(&original).await.failures, 1);
+    assert!(s.tick(minute + 1).await);
+    let m = s.migration(&original).await;
+    assert_eq!((m.state(), m.failures), (State::RollingBack, 2), "{m:#?}");
+    assert!(s.tick(minute + 2).await);
+    assert_eq!(s.migration(&original).await.state(), State::RollingBack);
+    assert!(s.tick(minute + 3).await);
+    let m = s.migration(&original).await;
+    assert_eq!(m.state(), State::RolledBack, "{m:#?}");
+    assert_eq!(state(&s.ec2(&original).await), "running");
+    assert!(m.image.is_none());
+    // The repeated failure is one step with a count, not one step per try.
+    let rolling: Vec<_> = m
+        .steps
+        .0
+        .iter()
+        .filter(|st| st.state == State::RollingBack)
+        .collect();
+    assert!(rolling.len() <= 2, "{rolling:#?}");
+    assert!(s.store.pending_intents().await.unwrap().is_empty());
 }

@@ -7,7 +7,7 @@ use crate::cloud::{CloudError, Provider};
 use crate::engine::{Action, Code};
 use crate::fleet::InstanceState;
 use crate::names::MIGRATING_TAG;
-use crate::spot::State;
+use crate::spot::{Hold, State};
 use crate::store::StoreError;
 use sqlx::types::Json;
 use std::collections::BTreeMap;
@@ -20,6 +20,10 @@ impl<P: Provider> Run<'_, P> {
             return self
                 .cancel(format!("not started, no longer eligible: {why}"))
                 .await;
+        }
+        if let Hold::Protected(why) = self.cx.hold {
+            let why = format!("not started: {why}");
+            return self.cancel(why).await;
         }
         if self.m.launch_spec.is_none() {
             let original = &self.m.original;
@@ -57,9 +61,13 @@ impl<P: Provider> Run<'_, P> {
     async fn stop_original(&mut self) -> Result<(), StoreError> {
         let original = self.m.original.clone();
         let reason = format!("stop {original} to image it (its guest shuts down normally, so the job can checkpoint)");
-        let seq = self
+        let seq = match self
             .intent(Action::MigrateToSpot, Code::SpotStop, &reason)
-            .await?;
+            .await?
+        {
+            Ok(seq) => seq,
+            Err(why) => return self.cancel(format!("not started: {why}")).await,
+        };
         match self.tag_and_stop(&original).await {
             Ok(request) => {
                 let detail = format!("stopping {original}");
@@ -123,9 +131,13 @@ impl<P: Provider> Run<'_, P> {
         let original = self.m.original.clone();
         let name = format!("ebb-{original}-{}", self.m.id);
         let reason = format!("image {original} with all its volumes as {name}");
-        let seq = self
+        let seq = match self
             .intent(Action::MigrateToSpot, Code::SpotImage, &reason)
-            .await?;
+            .await?
+        {
+            Ok(seq) => seq,
+            Err(why) => return self.roll_back(format!("{why}; the move is undone")).await,
+        };
         match self.p.create_image(&self.m.region, &original, &name).await {
             Ok(image) => {
                 let detail = format!("imaging {original} as {image}");
