@@ -52,6 +52,8 @@ struct Faulty {
     launch_failures: Mutex<u32>,
     /// Starts still to refuse for lack of capacity.
     start_failures: Mutex<u32>,
+    /// Instances EC2 no longer knows (terminated long ago): absent from every answer.
+    vanished: Mutex<HashSet<String>>,
     /// Replaces every spot price.
     spot_price: Mutex<Option<f64>>,
 }
@@ -146,6 +148,7 @@ impl Provider for Faulty {
         ids: &[String],
     ) -> Result<Vec<InstanceStatus>, CloudError> {
         let mut found = self.inner.describe(region, ids).await?;
+        found.retain(|s| !self.vanished.lock().unwrap().contains(&s.id));
         let reclaimed = self.reclaimed.lock().unwrap();
         for s in &mut found {
             if reclaimed.contains(&s.id) {
@@ -231,6 +234,7 @@ impl Setup {
             reclaimed: Mutex::default(),
             launch_failures: Mutex::default(),
             start_failures: Mutex::default(),
+            vanished: Mutex::default(),
             spot_price: Mutex::default(),
         };
         let reconciler = Reconciler::new(provider, store.clone(), policies, Options::default());
@@ -1024,4 +1028,78 @@ async fn a_roll_back_whose_start_finds_no_capacity_is_tried_again_until_the_orig
         .collect();
     assert!(rolling.len() <= 2, "{rolling:#?}");
     assert!(s.store.pending_intents().await.unwrap().is_empty());
+}
+
+#[sqlx::test(migrations = false)]
+async fn a_replacement_ec2_no_longer_knows_leaves_the_image_kept_as_the_last_copy(pool: PgPool) {
+    let mut s = Setup::new(pool).await;
+    let original = s.trainer(0).await;
+    assert!(s.tick(0).await);
+    let done = s.until(&original, 1, State::Done).await;
+    assert!(s.tick(done + 6 * 60).await);
+    assert_eq!(state(&s.ec2(&original).await), "terminated");
+    let m = s.migration(&original).await;
+    let (image, replacement) = (m.image.clone().unwrap(), m.current.clone().unwrap());
+    let snapshots = s.marked_snapshots(&original).await;
+    assert!(!snapshots.is_empty());
+
+    // Hours later EC2 no longer lists the replacement: a reclaim or a person, nobody can tell.
+    s.f.ec2
+        .terminate_instances()
+        .instance_ids(&replacement)
+        .send()
+        .await
+        .unwrap();
+    s.faults()
+        .vanished
+        .lock()
+        .unwrap()
+        .insert(replacement.clone());
+    let gone = done + 9 * 60;
+    assert!(s.tick(gone).await);
+    let m = s.migration(&original).await;
+    assert!(m.ended_at.is_some(), "{m:#?}");
+    assert_eq!(m.image.as_deref(), Some(image.as_str()));
+    assert!(
+        s.image_exists(&image).await,
+        "the only copy of the disks is kept"
+    );
+    assert_eq!(s.marked_snapshots(&original).await, snapshots);
+    assert_eq!(
+        s.replacements(&original).await.len(),
+        1,
+        "nothing relaunched"
+    );
+
+    // Kept for keep_image_for (7 days by default), then deleted with its snapshots.
+    assert!(s.tick(gone + 6 * 24 * 60).await);
+    assert!(s.image_exists(&image).await);
+    assert!(s.tick(gone + 7 * 24 * 60).await);
+    assert!(!s.image_exists(&image).await);
+    assert!(s.marked_snapshots(&original).await.is_empty());
+    let m = s.migration(&original).await;
+    assert!(m.image.is_none(), "{m:#?}");
+    assert!(s.store.live_migrations().await.unwrap().is_empty());
+    assert!(s.store.pending_intents().await.unwrap().is_empty());
+}
+
+#[sqlx::test(migrations = false)]
+async fn a_replacement_a_person_terminated_after_the_original_keeps_the_image(pool: PgPool) {
+    let mut s = Setup::new(pool).await;
+    let original = s.trainer(0).await;
+    assert!(s.tick(0).await);
+    let done = s.until(&original, 1, State::Done).await;
+    assert!(s.tick(done + 6 * 60).await);
+    let m = s.migration(&original).await;
+    s.f.ec2
+        .terminate_instances()
+        .instance_ids(m.current.as_deref().unwrap())
+        .send()
+        .await
+        .unwrap();
+    assert!(s.tick(done + 6 * 60 + 1).await);
+    let m = s.migration(&original).await;
+    assert!(m.ended_at.is_some(), "{m:#?}");
+    assert!(s.image_exists(m.image.as_deref().unwrap()).await);
+    assert!(m.image_kept_until.is_some());
 }
