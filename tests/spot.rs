@@ -5,14 +5,14 @@
 
 mod common;
 
-use aws_sdk_ec2::types::Filter;
+use aws_sdk_ec2::types::{Filter, Tag};
 use chrono::{DateTime, Duration, SecondsFormat, Utc};
 use common::moto::{self, Fixture};
 use ebb::cloud::aws::warnings::InterruptionQueue;
 use ebb::cloud::aws::AwsProvider;
 use ebb::cloud::{
-    ActionReport, CloudError, ErrorKind, Failed, Image, InstanceStatus, Inventory, Launch,
-    LaunchSpec, Provider, TypePrice, SPOT_TERMINATION,
+    ActionReport, CloudError, ErrorKind, Failed, Image, ImageMade, InstanceStatus, Inventory,
+    Launch, LaunchSpec, Provider, TypePrice, SPOT_TERMINATION,
 };
 use ebb::fleet::Sample;
 use ebb::reconcile::{Options, PolicySource, Reconciler};
@@ -42,6 +42,8 @@ policies:
 /// The AWS provider with faults moto cannot produce.
 struct Faulty {
     inner: AwsProvider,
+    /// moto's EC2, to read what the provider's answers leave out.
+    ec2: aws_sdk_ec2::Client,
     /// After this call succeeds, the tick hangs as if the process died (the test drops it).
     crash_after: Mutex<Option<&'static str>>,
     /// Told when the tick hangs there.
@@ -59,6 +61,44 @@ struct Faulty {
 }
 
 impl Faulty {
+    /// The volume each snapshot of a CreateImage was taken from, as EC2 records it: moto
+    /// snapshots a scratch volume instead, so the instance is read from the description moto
+    /// (like EC2) gives the snapshot, "Created by CreateImage(i-...) for ami-...".
+    async fn source_volumes(&self, snapshots: &[String]) -> BTreeMap<String, String> {
+        let mut volumes = BTreeMap::new();
+        for snapshot in snapshots {
+            let out = self
+                .ec2
+                .describe_snapshots()
+                .snapshot_ids(snapshot)
+                .send()
+                .await
+                .unwrap();
+            let description = out.snapshots()[0].description().unwrap_or("").to_string();
+            let Some(instance) = description
+                .strip_prefix("Created by CreateImage(")
+                .and_then(|rest| rest.split(')').next())
+            else {
+                continue;
+            };
+            let found = self
+                .ec2
+                .describe_instances()
+                .instance_ids(instance)
+                .send()
+                .await
+                .unwrap();
+            let root = found.reservations()[0].instances()[0]
+                .block_device_mappings()
+                .iter()
+                .find_map(|m| m.ebs()?.volume_id().map(str::to_string));
+            if let Some(volume) = root {
+                volumes.insert(snapshot.clone(), volume);
+            }
+        }
+        volumes
+    }
+
     async fn crash_point(&self, call: &'static str) {
         let hit = {
             let mut crash = self.crash_after.lock().unwrap();
@@ -165,13 +205,23 @@ impl Provider for Faulty {
     ) -> Result<Option<InstanceStatus>, CloudError> {
         self.inner.find_tagged(region, key, value).await
     }
-    async fn create_image(&self, region: &str, id: &str, name: &str) -> Result<String, CloudError> {
-        let r = self.inner.create_image(region, id, name).await;
+    async fn create_image(
+        &self,
+        region: &str,
+        id: &str,
+        name: &str,
+        tags: &BTreeMap<String, String>,
+    ) -> Result<ImageMade, CloudError> {
+        let r = self.inner.create_image(region, id, name, tags).await;
         self.crash_point("create_image").await;
         r
     }
     async fn image(&self, region: &str, image: &str) -> Result<Option<Image>, CloudError> {
-        self.inner.image(region, image).await
+        let Some(mut found) = self.inner.image(region, image).await? else {
+            return Ok(None);
+        };
+        found.snapshot_volumes = self.source_volumes(&found.snapshots).await;
+        Ok(Some(found))
     }
     async fn launch(&self, region: &str, launch: &Launch) -> Result<InstanceStatus, CloudError> {
         if take_one(&self.launch_failures) {
@@ -229,6 +279,7 @@ impl Setup {
         let policies = Arc::new(PolicySource::new(vec![dir.path().to_path_buf()]));
         let provider = Faulty {
             inner: f.provider().await,
+            ec2: f.ec2.clone(),
             crash_after: Mutex::default(),
             crashed: tokio::sync::Notify::new(),
             reclaimed: Mutex::default(),
@@ -1102,4 +1153,105 @@ async fn a_replacement_a_person_terminated_after_the_original_keeps_the_image(po
     assert!(m.ended_at.is_some(), "{m:#?}");
     assert!(s.image_exists(m.image.as_deref().unwrap()).await);
     assert!(m.image_kept_until.is_some());
+}
+
+#[sqlx::test(migrations = false)]
+async fn an_image_under_the_migrations_name_and_tags_that_ebb_did_not_make_is_refused(
+    pool: PgPool,
+) {
+    let mut s = Setup::new(pool).await;
+    let original = s.trainer(0).await;
+    assert!(s.tick(0).await);
+    let minute = s.until(&original, 1, State::Stopping).await;
+    let m = s.migration(&original).await;
+    // Someone who can read the migration id makes an image of their own instance under the
+    // name and tags ebb would give its image.
+    let theirs = s.trainer(minute).await;
+    let forged =
+        s.f.ec2
+            .create_image()
+            .instance_id(&theirs)
+            .name(format!("ebb-{original}-{}", m.id))
+            .tag_specifications(
+                aws_sdk_ec2::types::TagSpecification::builder()
+                    .resource_type(aws_sdk_ec2::types::ResourceType::Image)
+                    .tags(Tag::builder().key("ebb:image-of").value(&original).build())
+                    .tags(
+                        Tag::builder()
+                            .key("ebb:migration")
+                            .value(m.id.to_string())
+                            .build(),
+                    )
+                    .build(),
+            )
+            .send()
+            .await
+            .unwrap()
+            .image_id()
+            .unwrap()
+            .to_string();
+    s.until(&original, minute + 1, State::RolledBack).await;
+    let m = s.migration(&original).await;
+    assert!(
+        m.error.as_deref().unwrap().contains("cannot prove"),
+        "{m:#?}"
+    );
+    assert!(m.image.is_none());
+    assert!(
+        s.replacements(&original).await.is_empty(),
+        "nothing launched from it"
+    );
+    assert!(s.image_exists(&forged).await, "not ebb's to delete either");
+    assert_eq!(state(&s.ec2(&original).await), "running");
+    assert!(s
+        .audit_codes(&original)
+        .await
+        .contains(&("spot_refused".to_string(), Outcome::Succeeded)));
+}
+
+#[sqlx::test(migrations = false)]
+async fn an_instance_carrying_the_launch_tag_that_ebb_did_not_launch_is_never_adopted(
+    pool: PgPool,
+) {
+    let mut s = Setup::new(pool).await;
+    let original = s.trainer(0).await;
+    assert!(s.tick(0).await);
+    let minute = s.until(&original, 1, State::Imaging).await;
+    let m = s.migration(&original).await;
+    let launch_tag = format!("{original}-{}-1", m.id);
+    let fake =
+        s.f.launch(moto::Launch {
+            instance_type: "g5.xlarge",
+            managed: false,
+            spot: false,
+            hibernation: false,
+            tags: &[("workload", "inference")],
+        })
+        .await;
+    s.f.ec2
+        .create_tags()
+        .resources(&fake)
+        .tags(Tag::builder().key("ebb:launch").value(&launch_tag).build())
+        .tags(
+            Tag::builder()
+                .key("ebb:migrated-from")
+                .value(&original)
+                .build(),
+        )
+        .send()
+        .await
+        .unwrap();
+    let done = s.until(&original, minute + 1, State::Done).await;
+    let m = s.migration(&original).await;
+    let ours = m.current.clone().unwrap();
+    assert_ne!(ours, fake);
+    assert_eq!(s.ec2(&ours).await.image_id(), m.image.as_deref());
+    assert!(s
+        .audit_codes(&original)
+        .await
+        .contains(&("spot_refused".to_string(), Outcome::Succeeded)));
+    // The original is cleaned up in favour of ebb's replacement; the fake is never touched.
+    assert!(s.tick(done + 6 * 60).await);
+    assert_eq!(state(&s.ec2(&original).await), "terminated");
+    assert_eq!(state(&s.ec2(&fake).await), "running");
 }

@@ -11,10 +11,10 @@
 
 pub mod drive;
 
-use crate::cloud::{Market, TypePrice};
+use crate::cloud::{Image, InstanceStatus, Market, TypePrice};
 use crate::engine::{governing_policy, Override};
 use crate::fleet::Instance;
-use crate::names::{INTERRUPTIBLE_TAG, KEEP_UNTIL_TAG, SKIP_TAG};
+use crate::names::{IMAGE_OF_TAG, INTERRUPTIBLE_TAG, KEEP_UNTIL_TAG, MIGRATION_TAG, SKIP_TAG};
 use crate::policy::PolicySet;
 use crate::store::MigrationRecord;
 use chrono::{DateTime, Duration, Utc};
@@ -98,6 +98,59 @@ pub fn hold(
             Some(_) => None,
         });
     why.map_or(Hold::Free, Hold::Protected)
+}
+
+/// The tags ebb puts on the image of migration `id` of `original` when it makes it.
+pub fn image_tags(id: i64, original: &str) -> BTreeMap<String, String> {
+    BTreeMap::from([
+        (IMAGE_OF_TAG.to_string(), original.to_string()),
+        (MIGRATION_TAG.to_string(), id.to_string()),
+    ])
+}
+
+/// Whether `image`, found after a crash instead of recorded from the call that made it, is
+/// provably migration `id`'s image of `original`: it carries the migration's tags, and every
+/// one of its snapshots was taken from one of `volumes`, the original's (EC2 records a
+/// snapshot's volume; whoever makes an image cannot choose it). Why not otherwise.
+pub fn prove_image(
+    image: &Image,
+    id: i64,
+    original: &str,
+    volumes: &[String],
+) -> Result<(), String> {
+    for (key, value) in image_tags(id, original) {
+        if image.tags.get(&key) != Some(&value) {
+            return Err(format!("it is not tagged {key}={value}"));
+        }
+    }
+    if image.snapshots.is_empty() {
+        return Err("it has no EBS snapshot of the original's volumes".into());
+    }
+    for snapshot in &image.snapshots {
+        match image.snapshot_volumes.get(snapshot) {
+            Some(v) if volumes.contains(v) => {}
+            Some(v) => {
+                return Err(format!(
+                    "its snapshot {snapshot} was taken from {v}, not a volume of {original}"
+                ))
+            }
+            None => return Err(format!("the volume of its snapshot {snapshot} is unknown")),
+        }
+    }
+    Ok(())
+}
+
+/// Whether `found`, an instance carrying a migration's launch tag that ebb did not record
+/// launching (found after a crash), runs the migration's `image`; why not otherwise.
+pub fn prove_replacement(found: &InstanceStatus, image: Option<&str>) -> Result<(), String> {
+    match (found.image.as_deref(), image) {
+        (Some(runs), Some(ours)) if runs == ours => Ok(()),
+        (runs, ours) => Err(format!(
+            "it runs image {}, not the migration's {}",
+            runs.unwrap_or("(unknown)"),
+            ours.unwrap_or("(none)")
+        )),
+    }
 }
 
 /// After a failed attempt of a migration step that is retried (a roll-back, the clean-up of the

@@ -1,7 +1,7 @@
 //! Launching a replacement (found again by its launch tag after a crash), and `launching` /
 //! `verifying`: it must run, and still run a tick later.
 
-use super::super::{Target, LAUNCH_TIMEOUT};
+use super::super::{prove_replacement, Target, LAUNCH_TIMEOUT};
 use super::Run;
 use crate::cloud::{CloudError, InstanceStatus, Launch, LaunchSpec, Market, Provider};
 use crate::engine::{Action, Code};
@@ -75,6 +75,23 @@ impl<P: Provider> Run<'_, P> {
         {
             Ok(found) => found,
             Err(e) => return self.wait(format!("cannot look for launch {launch_id}: {e}")),
+        };
+        let found = match found {
+            Some(s) => match prove_replacement(&s, self.m.image.as_deref()) {
+                Ok(()) => Some(s),
+                Err(why) => {
+                    // Launched by someone else with this launch's tag: never adopted or acted
+                    // on. ebb's own launch (its client token) is made, or found, below.
+                    let detail = format!(
+                        "refused {} tagged {LAUNCH_TAG}={launch_id}: {why}; not adopted, not acted on",
+                        s.id
+                    );
+                    tracing::warn!(migration = self.m.id, "{detail}");
+                    self.event(action, Code::SpotRefused, &detail);
+                    None
+                }
+            },
+            None => None,
         };
         let launched = match found {
             Some(s) => {

@@ -1,9 +1,9 @@
 //! The first steps: `planned` (check the move still holds, stop the original) and `stopping`
 //! (once it is stopped, image it).
 
-use super::super::STOP_TIMEOUT;
+use super::super::{image_tags, prove_image, STOP_TIMEOUT};
 use super::{first_error, request_id, Run};
-use crate::cloud::{CloudError, Provider};
+use crate::cloud::{CloudError, ErrorKind, ImageMade, Provider};
 use crate::engine::{Action, Code};
 use crate::fleet::InstanceState;
 use crate::names::MIGRATING_TAG;
@@ -126,7 +126,9 @@ impl<P: Provider> Run<'_, P> {
         }
     }
 
-    /// Images the stopped original with all its volumes.
+    /// Images the stopped original with all its volumes, tagged as this migration's. Images of
+    /// the same name found instead (an attempt whose answer was lost, or anyone's) are adopted
+    /// only when proven to be this migration's image of the original.
     async fn create_image(&mut self) -> Result<(), StoreError> {
         let original = self.m.original.clone();
         let name = format!("ebb-{original}-{}", self.m.id);
@@ -138,7 +140,17 @@ impl<P: Provider> Run<'_, P> {
             Ok(seq) => seq,
             Err(why) => return self.roll_back(format!("{why}; the move is undone")).await,
         };
-        match self.p.create_image(&self.m.region, &original, &name).await {
+        let tags = image_tags(self.m.id, &original);
+        let made = self
+            .p
+            .create_image(&self.m.region, &original, &name, &tags)
+            .await;
+        let image = match made {
+            Ok(ImageMade::Made(image)) => Ok(image),
+            Ok(ImageMade::Named(found)) => self.adopt_image(&name, found).await,
+            Err(e) => Err(e.to_string()),
+        };
+        match image {
             Ok(image) => {
                 let detail = format!("imaging {original} as {image}");
                 self.outcome(
@@ -152,10 +164,55 @@ impl<P: Provider> Run<'_, P> {
                 self.go(State::Imaging, detail).await
             }
             Err(e) => {
-                self.outcome(seq, Action::MigrateToSpot, Code::SpotImage, Err(&e), None);
+                let error = CloudError {
+                    kind: ErrorKind::Other,
+                    operation: "CreateImage",
+                    code: None,
+                    message: e.clone(),
+                    request_id: None,
+                };
+                self.outcome(
+                    seq,
+                    Action::MigrateToSpot,
+                    Code::SpotImage,
+                    Err(&error),
+                    None,
+                );
                 self.roll_back(format!("imaging {original} failed: {e}"))
                     .await
             }
         }
+    }
+
+    /// The first of `found` (images named `name`) proven to be this migration's; every other
+    /// one is refused in the audit log and never launched from.
+    async fn adopt_image(&mut self, name: &str, found: Vec<String>) -> Result<String, String> {
+        let volumes = self
+            .m
+            .launch_spec
+            .as_ref()
+            .map_or(Vec::new(), |s| s.0.volumes.clone());
+        let mut refused = Vec::new();
+        for id in found {
+            let proof = match self.p.image(&self.m.region, &id).await {
+                Ok(Some(image)) => prove_image(&image, self.m.id, &self.m.original, &volumes),
+                Ok(None) => Err("it is gone".to_string()),
+                Err(e) => Err(format!("it cannot be read: {e}")),
+            };
+            match proof {
+                Ok(()) => return Ok(id),
+                Err(why) => {
+                    let detail =
+                        format!("refused image {id} named {name}: {why}; never launched from");
+                    tracing::warn!(migration = self.m.id, "{detail}");
+                    self.event(Action::MigrateToSpot, Code::SpotRefused, &detail);
+                    refused.push(format!("{id} ({why})"));
+                }
+            }
+        }
+        Err(format!(
+            "an image named {name} exists that ebb cannot prove it made: {}",
+            refused.join(", ")
+        ))
     }
 }
