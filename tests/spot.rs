@@ -8,7 +8,7 @@ mod common;
 use aws_sdk_ec2::types::{Filter, Tag};
 use chrono::{DateTime, Duration, SecondsFormat, Utc};
 use common::moto::{self, Fixture};
-use ebb::cloud::aws::warnings::InterruptionQueue;
+use ebb::cloud::aws::warnings::{Accepted, InterruptionQueue};
 use ebb::cloud::aws::AwsProvider;
 use ebb::cloud::{
     ActionReport, CloudError, ErrorKind, Failed, Image, ImageMade, InstanceStatus, Inventory,
@@ -830,9 +830,16 @@ async fn a_warning_from_the_queue_relaunches_before_the_reclaim(pool: PgPool) {
         "resources": [format!("arn:aws:ec2:{REGION}a:instance/{warned}")],
         "detail": {"instance-id": warned, "instance-action": "terminate"}
     });
+    // Anyone who can send to the queue can write what looks like a warning.
+    let mut forged = event.clone();
+    forged["source"] = "my.app".into();
+    let mut elsewhere = event.clone();
+    elsewhere["account"] = "999999999999".into();
     for body in [
         event.to_string(),
         "{\"detail-type\": \"something else\"}".to_string(),
+        forged.to_string(),
+        elsewhere.to_string(),
     ] {
         sqs.send_message()
             .queue_url(&url)
@@ -841,16 +848,23 @@ async fn a_warning_from_the_queue_relaunches_before_the_reclaim(pool: PgPool) {
             .await
             .unwrap();
     }
-    let queue = InterruptionQueue::new(sqs.clone(), url.clone());
+    let accepted = Accepted::new(vec![REGION.to_string()], &url, &[]);
+    let queue = InterruptionQueue::new(sqs.clone(), url.clone(), accepted);
     let batch = queue.receive().await.unwrap();
     assert_eq!(batch.warnings.len(), 1);
     assert_eq!(batch.warnings[0].instance, warned);
     let rows: Vec<_> = batch
         .warnings
         .iter()
-        .map(|w| (w.instance.clone(), w.at))
+        .map(|w| (w.instance.clone(), w.region.clone(), w.at))
         .collect();
-    s.store.record_spot_warnings(&rows).await.unwrap();
+    // A warning for the original (no live migration's replacement) is not ebb's to act on.
+    let mut with_original = rows.clone();
+    with_original.push((original.clone(), REGION.to_string(), s.t0));
+    assert_eq!(
+        s.store.record_spot_warnings(&with_original).await.unwrap(),
+        vec![warned.clone()]
+    );
     queue.delete(batch).await.unwrap();
     let left = sqs
         .receive_message()
@@ -859,7 +873,7 @@ async fn a_warning_from_the_queue_relaunches_before_the_reclaim(pool: PgPool) {
         .send()
         .await
         .unwrap();
-    assert!(left.messages().is_empty(), "both messages are deleted");
+    assert!(left.messages().is_empty(), "every message is deleted");
 
     // The next tick launches the next replacement while the warned one still runs.
     assert!(s.tick(minute + 1).await);

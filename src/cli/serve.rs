@@ -80,6 +80,10 @@ pub(super) async fn run(args: ServeArgs) -> Result<ExitCode> {
     let tokens = Tokens::parse(&args.api_tokens)?;
     let clock = args.clock()?;
     let control = Arc::new(Control::default());
+    let watched = (
+        args.reconcile.cloud.regions.clone(),
+        args.reconcile.cloud.role_arns.clone(),
+    );
     let (reconciler, poster) = args
         .reconcile
         .reconciler(clock, control.tasks.clone())
@@ -109,7 +113,7 @@ pub(super) async fn run(args: ServeArgs) -> Result<ExitCode> {
         listen: args.listen,
         tokens,
         interruptions: match args.interruption_queue {
-            Some(url) => Some(InterruptionQueue::connect(url).await),
+            Some(url) => Some(InterruptionQueue::connect(url, watched.0, &watched.1).await),
             None => None,
         },
     };

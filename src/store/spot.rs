@@ -404,23 +404,40 @@ impl Store {
         )
     }
 
-    /// Records spot interruption warnings (instance, when) and wakes the leader, so that the
-    /// migrations of those instances act now.
-    pub async fn record_spot_warnings(&self, warnings: &[(String, DateTime<Utc>)]) -> Result<()> {
+    /// Records spot interruption warnings (instance, region, when) of instances that are a
+    /// live migration's current replacement in that region, and wakes the leader, so that
+    /// those migrations act now; returns the instances recorded. A warning for any other
+    /// instance is not ebb's to act on (it could make ebb relaunch and lose track of a running
+    /// replacement) and is left out.
+    pub async fn record_spot_warnings(
+        &self,
+        warnings: &[(String, String, DateTime<Utc>)],
+    ) -> Result<Vec<String>> {
         let mut tx = self.pool.begin().await?;
-        for (instance, at) in warnings {
-            sqlx::query(
-                "INSERT INTO spot_warnings (instance, warned_at) VALUES ($1, $2)
+        let mut recorded = Vec::new();
+        for (instance, region, at) in warnings {
+            let done = sqlx::query(
+                "INSERT INTO spot_warnings (instance, warned_at)
+                 SELECT $1, $2 WHERE EXISTS (
+                     SELECT 1 FROM spot_migrations
+                     WHERE current = $1 AND region = $3 AND ended_at IS NULL
+                       AND state NOT IN ('rolling_back', 'rolled_back', 'failed'))
                  ON CONFLICT (instance) DO UPDATE SET warned_at = EXCLUDED.warned_at",
             )
             .bind(instance)
             .bind(micros(*at))
+            .bind(region)
             .execute(&mut *tx)
             .await?;
+            if done.rows_affected() > 0 {
+                recorded.push(instance.clone());
+            }
         }
-        wake_leader(&mut tx).await?;
+        if !recorded.is_empty() {
+            wake_leader(&mut tx).await?;
+        }
         tx.commit().await?;
-        Ok(())
+        Ok(recorded)
     }
 
     /// Which of `instances` were warned of a spot interruption.
