@@ -200,13 +200,17 @@ impl<P: Provider> Run<'_, P> {
     /// The intent of a call that no override forbids (it undoes or ends the move), committed
     /// on the leader's session right before the call: a replica that lost the lead cannot
     /// write it, and so makes no call.
-    async fn unfenced_intent(&mut self, code: Code, reason: &str) -> Result<i64, StoreError> {
+    pub(super) async fn unfenced_intent(
+        &mut self,
+        code: Code,
+        reason: &str,
+    ) -> Result<i64, StoreError> {
         let entry = self.entry(Action::MigrateToSpot, Outcome::Intent, code, reason);
         Ok(self.leader.append_intents(&[entry]).await?[0].seq)
     }
 
     /// The outcome of a one-instance call from its report.
-    fn note(
+    pub(super) fn note(
         &mut self,
         seq: i64,
         code: Code,
