@@ -11,8 +11,8 @@ use common::t;
 use ebb::clock::Clock;
 use ebb::cloud::sim::SimProvider;
 use ebb::cloud::{
-    ActionReport, CloudError, Image, InstanceStatus, Inventory, Launch, LaunchSpec, Provider,
-    TypePrice,
+    ActionReport, CloudError, Image, ImageMade, InstanceStatus, Inventory, Launch, LaunchSpec,
+    Provider, TypePrice,
 };
 use ebb::fleet::{Instance, InstanceState, Sample};
 use ebb::reconcile::{Options, PolicySource, Reconciler, TickReport};
@@ -153,8 +153,14 @@ impl Provider for Hooked {
     ) -> Result<Option<InstanceStatus>, CloudError> {
         self.inner.find_tagged(region, key, value).await
     }
-    async fn create_image(&self, region: &str, id: &str, name: &str) -> Result<String, CloudError> {
-        self.inner.create_image(region, id, name).await
+    async fn create_image(
+        &self,
+        region: &str,
+        id: &str,
+        name: &str,
+        tags: &BTreeMap<String, String>,
+    ) -> Result<ImageMade, CloudError> {
+        self.inner.create_image(region, id, name, tags).await
     }
     async fn image(&self, region: &str, image: &str) -> Result<Option<Image>, CloudError> {
         self.inner.image(region, image).await

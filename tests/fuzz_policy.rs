@@ -77,6 +77,7 @@ const KEYS: &[&str] = &[
     "checkpoint_max_age",
     "max_interruptions",
     "keep_original_for",
+    "keep_image_for",
     "dry_run",
     "dates",
     "instances",
@@ -924,6 +925,11 @@ fn spot(w: Wild) -> BoxedStrategy<Value> {
         ("max_interruptions", 0.4, interruptions),
         (
             "keep_original_for",
+            0.4,
+            w.leaf(valid_duration(), duration_text()),
+        ),
+        (
+            "keep_image_for",
             0.4,
             w.leaf(valid_duration(), duration_text()),
         ),

@@ -5,14 +5,14 @@
 
 mod common;
 
-use aws_sdk_ec2::types::Filter;
+use aws_sdk_ec2::types::{Filter, Tag};
 use chrono::{DateTime, Duration, SecondsFormat, Utc};
 use common::moto::{self, Fixture};
-use ebb::cloud::aws::warnings::InterruptionQueue;
+use ebb::cloud::aws::warnings::{Accepted, InterruptionQueue};
 use ebb::cloud::aws::AwsProvider;
 use ebb::cloud::{
-    ActionReport, CloudError, ErrorKind, Image, InstanceStatus, Inventory, Launch, LaunchSpec,
-    Provider, TypePrice, SPOT_TERMINATION,
+    ActionReport, CloudError, ErrorKind, Failed, Image, ImageMade, InstanceStatus, Inventory,
+    Launch, LaunchSpec, Provider, TypePrice, SPOT_TERMINATION,
 };
 use ebb::fleet::{Instance, Sample};
 use ebb::reconcile::{Options, PolicySource, Reconciler};
@@ -42,6 +42,8 @@ policies:
 /// The AWS provider with faults moto cannot produce.
 struct Faulty {
     inner: AwsProvider,
+    /// moto's EC2, to read what the provider's answers leave out.
+    ec2: aws_sdk_ec2::Client,
     /// After this call succeeds, the tick hangs as if the process died (the test drops it).
     crash_after: Mutex<Option<&'static str>>,
     /// Told when the tick hangs there.
@@ -50,11 +52,53 @@ struct Faulty {
     reclaimed: Mutex<HashSet<String>>,
     /// Launches still to refuse for lack of capacity.
     launch_failures: Mutex<u32>,
+    /// Starts still to refuse for lack of capacity.
+    start_failures: Mutex<u32>,
+    /// Instances EC2 no longer knows (terminated long ago): absent from every answer.
+    vanished: Mutex<HashSet<String>>,
     /// Replaces every spot price.
     spot_price: Mutex<Option<f64>>,
 }
 
 impl Faulty {
+    /// The volume each snapshot of a CreateImage was taken from, as EC2 records it: moto
+    /// snapshots a scratch volume instead, so the instance is read from the description moto
+    /// (like EC2) gives the snapshot, "Created by CreateImage(i-...) for ami-...".
+    async fn source_volumes(&self, snapshots: &[String]) -> BTreeMap<String, String> {
+        let mut volumes = BTreeMap::new();
+        for snapshot in snapshots {
+            let out = self
+                .ec2
+                .describe_snapshots()
+                .snapshot_ids(snapshot)
+                .send()
+                .await
+                .unwrap();
+            let description = out.snapshots()[0].description().unwrap_or("").to_string();
+            let Some(instance) = description
+                .strip_prefix("Created by CreateImage(")
+                .and_then(|rest| rest.split(')').next())
+            else {
+                continue;
+            };
+            let found = self
+                .ec2
+                .describe_instances()
+                .instance_ids(instance)
+                .send()
+                .await
+                .unwrap();
+            let root = found.reservations()[0].instances()[0]
+                .block_device_mappings()
+                .iter()
+                .find_map(|m| m.ebs()?.volume_id().map(str::to_string));
+            if let Some(volume) = root {
+                volumes.insert(snapshot.clone(), volume);
+            }
+        }
+        volumes
+    }
+
     async fn crash_point(&self, call: &'static str) {
         let hit = {
             let mut crash = self.crash_after.lock().unwrap();
@@ -109,6 +153,18 @@ impl Provider for Faulty {
         r
     }
     async fn start(&self, region: &str, ids: &[String]) -> ActionReport {
+        if take_one(&self.start_failures) {
+            return ActionReport {
+                failed: ids
+                    .iter()
+                    .map(|id| Failed {
+                        instance: id.clone(),
+                        error: no_capacity("StartInstances"),
+                    })
+                    .collect(),
+                ..ActionReport::default()
+            };
+        }
         let r = self.inner.start(region, ids).await;
         self.crash_point("start").await;
         r
@@ -135,6 +191,7 @@ impl Provider for Faulty {
         ids: &[String],
     ) -> Result<Vec<InstanceStatus>, CloudError> {
         let mut found = self.inner.describe(region, ids).await?;
+        found.retain(|s| !self.vanished.lock().unwrap().contains(&s.id));
         let reclaimed = self.reclaimed.lock().unwrap();
         for s in &mut found {
             if reclaimed.contains(&s.id) {
@@ -151,28 +208,27 @@ impl Provider for Faulty {
     ) -> Result<Option<InstanceStatus>, CloudError> {
         self.inner.find_tagged(region, key, value).await
     }
-    async fn create_image(&self, region: &str, id: &str, name: &str) -> Result<String, CloudError> {
-        let r = self.inner.create_image(region, id, name).await;
+    async fn create_image(
+        &self,
+        region: &str,
+        id: &str,
+        name: &str,
+        tags: &BTreeMap<String, String>,
+    ) -> Result<ImageMade, CloudError> {
+        let r = self.inner.create_image(region, id, name, tags).await;
         self.crash_point("create_image").await;
         r
     }
     async fn image(&self, region: &str, image: &str) -> Result<Option<Image>, CloudError> {
-        self.inner.image(region, image).await
+        let Some(mut found) = self.inner.image(region, image).await? else {
+            return Ok(None);
+        };
+        found.snapshot_volumes = self.source_volumes(&found.snapshots).await;
+        Ok(Some(found))
     }
     async fn launch(&self, region: &str, launch: &Launch) -> Result<InstanceStatus, CloudError> {
-        {
-            let mut failures = self.launch_failures.lock().unwrap();
-            if *failures > 0 {
-                *failures -= 1;
-                return Err(CloudError {
-                    kind: ErrorKind::InsufficientCapacity,
-                    operation: "RunInstances",
-                    code: Some("InsufficientInstanceCapacity".into()),
-                    message: "There is no Spot capacity available that matches your request."
-                        .into(),
-                    request_id: None,
-                });
-            }
+        if take_one(&self.launch_failures) {
+            return Err(no_capacity("RunInstances"));
         }
         let r = self.inner.launch(region, launch).await;
         self.crash_point("launch").await;
@@ -185,6 +241,24 @@ impl Provider for Faulty {
     }
     async fn delete_image(&self, region: &str, image: &str) -> Result<(), CloudError> {
         self.inner.delete_image(region, image).await
+    }
+}
+
+/// Whether a fault is still to inject; counts it down.
+fn take_one(faults: &Mutex<u32>) -> bool {
+    let mut left = faults.lock().unwrap();
+    let hit = *left > 0;
+    *left = left.saturating_sub(1);
+    hit
+}
+
+fn no_capacity(operation: &'static str) -> CloudError {
+    CloudError {
+        kind: ErrorKind::InsufficientCapacity,
+        operation,
+        code: Some("InsufficientInstanceCapacity".into()),
+        message: "There is no capacity available that matches your request.".into(),
+        request_id: None,
     }
 }
 
@@ -208,10 +282,13 @@ impl Setup {
         let policies = Arc::new(PolicySource::new(vec![dir.path().to_path_buf()]));
         let provider = Faulty {
             inner: f.provider().await,
+            ec2: f.ec2.clone(),
             crash_after: Mutex::default(),
             crashed: tokio::sync::Notify::new(),
             reclaimed: Mutex::default(),
             launch_failures: Mutex::default(),
+            start_failures: Mutex::default(),
+            vanished: Mutex::default(),
             spot_price: Mutex::default(),
         };
         let reconciler = Reconciler::new(provider, store.clone(), policies, Options::default());
@@ -756,9 +833,16 @@ async fn a_warning_from_the_queue_relaunches_before_the_reclaim(pool: PgPool) {
         "resources": [format!("arn:aws:ec2:{REGION}a:instance/{warned}")],
         "detail": {"instance-id": warned, "instance-action": "terminate"}
     });
+    // Anyone who can send to the queue can write what looks like a warning.
+    let mut forged = event.clone();
+    forged["source"] = "my.app".into();
+    let mut elsewhere = event.clone();
+    elsewhere["account"] = "999999999999".into();
     for body in [
         event.to_string(),
         "{\"detail-type\": \"something else\"}".to_string(),
+        forged.to_string(),
+        elsewhere.to_string(),
     ] {
         sqs.send_message()
             .queue_url(&url)
@@ -767,16 +851,23 @@ async fn a_warning_from_the_queue_relaunches_before_the_reclaim(pool: PgPool) {
             .await
             .unwrap();
     }
-    let queue = InterruptionQueue::new(sqs.clone(), url.clone());
+    let accepted = Accepted::new(vec![REGION.to_string()], &url, &[]);
+    let queue = InterruptionQueue::new(sqs.clone(), url.clone(), accepted);
     let batch = queue.receive().await.unwrap();
     assert_eq!(batch.warnings.len(), 1);
     assert_eq!(batch.warnings[0].instance, warned);
     let rows: Vec<_> = batch
         .warnings
         .iter()
-        .map(|w| (w.instance.clone(), w.at))
+        .map(|w| (w.instance.clone(), w.region.clone(), w.at))
         .collect();
-    s.store.record_spot_warnings(&rows).await.unwrap();
+    // A warning for the original (no live migration's replacement) is not ebb's to act on.
+    let mut with_original = rows.clone();
+    with_original.push((original.clone(), REGION.to_string(), s.t0));
+    assert_eq!(
+        s.store.record_spot_warnings(&with_original).await.unwrap(),
+        vec![warned.clone()]
+    );
     queue.delete(batch).await.unwrap();
     let left = sqs
         .receive_message()
@@ -785,7 +876,7 @@ async fn a_warning_from_the_queue_relaunches_before_the_reclaim(pool: PgPool) {
         .send()
         .await
         .unwrap();
-    assert!(left.messages().is_empty(), "both messages are deleted");
+    assert!(left.messages().is_empty(), "every message is deleted");
 
     // The next tick launches the next replacement while the warned one still runs.
     assert!(s.tick(minute + 1).await);
@@ -846,4 +937,338 @@ async fn a_stored_state_or_market_this_ebb_does_not_know_is_an_error_naming_the_
             if *id == m.id && value == "paused"),
         "{err:?}"
     );
+}
+
+#[sqlx::test(migrations = false)]
+async fn an_override_accepted_while_stopping_undoes_the_move_and_the_workload_runs_on_the_original(
+    pool: PgPool,
+) {
+    let mut s = Setup::new(pool).await;
+    let original = s.trainer(0).await;
+    assert!(s.tick(0).await);
+    s.until(&original, 1, State::Stopping).await;
+    assert_eq!(state(&s.ec2(&original).await), "stopped");
+    s.store
+        .create_override(
+            &original,
+            s.t0 + Duration::hours(8),
+            "final epoch, do not touch",
+            "li",
+            s.t0,
+        )
+        .await
+        .unwrap();
+    s.until(&original, 2, State::RolledBack).await;
+    let m = s.migration(&original).await;
+    assert!(m.error.as_deref().unwrap().contains("override"), "{m:#?}");
+    assert!(
+        m.image.is_none(),
+        "the original runs: its image is no copy anyone needs"
+    );
+    let back = s.ec2(&original).await;
+    assert_eq!(
+        state(&back),
+        "running",
+        "the workload is back on the original"
+    );
+    assert_eq!(tag(&back, "ebb:migrating"), None);
+    assert!(s.replacements(&original).await.is_empty());
+    // Long after keep_original_for, nothing touches it.
+    assert!(s.tick(8 * 60).await);
+    assert_eq!(state(&s.ec2(&original).await), "running");
+    let codes = s.audit_codes(&original).await;
+    assert!(!codes.iter().any(|(c, _)| c == "spot_image"), "{codes:?}");
+    assert!(!codes.iter().any(|(c, _)| c == "spot_cleanup"), "{codes:?}");
+    assert!(s.store.pending_intents().await.unwrap().is_empty());
+}
+
+#[sqlx::test(migrations = false)]
+async fn a_protection_at_any_step_before_done_rolls_the_move_back(pool: PgPool) {
+    let mut s = Setup::new(pool).await;
+    for (n, at) in [State::Imaging, State::Launching, State::Verifying]
+        .into_iter()
+        .enumerate()
+    {
+        let start = n as i64 * 600;
+        let original = s.trainer(start).await;
+        assert!(s.tick(start).await);
+        let minute = s.until(&original, start + 1, at).await;
+        // Imaging: the keep-until tag; then the policy's spot rule goes; then ebb:skip.
+        let protect = |tag: (&str, String)| {
+            s.f.ec2
+                .create_tags()
+                .resources(&original)
+                .tags(
+                    aws_sdk_ec2::types::Tag::builder()
+                        .key(tag.0)
+                        .value(tag.1)
+                        .build(),
+                )
+                .send()
+        };
+        match at {
+            State::Imaging => {
+                let until = (s.t0 + Duration::days(2)).to_rfc3339_opts(SecondsFormat::Secs, true);
+                protect(("ebb:keep-until", until)).await.unwrap();
+            }
+            State::Launching => {
+                protect(("workload", "inference".to_string()))
+                    .await
+                    .unwrap();
+            }
+            _ => {
+                protect(("ebb:skip", "true".to_string())).await.unwrap();
+            }
+        }
+        s.until(&original, minute + 1, State::RolledBack).await;
+        let m = s.migration(&original).await;
+        assert_eq!(state(&s.ec2(&original).await), "running", "{at:?}: {m:#?}");
+        for r in s.replacements(&original).await {
+            assert_eq!(
+                state(&r),
+                "terminated",
+                "{at:?}: the replacement is terminated"
+            );
+        }
+        assert!(m.current.is_none() && m.image.is_none(), "{at:?}: {m:#?}");
+    }
+}
+
+#[sqlx::test(migrations = false)]
+async fn an_override_after_done_keeps_the_original_from_termination(pool: PgPool) {
+    let mut s = Setup::new(pool).await;
+    let original = s.trainer(0).await;
+    assert!(s.tick(0).await);
+    let done = s.until(&original, 1, State::Done).await;
+    s.store
+        .create_override(&original, s.t0 + Duration::hours(30), "keep it", "li", s.t0)
+        .await
+        .unwrap();
+    for minute in [done + 6 * 60, done + 12 * 60, done + 24 * 60] {
+        assert!(s.tick(minute).await);
+        assert_eq!(state(&s.ec2(&original).await), "stopped", "+{minute} min");
+    }
+    let m = s.migration(&original).await;
+    assert!(m.original_terminated_at.is_none(), "{m:#?}");
+    assert!(!s
+        .audit_codes(&original)
+        .await
+        .iter()
+        .any(|(c, _)| c == "spot_cleanup"));
+    // Once the override has expired, keep_original_for applies again.
+    assert!(s.tick(31 * 60).await);
+    assert_eq!(state(&s.ec2(&original).await), "terminated");
+}
+
+#[sqlx::test(migrations = false)]
+async fn a_roll_back_whose_start_finds_no_capacity_is_tried_again_until_the_original_runs(
+    pool: PgPool,
+) {
+    let mut s = Setup::new(pool).await;
+    let original = s.trainer(0).await;
+    *s.faults().launch_failures.lock().unwrap() = 1;
+    *s.faults().start_failures.lock().unwrap() = 2;
+    assert!(s.tick(0).await);
+    let minute = s.until(&original, 1, State::RollingBack).await;
+    let m = s.migration(&original).await;
+    assert_eq!(state(&s.ec2(&original).await), "stopped");
+    assert!(m.image.is_some(), "kept until the original runs: {m:#?}");
+    assert_eq!(m.failures, 1);
+    // Within the wait nothing is tried; then the second start fails too, and waits longer.
+    assert!(s.tick(minute).await);
+    assert_eq!(s.migration(&original).await.failures, 1);
+    assert!(s.tick(minute + 1).await);
+    let m = s.migration(&original).await;
+    assert_eq!((m.state(), m.failures), (State::RollingBack, 2), "{m:#?}");
+    assert!(s.tick(minute + 2).await);
+    assert_eq!(s.migration(&original).await.state(), State::RollingBack);
+    assert!(s.tick(minute + 3).await);
+    let m = s.migration(&original).await;
+    assert_eq!(m.state(), State::RolledBack, "{m:#?}");
+    assert_eq!(state(&s.ec2(&original).await), "running");
+    assert!(m.image.is_none());
+    // The repeated failure is one step with a count, not one step per try.
+    let rolling: Vec<_> = m
+        .steps
+        .0
+        .iter()
+        .filter(|st| st.state == State::RollingBack)
+        .collect();
+    assert!(rolling.len() <= 2, "{rolling:#?}");
+    assert!(s.store.pending_intents().await.unwrap().is_empty());
+}
+
+#[sqlx::test(migrations = false)]
+async fn a_replacement_ec2_no_longer_knows_leaves_the_image_kept_as_the_last_copy(pool: PgPool) {
+    let mut s = Setup::new(pool).await;
+    let original = s.trainer(0).await;
+    assert!(s.tick(0).await);
+    let done = s.until(&original, 1, State::Done).await;
+    assert!(s.tick(done + 6 * 60).await);
+    assert_eq!(state(&s.ec2(&original).await), "terminated");
+    let m = s.migration(&original).await;
+    let (image, replacement) = (m.image.clone().unwrap(), m.current.clone().unwrap());
+    let snapshots = s.marked_snapshots(&original).await;
+    assert!(!snapshots.is_empty());
+
+    // Hours later EC2 no longer lists the replacement: a reclaim or a person, nobody can tell.
+    s.f.ec2
+        .terminate_instances()
+        .instance_ids(&replacement)
+        .send()
+        .await
+        .unwrap();
+    s.faults()
+        .vanished
+        .lock()
+        .unwrap()
+        .insert(replacement.clone());
+    let gone = done + 9 * 60;
+    assert!(s.tick(gone).await);
+    let m = s.migration(&original).await;
+    assert!(m.ended_at.is_some(), "{m:#?}");
+    assert_eq!(m.image.as_deref(), Some(image.as_str()));
+    assert!(
+        s.image_exists(&image).await,
+        "the only copy of the disks is kept"
+    );
+    assert_eq!(s.marked_snapshots(&original).await, snapshots);
+    assert_eq!(
+        s.replacements(&original).await.len(),
+        1,
+        "nothing relaunched"
+    );
+
+    // Kept for keep_image_for (7 days by default), then deleted with its snapshots.
+    assert!(s.tick(gone + 6 * 24 * 60).await);
+    assert!(s.image_exists(&image).await);
+    assert!(s.tick(gone + 7 * 24 * 60).await);
+    assert!(!s.image_exists(&image).await);
+    assert!(s.marked_snapshots(&original).await.is_empty());
+    let m = s.migration(&original).await;
+    assert!(m.image.is_none(), "{m:#?}");
+    assert!(s.store.live_migrations().await.unwrap().is_empty());
+    assert!(s.store.pending_intents().await.unwrap().is_empty());
+}
+
+#[sqlx::test(migrations = false)]
+async fn a_replacement_a_person_terminated_after_the_original_keeps_the_image(pool: PgPool) {
+    let mut s = Setup::new(pool).await;
+    let original = s.trainer(0).await;
+    assert!(s.tick(0).await);
+    let done = s.until(&original, 1, State::Done).await;
+    assert!(s.tick(done + 6 * 60).await);
+    let m = s.migration(&original).await;
+    s.f.ec2
+        .terminate_instances()
+        .instance_ids(m.current.as_deref().unwrap())
+        .send()
+        .await
+        .unwrap();
+    assert!(s.tick(done + 6 * 60 + 1).await);
+    let m = s.migration(&original).await;
+    assert!(m.ended_at.is_some(), "{m:#?}");
+    assert!(s.image_exists(m.image.as_deref().unwrap()).await);
+    assert!(m.image_kept_until.is_some());
+}
+
+#[sqlx::test(migrations = false)]
+async fn an_image_under_the_migrations_name_and_tags_that_ebb_did_not_make_is_refused(
+    pool: PgPool,
+) {
+    let mut s = Setup::new(pool).await;
+    let original = s.trainer(0).await;
+    assert!(s.tick(0).await);
+    let minute = s.until(&original, 1, State::Stopping).await;
+    let m = s.migration(&original).await;
+    // Someone who can read the migration id makes an image of their own instance under the
+    // name and tags ebb would give its image.
+    let theirs = s.trainer(minute).await;
+    let forged =
+        s.f.ec2
+            .create_image()
+            .instance_id(&theirs)
+            .name(format!("ebb-{original}-{}", m.id))
+            .tag_specifications(
+                aws_sdk_ec2::types::TagSpecification::builder()
+                    .resource_type(aws_sdk_ec2::types::ResourceType::Image)
+                    .tags(Tag::builder().key("ebb:image-of").value(&original).build())
+                    .tags(
+                        Tag::builder()
+                            .key("ebb:migration")
+                            .value(m.id.to_string())
+                            .build(),
+                    )
+                    .build(),
+            )
+            .send()
+            .await
+            .unwrap()
+            .image_id()
+            .unwrap()
+            .to_string();
+    s.until(&original, minute + 1, State::RolledBack).await;
+    let m = s.migration(&original).await;
+    assert!(
+        m.error.as_deref().unwrap().contains("cannot prove"),
+        "{m:#?}"
+    );
+    assert!(m.image.is_none());
+    assert!(
+        s.replacements(&original).await.is_empty(),
+        "nothing launched from it"
+    );
+    assert!(s.image_exists(&forged).await, "not ebb's to delete either");
+    assert_eq!(state(&s.ec2(&original).await), "running");
+    assert!(s
+        .audit_codes(&original)
+        .await
+        .contains(&("spot_refused".to_string(), Outcome::Succeeded)));
+}
+
+#[sqlx::test(migrations = false)]
+async fn an_instance_carrying_the_launch_tag_that_ebb_did_not_launch_is_never_adopted(
+    pool: PgPool,
+) {
+    let mut s = Setup::new(pool).await;
+    let original = s.trainer(0).await;
+    assert!(s.tick(0).await);
+    let minute = s.until(&original, 1, State::Imaging).await;
+    let m = s.migration(&original).await;
+    let launch_tag = format!("{original}-{}-1", m.id);
+    let fake =
+        s.f.launch(moto::Launch {
+            instance_type: "g5.xlarge",
+            managed: false,
+            spot: false,
+            hibernation: false,
+            tags: &[("workload", "inference")],
+        })
+        .await;
+    s.f.ec2
+        .create_tags()
+        .resources(&fake)
+        .tags(Tag::builder().key("ebb:launch").value(&launch_tag).build())
+        .tags(
+            Tag::builder()
+                .key("ebb:migrated-from")
+                .value(&original)
+                .build(),
+        )
+        .send()
+        .await
+        .unwrap();
+    let done = s.until(&original, minute + 1, State::Done).await;
+    let m = s.migration(&original).await;
+    let ours = m.current.clone().unwrap();
+    assert_ne!(ours, fake);
+    assert_eq!(s.ec2(&ours).await.image_id(), m.image.as_deref());
+    assert!(s
+        .audit_codes(&original)
+        .await
+        .contains(&("spot_refused".to_string(), Outcome::Succeeded)));
+    // The original is cleaned up in favour of ebb's replacement; the fake is never touched.
+    assert!(s.tick(done + 6 * 60).await);
+    assert_eq!(state(&s.ec2(&original).await), "terminated");
+    assert_eq!(state(&s.ec2(&fake).await), "running");
 }

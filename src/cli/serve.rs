@@ -80,6 +80,10 @@ pub(super) async fn run(args: ServeArgs) -> Result<ExitCode> {
     let clock = args.clock()?;
     let control = Arc::new(Control::default());
     let deadline = args.reconcile.tick_deadline;
+    let watched = (
+        args.reconcile.cloud.regions.clone(),
+        args.reconcile.cloud.role_arns.clone(),
+    );
     let (reconciler, poster) = args
         .reconcile
         .reconciler(clock, control.tasks.clone())
@@ -110,7 +114,7 @@ pub(super) async fn run(args: ServeArgs) -> Result<ExitCode> {
         tokens,
         retention: chrono::Duration::from_std(args.retention)?,
         interruptions: match args.interruption_queue {
-            Some(url) => Some(InterruptionQueue::connect(url).await),
+            Some(url) => Some(InterruptionQueue::connect(url, watched.0, &watched.1).await),
             None => None,
         },
     };

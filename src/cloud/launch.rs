@@ -27,6 +27,10 @@ pub struct LaunchSpec {
     pub user_data: Option<String>,
     /// Its tags, without the ones AWS reserves (`aws:*`).
     pub tags: BTreeMap<String, String>,
+    /// Its EBS volumes: an image found after a crash is adopted only if its snapshots were
+    /// taken from these.
+    #[serde(default)]
+    pub volumes: Vec<String>,
 }
 
 /// One instance as a migration follows it.
@@ -45,6 +49,8 @@ pub struct InstanceStatus {
     /// The code of EC2's reason for its last state change (`Server.SpotInstanceTermination`
     /// when spot capacity was reclaimed).
     pub state_reason: Option<String>,
+    /// The image it was launched from.
+    pub image: Option<String>,
 }
 
 impl InstanceStatus {
@@ -70,6 +76,21 @@ pub struct Image {
     pub state: ImageState,
     /// The EBS snapshots it consists of.
     pub snapshots: Vec<String>,
+    /// The volume each snapshot was taken from, as EC2 records it (it cannot be set by whoever
+    /// made the snapshot): snapshot id → volume id.
+    pub snapshot_volumes: BTreeMap<String, String>,
+    /// Its tags.
+    pub tags: BTreeMap<String, String>,
+}
+
+/// What a request to create an image did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ImageMade {
+    /// The image was made: its id.
+    Made(String),
+    /// Nothing was made: images of that name exist in the account already (made by an earlier
+    /// attempt whose answer was lost, or by anyone): their ids, to prove before adopting one.
+    Named(Vec<String>),
 }
 
 /// Where an image is.

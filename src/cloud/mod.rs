@@ -11,7 +11,9 @@ mod prices;
 pub mod sim;
 
 pub use error::{CloudError, ErrorKind};
-pub use launch::{Image, ImageState, InstanceStatus, Launch, LaunchSpec, Market, SPOT_TERMINATION};
+pub use launch::{
+    Image, ImageMade, ImageState, InstanceStatus, Launch, LaunchSpec, Market, SPOT_TERMINATION,
+};
 pub use prices::{OnDemandPrices, PricesError};
 
 use crate::fleet::{Instance, Sample};
@@ -177,14 +179,16 @@ pub trait Provider: Send + Sync {
         value: &str,
     ) -> impl Future<Output = Result<Option<InstanceStatus>, CloudError>> + Send;
 
-    /// Creates an image named `name` of instance `id` with all its volumes, or returns the
-    /// one of that name made before (a step repeated after a crash): its id.
+    /// Creates an image named `name` of instance `id` with all its volumes, tagged `tags`;
+    /// makes nothing when images of that name exist already, and returns their ids instead
+    /// (the caller proves one is its own before adopting it).
     fn create_image(
         &self,
         region: &str,
         id: &str,
         name: &str,
-    ) -> impl Future<Output = Result<String, CloudError>> + Send;
+        tags: &BTreeMap<String, String>,
+    ) -> impl Future<Output = Result<ImageMade, CloudError>> + Send;
 
     /// An image's state and snapshots; `None` when it does not exist.
     fn image(
@@ -300,8 +304,14 @@ impl Provider for Cloud {
         delegate!(self, p => p.find_tagged(region, key, value))
     }
 
-    async fn create_image(&self, region: &str, id: &str, name: &str) -> Result<String, CloudError> {
-        delegate!(self, p => p.create_image(region, id, name))
+    async fn create_image(
+        &self,
+        region: &str,
+        id: &str,
+        name: &str,
+        tags: &BTreeMap<String, String>,
+    ) -> Result<ImageMade, CloudError> {
+        delegate!(self, p => p.create_image(region, id, name, tags))
     }
 
     async fn image(&self, region: &str, image: &str) -> Result<Option<Image>, CloudError> {

@@ -9,8 +9,8 @@
 mod spot;
 
 use super::{
-    ActionReport, CloudError, Done, ErrorKind, Failed, Image, InstanceStatus, Inventory, Launch,
-    LaunchSpec, Provider, TypePrice,
+    ActionReport, CloudError, Done, ErrorKind, Failed, Image, ImageMade, InstanceStatus, Inventory,
+    Launch, LaunchSpec, Provider, TypePrice,
 };
 use crate::clock::Clock;
 use crate::fleet::{Fleet, Instance, InstanceState, Prices, Sample};
@@ -564,7 +564,13 @@ impl Provider for SimProvider {
         Ok(self.sim_find_tagged(region, key, value))
     }
 
-    async fn create_image(&self, region: &str, id: &str, name: &str) -> Result<String, CloudError> {
+    async fn create_image(
+        &self,
+        region: &str,
+        id: &str,
+        name: &str,
+        _tags: &BTreeMap<String, String>,
+    ) -> Result<ImageMade, CloudError> {
         self.sim_create_image(region, id, name)
     }
 

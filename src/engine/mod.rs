@@ -218,6 +218,9 @@ codes! {
     SpotImageDeleted = "spot_image_deleted",
     /// A spot migration stopped half-way in a state ebb could not undo.
     SpotFailed = "spot_failed",
+    /// A spot migration found an image or instance it cannot prove it made (after a crash):
+    /// refused, never launched from or acted on.
+    SpotRefused = "spot_refused",
 }
 
 impl fmt::Display for Code {

@@ -295,6 +295,9 @@ pub struct SpotRule {
     pub max_interruptions: u32,
     /// How long the stopped original is kept for rollback.
     pub keep_original_for: Duration,
+    /// How long the image is kept after the migration ended while it is the only copy of the
+    /// workload's disks (the original gone).
+    pub keep_image_for: Duration,
 }
 
 /// The idle threshold in percent when a policy has no idle rule.

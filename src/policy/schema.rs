@@ -252,6 +252,12 @@ fn spot_schema() -> Value {
                     "How long the stopped on-demand original is kept for rollback (default 6h)",
                 ),
             ),
+            (
+                "keep_image_for",
+                duration(
+                    "How long the image is kept after the migration ended while it is the only copy of the workload's disks (default 7d)",
+                ),
+            ),
         ],
     )
 }

@@ -3,8 +3,8 @@
 
 use super::{MigrationStep, Reconciler, TickReport};
 use crate::cloud::Provider;
-use crate::engine::{Action, Decision};
-use crate::fleet::Fleet;
+use crate::engine::{Action, Decision, Override};
+use crate::fleet::{Fleet, Instance};
 use crate::names::ACTOR;
 use crate::policy::PolicySet;
 use crate::spot::{self, drive};
@@ -26,7 +26,7 @@ impl<P: Provider> Reconciler<P> {
         report: &mut TickReport,
     ) -> Result<(), StoreError> {
         let now = report.at;
-        self.advance_migrations(set, decisions, version, now, leader, report)
+        self.advance_migrations(set, fleet, decisions, version, now, leader, report)
             .await?;
         let moving: Vec<&Decision> = decisions
             .iter()
@@ -91,10 +91,13 @@ impl<P: Provider> Reconciler<P> {
         Ok(())
     }
 
-    /// Advances every live spot migration by one step.
+    /// Advances every live spot migration by one step, each with what protects its original
+    /// now (its tags as listed, the overrides in force, its policy).
+    #[allow(clippy::too_many_arguments)]
     async fn advance_migrations(
         &self,
         set: &PolicySet,
+        fleet: &Fleet,
         decisions: &[Decision],
         version: &str,
         now: DateTime<Utc>,
@@ -109,7 +112,31 @@ impl<P: Provider> Reconciler<P> {
             decisions.iter().map(|d| (d.instance.as_str(), d)).collect();
         let current: Vec<String> = live.iter().filter_map(|m| m.current.clone()).collect();
         let warned = self.store.spot_warnings(&current).await?;
+        let overrides: HashMap<String, Override> = self
+            .store
+            .active_overrides(now)
+            .await?
+            .into_iter()
+            .map(|o| {
+                let o = Override {
+                    instance: o.instance,
+                    until: o.until,
+                    reason: o.reason,
+                    by: o.created_by,
+                };
+                (o.instance.clone(), o)
+            })
+            .collect();
+        let listed: HashMap<&str, &Instance> =
+            fleet.instances.iter().map(|i| (i.id.as_str(), i)).collect();
         for m in live {
+            let hold = spot::hold(
+                listed.get(m.original.as_str()).copied(),
+                set,
+                &m.policy,
+                overrides.get(&m.original),
+                now,
+            );
             let rule = set
                 .policies
                 .iter()
@@ -119,6 +146,7 @@ impl<P: Provider> Reconciler<P> {
                 rule,
                 decision: by_instance.get(m.original.as_str()).copied(),
                 warned: m.current.as_ref().is_some_and(|c| warned.contains(c)),
+                hold: &hold,
                 version,
                 now,
             };

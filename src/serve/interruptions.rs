@@ -37,13 +37,12 @@ impl BackgroundTask for InterruptionReader {
         let rows: Vec<_> = batch
             .warnings
             .iter()
-            .map(|w| (w.instance.clone(), w.at))
+            .map(|w| (w.instance.clone(), w.region.clone(), w.at))
             .collect();
-        for (instance, at) in &rows {
-            tracing::info!(instance, at = %at, "spot interruption warning");
-        }
+        let mut recorded = Vec::new();
         if !rows.is_empty() {
-            self.store
+            recorded = self
+                .store
                 .record_spot_warnings(&rows)
                 .await
                 .map_err(|err| {
@@ -51,11 +50,26 @@ impl BackgroundTask for InterruptionReader {
                     format!("cannot record warnings: {err}")
                 })?;
         }
+        for (instance, region, at) in &rows {
+            if recorded.contains(instance) {
+                tracing::info!(instance, region, at = %at, "spot interruption warning");
+            } else {
+                tracing::warn!(
+                    instance,
+                    region,
+                    "a spot interruption warning for an instance that is no live migration's replacement is ignored"
+                );
+            }
+        }
         if let Err(err) = self.queue.delete(batch).await {
             // Recorded already: the queue shows them again, and recording twice is harmless.
             tracing::error!("cannot delete read spot interruption warnings: {err}");
         }
-        Ok(format!("{} warnings recorded", rows.len()))
+        Ok(format!(
+            "{} warnings recorded, {} ignored",
+            recorded.len(),
+            rows.len() - recorded.len()
+        ))
     }
 
     fn retry_after_failure(&self) -> Option<Duration> {

@@ -11,7 +11,11 @@
 
 pub mod drive;
 
-use crate::cloud::{Market, TypePrice};
+use crate::cloud::{Image, InstanceStatus, Market, TypePrice};
+use crate::engine::{governing_policy, Override};
+use crate::fleet::Instance;
+use crate::names::{IMAGE_OF_TAG, INTERRUPTIBLE_TAG, KEEP_UNTIL_TAG, MIGRATION_TAG, SKIP_TAG};
+use crate::policy::PolicySet;
 use crate::store::MigrationRecord;
 use chrono::{DateTime, Duration, Utc};
 use std::collections::BTreeMap;
@@ -31,6 +35,137 @@ pub const STOP_TIMEOUT: Duration = Duration::minutes(30);
 pub const IMAGE_TIMEOUT: Duration = Duration::hours(3);
 /// A replacement must be running within this long.
 pub const LAUNCH_TIMEOUT: Duration = Duration::minutes(15);
+
+/// What this tick knows of the protections and the policy of a migration's original.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Hold {
+    /// Nothing protects it and its policy still moves it: the move may go on.
+    Free,
+    /// A protection or the policy forbids moving it now: why.
+    Protected(String),
+    /// It was not listed this tick, so its tags are unknown: nothing that moves it is done.
+    Unknown,
+}
+
+/// Whether the migration of `original` (not listed: `None`) under `policy` may go on at `now`:
+/// not when it is tagged `ebb:skip=true`, kept by `ebb:keep-until` (or the tag is not a time),
+/// protected by `protection` (an override), no longer `ebb:interruptible`, or no longer governed
+/// by a policy of that name with a spot rule.
+pub fn hold(
+    original: Option<&Instance>,
+    policies: &PolicySet,
+    policy: &str,
+    protection: Option<&Override>,
+    now: DateTime<Utc>,
+) -> Hold {
+    let Some(inst) = original else {
+        return Hold::Unknown;
+    };
+    let why = if inst.tag(SKIP_TAG) == Some("true") {
+        Some("it is tagged ebb:skip=true".to_string())
+    } else if let Some(raw) = inst.tag(KEEP_UNTIL_TAG) {
+        match DateTime::parse_from_rfc3339(raw.trim()) {
+            Err(_) => Some(format!(
+                "its tag ebb:keep-until=\"{raw}\" is not an RFC 3339 time"
+            )),
+            Ok(until) if until > now => Some(format!("it is kept by ebb:keep-until={raw}")),
+            Ok(_) => None,
+        }
+    } else {
+        None
+    };
+    let why = why
+        .or_else(|| {
+            protection.filter(|o| o.until > now).map(|o| {
+                format!(
+                    "an override by {} until {} protects it: {}",
+                    if o.by.is_empty() { "someone" } else { &o.by },
+                    o.until.to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+                    o.reason
+                )
+            })
+        })
+        .or_else(|| {
+            (inst.tag(INTERRUPTIBLE_TAG) != Some("true"))
+                .then(|| "it is no longer tagged ebb:interruptible=true".to_string())
+        })
+        .or_else(|| match governing_policy(policies, inst) {
+            None => Some(format!("policy {policy} no longer governs it")),
+            Some(p) if p.name != policy => Some(format!("policy {} governs it now", p.name)),
+            Some(p) if p.spot.is_none() => {
+                Some(format!("policy {policy} has no spot rule any more"))
+            }
+            Some(_) => None,
+        });
+    why.map_or(Hold::Free, Hold::Protected)
+}
+
+/// The tags ebb puts on the image of migration `id` of `original` when it makes it.
+pub fn image_tags(id: i64, original: &str) -> BTreeMap<String, String> {
+    BTreeMap::from([
+        (IMAGE_OF_TAG.to_string(), original.to_string()),
+        (MIGRATION_TAG.to_string(), id.to_string()),
+    ])
+}
+
+/// Whether `image`, found after a crash instead of recorded from the call that made it, is
+/// provably migration `id`'s image of `original`: it carries the migration's tags, and every
+/// one of its snapshots was taken from one of `volumes`, the original's (EC2 records a
+/// snapshot's volume; whoever makes an image cannot choose it). Why not otherwise.
+pub fn prove_image(
+    image: &Image,
+    id: i64,
+    original: &str,
+    volumes: &[String],
+) -> Result<(), String> {
+    for (key, value) in image_tags(id, original) {
+        if image.tags.get(&key) != Some(&value) {
+            return Err(format!("it is not tagged {key}={value}"));
+        }
+    }
+    if image.snapshots.is_empty() {
+        return Err("it has no EBS snapshot of the original's volumes".into());
+    }
+    for snapshot in &image.snapshots {
+        match image.snapshot_volumes.get(snapshot) {
+            Some(v) if volumes.contains(v) => {}
+            Some(v) => {
+                return Err(format!(
+                    "its snapshot {snapshot} was taken from {v}, not a volume of {original}"
+                ))
+            }
+            None => return Err(format!("the volume of its snapshot {snapshot} is unknown")),
+        }
+    }
+    Ok(())
+}
+
+/// Whether `found`, an instance carrying a migration's launch tag that ebb did not record
+/// launching (found after a crash), runs the migration's `image`; why not otherwise.
+pub fn prove_replacement(found: &InstanceStatus, image: Option<&str>) -> Result<(), String> {
+    match (found.image.as_deref(), image) {
+        (Some(runs), Some(ours)) if runs == ours => Ok(()),
+        (runs, ours) => Err(format!(
+            "it runs image {}, not the migration's {}",
+            runs.unwrap_or("(unknown)"),
+            ours.unwrap_or("(none)")
+        )),
+    }
+}
+
+/// After a failed attempt of a migration step that is retried (a roll-back, the clean-up of the
+/// original), the next waits this long, twice as long after each further failure in a row, up
+/// to [`RETRY_MAX`]: the figures of failed actions, so that a failure that persists (access
+/// denied, no capacity) neither fills the audit log nor spends the cloud's rate limits.
+pub const RETRY_FIRST: Duration = Duration::minutes(1);
+/// The longest wait before a failed migration step is tried again.
+pub const RETRY_MAX: Duration = Duration::hours(1);
+
+/// The wait before the next attempt after `failures` failed attempts in a row.
+pub fn retry_wait(failures: i32) -> Duration {
+    let doublings = failures.clamp(1, 12) - 1;
+    (RETRY_FIRST * 2i32.pow(doublings as u32)).min(RETRY_MAX)
+}
 
 /// Where a replacement goes.
 #[derive(Debug, Clone, PartialEq)]
@@ -155,6 +290,86 @@ mod tests {
         let t = cheapest(&prices, &subnets, &avoid, "z-a", 100.0).unwrap();
         assert_eq!((t.instance_type.as_str(), t.zone.as_str()), ("p4d", "z-b"));
         assert_eq!(cheapest(&prices, &subnets, &[], "z-a", 11.0), None);
+    }
+
+    fn trainer(tags: &[(&str, &str)]) -> Instance {
+        let mut all = vec![("workload", "training"), ("ebb:interruptible", "true")];
+        all.extend_from_slice(tags);
+        Instance {
+            id: "i-1".into(),
+            region: "us-east-1".into(),
+            instance_type: "g5.xlarge".into(),
+            state: crate::fleet::InstanceState::Stopped,
+            state_since: None,
+            lifecycle: crate::fleet::Lifecycle::OnDemand,
+            launched_at: None,
+            tags: all.into_iter().collect(),
+            gpus: None,
+            gpu_util: Vec::new(),
+        }
+    }
+
+    fn policies(text: &str) -> PolicySet {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("p.yaml"), text).unwrap();
+        crate::policy::load(&[dir.path().to_path_buf()]).unwrap()
+    }
+
+    #[test]
+    fn every_protection_and_a_changed_policy_hold_a_move() {
+        let with_spot = policies(
+            "policies:\n  - name: to-spot\n    match: {tags: {workload: training}}\n    spot: {min_savings: 40%, checkpoint_max_age: 30m}\n",
+        );
+        let now = at("2026-11-30T12:00:00Z");
+        let held = |inst: Option<&Instance>, set: &PolicySet, o: Option<&Override>| {
+            hold(inst, set, "to-spot", o, now)
+        };
+        let free = trainer(&[]);
+        assert_eq!(held(Some(&free), &with_spot, None), Hold::Free);
+        assert_eq!(held(None, &with_spot, None), Hold::Unknown);
+        let reason = |h: Hold| match h {
+            Hold::Protected(why) => why,
+            other => panic!("not protected: {other:?}"),
+        };
+        let skip = trainer(&[("ebb:skip", "true")]);
+        assert!(reason(held(Some(&skip), &with_spot, None)).contains("ebb:skip"));
+        let kept = trainer(&[("ebb:keep-until", "2026-11-30T13:00:00Z")]);
+        assert!(reason(held(Some(&kept), &with_spot, None)).contains("ebb:keep-until"));
+        let expired = trainer(&[("ebb:keep-until", "2026-11-30T11:00:00Z")]);
+        assert_eq!(held(Some(&expired), &with_spot, None), Hold::Free);
+        let garbled = trainer(&[("ebb:keep-until", "tomorrow")]);
+        assert!(reason(held(Some(&garbled), &with_spot, None)).contains("not an RFC 3339"));
+        let o = Override {
+            instance: "i-1".into(),
+            until: at("2026-11-30T20:00:00Z"),
+            reason: "final epoch".into(),
+            by: "li".into(),
+        };
+        assert!(reason(held(Some(&free), &with_spot, Some(&o))).contains("final epoch"));
+        let past = Override {
+            until: at("2026-11-30T11:00:00Z"),
+            ..o.clone()
+        };
+        assert_eq!(held(Some(&free), &with_spot, Some(&past)), Hold::Free);
+        let mut not_interruptible = free.clone();
+        not_interruptible.tags.remove("ebb:interruptible");
+        assert!(reason(held(Some(&not_interruptible), &with_spot, None)).contains("interruptible"));
+        let no_spot =
+            policies("policies:\n  - name: to-spot\n    match: {tags: {workload: training}}\n");
+        assert!(reason(held(Some(&free), &no_spot, None)).contains("no spot rule"));
+        let other = policies(
+            "policies:\n  - name: other\n    match: {tags: {workload: training}}\n    spot: {min_savings: 40%, checkpoint_max_age: 30m}\n",
+        );
+        assert!(reason(held(Some(&free), &other, None)).contains("policy other governs"));
+    }
+
+    #[test]
+    fn a_failing_step_waits_twice_as_long_each_time_up_to_an_hour() {
+        assert_eq!(retry_wait(1), Duration::minutes(1));
+        assert_eq!(retry_wait(2), Duration::minutes(2));
+        assert_eq!(retry_wait(4), Duration::minutes(8));
+        assert_eq!(retry_wait(7), RETRY_MAX);
+        assert_eq!(retry_wait(1000), RETRY_MAX);
     }
 
     #[test]

@@ -10,7 +10,7 @@
 use super::audit::append_in;
 use super::overrides::{protecting_in, OverrideRecord};
 use super::{connect_within, AuditEntry, NewAuditEntry, Result, Store};
-use crate::engine::Action;
+use crate::engine::{Action, Code};
 use chrono::{DateTime, Utc};
 use sqlx::postgres::PgListener;
 use sqlx::{Connection, PgConnection};
@@ -143,9 +143,23 @@ impl Leadership {
     }
 }
 
-/// Whether `intent` stops its instance or gives notice of a stop: what an override forbids.
+/// Whether `intent` stops its instance, gives notice of a stop, or takes a spot migration's
+/// step that moves it (stop, image, first launch, termination of the original): what an
+/// override forbids. The calls that undo or end a move are never held back.
 fn stops_instance(intent: &NewAuditEntry) -> bool {
-    Action::parse(&intent.action).is_some_and(Action::stops)
+    let moves = [
+        Code::SpotStop,
+        Code::SpotImage,
+        Code::SpotLaunch,
+        Code::SpotCleanup,
+    ];
+    match Action::parse(&intent.action) {
+        Some(action) if action.stops() => true,
+        Some(Action::MigrateToSpot) => moves
+            .iter()
+            .any(|c| intent.code.as_deref() == Some(c.as_str())),
+        _ => false,
+    }
 }
 
 /// What [`Leadership::fence`] wrote, and what it left out.

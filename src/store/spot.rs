@@ -30,6 +30,9 @@ pub enum State {
     /// The replacement serves the workload; ebb watches it for reclaims, and terminates the
     /// original after `keep_original_for`.
     Done,
+    /// Being undone: a roll-back that could not finish yet (the original's start found no
+    /// capacity) is tried again, with a growing wait, until the original runs.
+    RollingBack,
     /// Undone: the original runs again and no replacement is left.
     RolledBack,
     /// Stopped half-way in a state ebb could not undo; the error says what to do.
@@ -46,6 +49,7 @@ impl State {
             State::Launching => "launching",
             State::Verifying => "verifying",
             State::Done => "done",
+            State::RollingBack => "rolling_back",
             State::RolledBack => "rolled_back",
             State::Failed => "failed",
         }
@@ -60,6 +64,7 @@ impl State {
             State::Launching,
             State::Verifying,
             State::Done,
+            State::RollingBack,
             State::RolledBack,
             State::Failed,
         ]
@@ -77,6 +82,15 @@ pub struct Step {
     pub state: State,
     /// What was done, for people.
     pub detail: String,
+    /// How many times the same step (same state and detail) came again right after it: a
+    /// step that repeats (a clean-up failing at every try) updates this count instead of
+    /// growing the history.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub repeated: u32,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
 }
 
 /// A replacement that spot capacity was reclaimed from.
@@ -148,6 +162,14 @@ pub struct MigrationRecord {
     pub original_returned_at: Option<DateTime<Utc>>,
     /// When ebb stopped following it.
     pub ended_at: Option<DateTime<Utc>>,
+    /// Failed attempts in a row of the step under way (a roll-back, the clean-up of the
+    /// original).
+    pub failures: i32,
+    /// When that step may be tried again.
+    pub retry_at: Option<DateTime<Utc>>,
+    /// Until when the image is kept after the migration ended, as the only copy of the
+    /// workload's disks.
+    pub image_kept_until: Option<DateTime<Utc>>,
 }
 
 fn inner<T: Serialize, S: serde::Serializer>(
@@ -199,6 +221,9 @@ struct MigrationRow {
     original_terminated_at: Option<DateTime<Utc>>,
     original_returned_at: Option<DateTime<Utc>>,
     ended_at: Option<DateTime<Utc>>,
+    failures: i32,
+    retry_at: Option<DateTime<Utc>>,
+    image_kept_until: Option<DateTime<Utc>>,
 }
 
 impl MigrationRow {
@@ -237,6 +262,9 @@ impl MigrationRow {
             original_terminated_at: self.original_terminated_at,
             original_returned_at: self.original_returned_at,
             ended_at: self.ended_at,
+            failures: self.failures,
+            retry_at: self.retry_at,
+            image_kept_until: self.image_kept_until,
         })
     }
 }
@@ -252,7 +280,7 @@ macro_rules! columns {
         "id, original, region, policy, state, current, market, image, instance_type, zone, subnet,
          on_demand_price, price, launches, saved_before, interruptions, steps, launch_spec, error,
          created_at, state_since, running_since, original_terminated_at, original_returned_at,
-         ended_at"
+         ended_at, failures, retry_at, image_kept_until"
     };
 }
 
@@ -286,6 +314,7 @@ impl Store {
             at: micros(now),
             state: State::Planned,
             detail: audit.reason.clone(),
+            repeated: 0,
         }]);
         let row: Option<MigrationRow> = sqlx::query_as(concat!(
             "INSERT INTO spot_migrations (original, region, policy, state, on_demand_price, steps,
@@ -323,7 +352,8 @@ impl Store {
                  instance_type = $6, zone = $7, subnet = $8, on_demand_price = $9, price = $10,
                  launches = $11, saved_before = $12, interruptions = $13, steps = $14,
                  launch_spec = $15, error = $16, state_since = $17, running_since = $18,
-                 original_terminated_at = $19, original_returned_at = $20, ended_at = $21
+                 original_terminated_at = $19, original_returned_at = $20, ended_at = $21,
+                 failures = $22, retry_at = $23, image_kept_until = $24
              WHERE id = $1",
         )
         .bind(migration.id)
@@ -347,6 +377,9 @@ impl Store {
         .bind(migration.original_terminated_at.map(micros))
         .bind(migration.original_returned_at.map(micros))
         .bind(migration.ended_at.map(micros))
+        .bind(migration.failures)
+        .bind(migration.retry_at.map(micros))
+        .bind(migration.image_kept_until.map(micros))
         .execute(&mut *tx)
         .await?;
         append_in(&mut tx, audit).await?;
@@ -354,37 +387,57 @@ impl Store {
         Ok(())
     }
 
-    /// Migrations the leader still works on: not rolled back, failed or ended.
+    /// Migrations the leader still works on: not rolled back or failed, and not ended, or
+    /// ended but still keeping an image for a while (the only copy of the workload's disks).
     pub async fn live_migrations(&self) -> Result<Vec<MigrationRecord>> {
         decode_all(
             sqlx::query_as(concat!(
                 "SELECT ",
                 columns!(),
                 " FROM spot_migrations
-             WHERE state NOT IN ('rolled_back', 'failed') AND ended_at IS NULL ORDER BY id"
+             WHERE state NOT IN ('rolled_back', 'failed')
+               AND (ended_at IS NULL OR (image IS NOT NULL AND image_kept_until IS NOT NULL))
+             ORDER BY id"
             ))
             .fetch_all(&self.pool)
             .await?,
         )
     }
 
-    /// Records spot interruption warnings (instance, when) and wakes the leader, so that the
-    /// migrations of those instances act now.
-    pub async fn record_spot_warnings(&self, warnings: &[(String, DateTime<Utc>)]) -> Result<()> {
+    /// Records spot interruption warnings (instance, region, when) of instances that are a
+    /// live migration's current replacement in that region, and wakes the leader, so that
+    /// those migrations act now; returns the instances recorded. A warning for any other
+    /// instance is not ebb's to act on (it could make ebb relaunch and lose track of a running
+    /// replacement) and is left out.
+    pub async fn record_spot_warnings(
+        &self,
+        warnings: &[(String, String, DateTime<Utc>)],
+    ) -> Result<Vec<String>> {
         let mut tx = self.pool.begin().await?;
-        for (instance, at) in warnings {
-            sqlx::query(
-                "INSERT INTO spot_warnings (instance, warned_at) VALUES ($1, $2)
+        let mut recorded = Vec::new();
+        for (instance, region, at) in warnings {
+            let done = sqlx::query(
+                "INSERT INTO spot_warnings (instance, warned_at)
+                 SELECT $1, $2 WHERE EXISTS (
+                     SELECT 1 FROM spot_migrations
+                     WHERE current = $1 AND region = $3 AND ended_at IS NULL
+                       AND state NOT IN ('rolling_back', 'rolled_back', 'failed'))
                  ON CONFLICT (instance) DO UPDATE SET warned_at = EXCLUDED.warned_at",
             )
             .bind(instance)
             .bind(micros(*at))
+            .bind(region)
             .execute(&mut *tx)
             .await?;
+            if done.rows_affected() > 0 {
+                recorded.push(instance.clone());
+            }
         }
-        wake_leader(&mut tx).await?;
+        if !recorded.is_empty() {
+            wake_leader(&mut tx).await?;
+        }
         tx.commit().await?;
-        Ok(())
+        Ok(recorded)
     }
 
     /// Which of `instances` were warned of a spot interruption.

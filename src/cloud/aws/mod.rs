@@ -13,8 +13,8 @@ mod spot;
 pub mod warnings;
 
 use super::{
-    ActionReport, CloudError, ErrorKind, Image, InstanceStatus, Inventory, Launch, LaunchSpec,
-    OnDemandPrices, Provider, TypePrice,
+    ActionReport, CloudError, ErrorKind, Image, ImageMade, InstanceStatus, Inventory, Launch,
+    LaunchSpec, OnDemandPrices, Provider, TypePrice,
 };
 use crate::fleet::{Gpus, Instance, Sample};
 use aws_config::retry::RetryConfig;
@@ -42,6 +42,7 @@ pub const IAM_ACTIONS: &[&str] = &[
     "ec2:DescribeInstanceAttribute",
     "ec2:DescribeSubnets",
     "ec2:DescribeImages",
+    "ec2:DescribeSnapshots",
     "ec2:CreateImage",
     "ec2:RunInstances",
     "ec2:TerminateInstances",
@@ -488,8 +489,14 @@ impl Provider for AwsProvider {
         self.find_by_tag(region, key, value).await
     }
 
-    async fn create_image(&self, region: &str, id: &str, name: &str) -> Result<String, CloudError> {
-        self.make_image(region, id, name).await
+    async fn create_image(
+        &self,
+        region: &str,
+        id: &str,
+        name: &str,
+        tags: &BTreeMap<String, String>,
+    ) -> Result<ImageMade, CloudError> {
+        self.make_image(region, id, name, tags).await
     }
 
     async fn image(&self, region: &str, image: &str) -> Result<Option<Image>, CloudError> {

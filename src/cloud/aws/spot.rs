@@ -3,8 +3,8 @@
 use super::ec2::{lifecycle_of, state_of};
 use super::{cloud_error, AwsProvider, Scope};
 use crate::cloud::{
-    ActionReport, CloudError, ErrorKind, Image, ImageState, InstanceStatus, Launch, LaunchSpec,
-    Market,
+    ActionReport, CloudError, ErrorKind, Image, ImageMade, ImageState, InstanceStatus, Launch,
+    LaunchSpec, Market,
 };
 use aws_sdk_ec2::operation::RequestId;
 use aws_sdk_ec2::types::{
@@ -14,8 +14,6 @@ use aws_sdk_ec2::types::{
     TagSpecification,
 };
 use std::collections::BTreeMap;
-
-use crate::names::IMAGE_OF_TAG;
 
 impl AwsProvider {
     /// The clients of the account that listed `id` (ebb's own when it was never listed).
@@ -110,6 +108,11 @@ impl AwsProvider {
                 .iter()
                 .filter_map(|t| Some((t.key()?.to_string(), t.value().unwrap_or("").to_string())))
                 .filter(|(k, _)| !k.starts_with("aws:"))
+                .collect(),
+            volumes: instance
+                .block_device_mappings()
+                .iter()
+                .filter_map(|m| m.ebs()?.volume_id().map(str::to_string))
                 .collect(),
         })
     }
@@ -243,16 +246,22 @@ impl AwsProvider {
         Ok(out.images().first().cloned())
     }
 
-    /// CreateImage, unless an image of that name exists (DescribeImages first).
+    /// CreateImage, unless images of that name exist (DescribeImages first): then their ids.
     pub(super) async fn make_image(
         &self,
         region: &str,
         id: &str,
         name: &str,
-    ) -> Result<String, CloudError> {
+        tags: &BTreeMap<String, String>,
+    ) -> Result<ImageMade, CloudError> {
         let scope = self.scope_of(region, id, "CreateImage")?;
-        if let Some(image) = self.image_named(scope, name).await? {
-            return Ok(image);
+        let named = self.images_named(scope, name).await?;
+        if !named.is_empty() {
+            return Ok(ImageMade::Named(named));
+        }
+        let mut image_tags = TagSpecification::builder().resource_type(ResourceType::Image);
+        for (key, value) in tags {
+            image_tags = image_tags.tags(Tag::builder().key(key).value(value).build());
         }
         self.count("CreateImage");
         let made = scope
@@ -261,35 +270,30 @@ impl AwsProvider {
             .instance_id(id)
             .name(name)
             .description(format!("ebb: {id} moved to spot"))
-            // The tag lets the IAM policy allow deregistering only what ebb made.
-            .tag_specifications(
-                TagSpecification::builder()
-                    .resource_type(ResourceType::Image)
-                    .tags(Tag::builder().key(IMAGE_OF_TAG).value(id).build())
-                    .build(),
-            )
+            // The tags let the IAM policy allow deregistering only what ebb made, and prove
+            // (with the snapshots' volumes) that ebb made it when it is found after a crash.
+            .tag_specifications(image_tags.build())
             .send()
             .await;
         match made {
             Ok(out) => out
                 .image_id()
-                .map(str::to_string)
+                .map(|i| ImageMade::Made(i.to_string()))
                 .ok_or_else(|| not_found("CreateImage", name)),
-            // Made by an earlier attempt whose answer was lost.
+            // Made since the look-up: by an attempt whose answer was lost, or by anyone.
             Err(e)
                 if e.as_service_error()
                     .and_then(|s| aws_sdk_ec2::error::ProvideErrorMetadata::code(s))
                     == Some("InvalidAMIName.Duplicate") =>
             {
-                self.image_named(scope, name)
-                    .await?
-                    .ok_or_else(|| not_found("DescribeImages", name))
+                Ok(ImageMade::Named(self.images_named(scope, name).await?))
             }
             Err(e) => Err(cloud_error("CreateImage", e)),
         }
     }
 
-    async fn image_named(&self, scope: &Scope, name: &str) -> Result<Option<String>, CloudError> {
+    /// DescribeImages by name, of this account's images.
+    async fn images_named(&self, scope: &Scope, name: &str) -> Result<Vec<String>, CloudError> {
         self.count("DescribeImages");
         let out = scope
             .ec2
@@ -302,25 +306,60 @@ impl AwsProvider {
         Ok(out
             .images()
             .iter()
-            .find_map(|i| i.image_id())
-            .map(str::to_string))
+            .filter_map(|i| i.image_id())
+            .map(str::to_string)
+            .collect())
     }
 
-    /// DescribeImages of one image, with its state.
+    /// DescribeSnapshots: the volume each of `snapshots` was taken from.
+    async fn snapshot_volumes(
+        &self,
+        scope: &Scope,
+        snapshots: &[String],
+    ) -> Result<BTreeMap<String, String>, CloudError> {
+        if snapshots.is_empty() {
+            return Ok(BTreeMap::new());
+        }
+        self.count("DescribeSnapshots");
+        let out = scope
+            .ec2
+            .describe_snapshots()
+            .set_snapshot_ids(Some(snapshots.to_vec()))
+            .send()
+            .await
+            .map_err(|e| cloud_error("DescribeSnapshots", e))?;
+        Ok(out
+            .snapshots()
+            .iter()
+            .filter_map(|s| Some((s.snapshot_id()?.to_string(), s.volume_id()?.to_string())))
+            .collect())
+    }
+
+    /// DescribeImages of one image, with its state and tags, and DescribeSnapshots for the
+    /// volumes its snapshots were taken from.
     pub(super) async fn image_state(
         &self,
         region: &str,
         image: &str,
     ) -> Result<Option<Image>, CloudError> {
         let scope = self.scope_of(region, "", "DescribeImages")?;
-        let found = self.image_by_id(scope, image).await?;
-        Ok(found.as_ref().map(|i| Image {
-            state: match i.state() {
+        let Some(found) = self.image_by_id(scope, image).await? else {
+            return Ok(None);
+        };
+        let snapshots = snapshots(&found);
+        Ok(Some(Image {
+            state: match found.state() {
                 Some(Ec2ImageState::Available) => ImageState::Available,
                 Some(Ec2ImageState::Pending) | None => ImageState::Pending,
                 Some(_) => ImageState::Failed,
             },
-            snapshots: snapshots(i),
+            snapshot_volumes: self.snapshot_volumes(scope, &snapshots).await?,
+            snapshots,
+            tags: found
+                .tags()
+                .iter()
+                .filter_map(|t| Some((t.key()?.to_string(), t.value().unwrap_or("").to_string())))
+                .collect(),
         }))
     }
 
@@ -439,6 +478,7 @@ fn status(i: &aws_sdk_ec2::types::Instance) -> Option<InstanceStatus> {
             .unwrap_or("")
             .to_string(),
         state_reason: i.state_reason().and_then(|r| r.code()).map(str::to_string),
+        image: i.image_id().map(str::to_string),
     })
 }
 

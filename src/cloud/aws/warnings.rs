@@ -4,6 +4,11 @@
 //! `EC2 Spot Instance Interruption Warning` events sends the warnings to a queue, and ebb reads
 //! them there, so a migration launches the next replacement at once instead of at the first
 //! tick after the instance is gone.
+//!
+//! Anyone allowed to send to the queue could write a message that looks like a warning, so a
+//! message counts only when it says it comes from EC2 (`source: aws.ec2`) in a watched region
+//! and account; the store then keeps it only for an instance that is a live migration's
+//! current replacement in that region.
 
 use super::{cloud_error, Timeouts};
 use crate::cloud::CloudError;
@@ -14,6 +19,8 @@ use serde::Deserialize;
 
 /// The EventBridge detail type of a warning.
 const DETAIL_TYPE: &str = "EC2 Spot Instance Interruption Warning";
+/// The EventBridge source of EC2's events.
+const SOURCE: &str = "aws.ec2";
 /// How long one receive call waits for messages (SQS long polling, at most 20 s).
 const WAIT_SECONDS: i32 = 20;
 
@@ -22,6 +29,8 @@ const WAIT_SECONDS: i32 = 20;
 pub struct Warning {
     /// The instance.
     pub instance: String,
+    /// Its region.
+    pub region: String,
     /// When EC2 gave the warning.
     pub at: DateTime<Utc>,
 }
@@ -31,8 +40,38 @@ pub struct Warning {
 struct Event {
     #[serde(rename = "detail-type")]
     detail_type: String,
+    source: String,
+    account: String,
+    region: String,
     time: DateTime<Utc>,
     detail: Detail,
+}
+
+/// The warnings ebb takes: from EC2, in the regions and accounts it watches.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Accepted {
+    /// The watched regions.
+    pub regions: Vec<String>,
+    /// The watched accounts: the queue's own (EventBridge sends an account's events to a queue
+    /// of that account) and those of the roles ebb assumes.
+    pub accounts: Vec<String>,
+}
+
+impl Accepted {
+    /// The warnings of `regions`, in the account of the queue at `queue_url` and those of
+    /// `role_arns`.
+    pub fn new(regions: Vec<String>, queue_url: &str, role_arns: &[String]) -> Accepted {
+        // https://sqs.REGION.amazonaws.com/ACCOUNT/NAME; arn:aws:iam::ACCOUNT:role/NAME
+        let queue_account = queue_url.trim_end_matches('/').rsplit('/').nth(1);
+        let role_accounts = role_arns.iter().filter_map(|arn| arn.split(':').nth(4));
+        let accounts = queue_account
+            .into_iter()
+            .chain(role_accounts)
+            .filter(|a| !a.is_empty())
+            .map(str::to_string)
+            .collect();
+        Accepted { regions, accounts }
+    }
 }
 
 #[derive(Deserialize)]
@@ -41,11 +80,34 @@ struct Detail {
     instance_id: String,
 }
 
-/// The warning in an SQS message body, or `None` when it is not one.
-pub fn parse(body: &str) -> Option<Warning> {
-    let event: Event = serde_json::from_str(body).ok()?;
-    (event.detail_type == DETAIL_TYPE).then_some(Warning {
+/// The warning in an SQS message body, or why it is not one ebb takes.
+pub fn parse(body: &str, accepted: &Accepted) -> Result<Warning, String> {
+    let event: Event = serde_json::from_str(body)
+        .map_err(|e| format!("not an EventBridge spot interruption warning ({e})"))?;
+    if event.detail_type != DETAIL_TYPE {
+        return Err(format!(
+            "detail-type \"{}\" is not a spot interruption warning",
+            event.detail_type
+        ));
+    }
+    if event.source != SOURCE {
+        return Err(format!("source \"{}\" is not {SOURCE}", event.source));
+    }
+    if !accepted.regions.contains(&event.region) {
+        return Err(format!(
+            "region {} is not watched (EBB_REGIONS)",
+            event.region
+        ));
+    }
+    if !accepted.accounts.contains(&event.account) {
+        return Err(format!(
+            "account {} is neither the queue's nor one of EBB_ROLE_ARNS",
+            event.account
+        ));
+    }
+    Ok(Warning {
         instance: event.detail.instance_id,
+        region: event.region,
         at: event.time,
     })
 }
@@ -64,23 +126,34 @@ pub struct Batch {
 pub struct InterruptionQueue {
     sqs: aws_sdk_sqs::Client,
     url: String,
+    accepted: Accepted,
 }
 
 impl InterruptionQueue {
     /// The queue at `url`, with the standard AWS credential chain and ebb's default
-    /// [`Timeouts`] (whose attempt timeout is above the long poll's 20 s).
-    pub async fn connect(url: String) -> InterruptionQueue {
+    /// [`Timeouts`] (whose attempt timeout is above the long poll's 20 s), taking the warnings
+    /// of `regions` (none: the SDK's region) in the queue's account and those of `role_arns`.
+    pub async fn connect(
+        url: String,
+        regions: Vec<String>,
+        role_arns: &[String],
+    ) -> InterruptionQueue {
         let config = aws_config::defaults(BehaviorVersion::latest())
             .retry_config(RetryConfig::standard())
             .timeout_config(Timeouts::default().config())
             .load()
             .await;
-        InterruptionQueue::new(aws_sdk_sqs::Client::new(&config), url)
+        let regions = match regions.is_empty() {
+            true => config.region().map(|r| r.to_string()).into_iter().collect(),
+            false => regions,
+        };
+        let accepted = Accepted::new(regions, &url, role_arns);
+        InterruptionQueue::new(aws_sdk_sqs::Client::new(&config), url, accepted)
     }
 
-    /// The queue at `url`, through `sqs`.
-    pub fn new(sqs: aws_sdk_sqs::Client, url: String) -> InterruptionQueue {
-        InterruptionQueue { sqs, url }
+    /// The queue at `url`, through `sqs`, taking the warnings `accepted` says.
+    pub fn new(sqs: aws_sdk_sqs::Client, url: String, accepted: Accepted) -> InterruptionQueue {
+        InterruptionQueue { sqs, url, accepted }
     }
 
     /// Waits up to 20 s for messages and returns the warnings among them. The messages stay in
@@ -97,11 +170,11 @@ impl InterruptionQueue {
             .map_err(|e| cloud_error("ReceiveMessage", e))?;
         let mut batch = Batch::default();
         for message in out.messages() {
-            match message.body().and_then(parse) {
-                Some(w) => batch.warnings.push(w),
-                None => tracing::warn!(
+            match parse(message.body().unwrap_or(""), &self.accepted) {
+                Ok(w) => batch.warnings.push(w),
+                Err(why) => tracing::warn!(
                     queue = self.url,
-                    "a message that is not a spot interruption warning is dropped: {}",
+                    "a message is dropped, {why}: {}",
                     message.body().unwrap_or("")
                 ),
             }
@@ -146,15 +219,38 @@ mod tests {
             "resources": ["arn:aws:ec2:us-east-1a:instance/i-1234567890abcdef0"],
             "detail": {"instance-id": "i-1234567890abcdef0", "instance-action": "terminate"}
         }"#;
+        let accepted = Accepted::new(
+            vec!["us-east-1".into()],
+            "https://sqs.us-east-1.amazonaws.com/123456789012/ebb-spot-interruptions",
+            &["arn:aws:iam::210987654321:role/ebb".into()],
+        );
+        assert_eq!(accepted.accounts, ["123456789012", "210987654321"]);
         assert_eq!(
-            parse(body),
-            Some(Warning {
+            parse(body, &accepted),
+            Ok(Warning {
                 instance: "i-1234567890abcdef0".into(),
+                region: "us-east-1".into(),
                 at: "2026-11-30T12:00:00Z".parse().unwrap(),
             })
         );
+        let other = body.replace("123456789012\",", "210987654321\",");
+        assert!(parse(&other, &accepted).is_ok(), "a role's account");
         let rebalance = body.replace(DETAIL_TYPE, "EC2 Instance Rebalance Recommendation");
-        assert_eq!(parse(&rebalance), None);
-        assert_eq!(parse("not json"), None);
+        for (refused, why) in [
+            (rebalance, "detail-type"),
+            ("not json".to_string(), "not an EventBridge"),
+            (body.replace("\"aws.ec2\"", "\"my.app\""), "source"),
+            (
+                body.replace("\"us-east-1\"", "\"eu-west-1\""),
+                "region eu-west-1",
+            ),
+            (
+                body.replace("123456789012\",", "999999999999\","),
+                "account 999999999999",
+            ),
+        ] {
+            let err = parse(&refused, &accepted).unwrap_err();
+            assert!(err.contains(why), "{err}");
+        }
     }
 }

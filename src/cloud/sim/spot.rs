@@ -3,8 +3,8 @@
 
 use super::{seed, SimProvider, Simulated, START_TAKES};
 use crate::cloud::{
-    ActionReport, CloudError, ErrorKind, Image, ImageState, InstanceStatus, Launch, LaunchSpec,
-    Market,
+    ActionReport, CloudError, ErrorKind, Image, ImageMade, ImageState, InstanceStatus, Launch,
+    LaunchSpec, Market,
 };
 use crate::fleet::{Instance, InstanceState, Lifecycle};
 use chrono::{DateTime, Duration, Utc};
@@ -35,6 +35,7 @@ fn status(sim: &Simulated) -> InstanceStatus {
         instance_type: sim.instance.instance_type.clone(),
         zone: zone(&sim.instance.region),
         state_reason: sim.reason.map(str::to_string),
+        image: None,
     }
 }
 
@@ -80,6 +81,7 @@ impl SimProvider {
                 .iter()
                 .map(|(k, v)| (k.to_string(), v.to_string()))
                 .collect(),
+            volumes: Vec::new(),
         })
     }
 
@@ -121,11 +123,17 @@ impl SimProvider {
         region: &str,
         id: &str,
         name: &str,
-    ) -> Result<String, CloudError> {
+    ) -> Result<ImageMade, CloudError> {
         let now = self.clock.now();
         let mut fleet = self.fleet();
-        if let Some((image, _)) = fleet.images.iter().find(|(_, i)| i.name == name) {
-            return Ok(image.clone());
+        let named: Vec<String> = fleet
+            .images
+            .iter()
+            .filter(|(_, i)| i.name == name)
+            .map(|(id, _)| id.clone())
+            .collect();
+        if !named.is_empty() {
+            return Ok(ImageMade::Named(named));
         }
         if fleet
             .by_id
@@ -147,7 +155,7 @@ impl SimProvider {
                 ready_at: now + IMAGE_TAKES,
             },
         );
-        Ok(image)
+        Ok(ImageMade::Made(image))
     }
 
     pub(super) fn sim_image(&self, image: &str) -> Option<Image> {
@@ -160,6 +168,8 @@ impl SimProvider {
                 ImageState::Pending
             },
             snapshots: Vec::new(),
+            snapshot_volumes: Default::default(),
+            tags: Default::default(),
         })
     }
 

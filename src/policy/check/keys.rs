@@ -41,4 +41,5 @@ pub const SPOT: &[&str] = &[
     "instance_types",
     "max_interruptions",
     "keep_original_for",
+    "keep_image_for",
 ];

@@ -50,12 +50,17 @@ impl Checker {
             Some((v, p)) => self.duration(v, &p, "keep_original_for"),
             None => Some(Duration::hours(6)),
         };
+        let keep_image_for = match f.get("keep_image_for") {
+            Some((v, p)) => self.duration(v, &p, "keep_image_for"),
+            None => Some(Duration::days(7)),
+        };
         Some(SpotRule {
             min_savings: min_savings? / 100.0,
             checkpoint_max_age: checkpoint_max_age?,
             instance_types: instance_types?,
             max_interruptions: max_interruptions?,
             keep_original_for: keep_original_for?,
+            keep_image_for: keep_image_for?,
         })
     }
 }

@@ -7,8 +7,7 @@ use super::{first_error, request_id, Run};
 use crate::cloud::{InstanceStatus, Market, Provider};
 use crate::engine::{Action, Code};
 use crate::fleet::InstanceState;
-use crate::names::MIGRATING_TAG;
-use crate::spot::State;
+use crate::spot::{Hold, State};
 use crate::store::StoreError;
 use chrono::{DateTime, Utc};
 
@@ -16,13 +15,6 @@ impl<P: Provider> Run<'_, P> {
     /// `done`: terminates the original once `keep_original_for` has passed, and watches the
     /// replacement for reclaims.
     pub(super) async fn done(&mut self) -> Result<(), StoreError> {
-        if let (true, Some(rule), Some(since)) =
-            (self.m.holds_original(), self.cx.rule, self.first_verified())
-        {
-            if self.now() - since >= rule.keep_original_for {
-                return self.clean_up_original().await;
-            }
-        }
         let Some(current) = self.m.current.clone() else {
             // An interruption was counted; launch the next replacement.
             return self.relaunch().await;
@@ -39,14 +31,16 @@ impl<P: Provider> Run<'_, P> {
             {
                 self.interrupted(s).await
             }
+            // The original is cleaned up only while the replacement runs, and a failing
+            // clean-up never keeps a reclaim from being handled (above).
+            Some(s) if s.state == InstanceState::Running && self.clean_up_due() => {
+                self.clean_up_original().await
+            }
             Some(s) if matches!(s.state, InstanceState::Running | InstanceState::Pending) => {
-                if self.m.market == Market::OnDemand && !self.m.holds_original() {
-                    if let Some(image) = self.m.image.clone() {
-                        // Nothing is relaunched from it any more.
-                        return self.delete_image(image).await;
-                    }
+                match self.m.image.clone() {
+                    Some(image) if self.image_done_with() => self.delete_image(image).await,
+                    _ => Ok(()),
                 }
-                Ok(())
             }
             other => {
                 let what = other.map_or("gone".to_string(), |s| {
@@ -58,6 +52,35 @@ impl<P: Provider> Run<'_, P> {
                 });
                 self.end(format!("{current} is {what}, not by a spot reclaim; ebb stops following this migration")).await
             }
+        }
+    }
+
+    /// Whether the original is ebb's to terminate now: kept for `keep_original_for` since the
+    /// first replacement was verified, and not waiting after a failed attempt.
+    fn clean_up_due(&self) -> bool {
+        match (self.m.holds_original(), self.cx.rule, self.first_verified()) {
+            (true, Some(rule), Some(since)) => {
+                self.now() - since >= rule.keep_original_for && !self.backing_off()
+            }
+            _ => false,
+        }
+    }
+
+    /// Whether nothing will be launched from the image any more and it is no longer the only
+    /// copy of the workload's disks: the workload has run on-demand for `keep_image_for` with
+    /// the original gone.
+    fn image_done_with(&self) -> bool {
+        let keep = self.cx.rule.map(|r| r.keep_image_for);
+        match (
+            self.m.market,
+            self.m.holds_original(),
+            self.m.running_since,
+            keep,
+        ) {
+            (Market::OnDemand, false, Some(since), Some(keep)) => {
+                self.now() - since >= keep && !self.backing_off()
+            }
+            _ => false,
         }
     }
 
@@ -84,15 +107,32 @@ impl<P: Provider> Run<'_, P> {
             Ok(Some(s)) if s.state != InstanceState::Terminated => {
                 return self.wait(format!("the original {original} is {}", s.state.as_str()));
             }
-            Ok(_) => {}
+            Ok(_) => return self.original_gone().await,
             Err(e) => return self.wait(format!("cannot read {original}: {e}")),
+        }
+        match self.cx.hold {
+            Hold::Free => {}
+            Hold::Protected(why) => {
+                return self.wait(format!("the original {original} is not terminated: {why}"))
+            }
+            Hold::Unknown => {
+                return self.wait(format!(
+                    "the original {original} was not listed: its protections are unknown"
+                ))
+            }
         }
         let reason = format!(
             "terminate the original {original}: kept for keep_original_for, the replacement runs"
         );
-        let seq = self
+        let seq = match self
             .intent(Action::MigrateToSpot, Code::SpotCleanup, &reason)
-            .await?;
+            .await?
+        {
+            Ok(seq) => seq,
+            Err(why) => {
+                return self.wait(format!("the original {original} is not terminated: {why}"))
+            }
+        };
         let report = self
             .p
             .terminate(&self.m.region, std::slice::from_ref(&original))
@@ -100,6 +140,7 @@ impl<P: Provider> Run<'_, P> {
         match first_error(&report) {
             Some(e) => {
                 self.outcome(seq, Action::MigrateToSpot, Code::SpotCleanup, Err(&e), None);
+                self.back_off();
                 self.go(State::Done, format!("terminating {original} failed: {e}"))
                     .await
             }
@@ -114,26 +155,33 @@ impl<P: Provider> Run<'_, P> {
                     request,
                 );
                 self.m.original_terminated_at = Some(self.now());
+                self.m.failures = 0;
+                self.m.retry_at = None;
                 self.go(State::Done, detail).await
             }
         }
+    }
+
+    /// The original is terminated already: by ebb's own call, when the tick that made it died
+    /// before recording it, or by someone. Either way it is gone, and the image is the only
+    /// copy of its disks from now on.
+    async fn original_gone(&mut self) -> Result<(), StoreError> {
+        let detail = format!("the original {} is terminated", self.m.original);
+        self.event(Action::MigrateToSpot, Code::SpotCleanup, &detail);
+        self.m.original_terminated_at = Some(self.now());
+        self.go(State::Done, detail).await
     }
 
     /// Someone started the original again: it only loses its `ebb:migrating` tag and is left
     /// to the rules.
     async fn original_returned(&mut self) -> Result<(), StoreError> {
         let original = self.m.original.clone();
-        let _ = self
-            .p
-            .untag(
-                &self.m.region,
-                std::slice::from_ref(&original),
-                &[MIGRATING_TAG.to_string()],
-            )
-            .await;
-        let detail = format!(
+        let mut detail = format!(
             "the original {original} was started again by someone; not terminated, left to the rules"
         );
+        if let Err(e) = self.untag_original(Code::SpotOriginalReturned).await? {
+            detail.push_str(&format!(" ({e})"));
+        }
         self.event(Action::MigrateToSpot, Code::SpotOriginalReturned, &detail);
         self.m.original_returned_at = Some(self.now());
         self.go(State::Done, detail).await
@@ -189,23 +237,20 @@ impl<P: Provider> Run<'_, P> {
             .await
     }
 
-    /// Deletes the image once the workload runs on-demand and the original is gone.
+    /// Deletes the image once the workload has run on-demand for `keep_image_for` with the
+    /// original gone.
     async fn delete_image(&mut self, image: String) -> Result<(), StoreError> {
-        let (action, code) = (Action::FallbackOnDemand, Code::SpotImageDeleted);
-        let reason =
-            format!("delete image {image}: the workload runs on-demand and the original is gone");
-        let seq = self.intent(action, code, &reason).await?;
-        match self.p.delete_image(&self.m.region, &image).await {
-            Ok(()) => {
-                let detail = format!("deleted image {image}");
-                self.outcome(seq, action, code, Ok(&detail), None);
-                self.m.image = None;
-                self.go(State::Done, detail).await
-            }
+        let reason = format!(
+            "delete image {image}: the workload has run on-demand for keep_image_for and the original is gone"
+        );
+        match self
+            .delete_image_call(&image, Code::SpotImageDeleted, &reason)
+            .await?
+        {
+            Ok(()) => self.go(State::Done, format!("deleted image {image}")).await,
             Err(e) => {
-                self.outcome(seq, action, code, Err(&e), None);
-                self.go(State::Done, format!("deleting image {image} failed: {e}"))
-                    .await
+                self.back_off();
+                self.go(State::Done, e).await
             }
         }
     }

@@ -2,9 +2,9 @@
 //! cheapest acceptable spot offer.
 
 use super::super::{avoided, cheapest, Target, IMAGE_TIMEOUT};
-use super::{first_error, Run};
+use super::Run;
 use crate::cloud::{CloudError, ImageState, Market, Provider};
-use crate::engine::Action;
+use crate::engine::{Action, Code};
 use crate::names::IMAGE_OF_TAG;
 use crate::store::StoreError;
 use sqlx::types::Json;
@@ -38,7 +38,14 @@ impl<P: Provider> Run<'_, P> {
         // image later (and nothing else). Repeating it is harmless.
         if !snapshots.is_empty() {
             let tags = BTreeMap::from([(IMAGE_OF_TAG.to_string(), self.m.original.clone())]);
-            if let Some(e) = first_error(&self.p.tag(&self.m.region, &snapshots, &tags).await) {
+            let reason = format!(
+                "tag the snapshots of {image} {IMAGE_OF_TAG}={}",
+                self.m.original
+            );
+            let seq = self.unfenced_intent(Code::SpotImage, &reason).await?;
+            let report = self.p.tag(&self.m.region, &snapshots, &tags).await;
+            let done = format!("tagged {}", snapshots.join(", "));
+            if let Err(e) = self.note(seq, Code::SpotImage, &report, done) {
                 return self
                     .roll_back(format!("tagging the snapshots of {image} failed: {e}"))
                     .await;

@@ -1,7 +1,7 @@
 //! Launching a replacement (found again by its launch tag after a crash), and `launching` /
 //! `verifying`: it must run, and still run a tick later.
 
-use super::super::{Target, LAUNCH_TIMEOUT};
+use super::super::{prove_replacement, Target, LAUNCH_TIMEOUT};
 use super::Run;
 use crate::cloud::{CloudError, InstanceStatus, Launch, LaunchSpec, Market, Provider};
 use crate::engine::{Action, Code};
@@ -76,6 +76,23 @@ impl<P: Provider> Run<'_, P> {
             Ok(found) => found,
             Err(e) => return self.wait(format!("cannot look for launch {launch_id}: {e}")),
         };
+        let found = match found {
+            Some(s) => match prove_replacement(&s, self.m.image.as_deref()) {
+                Ok(()) => Some(s),
+                Err(why) => {
+                    // Launched by someone else with this launch's tag: never adopted or acted
+                    // on. ebb's own launch (its client token) is made, or found, below.
+                    let detail = format!(
+                        "refused {} tagged {LAUNCH_TAG}={launch_id}: {why}; not adopted, not acted on",
+                        s.id
+                    );
+                    tracing::warn!(migration = self.m.id, "{detail}");
+                    self.event(action, Code::SpotRefused, &detail);
+                    None
+                }
+            },
+            None => None,
+        };
         let launched = match found {
             Some(s) => {
                 let detail = format!(
@@ -85,10 +102,13 @@ impl<P: Provider> Run<'_, P> {
                 self.event(action, launch_code(action), &detail);
                 Ok(s)
             }
-            None => {
-                self.launch_new(spec, &place, market, action, &launch_id)
-                    .await?
-            }
+            None => match self
+                .launch_new(spec, &place, market, action, &launch_id)
+                .await?
+            {
+                Ok(result) => result,
+                Err(why) => return self.roll_back(format!("{why}; the move is undone")).await,
+            },
         };
         match launched {
             Ok(s) => self.record_launch(s, n, market, place).await,
@@ -99,7 +119,8 @@ impl<P: Provider> Run<'_, P> {
         }
     }
 
-    /// Launches a replacement from the image, with the intent written first.
+    /// Launches a replacement from the image, with the intent written first; `Err` with why
+    /// when an override made since protects the original from the move (the first launch).
     async fn launch_new(
         &mut self,
         spec: LaunchSpec,
@@ -107,7 +128,7 @@ impl<P: Provider> Run<'_, P> {
         market: Market,
         action: Action,
         launch_id: &str,
-    ) -> Result<Result<InstanceStatus, CloudError>, StoreError> {
+    ) -> Result<Result<Result<InstanceStatus, CloudError>, String>, StoreError> {
         let code = launch_code(action);
         let price_text = place
             .price
@@ -120,7 +141,10 @@ impl<P: Provider> Run<'_, P> {
             place.subnet,
             self.m.image.as_deref().unwrap_or("?")
         );
-        let seq = self.intent(action, code, &reason).await?;
+        let seq = match self.intent(action, code, &reason).await? {
+            Ok(seq) => seq,
+            Err(why) => return Ok(Err(why)),
+        };
         let tags = BTreeMap::from([
             (MIGRATION_TAG.to_string(), self.m.id.to_string()),
             (LAUNCH_TAG.to_string(), launch_id.to_string()),
@@ -140,7 +164,7 @@ impl<P: Provider> Run<'_, P> {
             Ok(s) => self.outcome(seq, action, code, Ok(&format!("launched {}", s.id)), None),
             Err(e) => self.outcome(seq, action, code, Err(e), None),
         }
-        Ok(result)
+        Ok(Ok(result))
     }
 
     /// Records the `n`th replacement `s` and moves to `launching`.
@@ -207,11 +231,20 @@ impl<P: Provider> Run<'_, P> {
                     .await
             }
             (_, Some(s)) if s.reclaimed() || self.cx.warned => self.interrupted(s).await,
-            (_, other) => {
-                let what = other.map_or("gone".to_string(), |s| s.state.as_str().to_string());
-                if let Some(id) = self.m.current.take() {
-                    // A replacement stuck in pending is not left to run later unwatched.
-                    let _ = self.p.terminate(&self.m.region, &[id]).await;
+            (_, None) => {
+                self.m.current = None;
+                self.launch_failed(format!("{current} did not come up (EC2 does not know it)"))
+                    .await
+            }
+            (_, Some(s)) => {
+                let what = s.state.as_str();
+                // A replacement stuck in pending is not left to run later unwatched: until its
+                // termination is accepted it stays recorded, and is tried again.
+                let reason = format!("terminate {current}: it did not come up ({what})");
+                let code = launch_code(self.launch_action());
+                if let Err(e) = self.terminate_replacement(&current, code, &reason).await? {
+                    self.back_off();
+                    return self.go(self.m.state, e).await;
                 }
                 self.launch_failed(format!("{current} did not come up ({what})"))
                     .await

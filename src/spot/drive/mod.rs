@@ -17,7 +17,7 @@ mod launch;
 mod stop;
 mod undo;
 
-use super::{State, Step};
+use super::{retry_wait, Hold, State, Step};
 use crate::cloud::{ActionReport, CloudError, InstanceStatus, Provider};
 use crate::engine::{Action, Code, Decision};
 use crate::names::ACTOR;
@@ -35,6 +35,8 @@ pub struct Context<'a> {
     pub decision: Option<&'a Decision>,
     /// EC2 warned that it will reclaim the current replacement within two minutes.
     pub warned: bool,
+    /// What protects the original this tick, and whether its policy still moves it.
+    pub hold: &'a Hold,
     /// The policy-set version, for the audit log.
     pub version: &'a str,
     /// Now.
@@ -59,12 +61,21 @@ pub async fn advance<P: Provider>(
         audit: Vec::new(),
         happened: String::new(),
     };
+    if run.m.ended_at.is_some() {
+        run.expire_image().await?;
+        return Ok((run.m.state, run.happened));
+    }
     match run.m.state {
         State::Planned => run.planned().await?,
-        State::Stopping => run.stopping().await?,
-        State::Imaging => run.imaging().await?,
-        State::Launching | State::Verifying => run.launched().await?,
+        State::Stopping | State::Imaging | State::Launching | State::Verifying => {
+            run.before_done().await?
+        }
         State::Done => run.done().await?,
+        State::RollingBack if run.m.retry_at.is_some_and(|t| run.now() < t) => {}
+        State::RollingBack => {
+            let why = run.m.error.clone().unwrap_or_default();
+            run.roll_back(why).await?
+        }
         State::RolledBack | State::Failed => {}
     }
     Ok((run.m.state, run.happened))
@@ -88,6 +99,26 @@ impl<P: Provider> Run<'_, P> {
         self.cx.now
     }
 
+    /// A step before `done`: undone when a protection or the policy forbids the move now, held
+    /// while the original's tags are unknown, taken otherwise.
+    async fn before_done(&mut self) -> Result<(), StoreError> {
+        match self.cx.hold {
+            Hold::Protected(why) => {
+                let why = format!("{why}; the move is undone");
+                self.roll_back(why).await
+            }
+            Hold::Unknown => self.wait(format!(
+                "{} was not listed: its protections are unknown",
+                self.m.original
+            )),
+            Hold::Free => match self.m.state {
+                State::Stopping => self.stopping().await,
+                State::Imaging => self.imaging().await,
+                _ => self.launched().await,
+            },
+        }
+    }
+
     fn entry(&self, action: Action, outcome: Outcome, code: Code, reason: &str) -> NewAuditEntry {
         NewAuditEntry {
             at: self.now(),
@@ -107,15 +138,38 @@ impl<P: Provider> Run<'_, P> {
         }
     }
 
-    /// Commits the intent of a cloud call; returns its sequence number.
+    /// Commits the intent of a cloud call through the leader's fence, right before the call:
+    /// its sequence number, or `Err` with why not when an override made since protects the
+    /// original from it (the calls that move the original: see [`Leadership::fence`]).
     async fn intent(
         &mut self,
         action: Action,
         code: Code,
         reason: &str,
-    ) -> Result<i64, StoreError> {
+    ) -> Result<Result<i64, String>, StoreError> {
         let entry = self.entry(action, Outcome::Intent, code, reason);
-        Ok(self.leader.append_intents(&[entry]).await?[0].seq)
+        let fenced = self.leader.fence(vec![entry], self.now()).await?;
+        if let Some((_, o)) = fenced.protected.first() {
+            return Ok(Err(format!(
+                "an override by {} until {} protects it: {}",
+                o.created_by,
+                o.until.to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+                o.reason
+            )));
+        }
+        Ok(Ok(fenced.written[0].seq))
+    }
+
+    /// Notes a failed attempt of the step under way: it is tried again after a wait that grows
+    /// with each failure in a row.
+    fn back_off(&mut self) {
+        self.m.failures += 1;
+        self.m.retry_at = Some(self.now() + retry_wait(self.m.failures));
+    }
+
+    /// Whether the step under way waits after earlier failures.
+    fn backing_off(&self) -> bool {
+        self.m.retry_at.is_some_and(|t| self.now() < t)
     }
 
     /// Notes the outcome of an intent.
@@ -150,11 +204,16 @@ impl<P: Provider> Run<'_, P> {
             self.m.state = state;
             self.m.state_since = self.now();
         }
-        self.m.steps.0.push(Step {
-            at: self.now(),
-            state,
-            detail: detail.clone(),
-        });
+        match self.m.steps.0.last_mut() {
+            // The same step again (a failure that repeats): counted, not appended.
+            Some(last) if last.state == state && last.detail == detail => last.repeated += 1,
+            _ => self.m.steps.0.push(Step {
+                at: self.now(),
+                state,
+                detail: detail.clone(),
+                repeated: 0,
+            }),
+        }
         self.happened = detail;
         let audit = std::mem::take(&mut self.audit);
         self.store.save_migration(&self.m, &audit).await

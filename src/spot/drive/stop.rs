@@ -1,13 +1,13 @@
 //! The first steps: `planned` (check the move still holds, stop the original) and `stopping`
 //! (once it is stopped, image it).
 
-use super::super::STOP_TIMEOUT;
+use super::super::{image_tags, prove_image, STOP_TIMEOUT};
 use super::{first_error, request_id, Run};
-use crate::cloud::{CloudError, Provider};
+use crate::cloud::{CloudError, ErrorKind, ImageMade, Provider};
 use crate::engine::{Action, Code};
 use crate::fleet::InstanceState;
 use crate::names::MIGRATING_TAG;
-use crate::spot::State;
+use crate::spot::{Hold, State};
 use crate::store::StoreError;
 use sqlx::types::Json;
 use std::collections::BTreeMap;
@@ -20,6 +20,10 @@ impl<P: Provider> Run<'_, P> {
             return self
                 .cancel(format!("not started, no longer eligible: {why}"))
                 .await;
+        }
+        if let Hold::Protected(why) = self.cx.hold {
+            let why = format!("not started: {why}");
+            return self.cancel(why).await;
         }
         if self.m.launch_spec.is_none() {
             let original = &self.m.original;
@@ -57,9 +61,13 @@ impl<P: Provider> Run<'_, P> {
     async fn stop_original(&mut self) -> Result<(), StoreError> {
         let original = self.m.original.clone();
         let reason = format!("stop {original} to image it (its guest shuts down normally, so the job can checkpoint)");
-        let seq = self
+        let seq = match self
             .intent(Action::MigrateToSpot, Code::SpotStop, &reason)
-            .await?;
+            .await?
+        {
+            Ok(seq) => seq,
+            Err(why) => return self.cancel(format!("not started: {why}")).await,
+        };
         match self.tag_and_stop(&original).await {
             Ok(request) => {
                 let detail = format!("stopping {original}");
@@ -118,15 +126,31 @@ impl<P: Provider> Run<'_, P> {
         }
     }
 
-    /// Images the stopped original with all its volumes.
+    /// Images the stopped original with all its volumes, tagged as this migration's. Images of
+    /// the same name found instead (an attempt whose answer was lost, or anyone's) are adopted
+    /// only when proven to be this migration's image of the original.
     async fn create_image(&mut self) -> Result<(), StoreError> {
         let original = self.m.original.clone();
         let name = format!("ebb-{original}-{}", self.m.id);
         let reason = format!("image {original} with all its volumes as {name}");
-        let seq = self
+        let seq = match self
             .intent(Action::MigrateToSpot, Code::SpotImage, &reason)
-            .await?;
-        match self.p.create_image(&self.m.region, &original, &name).await {
+            .await?
+        {
+            Ok(seq) => seq,
+            Err(why) => return self.roll_back(format!("{why}; the move is undone")).await,
+        };
+        let tags = image_tags(self.m.id, &original);
+        let made = self
+            .p
+            .create_image(&self.m.region, &original, &name, &tags)
+            .await;
+        let image = match made {
+            Ok(ImageMade::Made(image)) => Ok(image),
+            Ok(ImageMade::Named(found)) => self.adopt_image(&name, found).await,
+            Err(e) => Err(e.to_string()),
+        };
+        match image {
             Ok(image) => {
                 let detail = format!("imaging {original} as {image}");
                 self.outcome(
@@ -140,10 +164,55 @@ impl<P: Provider> Run<'_, P> {
                 self.go(State::Imaging, detail).await
             }
             Err(e) => {
-                self.outcome(seq, Action::MigrateToSpot, Code::SpotImage, Err(&e), None);
+                let error = CloudError {
+                    kind: ErrorKind::Other,
+                    operation: "CreateImage",
+                    code: None,
+                    message: e.clone(),
+                    request_id: None,
+                };
+                self.outcome(
+                    seq,
+                    Action::MigrateToSpot,
+                    Code::SpotImage,
+                    Err(&error),
+                    None,
+                );
                 self.roll_back(format!("imaging {original} failed: {e}"))
                     .await
             }
         }
+    }
+
+    /// The first of `found` (images named `name`) proven to be this migration's; every other
+    /// one is refused in the audit log and never launched from.
+    async fn adopt_image(&mut self, name: &str, found: Vec<String>) -> Result<String, String> {
+        let volumes = self
+            .m
+            .launch_spec
+            .as_ref()
+            .map_or(Vec::new(), |s| s.0.volumes.clone());
+        let mut refused = Vec::new();
+        for id in found {
+            let proof = match self.p.image(&self.m.region, &id).await {
+                Ok(Some(image)) => prove_image(&image, self.m.id, &self.m.original, &volumes),
+                Ok(None) => Err("it is gone".to_string()),
+                Err(e) => Err(format!("it cannot be read: {e}")),
+            };
+            match proof {
+                Ok(()) => return Ok(id),
+                Err(why) => {
+                    let detail =
+                        format!("refused image {id} named {name}: {why}; never launched from");
+                    tracing::warn!(migration = self.m.id, "{detail}");
+                    self.event(Action::MigrateToSpot, Code::SpotRefused, &detail);
+                    refused.push(format!("{id} ({why})"));
+                }
+            }
+        }
+        Err(format!(
+            "an image named {name} exists that ebb cannot prove it made: {}",
+            refused.join(", ")
+        ))
     }
 }

@@ -1,113 +1,309 @@
-//! Undoing a migration (`rolled_back`, or `failed` when the undo fails), and ending one that
-//! ebb stops following.
+//! Undoing a migration (`rolling_back` until the original runs again, then `rolled_back`;
+//! `failed` when the original is gone), ending one that ebb stops following, and the image
+//! kept after the end while it is the only copy of the workload's disks.
 
 use super::super::current_savings;
-use super::{first_error, Run};
-use crate::cloud::{CloudError, ErrorKind, Provider};
+use super::{first_error, request_id, Run};
+use crate::cloud::{ActionReport, Provider};
 use crate::engine::{Action, Code};
+use crate::fleet::InstanceState;
 use crate::names::MIGRATING_TAG;
 use crate::spot::State;
-use crate::store::StoreError;
+use crate::store::{Outcome, StoreError};
+use chrono::Duration;
+
+/// How long an image is kept after its migration ended when no policy says
+/// (`keep_image_for`'s default).
+const KEEP_IMAGE_FOR: Duration = Duration::days(7);
+
+/// Whether the original exists, as EC2 answered for it by id.
+enum Original {
+    /// It exists (stopped, running or between the two).
+    There,
+    /// EC2 no longer knows it, or it is terminated or shutting down.
+    Gone,
+    /// It could not be read: why.
+    Unread(String),
+}
 
 impl<P: Provider> Run<'_, P> {
-    /// Undoes the migration: terminates the replacement, starts the original again, removes
-    /// its `ebb:migrating` tag and the image.
+    /// Undoes the migration, the original first: starts it again, and only once EC2 accepted
+    /// that terminates the replacement, removes the `ebb:migrating` tag and deletes the image.
+    /// A call that fails (no capacity to start the original) leaves the migration
+    /// `rolling_back`, tried again after a growing wait; the replacement keeps running until
+    /// then, as the workload may be on it. Only an original that is gone makes it `failed`.
     pub(super) async fn roll_back(&mut self, why: String) -> Result<(), StoreError> {
+        self.m.error = Some(why.clone());
         let original = self.m.original.clone();
-        let reason = format!("roll back ({why}): start {original} again");
-        let seq = self
-            .intent(Action::MigrateToSpot, Code::SpotRollback, &reason)
-            .await?;
-        let errors = self.undo_calls().await;
-        if errors.is_empty() {
-            let detail = format!("rolled back: {original} started again ({why})");
-            self.outcome(
-                seq,
-                Action::MigrateToSpot,
-                Code::SpotRollback,
-                Ok(&detail),
-                None,
-            );
-            self.m.error = Some(why);
-            return self.go(State::RolledBack, detail).await;
+        match self.original().await {
+            Original::There => {}
+            Original::Gone => {
+                return self
+                    .fail(format!(
+                        "rolling back ({why}): {original} is gone, nothing to start; {}",
+                        self.what_is_left()
+                    ))
+                    .await
+            }
+            Original::Unread(e) => return self.retry_roll_back(&why, e).await,
         }
-        let error = CloudError {
-            kind: ErrorKind::Other,
-            operation: "rollback",
-            code: None,
-            message: errors.join("; "),
-            request_id: None,
-        };
-        self.outcome(
-            seq,
-            Action::MigrateToSpot,
-            Code::SpotRollback,
-            Err(&error),
-            None,
-        );
-        self.fail(format!(
-            "rolling back ({why}) failed: {}; finish it by hand",
-            error.message
-        ))
+        if let Err(e) = self.start_original().await? {
+            return self.retry_roll_back(&why, e).await;
+        }
+        if let Some(current) = self.m.current.clone() {
+            let reason = format!("roll back: terminate the replacement {current}");
+            if let Err(e) = self
+                .terminate_replacement(&current, Code::SpotRollback, &reason)
+                .await?
+            {
+                return self.retry_roll_back(&why, e).await;
+            }
+        }
+        if let Err(e) = self.untag_original(Code::SpotRollback).await? {
+            return self.retry_roll_back(&why, e).await;
+        }
+        if let Some(image) = self.m.image.clone() {
+            // The original runs again: the image is not the only copy of its disks.
+            let reason = format!("roll back: delete image {image}, {original} runs again");
+            if let Err(e) = self
+                .delete_image_call(&image, Code::SpotRollback, &reason)
+                .await?
+            {
+                return self.retry_roll_back(&why, e).await;
+            }
+        }
+        self.m.failures = 0;
+        self.m.retry_at = None;
+        self.go(
+            State::RolledBack,
+            format!("rolled back: {original} started again ({why})"),
+        )
         .await
     }
 
-    /// The cloud calls of a roll-back, each tried whatever the others did; what failed. What
-    /// could not be removed stays recorded, for people to finish.
-    async fn undo_calls(&mut self) -> Vec<String> {
-        let original = self.m.original.clone();
-        let region = self.m.region.clone();
-        let ids = std::slice::from_ref(&original);
-        let mut errors: Vec<String> = Vec::new();
-        if let Some(current) = self.m.current.take() {
-            let report = self
-                .p
-                .terminate(&region, std::slice::from_ref(&current))
-                .await;
-            if let Some(e) = first_error(&report) {
-                errors.push(format!("terminating {current}: {e}"));
-                self.m.current = Some(current);
-            }
-        }
-        if let Some(e) = first_error(&self.p.start(&region, ids).await) {
-            errors.push(format!("starting {original}: {e}"));
-        }
-        let tag = [MIGRATING_TAG.to_string()];
-        if let Some(e) = first_error(&self.p.untag(&region, ids, &tag).await) {
-            errors.push(format!("removing its {} tag: {e}", MIGRATING_TAG));
-        }
-        if let Some(image) = self.m.image.take() {
-            if let Err(e) = self.p.delete_image(&region, &image).await {
-                errors.push(format!("deleting image {image}: {e}"));
-                self.m.image = Some(image);
-            }
-        }
-        errors
+    /// A roll-back call failed: `rolling_back`, tried again after a wait.
+    async fn retry_roll_back(&mut self, why: &str, error: String) -> Result<(), StoreError> {
+        self.back_off();
+        let detail = format!(
+            "rolling back ({why}): {error}; tried again after {} min",
+            super::super::retry_wait(self.m.failures).num_minutes()
+        );
+        self.go(State::RollingBack, detail).await
     }
 
-    /// Ebb stops following the migration; the original loses its `ebb:migrating` tag if it
-    /// is still there, so that the rules govern it again.
-    pub(super) async fn end(&mut self, why: String) -> Result<(), StoreError> {
-        let region = self.m.region.clone();
-        if self.m.holds_original() {
-            let _ = self
-                .p
-                .untag(
-                    &region,
-                    std::slice::from_ref(&self.m.original),
-                    &[MIGRATING_TAG.to_string()],
-                )
-                .await;
+    /// What the migration leaves for people, when it cannot be undone.
+    fn what_is_left(&self) -> String {
+        let current = self.m.current.as_deref().map_or(String::new(), |c| {
+            format!("the replacement {c} keeps running; ")
+        });
+        match &self.m.image {
+            Some(image) => format!("{current}the image {image} is kept; launch from it by hand"),
+            None => format!("{current}no image was made"),
         }
-        if let Some(image) = self.m.image.clone() {
-            if self.p.delete_image(&region, &image).await.is_ok() {
-                self.m.image = None;
+    }
+
+    /// Whether the original exists, read by id.
+    async fn original(&self) -> Original {
+        match self.status(&self.m.original).await {
+            Ok(Some(s))
+                if !matches!(
+                    s.state,
+                    InstanceState::Terminated | InstanceState::ShuttingDown
+                ) =>
+            {
+                Original::There
+            }
+            Ok(_) => Original::Gone,
+            Err(e) => Original::Unread(format!("cannot read {}: {e}", self.m.original)),
+        }
+    }
+
+    /// StartInstances of the original, as an action.
+    async fn start_original(&mut self) -> Result<Result<(), String>, StoreError> {
+        let original = self.m.original.clone();
+        let reason = format!("roll back: start {original} again");
+        let seq = self.unfenced_intent(Code::SpotRollback, &reason).await?;
+        let report = self
+            .p
+            .start(&self.m.region, std::slice::from_ref(&original))
+            .await;
+        Ok(self.note(
+            seq,
+            Code::SpotRollback,
+            &report,
+            format!("started {original} again"),
+        ))
+    }
+
+    /// TerminateInstances of a replacement ebb launched, as an action; on failure it stays
+    /// recorded, so that it is never left running untracked.
+    pub(super) async fn terminate_replacement(
+        &mut self,
+        id: &str,
+        code: Code,
+        reason: &str,
+    ) -> Result<Result<(), String>, StoreError> {
+        let seq = self.unfenced_intent(code, reason).await?;
+        let report = self.p.terminate(&self.m.region, &[id.to_string()]).await;
+        let result = self.note(seq, code, &report, format!("terminated {id}"));
+        if result.is_ok() && self.m.current.as_deref() == Some(id) {
+            self.m.current = None;
+        }
+        Ok(result)
+    }
+
+    /// Removes the original's `ebb:migrating` tag, as an action, so that the rules govern it
+    /// again.
+    pub(super) async fn untag_original(
+        &mut self,
+        code: Code,
+    ) -> Result<Result<(), String>, StoreError> {
+        let original = self.m.original.clone();
+        let reason = format!("remove the {MIGRATING_TAG} tag of {original}");
+        let seq = self.unfenced_intent(code, &reason).await?;
+        let keys = [MIGRATING_TAG.to_string()];
+        let report = self
+            .p
+            .untag(&self.m.region, std::slice::from_ref(&original), &keys)
+            .await;
+        Ok(self.note(
+            seq,
+            code,
+            &report,
+            format!("removed {MIGRATING_TAG} from {original}"),
+        ))
+    }
+
+    /// DeregisterImage and DeleteSnapshot of the migration's image, as an action.
+    pub(super) async fn delete_image_call(
+        &mut self,
+        image: &str,
+        code: Code,
+        reason: &str,
+    ) -> Result<Result<(), String>, StoreError> {
+        let seq = self.unfenced_intent(code, reason).await?;
+        let result = self.p.delete_image(&self.m.region, image).await;
+        let detail = format!("deleted image {image} and its snapshots");
+        self.outcome(
+            seq,
+            Action::MigrateToSpot,
+            code,
+            result.as_ref().map(|()| detail.as_str()),
+            None,
+        );
+        if result.is_ok() {
+            self.m.image = None;
+        }
+        Ok(result.map_err(|e| format!("deleting image {image}: {e}")))
+    }
+
+    /// The intent of a call that no override forbids (it undoes or ends the move), committed
+    /// on the leader's session right before the call: a replica that lost the lead cannot
+    /// write it, and so makes no call.
+    pub(super) async fn unfenced_intent(
+        &mut self,
+        code: Code,
+        reason: &str,
+    ) -> Result<i64, StoreError> {
+        let entry = self.entry(Action::MigrateToSpot, Outcome::Intent, code, reason);
+        Ok(self.leader.append_intents(&[entry]).await?[0].seq)
+    }
+
+    /// The outcome of a one-instance call from its report.
+    pub(super) fn note(
+        &mut self,
+        seq: i64,
+        code: Code,
+        report: &ActionReport,
+        done: String,
+    ) -> Result<(), String> {
+        match first_error(report) {
+            Some(e) => {
+                self.outcome(seq, Action::MigrateToSpot, code, Err(&e), None);
+                Err(e.to_string())
+            }
+            None => {
+                self.outcome(
+                    seq,
+                    Action::MigrateToSpot,
+                    code,
+                    Ok(&done),
+                    request_id(report),
+                );
+                Ok(())
             }
         }
-        self.event(Action::MigrateToSpot, Code::SpotEnded, &why);
+    }
+
+    /// Ebb stops following the migration: the original loses its `ebb:migrating` tag if it
+    /// is still there, so that the rules govern it again. The image is deleted only while the
+    /// original exists; otherwise it is the only copy of the workload's disks and is kept for
+    /// `keep_image_for`.
+    pub(super) async fn end(&mut self, why: String) -> Result<(), StoreError> {
+        let mut detail = why.clone();
+        let original_there =
+            self.m.holds_original() && matches!(self.original().await, Original::There);
+        if original_there {
+            if let Err(e) = self.untag_original(Code::SpotEnded).await? {
+                detail.push_str(&format!("; {e}"));
+            }
+        }
+        if let Some(image) = self.m.image.clone() {
+            if original_there {
+                let reason = format!(
+                    "delete image {image}: the migration ended, {} exists",
+                    self.m.original
+                );
+                if let Err(e) = self
+                    .delete_image_call(&image, Code::SpotEnded, &reason)
+                    .await?
+                {
+                    detail.push_str(&format!("; {e}"));
+                }
+            }
+            if self.m.image.is_some() {
+                let keep = self.cx.rule.map_or(KEEP_IMAGE_FOR, |r| r.keep_image_for);
+                let until = self.now() + keep;
+                self.m.image_kept_until = Some(until);
+                detail.push_str(&format!(
+                    "; the image {image} is kept until {} (keep_image_for): it may be the only copy of the workload's disks",
+                    until.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+                ));
+            }
+        }
+        self.event(Action::MigrateToSpot, Code::SpotEnded, &detail);
         self.m.saved_before += current_savings(&self.m, self.now());
         self.m.running_since = None;
         self.m.ended_at = Some(self.now());
-        self.go(State::Done, why).await
+        self.go(State::Done, detail).await
+    }
+
+    /// After the end: deletes the kept image once `keep_image_for` has passed.
+    pub(super) async fn expire_image(&mut self) -> Result<(), StoreError> {
+        let (Some(image), Some(until)) = (self.m.image.clone(), self.m.image_kept_until) else {
+            return Ok(());
+        };
+        if self.now() < until || self.backing_off() {
+            return Ok(());
+        }
+        let reason =
+            format!("delete image {image}: kept for keep_image_for after the migration ended");
+        match self
+            .delete_image_call(&image, Code::SpotImageDeleted, &reason)
+            .await?
+        {
+            Ok(()) => {
+                self.m.image_kept_until = None;
+                self.go(
+                    State::Done,
+                    format!("deleted image {image} after keep_image_for"),
+                )
+                .await
+            }
+            Err(e) => {
+                self.back_off();
+                self.go(State::Done, e).await
+            }
+        }
     }
 }
