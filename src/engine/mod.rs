@@ -156,6 +156,11 @@ codes! {
     NoticeWithdrawn = "notice_withdrawn",
     /// Work hours opened: start what the policy starts.
     StartAtOpen = "start_at_open",
+    /// Work hours open within `start_ahead`: start what the policy starts, so that it is
+    /// running at the opening.
+    StartAhead = "start_ahead",
+    /// Running outside hours within `start_ahead` of the opening: not stopped.
+    StartAheadKept = "start_ahead_kept",
     /// `start_at_open: never`.
     StartNever = "start_never",
     /// Stopped by someone other than ebb: a person's stop sticks.

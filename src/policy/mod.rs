@@ -229,6 +229,10 @@ pub struct WorkHours {
     pub busy_defers_stop: bool,
     /// The longest delay after the close; absent = while busy.
     pub max_defer: Option<Duration>,
+    /// How long before each opening stopped instances are started, so that they are running
+    /// at the opening; nothing is stopped for being outside hours meanwhile. Zero: at the
+    /// opening.
+    pub start_ahead: Duration,
 }
 
 /// How an unknown GPU utilisation counts for the idle rule.

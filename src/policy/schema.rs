@@ -160,6 +160,10 @@ fn work_hours_schema() -> Value {
                 "max_defer",
                 duration("Stop anyway this long after the close; absent = defer while busy"),
             ),
+            (
+                "start_ahead",
+                duration("Start stopped instances this long before each opening (at most 12h); nothing is stopped for being outside hours meanwhile. Absent = at the opening"),
+            ),
         ],
     );
     work_hours["oneOf"] = json!([{"required": ["periods"]}, {"required": ["cron"]}]);

@@ -23,6 +23,7 @@ pub const WORK_HOURS: &[&str] = &[
     "start_at_open",
     "busy_defers_stop",
     "max_defer",
+    "start_ahead",
 ];
 pub const PERIOD: &[&str] = &["days", "start", "stop"];
 pub const CRON: &[&str] = &["start", "stop"];
