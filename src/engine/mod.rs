@@ -90,8 +90,8 @@ impl fmt::Display for Action {
 
 macro_rules! codes {
     ($($(#[doc = $doc:literal])* $variant:ident = $name:literal,)*) => {
-        /// Why a decision was made, or which step of a spot migration an audit row records: a
-        /// stable machine code, documented in README.md.
+        /// Why a decision was made, which step of a spot migration an audit row records, or
+        /// why an action failed: a stable machine code, documented in README.md.
         #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
         pub enum Code {
             $($(#[doc = $doc])* #[serde(rename = $name)] $variant,)*
@@ -161,6 +161,9 @@ codes! {
     StartAhead = "start_ahead",
     /// Running outside hours within `start_ahead` of the opening: not stopped.
     StartAheadKept = "start_ahead_kept",
+    /// A start EC2 refused for lack of capacity (`InsufficientInstanceCapacity`): an outcome's
+    /// code, retried sooner than other failures.
+    InsufficientCapacity = "insufficient_capacity",
     /// `start_at_open: never`.
     StartNever = "start_never",
     /// Stopped by someone other than ebb: a person's stop sticks.

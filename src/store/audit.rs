@@ -187,6 +187,9 @@ pub struct FailureStreak {
     pub failures: u32,
     /// When the last failure was recorded.
     pub last_at: DateTime<Utc>,
+    /// The code of the last failure's row (`insufficient_capacity` for a start EC2 had no
+    /// capacity for, which is retried sooner).
+    pub code: Option<String>,
 }
 
 /// The result of recomputing the chain.
@@ -458,9 +461,11 @@ impl Store {
         instances: &[String],
         actor: &str,
     ) -> Result<std::collections::HashMap<String, FailureStreak>> {
-        let rows: Vec<(String, String, String, DateTime<Utc>)> = sqlx::query_as(
-            "SELECT instance, action, outcome, at FROM (
-                 SELECT instance, action, outcome, at,
+        // instance, action, outcome, at, code
+        type StreakRow = (String, String, String, DateTime<Utc>, Option<String>);
+        let rows: Vec<StreakRow> = sqlx::query_as(
+            "SELECT instance, action, outcome, at, code FROM (
+                 SELECT instance, action, outcome, at, code,
                         row_number() OVER (PARTITION BY instance ORDER BY seq DESC) AS n
                  FROM audit_log
                  WHERE instance = ANY($1) AND actor = $2 AND NOT dry_run
@@ -475,10 +480,10 @@ impl Store {
         .await?;
         let mut streaks = std::collections::HashMap::new();
         for group in rows.chunk_by(|a, b| a.0 == b.0) {
-            let (instance, action, _, last_at) = &group[0];
+            let (instance, action, _, last_at, code) = &group[0];
             let failures = group
                 .iter()
-                .take_while(|(_, a, outcome, _)| a == action && outcome == "failed")
+                .take_while(|(_, a, outcome, _, _)| a == action && outcome == "failed")
                 .count();
             if failures > 0 {
                 streaks.insert(
@@ -487,6 +492,7 @@ impl Store {
                         action: action.clone(),
                         failures: failures as u32,
                         last_at: *last_at,
+                        code: code.clone(),
                     },
                 );
             }
