@@ -205,3 +205,28 @@ fn start_ahead_is_a_duration_of_at_most_twelve_hours() {
         assert!(err.contains(message), "{lead}: {err}");
     }
 }
+
+#[test]
+fn start_fallback_types_are_instance_types() {
+    let d = tempfile::tempdir().unwrap();
+    let policy = |types: &str| {
+        format!("policies:\n  - name: p\n    match: {{}}\n    start: {{fallback_types: {types}}}\n")
+    };
+    write(d.path(), "p.yaml", &policy("[g6.2xlarge, g5.2xlarge]"));
+    let set = policy::load(&[d.path().to_path_buf()]).unwrap();
+    let start = set.policies[0].start.as_ref().unwrap();
+    assert_eq!(start.fallback_types, ["g6.2xlarge", "g5.2xlarge"]);
+    for (types, message) in [
+        (
+            "[g6.*]",
+            ":4:29: \"g6.*\" is not an instance type (like \"g6.2xlarge\")",
+        ),
+        ("g6.2xlarge", ":4:29: expected a list of instance types"),
+    ] {
+        write(d.path(), "p.yaml", &policy(types));
+        let err = policy::load(&[d.path().to_path_buf()])
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains(message), "{types}: {err}");
+    }
+}

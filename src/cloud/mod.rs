@@ -139,6 +139,33 @@ pub trait Provider: Send + Sync {
     /// Starts instances.
     fn start(&self, region: &str, ids: &[String]) -> impl Future<Output = ActionReport> + Send;
 
+    /// Changes a stopped instance's type (EC2's ModifyInstanceAttribute), for a start that
+    /// falls back to another type. A provider that cannot change types refuses.
+    fn set_type(
+        &self,
+        region: &str,
+        id: &str,
+        instance_type: &str,
+    ) -> impl Future<Output = ActionReport> + Send {
+        let _ = (region, instance_type);
+        let refused = Failed {
+            instance: id.to_string(),
+            error: CloudError {
+                kind: ErrorKind::Other,
+                operation: "ModifyInstanceAttribute",
+                code: None,
+                message: "this provider cannot change instance types".into(),
+                request_id: None,
+            },
+        };
+        async move {
+            ActionReport {
+                failed: vec![refused],
+                ..ActionReport::default()
+            }
+        }
+    }
+
     /// Sets tags on instances.
     fn tag(
         &self,
@@ -264,6 +291,10 @@ impl Provider for Cloud {
 
     async fn start(&self, region: &str, ids: &[String]) -> ActionReport {
         delegate!(self, p => p.start(region, ids))
+    }
+
+    async fn set_type(&self, region: &str, id: &str, instance_type: &str) -> ActionReport {
+        delegate!(self, p => p.set_type(region, id, instance_type))
     }
 
     async fn tag(

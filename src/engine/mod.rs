@@ -40,6 +40,8 @@ pub enum Action {
     RelaunchSpot,
     /// Relaunch a reclaimed spot instance on-demand.
     FallbackOnDemand,
+    /// Change a stopped instance's type (a start falling back to another type).
+    Resize,
 }
 
 impl Action {
@@ -55,6 +57,7 @@ impl Action {
             Action::MigrateToSpot => "migrate_to_spot",
             Action::RelaunchSpot => "relaunch_spot",
             Action::FallbackOnDemand => "fallback_on_demand",
+            Action::Resize => "resize",
         }
     }
 
@@ -70,6 +73,7 @@ impl Action {
             Action::MigrateToSpot,
             Action::RelaunchSpot,
             Action::FallbackOnDemand,
+            Action::Resize,
         ]
         .into_iter()
         .find(|a| a.as_str() == name)
@@ -164,6 +168,9 @@ codes! {
     /// A start EC2 refused for lack of capacity (`InsufficientInstanceCapacity`): an outcome's
     /// code, retried sooner than other failures.
     InsufficientCapacity = "insufficient_capacity",
+    /// EC2 had no capacity for the instance's type: it is changed to the next of the policy's
+    /// `start.fallback_types`, and started as that.
+    FallbackType = "fallback_type",
     /// `start_at_open: never`.
     StartNever = "start_never",
     /// Stopped by someone other than ebb: a person's stop sticks.

@@ -134,6 +134,8 @@ pub struct Policy {
     pub notify: Option<Notify>,
     /// Move interruptible work to spot capacity.
     pub spot: Option<SpotRule>,
+    /// How starts go when EC2 has no capacity.
+    pub start: Option<StartRule>,
     /// Decide and audit, but never act.
     pub dry_run: bool,
     /// Where the policy is written.
@@ -299,6 +301,14 @@ pub struct SpotRule {
     pub max_interruptions: u32,
     /// How long the stopped original is kept for rollback.
     pub keep_original_for: Duration,
+}
+
+/// How a start refused for lack of capacity goes on.
+#[derive(Debug, Clone)]
+pub struct StartRule {
+    /// Instance types to change a stopped instance to, in order, when EC2 has no capacity for
+    /// its own: the next one with capacity is started.
+    pub fallback_types: Vec<String>,
 }
 
 /// The idle threshold in percent when a policy has no idle rule.

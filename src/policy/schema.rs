@@ -293,6 +293,14 @@ fn policy_schema() -> Value {
     let idle = idle_schema();
     let notify = notify_schema();
     let spot = spot_schema();
+    let start = object(
+        keys::START,
+        &[],
+        &[(
+            "fallback_types",
+            json!({"type": "array", "items": {"type": "string", "pattern": "^[A-Za-z0-9-]+\\.[A-Za-z0-9-]+$"}, "description": "Types to change a stopped instance to, in order, when EC2 has no capacity for its own"}),
+        )],
+    );
     object(
         keys::POLICY,
         &["name", "match"],
@@ -311,6 +319,7 @@ fn policy_schema() -> Value {
             ("idle", idle),
             ("notify", notify),
             ("spot", spot),
+            ("start", start),
             ("dry_run", json!({"type": "boolean", "default": false})),
         ],
     )

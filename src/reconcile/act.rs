@@ -14,6 +14,8 @@ use chrono::{DateTime, Duration, SecondsFormat, Utc};
 use std::collections::{BTreeMap, HashMap};
 use tracing::Instrument as _;
 
+mod fallback;
+
 /// After a failed action, the same action on the same instance waits this long before it is
 /// tried again, twice as long after each further failure in a row, up to [`RETRY_MAX`]: an
 /// action that keeps failing (access denied, no capacity) is retried, but does not fill the
@@ -255,7 +257,12 @@ impl<P: Provider> Reconciler<P> {
             intent_seq: seq_of.get(d.instance.as_str()).copied(),
             ..audit.entry(d, outcome, false)
         });
-        self.record(&group, outcomes, audit.now, report).await
+        self.record(&group, outcomes, audit.now, report).await?;
+        if group[0].action == Action::Start {
+            self.fall_back(&group, &cloud, audit, leader, report)
+                .await?;
+        }
+        Ok(())
     }
 
     /// The decisions of `group` whose instances may still be acted on. For a stop (or its

@@ -11,6 +11,7 @@ pub const POLICY: &[&str] = &[
     "idle",
     "notify",
     "spot",
+    "start",
     "dry_run",
 ];
 pub const MATCH: &[&str] = &["regions", "tags", "instance_types"];
@@ -36,6 +37,7 @@ pub const IDLE: &[&str] = &[
     "action",
 ];
 pub const NOTIFY: &[&str] = &["before"];
+pub const START: &[&str] = &["fallback_types"];
 pub const SPOT: &[&str] = &[
     "min_savings",
     "checkpoint_max_age",
