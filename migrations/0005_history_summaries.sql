@@ -4,6 +4,8 @@
 ALTER TABLE instances
     ADD COLUMN last_audit_seq bigint,
     ADD COLUMN failing_action text,
+    -- The code of the streak's last failure (insufficient_capacity is retried sooner).
+    ADD COLUMN failing_code   text,
     ADD COLUMN failures       integer NOT NULL DEFAULT 0,
     ADD COLUMN last_failed_at timestamptz;
 
@@ -14,7 +16,7 @@ WHERE a.instance = i.id;
 -- The streak as the tick computed it from the log: the scheduler's latest real outcomes, newest
 -- first, leaving out interrupted ones; the failures in a row of the newest one's action.
 WITH outcomes AS (
-    SELECT instance, action, outcome, at,
+    SELECT instance, action, outcome, at, code,
            row_number() OVER (PARTITION BY instance ORDER BY seq DESC) AS n
     FROM audit_log
     WHERE instance IS NOT NULL AND actor = 'scheduler' AND NOT dry_run
@@ -22,9 +24,10 @@ WITH outcomes AS (
       AND (error IS NULL OR error NOT LIKE 'interrupted;%')
 )
 UPDATE instances AS i
-SET failing_action = s.action, failures = s.failures, last_failed_at = s.at
+SET failing_action = s.action, failing_code = s.code, failures = s.failures,
+    last_failed_at = s.at
 FROM (
-    SELECT latest.instance, latest.action, latest.at,
+    SELECT latest.instance, latest.action, latest.code, latest.at,
            coalesce(
                (SELECT min(o.n) FROM outcomes AS o
                 WHERE o.instance = latest.instance

@@ -124,6 +124,9 @@ impl Provider for Hooked {
     async fn start(&self, region: &str, ids: &[String]) -> ActionReport {
         self.inner.start(region, ids).await
     }
+    async fn set_type(&self, region: &str, id: &str, instance_type: &str) -> ActionReport {
+        self.inner.set_type(region, id, instance_type).await
+    }
     async fn tag(
         &self,
         region: &str,

@@ -592,3 +592,24 @@ fn missing_credentials_are_one_line_that_says_what_to_do() {
     assert!(err.contains("no credentials found"), "{err}");
     assert!(err.contains("check the AWS credentials"), "{err}");
 }
+
+/// Fallback types change a stopped instance's type with ModifyInstanceAttribute.
+#[tokio::test]
+async fn a_stopped_instance_changes_type() {
+    let f = Fixture::new("ap-southeast-2").await;
+    let region = f.region;
+    let id = f.launch(G5).await;
+    let provider = f.provider().await;
+    provider.instances().await;
+    let stopped = provider
+        .stop(region, std::slice::from_ref(&id), false)
+        .await;
+    assert!(stopped.failed.is_empty(), "{:?}", stopped.failed);
+    let resized = provider.set_type(region, &id, "g6.2xlarge").await;
+    assert!(resized.failed.is_empty(), "{:?}", resized.failed);
+    assert!(resized.done[0].request_id.is_some());
+    let listed = provider.instances().await;
+    let instance = listed.instances.iter().find(|i| i.id == id).unwrap();
+    assert_eq!(instance.instance_type, "g6.2xlarge");
+    assert_eq!(provider.calls()["ModifyInstanceAttribute"], 1);
+}

@@ -474,3 +474,68 @@ fn the_allocator_returns_freed_memory_at_once() {
         "{overridden}"
     );
 }
+
+/// `ebb plan` and `ebb explain` with `start_ahead: 15m`: the start from 15 minutes before the
+/// opening and not earlier, a running box left alone in that lead time, the close unchanged.
+#[test]
+fn plan_starts_ahead_of_the_opening_and_explain_says_so() {
+    let d = dir(&[(
+        "berlin.yaml",
+        "policies:\n  - name: berlin\n    match: {}\n    work_hours:\n      timezone: Europe/Berlin\n      start_ahead: 15m\n      periods: [{days: mon-fri, start: \"09:00\", stop: \"18:00\"}]\n",
+    )]);
+    let fleet = d.path().join("fleet.yaml");
+    std::fs::write(
+        &fleet,
+        "instances:\n  - {id: i-stopped, region: eu-central-1, type: g5.xlarge, state: stopped, stopped_by_ebb_at: 2026-11-27T17:00:00Z}\n  - {id: i-running, region: eu-central-1, type: g5.xlarge, state: running}\n",
+    )
+    .unwrap();
+    let policies = d.path().join("berlin.yaml");
+    let policies = policies.to_str().unwrap();
+    let plan = |at: &str| {
+        let o = offline(&["plan", "--format", "json"], policies, &fleet, at);
+        assert!(o.status.success(), "{}", stderr(&o));
+        let items: Vec<serde_json::Value> = serde_json::from_slice(&o.stdout).unwrap();
+        items
+            .iter()
+            .map(|i| {
+                let s = |k: &str| i[k].as_str().unwrap().to_string();
+                (s("action"), s("code"))
+            })
+            .collect::<Vec<_>>()
+    };
+    let pair = |a: &str, c: &str| (a.to_string(), c.to_string());
+    assert_eq!(
+        plan("2026-11-30T07:44:00Z"),
+        [
+            pair("none", "stopped_outside_hours"),
+            pair("stop", "outside_hours")
+        ]
+    );
+    assert_eq!(
+        plan("2026-11-30T07:45:00Z"),
+        [
+            pair("start", "start_ahead"),
+            pair("none", "start_ahead_kept")
+        ]
+    );
+    assert_eq!(
+        plan("2026-11-30T17:00:00Z"),
+        [
+            pair("none", "stopped_outside_hours"),
+            pair("stop", "outside_hours")
+        ]
+    );
+    let o = offline(
+        &["explain", "i-stopped"],
+        policies,
+        &fleet,
+        "2026-11-30T07:45:00Z",
+    );
+    let out = stdout(&o);
+    for needle in [
+        "starting 15m ahead of 09:00 Europe/Berlin: stopped instances start",
+        "decision: start [start_ahead] by berlin: starting 15m ahead of 09:00 Europe/Berlin",
+    ] {
+        assert!(out.contains(needle), "{needle} missing from:\n{out}");
+    }
+}

@@ -993,3 +993,123 @@ fn readme_documents_every_code() {
         assert!(readme.contains(&row), "README.md lacks a row for {code}");
     }
 }
+
+/// Office hours 09:00-18:00 Europe/Berlin (08:00-17:00 UTC in winter), started 15 minutes ahead.
+const BERLIN_AHEAD: &str = r#"
+policies:
+  - name: berlin
+    match: {tags: {env: dev}}
+    work_hours:
+      timezone: Europe/Berlin
+      start_ahead: 15m
+      periods: [{days: mon-fri, start: "09:00", stop: "18:00"}]
+"#;
+
+#[test]
+fn start_ahead_starts_from_the_lead_time_and_not_earlier() {
+    let set = policies(BERLIN_AHEAD);
+    let w = World::with(vec![stopped("i-1")]).facts(
+        "i-1",
+        InstanceFacts {
+            stopped_by_ebb_at: Some(t("2026-11-27T17:01:00Z")),
+            ..Default::default()
+        },
+    );
+    let d = w.one("2026-11-30T07:44:59Z", &set);
+    assert_eq!(
+        (d.action, d.code),
+        (Action::None, Code::StoppedOutsideHours)
+    );
+    let d = w.one("2026-11-30T07:45:00Z", &set);
+    assert_eq!((d.action, d.code), (Action::Start, Code::StartAhead));
+    assert!(
+        d.reason
+            .starts_with("starting 15m ahead of 09:00 Europe/Berlin; ebb stopped it at"),
+        "{}",
+        d.reason
+    );
+    // At and after the opening it is the ordinary start.
+    let d = w.one("2026-11-30T08:00:00Z", &set);
+    assert_eq!((d.action, d.code), (Action::Start, Code::StartAtOpen));
+}
+
+#[test]
+fn in_the_lead_time_a_running_box_is_left_alone_and_the_close_is_unchanged() {
+    let set = policies(BERLIN_AHEAD);
+    let w = World::with(vec![dev("i-1")]);
+    let d = w.one("2026-11-30T07:44:00Z", &set);
+    assert_eq!((d.action, d.code), (Action::Stop, Code::OutsideHours));
+    let d = w.one("2026-11-30T07:50:00Z", &set);
+    assert_eq!((d.action, d.code), (Action::None, Code::StartAheadKept));
+    assert!(
+        d.reason
+            .contains("they open 09:00 Europe/Berlin and start_ahead is 15m"),
+        "{}",
+        d.reason
+    );
+    let d = w.one("2026-11-30T16:59:00Z", &set);
+    assert_eq!((d.action, d.code), (Action::None, Code::InHours));
+    let d = w.one("2026-11-30T17:00:00Z", &set);
+    assert_eq!((d.action, d.code), (Action::Stop, Code::OutsideHours));
+    // No lead time is added after the close: the next one is Tuesday 07:45 UTC.
+    let d = w.one("2026-12-01T07:44:00Z", &set);
+    assert_eq!(d.action, Action::Stop);
+}
+
+#[test]
+fn start_ahead_counts_back_from_the_instant_the_opening_happens_across_dst() {
+    // 02:30 on New York's spring-forward day is in the gap: the hours open at 03:00 EDT
+    // (07:00 UTC), and the lead time is 15 minutes before that instant.
+    let set = policies(
+        r#"
+policies:
+  - name: ny
+    match: {tags: {env: dev}}
+    work_hours:
+      timezone: America/New_York
+      start_ahead: 15m
+      periods: [{days: sun, start: "02:30", stop: "12:00"}]
+"#,
+    );
+    let w = World::with(vec![stopped("i-1")]).facts(
+        "i-1",
+        InstanceFacts {
+            stopped_by_ebb_at: Some(t("2026-03-01T17:00:00Z")),
+            ..Default::default()
+        },
+    );
+    assert_eq!(w.one("2026-03-08T06:44:00Z", &set).action, Action::None);
+    let d = w.one("2026-03-08T06:45:00Z", &set);
+    assert_eq!((d.action, d.code), (Action::Start, Code::StartAhead));
+    assert!(
+        d.reason.contains("ahead of 03:00 America/New_York"),
+        "{}",
+        d.reason
+    );
+}
+
+#[test]
+fn with_start_at_open_all_a_start_ahead_belongs_to_the_window_it_prepares() {
+    let set =
+        policies(&BERLIN_AHEAD.replace("start_ahead:", "start_at_open: all\n      start_ahead:"));
+    // Started ahead at 07:45 UTC, then stopped by a person at 07:55: that stop sticks.
+    let mut person = stopped("i-person");
+    person.state_since = Some(t("2026-11-30T07:55:00Z"));
+    let mut weekend = stopped("i-weekend");
+    weekend.state_since = Some(t("2026-11-28T10:00:00Z"));
+    let w = World::with(vec![person, weekend]).facts(
+        "i-person",
+        InstanceFacts {
+            started_by_ebb_at: Some(t("2026-11-30T07:45:00Z")),
+            ..Default::default()
+        },
+    );
+    let d = w.decide("2026-11-30T08:30:00Z", &set);
+    assert_eq!(
+        (d[0].action, d[0].code),
+        (Action::None, Code::StartedThisWindow)
+    );
+    assert_eq!((d[1].action, d[1].code), (Action::Start, Code::StartAtOpen));
+    let d = w.decide("2026-11-30T07:46:00Z", &set);
+    assert_eq!((d[1].action, d[1].code), (Action::Start, Code::StartAhead));
+}

@@ -115,6 +115,7 @@ policies:
     assert_eq!(wh.start_at_open, StartAtOpen::StoppedByEbb);
     assert!(wh.busy_defers_stop);
     assert_eq!(wh.max_defer, None);
+    assert_eq!(wh.start_ahead, chrono::Duration::zero());
     let idle = p.idle.as_ref().unwrap();
     assert_eq!(idle.gpu_below, 7.5);
     assert_eq!(idle.window, chrono::Duration::minutes(90));
@@ -178,4 +179,54 @@ policies:
         err.contains(":8:43: start and stop are both 09:00"),
         "{err}"
     );
+}
+
+#[test]
+fn start_ahead_is_a_duration_of_at_most_twelve_hours() {
+    let d = tempfile::tempdir().unwrap();
+    let policy = |lead: &str| {
+        format!(
+            "policies:\n  - name: p\n    match: {{}}\n    work_hours: {{timezone: UTC, start_ahead: {lead}, periods: [{{days: mon, start: \"09:00\", stop: \"18:00\"}}]}}\n"
+        )
+    };
+    write(d.path(), "p.yaml", &policy("20m"));
+    let set = policy::load(&[d.path().to_path_buf()]).unwrap();
+    let wh = set.policies[0].work_hours.as_ref().unwrap();
+    assert_eq!(wh.start_ahead, chrono::Duration::minutes(20));
+    for (lead, message) in [
+        ("13h", ":4:46: start_ahead is at most 12h"),
+        ("soon", ":4:46: \"soon\" is not a duration"),
+        ("0s", ":4:46: start_ahead must be longer than zero"),
+    ] {
+        write(d.path(), "p.yaml", &policy(lead));
+        let err = policy::load(&[d.path().to_path_buf()])
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains(message), "{lead}: {err}");
+    }
+}
+
+#[test]
+fn start_fallback_types_are_instance_types() {
+    let d = tempfile::tempdir().unwrap();
+    let policy = |types: &str| {
+        format!("policies:\n  - name: p\n    match: {{}}\n    start: {{fallback_types: {types}}}\n")
+    };
+    write(d.path(), "p.yaml", &policy("[g6.2xlarge, g5.2xlarge]"));
+    let set = policy::load(&[d.path().to_path_buf()]).unwrap();
+    let start = set.policies[0].start.as_ref().unwrap();
+    assert_eq!(start.fallback_types, ["g6.2xlarge", "g5.2xlarge"]);
+    for (types, message) in [
+        (
+            "[g6.*]",
+            ":4:29: \"g6.*\" is not an instance type (like \"g6.2xlarge\")",
+        ),
+        ("g6.2xlarge", ":4:29: expected a list of instance types"),
+    ] {
+        write(d.path(), "p.yaml", &policy(types));
+        let err = policy::load(&[d.path().to_path_buf()])
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains(message), "{types}: {err}");
+    }
 }

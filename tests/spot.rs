@@ -122,6 +122,9 @@ impl Provider for Faulty {
     async fn reread(&self, region: &str, ids: &[String]) -> Result<Vec<Instance>, CloudError> {
         self.inner.reread(region, ids).await
     }
+    async fn set_type(&self, region: &str, id: &str, instance_type: &str) -> ActionReport {
+        self.inner.set_type(region, id, instance_type).await
+    }
     async fn gpu_utilisation(
         &self,
         region: &str,

@@ -651,11 +651,15 @@ async fn pruning_deletes_old_state_changes_and_warnings_but_never_the_audit_log(
             .await
             .unwrap();
     }
-    let warned = [
-        ("i-00000".to_string(), day + Duration::days(10)),
-        ("i-00001".to_string(), day + Duration::days(50)),
-    ];
-    store.record_spot_warnings(&warned).await.unwrap();
+    // Warnings as the queue reader records them for migrations' replacements.
+    for (id, at) in [("i-00000", 10), ("i-00001", 50)] {
+        sqlx::query("INSERT INTO spot_warnings (instance, warned_at) VALUES ($1, $2)")
+            .bind(id)
+            .bind(day + Duration::days(at))
+            .execute(&pool)
+            .await
+            .unwrap();
+    }
     let audit_rows = store.audit(&AuditFilter::default()).await.unwrap().len();
 
     let pruned = store.prune(day + Duration::days(30)).await.unwrap();

@@ -141,6 +141,15 @@ pub trait Provider: Send + Sync {
     /// Starts instances.
     fn start(&self, region: &str, ids: &[String]) -> impl Future<Output = ActionReport> + Send;
 
+    /// Changes a stopped instance's type (EC2's ModifyInstanceAttribute), for a start that
+    /// falls back to another type.
+    fn set_type(
+        &self,
+        region: &str,
+        id: &str,
+        instance_type: &str,
+    ) -> impl Future<Output = ActionReport> + Send;
+
     /// Sets tags on instances.
     fn tag(
         &self,
@@ -268,6 +277,10 @@ impl Provider for Cloud {
 
     async fn start(&self, region: &str, ids: &[String]) -> ActionReport {
         delegate!(self, p => p.start(region, ids))
+    }
+
+    async fn set_type(&self, region: &str, id: &str, instance_type: &str) -> ActionReport {
+        delegate!(self, p => p.set_type(region, id, instance_type))
     }
 
     async fn tag(

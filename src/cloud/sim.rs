@@ -45,6 +45,9 @@ pub struct Behaviour {
     /// The next this many starts fail for lack of capacity.
     #[serde(default)]
     pub start_failures: u32,
+    /// Starts fail for lack of capacity while the instance has one of these types.
+    #[serde(default)]
+    pub no_capacity_for: Vec<String>,
     /// When its owner starts it, if it is stopped, on weekdays (local time, `HH:MM`).
     #[serde(default, deserialize_with = "time_of_day")]
     pub owner_starts_at: Option<NaiveTime>,
@@ -503,8 +506,11 @@ impl Provider for SimProvider {
 
     async fn start(&self, region: &str, ids: &[String]) -> ActionReport {
         self.act("StartInstances", region, ids, |sim, now| match sim.instance.state {
-            InstanceState::Stopped if sim.start_failures > 0 => {
-                sim.start_failures -= 1;
+            InstanceState::Stopped
+                if sim.start_failures > 0
+                    || sim.behaviour.no_capacity_for.contains(&sim.instance.instance_type) =>
+            {
+                sim.start_failures = sim.start_failures.saturating_sub(1);
                 Err((
                     "InsufficientInstanceCapacity",
                     format!(
@@ -520,6 +526,22 @@ impl Provider for SimProvider {
             InstanceState::Pending | InstanceState::Running => Ok(()),
             _ => Err(wrong_state(sim)),
         })
+    }
+
+    async fn set_type(&self, region: &str, id: &str, instance_type: &str) -> ActionReport {
+        let ids = [id.to_string()];
+        self.act(
+            "ModifyInstanceAttribute",
+            region,
+            &ids,
+            |sim, _| match sim.instance.state {
+                InstanceState::Stopped => {
+                    sim.instance.instance_type = instance_type.to_string();
+                    Ok(())
+                }
+                _ => Err(wrong_state(sim)),
+            },
+        )
     }
 
     async fn tag(

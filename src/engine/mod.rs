@@ -40,6 +40,8 @@ pub enum Action {
     RelaunchSpot,
     /// Relaunch a reclaimed spot instance on-demand.
     FallbackOnDemand,
+    /// Change a stopped instance's type (a start falling back to another type).
+    Resize,
 }
 
 impl Action {
@@ -55,6 +57,7 @@ impl Action {
             Action::MigrateToSpot => "migrate_to_spot",
             Action::RelaunchSpot => "relaunch_spot",
             Action::FallbackOnDemand => "fallback_on_demand",
+            Action::Resize => "resize",
         }
     }
 
@@ -70,6 +73,7 @@ impl Action {
             Action::MigrateToSpot,
             Action::RelaunchSpot,
             Action::FallbackOnDemand,
+            Action::Resize,
         ]
         .into_iter()
         .find(|a| a.as_str() == name)
@@ -90,8 +94,8 @@ impl fmt::Display for Action {
 
 macro_rules! codes {
     ($($(#[doc = $doc:literal])* $variant:ident = $name:literal,)*) => {
-        /// Why a decision was made, or which step of a spot migration an audit row records: a
-        /// stable machine code, documented in README.md.
+        /// Why a decision was made, which step of a spot migration an audit row records, or
+        /// why an action failed: a stable machine code, documented in README.md.
         #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
         pub enum Code {
             $($(#[doc = $doc])* #[serde(rename = $name)] $variant,)*
@@ -156,6 +160,17 @@ codes! {
     NoticeWithdrawn = "notice_withdrawn",
     /// Work hours opened: start what the policy starts.
     StartAtOpen = "start_at_open",
+    /// Work hours open within `start_ahead`: start what the policy starts, so that it is
+    /// running at the opening.
+    StartAhead = "start_ahead",
+    /// Running outside hours within `start_ahead` of the opening: not stopped.
+    StartAheadKept = "start_ahead_kept",
+    /// A start EC2 refused for lack of capacity (`InsufficientInstanceCapacity`): an outcome's
+    /// code, retried sooner than other failures.
+    InsufficientCapacity = "insufficient_capacity",
+    /// EC2 had no capacity for the instance's type: it is changed to the next of the policy's
+    /// `start.fallback_types`, and started as that.
+    FallbackType = "fallback_type",
     /// `start_at_open: never`.
     StartNever = "start_never",
     /// Stopped by someone other than ebb: a person's stop sticks.

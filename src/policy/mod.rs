@@ -134,6 +134,8 @@ pub struct Policy {
     pub notify: Option<Notify>,
     /// Move interruptible work to spot capacity.
     pub spot: Option<SpotRule>,
+    /// How starts go when EC2 has no capacity.
+    pub start: Option<StartRule>,
     /// Decide and audit, but never act.
     pub dry_run: bool,
     /// Where the policy is written.
@@ -229,6 +231,10 @@ pub struct WorkHours {
     pub busy_defers_stop: bool,
     /// The longest delay after the close; absent = while busy.
     pub max_defer: Option<Duration>,
+    /// How long before each opening stopped instances are started, so that they are running
+    /// at the opening; nothing is stopped for being outside hours meanwhile. Zero: at the
+    /// opening.
+    pub start_ahead: Duration,
 }
 
 /// How an unknown GPU utilisation counts for the idle rule.
@@ -298,6 +304,14 @@ pub struct SpotRule {
     /// How long the image is kept after the migration ended while it is the only copy of the
     /// workload's disks (the original gone).
     pub keep_image_for: Duration,
+}
+
+/// How a start refused for lack of capacity goes on.
+#[derive(Debug, Clone)]
+pub struct StartRule {
+    /// Instance types to change a stopped instance to, in order, when EC2 has no capacity for
+    /// its own: the next one with capacity is started.
+    pub fallback_types: Vec<String>,
 }
 
 /// The idle threshold in percent when a policy has no idle rule.

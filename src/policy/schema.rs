@@ -160,6 +160,10 @@ fn work_hours_schema() -> Value {
                 "max_defer",
                 duration("Stop anyway this long after the close; absent = defer while busy"),
             ),
+            (
+                "start_ahead",
+                duration("Start stopped instances this long before each opening (at most 12h); nothing is stopped for being outside hours meanwhile. Absent = at the opening"),
+            ),
         ],
     );
     work_hours["oneOf"] = json!([{"required": ["periods"]}, {"required": ["cron"]}]);
@@ -295,6 +299,14 @@ fn policy_schema() -> Value {
     let idle = idle_schema();
     let notify = notify_schema();
     let spot = spot_schema();
+    let start = object(
+        keys::START,
+        &[],
+        &[(
+            "fallback_types",
+            json!({"type": "array", "items": {"type": "string", "pattern": "^[A-Za-z0-9-]+\\.[A-Za-z0-9-]+$"}, "description": "Types to change a stopped instance to, in order, when EC2 has no capacity for its own"}),
+        )],
+    );
     object(
         keys::POLICY,
         &["name", "match"],
@@ -313,6 +325,7 @@ fn policy_schema() -> Value {
             ("idle", idle),
             ("notify", notify),
             ("spot", spot),
+            ("start", start),
             ("dry_run", json!({"type": "boolean", "default": false})),
         ],
     )

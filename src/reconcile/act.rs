@@ -3,14 +3,18 @@
 //! the leader's session) → cloud call → outcome → ebb's memory of what it did.
 
 use super::{ActionOutcome, Reconciler, TickReport};
-use crate::cloud::{ActionReport, Provider};
-use crate::engine::{self, Action, Decision};
+use crate::cloud::{ActionReport, ErrorKind, Provider};
+use crate::engine::{self, Action, Code, Decision};
 use crate::fleet::Instance;
 use crate::names::{ACTOR, STOP_AT_TAG};
-use crate::store::{ActionDone, Leadership, NewAuditEntry, Outcome, OverrideRecord, StoreError};
+use crate::store::{
+    ActionDone, FailureStreak, Leadership, NewAuditEntry, Outcome, OverrideRecord, StoreError,
+};
 use chrono::{DateTime, Duration, SecondsFormat, Utc};
 use std::collections::{BTreeMap, HashMap};
 use tracing::Instrument as _;
+
+mod fallback;
 
 /// After a failed action, the same action on the same instance waits this long before it is
 /// tried again, twice as long after each further failure in a row, up to [`RETRY_MAX`]: an
@@ -19,6 +23,11 @@ use tracing::Instrument as _;
 const RETRY_FIRST: Duration = Duration::minutes(1);
 /// The longest wait before a failed action is tried again.
 const RETRY_MAX: Duration = Duration::hours(1);
+/// A start EC2 refused for lack of capacity is tried again at every tick this many times in a
+/// row: GPU capacity comes and goes within minutes, and people are waiting for the box.
+const CAPACITY_EVERY_TICK: u32 = 10;
+/// After that, it is tried again this often, still well short of [`RETRY_MAX`].
+const CAPACITY_RETRY: Duration = Duration::minutes(5);
 
 /// What every audit row of one tick's actions shares.
 #[derive(Clone, Copy)]
@@ -110,7 +119,7 @@ impl<P: Provider> Reconciler<P> {
             let before = to_act.len();
             to_act.retain(|d| match streaks.get(&d.instance) {
                 Some(s) if s.action == d.action.as_str() && !self.is_dry_run(d) => {
-                    now >= s.last_at + retry_after(s.failures)
+                    now >= s.last_at + wait_after(s)
                 }
                 _ => true,
             });
@@ -248,7 +257,12 @@ impl<P: Provider> Reconciler<P> {
             intent_seq: seq_of.get(d.instance.as_str()).copied(),
             ..audit.entry(d, outcome, false)
         });
-        self.record(&group, outcomes, audit.now, report).await
+        self.record(&group, outcomes, audit.now, report).await?;
+        if group[0].action == Action::Start {
+            self.fall_back(&group, &cloud, audit, leader, report)
+                .await?;
+        }
+        Ok(())
     }
 
     /// The decisions of `group` whose instances may still be acted on. For a stop (or its
@@ -371,6 +385,20 @@ fn not_done(d: &Decision, why: String, now: DateTime<Utc>, report: &mut TickRepo
     report.actions.push(done);
 }
 
+/// How long after the failures of `streak` its action waits before it is tried again: not at
+/// all for a start refused for lack of capacity, for its first [`CAPACITY_EVERY_TICK`] attempts,
+/// then [`CAPACITY_RETRY`]; after any other failure, [`retry_after`].
+fn wait_after(streak: &FailureStreak) -> Duration {
+    if streak.code.as_deref() != Some(Code::InsufficientCapacity.as_str()) {
+        return retry_after(streak.failures);
+    }
+    if streak.failures < CAPACITY_EVERY_TICK {
+        Duration::zero()
+    } else {
+        CAPACITY_RETRY
+    }
+}
+
 /// How long after `failures` failures in a row an action waits before it is tried again.
 fn retry_after(failures: u32) -> Duration {
     let doublings = failures.saturating_sub(1).min(16);
@@ -459,6 +487,19 @@ fn outcome_entries(
                     },
                     ..entry(d, Outcome::Succeeded)
                 },
+                (None, Some(failed)) if failed.error.kind == ErrorKind::InsufficientCapacity => {
+                    NewAuditEntry {
+                        request_id: failed.error.request_id.clone(),
+                        error: Some(failed.error.to_string()),
+                        code: Some(Code::InsufficientCapacity.as_str().to_string()),
+                        reason: format!(
+                            "{}; EC2 has no capacity for it now: tried again at every tick, {CAPACITY_EVERY_TICK} times, then every {} minutes",
+                            d.reason,
+                            CAPACITY_RETRY.num_minutes()
+                        ),
+                        ..entry(d, Outcome::Failed)
+                    }
+                }
                 (None, Some(failed)) => NewAuditEntry {
                     request_id: failed.error.request_id.clone(),
                     error: Some(failed.error.to_string()),

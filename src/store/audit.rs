@@ -187,6 +187,9 @@ pub struct FailureStreak {
     pub failures: u32,
     /// When the last failure was recorded.
     pub last_at: DateTime<Utc>,
+    /// The code of the last failure's row (`insufficient_capacity` for a start EC2 had no
+    /// capacity for, which is retried sooner).
+    pub code: Option<String>,
 }
 
 /// The result of recomputing the chain.

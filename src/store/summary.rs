@@ -14,11 +14,13 @@ use std::collections::{BTreeMap, HashMap};
 enum StreakChange {
     /// Its newest real outcome succeeded: no streak.
     Ended,
-    /// It failed `failures` times in a row at `action`, the last at `at`; with `continues`,
+    /// It failed `failures` times in a row at `action`, the last at `at` with `code`; with
+    /// `continues`,
     /// every outcome of the append was such a failure, so a streak of `action` already recorded
     /// goes on.
     Failing {
         action: String,
+        code: Option<String>,
         failures: i32,
         at: DateTime<Utc>,
         continues: bool,
@@ -59,6 +61,7 @@ fn streak_changes(rows: &[AuditEntry]) -> BTreeMap<&str, StreakChange> {
                     .count();
                 StreakChange::Failing {
                     action: last.action.clone(),
+                    code: last.code.clone(),
                     failures: i32::try_from(in_a_row).unwrap_or(i32::MAX),
                     at: last.at,
                     continues: in_a_row == list.len(),
@@ -93,26 +96,29 @@ pub(super) async fn update_in(conn: &mut PgConnection, rows: &[AuditEntry]) -> R
     for (id, change) in streak_changes(rows) {
         let statement = match change {
             StreakChange::Ended => sqlx::query(
-                "UPDATE instances SET failing_action = NULL, failures = 0, last_failed_at = NULL
+                "UPDATE instances SET failing_action = NULL, failing_code = NULL, failures = 0,
+                     last_failed_at = NULL
                  WHERE id = $1",
             )
             .bind(id),
             StreakChange::Failing {
                 action,
+                code,
                 failures,
                 at,
                 continues,
             } => sqlx::query(
                 "UPDATE instances SET
                      failures = CASE WHEN $5 AND failing_action = $2 THEN failures + $3 ELSE $3 END,
-                     failing_action = $2, last_failed_at = $4
+                     failing_action = $2, last_failed_at = $4, failing_code = $6
                  WHERE id = $1",
             )
             .bind(id)
             .bind(action)
             .bind(failures)
             .bind(at)
-            .bind(continues),
+            .bind(continues)
+            .bind(code),
         };
         statement.execute(&mut *conn).await?;
     }
@@ -147,8 +153,9 @@ impl Store {
         &self,
         instances: &[String],
     ) -> Result<HashMap<String, FailureStreak>> {
-        let rows: Vec<(String, String, i32, DateTime<Utc>)> = sqlx::query_as(
-            "SELECT id, failing_action, failures, last_failed_at FROM instances
+        type StreakRow = (String, String, i32, DateTime<Utc>, Option<String>);
+        let rows: Vec<StreakRow> = sqlx::query_as(
+            "SELECT id, failing_action, failures, last_failed_at, failing_code FROM instances
              WHERE id = ANY($1) AND failures > 0",
         )
         .bind(instances)
@@ -156,11 +163,12 @@ impl Store {
         .await?;
         Ok(rows
             .into_iter()
-            .map(|(instance, action, failures, last_at)| {
+            .map(|(instance, action, failures, last_at, code)| {
                 let streak = FailureStreak {
                     action,
                     failures: u32::try_from(failures).unwrap_or(0),
                     last_at,
+                    code,
                 };
                 (instance, streak)
             })
@@ -205,6 +213,7 @@ mod tests {
             changes["i-1"],
             StreakChange::Failing {
                 action: "start".into(),
+                code: None,
                 failures: 2,
                 at: DateTime::UNIX_EPOCH,
                 continues: false

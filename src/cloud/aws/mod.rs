@@ -9,6 +9,7 @@
 mod ec2;
 mod metrics;
 mod reread;
+mod resize;
 mod spot;
 pub mod warnings;
 
@@ -36,6 +37,7 @@ pub const IAM_ACTIONS: &[&str] = &[
     "cloudwatch:GetMetricData",
     "ec2:StopInstances",
     "ec2:StartInstances",
+    "ec2:ModifyInstanceAttribute",
     "ec2:CreateTags",
     "ec2:DeleteTags",
     "sts:AssumeRole",
@@ -453,6 +455,10 @@ impl Provider for AwsProvider {
 
     async fn start(&self, region: &str, ids: &[String]) -> ActionReport {
         self.start_instances(region, ids).await
+    }
+
+    async fn set_type(&self, region: &str, id: &str, instance_type: &str) -> ActionReport {
+        self.modify_type(region, id, instance_type).await
     }
 
     async fn tag(

@@ -9,7 +9,7 @@ use crate::fleet::{Instance, InstanceState};
 use crate::names::MIGRATING_TAG;
 use crate::policy::{IdleWhen, OutsideHours, Policy, WorkHours};
 use crate::schedule::ScheduleStatus;
-use chrono::{DateTime, Utc};
+use chrono::{DateTime, Duration, Utc};
 use chrono_tz::Tz;
 use std::ops::ControlFlow;
 
@@ -45,6 +45,19 @@ impl Eval<'_> {
     /// it is idle or busy is unknown.
     pub(super) fn gpu_unread(&self) -> Option<&str> {
         self.ctx.gpu_unread.get(&self.inst.id).map(|why| &**why)
+    }
+
+    /// The next opening, when `now` is outside hours but within the policy's `start_ahead` of
+    /// it: the lead time in which stopped instances start and running ones are not stopped
+    /// for being outside hours.
+    pub(super) fn opening_ahead(&self) -> Option<DateTime<Utc>> {
+        let (Some(wh), Some(st)) = (&self.policy.work_hours, self.status) else {
+            return None;
+        };
+        let open = st
+            .next
+            .filter(|_| !st.in_hours && wh.start_ahead > Duration::zero())?;
+        (self.now() >= open - wh.start_ahead).then_some(open)
     }
 
     /// `t` as reasons show it, in the policy's time zone.
@@ -92,6 +105,14 @@ impl Eval<'_> {
                 when(st.since),
                 when(st.next)
             )
+        } else if let Some(open) = self.opening_ahead() {
+            format!(
+                "work hours ({tz}): closed since {}, open {}; starting {} ahead of {}: stopped instances start, running ones are not stopped",
+                when(st.since),
+                self.at(open),
+                span(wh.start_ahead),
+                self.at(open)
+            )
         } else {
             format!(
                 "work hours ({tz}): closed since {}, open {}",
@@ -121,8 +142,12 @@ impl Eval<'_> {
                 span(RECENT)
             ),
         });
+        // In the lead time before an opening the hours count as open: what start_ahead
+        // started, or found running, is kept for the opening.
         let outside = match (&self.policy.work_hours, self.status) {
-            (Some(wh), Some(st)) if !st.in_hours => Some((wh, st)),
+            (Some(wh), Some(st)) if !st.in_hours && self.opening_ahead().is_none() => {
+                Some((wh, st))
+            }
             _ => None,
         };
         if let Some((wh, st)) = outside {
@@ -212,6 +237,20 @@ impl Eval<'_> {
         }
     }
 
+    /// Running in the lead time before an opening: not stopped for being outside hours.
+    fn kept_for_opening(&self) -> Verdict {
+        let lead = self.policy.work_hours.as_ref().map(|wh| wh.start_ahead);
+        let open = self.opening_ahead().map_or(String::new(), |t| self.at(t));
+        verdict(
+            Action::None,
+            Code::StartAheadKept,
+            format!(
+                "outside work hours, but they open {open} and start_ahead is {}: kept running for the opening",
+                span(lead.unwrap_or_default())
+            ),
+        )
+    }
+
     /// No rule asks for anything: say where the instance stands.
     fn no_change(&self, outside: bool, not_spot: Option<String>) -> Verdict {
         match (outside, self.status) {
@@ -220,6 +259,7 @@ impl Eval<'_> {
                 Code::OutsideHoursKept,
                 "outside work hours; outside_hours is none".into(),
             ),
+            (false, Some(st)) if !st.in_hours => self.kept_for_opening(),
             (false, Some(st)) => {
                 let close = st
                     .next

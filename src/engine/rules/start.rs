@@ -1,9 +1,18 @@
 //! A stopped instance: whether work hours start it.
 
+use super::text::span;
 use super::{verdict, Action, Code, Eval, Trace, Verdict};
 use crate::policy::{StartAtOpen, WorkHours};
-use crate::schedule::ScheduleStatus;
 use chrono::{DateTime, Utc};
+
+/// The opening a stopped instance is considered for.
+#[derive(Clone, Copy)]
+enum Opening {
+    /// In work hours: the window opened then (`None`: always open).
+    Opened(Option<DateTime<Utc>>),
+    /// In the lead time of `start_ahead`: the window opens then.
+    Ahead(DateTime<Utc>),
+}
 
 impl Eval<'_> {
     /// A stopped instance: started only in work hours, as the policy says.
@@ -15,6 +24,9 @@ impl Eval<'_> {
                 "stopped; the policy has no work hours to start it in".into(),
             );
         };
+        if let Some(open) = self.opening_ahead() {
+            return self.start_at_open(wh, Opening::Ahead(open), trace);
+        }
         if !st.in_hours {
             let closed = st
                 .since
@@ -25,16 +37,43 @@ impl Eval<'_> {
                 format!("stopped, outside work hours{closed}"),
             );
         }
-        self.start_at_open(wh, st, trace)
+        self.start_at_open(wh, Opening::Opened(st.since), trace)
     }
 
-    /// A stopped instance in work hours: whether `start_at_open` starts it, by who stopped it
-    /// and when.
-    fn start_at_open(&self, wh: &WorkHours, st: ScheduleStatus, trace: &mut Trace) -> Verdict {
-        let opened_text = st.since.map_or("always open".to_string(), |t| {
-            format!("opened {}", self.at(t))
-        });
-        let before_opening = |t: DateTime<Utc>| st.since.is_none_or(|o| t < o);
+    /// A stopped instance in work hours, or in the lead time before them: whether
+    /// `start_at_open` starts it, by who stopped it and when.
+    fn start_at_open(&self, wh: &WorkHours, opening: Opening, trace: &mut Trace) -> Verdict {
+        let (opened_text, headline, code, since) = match opening {
+            Opening::Opened(since) => {
+                let opened = since.map_or("always open".to_string(), |t| {
+                    format!("opened {}", self.at(t))
+                });
+                (
+                    opened.clone(),
+                    format!("work hours {opened}"),
+                    Code::StartAtOpen,
+                    since,
+                )
+            }
+            Opening::Ahead(open) => (
+                format!(
+                    "opens {}, started {} ahead",
+                    self.at(open),
+                    span(wh.start_ahead)
+                ),
+                format!(
+                    "starting {} ahead of {}",
+                    span(wh.start_ahead),
+                    self.at(open)
+                ),
+                Code::StartAhead,
+                Some(open),
+            ),
+        };
+        // The window, for who stopped or started an instance in it, begins with its lead time:
+        // a start made ahead of the opening is this window's.
+        let window_start = since.map(|o| o - wh.start_ahead);
+        let before_opening = |t: DateTime<Utc>| window_start.is_none_or(|o| t < o);
         let f = self.facts;
         trace.note(|| {
             format!(
@@ -47,13 +86,7 @@ impl Eval<'_> {
                     .map_or("unknown".into(), |t| self.at(t)),
             )
         });
-        let start = |how: &str| {
-            verdict(
-                Action::Start,
-                Code::StartAtOpen,
-                format!("work hours {opened_text}; {how}"),
-            )
-        };
+        let start = |how: &str| verdict(Action::Start, code, format!("{headline}; {how}"));
         match (wh.start_at_open, f.stopped_by_ebb_at) {
             (StartAtOpen::Never, _) => verdict(
                 Action::None,
@@ -87,7 +120,7 @@ impl Eval<'_> {
                     Action::None,
                     Code::StoppedByPerson,
                     format!(
-                        "stopped at {}, after this window {opened_text}; a person's stop sticks",
+                        "stopped at {}, after this window's start ({opened_text}); a person's stop sticks",
                         self.at(t)
                     ),
                 ),

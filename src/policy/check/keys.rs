@@ -11,6 +11,7 @@ pub const POLICY: &[&str] = &[
     "idle",
     "notify",
     "spot",
+    "start",
     "dry_run",
 ];
 pub const MATCH: &[&str] = &["regions", "tags", "instance_types"];
@@ -23,6 +24,7 @@ pub const WORK_HOURS: &[&str] = &[
     "start_at_open",
     "busy_defers_stop",
     "max_defer",
+    "start_ahead",
 ];
 pub const PERIOD: &[&str] = &["days", "start", "stop"];
 pub const CRON: &[&str] = &["start", "stop"];
@@ -35,6 +37,7 @@ pub const IDLE: &[&str] = &[
     "action",
 ];
 pub const NOTIFY: &[&str] = &["before"];
+pub const START: &[&str] = &["fallback_types"];
 pub const SPOT: &[&str] = &[
     "min_savings",
     "checkpoint_max_age",

@@ -9,6 +9,7 @@ mod idle;
 pub(super) mod keys;
 mod policy;
 mod spot;
+mod start;
 mod values;
 mod work_hours;
 

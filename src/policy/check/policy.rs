@@ -28,6 +28,7 @@ impl Checker {
         let idle = f.get("idle").and_then(|(v, p)| self.idle(v, &p));
         let notify = f.get("notify").and_then(|(v, p)| self.notify(v, &p));
         let spot = f.get("spot").and_then(|(v, p)| self.spot(v, &p));
+        let start = f.get("start").and_then(|(v, p)| self.start(v, &p));
         let dry_run = f
             .get("dry_run")
             .and_then(|(v, p)| self.boolean(v, &p))
@@ -50,6 +51,7 @@ impl Checker {
             idle,
             notify,
             spot,
+            start,
             dry_run,
             source: Source {
                 file: PathBuf::new(),

@@ -5,8 +5,12 @@ use super::{child, keys, suggest, Checker, Fields};
 use crate::policy::yaml::{Step, Value};
 use crate::policy::{OutsideHours, StartAtOpen, WorkHours};
 use crate::schedule::{CronEvents, DaySet, Hours, Period, Schedule, TimeOfDay};
+use chrono::Duration;
 use chrono_tz::Tz;
 use std::str::FromStr;
+
+/// The longest `start_ahead` a policy may ask for.
+const MAX_START_AHEAD: Duration = Duration::hours(12);
 
 impl Checker {
     /// A policy's `work_hours`; the calendar names of `skip` go to `skip`, resolved later.
@@ -64,6 +68,10 @@ impl Checker {
             Some((v, p)) => Some(self.duration(v, &p, "max_defer")?),
             None => None,
         };
+        let start_ahead = match f.get("start_ahead") {
+            Some((v, p)) => self.start_ahead(v, &p),
+            None => Some(Duration::zero()),
+        };
         Some(WorkHours {
             schedule: Schedule {
                 timezone: timezone?,
@@ -74,7 +82,25 @@ impl Checker {
             start_at_open: start_at_open?,
             busy_defers_stop: busy_defers_stop?,
             max_defer,
+            start_ahead: start_ahead?,
         })
+    }
+
+    /// `start_ahead`: a lead time of at most [`MAX_START_AHEAD`], since a longer one would keep
+    /// instances running through the nights it is meant to save.
+    fn start_ahead(&mut self, v: &Value, path: &[Step]) -> Option<Duration> {
+        let lead = self.duration(v, path, "start_ahead")?;
+        if lead > MAX_START_AHEAD {
+            self.problem(
+                path,
+                format!(
+                    "start_ahead is at most {}h (the time instances need to boot, typically minutes)",
+                    MAX_START_AHEAD.num_hours()
+                ),
+            );
+            return None;
+        }
+        Some(lead)
     }
 
     /// The `timezone` of work hours, which every schedule needs.

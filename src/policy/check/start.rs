@@ -1,0 +1,40 @@
+//! The `start` section: how a start goes on when EC2 has no capacity for the instance's type.
+
+use super::{keys, Checker};
+use crate::policy::yaml::{Step, Value};
+use crate::policy::StartRule;
+
+impl Checker {
+    /// A policy's `start` rule.
+    pub(super) fn start(&mut self, v: &Value, path: &[Step]) -> Option<StartRule> {
+        let f = self.fields(v, path, "a start rule", keys::START)?;
+        let fallback_types = match f.get("fallback_types") {
+            Some((v, p)) => {
+                let types = self.strings(v, &p, "a list of instance types")?;
+                if let Some(bad) = types.iter().find(|t| !is_instance_type(t)) {
+                    self.problem(
+                        &p,
+                        format!("\"{bad}\" is not an instance type (like \"g6.2xlarge\")"),
+                    );
+                    return None;
+                }
+                types
+            }
+            None => Vec::new(),
+        };
+        Some(StartRule { fallback_types })
+    }
+}
+
+/// Whether `name` looks like an EC2 instance type: a family and a size, without wildcards
+/// (a type is set on the instance as written).
+fn is_instance_type(name: &str) -> bool {
+    match name.split_once('.') {
+        Some((family, size)) => {
+            let ok =
+                |s: &str| !s.is_empty() && s.chars().all(|c| c.is_ascii_alphanumeric() || c == '-');
+            ok(family) && ok(size)
+        }
+        None => false,
+    }
+}

@@ -1,0 +1,144 @@
+//! Fallback types: a start EC2 refused for lack of capacity, of an instance whose policy lists
+//! `start.fallback_types`, goes on in the same tick with the instance changed to the next of
+//! those types, until one has capacity. Each change is an action of its own (`resize`, code
+//! `fallback_type`), and so is each start after it: an intent committed on the leader's session
+//! before the call, one outcome after it.
+
+use super::{outcome_entries, Audit, Reconciler, TickReport};
+use crate::cloud::{ActionReport, ErrorKind, Provider};
+use crate::engine::{Action, Code, Decision};
+use crate::fleet::InstanceState;
+use crate::store::{Leadership, NewAuditEntry, Outcome, StoreError};
+use std::future::Future;
+
+impl<P: Provider> Reconciler<P> {
+    /// For each start of `group` that `cloud` reports refused for lack of capacity and whose
+    /// policy lists fallback types: the instance, read again and still stopped, changed to each
+    /// of those types in turn (other than its own) and started, until a start succeeds or a
+    /// call fails for another reason.
+    pub(super) async fn fall_back(
+        &self,
+        group: &[&Decision],
+        cloud: &ActionReport,
+        audit: Audit<'_>,
+        leader: &mut Leadership,
+        report: &mut TickReport,
+    ) -> Result<(), StoreError> {
+        let refused: Vec<&Decision> = group
+            .iter()
+            .copied()
+            .filter(|d| {
+                cloud.failed.iter().any(|f| {
+                    f.instance == d.instance && f.error.kind == ErrorKind::InsufficientCapacity
+                })
+            })
+            .collect();
+        if refused.is_empty() {
+            return Ok(());
+        }
+        let set = match self.policies.current().await {
+            Ok(loaded) => loaded.set,
+            Err(err) => {
+                tracing::error!("no fallback types: the policies cannot be read: {err}");
+                return Ok(());
+            }
+        };
+        let plans: Vec<(&Decision, Vec<String>)> = refused
+            .into_iter()
+            .filter_map(|d| {
+                let policy = set
+                    .policies
+                    .iter()
+                    .find(|p| d.policy.as_ref() == Some(&p.name))?;
+                let types = policy.start.as_ref()?.fallback_types.clone();
+                (!types.is_empty()).then_some((d, types))
+            })
+            .collect();
+        if plans.is_empty() {
+            return Ok(());
+        }
+        let region = group[0].region.as_str();
+        let ids: Vec<String> = plans.iter().map(|(d, _)| d.instance.clone()).collect();
+        // Its type is changed only while it is stopped, and from the type it has now.
+        let fresh = match self.provider.reread(region, &ids).await {
+            Ok(fresh) => fresh,
+            Err(err) => {
+                tracing::warn!("no fallback types: the instances could not be read again: {err}");
+                return Ok(());
+            }
+        };
+        for (d, types) in plans {
+            let Some(instance) = fresh
+                .iter()
+                .find(|i| i.id == d.instance && i.state == InstanceState::Stopped)
+            else {
+                continue;
+            };
+            let mut from = instance.instance_type.clone();
+            for to in types.iter().filter(|t| **t != instance.instance_type) {
+                let resize = Decision {
+                    action: Action::Resize,
+                    code: Code::FallbackType,
+                    reason: format!(
+                        "EC2 has no capacity for {from}: changed to {to} (start.fallback_types) to start it"
+                    ),
+                    ..d.clone()
+                };
+                let call = || self.provider.set_type(region, &d.instance, to);
+                if self.one_call(&resize, audit, leader, report, call).await? != Some(Ok(())) {
+                    break;
+                }
+                let start = Decision {
+                    reason: format!("{}; as {to}, after {from} had no capacity", d.reason),
+                    ..d.clone()
+                };
+                let call = || {
+                    self.provider
+                        .start(region, std::slice::from_ref(&d.instance))
+                };
+                match self.one_call(&start, audit, leader, report, call).await? {
+                    Some(Err(ErrorKind::InsufficientCapacity)) => from = to.clone(),
+                    _ => break,
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// One fenced action on `d`'s instance: its intent, the `call`, its outcome. `None` when
+    /// no intent could be written; otherwise whether the call succeeded, or the kind of its
+    /// error.
+    async fn one_call<F, Fut>(
+        &self,
+        d: &Decision,
+        audit: Audit<'_>,
+        leader: &mut Leadership,
+        report: &mut TickReport,
+        call: F,
+    ) -> Result<Option<Result<(), ErrorKind>>, StoreError>
+    where
+        F: FnOnce() -> Fut,
+        Fut: Future<Output = ActionReport>,
+    {
+        let fenced = leader
+            .fence(vec![audit.entry(d, Outcome::Intent, false)], audit.now)
+            .await?;
+        let Some(intent) = fenced.written.first() else {
+            return Ok(None);
+        };
+        let cloud = call().await;
+        let outcomes = outcome_entries(&[d], &cloud, |d, outcome| NewAuditEntry {
+            intent_seq: Some(intent.seq),
+            ..audit.entry(d, outcome, false)
+        });
+        let result = match outcomes[0].outcome {
+            Outcome::Succeeded => Ok(()),
+            _ => Err(cloud
+                .failed
+                .first()
+                .map_or(ErrorKind::Other, |f| f.error.kind)),
+        };
+        self.record(&[d], outcomes, audit.now, report).await?;
+        Ok(Some(result))
+    }
+}
