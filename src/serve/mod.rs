@@ -105,39 +105,13 @@ pub async fn run<P: Provider>(
             .await
     });
     let tasks = control.tasks.clone();
-    let mut background = vec![
-        tokio::spawn({
-            let (task, tasks) = (
-                TickRequests::new(reconciler.store().clone(), control.clone()),
-                tasks.clone(),
-            );
-            async move { drive(task, Duration::ZERO, None, &tasks, pending()).await }
-        }),
-        tokio::spawn({
-            let (task, tasks) = (
-                PolicyWatcher::new(reconciler.policies().clone(), control.clone()),
-                tasks.clone(),
-            );
-            async move { drive(task, POLICY_POLL, None, &tasks, pending()).await }
-        }),
-        tokio::spawn({
-            let task = Pruner::new(
-                reconciler.store().clone(),
-                config.clock,
-                control.clone(),
-                config.retention,
-            );
-            let tasks = tasks.clone();
-            async move { drive(task, PRUNE_EVERY, None, &tasks, pending()).await }
-        }),
-    ];
-    if let Some(queue) = config.interruptions {
-        let task = InterruptionReader::new(queue, reconciler.store().clone());
-        let tasks = tasks.clone();
-        background.push(tokio::spawn(async move {
-            drive(task, Duration::ZERO, None, &tasks, pending()).await
-        }));
-    }
+    let background = spawn_background(
+        &reconciler,
+        &control,
+        config.clock,
+        config.retention,
+        config.interruptions,
+    );
 
     let every = config.clock.real(config.interval);
     control.watch_ticks(TickLimits {
@@ -165,4 +139,49 @@ pub async fn run<P: Provider>(
         Err(_) => tracing::warn!("API requests still open after {API_DRAIN:?}; exiting anyway"),
     }
     Ok(())
+}
+
+/// Starts every background task but the tick loop, each under the driver: the tick requests of
+/// other replicas, the policy watcher, the pruner and, with a queue, the interruption reader.
+fn spawn_background<P: Provider>(
+    reconciler: &Reconciler<P>,
+    control: &Arc<Control>,
+    clock: Clock,
+    retention: chrono::Duration,
+    interruptions: Option<InterruptionQueue>,
+) -> Vec<tokio::task::JoinHandle<()>> {
+    let tasks = control.tasks.clone();
+    let mut background = vec![
+        tokio::spawn({
+            let (task, tasks) = (
+                TickRequests::new(reconciler.store().clone(), control.clone()),
+                tasks.clone(),
+            );
+            async move { drive(task, Duration::ZERO, None, &tasks, pending()).await }
+        }),
+        tokio::spawn({
+            let (task, tasks) = (
+                PolicyWatcher::new(reconciler.policies().clone(), control.clone()),
+                tasks.clone(),
+            );
+            async move { drive(task, POLICY_POLL, None, &tasks, pending()).await }
+        }),
+        tokio::spawn({
+            let task = Pruner::new(
+                reconciler.store().clone(),
+                clock,
+                control.clone(),
+                retention,
+            );
+            let tasks = tasks.clone();
+            async move { drive(task, PRUNE_EVERY, None, &tasks, pending()).await }
+        }),
+    ];
+    if let Some(queue) = interruptions {
+        let task = InterruptionReader::new(queue, reconciler.store().clone());
+        background.push(tokio::spawn(async move {
+            drive(task, Duration::ZERO, None, &tasks, pending()).await
+        }));
+    }
+    background
 }

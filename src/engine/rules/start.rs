@@ -43,33 +43,7 @@ impl Eval<'_> {
     /// A stopped instance in work hours, or in the lead time before them: whether
     /// `start_at_open` starts it, by who stopped it and when.
     fn start_at_open(&self, wh: &WorkHours, opening: Opening, trace: &mut Trace) -> Verdict {
-        let (opened_text, headline, code, since) = match opening {
-            Opening::Opened(since) => {
-                let opened = since.map_or("always open".to_string(), |t| {
-                    format!("opened {}", self.at(t))
-                });
-                (
-                    opened.clone(),
-                    format!("work hours {opened}"),
-                    Code::StartAtOpen,
-                    since,
-                )
-            }
-            Opening::Ahead(open) => (
-                format!(
-                    "opens {}, started {} ahead",
-                    self.at(open),
-                    span(wh.start_ahead)
-                ),
-                format!(
-                    "starting {} ahead of {}",
-                    span(wh.start_ahead),
-                    self.at(open)
-                ),
-                Code::StartAhead,
-                Some(open),
-            ),
-        };
+        let (opened_text, headline, code, since) = self.opening_texts(wh, opening);
         // The window, for who stopped or started an instance in it, begins with its lead time:
         // a start made ahead of the opening is this window's.
         let window_start = since.map(|o| o - wh.start_ahead);
@@ -130,6 +104,41 @@ impl Eval<'_> {
                     "stopped at an unknown time, maybe by a person in this window; not started".into(),
                 ),
             },
+        }
+    }
+    /// How `opening` reads in a verdict: the window's text, the reason's headline, the start's
+    /// code, and when the window opened (the opening itself for a start ahead of it).
+    fn opening_texts(
+        &self,
+        wh: &WorkHours,
+        opening: Opening,
+    ) -> (String, String, Code, Option<DateTime<Utc>>) {
+        match opening {
+            Opening::Opened(since) => {
+                let opened = since.map_or("always open".to_string(), |t| {
+                    format!("opened {}", self.at(t))
+                });
+                (
+                    opened.clone(),
+                    format!("work hours {opened}"),
+                    Code::StartAtOpen,
+                    since,
+                )
+            }
+            Opening::Ahead(open) => (
+                format!(
+                    "opens {}, started {} ahead",
+                    self.at(open),
+                    span(wh.start_ahead)
+                ),
+                format!(
+                    "starting {} ahead of {}",
+                    span(wh.start_ahead),
+                    self.at(open)
+                ),
+                Code::StartAhead,
+                Some(open),
+            ),
         }
     }
 }

@@ -8,6 +8,7 @@ use super::{outcome_entries, Audit, Reconciler, TickReport};
 use crate::cloud::{ActionReport, ErrorKind, Provider};
 use crate::engine::{Action, Code, Decision};
 use crate::fleet::InstanceState;
+use crate::policy::PolicySet;
 use crate::store::{Leadership, NewAuditEntry, Outcome, StoreError};
 use std::future::Future;
 
@@ -24,16 +25,11 @@ impl<P: Provider> Reconciler<P> {
         leader: &mut Leadership,
         report: &mut TickReport,
     ) -> Result<(), StoreError> {
-        let refused: Vec<&Decision> = group
+        if !cloud
+            .failed
             .iter()
-            .copied()
-            .filter(|d| {
-                cloud.failed.iter().any(|f| {
-                    f.instance == d.instance && f.error.kind == ErrorKind::InsufficientCapacity
-                })
-            })
-            .collect();
-        if refused.is_empty() {
+            .any(|f| f.error.kind == ErrorKind::InsufficientCapacity)
+        {
             return Ok(());
         }
         let set = match self.policies.current().await {
@@ -43,17 +39,7 @@ impl<P: Provider> Reconciler<P> {
                 return Ok(());
             }
         };
-        let plans: Vec<(&Decision, Vec<String>)> = refused
-            .into_iter()
-            .filter_map(|d| {
-                let policy = set
-                    .policies
-                    .iter()
-                    .find(|p| d.policy.as_ref() == Some(&p.name))?;
-                let types = policy.start.as_ref()?.fallback_types.clone();
-                (!types.is_empty()).then_some((d, types))
-            })
-            .collect();
+        let plans = fallback_plans(group, cloud, &set);
         if plans.is_empty() {
             return Ok(());
         }
@@ -141,4 +127,30 @@ impl<P: Provider> Reconciler<P> {
         self.record(&[d], outcomes, audit.now, report).await?;
         Ok(Some(result))
     }
+}
+
+/// The decisions of `group` whose start EC2 refused for capacity, each with its policy's
+/// fallback types; those without any are left out.
+fn fallback_plans<'d>(
+    group: &[&'d Decision],
+    cloud: &ActionReport,
+    set: &PolicySet,
+) -> Vec<(&'d Decision, Vec<String>)> {
+    group
+        .iter()
+        .copied()
+        .filter(|d| {
+            cloud.failed.iter().any(|f| {
+                f.instance == d.instance && f.error.kind == ErrorKind::InsufficientCapacity
+            })
+        })
+        .filter_map(|d| {
+            let policy = set
+                .policies
+                .iter()
+                .find(|p| d.policy.as_ref() == Some(&p.name))?;
+            let types = policy.start.as_ref()?.fallback_types.clone();
+            (!types.is_empty()).then_some((d, types))
+        })
+        .collect()
 }
