@@ -5,14 +5,10 @@
 
 mod common;
 
-use common::{database, measuring, root, snapshot, Database};
+use common::{database, measuring, reconciler, snapshot, Database};
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use ebb::clock::Clock;
-use ebb::cloud::sim::SimProvider;
-use ebb::reconcile::{Options, PolicySource, Reconciler};
-use ebb::store::Store;
 use sqlx::Connection as _;
-use std::sync::Arc;
 use std::time::Instant;
 use tokio::runtime::Runtime;
 
@@ -57,7 +53,7 @@ fn history_sql(n: usize, rows: usize) -> String {
 }
 
 /// The steady tick of the fleet of `n` on an empty log, then with a long history behind it:
-/// what history costs a tick. Also prints the database's size and Postgres's busy time a tick.
+/// what history costs a tick. Also prints the database's size at each.
 fn history(c: &mut Criterion) {
     let rt = Runtime::new().unwrap();
     let dir = tempfile::tempdir().unwrap();
@@ -67,19 +63,9 @@ fn history(c: &mut Criterion) {
         (1_000, 10_000)
     };
     let url = database(&rt, HISTORY_DATABASE);
-    let (fleet, behaviours) = ebb::snapshot::load_simulation(&snapshot(n, dir.path())).unwrap();
+    let fleet = snapshot(n, dir.path());
     let clock = Clock::simulated(ebb::when::parse_time(START).unwrap(), 20.0);
-    let (reconciler, mut leader) = rt.block_on(async {
-        let store = Store::connect(&url).await.unwrap();
-        store.migrate().await.unwrap();
-        let leader = store.try_lead("bench").await.unwrap().unwrap();
-        let policies = Arc::new(PolicySource::new(vec![root().join("policies")]));
-        let provider = SimProvider::new(fleet, behaviours, clock);
-        (
-            Reconciler::new(provider, store, policies, Options::default()),
-            leader,
-        )
-    });
+    let (reconciler, mut leader) = reconciler(&rt, &url, &fleet, clock);
     rt.block_on(reconciler.tick(clock.now(), &mut leader))
         .unwrap();
     let mut group = c.benchmark_group("history");

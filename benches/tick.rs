@@ -9,15 +9,11 @@
 
 mod common;
 
-use common::{database, measuring, root, snapshot, Database};
+use common::{database, measuring, reconciler, root, snapshot, Database};
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use ebb::clock::Clock;
-use ebb::cloud::sim::SimProvider;
-use ebb::reconcile::{Options, PolicySource, Reconciler};
-use ebb::store::Store;
 use std::path::Path;
 use std::process::{Command, Stdio};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::runtime::Runtime;
 
@@ -52,23 +48,13 @@ fn tick(c: &mut Criterion) {
     group.sample_size(10);
     for &n in sizes {
         let url = database(&rt, TICK_DATABASE);
-        let (fleet, behaviours) = ebb::snapshot::load_simulation(&snapshot(n, dir.path())).unwrap();
+        let fleet = snapshot(n, dir.path());
         let start = ebb::when::parse_time(START).unwrap();
         // A tick takes a few seconds at 100k: at 20 times real speed each measured tick covers
         // about a simulated minute, the fleet's change between two ticks in production
         // (EBB_TICK=60s).
         let clock = Clock::simulated(start, 20.0);
-        let (reconciler, mut leader) = rt.block_on(async {
-            let store = Store::connect(&url).await.unwrap();
-            store.migrate().await.unwrap();
-            let leader = store.try_lead("bench").await.unwrap().unwrap();
-            let policies = Arc::new(PolicySource::new(vec![root().join("policies")]));
-            let provider = SimProvider::new(fleet, behaviours, clock);
-            (
-                Reconciler::new(provider, store, policies, Options::default()),
-                leader,
-            )
-        });
+        let (reconciler, mut leader) = reconciler(&rt, &url, &fleet, clock);
         // The first tick writes every instance; the ones measured are the steady state.
         let first = rt
             .block_on(reconciler.tick(clock.now(), &mut leader))

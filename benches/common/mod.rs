@@ -1,9 +1,14 @@
 //! What the benchmarks share: the demo fleet copied to any size, and databases made afresh on
 //! the DATABASE_URL server.
 
+use ebb::clock::Clock;
+use ebb::cloud::sim::SimProvider;
+use ebb::reconcile::{Options, PolicySource, Reconciler};
+use ebb::store::{Leadership, Store};
 use serde_yaml::Value;
 use sqlx::{Connection, PgConnection};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use tokio::runtime::Runtime;
 
 /// Whether criterion measures (`cargo bench`), rather than runs each benchmark once (`cargo test
@@ -56,4 +61,26 @@ pub fn database(rt: &Runtime, (name, statements): Database) -> String {
         }
     });
     format!("{server}/{name}")
+}
+
+/// A reconciler of the simulated fleet in the snapshot `fleet` on `clock`, with the example
+/// policies, on the migrated database at `url`, and its leadership.
+pub fn reconciler(
+    rt: &Runtime,
+    url: &str,
+    fleet: &Path,
+    clock: Clock,
+) -> (Reconciler<SimProvider>, Leadership) {
+    let (fleet, behaviours) = ebb::snapshot::load_simulation(fleet).unwrap();
+    rt.block_on(async {
+        let store = Store::connect(url).await.unwrap();
+        store.migrate().await.unwrap();
+        let leader = store.try_lead("bench").await.unwrap().unwrap();
+        let policies = Arc::new(PolicySource::new(vec![root().join("policies")]));
+        let provider = SimProvider::new(fleet, behaviours, clock);
+        (
+            Reconciler::new(provider, store, policies, Options::default()),
+            leader,
+        )
+    })
 }
