@@ -38,6 +38,11 @@ struct Console {
 
 impl Console {
     async fn start(pool: &PgPool) -> Console {
+        Console::start_on(pool, ebb::clock::Clock::System).await
+    }
+
+    /// The console with `clock`'s time as now.
+    async fn start_on(pool: &PgPool, clock: ebb::clock::Clock) -> Console {
         let store = Store::from_pool(pool.clone());
         store.migrate().await.unwrap();
         let policies = tempfile::tempdir().unwrap();
@@ -47,7 +52,7 @@ impl Console {
             policies: Arc::new(PolicySource::new(vec![policies.path().to_path_buf()])),
             control: Arc::new(Control::default()),
             tokens: Arc::new(Tokens::default()),
-            clock: ebb::clock::Clock::System,
+            clock,
         };
         let routes = api::router(state.clone()).merge(ebb::console::router(state));
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -423,4 +428,54 @@ async fn the_migrations_page_and_the_stylesheet(pool: PgPool) {
     let (status, kind, _) = console.get("/v1/plan").await;
     assert_eq!(status, StatusCode::OK);
     assert!(kind.starts_with("application/json"), "{kind}");
+}
+
+#[sqlx::test(migrations = false)]
+async fn the_fleet_page_filters_by_tag_sorts_by_a_column_and_shows_the_next_change(pool: PgPool) {
+    // Monday noon in London: the office is open.
+    let noon = ebb::clock::Clock::Fixed(t("2026-11-30T12:00:00Z"));
+    let console = Console::start_on(&pool, noon).await;
+    let mut stopped = instance("i-1", &[("team", "research")]);
+    stopped.state = InstanceState::Stopped;
+    stopped.instance_type = "p5.48xlarge".into();
+    let mut big = instance("i-3", &[("team", "research")]);
+    big.instance_type = "p4d.24xlarge".into();
+    let fleet = [stopped, instance("i-2", &[("team", "ml")]), big];
+    console.sync(&fleet, "2026-11-30T11:00:00Z").await;
+    let decided = ["i-1", "i-3"].map(|id| decision(id, Action::None, Code::InHours, "in hours"));
+    console
+        .store
+        .record_decisions(&decided, t("2026-11-30T11:00:00Z"))
+        .await
+        .unwrap();
+
+    assert_eq!(rows(&console.page("/?tag=team%3Dml").await), ["i-2"]);
+    assert_eq!(
+        rows(&console.page("/?tag=team=research").await),
+        ["i-1", "i-3"]
+    );
+    let by_type = console.page("/?sort=type").await;
+    assert_eq!(rows(&by_type), ["i-2", "i-3", "i-1"]);
+    assert!(by_type.contains("aria-sort=\"ascending\""), "{by_type}");
+    let (status, _, body) = console.get("/?sort=cost").await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    assert!(body.contains("sort by one of id, type"), "{body}");
+    let (status, _, body) = console.get("/?tag=team").await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    assert!(body.contains("KEY=VALUE"), "{body}");
+
+    // The running box under the office's hours stops at 19:00 London time; the stopped one
+    // starts at Tuesday's opening if ebb stopped it; the box under no policy has no next change.
+    let html = console.page("/").await;
+    for shown in [
+        "stops at the close",
+        "Mon 2026-11-30 19:00 Europe/London",
+        "(19:00 UTC)",
+        "hours close",
+    ] {
+        assert!(
+            html.contains(shown),
+            "the fleet page lacks {shown:?}:\n{html}"
+        );
+    }
 }

@@ -1113,3 +1113,33 @@ fn with_start_at_open_all_a_start_ahead_belongs_to_the_window_it_prepares() {
     let d = w.decide("2026-11-30T07:46:00Z", &set);
     assert_eq!((d[1].action, d[1].code), (Action::Start, Code::StartAhead));
 }
+
+#[test]
+fn the_next_change_is_the_close_for_a_running_box_and_the_start_ahead_for_a_stopped_one() {
+    let set = policies(
+        r#"
+policies:
+  - name: office
+    match: {tags: {team: research}}
+    work_hours:
+      timezone: Europe/Berlin
+      periods:
+        - {days: mon-fri, start: "09:00", stop: "18:00"}
+      outside_hours: hibernate
+      start_ahead: 15m
+"#,
+    );
+    let office = &set.policies[0];
+    // Monday 12:00 in Berlin (11:00 UTC): open.
+    let open = ebb::engine::next_change(office, true, t("2026-11-30T11:00:00Z")).unwrap();
+    assert_eq!(open.at, t("2026-11-30T17:00:00Z"));
+    assert_eq!(open.what, "hibernates at the close");
+    assert_eq!(open.zone, chrono_tz::Europe::Berlin);
+    // Monday 20:00 in Berlin: the stopped box starts at 08:45 on Tuesday.
+    let closed = ebb::engine::next_change(office, false, t("2026-11-30T19:00:00Z")).unwrap();
+    assert_eq!(closed.at, t("2026-12-01T07:45:00Z"));
+    assert_eq!(closed.what, "starts at the opening if ebb stopped it");
+    // Within the lead time the start is due now.
+    let ahead = ebb::engine::next_change(office, false, t("2026-12-01T07:50:00Z")).unwrap();
+    assert_eq!(ahead.at, t("2026-12-01T07:50:00Z"));
+}

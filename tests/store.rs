@@ -687,3 +687,31 @@ async fn pruning_deletes_old_state_changes_and_warnings_but_never_the_audit_log(
         "idempotent"
     );
 }
+
+#[sqlx::test]
+async fn readers_have_a_pool_of_their_own_with_a_shorter_statement_limit(pool: PgPool) {
+    let store = Store::connect(&common::database_url(&pool)).await.unwrap();
+    let readers = store.for_readers(2, std::time::Duration::from_secs(1));
+    // Every reader connection busy: the control loop's pool still has its own.
+    let _held = (
+        readers.pool().acquire().await.unwrap(),
+        readers.pool().acquire().await.unwrap(),
+    );
+    let mut own = store.pool().acquire().await.unwrap();
+    let limit: String = sqlx::query_scalar("SHOW statement_timeout")
+        .fetch_one(&mut *own)
+        .await
+        .unwrap();
+    assert_ne!(limit, "1s");
+    drop(_held);
+    let limit: String = sqlx::query_scalar("SHOW statement_timeout")
+        .fetch_one(readers.pool())
+        .await
+        .unwrap();
+    assert_eq!(limit, "1s");
+    let slow = sqlx::query("SELECT pg_sleep(5)")
+        .execute(readers.pool())
+        .await
+        .unwrap_err();
+    assert!(slow.to_string().contains("statement timeout"), "{slow}");
+}

@@ -1,11 +1,17 @@
-//! `/`: the fleet, one page of live instances at a time, filtered by policy and state.
+//! `/`: the fleet, one page of live instances at a time, filtered by policy, state and a tag,
+//! sorted by a column, each with the next change its work hours bring.
 
-use super::{given, instance_link, ok, query_string, scroll, time, Nav, PageError, PageResult};
+use super::{
+    given, instance_link, ok, query_string, scroll, time, zoned_time, Nav, PageError, PageResult,
+};
 use crate::api::ApiState;
+use crate::engine::{next_change, NextChange};
 use crate::names::{KEEP_UNTIL_TAG, SKIP_TAG};
-use crate::store::{FleetFilter, InstanceRecord, OverrideRecord};
+use crate::policy::PolicySet;
+use crate::store::{FleetFilter, FleetSort, InstanceRecord, OverrideRecord};
 use axum::extract::rejection::QueryRejection;
 use axum::extract::{Query, State};
+use chrono::{DateTime, Utc};
 use maud::{html, Markup};
 use serde::Deserialize;
 use std::collections::HashMap;
@@ -19,8 +25,81 @@ pub(super) const PAGE: i64 = 200;
 pub(super) struct FleetQuery {
     policy: Option<String>,
     state: Option<String>,
+    /// `KEY=VALUE`.
+    tag: Option<String>,
+    /// A column: see [`FleetSort::ALL`].
+    sort: Option<String>,
     /// From 1.
     page: Option<i64>,
+}
+
+/// The order a query asks for.
+fn sort_of(sort: Option<String>) -> Result<FleetSort, PageError> {
+    let Some(name) = given(sort) else {
+        return Ok(FleetSort::Id);
+    };
+    FleetSort::parse(&name).ok_or_else(|| {
+        let names: Vec<&str> = FleetSort::ALL.iter().map(|(_, n)| *n).collect();
+        PageError::bad_request(format!(
+            "sort: \"{name}\" is not a column; sort by one of {}",
+            names.join(", ")
+        ))
+    })
+}
+
+/// The filter form, showing `filter` (with the tag as `tag`), keeping the order.
+fn filters(
+    filter: &FleetFilter,
+    policies: &[String],
+    states: &[String],
+    tag: Option<&str>,
+) -> Markup {
+    html! {
+        form.filters method="get" action="/" {
+            div.field {
+                label for="policy" { "Policy" }
+                select #policy name="policy" {
+                    option value="" { "any" }
+                    @for p in policies {
+                        option value=(p) selected[filter.policy.as_ref() == Some(p)] { (p) }
+                    }
+                }
+            }
+            div.field {
+                label for="state" { "State" }
+                select #state name="state" {
+                    option value="" { "any" }
+                    @for s in states {
+                        option value=(s) selected[filter.state.as_ref() == Some(s)] { (s) }
+                    }
+                }
+            }
+            div.field {
+                label for="tag" { "Tag" }
+                input #tag name="tag" type="text" placeholder="team=research"
+                    value=(tag.unwrap_or(""));
+            }
+            @if filter.sort != FleetSort::Id {
+                input type="hidden" name="sort" value=(filter.sort.as_str());
+            }
+            button type="submit" { "Filter" }
+        }
+    }
+}
+
+/// The tag filter `KEY=VALUE` of a query.
+fn tag_filter(tag: Option<String>) -> Result<Option<(String, String)>, PageError> {
+    let Some(tag) = given(tag) else {
+        return Ok(None);
+    };
+    match tag.split_once('=') {
+        Some((key, value)) if !key.trim().is_empty() => {
+            Ok(Some((key.trim().to_string(), value.trim().to_string())))
+        }
+        _ => Err(PageError::bad_request(format!(
+            "tag: \"{tag}\" is not KEY=VALUE (for example team=research)"
+        ))),
+    }
 }
 
 pub(super) async fn page(
@@ -37,7 +116,11 @@ pub(super) async fn page(
     let filter = FleetFilter {
         policy: given(q.policy),
         state: given(q.state),
+        tag: tag_filter(q.tag)?,
+        sort: sort_of(q.sort)?,
     };
+    let sort = filter.sort;
+    let tag_text = filter.tag.as_ref().map(|(k, v)| format!("{k}={v}"));
     let store = &state.store;
     let found = store.fleet_page(&filter, (page - 1) * PAGE, PAGE).await?;
     let (policies, states) = store.fleet_facets().await?;
@@ -47,40 +130,33 @@ pub(super) async fn page(
         .into_iter()
         .map(|o| (o.instance.clone(), o))
         .collect();
+    // The policies as loaded now, for each row's next scheduled change; none if they cannot
+    // be read (the page still shows the fleet).
+    let set = state.policies.current().await.ok().map(|loaded| loaded.set);
+    let now = state.clock.now();
     let pages = ((found.total + PAGE - 1) / PAGE).max(1);
-    let link = |page: i64| {
+    let link = |page: i64, sort: FleetSort| {
         let page = page.to_string();
         format!(
             "/{}",
             query_string(&[
                 ("policy", filter.policy.as_deref()),
                 ("state", filter.state.as_deref()),
-                ("page", Some(&page)),
+                ("tag", tag_text.as_deref()),
+                ("sort", (sort != FleetSort::Id).then_some(sort.as_str())),
+                ("page", (page != "1").then_some(page.as_str())),
             ])
         )
     };
+    let sorted_by = |column: FleetSort| link(1, column);
+    let columns = Columns {
+        sort,
+        sorted_by: &sorted_by,
+        set: set.as_deref(),
+        now,
+    };
     let body = html! {
-        form.filters method="get" action="/" {
-            div.field {
-                label for="policy" { "Policy" }
-                select #policy name="policy" {
-                    option value="" { "any" }
-                    @for p in &policies {
-                        option value=(p) selected[filter.policy.as_ref() == Some(p)] { (p) }
-                    }
-                }
-            }
-            div.field {
-                label for="state" { "State" }
-                select #state name="state" {
-                    option value="" { "any" }
-                    @for s in &states {
-                        option value=(s) selected[filter.state.as_ref() == Some(s)] { (s) }
-                    }
-                }
-            }
-            button type="submit" { "Filter" }
-        }
+        (filters(&filter, &policies, &states, tag_text.as_deref()))
         p.count {
             (found.total) " live instances"
             @if found.total > 0 { ", page " (page) " of " (pages) }
@@ -88,28 +164,67 @@ pub(super) async fn page(
         @if found.instances.is_empty() {
             p { "No live instance matches." }
         } @else {
-            (scroll("Instances", table(&found.instances, &overrides)))
+            (scroll("Instances", table(&found.instances, &overrides, &columns)))
         }
         nav.pager aria-label="Pages" {
-            @if page > 1 { a href=(link(page - 1)) rel="prev" { "← Previous page" } }
-            @if page < pages { a href=(link(page + 1)) rel="next" { "Next page →" } }
+            @if page > 1 { a href=(link(page - 1, sort)) rel="prev" { "← Previous page" } }
+            @if page < pages { a href=(link(page + 1, sort)) rel="next" { "Next page →" } }
         }
     };
     Ok(ok("Fleet", Nav::Fleet, body))
 }
 
-fn table(instances: &[InstanceRecord], overrides: &HashMap<String, OverrideRecord>) -> Markup {
+/// What the table's headers and its next-change column need beside the rows.
+struct Columns<'a> {
+    /// The order of the rows.
+    sort: FleetSort,
+    /// The link that sorts the page by a column.
+    sorted_by: &'a dyn Fn(FleetSort) -> String,
+    /// The policies in force, if they could be read.
+    set: Option<&'a PolicySet>,
+    /// Now, by the serve clock.
+    now: DateTime<Utc>,
+}
+
+impl Columns<'_> {
+    /// A column header that sorts by `column`, marked when the rows are sorted by it.
+    fn sortable(&self, title: &str, column: FleetSort) -> Markup {
+        let sorted = self.sort == column;
+        html! {
+            th scope="col" aria-sort=[sorted.then_some("ascending")] {
+                a href=((self.sorted_by)(column)) { (title) @if sorted { " ▲" } }
+            }
+        }
+    }
+
+    /// The next change `i`'s governing policy's work hours bring.
+    fn next(&self, i: &InstanceRecord) -> Option<NextChange> {
+        let policy = self
+            .set?
+            .policies
+            .iter()
+            .find(|p| i.policy.as_ref() == Some(&p.name))?;
+        next_change(policy, i.state == "running", self.now)
+    }
+}
+
+fn table(
+    instances: &[InstanceRecord],
+    overrides: &HashMap<String, OverrideRecord>,
+    columns: &Columns<'_>,
+) -> Markup {
     html! {
         table {
             thead {
                 tr {
-                    th scope="col" { "Instance" }
-                    th scope="col" { "Type" }
-                    th scope="col" { "Region" }
-                    th scope="col" { "State, since" }
-                    th scope="col" { "Policy" }
-                    th scope="col" { "Decision" }
+                    (columns.sortable("Instance", FleetSort::Id))
+                    (columns.sortable("Type", FleetSort::Type))
+                    (columns.sortable("Region", FleetSort::Region))
+                    (columns.sortable("State, since", FleetSort::State))
+                    (columns.sortable("Policy", FleetSort::Policy))
+                    (columns.sortable("Decision", FleetSort::Decision))
                     th scope="col" { "Reason" }
+                    th scope="col" { "Next by work hours" }
                     th scope="col" { "Protections" }
                 }
             }
@@ -128,9 +243,23 @@ fn table(instances: &[InstanceRecord], overrides: &HashMap<String, OverrideRecor
                         td { (i.policy.as_deref().unwrap_or("–")) }
                         td { (decision(i)) }
                         td.reason { (i.decided_reason.as_deref().unwrap_or("")) }
+                        td { (next_cell(columns.next(i))) }
                         td { (protections(i, overrides.get(&i.id))) }
                     }
                 }
+            }
+        }
+    }
+}
+
+/// The next change by work hours: what ebb does, and when in the policy's zone and in UTC.
+fn next_cell(next: Option<NextChange>) -> Markup {
+    html! {
+        @match next {
+            None => { "–" }
+            Some(n) => {
+                (n.what) br;
+                (zoned_time(n.at, n.zone))
             }
         }
     }

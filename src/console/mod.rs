@@ -176,6 +176,17 @@ fn time(t: DateTime<Utc>) -> Markup {
     }
 }
 
+/// An instant in `zone` (the policy's, as its people read it), with UTC beside it.
+fn zoned_time(t: DateTime<Utc>, zone: chrono_tz::Tz) -> Markup {
+    let local = t.with_timezone(&zone);
+    html! {
+        time datetime=(t.to_rfc3339_opts(SecondsFormat::Secs, true)) {
+            (local.format("%a %Y-%m-%d %H:%M").to_string()) " " (zone.name())
+        }
+        " (" (t.format("%H:%M").to_string()) " UTC)"
+    }
+}
+
 /// An optional instant, or a dash.
 fn maybe_time(t: Option<DateTime<Utc>>) -> Markup {
     match t {

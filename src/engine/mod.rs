@@ -6,9 +6,11 @@
 //! evaluation with a trace of every rule's verdict.
 
 mod explain;
+mod next;
 mod rules;
 
 pub use explain::{explain, Explanation};
+pub use next::{next_change, NextChange};
 pub use rules::{tags_forbid_stop, RECENT};
 
 use crate::fleet::{Fleet, Instance};

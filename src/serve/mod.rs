@@ -35,6 +35,13 @@ const POLICY_POLL: Duration = Duration::from_secs(2);
 /// How often the leader prunes old history (real time).
 const PRUNE_EVERY: Duration = Duration::from_secs(3600);
 
+/// Connections of the API's and the console's own pool: apart from the control loop's, so a
+/// flood of reads cannot take a connection a tick needs.
+const API_CONNECTIONS: u32 = 4;
+
+/// How long one statement of the API or the console may run.
+const API_STATEMENT_LIMIT: Duration = Duration::from_secs(10);
+
 /// How long requests in flight may take to finish at shutdown.
 const API_DRAIN: Duration = Duration::from_secs(10);
 
@@ -87,7 +94,9 @@ pub async fn run<P: Provider>(
         })?;
     tracing::info!(address = %config.listen, tokens = config.tokens.len(), "API listening");
     let state = ApiState {
-        store: reconciler.store().clone(),
+        store: reconciler
+            .store()
+            .for_readers(API_CONNECTIONS, API_STATEMENT_LIMIT),
         policies: reconciler.policies().clone(),
         control: control.clone(),
         tokens: Arc::new(config.tokens),

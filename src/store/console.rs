@@ -7,13 +7,72 @@ use super::{Result, Store};
 use chrono::{DateTime, Utc};
 use sqlx::QueryBuilder;
 
-/// Which live instances a fleet page shows; all given filters must hold.
+/// Which live instances a fleet page shows (all given filters must hold), in which order.
 #[derive(Debug, Clone, Default)]
 pub struct FleetFilter {
     /// Governed by this policy at the last decision.
     pub policy: Option<String>,
     /// In this EC2 state.
     pub state: Option<String>,
+    /// Carrying this tag with this value.
+    pub tag: Option<(String, String)>,
+    /// The order of the rows.
+    pub sort: FleetSort,
+}
+
+/// What a fleet page is sorted by; the instance id breaks ties.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum FleetSort {
+    /// The instance id.
+    #[default]
+    Id,
+    /// The instance type.
+    Type,
+    /// The region.
+    Region,
+    /// The state, then since when (longest first).
+    State,
+    /// The governing policy.
+    Policy,
+    /// The latest decision's action and code.
+    Decision,
+}
+
+impl FleetSort {
+    /// Every order, with its name in the page's query.
+    pub const ALL: [(FleetSort, &'static str); 6] = [
+        (FleetSort::Id, "id"),
+        (FleetSort::Type, "type"),
+        (FleetSort::Region, "region"),
+        (FleetSort::State, "state"),
+        (FleetSort::Policy, "policy"),
+        (FleetSort::Decision, "decision"),
+    ];
+
+    /// The order named `name` in a query.
+    pub fn parse(name: &str) -> Option<FleetSort> {
+        Self::ALL.iter().find(|(_, n)| *n == name).map(|(s, _)| *s)
+    }
+
+    /// Its name in a query.
+    pub fn as_str(self) -> &'static str {
+        Self::ALL
+            .iter()
+            .find(|(s, _)| *s == self)
+            .map_or("id", |(_, n)| n)
+    }
+
+    /// Its `ORDER BY` clause (fixed text: no input reaches it).
+    fn order_by(self) -> &'static str {
+        match self {
+            FleetSort::Id => " ORDER BY i.id",
+            FleetSort::Type => " ORDER BY i.instance_type, i.id",
+            FleetSort::Region => " ORDER BY i.region, i.id",
+            FleetSort::State => " ORDER BY i.state, i.state_since, i.id",
+            FleetSort::Policy => " ORDER BY i.policy NULLS LAST, i.id",
+            FleetSort::Decision => " ORDER BY i.decided_action, i.decided_code, i.id",
+        }
+    }
 }
 
 /// One page of the fleet.
@@ -47,6 +106,12 @@ fn push_fleet_filter(q: &mut QueryBuilder<sqlx::Postgres>, filter: &FleetFilter)
     if let Some(state) = &filter.state {
         q.push(" AND i.state = ").push_bind(state.clone());
     }
+    if let Some((key, value)) = &filter.tag {
+        q.push(" AND i.tags ->> ")
+            .push_bind(key.clone())
+            .push(" = ")
+            .push_bind(value.clone());
+    }
 }
 
 impl Store {
@@ -60,7 +125,8 @@ impl Store {
     ) -> Result<FleetPage> {
         let mut q = QueryBuilder::new(select_instances!());
         push_fleet_filter(&mut q, filter);
-        q.push(" ORDER BY i.id LIMIT ")
+        q.push(filter.sort.order_by())
+            .push(" LIMIT ")
             .push_bind(limit)
             .push(" OFFSET ")
             .push_bind(offset);

@@ -17,7 +17,7 @@ mod summary;
 pub use audit::{
     AuditEntry, AuditFilter, FailureStreak, NewAuditEntry, Outcome, Verification, INTERRUPTED,
 };
-pub use console::{FleetFilter, FleetPage, InstanceEvent};
+pub use console::{FleetFilter, FleetPage, FleetSort, InstanceEvent};
 pub use inventory::{ActionDone, InstanceRecord, PlannedAction, SyncReport};
 pub use leader::{Fenced, Leadership, WAKE_CHANNEL};
 pub use overrides::{OverrideRecord, OverrideRefused, OverrideRequest};
@@ -247,6 +247,29 @@ impl Store {
         Store {
             pool,
             timeouts: Timeouts::default(),
+        }
+    }
+
+    /// A store on a pool of its own of at most `connections`, to the same database, whose
+    /// statements end after `statement`: for the API and the web console, so that no read,
+    /// however slow or many, holds a connection the control loop needs.
+    pub fn for_readers(&self, connections: u32, statement: Duration) -> Store {
+        let options = self
+            .pool
+            .connect_options()
+            .as_ref()
+            .clone()
+            .options([("statement_timeout", statement.as_millis().to_string())]);
+        let pool = PgPoolOptions::new()
+            .max_connections(connections)
+            .acquire_timeout(self.timeouts.connect)
+            .connect_lazy_with(options);
+        Store {
+            pool,
+            timeouts: Timeouts {
+                statement,
+                ..self.timeouts
+            },
         }
     }
 
