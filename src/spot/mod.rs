@@ -14,7 +14,7 @@ pub mod drive;
 use crate::cloud::{Image, InstanceStatus, Market, TypePrice};
 use crate::engine::{governing_policy, Override};
 use crate::fleet::Instance;
-use crate::names::{IMAGE_OF_TAG, INTERRUPTIBLE_TAG, KEEP_UNTIL_TAG, MIGRATION_TAG, SKIP_TAG};
+use crate::names::{IMAGE_OF_TAG, INTERRUPTIBLE_TAG, MIGRATION_TAG};
 use crate::policy::PolicySet;
 use crate::store::MigrationRecord;
 use chrono::{DateTime, Duration, Utc};
@@ -61,19 +61,8 @@ pub fn hold(
     let Some(inst) = original else {
         return Hold::Unknown;
     };
-    let why = if inst.tag(SKIP_TAG) == Some("true") {
-        Some("it is tagged ebb:skip=true".to_string())
-    } else if let Some(raw) = inst.tag(KEEP_UNTIL_TAG) {
-        match DateTime::parse_from_rfc3339(raw.trim()) {
-            Err(_) => Some(format!(
-                "its tag ebb:keep-until=\"{raw}\" is not an RFC 3339 time"
-            )),
-            Ok(until) if until > now => Some(format!("it is kept by ebb:keep-until={raw}")),
-            Ok(_) => None,
-        }
-    } else {
-        None
-    };
+    // The same judgement of the tags as a stop's.
+    let why = crate::engine::tags_forbid_stop(inst, now);
     let why = why
         .or_else(|| {
             protection.filter(|o| o.until > now).map(|o| {
