@@ -371,7 +371,7 @@ fn an_unreachable_database_is_a_one_line_error() {
 #[sqlx::test(migrations = false)]
 async fn migrate_applies_then_reports_current(pool: PgPool) {
     let url = url_of(&pool);
-    assert!(out(&ebb(&url, &["migrate"])).starts_with("ok: 6 migration(s) applied"));
+    assert!(out(&ebb(&url, &["migrate"])).starts_with("ok: 7 migration(s) applied"));
     assert!(out(&ebb(&url, &["migrate"])).starts_with("ok: 0 migration(s) applied"));
 }
 
@@ -430,4 +430,35 @@ async fn migrations_are_listed_with_state_savings_and_steps(pool: PgPool) {
     assert_eq!(item["savings_so_far"], 0.0);
     assert_eq!(item["interruptions"], serde_json::json!([]));
     assert_eq!(item["steps"][0]["detail"], "planned: spot saves 65%");
+}
+
+#[sqlx::test]
+async fn metrics_export_writes_the_kept_readings_as_csv(pool: PgPool) {
+    let url = url_of(&pool);
+    let store = Store::from_pool(pool);
+    let now = Utc::now();
+    let recent = ebb::fleet::Sample {
+        at: now - Duration::hours(1),
+        percent: 87.5,
+    };
+    let old = ebb::fleet::Sample {
+        at: now - Duration::days(40),
+        percent: 3.0,
+    };
+    store
+        .record_gpu_readings(&[("i-0a", &[old, recent])])
+        .await
+        .unwrap();
+
+    let csv = out(&ebb(&url, &["metrics", "export", "--since", "30d"]));
+    let at = chrono::DurationRound::duration_trunc(recent.at, Duration::minutes(5)).unwrap();
+    assert_eq!(
+        csv,
+        format!(
+            "instance,time,gpu_util\ni-0a,{},87.5\n",
+            at.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+        )
+    );
+    let bad = ebb(&url, &["metrics", "export", "--since", "yesterday"]);
+    assert_eq!(bad.status.code(), Some(2));
 }

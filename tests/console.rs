@@ -368,12 +368,36 @@ async fn an_instance_page_shows_its_timeline_chart_and_overrides(pool: PgPool) {
         "from running (observed)",
         "first seen",
         "<svg",
-        "GPU utilisation: no stored readings",
+        "GPU utilisation: no readings kept in this span",
         "team=research",
     ] {
         assert!(
             html.contains(shown),
             "the instance page lacks {shown:?}:\n{html}"
+        );
+    }
+    // With readings kept, the GPU chart draws them.
+    let now = Utc::now();
+    let readings: Vec<ebb::fleet::Sample> = (0..6)
+        .map(|n| ebb::fleet::Sample {
+            at: now - Duration::minutes(60 - 5 * n),
+            percent: 10.0 * n as f64,
+        })
+        .collect();
+    console
+        .store
+        .record_gpu_readings(&[("i-1", &readings)])
+        .await
+        .unwrap();
+    let charted = console.page("/instances/i-1").await;
+    for shown in [
+        "GPU utilisation of i-1",
+        "class=\"gpu-line\"",
+        "highest 50 %",
+    ] {
+        assert!(
+            charted.contains(shown),
+            "the instance page lacks {shown:?}:\n{charted}"
         );
     }
     // The override's two audit rows are on the timeline, newest first.

@@ -194,6 +194,7 @@ async fn the_console_in_chromium_on_the_demo_fleet(pool: PgPool) {
                 "Instance i-0research01",
                 "<svg",
                 "State of i-0research01",
+                "GPU utilisation of i-0research01",
                 &reason,
                 "Timeline",
             ],

@@ -1,6 +1,6 @@
 //! A long history costs a tick nothing: with a synthetic year of history in Postgres (a million
-//! audit rows, half a million gone instances, their state changes and expired overrides,
-//! generated in SQL), two ticks read a few rows per live instance from each table that grows
+//! audit rows, half a million gone instances, their state changes, GPU readings and expired
+//! overrides, generated in SQL), two ticks read a few rows per live instance from each table that grows
 //! with history (Postgres's own counts of rows read), and no statement they run scans one of
 //! those tables sequentially. The statements are the ticks' own, captured from sqlx's statement
 //! log, and each is checked with `EXPLAIN` of its generic plan (the plan Postgres uses whatever
@@ -69,6 +69,11 @@ SELECT last.seq + g, timestamptz '2025-12-01' + g * interval '20 seconds', 'sche
        sha256(int8send(g - 1)), sha256(int8send(g))
 FROM generate_series(1, 1000000) AS g, (SELECT coalesce(max(seq), 0) AS seq FROM audit_log) AS last;
 
+INSERT INTO gpu_readings (instance, hour, percent)
+SELECT 'i-gone' || (g % 500000 + 1), timestamptz '2025-12-01' + (g / 500000) * interval '1 hour',
+       array_fill(50::real, ARRAY[12])
+FROM generate_series(1, 300000) AS g;
+
 INSERT INTO overrides (instance, until, reason, created_by, created_at)
 SELECT 'i-gone' || g, timestamptz '2025-12-02' + g * interval '1 minute', 'old', 'alice',
        timestamptz '2025-12-01'
@@ -78,7 +83,13 @@ ANALYZE;
 ";
 
 /// Tables that grow with history: a tick must reach them by index only.
-const GROWING: [&str; 4] = ["audit_log", "instances", "instance_events", "overrides"];
+const GROWING: [&str; 5] = [
+    "audit_log",
+    "instances",
+    "instance_events",
+    "overrides",
+    "gpu_readings",
+];
 
 /// The SQL of every statement sqlx ran while it was installed.
 #[derive(Clone, Default)]

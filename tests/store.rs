@@ -23,7 +23,7 @@ fn regions() -> Vec<String> {
 #[sqlx::test(migrations = false)]
 async fn migrations_apply_to_an_empty_database_and_again_without_change(pool: PgPool) {
     let store = Store::from_pool(pool.clone());
-    assert_eq!(store.migrate().await.unwrap(), 6);
+    assert_eq!(store.migrate().await.unwrap(), 7);
     let tables: Vec<String> = sqlx::query_scalar(
         "SELECT table_name::text FROM information_schema.tables WHERE table_schema = 'public' ORDER BY 1",
     )
@@ -64,7 +64,7 @@ async fn a_schema_newer_than_the_binary_is_refused(pool: PgPool) {
             err,
             StoreError::SchemaTooNew {
                 found: 99990101000000,
-                known: 6
+                known: 9
             }
         ),
         "{err}"
@@ -662,7 +662,10 @@ async fn pruning_deletes_old_state_changes_and_warnings_but_never_the_audit_log(
     }
     let audit_rows = store.audit(&AuditFilter::default()).await.unwrap().len();
 
-    let pruned = store.prune(day + Duration::days(30)).await.unwrap();
+    let pruned = store
+        .prune(day + Duration::days(30), day + Duration::days(30))
+        .await
+        .unwrap();
 
     assert_eq!((pruned.events, pruned.warnings), (29, 1));
     let left: i64 = sqlx::query_scalar("SELECT count(*) FROM instance_events")
@@ -682,7 +685,11 @@ async fn pruning_deletes_old_state_changes_and_warnings_but_never_the_audit_log(
         audit_rows
     );
     assert_eq!(
-        store.prune(day + Duration::days(30)).await.unwrap().events,
+        store
+            .prune(day + Duration::days(30), day + Duration::days(30))
+            .await
+            .unwrap()
+            .events,
         0,
         "idempotent"
     );
@@ -714,4 +721,64 @@ async fn readers_have_a_pool_of_their_own_with_a_shorter_statement_limit(pool: P
         .await
         .unwrap_err();
     assert!(slow.to_string().contains("statement timeout"), "{slow}");
+}
+
+#[sqlx::test]
+async fn gpu_readings_are_kept_by_hour_merged_read_back_and_pruned(pool: PgPool) {
+    let store = Store::from_pool(pool.clone());
+    let at = |m: i64| t("2026-11-30T10:00:00Z") + Duration::minutes(m);
+    let reading = |m: i64, percent: f64| ebb::fleet::Sample { at: at(m), percent };
+    // Two ticks: the second brings newer readings and one of the same five minutes again.
+    let first = [reading(0, 10.0), reading(5, 20.0), reading(55, 30.0)];
+    assert_eq!(
+        store.record_gpu_readings(&[("i-1", &first)]).await.unwrap(),
+        1
+    );
+    let second = [reading(55, 35.0), reading(60, 40.0)];
+    assert_eq!(
+        store
+            .record_gpu_readings(&[("i-1", &second)])
+            .await
+            .unwrap(),
+        2
+    );
+    let rows: i64 = sqlx::query_scalar("SELECT count(*) FROM gpu_readings")
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+    assert_eq!(rows, 2, "one row an hour");
+
+    let kept = store.gpu_readings("i-1", at(0), at(120)).await.unwrap();
+    let points: Vec<(i64, f64)> = kept
+        .iter()
+        .map(|s| ((s.at - at(0)).num_minutes(), s.percent))
+        .collect();
+    assert_eq!(points, [(0, 10.0), (5, 20.0), (55, 35.0), (60, 40.0)]);
+    assert_eq!(
+        store
+            .gpu_readings("i-1", at(5), at(56))
+            .await
+            .unwrap()
+            .len(),
+        2
+    );
+    assert!(store
+        .gpu_readings("i-2", at(0), at(120))
+        .await
+        .unwrap()
+        .is_empty());
+
+    let mut exported = Vec::new();
+    let n = store
+        .each_gpu_reading(at(5), |id, s| exported.push((id.to_string(), s.percent)))
+        .await
+        .unwrap();
+    assert_eq!(n, 3);
+    assert_eq!(exported[0], ("i-1".to_string(), 20.0));
+
+    // Readings of hours that ended before the cutoff go; the audit log is not touched.
+    let pruned = store.prune(at(0), at(60)).await.unwrap();
+    assert_eq!(pruned.readings, 1);
+    let left = store.gpu_readings("i-1", at(0), at(120)).await.unwrap();
+    assert_eq!(left.len(), 1);
 }

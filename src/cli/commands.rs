@@ -244,3 +244,28 @@ pub(super) async fn inventory(cloud: CloudArgs, format: Format) -> Result<ExitCo
     }
     Ok(found_problem(!inventory.failures.is_empty()))
 }
+
+/// `ebb metrics export`: the GPU readings kept since `since`, as CSV on standard output.
+pub(super) async fn export_readings(since: DateTime<Utc>) -> Result<ExitCode> {
+    let store = Store::open_from_env().await?;
+    let mut out = csv::Writer::from_writer(std::io::stdout().lock());
+    out.write_record(["instance", "time", "gpu_util"])?;
+    // The first write error (a closed pipe, a full disk) ends the export with its message.
+    let mut failed: Option<csv::Error> = None;
+    store
+        .each_gpu_reading(since, |instance, s| {
+            if failed.is_none() {
+                let at = s.at.to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
+                let percent = format!("{:.1}", s.percent);
+                if let Err(e) = out.write_record([instance, at.as_str(), percent.as_str()]) {
+                    failed = Some(e);
+                }
+            }
+        })
+        .await?;
+    if let Some(e) = failed {
+        return Err(e).context("cannot write the readings");
+    }
+    out.flush()?;
+    Ok(ExitCode::SUCCESS)
+}

@@ -85,6 +85,11 @@ enum Command {
         #[arg(long, env = "EBB_LISTEN", default_value = "127.0.0.1:8080")]
         listen: std::net::SocketAddr,
     },
+    /// GPU utilisation history kept by the control plane (DATABASE_URL).
+    Metrics {
+        #[command(subcommand)]
+        command: MetricsCommand,
+    },
     /// List the instances ebb manages as the cloud shows them now (AWS credential chain).
     Inventory {
         #[command(flatten)]
@@ -94,6 +99,18 @@ enum Command {
         format: Format,
     },
 }
+/// `ebb metrics` commands.
+#[derive(Subcommand)]
+enum MetricsCommand {
+    /// Write the GPU readings kept since a time as CSV (`instance,time,gpu_util`), the format
+    /// `ebb replay --utilisation` reads.
+    Export {
+        /// Readings at or after: a duration back from now (30d) or an RFC 3339 time.
+        #[arg(long, value_name = "30d|TS", value_parser = args::parse_past, default_value = "30d")]
+        since: DateTime<Utc>,
+    },
+}
+
 /// Parses the command line, runs the command, and turns its result into the exit code.
 pub async fn main() -> ExitCode {
     let cli = Cli::parse();
@@ -134,6 +151,9 @@ async fn run(command: Command) -> anyhow::Result<ExitCode> {
         Command::Serve(args) => serve::run(args).await,
         Command::Ready { listen } => commands::ready(listen).await,
         Command::Inventory { cloud, format } => commands::inventory(cloud, format).await,
+        Command::Metrics {
+            command: MetricsCommand::Export { since },
+        } => commands::export_readings(since).await,
     }
 }
 

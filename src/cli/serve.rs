@@ -23,6 +23,10 @@ pub(super) struct ServeArgs {
     /// is kept for ever).
     #[arg(long, env = "EBB_RETENTION", default_value = "90d", value_parser = parse_retention)]
     pub(super) retention: std::time::Duration,
+    /// How long GPU utilisation readings are kept (for the console's chart, `ebb metrics
+    /// export` and replays).
+    #[arg(long, env = "EBB_METRICS_RETENTION", default_value = "35d", value_parser = parse_retention)]
+    pub(super) metrics_retention: std::time::Duration,
     /// This replica's name, shown as the leader's (default: host name and process id).
     #[arg(long, env = "EBB_REPLICA")]
     pub(super) replica: Option<String>,
@@ -112,7 +116,10 @@ pub(super) async fn run(args: ServeArgs) -> Result<ExitCode> {
         clock,
         listen: args.listen,
         tokens,
-        retention: chrono::Duration::from_std(args.retention)?,
+        retention: serve::Retention {
+            history: chrono::Duration::from_std(args.retention)?,
+            readings: chrono::Duration::from_std(args.metrics_retention)?,
+        },
         interruptions: match args.interruption_queue {
             Some(url) => Some(InterruptionQueue::connect(url, watched.0, &watched.1).await),
             None => None,

@@ -47,6 +47,16 @@ pub(super) async fn page(
     let active = overrides
         .iter()
         .find(|o| o.revoked_at.is_none() && o.until > now);
+    let readings = store.gpu_readings(&id, now - CHART_SPAN, now).await?;
+    // The idle threshold of the policy that governed it at the last decision, as loaded now.
+    let threshold = state.policies.current().await.ok().and_then(|loaded| {
+        let policy = loaded
+            .set
+            .policies
+            .iter()
+            .find(|p| instance.policy.as_ref() == Some(&p.name))?;
+        policy.idle.as_ref().map(|rule| rule.gpu_below)
+    });
     let body = html! {
         (facts(&instance))
         section aria-labelledby="decision" {
@@ -62,10 +72,7 @@ pub(super) async fn page(
         section aria-labelledby="chart" {
             h2 #chart { "The last 24 hours" }
             (super::chart::states(&instance, &events, &audit, now - CHART_SPAN, now))
-            p.note {
-                "GPU utilisation: no stored readings. ebb reads it from CloudWatch at each tick "
-                "to decide, and does not keep it, so there is no history to chart."
-            }
+            (super::gpu_chart::gpu(&id, &readings, threshold, &audit, now - CHART_SPAN, now))
         }
         section aria-labelledby="overrides" {
             h2 #overrides { "Overrides" }

@@ -8,6 +8,7 @@
 mod audit;
 mod chart;
 mod fleet;
+mod gpu_chart;
 mod instance;
 mod migrations;
 mod policies;

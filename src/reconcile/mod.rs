@@ -18,7 +18,7 @@ pub use report::{ActionOutcome, MigrationStep, ReadFailure, TickError, TickRepor
 
 use crate::cloud::Provider;
 use crate::engine::{self, Decision};
-use crate::fleet::Fleet;
+use crate::fleet::{Fleet, Sample};
 use crate::names::ACTOR;
 use crate::policy::PolicySet;
 use crate::store::{Leadership, Store};
@@ -27,6 +27,11 @@ use std::collections::HashSet;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use tracing::Instrument as _;
+
+/// How far back each tick keeps the GPU readings it read: ticks come at least this often, and
+/// each tick's window reaches further back than that, so every five minutes is kept once or
+/// twice, not once for each tick whose window covers it.
+const READINGS_KEPT_BACK: chrono::Duration = chrono::Duration::minutes(15);
 
 /// How a reconciler acts.
 #[derive(Debug, Clone, Default)]
@@ -119,6 +124,7 @@ impl<P: Provider> Reconciler<P> {
         report.gpu_read_failures = self
             .read(reading::wanted(set, &fleet), &mut fleet, now)
             .await;
+        self.keep_readings(&fleet, now).await?;
         let decisions = self.decide(set, &fleet, now, &mut report).await?;
         if !self.options.dry_run {
             self.migrations(set, &fleet, &decisions, &version, leader, &mut report)
@@ -169,6 +175,23 @@ impl<P: Provider> Reconciler<P> {
             ..Fleet::default()
         };
         Ok((fleet, resolution.open))
+    }
+
+    /// Keeps the GPU readings of the last [`READINGS_KEPT_BACK`] (earlier ones of the window
+    /// were kept by earlier ticks), for the console's chart, `ebb metrics export` and replays.
+    async fn keep_readings(&self, fleet: &Fleet, now: DateTime<Utc>) -> Result<(), TickError> {
+        let since = now - READINGS_KEPT_BACK;
+        let recent: Vec<(&str, &[Sample])> = fleet
+            .instances
+            .iter()
+            .filter_map(|i| {
+                // Readings come oldest first.
+                let newer = &i.gpu_util[i.gpu_util.partition_point(|s| s.at < since)..];
+                (!newer.is_empty()).then_some((i.id.as_str(), newer))
+            })
+            .collect();
+        self.store.record_gpu_readings(&recent).await?;
+        Ok(())
     }
 
     /// Decides for every listed instance from what ebb remembers, and records the decisions.

@@ -22,6 +22,7 @@ use crate::reconcile::Reconciler;
 use interruptions::InterruptionReader;
 use policy_watcher::PolicyWatcher;
 use pruner::Pruner;
+pub use pruner::Retention;
 use std::future::{pending, Future};
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -62,8 +63,8 @@ pub struct Config {
     pub tokens: Tokens,
     /// Where spot interruption warnings arrive, if anywhere.
     pub interruptions: Option<InterruptionQueue>,
-    /// How long instance state changes and spot warnings are kept.
-    pub retention: chrono::Duration,
+    /// How long instance state changes, spot warnings and GPU readings are kept.
+    pub retention: Retention,
 }
 
 /// Why serving could not start.
@@ -156,7 +157,7 @@ fn spawn_background<P: Provider>(
     reconciler: &Reconciler<P>,
     control: &Arc<Control>,
     clock: Clock,
-    retention: chrono::Duration,
+    retention: Retention,
     interruptions: Option<InterruptionQueue>,
 ) -> Vec<tokio::task::JoinHandle<()>> {
     let tasks = control.tasks.clone();

@@ -10,6 +10,7 @@ mod console;
 mod inventory;
 mod leader;
 mod overrides;
+mod readings;
 mod retention;
 pub mod spot;
 mod summary;

@@ -1,5 +1,5 @@
-//! Pruning what ebb keeps for a while: instance state changes and spot interruption warnings.
-//! Never the audit log, which is append-only.
+//! Pruning what ebb keeps for a while: instance state changes, spot interruption warnings and
+//! GPU readings. Never the audit log, which is append-only.
 
 use super::{Result, Store};
 use chrono::{DateTime, Utc};
@@ -15,12 +15,18 @@ pub struct Pruned {
     pub events: u64,
     /// Spot interruption warnings.
     pub warnings: u64,
+    /// Hours of one instance's GPU readings.
+    pub readings: u64,
 }
 
 impl Store {
-    /// Deletes instance state changes and spot interruption warnings from before `before`, in
-    /// batches.
-    pub async fn prune(&self, before: DateTime<Utc>) -> Result<Pruned> {
+    /// Deletes instance state changes and spot interruption warnings from before `before`, and
+    /// GPU readings of hours that ended before `readings_before`, in batches.
+    pub async fn prune(
+        &self,
+        before: DateTime<Utc>,
+        readings_before: DateTime<Utc>,
+    ) -> Result<Pruned> {
         let mut pruned = Pruned::default();
         loop {
             let deleted = sqlx::query(
@@ -42,6 +48,21 @@ impl Store {
             .execute(&self.pool)
             .await?
             .rows_affected();
-        Ok(pruned)
+        loop {
+            let deleted = sqlx::query(
+                "DELETE FROM gpu_readings WHERE (instance, hour) IN (
+                     SELECT instance, hour FROM gpu_readings
+                     WHERE hour <= $1 - interval '1 hour' LIMIT $2)",
+            )
+            .bind(readings_before)
+            .bind(ROWS_PER_DELETE)
+            .execute(&self.pool)
+            .await?
+            .rows_affected();
+            pruned.readings += deleted;
+            if deleted < ROWS_PER_DELETE as u64 {
+                return Ok(pruned);
+            }
+        }
     }
 }

@@ -61,7 +61,10 @@ impl Replica {
             listen,
             tokens,
             interruptions: None,
-            retention: chrono::Duration::days(90),
+            retention: serve::Retention {
+                history: chrono::Duration::days(90),
+                readings: chrono::Duration::days(35),
+            },
         };
         let control = Arc::new(Control::default());
         let (shutdown, stopped) = oneshot::channel::<()>();
