@@ -503,3 +503,100 @@ fn an_override_in_the_snapshot_blocks_stops_until_it_ends() {
     let s = &replay(d.path(), from, to, &[])["scenarios"];
     assert_measures(&s["policies"], [52.0, 12.0, 0.0], 1.0, [5, 5, 0]);
 }
+
+/// The workload generator's week of the demo fleet (notebooks and forgotten boxes in four
+/// offices' zones, a training run past Shanghai's close, busy and idle boxes), replayed under
+/// the example policies with the shipped price table for every region: every instance is
+/// reported, the policies run less than always on and save money, the totals are the sums of
+/// the instances, and the training run's stop waits for it (nothing of it unserved).
+#[test]
+fn the_generated_demo_fleet_workload_replays_under_the_example_policies() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let demo = root.join("deploy/demo-fleet.yaml");
+    let (fleet, behaviours) = ebb::snapshot::load_simulation(&demo).unwrap();
+    let (from, to) = ("2026-11-30T00:00:00Z", "2026-12-07T00:00:00Z");
+    let d = tempfile::tempdir().unwrap();
+    let mut csv = Vec::new();
+    let rows = ebb::cloud::sim::write_utilisation(&fleet, &behaviours, at(from), at(to), &mut csv)
+        .unwrap();
+    assert!(rows > 20 * 7 * 288, "{rows}");
+    std::fs::write(d.path().join("util.csv"), csv).unwrap();
+    let table: serde_yaml::Value =
+        serde_yaml::from_str(&std::fs::read_to_string(root.join("deploy/prices.yaml")).unwrap())
+            .unwrap();
+    let us = table["prices"]["us-east-1"].clone();
+    let regions = ["ap-east-1", "eu-central-1", "us-east-1", "us-west-2"];
+    let prices = serde_yaml::to_string(&serde_json::json!({
+        "source": "deploy/prices.yaml's us-east-1, for every region",
+        "as_of": "2025-05-01",
+        "prices": regions.iter().map(|r| (r.to_string(), serde_json::to_value(&us).unwrap())).collect::<serde_json::Map<_, _>>(),
+    }))
+    .unwrap();
+    std::fs::write(d.path().join("prices.yaml"), prices).unwrap();
+    let p = |name: &str| d.path().join(name).to_str().unwrap().to_string();
+    let (util, prices) = (p("util.csv"), p("prices.yaml"));
+    let args = [
+        "replay",
+        "--policies",
+        "policies",
+        "--fleet",
+        demo.to_str().unwrap(),
+        "--utilisation",
+        &util,
+        "--from",
+        from,
+        "--to",
+        to,
+        "--format",
+        "json",
+    ];
+    let o = Command::new(env!("CARGO_BIN_EXE_ebb"))
+        .args(args)
+        .current_dir(root)
+        .output()
+        .unwrap();
+    assert_eq!(
+        o.status.code(),
+        Some(2),
+        "without prices for ap-east-1 it cannot cost"
+    );
+    assert!(String::from_utf8_lossy(&o.stderr).contains("no on-demand price for"));
+    let o = Command::new(env!("CARGO_BIN_EXE_ebb"))
+        .args(args)
+        .args(["--prices", &prices])
+        .current_dir(root)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let r: Value = serde_json::from_slice(&o.stdout).unwrap();
+    let instances = r["instances"].as_array().unwrap();
+    assert_eq!(instances.len(), fleet.instances.len());
+    let s = &r["scenarios"];
+    let m = |scenario: &str, key: &str| s[scenario][key].as_f64().unwrap();
+    assert!(
+        m("policies", "running_hours") < m("always_on", "running_hours"),
+        "{s}"
+    );
+    assert!(
+        m("oracle", "running_hours") < m("policies", "running_hours"),
+        "{s}"
+    );
+    assert!(m("policies", "savings_vs_always_on_usd") > 0.0, "{s}");
+    for key in ["running_hours", "cost_usd", "unserved_busy_hours"] {
+        let sum: f64 = instances
+            .iter()
+            .map(|i| i["scenarios"]["policies"][key].as_f64().unwrap())
+            .sum();
+        assert!(
+            (sum - m("policies", key)).abs() < 0.01,
+            "{key}: {sum} vs {s}"
+        );
+    }
+    let training = instances
+        .iter()
+        .find(|i| i["instance"] == "i-0research08")
+        .unwrap();
+    let t = &training["scenarios"]["policies"];
+    assert_eq!(t["unserved_busy_hours"].as_f64(), Some(0.0), "{training}");
+    assert_eq!(t["wrongful_stops"].as_u64(), Some(0), "{training}");
+}

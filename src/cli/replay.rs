@@ -2,6 +2,7 @@
 //! into [`crate::replay`] a chunk of instances at a time, and the report it prints.
 
 use super::args::PolicyDirs;
+use crate::cloud::OnDemandPrices;
 use crate::fleet::{Instance, Sample};
 use crate::replay::{Options, Recording, Replayer, Report};
 use crate::{policy, snapshot, when};
@@ -24,6 +25,10 @@ pub(super) struct ReplayArgs {
     /// The fleet snapshot at --from (YAML, or JSON when the name ends in .json), with prices.
     #[arg(long, value_name = "FILE")]
     fleet: PathBuf,
+    /// On-demand prices for the types the fleet file's prices leave out (see
+    /// deploy/prices.yaml).
+    #[arg(long, env = "EBB_PRICES", value_name = "FILE")]
+    prices: Option<PathBuf>,
     /// GPU utilisation as CSV: instance,time,gpu_util (RFC 3339, percent), each instance's
     /// rows together.
     #[arg(long, value_name = "FILE")]
@@ -93,7 +98,16 @@ pub(super) fn run(args: &ReplayArgs) -> Result<ExitCode> {
                 .context("--baseline-policies are not valid (run ebb validate on them)")?,
         ),
     };
-    let (fleet, prior) = snapshot::load_snapshot(&args.fleet)?;
+    let (mut fleet, prior) = snapshot::load_snapshot(&args.fleet)?;
+    if let Some(path) = &args.prices {
+        for (region, types) in OnDemandPrices::load(path)?.prices {
+            let prices = fleet.prices.entry(region).or_default();
+            for (instance_type, price) in types {
+                let known = prices.entry(instance_type).or_default();
+                known.on_demand.get_or_insert(price);
+            }
+        }
+    }
     let options = Options {
         from: args.from,
         to: args.to,

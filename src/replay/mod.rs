@@ -50,7 +50,7 @@ pub struct Recording {
 pub enum ReplayError {
     /// An instance that runs in some scenario has no price to cost it at.
     #[error(
-        "no on-demand price for {instance_type} in {region} (instance {instance}): add it to the fleet file's prices"
+        "no on-demand price for {instance_type} in {region} (instance {instance}): add it to the fleet file's prices, or give --prices a table that has it"
     )]
     NoPrice {
         /// The instance.
