@@ -1,10 +1,11 @@
 //! `ebb replay`: the files it reads (policies, a fleet snapshot, the utilisation CSV), streamed
-//! into [`crate::replay`] a chunk of instances at a time, and the report it prints.
+//! a chunk of instances at a time to one [`crate::replay::Replayer`] per core (each instance
+//! is replayed on its own, so the workers share nothing), and the report it prints.
 
 use super::args::PolicyDirs;
 use crate::cloud::OnDemandPrices;
 use crate::fleet::{Instance, Sample};
-use crate::replay::{Options, Recording, Replayer, Report};
+use crate::replay::{InstanceOutcome, Options, Recording, Replayer, Report};
 use crate::{policy, snapshot, when};
 use anyhow::{bail, Context as _, Result};
 use chrono::{DateTime, Utc};
@@ -12,6 +13,8 @@ use clap::ValueEnum;
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
+use std::sync::Mutex;
 
 /// How many instances are replayed together: enough that each tick's schedules are worked out
 /// for many, few enough that their samples stay small in memory.
@@ -114,36 +117,49 @@ pub(super) fn run(args: &ReplayArgs) -> Result<ExitCode> {
         tick: args.tick,
         busy_threshold: args.busy_threshold,
     };
-    let mut replayer = Replayer::new(options, &set, baseline.as_ref(), &fleet.prices, &prior);
-    let mut report = Report::new(args.from, args.to);
-    let mut chunk = Vec::with_capacity(CHUNK);
-    let mut flush = |chunk: &mut Vec<Recording>| -> Result<()> {
-        let outcomes = replayer
-            .replay(chunk)
-            .with_context(|| format!("cannot cost the replay of {}", args.fleet.display()))?;
-        report.add(outcomes);
-        chunk.clear();
-        Ok(())
-    };
-    let mut unseen: HashMap<&str, &Instance> =
-        fleet.instances.iter().map(|i| (i.id.as_str(), i)).collect();
-    read_utilisation(&args.utilisation, &args.fleet, &mut unseen, |recording| {
-        chunk.push(recording);
-        if chunk.len() == CHUNK {
-            flush(&mut chunk)?;
-        }
-        Ok(())
-    })?;
-    // Instances without a row: no demand recorded.
-    for inst in &fleet.instances {
-        if unseen.contains_key(inst.id.as_str()) {
-            chunk.push(recording(inst, Vec::new()));
-            if chunk.len() == CHUNK {
-                flush(&mut chunk)?;
+    let workers = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let replay = |chunks: &Mutex<Receiver<Vec<Recording>>>| -> Result<Vec<InstanceOutcome>> {
+        let mut replayer = Replayer::new(options, &set, baseline.as_ref(), &fleet.prices, &prior);
+        let mut outcomes = Vec::new();
+        loop {
+            // The lock is held only while waiting for the next chunk, not while replaying it.
+            let next = chunks
+                .lock()
+                .map_err(|_| anyhow::anyhow!("a replay worker failed"))?
+                .recv();
+            let Ok(chunk) = next else {
+                return Ok(outcomes);
+            };
+            match replayer.replay(&chunk) {
+                Ok(more) => outcomes.extend(more),
+                Err(err) => {
+                    // Drained, so that the reader never waits on a queue no one empties.
+                    while chunks.lock().is_ok_and(|c| c.recv().is_ok()) {}
+                    return Err(err).with_context(|| {
+                        format!("cannot cost the replay of {}", args.fleet.display())
+                    });
+                }
             }
         }
-    }
-    flush(&mut chunk)?;
+    };
+    let mut report = Report::new(args.from, args.to);
+    // A few chunks queued at most: the recording is read while the workers replay.
+    let (send, receive) = sync_channel::<Vec<Recording>>(workers);
+    let receive = Mutex::new(receive);
+    std::thread::scope(|scope| -> Result<()> {
+        let handles: Vec<_> = (0..workers)
+            .map(|_| scope.spawn(|| replay(&receive)))
+            .collect();
+        let read = stream_chunks(args, &fleet.instances, &send);
+        drop(send);
+        for handle in handles {
+            let outcomes = handle
+                .join()
+                .unwrap_or_else(|panic| std::panic::resume_unwind(panic))?;
+            report.add(outcomes);
+        }
+        read
+    })?;
     print!(
         "{}",
         match args.format {
@@ -153,6 +169,37 @@ pub(super) fn run(args: &ReplayArgs) -> Result<ExitCode> {
         }
     );
     Ok(ExitCode::SUCCESS)
+}
+
+/// Reads the recording and sends it to the workers a chunk at a time, then the instances of
+/// the fleet without rows (no demand recorded).
+fn stream_chunks(
+    args: &ReplayArgs,
+    instances: &[Instance],
+    send: &SyncSender<Vec<Recording>>,
+) -> Result<()> {
+    let stopped = || anyhow::anyhow!("the replay stopped early");
+    let mut chunk = Vec::with_capacity(CHUNK);
+    let mut unseen: HashMap<&str, &Instance> =
+        instances.iter().map(|i| (i.id.as_str(), i)).collect();
+    read_utilisation(&args.utilisation, &args.fleet, &mut unseen, |recording| {
+        chunk.push(recording);
+        if chunk.len() == CHUNK {
+            send.send(std::mem::take(&mut chunk))
+                .map_err(|_| stopped())?;
+        }
+        Ok(())
+    })?;
+    for inst in instances {
+        if unseen.contains_key(inst.id.as_str()) {
+            chunk.push(recording(inst, Vec::new()));
+            if chunk.len() == CHUNK {
+                send.send(std::mem::take(&mut chunk))
+                    .map_err(|_| stopped())?;
+            }
+        }
+    }
+    send.send(chunk).map_err(|_| stopped())
 }
 
 fn recording(inst: &Instance, mut samples: Vec<Sample>) -> Recording {
