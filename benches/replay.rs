@@ -68,9 +68,20 @@ fn recording(fleet: &Path, days: i64, path: &Path) -> u64 {
     .unwrap()
 }
 
+/// The CPU seconds (user and system, all threads) process `pid` has used so far.
+fn cpu_seconds(pid: u32) -> Option<f64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // After the command name in parentheses: state is field 3, utime 14, stime 15.
+    let fields: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
+    let ticks: f64 = fields.get(11)?.parse::<f64>().ok()? + fields.get(12)?.parse::<f64>().ok()?;
+    // Linux counts them at USER_HZ, 100 a second.
+    Some(ticks / 100.0)
+}
+
 /// One run of the binary: how long it took, its peak resident memory in MiB (VmHWM, read
-/// until it exits), and what it printed.
-fn run(args: &[String], dir: &Path) -> (Duration, f64, String) {
+/// until it exits), the CPU seconds it used (as last read before it exited: the machine is
+/// shared, so this says more than the wall time), and what it printed.
+fn run(args: &[String], dir: &Path) -> (Duration, f64, f64, String) {
     let out = dir.join("report.json");
     let started = Instant::now();
     let mut child = Command::new(env!("CARGO_BIN_EXE_ebb"))
@@ -80,6 +91,7 @@ fn run(args: &[String], dir: &Path) -> (Duration, f64, String) {
         .spawn()
         .unwrap();
     let mut peak_kib = 0.0f64;
+    let mut cpu = 0.0f64;
     let status = loop {
         if let Ok(status) = std::fs::read_to_string(format!("/proc/{}/status", child.id())) {
             let hwm = status
@@ -88,6 +100,7 @@ fn run(args: &[String], dir: &Path) -> (Duration, f64, String) {
                 .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<f64>().ok());
             peak_kib = peak_kib.max(hwm.unwrap_or(0.0));
         }
+        cpu = cpu_seconds(child.id()).unwrap_or(cpu);
         if let Some(status) = child.try_wait().unwrap() {
             break status;
         }
@@ -98,6 +111,7 @@ fn run(args: &[String], dir: &Path) -> (Duration, f64, String) {
     (
         took,
         peak_kib / 1024.0,
+        cpu,
         std::fs::read_to_string(out).unwrap(),
     )
 }
@@ -146,11 +160,11 @@ fn replay(c: &mut Criterion) {
         b.iter_custom(|iters| {
             let mut total = Duration::ZERO;
             for _ in 0..iters {
-                let (took, peak_mib, report) = run(&args, dir.path());
+                let (took, peak_mib, cpu, report) = run(&args, dir.path());
                 let report: serde_json::Value = serde_json::from_str(&report).unwrap();
                 assert_eq!(report["instances"].as_array().unwrap().len(), n);
                 eprintln!(
-                    "replay {n}x{days}d: {:.2} s, peak resident {peak_mib:.0} MiB, {:.2} µs a sample",
+                    "replay {n}x{days}d: {:.2} s, {cpu:.1} CPU s, peak resident {peak_mib:.0} MiB, {:.2} µs a sample",
                     took.as_secs_f64(),
                     took.as_secs_f64() * 1e6 / samples as f64
                 );
