@@ -4,7 +4,9 @@
 
 use super::args::PolicyDirs;
 use crate::cloud::OnDemandPrices;
-use crate::fleet::{Instance, Sample};
+use crate::engine::Prior;
+use crate::fleet::{Fleet, Instance, Sample};
+use crate::policy::PolicySet;
 use crate::replay::{InstanceOutcome, Options, Recording, Replayer, Report};
 use crate::{policy, snapshot, when};
 use anyhow::{bail, Context as _, Result};
@@ -18,7 +20,7 @@ use std::sync::Mutex;
 
 /// How many instances are replayed together: enough that each tick's schedules are worked out
 /// for many, few enough that their samples stay small in memory.
-const CHUNK: usize = 256;
+const CHUNK: usize = 128;
 
 /// The flags of `ebb replay`.
 #[derive(clap::Args)]
@@ -101,6 +103,27 @@ pub(super) fn run(args: &ReplayArgs) -> Result<ExitCode> {
                 .context("--baseline-policies are not valid (run ebb validate on them)")?,
         ),
     };
+    let (fleet, prior) = fleet_with_prices(args)?;
+    let options = Options {
+        from: args.from,
+        to: args.to,
+        tick: args.tick,
+        busy_threshold: args.busy_threshold,
+    };
+    let report = replay_all(args, options, &set, baseline.as_ref(), &fleet, &prior)?;
+    print!(
+        "{}",
+        match args.format {
+            ReplayFormat::Table => report.table(),
+            ReplayFormat::Json => report.json(),
+            ReplayFormat::Markdown => report.markdown(),
+        }
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The snapshot, with `--prices` filling in the on-demand prices it leaves out.
+fn fleet_with_prices(args: &ReplayArgs) -> Result<(Fleet, Prior)> {
     let (mut fleet, prior) = snapshot::load_snapshot(&args.fleet)?;
     if let Some(path) = &args.prices {
         for (region, types) in OnDemandPrices::load(path)?.prices {
@@ -111,15 +134,21 @@ pub(super) fn run(args: &ReplayArgs) -> Result<ExitCode> {
             }
         }
     }
-    let options = Options {
-        from: args.from,
-        to: args.to,
-        tick: args.tick,
-        busy_threshold: args.busy_threshold,
-    };
+    Ok((fleet, prior))
+}
+
+/// Replays the recording on one worker per core while it is read.
+fn replay_all(
+    args: &ReplayArgs,
+    options: Options,
+    set: &PolicySet,
+    baseline: Option<&PolicySet>,
+    fleet: &Fleet,
+    prior: &Prior,
+) -> Result<Report> {
     let workers = std::thread::available_parallelism().map_or(1, |n| n.get());
     let replay = |chunks: &Mutex<Receiver<Vec<Recording>>>| -> Result<Vec<InstanceOutcome>> {
-        let mut replayer = Replayer::new(options, &set, baseline.as_ref(), &fleet.prices, &prior);
+        let mut replayer = Replayer::new(options, set, baseline, &fleet.prices, prior);
         let mut outcomes = Vec::new();
         loop {
             // The lock is held only while waiting for the next chunk, not while replaying it.
@@ -160,15 +189,7 @@ pub(super) fn run(args: &ReplayArgs) -> Result<ExitCode> {
         }
         read
     })?;
-    print!(
-        "{}",
-        match args.format {
-            ReplayFormat::Table => report.table(),
-            ReplayFormat::Json => report.json(),
-            ReplayFormat::Markdown => report.markdown(),
-        }
-    );
-    Ok(ExitCode::SUCCESS)
+    Ok(report)
 }
 
 /// Reads the recording and sends it to the workers a chunk at a time, then the instances of
@@ -204,6 +225,8 @@ fn stream_chunks(
 
 fn recording(inst: &Instance, mut samples: Vec<Sample>) -> Recording {
     samples.sort_by_key(|s| s.at);
+    // Queued chunks hold a month of samples per instance: without the slack of growing.
+    samples.shrink_to_fit();
     Recording {
         instance: Instance {
             gpu_util: Vec::new(),

@@ -366,3 +366,91 @@ impl Report {
         out
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tally(running_h: i64, cost_usd: f64) -> Tally {
+        Tally {
+            running_s: running_h * 3600,
+            cost_usd,
+            ..Tally::default()
+        }
+    }
+
+    fn outcome(instance: &str, policy: Option<&str>, policies: Tally) -> InstanceOutcome {
+        InstanceOutcome {
+            instance: instance.into(),
+            policy: policy.map(String::from),
+            scenarios: Scenarios {
+                policies,
+                baseline: None,
+                always_on: tally(10, 10.0),
+                oracle: tally(2, 2.0),
+            },
+        }
+    }
+
+    #[test]
+    fn totals_and_policies_are_the_sums_of_the_instances() {
+        let at = |s: &str| crate::when::parse_time(s).unwrap();
+        let mut r = Report::new(at("2026-11-30T00:00:00Z"), at("2026-11-30T10:00:00Z"));
+        r.add(vec![
+            outcome("i-b", Some("dev"), tally(4, 4.0)),
+            outcome("i-a", Some("dev"), tally(10, 10.0)),
+            outcome("i-c", None, tally(2, 2.0)),
+        ]);
+        assert_eq!(r.total.policies.running_s, 16 * 3600);
+        assert_eq!(r.total.always_on.cost_usd, 30.0);
+        let dev = &r.by_policy[&Some("dev".to_string())];
+        assert_eq!(dev.policies.cost_usd, 14.0);
+        assert_eq!(dev.savings(&dev.policies), 6.0);
+        // (14 - 4) / 4: 250 % over the oracle.
+        assert_eq!(dev.waste_pct(&dev.policies), Some(250.0));
+        let json: Value = serde_json::from_str(&r.json()).unwrap();
+        let ids: Vec<&str> = json["instances"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|i| i["instance"].as_str().unwrap())
+            .collect();
+        assert_eq!(ids, ["i-a", "i-b", "i-c"], "sorted by instance");
+        assert_eq!(
+            json["policies"][0]["policy"],
+            Value::Null,
+            "no policy first"
+        );
+        assert_eq!(
+            json["scenarios"]["policies"]["savings_vs_always_on_usd"],
+            14.0
+        );
+        assert!(json["scenarios"]["always_on"]
+            .get("savings_vs_always_on_usd")
+            .is_none());
+        // Without a baseline the comment compares with always on; i-a runs as always on does.
+        let md = r.markdown();
+        assert!(
+            md.contains("| | always on | policies | difference |"),
+            "{md}"
+        );
+        assert!(
+            md.contains("| cost (USD) | 30.00 | 16.00 | -14.00 |"),
+            "{md}"
+        );
+        assert!(
+            md.contains("| i-c | (no policy) |") && !md.contains("| i-a |"),
+            "{md}"
+        );
+    }
+
+    #[test]
+    fn an_oracle_that_costs_nothing_has_no_waste_percentage() {
+        let s = Scenarios {
+            policies: tally(1, 1.0),
+            ..Scenarios::default()
+        };
+        assert_eq!(s.waste_pct(&s.policies), None);
+        assert_eq!(s.json()["policies"]["waste_over_oracle_pct"], Value::Null);
+    }
+}
