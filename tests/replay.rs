@@ -600,3 +600,18 @@ fn the_generated_demo_fleet_workload_replays_under_the_example_policies() {
     assert_eq!(t["unserved_busy_hours"].as_f64(), Some(0.0), "{training}");
     assert_eq!(t["wrongful_stops"].as_u64(), Some(0), "{training}");
 }
+
+/// Notices count for the stop after them: the office box under office hours with a 15-minute
+/// notice gets it at 17:45 each day and is stopped at 18:00, as without one (50 h, 5 stops).
+#[test]
+fn notices_count_for_the_stop_after_them() {
+    let (from, to) = ("2026-11-30T00:00:00Z", "2026-12-05T00:00:00Z");
+    let policy = format!("{OFFICE}    notify: {{before: 15m}}\n");
+    let d = files(
+        &policy,
+        OFFICE_FLEET,
+        &trace("i-office", from, to, busy_in(OFFICE_BUSY)),
+    );
+    let s = &replay(d.path(), from, to, &[])["scenarios"];
+    assert_measures(&s["policies"], [50.0, 10.0, 0.0], 1.0, [5, 5, 0]);
+}
