@@ -51,7 +51,7 @@ pub(super) struct ReplayArgs {
     #[arg(long = "baseline-policies", value_name = "DIR", value_delimiter = ',')]
     baseline: Vec<PathBuf>,
     /// A sample at or above this percent is demand.
-    #[arg(long, default_value_t = 5.0, value_parser = parse_percent)]
+    #[arg(long, value_name = "PERCENT", default_value_t = 5.0, value_parser = parse_percent)]
     busy_threshold: f64,
     /// Output format.
     #[arg(long, value_enum, default_value_t = ReplayFormat::Table)]
