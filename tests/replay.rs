@@ -615,3 +615,32 @@ fn notices_count_for_the_stop_after_them() {
     let s = &replay(d.path(), from, to, &[])["scenarios"];
     assert_measures(&s["policies"], [50.0, 10.0, 0.0], 1.0, [5, 5, 0]);
 }
+
+/// A terminated instance (or one shutting down) never runs in any scenario and needs no
+/// price; one pending at the start counts as running.
+#[test]
+fn terminated_instances_cost_nothing_and_pending_ones_run() {
+    let (from, to) = ("2026-11-30T00:00:00Z", "2026-11-30T10:00:00Z");
+    let fleet = "
+instances:
+  - {id: i-gone, region: us-east-1, type: p5.48xlarge, state: terminated, tags: {team: office}}
+  - {id: i-going, region: us-east-1, type: p5.48xlarge, state: shutting-down, tags: {team: office}}
+  - {id: i-new, region: us-east-1, type: g5.xlarge, state: pending, tags: {kind: notebook}}
+prices:
+  us-east-1: {g5.xlarge: {on_demand: 1.0}}
+";
+    let csv = format!(
+        "{}{}",
+        trace("i-gone", from, to, |_| 90.0),
+        trace("i-new", from, to, |_| 90.0).replacen("instance,time,gpu_util\n", "", 1)
+    );
+    let d = files(NOTEBOOK, fleet, &csv);
+    let r = replay(d.path(), from, to, &[]);
+    for i in r["instances"].as_array().unwrap() {
+        let s = &i["scenarios"];
+        let want = if i["instance"] == "i-new" { 10.0 } else { 0.0 };
+        for scenario in ["policies", "always_on", "oracle"] {
+            assert_measures(&s[scenario], [want, 0.0, 0.0], 1.0, [0, 0, 0]);
+        }
+    }
+}
