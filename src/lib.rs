@@ -20,6 +20,7 @@ pub mod names;
 pub mod output;
 pub mod policy;
 pub mod reconcile;
+pub mod replay;
 pub mod schedule;
 pub mod serve;
 pub mod snapshot;

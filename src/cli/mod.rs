@@ -8,6 +8,7 @@
 
 mod args;
 mod commands;
+mod replay;
 mod serve;
 
 use crate::when;
@@ -42,6 +43,9 @@ enum Command {
         #[arg(long, value_enum, default_value_t = Format::Table)]
         format: Format,
     },
+    /// Replay policies over recorded GPU utilisation: hours, dollars and unserved demand
+    /// against always on, the oracle and a baseline policy set.
+    Replay(replay::ReplayArgs),
     /// Show why ebb decides what it decides for one instance of a fleet snapshot.
     Explain {
         /// The instance id.
@@ -131,6 +135,7 @@ async fn run(command: Command) -> anyhow::Result<ExitCode> {
     match command {
         Command::Validate { dirs } => commands::validate(&dirs),
         Command::Plan { input, format } => commands::plan(&input, format),
+        Command::Replay(args) => replay::run(&args),
         Command::Explain { instance, input } => commands::explain(&instance, &input),
         Command::Schema => {
             print!("{}", crate::policy::schema::schema_text());

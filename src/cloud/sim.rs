@@ -7,6 +7,9 @@
 //! of the instance and the time, so a replay gives the same readings.
 
 mod spot;
+mod workload;
+
+pub use workload::write_utilisation;
 
 use super::{
     ActionReport, CloudError, Done, ErrorKind, Failed, Image, ImageMade, InstanceStatus, Inventory,

@@ -312,6 +312,17 @@ impl Prior {
         }
     }
 
+    /// Replaces what ebb remembers about `instance`: `ebb replay` models the facts its
+    /// simulated actions leave, tick after tick.
+    pub fn set_facts(&mut self, instance: &str, facts: InstanceFacts) {
+        match self.facts.get_mut(instance) {
+            Some(f) => *f = facts,
+            None => {
+                self.facts.insert(instance.to_string(), facts);
+            }
+        }
+    }
+
     /// The facts about `instance` (all empty when ebb knows nothing).
     pub fn facts(&self, instance: &str) -> InstanceFacts {
         self.facts.get(instance).copied().unwrap_or_default()

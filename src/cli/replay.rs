@@ -1,0 +1,315 @@
+//! `ebb replay`: the files it reads (policies, a fleet snapshot, the utilisation CSV), streamed
+//! a chunk of instances at a time to one [`crate::replay::Replayer`] per core (each instance
+//! is replayed on its own, so the workers share nothing), and the report it prints.
+
+use super::args::PolicyDirs;
+use crate::cloud::OnDemandPrices;
+use crate::engine::Prior;
+use crate::fleet::{Fleet, Instance, Sample};
+use crate::policy::PolicySet;
+use crate::replay::{InstanceOutcome, Options, Recording, Replayer, Report};
+use crate::{policy, snapshot, when};
+use anyhow::{bail, Context as _, Result};
+use chrono::{DateTime, Utc};
+use clap::ValueEnum;
+use std::collections::{HashMap, HashSet};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
+use std::sync::Mutex;
+
+/// How many instances are replayed together: enough that each tick's schedules are worked out
+/// for many, few enough that their samples stay small in memory.
+const CHUNK: usize = 128;
+
+/// The flags of `ebb replay`.
+#[derive(clap::Args)]
+pub(super) struct ReplayArgs {
+    #[command(flatten)]
+    policies: PolicyDirs,
+    /// The fleet snapshot at --from (YAML, or JSON when the name ends in .json), with prices.
+    #[arg(long, value_name = "FILE")]
+    fleet: PathBuf,
+    /// On-demand prices for the types the fleet file's prices leave out (see
+    /// deploy/prices.yaml).
+    #[arg(long, env = "EBB_PRICES", value_name = "FILE")]
+    prices: Option<PathBuf>,
+    /// GPU utilisation as CSV: instance,time,gpu_util (RFC 3339, percent), each instance's
+    /// rows together.
+    #[arg(long, value_name = "FILE")]
+    utilisation: PathBuf,
+    /// The start of the replay, RFC 3339.
+    #[arg(long, value_name = "TS", value_parser = when::parse_time)]
+    from: DateTime<Utc>,
+    /// The end of the replay, RFC 3339.
+    #[arg(long, value_name = "TS", value_parser = when::parse_time)]
+    to: DateTime<Utc>,
+    /// The virtual time between two decisions.
+    #[arg(long, default_value = "5m", value_parser = parse_tick)]
+    tick: chrono::Duration,
+    /// Policies to compare with (the pull request's base branch, say); repeatable.
+    #[arg(long = "baseline-policies", value_name = "DIR", value_delimiter = ',')]
+    baseline: Vec<PathBuf>,
+    /// A sample at or above this percent is demand.
+    #[arg(long, value_name = "PERCENT", default_value_t = 5.0, value_parser = parse_percent)]
+    busy_threshold: f64,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = ReplayFormat::Table)]
+    format: ReplayFormat,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum ReplayFormat {
+    Table,
+    Json,
+    Markdown,
+}
+
+/// A tick: a duration from a second to a day.
+fn parse_tick(s: &str) -> Result<chrono::Duration, String> {
+    let d = humantime::parse_duration(s)
+        .map_err(|e| format!("\"{s}\" is not a duration ({e}): write it like 5m or 60s"))?;
+    match chrono::Duration::from_std(d) {
+        Ok(d) if d >= chrono::Duration::seconds(1) && d <= chrono::Duration::days(1) => Ok(d),
+        _ => Err(format!(
+            "a tick of \"{s}\" is out of range: give one from 1s to 1d, like 5m"
+        )),
+    }
+}
+
+/// A percent from 0 to 100.
+fn parse_percent(s: &str) -> Result<f64, String> {
+    match s.trim_end_matches('%').parse::<f64>() {
+        Ok(p) if (0.0..=100.0).contains(&p) => Ok(p),
+        _ => Err(format!("\"{s}\" is not a percent from 0 to 100")),
+    }
+}
+
+/// `ebb replay`: the measures of every scenario over the recording.
+pub(super) fn run(args: &ReplayArgs) -> Result<ExitCode> {
+    if args.to <= args.from {
+        bail!(
+            "--to {} is not after --from {}: give a --to later than --from",
+            args.to.to_rfc3339(),
+            args.from.to_rfc3339()
+        );
+    }
+    let set = policy::load(&args.policies.policies)
+        .context("policies are not valid (run ebb validate)")?;
+    let baseline = match args.baseline.is_empty() {
+        true => None,
+        false => Some(
+            policy::load(&args.baseline)
+                .context("--baseline-policies are not valid (run ebb validate on them)")?,
+        ),
+    };
+    let (fleet, prior) = fleet_with_prices(args)?;
+    let options = Options {
+        from: args.from,
+        to: args.to,
+        tick: args.tick,
+        busy_threshold: args.busy_threshold,
+    };
+    let report = replay_all(args, options, &set, baseline.as_ref(), &fleet, &prior)?;
+    print!(
+        "{}",
+        match args.format {
+            ReplayFormat::Table => report.table(),
+            ReplayFormat::Json => report.json(),
+            ReplayFormat::Markdown => report.markdown(),
+        }
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The snapshot, with `--prices` filling in the on-demand prices it leaves out.
+fn fleet_with_prices(args: &ReplayArgs) -> Result<(Fleet, Prior)> {
+    let (mut fleet, prior) = snapshot::load_snapshot(&args.fleet)?;
+    if let Some(path) = &args.prices {
+        for (region, types) in OnDemandPrices::load(path)?.prices {
+            let prices = fleet.prices.entry(region).or_default();
+            for (instance_type, price) in types {
+                let known = prices.entry(instance_type).or_default();
+                known.on_demand.get_or_insert(price);
+            }
+        }
+    }
+    Ok((fleet, prior))
+}
+
+/// Replays the recording on one worker per core while it is read.
+fn replay_all(
+    args: &ReplayArgs,
+    options: Options,
+    set: &PolicySet,
+    baseline: Option<&PolicySet>,
+    fleet: &Fleet,
+    prior: &Prior,
+) -> Result<Report> {
+    let workers = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let replay = |chunks: &Mutex<Receiver<Vec<Recording>>>| -> Result<Vec<InstanceOutcome>> {
+        let mut replayer = Replayer::new(options, set, baseline, &fleet.prices, prior);
+        let mut outcomes = Vec::new();
+        loop {
+            // The lock is held only while waiting for the next chunk, not while replaying it.
+            let next = chunks
+                .lock()
+                .map_err(|_| anyhow::anyhow!("a replay worker failed"))?
+                .recv();
+            let Ok(chunk) = next else {
+                return Ok(outcomes);
+            };
+            match replayer.replay(&chunk) {
+                Ok(more) => outcomes.extend(more),
+                Err(err) => {
+                    // Drained, so that the reader never waits on a queue no one empties.
+                    while chunks.lock().is_ok_and(|c| c.recv().is_ok()) {}
+                    return Err(err).with_context(|| {
+                        format!("cannot cost the replay of {}", args.fleet.display())
+                    });
+                }
+            }
+        }
+    };
+    let mut report = Report::new(args.from, args.to);
+    // A few chunks queued at most: the recording is read while the workers replay.
+    let (send, receive) = sync_channel::<Vec<Recording>>(workers);
+    let receive = Mutex::new(receive);
+    std::thread::scope(|scope| -> Result<()> {
+        let handles: Vec<_> = (0..workers)
+            .map(|_| scope.spawn(|| replay(&receive)))
+            .collect();
+        let read = stream_chunks(args, &fleet.instances, &send);
+        drop(send);
+        for handle in handles {
+            let outcomes = handle
+                .join()
+                .unwrap_or_else(|panic| std::panic::resume_unwind(panic))?;
+            report.add(outcomes);
+        }
+        read
+    })?;
+    Ok(report)
+}
+
+/// Reads the recording and sends it to the workers a chunk at a time, then the instances of
+/// the fleet without rows (no demand recorded).
+fn stream_chunks(
+    args: &ReplayArgs,
+    instances: &[Instance],
+    send: &SyncSender<Vec<Recording>>,
+) -> Result<()> {
+    let stopped = || anyhow::anyhow!("the replay stopped early");
+    let mut chunk = Vec::with_capacity(CHUNK);
+    let mut unseen: HashMap<&str, &Instance> =
+        instances.iter().map(|i| (i.id.as_str(), i)).collect();
+    read_utilisation(&args.utilisation, &args.fleet, &mut unseen, |recording| {
+        chunk.push(recording);
+        if chunk.len() == CHUNK {
+            send.send(std::mem::take(&mut chunk))
+                .map_err(|_| stopped())?;
+        }
+        Ok(())
+    })?;
+    for inst in instances {
+        if unseen.contains_key(inst.id.as_str()) {
+            chunk.push(recording(inst, Vec::new()));
+            if chunk.len() == CHUNK {
+                send.send(std::mem::take(&mut chunk))
+                    .map_err(|_| stopped())?;
+            }
+        }
+    }
+    send.send(chunk).map_err(|_| stopped())
+}
+
+fn recording(inst: &Instance, mut samples: Vec<Sample>) -> Recording {
+    samples.sort_by_key(|s| s.at);
+    // Queued chunks hold a month of samples per instance: without the slack of growing.
+    samples.shrink_to_fit();
+    Recording {
+        instance: Instance {
+            gpu_util: Vec::new(),
+            ..inst.clone()
+        },
+        samples,
+    }
+}
+
+/// Reads the CSV at `path`, handing each instance's recording to `each` once its rows end.
+/// Instances found are taken out of `unseen`; each must be in the fleet file `fleet`, and its
+/// rows together.
+fn read_utilisation(
+    path: &Path,
+    fleet: &Path,
+    unseen: &mut HashMap<&str, &Instance>,
+    mut each: impl FnMut(Recording) -> Result<()>,
+) -> Result<()> {
+    let file = path.display();
+    let mut reader = csv::ReaderBuilder::new()
+        .has_headers(true)
+        .from_path(path)
+        .with_context(|| format!("cannot read utilisation file {file}"))?;
+    let header = reader
+        .headers()
+        .with_context(|| format!("{file}:1: cannot read the header"))?;
+    if header.iter().collect::<Vec<_>>() != ["instance", "time", "gpu_util"] {
+        bail!(
+            "{file}:1: the header is \"{}\"; it must be instance,time,gpu_util",
+            header.iter().collect::<Vec<_>>().join(",")
+        );
+    }
+    let mut done: HashSet<String> = HashSet::new();
+    let mut current: Option<(&Instance, Vec<Sample>)> = None;
+    let mut row = csv::StringRecord::new();
+    loop {
+        let more = reader.read_record(&mut row).map_err(|e| {
+            let line = e.position().map_or(0, |p| p.line());
+            anyhow::anyhow!("{file}:{line}: {e}; each line must be instance,time,gpu_util")
+        })?;
+        if !more {
+            break;
+        }
+        let line = row.position().map_or(0, |p| p.line());
+        let (id, time, util) = (&row[0], &row[1], &row[2]);
+        if current.as_ref().is_none_or(|(inst, _)| inst.id != id) {
+            if let Some((inst, samples)) = current.take() {
+                done.insert(inst.id.clone());
+                each(recording(inst, samples))?;
+            }
+            if done.contains(id) {
+                bail!(
+                    "{file}:{line}: the rows of instance {id} are not together (it appeared before other instances' rows): sort the file by instance"
+                );
+            }
+            let Some(inst) = unseen.remove(id) else {
+                bail!(
+                    "{file}:{line}: instance {id} is not in the fleet file {}: add it there, or leave its rows out",
+                    fleet.display()
+                );
+            };
+            current = Some((inst, Vec::new()));
+        }
+        let at = DateTime::parse_from_rfc3339(time)
+            .map(|t| t.with_timezone(&Utc))
+            .map_err(|_| {
+                anyhow::anyhow!(
+                    "{file}:{line}: \"{time}\" is not an RFC 3339 time (like 2026-11-30T20:05:00Z)"
+                )
+            })?;
+        let percent = util
+            .parse::<f64>()
+            .ok()
+            .filter(|p| (0.0..=100.0).contains(p))
+            .with_context(|| {
+                format!("{file}:{line}: gpu_util \"{util}\" is not a percent from 0 to 100")
+            })?;
+        if let Some((_, samples)) = current.as_mut() {
+            samples.push(Sample { at, percent });
+        }
+    }
+    if let Some((inst, samples)) = current {
+        each(recording(inst, samples))?;
+    }
+    Ok(())
+}

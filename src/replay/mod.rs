@@ -1,0 +1,374 @@
+//! `ebb replay`: what a policy set would have done over recorded GPU utilisation, against
+//! keeping every instance running (`always_on`) and running each exactly while it is busy
+//! (`oracle`), and against another policy set (`baseline`).
+//!
+//! Pure, like the engine it runs: the recording and the snapshot come in as values, the
+//! measures go out as numbers. Instances are replayed a chunk at a time (decisions are per
+//! instance, so a chunk needs nothing of the others), each chunk tick by tick on virtual time
+//! with the real [`engine::decide`], each decision's action applied to a modelled fleet
+//! (`model`). Demand is a sample at or above the busy threshold; a sample stands for the time
+//! until the next one, at most [`RECENT`] (the engine's coverage rule).
+
+mod model;
+mod report;
+
+pub use report::{InstanceOutcome, Report, Scenarios, Tally};
+
+use crate::engine::{self, Prior, RECENT};
+use crate::fleet::{Instance, InstanceState, Lifecycle, Prices, Sample};
+use crate::policy::PolicySet;
+use chrono::{DateTime, Duration, Utc};
+
+/// How a replay runs.
+#[derive(Debug, Clone, Copy)]
+pub struct Options {
+    /// The first tick, and the start of the accounting.
+    pub from: DateTime<Utc>,
+    /// The end of the accounting (exclusive).
+    pub to: DateTime<Utc>,
+    /// The virtual time between two decisions (ebb's `EBB_TICK`).
+    pub tick: Duration,
+    /// A sample at or above this percent is demand.
+    pub busy_threshold: f64,
+}
+
+/// A stop followed by demand within this long is wrongful: it cut off someone's work.
+pub const WRONGFUL_WITHIN: Duration = Duration::minutes(30);
+
+/// One instance's recording: the instance as the snapshot has it at `from` (its own
+/// `gpu_util` is not used), and its GPU utilisation samples.
+#[derive(Debug, Clone)]
+pub struct Recording {
+    /// The instance at `from`.
+    pub instance: Instance,
+    /// Its samples, oldest first.
+    pub samples: Vec<Sample>,
+}
+
+/// Why a chunk could not be replayed.
+#[derive(Debug, thiserror::Error)]
+pub enum ReplayError {
+    /// An instance that runs in some scenario has no price to cost it at.
+    #[error(
+        "no on-demand price for {instance_type} in {region} (instance {instance}): add it to the fleet file's prices, or give --prices a table that has it"
+    )]
+    NoPrice {
+        /// The instance.
+        instance: String,
+        /// Its type.
+        instance_type: String,
+        /// Its region.
+        region: String,
+    },
+}
+
+/// A half-open stretch of time `[start, end)`.
+pub(crate) type Span = (DateTime<Utc>, DateTime<Utc>);
+
+/// A policy set with what ebb remembers under it, as the replay changes it.
+struct Scenario<'a> {
+    set: &'a PolicySet,
+    prior: Prior,
+}
+
+/// Replays chunks of instances; the prior facts of each scenario evolve with its actions.
+pub struct Replayer<'a> {
+    options: Options,
+    prices: &'a Prices,
+    policies: Scenario<'a>,
+    baseline: Option<Scenario<'a>>,
+}
+
+impl<'a> Replayer<'a> {
+    /// A replay of `policies` (and `baseline`, when given) over instances priced by `prices`,
+    /// starting from what `prior` says ebb remembers at `options.from` (and its overrides).
+    pub fn new(
+        options: Options,
+        policies: &'a PolicySet,
+        baseline: Option<&'a PolicySet>,
+        prices: &'a Prices,
+        prior: &Prior,
+    ) -> Self {
+        Replayer {
+            options,
+            prices,
+            policies: Scenario {
+                set: policies,
+                prior: prior.clone(),
+            },
+            baseline: baseline.map(|set| Scenario {
+                set,
+                prior: prior.clone(),
+            }),
+        }
+    }
+
+    /// Replays `chunk` in every scenario: one outcome per instance, in chunk order.
+    pub fn replay(&mut self, chunk: &[Recording]) -> Result<Vec<InstanceOutcome>, ReplayError> {
+        let o = self.options;
+        let rates = chunk
+            .iter()
+            .map(|r| rate(self.prices, &r.instance))
+            .collect::<Result<Vec<f64>, _>>()?;
+        let busy: Vec<Vec<Span>> = chunk
+            .iter()
+            .map(|r| busy_spans(&r.samples, o.busy_threshold))
+            .collect();
+        let run = |s: &mut Scenario| {
+            model::run(s.set, &mut s.prior, chunk, &busy, &rates, &o, self.prices)
+        };
+        let policies = run(&mut self.policies);
+        let baseline = self.baseline.as_mut().map(run);
+        Ok(chunk
+            .iter()
+            .enumerate()
+            .map(|(i, r)| {
+                let live = settled(r.instance.state) != InstanceState::Terminated;
+                let (always_on, oracle) = match live {
+                    true => (
+                        always_on(&busy[i], rates[i], &o),
+                        oracle(&busy[i], rates[i], &o, r.instance.state),
+                    ),
+                    false => Default::default(),
+                };
+                InstanceOutcome {
+                    instance: r.instance.id.clone(),
+                    policy: engine::governing_policy(self.policies.set, &r.instance)
+                        .map(|p| p.name.clone()),
+                    scenarios: Scenarios {
+                        policies: policies[i],
+                        baseline: baseline.as_ref().map(|b| b[i]),
+                        always_on,
+                        oracle,
+                    },
+                }
+            })
+            .collect())
+    }
+}
+
+/// The state an instance is taken to be in: transitions as where they lead.
+pub(crate) fn settled(state: InstanceState) -> InstanceState {
+    match state {
+        InstanceState::Pending => InstanceState::Running,
+        InstanceState::Stopping => InstanceState::Stopped,
+        InstanceState::ShuttingDown => InstanceState::Terminated,
+        s => s,
+    }
+}
+
+/// The $/hour `inst` costs while running at `from`: its spot price when it is spot (the
+/// on-demand one when there is none), its on-demand price otherwise. Nothing for a terminated
+/// one, which never runs.
+fn rate(prices: &Prices, inst: &Instance) -> Result<f64, ReplayError> {
+    if settled(inst.state) == InstanceState::Terminated {
+        return Ok(0.0);
+    }
+    let price = prices
+        .get(&inst.region)
+        .and_then(|p| p.get(&inst.instance_type));
+    let spot = price
+        .and_then(|p| p.spot)
+        .filter(|_| inst.lifecycle == Lifecycle::Spot);
+    spot.or(price.and_then(|p| p.on_demand))
+        .ok_or_else(|| ReplayError::NoPrice {
+            instance: inst.id.clone(),
+            instance_type: inst.instance_type.clone(),
+            region: inst.region.clone(),
+        })
+}
+
+/// The stretches of demand in `samples`: each sample at or above `threshold` stands until the
+/// next sample, at most [`RECENT`]; touching stretches merge.
+pub(crate) fn busy_spans(samples: &[Sample], threshold: f64) -> Vec<Span> {
+    let mut spans: Vec<Span> = Vec::new();
+    for (i, s) in samples.iter().enumerate() {
+        if s.percent < threshold {
+            continue;
+        }
+        let end = samples
+            .get(i + 1)
+            .map_or(s.at + RECENT, |n| n.at.min(s.at + RECENT));
+        if end <= s.at {
+            continue;
+        }
+        match spans.last_mut() {
+            Some(last) if last.1 >= s.at => last.1 = last.1.max(end),
+            _ => spans.push((s.at, end)),
+        }
+    }
+    spans
+}
+
+/// Sums the demand within stretches of time asked for in order, each after the last.
+pub(crate) struct BusyCursor<'s> {
+    spans: &'s [Span],
+    next: usize,
+}
+
+impl<'s> BusyCursor<'s> {
+    /// A cursor at the start of `spans`.
+    pub(crate) fn new(spans: &'s [Span]) -> Self {
+        BusyCursor { spans, next: 0 }
+    }
+
+    /// How much of `[a, b)` is demand; `a` no earlier than the last call's `b`.
+    pub(crate) fn overlap(&mut self, a: DateTime<Utc>, b: DateTime<Utc>) -> Duration {
+        while self.spans.get(self.next).is_some_and(|s| s.1 <= a) {
+            self.next += 1;
+        }
+        self.spans[self.next..]
+            .iter()
+            .take_while(|s| s.0 < b)
+            .map(|s| s.1.min(b) - s.0.max(a))
+            .sum()
+    }
+}
+
+/// Whether demand is recorded in `(t, t + WRONGFUL_WITHIN]`, or still goes on at `t`.
+pub(crate) fn demand_soon(spans: &[Span], t: DateTime<Utc>) -> bool {
+    let first = spans.partition_point(|s| s.1 <= t);
+    spans.get(first).is_some_and(|s| s.0 <= t + WRONGFUL_WITHIN)
+}
+
+fn seconds(d: Duration) -> i64 {
+    d.num_seconds()
+}
+
+/// Every hour of the period running, at the instance's rate.
+fn always_on(busy: &[Span], rate: f64, o: &Options) -> Tally {
+    let running = seconds(o.to - o.from);
+    let busy = seconds(BusyCursor::new(busy).overlap(o.from, o.to));
+    Tally {
+        running_s: running,
+        idle_running_s: running - busy,
+        cost_usd: rate * running as f64 / 3600.0,
+        ..Tally::default()
+    }
+}
+
+/// Running exactly while there is demand: started at each stretch's start (unless running
+/// already at `from`), stopped at each end before `to`.
+fn oracle(busy: &[Span], rate: f64, o: &Options, state: InstanceState) -> Tally {
+    let inside: Vec<Span> = busy
+        .iter()
+        .filter(|s| s.1 > o.from && s.0 < o.to)
+        .map(|s| (s.0.max(o.from), s.1.min(o.to)))
+        .collect();
+    let running: i64 = inside.iter().map(|s| seconds(s.1 - s.0)).sum();
+    let was_running = settled(state) == InstanceState::Running;
+    let starts = inside
+        .iter()
+        .filter(|s| s.0 > o.from || !was_running)
+        .count();
+    let stopped_at: Vec<DateTime<Utc>> = inside.iter().map(|s| s.1).filter(|e| *e < o.to).collect();
+    Tally {
+        running_s: running,
+        cost_usd: rate * running as f64 / 3600.0,
+        starts: starts as u64,
+        stops: stopped_at.len() as u64,
+        wrongful_stops: stopped_at.iter().filter(|t| demand_soon(busy, **t)).count() as u64,
+        ..Tally::default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn at(s: &str) -> DateTime<Utc> {
+        crate::when::parse_time(s).unwrap()
+    }
+
+    fn samples(from: &str, every_min: i64, percents: &[f64]) -> Vec<Sample> {
+        percents
+            .iter()
+            .enumerate()
+            .map(|(i, &percent)| Sample {
+                at: at(from) + Duration::minutes(every_min * i as i64),
+                percent,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_busy_sample_stands_until_the_next_at_most_ten_minutes() {
+        // 5-minute samples: busy, busy, idle; then a lone busy one 30 minutes later.
+        let mut s = samples("2026-11-30T09:00:00Z", 5, &[50.0, 50.0, 1.0]);
+        s.push(Sample {
+            at: at("2026-11-30T09:40:00Z"),
+            percent: 80.0,
+        });
+        let spans = busy_spans(&s, 5.0);
+        assert_eq!(
+            spans,
+            vec![
+                (at("2026-11-30T09:00:00Z"), at("2026-11-30T09:10:00Z")),
+                (at("2026-11-30T09:40:00Z"), at("2026-11-30T09:50:00Z")),
+            ]
+        );
+        // A gap of 20 minutes after a busy sample: it counts for 10 only.
+        let gap = vec![
+            Sample {
+                at: at("2026-11-30T09:00:00Z"),
+                percent: 50.0,
+            },
+            Sample {
+                at: at("2026-11-30T09:20:00Z"),
+                percent: 50.0,
+            },
+        ];
+        let spans = busy_spans(&gap, 5.0);
+        assert_eq!(spans.len(), 2);
+        assert_eq!(spans[0].1, at("2026-11-30T09:10:00Z"));
+        let mut cursor = BusyCursor::new(&spans);
+        assert_eq!(
+            cursor.overlap(at("2026-11-30T09:05:00Z"), at("2026-11-30T09:25:00Z")),
+            Duration::minutes(10)
+        );
+        assert_eq!(
+            cursor.overlap(at("2026-11-30T09:25:00Z"), at("2026-11-30T10:00:00Z")),
+            Duration::minutes(5)
+        );
+    }
+
+    #[test]
+    fn demand_soon_after_a_stop_is_within_thirty_minutes() {
+        let spans = vec![(at("2026-11-30T10:00:00Z"), at("2026-11-30T10:10:00Z"))];
+        assert!(demand_soon(&spans, at("2026-11-30T09:30:00Z")));
+        assert!(!demand_soon(&spans, at("2026-11-30T09:29:00Z")));
+        assert!(
+            demand_soon(&spans, at("2026-11-30T10:05:00Z")),
+            "still busy"
+        );
+        assert!(!demand_soon(&spans, at("2026-11-30T10:10:00Z")));
+    }
+
+    #[test]
+    fn always_on_and_the_oracle_cost_what_they_run() {
+        let o = Options {
+            from: at("2026-11-30T00:00:00Z"),
+            to: at("2026-12-01T00:00:00Z"),
+            tick: Duration::minutes(5),
+            busy_threshold: 5.0,
+        };
+        // Busy 09:00-11:00 and 11:20-12:00.
+        let spans = vec![
+            (at("2026-11-30T09:00:00Z"), at("2026-11-30T11:00:00Z")),
+            (at("2026-11-30T11:20:00Z"), at("2026-11-30T12:00:00Z")),
+        ];
+        let a = always_on(&spans, 2.0, &o);
+        assert_eq!(a.running_s, 24 * 3600);
+        assert_eq!(a.idle_running_s, 24 * 3600 - 160 * 60);
+        assert!((a.cost_usd - 48.0).abs() < 1e-9);
+        let oracle = oracle(&spans, 2.0, &o, InstanceState::Stopped);
+        assert_eq!(oracle.running_s, 160 * 60);
+        assert_eq!(oracle.idle_running_s, 0);
+        assert!((oracle.cost_usd - 2.0 * 160.0 / 60.0).abs() < 1e-9);
+        assert_eq!((oracle.starts, oracle.stops), (2, 2));
+        assert_eq!(
+            oracle.wrongful_stops, 1,
+            "the 11:00 stop, demand again at 11:20"
+        );
+    }
+}

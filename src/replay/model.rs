@@ -1,0 +1,232 @@
+//! One scenario of a chunk, tick by tick: the engine decides on the modelled instances, its
+//! actions change them as EC2 would (at once), and a person starts a stopped instance at the
+//! tick after the recording shows demand on it.
+
+use super::{demand_soon, settled, BusyCursor, Options, Recording, Span, Tally};
+use crate::engine::{self, Action, Decision, InstanceFacts, Prior, RECENT};
+use crate::fleet::{Fleet, Instance, InstanceState, Lifecycle, Prices, Sample};
+use crate::names::{MIGRATION_TAG, STOP_AT_TAG};
+use crate::policy::PolicySet;
+use chrono::{DateTime, Duration, SecondsFormat, Utc};
+
+/// The replacement a modelled spot move launches is tagged as a migration's: what the engine
+/// then knows it cannot stop (a one-time spot instance), as in production.
+const MIGRATION_ID: &str = "replay";
+
+/// What the replay tracks of one instance beside the engine's view of it.
+struct Modelled<'r> {
+    samples: &'r [Sample],
+    spans: &'r [Span],
+    busy: BusyCursor<'r>,
+    /// The first sample not yet offered to the engine.
+    next_sample: usize,
+    /// The last start: a stopped instance reports no utilisation, so the engine sees only
+    /// samples from then on (`None`: running since before the replay, all of them).
+    seen_from: Option<DateTime<Utc>>,
+    /// $/hour while running.
+    rate: f64,
+    facts: InstanceFacts,
+    /// The recording showed demand while it was stopped: a person starts it at the next tick.
+    demand_while_stopped: bool,
+    tally: Tally,
+}
+
+/// Replays `chunk` under `set`: one tally per instance. `prior` holds what ebb remembers and
+/// is updated with the facts the modelled actions leave.
+pub(super) fn run(
+    set: &PolicySet,
+    prior: &mut Prior,
+    chunk: &[Recording],
+    busy: &[Vec<Span>],
+    rates: &[f64],
+    o: &Options,
+    prices: &Prices,
+) -> Vec<Tally> {
+    // The engine needs no sample older than the longest idle window, and the busy check's
+    // last RECENT.
+    let lookback = set
+        .policies
+        .iter()
+        .filter_map(|p| p.idle.as_ref().map(|i| i.window))
+        .max()
+        .unwrap_or_else(Duration::zero)
+        + RECENT;
+    let mut fleet = Fleet {
+        instances: chunk.iter().map(|r| initial_view(&r.instance)).collect(),
+        prices: prices.clone(),
+        gpu_unread: Default::default(),
+    };
+    let mut models: Vec<Modelled> = chunk
+        .iter()
+        .enumerate()
+        .map(|(i, r)| Modelled {
+            samples: &r.samples,
+            spans: &busy[i],
+            busy: BusyCursor::new(&busy[i]),
+            next_sample: 0,
+            seen_from: None,
+            rate: rates[i],
+            facts: prior.facts(&r.instance.id),
+            demand_while_stopped: false,
+            tally: Tally::default(),
+        })
+        .collect();
+    let mut person_started = vec![false; chunk.len()];
+    let mut t = o.from;
+    while t < o.to {
+        for (i, (m, view)) in models.iter_mut().zip(&mut fleet.instances).enumerate() {
+            person_started[i] = m.person_start(view, t, prior);
+            m.show_samples(view, t, lookback);
+        }
+        let decisions = engine::decide(t, set, &fleet, prior);
+        let end = (t + o.tick).min(o.to);
+        for (i, ((m, view), d)) in models
+            .iter_mut()
+            .zip(&mut fleet.instances)
+            .zip(&decisions)
+            .enumerate()
+        {
+            // A person's start happened at this tick; ebb sees the instance next tick.
+            if !person_started[i] {
+                m.apply(d, view, t, set, prices, prior);
+            }
+            m.account(view.state, t, end);
+        }
+        t = end;
+    }
+    models.into_iter().map(|m| m.tally).collect()
+}
+
+/// The engine's view of `inst` at the start: transitions settled, no samples yet.
+fn initial_view(inst: &Instance) -> Instance {
+    Instance {
+        state: settled(inst.state),
+        gpu_util: Vec::new(),
+        ..inst.clone()
+    }
+}
+
+impl Modelled<'_> {
+    /// Starts a stopped instance whose recording showed demand since the last tick, as its
+    /// person would: ebb's rules then see a start that was not theirs.
+    fn person_start(&mut self, view: &mut Instance, t: DateTime<Utc>, prior: &mut Prior) -> bool {
+        let wanted = std::mem::take(&mut self.demand_while_stopped);
+        if !wanted || view.state != InstanceState::Stopped {
+            return false;
+        }
+        self.started(view, t);
+        // Seen running again: the last stop is no longer ebb's (as the inventory sync does).
+        self.facts.stopped_by_ebb_at = None;
+        prior.set_facts(&view.id, self.facts);
+        true
+    }
+
+    fn started(&mut self, view: &mut Instance, t: DateTime<Utc>) {
+        view.state = InstanceState::Running;
+        view.state_since = Some(t);
+        view.launched_at = Some(t);
+        view.gpu_util.clear();
+        self.seen_from = Some(t);
+        self.tally.starts += 1;
+    }
+
+    /// Offers the engine the samples up to `t` it could have read: from the last start on,
+    /// no older than `lookback`.
+    fn show_samples(&mut self, view: &mut Instance, t: DateTime<Utc>, lookback: Duration) {
+        while let Some(s) = self.samples.get(self.next_sample).filter(|s| s.at <= t) {
+            if self.seen_from.is_none_or(|f| s.at >= f) {
+                view.gpu_util.push(*s);
+            }
+            self.next_sample += 1;
+        }
+        let old = view.gpu_util.partition_point(|s| s.at < t - lookback);
+        view.gpu_util.drain(..old);
+    }
+
+    /// Carries out `d` on the modelled instance, and remembers what ebb would.
+    fn apply(
+        &mut self,
+        d: &Decision,
+        view: &mut Instance,
+        t: DateTime<Utc>,
+        set: &PolicySet,
+        prices: &Prices,
+        prior: &mut Prior,
+    ) {
+        let running = view.state == InstanceState::Running;
+        let before = self.facts;
+        match d.action {
+            Action::Stop | Action::Hibernate if running => {
+                view.state = InstanceState::Stopped;
+                view.state_since = Some(t);
+                self.facts.stopped_by_ebb_at = Some(t);
+                self.tally.stops += 1;
+                if demand_soon(self.spans, t) {
+                    self.tally.wrongful_stops += 1;
+                }
+            }
+            Action::Start if view.state == InstanceState::Stopped => {
+                self.started(view, t);
+                self.facts.started_by_ebb_at = Some(t);
+                self.facts.stopped_by_ebb_at = None;
+            }
+            Action::Notify => {
+                let stop_at = d.stop_at.unwrap_or(t);
+                view.tags.insert(
+                    STOP_AT_TAG.into(),
+                    stop_at.to_rfc3339_opts(SecondsFormat::Secs, true),
+                );
+                self.facts.notified_at = Some(t);
+            }
+            Action::WithdrawNotice => {
+                view.tags.remove(STOP_AT_TAG);
+                self.facts.notified_at = None;
+            }
+            Action::MigrateToSpot if running => {
+                if let Some(spot) = spot_rate(set, prices, view) {
+                    self.rate = spot;
+                }
+                view.lifecycle = Lifecycle::Spot;
+                view.tags.insert(MIGRATION_TAG.into(), MIGRATION_ID.into());
+            }
+            _ => {}
+        }
+        if self.facts != before {
+            prior.set_facts(&view.id, self.facts);
+        }
+    }
+
+    /// Counts `[t, end)` in the state the tick left the instance in.
+    fn account(&mut self, state: InstanceState, t: DateTime<Utc>, end: DateTime<Utc>) {
+        let length = (end - t).num_seconds();
+        let busy = self.busy.overlap(t, end).num_seconds();
+        match state {
+            InstanceState::Running => {
+                self.tally.running_s += length;
+                self.tally.idle_running_s += length - busy;
+                self.tally.cost_usd += self.rate * length as f64 / 3600.0;
+            }
+            InstanceState::Stopped => {
+                self.tally.unserved_busy_s += busy;
+                self.demand_while_stopped = busy > 0;
+            }
+            _ => {}
+        }
+    }
+}
+
+/// The spot $/hour a move of `inst` pays: the cheapest spot price among its policy's spot
+/// types (its own type when the rule names none), as the engine's spot rule chooses.
+fn spot_rate(set: &PolicySet, prices: &Prices, inst: &Instance) -> Option<f64> {
+    let rule = engine::governing_policy(set, inst)?.spot.as_ref()?;
+    let region = prices.get(&inst.region)?;
+    let own = std::slice::from_ref(&inst.instance_type);
+    let types = match rule.instance_types.is_empty() {
+        true => own,
+        false => &rule.instance_types[..],
+    };
+    types
+        .iter()
+        .filter_map(|t| region.get(t)?.spot)
+        .min_by(f64::total_cmp)
+}

@@ -1,0 +1,456 @@
+//! The measures of a replay, summed over instances and policies, and how they are shown:
+//! JSON, a table, and a pull-request comment in Markdown.
+
+use chrono::{DateTime, SecondsFormat, Utc};
+use serde_json::{json, Value};
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::ops::AddAssign;
+
+/// What one scenario did to one instance, or to many summed.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Tally {
+    /// Seconds running.
+    pub running_s: i64,
+    /// Seconds running while not busy.
+    pub idle_running_s: i64,
+    /// Seconds of demand while stopped.
+    pub unserved_busy_s: i64,
+    /// What the running cost, in dollars.
+    pub cost_usd: f64,
+    /// Stops and hibernations.
+    pub stops: u64,
+    /// Starts, ebb's and a person's.
+    pub starts: u64,
+    /// Stops followed by demand within 30 minutes.
+    pub wrongful_stops: u64,
+}
+
+impl AddAssign for Tally {
+    fn add_assign(&mut self, o: Tally) {
+        self.running_s += o.running_s;
+        self.idle_running_s += o.idle_running_s;
+        self.unserved_busy_s += o.unserved_busy_s;
+        self.cost_usd += o.cost_usd;
+        self.stops += o.stops;
+        self.starts += o.starts;
+        self.wrongful_stops += o.wrongful_stops;
+    }
+}
+
+fn hours(seconds: i64) -> f64 {
+    round(seconds as f64 / 3600.0, 4)
+}
+
+fn round(x: f64, places: i32) -> f64 {
+    let f = 10f64.powi(places);
+    (x * f).round() / f
+}
+
+impl Tally {
+    /// The measures by their documented names.
+    fn json(&self) -> serde_json::Map<String, Value> {
+        let Value::Object(map) = json!({
+            "running_hours": hours(self.running_s),
+            "idle_running_hours": hours(self.idle_running_s),
+            "cost_usd": round(self.cost_usd, 4),
+            "stops": self.stops,
+            "starts": self.starts,
+            "unserved_busy_hours": hours(self.unserved_busy_s),
+            "wrongful_stops": self.wrongful_stops,
+        }) else {
+            unreachable!("json! of an object is an object")
+        };
+        map
+    }
+}
+
+/// One instance, one policy or the total, in every scenario.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Scenarios {
+    /// Under the policies given.
+    pub policies: Tally,
+    /// Under `--baseline-policies`, when given.
+    pub baseline: Option<Tally>,
+    /// Every instance running the whole period.
+    pub always_on: Tally,
+    /// Each instance running exactly while busy.
+    pub oracle: Tally,
+}
+
+impl AddAssign for Scenarios {
+    fn add_assign(&mut self, o: Scenarios) {
+        self.policies += o.policies;
+        self.always_on += o.always_on;
+        self.oracle += o.oracle;
+        if let Some(b) = o.baseline {
+            *self.baseline.get_or_insert_with(Tally::default) += b;
+        }
+    }
+}
+
+impl Scenarios {
+    /// Dollars a policy scenario saves against always on.
+    pub fn savings(&self, t: &Tally) -> f64 {
+        self.always_on.cost_usd - t.cost_usd
+    }
+
+    /// What a policy scenario spends beyond the oracle, in percent of the oracle's cost;
+    /// `None` when the oracle spends nothing.
+    pub fn waste_pct(&self, t: &Tally) -> Option<f64> {
+        (self.oracle.cost_usd > 0.0)
+            .then(|| 100.0 * (t.cost_usd - self.oracle.cost_usd) / self.oracle.cost_usd)
+    }
+
+    fn policy_json(&self, t: &Tally) -> Value {
+        let mut map = t.json();
+        map.insert(
+            "savings_vs_always_on_usd".into(),
+            json!(round(self.savings(t), 4)),
+        );
+        map.insert(
+            "waste_over_oracle_pct".into(),
+            json!(self.waste_pct(t).map(|p| round(p, 2))),
+        );
+        Value::Object(map)
+    }
+
+    fn json(&self) -> Value {
+        let mut map = serde_json::Map::new();
+        map.insert("policies".into(), self.policy_json(&self.policies));
+        map.insert("always_on".into(), Value::Object(self.always_on.json()));
+        map.insert("oracle".into(), Value::Object(self.oracle.json()));
+        if let Some(b) = &self.baseline {
+            map.insert("baseline".into(), self.policy_json(b));
+        }
+        Value::Object(map)
+    }
+}
+
+/// The outcome of one instance.
+#[derive(Debug, Clone, PartialEq)]
+pub struct InstanceOutcome {
+    /// The instance id.
+    pub instance: String,
+    /// The policy governing it at the start under the policies given; `None` when none does.
+    pub policy: Option<String>,
+    /// What each scenario did to it.
+    pub scenarios: Scenarios,
+}
+
+/// A whole replay: the total, per policy and per instance.
+#[derive(Debug, Clone)]
+pub struct Report {
+    from: DateTime<Utc>,
+    to: DateTime<Utc>,
+    /// Every instance summed.
+    pub total: Scenarios,
+    /// By governing policy (`None`: no policy governs).
+    pub by_policy: BTreeMap<Option<String>, Scenarios>,
+    /// Each instance, in the order added.
+    pub instances: Vec<InstanceOutcome>,
+}
+
+/// A row of the Markdown comparison: its name, the measure, and its decimal places.
+type MarkdownRow = (&'static str, fn(&Tally) -> f64, usize);
+
+/// How many instances the Markdown comment lists as changed most.
+const MOST_CHANGED: usize = 10;
+
+impl Report {
+    /// An empty report of the replay from `from` to `to`.
+    pub fn new(from: DateTime<Utc>, to: DateTime<Utc>) -> Self {
+        Report {
+            from,
+            to,
+            total: Scenarios::default(),
+            by_policy: BTreeMap::new(),
+            instances: Vec::new(),
+        }
+    }
+
+    /// Adds the outcomes of a chunk.
+    pub fn add(&mut self, outcomes: Vec<InstanceOutcome>) {
+        for o in outcomes {
+            self.total += o.scenarios;
+            *self.by_policy.entry(o.policy.clone()).or_default() += o.scenarios;
+            self.instances.push(o);
+        }
+    }
+
+    fn period(&self) -> (String, String) {
+        let t = |t: DateTime<Utc>| t.to_rfc3339_opts(SecondsFormat::Secs, true);
+        (t(self.from), t(self.to))
+    }
+
+    /// `{"from", "to", "scenarios", "policies": [...], "instances": [...]}`.
+    pub fn json(&self) -> String {
+        let (from, to) = self.period();
+        let mut instances: Vec<&InstanceOutcome> = self.instances.iter().collect();
+        instances.sort_by(|a, b| a.instance.cmp(&b.instance));
+        let value = json!({
+            "from": from,
+            "to": to,
+            "scenarios": self.total.json(),
+            "policies": self.by_policy.iter().map(|(p, s)| json!({
+                "policy": p,
+                "scenarios": s.json(),
+            })).collect::<Vec<_>>(),
+            "instances": instances.iter().map(|o| json!({
+                "instance": o.instance,
+                "policy": o.policy,
+                "scenarios": o.scenarios.json(),
+            })).collect::<Vec<_>>(),
+        });
+        format!("{value:#}\n")
+    }
+
+    /// The scenarios in total, then the policies scenario by policy.
+    pub fn table(&self) -> String {
+        let (from, to) = self.period();
+        let mut out = format!(
+            "replay {from} to {to}, {} instances\n\n",
+            self.instances.len()
+        );
+        let _ = writeln!(
+            out,
+            "{:<10} {:>10} {:>10} {:>12} {:>6} {:>6} {:>10} {:>8} {:>12} {:>8}",
+            "scenario",
+            "running_h",
+            "idle_h",
+            "cost_usd",
+            "stops",
+            "starts",
+            "unserved_h",
+            "wrongful",
+            "savings_usd",
+            "waste_%"
+        );
+        let t = &self.total;
+        let mut rows = vec![("policies", t.policies, true)];
+        rows.extend(t.baseline.map(|b| ("baseline", b, true)));
+        rows.push(("always_on", t.always_on, false));
+        rows.push(("oracle", t.oracle, false));
+        for (name, tally, policy) in rows {
+            let (savings, waste) = match policy {
+                true => (
+                    format!("{:.2}", t.savings(&tally)),
+                    t.waste_pct(&tally)
+                        .map_or("-".into(), |p| format!("{p:.1}")),
+                ),
+                false => ("-".into(), "-".into()),
+            };
+            let _ = writeln!(
+                out,
+                "{name:<10} {:>10.2} {:>10.2} {:>12.2} {:>6} {:>6} {:>10.2} {:>8} {savings:>12} {waste:>8}",
+                tally.running_s as f64 / 3600.0,
+                tally.idle_running_s as f64 / 3600.0,
+                tally.cost_usd,
+                tally.stops,
+                tally.starts,
+                tally.unserved_busy_s as f64 / 3600.0,
+                tally.wrongful_stops,
+            );
+        }
+        let _ = writeln!(
+            out,
+            "\n{:<32} {:>12} {:>12} {:>10} {:>8}",
+            "policy", "cost_usd", "savings_usd", "unserved_h", "wrongful"
+        );
+        for (policy, s) in &self.by_policy {
+            let _ = writeln!(
+                out,
+                "{:<32} {:>12.2} {:>12.2} {:>10.2} {:>8}",
+                policy.as_deref().unwrap_or("(no policy)"),
+                s.policies.cost_usd,
+                s.savings(&s.policies),
+                s.policies.unserved_busy_s as f64 / 3600.0,
+                s.policies.wrongful_stops
+            );
+        }
+        out
+    }
+
+    /// A pull-request comment: the baseline's totals and the policies' side by side with the
+    /// difference (against always on without a baseline), and the instances whose outcome
+    /// changed most.
+    pub fn markdown(&self) -> String {
+        let (from, to) = self.period();
+        let t = &self.total;
+        let (label, base) = match t.baseline {
+            Some(b) => ("baseline", b),
+            None => ("always on", t.always_on),
+        };
+        let mut out = format!(
+            "### ebb replay, {from} to {to} ({} instances)\n\n| | {label} | policies | difference |\n|---|---:|---:|---:|\n",
+            self.instances.len()
+        );
+        let rows: [MarkdownRow; 7] = [
+            ("cost (USD)", |t| t.cost_usd, 2),
+            ("running hours", |t| t.running_s as f64 / 3600.0, 1),
+            (
+                "idle running hours",
+                |t| t.idle_running_s as f64 / 3600.0,
+                1,
+            ),
+            (
+                "unserved busy hours",
+                |t| t.unserved_busy_s as f64 / 3600.0,
+                2,
+            ),
+            ("stops", |t| t.stops as f64, 0),
+            ("starts", |t| t.starts as f64, 0),
+            ("wrongful stops", |t| t.wrongful_stops as f64, 0),
+        ];
+        for (name, measure, places) in rows {
+            let (b, p) = (measure(&base), measure(&t.policies));
+            let _ = writeln!(
+                out,
+                "| {name} | {b:.places$} | {p:.places$} | {:+.places$} |",
+                p - b
+            );
+        }
+        let _ = writeln!(
+            out,
+            "\nAlways on would cost ${:.2}; the oracle (running exactly while busy) ${:.2}. The policies save ${:.2} against always on.\n",
+            t.always_on.cost_usd,
+            t.oracle.cost_usd,
+            t.savings(&t.policies)
+        );
+        out.push_str(&self.most_changed(label));
+        out
+    }
+
+    /// The instances whose cost or unserved demand changed most against the baseline (or
+    /// always on).
+    fn most_changed(&self, label: &str) -> String {
+        let base = |s: &Scenarios| s.baseline.unwrap_or(s.always_on);
+        let change = |o: &&InstanceOutcome| {
+            let (b, p) = (base(&o.scenarios), o.scenarios.policies);
+            (
+                (p.cost_usd - b.cost_usd).abs(),
+                (p.unserved_busy_s - b.unserved_busy_s).abs(),
+            )
+        };
+        let mut changed: Vec<&InstanceOutcome> = self
+            .instances
+            .iter()
+            .filter(|o| base(&o.scenarios) != o.scenarios.policies)
+            .collect();
+        changed.sort_by(|a, b| {
+            let (ca, cb) = (change(a), change(b));
+            cb.0.total_cmp(&ca.0)
+                .then(cb.1.cmp(&ca.1))
+                .then(a.instance.cmp(&b.instance))
+        });
+        if changed.is_empty() {
+            return format!("No instance's outcome differs from {label}.\n");
+        }
+        let mut out = format!(
+            "#### Instances whose outcome changed most\n\n| instance | policy | cost {label} | cost policies | difference | unserved hours difference | stops difference |\n|---|---|---:|---:|---:|---:|---:|\n"
+        );
+        for o in changed.into_iter().take(MOST_CHANGED) {
+            let (b, p) = (base(&o.scenarios), o.scenarios.policies);
+            let _ = writeln!(
+                out,
+                "| {} | {} | {:.2} | {:.2} | {:+.2} | {:+.2} | {:+} |",
+                o.instance,
+                o.policy.as_deref().unwrap_or("(no policy)"),
+                b.cost_usd,
+                p.cost_usd,
+                p.cost_usd - b.cost_usd,
+                (p.unserved_busy_s - b.unserved_busy_s) as f64 / 3600.0,
+                p.stops as i64 - b.stops as i64
+            );
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tally(running_h: i64, cost_usd: f64) -> Tally {
+        Tally {
+            running_s: running_h * 3600,
+            cost_usd,
+            ..Tally::default()
+        }
+    }
+
+    fn outcome(instance: &str, policy: Option<&str>, policies: Tally) -> InstanceOutcome {
+        InstanceOutcome {
+            instance: instance.into(),
+            policy: policy.map(String::from),
+            scenarios: Scenarios {
+                policies,
+                baseline: None,
+                always_on: tally(10, 10.0),
+                oracle: tally(2, 2.0),
+            },
+        }
+    }
+
+    #[test]
+    fn totals_and_policies_are_the_sums_of_the_instances() {
+        let at = |s: &str| crate::when::parse_time(s).unwrap();
+        let mut r = Report::new(at("2026-11-30T00:00:00Z"), at("2026-11-30T10:00:00Z"));
+        r.add(vec![
+            outcome("i-b", Some("dev"), tally(4, 4.0)),
+            outcome("i-a", Some("dev"), tally(10, 10.0)),
+            outcome("i-c", None, tally(2, 2.0)),
+        ]);
+        assert_eq!(r.total.policies.running_s, 16 * 3600);
+        assert_eq!(r.total.always_on.cost_usd, 30.0);
+        let dev = &r.by_policy[&Some("dev".to_string())];
+        assert_eq!(dev.policies.cost_usd, 14.0);
+        assert_eq!(dev.savings(&dev.policies), 6.0);
+        // (14 - 4) / 4: 250 % over the oracle.
+        assert_eq!(dev.waste_pct(&dev.policies), Some(250.0));
+        let json: Value = serde_json::from_str(&r.json()).unwrap();
+        let ids: Vec<&str> = json["instances"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|i| i["instance"].as_str().unwrap())
+            .collect();
+        assert_eq!(ids, ["i-a", "i-b", "i-c"], "sorted by instance");
+        assert_eq!(
+            json["policies"][0]["policy"],
+            Value::Null,
+            "no policy first"
+        );
+        assert_eq!(
+            json["scenarios"]["policies"]["savings_vs_always_on_usd"],
+            14.0
+        );
+        assert!(json["scenarios"]["always_on"]
+            .get("savings_vs_always_on_usd")
+            .is_none());
+        // Without a baseline the comment compares with always on; i-a runs as always on does.
+        let md = r.markdown();
+        assert!(
+            md.contains("| | always on | policies | difference |"),
+            "{md}"
+        );
+        assert!(
+            md.contains("| cost (USD) | 30.00 | 16.00 | -14.00 |"),
+            "{md}"
+        );
+        assert!(
+            md.contains("| i-c | (no policy) |") && !md.contains("| i-a |"),
+            "{md}"
+        );
+    }
+
+    #[test]
+    fn an_oracle_that_costs_nothing_has_no_waste_percentage() {
+        let s = Scenarios {
+            policies: tally(1, 1.0),
+            ..Scenarios::default()
+        };
+        assert_eq!(s.waste_pct(&s.policies), None);
+        assert_eq!(s.json()["policies"]["waste_over_oracle_pct"], Value::Null);
+    }
+}

@@ -1,0 +1,646 @@
+//! `ebb replay` on hand-made traces whose answers are worked out by hand in each test, through
+//! the built binary: an office box under office hours, a notebook under an idle rule, a
+//! training run past the close under busy deferral; and the errors a user can hit.
+
+use serde_json::Value;
+use std::path::Path;
+use std::process::{Command, Output};
+
+/// The tick every test replays at, in hours: the issue's tolerance is one tick.
+const TICK_H: f64 = 5.0 / 60.0;
+
+fn ebb(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_ebb"))
+        .args(args)
+        .output()
+        .expect("run ebb")
+}
+
+/// A directory holding `files`.
+fn dir(files: &[(&str, &str)]) -> tempfile::TempDir {
+    let d = tempfile::tempdir().unwrap();
+    for (name, text) in files {
+        std::fs::write(d.path().join(name), text).unwrap();
+    }
+    d
+}
+
+fn at(s: &str) -> chrono::DateTime<chrono::Utc> {
+    ebb::when::parse_time(s).unwrap()
+}
+
+/// The CSV of one instance sampled every 5 minutes over `[from, to)`, at `percent(time)`.
+fn trace(
+    instance: &str,
+    from: &str,
+    to: &str,
+    percent: impl Fn(chrono::DateTime<chrono::Utc>) -> f64,
+) -> String {
+    let mut csv = String::from("instance,time,gpu_util\n");
+    let mut t = at(from);
+    while t < at(to) {
+        csv.push_str(&format!(
+            "{instance},{},{}\n",
+            t.format("%Y-%m-%dT%H:%M:%SZ"),
+            percent(t)
+        ));
+        t += chrono::Duration::minutes(5);
+    }
+    csv
+}
+
+/// Busy (60 %) when `t` falls in one of `spans` (RFC 3339 pairs), idle (1 %) otherwise.
+fn busy_in(
+    spans: &'static [(&'static str, &'static str)],
+) -> impl Fn(chrono::DateTime<chrono::Utc>) -> f64 {
+    move |t| {
+        if spans.iter().any(|(a, b)| at(a) <= t && t < at(b)) {
+            60.0
+        } else {
+            1.0
+        }
+    }
+}
+
+/// `ebb replay --format json` over the files in `d` (policies/, fleet.yaml, util.csv).
+fn replay(d: &Path, from: &str, to: &str, extra: &[&str]) -> Value {
+    let p = |name: &str| d.join(name).to_str().unwrap().to_string();
+    let (policies, fleet, util) = (p("policies"), p("fleet.yaml"), p("util.csv"));
+    let mut args = vec![
+        "replay",
+        "--policies",
+        &policies,
+        "--fleet",
+        &fleet,
+        "--utilisation",
+        &util,
+        "--from",
+        from,
+        "--to",
+        to,
+        "--format",
+        "json",
+    ];
+    args.extend(extra);
+    let o = ebb(&args);
+    assert!(
+        o.status.success(),
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    serde_json::from_slice(&o.stdout).unwrap()
+}
+
+/// Writes `policies/p.yaml`, `fleet.yaml` and `util.csv` into a new directory.
+fn files(policy: &str, fleet: &str, csv: &str) -> tempfile::TempDir {
+    let d = dir(&[("fleet.yaml", fleet), ("util.csv", csv)]);
+    std::fs::create_dir(d.path().join("policies")).unwrap();
+    std::fs::write(d.path().join("policies/p.yaml"), policy).unwrap();
+    d
+}
+
+/// Asserts the hours and dollars of `m` within one tick of the hand calculation, and its
+/// counts exactly.
+fn assert_measures(m: &Value, hours: [f64; 3], price: f64, counts: [u64; 3]) {
+    let close = |key: &str, want: f64, within: f64| {
+        let got = m[key].as_f64().unwrap_or_else(|| panic!("{key} in {m}"));
+        assert!(
+            (got - want).abs() <= within + 1e-9,
+            "{key}: {got}, by hand {want} (within {within}) in {m}"
+        );
+    };
+    close("running_hours", hours[0], TICK_H);
+    close("idle_running_hours", hours[1], TICK_H);
+    close("unserved_busy_hours", hours[2], TICK_H);
+    close("cost_usd", hours[0] * price, TICK_H * price);
+    let count = |key: &str| m[key].as_u64().unwrap();
+    assert_eq!(
+        [count("stops"), count("starts"), count("wrongful_stops")],
+        counts,
+        "stops, starts, wrongful stops in {m}"
+    );
+}
+
+const OFFICE: &str = "
+policies:
+  - name: office
+    match: {tags: {team: office}}
+    work_hours:
+      timezone: UTC
+      periods: [{days: mon-fri, start: \"08:00\", stop: \"18:00\"}]
+";
+
+const OFFICE_FLEET: &str = "
+instances:
+  - id: i-office
+    region: us-east-1
+    type: g5.xlarge
+    state: stopped
+    state_since: 2026-11-27T18:00:00Z
+    stopped_by_ebb_at: 2026-11-27T18:00:00Z
+    tags: {team: office}
+prices:
+  us-east-1: {g5.xlarge: {on_demand: 1.0}}
+";
+
+const OFFICE_BUSY: &[(&str, &str)] = &[
+    ("2026-11-30T09:00:00Z", "2026-11-30T17:00:00Z"),
+    ("2026-12-01T09:00:00Z", "2026-12-01T17:00:00Z"),
+    ("2026-12-02T09:00:00Z", "2026-12-02T17:00:00Z"),
+    ("2026-12-03T09:00:00Z", "2026-12-03T17:00:00Z"),
+    ("2026-12-04T09:00:00Z", "2026-12-04T17:00:00Z"),
+];
+
+/// An office box busy 09:00-17:00 Monday to Friday under 08:00-18:00 hours, $1/h. By hand:
+/// ebb starts it at each 08:00 and stops it at each 18:00: 5 × 10 h = 50 h, of which 5 × 2 h
+/// idle, $50; always on is 120 h ($120, 80 h idle), the oracle 40 h ($40, 5 starts, 5 stops);
+/// savings $70, waste over the oracle 25 %. Nothing unserved, no wrongful stop.
+#[test]
+fn an_office_box_under_office_hours_matches_the_hand_calculation() {
+    let (from, to) = ("2026-11-30T00:00:00Z", "2026-12-05T00:00:00Z");
+    let d = files(
+        OFFICE,
+        OFFICE_FLEET,
+        &trace("i-office", from, to, busy_in(OFFICE_BUSY)),
+    );
+    let r = replay(d.path(), from, to, &[]);
+    assert_eq!(
+        (r["from"].as_str(), r["to"].as_str()),
+        (Some(from), Some(to))
+    );
+    let s = &r["scenarios"];
+    assert_measures(&s["policies"], [50.0, 10.0, 0.0], 1.0, [5, 5, 0]);
+    assert_measures(&s["always_on"], [120.0, 80.0, 0.0], 1.0, [0, 0, 0]);
+    assert_measures(&s["oracle"], [40.0, 0.0, 0.0], 1.0, [5, 5, 0]);
+    let savings = s["policies"]["savings_vs_always_on_usd"].as_f64().unwrap();
+    assert!((savings - 70.0).abs() <= TICK_H, "{savings}");
+    let waste = s["policies"]["waste_over_oracle_pct"].as_f64().unwrap();
+    assert!((waste - 25.0).abs() <= 100.0 * TICK_H / 40.0, "{waste}");
+    assert!(s.get("baseline").is_none(), "no baseline asked for: {s}");
+    // The same numbers per policy and per instance.
+    assert_eq!(r["policies"][0]["policy"], "office");
+    assert_eq!(r["policies"][0]["scenarios"], *s);
+    assert_eq!(r["instances"][0]["instance"], "i-office");
+    assert_eq!(r["instances"][0]["policy"], "office");
+    assert_eq!(r["instances"][0]["scenarios"], *s);
+}
+
+/// The office box against a baseline of 07:00-20:00 hours (65 h, $65): the Markdown comment
+/// puts both side by side with the difference, and names the instance.
+#[test]
+fn markdown_compares_the_baseline_and_the_policies() {
+    let (from, to) = ("2026-11-30T00:00:00Z", "2026-12-05T00:00:00Z");
+    let d = files(
+        OFFICE,
+        OFFICE_FLEET,
+        &trace("i-office", from, to, busy_in(OFFICE_BUSY)),
+    );
+    let base = d.path().join("base");
+    std::fs::create_dir(&base).unwrap();
+    std::fs::write(
+        base.join("p.yaml"),
+        OFFICE
+            .replace("\"08:00\"", "\"07:00\"")
+            .replace("\"18:00\"", "\"20:00\""),
+    )
+    .unwrap();
+    let base = base.to_str().unwrap();
+    let r = replay(d.path(), from, to, &["--baseline-policies", base]);
+    assert_measures(
+        &r["scenarios"]["baseline"],
+        [65.0, 25.0, 0.0],
+        1.0,
+        [5, 5, 0],
+    );
+    let p = |name: &str| d.path().join(name).to_str().unwrap().to_string();
+    let (policies, fleet, util) = (p("policies"), p("fleet.yaml"), p("util.csv"));
+    let o = ebb(&[
+        "replay",
+        "--policies",
+        &policies,
+        "--fleet",
+        &fleet,
+        "--utilisation",
+        &util,
+        "--from",
+        from,
+        "--to",
+        to,
+        "--baseline-policies",
+        base,
+        "--format",
+        "markdown",
+    ]);
+    assert!(o.status.success());
+    let md = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        md.contains("| | baseline | policies | difference |"),
+        "{md}"
+    );
+    assert!(
+        md.contains("| cost (USD) | 65.00 | 50.00 | -15.00 |"),
+        "{md}"
+    );
+    assert!(
+        md.contains("| running hours | 65.0 | 50.0 | -15.0 |"),
+        "{md}"
+    );
+    assert!(
+        md.contains("| i-office | office | 65.00 | 50.00 | -15.00 |"),
+        "{md}"
+    );
+}
+
+const NOTEBOOK: &str = "
+policies:
+  - name: notebooks
+    match: {tags: {kind: notebook}}
+    idle: {gpu_below: 5, for: 45m}
+";
+
+/// A notebook used Tuesday 10:00-12:00 and Thursday 14:00-16:00 under an idle rule (below 5 %
+/// for 45 minutes), $2/h, over a week. By hand: samples start Monday 00:00, so the 45-minute
+/// window is first covered at 00:35 (its first sample 10 minutes in): stopped then (35 min).
+/// Tuesday's 10:00 demand finds it stopped: 5 minutes unserved, its person starts it at 10:05;
+/// the last busy sample is 11:55, so the window is idle from 12:45: stopped (160 min, 45 idle).
+/// Thursday the same. Running 35 + 2 × 160 = 355 min, idle 35 + 2 × 45 = 125 min, unserved
+/// 10 min; 3 stops, 2 starts (a person's), none wrongful. The oracle runs 4 h.
+#[test]
+fn a_notebook_used_twice_a_week_under_an_idle_rule_matches_the_hand_calculation() {
+    let (from, to) = ("2026-11-30T00:00:00Z", "2026-12-07T00:00:00Z");
+    let fleet = "
+instances:
+  - id: i-notebook
+    region: eu-central-1
+    type: g5.xlarge
+    state: running
+    launched_at: 2026-11-29T00:00:00Z
+    tags: {kind: notebook}
+prices:
+  eu-central-1: {g5.xlarge: {on_demand: 2.0}}
+";
+    let used: &[(&str, &str)] = &[
+        ("2026-12-01T10:00:00Z", "2026-12-01T12:00:00Z"),
+        ("2026-12-03T14:00:00Z", "2026-12-03T16:00:00Z"),
+    ];
+    let d = files(
+        NOTEBOOK,
+        fleet,
+        &trace("i-notebook", from, to, busy_in(used)),
+    );
+    let s = &replay(d.path(), from, to, &[])["scenarios"];
+    assert_measures(
+        &s["policies"],
+        [355.0 / 60.0, 125.0 / 60.0, 10.0 / 60.0],
+        2.0,
+        [3, 2, 0],
+    );
+    assert_measures(&s["always_on"], [168.0, 164.0, 0.0], 2.0, [0, 0, 0]);
+    assert_measures(&s["oracle"], [4.0, 0.0, 0.0], 2.0, [2, 2, 0]);
+}
+
+/// A training run 10:00-21:00 on a box under 08:00-18:00 hours with busy deferral, $3/h, over
+/// Monday. By hand: started at 08:00; at 18:00 and after, a busy sample in the last 10 minutes
+/// defers the stop; the last busy sample is 20:55, so 21:10 is the first tick without one:
+/// stopped then. Running 13 h 10 min, 2 h 10 min idle, nothing unserved, one start, one stop.
+#[test]
+fn a_training_run_past_the_close_is_deferred_and_leaves_no_unserved_demand() {
+    let (from, to) = ("2026-11-30T00:00:00Z", "2026-12-01T00:00:00Z");
+    let fleet = "
+instances:
+  - id: i-train
+    region: us-east-1
+    type: p4d.24xlarge
+    state: stopped
+    state_since: 2026-11-27T18:00:00Z
+    stopped_by_ebb_at: 2026-11-27T18:00:00Z
+    tags: {team: office}
+prices:
+  us-east-1: {p4d.24xlarge: {on_demand: 3.0}}
+";
+    let run: &[(&str, &str)] = &[("2026-11-30T10:00:00Z", "2026-11-30T21:00:00Z")];
+    let d = files(OFFICE, fleet, &trace("i-train", from, to, busy_in(run)));
+    let s = &replay(d.path(), from, to, &[])["scenarios"];
+    assert_measures(
+        &s["policies"],
+        [13.0 + 10.0 / 60.0, 2.0 + 10.0 / 60.0, 0.0],
+        3.0,
+        [1, 1, 0],
+    );
+    assert_eq!(s["policies"]["unserved_busy_hours"].as_f64(), Some(0.0));
+    // Without deferral the close cuts the run. By hand: stopped at 18:00; its person starts it
+    // at 18:05; ebb stops it again at 18:10, and so on until the stop at 21:00 after the run:
+    // 19 stops, 18 of them wrongful, 1 + 18 starts, 18 × 5 min unserved, running 10 h + 18 × 5
+    // min.
+    let d = files(
+        &OFFICE.replace("periods:", "busy_defers_stop: false\n      periods:"),
+        fleet,
+        &trace("i-train", from, to, busy_in(run)),
+    );
+    let s = &replay(d.path(), from, to, &[])["scenarios"];
+    assert_measures(&s["policies"], [11.5, 2.0, 1.5], 3.0, [19, 19, 18]);
+}
+
+/// The mistakes a user can make get a message naming the file and line and what to do, and
+/// no report.
+#[test]
+fn bad_input_is_refused_with_the_file_line_and_what_to_do() {
+    let (from, to) = ("2026-11-30T00:00:00Z", "2026-12-01T00:00:00Z");
+    let good = trace("i-office", from, "2026-11-30T00:15:00Z", |_| 1.0);
+    let cases: [(&str, String, &str, &str); 6] = [
+        (
+            "bad time",
+            good.replace("2026-11-30T00:05:00Z", "monday"),
+            "util.csv:3: \"monday\" is not an RFC 3339 time",
+            to,
+        ),
+        (
+            "bad percent",
+            good.replace("00:05:00Z,1", "00:05:00Z,140"),
+            "util.csv:3: gpu_util \"140\" is not a percent from 0 to 100",
+            to,
+        ),
+        (
+            "short line",
+            format!("{good}i-office,2026-11-30T00:20:00Z\n"),
+            "util.csv:5: ",
+            to,
+        ),
+        (
+            "unknown instance",
+            format!("{good}i-nope,2026-11-30T00:20:00Z,3\n"),
+            "util.csv:5: instance i-nope is not in the fleet file",
+            to,
+        ),
+        (
+            "bad header",
+            good.replacen("gpu_util", "util", 1),
+            "util.csv:1: the header is \"instance,time,util\"; it must be instance,time,gpu_util",
+            to,
+        ),
+        (
+            "to before from",
+            good.clone(),
+            "--to 2026-11-29T00:00:00+00:00 is not after --from",
+            "2026-11-29T00:00:00Z",
+        ),
+    ];
+    for (case, csv, message, to) in cases {
+        let d = files(OFFICE, OFFICE_FLEET, &csv);
+        let p = |name: &str| d.path().join(name).to_str().unwrap().to_string();
+        let (policies, fleet, util) = (p("policies"), p("fleet.yaml"), p("util.csv"));
+        let o = ebb(&[
+            "replay",
+            "--policies",
+            &policies,
+            "--fleet",
+            &fleet,
+            "--utilisation",
+            &util,
+            "--from",
+            from,
+            "--to",
+            to,
+        ]);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{case}: {err}");
+        assert!(err.contains(message), "{case}: {err}");
+        assert!(o.stdout.is_empty(), "{case}: no report");
+    }
+}
+
+/// Each instance's rows must come together, so that the replay can stream instance by
+/// instance; rows of one instance out of time order are fine.
+#[test]
+fn rows_of_an_instance_apart_are_refused_and_out_of_order_ones_sorted() {
+    let (from, to) = ("2026-11-30T00:00:00Z", "2026-12-01T00:00:00Z");
+    let fleet = OFFICE_FLEET.replace(
+        "prices:",
+        "  - {id: i-other, region: us-east-1, type: g5.xlarge, state: running, tags: {team: office}}\nprices:",
+    );
+    let apart = "instance,time,gpu_util\ni-office,2026-11-30T00:00:00Z,1\ni-other,2026-11-30T00:00:00Z,1\ni-office,2026-11-30T00:05:00Z,1\n";
+    let d = files(OFFICE, &fleet, apart);
+    let p = |name: &str| d.path().join(name).to_str().unwrap().to_string();
+    let (policies, fleet_file, util) = (p("policies"), p("fleet.yaml"), p("util.csv"));
+    let args = [
+        "replay",
+        "--policies",
+        &policies,
+        "--fleet",
+        &fleet_file,
+        "--utilisation",
+        &util,
+        "--from",
+        from,
+        "--to",
+        to,
+    ];
+    let o = ebb(&args);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("util.csv:4: the rows of instance i-office are not together")
+            && err.contains("sort the file by instance"),
+        "{err}"
+    );
+    // Out of order within the instance: the same report as in order.
+    let ordered = "instance,time,gpu_util\ni-office,2026-11-30T00:00:00Z,1\ni-office,2026-11-30T00:05:00Z,50\ni-other,2026-11-30T00:00:00Z,1\n";
+    let shuffled = "instance,time,gpu_util\ni-office,2026-11-30T00:05:00Z,50\ni-office,2026-11-30T00:00:00Z,1\ni-other,2026-11-30T00:00:00Z,1\n";
+    let a = replay(files(OFFICE, &fleet, ordered).path(), from, to, &[]);
+    let b = replay(files(OFFICE, &fleet, shuffled).path(), from, to, &[]);
+    assert_eq!(a, b);
+    assert_eq!(a["instances"].as_array().unwrap().len(), 2);
+    assert!(a["scenarios"]["oracle"]["running_hours"].as_f64().unwrap() > 0.0);
+}
+
+/// A spot move happens at the snapshot's spot price, and an override in the snapshot blocks
+/// stops until it ends. By hand: the interruptible box (on-demand $10/h, spot $3/h, checkpoint
+/// fresh) moves at the first tick and runs the 10 h on spot: $30, where always on pays $100.
+#[test]
+fn spot_moves_are_costed_at_the_spot_price() {
+    let (from, to) = ("2026-11-30T00:00:00Z", "2026-11-30T10:00:00Z");
+    let policy = "
+policies:
+  - name: training
+    match: {tags: {workload: training}}
+    spot: {min_savings: 40%, checkpoint_max_age: 30m}
+";
+    let fleet = "
+instances:
+  - id: i-train
+    region: us-east-1
+    type: p4d.24xlarge
+    state: running
+    launched_at: 2026-11-29T00:00:00Z
+    tags: {workload: training, \"ebb:interruptible\": \"true\", \"ebb:checkpoint-at\": \"2026-11-30T00:00:00Z\"}
+prices:
+  us-east-1: {p4d.24xlarge: {on_demand: 10.0, spot: 3.0}}
+";
+    let d = files(policy, fleet, &trace("i-train", from, to, |_| 95.0));
+    let s = &replay(d.path(), from, to, &[])["scenarios"];
+    assert_measures(&s["policies"], [10.0, 0.0, 0.0], 3.0, [0, 0, 0]);
+    assert_measures(&s["always_on"], [10.0, 0.0, 0.0], 10.0, [0, 0, 0]);
+    assert_eq!(
+        s["policies"]["savings_vs_always_on_usd"].as_f64(),
+        Some(70.0)
+    );
+}
+
+/// The office box with an override until Monday 20:00: Monday's stop waits until then (12 h
+/// that day, 52 h in the week).
+#[test]
+fn an_override_in_the_snapshot_blocks_stops_until_it_ends() {
+    let (from, to) = ("2026-11-30T00:00:00Z", "2026-12-05T00:00:00Z");
+    let fleet = format!(
+        "{OFFICE_FLEET}overrides:\n  - {{instance: i-office, until: 2026-11-30T20:00:00Z, reason: demo}}\n"
+    );
+    let d = files(
+        OFFICE,
+        &fleet,
+        &trace("i-office", from, to, busy_in(OFFICE_BUSY)),
+    );
+    let s = &replay(d.path(), from, to, &[])["scenarios"];
+    assert_measures(&s["policies"], [52.0, 12.0, 0.0], 1.0, [5, 5, 0]);
+}
+
+/// The workload generator's week of the demo fleet (notebooks and forgotten boxes in four
+/// offices' zones, a training run past Shanghai's close, busy and idle boxes), replayed under
+/// the example policies with the shipped price table for every region: every instance is
+/// reported, the policies run less than always on and save money, the totals are the sums of
+/// the instances, and the training run's stop waits for it (nothing of it unserved).
+#[test]
+fn the_generated_demo_fleet_workload_replays_under_the_example_policies() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let demo = root.join("deploy/demo-fleet.yaml");
+    let (fleet, behaviours) = ebb::snapshot::load_simulation(&demo).unwrap();
+    let (from, to) = ("2026-11-30T00:00:00Z", "2026-12-07T00:00:00Z");
+    let d = tempfile::tempdir().unwrap();
+    let mut csv = Vec::new();
+    let rows = ebb::cloud::sim::write_utilisation(&fleet, &behaviours, at(from), at(to), &mut csv)
+        .unwrap();
+    assert!(rows > 20 * 7 * 288, "{rows}");
+    std::fs::write(d.path().join("util.csv"), csv).unwrap();
+    let table: serde_yaml::Value =
+        serde_yaml::from_str(&std::fs::read_to_string(root.join("deploy/prices.yaml")).unwrap())
+            .unwrap();
+    let us = table["prices"]["us-east-1"].clone();
+    let regions = ["ap-east-1", "eu-central-1", "us-east-1", "us-west-2"];
+    let prices = serde_yaml::to_string(&serde_json::json!({
+        "source": "deploy/prices.yaml's us-east-1, for every region",
+        "as_of": "2025-05-01",
+        "prices": regions.iter().map(|r| (r.to_string(), serde_json::to_value(&us).unwrap())).collect::<serde_json::Map<_, _>>(),
+    }))
+    .unwrap();
+    std::fs::write(d.path().join("prices.yaml"), prices).unwrap();
+    let p = |name: &str| d.path().join(name).to_str().unwrap().to_string();
+    let (util, prices) = (p("util.csv"), p("prices.yaml"));
+    let args = [
+        "replay",
+        "--policies",
+        "policies",
+        "--fleet",
+        demo.to_str().unwrap(),
+        "--utilisation",
+        &util,
+        "--from",
+        from,
+        "--to",
+        to,
+        "--format",
+        "json",
+    ];
+    let o = Command::new(env!("CARGO_BIN_EXE_ebb"))
+        .args(args)
+        .current_dir(root)
+        .output()
+        .unwrap();
+    assert_eq!(
+        o.status.code(),
+        Some(2),
+        "without prices for ap-east-1 it cannot cost"
+    );
+    assert!(String::from_utf8_lossy(&o.stderr).contains("no on-demand price for"));
+    let o = Command::new(env!("CARGO_BIN_EXE_ebb"))
+        .args(args)
+        .args(["--prices", &prices])
+        .current_dir(root)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let r: Value = serde_json::from_slice(&o.stdout).unwrap();
+    let instances = r["instances"].as_array().unwrap();
+    assert_eq!(instances.len(), fleet.instances.len());
+    let s = &r["scenarios"];
+    let m = |scenario: &str, key: &str| s[scenario][key].as_f64().unwrap();
+    assert!(
+        m("policies", "running_hours") < m("always_on", "running_hours"),
+        "{s}"
+    );
+    assert!(
+        m("oracle", "running_hours") < m("policies", "running_hours"),
+        "{s}"
+    );
+    assert!(m("policies", "savings_vs_always_on_usd") > 0.0, "{s}");
+    for key in ["running_hours", "cost_usd", "unserved_busy_hours"] {
+        let sum: f64 = instances
+            .iter()
+            .map(|i| i["scenarios"]["policies"][key].as_f64().unwrap())
+            .sum();
+        assert!(
+            (sum - m("policies", key)).abs() < 0.01,
+            "{key}: {sum} vs {s}"
+        );
+    }
+    let training = instances
+        .iter()
+        .find(|i| i["instance"] == "i-0research08")
+        .unwrap();
+    let t = &training["scenarios"]["policies"];
+    assert_eq!(t["unserved_busy_hours"].as_f64(), Some(0.0), "{training}");
+    assert_eq!(t["wrongful_stops"].as_u64(), Some(0), "{training}");
+}
+
+/// Notices count for the stop after them: the office box under office hours with a 15-minute
+/// notice gets it at 17:45 each day and is stopped at 18:00, as without one (50 h, 5 stops).
+#[test]
+fn notices_count_for_the_stop_after_them() {
+    let (from, to) = ("2026-11-30T00:00:00Z", "2026-12-05T00:00:00Z");
+    let policy = format!("{OFFICE}    notify: {{before: 15m}}\n");
+    let d = files(
+        &policy,
+        OFFICE_FLEET,
+        &trace("i-office", from, to, busy_in(OFFICE_BUSY)),
+    );
+    let s = &replay(d.path(), from, to, &[])["scenarios"];
+    assert_measures(&s["policies"], [50.0, 10.0, 0.0], 1.0, [5, 5, 0]);
+}
+
+/// A terminated instance (or one shutting down) never runs in any scenario and needs no
+/// price; one pending at the start counts as running.
+#[test]
+fn terminated_instances_cost_nothing_and_pending_ones_run() {
+    let (from, to) = ("2026-11-30T00:00:00Z", "2026-11-30T10:00:00Z");
+    let fleet = "
+instances:
+  - {id: i-gone, region: us-east-1, type: p5.48xlarge, state: terminated, tags: {team: office}}
+  - {id: i-going, region: us-east-1, type: p5.48xlarge, state: shutting-down, tags: {team: office}}
+  - {id: i-new, region: us-east-1, type: g5.xlarge, state: pending, tags: {kind: notebook}}
+prices:
+  us-east-1: {g5.xlarge: {on_demand: 1.0}}
+";
+    let csv = format!(
+        "{}{}",
+        trace("i-gone", from, to, |_| 90.0),
+        trace("i-new", from, to, |_| 90.0).replacen("instance,time,gpu_util\n", "", 1)
+    );
+    let d = files(NOTEBOOK, fleet, &csv);
+    let r = replay(d.path(), from, to, &[]);
+    for i in r["instances"].as_array().unwrap() {
+        let s = &i["scenarios"];
+        let want = if i["instance"] == "i-new" { 10.0 } else { 0.0 };
+        for scenario in ["policies", "always_on", "oracle"] {
+            assert_measures(&s[scenario], [want, 0.0, 0.0], 1.0, [0, 0, 0]);
+        }
+    }
+}
