@@ -462,3 +462,79 @@ async fn metrics_export_writes_the_kept_readings_as_csv(pool: PgPool) {
     let bad = ebb(&url, &["metrics", "export", "--since", "yesterday"]);
     assert_eq!(bad.status.code(), Some(2));
 }
+
+/// What the control plane kept, exported, is what `ebb replay` reads: an office box busy
+/// 09:00-17:00 on a Monday, replayed under 08:00-18:00 hours, runs those ten hours.
+#[sqlx::test]
+async fn metrics_export_round_trips_into_replay(pool: PgPool) {
+    let url = url_of(&pool);
+    let store = Store::from_pool(pool);
+    let day = t("2026-11-30T00:00:00Z");
+    let readings: Vec<ebb::fleet::Sample> = (0..288)
+        .map(|n| {
+            let at = day + Duration::minutes(5 * n);
+            let busy = (9..17).contains(&(n / 12));
+            ebb::fleet::Sample {
+                at,
+                percent: if busy { 60.0 } else { 1.0 },
+            }
+        })
+        .collect();
+    store
+        .record_gpu_readings(&[("i-office", &readings)])
+        .await
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let csv = out(&ebb(
+        &url,
+        &["metrics", "export", "--since", "2026-11-30T00:00:00Z"],
+    ));
+    std::fs::write(dir.path().join("util.csv"), csv).unwrap();
+    std::fs::write(
+        dir.path().join("fleet.yaml"),
+        "instances:
+  - {id: i-office, region: us-east-1, type: g5.xlarge, state: stopped,
+     state_since: 2026-11-27T18:00:00Z, stopped_by_ebb_at: 2026-11-27T18:00:00Z,
+     tags: {team: office}}
+prices:
+  us-east-1: {g5.xlarge: {on_demand: 1.0}}
+",
+    )
+    .unwrap();
+    std::fs::write(
+        dir.path().join("office.yaml"),
+        "policies:
+  - name: office
+    match: {tags: {team: office}}
+    work_hours:
+      timezone: UTC
+      periods: [{days: mon-fri, start: \"08:00\", stop: \"18:00\"}]
+",
+    )
+    .unwrap();
+    let p = |name: &str| dir.path().join(name).to_str().unwrap().to_string();
+    let replayed = out(&ebb(
+        &url,
+        &[
+            "replay",
+            "--policies",
+            &p("office.yaml"),
+            "--fleet",
+            &p("fleet.yaml"),
+            "--utilisation",
+            &p("util.csv"),
+            "--from",
+            "2026-11-30T00:00:00Z",
+            "--to",
+            "2026-12-01T00:00:00Z",
+            "--format",
+            "json",
+        ],
+    ));
+    let r: serde_json::Value = serde_json::from_str(&replayed).unwrap();
+    let policies = &r["scenarios"]["policies"];
+    let hours = policies["running_hours"].as_f64().unwrap();
+    assert!((hours - 10.0).abs() <= 5.0 / 60.0, "{policies}");
+    assert_eq!(policies["unserved_busy_hours"].as_f64(), Some(0.0), "{policies}");
+    assert_eq!(r["scenarios"]["oracle"]["running_hours"].as_f64(), Some(8.0));
+}
