@@ -367,6 +367,8 @@ struct SnapshotItem<'a> {
     launched_at: Option<String>,
     state_since: Option<String>,
     tags: &'a crate::fleet::Tags,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    via_role: Option<&'a str>,
 }
 
 /// Instances as a fleet snapshot that `ebb plan --fleet` reads (without GPU readings).
@@ -384,6 +386,7 @@ pub fn snapshot_json(instances: &[Instance]) -> String {
             launched_at: rfc3339(i.launched_at),
             state_since: rfc3339(i.state_since),
             tags: &i.tags,
+            via_role: i.via_role.as_deref(),
         })
         .collect();
     let mut text = serde_json::to_string_pretty(&serde_json::json!({ "instances": items }))

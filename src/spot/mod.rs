@@ -306,6 +306,7 @@ mod tests {
             tags: all.into_iter().collect(),
             gpus: None,
             gpu_util: Vec::new(),
+            via_role: None,
         }
     }
 

@@ -220,6 +220,7 @@ impl SimProvider {
                 tags: tags.into_iter().collect(),
                 gpus,
                 gpu_util: Vec::new(),
+                via_role: None,
             },
         };
         sim.begin(
