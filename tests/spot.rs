@@ -58,6 +58,9 @@ struct Faulty {
     vanished: Mutex<HashSet<String>>,
     /// Replaces every spot price.
     spot_price: Mutex<Option<f64>>,
+    /// Every call that changes something in EC2, in order: each must have an intent of its
+    /// own in the audit log.
+    changes: Mutex<Vec<&'static str>>,
 }
 
 impl Faulty {
@@ -99,6 +102,10 @@ impl Faulty {
         volumes
     }
 
+    fn changed(&self, call: &'static str) {
+        self.changes.lock().unwrap().push(call);
+    }
+
     async fn crash_point(&self, call: &'static str) {
         let hit = {
             let mut crash = self.crash_after.lock().unwrap();
@@ -123,6 +130,7 @@ impl Provider for Faulty {
         self.inner.reread(region, ids).await
     }
     async fn set_type(&self, region: &str, id: &str, instance_type: &str) -> ActionReport {
+        self.changed("set_type");
         self.inner.set_type(region, id, instance_type).await
     }
     async fn gpu_utilisation(
@@ -151,11 +159,13 @@ impl Provider for Faulty {
         Ok(prices)
     }
     async fn stop(&self, region: &str, ids: &[String], hibernate: bool) -> ActionReport {
+        self.changed("stop");
         let r = self.inner.stop(region, ids, hibernate).await;
         self.crash_point("stop").await;
         r
     }
     async fn start(&self, region: &str, ids: &[String]) -> ActionReport {
+        self.changed("start");
         if take_one(&self.start_failures) {
             return ActionReport {
                 failed: ids
@@ -178,11 +188,13 @@ impl Provider for Faulty {
         ids: &[String],
         tags: &BTreeMap<String, String>,
     ) -> ActionReport {
+        self.changed("tag");
         let r = self.inner.tag(region, ids, tags).await;
         self.crash_point("tag").await;
         r
     }
     async fn untag(&self, region: &str, ids: &[String], keys: &[String]) -> ActionReport {
+        self.changed("untag");
         self.inner.untag(region, ids, keys).await
     }
     async fn launch_spec(&self, region: &str, id: &str) -> Result<LaunchSpec, CloudError> {
@@ -218,6 +230,7 @@ impl Provider for Faulty {
         name: &str,
         tags: &BTreeMap<String, String>,
     ) -> Result<ImageMade, CloudError> {
+        self.changed("create_image");
         let r = self.inner.create_image(region, id, name, tags).await;
         self.crash_point("create_image").await;
         r
@@ -230,6 +243,7 @@ impl Provider for Faulty {
         Ok(Some(found))
     }
     async fn launch(&self, region: &str, launch: &Launch) -> Result<InstanceStatus, CloudError> {
+        self.changed("launch");
         if take_one(&self.launch_failures) {
             return Err(no_capacity("RunInstances"));
         }
@@ -238,12 +252,22 @@ impl Provider for Faulty {
         r
     }
     async fn terminate(&self, region: &str, ids: &[String]) -> ActionReport {
+        self.changed("terminate");
         let r = self.inner.terminate(region, ids).await;
         self.crash_point("terminate").await;
         r
     }
-    async fn delete_image(&self, region: &str, image: &str) -> Result<(), CloudError> {
-        self.inner.delete_image(region, image).await
+    async fn deregister_image(&self, region: &str, image: &str) -> Result<(), CloudError> {
+        self.changed("deregister_image");
+        let r = self.inner.deregister_image(region, image).await;
+        self.crash_point("deregister_image").await;
+        r
+    }
+    async fn delete_snapshot(&self, region: &str, snapshot: &str) -> Result<(), CloudError> {
+        self.changed("delete_snapshot");
+        let r = self.inner.delete_snapshot(region, snapshot).await;
+        self.crash_point("delete_snapshot").await;
+        r
     }
 }
 
@@ -293,6 +317,7 @@ impl Setup {
             start_failures: Mutex::default(),
             vanished: Mutex::default(),
             spot_price: Mutex::default(),
+            changes: Mutex::default(),
         };
         let reconciler = Reconciler::new(provider, store.clone(), policies, Options::default());
         let leader = store.try_lead("test").await.unwrap().unwrap();
@@ -609,6 +634,86 @@ async fn a_crash_after_any_step_resumes_without_a_second_replacement(pool: PgPoo
             s.store.pending_intents().await.unwrap().is_empty(),
             "{call}"
         );
+    }
+}
+
+/// Every call that changes EC2 has an intent of its own and exactly one outcome: the tag and
+/// the stop of the original are two actions, and so are the image's deregistration and the
+/// deletion of each of its snapshots.
+async fn assert_one_intent_per_call(s: &Setup, original: &str) {
+    let filter = AuditFilter {
+        instance: Some(original.to_string()),
+        ..AuditFilter::default()
+    };
+    let rows = s.store.audit(&filter).await.unwrap();
+    let intents: Vec<&ebb::store::AuditEntry> = rows
+        .iter()
+        .filter(|e| e.entry.outcome == Outcome::Intent)
+        .collect();
+    let calls = s.faults().changes.lock().unwrap().clone();
+    let reasons: Vec<&str> = intents.iter().map(|e| e.entry.reason.as_str()).collect();
+    assert_eq!(
+        intents.len(),
+        calls.len(),
+        "calls {calls:?}, intents {reasons:#?}"
+    );
+    for intent in intents {
+        let outcomes = rows
+            .iter()
+            .filter(|e| e.entry.intent_seq == Some(intent.seq))
+            .count();
+        assert_eq!(outcomes, 1, "{}", intent.entry.reason);
+    }
+}
+
+#[sqlx::test(migrations = false)]
+async fn every_migration_call_is_an_action_of_its_own(pool: PgPool) {
+    let mut s = Setup::new(pool).await;
+    let original = s.trainer(0).await;
+    *s.faults().launch_failures.lock().unwrap() = 1;
+    assert!(s.tick(0).await);
+    s.until(&original, 1, State::RolledBack).await;
+    let calls = s.faults().changes.lock().unwrap().clone();
+    assert_eq!(&calls[..2], ["tag", "stop"], "{calls:?}");
+    for call in ["deregister_image", "delete_snapshot", "untag", "start"] {
+        assert!(calls.contains(&call), "{call} in {calls:?}");
+    }
+    assert_one_intent_per_call(&s, &original).await;
+    let m = s.migration(&original).await;
+    assert!(m.image.is_none() && m.snapshots.is_empty(), "{m:#?}");
+    assert!(s.marked_snapshots(&original).await.is_empty());
+}
+
+/// A crash right after the image is deregistered, or after a snapshot is deleted, leaves no
+/// snapshot behind: the row keeps the ones not deleted yet, and the next tick goes on.
+#[sqlx::test(migrations = false)]
+async fn a_crash_between_deregistering_and_deleting_the_snapshots_leaks_none(pool: PgPool) {
+    let mut s = Setup::new(pool).await;
+    for call in ["deregister_image", "delete_snapshot"] {
+        let start = s.store.migrations().await.unwrap().len() as i64 * 600;
+        let original = s.trainer(start).await;
+        *s.faults().launch_failures.lock().unwrap() = 1;
+        *s.faults().crash_after.lock().unwrap() = Some(call);
+        let mut crashed = false;
+        let mut minute = start;
+        while s.store.migrations().await.unwrap().len() as i64 * 600 <= start
+            || s.migration(&original).await.state() != State::RolledBack
+        {
+            assert!(minute < start + 12, "{call}: never rolled back");
+            crashed |= !s.tick(minute).await;
+            minute += 1;
+        }
+        assert!(crashed, "{call}: the crash was never reached");
+        let m = s.migration(&original).await;
+        assert!(
+            m.image.is_none() && m.snapshots.is_empty(),
+            "{call}: {m:#?}"
+        );
+        assert!(
+            s.marked_snapshots(&original).await.is_empty(),
+            "{call}: every snapshot is deleted"
+        );
+        assert_eq!(state(&s.ec2(&original).await), "running", "{call}");
     }
 }
 

@@ -216,11 +216,20 @@ pub trait Provider: Send + Sync {
     /// Terminates instances.
     fn terminate(&self, region: &str, ids: &[String]) -> impl Future<Output = ActionReport> + Send;
 
-    /// Deregisters an image and deletes its snapshots; an image already gone is not an error.
-    fn delete_image(
+    /// Deregisters an image (its snapshots stay: [`Provider::delete_snapshot`] each, after);
+    /// an image already gone is not an error.
+    fn deregister_image(
         &self,
         region: &str,
         image: &str,
+    ) -> impl Future<Output = Result<(), CloudError>> + Send;
+
+    /// Deletes an EBS snapshot (EC2 refuses while a registered image uses it); one already gone
+    /// is not an error.
+    fn delete_snapshot(
+        &self,
+        region: &str,
+        snapshot: &str,
     ) -> impl Future<Output = Result<(), CloudError>> + Send;
 }
 
@@ -339,7 +348,11 @@ impl Provider for Cloud {
         delegate!(self, p => p.terminate(region, ids))
     }
 
-    async fn delete_image(&self, region: &str, image: &str) -> Result<(), CloudError> {
-        delegate!(self, p => p.delete_image(region, image))
+    async fn deregister_image(&self, region: &str, image: &str) -> Result<(), CloudError> {
+        delegate!(self, p => p.deregister_image(region, image))
+    }
+
+    async fn delete_snapshot(&self, region: &str, snapshot: &str) -> Result<(), CloudError> {
+        delegate!(self, p => p.delete_snapshot(region, snapshot))
     }
 }

@@ -608,8 +608,13 @@ impl Provider for SimProvider {
         self.sim_terminate(region, ids)
     }
 
-    async fn delete_image(&self, _region: &str, image: &str) -> Result<(), CloudError> {
+    async fn deregister_image(&self, _region: &str, image: &str) -> Result<(), CloudError> {
         self.sim_delete_image(image);
+        Ok(())
+    }
+
+    async fn delete_snapshot(&self, _region: &str, _snapshot: &str) -> Result<(), CloudError> {
+        // The simulated images list no snapshots (`image`), so none is ever asked for.
         Ok(())
     }
 }

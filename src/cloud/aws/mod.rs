@@ -517,8 +517,12 @@ impl Provider for AwsProvider {
         self.terminate_instances(region, ids).await
     }
 
-    async fn delete_image(&self, region: &str, image: &str) -> Result<(), CloudError> {
-        self.remove_image(region, image).await
+    async fn deregister_image(&self, region: &str, image: &str) -> Result<(), CloudError> {
+        self.deregister(region, image).await
+    }
+
+    async fn delete_snapshot(&self, region: &str, snapshot: &str) -> Result<(), CloudError> {
+        self.remove_snapshot(region, snapshot).await
     }
 }
 
