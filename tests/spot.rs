@@ -61,6 +61,12 @@ struct Faulty {
     /// Every call that changes something in EC2, in order: each must have an intent of its
     /// own in the audit log.
     changes: Mutex<Vec<&'static str>>,
+    /// Replaces the spot price of one type.
+    type_price: Mutex<HashMap<String, f64>>,
+    /// Look-ups by tag still to answer "none" (EC2's listing lags behind a launch).
+    tag_lag: Mutex<u32>,
+    /// EC2's idempotency, which moto lacks: each client token's type, subnet and instance.
+    tokens: Mutex<HashMap<String, (String, String, String)>>,
 }
 
 impl Faulty {
@@ -156,6 +162,11 @@ impl Provider for Faulty {
                 t.spot_by_zone.values_mut().for_each(|v| *v = p);
             }
         }
+        for t in &mut prices {
+            if let Some(p) = self.type_price.lock().unwrap().get(&t.instance_type) {
+                t.spot_by_zone.values_mut().for_each(|v| *v = *p);
+            }
+        }
         Ok(prices)
     }
     async fn stop(&self, region: &str, ids: &[String], hibernate: bool) -> ActionReport {
@@ -221,6 +232,9 @@ impl Provider for Faulty {
         key: &str,
         value: &str,
     ) -> Result<Option<InstanceStatus>, CloudError> {
+        if take_one(&self.tag_lag) {
+            return Ok(None);
+        }
         self.inner.find_tagged(region, key, value).await
     }
     async fn create_image(
@@ -247,7 +261,41 @@ impl Provider for Faulty {
         if take_one(&self.launch_failures) {
             return Err(no_capacity("RunInstances"));
         }
+        let seen = self
+            .tokens
+            .lock()
+            .unwrap()
+            .get(&launch.client_token)
+            .cloned();
+        if let Some((instance_type, subnet, id)) = seen {
+            // As EC2 does: the same request again answers with its instance; other settings
+            // under the same token are refused.
+            if (instance_type, subnet) != (launch.instance_type.clone(), launch.subnet.clone()) {
+                return Err(CloudError {
+                    kind: ErrorKind::Other,
+                    operation: "RunInstances",
+                    code: Some("IdempotentParameterMismatch".into()),
+                    message: "the client token was used for a request with other parameters".into(),
+                    request_id: None,
+                });
+            }
+            let found = self
+                .inner
+                .describe(region, std::slice::from_ref(&id))
+                .await?;
+            return Ok(found.into_iter().next().unwrap());
+        }
         let r = self.inner.launch(region, launch).await;
+        if let Ok(made) = &r {
+            self.tokens.lock().unwrap().insert(
+                launch.client_token.clone(),
+                (
+                    launch.instance_type.clone(),
+                    launch.subnet.clone(),
+                    made.id.clone(),
+                ),
+            );
+        }
         self.crash_point("launch").await;
         r
     }
@@ -318,6 +366,9 @@ impl Setup {
             vanished: Mutex::default(),
             spot_price: Mutex::default(),
             changes: Mutex::default(),
+            type_price: Mutex::default(),
+            tag_lag: Mutex::default(),
+            tokens: Mutex::default(),
         };
         let reconciler = Reconciler::new(provider, store.clone(), policies, Options::default());
         let leader = store.try_lead("test").await.unwrap().unwrap();
@@ -715,6 +766,65 @@ async fn a_crash_between_deregistering_and_deleting_the_snapshots_leaks_none(poo
         );
         assert_eq!(state(&s.ec2(&original).await), "running", "{call}");
     }
+}
+
+/// The first launch's answer is lost; at the next try EC2's listing does not show it yet and a
+/// cheaper offer changed the type, so EC2 refuses the same client token with other settings.
+/// The launch made first is looked for again and adopted as it was launched: one replacement,
+/// tracked, and the move goes on.
+#[sqlx::test(migrations = false)]
+async fn an_ambiguous_launch_is_found_and_adopted_never_left_untracked(pool: PgPool) {
+    let mut s = Setup::new(pool).await;
+    let original = s.trainer(0).await;
+    assert!(s.tick(0).await);
+    *s.faults().crash_after.lock().unwrap() = Some("launch");
+    let mut minute = 1;
+    while s.tick(minute).await {
+        minute += 1;
+        assert!(minute < 12, "the launch never happened");
+    }
+    let made = s.replacements(&original).await;
+    assert_eq!(made.len(), 1);
+    let first = made[0].instance_id().unwrap().to_string();
+    let first_type = made[0].instance_type().unwrap().as_str().to_string();
+    let m = s.migration(&original).await;
+    assert_eq!(m.current, None, "its answer was lost");
+
+    // The other type of the rule is the cheapest now.
+    *s.faults().tag_lag.lock().unwrap() = 1;
+    let other = if first_type == "g5.xlarge" {
+        "g5.2xlarge"
+    } else {
+        "g5.xlarge"
+    };
+    let prices = [(first_type.clone(), 1000.0), (other.to_string(), 0.01)];
+    *s.faults().type_price.lock().unwrap() = prices.into_iter().collect();
+    assert!(s.tick(minute + 1).await);
+    let m = s.migration(&original).await;
+    assert_eq!(m.state(), State::Imaging, "not rolled back: {m:#?}");
+    assert!(m
+        .steps
+        .0
+        .last()
+        .unwrap()
+        .detail
+        .contains("IdempotentParameterMismatch"));
+    s.until(&original, minute + 2, State::Done).await;
+
+    let m = s.migration(&original).await;
+    assert_eq!(m.current.as_deref(), Some(first.as_str()));
+    assert_eq!(
+        m.instance_type.as_deref(),
+        Some(first_type.as_str()),
+        "as launched"
+    );
+    assert_eq!(
+        s.replacements(&original).await.len(),
+        1,
+        "never launched twice"
+    );
+    assert_eq!(state(&s.ec2(&first).await), "running");
+    assert!(s.store.pending_intents().await.unwrap().is_empty());
 }
 
 #[sqlx::test(migrations = false)]
