@@ -475,3 +475,30 @@ pub fn tick_summary(report: &TickReport) -> String {
     }
     text
 }
+
+/// Untracked artifacts as a table for people (`ebb migrations --orphans`).
+pub fn orphans_table(orphans: &[crate::spot::orphans::Orphan]) -> String {
+    if orphans.is_empty() {
+        return "nothing carries ebb's migration tags untracked\n".to_string();
+    }
+    let rows: Vec<[String; 5]> = orphans
+        .iter()
+        .map(|o| {
+            [
+                o.artifact.kind.as_str().to_string(),
+                o.artifact.id.clone(),
+                o.artifact.region.clone(),
+                if o.lost { "yes" } else { "no" }.to_string(),
+                o.why.clone(),
+            ]
+        })
+        .collect();
+    table(&["KIND", "ID", "REGION", "EBB'S LOST LAUNCH", "WHY"], &rows)
+}
+
+/// Untracked artifacts as JSON: kind, region, id, tags, state, image, client_token, lost, why.
+pub fn orphans_json(orphans: &[crate::spot::orphans::Orphan]) -> String {
+    let mut text = serde_json::to_string_pretty(orphans).unwrap_or_else(|_| "[]".into());
+    text.push('\n');
+    text
+}

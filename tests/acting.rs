@@ -180,6 +180,12 @@ impl Provider for Hooked {
     async fn delete_snapshot(&self, region: &str, snapshot: &str) -> Result<(), CloudError> {
         self.inner.delete_snapshot(region, snapshot).await
     }
+    async fn migration_artifacts(
+        &self,
+        region: &str,
+    ) -> Result<Vec<ebb::cloud::Artifact>, CloudError> {
+        self.inner.migration_artifacts(region).await
+    }
 }
 
 struct Setup {

@@ -159,6 +159,12 @@ impl Provider for Refusing {
     async fn delete_snapshot(&self, region: &str, snapshot: &str) -> Result<(), CloudError> {
         self.inner.delete_snapshot(region, snapshot).await
     }
+    async fn migration_artifacts(
+        &self,
+        region: &str,
+    ) -> Result<Vec<ebb::cloud::Artifact>, CloudError> {
+        self.inner.migration_artifacts(region).await
+    }
 }
 
 /// The box ebb stopped last night, about to be started at 09:00 and refused every time.

@@ -317,6 +317,12 @@ impl Provider for Faulty {
         self.crash_point("delete_snapshot").await;
         r
     }
+    async fn migration_artifacts(
+        &self,
+        region: &str,
+    ) -> Result<Vec<ebb::cloud::Artifact>, CloudError> {
+        self.inner.migration_artifacts(region).await
+    }
 }
 
 /// Whether a fault is still to inject; counts it down.
@@ -825,6 +831,174 @@ async fn an_ambiguous_launch_is_found_and_adopted_never_left_untracked(pool: PgP
     );
     assert_eq!(state(&s.ec2(&first).await), "running");
     assert!(s.store.pending_intents().await.unwrap().is_empty());
+}
+
+/// A launch whose answer was lost, then a protection that rolls the move back before the
+/// launch is found: the replacement runs, and no migration tracks it. `migration_artifacts`
+/// and `spot::orphans::orphans` list it as ebb's lost launch (its launch id and ebb's client
+/// token), and list an instance and an image forged with the migration's tags as orphans that
+/// ebb cannot prove it made.
+#[sqlx::test(migrations = false)]
+async fn orphans_list_ebbs_lost_launch_and_report_forgeries(pool: PgPool) {
+    let mut s = Setup::new(pool).await;
+    let original = s.trainer(0).await;
+    assert!(s.tick(0).await);
+    *s.faults().crash_after.lock().unwrap() = Some("launch");
+    let mut minute = 1;
+    while s.tick(minute).await {
+        minute += 1;
+        assert!(minute < 12, "the launch never happened");
+    }
+    let lost = s.replacements(&original).await[0]
+        .instance_id()
+        .unwrap()
+        .to_string();
+    s.f.ec2
+        .create_tags()
+        .resources(&original)
+        .tags(Tag::builder().key("ebb:skip").value("true").build())
+        .send()
+        .await
+        .unwrap();
+    s.until(&original, minute + 1, State::RolledBack).await;
+    let m = s.migration(&original).await;
+    assert_eq!(m.current, None);
+    assert_eq!(
+        state(&s.ec2(&lost).await),
+        "running",
+        "left running: {m:#?}"
+    );
+
+    let launch = format!("{original}-{}-1", m.id);
+    let forged = moto::launch_with(
+        &s.f.ec2,
+        &s.f.image,
+        &s.f.managed,
+        moto::Launch {
+            instance_type: "g5.xlarge",
+            managed: true,
+            spot: false,
+            hibernation: false,
+            tags: &[
+                ("ebb:launch", &launch),
+                ("ebb:migration", &m.id.to_string()),
+                ("ebb:migrated-from", &original),
+            ],
+        },
+    )
+    .await;
+    let image =
+        s.f.ec2
+            .create_image()
+            .instance_id(&forged)
+            .name(format!("forged-{original}"))
+            .tag_specifications(
+                aws_sdk_ec2::types::TagSpecification::builder()
+                    .resource_type(aws_sdk_ec2::types::ResourceType::Image)
+                    .tags(Tag::builder().key("ebb:migration").value("999999").build())
+                    .build(),
+            )
+            .send()
+            .await
+            .unwrap()
+            .image_id()
+            .unwrap()
+            .to_string();
+
+    let found = s.faults().migration_artifacts(REGION).await.unwrap();
+    let migrations = s.store.migrations().await.unwrap();
+    let orphans = ebb::spot::orphans::orphans(found, &migrations);
+    let of = |id: &str| orphans.iter().find(|o| o.artifact.id == id);
+    let l = of(&lost).expect("the lost launch is listed");
+    assert!(l.lost, "{l:?}");
+    assert!(l.why.contains(&launch), "{}", l.why);
+    let f = of(&forged).expect("the forged instance is listed");
+    assert!(!f.lost, "never ebb's to act on: {f:?}");
+    assert!(f.why.contains("client token"), "{}", f.why);
+    let i = of(&image).expect("the forged image is listed");
+    assert!(!i.lost);
+    assert!(of(&original).is_none(), "the original is no launch");
+
+    // The leader's next sweep (hourly) terminates ebb's lost launch, as an action, and leaves
+    // the forged instance alone.
+    assert!(s.tick(minute + 61).await);
+    assert_eq!(state(&s.ec2(&lost).await), "terminated");
+    assert_eq!(state(&s.ec2(&forged).await), "running");
+    let codes = s.audit_codes(&original).await;
+    for outcome in [Outcome::Intent, Outcome::Succeeded] {
+        assert!(
+            codes.contains(&("spot_orphan".to_string(), outcome)),
+            "{codes:?}"
+        );
+    }
+    assert!(s.store.pending_intents().await.unwrap().is_empty());
+    let m = s.migration(&original).await;
+    assert!(m.steps.0.last().unwrap().detail.contains(&lost), "{m:#?}");
+}
+
+/// `ebb migrations --orphans`, the built binary against moto and Postgres: an image tagged as a
+/// migration's that no migration keeps is listed, not ebb's to act on, and the command exits 1.
+#[sqlx::test(migrations = false)]
+async fn ebb_migrations_orphans_lists_what_no_migration_tracks(pool: PgPool) {
+    let store = Store::from_pool(pool.clone());
+    store.migrate().await.unwrap();
+    let f = Fixture::new("me-south-1").await;
+    let source = f
+        .launch(moto::Launch {
+            instance_type: "g5.xlarge",
+            managed: true,
+            spot: false,
+            hibernation: false,
+            tags: &[],
+        })
+        .await;
+    let image = f
+        .ec2
+        .create_image()
+        .instance_id(&source)
+        .name(format!("stray-{source}"))
+        .tag_specifications(
+            aws_sdk_ec2::types::TagSpecification::builder()
+                .resource_type(aws_sdk_ec2::types::ResourceType::Image)
+                .tags(Tag::builder().key("ebb:migration").value("7").build())
+                .build(),
+        )
+        .send()
+        .await
+        .unwrap()
+        .image_id()
+        .unwrap()
+        .to_string();
+    let base = std::env::var("DATABASE_URL").expect("scripts/test sets DATABASE_URL");
+    let (server, _) = base.rsplit_once('/').unwrap();
+    let url = format!(
+        "{server}/{}",
+        pool.connect_options().get_database().unwrap()
+    );
+    let run = |format: &str| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_ebb"))
+            .args(["migrations", "--orphans", "--format", format])
+            .env("DATABASE_URL", &url)
+            .env("EBB_REGIONS", f.region)
+            .output()
+            .unwrap()
+    };
+    let o = run("json");
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{stderr}");
+    let listed: Vec<serde_json::Value> = serde_json::from_slice(&o.stdout).unwrap();
+    let it = listed
+        .iter()
+        .find(|o| o["id"] == image.as_str())
+        .unwrap_or_else(|| panic!("{image} not in {listed:#?}"));
+    assert_eq!(it["kind"], "image");
+    assert_eq!(it["lost"], false);
+    assert_eq!(it["tags"]["ebb:migration"], "7");
+    let table = String::from_utf8_lossy(&run("table").stdout).to_string();
+    assert!(
+        table.contains(&image) && table.contains("no migration keeps this image"),
+        "{table}"
+    );
 }
 
 #[sqlx::test(migrations = false)]

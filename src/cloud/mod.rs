@@ -12,7 +12,8 @@ pub mod sim;
 
 pub use error::{CloudError, ErrorKind};
 pub use launch::{
-    Image, ImageMade, ImageState, InstanceStatus, Launch, LaunchSpec, Market, SPOT_TERMINATION,
+    Artifact, ArtifactKind, Image, ImageMade, ImageState, InstanceStatus, Launch, LaunchSpec,
+    Market, SPOT_TERMINATION,
 };
 pub use prices::{OnDemandPrices, PricesError};
 
@@ -231,6 +232,14 @@ pub trait Provider: Send + Sync {
         region: &str,
         snapshot: &str,
     ) -> impl Future<Output = Result<(), CloudError>> + Send;
+
+    /// Every instance (not terminated), image and snapshot in `region` of ebb's own account
+    /// that carries one of ebb's migration tags (`ebb:launch`, `ebb:migration`,
+    /// `ebb:image-of`), whoever made it.
+    fn migration_artifacts(
+        &self,
+        region: &str,
+    ) -> impl Future<Output = Result<Vec<Artifact>, CloudError>> + Send;
 }
 
 /// The provider `EBB_CLOUD` chose.
@@ -354,5 +363,9 @@ impl Provider for Cloud {
 
     async fn delete_snapshot(&self, region: &str, snapshot: &str) -> Result<(), CloudError> {
         delegate!(self, p => p.delete_snapshot(region, snapshot))
+    }
+
+    async fn migration_artifacts(&self, region: &str) -> Result<Vec<Artifact>, CloudError> {
+        delegate!(self, p => p.migration_artifacts(region))
     }
 }

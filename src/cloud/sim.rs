@@ -9,8 +9,8 @@
 mod spot;
 
 use super::{
-    ActionReport, CloudError, Done, ErrorKind, Failed, Image, ImageMade, InstanceStatus, Inventory,
-    Launch, LaunchSpec, Provider, TypePrice,
+    ActionReport, Artifact, CloudError, Done, ErrorKind, Failed, Image, ImageMade, InstanceStatus,
+    Inventory, Launch, LaunchSpec, Provider, TypePrice,
 };
 use crate::clock::Clock;
 use crate::fleet::{Fleet, Instance, InstanceState, Prices, Sample};
@@ -616,6 +616,10 @@ impl Provider for SimProvider {
     async fn delete_snapshot(&self, _region: &str, _snapshot: &str) -> Result<(), CloudError> {
         // The simulated images list no snapshots (`image`), so none is ever asked for.
         Ok(())
+    }
+
+    async fn migration_artifacts(&self, region: &str) -> Result<Vec<Artifact>, CloudError> {
+        Ok(self.sim_artifacts(region))
     }
 }
 

@@ -240,6 +240,9 @@ codes! {
     /// `EBB_ROLE_ARNS`), where ebb's images and launches do not reach: not moved, nothing is
     /// stopped.
     SpotOtherAccount = "spot_other_account",
+    /// A replacement ebb launched (its migration's launch id and ebb's client token for it)
+    /// that its migration does not track is terminated.
+    SpotOrphan = "spot_orphan",
 }
 
 impl fmt::Display for Code {

@@ -17,7 +17,7 @@ use std::collections::BTreeMap;
 
 impl AwsProvider {
     /// The clients of the account that listed `id` (ebb's own when it was never listed).
-    fn scope_of<'a>(
+    pub(super) fn scope_of<'a>(
         &'a self,
         region: &str,
         id: &str,
