@@ -921,7 +921,20 @@ async fn orphans_list_ebbs_lost_launch_and_report_forgeries(pool: PgPool) {
 
     // The leader's next sweep (hourly) terminates ebb's lost launch, as an action, and leaves
     // the forged instance alone.
-    assert!(s.tick(minute + 61).await);
+    let at = s.t0 + Duration::minutes(minute + 61);
+    let report = s.reconciler.tick(at, &mut s.leader).await.unwrap();
+    let counted = report.orphans.as_ref().expect("the sweep ran");
+    assert!(
+        counted["instance"] >= 2 && counted["image"] >= 1,
+        "{counted:?}"
+    );
+    let metrics = ebb::metrics::Metrics::default();
+    report.record(&metrics, std::time::Duration::ZERO);
+    let text = metrics.encode();
+    assert!(
+        text.contains("ebb_spot_orphans{kind=\"snapshot\"}"),
+        "{text}"
+    );
     assert_eq!(state(&s.ec2(&lost).await), "terminated");
     assert_eq!(state(&s.ec2(&forged).await), "running");
     let codes = s.audit_codes(&original).await;

@@ -10,7 +10,7 @@ use crate::policy::PolicySet;
 use crate::spot::{self, drive};
 use crate::store::{Leadership, NewAuditEntry, StoreError};
 use chrono::{DateTime, Utc};
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use tracing::Instrument as _;
 
 impl<P: Provider> Reconciler<P> {
@@ -66,7 +66,13 @@ impl<P: Provider> Reconciler<P> {
                 Err(e) => tracing::warn!(region, "cannot look for lost launches: {e}"),
             }
         }
-        for orphan in spot::orphans::orphans(found, &migrations) {
+        let orphans = spot::orphans::orphans(found, &migrations);
+        let mut counts: BTreeMap<&'static str, usize> = BTreeMap::new();
+        for orphan in &orphans {
+            *counts.entry(orphan.artifact.kind.as_str()).or_default() += 1;
+        }
+        report.orphans = Some(counts);
+        for orphan in orphans {
             let a = &orphan.artifact;
             let m = orphan
                 .lost
