@@ -58,6 +58,7 @@ fn fleet(n: usize) -> Vec<Instance> {
             .collect(),
             gpus: None,
             gpu_util: Vec::<Sample>::new(),
+            via_role: None,
         })
         .collect()
 }

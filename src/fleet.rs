@@ -130,6 +130,10 @@ pub struct Instance {
     pub gpus: Option<Gpus>,
     /// GPU utilisation readings, oldest first.
     pub gpu_util: Vec<Sample>,
+    /// The role (one of `EBB_ROLE_ARNS`) whose credentials listed it, or `None` when ebb's own
+    /// did: an instance listed through a role is in another account, where ebb's images and
+    /// launches do not reach (shared with every instance that role listed).
+    pub via_role: Option<Arc<str>>,
 }
 
 impl Instance {

@@ -56,6 +56,14 @@ pub struct TickCounts<'a> {
     pub actions: BTreeMap<(&'static str, &'static str), u64>,
     /// The regions whose GPU utilisation could not be read, with how many instances each.
     pub gpu_unread: BTreeMap<&'a str, usize>,
+    /// Untracked artifacts of spot migrations by kind, when the tick looked for them.
+    pub orphans: Option<&'a BTreeMap<&'static str, usize>>,
+}
+
+/// Labels of an untracked artifact count.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct KindLabels {
+    kind: &'static str,
 }
 
 /// The metrics, and the registry that encodes them.
@@ -72,6 +80,7 @@ pub struct Metrics {
     gpu_read_failures: Family<RegionLabels, Counter>,
     gpu_unread: Gauge,
     leader: Gauge,
+    spot_orphans: Family<KindLabels, Gauge>,
 }
 
 impl Default for Metrics {
@@ -88,6 +97,7 @@ impl Default for Metrics {
             gpu_read_failures: Family::default(),
             gpu_unread: Gauge::default(),
             leader: Gauge::default(),
+            spot_orphans: Family::default(),
             registry: Registry::default(),
         };
         registry.register("ticks", "Reconcile ticks, by result", m.ticks.clone());
@@ -135,6 +145,11 @@ impl Default for Metrics {
             "leader",
             "1 when this replica is the leader, 0 otherwise",
             m.leader.clone(),
+        );
+        registry.register(
+            "spot_orphans",
+            "Instances, images and snapshots carrying ebb's migration tags that no migration tracked, at the last look (hourly), by kind",
+            m.spot_orphans.clone(),
         );
         Metrics { registry, ..m }
     }
@@ -184,6 +199,14 @@ impl Metrics {
         }
         self.gpu_unread
             .set(counts.gpu_unread.values().sum::<usize>() as i64);
+        if let Some(orphans) = counts.orphans {
+            for kind in ["instance", "image", "snapshot"] {
+                let n = orphans.get(kind).copied().unwrap_or(0);
+                self.spot_orphans
+                    .get_or_create(&KindLabels { kind })
+                    .set(n as i64);
+            }
+        }
         for (&(action, outcome), &n) in &counts.actions {
             self.actions
                 .get_or_create(&ActionLabels { action, outcome })

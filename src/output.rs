@@ -367,6 +367,8 @@ struct SnapshotItem<'a> {
     launched_at: Option<String>,
     state_since: Option<String>,
     tags: &'a crate::fleet::Tags,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    via_role: Option<&'a str>,
 }
 
 /// Instances as a fleet snapshot that `ebb plan --fleet` reads (without GPU readings).
@@ -384,6 +386,7 @@ pub fn snapshot_json(instances: &[Instance]) -> String {
             launched_at: rfc3339(i.launched_at),
             state_since: rfc3339(i.state_since),
             tags: &i.tags,
+            via_role: i.via_role.as_deref(),
         })
         .collect();
     let mut text = serde_json::to_string_pretty(&serde_json::json!({ "instances": items }))
@@ -470,5 +473,32 @@ pub fn tick_summary(report: &TickReport) -> String {
             .collect();
         text += &table(&["MIGRATION", "INSTANCE", "STATE", "STEP"], &rows);
     }
+    text
+}
+
+/// Untracked artifacts as a table for people (`ebb migrations --orphans`).
+pub fn orphans_table(orphans: &[crate::spot::orphans::Orphan]) -> String {
+    if orphans.is_empty() {
+        return "nothing carries ebb's migration tags untracked\n".to_string();
+    }
+    let rows: Vec<[String; 5]> = orphans
+        .iter()
+        .map(|o| {
+            [
+                o.artifact.kind.as_str().to_string(),
+                o.artifact.id.clone(),
+                o.artifact.region.clone(),
+                if o.lost { "yes" } else { "no" }.to_string(),
+                o.why.clone(),
+            ]
+        })
+        .collect();
+    table(&["KIND", "ID", "REGION", "EBB'S LOST LAUNCH", "WHY"], &rows)
+}
+
+/// Untracked artifacts as JSON: kind, region, id, tags, state, image, client_token, lost, why.
+pub fn orphans_json(orphans: &[crate::spot::orphans::Orphan]) -> String {
+    let mut text = serde_json::to_string_pretty(orphans).unwrap_or_else(|_| "[]".into());
+    text.push('\n');
     text
 }

@@ -90,6 +90,9 @@ struct SnapshotInstance {
     started_by_ebb_at: Option<Timestamp>,
     #[serde(default)]
     notified_at: Option<Timestamp>,
+    /// The role of `EBB_ROLE_ARNS` that listed it: an instance of another account.
+    #[serde(default)]
+    via_role: Option<String>,
     /// How the simulated provider makes it behave; other readers ignore it.
     #[serde(default)]
     sim: Option<Behaviour>,
@@ -244,6 +247,7 @@ impl Snapshot {
                     tags: i.tags,
                     gpus: None,
                     gpu_util,
+                    via_role: i.via_role.map(Into::into),
                 }
             })
             .collect();

@@ -174,8 +174,17 @@ impl Provider for Hooked {
     async fn terminate(&self, region: &str, ids: &[String]) -> ActionReport {
         self.inner.terminate(region, ids).await
     }
-    async fn delete_image(&self, region: &str, image: &str) -> Result<(), CloudError> {
-        self.inner.delete_image(region, image).await
+    async fn deregister_image(&self, region: &str, image: &str) -> Result<(), CloudError> {
+        self.inner.deregister_image(region, image).await
+    }
+    async fn delete_snapshot(&self, region: &str, snapshot: &str) -> Result<(), CloudError> {
+        self.inner.delete_snapshot(region, snapshot).await
+    }
+    async fn migration_artifacts(
+        &self,
+        region: &str,
+    ) -> Result<Vec<ebb::cloud::Artifact>, CloudError> {
+        self.inner.migration_artifacts(region).await
     }
 }
 

@@ -371,7 +371,7 @@ fn an_unreachable_database_is_a_one_line_error() {
 #[sqlx::test(migrations = false)]
 async fn migrate_applies_then_reports_current(pool: PgPool) {
     let url = url_of(&pool);
-    assert!(out(&ebb(&url, &["migrate"])).starts_with("ok: 7 migration(s) applied"));
+    assert!(out(&ebb(&url, &["migrate"])).starts_with("ok: 8 migration(s) applied"));
     assert!(out(&ebb(&url, &["migrate"])).starts_with("ok: 0 migration(s) applied"));
 }
 
@@ -535,6 +535,13 @@ prices:
     let policies = &r["scenarios"]["policies"];
     let hours = policies["running_hours"].as_f64().unwrap();
     assert!((hours - 10.0).abs() <= 5.0 / 60.0, "{policies}");
-    assert_eq!(policies["unserved_busy_hours"].as_f64(), Some(0.0), "{policies}");
-    assert_eq!(r["scenarios"]["oracle"]["running_hours"].as_f64(), Some(8.0));
+    assert_eq!(
+        policies["unserved_busy_hours"].as_f64(),
+        Some(0.0),
+        "{policies}"
+    );
+    assert_eq!(
+        r["scenarios"]["oracle"]["running_hours"].as_f64(),
+        Some(8.0)
+    );
 }

@@ -382,6 +382,22 @@ async fn other_accounts_are_reached_by_assuming_a_role() {
     assert!(inventory.failures.is_empty(), "{:?}", inventory.failures);
     let seen: BTreeSet<String> = inventory.instances.iter().map(|i| i.id.clone()).collect();
     assert_eq!(seen, [mine.clone(), theirs.clone()].into_iter().collect());
+    // Which account each is in: what keeps the spot rule from moving another account's.
+    let via = |id: &str| {
+        let i = inventory.instances.iter().find(|i| i.id == id).unwrap();
+        i.via_role.as_deref().map(str::to_string)
+    };
+    assert_eq!(via(&mine), None);
+    assert_eq!(via(&theirs).as_deref(), Some(role));
+    let fresh = provider
+        .reread(region, std::slice::from_ref(&theirs))
+        .await
+        .unwrap();
+    assert_eq!(
+        fresh[0].via_role.as_deref(),
+        Some(role),
+        "read again the same"
+    );
 
     // Each is stopped through its own account: EC2 in one account does not know the other's.
     let report = provider

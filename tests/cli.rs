@@ -391,6 +391,35 @@ fn explain_says_a_failed_gpu_read_stops_nothing_for_idleness() {
     );
 }
 
+/// An instance the snapshot says another account's role listed: the spot rule would move it,
+/// but the plan refuses with a code of its own.
+#[test]
+fn plan_refuses_to_move_another_accounts_instance_to_spot() {
+    let d = tempfile::tempdir().unwrap();
+    let fleet = d.path().join("fleet.yaml");
+    let text = std::fs::read_to_string(fixture()).unwrap().replace(
+        "  - id: i-0train1\n",
+        "  - id: i-0train1\n    via_role: arn:aws:iam::111111111111:role/ebb\n",
+    );
+    std::fs::write(&fleet, text).unwrap();
+    let plan = |fleet: &Path| {
+        let o = offline(&["plan", "--format", "json"], "policies", fleet, AT);
+        assert!(o.status.success(), "{}", stderr(&o));
+        let items: Vec<serde_json::Value> = serde_json::from_slice(&o.stdout).unwrap();
+        let d = items.into_iter().find(|i| i["instance"] == "i-0train1");
+        let d = d.unwrap();
+        (
+            d["action"].as_str().unwrap().to_string(),
+            d["code"].as_str().unwrap().to_string(),
+        )
+    };
+    assert_eq!(
+        plan(&fixture()),
+        ("migrate_to_spot".into(), "spot_savings".into())
+    );
+    assert_eq!(plan(&fleet), ("none".into(), "spot_other_account".into()));
+}
+
 #[test]
 fn explain_shows_spot_numbers() {
     let f = fixture();

@@ -812,6 +812,20 @@ fn an_eligible_instance_moves_to_the_cheapest_acceptable_spot_type() {
 }
 
 #[test]
+fn another_accounts_instance_is_refused_before_anything_is_stopped() {
+    let set = policies(SPOT);
+    let mut theirs = trainer(&[]);
+    theirs.instances[0].via_role = Some("arn:aws:iam::111111111111:role/ebb".into());
+    let d = theirs.one("2026-11-30T12:00:00Z", &set);
+    assert_eq!((d.action, d.code), (Action::None, Code::SpotOtherAccount));
+    assert!(d.reason.contains("role/ebb"), "{}", d.reason);
+    assert!(d.reason.contains("another account"), "{}", d.reason);
+    // The same instance in ebb's own account moves.
+    let d = trainer(&[]).one("2026-11-30T12:00:00Z", &set);
+    assert_eq!(d.action, Action::MigrateToSpot, "{}", d.reason);
+}
+
+#[test]
 fn spot_needs_the_interruptible_tag_on_demand_savings_and_a_fresh_checkpoint() {
     let set = policies(SPOT);
     let now = "2026-11-30T12:00:00Z";

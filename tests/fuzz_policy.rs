@@ -1432,6 +1432,7 @@ impl FleetSpec {
                     tags,
                     gpus: None,
                     gpu_util,
+                    via_role: None,
                 }
             })
             .collect();

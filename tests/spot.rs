@@ -58,6 +58,15 @@ struct Faulty {
     vanished: Mutex<HashSet<String>>,
     /// Replaces every spot price.
     spot_price: Mutex<Option<f64>>,
+    /// Every call that changes something in EC2, in order: each must have an intent of its
+    /// own in the audit log.
+    changes: Mutex<Vec<&'static str>>,
+    /// Replaces the spot price of one type.
+    type_price: Mutex<HashMap<String, f64>>,
+    /// Look-ups by tag still to answer "none" (EC2's listing lags behind a launch).
+    tag_lag: Mutex<u32>,
+    /// EC2's idempotency, which moto lacks: each client token's type, subnet and instance.
+    tokens: Mutex<HashMap<String, (String, String, String)>>,
 }
 
 impl Faulty {
@@ -99,6 +108,10 @@ impl Faulty {
         volumes
     }
 
+    fn changed(&self, call: &'static str) {
+        self.changes.lock().unwrap().push(call);
+    }
+
     async fn crash_point(&self, call: &'static str) {
         let hit = {
             let mut crash = self.crash_after.lock().unwrap();
@@ -123,6 +136,7 @@ impl Provider for Faulty {
         self.inner.reread(region, ids).await
     }
     async fn set_type(&self, region: &str, id: &str, instance_type: &str) -> ActionReport {
+        self.changed("set_type");
         self.inner.set_type(region, id, instance_type).await
     }
     async fn gpu_utilisation(
@@ -148,14 +162,21 @@ impl Provider for Faulty {
                 t.spot_by_zone.values_mut().for_each(|v| *v = p);
             }
         }
+        for t in &mut prices {
+            if let Some(p) = self.type_price.lock().unwrap().get(&t.instance_type) {
+                t.spot_by_zone.values_mut().for_each(|v| *v = *p);
+            }
+        }
         Ok(prices)
     }
     async fn stop(&self, region: &str, ids: &[String], hibernate: bool) -> ActionReport {
+        self.changed("stop");
         let r = self.inner.stop(region, ids, hibernate).await;
         self.crash_point("stop").await;
         r
     }
     async fn start(&self, region: &str, ids: &[String]) -> ActionReport {
+        self.changed("start");
         if take_one(&self.start_failures) {
             return ActionReport {
                 failed: ids
@@ -178,11 +199,13 @@ impl Provider for Faulty {
         ids: &[String],
         tags: &BTreeMap<String, String>,
     ) -> ActionReport {
+        self.changed("tag");
         let r = self.inner.tag(region, ids, tags).await;
         self.crash_point("tag").await;
         r
     }
     async fn untag(&self, region: &str, ids: &[String], keys: &[String]) -> ActionReport {
+        self.changed("untag");
         self.inner.untag(region, ids, keys).await
     }
     async fn launch_spec(&self, region: &str, id: &str) -> Result<LaunchSpec, CloudError> {
@@ -209,6 +232,9 @@ impl Provider for Faulty {
         key: &str,
         value: &str,
     ) -> Result<Option<InstanceStatus>, CloudError> {
+        if take_one(&self.tag_lag) {
+            return Ok(None);
+        }
         self.inner.find_tagged(region, key, value).await
     }
     async fn create_image(
@@ -218,6 +244,7 @@ impl Provider for Faulty {
         name: &str,
         tags: &BTreeMap<String, String>,
     ) -> Result<ImageMade, CloudError> {
+        self.changed("create_image");
         let r = self.inner.create_image(region, id, name, tags).await;
         self.crash_point("create_image").await;
         r
@@ -230,20 +257,71 @@ impl Provider for Faulty {
         Ok(Some(found))
     }
     async fn launch(&self, region: &str, launch: &Launch) -> Result<InstanceStatus, CloudError> {
+        self.changed("launch");
         if take_one(&self.launch_failures) {
             return Err(no_capacity("RunInstances"));
         }
+        let seen = self
+            .tokens
+            .lock()
+            .unwrap()
+            .get(&launch.client_token)
+            .cloned();
+        if let Some((instance_type, subnet, id)) = seen {
+            // As EC2 does: the same request again answers with its instance; other settings
+            // under the same token are refused.
+            if (instance_type, subnet) != (launch.instance_type.clone(), launch.subnet.clone()) {
+                return Err(CloudError {
+                    kind: ErrorKind::Other,
+                    operation: "RunInstances",
+                    code: Some("IdempotentParameterMismatch".into()),
+                    message: "the client token was used for a request with other parameters".into(),
+                    request_id: None,
+                });
+            }
+            let found = self
+                .inner
+                .describe(region, std::slice::from_ref(&id))
+                .await?;
+            return Ok(found.into_iter().next().unwrap());
+        }
         let r = self.inner.launch(region, launch).await;
+        if let Ok(made) = &r {
+            self.tokens.lock().unwrap().insert(
+                launch.client_token.clone(),
+                (
+                    launch.instance_type.clone(),
+                    launch.subnet.clone(),
+                    made.id.clone(),
+                ),
+            );
+        }
         self.crash_point("launch").await;
         r
     }
     async fn terminate(&self, region: &str, ids: &[String]) -> ActionReport {
+        self.changed("terminate");
         let r = self.inner.terminate(region, ids).await;
         self.crash_point("terminate").await;
         r
     }
-    async fn delete_image(&self, region: &str, image: &str) -> Result<(), CloudError> {
-        self.inner.delete_image(region, image).await
+    async fn deregister_image(&self, region: &str, image: &str) -> Result<(), CloudError> {
+        self.changed("deregister_image");
+        let r = self.inner.deregister_image(region, image).await;
+        self.crash_point("deregister_image").await;
+        r
+    }
+    async fn delete_snapshot(&self, region: &str, snapshot: &str) -> Result<(), CloudError> {
+        self.changed("delete_snapshot");
+        let r = self.inner.delete_snapshot(region, snapshot).await;
+        self.crash_point("delete_snapshot").await;
+        r
+    }
+    async fn migration_artifacts(
+        &self,
+        region: &str,
+    ) -> Result<Vec<ebb::cloud::Artifact>, CloudError> {
+        self.inner.migration_artifacts(region).await
     }
 }
 
@@ -293,6 +371,10 @@ impl Setup {
             start_failures: Mutex::default(),
             vanished: Mutex::default(),
             spot_price: Mutex::default(),
+            changes: Mutex::default(),
+            type_price: Mutex::default(),
+            tag_lag: Mutex::default(),
+            tokens: Mutex::default(),
         };
         let reconciler = Reconciler::new(provider, store.clone(), policies, Options::default());
         let leader = store.try_lead("test").await.unwrap().unwrap();
@@ -610,6 +692,326 @@ async fn a_crash_after_any_step_resumes_without_a_second_replacement(pool: PgPoo
             "{call}"
         );
     }
+}
+
+/// Every call that changes EC2 has an intent of its own and exactly one outcome: the tag and
+/// the stop of the original are two actions, and so are the image's deregistration and the
+/// deletion of each of its snapshots.
+async fn assert_one_intent_per_call(s: &Setup, original: &str) {
+    let filter = AuditFilter {
+        instance: Some(original.to_string()),
+        ..AuditFilter::default()
+    };
+    let rows = s.store.audit(&filter).await.unwrap();
+    let intents: Vec<&ebb::store::AuditEntry> = rows
+        .iter()
+        .filter(|e| e.entry.outcome == Outcome::Intent)
+        .collect();
+    let calls = s.faults().changes.lock().unwrap().clone();
+    let reasons: Vec<&str> = intents.iter().map(|e| e.entry.reason.as_str()).collect();
+    assert_eq!(
+        intents.len(),
+        calls.len(),
+        "calls {calls:?}, intents {reasons:#?}"
+    );
+    for intent in intents {
+        let outcomes = rows
+            .iter()
+            .filter(|e| e.entry.intent_seq == Some(intent.seq))
+            .count();
+        assert_eq!(outcomes, 1, "{}", intent.entry.reason);
+    }
+}
+
+#[sqlx::test(migrations = false)]
+async fn every_migration_call_is_an_action_of_its_own(pool: PgPool) {
+    let mut s = Setup::new(pool).await;
+    let original = s.trainer(0).await;
+    *s.faults().launch_failures.lock().unwrap() = 1;
+    assert!(s.tick(0).await);
+    s.until(&original, 1, State::RolledBack).await;
+    let calls = s.faults().changes.lock().unwrap().clone();
+    assert_eq!(&calls[..2], ["tag", "stop"], "{calls:?}");
+    for call in ["deregister_image", "delete_snapshot", "untag", "start"] {
+        assert!(calls.contains(&call), "{call} in {calls:?}");
+    }
+    assert_one_intent_per_call(&s, &original).await;
+    let m = s.migration(&original).await;
+    assert!(m.image.is_none() && m.snapshots.is_empty(), "{m:#?}");
+    assert!(s.marked_snapshots(&original).await.is_empty());
+}
+
+/// A crash right after the image is deregistered, or after a snapshot is deleted, leaves no
+/// snapshot behind: the row keeps the ones not deleted yet, and the next tick goes on.
+#[sqlx::test(migrations = false)]
+async fn a_crash_between_deregistering_and_deleting_the_snapshots_leaks_none(pool: PgPool) {
+    let mut s = Setup::new(pool).await;
+    for call in ["deregister_image", "delete_snapshot"] {
+        let start = s.store.migrations().await.unwrap().len() as i64 * 600;
+        let original = s.trainer(start).await;
+        *s.faults().launch_failures.lock().unwrap() = 1;
+        *s.faults().crash_after.lock().unwrap() = Some(call);
+        let mut crashed = false;
+        let mut minute = start;
+        while s.store.migrations().await.unwrap().len() as i64 * 600 <= start
+            || s.migration(&original).await.state() != State::RolledBack
+        {
+            assert!(minute < start + 12, "{call}: never rolled back");
+            crashed |= !s.tick(minute).await;
+            minute += 1;
+        }
+        assert!(crashed, "{call}: the crash was never reached");
+        let m = s.migration(&original).await;
+        assert!(
+            m.image.is_none() && m.snapshots.is_empty(),
+            "{call}: {m:#?}"
+        );
+        assert!(
+            s.marked_snapshots(&original).await.is_empty(),
+            "{call}: every snapshot is deleted"
+        );
+        assert_eq!(state(&s.ec2(&original).await), "running", "{call}");
+    }
+}
+
+/// The first launch's answer is lost; at the next try EC2's listing does not show it yet and a
+/// cheaper offer changed the type, so EC2 refuses the same client token with other settings.
+/// The launch made first is looked for again and adopted as it was launched: one replacement,
+/// tracked, and the move goes on.
+#[sqlx::test(migrations = false)]
+async fn an_ambiguous_launch_is_found_and_adopted_never_left_untracked(pool: PgPool) {
+    let mut s = Setup::new(pool).await;
+    let original = s.trainer(0).await;
+    assert!(s.tick(0).await);
+    *s.faults().crash_after.lock().unwrap() = Some("launch");
+    let mut minute = 1;
+    while s.tick(minute).await {
+        minute += 1;
+        assert!(minute < 12, "the launch never happened");
+    }
+    let made = s.replacements(&original).await;
+    assert_eq!(made.len(), 1);
+    let first = made[0].instance_id().unwrap().to_string();
+    let first_type = made[0].instance_type().unwrap().as_str().to_string();
+    let m = s.migration(&original).await;
+    assert_eq!(m.current, None, "its answer was lost");
+
+    // The other type of the rule is the cheapest now.
+    *s.faults().tag_lag.lock().unwrap() = 1;
+    let other = if first_type == "g5.xlarge" {
+        "g5.2xlarge"
+    } else {
+        "g5.xlarge"
+    };
+    let prices = [(first_type.clone(), 1000.0), (other.to_string(), 0.01)];
+    *s.faults().type_price.lock().unwrap() = prices.into_iter().collect();
+    assert!(s.tick(minute + 1).await);
+    let m = s.migration(&original).await;
+    assert_eq!(m.state(), State::Imaging, "not rolled back: {m:#?}");
+    assert!(m
+        .steps
+        .0
+        .last()
+        .unwrap()
+        .detail
+        .contains("IdempotentParameterMismatch"));
+    s.until(&original, minute + 2, State::Done).await;
+
+    let m = s.migration(&original).await;
+    assert_eq!(m.current.as_deref(), Some(first.as_str()));
+    assert_eq!(
+        m.instance_type.as_deref(),
+        Some(first_type.as_str()),
+        "as launched"
+    );
+    assert_eq!(
+        s.replacements(&original).await.len(),
+        1,
+        "never launched twice"
+    );
+    assert_eq!(state(&s.ec2(&first).await), "running");
+    assert!(s.store.pending_intents().await.unwrap().is_empty());
+}
+
+/// A launch whose answer was lost, then a protection that rolls the move back before the
+/// launch is found: the replacement runs, and no migration tracks it. `migration_artifacts`
+/// and `spot::orphans::orphans` list it as ebb's lost launch (its launch id and ebb's client
+/// token), and list an instance and an image forged with the migration's tags as orphans that
+/// ebb cannot prove it made.
+#[sqlx::test(migrations = false)]
+async fn orphans_list_ebbs_lost_launch_and_report_forgeries(pool: PgPool) {
+    let mut s = Setup::new(pool).await;
+    let original = s.trainer(0).await;
+    assert!(s.tick(0).await);
+    *s.faults().crash_after.lock().unwrap() = Some("launch");
+    let mut minute = 1;
+    while s.tick(minute).await {
+        minute += 1;
+        assert!(minute < 12, "the launch never happened");
+    }
+    let lost = s.replacements(&original).await[0]
+        .instance_id()
+        .unwrap()
+        .to_string();
+    s.f.ec2
+        .create_tags()
+        .resources(&original)
+        .tags(Tag::builder().key("ebb:skip").value("true").build())
+        .send()
+        .await
+        .unwrap();
+    s.until(&original, minute + 1, State::RolledBack).await;
+    let m = s.migration(&original).await;
+    assert_eq!(m.current, None);
+    assert_eq!(
+        state(&s.ec2(&lost).await),
+        "running",
+        "left running: {m:#?}"
+    );
+
+    let launch = format!("{original}-{}-1", m.id);
+    let forged = moto::launch_with(
+        &s.f.ec2,
+        &s.f.image,
+        &s.f.managed,
+        moto::Launch {
+            instance_type: "g5.xlarge",
+            managed: true,
+            spot: false,
+            hibernation: false,
+            tags: &[
+                ("ebb:launch", &launch),
+                ("ebb:migration", &m.id.to_string()),
+                ("ebb:migrated-from", &original),
+            ],
+        },
+    )
+    .await;
+    let image =
+        s.f.ec2
+            .create_image()
+            .instance_id(&forged)
+            .name(format!("forged-{original}"))
+            .tag_specifications(
+                aws_sdk_ec2::types::TagSpecification::builder()
+                    .resource_type(aws_sdk_ec2::types::ResourceType::Image)
+                    .tags(Tag::builder().key("ebb:migration").value("999999").build())
+                    .build(),
+            )
+            .send()
+            .await
+            .unwrap()
+            .image_id()
+            .unwrap()
+            .to_string();
+
+    let found = s.faults().migration_artifacts(REGION).await.unwrap();
+    let migrations = s.store.migrations().await.unwrap();
+    let orphans = ebb::spot::orphans::orphans(found, &migrations);
+    let of = |id: &str| orphans.iter().find(|o| o.artifact.id == id);
+    let l = of(&lost).expect("the lost launch is listed");
+    assert!(l.lost, "{l:?}");
+    assert!(l.why.contains(&launch), "{}", l.why);
+    let f = of(&forged).expect("the forged instance is listed");
+    assert!(!f.lost, "never ebb's to act on: {f:?}");
+    assert!(f.why.contains("client token"), "{}", f.why);
+    let i = of(&image).expect("the forged image is listed");
+    assert!(!i.lost);
+    assert!(of(&original).is_none(), "the original is no launch");
+
+    // The leader's next sweep (hourly) terminates ebb's lost launch, as an action, and leaves
+    // the forged instance alone.
+    let at = s.t0 + Duration::minutes(minute + 61);
+    let report = s.reconciler.tick(at, &mut s.leader).await.unwrap();
+    let counted = report.orphans.as_ref().expect("the sweep ran");
+    assert!(
+        counted["instance"] >= 2 && counted["image"] >= 1,
+        "{counted:?}"
+    );
+    let metrics = ebb::metrics::Metrics::default();
+    report.record(&metrics, std::time::Duration::ZERO);
+    let text = metrics.encode();
+    assert!(
+        text.contains("ebb_spot_orphans{kind=\"snapshot\"}"),
+        "{text}"
+    );
+    assert_eq!(state(&s.ec2(&lost).await), "terminated");
+    assert_eq!(state(&s.ec2(&forged).await), "running");
+    let codes = s.audit_codes(&original).await;
+    for outcome in [Outcome::Intent, Outcome::Succeeded] {
+        assert!(
+            codes.contains(&("spot_orphan".to_string(), outcome)),
+            "{codes:?}"
+        );
+    }
+    assert!(s.store.pending_intents().await.unwrap().is_empty());
+    let m = s.migration(&original).await;
+    assert!(m.steps.0.last().unwrap().detail.contains(&lost), "{m:#?}");
+}
+
+/// `ebb migrations --orphans`, the built binary against moto and Postgres: an image tagged as a
+/// migration's that no migration keeps is listed, not ebb's to act on, and the command exits 1.
+#[sqlx::test(migrations = false)]
+async fn ebb_migrations_orphans_lists_what_no_migration_tracks(pool: PgPool) {
+    let store = Store::from_pool(pool.clone());
+    store.migrate().await.unwrap();
+    let f = Fixture::new("me-south-1").await;
+    let source = f
+        .launch(moto::Launch {
+            instance_type: "g5.xlarge",
+            managed: true,
+            spot: false,
+            hibernation: false,
+            tags: &[],
+        })
+        .await;
+    let image = f
+        .ec2
+        .create_image()
+        .instance_id(&source)
+        .name(format!("stray-{source}"))
+        .tag_specifications(
+            aws_sdk_ec2::types::TagSpecification::builder()
+                .resource_type(aws_sdk_ec2::types::ResourceType::Image)
+                .tags(Tag::builder().key("ebb:migration").value("7").build())
+                .build(),
+        )
+        .send()
+        .await
+        .unwrap()
+        .image_id()
+        .unwrap()
+        .to_string();
+    let base = std::env::var("DATABASE_URL").expect("scripts/test sets DATABASE_URL");
+    let (server, _) = base.rsplit_once('/').unwrap();
+    let url = format!(
+        "{server}/{}",
+        pool.connect_options().get_database().unwrap()
+    );
+    let run = |format: &str| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_ebb"))
+            .args(["migrations", "--orphans", "--format", format])
+            .env("DATABASE_URL", &url)
+            .env("EBB_REGIONS", f.region)
+            .output()
+            .unwrap()
+    };
+    let o = run("json");
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{stderr}");
+    let listed: Vec<serde_json::Value> = serde_json::from_slice(&o.stdout).unwrap();
+    let it = listed
+        .iter()
+        .find(|o| o["id"] == image.as_str())
+        .unwrap_or_else(|| panic!("{image} not in {listed:#?}"));
+    assert_eq!(it["kind"], "image");
+    assert_eq!(it["lost"], false);
+    assert_eq!(it["tags"]["ebb:migration"], "7");
+    let table = String::from_utf8_lossy(&run("table").stdout).to_string();
+    assert!(
+        table.contains(&image) && table.contains("no migration keeps this image"),
+        "{table}"
+    );
 }
 
 #[sqlx::test(migrations = false)]

@@ -55,6 +55,10 @@ impl Setup {
             .env("EBB_POLICIES", self.policies.path())
             .env("EBB_REGIONS", self.f.region)
             .env("EBB_MANAGED_TAG", format!("ebb:managed={}", self.f.managed))
+            .env(
+                "EBB_PRICES",
+                concat!(env!("CARGO_MANIFEST_DIR"), "/deploy/prices.yaml"),
+            )
             .output()
             .unwrap()
     }
@@ -428,4 +432,88 @@ async fn the_cap_leaves_the_rest_for_the_next_tick_in_id_order(pool: PgPool) {
     let out = s.tick(LATER, &["--max-actions", "2"]);
     assert!(out.contains("1 actions (1 succeeded"), "{out}");
     assert_eq!(s.state(&ids[2]).await, InstanceStateName::Stopped);
+}
+
+/// Training moves to spot when it saves 40% and checkpointed within 30 minutes.
+const SPOT_POLICY: &str = r#"
+policies:
+  - name: to-spot
+    match:
+      tags: {workload: training}
+    spot:
+      min_savings: 40%
+      checkpoint_max_age: 30m
+      instance_types: [g5.xlarge, g5.2xlarge]
+      keep_original_for: 6h
+"#;
+
+/// Issue 16's scenario with the built binary: an override accepted while the move is at
+/// `stopping` undoes it; the original is never terminated and the workload runs on it again.
+#[sqlx::test(migrations = false)]
+async fn an_override_while_a_move_stops_puts_the_workload_back_on_the_original(pool: PgPool) {
+    let s = Setup::new(&pool, "us-east-1").await;
+    std::fs::write(s.policies.path().join("spot.yaml"), SPOT_POLICY).unwrap();
+    let original =
+        s.f.launch(Launch {
+            tags: &[
+                ("workload", "training"),
+                ("ebb:interruptible", "true"),
+                ("ebb:checkpoint-at", "2026-11-30T11:55:00Z"),
+            ],
+            ..G5
+        })
+        .await;
+    let migration = || {
+        let out = s.ebb(&["migrations", "--format", "json"]);
+        assert!(out.status.success(), "{out:?}");
+        let all: Vec<Value> = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(all.len(), 1, "{all:?}");
+        all[0].clone()
+    };
+    s.tick("2026-11-30T12:00:00Z", &[]);
+    assert_eq!(migration()["state"], "planned");
+    s.tick("2026-11-30T12:01:00Z", &[]);
+    assert_eq!(migration()["state"], "stopping");
+    assert_eq!(s.state(&original).await, InstanceStateName::Stopped);
+
+    let kept = s.ebb(&[
+        "override",
+        &original,
+        "--until",
+        "87600h",
+        "--reason",
+        "final epoch",
+        "--actor",
+        "li",
+    ]);
+    assert!(kept.status.success(), "{kept:?}");
+    s.tick("2026-11-30T12:02:00Z", &[]);
+    let m = migration();
+    assert_eq!(m["state"], "rolled_back", "{m:#}");
+    assert_eq!(s.state(&original).await, InstanceStateName::Running);
+    assert_eq!(m["current"], Value::Null, "no replacement: {m:#}");
+
+    // Long past keep_original_for, the original still runs and was never terminated.
+    s.tick("2026-11-30T19:00:00Z", &[]);
+    assert_eq!(s.state(&original).await, InstanceStateName::Running);
+    let steps = s.audit(&original, "migrate_to_spot");
+    let codes: Vec<&str> = steps.iter().filter_map(|r| r["code"].as_str()).collect();
+    assert!(codes.contains(&"spot_rollback"), "{codes:?}");
+    assert!(!codes.contains(&"spot_cleanup"), "{codes:?}");
+    let tags =
+        s.f.ec2
+            .describe_tags()
+            .filters(
+                aws_sdk_ec2::types::Filter::builder()
+                    .name("resource-id")
+                    .values(&original)
+                    .build(),
+            )
+            .send()
+            .await
+            .unwrap();
+    assert!(
+        tags.tags().iter().all(|t| t.key() != Some("ebb:migrating")),
+        "the rules govern it again"
+    );
 }

@@ -169,6 +169,43 @@ pub(super) async fn migrations(format: Format) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// `ebb migrations --orphans`: what carries ebb's migration tags in EBB_REGIONS and every
+/// migration's region that no migration tracks. Exits 1 when something is found or a region
+/// cannot be read.
+pub(super) async fn orphans(mut cloud: CloudArgs, format: Format) -> Result<ExitCode> {
+    let store = Store::open_from_env().await?;
+    let migrations = store.migrations().await?;
+    let mut regions: Vec<String> = cloud.regions.clone();
+    regions.extend(migrations.iter().map(|m| m.region.clone()));
+    regions.sort();
+    regions.dedup();
+    if regions.is_empty() {
+        bail!("no region to look in: no migration was made yet and EBB_REGIONS is not set");
+    }
+    cloud.regions.clone_from(&regions);
+    let provider = cloud.provider(Clock::System).await?;
+    let mut found = Vec::new();
+    let mut failed = false;
+    for region in &regions {
+        match provider.migration_artifacts(region).await {
+            Ok(artifacts) => found.extend(artifacts),
+            Err(e) => {
+                eprintln!("error: cannot list what carries ebb's migration tags in {region}: {e}");
+                failed = true;
+            }
+        }
+    }
+    let orphans = crate::spot::orphans::orphans(found, &migrations);
+    print!(
+        "{}",
+        match format {
+            Format::Table => output::orphans_table(&orphans),
+            Format::Json => output::orphans_json(&orphans),
+        }
+    );
+    Ok(found_problem(failed || !orphans.is_empty()))
+}
+
 /// `ebb tick`: one reconcile pass as the leader.
 pub(super) async fn tick(at: Option<DateTime<Utc>>, reconcile: ReconcileArgs) -> Result<ExitCode> {
     let at = at.unwrap_or_else(Utc::now);

@@ -72,6 +72,12 @@ enum Command {
         /// Output format.
         #[arg(long, value_enum, default_value_t = Format::Table)]
         format: Format,
+        /// Instead, list what carries ebb's migration tags in EC2 (in EBB_REGIONS and every
+        /// migration's region) that no migration tracks; exits 1 when there is any.
+        #[arg(long)]
+        orphans: bool,
+        #[command(flatten)]
+        cloud: CloudArgs,
     },
     /// One reconcile pass (AWS credential chain, DATABASE_URL): decide, act, record; then exit.
     Tick {
@@ -151,7 +157,16 @@ async fn run(command: Command) -> anyhow::Result<ExitCode> {
             filter,
         } => commands::audit(&filter).await,
         Command::Override(args) => commands::overrides(args).await,
-        Command::Migrations { format } => commands::migrations(format).await,
+        Command::Migrations {
+            format,
+            orphans: false,
+            ..
+        } => commands::migrations(format).await,
+        Command::Migrations {
+            format,
+            orphans: true,
+            cloud,
+        } => commands::orphans(cloud, format).await,
         Command::Tick { at, reconcile } => commands::tick(at, reconcile).await,
         Command::Serve(args) => serve::run(args).await,
         Command::Ready { listen } => commands::ready(listen).await,

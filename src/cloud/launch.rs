@@ -152,3 +152,50 @@ pub struct Launch {
     /// EC2's idempotency token for the call.
     pub client_token: String,
 }
+
+/// What kind of cloud resource an [`Artifact`] is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ArtifactKind {
+    /// An instance tagged `ebb:launch` (a replacement, or something made to look like one).
+    Instance,
+    /// An image tagged `ebb:migration`.
+    Image,
+    /// An EBS snapshot tagged `ebb:image-of`.
+    Snapshot,
+}
+
+impl ArtifactKind {
+    /// The name shown.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ArtifactKind::Instance => "instance",
+            ArtifactKind::Image => "image",
+            ArtifactKind::Snapshot => "snapshot",
+        }
+    }
+}
+
+/// A resource in ebb's own account carrying ebb's migration tags, whether or not a migration
+/// tracks it (`ebb migrations --orphans`).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Artifact {
+    /// Instance, image or snapshot.
+    pub kind: ArtifactKind,
+    /// Its region.
+    pub region: String,
+    /// Its id.
+    pub id: String,
+    /// Its tags.
+    pub tags: BTreeMap<String, String>,
+    /// An instance's state.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub state: Option<InstanceState>,
+    /// The image an instance runs, or the one a snapshot was made for (from EC2's description
+    /// of a snapshot CreateImage took).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub image: Option<String>,
+    /// The idempotency token an instance was launched with.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub client_token: Option<String>,
+}

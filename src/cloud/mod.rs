@@ -12,7 +12,8 @@ pub mod sim;
 
 pub use error::{CloudError, ErrorKind};
 pub use launch::{
-    Image, ImageMade, ImageState, InstanceStatus, Launch, LaunchSpec, Market, SPOT_TERMINATION,
+    Artifact, ArtifactKind, Image, ImageMade, ImageState, InstanceStatus, Launch, LaunchSpec,
+    Market, SPOT_TERMINATION,
 };
 pub use prices::{OnDemandPrices, PricesError};
 
@@ -216,12 +217,29 @@ pub trait Provider: Send + Sync {
     /// Terminates instances.
     fn terminate(&self, region: &str, ids: &[String]) -> impl Future<Output = ActionReport> + Send;
 
-    /// Deregisters an image and deletes its snapshots; an image already gone is not an error.
-    fn delete_image(
+    /// Deregisters an image (its snapshots stay: [`Provider::delete_snapshot`] each, after);
+    /// an image already gone is not an error.
+    fn deregister_image(
         &self,
         region: &str,
         image: &str,
     ) -> impl Future<Output = Result<(), CloudError>> + Send;
+
+    /// Deletes an EBS snapshot (EC2 refuses while a registered image uses it); one already gone
+    /// is not an error.
+    fn delete_snapshot(
+        &self,
+        region: &str,
+        snapshot: &str,
+    ) -> impl Future<Output = Result<(), CloudError>> + Send;
+
+    /// Every instance (not terminated), image and snapshot in `region` of ebb's own account
+    /// that carries one of ebb's migration tags (`ebb:launch`, `ebb:migration`,
+    /// `ebb:image-of`), whoever made it.
+    fn migration_artifacts(
+        &self,
+        region: &str,
+    ) -> impl Future<Output = Result<Vec<Artifact>, CloudError>> + Send;
 }
 
 /// The provider `EBB_CLOUD` chose.
@@ -339,7 +357,15 @@ impl Provider for Cloud {
         delegate!(self, p => p.terminate(region, ids))
     }
 
-    async fn delete_image(&self, region: &str, image: &str) -> Result<(), CloudError> {
-        delegate!(self, p => p.delete_image(region, image))
+    async fn deregister_image(&self, region: &str, image: &str) -> Result<(), CloudError> {
+        delegate!(self, p => p.deregister_image(region, image))
+    }
+
+    async fn delete_snapshot(&self, region: &str, snapshot: &str) -> Result<(), CloudError> {
+        delegate!(self, p => p.delete_snapshot(region, snapshot))
+    }
+
+    async fn migration_artifacts(&self, region: &str) -> Result<Vec<Artifact>, CloudError> {
+        delegate!(self, p => p.migration_artifacts(region))
     }
 }

@@ -12,8 +12,8 @@ mod workload;
 pub use workload::write_utilisation;
 
 use super::{
-    ActionReport, CloudError, Done, ErrorKind, Failed, Image, ImageMade, InstanceStatus, Inventory,
-    Launch, LaunchSpec, Provider, TypePrice,
+    ActionReport, Artifact, CloudError, Done, ErrorKind, Failed, Image, ImageMade, InstanceStatus,
+    Inventory, Launch, LaunchSpec, Provider, TypePrice,
 };
 use crate::clock::Clock;
 use crate::fleet::{Fleet, Instance, InstanceState, Prices, Sample};
@@ -611,9 +611,18 @@ impl Provider for SimProvider {
         self.sim_terminate(region, ids)
     }
 
-    async fn delete_image(&self, _region: &str, image: &str) -> Result<(), CloudError> {
+    async fn deregister_image(&self, _region: &str, image: &str) -> Result<(), CloudError> {
         self.sim_delete_image(image);
         Ok(())
+    }
+
+    async fn delete_snapshot(&self, _region: &str, _snapshot: &str) -> Result<(), CloudError> {
+        // The simulated images list no snapshots (`image`), so none is ever asked for.
+        Ok(())
+    }
+
+    async fn migration_artifacts(&self, region: &str) -> Result<Vec<Artifact>, CloudError> {
+        Ok(self.sim_artifacts(region))
     }
 }
 

@@ -238,6 +238,13 @@ codes! {
     /// A spot migration found an image or instance it cannot prove it made (after a crash):
     /// refused, never launched from or acted on.
     SpotRefused = "spot_refused",
+    /// The spot rule would move it, but it is in another account (listed through a role of
+    /// `EBB_ROLE_ARNS`), where ebb's images and launches do not reach: not moved, nothing is
+    /// stopped.
+    SpotOtherAccount = "spot_other_account",
+    /// A replacement ebb launched (its migration's launch id and ebb's client token for it)
+    /// that its migration does not track is terminated.
+    SpotOrphan = "spot_orphan",
 }
 
 impl fmt::Display for Code {

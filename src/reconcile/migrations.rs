@@ -10,7 +10,7 @@ use crate::policy::PolicySet;
 use crate::spot::{self, drive};
 use crate::store::{Leadership, NewAuditEntry, StoreError};
 use chrono::{DateTime, Utc};
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use tracing::Instrument as _;
 
 impl<P: Provider> Reconciler<P> {
@@ -32,7 +32,82 @@ impl<P: Provider> Reconciler<P> {
             .iter()
             .filter(|d| d.action == Action::MigrateToSpot && !d.dry_run)
             .collect();
-        self.plan_migrations(&moving, fleet, now, report).await
+        self.plan_migrations(&moving, fleet, now, report).await?;
+        self.sweep_lost_launches(version, now, leader, report).await
+    }
+
+    /// At most once per [`spot::orphans::SWEEP_EVERY`], after the migrations moved on:
+    /// terminates every replacement ebb launched that no migration tracks (in the regions of
+    /// its migrations); anything else carrying ebb's migration tags is only logged, and
+    /// listed by `ebb migrations --orphans`. A region that cannot be read is tried again at
+    /// the next sweep.
+    async fn sweep_lost_launches(
+        &self,
+        version: &str,
+        now: DateTime<Utc>,
+        leader: &mut Leadership,
+        report: &mut TickReport,
+    ) -> Result<(), StoreError> {
+        {
+            let mut swept = self.orphans_swept.lock().expect("sweep time poisoned");
+            if swept.is_some_and(|t| now - t < spot::orphans::SWEEP_EVERY && now >= t) {
+                return Ok(());
+            }
+            *swept = Some(now);
+        }
+        let migrations = self.store.migrations().await?;
+        let mut regions: Vec<&str> = migrations.iter().map(|m| m.region.as_str()).collect();
+        regions.sort_unstable();
+        regions.dedup();
+        let mut found = Vec::new();
+        for region in regions {
+            match self.provider.migration_artifacts(region).await {
+                Ok(artifacts) => found.extend(artifacts),
+                Err(e) => tracing::warn!(region, "cannot look for lost launches: {e}"),
+            }
+        }
+        let orphans = spot::orphans::orphans(found, &migrations);
+        let mut counts: BTreeMap<&'static str, usize> = BTreeMap::new();
+        for orphan in &orphans {
+            *counts.entry(orphan.artifact.kind.as_str()).or_default() += 1;
+        }
+        report.orphans = Some(counts);
+        for orphan in orphans {
+            let a = &orphan.artifact;
+            let m = orphan
+                .lost
+                .then(|| spot::orphans::migration_of(a, &migrations))
+                .flatten();
+            let Some(m) = m else {
+                tracing::warn!(
+                    kind = a.kind.as_str(),
+                    id = a.id.as_str(),
+                    "untracked: {}",
+                    orphan.why
+                );
+                continue;
+            };
+            let (id, instance) = (m.id, m.original.clone());
+            let detail = drive::terminate_lost(
+                &self.provider,
+                &self.store,
+                leader,
+                m.clone(),
+                &a.id,
+                &orphan.why,
+                version,
+                now,
+            )
+            .await?;
+            let state = m.state;
+            report.migrations.push(MigrationStep {
+                id,
+                instance,
+                state,
+                detail,
+            });
+        }
+        Ok(())
     }
 
     /// Plans a spot migration for each of `decisions`.

@@ -58,6 +58,8 @@ pub struct Reconciler<P> {
     options: Options,
     /// Ticks begun by this reconciler, for the logs' spans.
     ticks: AtomicU64,
+    /// When it last looked for replacements ebb launched and lost track of.
+    orphans_swept: std::sync::Mutex<Option<DateTime<Utc>>>,
 }
 
 impl<P: Provider> Reconciler<P> {
@@ -69,6 +71,7 @@ impl<P: Provider> Reconciler<P> {
             policies,
             options,
             ticks: AtomicU64::new(0),
+            orphans_swept: std::sync::Mutex::new(None),
         }
     }
 

@@ -63,6 +63,9 @@ pub struct TickReport {
     pub instances_by_state: BTreeMap<(&'static str, String), usize>,
     /// Spot migrations planned or advanced, each with what happened.
     pub migrations: Vec<MigrationStep>,
+    /// When the tick looked for artifacts of migrations that no migration tracks: how many it
+    /// found, by kind (`instance`, `image`, `snapshot`).
+    pub orphans: Option<BTreeMap<&'static str, usize>>,
 }
 
 /// A region whose GPU utilisation could not be read in a tick.
@@ -195,6 +198,7 @@ impl TickReport {
                     .iter()
                     .map(|f| (f.region.as_str(), f.instances))
                     .collect(),
+                orphans: self.orphans.as_ref(),
             },
         );
     }

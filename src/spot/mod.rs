@@ -10,6 +10,7 @@
 //! reclaimed places to avoid, when to fall back to on-demand, and what has been saved.
 
 pub mod drive;
+pub mod orphans;
 
 use crate::cloud::{Image, InstanceStatus, Market, TypePrice};
 use crate::engine::{governing_policy, Override};
@@ -295,6 +296,7 @@ mod tests {
             tags: all.into_iter().collect(),
             gpus: None,
             gpu_util: Vec::new(),
+            via_role: None,
         }
     }
 

@@ -170,6 +170,9 @@ pub struct MigrationRecord {
     /// Until when the image is kept after the migration ended, as the only copy of the
     /// workload's disks.
     pub image_kept_until: Option<DateTime<Utc>>,
+    /// The EBS snapshots of the image, recorded once it is available; after the image is
+    /// deregistered, those not deleted yet.
+    pub snapshots: Vec<String>,
 }
 
 fn inner<T: Serialize, S: serde::Serializer>(
@@ -224,6 +227,7 @@ struct MigrationRow {
     failures: i32,
     retry_at: Option<DateTime<Utc>>,
     image_kept_until: Option<DateTime<Utc>>,
+    snapshots: Vec<String>,
 }
 
 impl MigrationRow {
@@ -265,6 +269,7 @@ impl MigrationRow {
             failures: self.failures,
             retry_at: self.retry_at,
             image_kept_until: self.image_kept_until,
+            snapshots: self.snapshots,
         })
     }
 }
@@ -280,7 +285,7 @@ macro_rules! columns {
         "id, original, region, policy, state, current, market, image, instance_type, zone, subnet,
          on_demand_price, price, launches, saved_before, interruptions, steps, launch_spec, error,
          created_at, state_since, running_since, original_terminated_at, original_returned_at,
-         ended_at, failures, retry_at, image_kept_until"
+         ended_at, failures, retry_at, image_kept_until, snapshots"
     };
 }
 
@@ -353,7 +358,7 @@ impl Store {
                  launches = $11, saved_before = $12, interruptions = $13, steps = $14,
                  launch_spec = $15, error = $16, state_since = $17, running_since = $18,
                  original_terminated_at = $19, original_returned_at = $20, ended_at = $21,
-                 failures = $22, retry_at = $23, image_kept_until = $24
+                 failures = $22, retry_at = $23, image_kept_until = $24, snapshots = $25
              WHERE id = $1",
         )
         .bind(migration.id)
@@ -380,6 +385,7 @@ impl Store {
         .bind(migration.failures)
         .bind(migration.retry_at.map(micros))
         .bind(migration.image_kept_until.map(micros))
+        .bind(&migration.snapshots)
         .execute(&mut *tx)
         .await?;
         append_in(&mut tx, audit).await?;
@@ -388,7 +394,8 @@ impl Store {
     }
 
     /// Migrations the leader still works on: not rolled back or failed, and not ended, or
-    /// ended but still keeping an image for a while (the only copy of the workload's disks).
+    /// ended but still keeping an image (the only copy of the workload's disks) or snapshots
+    /// of one not deleted yet.
     pub async fn live_migrations(&self) -> Result<Vec<MigrationRecord>> {
         decode_all(
             sqlx::query_as(concat!(
@@ -396,7 +403,8 @@ impl Store {
                 columns!(),
                 " FROM spot_migrations
              WHERE state NOT IN ('rolled_back', 'failed')
-               AND (ended_at IS NULL OR (image IS NOT NULL AND image_kept_until IS NOT NULL))
+               AND (ended_at IS NULL OR (image_kept_until IS NOT NULL
+                                         AND (image IS NOT NULL OR cardinality(snapshots) > 0)))
              ORDER BY id"
             ))
             .fetch_all(&self.pool)

@@ -42,6 +42,7 @@ pub fn instance(id: &str, tags: &[(&str, &str)]) -> Instance {
             .collect(),
         gpus: None,
         gpu_util: Vec::new(),
+        via_role: None,
     }
 }
 

@@ -10,6 +10,7 @@ use aws_sdk_ec2::types::{Filter, InstanceLifecycleType, InstanceStateName, Insta
 use chrono::{DateTime, NaiveDateTime, Utc};
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::future::Future;
+use std::sync::Arc;
 
 /// Instance types per DescribeInstanceTypes call (the API's limit).
 const TYPES_PER_CALL: usize = 100;
@@ -107,6 +108,7 @@ impl AwsProvider {
     async fn list_scope(&self, scope: &Scope) -> Result<Vec<(Instance, bool)>, CloudError> {
         let filters = self.listing_filters();
         let mut listed = Vec::new();
+        let via_role: Option<Arc<str>> = scope.account.as_deref().map(Arc::from);
         let mut pages = scope
             .ec2
             .describe_instances()
@@ -119,7 +121,9 @@ impl AwsProvider {
             let page = page.map_err(|e| cloud_error("DescribeInstances", e))?;
             for reservation in page.reservations() {
                 for instance in reservation.instances() {
-                    if let Some(listed_instance) = from_ec2(&scope.region, instance) {
+                    if let Some(listed_instance) =
+                        from_ec2(&scope.region, via_role.as_ref(), instance)
+                    {
                         listed.push(listed_instance);
                     }
                 }
@@ -537,10 +541,12 @@ impl Accepted {
     }
 }
 
-/// An EC2 instance as ebb sees it, and whether it can hibernate. `None` for an instance
-/// without an id, type or state, which EC2 never sends.
+/// An EC2 instance as ebb sees it, listed through `via_role` (`None`: ebb's own credentials),
+/// and whether it can hibernate. `None` for an instance without an id, type or state, which
+/// EC2 never sends.
 pub(super) fn from_ec2(
     region: &str,
+    via_role: Option<&Arc<str>>,
     instance: &aws_sdk_ec2::types::Instance,
 ) -> Option<(Instance, bool)> {
     let state = state_of(instance)?;
@@ -571,6 +577,7 @@ pub(super) fn from_ec2(
                 .collect(),
             gpus: None,
             gpu_util: Vec::new(),
+            via_role: via_role.cloned(),
         },
         hibernation,
     ))

@@ -6,6 +6,7 @@
 //! retries throttling (`RequestLimitExceeded`) and 5xx answers with exponential backoff and
 //! jitter; what still fails becomes a [`CloudError`] with its AWS code.
 
+mod artifacts;
 mod ec2;
 mod metrics;
 mod reread;
@@ -14,8 +15,8 @@ mod spot;
 pub mod warnings;
 
 use super::{
-    ActionReport, CloudError, ErrorKind, Image, ImageMade, InstanceStatus, Inventory, Launch,
-    LaunchSpec, OnDemandPrices, Provider, TypePrice,
+    ActionReport, Artifact, CloudError, ErrorKind, Image, ImageMade, InstanceStatus, Inventory,
+    Launch, LaunchSpec, OnDemandPrices, Provider, TypePrice,
 };
 use crate::fleet::{Gpus, Instance, Sample};
 use aws_config::retry::RetryConfig;
@@ -517,8 +518,16 @@ impl Provider for AwsProvider {
         self.terminate_instances(region, ids).await
     }
 
-    async fn delete_image(&self, region: &str, image: &str) -> Result<(), CloudError> {
-        self.remove_image(region, image).await
+    async fn deregister_image(&self, region: &str, image: &str) -> Result<(), CloudError> {
+        self.deregister(region, image).await
+    }
+
+    async fn delete_snapshot(&self, region: &str, snapshot: &str) -> Result<(), CloudError> {
+        self.remove_snapshot(region, snapshot).await
+    }
+
+    async fn migration_artifacts(&self, region: &str) -> Result<Vec<Artifact>, CloudError> {
+        self.tagged_artifacts(region).await
     }
 }
 

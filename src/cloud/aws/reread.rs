@@ -6,6 +6,7 @@ use super::{cloud_error, AwsProvider};
 use crate::cloud::CloudError;
 use crate::fleet::Instance;
 use aws_sdk_ec2::types::Filter;
+use std::sync::Arc;
 
 /// Instance ids per DescribeInstances filter (EC2 takes at most 200 values in one filter).
 const IDS_PER_CALL: usize = 200;
@@ -25,6 +26,7 @@ impl AwsProvider {
         let mut found = Vec::with_capacity(ids.len());
         for (index, ids) in groups {
             let scope = &self.scopes[index];
+            let via_role: Option<Arc<str>> = scope.account.as_deref().map(Arc::from);
             for batch in ids.chunks(IDS_PER_CALL) {
                 let mut filters = self.listing_filters();
                 filters.push(
@@ -42,7 +44,11 @@ impl AwsProvider {
                     .await
                     .map_err(|e| cloud_error("DescribeInstances", e))?;
                 let listed = out.reservations().iter().flat_map(|r| r.instances());
-                found.extend(listed.filter_map(|i| from_ec2(region, i)).map(|(i, _)| i));
+                found.extend(
+                    listed
+                        .filter_map(|i| from_ec2(region, via_role.as_ref(), i))
+                        .map(|(i, _)| i),
+                );
             }
         }
         Ok(found)

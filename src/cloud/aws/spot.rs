@@ -17,7 +17,7 @@ use std::collections::BTreeMap;
 
 impl AwsProvider {
     /// The clients of the account that listed `id` (ebb's own when it was never listed).
-    fn scope_of<'a>(
+    pub(super) fn scope_of<'a>(
         &'a self,
         region: &str,
         id: &str,
@@ -436,13 +436,12 @@ impl AwsProvider {
         .await
     }
 
-    /// DeregisterImage, then DeleteSnapshot of each of its EBS snapshots.
-    pub(super) async fn remove_image(&self, region: &str, image: &str) -> Result<(), CloudError> {
+    /// DeregisterImage of `image`; one already gone (DescribeImages first) is not an error.
+    pub(super) async fn deregister(&self, region: &str, image: &str) -> Result<(), CloudError> {
         let scope = self.scope_of(region, "", "DeregisterImage")?;
-        let Some(found) = self.image_by_id(scope, image).await? else {
+        if self.image_by_id(scope, image).await?.is_none() {
             return Ok(());
-        };
-        let snapshots = snapshots(&found);
+        }
         self.count("DeregisterImage");
         scope
             .ec2
@@ -451,17 +450,34 @@ impl AwsProvider {
             .send()
             .await
             .map_err(|e| cloud_error("DeregisterImage", e))?;
-        for snapshot in snapshots {
-            self.count("DeleteSnapshot");
-            scope
-                .ec2
-                .delete_snapshot()
-                .snapshot_id(&snapshot)
-                .send()
-                .await
-                .map_err(|e| cloud_error("DeleteSnapshot", e))?;
-        }
         Ok(())
+    }
+
+    /// DeleteSnapshot of `snapshot`; one EC2 no longer knows is not an error.
+    pub(super) async fn remove_snapshot(
+        &self,
+        region: &str,
+        snapshot: &str,
+    ) -> Result<(), CloudError> {
+        let scope = self.scope_of(region, "", "DeleteSnapshot")?;
+        self.count("DeleteSnapshot");
+        match scope
+            .ec2
+            .delete_snapshot()
+            .snapshot_id(snapshot)
+            .send()
+            .await
+        {
+            Ok(_) => Ok(()),
+            Err(e)
+                if e.as_service_error()
+                    .and_then(|s| aws_sdk_ec2::error::ProvideErrorMetadata::code(s))
+                    == Some("InvalidSnapshot.NotFound") =>
+            {
+                Ok(())
+            }
+            Err(e) => Err(cloud_error("DeleteSnapshot", e)),
+        }
     }
 }
 

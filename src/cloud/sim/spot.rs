@@ -3,10 +3,11 @@
 
 use super::{seed, SimProvider, Simulated, START_TAKES};
 use crate::cloud::{
-    ActionReport, CloudError, ErrorKind, Image, ImageMade, ImageState, InstanceStatus, Launch,
-    LaunchSpec, Market,
+    ActionReport, Artifact, ArtifactKind, CloudError, ErrorKind, Image, ImageMade, ImageState,
+    InstanceStatus, Launch, LaunchSpec, Market,
 };
 use crate::fleet::{Instance, InstanceState, Lifecycle};
+use crate::names::LAUNCH_TAG;
 use chrono::{DateTime, Duration, Utc};
 
 /// How long an image takes to become available.
@@ -220,6 +221,7 @@ impl SimProvider {
                 tags: tags.into_iter().collect(),
                 gpus,
                 gpu_util: Vec::new(),
+                via_role: None,
             },
         };
         sim.begin(
@@ -252,6 +254,44 @@ impl SimProvider {
             }
             Ok(())
         })
+    }
+
+    /// The simulated replacements (tagged `ebb:launch`, not terminated) and images of
+    /// `region`; the simulated images have no tags or snapshots.
+    pub(super) fn sim_artifacts(&self, region: &str) -> Vec<Artifact> {
+        let fleet = self.fleet();
+        let instances = fleet.instances.iter().filter(|s| {
+            s.instance.region == region
+                && s.instance.tag(LAUNCH_TAG).is_some()
+                && s.instance.state != InstanceState::Terminated
+        });
+        let mut found: Vec<Artifact> = instances
+            .map(|s| Artifact {
+                kind: ArtifactKind::Instance,
+                region: region.to_string(),
+                id: s.instance.id.clone(),
+                tags: s
+                    .instance
+                    .tags
+                    .iter()
+                    .map(|(k, v)| (k.to_string(), v.to_string()))
+                    .collect(),
+                state: Some(s.instance.state),
+                // The simulator does not keep them (its statuses have no image either).
+                image: None,
+                client_token: None,
+            })
+            .collect();
+        found.extend(fleet.images.keys().map(|id| Artifact {
+            kind: ArtifactKind::Image,
+            region: region.to_string(),
+            id: id.clone(),
+            tags: Default::default(),
+            state: None,
+            image: None,
+            client_token: None,
+        }));
+        found
     }
 
     pub(super) fn sim_delete_image(&self, image: &str) {

@@ -62,6 +62,7 @@ mod tests {
             tags: Default::default(),
             gpus: None,
             gpu_util: Vec::new(),
+            via_role: None,
         }
     }
 

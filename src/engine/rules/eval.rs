@@ -225,9 +225,18 @@ impl Eval<'_> {
         match self.spot(rule) {
             Ok(reason) => {
                 trace.note(|| format!("spot: eligible: {reason}"));
-                ControlFlow::Break(match protection {
-                    Some(p) => p.verdict(),
-                    None => verdict(Action::MigrateToSpot, Code::SpotSavings, reason),
+                ControlFlow::Break(match (protection, &self.inst.via_role) {
+                    (Some(p), _) => p.verdict(),
+                    // Its image and replacement would be made in ebb's own account, where the
+                    // launch cannot find its disks: refused before anything is stopped.
+                    (None, Some(role)) => verdict(
+                        Action::None,
+                        Code::SpotOtherAccount,
+                        format!(
+                            "{reason}; but it is in another account (listed through role {role}): ebb moves only instances of its own account to spot"
+                        ),
+                    ),
+                    (None, None) => verdict(Action::MigrateToSpot, Code::SpotSavings, reason),
                 })
             }
             Err(why) => {

@@ -37,9 +37,10 @@ impl<P: Provider> Run<'_, P> {
                 self.clean_up_original().await
             }
             Some(s) if matches!(s.state, InstanceState::Running | InstanceState::Pending) => {
-                match self.m.image.clone() {
-                    Some(image) if self.image_done_with() => self.delete_image(image).await,
-                    _ => Ok(()),
+                if self.image_left() && self.image_done_with() {
+                    self.delete_image().await
+                } else {
+                    Ok(())
                 }
             }
             other => {
@@ -239,15 +240,19 @@ impl<P: Provider> Run<'_, P> {
 
     /// Deletes the image once the workload has run on-demand for `keep_image_for` with the
     /// original gone.
-    async fn delete_image(&mut self, image: String) -> Result<(), StoreError> {
-        let reason = format!(
-            "delete image {image}: the workload has run on-demand for keep_image_for and the original is gone"
-        );
+    async fn delete_image(&mut self) -> Result<(), StoreError> {
+        let what = self.m.image.clone().unwrap_or_else(|| "the image".into());
+        let reason = "the workload has run on-demand for keep_image_for and the original is gone";
         match self
-            .delete_image_call(&image, Code::SpotImageDeleted, &reason)
+            .delete_image_call(Code::SpotImageDeleted, reason)
             .await?
         {
-            Ok(()) => self.go(State::Done, format!("deleted image {image}")).await,
+            Ok(()) => {
+                self.m.failures = 0;
+                self.m.retry_at = None;
+                self.go(State::Done, format!("deleted {what} and its snapshots"))
+                    .await
+            }
             Err(e) => {
                 self.back_off();
                 self.go(State::Done, e).await

@@ -34,6 +34,9 @@ impl<P: Provider> Run<'_, P> {
             }
             Err(e) => return self.wait(format!("cannot read image {image}: {e}")),
         };
+        // Kept with the row from now on: once the image is deregistered, only the row knows
+        // them.
+        self.m.snapshots = snapshots.clone();
         // Marks the snapshots as ebb's, so that the IAM policy lets ebb delete them with the
         // image later (and nothing else). Repeating it is harmless.
         if !snapshots.is_empty() {

@@ -5,7 +5,7 @@ use super::super::{prove_replacement, Target, LAUNCH_TIMEOUT};
 use super::Run;
 use crate::cloud::{CloudError, InstanceStatus, Launch, LaunchSpec, Market, Provider};
 use crate::engine::{Action, Code};
-use crate::fleet::InstanceState;
+use crate::fleet::{InstanceState, Lifecycle};
 use crate::names::{LAUNCH_TAG, MIGRATED_FROM_TAG, MIGRATING_TAG, MIGRATION_TAG, STOP_AT_TAG};
 use crate::spot::State;
 use crate::store::StoreError;
@@ -68,6 +68,7 @@ impl<P: Provider> Run<'_, P> {
         // the migration ids come from.
         let launch_id = format!("{}-{}-{n}", self.m.original, self.m.id);
         let place = Placement::new(&spec, target, self.m.on_demand_price);
+        let spec_for_launch = spec.clone();
         let found = match self
             .p
             .find_tagged(&self.m.region, LAUNCH_TAG, &launch_id)
@@ -93,29 +94,35 @@ impl<P: Provider> Run<'_, P> {
             },
             None => None,
         };
-        let launched = match found {
-            Some(s) => {
+        if let Some(s) = found {
+            let detail = format!(
+                "found {} from launch {launch_id} made before an interruption",
+                s.id
+            );
+            self.event(action, launch_code(action), &detail);
+            // Recorded as it was launched, which may differ from what this tick would choose.
+            let (market, place) = as_launched(&s, &spec, place);
+            return self.record_launch(s, n, market, place).await;
+        }
+        match self
+            .launch_new(spec_for_launch, &place, market, action, &launch_id)
+            .await?
+        {
+            Ok(Ok(s)) => self.record_launch(s, n, market, place).await,
+            Ok(Err(e)) if e.code.as_deref() == Some(IDEMPOTENT_MISMATCH) => {
+                // EC2 made this launch already, for an earlier attempt whose answer was lost
+                // and whose settings differ (a changed spot offer): it runs, so it is looked
+                // for again by its tag and adopted, never launched a second time or dropped.
                 let detail = format!(
-                    "found {} from launch {launch_id} made before an interruption",
-                    s.id
+                    "launch {launch_id} was made by an earlier attempt with other settings ({e}); looking for it again by its {LAUNCH_TAG} tag"
                 );
-                self.event(action, launch_code(action), &detail);
-                Ok(s)
+                self.go(self.m.state, detail).await
             }
-            None => match self
-                .launch_new(spec, &place, market, action, &launch_id)
-                .await?
-            {
-                Ok(result) => result,
-                Err(why) => return self.roll_back(format!("{why}; the move is undone")).await,
-            },
-        };
-        match launched {
-            Ok(s) => self.record_launch(s, n, market, place).await,
-            Err(e) => {
+            Ok(Err(e)) => {
                 self.launch_failed(format!("launch {launch_id} failed: {e}"))
                     .await
             }
+            Err(why) => self.roll_back(format!("{why}; the move is undone")).await,
         }
     }
 
@@ -271,6 +278,11 @@ impl<P: Provider> Run<'_, P> {
         if self.m.market == Market::Spot {
             self.m.market = Market::OnDemand;
             self.m.current = None;
+            // The on-demand launch gets a launch id (and client token) of its own: under this
+            // one's, EC2 would answer with the spot launch, or refuse the changed settings.
+            // Should the failed one have made an instance after all, it is a lost launch
+            // (`spot::lost_replacement`) and terminated.
+            self.m.launches += 1;
             let detail = format!("{why}; falling back to on-demand at the next tick");
             self.event(Action::FallbackOnDemand, Code::SpotFallback, &detail);
             return self.go(State::Done, detail).await;
@@ -281,6 +293,29 @@ impl<P: Provider> Run<'_, P> {
         ))
         .await
     }
+}
+
+/// EC2's answer to a launch whose client token an earlier launch with other settings used.
+const IDEMPOTENT_MISMATCH: &str = "IdempotentParameterMismatch";
+
+/// The market and placement of `s` as EC2 launched it; `chosen`'s price only when it was
+/// launched as chosen.
+fn as_launched(s: &InstanceStatus, spec: &LaunchSpec, chosen: Placement) -> (Market, Placement) {
+    let market = match s.lifecycle {
+        Lifecycle::Spot => Market::Spot,
+        Lifecycle::OnDemand => Market::OnDemand,
+    };
+    let same = s.instance_type == chosen.instance_type && s.zone == chosen.zone;
+    let place = Placement {
+        subnet: match spec.subnets_by_zone.get(&s.zone) {
+            Some(subnet) if !same => subnet.clone(),
+            _ => chosen.subnet,
+        },
+        price: chosen.price.filter(|_| same),
+        instance_type: s.instance_type.clone(),
+        zone: s.zone.clone(),
+    };
+    (market, place)
 }
 
 /// The original's settings for a replacement, without the tags that describe ebb's state of

@@ -14,8 +14,11 @@
 mod done;
 mod image;
 mod launch;
+mod orphan;
 mod stop;
 mod undo;
+
+pub use orphan::terminate_lost;
 
 use super::{retry_wait, Hold, State, Step};
 use crate::cloud::{ActionReport, CloudError, InstanceStatus, Provider};

@@ -2,7 +2,7 @@
 //! (once it is stopped, image it).
 
 use super::super::{image_tags, prove_image, STOP_TIMEOUT};
-use super::{first_error, request_id, Run};
+use super::Run;
 use crate::cloud::{CloudError, ErrorKind, ImageMade, Provider};
 use crate::engine::{Action, Code};
 use crate::fleet::InstanceState;
@@ -57,10 +57,17 @@ impl<P: Provider> Run<'_, P> {
         self.go(State::RolledBack, detail).await
     }
 
-    /// Tags the original `ebb:migrating` and stops it, with the intent written first.
+    /// Tags the original `ebb:migrating`, then stops it: two calls, each an action with its
+    /// intent through the fence first. An override made before the tag cancels the move with
+    /// nothing changed; one made between the two calls rolls the tag back.
     async fn stop_original(&mut self) -> Result<(), StoreError> {
         let original = self.m.original.clone();
-        let reason = format!("stop {original} to image it (its guest shuts down normally, so the job can checkpoint)");
+        let region = self.m.region.clone();
+        let ids = [original.clone()];
+        let reason = format!(
+            "tag {original} {MIGRATING_TAG}={}, so that the rules leave it to the migration",
+            self.m.id
+        );
         let seq = match self
             .intent(Action::MigrateToSpot, Code::SpotStop, &reason)
             .await?
@@ -68,38 +75,30 @@ impl<P: Provider> Run<'_, P> {
             Ok(seq) => seq,
             Err(why) => return self.cancel(format!("not started: {why}")).await,
         };
-        match self.tag_and_stop(&original).await {
-            Ok(request) => {
-                let detail = format!("stopping {original}");
-                self.outcome(
-                    seq,
-                    Action::MigrateToSpot,
-                    Code::SpotStop,
-                    Ok(&detail),
-                    request,
-                );
-                self.go(State::Stopping, detail).await
-            }
+        let tags = BTreeMap::from([(MIGRATING_TAG.to_string(), self.m.id.to_string())]);
+        let report = self.p.tag(&region, &ids, &tags).await;
+        let tagged = format!("tagged {original} {MIGRATING_TAG}={}", self.m.id);
+        if let Err(e) = self.note(seq, Code::SpotStop, &report, tagged) {
+            return self
+                .roll_back(format!("tagging {original} failed: {e}"))
+                .await;
+        }
+        let reason = format!("stop {original} to image it (its guest shuts down normally, so the job can checkpoint)");
+        let seq = match self
+            .intent(Action::MigrateToSpot, Code::SpotStop, &reason)
+            .await?
+        {
+            Ok(seq) => seq,
+            Err(why) => return self.roll_back(format!("not stopped: {why}")).await,
+        };
+        let report = self.p.stop(&region, &ids, false).await;
+        let detail = format!("stopping {original}");
+        match self.note(seq, Code::SpotStop, &report, detail.clone()) {
+            Ok(()) => self.go(State::Stopping, detail).await,
             Err(e) => {
-                self.outcome(seq, Action::MigrateToSpot, Code::SpotStop, Err(&e), None);
                 self.roll_back(format!("stopping {original} failed: {e}"))
                     .await
             }
-        }
-    }
-
-    /// The cloud calls of [`Run::stop_original`]; the stop's request id.
-    async fn tag_and_stop(&self, original: &str) -> Result<Option<String>, CloudError> {
-        let region = &self.m.region;
-        let ids = [original.to_string()];
-        let tags = BTreeMap::from([(MIGRATING_TAG.to_string(), self.m.id.to_string())]);
-        if let Some(e) = first_error(&self.p.tag(region, &ids, &tags).await) {
-            return Err(e);
-        }
-        let report = self.p.stop(region, &ids, false).await;
-        match first_error(&report) {
-            Some(e) => Err(e),
-            None => Ok(request_id(&report)),
         }
     }
 

@@ -62,13 +62,10 @@ impl<P: Provider> Run<'_, P> {
         if let Err(e) = self.untag_original(Code::SpotRollback).await? {
             return self.retry_roll_back(&why, e).await;
         }
-        if let Some(image) = self.m.image.clone() {
+        if self.image_left() {
             // The original runs again: the image is not the only copy of its disks.
-            let reason = format!("roll back: delete image {image}, {original} runs again");
-            if let Err(e) = self
-                .delete_image_call(&image, Code::SpotRollback, &reason)
-                .await?
-            {
+            let reason = format!("roll back, {original} runs again");
+            if let Err(e) = self.delete_image_call(Code::SpotRollback, &reason).await? {
                 return self.retry_roll_back(&why, e).await;
             }
         }
@@ -174,27 +171,64 @@ impl<P: Provider> Run<'_, P> {
         ))
     }
 
-    /// DeregisterImage and DeleteSnapshot of the migration's image, as an action.
+    /// Deletes the migration's image, one action per EC2 call: DeregisterImage, then
+    /// DeleteSnapshot of each of its snapshots (EC2 refuses to delete a snapshot a registered
+    /// image uses). The snapshots are recorded in the row before the image is deregistered,
+    /// and each leaves the record once deleted, so that a crash or a failure between the calls
+    /// leaves none behind untracked: the next attempt goes on where this one stopped. `why` is
+    /// why the image may go.
     pub(super) async fn delete_image_call(
         &mut self,
-        image: &str,
         code: Code,
-        reason: &str,
+        why: &str,
     ) -> Result<Result<(), String>, StoreError> {
-        let seq = self.unfenced_intent(code, reason).await?;
-        let result = self.p.delete_image(&self.m.region, image).await;
-        let detail = format!("deleted image {image} and its snapshots");
-        self.outcome(
-            seq,
-            Action::MigrateToSpot,
-            code,
-            result.as_ref().map(|()| detail.as_str()),
-            None,
-        );
-        if result.is_ok() {
+        let region = self.m.region.clone();
+        let image = self.m.image.clone();
+        if let Some(image) = &image {
+            if self.m.snapshots.is_empty() {
+                // A row from before snapshots were recorded: learn them first.
+                match self.p.image(&region, image).await {
+                    Ok(Some(found)) => self.m.snapshots = found.snapshots,
+                    Ok(None) => {}
+                    Err(e) => return Ok(Err(format!("reading image {image}: {e}"))),
+                }
+            }
+            // Once deregistered, only the row knows the snapshots: it is written first, with
+            // the step's audit entries so far.
+            let audit = std::mem::take(&mut self.audit);
+            self.store.save_migration(&self.m, &audit).await?;
+            let reason = format!("deregister image {image}: {why}");
+            let seq = self.unfenced_intent(code, &reason).await?;
+            let result = self.p.deregister_image(&region, image).await;
+            let detail = format!("deregistered image {image}");
+            let done = result.as_ref().map(|()| detail.as_str());
+            self.outcome(seq, Action::MigrateToSpot, code, done, None);
+            if let Err(e) = result {
+                return Ok(Err(format!("deregistering image {image}: {e}")));
+            }
             self.m.image = None;
         }
-        Ok(result.map_err(|e| format!("deleting image {image}: {e}")))
+        let of = image.map_or("the migration's image".to_string(), |i| {
+            format!("image {i}")
+        });
+        while let Some(snapshot) = self.m.snapshots.first().cloned() {
+            let reason = format!("delete snapshot {snapshot} of {of}: {why}");
+            let seq = self.unfenced_intent(code, &reason).await?;
+            let result = self.p.delete_snapshot(&region, &snapshot).await;
+            let detail = format!("deleted snapshot {snapshot}");
+            let done = result.as_ref().map(|()| detail.as_str());
+            self.outcome(seq, Action::MigrateToSpot, code, done, None);
+            if let Err(e) = result {
+                return Ok(Err(format!("deleting snapshot {snapshot} of {of}: {e}")));
+            }
+            self.m.snapshots.remove(0);
+        }
+        Ok(Ok(()))
+    }
+
+    /// Whether the image, or snapshots of it not deleted yet, are left.
+    pub(super) fn image_left(&self) -> bool {
+        self.m.image.is_some() || !self.m.snapshots.is_empty()
     }
 
     /// The intent of a call that no override forbids (it undoes or ends the move), committed
@@ -248,28 +282,24 @@ impl<P: Provider> Run<'_, P> {
                 detail.push_str(&format!("; {e}"));
             }
         }
+        if original_there && self.image_left() {
+            let reason = format!("the migration ended, {} exists", self.m.original);
+            if let Err(e) = self.delete_image_call(Code::SpotEnded, &reason).await? {
+                detail.push_str(&format!("; {e}"));
+            }
+        }
         if let Some(image) = self.m.image.clone() {
-            if original_there {
-                let reason = format!(
-                    "delete image {image}: the migration ended, {} exists",
-                    self.m.original
-                );
-                if let Err(e) = self
-                    .delete_image_call(&image, Code::SpotEnded, &reason)
-                    .await?
-                {
-                    detail.push_str(&format!("; {e}"));
-                }
-            }
-            if self.m.image.is_some() {
-                let keep = self.cx.rule.map_or(KEEP_IMAGE_FOR, |r| r.keep_image_for);
-                let until = self.now() + keep;
-                self.m.image_kept_until = Some(until);
-                detail.push_str(&format!(
-                    "; the image {image} is kept until {} (keep_image_for): it may be the only copy of the workload's disks",
-                    until.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
-                ));
-            }
+            let keep = self.cx.rule.map_or(KEEP_IMAGE_FOR, |r| r.keep_image_for);
+            let until = self.now() + keep;
+            self.m.image_kept_until = Some(until);
+            detail.push_str(&format!(
+                "; the image {image} is kept until {} (keep_image_for): it may be the only copy of the workload's disks",
+                until.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+            ));
+        } else if self.image_left() {
+            // Deregistered, and the original is there: the snapshots left go at the next try.
+            self.back_off();
+            self.m.image_kept_until = Some(self.now());
         }
         self.event(Action::MigrateToSpot, Code::SpotEnded, &detail);
         self.m.saved_before += current_savings(&self.m, self.now());
@@ -280,23 +310,25 @@ impl<P: Provider> Run<'_, P> {
 
     /// After the end: deletes the kept image once `keep_image_for` has passed.
     pub(super) async fn expire_image(&mut self) -> Result<(), StoreError> {
-        let (Some(image), Some(until)) = (self.m.image.clone(), self.m.image_kept_until) else {
+        let Some(until) = self.m.image_kept_until else {
             return Ok(());
         };
-        if self.now() < until || self.backing_off() {
+        if !self.image_left() || self.now() < until || self.backing_off() {
             return Ok(());
         }
-        let reason =
-            format!("delete image {image}: kept for keep_image_for after the migration ended");
+        let what = self.m.image.clone().unwrap_or_else(|| "the image".into());
+        let reason = "kept for keep_image_for after the migration ended";
         match self
-            .delete_image_call(&image, Code::SpotImageDeleted, &reason)
+            .delete_image_call(Code::SpotImageDeleted, reason)
             .await?
         {
             Ok(()) => {
                 self.m.image_kept_until = None;
+                self.m.failures = 0;
+                self.m.retry_at = None;
                 self.go(
                     State::Done,
-                    format!("deleted image {image} after keep_image_for"),
+                    format!("deleted {what} and its snapshots after keep_image_for"),
                 )
                 .await
             }
