@@ -56,6 +56,19 @@ pub struct TickCounts<'a> {
     pub actions: BTreeMap<(&'static str, &'static str), u64>,
     /// The regions whose GPU utilisation could not be read, with how many instances each.
     pub gpu_unread: BTreeMap<&'a str, usize>,
+    /// Actions left for the next tick because the cloud's rate limits could not serve them.
+    pub backlog: usize,
+    /// Throttle answers that came back through ebb's pacing since it started, when it paces.
+    pub throttles: Option<u64>,
+    /// Request tokens left, by region and API, when it paces.
+    pub tokens: Option<&'a BTreeMap<(String, &'static str), f64>>,
+}
+
+/// Labels of a token bucket.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct BucketLabels {
+    region: String,
+    api: &'static str,
 }
 
 /// The metrics, and the registry that encodes them.
@@ -72,6 +85,9 @@ pub struct Metrics {
     gpu_read_failures: Family<RegionLabels, Counter>,
     gpu_unread: Gauge,
     leader: Gauge,
+    backlog: Gauge,
+    throttles: Gauge,
+    tokens: Family<BucketLabels, Gauge<f64, AtomicU64>>,
 }
 
 impl Default for Metrics {
@@ -88,6 +104,9 @@ impl Default for Metrics {
             gpu_read_failures: Family::default(),
             gpu_unread: Gauge::default(),
             leader: Gauge::default(),
+            backlog: Gauge::default(),
+            throttles: Gauge::default(),
+            tokens: Family::default(),
             registry: Registry::default(),
         };
         registry.register("ticks", "Reconcile ticks, by result", m.ticks.clone());
@@ -135,6 +154,21 @@ impl Default for Metrics {
             "leader",
             "1 when this replica is the leader, 0 otherwise",
             m.leader.clone(),
+        );
+        registry.register(
+            "rate_limit_backlog",
+            "Actions the last tick left for the next because EC2's rate limits could not serve them",
+            m.backlog.clone(),
+        );
+        registry.register(
+            "rate_limit_throttles",
+            "Throttle answers (RequestLimitExceeded) that came back despite ebb's pacing, since it started",
+            m.throttles.clone(),
+        );
+        registry.register(
+            "rate_limit_tokens",
+            "Request tokens left in ebb's bucket of each EC2 API, by region",
+            m.tokens.clone(),
         );
         Metrics { registry, ..m }
     }
@@ -184,6 +218,21 @@ impl Metrics {
         }
         self.gpu_unread
             .set(counts.gpu_unread.values().sum::<usize>() as i64);
+        self.backlog.set(counts.backlog as i64);
+        if let Some(throttles) = counts.throttles {
+            self.throttles.set(throttles as i64);
+        }
+        if let Some(tokens) = counts.tokens {
+            self.tokens.clear();
+            for ((region, api), &n) in tokens {
+                self.tokens
+                    .get_or_create(&BucketLabels {
+                        region: region.clone(),
+                        api,
+                    })
+                    .set(n);
+            }
+        }
         for (&(action, outcome), &n) in &counts.actions {
             self.actions
                 .get_or_create(&ActionLabels { action, outcome })

@@ -138,7 +138,43 @@ impl<P: Provider> Reconciler<P> {
                 "more actions than EBB_MAX_ACTIONS_PER_TICK allows; the rest wait"
             );
         }
-        Ok(to_act)
+        Ok(self.within_pace(to_act, report))
+    }
+
+    /// `to_act` less the real actions the provider's token buckets cannot serve within the
+    /// tick's wait (by API and region, in order): the backlog, decided afresh at the next
+    /// tick. A tick that waited longer would run into its deadline with intents written for
+    /// calls it never makes.
+    fn within_pace(&self, to_act: Vec<Decision>, report: &mut TickReport) -> Vec<Decision> {
+        let Some(pacing) = &self.options.pacing else {
+            return to_act;
+        };
+        let mut room: HashMap<(&'static str, String), usize> = HashMap::new();
+        let mut kept = Vec::with_capacity(to_act.len());
+        for d in to_act {
+            let Some(api) = api_of(d.action).filter(|_| !self.is_dry_run(&d)) else {
+                kept.push(d);
+                continue;
+            };
+            let left = room.entry((api, d.region.clone())).or_insert_with(|| {
+                pacing
+                    .pacer
+                    .servable(&d.region, api, pacing.within, pacing.batch)
+            });
+            if *left == 0 {
+                report.backlog += 1;
+                continue;
+            }
+            *left -= 1;
+            kept.push(d);
+        }
+        if report.backlog > 0 {
+            tracing::warn!(
+                backlog = report.backlog,
+                "more actions than EC2's rate limits serve within the tick; the rest wait for the next"
+            );
+        }
+        kept
     }
 
     /// Dry runs: the intent and a `skipped` outcome, so the log shows what would have been
@@ -419,6 +455,17 @@ fn notice(d: &Decision) -> String {
         d.reason,
         d.instance
     )
+}
+
+/// The EC2 API that carries out `action`, whose buckets it waits for.
+fn api_of(action: Action) -> Option<&'static str> {
+    match action {
+        Action::Start => Some("StartInstances"),
+        Action::Stop | Action::Hibernate => Some("StopInstances"),
+        Action::Notify => Some("CreateTags"),
+        Action::WithdrawNotice => Some("DeleteTags"),
+        _ => None,
+    }
 }
 
 /// The order actions are carried out in.

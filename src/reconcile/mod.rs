@@ -43,6 +43,20 @@ pub struct Options {
     /// Until then its intent is not resolved from the instance's state (the call could land
     /// after it was called failed), and nothing else is done to the instance.
     pub in_flight_for: chrono::Duration,
+    /// The token buckets the provider's calls wait for, when it paces them: a tick takes on
+    /// only the actions they can serve within its wait, the rest waiting for the next tick.
+    pub pacing: Option<Pacing>,
+}
+
+/// How a tick keeps its actions within the cloud's rate limits.
+#[derive(Debug, Clone)]
+pub struct Pacing {
+    /// The provider's buckets.
+    pub pacer: Arc<crate::cloud::pacing::Pacer>,
+    /// How long a tick's calls may wait for tokens in all: well inside the tick's deadline.
+    pub within: std::time::Duration,
+    /// Instances per call, as the provider batches them.
+    pub batch: usize,
 }
 
 /// Runs ticks against one provider, one store and one source of policies.
@@ -133,6 +147,7 @@ impl<P: Provider> Reconciler<P> {
             .collect();
         self.act(decisions, &version, now, leader, &mut report)
             .await?;
+        report.pacing = self.options.pacing.as_ref().map(|p| p.pacer.counts());
         Ok(report)
     }
 

@@ -235,7 +235,7 @@ impl SimProvider {
         Ok(found)
     }
 
-    pub(super) fn sim_terminate(&self, region: &str, ids: &[String]) -> ActionReport {
+    pub(super) async fn sim_terminate(&self, region: &str, ids: &[String]) -> ActionReport {
         self.act("TerminateInstances", region, ids, |sim, now| {
             if !matches!(
                 sim.instance.state,
@@ -252,6 +252,7 @@ impl SimProvider {
             }
             Ok(())
         })
+        .await
     }
 
     pub(super) fn sim_delete_image(&self, image: &str) {
