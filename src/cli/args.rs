@@ -51,6 +51,8 @@ pub(super) struct ReconcileArgs {
     pub(super) webhook_url: Option<reqwest::Url>,
     #[command(flatten)]
     pub(super) cloud: CloudArgs,
+    #[command(flatten)]
+    pub(super) gpu_source: super::gpu_source::GpuSourceArgs,
 }
 
 /// How long notices still queued may take to post before the process exits.
@@ -91,6 +93,7 @@ impl ReconcileArgs {
             webhook,
             in_flight_for,
             pacing,
+            prometheus: self.gpu_source.prometheus()?,
         };
         let policies = Arc::new(PolicySource::new(self.policies.policies));
         Ok((Reconciler::new(provider, store, policies, options), poster))

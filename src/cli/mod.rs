@@ -8,6 +8,7 @@
 
 mod args;
 mod commands;
+mod gpu_source;
 mod serve;
 
 use crate::when;

@@ -9,6 +9,7 @@ mod error;
 mod launch;
 pub mod pacing;
 mod prices;
+pub mod prometheus;
 pub mod sim;
 
 pub use error::{CloudError, ErrorKind};

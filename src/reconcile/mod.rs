@@ -46,6 +46,8 @@ pub struct Options {
     /// The token buckets the provider's calls wait for, when it paces them: a tick takes on
     /// only the actions they can serve within its wait, the rest waiting for the next tick.
     pub pacing: Option<Pacing>,
+    /// Where GPU utilisation is read from when not from the provider (CloudWatch).
+    pub prometheus: Option<crate::cloud::prometheus::Prometheus>,
 }
 
 /// How a tick keeps its actions within the cloud's rate limits.
