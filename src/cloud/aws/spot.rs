@@ -421,7 +421,8 @@ impl AwsProvider {
                     .map_err(|e| cloud_error("RunInstances", e))
             }
         };
-        let out = self.pacer.call(&key, 1, send).await?;
+        // Boxed: a RunInstances request is large, and a migration step's future holds it.
+        let out = Box::pin(self.pacer.call(&key, 1, send)).await?;
         out.instances()
             .first()
             .and_then(status)
