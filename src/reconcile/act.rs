@@ -397,6 +397,9 @@ impl<P: Provider> Reconciler<P> {
             {
                 webhook.send(notice(d));
             }
+            if d.action == Action::Start {
+                self.tell_of_capacity(d, o);
+            }
             let done = ActionOutcome {
                 decision: (*d).clone(),
                 outcome: o.outcome,
@@ -406,6 +409,35 @@ impl<P: Provider> Reconciler<P> {
             report.actions.push(done);
         }
         Ok(())
+    }
+}
+
+impl<P: Provider> Reconciler<P> {
+    /// Posts to the webhook, once until the instance starts, that a start of `d` was refused for
+    /// lack of capacity (`outcome`): people are waiting for the box, and it may stay stopped
+    /// for a while.
+    fn tell_of_capacity(&self, d: &Decision, outcome: &NewAuditEntry) {
+        let mut told = self.capacity_told.lock().unwrap_or_else(|e| e.into_inner());
+        let refused = outcome.outcome == Outcome::Failed
+            && outcome.code.as_deref() == Some(Code::InsufficientCapacity.as_str());
+        if !refused {
+            if outcome.outcome == Outcome::Succeeded {
+                told.remove(&d.instance);
+            }
+            return;
+        }
+        let Some(webhook) = &self.options.webhook else {
+            return;
+        };
+        if told.insert(d.instance.clone()) {
+            webhook.send(format!(
+                "ebb could not start {} ({}), policy {}: EC2 has no capacity for it now. ebb tries again at every tick ({CAPACITY_EVERY_TICK} times, then every {} minutes), and the policy's start.fallback_types if it lists any; no further notice until it starts.",
+                d.instance,
+                d.region,
+                d.policy.as_deref().unwrap_or("-"),
+                CAPACITY_RETRY.num_minutes()
+            ));
+        }
     }
 }
 

@@ -69,6 +69,9 @@ pub struct Reconciler<P> {
     options: Options,
     /// Ticks begun by this reconciler, for the logs' spans.
     ticks: AtomicU64,
+    /// Instances whose start EC2 refused for lack of capacity, told to the webhook since their
+    /// last start (kept in memory: a restart may tell once more).
+    capacity_told: std::sync::Mutex<HashSet<String>>,
 }
 
 impl<P: Provider> Reconciler<P> {
@@ -80,6 +83,7 @@ impl<P: Provider> Reconciler<P> {
             policies,
             options,
             ticks: AtomicU64::new(0),
+            capacity_told: std::sync::Mutex::default(),
         }
     }
 
