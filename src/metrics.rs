@@ -262,3 +262,34 @@ impl Metrics {
         text
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_rate_limit_figures_are_exported() {
+        let metrics = Metrics::default();
+        let tokens = BTreeMap::from([(("us-east-1".to_string(), "StartInstances"), 2.5)]);
+        metrics.tick_done(
+            Duration::from_millis(10),
+            &TickCounts {
+                policy_error: false,
+                decided: &BTreeMap::new(),
+                instances_by_state: &BTreeMap::new(),
+                actions: BTreeMap::new(),
+                gpu_unread: BTreeMap::new(),
+                backlog: 9500,
+                throttles: Some(3),
+                tokens: Some(&tokens),
+            },
+        );
+        let text = metrics.encode();
+        assert!(text.contains("ebb_rate_limit_backlog 9500"), "{text}");
+        assert!(text.contains("ebb_rate_limit_throttles 3"), "{text}");
+        assert!(
+            text.contains(r#"ebb_rate_limit_tokens{region="us-east-1",api="StartInstances"} 2.5"#),
+            "{text}"
+        );
+    }
+}
