@@ -371,9 +371,10 @@ impl Pacer {
         }
     }
 
-    /// How many instances calls of `api` in `region` (ebb's own account) can act on within
-    /// `within` from now, `batch` instances a call: what a tick takes on, the rest waiting for
-    /// the next tick.
+    /// How many instances calls of `api` in `region` can act on within `within` from now,
+    /// `batch` instances a call, in the account whose bucket is emptiest (the tick does not
+    /// know which account each instance is in): what a tick takes on, the rest waiting for the
+    /// next tick.
     pub fn servable(
         &self,
         region: &str,
@@ -381,22 +382,30 @@ impl Pacer {
         within: Duration,
         batch: usize,
     ) -> usize {
-        let key = Key {
+        let own = Key {
             account: None,
             region: region.to_string(),
             api,
         };
-        let later = within.as_secs_f64() * self.speed;
-        self.with(&key, |p, now| {
-            let mut requests = p.requests.clone();
-            requests.refill(now + later, p.factor);
-            let by_requests = requests.tokens.floor() * batch.max(1) as f64;
-            let by_instances = p.instances.clone().map_or(f64::INFINITY, |mut b| {
-                b.refill(now + later, p.factor);
-                b.tokens.floor()
-            });
-            by_requests.min(by_instances).max(0.0) as usize
-        })
+        // Ebb's own account's bucket exists from here on: full when new.
+        self.with(&own, |_, _| ());
+        let at = self.now() + within.as_secs_f64() * self.speed;
+        let buckets = self.buckets.lock().unwrap_or_else(|e| e.into_inner());
+        buckets
+            .iter()
+            .filter(|(k, _)| k.region == region && k.api == api)
+            .map(|(_, p)| {
+                let mut requests = p.requests.clone();
+                requests.refill(at, p.factor);
+                let by_requests = requests.tokens.floor() * batch.max(1) as f64;
+                let by_instances = p.instances.clone().map_or(f64::INFINITY, |mut b| {
+                    b.refill(at, p.factor);
+                    b.tokens.floor()
+                });
+                by_requests.min(by_instances).max(0.0) as usize
+            })
+            .min()
+            .unwrap_or(0)
     }
 
     /// Its state, for the metrics.
@@ -499,6 +508,34 @@ mod tests {
         assert_eq!(
             pacer.servable("eu-west-1", "StartInstances", Duration::from_secs(60), 100),
             120
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn what_a_tick_takes_on_is_what_the_emptiest_accounts_bucket_serves() {
+        let pacer = Pacer::new(RateLimits::default(), &Clock::System);
+        let start = |account: Option<&str>| Key {
+            account: account.map(str::to_string),
+            region: "eu-west-1".into(),
+            api: "StartInstances",
+        };
+        assert_eq!(
+            pacer.servable("eu-west-1", "StartInstances", Duration::ZERO, 100),
+            500
+        );
+        // Another account's bucket gave 900 instances: 100 left there.
+        for _ in 0..3 {
+            pacer
+                .acquire(&start(Some("arn:aws:iam::2:role/ebb")), 300)
+                .await;
+        }
+        assert_eq!(
+            pacer.servable("eu-west-1", "StartInstances", Duration::ZERO, 100),
+            100
+        );
+        assert_eq!(
+            pacer.servable("us-east-1", "StartInstances", Duration::ZERO, 100),
+            500
         );
     }
 
