@@ -281,7 +281,15 @@ impl Pacer {
 
     /// Waits until `key` has the tokens of one call on `instances` instances, and takes them.
     pub async fn acquire(&self, key: &Key, instances: usize) {
+        // Counted down also when the wait is dropped (a tick abandoned at its deadline).
+        struct Waiting<'a>(&'a AtomicUsize);
+        impl Drop for Waiting<'_> {
+            fn drop(&mut self) {
+                self.0.fetch_sub(1, Ordering::Relaxed);
+            }
+        }
         self.waiting.fetch_add(1, Ordering::Relaxed);
+        let _waiting = Waiting(&self.waiting);
         loop {
             let wait = self.with(key, |p, now| {
                 // Both buckets must hold enough before either is drawn from.
@@ -309,7 +317,6 @@ impl Pacer {
                 }
             }
         }
-        self.waiting.fetch_sub(1, Ordering::Relaxed);
     }
 
     /// A throttle answer came back for `key`: its rate halves (down to [`MIN_FACTOR`]) and its
@@ -509,6 +516,16 @@ mod tests {
             pacer.servable("eu-west-1", "StartInstances", Duration::from_secs(60), 100),
             120
         );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_wait_given_up_is_no_longer_counted() {
+        let pacer = Pacer::new(RateLimits::default(), &Clock::System);
+        let k = key("StartInstances");
+        pacer.acquire(&k, 1000).await;
+        let waited = tokio::time::timeout(Duration::from_secs(1), pacer.acquire(&k, 100)).await;
+        assert!(waited.is_err(), "100 instance tokens take 50 s");
+        assert_eq!(pacer.counts().waiting, 0);
     }
 
     #[tokio::test(start_paused = true)]
