@@ -70,6 +70,18 @@ need_chromium() {
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
 }
 
+# Prometheus and promtool for the Prometheus metric source's tests (tests/prometheus.rs, which
+# starts its own server on a free port with history written by promtool): Debian's prometheus
+# package, installed when missing.
+need_prometheus() {
+  if command -v prometheus >/dev/null 2>&1 && command -v promtool >/dev/null 2>&1; then
+    return
+  fi
+  echo "installing Prometheus (apt-get)..." >&2
+  apt-get update -qq >/dev/null
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus >/dev/null
+}
+
 stop_postgres() {
   "${EBB_PG_STOP[@]}" >/dev/null 2>&1 || true
   rm -rf "$EBB_PG_DIR"

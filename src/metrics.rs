@@ -58,12 +58,25 @@ pub struct TickCounts<'a> {
     pub gpu_unread: BTreeMap<&'a str, usize>,
     /// Untracked artifacts of spot migrations by kind, when the tick looked for them.
     pub orphans: Option<&'a BTreeMap<&'static str, usize>>,
+    /// Actions left for the next tick because the cloud's rate limits could not serve them.
+    pub backlog: usize,
+    /// Throttle answers that came back through ebb's pacing since it started, when it paces.
+    pub throttles: Option<u64>,
+    /// Request tokens left, by region and API, when it paces.
+    pub tokens: Option<&'a BTreeMap<(String, &'static str), f64>>,
 }
 
 /// Labels of an untracked artifact count.
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct KindLabels {
     kind: &'static str,
+}
+
+/// Labels of a token bucket.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct BucketLabels {
+    region: String,
+    api: &'static str,
 }
 
 /// The metrics, and the registry that encodes them.
@@ -81,6 +94,9 @@ pub struct Metrics {
     gpu_unread: Gauge,
     leader: Gauge,
     spot_orphans: Family<KindLabels, Gauge>,
+    backlog: Gauge,
+    throttles: Gauge,
+    tokens: Family<BucketLabels, Gauge<f64, AtomicU64>>,
 }
 
 impl Default for Metrics {
@@ -98,6 +114,9 @@ impl Default for Metrics {
             gpu_unread: Gauge::default(),
             leader: Gauge::default(),
             spot_orphans: Family::default(),
+            backlog: Gauge::default(),
+            throttles: Gauge::default(),
+            tokens: Family::default(),
             registry: Registry::default(),
         };
         registry.register("ticks", "Reconcile ticks, by result", m.ticks.clone());
@@ -150,6 +169,21 @@ impl Default for Metrics {
             "spot_orphans",
             "Instances, images and snapshots carrying ebb's migration tags that no migration tracked, at the last look (hourly), by kind",
             m.spot_orphans.clone(),
+        );
+        registry.register(
+            "rate_limit_backlog",
+            "Actions the last tick left for the next because EC2's rate limits could not serve them",
+            m.backlog.clone(),
+        );
+        registry.register(
+            "rate_limit_throttles",
+            "Throttle answers (RequestLimitExceeded) that came back despite ebb's pacing, since it started",
+            m.throttles.clone(),
+        );
+        registry.register(
+            "rate_limit_tokens",
+            "Request tokens left in ebb's bucket of each EC2 API, by region",
+            m.tokens.clone(),
         );
         Metrics { registry, ..m }
     }
@@ -207,6 +241,21 @@ impl Metrics {
                     .set(n as i64);
             }
         }
+        self.backlog.set(counts.backlog as i64);
+        if let Some(throttles) = counts.throttles {
+            self.throttles.set(throttles as i64);
+        }
+        if let Some(tokens) = counts.tokens {
+            self.tokens.clear();
+            for ((region, api), &n) in tokens {
+                self.tokens
+                    .get_or_create(&BucketLabels {
+                        region: region.clone(),
+                        api,
+                    })
+                    .set(n);
+            }
+        }
         for (&(action, outcome), &n) in &counts.actions {
             self.actions
                 .get_or_create(&ActionLabels { action, outcome })
@@ -234,5 +283,37 @@ impl Metrics {
         // Writing to a String cannot fail.
         let _ = prometheus_client::encoding::text::encode(&mut text, &self.registry);
         text
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_rate_limit_figures_are_exported() {
+        let metrics = Metrics::default();
+        let tokens = BTreeMap::from([(("us-east-1".to_string(), "StartInstances"), 2.5)]);
+        metrics.tick_done(
+            Duration::from_millis(10),
+            &TickCounts {
+                policy_error: false,
+                decided: &BTreeMap::new(),
+                instances_by_state: &BTreeMap::new(),
+                actions: BTreeMap::new(),
+                gpu_unread: BTreeMap::new(),
+                backlog: 9500,
+                throttles: Some(3),
+                tokens: Some(&tokens),
+                orphans: None,
+            },
+        );
+        let text = metrics.encode();
+        assert!(text.contains("ebb_rate_limit_backlog 9500"), "{text}");
+        assert!(text.contains("ebb_rate_limit_throttles 3"), "{text}");
+        assert!(
+            text.contains(r#"ebb_rate_limit_tokens{region="us-east-1",api="StartInstances"} 2.5"#),
+            "{text}"
+        );
     }
 }

@@ -2,10 +2,11 @@
 
 use crate::clock::Clock;
 use crate::cloud::aws::{self, AwsProvider};
+use crate::cloud::pacing::{Pacer, RateLimits};
 use crate::cloud::sim::SimProvider;
 use crate::cloud::{Cloud, OnDemandPrices};
 use crate::control::Tasks;
-use crate::reconcile::{Options, PolicySource, Reconciler};
+use crate::reconcile::{Options, Pacing, PolicySource, Reconciler};
 use crate::store::{AuditFilter, Outcome, Store};
 use crate::webhook::{Poster, Webhook};
 use crate::{engine, fleet, policy, snapshot, when};
@@ -50,6 +51,8 @@ pub(super) struct ReconcileArgs {
     pub(super) webhook_url: Option<reqwest::Url>,
     #[command(flatten)]
     pub(super) cloud: CloudArgs,
+    #[command(flatten)]
+    pub(super) gpu_source: super::gpu_source::GpuSourceArgs,
 }
 
 /// How long notices still queued may take to post before the process exits.
@@ -78,11 +81,19 @@ impl ReconcileArgs {
         };
         let in_flight_for =
             chrono::Duration::from_std(in_flight).context("the tick deadline is too long")?;
+        // Half the deadline for waiting on EC2's token buckets leaves the rest for the tick.
+        let pacing = provider.pacer().map(|pacer| Pacing {
+            pacer,
+            within: self.tick_deadline / 2,
+            batch: aws::Settings::default().batch_size,
+        });
         let options = Options {
             dry_run: self.dry_run,
             max_actions: self.max_actions,
             webhook,
             in_flight_for,
+            pacing,
+            prometheus: self.gpu_source.prometheus()?,
         };
         let policies = Arc::new(PolicySource::new(self.policies.policies));
         Ok((Reconciler::new(provider, store, policies, options), poster))
@@ -124,6 +135,14 @@ pub(super) struct CloudArgs {
     /// one, spot rules move nothing.
     #[arg(long, env = "EBB_PRICES", value_name = "FILE")]
     pub(super) prices: Option<PathBuf>,
+    /// EC2's rate limits ebb paces its calls by, where the account's differ from EC2's
+    /// defaults: API=BURST/RATE[:BURST/RATE] (requests, then instances), comma-separated.
+    #[arg(long, env = "EBB_EC2_RATE_LIMITS", default_value = "", value_name = "LIMITS", value_parser = parse_rate_limits)]
+    pub(super) ec2_rate_limits: RateLimits,
+}
+
+fn parse_rate_limits(s: &str) -> Result<RateLimits, String> {
+    s.parse()
 }
 
 /// A cloud provider to connect to.
@@ -179,13 +198,19 @@ impl CloudArgs {
                     role_arns: self.role_arns,
                     managed_tag: self.managed_tag.0,
                     on_demand,
+                    rate_limits: self.ec2_rate_limits,
                     ..aws::Settings::default()
                 };
                 Ok(Cloud::Aws(Box::new(AwsProvider::connect(settings).await?)))
             }
             CloudChoice::Sim(file) => {
                 let (fleet, behaviours) = snapshot::load_simulation(&file)?;
-                Ok(Cloud::Sim(SimProvider::new(fleet, behaviours, clock)))
+                // The simulated EC2 meters calls as EC2 does, and ebb paces them.
+                let pacer = Arc::new(Pacer::new(self.ec2_rate_limits.clone(), &clock));
+                let sim = SimProvider::new(fleet, behaviours, clock)
+                    .metered(self.ec2_rate_limits)
+                    .paced_by(pacer);
+                Ok(Cloud::Sim(sim))
             }
         }
     }

@@ -8,6 +8,7 @@
 
 mod args;
 mod commands;
+mod gpu_source;
 mod replay;
 mod serve;
 

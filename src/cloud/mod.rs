@@ -7,7 +7,9 @@
 pub mod aws;
 mod error;
 mod launch;
+pub mod pacing;
 mod prices;
+pub mod prometheus;
 pub mod sim;
 
 pub use error::{CloudError, ErrorKind};
@@ -249,6 +251,16 @@ pub enum Cloud {
     Aws(Box<aws::AwsProvider>),
     /// The simulated fleet.
     Sim(sim::SimProvider),
+}
+
+impl Cloud {
+    /// The token buckets its calls wait for, when it paces them.
+    pub fn pacer(&self) -> Option<std::sync::Arc<pacing::Pacer>> {
+        match self {
+            Cloud::Aws(aws) => Some(aws.pacer().clone()),
+            Cloud::Sim(sim) => sim.pacer(),
+        }
+    }
 }
 
 /// Calls the same method on whichever provider it is.

@@ -6,22 +6,25 @@
 //! notebook work, training runs, a box forgotten after lunch). Utilisation is a pure function
 //! of the instance and the time, so a replay gives the same readings.
 
+mod calls;
 mod spot;
 mod workload;
 
 pub use workload::write_utilisation;
 
+use super::pacing::{Key, Pacer, RateLimits};
 use super::{
-    ActionReport, Artifact, CloudError, Done, ErrorKind, Failed, Image, ImageMade, InstanceStatus,
-    Inventory, Launch, LaunchSpec, Provider, TypePrice,
+    ActionReport, Artifact, CloudError, Image, ImageMade, InstanceStatus, Inventory, Launch,
+    LaunchSpec, Provider, TypePrice,
 };
 use crate::clock::Clock;
 use crate::fleet::{Fleet, Instance, InstanceState, Prices, Sample};
+use calls::{wrong_state, Metering, RateLimited};
 use chrono::{DateTime, Datelike, Duration, NaiveDate, NaiveTime, Utc, Weekday};
 use chrono_tz::Tz;
 use serde::Deserialize;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 /// How long a stop takes.
 const STOP_TAKES: Duration = Duration::seconds(60);
@@ -247,6 +250,9 @@ pub struct SimProvider {
     clock: Clock,
     prices: Prices,
     fleet: Mutex<SimFleet>,
+    /// EC2's rate limits and ebb's pacing, when either is on (boxed: rarely on, and
+    /// [`super::Cloud`] holds the provider inline).
+    limited: Box<RateLimited>,
 }
 
 #[derive(Debug)]
@@ -300,78 +306,31 @@ impl SimProvider {
                 requests: 0,
                 images: HashMap::new(),
             }),
+            limited: Box::default(),
         }
+    }
+
+    /// The fleet, refusing calls over EC2's token buckets `limits` with `RequestLimitExceeded`
+    /// (calls that change instances go in batches of 100, as the AWS provider sends them).
+    pub fn metered(mut self, limits: RateLimits) -> Self {
+        self.limited.metering = Some(Metering::new(limits));
+        self
+    }
+
+    /// The pacer of ebb's calls, when they are paced.
+    pub fn pacer(&self) -> Option<Arc<Pacer>> {
+        self.limited.pacer.clone()
+    }
+
+    /// The fleet, with ebb's calls to it paced by `pacer`.
+    pub fn paced_by(mut self, pacer: Arc<Pacer>) -> Self {
+        self.limited.pacer = Some(pacer);
+        self
     }
 
     fn fleet(&self) -> std::sync::MutexGuard<'_, SimFleet> {
         self.fleet.lock().unwrap_or_else(|e| e.into_inner())
     }
-
-    /// Applies `change` to each of `ids` in `region`; unknown ids fail as EC2 fails them.
-    fn act(
-        &self,
-        operation: &'static str,
-        region: &str,
-        ids: &[String],
-        mut change: impl FnMut(&mut Simulated, DateTime<Utc>) -> Result<(), Refusal>,
-    ) -> ActionReport {
-        let now = self.clock.now();
-        let mut fleet = self.fleet();
-        fleet.requests += 1;
-        let request_id = format!("sim-{:08}", fleet.requests);
-        let mut report = ActionReport::default();
-        for id in ids {
-            let found = fleet
-                .by_id
-                .get(id)
-                .copied()
-                .filter(|&i| fleet.instances[i].instance.region == region);
-            let result = match found {
-                Some(i) => {
-                    let sim = &mut fleet.instances[i];
-                    sim.advance(now);
-                    change(sim, now)
-                }
-                None => Err((
-                    "InvalidInstanceID.NotFound",
-                    format!("The instance ID '{id}' does not exist"),
-                )),
-            };
-            match result {
-                Ok(()) => report.done.push(Done {
-                    instance: id.clone(),
-                    request_id: Some(request_id.clone()),
-                    fallback: None,
-                    already: false,
-                }),
-                Err((code, message)) => report.failed.push(Failed {
-                    instance: id.clone(),
-                    error: CloudError {
-                        kind: ErrorKind::from_code(code),
-                        operation,
-                        code: Some(code.to_string()),
-                        message,
-                        request_id: Some(request_id.clone()),
-                    },
-                }),
-            }
-        }
-        report
-    }
-}
-
-/// Why EC2 refused an instance: its error code and message.
-type Refusal = (&'static str, String);
-
-fn wrong_state(sim: &Simulated) -> Refusal {
-    (
-        "IncorrectInstanceState",
-        format!(
-            "The instance '{}' is not in a state from which it can be changed ({})",
-            sim.instance.id,
-            sim.instance.state.as_str()
-        ),
-    )
 }
 
 impl Provider for SimProvider {
@@ -505,6 +464,7 @@ impl Provider for SimProvider {
                 _ => Err(wrong_state(sim)),
             }
         })
+        .await
     }
 
     async fn start(&self, region: &str, ids: &[String]) -> ActionReport {
@@ -529,6 +489,7 @@ impl Provider for SimProvider {
             InstanceState::Pending | InstanceState::Running => Ok(()),
             _ => Err(wrong_state(sim)),
         })
+        .await
     }
 
     async fn set_type(&self, region: &str, id: &str, instance_type: &str) -> ActionReport {
@@ -545,6 +506,7 @@ impl Provider for SimProvider {
                 _ => Err(wrong_state(sim)),
             },
         )
+        .await
     }
 
     async fn tag(
@@ -557,6 +519,7 @@ impl Provider for SimProvider {
             sim.instance.tags.extend(tags);
             Ok(())
         })
+        .await
     }
 
     async fn untag(&self, region: &str, ids: &[String], keys: &[String]) -> ActionReport {
@@ -566,6 +529,7 @@ impl Provider for SimProvider {
             }
             Ok(())
         })
+        .await
     }
 
     async fn launch_spec(&self, region: &str, id: &str) -> Result<LaunchSpec, CloudError> {
@@ -604,11 +568,25 @@ impl Provider for SimProvider {
     }
 
     async fn launch(&self, region: &str, launch: &Launch) -> Result<InstanceStatus, CloudError> {
-        self.sim_launch(region, launch)
+        let key = Key {
+            account: None,
+            region: region.to_string(),
+            api: "RunInstances",
+        };
+        let launch_one = || {
+            std::future::ready(
+                self.admit(region, "RunInstances", 1)
+                    .and_then(|()| self.sim_launch(region, launch)),
+            )
+        };
+        match &self.limited.pacer {
+            Some(pacer) => pacer.call(&key, 1, launch_one).await,
+            None => launch_one().await,
+        }
     }
 
     async fn terminate(&self, region: &str, ids: &[String]) -> ActionReport {
-        self.sim_terminate(region, ids)
+        self.sim_terminate(region, ids).await
     }
 
     async fn deregister_image(&self, _region: &str, image: &str) -> Result<(), CloudError> {

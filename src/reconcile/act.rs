@@ -138,7 +138,43 @@ impl<P: Provider> Reconciler<P> {
                 "more actions than EBB_MAX_ACTIONS_PER_TICK allows; the rest wait"
             );
         }
-        Ok(to_act)
+        Ok(self.within_pace(to_act, report))
+    }
+
+    /// `to_act` less the real actions the provider's token buckets cannot serve within the
+    /// tick's wait (by API and region, in order): the backlog, decided afresh at the next
+    /// tick. A tick that waited longer would run into its deadline with intents written for
+    /// calls it never makes.
+    fn within_pace(&self, to_act: Vec<Decision>, report: &mut TickReport) -> Vec<Decision> {
+        let Some(pacing) = &self.options.pacing else {
+            return to_act;
+        };
+        let mut room: HashMap<(&'static str, String), usize> = HashMap::new();
+        let mut kept = Vec::with_capacity(to_act.len());
+        for d in to_act {
+            let Some(api) = api_of(d.action).filter(|_| !self.is_dry_run(&d)) else {
+                kept.push(d);
+                continue;
+            };
+            let left = room.entry((api, d.region.clone())).or_insert_with(|| {
+                pacing
+                    .pacer
+                    .servable(&d.region, api, pacing.within, pacing.batch)
+            });
+            if *left == 0 {
+                report.backlog += 1;
+                continue;
+            }
+            *left -= 1;
+            kept.push(d);
+        }
+        if report.backlog > 0 {
+            tracing::warn!(
+                backlog = report.backlog,
+                "more actions than EC2's rate limits serve within the tick; the rest wait for the next"
+            );
+        }
+        kept
     }
 
     /// Dry runs: the intent and a `skipped` outcome, so the log shows what would have been
@@ -361,6 +397,9 @@ impl<P: Provider> Reconciler<P> {
             {
                 webhook.send(notice(d));
             }
+            if d.action == Action::Start {
+                self.tell_of_capacity(d, o);
+            }
             let done = ActionOutcome {
                 decision: (*d).clone(),
                 outcome: o.outcome,
@@ -370,6 +409,35 @@ impl<P: Provider> Reconciler<P> {
             report.actions.push(done);
         }
         Ok(())
+    }
+}
+
+impl<P: Provider> Reconciler<P> {
+    /// Posts to the webhook, once until the instance starts, that a start of `d` was refused for
+    /// lack of capacity (`outcome`): people are waiting for the box, and it may stay stopped
+    /// for a while.
+    fn tell_of_capacity(&self, d: &Decision, outcome: &NewAuditEntry) {
+        let mut told = self.capacity_told.lock().unwrap_or_else(|e| e.into_inner());
+        let refused = outcome.outcome == Outcome::Failed
+            && outcome.code.as_deref() == Some(Code::InsufficientCapacity.as_str());
+        if !refused {
+            if outcome.outcome == Outcome::Succeeded {
+                told.remove(&d.instance);
+            }
+            return;
+        }
+        let Some(webhook) = &self.options.webhook else {
+            return;
+        };
+        if told.insert(d.instance.clone()) {
+            webhook.send(format!(
+                "ebb could not start {} ({}), policy {}: EC2 has no capacity for it now. ebb tries again at every tick ({CAPACITY_EVERY_TICK} times, then every {} minutes), and the policy's start.fallback_types if it lists any; no further notice until it starts.",
+                d.instance,
+                d.region,
+                d.policy.as_deref().unwrap_or("-"),
+                CAPACITY_RETRY.num_minutes()
+            ));
+        }
     }
 }
 
@@ -419,6 +487,17 @@ fn notice(d: &Decision) -> String {
         d.reason,
         d.instance
     )
+}
+
+/// The EC2 API that carries out `action`, whose buckets it waits for.
+fn api_of(action: Action) -> Option<&'static str> {
+    match action {
+        Action::Start => Some("StartInstances"),
+        Action::Stop | Action::Hibernate => Some("StopInstances"),
+        Action::Notify => Some("CreateTags"),
+        Action::WithdrawNotice => Some("DeleteTags"),
+        _ => None,
+    }
 }
 
 /// The order actions are carried out in.

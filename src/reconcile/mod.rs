@@ -48,6 +48,22 @@ pub struct Options {
     /// Until then its intent is not resolved from the instance's state (the call could land
     /// after it was called failed), and nothing else is done to the instance.
     pub in_flight_for: chrono::Duration,
+    /// The token buckets the provider's calls wait for, when it paces them: a tick takes on
+    /// only the actions they can serve within its wait, the rest waiting for the next tick.
+    pub pacing: Option<Pacing>,
+    /// Where GPU utilisation is read from when not from the provider (CloudWatch).
+    pub prometheus: Option<crate::cloud::prometheus::Prometheus>,
+}
+
+/// How a tick keeps its actions within the cloud's rate limits.
+#[derive(Debug, Clone)]
+pub struct Pacing {
+    /// The provider's buckets.
+    pub pacer: Arc<crate::cloud::pacing::Pacer>,
+    /// How long a tick's calls may wait for tokens in all: well inside the tick's deadline.
+    pub within: std::time::Duration,
+    /// Instances per call, as the provider batches them.
+    pub batch: usize,
 }
 
 /// Runs ticks against one provider, one store and one source of policies.
@@ -60,6 +76,9 @@ pub struct Reconciler<P> {
     ticks: AtomicU64,
     /// When it last looked for replacements ebb launched and lost track of.
     orphans_swept: std::sync::Mutex<Option<DateTime<Utc>>>,
+    /// Instances whose start EC2 refused for lack of capacity, told to the webhook since their
+    /// last start (kept in memory: a restart may tell once more).
+    capacity_told: std::sync::Mutex<HashSet<String>>,
 }
 
 impl<P: Provider> Reconciler<P> {
@@ -72,6 +91,7 @@ impl<P: Provider> Reconciler<P> {
             options,
             ticks: AtomicU64::new(0),
             orphans_swept: std::sync::Mutex::new(None),
+            capacity_told: std::sync::Mutex::default(),
         }
     }
 
@@ -142,6 +162,7 @@ impl<P: Provider> Reconciler<P> {
             .collect();
         self.act(decisions, &version, now, leader, &mut report)
             .await?;
+        report.pacing = self.options.pacing.as_ref().map(|p| p.pacer.counts());
         Ok(report)
     }
 

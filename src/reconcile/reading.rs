@@ -4,6 +4,7 @@
 //! listing before anything is decided.
 
 use super::{ReadFailure, Reconciler};
+use crate::cloud::prometheus::Prometheus;
 use crate::cloud::Provider;
 use crate::engine;
 use crate::fleet::{Fleet, InstanceState, Lifecycle, Price};
@@ -93,6 +94,9 @@ impl<P: Provider> Reconciler<P> {
         fleet: &mut Fleet,
         now: DateTime<Utc>,
     ) -> Vec<ReadFailure> {
+        if let Some(prometheus) = &self.options.prometheus {
+            return read_from_prometheus(prometheus, wanted, fleet, now).await;
+        }
         let mut failures = Vec::new();
         for (region, (positions, window)) in wanted {
             let ids: Vec<String> = positions
@@ -154,6 +158,51 @@ impl<P: Provider> Reconciler<P> {
                 // Without prices no spot rule moves anything.
                 Err(err) => tracing::warn!(region, "cannot read prices: {err}"),
             }
+        }
+    }
+}
+
+/// Reads GPU utilisation into `fleet` from Prometheus: one range query for every region, over
+/// the longest window any of them needs. When it fails, every wanted instance is unread.
+async fn read_from_prometheus(
+    prometheus: &Prometheus,
+    wanted: BTreeMap<String, (Vec<usize>, Duration)>,
+    fleet: &mut Fleet,
+    now: DateTime<Utc>,
+) -> Vec<ReadFailure> {
+    let Some(window) = wanted.values().map(|(_, w)| *w).max() else {
+        return Vec::new();
+    };
+    let from = now - window - READING_MARGIN;
+    match prometheus.gpu_utilisation(from, now).await {
+        Ok(mut found) => {
+            for (positions, _) in wanted.values() {
+                for &i in positions {
+                    let instance = &mut fleet.instances[i];
+                    if let Some(samples) = found.remove(&instance.id) {
+                        instance.gpu_util = samples;
+                    }
+                }
+            }
+            Vec::new()
+        }
+        Err(err) => {
+            let error = err.to_string();
+            let why: Arc<str> = error.as_str().into();
+            let mut failures = Vec::new();
+            for (region, (positions, _)) in wanted {
+                for &i in &positions {
+                    fleet
+                        .gpu_unread
+                        .insert(fleet.instances[i].id.clone(), why.clone());
+                }
+                failures.push(ReadFailure {
+                    region,
+                    instances: positions.len(),
+                    error: error.clone(),
+                });
+            }
+            failures
         }
     }
 }

@@ -57,6 +57,11 @@ pub struct TickReport {
     pub deferred: usize,
     /// Actions held back because they failed lately.
     pub held_back: usize,
+    /// Actions left for the next tick because the cloud's rate limits could not serve them
+    /// within this one.
+    pub backlog: usize,
+    /// The token buckets after the tick, when the provider paces its calls.
+    pub pacing: Option<crate::cloud::pacing::PacingCounts>,
     /// How many instances got each decision, by action and code.
     pub decided: BTreeMap<(&'static str, &'static str), usize>,
     /// How many instances are in each state, by state and governing policy (`""` for none).
@@ -163,7 +168,7 @@ impl TickReport {
     pub fn headline(&self) -> String {
         let count = |o: Outcome| self.actions.iter().filter(|a| a.outcome == o).count();
         format!(
-            "tick at {}: {} instances, {} actions ({} succeeded, {} failed, {} skipped or dry run), {} deferred by the cap, {} held back after failures, {} interrupted actions resolved, {} instances awaiting an earlier call's outcome, {} instances with GPU utilisation unread",
+            "tick at {}: {} instances, {} actions ({} succeeded, {} failed, {} skipped or dry run), {} deferred by the cap, {} waiting for EC2's rate limits, {} held back after failures, {} interrupted actions resolved, {} instances awaiting an earlier call's outcome, {} instances with GPU utilisation unread",
             self.at.to_rfc3339_opts(SecondsFormat::Secs, true),
             self.instances,
             self.actions.len(),
@@ -171,6 +176,7 @@ impl TickReport {
             count(Outcome::Failed),
             count(Outcome::Skipped),
             self.deferred,
+            self.backlog,
             self.held_back,
             self.resolved.len(),
             self.awaiting,
@@ -199,6 +205,9 @@ impl TickReport {
                     .map(|f| (f.region.as_str(), f.instances))
                     .collect(),
                 orphans: self.orphans.as_ref(),
+                backlog: self.backlog,
+                throttles: self.pacing.as_ref().map(|p| p.throttles),
+                tokens: self.pacing.as_ref().map(|p| &p.tokens),
             },
         );
     }
@@ -233,6 +242,7 @@ impl TickReport {
                 .filter(|a| a.outcome == Outcome::Failed)
                 .count(),
             deferred = self.deferred,
+            backlog = self.backlog,
             held_back = self.held_back,
             resolved = self.resolved.len(),
             awaiting = self.awaiting,

@@ -3,6 +3,7 @@
 
 pub mod ec2_proxy;
 pub mod moto;
+pub mod prometheus;
 pub mod replica;
 pub mod time;
 

@@ -1,6 +1,7 @@
 //! EC2: listing instances with their GPU facts, spot prices, and batched actions.
 
 use super::{cloud_error, to_chrono, to_smithy, AwsProvider, Known, Scope};
+use crate::cloud::pacing::Key;
 use crate::cloud::{
     ActionReport, CloudError, Done, ErrorKind, Failed, Inventory, ScopeFailure, TypePrice,
 };
@@ -310,7 +311,9 @@ impl AwsProvider {
                 (Vec::new(), ids)
             };
             let mut stopped = self
-                .batched(plain, |batch| self.stop_call(scope, batch, false))
+                .batched(scope, "StopInstances", plain, |batch| {
+                    self.stop_call(scope, batch, false)
+                })
                 .await;
             if hibernate {
                 for done in &mut stopped.done {
@@ -319,7 +322,9 @@ impl AwsProvider {
             }
             report.merge(stopped);
             let hibernated = self
-                .batched(hibernating, |batch| self.stop_call(scope, batch, true))
+                .batched(scope, "StopInstances", hibernating, |batch| {
+                    self.stop_call(scope, batch, true)
+                })
                 .await;
             report.done.extend(hibernated.done);
             // EC2 can still refuse a hibernation (an instance that cannot hibernate yet):
@@ -334,9 +339,12 @@ impl AwsProvider {
                 .map(|f| (f.instance.clone(), f.error.message.clone()))
                 .collect();
             let mut retried = self
-                .batched(refused.into_iter().map(|f| f.instance).collect(), |batch| {
-                    self.stop_call(scope, batch, false)
-                })
+                .batched(
+                    scope,
+                    "StopInstances",
+                    refused.into_iter().map(|f| f.instance).collect(),
+                    |batch| self.stop_call(scope, batch, false),
+                )
                 .await;
             for done in &mut retried.done {
                 done.fallback = Some(format!(
@@ -469,7 +477,10 @@ impl AwsProvider {
         let (groups, mut report) = self.group_by_scope(region, ids, operation);
         for (index, ids) in groups {
             let scope = &self.scopes[index];
-            report.merge(self.batched(ids, |batch| call(scope, batch)).await);
+            report.merge(
+                self.batched(scope, operation, ids, |batch| call(scope, batch))
+                    .await,
+            );
         }
         report
     }
@@ -478,8 +489,14 @@ impl AwsProvider {
     /// that fail are alone, so one bad id costs about 2·log2(batch) extra calls and never
     /// blocks the rest. An error about the call as a whole (throttled after every retry, bad
     /// credentials, service down) fails every remaining id at once instead: splitting would
-    /// only add load.
-    async fn batched<F, Fut>(&self, ids: Vec<String>, call: F) -> ActionReport
+    /// only add load. Each call waits for its tokens in the scope's buckets of `operation`.
+    async fn batched<F, Fut>(
+        &self,
+        scope: &Scope,
+        operation: &'static str,
+        ids: Vec<String>,
+        call: F,
+    ) -> ActionReport
     where
         F: Fn(Vec<String>) -> Fut,
         Fut: Future<Output = Result<Accepted, CloudError>>,
@@ -490,8 +507,14 @@ impl AwsProvider {
             .rev()
             .map(<[String]>::to_vec)
             .collect();
+        let key = Key {
+            account: scope.account.clone(),
+            region: scope.region.clone(),
+            api: operation,
+        };
         while let Some(mut batch) = work.pop() {
-            match call(batch.clone()).await {
+            let paced = self.pacer.call(&key, batch.len(), || call(batch.clone()));
+            match paced.await {
                 Ok(accepted) => report.done.extend(batch.into_iter().map(|instance| Done {
                     already: accepted.already.contains(&instance),
                     instance,

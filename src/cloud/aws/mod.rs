@@ -14,10 +14,12 @@ mod resize;
 mod spot;
 pub mod warnings;
 
+use super::pacing::{Pacer, RateLimits};
 use super::{
     ActionReport, Artifact, CloudError, ErrorKind, Image, ImageMade, InstanceStatus, Inventory,
     Launch, LaunchSpec, OnDemandPrices, Provider, TypePrice,
 };
+use crate::clock::Clock;
 use crate::fleet::{Gpus, Instance, Sample};
 use aws_config::retry::RetryConfig;
 use aws_config::sts::AssumeRoleProvider;
@@ -27,7 +29,7 @@ use aws_sdk_ec2::error::{ProvideErrorMetadata, SdkError};
 use aws_sdk_ec2::operation::RequestId;
 use chrono::{DateTime, Utc};
 use std::collections::{BTreeMap, HashMap};
-use std::sync::{Mutex, RwLock};
+use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
 /// Every AWS call ebb makes, as IAM actions: `deploy/iam-policy.json` grants exactly these.
@@ -79,6 +81,8 @@ pub struct Settings {
     pub max_attempts: u32,
     /// How long a call may take.
     pub timeouts: Timeouts,
+    /// EC2's rate limits, which ebb paces its calls by (`EBB_EC2_RATE_LIMITS`).
+    pub rate_limits: RateLimits,
 }
 
 /// How long an AWS call may take, set on every SDK client: without them, a call across a
@@ -148,6 +152,7 @@ impl Default for Settings {
             on_demand: OnDemandPrices::default(),
             max_attempts: 5,
             timeouts: Timeouts::default(),
+            rate_limits: RateLimits::default(),
         }
     }
 }
@@ -183,12 +188,19 @@ pub struct AwsProvider {
     /// GPU facts by (region, instance type); `None` for types without GPUs.
     gpu_types: Mutex<HashMap<(String, String), Option<Gpus>>>,
     calls: Mutex<BTreeMap<&'static str, u64>>,
+    /// The token buckets its calls that change something wait for.
+    pacer: Arc<Pacer>,
 }
 
 impl AwsProvider {
     /// The time limits of its calls.
     pub fn timeouts(&self) -> Timeouts {
         self.settings.timeouts
+    }
+
+    /// The token buckets its calls wait for.
+    pub fn pacer(&self) -> &Arc<Pacer> {
+        &self.pacer
     }
 }
 
@@ -273,6 +285,7 @@ impl AwsProvider {
     /// A provider over clients built elsewhere (tests build them against an emulator or mocks).
     pub fn from_scopes(settings: Settings, scopes: Vec<Scope>) -> AwsProvider {
         AwsProvider {
+            pacer: Arc::new(Pacer::new(settings.rate_limits.clone(), &Clock::System)),
             settings,
             scopes,
             known: RwLock::default(),

@@ -2,6 +2,7 @@
 
 use super::ec2::{lifecycle_of, state_of};
 use super::{cloud_error, AwsProvider, Scope};
+use crate::cloud::pacing::Key;
 use crate::cloud::{
     ActionReport, CloudError, ErrorKind, Image, ImageMade, ImageState, InstanceStatus, Launch,
     LaunchSpec, Market,
@@ -404,11 +405,24 @@ impl AwsProvider {
                     .build(),
             );
         }
-        self.count("RunInstances");
-        let out = request
-            .send()
-            .await
-            .map_err(|e| cloud_error("RunInstances", e))?;
+        let key = Key {
+            account: scope.account.clone(),
+            region: scope.region.clone(),
+            api: "RunInstances",
+        };
+        // The client token makes a launch made again after a throttle the same launch.
+        let send = || {
+            self.count("RunInstances");
+            let request = request.clone();
+            async move {
+                request
+                    .send()
+                    .await
+                    .map_err(|e| cloud_error("RunInstances", e))
+            }
+        };
+        // Boxed: a RunInstances request is large, and a migration step's future holds it.
+        let out = Box::pin(self.pacer.call(&key, 1, send)).await?;
         out.instances()
             .first()
             .and_then(status)

@@ -237,7 +237,7 @@ impl SimProvider {
         Ok(found)
     }
 
-    pub(super) fn sim_terminate(&self, region: &str, ids: &[String]) -> ActionReport {
+    pub(super) async fn sim_terminate(&self, region: &str, ids: &[String]) -> ActionReport {
         self.act("TerminateInstances", region, ids, |sim, now| {
             if !matches!(
                 sim.instance.state,
@@ -254,6 +254,7 @@ impl SimProvider {
             }
             Ok(())
         })
+        .await
     }
 
     /// The simulated replacements (tagged `ebb:launch`, not terminated) and images of
