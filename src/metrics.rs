@@ -72,6 +72,7 @@ pub struct Metrics {
     gpu_read_failures: Family<RegionLabels, Counter>,
     gpu_unread: Gauge,
     leader: Gauge,
+    audit_checkpoint_failures: Counter,
 }
 
 impl Default for Metrics {
@@ -88,6 +89,7 @@ impl Default for Metrics {
             gpu_read_failures: Family::default(),
             gpu_unread: Gauge::default(),
             leader: Gauge::default(),
+            audit_checkpoint_failures: Counter::default(),
             registry: Registry::default(),
         };
         registry.register("ticks", "Reconcile ticks, by result", m.ticks.clone());
@@ -136,11 +138,21 @@ impl Default for Metrics {
             "1 when this replica is the leader, 0 otherwise",
             m.leader.clone(),
         );
+        registry.register(
+            "audit_checkpoint_failures",
+            "Audit checkpoints that could not be published (EBB_AUDIT_CHECKPOINTS)",
+            m.audit_checkpoint_failures.clone(),
+        );
         Metrics { registry, ..m }
     }
 }
 
 impl Metrics {
+    /// The counter of audit checkpoints that could not be published, for the publisher.
+    pub fn audit_checkpoint_failures(&self) -> Counter {
+        self.audit_checkpoint_failures.clone()
+    }
+
     /// Records a tick that failed after `took`; `policies_invalid` when it failed because no
     /// valid policy set was known.
     pub fn tick_failed(&self, took: Duration, policies_invalid: bool) {

@@ -55,6 +55,7 @@ impl Api {
             control: control.clone(),
             tokens: Arc::new(Tokens::parse(&format!("alice:{TOKEN}")).unwrap()),
             clock: ebb::clock::Clock::System,
+            checkpoints: None,
         };
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let base = format!("http://{}", listener.local_addr().unwrap());

@@ -48,6 +48,7 @@ impl Console {
             control: Arc::new(Control::default()),
             tokens: Arc::new(Tokens::default()),
             clock: ebb::clock::Clock::System,
+            checkpoints: None,
         };
         let routes = api::router(state.clone()).merge(ebb::console::router(state));
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -287,7 +288,7 @@ async fn the_audit_page_filters_pages_downloads_and_verifies_the_chain(pool: PgP
     assert_eq!(status, StatusCode::OK);
     assert!(kind.starts_with("text/csv"), "{kind}");
     let lines: Vec<&str> = csv.lines().collect();
-    assert!(lines[0].starts_with("at,actor,instance,"), "{csv}");
+    assert!(lines[0].starts_with("seq,at,actor,instance,"), "{csv}");
     assert_eq!(lines.len(), 14, "a header and 13 rows:\n{csv}");
     assert!(lines[1].contains("keep 0") && lines[13].contains("keep 120"));
 

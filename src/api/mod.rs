@@ -9,6 +9,7 @@ mod auth;
 
 pub use auth::{Tokens, TokensError};
 
+use crate::checkpoint::Publisher;
 use crate::clock::Clock;
 use crate::control::{Control, TaskStatus};
 use crate::output;
@@ -49,6 +50,8 @@ pub struct ApiState {
     pub tokens: Arc<Tokens>,
     /// What time it is (simulated under the sim provider), for overrides and `since`.
     pub clock: Clock,
+    /// Publishes an audit checkpoint after each change, when configured.
+    pub checkpoints: Option<Arc<Publisher>>,
 }
 
 /// The routes.
@@ -386,7 +389,17 @@ async fn create_override(
             now,
         )
         .await?;
+    publish_checkpoint(&state);
     Ok((StatusCode::CREATED, Json(record)))
+}
+
+/// Checkpoints the rows a change appended, apart from the request: the answer never waits on
+/// the checkpoint store.
+fn publish_checkpoint(state: &ApiState) {
+    if let Some(publisher) = state.checkpoints.clone() {
+        let (store, now) = (state.store.clone(), state.clock.now());
+        tokio::spawn(async move { publisher.publish(&store, now).await });
+    }
 }
 
 async fn revoke_override(
@@ -395,12 +408,12 @@ async fn revoke_override(
     id: Result<Path<i64>, PathRejection>,
 ) -> ApiResult<Json<OverrideRecord>> {
     let Path(id) = id?;
-    Ok(Json(
-        state
-            .store
-            .revoke_override(id, &actor, state.clock.now())
-            .await?,
-    ))
+    let record = state
+        .store
+        .revoke_override(id, &actor, state.clock.now())
+        .await?;
+    publish_checkpoint(&state);
+    Ok(Json(record))
 }
 
 /// Asks the leader, on whichever replica, for a tick now.

@@ -11,7 +11,7 @@ use crate::webhook::{Poster, Webhook};
 use crate::{engine, fleet, policy, snapshot, when};
 use anyhow::{Context as _, Result};
 use chrono::{DateTime, Utc};
-use clap::{Args, Subcommand, ValueEnum};
+use clap::{Args, ValueEnum};
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -191,12 +191,6 @@ impl CloudArgs {
     }
 }
 
-#[derive(Subcommand)]
-pub(super) enum AuditCommand {
-    /// Recompute the hash chain; exit non-zero naming the first row that does not match.
-    Verify,
-}
-
 /// Filters and format of `ebb audit`.
 #[derive(Args)]
 pub(super) struct AuditArgs {
@@ -255,6 +249,8 @@ pub(super) struct OverrideArgs {
     /// Who is asking, for the audit log.
     #[arg(long, env = "EBB_ACTOR", default_value_t = default_actor())]
     pub(super) actor: String,
+    #[command(flatten)]
+    pub(super) checkpoints: super::audit::CheckpointArgs,
 }
 
 pub(super) fn default_actor() -> String {

@@ -51,6 +51,8 @@ pub(super) struct ServeArgs {
     pub(super) interruption_queue: Option<String>,
     #[command(flatten)]
     pub(super) reconcile: ReconcileArgs,
+    #[command(flatten)]
+    pub(super) checkpoints: super::audit::CheckpointArgs,
 }
 
 impl ServeArgs {
@@ -88,6 +90,13 @@ pub(super) async fn run(args: ServeArgs) -> Result<ExitCode> {
         .reconcile
         .reconciler(clock, control.tasks.clone())
         .await?;
+    let checkpoints = args
+        .checkpoints
+        .publisher(
+            control.tasks.clone(),
+            control.metrics.audit_checkpoint_failures(),
+        )
+        .await?;
     let name = args.replica.unwrap_or_else(replica_name);
     let mut hangup = signal(SignalKind::hangup())?;
     let on_hangup = control.clone();
@@ -112,6 +121,7 @@ pub(super) async fn run(args: ServeArgs) -> Result<ExitCode> {
         clock,
         listen: args.listen,
         tokens,
+        checkpoints,
         retention: chrono::Duration::from_std(args.retention)?,
         interruptions: match args.interruption_queue {
             Some(url) => Some(InterruptionQueue::connect(url, watched.0, &watched.1).await),

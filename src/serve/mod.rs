@@ -13,6 +13,7 @@ mod tick_requests;
 pub use driver::{drive, BackgroundTask};
 
 use crate::api::{self, ApiState, Tokens};
+use crate::checkpoint::Publisher;
 use crate::clock::Clock;
 use crate::cloud::aws::warnings::InterruptionQueue;
 use crate::cloud::Provider;
@@ -53,6 +54,8 @@ pub struct Config {
     pub listen: SocketAddr,
     /// Who may change things through the API.
     pub tokens: Tokens,
+    /// Publishes audit checkpoints, when they are configured.
+    pub checkpoints: Option<Arc<Publisher>>,
     /// Where spot interruption warnings arrive, if anywhere.
     pub interruptions: Option<InterruptionQueue>,
     /// How long instance state changes and spot warnings are kept.
@@ -92,6 +95,7 @@ pub async fn run<P: Provider>(
         control: control.clone(),
         tokens: Arc::new(config.tokens),
         clock: config.clock,
+        checkpoints: config.checkpoints.clone(),
     };
     let (stop_api, api_stopped) = tokio::sync::watch::channel(());
     let api = tokio::spawn(async move {
@@ -150,6 +154,7 @@ pub async fn run<P: Provider>(
         config.clock,
         &control,
         config.deadline,
+        config.checkpoints,
     );
     drive(ticks, every, Some(&control.wake), &tasks, shutdown).await;
     tracing::info!("shut down");

@@ -494,6 +494,25 @@ impl Store {
         Ok(Verification::Intact { rows, head })
     }
 
+    /// The newest row's `seq` and hash (hex), if there is a row.
+    pub async fn audit_head(&self) -> Result<Option<(i64, String)>> {
+        let head: Option<(i64, Vec<u8>)> =
+            sqlx::query_as("SELECT seq, hash FROM audit_log ORDER BY seq DESC LIMIT 1")
+                .fetch_optional(&self.pool)
+                .await?;
+        Ok(head.map(|(seq, hash)| (seq, hex(&hash))))
+    }
+
+    /// The hashes (hex) of the rows numbered `seqs` that exist.
+    pub async fn audit_hashes(&self, seqs: &[i64]) -> Result<Vec<(i64, String)>> {
+        let rows: Vec<(i64, Vec<u8>)> =
+            sqlx::query_as("SELECT seq, hash FROM audit_log WHERE seq = ANY($1) ORDER BY seq")
+                .bind(seqs)
+                .fetch_all(&self.pool)
+                .await?;
+        Ok(rows.into_iter().map(|(seq, h)| (seq, hex(&h))).collect())
+    }
+
     /// Records a change of policy-set version as an audit row; does nothing when `version` is
     /// the one recorded last. Returns whether it recorded.
     pub async fn record_policy_version(
@@ -527,7 +546,50 @@ impl Store {
     }
 }
 
+/// Checks rows read back from an export, in `seq` order: each row's hash is that of its
+/// content and `prev_hash`, each row follows the one before it when their `seq`s are
+/// consecutive, and a first row of the log starts from zeros. A filtered export has gaps, which
+/// are not errors; the rows around a gap are each still checked.
+pub fn verify_rows(rows: &[AuditEntry]) -> Verification {
+    let mut previous: Option<&AuditEntry> = None;
+    for r in rows {
+        let broken = |problem: &str| Verification::Broken {
+            seq: r.seq,
+            problem: problem.to_string(),
+        };
+        match previous {
+            Some(p) if r.seq <= p.seq => return broken("rows are out of order or repeated"),
+            Some(p) if r.seq == p.seq + 1 && r.prev_hash != p.hash => {
+                return broken("prev_hash is not the previous row's hash")
+            }
+            None if r.seq == 1 && r.prev_hash != [0u8; 32] => {
+                return broken("the first row's prev_hash is not zeros")
+            }
+            _ => {}
+        }
+        if chain_hash(&r.prev_hash, r.seq, &r.entry) != r.hash {
+            return broken("the row's content does not match its hash: it was changed");
+        }
+        previous = Some(r);
+    }
+    Verification::Intact {
+        rows: rows.len() as u64,
+        head: previous.map(|r| hex(&r.hash)).unwrap_or_default(),
+    }
+}
+
 /// Lower-case hex.
 pub fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// The bytes of lower-case or upper-case hex; `None` if it is not hex.
+pub fn unhex(text: &str) -> Option<Vec<u8>> {
+    if text.len() % 2 != 0 {
+        return None;
+    }
+    (0..text.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(text.get(i..i + 2)?, 16).ok())
+        .collect()
 }

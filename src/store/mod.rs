@@ -15,7 +15,8 @@ pub mod spot;
 mod summary;
 
 pub use audit::{
-    AuditEntry, AuditFilter, FailureStreak, NewAuditEntry, Outcome, Verification, INTERRUPTED,
+    hex, unhex, verify_rows, AuditEntry, AuditFilter, FailureStreak, NewAuditEntry, Outcome,
+    Verification, INTERRUPTED,
 };
 pub use console::{FleetFilter, FleetPage, InstanceEvent};
 pub use inventory::{ActionDone, InstanceRecord, PlannedAction, SyncReport};

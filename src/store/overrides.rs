@@ -197,6 +197,32 @@ impl Store {
         .await?)
     }
 
+    /// Overrides whose making, or revoking, has no audit row (each with `making` or
+    /// `revoking`): rows written to `overrides` other than through ebb, which would protect
+    /// instances without a trace in the log.
+    pub async fn unaudited_overrides(&self) -> Result<Vec<(OverrideRecord, &'static str)>> {
+        let made = concat!(
+            "SELECT ",
+            columns!(),
+            " FROM overrides o WHERE NOT EXISTS (SELECT 1 FROM audit_log a
+              WHERE a.action = 'override' AND a.instance = o.instance
+              AND a.reason LIKE 'override ' || o.id || ' until %') ORDER BY id"
+        );
+        let revoked = concat!(
+            "SELECT ",
+            columns!(),
+            " FROM overrides o WHERE o.revoked_at IS NOT NULL AND NOT EXISTS (SELECT 1
+              FROM audit_log a WHERE a.action = 'override_revoked' AND a.instance = o.instance
+              AND a.reason LIKE 'override ' || o.id || ' revoked %') ORDER BY id"
+        );
+        let mut found = Vec::new();
+        for (query, missing) in [(made, "making"), (revoked, "revoking")] {
+            let rows: Vec<OverrideRecord> = sqlx::query_as(query).fetch_all(&self.pool).await?;
+            found.extend(rows.into_iter().map(|o| (o, missing)));
+        }
+        Ok(found)
+    }
+
     /// Every override ever made, newest last.
     pub async fn all_overrides(&self) -> Result<Vec<OverrideRecord>> {
         Ok(sqlx::query_as(concat!(

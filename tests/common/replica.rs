@@ -60,6 +60,7 @@ impl Replica {
             clock,
             listen,
             tokens,
+            checkpoints: None,
             interruptions: None,
             retention: chrono::Duration::days(90),
         };
