@@ -78,7 +78,8 @@ async fn post(client: &reqwest::Client, url: &reqwest::Url, text: &str) -> Resul
         let error = match answer {
             Ok(r) if r.status().is_success() => return Ok(()),
             Ok(r) => format!("HTTP {}", r.status()),
-            Err(e) => e.to_string(),
+            // The URL is a secret (it lets anyone post to the channel): never in the logs.
+            Err(e) => e.without_url().to_string(),
         };
         if attempt == ATTEMPTS {
             tracing::error!(attempts = ATTEMPTS, "webhook notice not delivered: {error}");

@@ -111,6 +111,15 @@ async fn seeded(pool: &PgPool) -> String {
     url_of(pool)
 }
 
+/// Makes ebb know `ids` as live instances (overrides are refused for others).
+async fn known(pool: &PgPool, ids: &[&str]) {
+    let fleet: Vec<_> = ids.iter().map(|id| common::instance(id, &[])).collect();
+    Store::from_pool(pool.clone())
+        .sync_inventory(&["us-east-1".to_string()], &fleet, Utc::now())
+        .await
+        .unwrap();
+}
+
 fn json(o: &Output) -> Vec<serde_json::Map<String, serde_json::Value>> {
     serde_json::from_str(&out(o)).unwrap()
 }
@@ -280,6 +289,7 @@ async fn verify_passes_then_names_the_edited_row(pool: PgPool) {
 #[sqlx::test]
 async fn overrides_from_the_cli_are_listed_audited_and_revoked(pool: PgPool) {
     let url = url_of(&pool);
+    known(&pool, &["i-0abc"]).await;
     let text = out(&ebb(
         &url,
         &[
@@ -345,6 +355,39 @@ async fn bad_override_requests_change_nothing(pool: PgPool) {
         assert_eq!(o.status.code(), Some(2), "{args:?}");
         assert!(!String::from_utf8_lossy(&o.stderr).contains("panicked"));
     }
+    // The API's limits, through the same check.
+    known(&pool, &["i-0abc"]).await;
+    let long = "x".repeat(501);
+    for (args, says) in [
+        (
+            vec!["override", "i-0abc", "--until", "8d", "--reason", "x"],
+            "the longest override is 7days",
+        ),
+        (
+            vec!["override", "i-0abc", "--until", "4h", "--reason", &long],
+            "501 characters is too long",
+        ),
+        (
+            vec!["override", "i-0zzz", "--until", "4h", "--reason", "x"],
+            "ebb knows no live instance i-0zzz",
+        ),
+    ] {
+        let o = ebb(&url, &args);
+        assert_eq!(o.status.code(), Some(2), "{args:?}");
+        let stderr = String::from_utf8_lossy(&o.stderr);
+        assert!(stderr.contains(says), "{stderr}");
+    }
+    let o = Command::new(env!("CARGO_BIN_EXE_ebb"))
+        .args(["override", "i-0abc", "--until", "8d", "--reason", "x"])
+        .env("DATABASE_URL", &url)
+        .env("EBB_MAX_OVERRIDE", "9d")
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    sqlx::query("DELETE FROM overrides")
+        .execute(&pool)
+        .await
+        .unwrap();
     let count: i64 = sqlx::query_scalar("SELECT count(*) FROM overrides")
         .fetch_one(&pool)
         .await
@@ -468,7 +511,9 @@ fn keygen() -> (tempfile::TempDir, std::path::PathBuf) {
 }
 
 /// Two overrides made through the binary, each publishing a checkpoint (rows 7 and 8).
-fn two_checkpointed_overrides(url: &str, key: &std::path::Path, dest: &str) {
+async fn two_checkpointed_overrides(pool: &PgPool, key: &std::path::Path, dest: &str) {
+    known(pool, &["i-0abc", "i-0def"]).await;
+    let url = &url_of(pool);
     for instance in ["i-0abc", "i-0def"] {
         let o = ebb_checkpointed(
             url,
@@ -530,7 +575,7 @@ async fn checkpoints_name_the_one_a_deleted_tail_contradicts(pool: PgPool) {
     let stored = dir.path().join("checkpoints");
     std::fs::create_dir(&stored).unwrap();
     let dest = format!("file:{}", stored.display());
-    two_checkpointed_overrides(&url, &key, &dest);
+    two_checkpointed_overrides(&pool, &key, &dest).await;
     let public = dir.path().join("audit.key.pub");
     let verify = [
         "audit",
@@ -574,7 +619,7 @@ async fn checkpoints_expose_rows_rewritten_with_a_recomputed_chain(pool: PgPool)
     let url = seeded(&pool).await;
     let (dir, key) = keygen();
     let dest = format!("file:{}", dir.path().display());
-    two_checkpointed_overrides(&url, &key, &dest);
+    two_checkpointed_overrides(&pool, &key, &dest).await;
     // Rows 7 and 8 replaced by rows of the owner's choosing, hashed as ebb hashes them.
     tamper(
         &pool,
@@ -616,7 +661,7 @@ async fn a_checkpoint_altered_or_signed_by_another_key_is_refused(pool: PgPool) 
     let url = seeded(&pool).await;
     let (dir, key) = keygen();
     let dest = format!("file:{}", dir.path().display());
-    two_checkpointed_overrides(&url, &key, &dest);
+    two_checkpointed_overrides(&pool, &key, &dest).await;
     let (other_dir, _) = keygen();
     let other = other_dir.path().join("audit.key.pub");
     let verify = |public: &std::path::Path| {
@@ -746,7 +791,7 @@ async fn checkpoints_in_s3_are_write_once_and_verified(pool: PgPool) {
         .unwrap();
     let (dir, key) = keygen();
     let dest = format!("s3://{bucket}/prod/audit");
-    two_checkpointed_overrides(&url, &key, &dest);
+    two_checkpointed_overrides(&pool, &key, &dest).await;
     let public = dir.path().join("audit.key.pub");
     let verify = [
         "audit",
@@ -791,6 +836,7 @@ async fn checkpoints_in_s3_are_write_once_and_verified(pool: PgPool) {
 #[sqlx::test]
 async fn a_checkpoint_that_cannot_be_stored_never_fails_the_change(pool: PgPool) {
     let url = url_of(&pool);
+    known(&pool, &["i-0abc"]).await;
     let (_dir, key) = keygen();
     let o = ebb_checkpointed(
         &url,

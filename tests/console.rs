@@ -38,6 +38,11 @@ struct Console {
 
 impl Console {
     async fn start(pool: &PgPool) -> Console {
+        Console::start_with(pool, "", true).await
+    }
+
+    /// The console with `tokens` (as EBB_API_TOKENS), its reads public or not.
+    async fn start_with(pool: &PgPool, tokens: &str, public_reads: bool) -> Console {
         let store = Store::from_pool(pool.clone());
         store.migrate().await.unwrap();
         let policies = tempfile::tempdir().unwrap();
@@ -46,9 +51,13 @@ impl Console {
             store: store.clone(),
             policies: Arc::new(PolicySource::new(vec![policies.path().to_path_buf()])),
             control: Arc::new(Control::default()),
-            tokens: Arc::new(Tokens::default()),
+            tokens: Arc::new(Tokens::parse(tokens).unwrap()),
             clock: ebb::clock::Clock::System,
             checkpoints: None,
+            limits: ebb::api::ApiLimits {
+                public_reads,
+                ..Default::default()
+            },
         };
         let routes = api::router(state.clone()).merge(ebb::console::router(state));
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -348,7 +357,7 @@ async fn an_instance_page_shows_its_timeline_chart_and_overrides(pool: PgPool) {
         .unwrap();
     console
         .store
-        .revoke_override(made.id, "carol", Utc::now())
+        .revoke_override(made.id, "carol", Utc::now(), true)
         .await
         .unwrap();
 
@@ -424,4 +433,49 @@ async fn the_migrations_page_and_the_stylesheet(pool: PgPool) {
     let (status, kind, _) = console.get("/v1/plan").await;
     assert_eq!(status, StatusCode::OK);
     assert!(kind.starts_with("application/json"), "{kind}");
+}
+
+#[sqlx::test(migrations = false)]
+async fn pages_follow_the_apis_rule_for_reads(pool: PgPool) {
+    let reader = "reader-token-0123456789";
+    let writer = "writer-token-0123456789";
+    let tokens = format!("reader:{reader}:read,writer:{writer}:override");
+    let console = Console::start_with(&pool, &tokens, false).await;
+    for path in [
+        "/",
+        "/audit",
+        "/audit.csv",
+        "/migrations",
+        "/policies",
+        "/instances/i-1",
+    ] {
+        assert_eq!(
+            console.get(path).await.0,
+            StatusCode::UNAUTHORIZED,
+            "{path}"
+        );
+        let get = |token: &str| {
+            console
+                .http
+                .get(format!("{}{path}", console.base))
+                .bearer_auth(token)
+                .send()
+        };
+        assert_eq!(
+            get(writer).await.unwrap().status(),
+            StatusCode::FORBIDDEN,
+            "{path}"
+        );
+        assert_ne!(
+            get(reader).await.unwrap().status(),
+            StatusCode::UNAUTHORIZED,
+            "{path}"
+        );
+        assert_ne!(
+            get(reader).await.unwrap().status(),
+            StatusCode::FORBIDDEN,
+            "{path}"
+        );
+    }
+    assert_eq!(console.get("/console.css").await.0, StatusCode::OK);
 }

@@ -12,7 +12,7 @@ mod tick_requests;
 
 pub use driver::{drive, BackgroundTask};
 
-use crate::api::{self, ApiState, Tokens};
+use crate::api::{self, ApiLimits, ApiState, Tokens};
 use crate::checkpoint::Publisher;
 use crate::clock::Clock;
 use crate::cloud::aws::warnings::InterruptionQueue;
@@ -56,6 +56,8 @@ pub struct Config {
     pub tokens: Tokens,
     /// Publishes audit checkpoints, when they are configured.
     pub checkpoints: Option<Arc<Publisher>>,
+    /// Public reads, the longest override, the time limit of requests.
+    pub limits: ApiLimits,
     /// Where spot interruption warnings arrive, if anywhere.
     pub interruptions: Option<InterruptionQueue>,
     /// How long instance state changes and spot warnings are kept.
@@ -96,6 +98,7 @@ pub async fn run<P: Provider>(
         tokens: Arc::new(config.tokens),
         clock: config.clock,
         checkpoints: config.checkpoints.clone(),
+        limits: config.limits,
     };
     let (stop_api, api_stopped) = tokio::sync::watch::channel(());
     let api = tokio::spawn(async move {

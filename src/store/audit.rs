@@ -170,8 +170,11 @@ pub struct AuditFilter {
     pub action: Option<String>,
     /// This outcome.
     pub outcome: Option<Outcome>,
-    /// Only the newest this many rows (still returned oldest first).
+    /// Only the newest this many rows (still returned oldest first); with `after`, the first
+    /// this many after it.
     pub limit: Option<i64>,
+    /// Only rows after this `seq`: a cursor for reading the log in pages.
+    pub after: Option<i64>,
 }
 
 /// How the error of a `failed` outcome begins when it resolves an intent that a crash
@@ -367,6 +370,9 @@ pub(super) fn select_where(filter: &AuditFilter) -> QueryBuilder<Postgres> {
     if let Some(v) = filter.outcome {
         q.push(" AND outcome = ").push_bind(v.as_str());
     }
+    if let Some(seq) = filter.after {
+        q.push(" AND seq > ").push_bind(seq);
+    }
     q
 }
 
@@ -419,6 +425,10 @@ impl Store {
     pub async fn audit(&self, filter: &AuditFilter) -> Result<Vec<AuditEntry>> {
         let mut q = select_where(filter);
         let rows: Vec<Row> = match filter.limit {
+            Some(n) if filter.after.is_some() => {
+                q.push(" ORDER BY seq LIMIT ").push_bind(n);
+                q.build_query_as().fetch_all(&self.pool).await?
+            }
             Some(n) => {
                 q.push(" ORDER BY seq DESC LIMIT ").push_bind(n);
                 let mut rows: Vec<Row> = q.build_query_as().fetch_all(&self.pool).await?;

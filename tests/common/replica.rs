@@ -61,6 +61,10 @@ impl Replica {
             listen,
             tokens,
             checkpoints: None,
+            limits: ebb::api::ApiLimits {
+                public_reads: true,
+                ..Default::default()
+            },
             interruptions: None,
             retention: chrono::Duration::days(90),
         };
