@@ -6,6 +6,7 @@ mod common;
 use chrono::Utc;
 use common::{instance, t};
 use ebb::api::{self, ApiLimits, ApiState, Tokens, TokensError};
+use ebb::checkpoint::{Publisher, Sink};
 use ebb::control::Control;
 use ebb::engine::{Action, Code, Decision};
 use ebb::reconcile::PolicySource;
@@ -50,11 +51,18 @@ impl Api {
             public_reads: true,
             ..ApiLimits::default()
         };
-        Api::start_configured(store, policy, &format!("alice:{TOKEN}"), public).await
+        Api::start_configured(store, policy, &format!("alice:{TOKEN}"), public, None).await
     }
 
-    /// The API with tokens `tokens` (as EBB_API_TOKENS) and `limits`.
-    async fn start_configured(store: Store, policy: &str, tokens: &str, limits: ApiLimits) -> Api {
+    /// The API with tokens `tokens` (as EBB_API_TOKENS) and `limits`, publishing checkpoints
+    /// with `checkpoints` (a key and a place).
+    async fn start_configured(
+        store: Store,
+        policy: &str,
+        tokens: &str,
+        limits: ApiLimits,
+        checkpoints: Option<(ed25519_dalek::SigningKey, Sink)>,
+    ) -> Api {
         let dir = tempfile::tempdir().unwrap();
         std::fs::write(dir.path().join("p.yaml"), policy).unwrap();
         let control = Arc::new(Control::default());
@@ -64,7 +72,14 @@ impl Api {
             control: control.clone(),
             tokens: Arc::new(Tokens::parse(tokens).unwrap()),
             clock: ebb::clock::Clock::System,
-            checkpoints: None,
+            checkpoints: checkpoints.map(|(key, sink)| {
+                Arc::new(Publisher::new(
+                    key,
+                    sink,
+                    control.tasks.clone(),
+                    control.metrics.audit_checkpoint_failures(),
+                ))
+            }),
             limits,
         };
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -619,7 +634,7 @@ async fn scoped(pool: &PgPool, limits: ApiLimits) -> Api {
     store.migrate().await.unwrap();
     let tokens =
         format!("reader:{READER}:read,writer:{WRITER}:override,boss:{BOSS}:admin,plain:{PLAIN}");
-    let api = Api::start_configured(store, POLICY, &tokens, limits).await;
+    let api = Api::start_configured(store, POLICY, &tokens, limits, None).await;
     api.know(&["i-1"]).await;
     api
 }
@@ -868,4 +883,55 @@ async fn a_slow_read_times_out_and_database_errors_stay_in_the_log(pool: PgPool)
         !got.1.to_string().contains("overrides\" does not exist"),
         "{got:?}"
     );
+}
+
+#[sqlx::test(migrations = false)]
+async fn each_change_through_the_api_publishes_a_signed_checkpoint(pool: PgPool) {
+    use reqwest::Method;
+    let store = Store::from_pool(pool.clone());
+    store.migrate().await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let key = ed25519_dalek::SigningKey::from_bytes(&[9; 32]);
+    let sink = Sink::Dir(dir.path().to_path_buf());
+    let checkpoints = Some((key.clone(), sink.clone()));
+    let tokens = format!("alice:{TOKEN}");
+    let api =
+        Api::start_configured(store, POLICY, &tokens, ApiLimits::default(), checkpoints).await;
+    api.know(&["i-1"]).await;
+    // The checkpoint is stored apart from the request: wait for it, at most a while.
+    let stored = async |seq: i64| {
+        for _ in 0..100 {
+            let all = sink.read_all().await.unwrap();
+            if all.iter().any(|(_, c)| c.seq == seq) {
+                return all;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        }
+        panic!("no checkpoint of row {seq}");
+    };
+    let body = r#"{"instance": "i-1", "until": "4h", "reason": "demo"}"#;
+    let (status, made) = api
+        .send(Method::POST, "/v1/overrides", Some(TOKEN), Some(body))
+        .await;
+    assert_eq!(status, StatusCode::CREATED);
+    let first = stored(1).await;
+    let path = format!("/v1/overrides/{}", made["id"]);
+    let (status, _) = api.send(Method::DELETE, &path, Some(TOKEN), None).await;
+    assert_eq!(status, StatusCode::OK);
+    let both = stored(2).await;
+    assert_eq!(both[0], first[0], "the first checkpoint is kept as it was");
+    let head = api.store.audit_head().await.unwrap().unwrap();
+    assert_eq!((both[1].1.seq, both[1].1.hash.clone()), head);
+    assert!(both[1].1.signed_by(&key.verifying_key()));
+    // The task's status is written right after the file: wait for it too.
+    for _ in 0..100 {
+        let (_, status) = api.send(Method::GET, "/v1/status", Some(TOKEN), None).await;
+        let last = &status["tasks"]["audit_checkpoints"]["last"];
+        if last["detail"] == "checkpoint of row 2 stored" {
+            assert_eq!(last["ok"], true, "{status}");
+            return;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    panic!("/v1/status never showed the checkpoint of row 2");
 }
