@@ -852,3 +852,67 @@ async fn a_checkpoint_that_cannot_be_stored_never_fails_the_change(pool: PgPool)
     );
     assert_eq!(json(&ebb(&url, &["audit", "--format", "json"])).len(), 1);
 }
+
+#[sqlx::test]
+async fn each_tick_that_appends_rows_publishes_a_checkpoint_of_the_head(pool: PgPool) {
+    let url = url_of(&pool);
+    let (dir, key) = keygen();
+    let dest = format!("file:{}", dir.path().display());
+    let tick = |at: &str| {
+        let o = Command::new(env!("CARGO_BIN_EXE_ebb"))
+            .args(["tick", "--at", at])
+            .current_dir(env!("CARGO_MANIFEST_DIR"))
+            .env("DATABASE_URL", &url)
+            .env("EBB_CLOUD", "sim:deploy/demo-fleet.yaml")
+            .env("EBB_POLICIES", "policies")
+            .env("EBB_AUDIT_KEY_FILE", &key)
+            .env("EBB_AUDIT_CHECKPOINTS", &dest)
+            .output()
+            .unwrap();
+        assert!(
+            !String::from_utf8_lossy(&o.stderr).contains("checkpoint"),
+            "{}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+    };
+    let checkpoints = || {
+        let mut names: Vec<String> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .filter(|n| n.starts_with("checkpoint-"))
+            .collect();
+        names.sort();
+        names
+    };
+    let store = Store::from_pool(pool.clone());
+    tick("2026-11-30T20:30:00Z");
+    let (head, _) = store
+        .audit_head()
+        .await
+        .unwrap()
+        .expect("the tick appended rows");
+    assert_eq!(checkpoints(), [format!("checkpoint-{head:020}.json")]);
+    tick("2026-12-01T09:30:00Z");
+    let (later, _) = store.audit_head().await.unwrap().unwrap();
+    assert!(later > head);
+    assert_eq!(
+        checkpoints().last().unwrap(),
+        &format!("checkpoint-{later:020}.json")
+    );
+    let public = dir.path().join("audit.key.pub");
+    let text = out(&ebb(
+        &url,
+        &[
+            "audit",
+            "verify",
+            "--checkpoints",
+            &dest,
+            "--public-key",
+            public.to_str().unwrap(),
+        ],
+    ));
+    assert!(
+        text.contains(&format!("checkpoints hold up to row {later}")),
+        "{text}"
+    );
+}

@@ -264,6 +264,16 @@ async fn serve_keeps_the_last_good_policies_and_ticks_on_changes_and_api_calls(p
     std::fs::create_dir(dir.path().join("policies")).unwrap();
     std::fs::write(&policy_file, POLICY).unwrap();
     let first = f.launch(G5).await;
+    // Every tick and change checkpoints the audit chain's head into a directory.
+    let key = dir.path().join("audit.key");
+    let made = Command::new(env!("CARGO_BIN_EXE_ebb"))
+        .args(["audit", "keygen", "--out", key.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(made.status.success(), "{made:?}");
+    let checkpoints = dir.path().join("checkpoints");
+    std::fs::create_dir(&checkpoints).unwrap();
+    let dest = format!("file:{}", checkpoints.display());
     // A tick interval far longer than the test: every tick after the first is asked for.
     let replica = Replica::start(
         "solo",
@@ -271,7 +281,11 @@ async fn serve_keeps_the_last_good_policies_and_ticks_on_changes_and_api_calls(p
         &url,
         &f,
         Duration::from_secs(3600),
-        &[("EBB_API_TOKENS", &format!("ops:{TOKEN}"))],
+        &[
+            ("EBB_API_TOKENS", &format!("ops:{TOKEN}")),
+            ("EBB_AUDIT_KEY_FILE", key.to_str().unwrap()),
+            ("EBB_AUDIT_CHECKPOINTS", &dest),
+        ],
     );
     assert!(
         within(Duration::from_secs(20), async || is_stopped(&f, &first)
@@ -447,4 +461,20 @@ async fn serve_keeps_the_last_good_policies_and_ticks_on_changes_and_api_calls(p
         .await
         .unwrap();
     assert_eq!(overrides[0]["actor"], "ops", "{overrides}");
+
+    // The head, whatever appended it last, has its checkpoint, and every checkpoint holds.
+    let store = ebb::store::Store::from_pool(pool.clone());
+    let (head, _) = store.audit_head().await.unwrap().unwrap();
+    let newest = checkpoints.join(format!("checkpoint-{head:020}.json"));
+    assert!(
+        within(Duration::from_secs(10), async || newest.exists()).await,
+        "no checkpoint of row {head}"
+    );
+    let verified = Command::new(env!("CARGO_BIN_EXE_ebb"))
+        .args(["audit", "verify", "--checkpoints", &dest, "--public-key"])
+        .arg(dir.path().join("audit.key.pub"))
+        .env("DATABASE_URL", &url)
+        .output()
+        .unwrap();
+    assert!(verified.status.success(), "{verified:?}");
 }
