@@ -758,6 +758,23 @@ async fn verify_names_an_override_written_without_its_audit_row(pool: PgPool) {
         "{}",
         String::from_utf8_lossy(&o.stdout)
     );
+
+    // One made through ebb, then revoked behind its back.
+    known(&pool, &["i-0def"]).await;
+    out(&ebb(
+        &url,
+        &["override", "i-0def", "--until", "4h", "--reason", "x"],
+    ));
+    sqlx::query("UPDATE overrides SET revoked_at = now(), revoked_by = 'eve' WHERE id = 2")
+        .execute(&pool)
+        .await
+        .unwrap();
+    let text = String::from_utf8_lossy(&ebb(&url, &["audit", "verify"]).stdout).into_owned();
+    assert_eq!(text.lines().count(), 2, "{text}");
+    assert!(
+        text.contains("override 2 of i-0def (by mei) has no audit row of its revoking"),
+        "{text}"
+    );
 }
 
 /// An S3 client on moto's emulator (`AWS_ENDPOINT_URL`), path-style as ebb's.
