@@ -6,8 +6,10 @@
 //! and the tamper-evident audit log in Postgres. The [`cloud`] is where instances are seen
 //! and acted on; a [`snapshot`] file describes a fleet for `ebb plan`, `ebb explain` and the
 //! simulated cloud.
+//! Signed [`checkpoint`]s of the audit chain's head are kept outside the database.
 
 pub mod api;
+pub mod checkpoint;
 pub mod cli;
 pub mod clock;
 pub mod cloud;

@@ -97,6 +97,7 @@ pub struct Metrics {
     backlog: Gauge,
     throttles: Gauge,
     tokens: Family<BucketLabels, Gauge<f64, AtomicU64>>,
+    audit_checkpoint_failures: Counter,
 }
 
 impl Default for Metrics {
@@ -117,6 +118,7 @@ impl Default for Metrics {
             backlog: Gauge::default(),
             throttles: Gauge::default(),
             tokens: Family::default(),
+            audit_checkpoint_failures: Counter::default(),
             registry: Registry::default(),
         };
         registry.register("ticks", "Reconcile ticks, by result", m.ticks.clone());
@@ -185,11 +187,21 @@ impl Default for Metrics {
             "Request tokens left in ebb's bucket of each EC2 API, by region",
             m.tokens.clone(),
         );
+        registry.register(
+            "audit_checkpoint_failures",
+            "Audit checkpoints that could not be published (EBB_AUDIT_CHECKPOINTS)",
+            m.audit_checkpoint_failures.clone(),
+        );
         Metrics { registry, ..m }
     }
 }
 
 impl Metrics {
+    /// The counter of audit checkpoints that could not be published, for the publisher.
+    pub fn audit_checkpoint_failures(&self) -> Counter {
+        self.audit_checkpoint_failures.clone()
+    }
+
     /// Records a tick that failed after `took`; `policies_invalid` when it failed because no
     /// valid policy set was known.
     pub fn tick_failed(&self, took: Duration, policies_invalid: bool) {

@@ -78,7 +78,8 @@ async fn post(client: &reqwest::Client, url: &reqwest::Url, text: &str) -> Resul
         let error = match answer {
             Ok(r) if r.status().is_success() => return Ok(()),
             Ok(r) => format!("HTTP {}", r.status()),
-            Err(e) => e.to_string(),
+            // The URL is a secret (it lets anyone post to the channel): never in the logs.
+            Err(e) => e.without_url().to_string(),
         };
         if attempt == ATTEMPTS {
             tracing::error!(attempts = ATTEMPTS, "webhook notice not delivered: {error}");
@@ -88,5 +89,33 @@ async fn post(client: &reqwest::Client, url: &reqwest::Url, text: &str) -> Resul
         tokio::time::sleep(wait).await;
         wait *= 2;
         attempt += 1;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test(start_paused = true)]
+    async fn a_failed_post_never_tells_the_url() {
+        // A closed port: every attempt fails at once; the back-off runs on the paused clock.
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let url: reqwest::Url = format!("http://127.0.0.1:{port}/services/T0/B0/s3cr3t-path")
+            .parse()
+            .unwrap();
+        let client = reqwest::Client::new();
+        let error = post(&client, &url, "a notice").await.unwrap_err();
+        assert!(
+            error.starts_with("not delivered after 4 attempts"),
+            "{error}"
+        );
+        assert!(
+            !error.contains("s3cr3t") && !error.contains("127.0.0.1"),
+            "{error}"
+        );
     }
 }

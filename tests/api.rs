@@ -5,7 +5,8 @@ mod common;
 
 use chrono::Utc;
 use common::{instance, t};
-use ebb::api::{self, ApiState, Tokens, TokensError};
+use ebb::api::{self, ApiLimits, ApiState, Tokens, TokensError};
+use ebb::checkpoint::{Publisher, Sink};
 use ebb::control::Control;
 use ebb::engine::{Action, Code, Decision};
 use ebb::reconcile::PolicySource;
@@ -46,6 +47,22 @@ impl Api {
     }
 
     async fn start_with(store: Store, policy: &str) -> Api {
+        let public = ApiLimits {
+            public_reads: true,
+            ..ApiLimits::default()
+        };
+        Api::start_configured(store, policy, &format!("alice:{TOKEN}"), public, None).await
+    }
+
+    /// The API with tokens `tokens` (as EBB_API_TOKENS) and `limits`, publishing checkpoints
+    /// with `checkpoints` (a key and a place).
+    async fn start_configured(
+        store: Store,
+        policy: &str,
+        tokens: &str,
+        limits: ApiLimits,
+        checkpoints: Option<(ed25519_dalek::SigningKey, Sink)>,
+    ) -> Api {
         let dir = tempfile::tempdir().unwrap();
         std::fs::write(dir.path().join("p.yaml"), policy).unwrap();
         let control = Arc::new(Control::default());
@@ -53,8 +70,17 @@ impl Api {
             store: store.clone(),
             policies: Arc::new(PolicySource::new(vec![dir.path().to_path_buf()])),
             control: control.clone(),
-            tokens: Arc::new(Tokens::parse(&format!("alice:{TOKEN}")).unwrap()),
+            tokens: Arc::new(Tokens::parse(tokens).unwrap()),
             clock: ebb::clock::Clock::System,
+            checkpoints: checkpoints.map(|(key, sink)| {
+                Arc::new(Publisher::new(
+                    key,
+                    sink,
+                    control.tasks.clone(),
+                    control.metrics.audit_checkpoint_failures(),
+                ))
+            }),
+            limits,
         };
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let base = format!("http://{}", listener.local_addr().unwrap());
@@ -110,6 +136,15 @@ impl Api {
             status,
             serde_json::from_str(&text).unwrap_or(Value::String(text)),
         )
+    }
+
+    /// Makes ebb know `ids` as live instances (overrides are refused for others).
+    async fn know(&self, ids: &[&str]) {
+        let fleet: Vec<_> = ids.iter().map(|id| instance(id, &[])).collect();
+        self.store
+            .sync_inventory(&["us-east-1".to_string()], &fleet, Utc::now())
+            .await
+            .unwrap();
     }
 
     async fn override_rows(&self) -> usize {
@@ -386,6 +421,7 @@ async fn audit_takes_the_filters_of_ebb_audit(pool: PgPool) {
 async fn overrides_need_a_token_and_a_well_formed_body(pool: PgPool) {
     use reqwest::Method;
     let api = Api::start(&pool, POLICY).await;
+    api.know(&["i-1"]).await;
     let body = r#"{"instance": "i-1", "until": "4h", "reason": "demo tomorrow"}"#;
 
     for token in [None, Some("wrong-token-0123456789"), Some("")] {
@@ -585,4 +621,317 @@ fn api_tokens_are_name_colon_token_and_long_enough() {
         Tokens::parse("ci:0123456789abcdef,ci:fedcba9876543210"),
         Err(TokensError::Repeated(2))
     ));
+}
+
+const READER: &str = "reader-token-0123456789";
+const WRITER: &str = "writer-token-0123456789";
+const BOSS: &str = "boss-token-0123456789";
+const PLAIN: &str = "plain-token-0123456789";
+
+/// An API whose reads need a token, with one token of each scope and one without scopes.
+async fn scoped(pool: &PgPool, limits: ApiLimits) -> Api {
+    let store = Store::from_pool(pool.clone());
+    store.migrate().await.unwrap();
+    let tokens =
+        format!("reader:{READER}:read,writer:{WRITER}:override,boss:{BOSS}:admin,plain:{PLAIN}");
+    let api = Api::start_configured(store, POLICY, &tokens, limits, None).await;
+    api.know(&["i-1"]).await;
+    api
+}
+
+#[sqlx::test(migrations = false)]
+async fn reads_need_a_read_token_unless_public(pool: PgPool) {
+    use reqwest::Method;
+    let api = scoped(&pool, ApiLimits::default()).await;
+    for path in [
+        "/v1/status",
+        "/v1/instances",
+        "/v1/plan",
+        "/v1/audit",
+        "/v1/overrides",
+        "/v1/migrations",
+    ] {
+        assert_error(&api.get(path).await, StatusCode::UNAUTHORIZED, "Bearer");
+        let wrong = api.send(Method::GET, path, Some(WRITER), None).await;
+        assert_error(&wrong, StatusCode::FORBIDDEN, "no read scope");
+        for token in [READER, BOSS, PLAIN] {
+            let (status, body) = api.send(Method::GET, path, Some(token), None).await;
+            assert_eq!(status, StatusCode::OK, "{path} {token}: {body}");
+        }
+    }
+    // The platform's probes stay open.
+    for path in ["/healthz", "/readyz", "/metrics"] {
+        assert_eq!(api.get(path).await.0, StatusCode::OK, "{path}");
+    }
+    // Broken files: their problems (paths, contents) only for readers.
+    std::fs::write(api.policies().join("p.yaml"), "policies: [").unwrap();
+    let (_, open) = api.get("/readyz").await;
+    assert_eq!(
+        open["policies"]["error"],
+        "the policy files cannot be used; details need a read token"
+    );
+    let (_, read) = api.send(Method::GET, "/readyz", Some(READER), None).await;
+    assert!(
+        read["policies"]["error"]
+            .as_str()
+            .unwrap()
+            .contains("p.yaml"),
+        "{read}"
+    );
+}
+
+#[sqlx::test(migrations = false)]
+async fn changes_need_the_override_scope_and_anothers_override_admin(pool: PgPool) {
+    use reqwest::Method;
+    let api = scoped(&pool, ApiLimits::default()).await;
+    let body = r#"{"instance": "i-1", "until": "4h", "reason": "demo"}"#;
+    let post = |token| api.send(Method::POST, "/v1/overrides", Some(token), Some(body));
+    assert_error(
+        &post(READER).await,
+        StatusCode::FORBIDDEN,
+        "no override scope",
+    );
+    assert_error(
+        &api.send(Method::POST, "/v1/tick", Some(READER), None).await,
+        StatusCode::FORBIDDEN,
+        "no override scope",
+    );
+    assert_eq!(api.override_rows().await, 0);
+    let (status, mine) = post(WRITER).await;
+    assert_eq!(status, StatusCode::CREATED, "{mine}");
+    let (status, plain) = post(PLAIN).await;
+    assert_eq!(
+        status,
+        StatusCode::CREATED,
+        "an unscoped token makes overrides: {plain}"
+    );
+
+    let writers = format!("/v1/overrides/{}", mine["id"]);
+    for token in [PLAIN, READER] {
+        let got = api.send(Method::DELETE, &writers, Some(token), None).await;
+        assert_eq!(got.0, StatusCode::FORBIDDEN, "{got:?}");
+    }
+    let active = api.store.active_overrides(Utc::now()).await.unwrap();
+    assert_eq!(active.len(), 2, "a refused revocation is rolled back");
+    let (status, revoked) = api.send(Method::DELETE, &writers, Some(WRITER), None).await;
+    assert_eq!(
+        (status, revoked["revoked_by"].clone()),
+        (StatusCode::OK, json!("writer"))
+    );
+    let plains = format!("/v1/overrides/{}", plain["id"]);
+    let (status, revoked) = api.send(Method::DELETE, &plains, Some(BOSS), None).await;
+    assert_eq!(
+        (status, revoked["revoked_by"].clone()),
+        (StatusCode::OK, json!("boss"))
+    );
+    assert_eq!(
+        api.send(Method::POST, "/v1/tick", Some(WRITER), None)
+            .await
+            .0,
+        StatusCode::ACCEPTED
+    );
+}
+
+#[test]
+fn tokens_carry_scopes_and_none_is_named_after_the_scheduler() {
+    assert!(Tokens::parse("ci:0123456789abcdef:read+override,ops:fedcba9876543210:admin").is_ok());
+    assert!(matches!(
+        Tokens::parse("scheduler:0123456789abcdef"),
+        Err(TokensError::SchedulerName(1))
+    ));
+    assert!(matches!(
+        Tokens::parse("ci:0123456789abcdef:read+write"),
+        Err(TokensError::UnknownScope { position: 1, ref scope }) if scope == "write"
+    ));
+}
+
+#[sqlx::test(migrations = false)]
+async fn overrides_are_bounded_in_length_reason_instance_and_body(pool: PgPool) {
+    use reqwest::Method;
+    let limits = ApiLimits {
+        max_override: chrono::Duration::hours(12),
+        ..ApiLimits::default()
+    };
+    let api = scoped(&pool, limits).await;
+    let long = "x".repeat(501);
+    for (body, mentions) in [
+        (
+            r#"{"instance": "i-1", "until": "13h", "reason": "x"}"#.to_string(),
+            "the longest override is 12h",
+        ),
+        (
+            format!(r#"{{"instance": "i-1", "until": "4h", "reason": "{long}"}}"#),
+            "501 characters is too long",
+        ),
+        (
+            r#"{"instance": "i-404", "until": "4h", "reason": "x"}"#.to_string(),
+            "ebb knows no live instance i-404",
+        ),
+    ] {
+        let got = api
+            .send(Method::POST, "/v1/overrides", Some(WRITER), Some(&body))
+            .await;
+        assert_error(&got, StatusCode::BAD_REQUEST, mentions);
+    }
+    let huge = format!(
+        r#"{{"instance": "i-1", "until": "4h", "reason": "{}"}}"#,
+        "x".repeat(api::BODY_LIMIT)
+    );
+    let got = api
+        .send(Method::POST, "/v1/overrides", Some(WRITER), Some(&huge))
+        .await;
+    assert_eq!(got.0, StatusCode::PAYLOAD_TOO_LARGE);
+    assert_eq!(api.override_rows().await, 0);
+    let ok = r#"{"instance": "i-1", "until": "12h", "reason": "x"}"#;
+    let got = api
+        .send(Method::POST, "/v1/overrides", Some(WRITER), Some(ok))
+        .await;
+    assert_eq!(got.0, StatusCode::CREATED, "{got:?}");
+}
+
+#[sqlx::test(migrations = false)]
+async fn the_audit_log_pages_by_seq_up_to_ten_thousand_rows(pool: PgPool) {
+    use ebb::store::NewAuditEntry;
+    let api = scoped(&pool, ApiLimits::default()).await;
+    let rows: Vec<NewAuditEntry> = (0..5)
+        .map(|i| NewAuditEntry::event(Utc::now(), "ops", "note", format!("row {i}")))
+        .collect();
+    api.store.append_audit(&rows).await.unwrap();
+    let api = &api;
+    let page = |query: String| async move {
+        let r = api
+            .http
+            .get(format!("{}/v1/audit?{query}", api.base))
+            .bearer_auth(READER)
+            .send()
+            .await
+            .unwrap();
+        let next = r
+            .headers()
+            .get(api::NEXT_AFTER)
+            .map(|v| v.to_str().unwrap().to_string());
+        let body: Value = r.json().await.unwrap();
+        let seqs: Vec<i64> = body
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| r["seq"].as_i64().unwrap())
+            .collect();
+        (seqs, next)
+    };
+    assert_eq!(
+        page("after=0&limit=2".into()).await,
+        (vec![1, 2], Some("2".into()))
+    );
+    assert_eq!(
+        page("after=2&limit=2".into()).await,
+        (vec![3, 4], Some("4".into()))
+    );
+    assert_eq!(page("after=4&limit=2".into()).await, (vec![5], None));
+    assert_eq!(
+        page("limit=2".into()).await.0,
+        vec![4, 5],
+        "without a cursor, the newest"
+    );
+    let got = api
+        .send(
+            reqwest::Method::GET,
+            "/v1/audit?limit=10001",
+            Some(READER),
+            None,
+        )
+        .await;
+    assert_error(&got, StatusCode::BAD_REQUEST, "between 1 and 10000");
+}
+
+#[sqlx::test(migrations = false)]
+async fn a_slow_read_times_out_and_database_errors_stay_in_the_log(pool: PgPool) {
+    let limits = ApiLimits {
+        public_reads: true,
+        request_timeout: std::time::Duration::from_millis(300),
+        ..ApiLimits::default()
+    };
+    let api = scoped(&pool, limits).await;
+    // The log locked by another session until the test ends: the read can only time out.
+    let mut lock = pool.begin().await.unwrap();
+    sqlx::query("LOCK TABLE audit_log IN ACCESS EXCLUSIVE MODE")
+        .execute(&mut *lock)
+        .await
+        .unwrap();
+    let timed_out = api.get("/v1/audit").await;
+    assert_eq!(
+        timed_out,
+        (
+            StatusCode::SERVICE_UNAVAILABLE,
+            Value::String(String::new())
+        ),
+        "the route's time limit, not the database's lock timeout"
+    );
+    lock.rollback().await.unwrap();
+
+    sqlx::query("DROP TABLE overrides CASCADE")
+        .execute(&pool)
+        .await
+        .unwrap();
+    let got = api.get("/v1/overrides").await;
+    assert_error(
+        &got,
+        StatusCode::SERVICE_UNAVAILABLE,
+        "the error is in ebb's log",
+    );
+    assert!(
+        !got.1.to_string().contains("overrides\" does not exist"),
+        "{got:?}"
+    );
+}
+
+#[sqlx::test(migrations = false)]
+async fn each_change_through_the_api_publishes_a_signed_checkpoint(pool: PgPool) {
+    use reqwest::Method;
+    let store = Store::from_pool(pool.clone());
+    store.migrate().await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let key = ed25519_dalek::SigningKey::from_bytes(&[9; 32]);
+    let sink = Sink::Dir(dir.path().to_path_buf());
+    let checkpoints = Some((key.clone(), sink.clone()));
+    let tokens = format!("alice:{TOKEN}");
+    let api =
+        Api::start_configured(store, POLICY, &tokens, ApiLimits::default(), checkpoints).await;
+    api.know(&["i-1"]).await;
+    // The checkpoint is stored apart from the request: wait for it, at most a while.
+    let stored = async |seq: i64| {
+        for _ in 0..100 {
+            let all = sink.read_all().await.unwrap();
+            if all.iter().any(|(_, c)| c.seq == seq) {
+                return all;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        }
+        panic!("no checkpoint of row {seq}");
+    };
+    let body = r#"{"instance": "i-1", "until": "4h", "reason": "demo"}"#;
+    let (status, made) = api
+        .send(Method::POST, "/v1/overrides", Some(TOKEN), Some(body))
+        .await;
+    assert_eq!(status, StatusCode::CREATED);
+    let first = stored(1).await;
+    let path = format!("/v1/overrides/{}", made["id"]);
+    let (status, _) = api.send(Method::DELETE, &path, Some(TOKEN), None).await;
+    assert_eq!(status, StatusCode::OK);
+    let both = stored(2).await;
+    assert_eq!(both[0], first[0], "the first checkpoint is kept as it was");
+    let head = api.store.audit_head().await.unwrap().unwrap();
+    assert_eq!((both[1].1.seq, both[1].1.hash.clone()), head);
+    assert!(both[1].1.signed_by(&key.verifying_key()));
+    // The task's status is written right after the file: wait for it too.
+    for _ in 0..100 {
+        let (_, status) = api.send(Method::GET, "/v1/status", Some(TOKEN), None).await;
+        let last = &status["tasks"]["audit_checkpoints"]["last"];
+        if last["detail"] == "checkpoint of row 2 stored" {
+            assert_eq!(last["ok"], true, "{status}");
+            return;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    panic!("/v1/status never showed the checkpoint of row 2");
 }

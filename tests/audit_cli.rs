@@ -111,6 +111,15 @@ async fn seeded(pool: &PgPool) -> String {
     url_of(pool)
 }
 
+/// Makes ebb know `ids` as live instances (overrides are refused for others).
+async fn known(pool: &PgPool, ids: &[&str]) {
+    let fleet: Vec<_> = ids.iter().map(|id| common::instance(id, &[])).collect();
+    Store::from_pool(pool.clone())
+        .sync_inventory(&["us-east-1".to_string()], &fleet, Utc::now())
+        .await
+        .unwrap();
+}
+
 fn json(o: &Output) -> Vec<serde_json::Map<String, serde_json::Value>> {
     serde_json::from_str(&out(o)).unwrap()
 }
@@ -124,6 +133,10 @@ async fn json_has_the_documented_fields_and_each_filter_narrows(pool: PgPool) {
     let mut keys: Vec<&str> = all[0].keys().map(String::as_str).collect();
     keys.sort();
     let mut want = [
+        "seq",
+        "intent_seq",
+        "prev_hash",
+        "hash",
         "at",
         "actor",
         "instance",
@@ -145,6 +158,9 @@ async fn json_has_the_documented_fields_and_each_filter_narrows(pool: PgPool) {
         "IncorrectInstanceState: it is pending, try later"
     );
     assert_eq!(all[0]["at"], "2026-11-30T12:04:00.000000Z");
+    assert_eq!(all[0]["seq"], 1);
+    assert_eq!(all[0]["prev_hash"], "0".repeat(64));
+    assert_eq!(all[1]["prev_hash"], all[0]["hash"]);
 
     let count = |args: &[&str]| {
         let mut full = vec!["audit", "--format", "json"];
@@ -223,12 +239,16 @@ async fn csv_has_a_header_and_quotes_what_needs_it(pool: PgPool) {
     let mut lines = text.lines();
     assert_eq!(
         lines.next().unwrap(),
-        "at,actor,instance,region,action,outcome,policy,policy_version,code,reason,dry_run,request_id,error"
+        "seq,at,actor,instance,region,action,outcome,policy,policy_version,code,reason,dry_run,request_id,error,\
+         intent_seq,prev_hash,hash"
     );
-    assert_eq!(
-        lines.next().unwrap(),
-        "2026-11-30T12:04:02.000000Z,scheduler,i-2,ap-east-1,stop,failed,research-dev-hours,sha256:4172a170b61c,\
-         outside_hours,outside work hours (closed 20:00 Asia/Shanghai),false,req-42,\"IncorrectInstanceState: it is pending, try later\""
+    let row = lines.next().unwrap();
+    assert!(
+        row.starts_with(
+            "4,2026-11-30T12:04:02.000000Z,scheduler,i-2,ap-east-1,stop,failed,research-dev-hours,sha256:4172a170b61c,\
+             outside_hours,outside work hours (closed 20:00 Asia/Shanghai),false,req-42,\"IncorrectInstanceState: it is pending, try later\",,"
+        ),
+        "{row}"
     );
     let empty = out(&ebb(
         &url,
@@ -269,6 +289,7 @@ async fn verify_passes_then_names_the_edited_row(pool: PgPool) {
 #[sqlx::test]
 async fn overrides_from_the_cli_are_listed_audited_and_revoked(pool: PgPool) {
     let url = url_of(&pool);
+    known(&pool, &["i-0abc"]).await;
     let text = out(&ebb(
         &url,
         &[
@@ -334,6 +355,39 @@ async fn bad_override_requests_change_nothing(pool: PgPool) {
         assert_eq!(o.status.code(), Some(2), "{args:?}");
         assert!(!String::from_utf8_lossy(&o.stderr).contains("panicked"));
     }
+    // The API's limits, through the same check.
+    known(&pool, &["i-0abc"]).await;
+    let long = "x".repeat(501);
+    for (args, says) in [
+        (
+            vec!["override", "i-0abc", "--until", "8d", "--reason", "x"],
+            "the longest override is 7days",
+        ),
+        (
+            vec!["override", "i-0abc", "--until", "4h", "--reason", &long],
+            "501 characters is too long",
+        ),
+        (
+            vec!["override", "i-0zzz", "--until", "4h", "--reason", "x"],
+            "ebb knows no live instance i-0zzz",
+        ),
+    ] {
+        let o = ebb(&url, &args);
+        assert_eq!(o.status.code(), Some(2), "{args:?}");
+        let stderr = String::from_utf8_lossy(&o.stderr);
+        assert!(stderr.contains(says), "{stderr}");
+    }
+    let o = Command::new(env!("CARGO_BIN_EXE_ebb"))
+        .args(["override", "i-0abc", "--until", "8d", "--reason", "x"])
+        .env("DATABASE_URL", &url)
+        .env("EBB_MAX_OVERRIDE", "9d")
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    sqlx::query("DELETE FROM overrides")
+        .execute(&pool)
+        .await
+        .unwrap();
     let count: i64 = sqlx::query_scalar("SELECT count(*) FROM overrides")
         .fetch_one(&pool)
         .await
@@ -543,5 +597,453 @@ prices:
     assert_eq!(
         r["scenarios"]["oracle"]["running_hours"].as_f64(),
         Some(8.0)
+    );
+}
+
+/// Runs `ebb` with audit checkpoints signed by `key` and kept at `dest`.
+fn ebb_checkpointed(url: &str, key: &std::path::Path, dest: &str, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_ebb"))
+        .args(args)
+        .env("DATABASE_URL", url)
+        .env("EBB_ACTOR", "mei")
+        .env("EBB_AUDIT_KEY_FILE", key)
+        .env("EBB_AUDIT_CHECKPOINTS", dest)
+        .output()
+        .expect("run ebb")
+}
+
+/// `ebb audit keygen` in a fresh directory: the directory and the private key's path.
+fn keygen() -> (tempfile::TempDir, std::path::PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let key = dir.path().join("audit.key");
+    let text = out(&ebb(
+        "unused",
+        &["audit", "keygen", "--out", key.to_str().unwrap()],
+    ));
+    assert!(text.starts_with("ok: private key "), "{text}");
+    (dir, key)
+}
+
+/// Two overrides made through the binary, each publishing a checkpoint (rows 7 and 8).
+async fn two_checkpointed_overrides(pool: &PgPool, key: &std::path::Path, dest: &str) {
+    known(pool, &["i-0abc", "i-0def"]).await;
+    let url = &url_of(pool);
+    for instance in ["i-0abc", "i-0def"] {
+        let o = ebb_checkpointed(
+            url,
+            key,
+            dest,
+            &["override", instance, "--until", "4h", "--reason", "demo"],
+        );
+        assert!(
+            o.status.success() && o.stderr.is_empty(),
+            "{}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+    }
+}
+
+/// Runs `sql` as the superuser with the append-only trigger disabled, as someone holding the
+/// owner's credentials could.
+async fn tamper(pool: &PgPool, sql: &[&'static str]) {
+    let mut tx = pool.begin().await.unwrap();
+    sqlx::query("ALTER TABLE audit_log DISABLE TRIGGER audit_log_no_update_delete")
+        .execute(&mut *tx)
+        .await
+        .unwrap();
+    for statement in sql {
+        sqlx::query(*statement).execute(&mut *tx).await.unwrap();
+    }
+    sqlx::query("ALTER TABLE audit_log ENABLE TRIGGER audit_log_no_update_delete")
+        .execute(&mut *tx)
+        .await
+        .unwrap();
+    tx.commit().await.unwrap();
+}
+
+#[test]
+fn keygen_writes_a_private_key_only_its_owner_reads_and_never_over_one() {
+    use std::os::unix::fs::PermissionsExt as _;
+    let (dir, key) = keygen();
+    let mode = std::fs::metadata(&key).unwrap().permissions().mode();
+    assert_eq!(mode & 0o777, 0o600);
+    let private = std::fs::read_to_string(&key).unwrap();
+    assert!(
+        private.starts_with("-----BEGIN PRIVATE KEY-----"),
+        "{private}"
+    );
+    let public = std::fs::read_to_string(dir.path().join("audit.key.pub")).unwrap();
+    assert!(public.starts_with("-----BEGIN PUBLIC KEY-----"), "{public}");
+    let again = ebb(
+        "unused",
+        &["audit", "keygen", "--out", key.to_str().unwrap()],
+    );
+    assert_eq!(again.status.code(), Some(2));
+    assert_eq!(std::fs::read_to_string(&key).unwrap(), private);
+}
+
+#[sqlx::test]
+async fn checkpoints_name_the_one_a_deleted_tail_contradicts(pool: PgPool) {
+    let url = seeded(&pool).await;
+    let (dir, key) = keygen();
+    let stored = dir.path().join("checkpoints");
+    std::fs::create_dir(&stored).unwrap();
+    let dest = format!("file:{}", stored.display());
+    two_checkpointed_overrides(&pool, &key, &dest).await;
+    let public = dir.path().join("audit.key.pub");
+    let verify = [
+        "audit",
+        "verify",
+        "--checkpoints",
+        &dest,
+        "--public-key",
+        public.to_str().unwrap(),
+    ];
+    let text = out(&ebb(&url, &verify));
+    assert!(
+        text.starts_with("ok: 8 audit rows, hash chain intact")
+            && text.contains("checkpoints hold up to row 8"),
+        "{text}"
+    );
+
+    // The newest row and the override it records, deleted by the owner: the chain alone
+    // still verifies.
+    tamper(
+        &pool,
+        &[
+            "DELETE FROM audit_log WHERE seq = 8",
+            "DELETE FROM overrides WHERE id = 2",
+        ],
+    )
+    .await;
+    assert!(out(&ebb(&url, &["audit", "verify"])).starts_with("ok: 7 audit rows"));
+    let o = ebb(&url, &verify);
+    assert_eq!(o.status.code(), Some(1));
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        text.contains("checkpoint-00000000000000000008.json (row 8,")
+            && text.contains("the log ends at row 7, so rows up to 8 were deleted"),
+        "{text}"
+    );
+    assert_eq!(text.lines().count(), 1, "checkpoint 7 still holds: {text}");
+}
+
+#[sqlx::test]
+async fn checkpoints_expose_rows_rewritten_with_a_recomputed_chain(pool: PgPool) {
+    let url = seeded(&pool).await;
+    let (dir, key) = keygen();
+    let dest = format!("file:{}", dir.path().display());
+    two_checkpointed_overrides(&pool, &key, &dest).await;
+    // Rows 7 and 8 replaced by rows of the owner's choosing, hashed as ebb hashes them.
+    tamper(
+        &pool,
+        &[
+            "DELETE FROM audit_log WHERE seq >= 7",
+            "DELETE FROM overrides",
+        ],
+    )
+    .await;
+    let store = Store::from_pool(pool.clone());
+    let forged = row("i-9", "stop", Outcome::Intent, "p", "2026-12-01T01:00:00Z");
+    store.append_audit(&[forged.clone(), forged]).await.unwrap();
+    assert!(out(&ebb(&url, &["audit", "verify"])).starts_with("ok: 8 audit rows"));
+    let public = dir.path().join("audit.key.pub");
+    let o = ebb(
+        &url,
+        &[
+            "audit",
+            "verify",
+            "--checkpoints",
+            &dest,
+            "--public-key",
+            public.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(o.status.code(), Some(1));
+    let text = String::from_utf8_lossy(&o.stdout);
+    for seq in [7, 8] {
+        assert!(
+            text.contains(&format!("checkpoint-{seq:020}.json (row {seq},"))
+                && text.contains("the chain recomputed"),
+            "{text}"
+        );
+    }
+}
+
+#[sqlx::test]
+async fn a_checkpoint_altered_or_signed_by_another_key_is_refused(pool: PgPool) {
+    let url = seeded(&pool).await;
+    let (dir, key) = keygen();
+    let dest = format!("file:{}", dir.path().display());
+    two_checkpointed_overrides(&pool, &key, &dest).await;
+    let (other_dir, _) = keygen();
+    let other = other_dir.path().join("audit.key.pub");
+    let verify = |public: &std::path::Path| {
+        ebb(
+            &url,
+            &[
+                "audit",
+                "verify",
+                "--checkpoints",
+                &dest,
+                "--public-key",
+                public.to_str().unwrap(),
+            ],
+        )
+    };
+    let o = verify(&other);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&o.stdout).contains("is not signed by the public key"));
+
+    // Checkpoint 8 moved back to row 7's hash, as if the log had ended there.
+    let file = dir.path().join(format!("checkpoint-{:020}.json", 8));
+    let mut c: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
+    c["seq"] = 7.into();
+    std::fs::remove_file(&file).unwrap();
+    std::fs::write(&file, c.to_string()).unwrap();
+    let o = verify(&dir.path().join("audit.key.pub"));
+    assert_eq!(o.status.code(), Some(1));
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        text.contains("(row 7,") && text.contains("is not signed by the public key"),
+        "{text}"
+    );
+}
+
+#[sqlx::test]
+async fn an_export_verifies_offline_and_an_edit_in_it_is_named(pool: PgPool) {
+    let url = seeded(&pool).await;
+    let dir = tempfile::tempdir().unwrap();
+    for format in ["json", "csv"] {
+        let export = out(&ebb(&url, &["audit", "--format", format]));
+        let file = dir.path().join(format!("audit.{format}"));
+        std::fs::write(&file, &export).unwrap();
+        let text = out(&ebb(
+            "unused",
+            &["audit", "verify", "--file", file.to_str().unwrap()],
+        ));
+        assert!(
+            text.starts_with("ok: 6 exported audit rows"),
+            "{format}: {text}"
+        );
+        std::fs::write(&file, export.replacen("IncorrectInstanceState", "Other", 1)).unwrap();
+        let o = ebb(
+            "unused",
+            &["audit", "verify", "--file", file.to_str().unwrap()],
+        );
+        assert_eq!(o.status.code(), Some(1), "{format}");
+        assert!(
+            String::from_utf8_lossy(&o.stdout)
+                .starts_with("exported audit row 4 does not match: the row's content"),
+            "{format}: {}",
+            String::from_utf8_lossy(&o.stdout)
+        );
+    }
+    // A filtered export (rows 2 and 4) still verifies row by row.
+    let part = out(&ebb(
+        &url,
+        &["audit", "--format", "json", "--outcome", "failed"],
+    ));
+    std::fs::write(dir.path().join("part.json"), part).unwrap();
+    let path = dir.path().join("part.json");
+    assert!(out(&ebb(
+        "unused",
+        &["audit", "verify", "--file", path.to_str().unwrap()]
+    ))
+    .starts_with("ok: 1 exported audit rows"));
+}
+
+#[sqlx::test]
+async fn verify_names_an_override_written_without_its_audit_row(pool: PgPool) {
+    let url = seeded(&pool).await;
+    sqlx::query(
+        "INSERT INTO overrides (instance, until, reason, created_by, created_at)
+         VALUES ('i-0abc', now() + interval '1 day', 'quiet', 'eve', now())",
+    )
+    .execute(&pool)
+    .await
+    .unwrap();
+    let o = ebb(&url, &["audit", "verify"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        String::from_utf8_lossy(&o.stdout)
+            .starts_with("override 1 of i-0abc (by eve) has no audit row of its making"),
+        "{}",
+        String::from_utf8_lossy(&o.stdout)
+    );
+
+    // One made through ebb, then revoked behind its back.
+    known(&pool, &["i-0def"]).await;
+    out(&ebb(
+        &url,
+        &["override", "i-0def", "--until", "4h", "--reason", "x"],
+    ));
+    sqlx::query("UPDATE overrides SET revoked_at = now(), revoked_by = 'eve' WHERE id = 2")
+        .execute(&pool)
+        .await
+        .unwrap();
+    let text = String::from_utf8_lossy(&ebb(&url, &["audit", "verify"]).stdout).into_owned();
+    assert_eq!(text.lines().count(), 2, "{text}");
+    assert!(
+        text.contains("override 2 of i-0def (by mei) has no audit row of its revoking"),
+        "{text}"
+    );
+}
+
+/// An S3 client on moto's emulator (`AWS_ENDPOINT_URL`), path-style as ebb's.
+async fn moto_s3() -> aws_sdk_s3::Client {
+    let config = aws_config::defaults(aws_config::BehaviorVersion::latest())
+        .load()
+        .await;
+    assert!(config
+        .endpoint_url()
+        .is_some_and(|e| e.starts_with("http://127.0.0.1:")));
+    let s3 = aws_sdk_s3::config::Builder::from(&config)
+        .force_path_style(true)
+        .build();
+    aws_sdk_s3::Client::from_conf(s3)
+}
+
+#[sqlx::test]
+async fn checkpoints_in_s3_are_write_once_and_verified(pool: PgPool) {
+    use ebb::checkpoint::{Sink, Written};
+    let url = seeded(&pool).await;
+    // One bucket per test database: moto lives as long as the test run.
+    let database = pool.connect_options().get_database().unwrap().to_string();
+    let digits: String = database.chars().filter(char::is_ascii_digit).collect();
+    let bucket = format!("ebb-audit-{digits}");
+    moto_s3()
+        .await
+        .create_bucket()
+        .bucket(&bucket)
+        .send()
+        .await
+        .unwrap();
+    let (dir, key) = keygen();
+    let dest = format!("s3://{bucket}/prod/audit");
+    two_checkpointed_overrides(&pool, &key, &dest).await;
+    let public = dir.path().join("audit.key.pub");
+    let verify = [
+        "audit",
+        "verify",
+        "--checkpoints",
+        &dest,
+        "--public-key",
+        public.to_str().unwrap(),
+    ];
+    assert!(out(&ebb(&url, &verify)).contains("checkpoints hold up to row 8"));
+
+    let sink = Sink::open(&dest).await.unwrap();
+    let stored = sink.read_all().await.unwrap();
+    assert_eq!(stored.len(), 2);
+    assert!(stored[1]
+        .0
+        .ends_with("/prod/audit/checkpoint-00000000000000000008.json"));
+    let mut rewritten = stored[1].1.clone();
+    rewritten.hash = "00".repeat(32);
+    assert_eq!(sink.write(&rewritten).await.unwrap(), Written::AlreadyThere);
+    assert_eq!(
+        sink.read_all().await.unwrap(),
+        stored,
+        "the first one is kept"
+    );
+
+    tamper(
+        &pool,
+        &[
+            "DELETE FROM audit_log WHERE seq = 8",
+            "DELETE FROM overrides WHERE id = 2",
+        ],
+    )
+    .await;
+    let o = ebb(&url, &verify);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&o.stdout).contains(&format!(
+        "checkpoint s3://{bucket}/prod/audit/checkpoint-00000000000000000008.json (row 8,"
+    )));
+}
+
+#[sqlx::test]
+async fn a_checkpoint_that_cannot_be_stored_never_fails_the_change(pool: PgPool) {
+    let url = url_of(&pool);
+    known(&pool, &["i-0abc"]).await;
+    let (_dir, key) = keygen();
+    let o = ebb_checkpointed(
+        &url,
+        &key,
+        "s3://no-such-bucket-for-ebb/audit",
+        &["override", "i-0abc", "--until", "4h", "--reason", "demo"],
+    );
+    assert!(o.status.success());
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        stderr.contains("warning: audit checkpoint not published: checkpoint of row 1: s3://no-such-bucket-for-ebb/"),
+        "{stderr}"
+    );
+    assert_eq!(json(&ebb(&url, &["audit", "--format", "json"])).len(), 1);
+}
+
+#[sqlx::test]
+async fn each_tick_that_appends_rows_publishes_a_checkpoint_of_the_head(pool: PgPool) {
+    let url = url_of(&pool);
+    let (dir, key) = keygen();
+    let dest = format!("file:{}", dir.path().display());
+    let tick = |at: &str| {
+        let o = Command::new(env!("CARGO_BIN_EXE_ebb"))
+            .args(["tick", "--at", at])
+            .current_dir(env!("CARGO_MANIFEST_DIR"))
+            .env("DATABASE_URL", &url)
+            .env("EBB_CLOUD", "sim:deploy/demo-fleet.yaml")
+            .env("EBB_POLICIES", "policies")
+            .env("EBB_AUDIT_KEY_FILE", &key)
+            .env("EBB_AUDIT_CHECKPOINTS", &dest)
+            .output()
+            .unwrap();
+        assert!(
+            !String::from_utf8_lossy(&o.stderr).contains("checkpoint"),
+            "{}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+    };
+    let checkpoints = || {
+        let mut names: Vec<String> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .filter(|n| n.starts_with("checkpoint-"))
+            .collect();
+        names.sort();
+        names
+    };
+    let store = Store::from_pool(pool.clone());
+    tick("2026-11-30T20:30:00Z");
+    let (head, _) = store
+        .audit_head()
+        .await
+        .unwrap()
+        .expect("the tick appended rows");
+    assert_eq!(checkpoints(), [format!("checkpoint-{head:020}.json")]);
+    tick("2026-12-01T09:30:00Z");
+    let (later, _) = store.audit_head().await.unwrap().unwrap();
+    assert!(later > head);
+    assert_eq!(
+        checkpoints().last().unwrap(),
+        &format!("checkpoint-{later:020}.json")
+    );
+    let public = dir.path().join("audit.key.pub");
+    let text = out(&ebb(
+        &url,
+        &[
+            "audit",
+            "verify",
+            "--checkpoints",
+            &dest,
+            "--public-key",
+            public.to_str().unwrap(),
+        ],
+    ));
+    assert!(
+        text.contains(&format!("checkpoints hold up to row {later}")),
+        "{text}"
     );
 }

@@ -38,11 +38,22 @@ struct Console {
 
 impl Console {
     async fn start(pool: &PgPool) -> Console {
-        Console::start_on(pool, ebb::clock::Clock::System).await
+        Console::start_with(pool, "", true, ebb::clock::Clock::System).await
     }
 
     /// The console with `clock`'s time as now.
     async fn start_on(pool: &PgPool, clock: ebb::clock::Clock) -> Console {
+        Console::start_with(pool, "", true, clock).await
+    }
+
+    /// The console with `tokens` (as EBB_API_TOKENS), its reads public or not, and `clock`'s
+    /// time as now.
+    async fn start_with(
+        pool: &PgPool,
+        tokens: &str,
+        public_reads: bool,
+        clock: ebb::clock::Clock,
+    ) -> Console {
         let store = Store::from_pool(pool.clone());
         store.migrate().await.unwrap();
         let policies = tempfile::tempdir().unwrap();
@@ -51,8 +62,13 @@ impl Console {
             store: store.clone(),
             policies: Arc::new(PolicySource::new(vec![policies.path().to_path_buf()])),
             control: Arc::new(Control::default()),
-            tokens: Arc::new(Tokens::default()),
+            tokens: Arc::new(Tokens::parse(tokens).unwrap()),
             clock,
+            checkpoints: None,
+            limits: ebb::api::ApiLimits {
+                public_reads,
+                ..Default::default()
+            },
         };
         let routes = api::router(state.clone()).merge(ebb::console::router(state));
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -292,7 +308,7 @@ async fn the_audit_page_filters_pages_downloads_and_verifies_the_chain(pool: PgP
     assert_eq!(status, StatusCode::OK);
     assert!(kind.starts_with("text/csv"), "{kind}");
     let lines: Vec<&str> = csv.lines().collect();
-    assert!(lines[0].starts_with("at,actor,instance,"), "{csv}");
+    assert!(lines[0].starts_with("seq,at,actor,instance,"), "{csv}");
     assert_eq!(lines.len(), 14, "a header and 13 rows:\n{csv}");
     assert!(lines[1].contains("keep 0") && lines[13].contains("keep 120"));
 
@@ -352,7 +368,7 @@ async fn an_instance_page_shows_its_timeline_chart_and_overrides(pool: PgPool) {
         .unwrap();
     console
         .store
-        .revoke_override(made.id, "carol", Utc::now())
+        .revoke_override(made.id, "carol", Utc::now(), true)
         .await
         .unwrap();
 
@@ -502,4 +518,49 @@ async fn the_fleet_page_filters_by_tag_sorts_by_a_column_and_shows_the_next_chan
             "the fleet page lacks {shown:?}:\n{html}"
         );
     }
+}
+
+#[sqlx::test(migrations = false)]
+async fn pages_follow_the_apis_rule_for_reads(pool: PgPool) {
+    let reader = "reader-token-0123456789";
+    let writer = "writer-token-0123456789";
+    let tokens = format!("reader:{reader}:read,writer:{writer}:override");
+    let console = Console::start_with(&pool, &tokens, false, ebb::clock::Clock::System).await;
+    for path in [
+        "/",
+        "/audit",
+        "/audit.csv",
+        "/migrations",
+        "/policies",
+        "/instances/i-1",
+    ] {
+        assert_eq!(
+            console.get(path).await.0,
+            StatusCode::UNAUTHORIZED,
+            "{path}"
+        );
+        let get = |token: &str| {
+            console
+                .http
+                .get(format!("{}{path}", console.base))
+                .bearer_auth(token)
+                .send()
+        };
+        assert_eq!(
+            get(writer).await.unwrap().status(),
+            StatusCode::FORBIDDEN,
+            "{path}"
+        );
+        assert_ne!(
+            get(reader).await.unwrap().status(),
+            StatusCode::UNAUTHORIZED,
+            "{path}"
+        );
+        assert_ne!(
+            get(reader).await.unwrap().status(),
+            StatusCode::FORBIDDEN,
+            "{path}"
+        );
+    }
+    assert_eq!(console.get("/console.css").await.0, StatusCode::OK);
 }

@@ -131,6 +131,8 @@ async fn the_console_in_chromium_on_the_demo_fleet(pool: PgPool) {
             .env("EBB_POLICIES", "policies")
             .env("EBB_LISTEN", format!("127.0.0.1:{port}"))
             .env_remove("EBB_API_TOKENS")
+            // As scripts/run: the console is read without a token.
+            .env("EBB_API_PUBLIC_READS", "true")
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()

@@ -564,12 +564,12 @@ async fn overrides_are_audited_handed_to_the_engine_and_expire(pool: PgPool) {
         .await
         .unwrap();
     let revoked = store
-        .revoke_override(second.id, "ops", now + Duration::minutes(5))
+        .revoke_override(second.id, "ops", now + Duration::minutes(5), true)
         .await
         .unwrap();
     assert_eq!(revoked.revoked_by.as_deref(), Some("ops"));
     assert!(matches!(
-        store.revoke_override(second.id, "ops", now).await,
+        store.revoke_override(second.id, "ops", now, true).await,
         Err(StoreError::NoSuchOverride(_))
     ));
     let ids: Vec<i64> = store

@@ -231,11 +231,17 @@ async fn a_dry_run_changes_nothing_and_is_audited_as_one(pool: PgPool) {
 async fn an_override_blocks_the_stop(pool: PgPool) {
     let s = Setup::new(&pool, "il-central-1").await;
     let research = s.f.launch(G5).await;
+    // Overrides are for instances ebb lists: a tick in working hours lists it, and stops nothing.
+    let listed = s.tick("2026-11-30T12:00:00Z", &[]);
+    assert!(listed.contains("0 actions"), "{listed}");
+    // Far ahead, so that it covers EVENING whatever the date is now.
     let kept = s.ebb(&[
         "override",
         &research,
         "--until",
         "87600h",
+        "--max-override",
+        "87601h",
         "--reason",
         "training run until Friday",
         "--actor",

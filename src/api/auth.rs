@@ -1,27 +1,90 @@
-//! Bearer tokens: `EBB_API_TOKENS=name:token,...`. The name of the token a request carries is
-//! the audit actor of what it changes.
+//! Bearer tokens: `EBB_API_TOKENS=name:token[:scopes],...`, scopes joined by `+` (`read`,
+//! `override`, `admin`). The name of the token a request carries is the audit actor of what it
+//! changes. A token given no scopes has `read+override`, the rights every token had before
+//! scopes: it reads, makes overrides, revokes its own and asks for ticks.
 
 use super::{ApiError, ApiState};
+use crate::names;
 use axum::extract::FromRequestParts;
 use axum::http::request::Parts;
-use axum::http::{header, StatusCode};
+use axum::http::{header, HeaderMap, StatusCode};
 use sha2::{Digest, Sha256};
 
 /// Tokens shorter than this are refused: they could be guessed.
 const MIN_TOKEN_LEN: usize = 16;
 
-/// The API tokens, by name; only their hashes are kept.
+/// What a token may do.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scope {
+    /// Read every route and console page.
+    Read,
+    /// Make overrides, revoke its own, ask for a tick.
+    Override,
+    /// Everything, and revoke anyone's override.
+    Admin,
+}
+
+impl Scope {
+    fn parse(text: &str) -> Option<Scope> {
+        match text {
+            "read" => Some(Scope::Read),
+            "override" => Some(Scope::Override),
+            "admin" => Some(Scope::Admin),
+            _ => None,
+        }
+    }
+}
+
+/// The scopes of one token.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Scopes {
+    read: bool,
+    write: bool,
+    admin: bool,
+}
+
+impl Scopes {
+    /// What a token given no scopes may do: `read+override`.
+    pub const UNSCOPED: Scopes = Scopes {
+        read: true,
+        write: true,
+        admin: false,
+    };
+
+    /// Whether they include `scope` (`admin` includes every scope).
+    pub fn allow(&self, scope: Scope) -> bool {
+        self.admin
+            || match scope {
+                Scope::Read => self.read,
+                Scope::Override => self.write,
+                Scope::Admin => false,
+            }
+    }
+}
+
+/// The API tokens, by name, with their scopes; only their hashes are kept.
 #[derive(Debug, Default)]
 pub struct Tokens {
-    by_name: Vec<(String, [u8; 32])>,
+    by_name: Vec<(String, [u8; 32], Scopes)>,
 }
 
 /// Why `EBB_API_TOKENS` cannot be used.
 #[derive(Debug, thiserror::Error)]
 pub enum TokensError {
-    /// An entry is not `name:token`.
-    #[error("EBB_API_TOKENS entry {0} is not name:token (like ci:s3cr3t-of-16-chars-or-more)")]
+    /// An entry is not `name:token[:scopes]`.
+    #[error("EBB_API_TOKENS entry {0} is not name:token or name:token:scopes (like ci:s3cr3t-of-16-chars-or-more:read+override)")]
     Malformed(usize),
+    /// A scope is not one of `read`, `override`, `admin`.
+    #[error("EBB_API_TOKENS entry {position}: \"{scope}\" is not a scope: give read, override or admin, joined by +")]
+    UnknownScope {
+        /// 1-based position in the list.
+        position: usize,
+        /// What was given.
+        scope: String,
+    },
+    /// A token is named after the scheduler, whose audit rows it could pass for.
+    #[error("EBB_API_TOKENS entry {0} is named \"{ACTOR}\", the control loop's audit actor: give the token another name", ACTOR = names::ACTOR)]
+    SchedulerName(usize),
     /// A token is too short.
     #[error("EBB_API_TOKENS entry {position} ({name}) has a token shorter than {MIN_TOKEN_LEN} characters")]
     TooShort {
@@ -36,20 +99,28 @@ pub enum TokensError {
 }
 
 impl Tokens {
-    /// Parses `name:token,name:token`; an empty text gives no tokens (writes are refused).
+    /// Parses `name:token[:scopes],...`; an empty text gives no tokens (writes are refused).
     pub fn parse(text: &str) -> Result<Tokens, TokensError> {
-        let mut by_name: Vec<(String, [u8; 32])> = Vec::new();
+        let mut by_name: Vec<(String, [u8; 32], Scopes)> = Vec::new();
         if text.trim().is_empty() {
             return Ok(Tokens { by_name });
         }
         for (i, entry) in text.split(',').map(str::trim).enumerate() {
             let position = i + 1;
-            let Some((name, token)) = entry.split_once(':') else {
+            let mut parts = entry.splitn(3, ':');
+            let (Some(name), Some(token)) = (parts.next(), parts.next()) else {
                 return Err(TokensError::Malformed(position));
+            };
+            let scopes = match parts.next() {
+                None => Scopes::UNSCOPED,
+                Some(list) => parse_scopes(list, position)?,
             };
             let name = name.trim();
             if name.is_empty() || token.is_empty() {
                 return Err(TokensError::Malformed(position));
+            }
+            if name == names::ACTOR {
+                return Err(TokensError::SchedulerName(position));
             }
             if token.len() < MIN_TOKEN_LEN {
                 return Err(TokensError::TooShort {
@@ -58,10 +129,10 @@ impl Tokens {
                 });
             }
             let hash = digest(token);
-            if by_name.iter().any(|(n, h)| n == name || *h == hash) {
+            if by_name.iter().any(|(n, h, _)| n == name || *h == hash) {
                 return Err(TokensError::Repeated(position));
             }
-            by_name.push((name.to_string(), hash));
+            by_name.push((name.to_string(), hash, scopes));
         }
         Ok(Tokens { by_name })
     }
@@ -76,46 +147,96 @@ impl Tokens {
         self.by_name.is_empty()
     }
 
-    /// The name of `token`, if it is one of them. Compares hashes, in time independent of
-    /// where they differ.
-    fn name_of(&self, token: &str) -> Option<&str> {
+    /// The name and scopes of `token`, if it is one of them. Compares hashes, in time
+    /// independent of where they differ.
+    fn find(&self, token: &str) -> Option<(&str, Scopes)> {
         let hash = digest(token);
         self.by_name
             .iter()
-            .find(|(_, h)| h.iter().zip(&hash).fold(0u8, |acc, (a, b)| acc | (a ^ b)) == 0)
-            .map(|(name, _)| name.as_str())
+            .find(|(_, h, _)| h.iter().zip(&hash).fold(0u8, |acc, (a, b)| acc | (a ^ b)) == 0)
+            .map(|(name, _, scopes)| (name.as_str(), *scopes))
     }
+}
+
+fn parse_scopes(list: &str, position: usize) -> Result<Scopes, TokensError> {
+    let mut scopes = Scopes::default();
+    for scope in list.split('+').map(str::trim) {
+        match Scope::parse(scope) {
+            Some(Scope::Read) => scopes.read = true,
+            Some(Scope::Override) => scopes.write = true,
+            Some(Scope::Admin) => scopes.admin = true,
+            None => {
+                return Err(TokensError::UnknownScope {
+                    position,
+                    scope: scope.to_string(),
+                })
+            }
+        }
+    }
+    Ok(scopes)
 }
 
 fn digest(token: &str) -> [u8; 32] {
     Sha256::digest(token.as_bytes()).into()
 }
 
-/// The name of the token a request carries; rejects the request with 401 otherwise.
-pub struct Caller(pub String);
+/// The token a request carries: its name and scopes. Rejects the request with 401 when there
+/// is none or it is unknown.
+pub struct Caller {
+    /// The token's name: the audit actor.
+    pub name: String,
+    /// What it may do.
+    pub scopes: Scopes,
+}
 
-impl FromRequestParts<ApiState> for Caller {
-    type Rejection = ApiError;
+impl Caller {
+    /// The caller's name when its token has `scope`; 403 otherwise.
+    pub fn with(self, scope: Scope) -> Result<String, ApiError> {
+        if self.scopes.allow(scope) {
+            Ok(self.name)
+        } else {
+            let needed = match scope {
+                Scope::Read => "read",
+                Scope::Override => "override",
+                Scope::Admin => "admin",
+            };
+            Err(ApiError::new(
+                StatusCode::FORBIDDEN,
+                format!("the token {} has no {needed} scope", self.name),
+            ))
+        }
+    }
 
-    async fn from_request_parts(parts: &mut Parts, state: &ApiState) -> Result<Self, ApiError> {
+    /// The caller of the request with `headers`.
+    pub fn of(headers: &HeaderMap, tokens: &Tokens) -> Result<Caller, ApiError> {
         let unauthorized = |message: &str| ApiError::new(StatusCode::UNAUTHORIZED, message);
-        if state.tokens.is_empty() {
+        if tokens.is_empty() {
             return Err(unauthorized(
                 "this ebb has no API tokens: set EBB_API_TOKENS=name:token to allow changes",
             ));
         }
-        let token = parts
-            .headers
+        let token = headers
             .get(header::AUTHORIZATION)
             .and_then(|v| v.to_str().ok())
             .and_then(|v| v.strip_prefix("Bearer "))
             .ok_or_else(|| unauthorized("send Authorization: Bearer TOKEN"))?;
-        match state.tokens.name_of(token.trim()) {
-            Some(name) => Ok(Caller(name.to_string())),
+        match tokens.find(token.trim()) {
+            Some((name, scopes)) => Ok(Caller {
+                name: name.to_string(),
+                scopes,
+            }),
             None => {
                 tracing::warn!("API request with an unknown token refused");
                 Err(unauthorized("the token is not one of EBB_API_TOKENS"))
             }
         }
+    }
+}
+
+impl FromRequestParts<ApiState> for Caller {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &ApiState) -> Result<Self, ApiError> {
+        Caller::of(&parts.headers, &state.tokens)
     }
 }

@@ -2,26 +2,31 @@
 //! audit log for anyone; overrides and tick requests for holders of a token.
 //!
 //! Every replica serves it; reads come from Postgres, so a follower answers what the leader
-//! did. Writes need `Authorization: Bearer TOKEN` with a token of `EBB_API_TOKENS`; the token's
-//! name becomes the audit actor. Errors are JSON: `{"error": "..."}`.
+//! did. Requests carry `Authorization: Bearer TOKEN` with a token of `EBB_API_TOKENS`; the
+//! token's name becomes the audit actor and its scopes say what it may do: reads need `read`
+//! (unless `EBB_API_PUBLIC_READS`), changes `override`, revoking another's override `admin`.
+//! Health, readiness and metrics stay open for the platform. Bodies are capped, every request
+//! has a time limit, and database errors are logged, not shown. Errors are JSON:
+//! `{"error": "..."}`.
 
 mod auth;
 
-pub use auth::{Tokens, TokensError};
+pub use auth::{Scope, Scopes, Tokens, TokensError};
 
+use crate::checkpoint::Publisher;
 use crate::clock::Clock;
 use crate::control::{Control, TaskStatus};
 use crate::output;
 use crate::reconcile::PolicySource;
 use crate::store::{
-    AuditFilter, InstanceRecord, Outcome, OverrideRecord, OverrideRequest, PlannedAction, Store,
-    StoreError,
+    AuditFilter, InstanceRecord, Outcome, OverrideRecord, PlannedAction, Store, StoreError,
 };
 use crate::when;
 use auth::Caller;
 use axum::extract::rejection::{JsonRejection, PathRejection, QueryRejection};
-use axum::extract::{Path, Query, State};
-use axum::http::{header, StatusCode};
+use axum::extract::{Path, Query, Request, State};
+use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
+use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{delete, get, post};
 use axum::{Json, Router};
@@ -29,9 +34,38 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
 use std::time::Duration;
+use tower_http::limit::RequestBodyLimitLayer;
+use tower_http::timeout::TimeoutLayer;
 
 /// How many audit rows `GET /v1/audit` returns when no `limit` is given, and at most.
-const AUDIT_LIMIT: (i64, i64) = (1_000, 100_000);
+const AUDIT_LIMIT: (i64, i64) = (1_000, 10_000);
+
+/// The largest request body accepted.
+pub const BODY_LIMIT: usize = 16 * 1024;
+
+/// The header of a full `GET /v1/audit` page: the `after` of the next page.
+pub const NEXT_AFTER: &str = "ebb-next-after";
+
+/// What callers may do beyond their tokens, and how long they may take.
+#[derive(Debug, Clone)]
+pub struct ApiLimits {
+    /// Reads (and the console) need no token.
+    pub public_reads: bool,
+    /// The longest an override may last.
+    pub max_override: chrono::Duration,
+    /// How long one request may take before it is answered 503.
+    pub request_timeout: Duration,
+}
+
+impl Default for ApiLimits {
+    fn default() -> Self {
+        ApiLimits {
+            public_reads: false,
+            max_override: chrono::Duration::days(7),
+            request_timeout: Duration::from_secs(30),
+        }
+    }
+}
 
 /// How long readiness waits for the database.
 const DATABASE_CHECK: Duration = Duration::from_secs(2);
@@ -49,24 +83,62 @@ pub struct ApiState {
     pub tokens: Arc<Tokens>,
     /// What time it is (simulated under the sim provider), for overrides and `since`.
     pub clock: Clock,
+    /// Publishes an audit checkpoint after each change, when configured.
+    pub checkpoints: Option<Arc<Publisher>>,
+    /// Public reads, the longest override, the time limit.
+    pub limits: ApiLimits,
 }
 
 /// The routes.
 pub fn router(state: ApiState) -> Router {
-    Router::new()
-        .route("/healthz", get(healthz))
-        .route("/readyz", get(readyz))
-        .route("/metrics", get(metrics))
+    let reads = Router::new()
         .route("/v1/status", get(status))
         .route("/v1/instances", get(instances))
         .route("/v1/plan", get(plan))
         .route("/v1/audit", get(audit))
-        .route("/v1/overrides", get(overrides).post(create_override))
+        .route("/v1/overrides", get(overrides))
         .route("/v1/migrations", get(migrations))
+        .route_layer(middleware::from_fn_with_state(state.clone(), require_read));
+    let limits = state.limits.clone();
+    let routes = Router::new()
+        .route("/healthz", get(healthz))
+        .route("/readyz", get(readyz))
+        .route("/metrics", get(metrics))
+        .route("/v1/overrides", post(create_override))
         .route("/v1/overrides/{id}", delete(revoke_override))
         .route("/v1/tick", post(tick))
+        .merge(reads)
         .fallback(|| async { ApiError::new(StatusCode::NOT_FOUND, "no such route") })
-        .with_state(state)
+        .with_state(state);
+    bounded(routes, &limits)
+}
+
+/// `routes` with the body cap and the time limit of every request.
+pub fn bounded(routes: Router, limits: &ApiLimits) -> Router {
+    routes
+        .layer(RequestBodyLimitLayer::new(BODY_LIMIT))
+        .layer(TimeoutLayer::with_status_code(
+            StatusCode::SERVICE_UNAVAILABLE,
+            limits.request_timeout,
+        ))
+}
+
+/// Lets a read through when reads are public or its token has the `read` scope.
+pub async fn require_read(
+    State(state): State<ApiState>,
+    request: Request,
+    next: Next,
+) -> Result<Response, ApiError> {
+    if !state.limits.public_reads {
+        Caller::of(request.headers(), &state.tokens)?.with(Scope::Read)?;
+    }
+    Ok(next.run(request).await)
+}
+
+/// Whether the request may see details of reads: reads are public or its token may read.
+fn may_read(state: &ApiState, headers: &HeaderMap) -> bool {
+    state.limits.public_reads
+        || Caller::of(headers, &state.tokens).is_ok_and(|c| c.scopes.allow(Scope::Read))
 }
 
 /// An error response: a status and a JSON body saying what is wrong.
@@ -116,9 +188,14 @@ impl From<StoreError> for ApiError {
     fn from(err: StoreError) -> Self {
         match err {
             StoreError::NoSuchOverride(_) => ApiError::new(StatusCode::NOT_FOUND, err.to_string()),
+            StoreError::NotYours { .. } => ApiError::new(StatusCode::FORBIDDEN, err.to_string()),
+            // The database's text (names, constraints, hosts) is for the logs, not callers.
             err => {
                 tracing::error!("API request failed: {err}");
-                ApiError::new(StatusCode::SERVICE_UNAVAILABLE, err.to_string())
+                ApiError::new(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "the database did not answer as expected; the error is in ebb's log",
+                )
             }
         }
     }
@@ -184,7 +261,10 @@ struct PolicyStatus {
     error: Option<String>,
 }
 
-async fn readyz(State(state): State<ApiState>) -> (StatusCode, Json<Readiness>) {
+async fn readyz(
+    State(state): State<ApiState>,
+    headers: HeaderMap,
+) -> (StatusCode, Json<Readiness>) {
     let database = match tokio::time::timeout(
         DATABASE_CHECK,
         sqlx::query("SELECT 1").execute(state.store.pool()),
@@ -192,19 +272,24 @@ async fn readyz(State(state): State<ApiState>) -> (StatusCode, Json<Readiness>) 
     .await
     {
         Ok(Ok(_)) => "ok".to_string(),
-        Ok(Err(err)) => err.to_string(),
+        Ok(Err(err)) => {
+            tracing::error!("readiness: the database failed: {err}");
+            "failed; the error is in ebb's log".to_string()
+        }
         Err(_) => format!("no answer within {}s", DATABASE_CHECK.as_secs()),
     };
-    let policies = match state.policies.current().await {
-        Ok(loaded) => PolicyStatus {
-            version: Some(loaded.set.version.to_string()),
-            error: loaded.error,
-        },
-        Err(err) => PolicyStatus {
-            version: None,
-            error: Some(err.to_string()),
-        },
+    let (version, error) = match state.policies.current().await {
+        Ok(loaded) => (Some(loaded.set.version.to_string()), loaded.error),
+        Err(err) => (None, Some(err.to_string())),
     };
+    // The files' problems name paths and contents: only for those who may read.
+    let error = match error {
+        Some(_) if !may_read(&state, &headers) => {
+            Some("the policy files cannot be used; details need a read token".to_string())
+        }
+        error => error,
+    };
+    let policies = PolicyStatus { version, error };
     let ticks = state
         .control
         .ticks_behind()
@@ -294,6 +379,9 @@ struct AuditQuery {
     action: Option<String>,
     outcome: Option<String>,
     limit: Option<i64>,
+    /// Rows after this `seq`, oldest first (the next page of a full one); without it, the
+    /// newest rows.
+    after: Option<i64>,
 }
 
 async fn audit(
@@ -333,13 +421,20 @@ async fn audit(
         action: q.action,
         outcome,
         limit: Some(limit),
+        after: q.after,
     };
     let rows = state.store.audit(&filter).await?;
-    Ok((
+    let mut response = (
         [(header::CONTENT_TYPE, "application/json")],
         output::audit_json(&rows),
     )
-        .into_response())
+        .into_response();
+    if let (Some(last), true) = (rows.last(), rows.len() as i64 == limit) {
+        response
+            .headers_mut()
+            .insert(NEXT_AFTER, HeaderValue::from(last.seq));
+    }
+    Ok(response)
 }
 
 async fn overrides(State(state): State<ApiState>) -> ApiResult<Json<Vec<OverrideRecord>>> {
@@ -367,14 +462,24 @@ struct NewOverride {
 
 async fn create_override(
     State(state): State<ApiState>,
-    Caller(actor): Caller,
+    caller: Caller,
     body: Result<Json<NewOverride>, JsonRejection>,
 ) -> ApiResult<(StatusCode, Json<OverrideRecord>)> {
+    let actor = caller.with(Scope::Override)?;
     let Json(body) = body?;
     let now = state.clock.now();
     let until = when::parse_future(&body.until, now)
         .map_err(|e| ApiError::bad_request(format!("until: {e}")))?;
-    let request = OverrideRequest::new(&body.instance, until, &body.reason, now)
+    let request = state
+        .store
+        .override_request(
+            &body.instance,
+            until,
+            &body.reason,
+            now,
+            state.limits.max_override,
+        )
+        .await?
         .map_err(|refused| ApiError::bad_request(refused.to_string()))?;
     let record = state
         .store
@@ -386,25 +491,38 @@ async fn create_override(
             now,
         )
         .await?;
+    publish_checkpoint(&state);
     Ok((StatusCode::CREATED, Json(record)))
+}
+
+/// Checkpoints the rows a change appended, apart from the request: the answer never waits on
+/// the checkpoint store.
+fn publish_checkpoint(state: &ApiState) {
+    if let Some(publisher) = state.checkpoints.clone() {
+        let (store, now) = (state.store.clone(), state.clock.now());
+        tokio::spawn(async move { publisher.publish(&store, now).await });
+    }
 }
 
 async fn revoke_override(
     State(state): State<ApiState>,
-    Caller(actor): Caller,
+    caller: Caller,
     id: Result<Path<i64>, PathRejection>,
 ) -> ApiResult<Json<OverrideRecord>> {
+    let anyones = caller.scopes.allow(Scope::Admin);
+    let actor = caller.with(Scope::Override)?;
     let Path(id) = id?;
-    Ok(Json(
-        state
-            .store
-            .revoke_override(id, &actor, state.clock.now())
-            .await?,
-    ))
+    let record = state
+        .store
+        .revoke_override(id, &actor, state.clock.now(), anyones)
+        .await?;
+    publish_checkpoint(&state);
+    Ok(Json(record))
 }
 
 /// Asks the leader, on whichever replica, for a tick now.
-async fn tick(State(state): State<ApiState>, Caller(actor): Caller) -> ApiResult<StatusCode> {
+async fn tick(State(state): State<ApiState>, caller: Caller) -> ApiResult<StatusCode> {
+    let actor = caller.with(Scope::Override)?;
     tracing::info!(actor, "tick requested through the API");
     state.store.wake_leader().await?;
     Ok(StatusCode::ACCEPTED)

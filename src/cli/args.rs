@@ -12,7 +12,7 @@ use crate::webhook::{Poster, Webhook};
 use crate::{engine, fleet, policy, snapshot, when};
 use anyhow::{Context as _, Result};
 use chrono::{DateTime, Utc};
-use clap::{Args, Subcommand, ValueEnum};
+use clap::{Args, ValueEnum};
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -47,7 +47,12 @@ pub(super) struct ReconcileArgs {
     #[arg(long, env = "EBB_TICK_DEADLINE", default_value = "5m", value_parser = parse_deadline)]
     pub(super) tick_deadline: std::time::Duration,
     /// Post notices (Slack-compatible JSON) to this URL.
-    #[arg(long, env = "EBB_WEBHOOK_URL", value_name = "URL")]
+    #[arg(
+        long,
+        env = "EBB_WEBHOOK_URL",
+        value_name = "URL",
+        hide_env_values = true
+    )]
     pub(super) webhook_url: Option<reqwest::Url>,
     #[command(flatten)]
     pub(super) cloud: CloudArgs,
@@ -216,12 +221,6 @@ impl CloudArgs {
     }
 }
 
-#[derive(Subcommand)]
-pub(super) enum AuditCommand {
-    /// Recompute the hash chain; exit non-zero naming the first row that does not match.
-    Verify,
-}
-
 /// Filters and format of `ebb audit`.
 #[derive(Args)]
 pub(super) struct AuditArgs {
@@ -280,6 +279,11 @@ pub(super) struct OverrideArgs {
     /// Who is asking, for the audit log.
     #[arg(long, env = "EBB_ACTOR", default_value_t = default_actor())]
     pub(super) actor: String,
+    /// The longest an override may last.
+    #[arg(long, env = "EBB_MAX_OVERRIDE", default_value = "7d", value_parser = humantime::parse_duration)]
+    pub(super) max_override: std::time::Duration,
+    #[command(flatten)]
+    pub(super) checkpoints: super::audit::CheckpointArgs,
 }
 
 pub(super) fn default_actor() -> String {
@@ -332,6 +336,7 @@ impl AuditArgs {
             action: self.action.clone(),
             outcome: self.outcome.as_deref().and_then(Outcome::parse),
             limit: None,
+            after: None,
         }
     }
 }

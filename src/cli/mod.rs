@@ -7,13 +7,15 @@
 //! files), with one line `error: ...` on stderr saying what is wrong.
 
 mod args;
+mod audit;
 mod commands;
 mod gpu_source;
 mod replay;
 mod serve;
 
 use crate::when;
-use args::{AuditArgs, AuditCommand, CloudArgs, Format, Input, OverrideArgs, ReconcileArgs};
+use args::{AuditArgs, CloudArgs, Format, Input, OverrideArgs, ReconcileArgs};
+use audit::{AuditCommand, CheckpointArgs};
 use chrono::{DateTime, Utc};
 use clap::{Parser, Subcommand};
 use serve::ServeArgs;
@@ -58,11 +60,11 @@ enum Command {
     Schema,
     /// Apply the database migrations (DATABASE_URL); other commands apply them too.
     Migrate,
-    /// Show the audit log (DATABASE_URL), or verify its hash chain.
+    /// Show the audit log (DATABASE_URL), verify its hash chain, or make a checkpoint key.
     #[command(args_conflicts_with_subcommands = true)]
     Audit {
         #[command(subcommand)]
-        verify: Option<AuditCommand>,
+        command: Option<AuditCommand>,
         #[command(flatten)]
         filter: AuditArgs,
     },
@@ -87,6 +89,8 @@ enum Command {
         at: Option<DateTime<Utc>>,
         #[command(flatten)]
         reconcile: ReconcileArgs,
+        #[command(flatten)]
+        checkpoints: CheckpointArgs,
     },
     /// The control plane: ticks every EBB_TICK, and on SIGHUP, as the leader among replicas.
     Serve(ServeArgs),
@@ -150,11 +154,11 @@ async fn run(command: Command) -> anyhow::Result<ExitCode> {
         }
         Command::Migrate => commands::migrate().await,
         Command::Audit {
-            verify: Some(AuditCommand::Verify),
+            command: Some(command),
             ..
-        } => commands::audit_verify().await,
+        } => audit::run(command).await,
         Command::Audit {
-            verify: None,
+            command: None,
             filter,
         } => commands::audit(&filter).await,
         Command::Override(args) => commands::overrides(args).await,
@@ -168,7 +172,11 @@ async fn run(command: Command) -> anyhow::Result<ExitCode> {
             orphans: true,
             cloud,
         } => commands::orphans(cloud, format).await,
-        Command::Tick { at, reconcile } => commands::tick(at, reconcile).await,
+        Command::Tick {
+            at,
+            reconcile,
+            checkpoints,
+        } => commands::tick(at, reconcile, checkpoints).await,
         Command::Serve(args) => serve::run(args).await,
         Command::Ready { listen } => commands::ready(listen).await,
         Command::Inventory { cloud, format } => commands::inventory(cloud, format).await,

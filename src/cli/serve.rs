@@ -1,7 +1,7 @@
 //! `ebb serve`: its flags, its clock, and the signals that ask for a tick or a shutdown.
 
 use super::args::{parse_speed, CloudChoice, ReconcileArgs, WEBHOOK_DRAIN};
-use crate::api::Tokens;
+use crate::api::{ApiLimits, Tokens};
 use crate::clock::Clock;
 use crate::cloud::aws::warnings::InterruptionQueue;
 use crate::control::Control;
@@ -42,6 +42,13 @@ pub(super) struct ServeArgs {
         default_value = ""
     )]
     pub(super) api_tokens: String,
+    /// Let anyone read the API and the console without a token (a demo, or a network where
+    /// everyone may see the fleet and the audit log); changes still need a token.
+    #[arg(long, env = "EBB_API_PUBLIC_READS", default_value_t = false, action = clap::ArgAction::Set)]
+    pub(super) api_public_reads: bool,
+    /// The longest an override may last.
+    #[arg(long, env = "EBB_MAX_OVERRIDE", default_value = "7d", value_parser = humantime::parse_duration)]
+    pub(super) max_override: std::time::Duration,
     /// With EBB_CLOUD=sim:FILE: the simulated clock's start, RFC 3339 (default: now).
     #[arg(long, env = "EBB_CLOCK_START", value_name = "TS", value_parser = when::parse_time)]
     pub(super) clock_start: Option<DateTime<Utc>>,
@@ -55,6 +62,8 @@ pub(super) struct ServeArgs {
     pub(super) interruption_queue: Option<String>,
     #[command(flatten)]
     pub(super) reconcile: ReconcileArgs,
+    #[command(flatten)]
+    pub(super) checkpoints: super::audit::CheckpointArgs,
 }
 
 impl ServeArgs {
@@ -92,6 +101,13 @@ pub(super) async fn run(args: ServeArgs) -> Result<ExitCode> {
         .reconcile
         .reconciler(clock, control.tasks.clone())
         .await?;
+    let checkpoints = args
+        .checkpoints
+        .publisher(
+            control.tasks.clone(),
+            control.metrics.audit_checkpoint_failures(),
+        )
+        .await?;
     let name = args.replica.unwrap_or_else(replica_name);
     let mut hangup = signal(SignalKind::hangup())?;
     let on_hangup = control.clone();
@@ -116,6 +132,12 @@ pub(super) async fn run(args: ServeArgs) -> Result<ExitCode> {
         clock,
         listen: args.listen,
         tokens,
+        checkpoints,
+        limits: ApiLimits {
+            public_reads: args.api_public_reads,
+            max_override: chrono::Duration::from_std(args.max_override)?,
+            ..ApiLimits::default()
+        },
         retention: serve::Retention {
             history: chrono::Duration::from_std(args.retention)?,
             readings: chrono::Duration::from_std(args.metrics_retention)?,

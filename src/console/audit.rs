@@ -18,7 +18,7 @@ use serde::Deserialize;
 pub(super) const PAGE: i64 = 100;
 
 /// The most rows one CSV download holds: `GET /v1/audit`'s largest limit.
-const CSV_ROWS: i64 = 100_000;
+const CSV_ROWS: i64 = 10_000;
 
 /// The audit page's parameters: `GET /v1/audit`'s filters, and the paging cursor.
 #[derive(Debug, Default, Deserialize)]
@@ -77,6 +77,7 @@ impl AuditQuery {
             action: self.action.clone(),
             outcome,
             limit: None,
+            after: None,
         })
     }
 

@@ -13,7 +13,7 @@ mod instance;
 mod migrations;
 mod policies;
 
-use crate::api::ApiState;
+use crate::api::{self, ApiState};
 use crate::store::StoreError;
 use axum::extract::rejection::{PathRejection, QueryRejection};
 use axum::http::{header, StatusCode};
@@ -26,17 +26,24 @@ use maud::{html, Markup, DOCTYPE};
 /// The stylesheet, compiled in.
 const STYLESHEET: &str = include_str!("console.css");
 
-/// The console's routes; [`crate::api::router`]'s fallback answers the rest.
+/// The console's routes; [`crate::api::router`]'s fallback answers the rest. Its pages are
+/// reads: they need a `read` token unless reads are public, and have the API's limits.
 pub fn router(state: ApiState) -> Router {
-    Router::new()
+    let limits = state.limits.clone();
+    let pages = Router::new()
         .route("/", get(fleet::page))
         .route("/audit", get(audit::page))
         .route("/audit.csv", get(audit::csv))
         .route("/instances/{id}", get(instance::page))
         .route("/migrations", get(migrations::page))
         .route("/policies", get(policies::page))
+        .route_layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            api::require_read,
+        ))
         .route("/console.css", get(stylesheet))
-        .with_state(state)
+        .with_state(state);
+    api::bounded(pages, &limits)
 }
 
 async fn stylesheet() -> impl IntoResponse {
@@ -150,7 +157,11 @@ impl IntoResponse for PageError {
 impl From<StoreError> for PageError {
     fn from(err: StoreError) -> Self {
         tracing::error!("console page failed: {err}");
-        PageError::new(StatusCode::SERVICE_UNAVAILABLE, err.to_string())
+        // The database's text is for the logs, not the page.
+        PageError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "the database did not answer as expected; the error is in ebb's log",
+        )
     }
 }
 

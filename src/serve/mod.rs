@@ -12,7 +12,8 @@ mod tick_requests;
 
 pub use driver::{drive, BackgroundTask};
 
-use crate::api::{self, ApiState, Tokens};
+use crate::api::{self, ApiLimits, ApiState, Tokens};
+use crate::checkpoint::Publisher;
 use crate::clock::Clock;
 use crate::cloud::aws::warnings::InterruptionQueue;
 use crate::cloud::Provider;
@@ -61,6 +62,10 @@ pub struct Config {
     pub listen: SocketAddr,
     /// Who may change things through the API.
     pub tokens: Tokens,
+    /// Publishes audit checkpoints, when they are configured.
+    pub checkpoints: Option<Arc<Publisher>>,
+    /// Public reads, the longest override, the time limit of requests.
+    pub limits: ApiLimits,
     /// Where spot interruption warnings arrive, if anywhere.
     pub interruptions: Option<InterruptionQueue>,
     /// How long instance state changes, spot warnings and GPU readings are kept.
@@ -102,6 +107,8 @@ pub async fn run<P: Provider>(
         control: control.clone(),
         tokens: Arc::new(config.tokens),
         clock: config.clock,
+        checkpoints: config.checkpoints.clone(),
+        limits: config.limits,
     };
     let (stop_api, api_stopped) = tokio::sync::watch::channel(());
     let api = tokio::spawn(async move {
@@ -134,6 +141,7 @@ pub async fn run<P: Provider>(
         config.clock,
         &control,
         config.deadline,
+        config.checkpoints,
     );
     drive(ticks, every, Some(&control.wake), &tasks, shutdown).await;
     tracing::info!("shut down");

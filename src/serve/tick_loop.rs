@@ -2,11 +2,13 @@
 //! leaves it following), then ticks once at the clock's now.
 
 use super::driver::BackgroundTask;
+use crate::checkpoint::Publisher;
 use crate::clock::Clock;
 use crate::cloud::Provider;
 use crate::control::Control;
 use crate::reconcile::{Reconciler, TickError};
 use crate::store::Leadership;
+use std::sync::Arc;
 use std::time::Duration;
 
 /// Ticks as the leader among replicas.
@@ -20,17 +22,20 @@ pub struct TickLoop<'a, P> {
     deadline: Duration,
     /// The leadership while this replica holds it.
     leader: Option<Leadership>,
+    /// Publishes a checkpoint of the audit chain after each tick, when configured.
+    checkpoints: Option<Arc<Publisher>>,
 }
 
 impl<'a, P: Provider> TickLoop<'a, P> {
     /// The loop of `reconciler` as replica `name`, at `clock`'s time, abandoning a tick that
-    /// runs past `deadline`.
+    /// runs past `deadline`, publishing audit checkpoints with `checkpoints`.
     pub fn new(
         reconciler: &'a Reconciler<P>,
         name: &'a str,
         clock: Clock,
         control: &'a Control,
         deadline: Duration,
+        checkpoints: Option<Arc<Publisher>>,
     ) -> Self {
         TickLoop {
             reconciler,
@@ -39,6 +44,7 @@ impl<'a, P: Provider> TickLoop<'a, P> {
             control,
             deadline,
             leader: None,
+            checkpoints,
         }
     }
 
@@ -88,7 +94,14 @@ impl<P: Provider> BackgroundTask for TickLoop<'_, P> {
         // without its outcome: acceptable only because the next tick resolves such intents
         // from the instances' real state, as after a crash, and never calls again. The
         // leadership is kept; the next activation checks that its session still answers.
-        let Ok(result) = tokio::time::timeout(deadline, reconciler.tick(now, leader)).await else {
+        let result = tokio::time::timeout(deadline, reconciler.tick(now, leader)).await;
+        // Whatever the tick appended, even a failed or abandoned one, is checkpointed apart
+        // from the loop: a slow or failing store never holds up the next tick.
+        if let Some(publisher) = self.checkpoints.clone() {
+            let store = reconciler.store().clone();
+            tokio::spawn(async move { publisher.publish(&store, now).await });
+        }
+        let Ok(result) = result else {
             control.metrics.tick_failed(started.elapsed(), false);
             let message = format!(
                 "tick at {} abandoned: still running after the tick deadline of {} \

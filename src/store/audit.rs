@@ -170,8 +170,11 @@ pub struct AuditFilter {
     pub action: Option<String>,
     /// This outcome.
     pub outcome: Option<Outcome>,
-    /// Only the newest this many rows (still returned oldest first).
+    /// Only the newest this many rows (still returned oldest first); with `after`, the first
+    /// this many after it.
     pub limit: Option<i64>,
+    /// Only rows after this `seq`: a cursor for reading the log in pages.
+    pub after: Option<i64>,
 }
 
 /// How the error of a `failed` outcome begins when it resolves an intent that a crash
@@ -367,6 +370,9 @@ pub(super) fn select_where(filter: &AuditFilter) -> QueryBuilder<Postgres> {
     if let Some(v) = filter.outcome {
         q.push(" AND outcome = ").push_bind(v.as_str());
     }
+    if let Some(seq) = filter.after {
+        q.push(" AND seq > ").push_bind(seq);
+    }
     q
 }
 
@@ -419,6 +425,10 @@ impl Store {
     pub async fn audit(&self, filter: &AuditFilter) -> Result<Vec<AuditEntry>> {
         let mut q = select_where(filter);
         let rows: Vec<Row> = match filter.limit {
+            Some(n) if filter.after.is_some() => {
+                q.push(" ORDER BY seq LIMIT ").push_bind(n);
+                q.build_query_as().fetch_all(&self.pool).await?
+            }
             Some(n) => {
                 q.push(" ORDER BY seq DESC LIMIT ").push_bind(n);
                 let mut rows: Vec<Row> = q.build_query_as().fetch_all(&self.pool).await?;
@@ -494,6 +504,25 @@ impl Store {
         Ok(Verification::Intact { rows, head })
     }
 
+    /// The newest row's `seq` and hash (hex), if there is a row.
+    pub async fn audit_head(&self) -> Result<Option<(i64, String)>> {
+        let head: Option<(i64, Vec<u8>)> =
+            sqlx::query_as("SELECT seq, hash FROM audit_log ORDER BY seq DESC LIMIT 1")
+                .fetch_optional(&self.pool)
+                .await?;
+        Ok(head.map(|(seq, hash)| (seq, hex(&hash))))
+    }
+
+    /// The hashes (hex) of the rows numbered `seqs` that exist.
+    pub async fn audit_hashes(&self, seqs: &[i64]) -> Result<Vec<(i64, String)>> {
+        let rows: Vec<(i64, Vec<u8>)> =
+            sqlx::query_as("SELECT seq, hash FROM audit_log WHERE seq = ANY($1) ORDER BY seq")
+                .bind(seqs)
+                .fetch_all(&self.pool)
+                .await?;
+        Ok(rows.into_iter().map(|(seq, h)| (seq, hex(&h))).collect())
+    }
+
     /// Records a change of policy-set version as an audit row; does nothing when `version` is
     /// the one recorded last. Returns whether it recorded.
     pub async fn record_policy_version(
@@ -527,7 +556,50 @@ impl Store {
     }
 }
 
+/// Checks rows read back from an export, in `seq` order: each row's hash is that of its
+/// content and `prev_hash`, each row follows the one before it when their `seq`s are
+/// consecutive, and a first row of the log starts from zeros. A filtered export has gaps, which
+/// are not errors; the rows around a gap are each still checked.
+pub fn verify_rows(rows: &[AuditEntry]) -> Verification {
+    let mut previous: Option<&AuditEntry> = None;
+    for r in rows {
+        let broken = |problem: &str| Verification::Broken {
+            seq: r.seq,
+            problem: problem.to_string(),
+        };
+        match previous {
+            Some(p) if r.seq <= p.seq => return broken("rows are out of order or repeated"),
+            Some(p) if r.seq == p.seq + 1 && r.prev_hash != p.hash => {
+                return broken("prev_hash is not the previous row's hash")
+            }
+            None if r.seq == 1 && r.prev_hash != [0u8; 32] => {
+                return broken("the first row's prev_hash is not zeros")
+            }
+            _ => {}
+        }
+        if chain_hash(&r.prev_hash, r.seq, &r.entry) != r.hash {
+            return broken("the row's content does not match its hash: it was changed");
+        }
+        previous = Some(r);
+    }
+    Verification::Intact {
+        rows: rows.len() as u64,
+        head: previous.map(|r| hex(&r.hash)).unwrap_or_default(),
+    }
+}
+
 /// Lower-case hex.
 pub fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// The bytes of lower-case or upper-case hex; `None` if it is not hex.
+pub fn unhex(text: &str) -> Option<Vec<u8>> {
+    if text.len() % 2 != 0 {
+        return None;
+    }
+    (0..text.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(text.get(i..i + 2)?, 16).ok())
+        .collect()
 }

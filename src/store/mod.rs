@@ -16,12 +16,13 @@ pub mod spot;
 mod summary;
 
 pub use audit::{
-    AuditEntry, AuditFilter, FailureStreak, NewAuditEntry, Outcome, Verification, INTERRUPTED,
+    hex, unhex, verify_rows, AuditEntry, AuditFilter, FailureStreak, NewAuditEntry, Outcome,
+    Verification, INTERRUPTED,
 };
 pub use console::{FleetFilter, FleetPage, FleetSort, InstanceEvent};
 pub use inventory::{ActionDone, InstanceRecord, PlannedAction, SyncReport};
 pub use leader::{Fenced, Leadership, WAKE_CHANNEL};
-pub use overrides::{OverrideRecord, OverrideRefused, OverrideRequest};
+pub use overrides::{OverrideRecord, OverrideRefused, OverrideRequest, MAX_REASON};
 pub use retention::Pruned;
 pub use spot::MigrationRecord;
 
@@ -175,6 +176,14 @@ pub enum StoreError {
     /// An override id that does not exist (or was already revoked).
     #[error("no active override with id {0} (see ebb override --list)")]
     NoSuchOverride(i64),
+    /// Someone else's override, which only an admin may revoke.
+    #[error("override {id} was made by {owner}: only a token with the admin scope may revoke another's override")]
+    NotYours {
+        /// The override.
+        id: i64,
+        /// Who made it.
+        owner: String,
+    },
     /// A spot migration row holds a state or market this ebb does not know.
     #[error("spot migration {id} has {column} {value:?}, which this ebb does not know; it was written by a newer ebb or by hand: run the ebb that wrote it, or set spot_migrations.{column} of row {id} to a known value")]
     UnknownMigrationValue {

@@ -53,15 +53,35 @@ pub enum OverrideRefused {
     /// No reason given.
     #[error("reason: must say why (it is recorded in the audit log)")]
     NoReason,
+    /// The reason is longer than [`MAX_REASON`].
+    #[error("reason: {0} characters is too long; say why in at most {MAX_REASON}")]
+    ReasonTooLong(usize),
+    /// The end is further off than the longest override allowed.
+    #[error("until: {until} is more than {max} from now; the longest override is {max} (EBB_MAX_OVERRIDE)")]
+    TooLong {
+        /// The end asked for.
+        until: String,
+        /// The longest override, as people write it.
+        max: String,
+    },
+    /// No live instance of that id is known.
+    #[error("instance: ebb knows no live instance {0} (see ebb inventory or GET /v1/instances)")]
+    UnknownInstance(String),
 }
 
+/// The longest reason an override may give, in characters.
+pub const MAX_REASON: usize = 500;
+
 impl OverrideRequest {
-    /// Checks a request made at `now`: an instance, an end after `now`, and a reason.
+    /// Checks a request made at `now`: an instance, an end after `now` and at most `max` from
+    /// it, and a reason of at most [`MAX_REASON`] characters. [`Store::override_request`]
+    /// also checks that ebb knows the instance.
     pub fn new(
         instance: &str,
         until: DateTime<Utc>,
         reason: &str,
         now: DateTime<Utc>,
+        max: chrono::Duration,
     ) -> std::result::Result<Self, OverrideRefused> {
         let (instance, reason) = (instance.trim(), reason.trim());
         if instance.is_empty() {
@@ -70,8 +90,18 @@ impl OverrideRequest {
         if until <= now {
             return Err(OverrideRefused::Past(until.to_rfc3339()));
         }
+        if until - now > max {
+            return Err(OverrideRefused::TooLong {
+                until: until.to_rfc3339(),
+                max: humantime::format_duration(max.to_std().unwrap_or_default()).to_string(),
+            });
+        }
         if reason.is_empty() {
             return Err(OverrideRefused::NoReason);
+        }
+        let length = reason.chars().count();
+        if length > MAX_REASON {
+            return Err(OverrideRefused::ReasonTooLong(length));
         }
         Ok(OverrideRequest {
             instance: instance.to_string(),
@@ -108,6 +138,32 @@ pub(super) async fn protecting_in(
 }
 
 impl Store {
+    /// The checks of [`OverrideRequest::new`], and that `instance` is one ebb lists now: the
+    /// one validation the CLI and the API share.
+    pub async fn override_request(
+        &self,
+        instance: &str,
+        until: DateTime<Utc>,
+        reason: &str,
+        now: DateTime<Utc>,
+        max: chrono::Duration,
+    ) -> Result<std::result::Result<OverrideRequest, OverrideRefused>> {
+        let request = match OverrideRequest::new(instance, until, reason, now, max) {
+            Ok(request) => request,
+            Err(refused) => return Ok(Err(refused)),
+        };
+        let known: bool = sqlx::query_scalar(
+            "SELECT EXISTS (SELECT 1 FROM instances WHERE id = $1 AND gone_at IS NULL)",
+        )
+        .bind(&request.instance)
+        .fetch_one(&self.pool)
+        .await?;
+        Ok(match known {
+            true => Ok(request),
+            false => Err(OverrideRefused::UnknownInstance(request.instance)),
+        })
+    }
+
     /// Protects `instance` until `until`, audits it in the same transaction, and wakes the
     /// leader.
     pub async fn create_override(
@@ -149,12 +205,14 @@ impl Store {
         Ok(record)
     }
 
-    /// Ends override `id` now, audits it, and wakes the leader.
+    /// Ends override `id` now, audits it, and wakes the leader. Unless `anyones`, only an
+    /// override `by` made is revoked ([`StoreError::NotYours`] otherwise).
     pub async fn revoke_override(
         &self,
         id: i64,
         by: &str,
         now: DateTime<Utc>,
+        anyones: bool,
     ) -> Result<OverrideRecord> {
         let mut tx = self.pool.begin().await?;
         let record: OverrideRecord = sqlx::query_as(concat!(
@@ -168,6 +226,13 @@ impl Store {
         .fetch_optional(&mut *tx)
         .await?
         .ok_or(StoreError::NoSuchOverride(id))?;
+        if !anyones && record.created_by != by {
+            // Dropping the transaction rolls the revocation back.
+            return Err(StoreError::NotYours {
+                id,
+                owner: record.created_by,
+            });
+        }
         let mut entry = NewAuditEntry::event(
             now,
             by,
@@ -195,6 +260,32 @@ impl Store {
         .bind(now)
         .fetch_all(&self.pool)
         .await?)
+    }
+
+    /// Overrides whose making, or revoking, has no audit row (each with `making` or
+    /// `revoking`): rows written to `overrides` other than through ebb, which would protect
+    /// instances without a trace in the log.
+    pub async fn unaudited_overrides(&self) -> Result<Vec<(OverrideRecord, &'static str)>> {
+        let made = concat!(
+            "SELECT ",
+            columns!(),
+            " FROM overrides o WHERE NOT EXISTS (SELECT 1 FROM audit_log a
+              WHERE a.action = 'override' AND a.instance = o.instance
+              AND a.reason LIKE 'override ' || o.id || ' until %') ORDER BY id"
+        );
+        let revoked = concat!(
+            "SELECT ",
+            columns!(),
+            " FROM overrides o WHERE o.revoked_at IS NOT NULL AND NOT EXISTS (SELECT 1
+              FROM audit_log a WHERE a.action = 'override_revoked' AND a.instance = o.instance
+              AND a.reason LIKE 'override ' || o.id || ' revoked %') ORDER BY id"
+        );
+        let mut found = Vec::new();
+        for (query, missing) in [(made, "making"), (revoked, "revoking")] {
+            let rows: Vec<OverrideRecord> = sqlx::query_as(query).fetch_all(&self.pool).await?;
+            found.extend(rows.into_iter().map(|o| (o, missing)));
+        }
+        Ok(found)
     }
 
     /// Every override ever made, newest last.

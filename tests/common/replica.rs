@@ -60,6 +60,11 @@ impl Replica {
             clock,
             listen,
             tokens,
+            checkpoints: None,
+            limits: ebb::api::ApiLimits {
+                public_reads: true,
+                ..Default::default()
+            },
             interruptions: None,
             retention: serve::Retention {
                 history: chrono::Duration::days(90),

@@ -1,0 +1,113 @@
+//! Publishing: after a tick or a change that appended audit rows, the head is signed, logged as
+//! a JSON line and written to the sink. A failure is logged, counted and shown in
+//! `GET /v1/status` (task `audit_checkpoints`); it never fails what appended the rows.
+
+use super::sink::{Sink, Written};
+use super::Checkpoint;
+use crate::control::Tasks;
+use crate::store::Store;
+use chrono::{DateTime, Utc};
+use ed25519_dalek::SigningKey;
+use prometheus_client::metrics::counter::Counter;
+use std::sync::Mutex;
+use std::time::Duration;
+
+/// The task's name in the statuses.
+const TASK: &str = "audit_checkpoints";
+
+/// How long one publication may take; past it, it is reported as failed.
+pub const PUBLISH_LIMIT: Duration = Duration::from_secs(30);
+
+/// Signs and stores checkpoints of one database's audit chain.
+#[derive(Debug)]
+pub struct Publisher {
+    key: SigningKey,
+    sink: Sink,
+    tasks: Tasks,
+    failures: Counter,
+    /// The `seq` of the last checkpoint published (or found stored) by this process.
+    last: Mutex<Option<i64>>,
+}
+
+impl Publisher {
+    /// Publishes with `key` to `sink`, reporting into `tasks` and counting failures in
+    /// `failures`.
+    pub fn new(key: SigningKey, sink: Sink, tasks: Tasks, failures: Counter) -> Publisher {
+        tasks.register(
+            TASK,
+            "signs the audit chain's head and stores it outside the database",
+        );
+        Publisher {
+            key,
+            sink,
+            tasks,
+            failures,
+            last: Mutex::new(None),
+        }
+    }
+
+    /// Publishes a checkpoint of the head at `now` if rows were appended since the last one;
+    /// the checkpoint, or `None` when there was nothing new. Errors are reported here and
+    /// returned, for the caller to mention; they are never the caller's failure.
+    pub async fn publish(
+        &self,
+        store: &Store,
+        now: DateTime<Utc>,
+    ) -> Result<Option<Checkpoint>, String> {
+        let head = match tokio::time::timeout(PUBLISH_LIMIT, store.audit_head()).await {
+            Ok(Ok(head)) => head,
+            Ok(Err(err)) => return Err(self.failed(format!("cannot read the audit head: {err}"))),
+            Err(_) => return Err(self.failed("reading the audit head timed out".into())),
+        };
+        let Some((seq, hash)) = head else {
+            return Ok(None);
+        };
+        if *self.last.lock().unwrap_or_else(|e| e.into_inner()) >= Some(seq) {
+            return Ok(None);
+        }
+        self.tasks.started(TASK);
+        let checkpoint = Checkpoint::sign(&self.key, seq, &hash, now);
+        // The log line is a copy of its own, made before the store is tried.
+        tracing::info!(
+            audit_checkpoint = true,
+            seq = checkpoint.seq,
+            hash = checkpoint.hash,
+            at = %checkpoint.at.to_rfc3339(),
+            signature = checkpoint.signature,
+            "audit checkpoint"
+        );
+        let written = match tokio::time::timeout(PUBLISH_LIMIT, self.sink.write(&checkpoint)).await
+        {
+            Ok(Ok(written)) => written,
+            Ok(Err(err)) => return Err(self.failed(format!("checkpoint of row {seq}: {err}"))),
+            Err(_) => {
+                return Err(self.failed(format!(
+                    "checkpoint of row {seq}: not stored within {}s",
+                    PUBLISH_LIMIT.as_secs()
+                )))
+            }
+        };
+        *self.last.lock().unwrap_or_else(|e| e.into_inner()) = Some(seq);
+        let detail = match written {
+            Written::New => format!("checkpoint of row {seq} stored"),
+            Written::AlreadyThere => format!("checkpoint of row {seq} was stored already"),
+        };
+        self.tasks.finished(TASK, Ok(detail));
+        Ok(Some(checkpoint))
+    }
+
+    fn failed(&self, message: String) -> String {
+        self.failures.inc();
+        tracing::error!("audit checkpoint not published: {message}");
+        if self
+            .tasks
+            .statuses()
+            .get(TASK)
+            .is_some_and(|s| s.running_since.is_none())
+        {
+            self.tasks.started(TASK);
+        }
+        self.tasks.finished(TASK, Err(message.clone()));
+        message
+    }
+}
