@@ -487,6 +487,8 @@ async fn an_override_while_a_move_stops_puts_the_workload_back_on_the_original(p
         &original,
         "--until",
         "87600h",
+        "--max-override",
+        "87601h",
         "--reason",
         "final epoch",
         "--actor",
