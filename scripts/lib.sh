@@ -89,7 +89,7 @@ stop_postgres() {
 
 # moto's EC2 emulator on 127.0.0.1 for the AWS provider's tests: installs moto with pip if it is
 # missing, points the AWS SDK at it with dummy credentials (never real ones), and stops it when
-# the calling script exits.
+# the calling script exits. scripts/moto_server.py adds what EC2 does and moto lacks.
 need_moto() {
   if ! python3 -c 'import moto.server, flask' >/dev/null 2>&1; then
     echo "installing moto (pip)..." >&2
@@ -98,7 +98,7 @@ need_moto() {
   local port
   port=$(free_port)
   EBB_MOTO_LOG=$(mktemp /tmp/ebb-moto.XXXXXX)
-  python3 -m moto.server -H 127.0.0.1 -p "$port" >"$EBB_MOTO_LOG" 2>&1 &
+  python3 "$(dirname "${BASH_SOURCE[0]}")/moto_server.py" -H 127.0.0.1 -p "$port" >"$EBB_MOTO_LOG" 2>&1 &
   EBB_MOTO_PID=$!
   on_exit stop_moto
   local tries=0
@@ -116,6 +116,17 @@ need_moto() {
   export AWS_ACCESS_KEY_ID=testing AWS_SECRET_ACCESS_KEY=testing
   export AWS_REGION=us-east-1 AWS_EC2_METADATA_DISABLED=true
   echo "started moto's EC2 emulator at $AWS_ENDPOINT_URL" >&2
+}
+
+# parliament, the IAM policy linter that tests/iam.rs runs (with its community auditors) on the
+# policies in deploy/: installed with pip like moto, at the version whose findings the test's
+# allow-list was made against (another version may report more, or name them otherwise).
+need_parliament() {
+  local version=1.6.4
+  if [ "$(python3 -c 'import parliament; print(parliament.__version__)' 2>/dev/null)" != "$version" ]; then
+    echo "installing parliament $version (pip)..." >&2
+    python3 -m pip install --quiet --disable-pip-version-check "parliament==$version" >&2
+  fi
 }
 
 stop_moto() {

@@ -260,10 +260,16 @@ impl AwsProvider {
         if !named.is_empty() {
             return Ok(ImageMade::Named(named));
         }
-        let mut image_tags = TagSpecification::builder().resource_type(ResourceType::Image);
-        for (key, value) in tags {
-            image_tags = image_tags.tags(Tag::builder().key(key).value(value).build());
-        }
+        // The same tags on the image and on the snapshots the call makes: the IAM policy lets
+        // ebb tag a snapshot only in the CreateImage call that makes it.
+        let tagged = |resource| {
+            let spec = TagSpecification::builder().resource_type(resource);
+            tags.iter()
+                .fold(spec, |spec, (key, value)| {
+                    spec.tags(Tag::builder().key(key).value(value).build())
+                })
+                .build()
+        };
         self.count("CreateImage");
         let made = scope
             .ec2
@@ -271,9 +277,10 @@ impl AwsProvider {
             .instance_id(id)
             .name(name)
             .description(format!("ebb: {id} moved to spot"))
-            // The tags let the IAM policy allow deregistering only what ebb made, and prove
-            // (with the snapshots' volumes) that ebb made it when it is found after a crash.
-            .tag_specifications(image_tags.build())
+            // The tags let the IAM policy allow deleting only what ebb made, and prove (with
+            // the snapshots' volumes) that ebb made it when it is found after a crash.
+            .tag_specifications(tagged(ResourceType::Image))
+            .tag_specifications(tagged(ResourceType::Snapshot))
             .send()
             .await;
         match made {

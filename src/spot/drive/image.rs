@@ -4,11 +4,9 @@
 use super::super::{avoided, cheapest, Target, IMAGE_TIMEOUT};
 use super::Run;
 use crate::cloud::{CloudError, ImageState, Market, Provider};
-use crate::engine::{Action, Code};
-use crate::names::IMAGE_OF_TAG;
+use crate::engine::Action;
 use crate::store::StoreError;
 use sqlx::types::Json;
-use std::collections::BTreeMap;
 
 impl<P: Provider> Run<'_, P> {
     /// `imaging`: once the image is available, launches the first replacement on spot.
@@ -36,24 +34,7 @@ impl<P: Provider> Run<'_, P> {
         };
         // Kept with the row from now on: once the image is deregistered, only the row knows
         // them.
-        self.m.snapshots = snapshots.clone();
-        // Marks the snapshots as ebb's, so that the IAM policy lets ebb delete them with the
-        // image later (and nothing else). Repeating it is harmless.
-        if !snapshots.is_empty() {
-            let tags = BTreeMap::from([(IMAGE_OF_TAG.to_string(), self.m.original.clone())]);
-            let reason = format!(
-                "tag the snapshots of {image} {IMAGE_OF_TAG}={}",
-                self.m.original
-            );
-            let seq = self.unfenced_intent(Code::SpotImage, &reason).await?;
-            let report = self.p.tag(&self.m.region, &snapshots, &tags).await;
-            let done = format!("tagged {}", snapshots.join(", "));
-            if let Err(e) = self.note(seq, Code::SpotImage, &report, done) {
-                return self
-                    .roll_back(format!("tagging the snapshots of {image} failed: {e}"))
-                    .await;
-            }
-        }
+        self.m.snapshots = snapshots;
         match self.spot_target().await {
             Ok(Some(target)) => {
                 self.launch(Market::Spot, Some(target), Action::MigrateToSpot)
