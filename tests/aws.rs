@@ -287,6 +287,12 @@ async fn tags_are_written_and_removed() {
         .untag(region, &ids, &["ebb:migrating".to_string()])
         .await;
     assert_eq!(untagged.done.len(), 2, "{:?}", untagged.failed);
+    // Without keys, EC2 would remove every tag: nothing is called, and each instance fails.
+    let no_keys = provider.untag(region, &ids, &[]).await;
+    assert!(no_keys.done.is_empty());
+    assert_eq!(no_keys.failed.len(), 2);
+    assert!(no_keys.failed[0].error.message.contains("no tag keys"));
+    assert_eq!(provider.calls()["DeleteTags"], 1);
     let listed = provider.instances().await.instances;
     assert_eq!(listed.len(), 2);
     for instance in &listed {

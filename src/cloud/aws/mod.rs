@@ -16,8 +16,8 @@ pub mod warnings;
 
 use super::pacing::{Pacer, RateLimits};
 use super::{
-    ActionReport, Artifact, CloudError, ErrorKind, Image, ImageMade, InstanceStatus, Inventory,
-    Launch, LaunchSpec, OnDemandPrices, Provider, TypePrice,
+    ActionReport, Artifact, CloudError, ErrorKind, Failed, Image, ImageMade, InstanceStatus,
+    Inventory, Launch, LaunchSpec, OnDemandPrices, Provider, TypePrice,
 };
 use crate::clock::Clock;
 use crate::fleet::{Gpus, Instance, Sample};
@@ -452,6 +452,25 @@ impl Provider for AwsProvider {
     }
 
     async fn untag(&self, region: &str, ids: &[String], keys: &[String]) -> ActionReport {
+        // DeleteTags naming no keys deletes every tag, ebb:managed and people's own with them
+        // (deploy/iam-policy.json refuses it too).
+        if keys.is_empty() {
+            let error = CloudError {
+                kind: ErrorKind::Other,
+                operation: "DeleteTags",
+                code: None,
+                message: "no tag keys to remove: DeleteTags without keys removes every tag".into(),
+                request_id: None,
+            };
+            let failed = ids.iter().map(|instance| Failed {
+                instance: instance.clone(),
+                error: error.clone(),
+            });
+            return ActionReport {
+                failed: failed.collect(),
+                ..ActionReport::default()
+            };
+        }
         self.delete_tags(region, ids, keys).await
     }
 
