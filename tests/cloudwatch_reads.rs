@@ -369,7 +369,7 @@ async fn the_last_period_is_read_again_for_its_late_datapoints(pool: PgPool) {
 }
 
 #[sqlx::test(migrations = false)]
-async fn a_gap_in_the_readings_is_missing_coverage_not_idleness(pool: PgPool) {
+async fn a_gap_in_the_readings_is_missing_coverage_until_late_datapoints_fill_it(pool: PgPool) {
     let (store, leader) = store(pool).await;
     let cloudwatch = Arc::new(CloudWatch::default());
     let plane = Plane::new(&store, leader, 2, &cloudwatch).await;
@@ -397,4 +397,17 @@ async fn a_gap_in_the_readings_is_missing_coverage_not_idleness(pool: PgPool) {
             report.headline()
         );
     }
+
+    // The agent's buffered datapoints reach CloudWatch late. With a gap in what is kept, the
+    // next period asks for the whole window again (still one metric an instance), the gap is
+    // filled, and the instances are idle again.
+    cloudwatch.silent.lock().unwrap().clear();
+    let filled = plane.tick("2026-11-30T11:20:30Z").await;
+    let calls = cloudwatch.take();
+    assert_eq!(metrics(&calls), 2);
+    assert!(
+        calls.iter().all(|c| c.start == t("2026-11-30T10:40:00Z")),
+        "{calls:?}"
+    );
+    assert_eq!(decided(&filled, "idle"), 2, "{}", filled.headline());
 }

@@ -3,9 +3,13 @@
 //! read. So each instance is asked for at most once per five-minute period, from the period of
 //! the newest reading Postgres holds of it (that period asked again: CloudWatch may not have
 //! had all of it), and the engine sees the kept readings of its window with the new ones.
+//! Where the kept readings leave the window uncovered (a gap, a late start), the whole window is
+//! asked for again, so that datapoints CloudWatch received late fill it: that costs the same
+//! one metric, since CloudWatch bills metrics, not points.
 
 use super::{ReadFailure, Reconciler};
 use crate::cloud::Provider;
+use crate::engine::RECENT;
 use crate::fleet::{Fleet, Sample};
 use chrono::{DateTime, Duration, DurationRound, Utc};
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -107,11 +111,10 @@ impl<P: Provider> Reconciler<P> {
         let mut starts: BTreeMap<DateTime<Utc>, Vec<usize>> = BTreeMap::new();
         for (&i, done) in positions.iter().zip(done) {
             let instance = &mut fleet.instances[i];
-            let newest = kept.get(&instance.id).and_then(|k| k.last()).map(|s| s.at);
             if done {
                 instance.gpu_util = kept.remove(&instance.id).unwrap_or_default();
             } else {
-                let start = period_of(newest.unwrap_or(from));
+                let start = read_start(kept.get(&instance.id).map_or(&[], Vec::as_slice), from);
                 starts.entry(start).or_default().push(i);
             }
         }
@@ -136,6 +139,19 @@ impl<P: Provider> Reconciler<P> {
                 Err(err) => read.unread(fleet, region, ids, err.to_string()),
             }
         }
+    }
+}
+
+/// Where the read of a window from `from` starts, given the `kept` readings of it (oldest
+/// first): the period of the newest, when they cover the window up to it (the engine's
+/// coverage rule: a first reading within [`RECENT`] of the start, no gap over [`RECENT`]);
+/// otherwise the window's first period.
+fn read_start(kept: &[Sample], from: DateTime<Utc>) -> DateTime<Utc> {
+    let covered = kept.first().is_some_and(|first| first.at - from <= RECENT)
+        && kept.windows(2).all(|w| w[1].at - w[0].at <= RECENT);
+    match kept.last() {
+        Some(newest) if covered => period_of(newest.at),
+        _ => period_of(from),
     }
 }
 
@@ -172,6 +188,18 @@ mod tests {
         let samples = merged(Some(kept), new, t("2026-11-30T11:10:00Z"));
         let percents: Vec<f64> = samples.iter().map(|s| s.percent).collect();
         assert_eq!(percents, [1.0, 2.0, 40.0, 4.0]);
+    }
+
+    #[test]
+    fn a_read_starts_at_the_newest_kept_period_unless_the_window_is_not_covered() {
+        let from = t("2026-11-30T10:32:00Z");
+        let kept = [at("10:35", 1.0), at("10:40", 1.0), at("10:45", 1.0)];
+        assert_eq!(read_start(&kept, from), t("2026-11-30T10:45:00Z"));
+        // A gap (late datapoints may fill it), a late first reading, nothing: the window.
+        let gap = [at("10:35", 1.0), at("10:50", 1.0)];
+        assert_eq!(read_start(&gap, from), t("2026-11-30T10:30:00Z"));
+        assert_eq!(read_start(&kept[2..], from), t("2026-11-30T10:30:00Z"));
+        assert_eq!(read_start(&[], from), t("2026-11-30T10:30:00Z"));
     }
 
     #[test]
