@@ -11,6 +11,7 @@ mod audit;
 mod commands;
 mod gpu_source;
 mod replay;
+mod replay_store;
 mod serve;
 
 use crate::when;
@@ -146,7 +147,7 @@ async fn run(command: Command) -> anyhow::Result<ExitCode> {
     match command {
         Command::Validate { dirs } => commands::validate(&dirs),
         Command::Plan { input, format } => commands::plan(&input, format),
-        Command::Replay(args) => replay::run(&args),
+        Command::Replay(args) => replay::run(&args).await,
         Command::Explain { instance, input } => commands::explain(&instance, &input),
         Command::Schema => {
             print!("{}", crate::policy::schema::schema_text());

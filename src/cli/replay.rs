@@ -1,13 +1,16 @@
-//! `ebb replay`: the files it reads (policies, a fleet snapshot, the utilisation CSV), streamed
-//! a chunk of instances at a time to one [`crate::replay::Replayer`] per core (each instance
-//! is replayed on its own, so the workers share nothing), and the report it prints.
+//! `ebb replay`: the files it reads (policies, a fleet snapshot, the utilisation CSV), or the
+//! fleet and readings in Postgres (`super::replay_store`), streamed a chunk of instances at a
+//! time to one [`crate::replay::Replayer`] per core (each instance is replayed on its own, so
+//! the workers share nothing), and the report it prints.
 
 use super::args::PolicyDirs;
+use super::replay_store;
 use crate::cloud::OnDemandPrices;
 use crate::engine::Prior;
 use crate::fleet::{Fleet, Instance, Sample};
 use crate::policy::PolicySet;
 use crate::replay::{InstanceOutcome, Options, Recording, Replayer, Report};
+use crate::store::Store;
 use crate::{policy, snapshot, when};
 use anyhow::{bail, Context as _, Result};
 use chrono::{DateTime, Utc};
@@ -20,7 +23,7 @@ use std::sync::Mutex;
 
 /// How many instances are replayed together: enough that each tick's schedules are worked out
 /// for many, few enough that their samples stay small in memory.
-const CHUNK: usize = 128;
+pub(super) const CHUNK: usize = 128;
 
 /// The flags of `ebb replay`.
 #[derive(clap::Args)]
@@ -28,16 +31,17 @@ pub(super) struct ReplayArgs {
     #[command(flatten)]
     policies: PolicyDirs,
     /// The fleet snapshot at --from (YAML, or JSON when the name ends in .json), with prices.
-    #[arg(long, value_name = "FILE")]
-    fleet: PathBuf,
+    /// Without it and --utilisation, both come from Postgres (DATABASE_URL).
+    #[arg(long, value_name = "FILE", requires = "utilisation")]
+    fleet: Option<PathBuf>,
     /// On-demand prices for the types the fleet file's prices leave out (see
     /// deploy/prices.yaml).
     #[arg(long, env = "EBB_PRICES", value_name = "FILE")]
     prices: Option<PathBuf>,
     /// GPU utilisation as CSV: instance,time,gpu_util (RFC 3339, percent), each instance's
     /// rows together.
-    #[arg(long, value_name = "FILE")]
-    utilisation: PathBuf,
+    #[arg(long, value_name = "FILE", requires = "fleet")]
+    utilisation: Option<PathBuf>,
     /// The start of the replay, RFC 3339.
     #[arg(long, value_name = "TS", value_parser = when::parse_time)]
     from: DateTime<Utc>,
@@ -85,8 +89,29 @@ fn parse_percent(s: &str) -> Result<f64, String> {
     }
 }
 
+/// Where the fleet and the recording come from.
+enum Source<'a> {
+    /// The snapshot and the CSV.
+    Files {
+        fleet: &'a Path,
+        utilisation: &'a Path,
+    },
+    /// Postgres, read on the command's runtime.
+    Store(Store, tokio::runtime::Handle),
+}
+
+impl Source<'_> {
+    /// What the replay read, for its errors.
+    fn name(&self) -> String {
+        match self {
+            Source::Files { fleet, .. } => fleet.display().to_string(),
+            Source::Store(..) => "the fleet in Postgres".to_string(),
+        }
+    }
+}
+
 /// `ebb replay`: the measures of every scenario over the recording.
-pub(super) fn run(args: &ReplayArgs) -> Result<ExitCode> {
+pub(super) async fn run(args: &ReplayArgs) -> Result<ExitCode> {
     if args.to <= args.from {
         bail!(
             "--to {} is not after --from {}: give a --to later than --from",
@@ -103,14 +128,52 @@ pub(super) fn run(args: &ReplayArgs) -> Result<ExitCode> {
                 .context("--baseline-policies are not valid (run ebb validate on them)")?,
         ),
     };
-    let (fleet, prior) = fleet_with_prices(args)?;
+    let (source, (mut fleet, prior)) = match (&args.fleet, &args.utilisation) {
+        (Some(fleet), Some(utilisation)) => (
+            Source::Files { fleet, utilisation },
+            snapshot::load_snapshot(fleet)?,
+        ),
+        _ => {
+            let store = Store::open_from_env()
+                .await
+                .context("without --fleet and --utilisation, ebb replay reads Postgres")?;
+            let fleet = replay_store::fleet_at(&store, args.from).await?;
+            (
+                Source::Store(store, tokio::runtime::Handle::current()),
+                fleet,
+            )
+        }
+    };
+    add_prices(args, &mut fleet)?;
     let options = Options {
         from: args.from,
         to: args.to,
         tick: args.tick,
         busy_threshold: args.busy_threshold,
     };
-    let report = replay_all(args, options, &set, baseline.as_ref(), &fleet, &prior)?;
+    let sets: Vec<&PolicySet> = std::iter::once(&set).chain(baseline.as_ref()).collect();
+    let span = replay_store::readings_span(args.from, args.to, &sets);
+    // The replay blocks this thread on its workers, and a Postgres source on its queries.
+    let report = tokio::task::block_in_place(|| {
+        let feed = |send: &SyncSender<Vec<Recording>>| match &source {
+            Source::Files {
+                fleet: path,
+                utilisation,
+            } => stream_chunks(utilisation, path, &fleet.instances, send),
+            Source::Store(store, runtime) => {
+                replay_store::stream_chunks(store, runtime, &fleet.instances, span, send)
+            }
+        };
+        replay_all(
+            &source.name(),
+            options,
+            &set,
+            baseline.as_ref(),
+            &fleet,
+            &prior,
+            feed,
+        )
+    })?;
     print!(
         "{}",
         match args.format {
@@ -122,9 +185,9 @@ pub(super) fn run(args: &ReplayArgs) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// The snapshot, with `--prices` filling in the on-demand prices it leaves out.
-fn fleet_with_prices(args: &ReplayArgs) -> Result<(Fleet, Prior)> {
-    let (mut fleet, prior) = snapshot::load_snapshot(&args.fleet)?;
+/// `--prices` filling in the on-demand prices the fleet leaves out (all of them, from
+/// Postgres: there they are the control plane's `EBB_PRICES`).
+fn add_prices(args: &ReplayArgs, fleet: &mut Fleet) -> Result<()> {
     if let Some(path) = &args.prices {
         for (region, types) in OnDemandPrices::load(path)?.prices {
             let prices = fleet.prices.entry(region).or_default();
@@ -134,17 +197,18 @@ fn fleet_with_prices(args: &ReplayArgs) -> Result<(Fleet, Prior)> {
             }
         }
     }
-    Ok((fleet, prior))
+    Ok(())
 }
 
 /// Replays the recording on one worker per core while it is read.
 fn replay_all(
-    args: &ReplayArgs,
+    source: &str,
     options: Options,
     set: &PolicySet,
     baseline: Option<&PolicySet>,
     fleet: &Fleet,
     prior: &Prior,
+    feed: impl FnOnce(&SyncSender<Vec<Recording>>) -> Result<()>,
 ) -> Result<Report> {
     let workers = std::thread::available_parallelism().map_or(1, |n| n.get());
     let replay = |chunks: &Mutex<Receiver<Vec<Recording>>>| -> Result<Vec<InstanceOutcome>> {
@@ -164,14 +228,12 @@ fn replay_all(
                 Err(err) => {
                     // Drained, so that the reader never waits on a queue no one empties.
                     while chunks.lock().is_ok_and(|c| c.recv().is_ok()) {}
-                    return Err(err).with_context(|| {
-                        format!("cannot cost the replay of {}", args.fleet.display())
-                    });
+                    return Err(err).with_context(|| format!("cannot cost the replay of {source}"));
                 }
             }
         }
     };
-    let mut report = Report::new(args.from, args.to);
+    let mut report = Report::new(options.from, options.to);
     // A few chunks queued at most: the recording is read while the workers replay.
     let (send, receive) = sync_channel::<Vec<Recording>>(workers);
     let receive = Mutex::new(receive);
@@ -179,7 +241,7 @@ fn replay_all(
         let handles: Vec<_> = (0..workers)
             .map(|_| scope.spawn(|| replay(&receive)))
             .collect();
-        let read = stream_chunks(args, &fleet.instances, &send);
+        let read = feed(&send);
         drop(send);
         for handle in handles {
             let outcomes = handle
@@ -195,7 +257,8 @@ fn replay_all(
 /// Reads the recording and sends it to the workers a chunk at a time, then the instances of
 /// the fleet without rows (no demand recorded).
 fn stream_chunks(
-    args: &ReplayArgs,
+    utilisation: &Path,
+    fleet: &Path,
     instances: &[Instance],
     send: &SyncSender<Vec<Recording>>,
 ) -> Result<()> {
@@ -203,7 +266,7 @@ fn stream_chunks(
     let mut chunk = Vec::with_capacity(CHUNK);
     let mut unseen: HashMap<&str, &Instance> =
         instances.iter().map(|i| (i.id.as_str(), i)).collect();
-    read_utilisation(&args.utilisation, &args.fleet, &mut unseen, |recording| {
+    read_utilisation(utilisation, fleet, &mut unseen, |recording| {
         chunk.push(recording);
         if chunk.len() == CHUNK {
             send.send(std::mem::take(&mut chunk))
@@ -223,7 +286,8 @@ fn stream_chunks(
     send.send(chunk).map_err(|_| stopped())
 }
 
-fn recording(inst: &Instance, mut samples: Vec<Sample>) -> Recording {
+/// `inst`'s recording of `samples`.
+pub(super) fn recording(inst: &Instance, mut samples: Vec<Sample>) -> Recording {
     samples.sort_by_key(|s| s.at);
     // Queued chunks hold a month of samples per instance: without the slack of growing.
     samples.shrink_to_fit();

@@ -7,6 +7,7 @@
 //! docs/ARCHITECTURE.md follows one tick from `main` to the cloud call.
 
 mod act;
+mod incremental;
 mod migrations;
 mod policies;
 mod reading;
@@ -23,15 +24,10 @@ use crate::names::ACTOR;
 use crate::policy::PolicySet;
 use crate::store::{Leadership, Store};
 use chrono::{DateTime, SecondsFormat, Utc};
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use tracing::Instrument as _;
-
-/// How far back each tick keeps the GPU readings it read: ticks come at least this often, and
-/// each tick's window reaches further back than that, so every five minutes is kept once or
-/// twice, not once for each tick whose window covers it.
-const READINGS_KEPT_BACK: chrono::Duration = chrono::Duration::minutes(15);
 
 /// How a reconciler acts.
 #[derive(Debug, Clone, Default)]
@@ -79,6 +75,8 @@ pub struct Reconciler<P> {
     /// Instances whose start EC2 refused for lack of capacity, told to the webhook since their
     /// last start (kept in memory: a restart may tell once more).
     capacity_told: std::sync::Mutex<HashSet<String>>,
+    /// The instances whose GPU utilisation was read in the current five-minute period.
+    gpu_asked: incremental::Asked,
 }
 
 impl<P: Provider> Reconciler<P> {
@@ -92,6 +90,7 @@ impl<P: Provider> Reconciler<P> {
             ticks: AtomicU64::new(0),
             orphans_swept: std::sync::Mutex::new(None),
             capacity_told: std::sync::Mutex::default(),
+            gpu_asked: incremental::Asked::default(),
         }
     }
 
@@ -144,10 +143,14 @@ impl<P: Provider> Reconciler<P> {
         let version = set.version.to_string();
 
         let (mut fleet, open) = self.list(&version, now, &mut report).await?;
-        report.gpu_read_failures = self
+        let read = self
             .read(reading::wanted(set, &fleet), &mut fleet, now)
             .await;
-        self.keep_readings(&fleet, now).await?;
+        self.keep_readings(&fleet, &read.fresh).await?;
+        // Only once they are kept: a later tick of this period reads them from Postgres.
+        self.gpu_asked
+            .mark(incremental::period_of(now), read.fresh.keys());
+        report.gpu_read_failures = read.failures;
         let decisions = self.decide(set, &fleet, now, &mut report).await?;
         if !self.options.dry_run {
             self.migrations(set, &fleet, &decisions, &version, leader, &mut report)
@@ -201,14 +204,18 @@ impl<P: Provider> Reconciler<P> {
         Ok((fleet, resolution.open))
     }
 
-    /// Keeps the GPU readings of the last [`READINGS_KEPT_BACK`] (earlier ones of the window
-    /// were kept by earlier ticks), for the console's chart, `ebb metrics export` and replays.
-    async fn keep_readings(&self, fleet: &Fleet, now: DateTime<Utc>) -> Result<(), TickError> {
-        let since = now - READINGS_KEPT_BACK;
+    /// Keeps the GPU readings this tick read (those `fresh` names, from when they are new),
+    /// for later ticks, the console's chart, `ebb metrics export` and replays.
+    async fn keep_readings(
+        &self,
+        fleet: &Fleet,
+        fresh: &HashMap<String, DateTime<Utc>>,
+    ) -> Result<(), TickError> {
         let recent: Vec<(&str, &[Sample])> = fleet
             .instances
             .iter()
             .filter_map(|i| {
+                let since = *fresh.get(&i.id)?;
                 // Readings come oldest first.
                 let newer = &i.gpu_util[i.gpu_util.partition_point(|s| s.at < since)..];
                 (!newer.is_empty()).then_some((i.id.as_str(), newer))

@@ -3,7 +3,8 @@
 //! readings are its largest data, so what to read is worked out from the policies and the
 //! listing before anything is decided.
 
-use super::{ReadFailure, Reconciler};
+use super::incremental::GpuRead;
+use super::Reconciler;
 use crate::cloud::prometheus::Prometheus;
 use crate::cloud::Provider;
 use crate::engine;
@@ -12,11 +13,15 @@ use crate::names::INTERRUPTIBLE_TAG;
 use crate::policy::{Policy, PolicySet};
 use chrono::{DateTime, Duration, Utc};
 use std::collections::{BTreeMap, BTreeSet};
-use std::sync::Arc;
 
 /// GPU readings are read this much further back than the longest idle window, so that the
 /// window's start is covered.
 const READING_MARGIN: Duration = Duration::minutes(10);
+
+/// How far back each tick keeps the readings it took from Prometheus: ticks come at least this
+/// often, and each tick's window reaches further back than that, so every five minutes is kept
+/// once or twice, not once for each tick whose window covers it.
+const PROMETHEUS_KEPT_BACK: Duration = Duration::minutes(15);
 
 /// What a tick reads, by region.
 #[derive(Debug, Default)]
@@ -72,17 +77,16 @@ fn reading_window(policy: &Policy) -> Option<Duration> {
 }
 
 impl<P: Provider> Reconciler<P> {
-    /// Reads the wanted GPU utilisation and prices into `fleet`; the regions whose GPU
-    /// utilisation could not be read.
+    /// Reads the wanted GPU utilisation and prices into `fleet`; what the GPU read brought.
     pub(super) async fn read(
         &self,
         wanted: Wanted,
         fleet: &mut Fleet,
         now: DateTime<Utc>,
-    ) -> Vec<ReadFailure> {
-        let failures = self.read_gpu_utilisation(wanted.readings, fleet, now).await;
+    ) -> GpuRead {
+        let read = self.read_gpu_utilisation(wanted.readings, fleet, now).await;
         self.read_prices(wanted.prices, fleet, now).await;
-        failures
+        read
     }
 
     /// Reads GPU utilisation into `fleet`, one region at a time, so that a large fleet's
@@ -93,44 +97,17 @@ impl<P: Provider> Reconciler<P> {
         wanted: BTreeMap<String, (Vec<usize>, Duration)>,
         fleet: &mut Fleet,
         now: DateTime<Utc>,
-    ) -> Vec<ReadFailure> {
+    ) -> GpuRead {
         if let Some(prometheus) = &self.options.prometheus {
             return read_from_prometheus(prometheus, wanted, fleet, now).await;
         }
-        let mut failures = Vec::new();
+        let mut read = GpuRead::default();
         for (region, (positions, window)) in wanted {
-            let ids: Vec<String> = positions
-                .iter()
-                .map(|&i| fleet.instances[i].id.clone())
-                .collect();
-            match self
-                .provider
-                .gpu_utilisation(&region, &ids, now - window - READING_MARGIN, now)
-                .await
-            {
-                Ok(mut found) => {
-                    for i in positions {
-                        let instance = &mut fleet.instances[i];
-                        if let Some(samples) = found.remove(&instance.id) {
-                            instance.gpu_util = samples;
-                        }
-                    }
-                }
-                Err(err) => {
-                    let error = err.to_string();
-                    let why: Arc<str> = error.as_str().into();
-                    failures.push(ReadFailure {
-                        region,
-                        instances: ids.len(),
-                        error,
-                    });
-                    fleet
-                        .gpu_unread
-                        .extend(ids.into_iter().map(|id| (id, why.clone())));
-                }
-            }
+            let from = now - window - READING_MARGIN;
+            self.read_region_incrementally(&region, &positions, from, now, fleet, &mut read)
+                .await;
         }
-        failures
+        read
     }
 
     /// Reads prices into `fleet`.
@@ -163,15 +140,18 @@ impl<P: Provider> Reconciler<P> {
 }
 
 /// Reads GPU utilisation into `fleet` from Prometheus: one range query for every region, over
-/// the longest window any of them needs. When it fails, every wanted instance is unread.
+/// the longest window any of them needs (Prometheus does not bill reads, so every tick reads
+/// it all, and its readings of the last [`PROMETHEUS_KEPT_BACK`] are kept). When it fails,
+/// every wanted instance is unread.
 async fn read_from_prometheus(
     prometheus: &Prometheus,
     wanted: BTreeMap<String, (Vec<usize>, Duration)>,
     fleet: &mut Fleet,
     now: DateTime<Utc>,
-) -> Vec<ReadFailure> {
+) -> GpuRead {
+    let mut read = GpuRead::default();
     let Some(window) = wanted.values().map(|(_, w)| *w).max() else {
-        return Vec::new();
+        return read;
     };
     let from = now - window - READING_MARGIN;
     match prometheus.gpu_utilisation(from, now).await {
@@ -182,27 +162,21 @@ async fn read_from_prometheus(
                     if let Some(samples) = found.remove(&instance.id) {
                         instance.gpu_util = samples;
                     }
+                    read.fresh
+                        .insert(instance.id.clone(), now - PROMETHEUS_KEPT_BACK);
                 }
             }
-            Vec::new()
         }
         Err(err) => {
             let error = err.to_string();
-            let why: Arc<str> = error.as_str().into();
-            let mut failures = Vec::new();
             for (region, (positions, _)) in wanted {
-                for &i in &positions {
-                    fleet
-                        .gpu_unread
-                        .insert(fleet.instances[i].id.clone(), why.clone());
-                }
-                failures.push(ReadFailure {
-                    region,
-                    instances: positions.len(),
-                    error: error.clone(),
-                });
+                let ids = positions
+                    .iter()
+                    .map(|&i| fleet.instances[i].id.clone())
+                    .collect();
+                read.unread(fleet, &region, ids, error.clone());
             }
-            failures
         }
     }
+    read
 }

@@ -7,6 +7,7 @@
 
 mod audit;
 mod console;
+mod fleet_at;
 mod inventory;
 mod leader;
 mod overrides;

@@ -6,7 +6,7 @@ use super::{Result, Store};
 use crate::fleet::Sample;
 use chrono::{DateTime, Duration, DurationRound, Timelike, Utc};
 use futures_util::TryStreamExt as _;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 
 /// Readings in an hour's row: one every five minutes.
 const SLOTS: usize = 12;
@@ -89,6 +89,41 @@ impl Store {
             .flat_map(|(hour, slots)| samples(hour, slots))
             .filter(|s| s.at >= from && s.at < to)
             .collect())
+    }
+
+    /// The readings kept of each of `instances` from `from` to `to` (both included), oldest
+    /// first: what a tick already holds of their idle windows, so that it asks CloudWatch only
+    /// for what is newer. Instances with none are left out.
+    pub async fn gpu_readings_of(
+        &self,
+        instances: &[String],
+        from: DateTime<Utc>,
+        to: DateTime<Utc>,
+    ) -> Result<HashMap<String, Vec<Sample>>> {
+        let mut rows = sqlx::query_as::<_, (String, DateTime<Utc>, Vec<Option<f32>>)>(
+            "SELECT instance, hour, percent FROM gpu_readings
+             WHERE instance = ANY($1::text[]) AND hour > $2::timestamptz - interval '1 hour'
+               AND hour <= $3::timestamptz
+             ORDER BY instance, hour",
+        )
+        .bind(instances)
+        .bind(from)
+        .bind(to)
+        .fetch(&self.pool);
+        let mut kept: HashMap<String, Vec<Sample>> = HashMap::new();
+        while let Some((instance, hour, slots)) = rows.try_next().await? {
+            let within = samples(hour, slots).filter(|s| s.at >= from && s.at <= to);
+            match kept.get_mut(&instance) {
+                Some(found) => found.extend(within),
+                None => {
+                    let found: Vec<Sample> = within.collect();
+                    if !found.is_empty() {
+                        kept.insert(instance, found);
+                    }
+                }
+            }
+        }
+        Ok(kept)
     }
 
     /// Every reading kept since `since`, by instance and time, to `each`: what `ebb metrics
