@@ -309,6 +309,15 @@ async fn grants_go_only_to_existing_roles_that_own_nothing(pool: PgPool) {
         err.contains("the owner of ebb's tables, or a member of it"),
         "{err}"
     );
+    let (creator, _) = login_role(&pool, "ebb_creator").await;
+    sqlx::query(sqlx::AssertSqlSafe(format!(
+        "ALTER ROLE \"{creator}\" CREATEROLE"
+    )))
+    .execute(&pool)
+    .await
+    .unwrap();
+    let err = stderr(&migrate(&["--grant-runtime", &creator]));
+    assert!(err.contains("it has CREATEROLE"), "{err}");
 
     // A role name is one quoted identifier, whatever it holds.
     let db = pool.connect_options().get_database().unwrap().to_string();

@@ -105,8 +105,8 @@ impl Store {
         }
     }
 
-    /// Grants `role` (an existing role, neither a superuser nor the tables' owner or a member
-    /// of it) the privileges of `grant` on ebb's tables, after revoking what it had on them.
+    /// Grants `role` (an existing role: not a superuser, without CREATEROLE, neither the
+    /// tables' owner nor a member of it) the privileges of `grant` on ebb's tables, after revoking what it had on them.
     /// Run by the owner after [`Store::migrate`].
     pub async fn grant(&self, role: &str, grant: Grant) -> Result<()> {
         let mut tx = self.pool.begin().await?;
@@ -122,8 +122,9 @@ impl Store {
         .fetch_one(&mut *tx)
         .await?;
         let owner = owner.ok_or(StoreError::SchemaMissing)?;
-        let found: Option<(bool, bool)> = sqlx::query_as(
-            "SELECT rolsuper, pg_has_role(oid, $2::name, 'MEMBER') FROM pg_roles WHERE rolname = $1",
+        let found: Option<(bool, bool, bool)> = sqlx::query_as(
+            "SELECT rolsuper, rolcreaterole, pg_has_role(oid, $2::name, 'MEMBER')
+             FROM pg_roles WHERE rolname = $1",
         )
         .bind(role)
         .bind(&owner)
@@ -135,14 +136,21 @@ impl Store {
         };
         match found {
             None => return Err(StoreError::NoSuchRole(role.to_string())),
-            Some((true, _)) => {
+            Some((true, _, _)) => {
                 return Err(refused(
                     "it is a superuser, which can switch off the audit log's trigger whatever \
                      it is granted"
                         .into(),
                 ))
             }
-            Some((_, true)) => {
+            Some((_, true, _)) => {
+                return Err(refused(
+                    "it has CREATEROLE, with which it can make itself a member of the tables' \
+                     owner"
+                        .into(),
+                ))
+            }
+            Some((_, _, true)) => {
                 return Err(refused(format!(
                     "it is {owner}, the owner of ebb's tables, or a member of it, and an owner \
                      can switch off the audit log's trigger"
