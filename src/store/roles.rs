@@ -106,8 +106,8 @@ impl Store {
     }
 
     /// Grants `role` (an existing role: not a superuser, without CREATEROLE, neither the
-    /// tables' owner nor a member of it) the privileges of `grant` on ebb's tables, after revoking what it had on them.
-    /// Run by the owner after [`Store::migrate`].
+    /// tables' owner nor a member of it) the privileges of `grant` on ebb's tables, after
+    /// revoking what it had on them. Run by the owner after [`Store::migrate`].
     pub async fn grant(&self, role: &str, grant: Grant) -> Result<()> {
         let mut tx = self.pool.begin().await?;
         // Replicas migrating at once: concurrent GRANTs on one table fail in Postgres
