@@ -294,6 +294,16 @@ async fn grants_go_only_to_existing_roles_that_own_nothing(pool: PgPool) {
             && err.contains("CREATE ROLE \"no_such_role_of_ebb\" LOGIN PASSWORD"),
         "{err}"
     );
+    // A role never granted anything is told what to ask the owner for.
+    let (ungranted, ungranted_url) = login_role(&pool, "ebb_ungranted").await;
+    let o = ebb(&ungranted_url, &["audit"], &[]);
+    assert_eq!(o.status.code(), Some(2), "{ungranted}");
+    let err = stderr(&o);
+    assert!(
+        err.contains("may not read the schema version")
+            && err.contains("ebb migrate --grant-runtime ROLE"),
+        "{err}"
+    );
     let superuser = pool.connect_options().get_username().to_string();
     let err = stderr(&migrate(&["--grant-runtime", &superuser]));
     assert!(err.contains("it is a superuser"), "{err}");
