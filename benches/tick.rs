@@ -81,6 +81,13 @@ fn tick(c: &mut Criterion) {
 /// its own mean tick duration after the first (which writes every instance), from `/metrics`.
 fn serve_memory(rt: &Runtime, n: usize, dir: &Path) {
     let url = database(rt, SERVE_DATABASE);
+    // The migrate step of a deployment: serve does not migrate.
+    let migrated = Command::new(env!("CARGO_BIN_EXE_ebb"))
+        .arg("migrate")
+        .env("DATABASE_URL", &url)
+        .output()
+        .unwrap();
+    assert!(migrated.status.success(), "{migrated:?}");
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()

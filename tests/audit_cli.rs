@@ -429,7 +429,7 @@ async fn migrate_applies_then_reports_current(pool: PgPool) {
     assert!(out(&ebb(&url, &["migrate"])).starts_with("ok: 0 migration(s) applied"));
 }
 
-#[sqlx::test(migrations = false)]
+#[sqlx::test]
 async fn migrations_are_listed_with_state_savings_and_steps(pool: PgPool) {
     let url = url_of(&pool);
     assert_eq!(out(&ebb(&url, &["migrations"])), "no spot migrations\n");

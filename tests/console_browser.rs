@@ -121,12 +121,14 @@ async fn the_console_in_chromium_on_the_demo_fleet(pool: PgPool) {
         .unwrap()
         .port();
     let base = format!("http://127.0.0.1:{port}");
+    // Migrated by the migrate step; serve runs as the runtime role, as in scripts/run.
+    let url = common::migrated_for_runtime(&pool).await;
     let _serve = Serve(
         Command::new(env!("CARGO_BIN_EXE_ebb"))
             .args(["serve", "--tick", "5m", "--clock-start", START])
             .args(["--clock-speed", SPEED])
             .current_dir(root)
-            .env("DATABASE_URL", common::database_url(&pool))
+            .env("DATABASE_URL", &url)
             .env("EBB_CLOUD", "sim:deploy/demo-fleet.yaml")
             .env("EBB_POLICIES", "policies")
             .env("EBB_LISTEN", format!("127.0.0.1:{port}"))

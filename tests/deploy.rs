@@ -12,7 +12,9 @@
 //! - the image's binary has no line tables, and a stage keeps them for crash reports;
 //! - the policies in the ConfigMap pass `ebb validate`, and the policies are mounted read-only
 //!   where ebb looks for them;
-//! - Kubernetes runs two replicas, and what the manifests refer to exists.
+//! - Kubernetes runs two replicas, and what the manifests refer to exists;
+//! - the schema is migrated by a step of its own (compose's one-shot service, an init container)
+//!   as the owner, which grants the runtime role that `serve` then runs as.
 
 use serde::Deserialize;
 use serde_yaml::Value;
@@ -267,6 +269,8 @@ struct Container {
     place: String,
     spec: Value,
     pod: Value,
+    /// An init container (the migrate step), not the one that serves.
+    init: bool,
 }
 
 /// The pod specs of a manifest: the mappings that hold `containers`, wherever its kind puts
@@ -323,6 +327,7 @@ fn ebb_containers() -> Vec<Container> {
                         ),
                         spec: spec.clone(),
                         pod: pod.clone(),
+                        init: list == "initContainers",
                     });
                 }
             }
@@ -349,6 +354,39 @@ fn k8s_env_names(c: &Container) -> Vec<String> {
         .flatten()
         .filter_map(|e| e.get("name").and_then(text))
         .collect()
+}
+
+/// The containers that run `ebb serve` (every ebb container but the init containers).
+fn serving_containers() -> Vec<Container> {
+    ebb_containers().into_iter().filter(|c| !c.init).collect()
+}
+
+/// The user of a `postgres://USER:PASSWORD@HOST/DB` URL.
+fn url_user(url: &str) -> &str {
+    let rest = url.split_once("://").map_or(url, |(_, rest)| rest);
+    let userinfo = rest.split_once('@').map_or("", |(userinfo, _)| userinfo);
+    userinfo.split(':').next().unwrap_or("")
+}
+
+/// The Secret and key a container's variable `name` comes from.
+fn k8s_env_secret(c: &Container, name: &str) -> (String, String) {
+    let reference = c
+        .spec
+        .get("env")
+        .and_then(Value::as_sequence)
+        .into_iter()
+        .flatten()
+        .find(|e| e.get("name").and_then(Value::as_str) == Some(name))
+        .and_then(|e| at(e, &["valueFrom", "secretKeyRef"]))
+        .unwrap_or_else(|| panic!("{}: {name} is not from a Secret", c.place));
+    let field = |f: &str| {
+        reference
+            .get(f)
+            .and_then(Value::as_str)
+            .unwrap()
+            .to_string()
+    };
+    (field("name"), field("key"))
 }
 
 /// The literal value of a container's variable `name`.
@@ -473,6 +511,11 @@ fn every_variable_the_deployments_set_is_one_ebb_reads() {
         .collect();
     assert!(compose.iter().any(|n| n == "DATABASE_URL"));
     assert_read_by_ebb("deploy/compose.yaml, service ebb", &compose, &serve);
+    let migrate: Vec<String> = compose_env(&compose_service("migrate"))
+        .into_iter()
+        .map(|(name, _)| name)
+        .collect();
+    assert_eq!(migrate, ["DATABASE_URL"], "compose.yaml, service migrate");
     for c in ebb_containers() {
         let names = k8s_env_names(&c);
         assert!(names.iter().any(|n| n == "DATABASE_URL"), "{}", c.place);
@@ -484,6 +527,8 @@ fn every_variable_the_deployments_set_is_one_ebb_reads() {
 fn every_command_the_deployments_run_is_an_ebb_subcommand() {
     let service = compose_service("ebb");
     assert_subcommand("compose.yaml command", &words(service.get("command")));
+    let migrate = words(compose_service("migrate").get("command"));
+    assert_subcommand("compose.yaml migrate command", &migrate);
     let test = words(at(&service, &["healthcheck", "test"]));
     assert_eq!(test.first().map(String::as_str), Some("CMD"), "{test:?}");
     let place = "compose.yaml healthcheck";
@@ -513,7 +558,7 @@ fn every_command_the_deployments_run_is_an_ebb_subcommand() {
 
 #[test]
 fn kubernetes_probes_ask_the_health_routes_on_the_port_ebb_listens_on() {
-    for c in ebb_containers() {
+    for c in serving_containers() {
         let listen = k8s_env_value(&c, "EBB_LISTEN");
         // The kubelet probes from outside the pod's loopback.
         assert!(listen.starts_with("0.0.0.0:"), "{}: {listen}", c.place);
@@ -741,7 +786,7 @@ fn compose_mounts_the_policies_read_only_and_publishes_the_port_ebb_listens_on()
 
 #[test]
 fn kubernetes_mounts_the_policies_read_only_and_runs_two_replicas() {
-    for c in ebb_containers() {
+    for c in serving_containers() {
         let policies = k8s_env_value(&c, "EBB_POLICIES");
         let mount = c
             .spec
@@ -804,7 +849,6 @@ fn what_the_kubernetes_manifests_refer_to_exists() {
     // Both define the Deployment ebb: only one may be applied.
     assert!(!resources.iter().any(|r| r.starts_with("git-sync")));
 
-    let secret = manifest("Secret", "ebb");
     for c in ebb_containers() {
         let env = c.spec.get("env").and_then(Value::as_sequence);
         for reference in env
@@ -812,12 +856,13 @@ fn what_the_kubernetes_manifests_refer_to_exists() {
             .flatten()
             .filter_map(|e| at(e, &["valueFrom", "secretKeyRef"]))
         {
-            assert_eq!(reference.get("name").and_then(Value::as_str), Some("ebb"));
+            let name = reference.get("name").and_then(Value::as_str).unwrap();
+            let secret = manifest("Secret", name);
             let key = reference.get("key").and_then(Value::as_str).unwrap();
             let held = ["stringData", "data"]
                 .iter()
                 .any(|data| at(&secret, &[*data, key]).is_some());
-            assert!(held, "{}: the Secret ebb has no {key}", c.place);
+            assert!(held, "{}: the Secret {name} has no {key}", c.place);
         }
         let account = c.pod.get("serviceAccountName").and_then(Value::as_str);
         assert_eq!(account, Some("ebb"), "{}", c.place);
@@ -830,4 +875,88 @@ fn what_the_kubernetes_manifests_refer_to_exists() {
     assert!(role
         .and_then(Value::as_str)
         .is_some_and(|r| r.starts_with("arn:aws:iam::")));
+}
+
+/// The role `ebb migrate --grant-runtime ROLE` grants in `argv` (which must run migrate so).
+fn granted_runtime_role(place: &str, argv: &[String]) -> String {
+    match argv {
+        [migrate, grant, role] if migrate == "migrate" && grant == "--grant-runtime" => {
+            role.clone()
+        }
+        _ => panic!("{place} runs ebb {argv:?}, not ebb migrate --grant-runtime ROLE"),
+    }
+}
+
+#[test]
+fn the_migrate_step_runs_as_the_owner_and_serve_as_the_runtime_role_it_grants() {
+    let help = stdout(&ebb(&["migrate", "--help"]));
+    assert!(help.contains("--grant-runtime <ROLE>"), "{help}");
+
+    // compose: a one-shot migrate service, which serve waits for.
+    let migrate = compose_service("migrate");
+    let role = granted_runtime_role("compose.yaml migrate", &words(migrate.get("command")));
+    let serve = compose_service("ebb");
+    assert_eq!(words(serve.get("command")), ["serve"]);
+    let waits = at(&serve, &["depends_on", "migrate", "condition"]).and_then(Value::as_str);
+    assert_eq!(waits, Some("service_completed_successfully"));
+    let owner_url = compose_value(&migrate, "DATABASE_URL");
+    let runtime_url = compose_value(&serve, "DATABASE_URL");
+    assert_eq!(url_user(&runtime_url), role, "serve's DATABASE_URL");
+    assert_ne!(
+        url_user(&owner_url),
+        role,
+        "the migrate step runs as the owner"
+    );
+    assert!(!words(migrate.get("restart")).iter().any(|r| r != "no"));
+
+    // Kubernetes: an init container migrates with the owner's Secret; ebb serves with another.
+    for c in serving_containers() {
+        assert_eq!(words(c.spec.get("args")), ["serve"], "{}", c.place);
+        let inits: Vec<&Value> = c
+            .pod
+            .get("initContainers")
+            .and_then(Value::as_sequence)
+            .into_iter()
+            .flatten()
+            .collect();
+        assert_eq!(
+            inits.len(),
+            1,
+            "{}: one init container, the migrate step",
+            c.place
+        );
+        let init = ebb_containers()
+            .into_iter()
+            .find(|i| i.init && i.pod == c.pod)
+            .unwrap();
+        assert_eq!(
+            init.spec.get("image"),
+            c.spec.get("image"),
+            "{}",
+            init.place
+        );
+        let role = granted_runtime_role(&init.place, &words(init.spec.get("args")));
+        let (owner_secret, owner_key) = k8s_env_secret(&init, "DATABASE_URL");
+        let (runtime_secret, runtime_key) = k8s_env_secret(&c, "DATABASE_URL");
+        assert_ne!(
+            owner_secret, runtime_secret,
+            "{}: the owner's Secret is the init's own",
+            c.place
+        );
+        let url_in = |secret: &str, key: &str| {
+            text(at(&manifest("Secret", secret), &["stringData", key]).unwrap()).unwrap()
+        };
+        assert_eq!(
+            url_user(&url_in(&runtime_secret, &runtime_key)),
+            role,
+            "{}",
+            c.place
+        );
+        assert_ne!(
+            url_user(&url_in(&owner_secret, &owner_key)),
+            role,
+            "{}",
+            init.place
+        );
+    }
 }

@@ -258,7 +258,8 @@ async fn is_stopped(f: &Fixture, id: &str) -> bool {
 async fn serve_keeps_the_last_good_policies_and_ticks_on_changes_and_api_calls(pool: PgPool) {
     const TOKEN: &str = "ops-token-0123456789";
     let f = Fixture::new("ap-northeast-3").await;
-    let url = common::database_url(&pool);
+    // Migrated by the migrate step; serve runs as the runtime role.
+    let url = common::migrated_for_runtime(&pool).await;
     let dir = tempfile::tempdir().unwrap();
     let policy_file = dir.path().join("policies/research.yaml");
     std::fs::create_dir(dir.path().join("policies")).unwrap();

@@ -32,6 +32,8 @@ const MORNING: &str = "2026-12-01T09:05:00Z";
 
 struct Setup {
     f: Fixture,
+    /// The test database as the runtime role (`ebb migrate --grant-runtime`), which every
+    /// command of these tests runs as.
     url: String,
     policies: tempfile::TempDir,
 }
@@ -42,7 +44,7 @@ impl Setup {
         std::fs::write(policies.path().join("research.yaml"), POLICY).unwrap();
         Setup {
             f: Fixture::new(region).await,
-            url: common::database_url(pool),
+            url: common::migrated_for_runtime(pool).await,
             policies,
         }
     }
@@ -259,7 +261,6 @@ async fn an_interrupted_stop_is_resolved_from_the_real_state_not_repeated(pool: 
     let s = Setup::new(&pool, "me-central-1").await;
     let research = s.f.launch(G5).await;
     let store = ebb::store::Store::connect(&s.url).await.unwrap();
-    store.migrate().await.unwrap();
     // A previous process wrote the intent and EC2 stopped the instance, then the process died
     // before writing the outcome.
     let intent = ebb::store::NewAuditEntry {

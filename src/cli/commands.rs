@@ -8,7 +8,7 @@ use super::serve::replica_name;
 use crate::clock::Clock;
 use crate::cloud::Provider as _;
 use crate::control::Tasks;
-use crate::store::{Store, StoreError};
+use crate::store::{Grant, Store};
 use crate::{engine, output, policy};
 use anyhow::{bail, Context as _, Result};
 use chrono::{DateTime, Local, Utc};
@@ -75,12 +75,18 @@ pub(super) fn explain(instance: &str, input: &Input) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// `ebb migrate`: applies the database migrations.
-pub(super) async fn migrate() -> Result<ExitCode> {
-    let url = std::env::var("DATABASE_URL").map_err(|_| StoreError::NoUrl)?;
-    let store = Store::connect(&url).await?;
+/// `ebb migrate`: applies the database migrations, then grants the runtime and reader roles
+/// their privileges.
+pub(super) async fn migrate(runtime: &[String], readers: &[String]) -> Result<ExitCode> {
+    let store = Store::connect_from_env().await?;
     let applied = store.migrate().await?;
     println!("ok: {applied} migration(s) applied; the schema is current");
+    let grants = (runtime.iter().map(|r| (r, Grant::Runtime)))
+        .chain(readers.iter().map(|r| (r, Grant::Reader)));
+    for (role, grant) in grants {
+        store.grant(role, grant).await?;
+        println!("ok: role {role:?} has the {} privileges", grant.as_str());
+    }
     Ok(ExitCode::SUCCESS)
 }
 

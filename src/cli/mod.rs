@@ -59,8 +59,18 @@ enum Command {
     },
     /// Print the JSON Schema of policy files.
     Schema,
-    /// Apply the database migrations (DATABASE_URL); other commands apply them too.
-    Migrate,
+    /// Apply the database migrations (DATABASE_URL, as the owner of the tables); every other
+    /// command refuses a schema that is not current. Run it again after each upgrade.
+    Migrate {
+        /// Grant this existing role what serve, tick and ebb override need, and no more: on the
+        /// audit log SELECT and INSERT only (repeatable). Its earlier privileges are revoked.
+        #[arg(long, value_name = "ROLE")]
+        grant_runtime: Vec<String>,
+        /// Grant this existing role SELECT only, for ebb audit, ebb audit verify and the other
+        /// read commands (repeatable).
+        #[arg(long, value_name = "ROLE")]
+        grant_reader: Vec<String>,
+    },
     /// Show the audit log (DATABASE_URL), verify its hash chain, or make a checkpoint key.
     #[command(args_conflicts_with_subcommands = true)]
     Audit {
@@ -153,7 +163,10 @@ async fn run(command: Command) -> anyhow::Result<ExitCode> {
             print!("{}", crate::policy::schema::schema_text());
             Ok(ExitCode::SUCCESS)
         }
-        Command::Migrate => commands::migrate().await,
+        Command::Migrate {
+            grant_runtime,
+            grant_reader,
+        } => commands::migrate(&grant_runtime, &grant_reader).await,
         Command::Audit {
             command: Some(command),
             ..

@@ -13,6 +13,7 @@ mod leader;
 mod overrides;
 mod readings;
 mod retention;
+mod roles;
 pub mod spot;
 mod summary;
 
@@ -25,10 +26,11 @@ pub use inventory::{ActionDone, InstanceRecord, PlannedAction, SyncReport};
 pub use leader::{Fenced, Leadership, WAKE_CHANNEL};
 pub use overrides::{OverrideRecord, OverrideRefused, OverrideRequest, MAX_REASON};
 pub use retention::Pruned;
+pub use roles::{Grant, RUNTIME_PRIVILEGES};
 pub use spot::MigrationRecord;
 
 use sqlx::migrate::Migrator;
-use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
+use sqlx::postgres::{PgConnectOptions, PgPoolOptions, PgSslMode};
 use sqlx::{Connection, PgConnection, PgPool};
 use std::str::FromStr;
 use std::time::Duration;
@@ -152,6 +154,15 @@ pub enum StoreError {
         /// What the connection attempt said.
         reason: String,
     },
+    /// The TLS handshake failed: the server's certificate is not signed by the CA given, or does
+    /// not name the host connected to.
+    #[error("the TLS connection to the database at {target} failed: {reason}; with sslmode=verify-full, sslrootcert in DATABASE_URL must be the CA that signed the server's certificate, and the host must be a name or address that certificate holds")]
+    Tls {
+        /// `host:port/database`.
+        target: String,
+        /// What the handshake said.
+        reason: String,
+    },
     /// The server refused the credentials or the database name.
     #[error("the database at {target} refused the connection: {reason}; check the user, password and database name in DATABASE_URL")]
     Refused {
@@ -167,6 +178,37 @@ pub enum StoreError {
         found: i64,
         /// The newest migration this binary has.
         known: i64,
+    },
+    /// The database has no ebb schema.
+    #[error("the database has no ebb schema: run `ebb migrate` as the owner of the database first (with --grant-runtime ROLE for the role ebb runs as); commands other than migrate never change the schema")]
+    SchemaMissing,
+    /// The database was migrated by an older ebb.
+    #[error("the database schema is at migration {found}, behind this ebb's {known}: run `ebb migrate` of this ebb as the owner of the database (and --grant-runtime ROLE again); commands other than migrate never change the schema")]
+    SchemaBehind {
+        /// The newest migration applied to the database.
+        found: i64,
+        /// The newest migration this binary has.
+        known: i64,
+    },
+    /// A migration applied to the database is not the one this binary has under its number.
+    #[error("migration {version} applied to the database differs from this ebb's: it was migrated by another build of ebb; run that build, or restore the schema it expects")]
+    SchemaDiffers {
+        /// The migration's version.
+        version: i64,
+    },
+    /// The role cannot read the migrations table.
+    #[error("this database role may not read the schema version (_sqlx_migrations): have the owner of the database run `ebb migrate --grant-runtime ROLE` (or --grant-reader ROLE) for it")]
+    SchemaUnreadable,
+    /// `ebb migrate --grant-*` was given a role that does not exist.
+    #[error("there is no database role {0:?}: create it first as a superuser or a role with CREATEROLE (CREATE ROLE \"{0}\" LOGIN PASSWORD '...'), then run ebb migrate --grant-runtime (or --grant-reader) again")]
+    NoSuchRole(String),
+    /// `ebb migrate --grant-*` was given a role it must not grant to.
+    #[error("not granting to role {role:?}: {why}; give ebb a role of its own without SUPERUSER")]
+    GrantRefused {
+        /// The role.
+        role: String,
+        /// Why it is refused.
+        why: String,
     },
     /// Applying migrations failed.
     #[error("migrating the database schema failed: {0}")]
@@ -208,14 +250,22 @@ pub struct Store {
 }
 
 impl Store {
-    /// Connects to `DATABASE_URL` with the timeouts of the environment ([`Timeouts::from_env`]),
-    /// refuses a schema newer than this binary, and applies any pending migrations. What every
-    /// command that uses the database calls first.
+    /// Connects to `DATABASE_URL` with the timeouts of the environment ([`Timeouts::from_env`])
+    /// and refuses a schema other than this binary's ([`Store::check_schema`]): what every
+    /// command that uses the database but `ebb migrate` calls first. It never migrates: the
+    /// role ebb runs as need not own the tables, and replicas starting together leave the
+    /// schema to the one migrate step.
     pub async fn open_from_env() -> Result<Store> {
-        let url = std::env::var("DATABASE_URL").map_err(|_| StoreError::NoUrl)?;
-        let store = Store::connect_with(&url, Timeouts::from_env()?).await?;
-        store.migrate().await?;
+        let store = Store::connect_from_env().await?;
+        store.check_schema().await?;
         Ok(store)
+    }
+
+    /// Connects to `DATABASE_URL` with the timeouts of the environment, without touching or
+    /// checking the schema (`ebb migrate`).
+    pub async fn connect_from_env() -> Result<Store> {
+        let url = std::env::var("DATABASE_URL").map_err(|_| StoreError::NoUrl)?;
+        Store::connect_with(&url, Timeouts::from_env()?).await
     }
 
     /// Connects to `url` with the default timeouts, without touching the schema.
@@ -243,7 +293,7 @@ impl Store {
                 target: target.clone(),
                 reason: format!("no answer within {}", humantime::format_duration(connect)),
             })?
-            .map_err(|e| classify(e, target))?;
+            .map_err(|e| classify(e, target, options.get_ssl_mode()))?;
         first.close().await?;
         let pool = PgPoolOptions::new()
             .max_connections(8)
@@ -293,16 +343,13 @@ impl Store {
     /// by a newer ebb, which this binary could misread.
     pub async fn migrate(&self) -> Result<usize> {
         let known = MIGRATOR.iter().map(|m| m.version).max().unwrap_or(0);
-        let applied: Vec<i64> = match sqlx::query_scalar(
-            "SELECT version FROM _sqlx_migrations WHERE success ORDER BY version",
-        )
-        .fetch_all(&self.pool)
-        .await
-        {
-            Ok(v) => v,
-            Err(sqlx::Error::Database(e)) if e.code().as_deref() == Some("42P01") => Vec::new(),
-            Err(e) => return Err(e.into()),
-        };
+        let applied: Vec<i64> = self
+            .applied_migrations()
+            .await?
+            .unwrap_or_default()
+            .into_iter()
+            .map(|(version, _)| version)
+            .collect();
         if let Some(&found) = applied.iter().max().filter(|v| **v > known) {
             return Err(StoreError::SchemaTooNew { found, known });
         }
@@ -340,8 +387,20 @@ async fn connect_within(options: &PgConnectOptions, limit: Duration) -> Result<P
 }
 
 /// Turns a connection failure into the error a user can act on.
-fn classify(err: sqlx::Error, target: String) -> StoreError {
+fn classify(err: sqlx::Error, target: String, tls: PgSslMode) -> StoreError {
+    // A refused certificate comes out of the handshake as invalid data on the socket.
+    let handshake = |e: &std::io::Error| {
+        e.kind() == std::io::ErrorKind::InvalidData && !matches!(tls, PgSslMode::Disable)
+    };
     match &err {
+        sqlx::Error::Tls(e) => StoreError::Tls {
+            target,
+            reason: e.to_string(),
+        },
+        sqlx::Error::Io(e) if handshake(e) => StoreError::Tls {
+            target,
+            reason: e.to_string(),
+        },
         sqlx::Error::Database(db) => {
             let refused =
                 matches!(db.code().as_deref(), Some(c) if c.starts_with("28") || c == "3D000");

@@ -169,3 +169,60 @@ pub fn next_weekday(day: chrono::NaiveDate) -> chrono::NaiveDate {
     }
     next
 }
+
+/// Runs the built `ebb migrate ARGS` on the test database behind `pool` as the server's
+/// superuser (the owner of the tables), as the migrate step of a deployment does, and asserts
+/// that it succeeded. Every other command refuses a database that is not migrated.
+pub fn ebb_migrate(pool: &sqlx::PgPool, args: &[&str]) {
+    let o = std::process::Command::new(env!("CARGO_BIN_EXE_ebb"))
+        .arg("migrate")
+        .args(args)
+        .env("DATABASE_URL", database_url(pool))
+        .output()
+        .expect("run ebb migrate");
+    assert!(
+        o.status.success(),
+        "ebb migrate {args:?}: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+}
+
+/// A login role of this test (`KIND_` and the end of the test database's name: role names are
+/// global to the server) with a password, made when missing; and the URL of the test database
+/// as it.
+pub async fn login_role(pool: &sqlx::PgPool, kind: &str) -> (String, String) {
+    let options = pool.connect_options();
+    let database = options.get_database().unwrap().to_string();
+    // Postgres cuts names at 63 bytes; the end of the random database name keeps it unique.
+    let role = format!("{kind}_{}", &database[database.len().saturating_sub(24)..]);
+    let password = format!("pw-{role}");
+    let exists: bool =
+        sqlx::query_scalar("SELECT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = $1)")
+            .bind(&role)
+            .fetch_one(pool)
+            .await
+            .unwrap();
+    let verb = if exists { "ALTER" } else { "CREATE" };
+    // Only letters, digits and underscores: the names are the test's own.
+    sqlx::query(sqlx::AssertSqlSafe(format!(
+        "{verb} ROLE \"{role}\" LOGIN PASSWORD '{password}'"
+    )))
+    .execute(pool)
+    .await
+    .unwrap();
+    let url = format!(
+        "postgres://{role}:{password}@{}:{}/{database}",
+        options.get_host(),
+        options.get_port()
+    );
+    (role, url)
+}
+
+/// The URL of the test database as a runtime role of its own, granted by the built
+/// `ebb migrate --grant-runtime` after it migrated the database: the role `serve` and `tick`
+/// run as in production, which owns nothing and may only read and append the audit log.
+pub async fn migrated_for_runtime(pool: &sqlx::PgPool) -> String {
+    let (role, url) = login_role(pool, "ebb_runtime").await;
+    ebb_migrate(pool, &["--grant-runtime", &role]);
+    url
+}
