@@ -11,6 +11,7 @@ mod audit;
 mod commands;
 mod gpu_source;
 mod replay;
+mod report;
 mod serve;
 
 use crate::when;
@@ -70,6 +71,9 @@ enum Command {
     },
     /// Keep an instance from being stopped until a time, or list and revoke overrides.
     Override(OverrideArgs),
+    /// What ebb saved over a window (DATABASE_URL): hours kept stopped and their on-demand
+    /// dollars, spot savings, people's overrides and starts, by policy and by a tag.
+    Report(report::ReportArgs),
     /// Show spot migrations (DATABASE_URL): state, current instance, savings, reclaims.
     Migrations {
         /// Output format.
@@ -162,6 +166,7 @@ async fn run(command: Command) -> anyhow::Result<ExitCode> {
             filter,
         } => commands::audit(&filter).await,
         Command::Override(args) => commands::overrides(args).await,
+        Command::Report(args) => report::run(args).await,
         Command::Migrations {
             format,
             orphans: false,

@@ -11,6 +11,7 @@ mod inventory;
 mod leader;
 mod overrides;
 mod readings;
+mod report;
 mod retention;
 pub mod spot;
 mod summary;
