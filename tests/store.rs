@@ -64,7 +64,7 @@ async fn a_schema_newer_than_the_binary_is_refused(pool: PgPool) {
             err,
             StoreError::SchemaTooNew {
                 found: 99990101000000,
-                known: 9
+                known: 10
             }
         ),
         "{err}"

@@ -4,8 +4,11 @@
 use super::{Measures, Report, UNTAGGED};
 use std::fmt::Write as _;
 
+/// How a column is read from the measures.
+type Column = fn(&Measures) -> String;
+
 /// The columns after a row's name, with how each is read from the measures.
-const COLUMNS: [(&str, fn(&Measures) -> String); 12] = [
+const COLUMNS: [(&str, Column); 12] = [
     ("saved_usd", |m| format!("{:.2}", m.saved_usd)),
     ("stopped_saved_usd", |m| {
         format!("{:.2}", m.stopped_saved_usd)
