@@ -2,7 +2,10 @@
 //! starts in the window and each instance's last one before it, the state changes of those
 //! instances from then on, their facts, and the migrations and overrides of the window. The
 //! audit log and the state changes are read only over the window (and, for the instances
-//! still stopped at its start, from their last stop), never whole.
+//! still stopped at its start, from their last stop), never whole. The statements are not
+//! kept prepared: each is planned for its own window (a generic plan, made for any window,
+//! could scan the whole log for a 30-day one), and a report is rare enough that planning costs
+//! nothing that matters.
 
 use super::inventory::micros;
 use super::{Result, Store};
@@ -22,13 +25,16 @@ macro_rules! ebb_actions {
     };
 }
 
-/// ebb's actions in `[since, until)`, and the last one before `since` of every instance that
-/// may have been stopped by ebb at `since`: one with a state change since then, or a live one
-/// still stopped by ebb. (An instance with no change since was in the same state at `since`
-/// as it is now, so those two sets hold every instance ebb's stop kept stopped at `since`.)
+/// ebb's actions in `[since, until)`, and the last one before `since`, when it is a stop, of
+/// every instance that may have been kept stopped by it at `since`: one seen since then
+/// entering a state that ends a stopped stretch (running, terminated, gone), or a live one
+/// still stopped by ebb now. Any stretch open at `since` either ended by such a change or is
+/// still open, so those two sets hold every instance it kept stopped.
 const ACTIONS: &str = concat!(
     "WITH candidates AS (
-         SELECT DISTINCT instance FROM instance_events WHERE at >= $1
+         SELECT DISTINCT instance FROM instance_events
+         WHERE at >= $1
+           AND to_state IN ('pending', 'running', 'shutting-down', 'terminated', 'gone')
          UNION
          SELECT id FROM instances WHERE gone_at IS NULL AND stopped_by_ebb_at < $1
      )
@@ -40,19 +46,30 @@ const ACTIONS: &str = concat!(
     "
          ORDER BY at DESC LIMIT 1
      ) AS last
+     WHERE last.action <> 'start'
      UNION ALL
      SELECT instance, at, action, policy FROM audit_log
      WHERE at >= $1 AND at < $2 AND instance IS NOT NULL AND ",
     ebb_actions!()
 );
 
-/// The state changes of each instance `$1` from its time `$2` to `$3`.
+/// The state changes of each instance `$1` from its time `$2` to `$3`, each instance's by its
+/// index (`OFFSET 0` keeps the planner from joining the whole table instead).
 const CHANGES: &str = "SELECT e.instance, e.at, e.to_state
      FROM UNNEST($1::text[], $2::timestamptz[]) AS c(instance, since)
      CROSS JOIN LATERAL (
          SELECT instance, at, to_state FROM instance_events
          WHERE instance = c.instance AND at >= c.since AND at < $3
+         OFFSET 0
      ) AS e";
+
+/// The facts of each instance `$1`, each by its primary key: for thousands of ids the planner
+/// would rather scan the table, which grows with every instance ever seen.
+const FACTS: &str = "SELECT i.id, i.region, i.instance_type, i.tags, i.policy
+     FROM UNNEST($1::text[]) AS n(id)
+     CROSS JOIN LATERAL (
+         SELECT id, region, instance_type, tags, policy FROM instances WHERE id = n.id OFFSET 0
+     ) AS i";
 
 type InstanceRow = (
     String,
@@ -71,6 +88,7 @@ impl Store {
     ) -> Result<History> {
         let (since, until) = (micros(since), micros(until));
         let rows: Vec<(String, DateTime<Utc>, String, Option<String>)> = sqlx::query_as(ACTIONS)
+            .persistent(false)
             .bind(since)
             .bind(until)
             .fetch_all(&self.pool)
@@ -99,6 +117,7 @@ impl Store {
         }
         let (ids, froms): (Vec<&str>, Vec<DateTime<Utc>>) = first.into_iter().unzip();
         let changes: Vec<(String, DateTime<Utc>, String)> = sqlx::query_as(CHANGES)
+            .persistent(false)
             .bind(&ids)
             .bind(&froms)
             .bind(until)
@@ -117,6 +136,7 @@ impl Store {
             "SELECT instance, created_at, least(until, revoked_at) FROM overrides
              WHERE until > $1 AND created_at < $2 AND (revoked_at IS NULL OR revoked_at > $1)",
         )
+        .persistent(false)
         .bind(since)
         .bind(until)
         .fetch_all(&self.pool)
@@ -126,12 +146,11 @@ impl Store {
         named.extend(overrides.iter().map(|(i, ..)| i.as_str()));
         named.sort_unstable();
         named.dedup();
-        let facts: Vec<InstanceRow> = sqlx::query_as(
-            "SELECT id, region, instance_type, tags, policy FROM instances WHERE id = ANY($1)",
-        )
-        .bind(&named)
-        .fetch_all(&self.pool)
-        .await?;
+        let facts: Vec<InstanceRow> = sqlx::query_as(FACTS)
+            .persistent(false)
+            .bind(&named)
+            .fetch_all(&self.pool)
+            .await?;
         let instances: HashMap<String, InstanceInfo> = facts
             .into_iter()
             .map(|(id, region, instance_type, tags, policy)| {
