@@ -4,7 +4,8 @@
 //! with history (Postgres's own counts of rows read), and no statement they run scans one of
 //! those tables sequentially. The statements are the ticks' own, captured from sqlx's statement
 //! log, and each is checked with `EXPLAIN` of its generic plan (the plan Postgres uses whatever
-//! the parameters).
+//! the parameters). A report of the last 30 days (`Store::report_history`) reads the month's
+//! rows of the same history, not the year's.
 
 mod common;
 
