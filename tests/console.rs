@@ -495,6 +495,8 @@ async fn the_savings_page_charts_and_tables_the_reports_dollars(pool: PgPool) {
         "<title>01 Dec: to-spot $624.00</title>",
         "<option value=\"team\" selected>team</option>",
         "$154.00: 33.00 h after 2 stops and 0 hibernations",
+        "$936.00: 36.00 h of replacements on spot, 1 move",
+        "2 instances started by someone else",
     ] {
         assert!(html.contains(shown), "/savings lacks {shown:?}:\n{html}");
     }

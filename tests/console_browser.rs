@@ -242,6 +242,7 @@ async fn the_console_in_chromium_on_the_demo_fleet(pool: PgPool) {
     for (name, path) in [
         ("fleet-390", "/"),
         ("instance-390", "/instances/i-0research01"),
+        ("savings-390", "/savings?by=team"),
     ] {
         let file = target.join(format!("console-{name}.png"));
         screenshot(

@@ -113,7 +113,7 @@ async fn ebb_report_works_out_the_hand_calculated_history(pool: PgPool) {
     assert!(ok, "{err}");
     assert!(
         table.starts_with(
-            "ebb saved $1090.00 from 2026-11-30T00:00:00Z to 2026-12-02T00:00:00Z: $154.00 by keeping instances stopped 33.00 h (2 stops, 0 hibernations), $936.00 on spot (36.00 h); people made 1 overrides (4.00 h) and started 2 instances ebb had stopped\n"
+            "ebb saved $1090.00 from 2026-11-30T00:00:00Z to 2026-12-02T00:00:00Z: $154.00 by keeping instances stopped 33.00 h (2 stops, 0 hibernations), $936.00 on spot (36.00 h); people made 1 override (4.00 h) and started 2 instances ebb had stopped\n"
         ),
         "{table}"
     );

@@ -113,15 +113,20 @@ fn headline(r: &Report) -> Markup {
             "ebb saved " strong { (usd(t.saved_usd)) } " from " (super::time(r.since)) " to " (super::time(r.until)) "."
         }
         dl.facts {
-            dt { "Kept stopped" } dd { (usd(t.stopped_saved_usd)) ": " (hours(t.stopped_hours)) " after " (t.stops) " stops and " (t.hibernations) " hibernations" }
+            dt { "Kept stopped" } dd { (usd(t.stopped_saved_usd)) ": " (hours(t.stopped_hours)) " after " (count(t.stops, "stop", "stops")) " and " (count(t.hibernations, "hibernation", "hibernations")) }
             @if t.unpriced_stopped_hours > 0.0 {
                 dt { "Not priced" } dd { (hours(t.unpriced_stopped_hours)) " of instance types the price table lacks (EBB_PRICES)" }
             }
-            dt { "On spot" } dd { (usd(t.spot_saved_usd)) ": " (hours(t.spot_hours)) " of replacements on spot, " (t.spot_moves) " moves" }
+            dt { "On spot" } dd { (usd(t.spot_saved_usd)) ": " (hours(t.spot_hours)) " of replacements on spot, " (count(t.spot_moves, "move", "moves")) }
             dt { "People's overrides" } dd { (t.overrides) " made, " (hours(t.override_hours)) " in force" }
-            dt { "People's starts" } dd { (t.people_starts) " instances started by someone else while ebb's stop was its last action" }
+            dt { "People's starts" } dd { (count(t.people_starts, "instance", "instances")) " started by someone else while ebb's stop was ebb's last action on it" }
         }
     }
+}
+
+/// "1 stop", "2 stops".
+fn count(n: u64, one: &str, many: &str) -> String {
+    format!("{n} {}", if n == 1 { one } else { many })
 }
 
 fn usd(v: f64) -> String {

@@ -46,19 +46,19 @@ fn rows(r: &Report) -> Vec<(String, String, &Measures)> {
 pub fn table(r: &Report) -> String {
     let t = &r.total;
     let mut out = format!(
-        "ebb saved ${:.2} from {} to {}: ${:.2} by keeping instances stopped {:.2} h ({} stops, {} hibernations), ${:.2} on spot ({:.2} h); people made {} overrides ({:.2} h) and started {} instances ebb had stopped\n",
+        "ebb saved ${:.2} from {} to {}: ${:.2} by keeping instances stopped {:.2} h ({}, {}), ${:.2} on spot ({:.2} h); people made {} ({:.2} h) and started {} ebb had stopped\n",
         t.saved_usd,
         r.since.format("%Y-%m-%dT%H:%M:%SZ"),
         r.until.format("%Y-%m-%dT%H:%M:%SZ"),
         t.stopped_saved_usd,
         t.stopped_hours,
-        t.stops,
-        t.hibernations,
+        count(t.stops, "stop", "stops"),
+        count(t.hibernations, "hibernation", "hibernations"),
         t.spot_saved_usd,
         t.spot_hours,
-        t.overrides,
+        count(t.overrides, "override", "overrides"),
         t.override_hours,
-        t.people_starts,
+        count(t.people_starts, "instance", "instances"),
     );
     if t.unpriced_stopped_hours > 0.0 {
         let _ = writeln!(
@@ -120,6 +120,11 @@ pub fn csv(r: &Report) -> String {
         out.push('\n');
     }
     out
+}
+
+/// "1 stop", "2 stops".
+fn count(n: u64, one: &str, many: &str) -> String {
+    format!("{n} {}", if n == 1 { one } else { many })
 }
 
 /// A CSV field, quoted when it holds a comma, a quote or a line break.
