@@ -23,6 +23,7 @@ pub mod output;
 pub mod policy;
 pub mod reconcile;
 pub mod replay;
+pub mod report;
 pub mod schedule;
 pub mod serve;
 pub mod snapshot;

@@ -81,6 +81,7 @@ impl Api {
                 ))
             }),
             limits,
+            prices: Default::default(),
         };
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let base = format!("http://{}", listener.local_addr().unwrap());

@@ -425,7 +425,7 @@ fn an_unreachable_database_is_a_one_line_error() {
 #[sqlx::test(migrations = false)]
 async fn migrate_applies_then_reports_current(pool: PgPool) {
     let url = url_of(&pool);
-    assert!(out(&ebb(&url, &["migrate"])).starts_with("ok: 8 migration(s) applied"));
+    assert!(out(&ebb(&url, &["migrate"])).starts_with("ok: 9 migration(s) applied"));
     assert!(out(&ebb(&url, &["migrate"])).starts_with("ok: 0 migration(s) applied"));
 }
 

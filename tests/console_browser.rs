@@ -131,6 +131,8 @@ async fn the_console_in_chromium_on_the_demo_fleet(pool: PgPool) {
             .env("DATABASE_URL", &url)
             .env("EBB_CLOUD", "sim:deploy/demo-fleet.yaml")
             .env("EBB_POLICIES", "policies")
+            // As scripts/run: the price table prices the US boxes' stops on /savings.
+            .env("EBB_PRICES", "deploy/prices.yaml")
             .env("EBB_LISTEN", format!("127.0.0.1:{port}"))
             .env_remove("EBB_API_TOKENS")
             // As scripts/run: the console is read without a token.
@@ -164,10 +166,11 @@ async fn the_console_in_chromium_on_the_demo_fleet(pool: PgPool) {
         tokio::time::sleep(Duration::from_millis(200)).await;
     };
     let reason = stop["reason"].as_str().unwrap().to_string();
+    let policy = stop["policy"].as_str().unwrap().to_string();
 
     let profile = tempfile::tempdir().unwrap();
     let target = Path::new(env!("CARGO_TARGET_TMPDIR")).parent().unwrap();
-    let pages: [(&str, &str, &[&str]); 6] = [
+    let pages: [(&str, &str, &[&str]); 7] = [
         (
             "fleet",
             "/",
@@ -209,6 +212,21 @@ async fn the_console_in_chromium_on_the_demo_fleet(pool: PgPool) {
             &["i-0train01", "spot", "Steps"],
         ),
         (
+            // research01's stop under its policy; the Hong Kong boxes are not in the price
+            // table, and the page says their hours count no dollars.
+            "savings",
+            "/savings?by=team",
+            &[
+                "Dollars saved per day by policy",
+                "<svg",
+                &format!("<th scope=\"row\">{policy}</th>"),
+                "<th scope=\"col\">team</th>",
+                "<th scope=\"row\">research</th>",
+                "Not priced",
+                "<option value=\"team\" selected=\"\">team</option>",
+            ],
+        ),
+        (
             "policies",
             "/policies",
             &["interruptible-training", "in force"],
@@ -226,6 +244,7 @@ async fn the_console_in_chromium_on_the_demo_fleet(pool: PgPool) {
     for (name, path) in [
         ("fleet-390", "/"),
         ("instance-390", "/instances/i-0research01"),
+        ("savings-390", "/savings?by=team"),
     ] {
         let file = target.join(format!("console-{name}.png"));
         screenshot(

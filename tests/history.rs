@@ -4,7 +4,8 @@
 //! with history (Postgres's own counts of rows read), and no statement they run scans one of
 //! those tables sequentially. The statements are the ticks' own, captured from sqlx's statement
 //! log, and each is checked with `EXPLAIN` of its generic plan (the plan Postgres uses whatever
-//! the parameters).
+//! the parameters). A report of the last 30 days (`Store::report_history`) reads the month's
+//! rows of the same history, not the year's.
 
 mod common;
 
@@ -14,7 +15,7 @@ use ebb::cloud::sim::SimProvider;
 use ebb::reconcile::{Options, PolicySource, Reconciler};
 use ebb::store::Store;
 use sqlx::{Connection as _, PgPool};
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
 use tracing::field::{Field, Visit};
 use tracing_subscriber::layer::{Context, SubscriberExt as _};
@@ -342,4 +343,73 @@ async fn a_tick_reads_rows_by_the_live_fleet_not_by_history(pool: PgPool) {
         checked.len()
     );
     assert!(scans.is_empty(), "sequential scans: {scans:#?}");
+}
+
+/// Rows of each of [`GROWING`] read since `before`.
+fn read_since(before: &[(String, i64)], after: &[(String, i64)]) -> BTreeMap<String, i64> {
+    before
+        .iter()
+        .zip(after)
+        .map(|((table, was), (_, is))| (table.clone(), is - was))
+        .collect()
+}
+
+/// A last month of the history above for a report to read: ebb's stops and starts of 20,000
+/// instances and their starts seen (made after HISTORY, so its `seq`s follow).
+const LAST_MONTH: &str = "
+INSERT INTO audit_log (seq, at, actor, instance, region, action, outcome, policy, reason, dry_run,
+                       prev_hash, hash)
+SELECT last.seq + g, timestamptz '2026-10-20' + g * interval '30 seconds', 'scheduler',
+       'i-gone' || (g % 20000 + 1), 'us-east-1',
+       CASE WHEN g <= 20000 THEN 'stop' ELSE 'start' END, 'succeeded', 'office', 'history',
+       false, sha256(int8send(g - 1)), sha256(int8send(g))
+FROM generate_series(1, 40000) AS g, (SELECT max(seq) AS seq FROM audit_log) AS last;
+
+INSERT INTO instance_events (instance, at, from_state, to_state, cause)
+SELECT 'i-gone' || (g % 20000 + 1), timestamptz '2026-11-04' + g * interval '30 seconds',
+       'stopped', 'running', 'observed'
+FROM generate_series(1, 20000) AS g;
+
+ANALYZE;
+";
+
+#[sqlx::test(migrations = false)]
+async fn a_report_reads_its_window_not_the_whole_history(pool: PgPool) {
+    // The year of history above (a million audit rows, half a million state changes, a
+    // minute apart until mid-November) and a last month of stops and starts: a report of the
+    // last 30 days reads that month, not the year.
+    let url = common::database_url(&pool);
+    let store = Store::connect(&url).await.unwrap();
+    store.migrate().await.unwrap();
+    sqlx::raw_sql(HISTORY).execute(store.pool()).await.unwrap();
+    sqlx::raw_sql(LAST_MONTH)
+        .execute(store.pool())
+        .await
+        .unwrap();
+    store.pool().close().await;
+    let before = rows_read(&url).await;
+
+    let store = Store::connect(&url).await.unwrap();
+    let history = store
+        .report_history(t("2026-10-15T00:00:00Z"), t("2026-11-14T00:00:00Z"))
+        .await
+        .unwrap();
+    store.pool().close().await;
+    let read = read_since(&before, &rows_read(&url).await);
+    eprintln!(
+        "a 30-day report read {read:?}, for {} actions and {} state changes",
+        history.actions.len(),
+        history.changes.len()
+    );
+    // The month's 40,000, and the last action before it of the instances seen starting in it
+    // when that was a stop: the history's last action on i-goneN is a stop for N = 2 mod 4.
+    assert_eq!(history.actions.len(), 45_000);
+    assert!(history.changes.len() >= 20_000, "{}", history.changes.len());
+    // The month's rows, and a row or two for each instance seen starting in it, not the
+    // year's: the audit log holds 1,040,000 rows, the state changes 520,000, the instances
+    // 500,000.
+    assert!(read["audit_log"] <= 60_000, "{read:?}");
+    assert!(read["instance_events"] <= 100_000, "{read:?}");
+    assert!(read["instances"] <= 25_000, "{read:?}");
+    assert!(read["overrides"] < 1_000, "{read:?}");
 }

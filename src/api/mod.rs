@@ -15,6 +15,7 @@ pub use auth::{Scope, Scopes, Tokens, TokensError};
 
 use crate::checkpoint::Publisher;
 use crate::clock::Clock;
+use crate::cloud::OnDemandPrices;
 use crate::control::{Control, TaskStatus};
 use crate::output;
 use crate::reconcile::PolicySource;
@@ -87,6 +88,8 @@ pub struct ApiState {
     pub checkpoints: Option<Arc<Publisher>>,
     /// Public reads, the longest override, the time limit.
     pub limits: ApiLimits,
+    /// The on-demand prices `GET /v1/report` counts stopped hours at.
+    pub prices: Arc<OnDemandPrices>,
 }
 
 /// The routes.
@@ -98,6 +101,7 @@ pub fn router(state: ApiState) -> Router {
         .route("/v1/audit", get(audit))
         .route("/v1/overrides", get(overrides))
         .route("/v1/migrations", get(migrations))
+        .route("/v1/report", get(report))
         .route_layer(middleware::from_fn_with_state(state.clone(), require_read));
     let limits = state.limits.clone();
     let routes = Router::new()
@@ -446,6 +450,53 @@ async fn migrations(State(state): State<ApiState>) -> ApiResult<Response> {
     let list = state.store.migrations().await?;
     let body = output::migrations_json(&list, state.clock.now());
     Ok(([(header::CONTENT_TYPE, "application/json")], body).into_response())
+}
+
+/// `GET /v1/report` query.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ReportQuery {
+    /// The window's start: a duration back from now (30d, the default) or an RFC 3339 time.
+    pub since: Option<String>,
+    /// The window's end (default: now).
+    pub until: Option<String>,
+    /// A tag to group by as well.
+    pub by: Option<String>,
+}
+
+impl ApiState {
+    /// What ebb saved over `window`, grouped by the tag `by` too when given, priced by the
+    /// on-demand price table: what `GET /v1/report` and the console's `/savings` show.
+    pub async fn report(
+        &self,
+        window: crate::report::Window,
+        by: Option<&str>,
+    ) -> Result<crate::report::Report, StoreError> {
+        let history = self
+            .store
+            .report_history(window.since, window.until)
+            .await?;
+        let by = by.map(str::trim).filter(|b| !b.is_empty());
+        let prices = &self.prices;
+        Ok(crate::report::compute(
+            &history,
+            window,
+            by,
+            &|region, ty| prices.get(region, ty),
+        ))
+    }
+}
+
+/// `GET /v1/report`: what ebb saved over a window, as `ebb report --format json` prints it.
+async fn report(
+    State(state): State<ApiState>,
+    query: Result<Query<ReportQuery>, QueryRejection>,
+) -> ApiResult<Json<crate::report::Report>> {
+    let Query(q) = query?;
+    let since = q.since.as_deref().unwrap_or("30d");
+    let window = crate::report::Window::parse(since, q.until.as_deref(), state.clock.now())
+        .map_err(ApiError::bad_request)?;
+    Ok(Json(state.report(window, q.by.as_deref()).await?))
 }
 
 /// `POST /v1/overrides` body.

@@ -189,6 +189,37 @@ pub(super) fn parse_managed_tag(s: &str) -> Result<ManagedTag, String> {
     }
 }
 
+/// The on-demand prices of `file` (EBB_PRICES), with a simulated fleet's filling in the
+/// types it lacks: what stopped hours are priced by.
+pub(super) fn on_demand_prices(
+    file: Option<&std::path::Path>,
+    cloud: &CloudChoice,
+) -> Result<OnDemandPrices> {
+    let mut table = match file {
+        Some(file) => OnDemandPrices::load(file)?,
+        None => OnDemandPrices::default(),
+    };
+    if let CloudChoice::Sim(fleet) = cloud {
+        let (fleet_prices, _) = snapshot::load_simulation(fleet)?;
+        for (region, types) in fleet_prices.prices {
+            for (ty, price) in types {
+                if let Some(p) = price.on_demand {
+                    table
+                        .prices
+                        .entry(region.clone())
+                        .or_default()
+                        .entry(ty)
+                        .or_insert(p);
+                }
+            }
+        }
+        if table.source.is_empty() {
+            table.source = format!("the simulated fleet {}", fleet.display());
+        }
+    }
+    Ok(table)
+}
+
 impl CloudArgs {
     /// The provider; a simulated fleet runs on `clock`.
     pub(super) async fn provider(self, clock: Clock) -> Result<Cloud> {

@@ -12,6 +12,7 @@ mod commands;
 mod gpu_source;
 mod replay;
 mod replay_store;
+mod report;
 mod serve;
 
 use crate::when;
@@ -81,6 +82,9 @@ enum Command {
     },
     /// Keep an instance from being stopped until a time, or list and revoke overrides.
     Override(OverrideArgs),
+    /// What ebb saved over a window (DATABASE_URL): hours kept stopped and their on-demand
+    /// dollars, spot savings, people's overrides and starts, by policy and by a tag.
+    Report(report::ReportArgs),
     /// Show spot migrations (DATABASE_URL): state, current instance, savings, reclaims.
     Migrations {
         /// Output format.
@@ -176,6 +180,7 @@ async fn run(command: Command) -> anyhow::Result<ExitCode> {
             filter,
         } => commands::audit(&filter).await,
         Command::Override(args) => commands::overrides(args).await,
+        Command::Report(args) => report::run(args).await,
         Command::Migrations {
             format,
             orphans: false,

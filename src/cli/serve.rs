@@ -1,6 +1,6 @@
 //! `ebb serve`: its flags, its clock, and the signals that ask for a tick or a shutdown.
 
-use super::args::{parse_speed, CloudChoice, ReconcileArgs, WEBHOOK_DRAIN};
+use super::args::{on_demand_prices, parse_speed, CloudChoice, ReconcileArgs, WEBHOOK_DRAIN};
 use crate::api::{ApiLimits, Tokens};
 use crate::clock::Clock;
 use crate::cloud::aws::warnings::InterruptionQueue;
@@ -90,6 +90,10 @@ pub(super) async fn run(args: ServeArgs) -> Result<ExitCode> {
         bail!("--interruption-queue needs EBB_CLOUD=aws: the simulated fleet has no queue");
     }
     let tokens = Tokens::parse(&args.api_tokens)?;
+    let prices = on_demand_prices(
+        args.reconcile.cloud.prices.as_deref(),
+        &args.reconcile.cloud.cloud,
+    )?;
     let clock = args.clock()?;
     let control = Arc::new(Control::default());
     let deadline = args.reconcile.tick_deadline;
@@ -142,6 +146,7 @@ pub(super) async fn run(args: ServeArgs) -> Result<ExitCode> {
             history: chrono::Duration::from_std(args.retention)?,
             readings: chrono::Duration::from_std(args.metrics_retention)?,
         },
+        prices,
         interruptions: match args.interruption_queue {
             Some(url) => Some(InterruptionQueue::connect(url, watched.0, &watched.1).await),
             None => None,

@@ -12,6 +12,7 @@ mod gpu_chart;
 mod instance;
 mod migrations;
 mod policies;
+mod savings;
 
 use crate::api::{self, ApiState};
 use crate::store::StoreError;
@@ -36,6 +37,7 @@ pub fn router(state: ApiState) -> Router {
         .route("/audit.csv", get(audit::csv))
         .route("/instances/{id}", get(instance::page))
         .route("/migrations", get(migrations::page))
+        .route("/savings", get(savings::page))
         .route("/policies", get(policies::page))
         .route_layer(axum::middleware::from_fn_with_state(
             state.clone(),
@@ -62,16 +64,18 @@ enum Nav {
     Fleet,
     Audit,
     Migrations,
+    Savings,
     Policies,
     /// A page outside the bar (one instance, an error).
     Other,
 }
 
 impl Nav {
-    const BAR: [(Nav, &'static str, &'static str); 4] = [
+    const BAR: [(Nav, &'static str, &'static str); 5] = [
         (Nav::Fleet, "/", "Fleet"),
         (Nav::Audit, "/audit", "Audit log"),
         (Nav::Migrations, "/migrations", "Spot moves"),
+        (Nav::Savings, "/savings", "Savings"),
         (Nav::Policies, "/policies", "Policies"),
     ];
 }

@@ -70,6 +70,8 @@ pub struct Config {
     pub interruptions: Option<InterruptionQueue>,
     /// How long instance state changes, spot warnings and GPU readings are kept.
     pub retention: Retention,
+    /// The on-demand prices the API's and the console's reports count stopped hours at.
+    pub prices: crate::cloud::OnDemandPrices,
 }
 
 /// Why serving could not start.
@@ -109,6 +111,7 @@ pub async fn run<P: Provider>(
         clock: config.clock,
         checkpoints: config.checkpoints.clone(),
         limits: config.limits,
+        prices: Arc::new(config.prices),
     };
     let (stop_api, api_stopped) = tokio::sync::watch::channel(());
     let api = tokio::spawn(async move {

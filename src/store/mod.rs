@@ -12,6 +12,7 @@ mod inventory;
 mod leader;
 mod overrides;
 mod readings;
+mod report;
 mod retention;
 mod roles;
 pub mod spot;

@@ -458,6 +458,26 @@ impl Store {
         )
     }
 
+    /// The migrations planned before `until` that had not ended by `since`, oldest first.
+    pub(super) async fn migrations_overlapping(
+        &self,
+        since: DateTime<Utc>,
+        until: DateTime<Utc>,
+    ) -> Result<Vec<MigrationRecord>> {
+        decode_all(
+            sqlx::query_as(concat!(
+                "SELECT ",
+                columns!(),
+                " FROM spot_migrations WHERE created_at < $2 AND (ended_at IS NULL OR ended_at >= $1)
+                 ORDER BY id"
+            ))
+            .bind(since)
+            .bind(until)
+            .fetch_all(&self.pool)
+            .await?,
+        )
+    }
+
     /// Every migration, oldest first.
     pub async fn migrations(&self) -> Result<Vec<MigrationRecord>> {
         decode_all(

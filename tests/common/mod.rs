@@ -5,6 +5,7 @@ pub mod ec2_proxy;
 pub mod moto;
 pub mod prometheus;
 pub mod replica;
+pub mod savings;
 pub mod time;
 
 use chrono::{DateTime, Utc};

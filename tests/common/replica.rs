@@ -66,6 +66,7 @@ impl Replica {
                 ..Default::default()
             },
             interruptions: None,
+            prices: Default::default(),
             retention: serve::Retention {
                 history: chrono::Duration::days(90),
                 readings: chrono::Duration::days(35),

@@ -1,0 +1,64 @@
+//! `ebb report`: what ebb saved over a window, from the store's history (DATABASE_URL).
+
+use super::args::{on_demand_prices, parse_cloud, CloudChoice};
+use crate::report::{self, Window};
+use crate::store::Store;
+use crate::when;
+use anyhow::{bail, Result};
+use chrono::{DateTime, Utc};
+use clap::{Args, ValueEnum};
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+/// The flags of `ebb report`.
+#[derive(Args)]
+pub(super) struct ReportArgs {
+    /// The window's start: a duration back from --at (30d) or an RFC 3339 time.
+    #[arg(long, value_name = "30d|TS", default_value = "30d")]
+    since: String,
+    /// The window's end: a duration back from --at or an RFC 3339 time (default: --at).
+    #[arg(long, value_name = "DURATION|TS")]
+    until: Option<String>,
+    /// What time it is, RFC 3339 (default: now); for tests and reports of the past.
+    #[arg(long, value_name = "TS", value_parser = when::parse_time)]
+    at: Option<DateTime<Utc>>,
+    /// Also group by the values of this tag (team, say).
+    #[arg(long, value_name = "TAG")]
+    by: Option<String>,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = ReportFormat::Table)]
+    format: ReportFormat,
+    /// The on-demand price table stopped hours are priced by (see deploy/prices.yaml).
+    #[arg(long, env = "EBB_PRICES", value_name = "FILE")]
+    prices: Option<PathBuf>,
+    /// With sim:FLEET_FILE, the simulated fleet's on-demand prices fill in what --prices lacks.
+    #[arg(long, env = "EBB_CLOUD", default_value = "aws", value_parser = parse_cloud)]
+    cloud: CloudChoice,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum ReportFormat {
+    Table,
+    Json,
+    Csv,
+}
+
+/// Runs `ebb report`.
+pub(super) async fn run(args: ReportArgs) -> Result<ExitCode> {
+    let now = args.at.unwrap_or_else(Utc::now);
+    let window = match Window::parse(&args.since, args.until.as_deref(), now) {
+        Ok(w) => w,
+        Err(e) => bail!(e),
+    };
+    let prices = on_demand_prices(args.prices.as_deref(), &args.cloud)?;
+    let store = Store::open_from_env().await?;
+    let history = store.report_history(window.since, window.until).await?;
+    let by = args.by.as_deref().map(str::trim).filter(|b| !b.is_empty());
+    let r = report::compute(&history, window, by, &|region, ty| prices.get(region, ty));
+    match args.format {
+        ReportFormat::Table => print!("{}", report::table(&r)),
+        ReportFormat::Csv => print!("{}", report::csv(&r)),
+        ReportFormat::Json => println!("{}", serde_json::to_string_pretty(&r)?),
+    }
+    Ok(ExitCode::SUCCESS)
+}

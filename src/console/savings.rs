@@ -1,0 +1,297 @@
+//! `/savings`: what ebb saved over a window, from `ebb report`'s calculation (the same as
+//! `GET /v1/report`): dollars by policy and by a tag per day as stacked bar charts, and the
+//! measures in tables.
+
+use super::{given, ok, scroll, Nav, PageError, PageResult};
+use crate::api::ApiState;
+use crate::report::{Measures, Report, Window, NO_POLICY, UNTAGGED};
+use axum::extract::rejection::QueryRejection;
+use axum::extract::{Query, State};
+use maud::{html, Markup};
+use serde::Deserialize;
+use std::collections::BTreeMap;
+
+/// The windows offered; any `since` the API takes works in the address too.
+const WINDOWS: [(&str, &str); 4] = [
+    ("7d", "7 days"),
+    ("30d", "30 days"),
+    ("90d", "90 days"),
+    ("365d", "a year"),
+];
+
+/// How many colours the bars' series have; more series than that share them in turn.
+const COLOURS: usize = 6;
+
+/// The drawing's size, in SVG units; it scales to the page's width.
+const WIDTH: f64 = 960.0;
+const HEIGHT: f64 = 160.0;
+
+/// The page's parameters: `GET /v1/report`'s.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct SavingsQuery {
+    since: Option<String>,
+    until: Option<String>,
+    by: Option<String>,
+}
+
+pub(super) async fn page(
+    State(state): State<ApiState>,
+    query: Result<Query<SavingsQuery>, QueryRejection>,
+) -> PageResult {
+    let Query(q) = query?;
+    let since = given(q.since).unwrap_or_else(|| "30d".to_string());
+    let until = given(q.until);
+    let by = given(q.by);
+    let window = Window::parse(&since, until.as_deref(), state.clock.now())
+        .map_err(PageError::bad_request)?;
+    let r = state.report(window, by.as_deref()).await?;
+    let body = html! {
+        (form(&since, until.as_deref(), by.as_deref(), &r.tag_keys))
+        (headline(&r))
+        h2 #by-policy { "Saved by policy, per day" }
+        (bars("policy", &series(&r, |d| &d.saved_by_policy)))
+        (scroll("Savings by policy", groups("Policy", r.policies.iter().map(|p| (p.policy.clone(), &p.measures)))))
+        @if let Some(key) = &r.by {
+            h2 #by-tag { "Saved by " (key) ", per day" }
+            (bars(key, &series(&r, |d| &d.saved_by_tag)))
+            (scroll(&format!("Savings by {key}"), groups(key, r.tags.iter().map(|t| {
+                (t.value.clone().unwrap_or_else(|| UNTAGGED.to_string()), &t.measures)
+            }))))
+        }
+        h2 #by-day { "Per day" }
+        (scroll("Savings per day", groups("Day (UTC)", r.days.iter().map(|d| (d.day.to_string(), &d.measures)))))
+        p.note {
+            "Stopped hours run from ebb's stop until the instance next ran, was terminated, or the window ended, "
+            "priced at the on-demand price table; spot savings are replacements' hours on spot times the "
+            "difference to the original's on-demand price. The same figures: "
+            code { "ebb report" } " and " code { "GET /v1/report" } "."
+        }
+    };
+    Ok(ok("Savings", Nav::Savings, body))
+}
+
+/// The window and tag form.
+fn form(since: &str, until: Option<&str>, by: Option<&str>, keys: &[String]) -> Markup {
+    let known_window = WINDOWS.iter().any(|(v, _)| *v == since);
+    html! {
+        form.filters method="get" action="/savings" {
+            div {
+                label for="since" { "Window" }
+                select #since name="since" {
+                    @for (value, label) in WINDOWS {
+                        option value=(value) selected[value == since] { "the last " (label) }
+                    }
+                    @if !known_window {
+                        option value=(since) selected { "since " (since) }
+                    }
+                }
+            }
+            @if let Some(u) = until { input type="hidden" name="until" value=(u); }
+            div {
+                label for="by" { "Group by tag" }
+                select #by name="by" {
+                    option value="" selected[by.is_none()] { "no tag" }
+                    @for key in keys {
+                        option value=(key) selected[by == Some(key.as_str())] { (key) }
+                    }
+                    @if let Some(b) = by.filter(|b| !keys.iter().any(|k| k == b)) {
+                        option value=(b) selected { (b) }
+                    }
+                }
+            }
+            button type="submit" { "Show" }
+        }
+    }
+}
+
+/// The totals in words and as facts.
+fn headline(r: &Report) -> Markup {
+    let t = &r.total;
+    html! {
+        p.headline {
+            "ebb saved " strong { (usd(t.saved_usd)) } " from " (super::time(r.since)) " to " (super::time(r.until)) "."
+        }
+        dl.facts {
+            dt { "Kept stopped" } dd { (usd(t.stopped_saved_usd)) ": " (hours(t.stopped_hours)) " after " (count(t.stops, "stop", "stops")) " and " (count(t.hibernations, "hibernation", "hibernations")) }
+            @if t.unpriced_stopped_hours > 0.0 {
+                dt { "Not priced" } dd { (hours(t.unpriced_stopped_hours)) " of instance types the price table lacks (EBB_PRICES)" }
+            }
+            dt { "On spot" } dd { (usd(t.spot_saved_usd)) ": " (hours(t.spot_hours)) " of replacements on spot, " (count(t.spot_moves, "move", "moves")) }
+            dt { "People's overrides" } dd { (t.overrides) " made, " (hours(t.override_hours)) " in force" }
+            dt { "People's starts" } dd { (count(t.people_starts, "instance", "instances")) " started by someone else while ebb's stop was ebb's last action on it" }
+        }
+    }
+}
+
+/// "1 stop", "2 stops".
+fn count(n: u64, one: &str, many: &str) -> String {
+    format!("{n} {}", if n == 1 { one } else { many })
+}
+
+fn usd(v: f64) -> String {
+    format!("${v:.2}")
+}
+
+fn hours(v: f64) -> String {
+    format!("{v:.2} h")
+}
+
+/// Each day's dollars by series name, and the names in order of their total (largest first).
+struct Series {
+    days: Vec<(String, BTreeMap<String, f64>)>,
+    names: Vec<String>,
+}
+
+fn series(
+    r: &Report,
+    of: impl Fn(&crate::report::DayMeasures) -> &BTreeMap<String, f64>,
+) -> Series {
+    let mut totals: BTreeMap<String, f64> = BTreeMap::new();
+    let days = r
+        .days
+        .iter()
+        .map(|d| {
+            for (name, v) in of(d) {
+                *totals.entry(name.clone()).or_default() += v;
+            }
+            (d.day.format("%d %b").to_string(), of(d).clone())
+        })
+        .collect();
+    let mut names: Vec<(String, f64)> = totals.into_iter().collect();
+    names.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+    Series {
+        days,
+        names: names.into_iter().map(|(n, _)| n).collect(),
+    }
+}
+
+/// One series' part of one day's bar.
+struct Block {
+    class: String,
+    x: f64,
+    y: f64,
+    height: f64,
+    title: String,
+}
+
+/// A stacked bar per day of the dollars of each series, with a legend and the figures in
+/// words for screen readers.
+fn bars(what: &str, s: &Series) -> Markup {
+    let most = s
+        .days
+        .iter()
+        .map(|(_, v)| v.values().sum::<f64>())
+        .fold(0.0, f64::max);
+    let slot = WIDTH / s.days.len().max(1) as f64;
+    let scale = if most > 0.0 {
+        (HEIGHT - 4.0) / most
+    } else {
+        0.0
+    };
+    let colour = |name: &str| {
+        let n = s.names.iter().position(|x| x == name).unwrap_or(0);
+        format!("series-{}", n % COLOURS)
+    };
+    let words: Vec<String> = s
+        .names
+        .iter()
+        .map(|n| {
+            let total: f64 = s.days.iter().filter_map(|(_, v)| v.get(n)).sum();
+            format!("{n} {}", usd(total))
+        })
+        .collect();
+    let summary = if words.is_empty() {
+        "Nothing saved in this window.".to_string()
+    } else {
+        format!("Dollars saved by {what}: {}.", words.join(", "))
+    };
+    let mut blocks = Vec::new();
+    for (n, (day, values)) in s.days.iter().enumerate() {
+        let mut top = HEIGHT;
+        for name in &s.names {
+            if let Some(v) = values.get(name).filter(|v| **v > 0.0) {
+                let height = v * scale;
+                top -= height;
+                blocks.push(Block {
+                    class: colour(name),
+                    x: n as f64 * slot + slot * 0.1,
+                    y: top,
+                    height,
+                    title: format!("{day}: {name} {}", usd(*v)),
+                });
+            }
+        }
+    }
+    let id = format!("bars-{}", super::percent_encode(what));
+    html! {
+        figure.chart.bars {
+            svg viewBox=(format!("0 0 {WIDTH} {HEIGHT}")) role="img" preserveAspectRatio="none"
+                aria-labelledby=(format!("{id}-title {id}-desc")) {
+                title #(format!("{id}-title")) { "Dollars saved per day by " (what) }
+                desc #(format!("{id}-desc")) { (summary) }
+                @for b in &blocks {
+                    rect class=(b.class) x=(format!("{:.1}", b.x)) y=(format!("{:.1}", b.y))
+                        width=(format!("{:.1}", slot * 0.8)) height=(format!("{:.1}", b.height)) {
+                        title { (b.title) }
+                    }
+                }
+            }
+            div.axis aria-hidden="true" {
+                @if let Some((first, _)) = s.days.first() { span { (first) } }
+                span { "up to " (usd(most)) " a day" }
+                @if let Some((last, _)) = s.days.last() { span { (last) } }
+            }
+            figcaption {
+                ul.legend {
+                    @for name in &s.names {
+                        li { span class=(format!("swatch {}", colour(name))) {} (name) }
+                    }
+                }
+                p.visually-hidden { (summary) }
+            }
+        }
+    }
+}
+
+/// A table of measures, a row per group named in its first column.
+fn groups<'a>(first: &str, rows: impl Iterator<Item = (String, &'a Measures)>) -> Markup {
+    html! {
+        table {
+            thead {
+                tr {
+                    th scope="col" { (first) }
+                    th scope="col" { "Saved" }
+                    th scope="col" { "By stops" }
+                    th scope="col" { "On spot" }
+                    th scope="col" { "Stops" }
+                    th scope="col" { "Hibernations" }
+                    th scope="col" { "Hours stopped" }
+                    th scope="col" { "Spot moves" }
+                    th scope="col" { "Hours on spot" }
+                    th scope="col" { "Overrides" }
+                    th scope="col" { "Override hours" }
+                    th scope="col" { "People's starts" }
+                }
+            }
+            tbody {
+                @for (name, m) in rows {
+                    tr {
+                        th scope="row" { @if name == NO_POLICY { span.note { (name) } } @else { (name) } }
+                        td.num { (usd(m.saved_usd)) }
+                        td.num { (usd(m.stopped_saved_usd)) }
+                        td.num { (usd(m.spot_saved_usd)) }
+                        td.num { (m.stops) }
+                        td.num { (m.hibernations) }
+                        td.num { (format!("{:.2}", m.stopped_hours)) }
+                        td.num { (m.spot_moves) }
+                        td.num { (format!("{:.2}", m.spot_hours)) }
+                        td.num { (m.overrides) }
+                        td.num { (format!("{:.2}", m.override_hours)) }
+                        td.num { (m.people_starts) }
+                    }
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,137 @@
+//! A report as an aligned table for people and as CSV for spreadsheets (JSON is the
+//! [`Report`]'s own serialisation).
+
+use super::{Measures, Report, UNTAGGED};
+use std::fmt::Write as _;
+
+/// How a column is read from the measures.
+type Column = fn(&Measures) -> String;
+
+/// The columns after a row's name, with how each is read from the measures.
+const COLUMNS: [(&str, Column); 12] = [
+    ("saved_usd", |m| format!("{:.2}", m.saved_usd)),
+    ("stopped_saved_usd", |m| {
+        format!("{:.2}", m.stopped_saved_usd)
+    }),
+    ("spot_saved_usd", |m| format!("{:.2}", m.spot_saved_usd)),
+    ("stops", |m| m.stops.to_string()),
+    ("hibernations", |m| m.hibernations.to_string()),
+    ("stopped_hours", |m| format!("{:.2}", m.stopped_hours)),
+    ("unpriced_stopped_hours", |m| {
+        format!("{:.2}", m.unpriced_stopped_hours)
+    }),
+    ("spot_moves", |m| m.spot_moves.to_string()),
+    ("spot_hours", |m| format!("{:.2}", m.spot_hours)),
+    ("overrides", |m| m.overrides.to_string()),
+    ("override_hours", |m| format!("{:.2}", m.override_hours)),
+    ("people_starts", |m| m.people_starts.to_string()),
+];
+
+/// The rows of a report: (group, name, measures): the total, each policy, each tag value.
+fn rows(r: &Report) -> Vec<(String, String, &Measures)> {
+    let mut rows = vec![("total".to_string(), "all".to_string(), &r.total)];
+    for p in &r.policies {
+        rows.push(("policy".into(), p.policy.clone(), &p.measures));
+    }
+    if let Some(key) = &r.by {
+        for t in &r.tags {
+            let value = t.value.clone().unwrap_or_else(|| UNTAGGED.to_string());
+            rows.push((format!("tag:{key}"), value, &t.measures));
+        }
+    }
+    rows
+}
+
+/// The report as aligned tables: a headline, then by policy and by tag.
+pub fn table(r: &Report) -> String {
+    let t = &r.total;
+    let mut out = format!(
+        "ebb saved ${:.2} from {} to {}: ${:.2} by keeping instances stopped {:.2} h ({}, {}), ${:.2} on spot ({:.2} h); people made {} ({:.2} h) and started {} ebb had stopped\n",
+        t.saved_usd,
+        r.since.format("%Y-%m-%dT%H:%M:%SZ"),
+        r.until.format("%Y-%m-%dT%H:%M:%SZ"),
+        t.stopped_saved_usd,
+        t.stopped_hours,
+        count(t.stops, "stop", "stops"),
+        count(t.hibernations, "hibernation", "hibernations"),
+        t.spot_saved_usd,
+        t.spot_hours,
+        count(t.overrides, "override", "overrides"),
+        t.override_hours,
+        count(t.people_starts, "instance", "instances"),
+    );
+    if t.unpriced_stopped_hours > 0.0 {
+        let _ = writeln!(
+            out,
+            "{:.2} stopped hours are of instance types the price table lacks and count no dollars (set EBB_PRICES)",
+            t.unpriced_stopped_hours
+        );
+    }
+    let header: Vec<String> = std::iter::once("GROUP".to_string())
+        .chain(std::iter::once("NAME".to_string()))
+        .chain(COLUMNS.iter().map(|(name, _)| name.to_uppercase()))
+        .collect();
+    let mut lines = vec![header];
+    for (group, name, m) in rows(r) {
+        let mut line = vec![group, name];
+        line.extend(COLUMNS.iter().map(|(_, value)| value(m)));
+        lines.push(line);
+    }
+    let widths: Vec<usize> = (0..lines[0].len())
+        .map(|c| {
+            lines
+                .iter()
+                .map(|l| l[c].chars().count())
+                .max()
+                .unwrap_or(0)
+        })
+        .collect();
+    for line in &lines {
+        let cells: Vec<String> = line
+            .iter()
+            .zip(&widths)
+            .map(|(cell, w)| format!("{cell:<w$}"))
+            .collect();
+        out.push_str(cells.join("  ").trim_end());
+        out.push('\n');
+    }
+    out
+}
+
+/// The report as CSV: `group,name,` then every measure; rows for the total, each policy, each
+/// value of the tag (`tag:KEY`) and each day (`day`, named by its date).
+pub fn csv(r: &Report) -> String {
+    let mut out = String::from("group,name");
+    for (name, _) in COLUMNS {
+        out.push(',');
+        out.push_str(name);
+    }
+    out.push('\n');
+    let days = r
+        .days
+        .iter()
+        .map(|d| ("day".to_string(), d.day.to_string(), &d.measures));
+    for (group, name, m) in rows(r).into_iter().chain(days) {
+        let _ = write!(out, "{},{}", field(&group), field(&name));
+        for (_, value) in COLUMNS {
+            out.push(',');
+            out.push_str(&value(m));
+        }
+        out.push('\n');
+    }
+    out
+}
+
+/// "1 stop", "2 stops".
+fn count(n: u64, one: &str, many: &str) -> String {
+    format!("{n} {}", if n == 1 { one } else { many })
+}
+
+/// A CSV field, quoted when it holds a comma, a quote or a line break.
+fn field(text: &str) -> String {
+    if text.contains([',', '"', '\n', '\r']) {
+        format!("\"{}\"", text.replace('"', "\"\""))
+    } else {
+        text.to_string()
+    }
+}

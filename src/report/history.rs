@@ -1,0 +1,118 @@
+//! What a report is worked out from: the store's records of what happened, as the store
+//! reads them for a window (`Store::report_history`).
+
+use chrono::{DateTime, Utc};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+
+/// What ebb did that starts or ends a stretch of stopped time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EbbAction {
+    /// A stop.
+    Stop,
+    /// A hibernation.
+    Hibernate,
+    /// A start.
+    Start,
+}
+
+/// One succeeded action of ebb on an instance.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ActionRecord {
+    /// The instance.
+    pub instance: String,
+    /// When its outcome was recorded.
+    pub at: DateTime<Utc>,
+    /// What ebb did.
+    pub action: EbbAction,
+    /// The policy it did it for.
+    pub policy: Option<String>,
+}
+
+/// A state the instance was seen entering.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StateChange {
+    /// The instance.
+    pub instance: String,
+    /// When it was seen.
+    pub at: DateTime<Utc>,
+    /// An EC2 state, or `gone`.
+    pub to_state: String,
+}
+
+/// What the store knows of an instance: where it runs, what it is, its tags and policy.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct InstanceInfo {
+    /// Its region.
+    pub region: String,
+    /// Its type.
+    pub instance_type: String,
+    /// Its tags, as last listed.
+    pub tags: BTreeMap<String, String>,
+    /// The policy of its last decision.
+    pub policy: Option<String>,
+}
+
+/// A spot migration, as far as its savings go.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SpotMove {
+    /// The on-demand instance moved.
+    pub original: String,
+    /// The policy whose spot rule moved it.
+    pub policy: String,
+    /// When it was planned.
+    pub created_at: DateTime<Utc>,
+    /// The current replacement runs on spot.
+    pub on_spot: bool,
+    /// When the current replacement was found running.
+    pub running_since: Option<DateTime<Utc>>,
+    /// When ebb stopped following the migration.
+    pub ended_at: Option<DateTime<Utc>>,
+    /// The original's on-demand $/hour.
+    pub on_demand_price: Option<f64>,
+    /// The current replacement's $/hour.
+    pub price: Option<f64>,
+    /// Dollars earlier replacements saved.
+    pub saved_before: f64,
+    /// When the last earlier replacement ended (its reclaim, or the migration's end).
+    pub earlier_until: Option<DateTime<Utc>>,
+}
+
+/// An override, as far as its time in force goes.
+#[derive(Debug, Clone, PartialEq)]
+pub struct OverrideSpan {
+    /// The instance kept.
+    pub instance: String,
+    /// When it was made.
+    pub created_at: DateTime<Utc>,
+    /// When it stopped being in force: its end, or its revocation.
+    pub ends_at: DateTime<Utc>,
+}
+
+/// Everything a report is worked out from.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct History {
+    /// ebb's stops, hibernations and starts in the window, and each instance's last one before
+    /// it, in any order.
+    pub actions: Vec<ActionRecord>,
+    /// The observed state changes of those instances from their first action on.
+    pub changes: Vec<StateChange>,
+    /// The instances named by the actions, overrides and migrations.
+    pub instances: HashMap<String, InstanceInfo>,
+    /// Spot migrations in progress at some time in the window.
+    pub migrations: Vec<SpotMove>,
+    /// Overrides in force at some time in the window.
+    pub overrides: Vec<OverrideSpan>,
+}
+
+impl History {
+    /// The tag keys of the instances in it (leaving out ebb's own), for choosing a `by`.
+    pub fn tag_keys(&self) -> Vec<String> {
+        let keys: BTreeSet<&String> = self
+            .instances
+            .values()
+            .flat_map(|i| i.tags.keys())
+            .filter(|k| !k.starts_with("ebb:"))
+            .collect();
+        keys.into_iter().cloned().collect()
+    }
+}

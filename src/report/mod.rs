@@ -1,0 +1,582 @@
+//! `ebb report`: what ebb really saved over a window of time, worked out from what the store
+//! recorded (ebb's stops and starts, the instances' observed state changes, spot migrations,
+//! overrides). Pure: no I/O, the window's end an argument; the store gathers the [`History`]
+//! (`Store::report_history`) and the command, the API and the console's `/savings` page call
+//! [`compute`].
+//!
+//! The definitions, which README's `ebb report` section repeats:
+//! - A **stop** is a stop or hibernation by ebb (the `scheduler` actor, not a dry run) that
+//!   succeeded. It keeps the instance stopped from its outcome until the instance next ran: ebb
+//!   started it, or it was seen `pending` or `running`; or until it was seen terminated,
+//!   shutting down or gone (after that it costs nothing, whoever stopped it); or the window's
+//!   end. Those hours, clipped to the window, are its **stopped hours**, and times the
+//!   instance's on-demand price (the price table, by region and type) its **stopped savings**.
+//!   A stop before the window whose instance was still stopped at its start counts from the
+//!   start; only stops inside the window are counted as stops.
+//! - A **person's start** is the end of such a stretch by the instance being seen running
+//!   without ebb having started it since its stop, inside the window.
+//! - **Spot savings** are a migration's hours on spot inside the window times the difference
+//!   of the original's on-demand price and the replacement's price. What earlier (reclaimed or
+//!   ended) replacements saved is stored as one sum: it is spread evenly over the time from the
+//!   migration's plan to the end of the last of them, and the part inside the window counts.
+//! - An **override** counts when it was made inside the window; its hours are the time it was
+//!   in force (until its end or its revocation) inside the window, whenever it was made.
+//! - Stops and people's starts belong to the stop's policy; spot savings to the migration's;
+//!   overrides to the instance's last policy. Tags are the instance's as last listed.
+
+mod format;
+mod history;
+
+pub use format::{csv, table};
+pub use history::{
+    ActionRecord, EbbAction, History, InstanceInfo, OverrideSpan, SpotMove, StateChange,
+};
+
+use chrono::{DateTime, Duration, NaiveDate, Utc};
+use serde::Serialize;
+use std::collections::BTreeMap;
+
+/// The window a report covers: `[since, until)`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct Window {
+    /// Its start.
+    pub since: DateTime<Utc>,
+    /// Its end (now, usually).
+    pub until: DateTime<Utc>,
+}
+
+impl Window {
+    /// The window from `since` to `until` (or `now`) as people write them: each a duration back
+    /// from `now` (30d) or an RFC 3339 time. The message of an error names the field.
+    pub fn parse(since: &str, until: Option<&str>, now: DateTime<Utc>) -> Result<Window, String> {
+        let since = crate::when::parse_past(since, now).map_err(|e| format!("since: {e}"))?;
+        let until = match until {
+            Some(u) => crate::when::parse_past(u, now).map_err(|e| format!("until: {e}"))?,
+            None => now,
+        };
+        if until <= since {
+            return Err(format!(
+                "until: {} is not after since {}; give a window that ends after it starts",
+                until.to_rfc3339(),
+                since.to_rfc3339()
+            ));
+        }
+        Ok(Window { since, until })
+    }
+
+    /// `[from, to)` cut to the window; `None` when nothing of it is inside.
+    fn clip(
+        &self,
+        from: DateTime<Utc>,
+        to: DateTime<Utc>,
+    ) -> Option<(DateTime<Utc>, DateTime<Utc>)> {
+        let (from, to) = (from.max(self.since), to.min(self.until));
+        (to > from).then_some((from, to))
+    }
+
+    fn contains(&self, t: DateTime<Utc>) -> bool {
+        self.since <= t && t < self.until
+    }
+}
+
+/// The measures of a report, for the whole fleet or one group.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct Measures {
+    /// Dollars saved: stopped savings and spot savings.
+    pub saved_usd: f64,
+    /// Dollars saved by ebb's stops.
+    pub stopped_saved_usd: f64,
+    /// Dollars saved on spot.
+    pub spot_saved_usd: f64,
+    /// ebb's stops (hibernations apart) inside the window.
+    pub stops: u64,
+    /// ebb's hibernations inside the window.
+    pub hibernations: u64,
+    /// Hours instances were kept stopped (or hibernated) by ebb.
+    pub stopped_hours: f64,
+    /// Of those, the hours of instances the price table has no price for (no dollars).
+    pub unpriced_stopped_hours: f64,
+    /// Spot migrations planned inside the window.
+    pub spot_moves: u64,
+    /// Hours replacements ran on spot.
+    pub spot_hours: f64,
+    /// Overrides people made inside the window.
+    pub overrides: u64,
+    /// Hours overrides were in force.
+    pub override_hours: f64,
+    /// Instances people started while ebb's stop was its last action on them.
+    pub people_starts: u64,
+}
+
+impl Measures {
+    fn add(&mut self, o: &Measures) {
+        self.saved_usd += o.saved_usd;
+        self.stopped_saved_usd += o.stopped_saved_usd;
+        self.spot_saved_usd += o.spot_saved_usd;
+        self.stops += o.stops;
+        self.hibernations += o.hibernations;
+        self.stopped_hours += o.stopped_hours;
+        self.unpriced_stopped_hours += o.unpriced_stopped_hours;
+        self.spot_moves += o.spot_moves;
+        self.spot_hours += o.spot_hours;
+        self.overrides += o.overrides;
+        self.override_hours += o.override_hours;
+        self.people_starts += o.people_starts;
+    }
+
+    /// Dollars and hours to the cent and the hundredth of an hour, for people and JSON.
+    fn round(&mut self) {
+        for v in [
+            &mut self.saved_usd,
+            &mut self.stopped_saved_usd,
+            &mut self.spot_saved_usd,
+            &mut self.stopped_hours,
+            &mut self.unpriced_stopped_hours,
+            &mut self.spot_hours,
+            &mut self.override_hours,
+        ] {
+            *v = (*v * 100.0).round() / 100.0;
+        }
+    }
+}
+
+/// One policy's measures.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct PolicyMeasures {
+    /// The policy (`(none)` for what no policy was recorded with).
+    pub policy: String,
+    /// Its measures.
+    #[serde(flatten)]
+    pub measures: Measures,
+}
+
+/// The measures of the instances with one value of the `by` tag.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct TagMeasures {
+    /// The value; `None` for instances without the tag.
+    pub value: Option<String>,
+    /// Their measures.
+    #[serde(flatten)]
+    pub measures: Measures,
+}
+
+/// One UTC day's measures, with the dollars saved by each policy and tag value that day.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct DayMeasures {
+    /// The day.
+    pub day: NaiveDate,
+    /// Its measures.
+    #[serde(flatten)]
+    pub measures: Measures,
+    /// Dollars saved that day by policy.
+    pub saved_by_policy: BTreeMap<String, f64>,
+    /// Dollars saved that day by value of the `by` tag (`(untagged)` for instances without).
+    pub saved_by_tag: BTreeMap<String, f64>,
+}
+
+/// A report: the totals, by policy, by the values of a tag, and by day.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Report {
+    /// The window's start.
+    pub since: DateTime<Utc>,
+    /// The window's end.
+    pub until: DateTime<Utc>,
+    /// The tag grouped by, if any.
+    pub by: Option<String>,
+    /// The whole fleet.
+    pub total: Measures,
+    /// By policy, by name.
+    pub policies: Vec<PolicyMeasures>,
+    /// By value of the `by` tag (untagged last); empty without one.
+    pub tags: Vec<TagMeasures>,
+    /// By UTC day, oldest first, every day of the window.
+    pub days: Vec<DayMeasures>,
+    /// The tag keys of the instances in the report (ebb's own left out): what `by` may be.
+    pub tag_keys: Vec<String>,
+}
+
+/// The name of what no policy was recorded with.
+pub const NO_POLICY: &str = "(none)";
+/// The name of instances without the `by` tag, in per-day figures.
+pub const UNTAGGED: &str = "(untagged)";
+
+/// Measures added up by group.
+struct Tally<'a> {
+    by: Option<&'a str>,
+    total: Measures,
+    policies: BTreeMap<String, Measures>,
+    tags: BTreeMap<Option<String>, Measures>,
+    days: BTreeMap<NaiveDate, DayMeasures>,
+}
+
+impl<'a> Tally<'a> {
+    /// Adds `m`, which happened on `day`, to the total and to its policy's, tag's and day's.
+    fn add(
+        &mut self,
+        day: NaiveDate,
+        policy: Option<&str>,
+        info: Option<&InstanceInfo>,
+        m: Measures,
+    ) {
+        let policy = policy.unwrap_or(NO_POLICY).to_string();
+        self.total.add(&m);
+        self.policies.entry(policy.clone()).or_default().add(&m);
+        let tag = self
+            .by
+            .map(|key| info.and_then(|i| i.tags.get(key)).cloned());
+        if let Some(value) = &tag {
+            self.tags.entry(value.clone()).or_default().add(&m);
+        }
+        let d = self.days.entry(day).or_insert_with(|| DayMeasures {
+            day,
+            measures: Measures::default(),
+            saved_by_policy: BTreeMap::new(),
+            saved_by_tag: BTreeMap::new(),
+        });
+        d.measures.add(&m);
+        if m.saved_usd != 0.0 {
+            *d.saved_by_policy.entry(policy).or_default() += m.saved_usd;
+            if let Some(value) = tag {
+                let name = value.unwrap_or_else(|| UNTAGGED.to_string());
+                *d.saved_by_tag.entry(name).or_default() += m.saved_usd;
+            }
+        }
+    }
+
+    /// Adds what `[from, to)` (inside the window) contributes, day by day: `per_hour` makes a
+    /// day's measures from its hours.
+    fn add_span(
+        &mut self,
+        (from, to): (DateTime<Utc>, DateTime<Utc>),
+        policy: Option<&str>,
+        info: Option<&InstanceInfo>,
+        per_hour: impl Fn(f64) -> Measures,
+    ) {
+        let mut at = from;
+        while at < to {
+            let day = at.date_naive();
+            let next_day = day
+                .succ_opt()
+                .and_then(|d| d.and_hms_opt(0, 0, 0))
+                .map(|d| d.and_utc())
+                .unwrap_or(to);
+            let end = next_day.min(to);
+            self.add(day, policy, info, per_hour(hours(end - at)));
+            at = end;
+        }
+    }
+}
+
+fn hours(d: Duration) -> f64 {
+    d.num_milliseconds() as f64 / 3_600_000.0
+}
+
+/// The report of `history` over `window`, grouped by the tag `by` when given; `price` is the
+/// on-demand $/hour of an instance type in a region, when known.
+pub fn compute(
+    history: &History,
+    window: Window,
+    by: Option<&str>,
+    price: &dyn Fn(&str, &str) -> Option<f64>,
+) -> Report {
+    let mut tally = Tally {
+        by,
+        total: Measures::default(),
+        policies: BTreeMap::new(),
+        tags: BTreeMap::new(),
+        days: BTreeMap::new(),
+    };
+    stops(history, window, price, &mut tally);
+    spot(history, window, &mut tally);
+    overrides(history, window, &mut tally);
+    let mut report = finish(tally, window);
+    report.tag_keys = history.tag_keys();
+    report
+}
+
+/// Every day of the window, the groups in order, figures rounded.
+fn finish(mut tally: Tally, window: Window) -> Report {
+    if window.until > window.since {
+        let last = (window.until - Duration::milliseconds(1)).date_naive();
+        let mut day = window.since.date_naive();
+        while day <= last {
+            tally.days.entry(day).or_insert_with(|| DayMeasures {
+                day,
+                measures: Measures::default(),
+                saved_by_policy: BTreeMap::new(),
+                saved_by_tag: BTreeMap::new(),
+            });
+            match day.succ_opt() {
+                Some(next) => day = next,
+                None => break,
+            }
+        }
+    }
+    let round_map = |m: &mut BTreeMap<String, f64>| {
+        m.values_mut()
+            .for_each(|v| *v = (*v * 100.0).round() / 100.0)
+    };
+    tally.total.round();
+    let policies = tally
+        .policies
+        .into_iter()
+        .map(|(policy, mut measures)| {
+            measures.round();
+            PolicyMeasures { policy, measures }
+        })
+        .collect();
+    // Untagged (None) sorts first in the map; it goes last.
+    let mut tags: Vec<TagMeasures> = tally
+        .tags
+        .into_iter()
+        .map(|(value, mut measures)| {
+            measures.round();
+            TagMeasures { value, measures }
+        })
+        .collect();
+    tags.sort_by_key(|t| t.value.is_none());
+    let days = tally
+        .days
+        .into_values()
+        .map(|mut d| {
+            d.measures.round();
+            round_map(&mut d.saved_by_policy);
+            round_map(&mut d.saved_by_tag);
+            d
+        })
+        .collect();
+    Report {
+        since: window.since,
+        until: window.until,
+        by: tally.by.map(str::to_string),
+        total: tally.total,
+        policies,
+        tags,
+        days,
+        tag_keys: Vec::new(),
+    }
+}
+
+/// What happened to an instance, in time order: ebb's actions before state changes seen at
+/// the same instant (a start is recorded before the next sync sees it running).
+enum Happening<'a> {
+    Ebb(&'a ActionRecord),
+    Seen(&'a StateChange),
+}
+
+impl Happening<'_> {
+    fn at(&self) -> DateTime<Utc> {
+        match self {
+            Happening::Ebb(a) => a.at,
+            Happening::Seen(c) => c.at,
+        }
+    }
+}
+
+/// A stretch an ebb stop keeps going: since when, by which action and policy.
+struct Stopped<'a> {
+    at: DateTime<Utc>,
+    action: EbbAction,
+    policy: Option<&'a str>,
+}
+
+/// How a stopped stretch ended.
+#[derive(PartialEq)]
+enum End {
+    /// ebb started it, the window ended, or the instance went away.
+    Quiet,
+    /// A person started it.
+    Person,
+}
+
+/// The stopped stretches of every instance: hours, dollars, stops and people's starts.
+fn stops(
+    history: &History,
+    window: Window,
+    price: &dyn Fn(&str, &str) -> Option<f64>,
+    tally: &mut Tally,
+) {
+    let mut by_instance: BTreeMap<&str, Vec<Happening>> = BTreeMap::new();
+    for a in &history.actions {
+        by_instance
+            .entry(&a.instance)
+            .or_default()
+            .push(Happening::Ebb(a));
+    }
+    for c in &history.changes {
+        if let Some(list) = by_instance.get_mut(c.instance.as_str()) {
+            list.push(Happening::Seen(c));
+        }
+    }
+    for (instance, mut list) in by_instance {
+        list.sort_by_key(|h| (h.at(), matches!(h, Happening::Seen(_))));
+        let info = history.instances.get(instance);
+        let rate = info.and_then(|i| price(&i.region, &i.instance_type));
+        let mut open: Option<Stopped> = None;
+        for h in &list {
+            let ended = match h {
+                Happening::Ebb(a) if a.action == EbbAction::Start => Some(End::Quiet),
+                Happening::Ebb(a) => {
+                    if open.is_none() {
+                        open = Some(Stopped {
+                            at: a.at,
+                            action: a.action,
+                            policy: a.policy.as_deref(),
+                        });
+                    }
+                    None
+                }
+                Happening::Seen(c) => match c.to_state.as_str() {
+                    "pending" | "running" => Some(End::Person),
+                    "terminated" | "shutting-down" | "gone" => Some(End::Quiet),
+                    _ => None,
+                },
+            };
+            if let Some(end) = ended {
+                if let Some(s) = open.take() {
+                    stretch(&s, h.at(), end, window, info, rate, tally);
+                }
+            }
+        }
+        if let Some(s) = open {
+            stretch(
+                &s,
+                window.until.max(s.at),
+                End::Quiet,
+                window,
+                info,
+                rate,
+                tally,
+            );
+        }
+    }
+}
+
+/// Adds one stopped stretch from `s.at` to `to`, ended as `end`.
+fn stretch(
+    s: &Stopped,
+    to: DateTime<Utc>,
+    end: End,
+    window: Window,
+    info: Option<&InstanceInfo>,
+    rate: Option<f64>,
+    tally: &mut Tally,
+) {
+    if window.contains(s.at) {
+        let m = Measures {
+            stops: u64::from(s.action == EbbAction::Stop),
+            hibernations: u64::from(s.action == EbbAction::Hibernate),
+            ..Measures::default()
+        };
+        tally.add(s.at.date_naive(), s.policy, info, m);
+    }
+    if end == End::Person && window.contains(to) {
+        let m = Measures {
+            people_starts: 1,
+            ..Measures::default()
+        };
+        tally.add(to.date_naive(), s.policy, info, m);
+    }
+    if let Some(span) = window.clip(s.at, to) {
+        tally.add_span(span, s.policy, info, |h| {
+            let saved = rate.map(|r| r * h).unwrap_or(0.0);
+            Measures {
+                saved_usd: saved,
+                stopped_saved_usd: saved,
+                stopped_hours: h,
+                unpriced_stopped_hours: if rate.is_none() { h } else { 0.0 },
+                ..Measures::default()
+            }
+        });
+    }
+}
+
+/// What spot migrations saved in the window.
+fn spot(history: &History, window: Window, tally: &mut Tally) {
+    for m in &history.migrations {
+        let info = history.instances.get(&m.original);
+        let policy = Some(m.policy.as_str());
+        if window.contains(m.created_at) {
+            let moves = Measures {
+                spot_moves: 1,
+                ..Measures::default()
+            };
+            tally.add(m.created_at.date_naive(), policy, info, moves);
+        }
+        earlier(m, window, policy, info, tally);
+        let (Some(since), Some(on_demand), Some(price), true) =
+            (m.running_since, m.on_demand_price, m.price, m.on_spot)
+        else {
+            continue;
+        };
+        let until = m.ended_at.unwrap_or(window.until);
+        let Some(span) = window.clip(since, until) else {
+            continue;
+        };
+        let per_hour = (on_demand - price).max(0.0);
+        tally.add_span(span, policy, info, |h| Measures {
+            saved_usd: h * per_hour,
+            spot_saved_usd: h * per_hour,
+            spot_hours: h,
+            ..Measures::default()
+        });
+    }
+}
+
+/// What earlier replacements saved, one sum: spread evenly over the time from the plan to the
+/// end of the last of them, and counted for the part of it inside the window.
+fn earlier(
+    m: &SpotMove,
+    window: Window,
+    policy: Option<&str>,
+    info: Option<&InstanceInfo>,
+    tally: &mut Tally,
+) {
+    if m.saved_before <= 0.0 {
+        return;
+    }
+    let until = m.earlier_until.unwrap_or(m.created_at).max(m.created_at);
+    let whole = hours(until - m.created_at);
+    let saved = |usd: f64| Measures {
+        saved_usd: usd,
+        spot_saved_usd: usd,
+        ..Measures::default()
+    };
+    if whole == 0.0 {
+        if window.contains(m.created_at) {
+            tally.add(
+                m.created_at.date_naive(),
+                policy,
+                info,
+                saved(m.saved_before),
+            );
+        }
+    } else if let Some(span) = window.clip(m.created_at, until) {
+        let per_hour = m.saved_before / whole;
+        tally.add_span(span, policy, info, |h| saved(h * per_hour));
+    }
+}
+
+/// People's overrides: those made in the window, and every one's hours in force in it.
+fn overrides(history: &History, window: Window, tally: &mut Tally) {
+    for o in &history.overrides {
+        let info = history.instances.get(&o.instance);
+        let policy = info.and_then(|i| i.policy.as_deref());
+        if window.contains(o.created_at) {
+            let made = Measures {
+                overrides: 1,
+                ..Measures::default()
+            };
+            tally.add(o.created_at.date_naive(), policy, info, made);
+        }
+        if let Some(span) = window.clip(o.created_at, o.ends_at) {
+            tally.add_span(span, policy, info, |h| Measures {
+                override_hours: h,
+                ..Measures::default()
+            });
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

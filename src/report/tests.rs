@@ -1,0 +1,350 @@
+//! Hand-worked histories: each answer is worked out in the comment beside it.
+
+use super::*;
+
+fn t(s: &str) -> DateTime<Utc> {
+    s.parse().unwrap()
+}
+
+fn action(instance: &str, at: &str, action: EbbAction, policy: &str) -> ActionRecord {
+    ActionRecord {
+        instance: instance.into(),
+        at: t(at),
+        action,
+        policy: Some(policy.into()),
+    }
+}
+
+fn seen(instance: &str, at: &str, state: &str) -> StateChange {
+    StateChange {
+        instance: instance.into(),
+        at: t(at),
+        to_state: state.into(),
+    }
+}
+
+fn info(instance_type: &str, team: Option<&str>) -> InstanceInfo {
+    InstanceInfo {
+        region: "us-east-1".into(),
+        instance_type: instance_type.into(),
+        tags: team
+            .map(|v| [("team".to_string(), v.to_string())].into())
+            .unwrap_or_default(),
+        policy: Some("office".into()),
+    }
+}
+
+/// $2/h for g.two, $10/h for g.ten; nothing else is priced.
+fn price(region: &str, ty: &str) -> Option<f64> {
+    match (region, ty) {
+        ("us-east-1", "g.two") => Some(2.0),
+        ("us-east-1", "g.ten") => Some(10.0),
+        _ => None,
+    }
+}
+
+fn window(since: &str, until: &str) -> Window {
+    Window {
+        since: t(since),
+        until: t(until),
+    }
+}
+
+fn history(actions: Vec<ActionRecord>, changes: Vec<StateChange>) -> History {
+    History {
+        actions,
+        changes,
+        instances: [
+            ("i-two".to_string(), info("g.two", Some("ml"))),
+            ("i-ten".to_string(), info("g.ten", Some("cv"))),
+            ("i-free".to_string(), info("g.unknown", None)),
+        ]
+        .into(),
+        ..History::default()
+    }
+}
+
+#[test]
+fn a_stop_until_a_persons_start_the_next_morning_is_14_hours_and_28_dollars() {
+    // Stopped Monday 18:00, seen running Tuesday 08:00: 14 h at $2/h = $28, 6 h ($12) on
+    // Monday and 8 h ($16) on Tuesday; the start is a person's.
+    let h = history(
+        vec![action(
+            "i-two",
+            "2026-11-30T18:00:00Z",
+            EbbAction::Stop,
+            "office",
+        )],
+        vec![
+            seen("i-two", "2026-11-30T18:05:00Z", "stopped"),
+            seen("i-two", "2026-12-01T08:00:00Z", "running"),
+        ],
+    );
+    let r = compute(
+        &h,
+        window("2026-11-30T00:00:00Z", "2026-12-02T00:00:00Z"),
+        None,
+        &price,
+    );
+    assert_eq!(r.total.stopped_hours, 14.0);
+    assert_eq!(r.total.stopped_saved_usd, 28.0);
+    assert_eq!(r.total.saved_usd, 28.0);
+    assert_eq!(r.total.stops, 1);
+    assert_eq!(r.total.people_starts, 1);
+    assert_eq!(r.days.len(), 2);
+    assert_eq!(r.days[0].measures.stopped_saved_usd, 12.0);
+    assert_eq!(r.days[0].measures.stops, 1);
+    assert_eq!(r.days[1].measures.stopped_saved_usd, 16.0);
+    assert_eq!(r.days[1].measures.people_starts, 1);
+    assert_eq!(r.days[1].saved_by_policy["office"], 16.0);
+    assert_eq!(r.policies.len(), 1);
+    assert_eq!(r.policies[0].policy, "office");
+    assert_eq!(r.policies[0].measures, r.total);
+}
+
+#[test]
+fn ebbs_own_start_ends_the_stretch_and_is_no_persons_start() {
+    // Stopped 18:00, started by ebb 07:00 and seen running at the next tick: 13 h, $26.
+    let h = history(
+        vec![
+            action("i-two", "2026-11-30T18:00:00Z", EbbAction::Stop, "office"),
+            action("i-two", "2026-12-01T07:00:00Z", EbbAction::Start, "office"),
+        ],
+        vec![seen("i-two", "2026-12-01T07:05:00Z", "running")],
+    );
+    let r = compute(
+        &h,
+        window("2026-11-30T00:00:00Z", "2026-12-02T00:00:00Z"),
+        None,
+        &price,
+    );
+    assert_eq!(r.total.stopped_hours, 13.0);
+    assert_eq!(r.total.saved_usd, 26.0);
+    assert_eq!(r.total.people_starts, 0);
+}
+
+#[test]
+fn the_window_clips_a_stop_before_its_start_and_a_stretch_past_its_end() {
+    // Stopped Sunday 18:00, before the window opens Monday 00:00; seen running Monday 08:00:
+    // 8 h ($16) inside, no stop counted, the person's start counted.
+    let h = history(
+        vec![
+            action("i-two", "2026-11-29T18:00:00Z", EbbAction::Stop, "office"),
+            // Stopped again Monday 20:00, still stopped when the window ends at 23:00: 3 h.
+            action("i-two", "2026-11-30T20:00:00Z", EbbAction::Stop, "office"),
+        ],
+        vec![seen("i-two", "2026-11-30T08:00:00Z", "running")],
+    );
+    let r = compute(
+        &h,
+        window("2026-11-30T00:00:00Z", "2026-11-30T23:00:00Z"),
+        None,
+        &price,
+    );
+    assert_eq!(r.total.stopped_hours, 11.0);
+    assert_eq!(r.total.saved_usd, 22.0);
+    assert_eq!(r.total.stops, 1);
+    assert_eq!(r.total.people_starts, 1);
+    assert_eq!(r.days.len(), 1);
+    // A window that ends before the second stop sees only the first stretch's 8 h.
+    let r = compute(
+        &h,
+        window("2026-11-30T00:00:00Z", "2026-11-30T12:00:00Z"),
+        None,
+        &price,
+    );
+    assert_eq!((r.total.stopped_hours, r.total.stops), (8.0, 0));
+}
+
+#[test]
+fn termination_ends_a_stretch_and_hibernations_count_apart() {
+    // Hibernated 18:00, terminated (seen shutting down) 20:00: 2 h at $10/h = $20, no start.
+    let h = history(
+        vec![action(
+            "i-ten",
+            "2026-11-30T18:00:00Z",
+            EbbAction::Hibernate,
+            "office",
+        )],
+        vec![
+            seen("i-ten", "2026-11-30T20:00:00Z", "shutting-down"),
+            seen("i-ten", "2026-11-30T20:05:00Z", "terminated"),
+        ],
+    );
+    let r = compute(
+        &h,
+        window("2026-11-30T00:00:00Z", "2026-12-01T00:00:00Z"),
+        None,
+        &price,
+    );
+    assert_eq!(r.total.stopped_hours, 2.0);
+    assert_eq!(r.total.saved_usd, 20.0);
+    assert_eq!((r.total.stops, r.total.hibernations), (0, 1));
+    assert_eq!(r.total.people_starts, 0);
+}
+
+#[test]
+fn an_instance_the_price_table_lacks_counts_hours_but_no_dollars() {
+    let h = history(
+        vec![action(
+            "i-free",
+            "2026-11-30T10:00:00Z",
+            EbbAction::Stop,
+            "office",
+        )],
+        vec![],
+    );
+    let r = compute(
+        &h,
+        window("2026-11-30T00:00:00Z", "2026-11-30T15:00:00Z"),
+        None,
+        &price,
+    );
+    assert_eq!(r.total.stopped_hours, 5.0);
+    assert_eq!(r.total.unpriced_stopped_hours, 5.0);
+    assert_eq!(r.total.saved_usd, 0.0);
+}
+
+#[test]
+fn spot_savings_count_the_hours_on_spot_inside_the_window() {
+    // Running on spot since 10:00 at $14/h against $40/h on demand; the window ends at 20:00:
+    // 10 h x $26 = $260, and the $50 earlier replacements saved (08:00 to 09:30) as well: $310.
+    let mut h = history(vec![], vec![]);
+    h.migrations.push(SpotMove {
+        original: "i-ten".into(),
+        policy: "to-spot".into(),
+        created_at: t("2026-11-30T08:00:00Z"),
+        on_spot: true,
+        running_since: Some(t("2026-11-30T10:00:00Z")),
+        ended_at: None,
+        on_demand_price: Some(40.0),
+        price: Some(14.0),
+        saved_before: 50.0,
+        earlier_until: Some(t("2026-11-30T09:30:00Z")),
+    });
+    let r = compute(
+        &h,
+        window("2026-11-30T00:00:00Z", "2026-11-30T20:00:00Z"),
+        Some("team"),
+        &price,
+    );
+    assert_eq!(r.total.spot_hours, 10.0);
+    assert_eq!(r.total.spot_saved_usd, 310.0);
+    assert_eq!(r.total.spot_moves, 1);
+    assert_eq!(r.policies[0].policy, "to-spot");
+    assert_eq!(r.tags[0].value.as_deref(), Some("cv"));
+    assert_eq!(r.tags[0].measures.saved_usd, 310.0);
+    // A window from noon: 8 h x $26 = $208; the migration and its earlier savings were before.
+    let r = compute(
+        &h,
+        window("2026-11-30T12:00:00Z", "2026-11-30T20:00:00Z"),
+        None,
+        &price,
+    );
+    assert_eq!((r.total.spot_saved_usd, r.total.spot_moves), (208.0, 0));
+    // From 09:00: the earlier $50 spread over 08:00-09:30 counts for its last half hour,
+    // $16.67, beside 10 h x $26.
+    let r = compute(
+        &h,
+        window("2026-11-30T09:00:00Z", "2026-11-30T20:00:00Z"),
+        None,
+        &price,
+    );
+    assert_eq!(r.total.spot_saved_usd, 276.67);
+}
+
+#[test]
+fn overrides_count_when_made_and_their_hours_in_force_inside_the_window() {
+    let mut h = history(vec![], vec![]);
+    // Made at 09:00 for 4 h: counted, 4 h.
+    h.overrides.push(OverrideSpan {
+        instance: "i-two".into(),
+        created_at: t("2026-11-30T09:00:00Z"),
+        ends_at: t("2026-11-30T13:00:00Z"),
+    });
+    // Made the day before, in force until 02:00: not counted, 2 h.
+    h.overrides.push(OverrideSpan {
+        instance: "i-ten".into(),
+        created_at: t("2026-11-29T20:00:00Z"),
+        ends_at: t("2026-11-30T02:00:00Z"),
+    });
+    let r = compute(
+        &h,
+        window("2026-11-30T00:00:00Z", "2026-12-01T00:00:00Z"),
+        Some("team"),
+        &price,
+    );
+    assert_eq!((r.total.overrides, r.total.override_hours), (1, 6.0));
+    let by_team: Vec<(Option<&str>, u64, f64)> = r
+        .tags
+        .iter()
+        .map(|t| {
+            (
+                t.value.as_deref(),
+                t.measures.overrides,
+                t.measures.override_hours,
+            )
+        })
+        .collect();
+    assert_eq!(by_team, [(Some("cv"), 0, 2.0), (Some("ml"), 1, 4.0)]);
+}
+
+#[test]
+fn grouping_by_a_tag_puts_untagged_instances_last() {
+    // i-two (ml) 2 h x $2, i-ten (cv) 1 h x $10, i-free untagged 3 h unpriced.
+    let h = history(
+        vec![
+            action("i-two", "2026-11-30T10:00:00Z", EbbAction::Stop, "office"),
+            action("i-ten", "2026-11-30T11:00:00Z", EbbAction::Stop, "labs"),
+            action("i-free", "2026-11-30T09:00:00Z", EbbAction::Stop, "office"),
+        ],
+        vec![],
+    );
+    let r = compute(
+        &h,
+        window("2026-11-30T00:00:00Z", "2026-11-30T12:00:00Z"),
+        Some("team"),
+        &price,
+    );
+    let by_team: Vec<(Option<&str>, f64, f64)> = r
+        .tags
+        .iter()
+        .map(|t| {
+            (
+                t.value.as_deref(),
+                t.measures.saved_usd,
+                t.measures.stopped_hours,
+            )
+        })
+        .collect();
+    assert_eq!(
+        by_team,
+        [
+            (Some("cv"), 10.0, 1.0),
+            (Some("ml"), 4.0, 2.0),
+            (None, 0.0, 3.0)
+        ]
+    );
+    let by_policy: Vec<(&str, f64)> = r
+        .policies
+        .iter()
+        .map(|p| (p.policy.as_str(), p.measures.saved_usd))
+        .collect();
+    assert_eq!(by_policy, [("labs", 10.0), ("office", 4.0)]);
+    assert_eq!(r.days[0].saved_by_tag["cv"], 10.0);
+    assert!(!r.days[0].saved_by_tag.contains_key(UNTAGGED));
+    assert_eq!(h.tag_keys(), ["team"]);
+    let text = csv(&r);
+    assert!(text.starts_with("group,name,saved_usd,"), "{text}");
+    assert!(
+        text.contains("\ntag:team,(untagged),0.00,0.00,0.00,1,0,3.00,3.00,"),
+        "{text}"
+    );
+    assert!(text.contains("\nday,2026-11-30,14.00,"), "{text}");
+    let shown = table(&r);
+    assert!(
+        shown.starts_with("ebb saved $14.00 from 2026-11-30T00:00:00Z"),
+        "{shown}"
+    );
+    assert!(shown.contains("3.00 stopped hours are of instance types the price table lacks"));
+}

@@ -1,0 +1,209 @@
+//! What `ebb report` is worked out from (`crate::report`), read by index: ebb's stops and
+//! starts in the window and each instance's last one before it, the state changes of those
+//! instances from then on, their facts, and the migrations and overrides of the window. The
+//! audit log and the state changes are read only over the window (and, for the instances
+//! still stopped at its start, from their last stop), never whole. The statements are not
+//! kept prepared: each is planned for its own window (a generic plan, made for any window,
+//! could scan the whole log for a 30-day one), and a report is rare enough that planning costs
+//! nothing that matters.
+
+use super::inventory::micros;
+use super::{Result, Store};
+use crate::report::{
+    ActionRecord, EbbAction, History, InstanceInfo, OverrideSpan, SpotMove, StateChange,
+};
+use chrono::{DateTime, Utc};
+use sqlx::types::Json;
+use std::collections::{BTreeMap, HashMap};
+
+/// The audit rows of ebb's own succeeded stops, hibernations and starts: the predicate of the
+/// partial indexes of migration 0010, which the statements repeat so that they are used.
+macro_rules! ebb_actions {
+    () => {
+        "actor = 'scheduler' AND NOT dry_run AND outcome = 'succeeded'
+         AND action IN ('stop', 'hibernate', 'start')"
+    };
+}
+
+/// ebb's actions in `[since, until)`, and the last one before `since`, when it is a stop, of
+/// every instance that may have been kept stopped by it at `since`: one seen since then
+/// entering a state that ends a stopped stretch (running, terminated, gone), or a live one
+/// still stopped by ebb now. Any stretch open at `since` either ended by such a change or is
+/// still open, so those two sets hold every instance it kept stopped.
+const ACTIONS: &str = concat!(
+    "WITH candidates AS (
+         SELECT DISTINCT instance FROM instance_events
+         WHERE at >= $1
+           AND to_state IN ('pending', 'running', 'shutting-down', 'terminated', 'gone')
+         UNION
+         SELECT id FROM instances WHERE gone_at IS NULL AND stopped_by_ebb_at < $1
+     )
+     SELECT last.instance, last.at, last.action, last.policy
+     FROM candidates AS c CROSS JOIN LATERAL (
+         SELECT instance, at, action, policy FROM audit_log
+         WHERE instance = c.instance AND at < $1 AND ",
+    ebb_actions!(),
+    "
+         ORDER BY at DESC LIMIT 1
+     ) AS last
+     WHERE last.action <> 'start'
+     UNION ALL
+     SELECT instance, at, action, policy FROM audit_log
+     WHERE at >= $1 AND at < $2 AND instance IS NOT NULL AND ",
+    ebb_actions!()
+);
+
+/// The state changes of each instance `$1` from its time `$2` to `$3`, each instance's by its
+/// index (`OFFSET 0` keeps the planner from joining the whole table instead).
+const CHANGES: &str = "SELECT e.instance, e.at, e.to_state
+     FROM UNNEST($1::text[], $2::timestamptz[]) AS c(instance, since)
+     CROSS JOIN LATERAL (
+         SELECT instance, at, to_state FROM instance_events
+         WHERE instance = c.instance AND at >= c.since AND at < $3
+         OFFSET 0
+     ) AS e";
+
+/// The facts of each instance `$1`, each by its primary key: for thousands of ids the planner
+/// would rather scan the table, which grows with every instance ever seen.
+const FACTS: &str = "SELECT i.id, i.region, i.instance_type, i.tags, i.policy
+     FROM UNNEST($1::text[]) AS n(id)
+     CROSS JOIN LATERAL (
+         SELECT id, region, instance_type, tags, policy FROM instances WHERE id = n.id OFFSET 0
+     ) AS i";
+
+type InstanceRow = (
+    String,
+    String,
+    String,
+    Json<BTreeMap<String, String>>,
+    Option<String>,
+);
+
+impl Store {
+    /// What a report over `[since, until)` is worked out from.
+    pub async fn report_history(
+        &self,
+        since: DateTime<Utc>,
+        until: DateTime<Utc>,
+    ) -> Result<History> {
+        let (since, until) = (micros(since), micros(until));
+        let rows: Vec<(String, DateTime<Utc>, String, Option<String>)> = sqlx::query_as(ACTIONS)
+            .persistent(false)
+            .bind(since)
+            .bind(until)
+            .fetch_all(&self.pool)
+            .await?;
+        let actions: Vec<ActionRecord> = rows
+            .into_iter()
+            .filter_map(|(instance, at, action, policy)| {
+                let action = match action.as_str() {
+                    "stop" => EbbAction::Stop,
+                    "hibernate" => EbbAction::Hibernate,
+                    "start" => EbbAction::Start,
+                    _ => return None,
+                };
+                Some(ActionRecord {
+                    instance,
+                    at,
+                    action,
+                    policy,
+                })
+            })
+            .collect();
+        let mut first: BTreeMap<&str, DateTime<Utc>> = BTreeMap::new();
+        for a in &actions {
+            let at = first.entry(&a.instance).or_insert(a.at);
+            *at = (*at).min(a.at);
+        }
+        let (ids, froms): (Vec<&str>, Vec<DateTime<Utc>>) = first.into_iter().unzip();
+        let changes: Vec<(String, DateTime<Utc>, String)> = sqlx::query_as(CHANGES)
+            .persistent(false)
+            .bind(&ids)
+            .bind(&froms)
+            .bind(until)
+            .fetch_all(&self.pool)
+            .await?;
+        let changes = changes
+            .into_iter()
+            .map(|(instance, at, to_state)| StateChange {
+                instance,
+                at,
+                to_state,
+            })
+            .collect();
+        let migrations = self.migrations_between(since, until).await?;
+        let overrides: Vec<(String, DateTime<Utc>, DateTime<Utc>)> = sqlx::query_as(
+            "SELECT instance, created_at, least(until, revoked_at) FROM overrides
+             WHERE until > $1 AND created_at < $2 AND (revoked_at IS NULL OR revoked_at > $1)",
+        )
+        .persistent(false)
+        .bind(since)
+        .bind(until)
+        .fetch_all(&self.pool)
+        .await?;
+        let mut named: Vec<&str> = ids;
+        named.extend(migrations.iter().map(|m| m.original.as_str()));
+        named.extend(overrides.iter().map(|(i, ..)| i.as_str()));
+        named.sort_unstable();
+        named.dedup();
+        let facts: Vec<InstanceRow> = sqlx::query_as(FACTS)
+            .persistent(false)
+            .bind(&named)
+            .fetch_all(&self.pool)
+            .await?;
+        let instances: HashMap<String, InstanceInfo> = facts
+            .into_iter()
+            .map(|(id, region, instance_type, tags, policy)| {
+                let info = InstanceInfo {
+                    region,
+                    instance_type,
+                    tags: tags.0,
+                    policy,
+                };
+                (id, info)
+            })
+            .collect();
+        Ok(History {
+            actions,
+            changes,
+            instances,
+            migrations,
+            overrides: overrides
+                .into_iter()
+                .map(|(instance, created_at, ends_at)| OverrideSpan {
+                    instance,
+                    created_at,
+                    ends_at,
+                })
+                .collect(),
+        })
+    }
+
+    /// The spot migrations in progress at some time in `[since, until)`, as far as their
+    /// savings go.
+    async fn migrations_between(
+        &self,
+        since: DateTime<Utc>,
+        until: DateTime<Utc>,
+    ) -> Result<Vec<SpotMove>> {
+        let records = self.migrations_overlapping(since, until).await?;
+        Ok(records
+            .into_iter()
+            .map(|m| {
+                let reclaimed = m.interruptions.0.iter().map(|i| i.at).max();
+                SpotMove {
+                    earlier_until: reclaimed.max(m.ended_at),
+                    original: m.original,
+                    policy: m.policy,
+                    created_at: m.created_at,
+                    on_spot: m.market == crate::cloud::Market::Spot,
+                    running_since: m.running_since,
+                    ended_at: m.ended_at,
+                    on_demand_price: m.on_demand_price,
+                    price: m.price,
+                    saved_before: m.saved_before,
+                }
+            })
+            .collect())
+    }
+}
