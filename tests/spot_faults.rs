@@ -596,6 +596,18 @@ async fn check(w: &World, m: &MigrationRecord) -> Vec<String> {
     if m.state == State::RolledBack && !w.running(ORIGINAL).await {
         broken.push("rolled back, but the original does not run".into());
     }
+    // Nothing here takes the original away behind ebb's back: giving up is never right, and
+    // once the faults are gone the workload runs, on the original or on a replacement.
+    if m.state == State::Failed {
+        broken.push(format!("failed: {:?}", m.error));
+    }
+    let on_replacement = match &m.current {
+        Some(c) => w.running(c).await,
+        None => false,
+    };
+    if !on_replacement && !w.running(ORIGINAL).await {
+        broken.push("the workload runs nowhere".into());
+    }
     // Nothing adopted that ebb did not make.
     let images = w.cloud.images();
     if let Some(image) = &m.image {
@@ -696,14 +708,17 @@ async fn matrix(url: String, path: Path) {
     );
     let mut runs = 0;
     let mut ticks = clean.ticks;
-    let mut endings: BTreeMap<String, usize> = BTreeMap::new();
+    let mut endings: BTreeMap<String, Vec<String>> = BTreeMap::new();
     let mut failures = Vec::new();
     for call in &points {
         for &inject in injections(call) {
             let ran = run(&dbs, dir.path(), path, Some((call.index, inject))).await;
             runs += 1;
             ticks += ran.ticks;
-            *endings.entry(ran.ending.clone()).or_default() += 1;
+            endings
+                .entry(ran.ending.clone())
+                .or_default()
+                .push(format!("{inject:?} at {} ({})", call.index, call.method));
             if !ran.broken.is_empty() {
                 failures.push(format!(
                     "{path:?}, {inject:?} at call {} ({}): {:#?}",
@@ -712,7 +727,16 @@ async fn matrix(url: String, path: Path) {
             }
         }
     }
-    println!("{path:?}: {runs} runs, {ticks} ticks; endings: {endings:#?}");
+    println!("{path:?}: {runs} runs, {ticks} ticks; endings:");
+    for (ending, by) in &endings {
+        // Where a run ended other than the clean one did, what was injected.
+        let which = if ending == &clean.ending {
+            String::new()
+        } else {
+            format!(": {}", by.join(", "))
+        };
+        println!("  {} {ending}{which}", by.len());
+    }
     dbs.pool.close().await;
     assert!(
         failures.is_empty(),

@@ -125,7 +125,13 @@ fn error(kind: ErrorKind, operation: &'static str, code: &str, message: String) 
 
 impl Provider for SimEc2 {
     async fn instances(&self) -> Inventory {
-        self.sim.instances().await
+        // As the AWS adapter asks EC2: instances not terminated (EC2 stops listing them within
+        // the hour anyway).
+        let mut inventory = self.sim.instances().await;
+        inventory
+            .instances
+            .retain(|i| i.state != ebb::fleet::InstanceState::Terminated);
+        inventory
     }
 
     async fn reread(&self, region: &str, ids: &[String]) -> Result<Vec<Instance>, CloudError> {

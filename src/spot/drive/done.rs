@@ -17,7 +17,10 @@ impl<P: Provider> Run<'_, P> {
     /// replacement for reclaims.
     pub(super) async fn done(&mut self) -> Result<(), StoreError> {
         let Some(current) = self.m.current.clone() else {
-            // An interruption was counted; launch the next replacement.
+            if self.backing_off() {
+                return self.wait("the next launch waits after a failed one".into());
+            }
+            // An interruption was counted, or a launch failed; launch the next replacement.
             return self.relaunch().await;
         };
         let status = match self.status(&current).await {
