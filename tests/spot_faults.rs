@@ -501,18 +501,8 @@ async fn run(dbs: &Databases, dir: &FsPath, path: Path, inject: Option<(usize, I
                 }
             }
         }
-        if let (Some(m), Some(_)) = (&m, base) {
-            // The second reclaim, once the first replacement's successor is verified.
-            let ready =
-                m.state == State::Done && m.interruptions.0.len() == 1 && m.ended_at.is_none();
-            if path == Path::Reclaim && reclaims == 1 && ready {
-                if let Some(current) = m.current.clone() {
-                    if w.running(&current).await {
-                        w.cloud.inner.reclaim(REGION, &current).await;
-                        reclaims = 2;
-                    }
-                }
-            }
+        if let (Some(m), Some(_), Path::Reclaim) = (&m, base, path) {
+            reclaims = second_reclaim(&w, m, reclaims).await;
         }
         if !fired {
             let (k, _) = inject.unwrap();
@@ -537,20 +527,7 @@ async fn run(dbs: &Databases, dir: &FsPath, path: Path, inject: Option<(usize, I
         broken.push(format!("never settled: still changing after {ticks} ticks"));
     }
     if !broken.is_empty() {
-        let calls: Vec<String> = w
-            .cloud
-            .calls()
-            .iter()
-            .skip(base)
-            .map(|c| format!("{} {} {:?}", c.index, c.method, c.ids))
-            .collect();
-        let steps: Vec<String> = m
-            .steps
-            .0
-            .iter()
-            .map(|s| format!("{} {:?} {}", s.at.format("%d %H:%M"), s.state, s.detail))
-            .collect();
-        broken.push(format!("calls: {calls:#?}\nsteps: {steps:#?}"));
+        broken.push(trace(&w, &m, base));
     }
     let ending = ending(&w, &m).await;
     let calls = w.cloud.calls().split_off(base);
@@ -564,6 +541,37 @@ async fn run(dbs: &Databases, dir: &FsPath, path: Path, inject: Option<(usize, I
         ending,
         ticks,
     }
+}
+
+/// The reclaim path's second reclaim, once the first replacement's successor is verified and
+/// runs: how many reclaims there were after this tick.
+async fn second_reclaim(w: &World, m: &MigrationRecord, reclaims: u32) -> u32 {
+    let ready = m.state == State::Done && m.interruptions.0.len() == 1 && m.ended_at.is_none();
+    match &m.current {
+        Some(current) if reclaims == 1 && ready && w.running(current).await => {
+            w.cloud.inner.reclaim(REGION, current).await;
+            2
+        }
+        _ => reclaims,
+    }
+}
+
+/// The calls of a run from `base` on, and the migration's history: what a broken run shows.
+fn trace(w: &World, m: &MigrationRecord, base: usize) -> String {
+    let calls: Vec<String> = w
+        .cloud
+        .calls()
+        .iter()
+        .skip(base)
+        .map(|c| format!("{} {} {:?}", c.index, c.method, c.ids))
+        .collect();
+    let steps: Vec<String> = m
+        .steps
+        .0
+        .iter()
+        .map(|s| format!("{} {:?} {}", s.at.format("%d %H:%M"), s.state, s.detail))
+        .collect();
+    format!("calls: {calls:#?}\nsteps: {steps:#?}")
 }
 
 /// How the migration ended, in a few words.
@@ -608,6 +616,25 @@ async fn check(w: &World, m: &MigrationRecord) -> Vec<String> {
     if !on_replacement && !w.running(ORIGINAL).await {
         broken.push("the workload runs nowhere".into());
     }
+    broken.extend(check_artifacts(w, m).await);
+    // Every intent has exactly one outcome (the schema allows at most one), and the chain holds.
+    let pending = w.store.pending_intents().await.unwrap();
+    if !pending.is_empty() {
+        let open: Vec<&str> = pending.iter().map(|e| e.entry.reason.as_str()).collect();
+        broken.push(format!("intents without an outcome: {open:?}"));
+    }
+    if !matches!(
+        w.store.verify_audit().await.unwrap(),
+        Verification::Intact { .. }
+    ) {
+        broken.push("the audit chain does not verify".into());
+    }
+    broken
+}
+
+/// The invariants on what the migration made and keeps; what is broken.
+async fn check_artifacts(w: &World, m: &MigrationRecord) -> Vec<String> {
+    let mut broken = Vec::new();
     // Nothing adopted that ebb did not make.
     let images = w.cloud.images();
     if let Some(image) = &m.image {
@@ -660,18 +687,6 @@ async fn check(w: &World, m: &MigrationRecord) -> Vec<String> {
                 "snapshot {snapshot} of deregistered {image} left untracked"
             ));
         }
-    }
-    // Every intent has exactly one outcome (the schema allows at most one), and the chain holds.
-    let pending = w.store.pending_intents().await.unwrap();
-    if !pending.is_empty() {
-        let open: Vec<&str> = pending.iter().map(|e| e.entry.reason.as_str()).collect();
-        broken.push(format!("intents without an outcome: {open:?}"));
-    }
-    if !matches!(
-        w.store.verify_audit().await.unwrap(),
-        Verification::Intact { .. }
-    ) {
-        broken.push("the audit chain does not verify".into());
     }
     broken
 }
