@@ -374,7 +374,7 @@ impl World {
 /// Leads, once the session of the last leader (a killed process's, or the last run's) has
 /// ended and let go of the lock.
 async fn lead(store: &Store) -> Leadership {
-    for _ in 0..2000 {
+    for _ in 0..10_000 {
         if let Some(l) = store.try_lead("faults").await.unwrap() {
             return l;
         }
