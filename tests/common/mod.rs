@@ -2,10 +2,12 @@
 #![allow(dead_code)] // each test binary uses a different part of this module
 
 pub mod ec2_proxy;
+pub mod faulty;
 pub mod moto;
 pub mod prometheus;
 pub mod replica;
 pub mod savings;
+pub mod sim_ec2;
 pub mod time;
 
 use chrono::{DateTime, Utc};

@@ -7,6 +7,7 @@ use super::{first_error, request_id, Run};
 use crate::cloud::{InstanceStatus, Market, Provider};
 use crate::engine::{Action, Code};
 use crate::fleet::InstanceState;
+use crate::names::INTERRUPTIBLE_TAG;
 use crate::spot::{Hold, State};
 use crate::store::StoreError;
 use chrono::{DateTime, Utc};
@@ -16,7 +17,10 @@ impl<P: Provider> Run<'_, P> {
     /// replacement for reclaims.
     pub(super) async fn done(&mut self) -> Result<(), StoreError> {
         let Some(current) = self.m.current.clone() else {
-            // An interruption was counted; launch the next replacement.
+            if self.backing_off() {
+                return self.wait("the next launch waits after a failed one".into());
+            }
+            // An interruption was counted, or a launch failed; launch the next replacement.
             return self.relaunch().await;
         };
         let status = match self.status(&current).await {
@@ -122,6 +126,10 @@ impl<P: Provider> Run<'_, P> {
                 ))
             }
         }
+        // The listing may be minutes old: a tag put on since protects it too.
+        if let Err(why) = self.tags_still_free(&original).await {
+            return self.wait(format!("the original {original} is not terminated: {why}"));
+        }
         let reason = format!(
             "terminate the original {original}: kept for keep_original_for, the replacement runs"
         );
@@ -161,6 +169,28 @@ impl<P: Provider> Run<'_, P> {
                 self.go(State::Done, detail).await
             }
         }
+    }
+
+    /// Whether `id`, read again right before an irreversible call, still carries no tag that
+    /// protects it and is still `ebb:interruptible`; why not otherwise (also when it cannot be
+    /// read, or is no longer listed as managed). Overrides are checked by the intent's fence.
+    async fn tags_still_free(&self, id: &str) -> Result<(), String> {
+        let found = self
+            .p
+            .reread(&self.m.region, &[id.to_string()])
+            .await
+            .map_err(|e| format!("cannot read its tags again: {e}"))?;
+        let inst = found
+            .iter()
+            .find(|i| i.id == id)
+            .ok_or_else(|| "it is no longer listed as managed".to_string())?;
+        if let Some(why) = crate::engine::tags_forbid_stop(inst, self.now()) {
+            return Err(why);
+        }
+        if inst.tag(INTERRUPTIBLE_TAG) != Some("true") {
+            return Err(format!("it is no longer tagged {INTERRUPTIBLE_TAG}=true"));
+        }
+        Ok(())
     }
 
     /// The original is terminated already: by ebb's own call, when the tick that made it died

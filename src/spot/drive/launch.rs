@@ -191,6 +191,8 @@ impl<P: Provider> Run<'_, P> {
         );
         self.m.launches = n;
         self.m.current = Some(s.id);
+        self.m.failures = 0;
+        self.m.retry_at = None;
         self.m.market = market;
         self.m.instance_type = Some(place.instance_type);
         self.m.zone = Some(place.zone);
@@ -270,7 +272,7 @@ impl<P: Provider> Run<'_, P> {
 
     /// A replacement could not be launched or did not come up. While the original exists, the
     /// migration rolls back to it; after that, a spot launch falls back to on-demand, and a
-    /// failed on-demand launch needs people.
+    /// failed on-demand launch is tried again after a wait.
     async fn launch_failed(&mut self, why: String) -> Result<(), StoreError> {
         if self.m.holds_original() {
             return self.roll_back(why).await;
@@ -287,11 +289,18 @@ impl<P: Provider> Run<'_, P> {
             self.event(Action::FallbackOnDemand, Code::SpotFallback, &detail);
             return self.go(State::Done, detail).await;
         }
-        self.fail(format!(
-            "{why}; the workload is not running: launch it from image {} by hand",
-            self.m.image.as_deref().unwrap_or("?")
-        ))
-        .await
+        // The original is gone and the image is the workload's only copy: the on-demand launch
+        // is tried again after a growing wait (under the same launch id, so that one whose
+        // answer was lost is found, not made twice), never given up.
+        self.m.current = None;
+        self.back_off();
+        let detail = format!(
+            "{why}; the workload is not running: the on-demand launch from image {} is tried again after {} min",
+            self.m.image.as_deref().unwrap_or("?"),
+            super::super::retry_wait(self.m.failures).num_minutes()
+        );
+        self.event(Action::FallbackOnDemand, Code::SpotFallback, &detail);
+        self.go(State::Done, detail).await
     }
 }
 

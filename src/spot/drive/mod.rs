@@ -103,8 +103,13 @@ impl<P: Provider> Run<'_, P> {
     }
 
     /// A step before `done`: undone when a protection or the policy forbids the move now, held
-    /// while the original's tags are unknown, taken otherwise.
+    /// while the original's tags are unknown, taken otherwise. A relaunch after a reclaim,
+    /// once the original is terminated (EC2 lists it no more) or someone took it back, has no
+    /// original to go back to: its replacement is verified whatever protects the original.
     async fn before_done(&mut self) -> Result<(), StoreError> {
+        if !self.m.holds_original() && matches!(self.m.state, State::Launching | State::Verifying) {
+            return self.launched().await;
+        }
         match self.cx.hold {
             Hold::Protected(why) => {
                 let why = format!("{why}; the move is undone");
