@@ -87,29 +87,7 @@ impl Store {
         until: DateTime<Utc>,
     ) -> Result<History> {
         let (since, until) = (micros(since), micros(until));
-        let rows: Vec<(String, DateTime<Utc>, String, Option<String>)> = sqlx::query_as(ACTIONS)
-            .persistent(false)
-            .bind(since)
-            .bind(until)
-            .fetch_all(&self.pool)
-            .await?;
-        let actions: Vec<ActionRecord> = rows
-            .into_iter()
-            .filter_map(|(instance, at, action, policy)| {
-                let action = match action.as_str() {
-                    "stop" => EbbAction::Stop,
-                    "hibernate" => EbbAction::Hibernate,
-                    "start" => EbbAction::Start,
-                    _ => return None,
-                };
-                Some(ActionRecord {
-                    instance,
-                    at,
-                    action,
-                    policy,
-                })
-            })
-            .collect();
+        let actions = self.report_actions(since, until).await?;
         let mut first: BTreeMap<&str, DateTime<Utc>> = BTreeMap::new();
         for a in &actions {
             let at = first.entry(&a.instance).or_insert(a.at);
@@ -146,23 +124,7 @@ impl Store {
         named.extend(overrides.iter().map(|(i, ..)| i.as_str()));
         named.sort_unstable();
         named.dedup();
-        let facts: Vec<InstanceRow> = sqlx::query_as(FACTS)
-            .persistent(false)
-            .bind(&named)
-            .fetch_all(&self.pool)
-            .await?;
-        let instances: HashMap<String, InstanceInfo> = facts
-            .into_iter()
-            .map(|(id, region, instance_type, tags, policy)| {
-                let info = InstanceInfo {
-                    region,
-                    instance_type,
-                    tags: tags.0,
-                    policy,
-                };
-                (id, info)
-            })
-            .collect();
+        let instances = self.report_facts(&named).await?;
         Ok(History {
             actions,
             changes,
@@ -177,6 +139,58 @@ impl Store {
                 })
                 .collect(),
         })
+    }
+
+    /// ebb's own stops, hibernations and starts that succeeded in the window, oldest first.
+    async fn report_actions(
+        &self,
+        since: DateTime<Utc>,
+        until: DateTime<Utc>,
+    ) -> Result<Vec<ActionRecord>> {
+        let rows: Vec<(String, DateTime<Utc>, String, Option<String>)> = sqlx::query_as(ACTIONS)
+            .persistent(false)
+            .bind(since)
+            .bind(until)
+            .fetch_all(&self.pool)
+            .await?;
+        Ok(rows
+            .into_iter()
+            .filter_map(|(instance, at, action, policy)| {
+                let action = match action.as_str() {
+                    "stop" => EbbAction::Stop,
+                    "hibernate" => EbbAction::Hibernate,
+                    "start" => EbbAction::Start,
+                    _ => return None,
+                };
+                Some(ActionRecord {
+                    instance,
+                    at,
+                    action,
+                    policy,
+                })
+            })
+            .collect())
+    }
+
+    /// The region, type, tags and policy of each named instance, as last listed.
+    async fn report_facts(&self, named: &[&str]) -> Result<HashMap<String, InstanceInfo>> {
+        let facts: Vec<InstanceRow> = sqlx::query_as(FACTS)
+            .persistent(false)
+            .bind(named)
+            .fetch_all(&self.pool)
+            .await?;
+        Ok(facts
+            .into_iter()
+            .map(|(id, region, instance_type, tags, policy)| {
+                let info = InstanceInfo {
+                    region,
+                    instance_type,
+                    tags: tags.0,
+                    policy,
+                };
+                (id, info)
+            })
+            .collect())
     }
 
     /// The spot migrations in progress at some time in `[since, until)`, as far as their
