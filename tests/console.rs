@@ -920,7 +920,7 @@ async fn overrides_are_made_and_revoked_from_the_instance_page_with_the_apis_rul
         "<label for=\"until\">Keep it until</label>",
         "<label for=\"reason\">Reason</label>",
         "<button type=\"submit\">Keep it</button>",
-        "at most 7days",
+        "at most 7 days",
         "Logged in as <strong>alice</strong>",
     ] {
         assert!(

@@ -141,7 +141,6 @@ async fn render(
         Notice::After { made, revoked } => overrides::done(&overrides, made, revoked),
         Notice::Refused(why) => Some(html! { p.problem role="alert" { (why) } }),
     };
-    let max = humantime::format_duration(state.limits.max_override.to_std().unwrap_or_default());
     Ok(html! {
         (facts(&instance))
         section aria-labelledby="decision" {
@@ -164,7 +163,7 @@ async fn render(
             h2 #overrides { "Overrides" }
             @if let Some(notice) = notice { (notice) }
             @if overrides.is_empty() { p { "None." } } @else { (overrides_table(&overrides, session, now)) }
-            (overrides::controls(&instance, session, form, &max.to_string()))
+            (overrides::controls(&instance, session, form, state.limits.max_override))
         }
         section aria-labelledby="timeline" {
             h2 #timeline { "Timeline" }

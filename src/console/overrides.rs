@@ -169,6 +169,17 @@ fn in_words(err: &api::ApiError) -> String {
     }
 }
 
+/// `d` as people say it: "7 days", "12 hours", "90 minutes".
+fn for_people(d: chrono::Duration) -> String {
+    let minutes = d.num_minutes();
+    let (n, unit) = match minutes {
+        m if m % 1440 == 0 => (m / 1440, "day"),
+        m if m % 60 == 0 => (m / 60, "hour"),
+        m => (m, "minute"),
+    };
+    format!("{n} {unit}{}", if n == 1 { "" } else { "s" })
+}
+
 /// The form that makes an override of `instance`, showing what was typed in `form`.
 pub(super) fn form(instance: &str, session: &Session, form: &OverrideForm, max: &str) -> Markup {
     html! {
@@ -236,14 +247,15 @@ pub(super) fn controls(
     instance: &InstanceRecord,
     session: Option<&Session>,
     typed: &OverrideForm,
-    max: &str,
+    max: chrono::Duration,
 ) -> Markup {
     let back = instance::path(&instance.id);
+    let max = for_people(max);
     html! {
         @match session {
             Some(s) if s.may_override() && instance.gone_at.is_none() => {
                 h3 { "Keep it from being stopped" }
-                (form(&instance.id, s, typed, max))
+                (form(&instance.id, s, typed, &max))
             }
             Some(s) if s.may_override() => {
                 p.note { "The cloud no longer lists it, so no override can be made." }
@@ -264,5 +276,19 @@ pub(super) fn controls(
         @if let Some(s) = session {
             div.session { "Logged in as " strong { (s.caller.name) } ". " (login::logout_form(s)) }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_longest_override_reads_as_people_say_it() {
+        let said = |minutes| for_people(chrono::Duration::minutes(minutes));
+        assert_eq!(said(7 * 1440), "7 days");
+        assert_eq!(said(1440), "1 day");
+        assert_eq!(said(12 * 60), "12 hours");
+        assert_eq!(said(90), "90 minutes");
     }
 }
