@@ -940,6 +940,16 @@ async fn overrides_are_made_and_revoked_from_the_instance_page_with_the_apis_rul
         assert_eq!(status, StatusCode::FORBIDDEN, "{body}");
         assert!(body.contains("nothing was changed"), "{body}");
     }
+    // Nor does a body that is not the form (a script's JSON with the cookie).
+    let json = alice
+        .http
+        .post(format!("{}/instances/i-1/overrides", console.base))
+        .header("cookie", alice.cookie_header())
+        .json(&serde_json::json!({"until": "4h", "reason": "demo", "csrf": csrf}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(json.status(), StatusCode::FORBIDDEN);
     assert!(console.store.all_overrides().await.unwrap().is_empty());
     assert!(audited(&console.store, "i-1", "override").await.is_empty());
 

@@ -209,6 +209,8 @@ async fn the_console_in_chromium_on_the_demo_fleet(pool: PgPool) {
                 "<svg",
                 "State of i-0research01",
                 "GPU utilisation of i-0research01",
+                "Why, now",
+                "governing policy: research-dev-hours",
                 &reason,
                 "Timeline",
             ],

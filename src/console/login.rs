@@ -150,12 +150,10 @@ pub(super) async fn login(
     headers: HeaderMap,
     form: Result<Form<LoginForm>, FormRejection>,
 ) -> Response {
-    let Form(form) = match form {
-        Ok(form) => form,
-        Err(err) => return PageError::bad_request(err.body_text()).into_response(),
-    };
+    // A body that is not the form's carries no CSRF value either.
+    let csrf = form.as_ref().map_or("", |Form(f)| f.csrf.as_str());
     let expected = session::cookie(&headers, LOGIN_COOKIE).unwrap_or_default();
-    if expected.is_empty() || !session::same(expected, &form.csrf) {
+    if expected.is_empty() || !session::same(expected, csrf) {
         return PageError::new(
             StatusCode::FORBIDDEN,
             "This login form did not come from this console, or your browser did not keep its \
@@ -163,6 +161,9 @@ pub(super) async fn login(
         )
         .into_response();
     }
+    let Ok(Form(form)) = form else {
+        return forbidden_form().into_response();
+    };
     let next = session::local_path(form.next.as_deref()).to_string();
     let token = form.token.trim();
     if Caller::of_token(token, &state.tokens).is_none() {

@@ -1,5 +1,5 @@
 //! The web console: server-rendered pages over the API's data, for people reviewing what ebb
-//! did and why. `ebb serve` serves it on the API's listener; it only reads.
+//! did and why. `ebb serve` serves it on the API's listener; the one change it makes is overrides.
 //!
 //! Pages are HTML from `maud` templates compiled into the binary, styled by one stylesheet
 //! served from the binary (`/console.css`): no JavaScript, nothing loaded from elsewhere, so it

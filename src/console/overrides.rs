@@ -90,7 +90,8 @@ pub(super) async fn create(
     let (Path(id), Form(form)) = match (id, form) {
         (Ok(id), Ok(form)) => (id, form),
         (Err(err), _) => return PageError::from(err).into_response(),
-        (_, Err(err)) => return PageError::bad_request(err.body_text()).into_response(),
+        // A body that is not the form's carries no CSRF token either.
+        (_, Err(_)) => return forbidden_form().into_response(),
     };
     let back = instance::path(&id);
     let session = match checked(&headers, &state, &form.csrf, &back) {
@@ -124,7 +125,8 @@ pub(super) async fn revoke(
     let (Path(id), Form(form)) = match (id, form) {
         (Ok(id), Ok(form)) => (id, form),
         (Err(err), _) => return PageError::from(err).into_response(),
-        (_, Err(err)) => return PageError::bad_request(err.body_text()).into_response(),
+        // A body that is not the form's carries no CSRF token either.
+        (_, Err(_)) => return forbidden_form().into_response(),
     };
     let back = instance::path(&form.instance);
     let session = match checked(&headers, &state, &form.csrf, &back) {
