@@ -182,6 +182,7 @@ fn digest(token: &str) -> [u8; 32] {
 
 /// The token a request carries: its name and scopes. Rejects the request with 401 when there
 /// is none or it is unknown.
+#[derive(Debug, Clone)]
 pub struct Caller {
     /// The token's name: the audit actor.
     pub name: String,
@@ -192,8 +193,14 @@ pub struct Caller {
 impl Caller {
     /// The caller's name when its token has `scope`; 403 otherwise.
     pub fn with(self, scope: Scope) -> Result<String, ApiError> {
+        self.allowed(scope)?;
+        Ok(self.name)
+    }
+
+    /// Nothing when its token has `scope`; 403 otherwise.
+    pub fn allowed(&self, scope: Scope) -> Result<(), ApiError> {
         if self.scopes.allow(scope) {
-            Ok(self.name)
+            Ok(())
         } else {
             let needed = match scope {
                 Scope::Read => "read",
@@ -205,6 +212,14 @@ impl Caller {
                 format!("the token {} has no {needed} scope", self.name),
             ))
         }
+    }
+
+    /// The caller whose token is `token`, if it is one of `tokens`.
+    pub fn of_token(token: &str, tokens: &Tokens) -> Option<Caller> {
+        tokens.find(token.trim()).map(|(name, scopes)| Caller {
+            name: name.to_string(),
+            scopes,
+        })
     }
 
     /// The caller of the request with `headers`.

@@ -10,8 +10,10 @@
 //! `{"error": "..."}`.
 
 mod auth;
+mod overrides;
 
-pub use auth::{Scope, Scopes, Tokens, TokensError};
+pub use auth::{Caller, Scope, Scopes, Tokens, TokensError};
+pub use overrides::{make_override, revoke_override};
 
 use crate::checkpoint::Publisher;
 use crate::clock::Clock;
@@ -23,9 +25,8 @@ use crate::store::{
     AuditFilter, InstanceRecord, Outcome, OverrideRecord, PlannedAction, Store, StoreError,
 };
 use crate::when;
-use auth::Caller;
 use axum::extract::rejection::{JsonRejection, PathRejection, QueryRejection};
-use axum::extract::{Path, Query, Request, State};
+use axum::extract::{Query, Request, State};
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
@@ -56,6 +57,9 @@ pub struct ApiLimits {
     pub max_override: chrono::Duration,
     /// How long one request may take before it is answered 503.
     pub request_timeout: Duration,
+    /// The console's login cookie is always `Secure`, not only when a proxy says the request
+    /// came over HTTPS (`X-Forwarded-Proto: https`).
+    pub secure_cookies: bool,
 }
 
 impl Default for ApiLimits {
@@ -64,6 +68,7 @@ impl Default for ApiLimits {
             public_reads: false,
             max_override: chrono::Duration::days(7),
             request_timeout: Duration::from_secs(30),
+            secure_cookies: false,
         }
     }
 }
@@ -108,8 +113,8 @@ pub fn router(state: ApiState) -> Router {
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
         .route("/metrics", get(metrics))
-        .route("/v1/overrides", post(create_override))
-        .route("/v1/overrides/{id}", delete(revoke_override))
+        .route("/v1/overrides", post(overrides::create))
+        .route("/v1/overrides/{id}", delete(overrides::revoke))
         .route("/v1/tick", post(tick))
         .merge(reads)
         .fallback(|| async { ApiError::new(StatusCode::NOT_FOUND, "no such route") })
@@ -162,6 +167,16 @@ impl ApiError {
 
     fn bad_request(message: impl Into<String>) -> Self {
         ApiError::new(StatusCode::BAD_REQUEST, message)
+    }
+
+    /// The response's status.
+    pub fn status(&self) -> StatusCode {
+        self.status
+    }
+
+    /// What is wrong, as the response says it.
+    pub fn message(&self) -> &str {
+        &self.message
     }
 }
 
@@ -497,78 +512,6 @@ async fn report(
     let window = crate::report::Window::parse(since, q.until.as_deref(), state.clock.now())
         .map_err(ApiError::bad_request)?;
     Ok(Json(state.report(window, q.by.as_deref()).await?))
-}
-
-/// `POST /v1/overrides` body.
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct NewOverride {
-    /// The instance to keep.
-    instance: String,
-    /// An RFC 3339 time, or a duration from now (`4h`).
-    until: String,
-    /// Why; recorded in the audit log.
-    reason: String,
-}
-
-async fn create_override(
-    State(state): State<ApiState>,
-    caller: Caller,
-    body: Result<Json<NewOverride>, JsonRejection>,
-) -> ApiResult<(StatusCode, Json<OverrideRecord>)> {
-    let actor = caller.with(Scope::Override)?;
-    let Json(body) = body?;
-    let now = state.clock.now();
-    let until = when::parse_future(&body.until, now)
-        .map_err(|e| ApiError::bad_request(format!("until: {e}")))?;
-    let request = state
-        .store
-        .override_request(
-            &body.instance,
-            until,
-            &body.reason,
-            now,
-            state.limits.max_override,
-        )
-        .await?
-        .map_err(|refused| ApiError::bad_request(refused.to_string()))?;
-    let record = state
-        .store
-        .create_override(
-            &request.instance,
-            request.until,
-            &request.reason,
-            &actor,
-            now,
-        )
-        .await?;
-    publish_checkpoint(&state);
-    Ok((StatusCode::CREATED, Json(record)))
-}
-
-/// Checkpoints the rows a change appended, apart from the request: the answer never waits on
-/// the checkpoint store.
-fn publish_checkpoint(state: &ApiState) {
-    if let Some(publisher) = state.checkpoints.clone() {
-        let (store, now) = (state.store.clone(), state.clock.now());
-        tokio::spawn(async move { publisher.publish(&store, now).await });
-    }
-}
-
-async fn revoke_override(
-    State(state): State<ApiState>,
-    caller: Caller,
-    id: Result<Path<i64>, PathRejection>,
-) -> ApiResult<Json<OverrideRecord>> {
-    let anyones = caller.scopes.allow(Scope::Admin);
-    let actor = caller.with(Scope::Override)?;
-    let Path(id) = id?;
-    let record = state
-        .store
-        .revoke_override(id, &actor, state.clock.now(), anyones)
-        .await?;
-    publish_checkpoint(&state);
-    Ok(Json(record))
 }
 
 /// Asks the leader, on whichever replica, for a tick now.

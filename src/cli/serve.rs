@@ -49,6 +49,11 @@ pub(super) struct ServeArgs {
     /// The longest an override may last.
     #[arg(long, env = "EBB_MAX_OVERRIDE", default_value = "7d", value_parser = humantime::parse_duration)]
     pub(super) max_override: std::time::Duration,
+    /// Mark the console's login cookie `Secure` on every response: set it when a proxy in
+    /// front of ebb terminates TLS (without it, the cookie is `Secure` only on requests the
+    /// proxy marks `X-Forwarded-Proto: https`).
+    #[arg(long, env = "EBB_CONSOLE_SECURE_COOKIES", default_value_t = false, action = clap::ArgAction::Set)]
+    pub(super) console_secure_cookies: bool,
     /// With EBB_CLOUD=sim:FILE: the simulated clock's start, RFC 3339 (default: now).
     #[arg(long, env = "EBB_CLOCK_START", value_name = "TS", value_parser = when::parse_time)]
     pub(super) clock_start: Option<DateTime<Utc>>,
@@ -140,6 +145,7 @@ pub(super) async fn run(args: ServeArgs) -> Result<ExitCode> {
         limits: ApiLimits {
             public_reads: args.api_public_reads,
             max_override: chrono::Duration::from_std(args.max_override)?,
+            secure_cookies: args.console_secure_cookies,
             ..ApiLimits::default()
         },
         retention: serve::Retention {

@@ -1,16 +1,23 @@
 //! `/instances/{id}`: one instance: its facts, latest decision, protections and overrides, its
-//! state over the last 24 hours as a chart with ebb's actions marked, and a timeline of its
-//! state changes and audit rows.
+//! state over the last 24 hours as a chart with ebb's actions marked, what `ebb explain` says
+//! of it now, and a timeline of its state changes and audit rows; and, for a login that may,
+//! the forms that make and revoke its overrides ([`super::overrides`]).
 
 use super::fleet::{decision, protections};
-use super::{maybe_time, ok, scroll, time, Nav, PageError, PageResult};
+use super::overrides::{self, OverrideForm};
+use super::session::Session;
+use super::{
+    explain, layout, maybe_time, ok, percent_encode, scroll, time, Nav, PageError, PageResult,
+};
 use crate::api::ApiState;
 use crate::store::{AuditEntry, AuditFilter, InstanceEvent, InstanceRecord, OverrideRecord};
-use axum::extract::rejection::PathRejection;
-use axum::extract::{Path, State};
-use axum::http::StatusCode;
+use axum::extract::rejection::{PathRejection, QueryRejection};
+use axum::extract::{Path, Query, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{Html, IntoResponse, Response};
 use chrono::{DateTime, Duration, Utc};
 use maud::{html, Markup};
+use serde::Deserialize;
 
 /// The newest audit rows and state changes the timeline shows, of each.
 const TIMELINE: i64 = 500;
@@ -18,22 +25,94 @@ const TIMELINE: i64 = 500;
 /// The span of the state chart.
 const CHART_SPAN: Duration = Duration::hours(24);
 
+/// The instance page's parameters: what a form just changed.
+#[derive(Debug, Default, Deserialize)]
+pub(super) struct InstanceQuery {
+    /// The override just made.
+    made: Option<i64>,
+    /// The override just revoked.
+    revoked: Option<i64>,
+}
+
+/// What the overrides section says above its table.
+pub(super) enum Notice {
+    /// After a change: the overrides made or revoked, by id.
+    After {
+        /// Made.
+        made: Option<i64>,
+        /// Revoked.
+        revoked: Option<i64>,
+    },
+    /// Why a form's change was refused.
+    Refused(String),
+}
+
+/// The path of instance `id`'s page.
+pub(super) fn path(id: &str) -> String {
+    format!("/instances/{}", percent_encode(id))
+}
+
 pub(super) async fn page(
     State(state): State<ApiState>,
+    headers: HeaderMap,
     id: Result<Path<String>, PathRejection>,
+    query: Result<Query<InstanceQuery>, QueryRejection>,
 ) -> PageResult {
     let Path(id) = id?;
+    let Query(query) = query?;
+    let session = Session::of(&headers, &state);
+    let notice = Notice::After {
+        made: query.made,
+        revoked: query.revoked,
+    };
+    let body = render(
+        &state,
+        &id,
+        session.as_ref(),
+        notice,
+        &OverrideForm::default(),
+    )
+    .await?;
+    Ok(ok(&format!("Instance {id}"), Nav::Other, body))
+}
+
+/// The page of instance `id` answered with `status`, the overrides section saying `notice`
+/// and its form showing `form`: a form's post that was refused.
+pub(super) async fn answer(
+    state: &ApiState,
+    id: &str,
+    session: Option<&Session>,
+    notice: Notice,
+    form: OverrideForm,
+    status: StatusCode,
+) -> Response {
+    match render(state, id, session, notice, &form).await {
+        Ok(body) => {
+            let page = layout(&format!("Instance {id}"), Nav::Other, body);
+            (status, Html(page.into_string())).into_response()
+        }
+        Err(err) => err.into_response(),
+    }
+}
+
+async fn render(
+    state: &ApiState,
+    id: &str,
+    session: Option<&Session>,
+    notice: Notice,
+    form: &OverrideForm,
+) -> Result<Markup, PageError> {
     let store = &state.store;
-    let Some(instance) = store.instance(&id).await? else {
+    let Some(instance) = store.instance(id).await? else {
         return Err(PageError::new(
             StatusCode::NOT_FOUND,
             format!("ebb knows no instance {id}: it has never been listed in a synced region."),
         ));
     };
     let now = state.clock.now();
-    let events = store.instance_events(&id, TIMELINE).await?;
+    let events = store.instance_events(id, TIMELINE).await?;
     let filter = AuditFilter {
-        instance: Some(id.clone()),
+        instance: Some(id.to_string()),
         ..AuditFilter::default()
     };
     let audit = store.audit_page(&filter, None, TIMELINE).await?;
@@ -47,17 +126,22 @@ pub(super) async fn page(
     let active = overrides
         .iter()
         .find(|o| o.revoked_at.is_none() && o.until > now);
-    let readings = store.gpu_readings(&id, now - CHART_SPAN, now).await?;
+    let readings = store.gpu_readings(id, now - CHART_SPAN, now).await?;
+    let loaded = state.policies.current().await.ok();
+    let set = loaded.as_ref().map(|l| &*l.set);
     // The idle threshold of the policy that governed it at the last decision, as loaded now.
-    let threshold = state.policies.current().await.ok().and_then(|loaded| {
-        let policy = loaded
-            .set
+    let threshold = set.and_then(|set| {
+        let policy = set
             .policies
             .iter()
             .find(|p| instance.policy.as_ref() == Some(&p.name))?;
         policy.idle.as_ref().map(|rule| rule.gpu_below)
     });
-    let body = html! {
+    let notice = match notice {
+        Notice::After { made, revoked } => overrides::done(&overrides, made, revoked),
+        Notice::Refused(why) => Some(html! { p.problem role="alert" { (why) } }),
+    };
+    Ok(html! {
         (facts(&instance))
         section aria-labelledby="decision" {
             h2 #decision { "Latest decision" }
@@ -69,22 +153,24 @@ pub(super) async fn page(
             h3 { "Protections" }
             (protections(&instance, active))
         }
+        (explain::section(&instance, &readings, set, &overrides, now))
         section aria-labelledby="chart" {
             h2 #chart { "The last 24 hours" }
             (super::chart::states(&instance, &events, &audit, now - CHART_SPAN, now))
-            (super::gpu_chart::gpu(&id, &readings, threshold, &audit, now - CHART_SPAN, now))
+            (super::gpu_chart::gpu(id, &readings, threshold, &audit, now - CHART_SPAN, now))
         }
         section aria-labelledby="overrides" {
             h2 #overrides { "Overrides" }
-            @if overrides.is_empty() { p { "None." } } @else { (overrides_table(&overrides, now)) }
+            @if let Some(notice) = notice { (notice) }
+            @if overrides.is_empty() { p { "None." } } @else { (overrides_table(&overrides, session, now)) }
+            (overrides::controls(&instance, session, form, state.limits.max_override))
         }
         section aria-labelledby="timeline" {
             h2 #timeline { "Timeline" }
             p.note { "Newest first: state changes ebb saw, and the audit rows about this instance." }
             (timeline(&instance, &events, &audit))
         }
-    };
-    Ok(ok(&format!("Instance {id}"), Nav::Other, body))
+    })
 }
 
 fn facts(i: &InstanceRecord) -> Markup {
@@ -113,7 +199,11 @@ fn facts(i: &InstanceRecord) -> Markup {
     }
 }
 
-fn overrides_table(list: &[OverrideRecord], now: DateTime<Utc>) -> Markup {
+fn overrides_table(
+    list: &[OverrideRecord],
+    session: Option<&Session>,
+    now: DateTime<Utc>,
+) -> Markup {
     scroll(
         "Overrides",
         html! {
@@ -126,6 +216,9 @@ fn overrides_table(list: &[OverrideRecord], now: DateTime<Utc>) -> Markup {
                         th scope="col" { "Made by" }
                         th scope="col" { "Made" }
                         th scope="col" { "Status" }
+                        @if session.is_some_and(Session::may_override) {
+                            th scope="col" { span.visually-hidden { "Revoke" } }
+                        }
                     }
                 }
                 tbody {
@@ -141,6 +234,9 @@ fn overrides_table(list: &[OverrideRecord], now: DateTime<Utc>) -> Markup {
                                     "revoked " (time(at))
                                     @if let Some(by) = &o.revoked_by { " by " (by) }
                                 } @else if o.until <= now { "expired" } @else { "active" }
+                            }
+                            @if session.is_some_and(Session::may_override) {
+                                td { (overrides::revoke_button(o, session, now)) }
                             }
                         }
                     }

@@ -1,25 +1,31 @@
 //! The web console: server-rendered pages over the API's data, for people reviewing what ebb
-//! did and why. `ebb serve` serves it on the API's listener; it only reads.
+//! did and why. `ebb serve` serves it on the API's listener; the one change it makes is overrides.
 //!
 //! Pages are HTML from `maud` templates compiled into the binary, styled by one stylesheet
 //! served from the binary (`/console.css`): no JavaScript, nothing loaded from elsewhere, so it
-//! works in an air-gapped cluster. Times are in UTC. Reads are as open as the API's.
+//! works in an air-gapped cluster. Times are in UTC. Reads are as open as the API's; a
+//! browser logs in with an API token ([`login`], [`session`]) to read private pages and, with
+//! the `override` scope, to make and revoke overrides from an instance's page.
 
 mod audit;
 mod chart;
+mod explain;
 mod fleet;
 mod gpu_chart;
 mod instance;
+mod login;
 mod migrations;
+mod overrides;
 mod policies;
 mod savings;
+mod session;
 
 use crate::api::{self, ApiState};
 use crate::store::StoreError;
 use axum::extract::rejection::{PathRejection, QueryRejection};
 use axum::http::{header, StatusCode};
 use axum::response::{Html, IntoResponse, Response};
-use axum::routing::get;
+use axum::routing::{get, post};
 use axum::Router;
 use chrono::{DateTime, SecondsFormat, Utc};
 use maud::{html, Markup, DOCTYPE};
@@ -41,11 +47,21 @@ pub fn router(state: ApiState) -> Router {
         .route("/policies", get(policies::page))
         .route_layer(axum::middleware::from_fn_with_state(
             state.clone(),
-            api::require_read,
+            session::require_read,
         ))
+        .merge(forms())
         .route("/console.css", get(stylesheet))
         .with_state(state);
     api::bounded(pages, &limits)
+}
+
+/// Logging in and out, and the override forms: each checks its own login and CSRF token.
+fn forms() -> Router<ApiState> {
+    Router::new()
+        .route("/login", get(login::page).post(login::login))
+        .route("/logout", post(login::logout))
+        .route("/instances/{id}/overrides", post(overrides::create))
+        .route("/overrides/{id}/revoke", post(overrides::revoke))
 }
 
 async fn stylesheet() -> impl IntoResponse {
