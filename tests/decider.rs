@@ -6,7 +6,7 @@ use chrono::{DateTime, Duration, Utc};
 use ebb::engine::{self, Brief, Decider, InstanceFacts, Prior};
 use ebb::fleet::{Fleet, InstanceState, Sample};
 use std::collections::HashMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 fn root() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -48,7 +48,7 @@ fn fleet_at(
 
 #[test]
 fn the_replays_decider_decides_as_decide_does_tick_after_tick() {
-    let set = ebb::policy::load(&[PathBuf::from(root().join("policies"))]).unwrap();
+    let set = ebb::policy::load(&[root().join("policies")]).unwrap();
     let (base, behaviours) =
         ebb::snapshot::load_simulation(&root().join("deploy/demo-fleet.yaml")).unwrap();
     // Some instances stopped by ebb, some started by it, some notified, as a replay leaves them.
