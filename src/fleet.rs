@@ -174,6 +174,12 @@ impl Tags {
         None
     }
 
+    /// Whether `other` is a copy of these tags, sharing their buffer, and so holds the same
+    /// ones (a `false` says nothing). Buffers are never changed in place.
+    pub fn shares_buffer(&self, other: &Tags) -> bool {
+        Arc::ptr_eq(&self.text, &other.text) && Arc::ptr_eq(&self.ends, &other.ends)
+    }
+
     /// The tags, in key order.
     pub fn iter(&self) -> TagsIter<'_> {
         TagsIter {

@@ -13,7 +13,7 @@ use crate::replay::{InstanceOutcome, Options, Recording, Replayer, Report};
 use crate::store::Store;
 use crate::{policy, snapshot, when};
 use anyhow::{bail, Context as _, Result};
-use chrono::{DateTime, Utc};
+use chrono::{DateTime, NaiveDate, NaiveTime, Utc};
 use clap::ValueEnum;
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
@@ -325,6 +325,7 @@ fn read_utilisation(
     }
     let mut done: HashSet<String> = HashSet::new();
     let mut current: Option<(&Instance, Vec<Sample>)> = None;
+    let mut times = TimeReader::default();
     let mut row = csv::StringRecord::new();
     loop {
         let more = reader.read_record(&mut row).map_err(|e| {
@@ -354,13 +355,9 @@ fn read_utilisation(
             };
             current = Some((inst, Vec::new()));
         }
-        let at = DateTime::parse_from_rfc3339(time)
-            .map(|t| t.with_timezone(&Utc))
-            .map_err(|_| {
-                anyhow::anyhow!(
-                    "{file}:{line}: \"{time}\" is not an RFC 3339 time (like 2026-11-30T20:05:00Z)"
-                )
-            })?;
+        let at = times.read(time).with_context(|| {
+            format!("{file}:{line}: \"{time}\" is not an RFC 3339 time (like 2026-11-30T20:05:00Z)")
+        })?;
         let percent = util
             .parse::<f64>()
             .ok()
@@ -376,4 +373,109 @@ fn read_utilisation(
         each(recording(inst, samples))?;
     }
     Ok(())
+}
+
+/// Reads the times of the CSV: the form `ebb metrics export` and the workload generator write
+/// (`2026-11-30T20:05:00Z`) directly, its date worked out once for all the rows of a day; any
+/// other by chrono's RFC 3339 parser. A recording holds millions of times, and this is most of
+/// the time it takes to read.
+#[derive(Default)]
+struct TimeReader {
+    /// The last date read in the direct form, as written and as a date.
+    day: Option<([u8; 10], NaiveDate)>,
+}
+
+impl TimeReader {
+    /// `text` as a time, if it is an RFC 3339 time.
+    fn read(&mut self, text: &str) -> Option<DateTime<Utc>> {
+        self.direct(text.as_bytes()).or_else(|| {
+            DateTime::parse_from_rfc3339(text)
+                .ok()
+                .map(|t| t.with_timezone(&Utc))
+        })
+    }
+
+    /// `YYYY-MM-DDTHH:MM:SSZ` with a valid date and time (no leap second); `None` for
+    /// anything else, which chrono then reads or refuses.
+    fn direct(&mut self, text: &[u8]) -> Option<DateTime<Utc>> {
+        let [date @ .., b'T', h1, h2, b':', m1, m2, b':', s1, s2, b'Z'] = text else {
+            return None;
+        };
+        let date: &[u8; 10] = date.try_into().ok()?;
+        let day = match self.day {
+            Some((written, day)) if written == *date => day,
+            _ => {
+                let [y1, y2, y3, y4, b'-', mo1, mo2, b'-', d1, d2] = *date else {
+                    return None;
+                };
+                let day = NaiveDate::from_ymd_opt(
+                    i32::try_from(digits(&[y1, y2, y3, y4])?).ok()?,
+                    digits(&[mo1, mo2])?,
+                    digits(&[d1, d2])?,
+                )?;
+                self.day = Some((*date, day));
+                day
+            }
+        };
+        let time = NaiveTime::from_hms_opt(
+            digits(&[*h1, *h2])?,
+            digits(&[*m1, *m2])?,
+            digits(&[*s1, *s2])?,
+        )?;
+        Some(day.and_time(time).and_utc())
+    }
+}
+
+/// The number ASCII digits `text` write, if they are all digits.
+fn digits(text: &[u8]) -> Option<u32> {
+    text.iter().try_fold(0, |n, &c| {
+        c.is_ascii_digit().then(|| n * 10 + u32::from(c - b'0'))
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn times_read_directly_are_the_ones_chrono_reads() {
+        let mut reader = TimeReader::default();
+        for text in [
+            "2026-11-30T20:05:00Z",
+            "2026-11-30T23:59:59Z",
+            "2026-12-01T00:00:00Z",
+            "2024-02-29T12:00:00Z",
+            "1999-01-01T00:00:00Z",
+        ] {
+            let chrono = DateTime::parse_from_rfc3339(text)
+                .unwrap()
+                .with_timezone(&Utc);
+            assert_eq!(reader.direct(text.as_bytes()), Some(chrono), "{text}");
+            assert_eq!(reader.read(text), Some(chrono), "{text}");
+        }
+        // Other forms go to chrono, which reads them or refuses them.
+        for text in [
+            "2026-11-30T21:05:00+01:00",
+            "2026-11-30T20:05:00.5Z",
+            "2026-11-30t20:05:00z",
+            "2026-11-30T23:59:60Z",
+        ] {
+            assert_eq!(reader.direct(text.as_bytes()), None, "{text}");
+            let chrono = DateTime::parse_from_rfc3339(text)
+                .ok()
+                .map(|t| t.with_timezone(&Utc));
+            assert_eq!(reader.read(text), chrono, "{text}");
+        }
+        for text in [
+            "2026-02-30T20:05:00Z",
+            "2026-11-30T24:00:00Z",
+            "2026-11-30T20:60:00Z",
+            "2026-1a-30T20:05:00Z",
+            "+026-11-30T20:05:00Z",
+            "monday",
+            "",
+        ] {
+            assert_eq!(reader.read(text), None, "{text}");
+        }
+    }
 }

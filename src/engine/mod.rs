@@ -15,6 +15,7 @@ pub use rules::{tags_forbid_stop, RECENT};
 
 use crate::fleet::{Fleet, Instance};
 use crate::policy::{Policy, PolicySet};
+use crate::schedule::ScheduleStatus;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
@@ -274,6 +275,18 @@ pub struct Decision {
     pub stop_at: Option<DateTime<Utc>>,
 }
 
+/// A [`Decision`] without the instance's names and the reason: what `ebb replay` needs to
+/// carry it out on its modelled fleet.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Brief {
+    /// What to do.
+    pub action: Action,
+    /// Stable machine code.
+    pub code: Code,
+    /// For `notify`: when the announced stop will happen.
+    pub stop_at: Option<DateTime<Utc>>,
+}
+
 /// What ebb remembers about an instance (from Postgres, or a snapshot file).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct InstanceFacts {
@@ -349,7 +362,7 @@ impl Prior {
 /// instance is tagged `ebb:skip=true`, nothing matches, or several match at the top priority.
 /// The same choice [`decide`] makes, without deciding: a tick uses it to know what to read.
 pub fn governing_policy<'p>(policies: &'p PolicySet, instance: &Instance) -> Option<&'p Policy> {
-    rules::governing(policies, instance, &mut rules::Trace::Off)
+    rules::governing(policies, instance, false, &mut rules::Trace::Off)
         .ok()
         .map(|(_, policy)| policy)
 }
@@ -391,6 +404,116 @@ pub fn decide(
             })
             .collect()
     })
+}
+
+/// Decides at successive times under one policy set, as `ebb replay` does at every tick of a
+/// month: the verdicts [`decide`] makes, without the reason text that nothing there shows, and
+/// with each policy's work hours worked out again only once they may have changed.
+pub struct Decider<'p> {
+    policies: &'p PolicySet,
+    /// Each policy's work hours (`None` without work hours), as at every instant of `held`.
+    hours: Vec<Option<ScheduleStatus>>,
+    /// `[from, until)`, where `hours` hold; `None` before the first decision.
+    held: Option<(DateTime<Utc>, DateTime<Utc>)>,
+    /// For each instance of the last fleet, by position: its governing policy, which changes
+    /// only with its tags, region or type (and tags change rarely: a notice, a migration).
+    governed: Vec<Governed>,
+}
+
+/// The governing policy's position (or why none governs), and what it was found from.
+struct Governed {
+    /// A copy of the tags (it keeps their buffer, so a fleet sharing it has these tags).
+    tags: crate::fleet::Tags,
+    region: String,
+    instance_type: String,
+    position: Result<usize, Code>,
+}
+
+impl Governed {
+    /// Whether this holds for `inst`: the same tags, region and type.
+    fn holds_for(&self, inst: &Instance) -> bool {
+        self.tags.shares_buffer(&inst.tags)
+            && self.region == inst.region
+            && self.instance_type == inst.instance_type
+    }
+}
+
+impl<'p> Decider<'p> {
+    /// A decider under `policies`.
+    pub fn new(policies: &'p PolicySet) -> Self {
+        Decider {
+            policies,
+            hours: Vec::new(),
+            held: None,
+            governed: Vec::new(),
+        }
+    }
+
+    /// What to do with every instance of `fleet` at `now`, in fleet order, on one thread.
+    pub fn decide(&mut self, now: DateTime<Utc>, fleet: &Fleet, prior: &Prior) -> Vec<Brief> {
+        if !self
+            .held
+            .is_some_and(|(from, until)| from <= now && now < until)
+        {
+            self.hours = self
+                .policies
+                .policies
+                .iter()
+                .map(|p| p.work_hours.as_ref().map(|wh| wh.schedule.status(now)))
+                .collect();
+            self.held = Some((now, held_until(&self.hours, now)));
+        }
+        let ctx =
+            rules::Context::without_reasons(now, self.policies, self.hours.clone(), fleet, prior);
+        let (policies, governed) = (self.policies, &mut self.governed);
+        governed.truncate(fleet.instances.len());
+        fleet
+            .instances
+            .iter()
+            .enumerate()
+            .map(|(n, inst)| {
+                let position = match governed.get(n) {
+                    Some(g) if g.holds_for(inst) => g.position,
+                    _ => {
+                        let found = Governed {
+                            tags: inst.tags.clone(),
+                            region: inst.region.clone(),
+                            instance_type: inst.instance_type.clone(),
+                            position: rules::governing_position(policies, inst),
+                        };
+                        let position = found.position;
+                        match governed.get_mut(n) {
+                            Some(g) => *g = found,
+                            None => governed.push(found),
+                        }
+                        position
+                    }
+                };
+                ctx.brief(inst, position)
+            })
+            .collect()
+    }
+}
+
+/// Until when `hours`, worked out at `now`, hold. A status holds until its next transition:
+/// between two transitions the last is the same and so is the next. Not past the horizon's
+/// reach from the last transition (beyond it `since` would become unknown), and only at `now`
+/// when a transition is not known on both sides.
+fn held_until(hours: &[Option<ScheduleStatus>], now: DateTime<Utc>) -> DateTime<Utc> {
+    let reach = chrono::Duration::days(crate::schedule::HORIZON_DAYS - 1);
+    hours
+        .iter()
+        .flatten()
+        .map(|st| match (st.since, st.next) {
+            (Some(since), Some(next)) => since
+                .checked_add_signed(reach)
+                .map_or(next, |r| r.min(next)),
+            _ => now
+                .checked_add_signed(chrono::Duration::nanoseconds(1))
+                .unwrap_or(now),
+        })
+        .min()
+        .unwrap_or(DateTime::<Utc>::MAX_UTC)
 }
 
 /// The decision for one instance, with its trace; used by [`explain`].

@@ -5,9 +5,10 @@
 //! Pure, like the engine it runs: the recording and the snapshot come in as values, the
 //! measures go out as numbers. Instances are replayed a chunk at a time (decisions are per
 //! instance, so a chunk needs nothing of the others), each chunk tick by tick on virtual time
-//! with the real [`engine::decide`], each decision's action applied to a modelled fleet
-//! (`model`). Demand is a sample at or above the busy threshold; a sample stands for the time
-//! until the next one, at most [`RECENT`] (the engine's coverage rule).
+//! with the real engine ([`engine::Decider`]: `decide`'s verdicts, without the reason text),
+//! each decision's action applied to a modelled fleet (`model`). Demand is a sample at or
+//! above the busy threshold; a sample stands for the time until the next one, at most
+//! [`RECENT`] (the engine's coverage rule).
 
 mod model;
 mod report;

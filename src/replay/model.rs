@@ -3,7 +3,7 @@
 //! tick after the recording shows demand on it.
 
 use super::{demand_soon, settled, BusyCursor, Options, Recording, Span, Tally};
-use crate::engine::{self, Action, Decision, InstanceFacts, Prior, RECENT};
+use crate::engine::{self, Action, Brief, Decider, InstanceFacts, Prior, RECENT};
 use crate::fleet::{Fleet, Instance, InstanceState, Lifecycle, Prices, Sample};
 use crate::names::{MIGRATION_TAG, STOP_AT_TAG};
 use crate::policy::PolicySet;
@@ -12,6 +12,9 @@ use chrono::{DateTime, Duration, SecondsFormat, Utc};
 /// The replacement a modelled spot move launches is tagged as a migration's: what the engine
 /// then knows it cannot stop (a one-time spot instance), as in production.
 const MIGRATION_ID: &str = "replay";
+
+/// How many samples older than the engine looks at an instance's view may hold.
+const STALE_BATCH: usize = 64;
 
 /// What the replay tracks of one instance beside the engine's view of it.
 struct Modelled<'r> {
@@ -72,14 +75,16 @@ pub(super) fn run(
         })
         .collect();
     let mut person_started = vec![false; chunk.len()];
+    let mut decider = Decider::new(set);
     let mut t = o.from;
     while t < o.to {
         for (i, (m, view)) in models.iter_mut().zip(&mut fleet.instances).enumerate() {
             person_started[i] = m.person_start(view, t, prior);
             m.show_samples(view, t, lookback);
         }
-        let decisions = engine::decide(t, set, &fleet, prior);
+        let decisions = decider.decide(t, &fleet, prior);
         let end = (t + o.tick).min(o.to);
+        let length = (end - t).num_seconds();
         for (i, ((m, view), d)) in models
             .iter_mut()
             .zip(&mut fleet.instances)
@@ -90,7 +95,7 @@ pub(super) fn run(
             if !person_started[i] {
                 m.apply(d, view, t, set, prices, prior);
             }
-            m.account(view.state, t, end);
+            m.account(view.state, t, end, length);
         }
         t = end;
     }
@@ -139,14 +144,19 @@ impl Modelled<'_> {
             }
             self.next_sample += 1;
         }
-        let old = view.gpu_util.partition_point(|s| s.at < t - lookback);
-        view.gpu_util.drain(..old);
+        // The engine looks no further back than `lookback`: older samples change nothing, and
+        // are let go a batch at a time rather than moving the others at every tick.
+        let since = t - lookback;
+        let old = view.gpu_util.partition_point(|s| s.at < since);
+        if old >= STALE_BATCH {
+            view.gpu_util.drain(..old);
+        }
     }
 
     /// Carries out `d` on the modelled instance, and remembers what ebb would.
     fn apply(
         &mut self,
-        d: &Decision,
+        d: &Brief,
         view: &mut Instance,
         t: DateTime<Utc>,
         set: &PolicySet,
@@ -196,9 +206,8 @@ impl Modelled<'_> {
         }
     }
 
-    /// Counts `[t, end)` in the state the tick left the instance in.
-    fn account(&mut self, state: InstanceState, t: DateTime<Utc>, end: DateTime<Utc>) {
-        let length = (end - t).num_seconds();
+    /// Counts `[t, end)`, `length` seconds, in the state the tick left the instance in.
+    fn account(&mut self, state: InstanceState, t: DateTime<Utc>, end: DateTime<Utc>, length: i64) {
         let busy = self.busy.overlap(t, end).num_seconds();
         match state {
             InstanceState::Running => {

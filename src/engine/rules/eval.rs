@@ -65,6 +65,11 @@ impl Eval<'_> {
         local(t, self.tz(), self.now())
     }
 
+    /// The reason text `text` makes, or an empty one in a pass that writes no reasons.
+    pub(super) fn text(&self, text: impl FnOnce() -> String) -> String {
+        self.ctx.text(text)
+    }
+
     /// The verdict for the instance, by its state.
     pub(super) fn run(&self, trace: &mut Trace) -> Verdict {
         if let (Some(wh), Some(st)) = (&self.policy.work_hours, self.status) {
@@ -77,18 +82,20 @@ impl Eval<'_> {
             return verdict(
                 Action::None,
                 Code::Migrating,
-                format!("spot migration {id} is under way (see ebb migrations)"),
+                self.text(|| format!("spot migration {id} is under way (see ebb migrations)")),
             );
         }
         match self.inst.state {
-            InstanceState::Terminated => {
-                verdict(Action::None, Code::Terminated, "terminated".into())
-            }
+            InstanceState::Terminated => verdict(
+                Action::None,
+                Code::Terminated,
+                self.text(|| "terminated".into()),
+            ),
             InstanceState::Pending | InstanceState::Stopping | InstanceState::ShuttingDown => {
                 verdict(
                     Action::None,
                     Code::InTransition,
-                    format!("{}; waiting for it to settle", self.inst.state.as_str()),
+                    self.text(|| format!("{}; waiting for it to settle", self.inst.state.as_str())),
                 )
             }
             InstanceState::Stopped => self.stopped(trace),
@@ -232,9 +239,9 @@ impl Eval<'_> {
                     (None, Some(role)) => verdict(
                         Action::None,
                         Code::SpotOtherAccount,
-                        format!(
+                        self.text(|| format!(
                             "{reason}; but it is in another account (listed through role {role}): ebb moves only instances of its own account to spot"
-                        ),
+                        )),
                     ),
                     (None, None) => verdict(Action::MigrateToSpot, Code::SpotSavings, reason),
                 })
@@ -249,14 +256,16 @@ impl Eval<'_> {
     /// Running in the lead time before an opening: not stopped for being outside hours.
     fn kept_for_opening(&self) -> Verdict {
         let lead = self.policy.work_hours.as_ref().map(|wh| wh.start_ahead);
-        let open = self.opening_ahead().map_or(String::new(), |t| self.at(t));
         verdict(
             Action::None,
             Code::StartAheadKept,
-            format!(
-                "outside work hours, but they open {open} and start_ahead is {}: kept running for the opening",
-                span(lead.unwrap_or_default())
-            ),
+            self.text(|| {
+                let open = self.opening_ahead().map_or(String::new(), |t| self.at(t));
+                format!(
+                    "outside work hours, but they open {open} and start_ahead is {}: kept running for the opening",
+                    span(lead.unwrap_or_default())
+                )
+            }),
         )
     }
 
@@ -266,22 +275,25 @@ impl Eval<'_> {
             (true, _) => verdict(
                 Action::None,
                 Code::OutsideHoursKept,
-                "outside work hours; outside_hours is none".into(),
+                self.text(|| "outside work hours; outside_hours is none".into()),
             ),
             (false, Some(st)) if !st.in_hours => self.kept_for_opening(),
             (false, Some(st)) => {
-                let close = st
-                    .next
-                    .map_or(String::new(), |t| format!(" (close {})", self.at(t)));
-                verdict(Action::None, Code::InHours, format!("in work hours{close}"))
+                let reason = self.text(|| {
+                    let close = st
+                        .next
+                        .map_or(String::new(), |t| format!(" (close {})", self.at(t)));
+                    format!("in work hours{close}")
+                });
+                verdict(Action::None, Code::InHours, reason)
             }
             (false, None) => verdict(
                 Action::None,
                 Code::NoRuleApplies,
-                match not_spot {
+                self.text(|| match not_spot {
                     Some(why) => format!("running; not moved to spot: {why}"),
                     None => "running; no rule asks for a change".into(),
-                },
+                }),
             ),
         }
     }

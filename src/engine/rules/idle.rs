@@ -4,19 +4,20 @@ use super::text::{percent_text, span};
 use super::{verdict, Action, Code, Eval, Trace, Verdict, RECENT};
 use crate::fleet::Sample;
 use crate::policy::{IdleAction, IdleRule, MissingMetrics};
-use chrono::{DateTime, Utc};
+use chrono::{DateTime, Duration, Utc};
 
 impl Eval<'_> {
     /// The newest sample at or above `threshold` in the last [`RECENT`], ignoring samples after
     /// now.
     pub(super) fn busy_sample(&self, threshold: f64) -> Option<(DateTime<Utc>, f64)> {
         let now = self.now();
+        let since = now - RECENT;
         self.inst
             .gpu_util
             .iter()
             .rev()
             .filter(|s| s.at <= now)
-            .take_while(|s| s.at >= now - RECENT)
+            .take_while(|s| s.at >= since)
             .find(|s| s.percent >= threshold)
             .map(|s| (s.at, s.percent))
     }
@@ -35,11 +36,13 @@ impl Eval<'_> {
         };
         if let Some(started) = self.inst.launched_at {
             if started + rule.grace_after_start > now {
-                let why = format!(
-                    "idle rule: started {}, within grace_after_start {}",
-                    self.at(started),
-                    span(rule.grace_after_start)
-                );
+                let why = self.text(|| {
+                    format!(
+                        "idle rule: started {}, within grace_after_start {}",
+                        self.at(started),
+                        span(rule.grace_after_start)
+                    )
+                });
                 trace.note(|| why.clone());
                 return Err((Code::IdleGrace, why));
             }
@@ -47,9 +50,9 @@ impl Eval<'_> {
         if let Some(unread) = self.gpu_unread() {
             // A failed read is not an empty one: `missing_metrics` is only for a read that
             // found too little data.
-            let why = format!(
+            let why = self.text(|| format!(
                 "GPU utilisation could not be read ({unread}): idle or not is unknown, so no idle stop"
-            );
+            ));
             trace.note(|| {
                 format!(
                     "idle rule ({}% for {}): {why}, whatever missing_metrics says",
@@ -68,30 +71,31 @@ impl Eval<'_> {
                 coverage.describe(self)
             )
         });
-        let window = span(rule.window);
+        let window = || span(rule.window);
         match coverage {
             Coverage::Busy { at, percent } => Err((
                 Code::NotIdle,
-                format!("GPU at {}% at {}, not below {}% for {window}", percent_text(percent), self.at(at), rule.gpu_below),
+                self.text(|| format!("GPU at {}% at {}, not below {}% for {}", percent_text(percent), self.at(at), rule.gpu_below, window())),
             )),
             Coverage::Idle { samples, max } => Ok(verdict(
                 action,
                 Code::Idle,
-                format!(
-                    "GPU idle: {samples} samples over the last {window}, max {}% < {}%",
+                self.text(|| format!(
+                    "GPU idle: {samples} samples over the last {}, max {}% < {}%",
+                    window(),
                     percent_text(max),
                     rule.gpu_below
-                ),
+                )),
             )),
             Coverage::Missing(why) => match rule.missing_metrics {
                 MissingMetrics::Idle => Ok(verdict(
                     action,
                     Code::IdleMetricsMissing,
-                    format!("GPU metrics incomplete ({why}) and missing_metrics is idle; no sample ≥ {}%", rule.gpu_below),
+                    self.text(|| format!("GPU metrics incomplete ({why}) and missing_metrics is idle; no sample ≥ {}%", rule.gpu_below)),
                 )),
                 MissingMetrics::Busy => Err((
                     Code::MetricsMissing,
-                    format!("GPU metrics incomplete ({why}); counted as busy"),
+                    self.text(|| format!("GPU metrics incomplete ({why}); counted as busy")),
                 )),
             },
         }
@@ -116,7 +120,32 @@ pub enum Coverage {
         max: f64,
     },
     /// No sample at or above the threshold, but the window is not covered; why.
-    Missing(String),
+    Missing(Gap),
+}
+
+/// Why samples do not cover an idle rule's window; written out only for a reason, so that a
+/// replay, which shows none, formats nothing.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Gap {
+    /// No samples in the window, this long.
+    NoSamples(Duration),
+    /// The first sample is this long after the window starts.
+    LateFirst(Duration),
+    /// Two samples this far apart.
+    Between(Duration),
+    /// The newest sample is this old.
+    Stale(Duration),
+}
+
+impl std::fmt::Display for Gap {
+    fn fmt(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        match *self {
+            Gap::NoSamples(window) => write!(f, "no samples in the last {}", span(window)),
+            Gap::LateFirst(d) => write!(f, "first sample {} after the window starts", span(d)),
+            Gap::Between(d) => write!(f, "a gap of {} in the samples", span(d)),
+            Gap::Stale(d) => write!(f, "newest sample {} old", span(d)),
+        }
+    }
 }
 
 impl Coverage {
@@ -146,22 +175,16 @@ pub fn idle_coverage(samples: &[Sample], now: DateTime<Utc>, rule: &IdleRule) ->
         };
     }
     let (Some(first), Some(last)) = (window.first(), window.last()) else {
-        return Coverage::Missing(format!("no samples in the last {}", span(rule.window)));
+        return Coverage::Missing(Gap::NoSamples(rule.window));
     };
     if first.at - start > RECENT {
-        return Coverage::Missing(format!(
-            "first sample {} after the window starts",
-            span(first.at - start)
-        ));
+        return Coverage::Missing(Gap::LateFirst(first.at - start));
     }
     if let Some(w) = window.windows(2).find(|w| w[1].at - w[0].at > RECENT) {
-        return Coverage::Missing(format!(
-            "a gap of {} in the samples",
-            span(w[1].at - w[0].at)
-        ));
+        return Coverage::Missing(Gap::Between(w[1].at - w[0].at));
     }
     if now - last.at > RECENT {
-        return Coverage::Missing(format!("newest sample {} old", span(now - last.at)));
+        return Coverage::Missing(Gap::Stale(now - last.at));
     }
     Coverage::Idle {
         samples: window.len(),

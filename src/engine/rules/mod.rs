@@ -16,7 +16,7 @@ mod text;
 
 pub use protection::tags_forbid_stop;
 
-use super::{Action, Code, Decision, InstanceFacts, Prior};
+use super::{Action, Brief, Code, Decision, InstanceFacts, Prior};
 use crate::fleet::{Fleet, Instance, InstanceState, Lifecycle, Prices};
 use crate::names::{MIGRATION_TAG, SKIP_TAG, STOP_AT_TAG};
 use crate::policy::{Policy, PolicySet};
@@ -62,6 +62,9 @@ pub struct Context<'a> {
     prices: &'a Prices,
     gpu_unread: &'a HashMap<String, Arc<str>>,
     prior: &'a Prior,
+    /// Whether verdicts carry their reason text; without it (a replay, which prints none) they
+    /// are the same verdicts with an empty reason.
+    reasons: bool,
 }
 
 /// The outcome of a rule before it becomes a [`Decision`].
@@ -70,6 +73,15 @@ pub(super) struct Verdict {
     code: Code,
     reason: String,
     stop_at: Option<DateTime<Utc>>,
+}
+
+/// The reason text `text` makes when `reasons` are written, otherwise an empty one (which
+/// allocates nothing).
+fn reason(reasons: bool, text: impl FnOnce() -> String) -> String {
+    match reasons {
+        true => text(),
+        false => String::new(),
+    }
 }
 
 fn verdict(action: Action, code: Code, reason: String) -> Verdict {
@@ -101,12 +113,39 @@ impl<'a> Context<'a> {
             prices: &fleet.prices,
             gpu_unread: &fleet.gpu_unread,
             prior,
+            reasons: true,
         }
+    }
+
+    /// A pass that writes no reasons, with `statuses` the schedules' status at `now` (one for
+    /// each policy, `None` for one without work hours), as [`Context::new`] works them out.
+    pub fn without_reasons(
+        now: DateTime<Utc>,
+        policies: &'a PolicySet,
+        statuses: Vec<Option<ScheduleStatus>>,
+        fleet: &'a Fleet,
+        prior: &'a Prior,
+    ) -> Self {
+        Context {
+            now,
+            policies,
+            statuses,
+            prices: &fleet.prices,
+            gpu_unread: &fleet.gpu_unread,
+            prior,
+            reasons: false,
+        }
+    }
+
+    /// The reason text `text` makes, or an empty one when this pass writes no reasons.
+    pub(super) fn text(&self, text: impl FnOnce() -> String) -> String {
+        reason(self.reasons, text)
     }
 
     /// Decides for one instance.
     pub fn decide(&self, inst: &Instance, trace: &mut Trace) -> Decision {
-        let decision = |policy: Option<&Policy>, v: Verdict| Decision {
+        let (policy, v) = self.verdict(inst, trace);
+        Decision {
             instance: inst.id.clone(),
             region: inst.region.clone(),
             action: v.action,
@@ -115,11 +154,41 @@ impl<'a> Context<'a> {
             reason: v.reason,
             dry_run: policy.is_some_and(|p| p.dry_run),
             stop_at: v.stop_at,
+        }
+    }
+
+    /// Decides for one instance in a pass that writes no reasons, without its names, under the
+    /// policy at `governing` in the set ([`governing_position`] finds it), or with the code of
+    /// why none governs.
+    pub fn brief(&self, inst: &Instance, governing: Result<usize, Code>) -> Brief {
+        let governing = governing.map_err(|code| verdict(Action::None, code, String::new()));
+        let (_, v) = self.verdict_under(inst, governing, &mut Trace::Off);
+        Brief {
+            action: v.action,
+            code: v.code,
+            stop_at: v.stop_at,
+        }
+    }
+
+    /// The governing policy of `inst` and its verdict.
+    fn verdict(&self, inst: &Instance, trace: &mut Trace) -> (Option<&'a Policy>, Verdict) {
+        let governing = governing(self.policies, inst, self.reasons, trace).map(|(i, _)| i);
+        self.verdict_under(inst, governing, trace)
+    }
+
+    /// The verdict for `inst` under the policy at `governing`, or, when none governs, the
+    /// verdict that says why.
+    fn verdict_under(
+        &self,
+        inst: &Instance,
+        governing: Result<usize, Verdict>,
+        trace: &mut Trace,
+    ) -> (Option<&'a Policy>, Verdict) {
+        let first = match governing {
+            Ok(first) => first,
+            Err(v) => return (None, withdrawn_notice(v, inst, self, trace)),
         };
-        let (first, policy) = match governing(self.policies, inst, trace) {
-            Ok(governing) => governing,
-            Err(v) => return decision(None, withdrawn_notice(v, inst, trace)),
-        };
+        let policy = &self.policies.policies[first];
         trace.note(|| format!("governing policy: {}", policy.name));
         let eval = Eval {
             ctx: self,
@@ -128,17 +197,27 @@ impl<'a> Context<'a> {
             inst,
             facts: self.prior.facts(&inst.id),
         };
-        let v = one_time_spot(eval.run(trace), inst, trace);
-        decision(Some(policy), withdrawn_notice(v, inst, trace))
+        let v = one_time_spot(eval.run(trace), inst, self, trace);
+        (Some(policy), withdrawn_notice(v, inst, self, trace))
     }
+}
+
+/// The position in `policies` of the policy that governs `inst`, or the code of why none does:
+/// [`governing`] without reasons. It depends only on the instance's tags, region and type.
+pub fn governing_position(policies: &PolicySet, inst: &Instance) -> Result<usize, Code> {
+    governing(policies, inst, false, &mut Trace::Off)
+        .map(|(position, _)| position)
+        .map_err(|v| v.code)
 }
 
 /// The policy that governs `inst`, with its position in `policies`: the matching one of highest
 /// priority. Otherwise the verdict: tagged `ebb:skip=true`, no policy matches, or several match
 /// at the top priority (a conflict).
+/// `reasons`: whether the verdict carries its reason text.
 pub(super) fn governing<'p>(
     policies: &'p PolicySet,
     inst: &Instance,
+    reasons: bool,
     trace: &mut Trace,
 ) -> Result<(usize, &'p Policy), Verdict> {
     if inst.tag(SKIP_TAG) == Some("true") {
@@ -146,7 +225,7 @@ pub(super) fn governing<'p>(
         return Err(verdict(
             Action::None,
             Code::SkipTag,
-            "tagged ebb:skip=true".into(),
+            reason(reasons, || "tagged ebb:skip=true".into()),
         ));
     }
     let mut top: Vec<usize> = Vec::new();
@@ -168,30 +247,35 @@ pub(super) fn governing<'p>(
         return Err(verdict(
             Action::None,
             Code::NoPolicy,
-            "no policy matches".into(),
+            reason(reasons, || "no policy matches".into()),
         ));
     };
     if top.len() > 1 {
-        let names: Vec<&str> = top
-            .iter()
-            .map(|&i| policies.policies[i].name.as_str())
-            .collect();
-        let priority = policies.policies[first].priority;
-        let reason = format!(
-            "policies {} all match at priority {priority}; set different priorities",
-            names.join(", ")
-        );
-        trace.note(|| format!("conflict: {reason}"));
-        return Err(verdict(Action::None, Code::Conflict, reason));
+        let why = reason(reasons, || conflict(policies, &top));
+        trace.note(|| format!("conflict: {why}"));
+        return Err(verdict(Action::None, Code::Conflict, why));
     }
     Ok((first, &policies.policies[first]))
+}
+
+/// Why `top`, the policies matching at the top priority, are a conflict.
+fn conflict(policies: &PolicySet, top: &[usize]) -> String {
+    let names: Vec<&str> = top
+        .iter()
+        .map(|&i| policies.policies[i].name.as_str())
+        .collect();
+    let priority = policies.policies[top[0]].priority;
+    format!(
+        "policies {} all match at priority {priority}; set different priorities",
+        names.join(", ")
+    )
 }
 
 /// Nothing to do for a running instance that carries an `ebb:stop-at` notice becomes taking
 /// the notice back, unless the notice still stands (its stop waits for it): a notice people
 /// read must not announce a stop that will not come, such as one left from before the last
 /// stop, or one an override has called off.
-fn withdrawn_notice(v: Verdict, inst: &Instance, trace: &mut Trace) -> Verdict {
+fn withdrawn_notice(v: Verdict, inst: &Instance, ctx: &Context, trace: &mut Trace) -> Verdict {
     let Some(stop_at) = inst.tag(STOP_AT_TAG) else {
         return v;
     };
@@ -208,15 +292,17 @@ fn withdrawn_notice(v: Verdict, inst: &Instance, trace: &mut Trace) -> Verdict {
     verdict(
         Action::WithdrawNotice,
         Code::NoticeWithdrawn,
-        format!(
-            "{}; the notice of a stop at {stop_at} no longer holds: {STOP_AT_TAG} removed",
-            v.reason
-        ),
+        ctx.text(|| {
+            format!(
+                "{}; the notice of a stop at {stop_at} no longer holds: {STOP_AT_TAG} removed",
+                v.reason
+            )
+        }),
     )
 }
 
 /// A stop (or its notice) of a spot migration's one-time spot instance becomes no action.
-fn one_time_spot(mut v: Verdict, inst: &Instance, trace: &mut Trace) -> Verdict {
+fn one_time_spot(mut v: Verdict, inst: &Instance, ctx: &Context, trace: &mut Trace) -> Verdict {
     if let (Action::Stop | Action::Hibernate | Action::Notify, Lifecycle::Spot, Some(id)) =
         (v.action, inst.lifecycle, inst.tag(MIGRATION_TAG))
     {
@@ -225,10 +311,10 @@ fn one_time_spot(mut v: Verdict, inst: &Instance, trace: &mut Trace) -> Verdict 
         v = verdict(
                 Action::None,
                 Code::SpotCannotStop,
-                format!(
+                ctx.text(|| format!(
                     "{} ({}), but it is the one-time spot instance of spot migration {id}, which EC2 cannot stop; it runs until reclaimed or terminated",
                     v.action, v.reason
-                ),
+                )),
             );
     }
     v

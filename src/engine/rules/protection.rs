@@ -58,13 +58,13 @@ impl Eval<'_> {
         let found = match keep_until(self.inst) {
             Some(Err(raw)) => Some(Protection {
                 code: Code::KeepUntilInvalid,
-                reason: format!(
+                reason: self.text(|| format!(
                     "tag ebb:keep-until=\"{raw}\" is not an RFC 3339 time; no stop until it is fixed or removed"
-                ),
+                )),
             }),
             Some(Ok(until)) if until > now => Some(Protection {
                 code: Code::KeepUntil,
-                reason: format!("kept by tag ebb:keep-until until {}", self.at(until)),
+                reason: self.text(|| format!("kept by tag ebb:keep-until until {}", self.at(until))),
             }),
             _ => None,
         };
@@ -74,12 +74,14 @@ impl Eval<'_> {
                 .active_override(&self.inst.id, now)
                 .map(|o| Protection {
                     code: Code::Override,
-                    reason: format!(
-                        "override by {} until {}: {}",
-                        if o.by.is_empty() { "someone" } else { &o.by },
-                        self.at(o.until),
-                        o.reason
-                    ),
+                    reason: self.text(|| {
+                        format!(
+                            "override by {} until {}: {}",
+                            if o.by.is_empty() { "someone" } else { &o.by },
+                            self.at(o.until),
+                            o.reason
+                        )
+                    }),
                 })
         });
         trace.note(|| match &found {

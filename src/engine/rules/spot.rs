@@ -24,19 +24,19 @@ impl Eval<'_> {
     pub(super) fn spot(&self, rule: &SpotRule) -> Result<String, String> {
         let inst = self.inst;
         if inst.tag(INTERRUPTIBLE_TAG) != Some("true") {
-            return Err("tag ebb:interruptible is not \"true\"".into());
+            return Err(self.text(|| "tag ebb:interruptible is not \"true\"".into()));
         }
         if inst.lifecycle != Lifecycle::OnDemand {
-            return Err("already spot".into());
+            return Err(self.text(|| "already spot".into()));
         }
         if inst.tag(MIGRATING_TAG).is_some() {
-            return Err("a migration is under way (tag ebb:migrating)".into());
+            return Err(self.text(|| "a migration is under way (tag ebb:migrating)".into()));
         }
         if let Some(id) = inst.tag(MIGRATION_TAG) {
             // An on-demand fallback: its migration gave up on spot for it.
-            return Err(format!(
-                "it replaces an instance moved by spot migration {id}"
-            ));
+            return Err(
+                self.text(|| format!("it replaces an instance moved by spot migration {id}"))
+            );
         }
         let Offer {
             instance_type: best_type,
@@ -46,21 +46,21 @@ impl Eval<'_> {
         } = self.spot_offer(rule)?;
         let pct = |f: f64| format!("{:.0}%", f * 100.0);
         if savings < rule.min_savings {
-            return Err(format!(
+            return Err(self.text(|| format!(
                 "savings {} ({best_type} spot ${spot:.3}/h vs on-demand ${on_demand:.3}/h) below min_savings {}",
                 pct(savings),
                 pct(rule.min_savings)
-            ));
+            )));
         }
         let now = self.now();
         let at = self.checkpoint(rule)?;
-        Ok(format!(
+        Ok(self.text(|| format!(
             "spot {best_type} ${spot:.3}/h vs on-demand {} ${on_demand:.3}/h saves {} (min {}); checkpoint {} ago",
             inst.instance_type,
             pct(savings),
             pct(rule.min_savings),
             span((now - at).max(Duration::zero()))
-        ))
+        )))
     }
 
     /// The cheapest spot price among the rule's types (the instance's own when it names none),
@@ -72,10 +72,12 @@ impl Eval<'_> {
             .and_then(|p| p.get(&inst.instance_type))
             .and_then(|p| p.on_demand)
             .ok_or_else(|| {
-                format!(
-                    "no on-demand price for {} in {}",
-                    inst.instance_type, inst.region
-                )
+                self.text(|| {
+                    format!(
+                        "no on-demand price for {} in {}",
+                        inst.instance_type, inst.region
+                    )
+                })
             })?;
         let candidates = if rule.instance_types.is_empty() {
             std::slice::from_ref(&inst.instance_type)
@@ -87,11 +89,13 @@ impl Eval<'_> {
             .filter_map(|t| Some((t, prices?.get(t)?.spot?)))
             .min_by(|a, b| a.1.total_cmp(&b.1))
             .ok_or_else(|| {
-                format!(
-                    "no spot price for {} in {}",
-                    candidates.join(", "),
-                    inst.region
-                )
+                self.text(|| {
+                    format!(
+                        "no spot price for {} in {}",
+                        candidates.join(", "),
+                        inst.region
+                    )
+                })
             })?;
         let savings = if on_demand > 0.0 {
             1.0 - spot / on_demand
@@ -110,25 +114,27 @@ impl Eval<'_> {
     /// the rule; otherwise why not.
     fn checkpoint(&self, rule: &SpotRule) -> Result<DateTime<Utc>, String> {
         let now = self.now();
-        let checkpoint = self
-            .inst
-            .tag(CHECKPOINT_AT_TAG)
-            .ok_or("no ebb:checkpoint-at tag: the job's checkpoint age is unknown")?;
+        let checkpoint = self.inst.tag(CHECKPOINT_AT_TAG).ok_or_else(|| {
+            self.text(|| "no ebb:checkpoint-at tag: the job's checkpoint age is unknown".into())
+        })?;
         let at = DateTime::parse_from_rfc3339(checkpoint.trim())
-            .map_err(|_| format!("tag ebb:checkpoint-at=\"{checkpoint}\" is not an RFC 3339 time"))?
+            .map_err(|_| {
+                self.text(|| {
+                    format!("tag ebb:checkpoint-at=\"{checkpoint}\" is not an RFC 3339 time")
+                })
+            })?
             .with_timezone(&Utc);
         if at > now + CLOCK_SKEW {
-            return Err(format!(
-                "ebb:checkpoint-at {} is in the future",
-                self.at(at)
-            ));
+            return Err(self.text(|| format!("ebb:checkpoint-at {} is in the future", self.at(at))));
         }
         if now - at > rule.checkpoint_max_age {
-            return Err(format!(
-                "last checkpoint {} ago, older than checkpoint_max_age {}",
-                span(now - at),
-                span(rule.checkpoint_max_age)
-            ));
+            return Err(self.text(|| {
+                format!(
+                    "last checkpoint {} ago, older than checkpoint_max_age {}",
+                    span(now - at),
+                    span(rule.checkpoint_max_age)
+                )
+            }));
         }
         Ok(at)
     }

@@ -21,21 +21,20 @@ impl Eval<'_> {
             return verdict(
                 Action::None,
                 Code::StoppedNoHours,
-                "stopped; the policy has no work hours to start it in".into(),
+                self.text(|| "stopped; the policy has no work hours to start it in".into()),
             );
         };
         if let Some(open) = self.opening_ahead() {
             return self.start_at_open(wh, Opening::Ahead(open), trace);
         }
         if !st.in_hours {
-            let closed = st
-                .since
-                .map_or(String::new(), |t| format!(" (closed {})", self.at(t)));
-            return verdict(
-                Action::None,
-                Code::StoppedOutsideHours,
-                format!("stopped, outside work hours{closed}"),
-            );
+            let reason = self.text(|| {
+                let closed = st
+                    .since
+                    .map_or(String::new(), |t| format!(" (closed {})", self.at(t)));
+                format!("stopped, outside work hours{closed}")
+            });
+            return verdict(Action::None, Code::StoppedOutsideHours, reason);
         }
         self.start_at_open(wh, Opening::Opened(st.since), trace)
     }
@@ -43,7 +42,11 @@ impl Eval<'_> {
     /// A stopped instance in work hours, or in the lead time before them: whether
     /// `start_at_open` starts it, by who stopped it and when.
     fn start_at_open(&self, wh: &WorkHours, opening: Opening, trace: &mut Trace) -> Verdict {
-        let (opened_text, headline, code, since) = self.opening_texts(wh, opening);
+        let (code, since) = match opening {
+            Opening::Opened(since) => (Code::StartAtOpen, since),
+            Opening::Ahead(open) => (Code::StartAhead, Some(open)),
+        };
+        let opened_text = || self.opening_texts(wh, opening).0;
         // The window, for who stopped or started an instance in it, begins with its lead time:
         // a start made ahead of the opening is this window's.
         let window_start = since.map(|o| o - wh.start_ahead);
@@ -60,70 +63,57 @@ impl Eval<'_> {
                     .map_or("unknown".into(), |t| self.at(t)),
             )
         });
-        let start = |how: &str| verdict(Action::Start, code, format!("{headline}; {how}"));
+        let start = |how: &dyn Fn() -> String| {
+            let reason = self.text(|| format!("{}; {}", self.opening_texts(wh, opening).1, how()));
+            verdict(Action::Start, code, reason)
+        };
+        let none = |code: Code, reason: &dyn Fn() -> String| {
+            verdict(Action::None, code, self.text(reason))
+        };
         match (wh.start_at_open, f.stopped_by_ebb_at) {
-            (StartAtOpen::Never, _) => verdict(
-                Action::None,
-                Code::StartNever,
-                "stopped; start_at_open is never".into(),
-            ),
-            (_, Some(s)) if !before_opening(s) => verdict(
-                Action::None,
-                Code::StoppedInWindow,
+            (StartAtOpen::Never, _) => none(Code::StartNever, &|| {
+                "stopped; start_at_open is never".into()
+            }),
+            (_, Some(s)) if !before_opening(s) => none(Code::StoppedInWindow, &|| {
                 format!(
-                    "ebb stopped it at {} inside this window ({opened_text}); it starts at the next opening",
-                    self.at(s)
-                ),
-            ),
-            (_, Some(s)) => start(&format!("ebb stopped it at {}", self.at(s))),
-            (StartAtOpen::StoppedByEbb, None) => verdict(
-                Action::None,
-                Code::StoppedByPerson,
-                "stopped, not by ebb; a person's stop sticks".into(),
-            ),
+                    "ebb stopped it at {} inside this window ({}); it starts at the next opening",
+                    self.at(s),
+                    opened_text()
+                )
+            }),
+            (_, Some(s)) => start(&|| format!("ebb stopped it at {}", self.at(s))),
+            (StartAtOpen::StoppedByEbb, None) => none(Code::StoppedByPerson, &|| {
+                "stopped, not by ebb; a person's stop sticks".into()
+            }),
             (StartAtOpen::All, None) => match (f.started_by_ebb_at, self.inst.state_since) {
-                (Some(s), _) if !before_opening(s) => verdict(
-                    Action::None,
-                    Code::StartedThisWindow,
-                    format!("ebb already started it at {} in this window", self.at(s)),
-                ),
+                (Some(s), _) if !before_opening(s) => none(Code::StartedThisWindow, &|| {
+                    format!("ebb already started it at {} in this window", self.at(s))
+                }),
                 (_, Some(t)) if before_opening(t) => {
-                    start(&format!("start_at_open is all; stopped since {}", self.at(t)))
+                    start(&|| format!("start_at_open is all; stopped since {}", self.at(t)))
                 }
-                (_, Some(t)) => verdict(
-                    Action::None,
-                    Code::StoppedByPerson,
+                (_, Some(t)) => none(Code::StoppedByPerson, &|| {
                     format!(
-                        "stopped at {}, after this window's start ({opened_text}); a person's stop sticks",
-                        self.at(t)
-                    ),
-                ),
-                (_, None) => verdict(
-                    Action::None,
-                    Code::StopTimeUnknown,
-                    "stopped at an unknown time, maybe by a person in this window; not started".into(),
-                ),
+                        "stopped at {}, after this window's start ({}); a person's stop sticks",
+                        self.at(t),
+                        opened_text()
+                    )
+                }),
+                (_, None) => none(Code::StopTimeUnknown, &|| {
+                    "stopped at an unknown time, maybe by a person in this window; not started"
+                        .into()
+                }),
             },
         }
     }
-    /// How `opening` reads in a verdict: the window's text, the reason's headline, the start's
-    /// code, and when the window opened (the opening itself for a start ahead of it).
-    fn opening_texts(
-        &self,
-        wh: &WorkHours,
-        opening: Opening,
-    ) -> (String, String, Code, Option<DateTime<Utc>>) {
+    /// How `opening` reads in a verdict: the window's text and the reason's headline.
+    fn opening_texts(&self, wh: &WorkHours, opening: Opening) -> (String, String) {
         match opening {
             Opening::Opened(since) => {
                 let opened = since.map_or("always open".to_string(), |t| {
                     format!("opened {}", self.at(t))
                 });
-                (
-                    opened.clone(),
-                    format!("work hours {opened}"),
-                    Code::StartAtOpen,
-                    since,
-                )
+                (opened.clone(), format!("work hours {opened}"))
             }
             Opening::Ahead(open) => (
                 format!(
@@ -136,8 +126,6 @@ impl Eval<'_> {
                     span(wh.start_ahead),
                     self.at(open)
                 ),
-                Code::StartAhead,
-                Some(open),
             ),
         }
     }

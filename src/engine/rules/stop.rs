@@ -28,9 +28,10 @@ impl Eval<'_> {
         threshold: f64,
         trace: &mut Trace,
     ) -> Verdict {
-        let closed = st
-            .since
-            .map_or(String::new(), |t| format!(" (closed {})", self.at(t)));
+        let closed = || {
+            st.since
+                .map_or(String::new(), |t| format!(" (closed {})", self.at(t)))
+        };
         if let Some(p) = protection {
             return verdict(Action::None, p.code, p.reason);
         }
@@ -41,7 +42,7 @@ impl Eval<'_> {
         let mut v = verdict(
             action,
             Code::OutsideHours,
-            format!("outside work hours{closed}"),
+            self.text(|| format!("outside work hours{}", closed())),
         );
         if wh.busy_defers_stop {
             let deadline = match (wh.max_defer, st.since) {
@@ -49,44 +50,56 @@ impl Eval<'_> {
                 _ => None,
             };
             let past_deadline = deadline.is_some_and(|d| self.now() >= d);
-            let max_defer = span(wh.max_defer.unwrap_or_default());
-            let until = deadline.map_or("until idle".to_string(), |d| {
-                format!("until idle or {}", self.at(d))
-            });
+            let max_defer = || span(wh.max_defer.unwrap_or_default());
+            let until = || {
+                deadline.map_or("until idle".to_string(), |d| {
+                    format!("until idle or {}", self.at(d))
+                })
+            };
             match (self.gpu_unread(), busy) {
                 // Busy or not, the stop would happen now: the unknown changes nothing.
                 (Some(why), _) if past_deadline => {
                     v.code = Code::MaxDeferReached;
-                    v.reason = format!(
-                        "outside work hours{closed}; GPU utilisation could not be read ({why}), but max_defer {max_defer} has passed"
-                    );
+                    v.reason = self.text(|| format!(
+                        "outside work hours{}; GPU utilisation could not be read ({why}), but max_defer {} has passed",
+                        closed(),
+                        max_defer()
+                    ));
                 }
                 (Some(why), _) => {
                     return verdict(
                         Action::None,
                         Code::MetricsUnreadable,
-                        format!(
-                            "outside work hours{closed}, but GPU utilisation could not be read ({why}): busy or not is unknown; stop deferred {until}"
-                        ),
+                        self.text(|| format!(
+                            "outside work hours{}, but GPU utilisation could not be read ({why}): busy or not is unknown; stop deferred {}",
+                            closed(),
+                            until()
+                        )),
                     );
                 }
                 (None, Some((at, pct))) if past_deadline => {
                     v.code = Code::MaxDeferReached;
-                    v.reason = format!(
-                        "outside work hours{closed}; busy ({}% at {}) but max_defer {max_defer} has passed",
-                        percent_text(pct),
-                        self.at(at),
-                    );
+                    v.reason = self.text(|| {
+                        format!(
+                            "outside work hours{}; busy ({}% at {}) but max_defer {} has passed",
+                            closed(),
+                            percent_text(pct),
+                            self.at(at),
+                            max_defer()
+                        )
+                    });
                 }
                 (None, Some((at, pct))) => {
                     return verdict(
                         Action::None,
                         Code::BusyDeferred,
-                        format!(
-                            "outside work hours{closed}, but GPU busy ({}% at {} ≥ {threshold}%); stop deferred {until}",
+                        self.text(|| format!(
+                            "outside work hours{}, but GPU busy ({}% at {} ≥ {threshold}%); stop deferred {}",
+                            closed(),
                             percent_text(pct),
-                            self.at(at)
-                        ),
+                            self.at(at),
+                            until()
+                        )),
                     );
                 }
                 (None, None) => {}
@@ -116,19 +129,21 @@ impl Eval<'_> {
             Some(sent) if now >= sent + n.before => {
                 trace.note(|| format!("notice sent {}, {} ago", self.at(sent), span(now - sent)));
                 Verdict {
-                    reason: format!("{}; notice sent {}", stop.reason, self.at(sent)),
+                    reason: self.text(|| format!("{}; notice sent {}", stop.reason, self.at(sent))),
                     ..stop
                 }
             }
             Some(sent) => verdict(
                 Action::None,
                 Code::NoticePending,
-                format!(
-                    "{}; notice sent {}, stop at {}",
-                    stop.reason,
-                    self.at(sent),
-                    self.at(sent + n.before)
-                ),
+                self.text(|| {
+                    format!(
+                        "{}; notice sent {}, stop at {}",
+                        stop.reason,
+                        self.at(sent),
+                        self.at(sent + n.before)
+                    )
+                }),
             ),
             None => {
                 let stop_at = now + n.before;
@@ -139,7 +154,9 @@ impl Eval<'_> {
                 Verdict {
                     action: Action::Notify,
                     code,
-                    reason: format!("{}; notice now, stop at {}", stop.reason, self.at(stop_at)),
+                    reason: self.text(|| {
+                        format!("{}; notice now, stop at {}", stop.reason, self.at(stop_at))
+                    }),
                     stop_at: Some(stop_at),
                 }
             }
@@ -151,20 +168,24 @@ impl Eval<'_> {
             Some(sent) => verdict(
                 Action::None,
                 Code::NoticePending,
-                format!(
-                    "work hours close {}; notice sent {}",
-                    self.at(close),
-                    self.at(sent)
-                ),
+                self.text(|| {
+                    format!(
+                        "work hours close {}; notice sent {}",
+                        self.at(close),
+                        self.at(sent)
+                    )
+                }),
             ),
             None => Verdict {
                 action: Action::Notify,
                 code: Code::Notice,
-                reason: format!(
-                    "work hours close {}; notice {} before the stop",
-                    self.at(close),
-                    span(before)
-                ),
+                reason: self.text(|| {
+                    format!(
+                        "work hours close {}; notice {} before the stop",
+                        self.at(close),
+                        span(before)
+                    )
+                }),
                 stop_at: Some(close),
             },
         }
