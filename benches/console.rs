@@ -62,6 +62,7 @@ fn serve(rt: &Runtime, n: usize) -> (String, Kept) {
             public_reads: true,
             ..ApiLimits::default()
         },
+        prices: Default::default(),
     };
     let routes = api::router(state.clone()).merge(ebb::console::router(state));
     let base = rt.block_on(async {
