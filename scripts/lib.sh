@@ -59,7 +59,7 @@ need_postgres() {
   echo "started a throwaway Postgres at $DATABASE_URL" >&2
 }
 
-# Headless Chromium for the web console's browser test (tests/console_browser.rs): Debian's
+# Headless Chromium for the web console's browser test (tests/external/console_browser.rs): Debian's
 # chromium package, installed when missing.
 need_chromium() {
   if command -v chromium >/dev/null 2>&1; then
@@ -70,7 +70,7 @@ need_chromium() {
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
 }
 
-# Prometheus and promtool for the Prometheus metric source's tests (tests/prometheus.rs, which
+# Prometheus and promtool for the Prometheus metric source's tests (tests/external/prometheus.rs, which
 # starts its own server on a free port with history written by promtool): Debian's prometheus
 # package, installed when missing.
 need_prometheus() {
@@ -118,7 +118,7 @@ need_moto() {
   echo "started moto's EC2 emulator at $AWS_ENDPOINT_URL" >&2
 }
 
-# parliament, the IAM policy linter that tests/iam.rs runs (with its community auditors) on the
+# parliament, the IAM policy linter that tests/external/iam.rs runs (with its community auditors) on the
 # policies in deploy/: installed with pip like moto, at the version whose findings the test's
 # allow-list was made against (another version may report more, or name them otherwise).
 need_parliament() {

@@ -34,7 +34,7 @@ impl Grant {
 /// The runtime role's privileges on each of ebb's tables: what the statements of `src/store/`
 /// do to it, no more. `ON CONFLICT DO UPDATE` needs UPDATE; the pruner (`retention.rs`) deletes
 /// old state changes, spot warnings and readings; an override's only update is its revocation.
-/// Every table the migrations create is listed (`tests/roles.rs` checks it), and the sequences
+/// Every table the migrations create is listed (`tests/postgres/roles.rs` checks it), and the sequences
 /// behind their `bigserial` ids get USAGE.
 pub const RUNTIME_PRIVILEGES: &[(&str, &str)] = &[
     ("_sqlx_migrations", "SELECT"),

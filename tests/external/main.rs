@@ -1,0 +1,11 @@
+//! The integration tests that run other programs besides Postgres, each installed by
+//! `scripts/test`: headless Chromium (the console in a browser), a Prometheus server, the
+//! parliament IAM linter, and a Postgres of the test's own that accepts only TLS (`openssl`).
+
+#[path = "../common/mod.rs"]
+mod common;
+
+mod console_browser;
+mod iam;
+mod prometheus;
+mod tls;

@@ -1,0 +1,156 @@
+//! GPU utilisation from a real Prometheus server (`EBB_METRICS=prometheus:URL`): DCGM's
+//! `DCGM_FI_DEV_GPU_UTIL` history written with promtool, one range query a tick for the whole
+//! fleet, and an answer that cannot be used (unreachable server, a label that names no
+//! instance) a failed read: nothing is stopped for idleness then.
+
+use crate::common;
+
+use common::prometheus::{dcgm_history, Server};
+use common::t;
+use ebb::clock::Clock;
+use ebb::cloud::prometheus::{Prometheus, PrometheusSettings};
+use ebb::cloud::sim::SimProvider;
+use ebb::reconcile::{Options, PolicySource, Reconciler, TickReport};
+use ebb::store::{Outcome, Store};
+use sqlx::PgPool;
+use std::sync::Arc;
+
+/// Stop a box whose GPUs stayed below 5 % for 45 minutes.
+const POLICY: &str = r#"
+policies:
+  - name: idle-boxes
+    match: {tags: {team: research}}
+    idle: {gpu_below: 5, for: 45m}
+"#;
+
+const FLEET: &str = r#"
+instances:
+  - {id: i-busy, region: us-east-1, type: g5.12xlarge, state: running, tags: {team: research}}
+  - {id: i-idle, region: eu-west-1, type: g5.xlarge, state: running, tags: {team: research}}
+"#;
+
+const NOW: &str = "2026-11-30T14:00:00Z";
+
+/// Two hours of history before [`NOW`]: i-busy has one GPU at 97 % and three at 1 %; i-idle's
+/// only GPU sits at 2 %. The exporter labels the EC2 instance id `instance_id`.
+async fn server() -> Server {
+    let now = t(NOW).timestamp();
+    let history = dcgm_history(
+        &[
+            (r#"gpu="0",instance_id="i-busy""#, 97.0),
+            (r#"gpu="1",instance_id="i-busy""#, 1.0),
+            (r#"gpu="2",instance_id="i-busy""#, 1.0),
+            (r#"gpu="3",instance_id="i-busy""#, 1.0),
+            (r#"gpu="0",instance_id="i-idle""#, 2.0),
+        ],
+        now - 7200,
+        now,
+    );
+    Server::with_history(&history).await
+}
+
+#[tokio::test]
+async fn one_range_query_gives_the_busiest_gpu_of_each_instance() {
+    let server = server().await;
+    let prometheus = Prometheus::new(PrometheusSettings::new(&server.url)).unwrap();
+    let now = t(NOW);
+    let read = prometheus
+        .gpu_utilisation(now - chrono::Duration::hours(1), now)
+        .await
+        .unwrap();
+    assert_eq!(read.len(), 2, "{read:?}");
+    // A reading every 5 minutes over the hour, both ends included.
+    assert_eq!(read["i-busy"].len(), 13);
+    assert!(read["i-busy"].iter().all(|s| s.percent == 97.0));
+    assert!(read["i-idle"].iter().all(|s| s.percent == 2.0));
+    assert_eq!(read["i-idle"].last().unwrap().at, now);
+}
+
+/// A reconciler over the simulated fleet, reading GPU utilisation from `prometheus`.
+async fn reconciler(
+    pool: PgPool,
+    prometheus: Prometheus,
+) -> (Reconciler<SimProvider>, Store, tempfile::TempDir) {
+    let store = Store::from_pool(pool);
+    store.migrate().await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir(dir.path().join("policies")).unwrap();
+    std::fs::write(dir.path().join("policies/idle.yaml"), POLICY).unwrap();
+    std::fs::write(dir.path().join("fleet.yaml"), FLEET).unwrap();
+    let (fleet, behaviours) =
+        ebb::snapshot::load_simulation(&dir.path().join("fleet.yaml")).unwrap();
+    let provider = SimProvider::new(fleet, behaviours, Clock::Fixed(t(NOW)));
+    let policies = Arc::new(PolicySource::new(vec![dir.path().join("policies")]));
+    let options = Options {
+        prometheus: Some(prometheus),
+        ..Options::default()
+    };
+    (
+        Reconciler::new(provider, store.clone(), policies, options),
+        store,
+        dir,
+    )
+}
+
+async fn tick(reconciler: &Reconciler<SimProvider>, store: &Store) -> TickReport {
+    let mut leader = store.try_lead("test").await.unwrap().unwrap();
+    reconciler.tick(t(NOW), &mut leader).await.unwrap()
+}
+
+fn decided(report: &TickReport, code: &str) -> usize {
+    report
+        .decided
+        .iter()
+        .filter(|((_, c), _)| *c == code)
+        .map(|(_, n)| n)
+        .sum()
+}
+
+#[sqlx::test(migrations = false)]
+async fn the_idle_box_is_stopped_and_the_busy_one_kept(pool: PgPool) {
+    let server = server().await;
+    let prometheus = Prometheus::new(PrometheusSettings::new(&server.url)).unwrap();
+    let (reconciler, store, _dir) = reconciler(pool, prometheus).await;
+    let report = tick(&reconciler, &store).await;
+    assert!(report.gpu_read_failures.is_empty(), "{report:?}");
+    let stopped: Vec<&str> = report
+        .actions
+        .iter()
+        .filter(|a| a.outcome == Outcome::Succeeded)
+        .map(|a| a.decision.instance.as_str())
+        .collect();
+    assert_eq!(stopped, ["i-idle"], "{}", report.headline());
+    assert_eq!(decided(&report, "idle"), 1);
+    assert_eq!(decided(&report, "not_idle"), 1);
+}
+
+#[sqlx::test(migrations = false)]
+async fn a_label_that_names_no_instance_is_a_failed_read_not_idleness(pool: PgPool) {
+    let server = server().await;
+    // The exporter's `instance` label is its scrape target here, not an EC2 instance id: the
+    // default query aggregates by a label the series do not have.
+    let mut settings = PrometheusSettings::new(&server.url);
+    settings.label = "instance".into();
+    let prometheus = Prometheus::new(settings).unwrap();
+    let (reconciler, store, _dir) = reconciler(pool, prometheus).await;
+    let report = tick(&reconciler, &store).await;
+    assert!(report.actions.is_empty(), "{}", report.headline());
+    assert_eq!(decided(&report, "metrics_unreadable"), 2);
+    assert_eq!(report.gpu_read_failures.len(), 2, "one per region");
+    assert!(report.gpu_read_failures[0]
+        .error
+        .contains("EBB_PROMETHEUS_INSTANCE_LABEL"));
+}
+
+#[sqlx::test(migrations = false)]
+async fn a_server_that_does_not_answer_is_a_failed_read_not_idleness(pool: PgPool) {
+    let server = server().await;
+    let url = server.url.clone();
+    drop(server);
+    let prometheus = Prometheus::new(PrometheusSettings::new(&url)).unwrap();
+    let (reconciler, store, _dir) = reconciler(pool, prometheus).await;
+    let report = tick(&reconciler, &store).await;
+    assert!(report.actions.is_empty(), "{}", report.headline());
+    assert_eq!(decided(&report, "metrics_unreadable"), 2);
+    assert!(report.gpu_read_failures[0].error.contains("cannot reach"));
+}

@@ -1,0 +1,1679 @@
+//! Spot migration against moto's EC2 server and a real Postgres: the reconciler in process,
+//! tick by tick. A wrapper around the AWS provider injects what moto cannot do: a crash right
+//! after a cloud call, a launch refused for lack of capacity, a spot reclaim's state reason,
+//! and spot prices that no longer save enough.
+
+use crate::common;
+
+use aws_sdk_ec2::types::{Filter, Tag};
+use chrono::{DateTime, Duration, SecondsFormat, Utc};
+use common::moto::{self, Fixture};
+use ebb::cloud::aws::warnings::{Accepted, InterruptionQueue};
+use ebb::cloud::aws::AwsProvider;
+use ebb::cloud::{
+    ActionReport, CloudError, ErrorKind, Failed, Image, ImageMade, InstanceStatus, Inventory,
+    Launch, LaunchSpec, Provider, TypePrice, SPOT_TERMINATION,
+};
+use ebb::fleet::{Instance, Sample};
+use ebb::reconcile::{Options, PolicySource, Reconciler};
+use ebb::spot::State;
+use ebb::store::{
+    AuditFilter, Leadership, MigrationRecord, NewAuditEntry, Outcome, Store, StoreError,
+    Verification,
+};
+use sqlx::PgPool;
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::{Arc, Mutex};
+
+const REGION: &str = "us-east-1";
+
+const POLICY: &str = r#"
+policies:
+  - name: to-spot
+    match: {tags: {workload: training}}
+    spot:
+      min_savings: 40%
+      checkpoint_max_age: 30m
+      instance_types: [g5.xlarge, g5.2xlarge]
+      max_interruptions: 2
+      keep_original_for: 6h
+"#;
+
+/// The AWS provider with faults moto cannot produce.
+struct Faulty {
+    inner: AwsProvider,
+    /// moto's EC2, to read what the provider's answers leave out.
+    ec2: aws_sdk_ec2::Client,
+    /// After this call succeeds, the tick hangs as if the process died (the test drops it).
+    crash_after: Mutex<Option<&'static str>>,
+    /// Told when the tick hangs there.
+    crashed: tokio::sync::Notify,
+    /// Instances whose termination EC2 reports as a spot reclaim.
+    reclaimed: Mutex<HashSet<String>>,
+    /// Launches still to refuse for lack of capacity.
+    launch_failures: Mutex<u32>,
+    /// Starts still to refuse for lack of capacity.
+    start_failures: Mutex<u32>,
+    /// Instances EC2 no longer knows (terminated long ago): absent from every answer.
+    vanished: Mutex<HashSet<String>>,
+    /// Replaces every spot price.
+    spot_price: Mutex<Option<f64>>,
+    /// Every call that changes something in EC2, in order: each must have an intent of its
+    /// own in the audit log.
+    changes: Mutex<Vec<&'static str>>,
+    /// Replaces the spot price of one type.
+    type_price: Mutex<HashMap<String, f64>>,
+    /// Look-ups by tag still to answer "none" (EC2's listing lags behind a launch).
+    tag_lag: Mutex<u32>,
+    /// EC2's idempotency, which moto lacks: each client token's type, subnet and instance.
+    tokens: Mutex<HashMap<String, (String, String, String)>>,
+}
+
+impl Faulty {
+    /// The volume each snapshot of a CreateImage was taken from, as EC2 records it: moto
+    /// snapshots a scratch volume instead, so the instance is read from the description moto
+    /// (like EC2) gives the snapshot, "Created by CreateImage(i-...) for ami-...".
+    async fn source_volumes(&self, snapshots: &[String]) -> BTreeMap<String, String> {
+        let mut volumes = BTreeMap::new();
+        for snapshot in snapshots {
+            let out = self
+                .ec2
+                .describe_snapshots()
+                .snapshot_ids(snapshot)
+                .send()
+                .await
+                .unwrap();
+            let description = out.snapshots()[0].description().unwrap_or("").to_string();
+            let Some(instance) = description
+                .strip_prefix("Created by CreateImage(")
+                .and_then(|rest| rest.split(')').next())
+            else {
+                continue;
+            };
+            let found = self
+                .ec2
+                .describe_instances()
+                .instance_ids(instance)
+                .send()
+                .await
+                .unwrap();
+            let root = found.reservations()[0].instances()[0]
+                .block_device_mappings()
+                .iter()
+                .find_map(|m| m.ebs()?.volume_id().map(str::to_string));
+            if let Some(volume) = root {
+                volumes.insert(snapshot.clone(), volume);
+            }
+        }
+        volumes
+    }
+
+    fn changed(&self, call: &'static str) {
+        self.changes.lock().unwrap().push(call);
+    }
+
+    async fn crash_point(&self, call: &'static str) {
+        let hit = {
+            let mut crash = self.crash_after.lock().unwrap();
+            let hit = *crash == Some(call);
+            if hit {
+                *crash = None;
+            }
+            hit
+        };
+        if hit {
+            self.crashed.notify_one();
+            std::future::pending::<()>().await;
+        }
+    }
+}
+
+impl Provider for Faulty {
+    async fn instances(&self) -> Inventory {
+        self.inner.instances().await
+    }
+    async fn reread(&self, region: &str, ids: &[String]) -> Result<Vec<Instance>, CloudError> {
+        self.inner.reread(region, ids).await
+    }
+    async fn set_type(&self, region: &str, id: &str, instance_type: &str) -> ActionReport {
+        self.changed("set_type");
+        self.inner.set_type(region, id, instance_type).await
+    }
+    async fn gpu_utilisation(
+        &self,
+        region: &str,
+        instances: &[String],
+        from: DateTime<Utc>,
+        to: DateTime<Utc>,
+    ) -> Result<HashMap<String, Vec<Sample>>, CloudError> {
+        self.inner
+            .gpu_utilisation(region, instances, from, to)
+            .await
+    }
+    async fn prices(
+        &self,
+        region: &str,
+        types: &[String],
+        now: DateTime<Utc>,
+    ) -> Result<Vec<TypePrice>, CloudError> {
+        let mut prices = self.inner.prices(region, types, now).await?;
+        if let Some(p) = *self.spot_price.lock().unwrap() {
+            for t in &mut prices {
+                t.spot_by_zone.values_mut().for_each(|v| *v = p);
+            }
+        }
+        for t in &mut prices {
+            if let Some(p) = self.type_price.lock().unwrap().get(&t.instance_type) {
+                t.spot_by_zone.values_mut().for_each(|v| *v = *p);
+            }
+        }
+        Ok(prices)
+    }
+    async fn stop(&self, region: &str, ids: &[String], hibernate: bool) -> ActionReport {
+        self.changed("stop");
+        let r = self.inner.stop(region, ids, hibernate).await;
+        self.crash_point("stop").await;
+        r
+    }
+    async fn start(&self, region: &str, ids: &[String]) -> ActionReport {
+        self.changed("start");
+        if take_one(&self.start_failures) {
+            return ActionReport {
+                failed: ids
+                    .iter()
+                    .map(|id| Failed {
+                        instance: id.clone(),
+                        error: no_capacity("StartInstances"),
+                    })
+                    .collect(),
+                ..ActionReport::default()
+            };
+        }
+        let r = self.inner.start(region, ids).await;
+        self.crash_point("start").await;
+        r
+    }
+    async fn tag(
+        &self,
+        region: &str,
+        ids: &[String],
+        tags: &BTreeMap<String, String>,
+    ) -> ActionReport {
+        self.changed("tag");
+        let r = self.inner.tag(region, ids, tags).await;
+        self.crash_point("tag").await;
+        r
+    }
+    async fn untag(&self, region: &str, ids: &[String], keys: &[String]) -> ActionReport {
+        self.changed("untag");
+        self.inner.untag(region, ids, keys).await
+    }
+    async fn launch_spec(&self, region: &str, id: &str) -> Result<LaunchSpec, CloudError> {
+        self.inner.launch_spec(region, id).await
+    }
+    async fn describe(
+        &self,
+        region: &str,
+        ids: &[String],
+    ) -> Result<Vec<InstanceStatus>, CloudError> {
+        let mut found = self.inner.describe(region, ids).await?;
+        found.retain(|s| !self.vanished.lock().unwrap().contains(&s.id));
+        let reclaimed = self.reclaimed.lock().unwrap();
+        for s in &mut found {
+            if reclaimed.contains(&s.id) {
+                s.state_reason = Some(SPOT_TERMINATION.to_string());
+            }
+        }
+        Ok(found)
+    }
+    async fn find_tagged(
+        &self,
+        region: &str,
+        key: &str,
+        value: &str,
+    ) -> Result<Option<InstanceStatus>, CloudError> {
+        if take_one(&self.tag_lag) {
+            return Ok(None);
+        }
+        self.inner.find_tagged(region, key, value).await
+    }
+    async fn create_image(
+        &self,
+        region: &str,
+        id: &str,
+        name: &str,
+        tags: &BTreeMap<String, String>,
+    ) -> Result<ImageMade, CloudError> {
+        self.changed("create_image");
+        let r = self.inner.create_image(region, id, name, tags).await;
+        self.crash_point("create_image").await;
+        r
+    }
+    async fn image(&self, region: &str, image: &str) -> Result<Option<Image>, CloudError> {
+        let Some(mut found) = self.inner.image(region, image).await? else {
+            return Ok(None);
+        };
+        found.snapshot_volumes = self.source_volumes(&found.snapshots).await;
+        Ok(Some(found))
+    }
+    async fn launch(&self, region: &str, launch: &Launch) -> Result<InstanceStatus, CloudError> {
+        self.changed("launch");
+        if take_one(&self.launch_failures) {
+            return Err(no_capacity("RunInstances"));
+        }
+        let seen = self
+            .tokens
+            .lock()
+            .unwrap()
+            .get(&launch.client_token)
+            .cloned();
+        if let Some((instance_type, subnet, id)) = seen {
+            // As EC2 does: the same request again answers with its instance; other settings
+            // under the same token are refused.
+            if (instance_type, subnet) != (launch.instance_type.clone(), launch.subnet.clone()) {
+                return Err(CloudError {
+                    kind: ErrorKind::Other,
+                    operation: "RunInstances",
+                    code: Some("IdempotentParameterMismatch".into()),
+                    message: "the client token was used for a request with other parameters".into(),
+                    request_id: None,
+                });
+            }
+            let found = self
+                .inner
+                .describe(region, std::slice::from_ref(&id))
+                .await?;
+            return Ok(found.into_iter().next().unwrap());
+        }
+        let r = self.inner.launch(region, launch).await;
+        if let Ok(made) = &r {
+            self.tokens.lock().unwrap().insert(
+                launch.client_token.clone(),
+                (
+                    launch.instance_type.clone(),
+                    launch.subnet.clone(),
+                    made.id.clone(),
+                ),
+            );
+        }
+        self.crash_point("launch").await;
+        r
+    }
+    async fn terminate(&self, region: &str, ids: &[String]) -> ActionReport {
+        self.changed("terminate");
+        let r = self.inner.terminate(region, ids).await;
+        self.crash_point("terminate").await;
+        r
+    }
+    async fn deregister_image(&self, region: &str, image: &str) -> Result<(), CloudError> {
+        self.changed("deregister_image");
+        let r = self.inner.deregister_image(region, image).await;
+        self.crash_point("deregister_image").await;
+        r
+    }
+    async fn delete_snapshot(&self, region: &str, snapshot: &str) -> Result<(), CloudError> {
+        self.changed("delete_snapshot");
+        let r = self.inner.delete_snapshot(region, snapshot).await;
+        self.crash_point("delete_snapshot").await;
+        r
+    }
+    async fn migration_artifacts(
+        &self,
+        region: &str,
+    ) -> Result<Vec<ebb::cloud::Artifact>, CloudError> {
+        self.inner.migration_artifacts(region).await
+    }
+}
+
+/// Whether a fault is still to inject; counts it down.
+fn take_one(faults: &Mutex<u32>) -> bool {
+    let mut left = faults.lock().unwrap();
+    let hit = *left > 0;
+    *left = left.saturating_sub(1);
+    hit
+}
+
+fn no_capacity(operation: &'static str) -> CloudError {
+    CloudError {
+        kind: ErrorKind::InsufficientCapacity,
+        operation,
+        code: Some("InsufficientInstanceCapacity".into()),
+        message: "There is no capacity available that matches your request.".into(),
+        request_id: None,
+    }
+}
+
+struct Setup {
+    f: Fixture,
+    store: Store,
+    leader: Leadership,
+    reconciler: Reconciler<Faulty>,
+    /// The first tick's time; the checkpoint tags are set relative to it.
+    t0: DateTime<Utc>,
+    _dir: tempfile::TempDir,
+}
+
+impl Setup {
+    async fn new(pool: PgPool) -> Setup {
+        let store = Store::from_pool(pool);
+        store.migrate().await.unwrap();
+        let f = Fixture::new(REGION).await;
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("spot.yaml"), POLICY).unwrap();
+        let policies = Arc::new(PolicySource::new(vec![dir.path().to_path_buf()]));
+        let provider = Faulty {
+            inner: f.provider().await,
+            ec2: f.ec2.clone(),
+            crash_after: Mutex::default(),
+            crashed: tokio::sync::Notify::new(),
+            reclaimed: Mutex::default(),
+            launch_failures: Mutex::default(),
+            start_failures: Mutex::default(),
+            vanished: Mutex::default(),
+            spot_price: Mutex::default(),
+            changes: Mutex::default(),
+            type_price: Mutex::default(),
+            tag_lag: Mutex::default(),
+            tokens: Mutex::default(),
+        };
+        let reconciler = Reconciler::new(provider, store.clone(), policies, Options::default());
+        let leader = store.try_lead("test").await.unwrap().unwrap();
+        Setup {
+            f,
+            store,
+            leader,
+            reconciler,
+            t0: Utc::now(),
+            _dir: dir,
+        }
+    }
+
+    fn faults(&self) -> &Faulty {
+        self.reconciler.provider()
+    }
+
+    /// A running on-demand g5.xlarge of a training job that checkpointed five minutes before
+    /// the tick `minutes` after the first.
+    async fn trainer(&self, minutes: i64) -> String {
+        let checkpoint =
+            (self.t0 + Duration::minutes(minutes - 5)).to_rfc3339_opts(SecondsFormat::Secs, true);
+        self.f
+            .launch(moto::Launch {
+                instance_type: "g5.xlarge",
+                managed: true,
+                spot: false,
+                hibernation: false,
+                tags: &[
+                    ("workload", "training"),
+                    ("ebb:interruptible", "true"),
+                    ("ebb:checkpoint-at", &checkpoint),
+                ],
+            })
+            .await
+    }
+
+    /// A tick `minutes` after the first; `false` when it hung at an injected crash.
+    async fn tick(&mut self, minutes: i64) -> bool {
+        let at = self.t0 + Duration::minutes(minutes);
+        let crashed = self.reconciler.provider().crashed.notified();
+        tokio::select! {
+            report = self.reconciler.tick(at, &mut self.leader) => {
+                report.unwrap();
+                true
+            }
+            () = crashed => false,
+        }
+    }
+
+    async fn migration(&self, original: &str) -> MigrationRecord {
+        let all = self.store.migrations().await.unwrap();
+        let mut of: Vec<MigrationRecord> =
+            all.into_iter().filter(|m| m.original == original).collect();
+        assert_eq!(of.len(), 1, "one migration of {original}");
+        of.remove(0)
+    }
+
+    /// Ticks a minute apart from `from` until the migration of `original` is in `state`.
+    async fn until(&mut self, original: &str, from: i64, state: State) -> i64 {
+        for minute in from..from + 12 {
+            assert!(self.tick(minute).await, "tick at +{minute} min hung");
+            if self.migration(original).await.state() == state {
+                return minute;
+            }
+        }
+        panic!(
+            "{original} never reached {state:?}: {:#?}",
+            self.migration(original).await
+        );
+    }
+
+    /// EC2 takes the spot capacity of `id` back: terminated, with the spot reason.
+    async fn reclaim(&self, id: &str) {
+        self.f
+            .ec2
+            .terminate_instances()
+            .instance_ids(id)
+            .send()
+            .await
+            .unwrap();
+        self.faults()
+            .reclaimed
+            .lock()
+            .unwrap()
+            .insert(id.to_string());
+    }
+
+    async fn ec2(&self, id: &str) -> aws_sdk_ec2::types::Instance {
+        let out = self
+            .f
+            .ec2
+            .describe_instances()
+            .instance_ids(id)
+            .send()
+            .await
+            .unwrap();
+        out.reservations()[0].instances()[0].clone()
+    }
+
+    /// Every instance launched to replace `original`, terminated ones included.
+    async fn replacements(&self, original: &str) -> Vec<aws_sdk_ec2::types::Instance> {
+        let out = self
+            .f
+            .ec2
+            .describe_instances()
+            .filters(
+                Filter::builder()
+                    .name("tag:ebb:migrated-from")
+                    .values(original)
+                    .build(),
+            )
+            .send()
+            .await
+            .unwrap();
+        out.reservations()
+            .iter()
+            .flat_map(|r| r.instances())
+            .cloned()
+            .collect()
+    }
+
+    async fn image_exists(&self, image: &str) -> bool {
+        let out = self
+            .f
+            .ec2
+            .describe_images()
+            .filters(Filter::builder().name("image-id").values(image).build())
+            .send()
+            .await
+            .unwrap();
+        !out.images().is_empty()
+    }
+
+    /// Snapshots tagged as made by ebb from `original`.
+    async fn marked_snapshots(&self, original: &str) -> Vec<String> {
+        let out = self
+            .f
+            .ec2
+            .describe_snapshots()
+            .filters(
+                Filter::builder()
+                    .name("tag:ebb:image-of")
+                    .values(original)
+                    .build(),
+            )
+            .send()
+            .await
+            .unwrap();
+        out.snapshots()
+            .iter()
+            .filter_map(|s| s.snapshot_id().map(str::to_string))
+            .collect()
+    }
+
+    async fn audit_codes(&self, original: &str) -> Vec<(String, Outcome)> {
+        let filter = AuditFilter {
+            instance: Some(original.to_string()),
+            ..AuditFilter::default()
+        };
+        self.store
+            .audit(&filter)
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|e| (e.entry.code.unwrap_or_default(), e.entry.outcome))
+            .collect()
+    }
+}
+
+fn state(i: &aws_sdk_ec2::types::Instance) -> &str {
+    i.state().unwrap().name().unwrap().as_str()
+}
+
+fn tag<'a>(i: &'a aws_sdk_ec2::types::Instance, key: &str) -> Option<&'a str> {
+    i.tags()
+        .iter()
+        .find(|t| t.key() == Some(key))
+        .and_then(|t| t.value())
+}
+
+#[sqlx::test(migrations = false)]
+async fn a_migration_moves_to_spot_alike_keeps_the_original_then_cleans_up(pool: PgPool) {
+    let mut s = Setup::new(pool).await;
+    let original = s.trainer(0).await;
+    let before = s.ec2(&original).await;
+
+    assert!(s.tick(0).await);
+    assert_eq!(s.migration(&original).await.state(), State::Planned);
+    assert_eq!(
+        state(&s.ec2(&original).await),
+        "running",
+        "planning changes nothing"
+    );
+    let done = s.until(&original, 1, State::Done).await;
+
+    let m = s.migration(&original).await;
+    let spot_id = m.current.clone().unwrap();
+    let spot = s.ec2(&spot_id).await;
+    assert_eq!(state(&spot), "running");
+    assert_eq!(spot.instance_lifecycle().map(|l| l.as_str()), Some("spot"));
+    assert_eq!(spot.subnet_id(), before.subnet_id());
+    let groups = |i: &aws_sdk_ec2::types::Instance| -> Vec<String> {
+        i.security_groups()
+            .iter()
+            .map(|g| g.group_id().unwrap().to_string())
+            .collect()
+    };
+    assert_eq!(groups(&spot), groups(&before));
+    for key in ["workload", "ebb:interruptible", "ebb:managed"] {
+        assert_eq!(tag(&spot, key), tag(&before, key), "{key}");
+    }
+    assert_eq!(tag(&spot, "ebb:migrated-from"), Some(original.as_str()));
+    assert_eq!(spot.image_id(), m.image.as_deref());
+    assert_eq!(m.market.as_str(), "spot");
+    assert_eq!(s.replacements(&original).await.len(), 1);
+    // The image's snapshots are marked as ebb's, for the IAM policy's delete condition.
+    assert!(!s.marked_snapshots(&original).await.is_empty());
+
+    // The original is kept, stopped and marked, and the rules leave it alone.
+    let kept = s.ec2(&original).await;
+    assert_eq!(state(&kept), "stopped");
+    assert_eq!(tag(&kept, "ebb:migrating"), Some(m.id.to_string().as_str()));
+    assert!(s.tick(done + 60).await);
+    assert_eq!(state(&s.ec2(&original).await), "stopped");
+    assert!(s
+        .migration(&original)
+        .await
+        .original_terminated_at
+        .is_none());
+
+    // After keep_original_for it is terminated; the replacement keeps running.
+    assert!(s.tick(done + 6 * 60).await);
+    assert_eq!(state(&s.ec2(&original).await), "terminated");
+    assert_eq!(state(&s.ec2(&spot_id).await), "running");
+    let m = s.migration(&original).await;
+    assert!(m.original_terminated_at.is_some());
+    assert!(ebb::spot::savings(&m, s.t0 + Duration::minutes(done + 6 * 60)) > 0.0);
+
+    let codes = s.audit_codes(&original).await;
+    for (code, outcome) in [
+        ("spot_savings", Outcome::Succeeded),
+        ("spot_stop", Outcome::Intent),
+        ("spot_stop", Outcome::Succeeded),
+        ("spot_image", Outcome::Succeeded),
+        ("spot_launch", Outcome::Succeeded),
+        ("spot_running", Outcome::Succeeded),
+        ("spot_verified", Outcome::Succeeded),
+        ("spot_cleanup", Outcome::Succeeded),
+    ] {
+        assert!(
+            codes.contains(&(code.to_string(), outcome)),
+            "{code} {outcome:?} in {codes:?}"
+        );
+    }
+    assert!(matches!(
+        s.store.verify_audit().await.unwrap(),
+        Verification::Intact { .. }
+    ));
+}
+
+#[sqlx::test(migrations = false)]
+async fn a_crash_after_any_step_resumes_without_a_second_replacement(pool: PgPool) {
+    let mut s = Setup::new(pool).await;
+    for call in ["tag", "stop", "create_image", "launch", "terminate"] {
+        // Each scenario's ticks start well after the last one's ended.
+        let start = s.store.migrations().await.unwrap().len() as i64 * 600;
+        let original = s.trainer(start).await;
+        assert!(s.tick(start).await);
+        *s.faults().crash_after.lock().unwrap() = Some(call);
+        let mut minute = start + 1;
+        let mut crashed = false;
+        // Ticks until done; the cleanup crash needs keep_original_for to pass.
+        for _ in 0..12 {
+            crashed |= !s.tick(minute).await;
+            if s.migration(&original).await.state() == State::Done {
+                break;
+            }
+            minute += 1;
+        }
+        if call == "terminate" {
+            assert!(!crashed);
+            crashed = !s.tick(minute + 6 * 60).await;
+            assert!(s.tick(minute + 6 * 60 + 1).await);
+            assert_eq!(state(&s.ec2(&original).await), "terminated");
+            assert!(s
+                .migration(&original)
+                .await
+                .original_terminated_at
+                .is_some());
+        }
+        assert!(crashed, "{call}: the crash was never reached");
+        let m = s.migration(&original).await;
+        assert_eq!(m.state(), State::Done, "{call}: {m:#?}");
+        let replacements = s.replacements(&original).await;
+        assert_eq!(replacements.len(), 1, "{call}: one replacement");
+        let images =
+            s.f.ec2
+                .describe_images()
+                .owners("self")
+                .filters(
+                    Filter::builder()
+                        .name("name")
+                        .values(format!("ebb-{original}-*"))
+                        .build(),
+                )
+                .send()
+                .await
+                .unwrap();
+        assert_eq!(images.images().len(), 1, "{call}: one image");
+        assert_eq!(state(&replacements[0]), "running", "{call}");
+        // Every intent has an outcome.
+        assert!(
+            s.store.pending_intents().await.unwrap().is_empty(),
+            "{call}"
+        );
+    }
+}
+
+/// Every call that changes EC2 has an intent of its own and exactly one outcome: the tag and
+/// the stop of the original are two actions, and so are the image's deregistration and the
+/// deletion of each of its snapshots.
+async fn assert_one_intent_per_call(s: &Setup, original: &str) {
+    let filter = AuditFilter {
+        instance: Some(original.to_string()),
+        ..AuditFilter::default()
+    };
+    let rows = s.store.audit(&filter).await.unwrap();
+    let intents: Vec<&ebb::store::AuditEntry> = rows
+        .iter()
+        .filter(|e| e.entry.outcome == Outcome::Intent)
+        .collect();
+    let calls = s.faults().changes.lock().unwrap().clone();
+    let reasons: Vec<&str> = intents.iter().map(|e| e.entry.reason.as_str()).collect();
+    assert_eq!(
+        intents.len(),
+        calls.len(),
+        "calls {calls:?}, intents {reasons:#?}"
+    );
+    for intent in intents {
+        let outcomes = rows
+            .iter()
+            .filter(|e| e.entry.intent_seq == Some(intent.seq))
+            .count();
+        assert_eq!(outcomes, 1, "{}", intent.entry.reason);
+    }
+}
+
+#[sqlx::test(migrations = false)]
+async fn every_migration_call_is_an_action_of_its_own(pool: PgPool) {
+    let mut s = Setup::new(pool).await;
+    let original = s.trainer(0).await;
+    *s.faults().launch_failures.lock().unwrap() = 1;
+    assert!(s.tick(0).await);
+    s.until(&original, 1, State::RolledBack).await;
+    let calls = s.faults().changes.lock().unwrap().clone();
+    assert_eq!(&calls[..2], ["tag", "stop"], "{calls:?}");
+    for call in ["deregister_image", "delete_snapshot", "untag", "start"] {
+        assert!(calls.contains(&call), "{call} in {calls:?}");
+    }
+    assert_one_intent_per_call(&s, &original).await;
+    let m = s.migration(&original).await;
+    assert!(m.image.is_none() && m.snapshots.is_empty(), "{m:#?}");
+    assert!(s.marked_snapshots(&original).await.is_empty());
+}
+
+/// A crash right after the image is deregistered, or after a snapshot is deleted, leaves no
+/// snapshot behind: the row keeps the ones not deleted yet, and the next tick goes on.
+#[sqlx::test(migrations = false)]
+async fn a_crash_between_deregistering_and_deleting_the_snapshots_leaks_none(pool: PgPool) {
+    let mut s = Setup::new(pool).await;
+    for call in ["deregister_image", "delete_snapshot"] {
+        let start = s.store.migrations().await.unwrap().len() as i64 * 600;
+        let original = s.trainer(start).await;
+        *s.faults().launch_failures.lock().unwrap() = 1;
+        *s.faults().crash_after.lock().unwrap() = Some(call);
+        let mut crashed = false;
+        let mut minute = start;
+        while s.store.migrations().await.unwrap().len() as i64 * 600 <= start
+            || s.migration(&original).await.state() != State::RolledBack
+        {
+            assert!(minute < start + 12, "{call}: never rolled back");
+            crashed |= !s.tick(minute).await;
+            minute += 1;
+        }
+        assert!(crashed, "{call}: the crash was never reached");
+        let m = s.migration(&original).await;
+        assert!(
+            m.image.is_none() && m.snapshots.is_empty(),
+            "{call}: {m:#?}"
+        );
+        assert!(
+            s.marked_snapshots(&original).await.is_empty(),
+            "{call}: every snapshot is deleted"
+        );
+        assert_eq!(state(&s.ec2(&original).await), "running", "{call}");
+    }
+}
+
+/// The first launch's answer is lost; at the next try EC2's listing does not show it yet and a
+/// cheaper offer changed the type, so EC2 refuses the same client token with other settings.
+/// The launch made first is looked for again and adopted as it was launched: one replacement,
+/// tracked, and the move goes on.
+#[sqlx::test(migrations = false)]
+async fn an_ambiguous_launch_is_found_and_adopted_never_left_untracked(pool: PgPool) {
+    let mut s = Setup::new(pool).await;
+    let original = s.trainer(0).await;
+    assert!(s.tick(0).await);
+    *s.faults().crash_after.lock().unwrap() = Some("launch");
+    let mut minute = 1;
+    while s.tick(minute).await {
+        minute += 1;
+        assert!(minute < 12, "the launch never happened");
+    }
+    let made = s.replacements(&original).await;
+    assert_eq!(made.len(), 1);
+    let first = made[0].instance_id().unwrap().to_string();
+    let first_type = made[0].instance_type().unwrap().as_str().to_string();
+    let m = s.migration(&original).await;
+    assert_eq!(m.current, None, "its answer was lost");
+
+    // The other type of the rule is the cheapest now.
+    *s.faults().tag_lag.lock().unwrap() = 1;
+    let other = if first_type == "g5.xlarge" {
+        "g5.2xlarge"
+    } else {
+        "g5.xlarge"
+    };
+    let prices = [(first_type.clone(), 1000.0), (other.to_string(), 0.01)];
+    *s.faults().type_price.lock().unwrap() = prices.into_iter().collect();
+    assert!(s.tick(minute + 1).await);
+    let m = s.migration(&original).await;
+    assert_eq!(m.state(), State::Imaging, "not rolled back: {m:#?}");
+    assert!(m
+        .steps
+        .0
+        .last()
+        .unwrap()
+        .detail
+        .contains("IdempotentParameterMismatch"));
+    s.until(&original, minute + 2, State::Done).await;
+
+    let m = s.migration(&original).await;
+    assert_eq!(m.current.as_deref(), Some(first.as_str()));
+    assert_eq!(
+        m.instance_type.as_deref(),
+        Some(first_type.as_str()),
+        "as launched"
+    );
+    assert_eq!(
+        s.replacements(&original).await.len(),
+        1,
+        "never launched twice"
+    );
+    assert_eq!(state(&s.ec2(&first).await), "running");
+    assert!(s.store.pending_intents().await.unwrap().is_empty());
+}
+
+/// A launch whose answer was lost, then a protection that rolls the move back before the
+/// launch is found: the replacement runs, and no migration tracks it. `migration_artifacts`
+/// and `spot::orphans::orphans` list it as ebb's lost launch (its launch id and ebb's client
+/// token), and list an instance and an image forged with the migration's tags as orphans that
+/// ebb cannot prove it made.
+#[sqlx::test(migrations = false)]
+async fn orphans_list_ebbs_lost_launch_and_report_forgeries(pool: PgPool) {
+    let mut s = Setup::new(pool).await;
+    let original = s.trainer(0).await;
+    assert!(s.tick(0).await);
+    *s.faults().crash_after.lock().unwrap() = Some("launch");
+    let mut minute = 1;
+    while s.tick(minute).await {
+        minute += 1;
+        assert!(minute < 12, "the launch never happened");
+    }
+    let lost = s.replacements(&original).await[0]
+        .instance_id()
+        .unwrap()
+        .to_string();
+    s.f.ec2
+        .create_tags()
+        .resources(&original)
+        .tags(Tag::builder().key("ebb:skip").value("true").build())
+        .send()
+        .await
+        .unwrap();
+    s.until(&original, minute + 1, State::RolledBack).await;
+    let m = s.migration(&original).await;
+    assert_eq!(m.current, None);
+    assert_eq!(
+        state(&s.ec2(&lost).await),
+        "running",
+        "left running: {m:#?}"
+    );
+
+    let launch = format!("{original}-{}-1", m.id);
+    let forged = moto::launch_with(
+        &s.f.ec2,
+        &s.f.image,
+        &s.f.managed,
+        moto::Launch {
+            instance_type: "g5.xlarge",
+            managed: true,
+            spot: false,
+            hibernation: false,
+            tags: &[
+                ("ebb:launch", &launch),
+                ("ebb:migration", &m.id.to_string()),
+                ("ebb:migrated-from", &original),
+            ],
+        },
+    )
+    .await;
+    let image =
+        s.f.ec2
+            .create_image()
+            .instance_id(&forged)
+            .name(format!("forged-{original}"))
+            .tag_specifications(
+                aws_sdk_ec2::types::TagSpecification::builder()
+                    .resource_type(aws_sdk_ec2::types::ResourceType::Image)
+                    .tags(Tag::builder().key("ebb:migration").value("999999").build())
+                    .build(),
+            )
+            .send()
+            .await
+            .unwrap()
+            .image_id()
+            .unwrap()
+            .to_string();
+
+    let found = s.faults().migration_artifacts(REGION).await.unwrap();
+    let migrations = s.store.migrations().await.unwrap();
+    let orphans = ebb::spot::orphans::orphans(found, &migrations);
+    let of = |id: &str| orphans.iter().find(|o| o.artifact.id == id);
+    let l = of(&lost).expect("the lost launch is listed");
+    assert!(l.lost, "{l:?}");
+    assert!(l.why.contains(&launch), "{}", l.why);
+    let f = of(&forged).expect("the forged instance is listed");
+    assert!(!f.lost, "never ebb's to act on: {f:?}");
+    assert!(f.why.contains("client token"), "{}", f.why);
+    let i = of(&image).expect("the forged image is listed");
+    assert!(!i.lost);
+    assert!(of(&original).is_none(), "the original is no launch");
+
+    // The leader's next sweep (hourly) terminates ebb's lost launch, as an action, and leaves
+    // the forged instance alone.
+    let at = s.t0 + Duration::minutes(minute + 61);
+    let report = s.reconciler.tick(at, &mut s.leader).await.unwrap();
+    let counted = report.orphans.as_ref().expect("the sweep ran");
+    assert!(
+        counted["instance"] >= 2 && counted["image"] >= 1,
+        "{counted:?}"
+    );
+    let metrics = ebb::metrics::Metrics::default();
+    report.record(&metrics, std::time::Duration::ZERO);
+    let text = metrics.encode();
+    assert!(
+        text.contains("ebb_spot_orphans{kind=\"snapshot\"}"),
+        "{text}"
+    );
+    assert_eq!(state(&s.ec2(&lost).await), "terminated");
+    assert_eq!(state(&s.ec2(&forged).await), "running");
+    let codes = s.audit_codes(&original).await;
+    for outcome in [Outcome::Intent, Outcome::Succeeded] {
+        assert!(
+            codes.contains(&("spot_orphan".to_string(), outcome)),
+            "{codes:?}"
+        );
+    }
+    assert!(s.store.pending_intents().await.unwrap().is_empty());
+    let m = s.migration(&original).await;
+    assert!(m.steps.0.last().unwrap().detail.contains(&lost), "{m:#?}");
+}
+
+/// `ebb migrations --orphans`, the built binary against moto and Postgres: an image tagged as a
+/// migration's that no migration keeps is listed, not ebb's to act on, and the command exits 1.
+#[sqlx::test(migrations = false)]
+async fn ebb_migrations_orphans_lists_what_no_migration_tracks(pool: PgPool) {
+    let store = Store::from_pool(pool.clone());
+    store.migrate().await.unwrap();
+    let f = Fixture::new("me-south-1").await;
+    let source = f
+        .launch(moto::Launch {
+            instance_type: "g5.xlarge",
+            managed: true,
+            spot: false,
+            hibernation: false,
+            tags: &[],
+        })
+        .await;
+    let image = f
+        .ec2
+        .create_image()
+        .instance_id(&source)
+        .name(format!("stray-{source}"))
+        .tag_specifications(
+            aws_sdk_ec2::types::TagSpecification::builder()
+                .resource_type(aws_sdk_ec2::types::ResourceType::Image)
+                .tags(Tag::builder().key("ebb:migration").value("7").build())
+                .build(),
+        )
+        .send()
+        .await
+        .unwrap()
+        .image_id()
+        .unwrap()
+        .to_string();
+    let base = std::env::var("DATABASE_URL").expect("scripts/test sets DATABASE_URL");
+    let (server, _) = base.rsplit_once('/').unwrap();
+    let url = format!(
+        "{server}/{}",
+        pool.connect_options().get_database().unwrap()
+    );
+    let run = |format: &str| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_ebb"))
+            .args(["migrations", "--orphans", "--format", format])
+            .env("DATABASE_URL", &url)
+            .env("EBB_REGIONS", f.region)
+            .output()
+            .unwrap()
+    };
+    let o = run("json");
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{stderr}");
+    let listed: Vec<serde_json::Value> = serde_json::from_slice(&o.stdout).unwrap();
+    let it = listed
+        .iter()
+        .find(|o| o["id"] == image.as_str())
+        .unwrap_or_else(|| panic!("{image} not in {listed:#?}"));
+    assert_eq!(it["kind"], "image");
+    assert_eq!(it["lost"], false);
+    assert_eq!(it["tags"]["ebb:migration"], "7");
+    let table = String::from_utf8_lossy(&run("table").stdout).to_string();
+    assert!(
+        table.contains(&image) && table.contains("no migration keeps this image"),
+        "{table}"
+    );
+}
+
+#[sqlx::test(migrations = false)]
+async fn a_failed_launch_rolls_back_and_the_original_runs_again(pool: PgPool) {
+    let mut s = Setup::new(pool).await;
+    let original = s.trainer(0).await;
+    *s.faults().launch_failures.lock().unwrap() = 1;
+    assert!(s.tick(0).await);
+    s.until(&original, 1, State::RolledBack).await;
+
+    let m = s.migration(&original).await;
+    assert!(
+        m.error
+            .as_deref()
+            .unwrap()
+            .contains("InsufficientInstanceCapacity"),
+        "{m:#?}"
+    );
+    let back = s.ec2(&original).await;
+    assert_eq!(state(&back), "running");
+    assert_eq!(tag(&back, "ebb:migrating"), None);
+    assert!(s.replacements(&original).await.is_empty());
+    assert!(m.image.is_none());
+    let image = m
+        .steps
+        .0
+        .iter()
+        .find(|st| st.state == State::Imaging)
+        .unwrap();
+    let image_id = image.detail.rsplit(' ').next().unwrap();
+    assert!(
+        !s.image_exists(image_id).await,
+        "the image {image_id} is deleted"
+    );
+    assert!(
+        s.marked_snapshots(&original).await.is_empty(),
+        "its snapshots are deleted"
+    );
+    assert!(s
+        .audit_codes(&original)
+        .await
+        .contains(&("spot_rollback".to_string(), Outcome::Succeeded)));
+    // Not planned again at once.
+    assert!(s.tick(30).await);
+    assert_eq!(s.store.migrations().await.unwrap().len(), 1);
+}
+
+#[sqlx::test(migrations = false)]
+async fn a_migration_that_no_longer_saves_enough_when_it_starts_changes_nothing(pool: PgPool) {
+    let mut s = Setup::new(pool).await;
+    let original = s.trainer(0).await;
+    assert!(s.tick(0).await);
+    assert_eq!(s.migration(&original).await.state(), State::Planned);
+    // Spot now costs 90 % of on-demand (g5.xlarge: $1.006/h).
+    *s.faults().spot_price.lock().unwrap() = Some(0.905);
+    assert!(s.tick(1).await);
+    let m = s.migration(&original).await;
+    assert_eq!(m.state(), State::RolledBack);
+    assert!(
+        m.error.as_deref().unwrap().contains("below min_savings"),
+        "{m:#?}"
+    );
+    let untouched = s.ec2(&original).await;
+    assert_eq!(state(&untouched), "running");
+    assert_eq!(tag(&untouched, "ebb:migrating"), None);
+    assert!(!s
+        .audit_codes(&original)
+        .await
+        .iter()
+        .any(|(code, _)| code == "spot_stop"));
+}
+
+#[sqlx::test(migrations = false)]
+async fn reclaims_relaunch_on_spot_elsewhere_then_fall_back_to_on_demand(pool: PgPool) {
+    let mut s = Setup::new(pool).await;
+    let original = s.trainer(0).await;
+    assert!(s.tick(0).await);
+    let mut minute = s.until(&original, 1, State::Done).await;
+    let first = s.migration(&original).await;
+    let first_id = first.current.clone().unwrap();
+
+    // EC2 reclaims the spot instance.
+    s.reclaim(&first_id).await;
+    minute = s.until(&original, minute + 1, State::Launching).await;
+    let m = s.migration(&original).await;
+    assert_eq!(m.interruptions.0.len(), 1);
+    let second_id = m.current.clone().unwrap();
+    assert_ne!(second_id, first_id);
+    // Not the reclaimed type in the reclaimed zone.
+    assert_ne!(
+        (m.instance_type.clone(), m.zone.clone()),
+        (first.instance_type.clone(), first.zone.clone())
+    );
+    assert_eq!(m.market.as_str(), "spot");
+    minute = s.until(&original, minute + 1, State::Done).await;
+    let second = s.ec2(&second_id).await;
+    assert_eq!(
+        second.instance_lifecycle().map(|l| l.as_str()),
+        Some("spot")
+    );
+    assert_eq!(second.image_id(), first.image.as_deref());
+
+    // A second reclaim within 24 h reaches max_interruptions: on-demand from now on.
+    s.reclaim(&second_id).await;
+    minute = s.until(&original, minute + 1, State::Launching).await;
+    s.until(&original, minute + 1, State::Done).await;
+    let m = s.migration(&original).await;
+    assert_eq!(m.market.as_str(), "on-demand");
+    assert_eq!(m.interruptions.0.len(), 2);
+    let third = s.ec2(m.current.as_deref().unwrap()).await;
+    assert_eq!(state(&third), "running");
+    assert_eq!(third.instance_lifecycle(), None, "on-demand");
+    assert_eq!(third.instance_type().unwrap().as_str(), "g5.xlarge");
+    assert_eq!(s.replacements(&original).await.len(), 3);
+    let codes = s.audit_codes(&original).await;
+    for code in ["spot_interrupted", "spot_relaunch", "spot_fallback"] {
+        assert!(codes.iter().any(|(c, _)| c == code), "{code} in {codes:?}");
+    }
+}
+
+#[sqlx::test(migrations = false)]
+async fn a_replacement_terminated_by_a_person_ends_the_migration(pool: PgPool) {
+    let mut s = Setup::new(pool).await;
+    let original = s.trainer(0).await;
+    assert!(s.tick(0).await);
+    let minute = s.until(&original, 1, State::Done).await;
+    let m = s.migration(&original).await;
+    s.f.ec2
+        .terminate_instances()
+        .instance_ids(m.current.as_deref().unwrap())
+        .send()
+        .await
+        .unwrap();
+    assert!(s.tick(minute + 1).await);
+    let m = s.migration(&original).await;
+    assert!(m.ended_at.is_some(), "{m:#?}");
+    assert_eq!(
+        s.replacements(&original).await.len(),
+        1,
+        "nothing relaunched"
+    );
+    // The original is the rules' again: stopped, no longer marked.
+    let kept = s.ec2(&original).await;
+    assert_eq!(state(&kept), "stopped");
+    assert_eq!(tag(&kept, "ebb:migrating"), None);
+}
+
+#[sqlx::test(migrations = false)]
+async fn an_original_someone_started_again_is_not_terminated(pool: PgPool) {
+    let mut s = Setup::new(pool).await;
+    let original = s.trainer(0).await;
+    assert!(s.tick(0).await);
+    let done = s.until(&original, 1, State::Done).await;
+    s.f.ec2
+        .start_instances()
+        .instance_ids(&original)
+        .send()
+        .await
+        .unwrap();
+    assert!(s.tick(done + 6 * 60).await);
+    let back = s.ec2(&original).await;
+    assert_eq!(state(&back), "running");
+    assert_eq!(tag(&back, "ebb:migrating"), None);
+    let m = s.migration(&original).await;
+    assert!(m.original_returned_at.is_some(), "{m:#?}");
+    assert!(m.original_terminated_at.is_none());
+    // Later ticks leave it alone too.
+    assert!(s.tick(done + 6 * 60 + 1).await);
+    assert_eq!(state(&s.ec2(&original).await), "running");
+}
+
+#[sqlx::test(migrations = false)]
+async fn an_override_made_after_the_plan_keeps_the_instance_where_it_is(pool: PgPool) {
+    let mut s = Setup::new(pool).await;
+    let original = s.trainer(0).await;
+    assert!(s.tick(0).await);
+    assert_eq!(s.migration(&original).await.state(), State::Planned);
+    s.store
+        .create_override(
+            &original,
+            s.t0 + Duration::hours(8),
+            "final epoch, do not touch",
+            "li",
+            s.t0,
+        )
+        .await
+        .unwrap();
+    assert!(s.tick(1).await);
+    let m = s.migration(&original).await;
+    assert_eq!(m.state(), State::RolledBack);
+    assert!(m.error.as_deref().unwrap().contains("override"), "{m:#?}");
+    assert_eq!(state(&s.ec2(&original).await), "running");
+    assert!(s.replacements(&original).await.is_empty());
+}
+
+#[sqlx::test(migrations = false)]
+async fn a_warning_from_the_queue_relaunches_before_the_reclaim(pool: PgPool) {
+    let mut s = Setup::new(pool).await;
+    let original = s.trainer(0).await;
+    assert!(s.tick(0).await);
+    let minute = s.until(&original, 1, State::Done).await;
+    let warned = s.migration(&original).await.current.unwrap();
+
+    // EventBridge puts the warning on the queue; ebb reads and records it.
+    let sqs = aws_sdk_sqs::Client::new(&moto::emulator(REGION).await);
+    let name = format!("ebb-spot-interruptions-{}", s.f.managed);
+    let url = sqs
+        .create_queue()
+        .queue_name(&name)
+        .send()
+        .await
+        .unwrap()
+        .queue_url()
+        .unwrap()
+        .to_string();
+    let event = serde_json::json!({
+        "version": "0",
+        "id": "5f9f5a4c-0000-0000-0000-000000000000",
+        "detail-type": "EC2 Spot Instance Interruption Warning",
+        "source": "aws.ec2",
+        "account": "123456789012",
+        "time": s.t0.to_rfc3339_opts(SecondsFormat::Secs, true),
+        "region": REGION,
+        "resources": [format!("arn:aws:ec2:{REGION}a:instance/{warned}")],
+        "detail": {"instance-id": warned, "instance-action": "terminate"}
+    });
+    // Anyone who can send to the queue can write what looks like a warning.
+    let mut forged = event.clone();
+    forged["source"] = "my.app".into();
+    let mut elsewhere = event.clone();
+    elsewhere["account"] = "999999999999".into();
+    for body in [
+        event.to_string(),
+        "{\"detail-type\": \"something else\"}".to_string(),
+        forged.to_string(),
+        elsewhere.to_string(),
+    ] {
+        sqs.send_message()
+            .queue_url(&url)
+            .message_body(body)
+            .send()
+            .await
+            .unwrap();
+    }
+    let accepted = Accepted::new(vec![REGION.to_string()], &url, &[]);
+    let queue = InterruptionQueue::new(sqs.clone(), url.clone(), accepted);
+    let batch = queue.receive().await.unwrap();
+    assert_eq!(batch.warnings.len(), 1);
+    assert_eq!(batch.warnings[0].instance, warned);
+    let rows: Vec<_> = batch
+        .warnings
+        .iter()
+        .map(|w| (w.instance.clone(), w.region.clone(), w.at))
+        .collect();
+    // A warning for the original (no live migration's replacement) is not ebb's to act on.
+    let mut with_original = rows.clone();
+    with_original.push((original.clone(), REGION.to_string(), s.t0));
+    assert_eq!(
+        s.store.record_spot_warnings(&with_original).await.unwrap(),
+        vec![warned.clone()]
+    );
+    queue.delete(batch).await.unwrap();
+    let left = sqs
+        .receive_message()
+        .queue_url(&url)
+        .wait_time_seconds(0)
+        .send()
+        .await
+        .unwrap();
+    assert!(left.messages().is_empty(), "every message is deleted");
+
+    // The next tick launches the next replacement while the warned one still runs.
+    assert!(s.tick(minute + 1).await);
+    let m = s.migration(&original).await;
+    assert_eq!(m.interruptions.0.len(), 1, "{m:#?}");
+    assert_eq!(m.interruptions.0[0].instance, warned);
+    assert_ne!(m.current.as_deref(), Some(warned.as_str()));
+    assert_eq!(m.state(), State::Launching);
+    assert_eq!(state(&s.ec2(&warned).await), "running", "left to EC2");
+    assert_eq!(s.replacements(&original).await.len(), 2);
+}
+
+#[sqlx::test(migrations = false)]
+async fn a_stored_state_or_market_this_ebb_does_not_know_is_an_error_naming_the_migration(
+    pool: PgPool,
+) {
+    let store = Store::from_pool(pool.clone());
+    store.migrate().await.unwrap();
+    let now = Utc::now();
+    let audit = NewAuditEntry::event(now, "test", "migrate_to_spot", "planned".into());
+    let m = store
+        .plan_migration("i-1", REGION, "train", Some(1.0), now, audit)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!((m.state(), m.market.as_str()), (State::Planned, "spot"));
+
+    sqlx::query("UPDATE spot_migrations SET market = 'reserved' WHERE id = $1")
+        .bind(m.id)
+        .execute(&pool)
+        .await
+        .unwrap();
+    let err = store.migrations().await.unwrap_err();
+    assert!(
+        matches!(&err, StoreError::UnknownMigrationValue { id, column: "market", value }
+            if *id == m.id && value == "reserved"),
+        "{err:?}"
+    );
+    let text = err.to_string();
+    assert!(
+        text.contains(&format!("spot migration {}", m.id)) && text.contains("\"reserved\""),
+        "{text}"
+    );
+
+    // The schema allows no other state today; a newer ebb's schema might.
+    sqlx::query("ALTER TABLE spot_migrations DROP CONSTRAINT spot_migrations_state_check")
+        .execute(&pool)
+        .await
+        .unwrap();
+    sqlx::query("UPDATE spot_migrations SET market = 'spot', state = 'paused' WHERE id = $1")
+        .bind(m.id)
+        .execute(&pool)
+        .await
+        .unwrap();
+    let err = store.live_migrations().await.unwrap_err();
+    assert!(
+        matches!(&err, StoreError::UnknownMigrationValue { id, column: "state", value }
+            if *id == m.id && value == "paused"),
+        "{err:?}"
+    );
+}
+
+#[sqlx::test(migrations = false)]
+async fn an_override_accepted_while_stopping_undoes_the_move_and_the_workload_runs_on_the_original(
+    pool: PgPool,
+) {
+    let mut s = Setup::new(pool).await;
+    let original = s.trainer(0).await;
+    assert!(s.tick(0).await);
+    s.until(&original, 1, State::Stopping).await;
+    assert_eq!(state(&s.ec2(&original).await), "stopped");
+    s.store
+        .create_override(
+            &original,
+            s.t0 + Duration::hours(8),
+            "final epoch, do not touch",
+            "li",
+            s.t0,
+        )
+        .await
+        .unwrap();
+    s.until(&original, 2, State::RolledBack).await;
+    let m = s.migration(&original).await;
+    assert!(m.error.as_deref().unwrap().contains("override"), "{m:#?}");
+    assert!(
+        m.image.is_none(),
+        "the original runs: its image is no copy anyone needs"
+    );
+    let back = s.ec2(&original).await;
+    assert_eq!(
+        state(&back),
+        "running",
+        "the workload is back on the original"
+    );
+    assert_eq!(tag(&back, "ebb:migrating"), None);
+    assert!(s.replacements(&original).await.is_empty());
+    // Long after keep_original_for, nothing touches it.
+    assert!(s.tick(8 * 60).await);
+    assert_eq!(state(&s.ec2(&original).await), "running");
+    let codes = s.audit_codes(&original).await;
+    assert!(!codes.iter().any(|(c, _)| c == "spot_image"), "{codes:?}");
+    assert!(!codes.iter().any(|(c, _)| c == "spot_cleanup"), "{codes:?}");
+    assert!(s.store.pending_intents().await.unwrap().is_empty());
+}
+
+#[sqlx::test(migrations = false)]
+async fn a_protection_at_any_step_before_done_rolls_the_move_back(pool: PgPool) {
+    let mut s = Setup::new(pool).await;
+    for (n, at) in [State::Imaging, State::Launching, State::Verifying]
+        .into_iter()
+        .enumerate()
+    {
+        let start = n as i64 * 600;
+        let original = s.trainer(start).await;
+        assert!(s.tick(start).await);
+        let minute = s.until(&original, start + 1, at).await;
+        // Imaging: the keep-until tag; then the policy's spot rule goes; then ebb:skip.
+        let protect = |tag: (&str, String)| {
+            s.f.ec2
+                .create_tags()
+                .resources(&original)
+                .tags(
+                    aws_sdk_ec2::types::Tag::builder()
+                        .key(tag.0)
+                        .value(tag.1)
+                        .build(),
+                )
+                .send()
+        };
+        match at {
+            State::Imaging => {
+                let until = (s.t0 + Duration::days(2)).to_rfc3339_opts(SecondsFormat::Secs, true);
+                protect(("ebb:keep-until", until)).await.unwrap();
+            }
+            State::Launching => {
+                protect(("workload", "inference".to_string()))
+                    .await
+                    .unwrap();
+            }
+            _ => {
+                protect(("ebb:skip", "true".to_string())).await.unwrap();
+            }
+        }
+        s.until(&original, minute + 1, State::RolledBack).await;
+        let m = s.migration(&original).await;
+        assert_eq!(state(&s.ec2(&original).await), "running", "{at:?}: {m:#?}");
+        for r in s.replacements(&original).await {
+            assert_eq!(
+                state(&r),
+                "terminated",
+                "{at:?}: the replacement is terminated"
+            );
+        }
+        assert!(m.current.is_none() && m.image.is_none(), "{at:?}: {m:#?}");
+    }
+}
+
+#[sqlx::test(migrations = false)]
+async fn an_override_after_done_keeps_the_original_from_termination(pool: PgPool) {
+    let mut s = Setup::new(pool).await;
+    let original = s.trainer(0).await;
+    assert!(s.tick(0).await);
+    let done = s.until(&original, 1, State::Done).await;
+    s.store
+        .create_override(&original, s.t0 + Duration::hours(30), "keep it", "li", s.t0)
+        .await
+        .unwrap();
+    for minute in [done + 6 * 60, done + 12 * 60, done + 24 * 60] {
+        assert!(s.tick(minute).await);
+        assert_eq!(state(&s.ec2(&original).await), "stopped", "+{minute} min");
+    }
+    let m = s.migration(&original).await;
+    assert!(m.original_terminated_at.is_none(), "{m:#?}");
+    assert!(!s
+        .audit_codes(&original)
+        .await
+        .iter()
+        .any(|(c, _)| c == "spot_cleanup"));
+    // Once the override has expired, keep_original_for applies again.
+    assert!(s.tick(31 * 60).await);
+    assert_eq!(state(&s.ec2(&original).await), "terminated");
+}
+
+#[sqlx::test(migrations = false)]
+async fn a_roll_back_whose_start_finds_no_capacity_is_tried_again_until_the_original_runs(
+    pool: PgPool,
+) {
+    let mut s = Setup::new(pool).await;
+    let original = s.trainer(0).await;
+    *s.faults().launch_failures.lock().unwrap() = 1;
+    *s.faults().start_failures.lock().unwrap() = 2;
+    assert!(s.tick(0).await);
+    let minute = s.until(&original, 1, State::RollingBack).await;
+    let m = s.migration(&original).await;
+    assert_eq!(state(&s.ec2(&original).await), "stopped");
+    assert!(m.image.is_some(), "kept until the original runs: {m:#?}");
+    assert_eq!(m.failures, 1);
+    // Within the wait nothing is tried; then the second start fails too, and waits longer.
+    assert!(s.tick(minute).await);
+    assert_eq!(s.migration(&original).await.failures, 1);
+    assert!(s.tick(minute + 1).await);
+    let m = s.migration(&original).await;
+    assert_eq!((m.state(), m.failures), (State::RollingBack, 2), "{m:#?}");
+    assert!(s.tick(minute + 2).await);
+    assert_eq!(s.migration(&original).await.state(), State::RollingBack);
+    assert!(s.tick(minute + 3).await);
+    let m = s.migration(&original).await;
+    assert_eq!(m.state(), State::RolledBack, "{m:#?}");
+    assert_eq!(state(&s.ec2(&original).await), "running");
+    assert!(m.image.is_none());
+    // The repeated failure is one step with a count, not one step per try.
+    let rolling: Vec<_> = m
+        .steps
+        .0
+        .iter()
+        .filter(|st| st.state == State::RollingBack)
+        .collect();
+    assert!(rolling.len() <= 2, "{rolling:#?}");
+    assert!(s.store.pending_intents().await.unwrap().is_empty());
+}
+
+#[sqlx::test(migrations = false)]
+async fn a_replacement_ec2_no_longer_knows_leaves_the_image_kept_as_the_last_copy(pool: PgPool) {
+    let mut s = Setup::new(pool).await;
+    let original = s.trainer(0).await;
+    assert!(s.tick(0).await);
+    let done = s.until(&original, 1, State::Done).await;
+    assert!(s.tick(done + 6 * 60).await);
+    assert_eq!(state(&s.ec2(&original).await), "terminated");
+    let m = s.migration(&original).await;
+    let (image, replacement) = (m.image.clone().unwrap(), m.current.clone().unwrap());
+    let snapshots = s.marked_snapshots(&original).await;
+    assert!(!snapshots.is_empty());
+
+    // Hours later EC2 no longer lists the replacement: a reclaim or a person, nobody can tell.
+    s.f.ec2
+        .terminate_instances()
+        .instance_ids(&replacement)
+        .send()
+        .await
+        .unwrap();
+    s.faults()
+        .vanished
+        .lock()
+        .unwrap()
+        .insert(replacement.clone());
+    let gone = done + 9 * 60;
+    assert!(s.tick(gone).await);
+    let m = s.migration(&original).await;
+    assert!(m.ended_at.is_some(), "{m:#?}");
+    assert_eq!(m.image.as_deref(), Some(image.as_str()));
+    assert!(
+        s.image_exists(&image).await,
+        "the only copy of the disks is kept"
+    );
+    assert_eq!(s.marked_snapshots(&original).await, snapshots);
+    assert_eq!(
+        s.replacements(&original).await.len(),
+        1,
+        "nothing relaunched"
+    );
+
+    // Kept for keep_image_for (7 days by default), then deleted with its snapshots.
+    assert!(s.tick(gone + 6 * 24 * 60).await);
+    assert!(s.image_exists(&image).await);
+    assert!(s.tick(gone + 7 * 24 * 60).await);
+    assert!(!s.image_exists(&image).await);
+    assert!(s.marked_snapshots(&original).await.is_empty());
+    let m = s.migration(&original).await;
+    assert!(m.image.is_none(), "{m:#?}");
+    assert!(s.store.live_migrations().await.unwrap().is_empty());
+    assert!(s.store.pending_intents().await.unwrap().is_empty());
+}
+
+#[sqlx::test(migrations = false)]
+async fn a_replacement_a_person_terminated_after_the_original_keeps_the_image(pool: PgPool) {
+    let mut s = Setup::new(pool).await;
+    let original = s.trainer(0).await;
+    assert!(s.tick(0).await);
+    let done = s.until(&original, 1, State::Done).await;
+    assert!(s.tick(done + 6 * 60).await);
+    let m = s.migration(&original).await;
+    s.f.ec2
+        .terminate_instances()
+        .instance_ids(m.current.as_deref().unwrap())
+        .send()
+        .await
+        .unwrap();
+    assert!(s.tick(done + 6 * 60 + 1).await);
+    let m = s.migration(&original).await;
+    assert!(m.ended_at.is_some(), "{m:#?}");
+    assert!(s.image_exists(m.image.as_deref().unwrap()).await);
+    assert!(m.image_kept_until.is_some());
+}
+
+#[sqlx::test(migrations = false)]
+async fn an_image_under_the_migrations_name_and_tags_that_ebb_did_not_make_is_refused(
+    pool: PgPool,
+) {
+    let mut s = Setup::new(pool).await;
+    let original = s.trainer(0).await;
+    assert!(s.tick(0).await);
+    let minute = s.until(&original, 1, State::Stopping).await;
+    let m = s.migration(&original).await;
+    // Someone who can read the migration id makes an image of their own instance under the
+    // name and tags ebb would give its image.
+    let theirs = s.trainer(minute).await;
+    let forged =
+        s.f.ec2
+            .create_image()
+            .instance_id(&theirs)
+            .name(format!("ebb-{original}-{}", m.id))
+            .tag_specifications(
+                aws_sdk_ec2::types::TagSpecification::builder()
+                    .resource_type(aws_sdk_ec2::types::ResourceType::Image)
+                    .tags(Tag::builder().key("ebb:image-of").value(&original).build())
+                    .tags(
+                        Tag::builder()
+                            .key("ebb:migration")
+                            .value(m.id.to_string())
+                            .build(),
+                    )
+                    .build(),
+            )
+            .send()
+            .await
+            .unwrap()
+            .image_id()
+            .unwrap()
+            .to_string();
+    s.until(&original, minute + 1, State::RolledBack).await;
+    let m = s.migration(&original).await;
+    assert!(
+        m.error.as_deref().unwrap().contains("cannot prove"),
+        "{m:#?}"
+    );
+    assert!(m.image.is_none());
+    assert!(
+        s.replacements(&original).await.is_empty(),
+        "nothing launched from it"
+    );
+    assert!(s.image_exists(&forged).await, "not ebb's to delete either");
+    assert_eq!(state(&s.ec2(&original).await), "running");
+    assert!(s
+        .audit_codes(&original)
+        .await
+        .contains(&("spot_refused".to_string(), Outcome::Succeeded)));
+}
+
+#[sqlx::test(migrations = false)]
+async fn an_instance_carrying_the_launch_tag_that_ebb_did_not_launch_is_never_adopted(
+    pool: PgPool,
+) {
+    let mut s = Setup::new(pool).await;
+    let original = s.trainer(0).await;
+    assert!(s.tick(0).await);
+    let minute = s.until(&original, 1, State::Imaging).await;
+    let m = s.migration(&original).await;
+    let launch_tag = format!("{original}-{}-1", m.id);
+    let fake =
+        s.f.launch(moto::Launch {
+            instance_type: "g5.xlarge",
+            managed: false,
+            spot: false,
+            hibernation: false,
+            tags: &[("workload", "inference")],
+        })
+        .await;
+    s.f.ec2
+        .create_tags()
+        .resources(&fake)
+        .tags(Tag::builder().key("ebb:launch").value(&launch_tag).build())
+        .tags(
+            Tag::builder()
+                .key("ebb:migrated-from")
+                .value(&original)
+                .build(),
+        )
+        .send()
+        .await
+        .unwrap();
+    let done = s.until(&original, minute + 1, State::Done).await;
+    let m = s.migration(&original).await;
+    let ours = m.current.clone().unwrap();
+    assert_ne!(ours, fake);
+    assert_eq!(s.ec2(&ours).await.image_id(), m.image.as_deref());
+    assert!(s
+        .audit_codes(&original)
+        .await
+        .contains(&("spot_refused".to_string(), Outcome::Succeeded)));
+    // The original is cleaned up in favour of ebb's replacement; the fake is never touched.
+    assert!(s.tick(done + 6 * 60).await);
+    assert_eq!(state(&s.ec2(&original).await), "terminated");
+    assert_eq!(state(&s.ec2(&fake).await), "running");
+}

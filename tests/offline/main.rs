@@ -1,0 +1,20 @@
+//! The integration tests that need no service: the decision core (policies, schedules, the
+//! engine and its fuzzing, the replay's decider), the binary's offline commands (`validate`,
+//! `plan`, `explain`, `schema`, `replay`, the policy check), the deployment files, the AWS
+//! provider against `aws-smithy-mocks`, and the shape of the source. The fast loop:
+//! `cargo test --test offline`.
+
+#[path = "../common/mod.rs"]
+mod common;
+
+mod aws_mocks;
+mod cli;
+mod decider;
+mod deploy;
+mod engine;
+mod fuzz_policy;
+mod policy;
+mod policy_check;
+mod replay;
+mod schedule;
+mod structure;

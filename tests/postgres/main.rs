@@ -1,0 +1,23 @@
+//! The integration tests that need Postgres (`DATABASE_URL`; `#[sqlx::test]` makes a database
+//! for each test) and nothing else: the store, the reconciler in process on the simulated fleet
+//! (acting, retries, fallbacks, pacing, timeouts, spot migrations under injected faults), the
+//! API, the console, reports, replays from the store and the database roles.
+
+#[path = "../common/mod.rs"]
+mod common;
+
+mod acting;
+mod api;
+mod cloudwatch_reads;
+mod console;
+mod demo;
+mod fallback;
+mod history;
+mod pacing;
+mod replay_store;
+mod report;
+mod retry;
+mod roles;
+mod spot_faults;
+mod store;
+mod timeouts;

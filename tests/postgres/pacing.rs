@@ -1,0 +1,166 @@
+//! Pacing within EC2's rate limits: the simulated EC2 meters calls with EC2's default token
+//! buckets and refuses a call over them with `RequestLimitExceeded`; ebb paces its calls by the
+//! same buckets, and a tick takes on only what they serve, the rest waiting for the next tick.
+//! In process, on paused time (the simulated clock counts on tokio's), with a real Postgres.
+
+use crate::common;
+
+use common::t;
+use common::time::on_paused_time;
+use ebb::clock::Clock;
+use ebb::cloud::pacing::{Pacer, RateLimits};
+use ebb::cloud::sim::SimProvider;
+use ebb::cloud::Provider;
+use ebb::engine::Action;
+use ebb::fleet::InstanceState;
+use ebb::reconcile::{Options, Pacing, PolicySource, Reconciler};
+use ebb::store::{AuditFilter, Outcome, Store};
+use sqlx::PgPool;
+use std::sync::Arc;
+use std::time::Duration;
+
+const POLICY: &str = r#"
+policies:
+  - name: office
+    match: {tags: {team: research}}
+    work_hours:
+      timezone: UTC
+      periods: [{days: mon-fri, start: "09:00", stop: "19:00"}]
+"#;
+
+/// How often the control loop ticks in these tests.
+const TICK: Duration = Duration::from_secs(300);
+
+/// A simulated fleet of `n` stopped research boxes, their policy, and a reconciler over it that
+/// paces its calls when `paced`, on a simulated clock at Monday 08:00 UTC. ebb stopped every box
+/// on Friday evening, so each is started at the opening.
+async fn office(
+    url: &str,
+    n: usize,
+    paced: bool,
+) -> (Reconciler<SimProvider>, Store, Clock, tempfile::TempDir) {
+    let store = Store::connect(url).await.unwrap();
+    store.migrate().await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir(dir.path().join("policies")).unwrap();
+    std::fs::write(dir.path().join("policies/office.yaml"), POLICY).unwrap();
+    let mut fleet = String::from("instances:\n");
+    for i in 0..n {
+        fleet.push_str(&format!(
+            "  - {{id: i-{i:05}, region: us-east-1, type: g5.xlarge, state: stopped, tags: {{team: research}}}}\n"
+        ));
+    }
+    std::fs::write(dir.path().join("fleet.yaml"), fleet).unwrap();
+    let (fleet, behaviours) =
+        ebb::snapshot::load_simulation(&dir.path().join("fleet.yaml")).unwrap();
+    let clock = Clock::simulated(t("2026-11-30T08:00:00Z"), 1.0);
+    let mut provider = SimProvider::new(fleet, behaviours, clock).metered(RateLimits::default());
+    let mut options = Options::default();
+    if paced {
+        let pacer = Arc::new(Pacer::new(RateLimits::default(), &clock));
+        provider = provider.paced_by(pacer.clone());
+        // No waiting within a tick: tokio's clock moves only between ticks here.
+        options.pacing = Some(Pacing {
+            pacer,
+            within: Duration::ZERO,
+            batch: 100,
+        });
+    }
+    let policies = Arc::new(PolicySource::new(vec![dir.path().join("policies")]));
+    let reconciler = Reconciler::new(provider, store.clone(), policies, options);
+    let mut leader = store.try_lead("test").await.unwrap().unwrap();
+    reconciler.tick(clock.now(), &mut leader).await.unwrap();
+    let ids: Vec<String> = (0..n).map(|i| format!("i-{i:05}")).collect();
+    store
+        .record_action(&ids, Action::Stop, t("2026-11-27T19:00:00Z"))
+        .await
+        .unwrap();
+    (reconciler, store, clock, dir)
+}
+
+/// Audit rows (outcomes, not intents) whose error names a throttle.
+async fn throttled_rows(store: &Store) -> usize {
+    let rows = store.audit(&AuditFilter::default()).await.unwrap();
+    rows.iter()
+        .filter(|r| r.entry.outcome != Outcome::Intent)
+        .filter(|r| {
+            r.entry
+                .error
+                .as_deref()
+                .is_some_and(|e| e.contains("RequestLimitExceeded"))
+        })
+        .count()
+}
+
+#[sqlx::test(migrations = false)]
+async fn ten_thousand_boxes_open_within_ec2s_buckets_without_a_throttle(pool: PgPool) {
+    let url = common::database_url(&pool);
+    on_paused_time(|| open_ten_thousand(&url));
+}
+
+async fn open_ten_thousand(url: &str) {
+    const N: usize = 10_000;
+    let (reconciler, store, clock, _dir) = office(url, N, true).await;
+    let mut leader = store.try_lead("test").await.unwrap().unwrap();
+    tokio::time::advance(Duration::from_secs(3600)).await;
+    let opening = clock.now();
+    assert_eq!(opening, t("2026-11-30T09:00:00Z"));
+    let mut ticks = 0;
+    let mut first_backlog = None;
+    loop {
+        let report = reconciler.tick(clock.now(), &mut leader).await.unwrap();
+        ticks += 1;
+        first_backlog.get_or_insert(report.backlog);
+        let failed: Vec<_> = report
+            .actions
+            .iter()
+            .filter(|a| a.outcome != Outcome::Succeeded)
+            .collect();
+        assert!(failed.is_empty(), "tick {ticks}: {failed:?}");
+        let pacing = report
+            .pacing
+            .as_ref()
+            .expect("a paced tick reports its buckets");
+        assert_eq!(pacing.throttles, 0, "tick {ticks}");
+        if report.actions.is_empty() && report.backlog == 0 {
+            break;
+        }
+        assert!(ticks < 40, "still starting after {ticks} ticks");
+        tokio::time::advance(TICK).await;
+    }
+    // The request bucket (5 calls of 100 instances) bounds the first tick; every 5 minutes
+    // after it, 5 calls again (600 instance tokens refill, more than the 500 they take).
+    assert_eq!(first_backlog, Some(N - 500));
+    assert_eq!(ticks, N / 500 + 1, "the last tick finds nothing to start");
+    let listed = reconciler.provider().instances().await.instances;
+    assert!(listed.iter().all(|i| i.state == InstanceState::Running));
+    assert_eq!(throttled_rows(&store).await, 0);
+    let started = store
+        .audit(&AuditFilter::default())
+        .await
+        .unwrap()
+        .into_iter()
+        .filter(|r| r.entry.action == "start" && r.entry.outcome == Outcome::Succeeded)
+        .count();
+    assert_eq!(started, N, "one start each, no retries");
+}
+
+#[sqlx::test(migrations = false)]
+async fn unpaced_the_simulated_ec2_throttles_a_burst_over_its_buckets(pool: PgPool) {
+    let url = common::database_url(&pool);
+    on_paused_time(|| burst(&url));
+}
+
+/// The same opening without pacing: EC2's request bucket (5 calls) refuses the 6th and 7th
+/// call of 100 instances, and the refusal reaches the audit log. What the paced test above
+/// shows does not happen.
+async fn burst(url: &str) {
+    let (reconciler, store, clock, _dir) = office(url, 700, false).await;
+    let mut leader = store.try_lead("test").await.unwrap().unwrap();
+    tokio::time::advance(Duration::from_secs(3600)).await;
+    let report = reconciler.tick(clock.now(), &mut leader).await.unwrap();
+    let count = |o: Outcome| report.actions.iter().filter(|a| a.outcome == o).count();
+    assert_eq!(count(Outcome::Succeeded), 500, "{}", report.headline());
+    assert_eq!(count(Outcome::Failed), 200);
+    assert_eq!(throttled_rows(&store).await, 200);
+}

@@ -1,0 +1,264 @@
+//! `ebb replay` from Postgres (no `--fleet`, no `--utilisation`): the instances, their states
+//! and ebb's stops written through the store's own functions, as ticks write them, and the
+//! report equal to the one replayed from `ebb metrics export` and a fleet snapshot of the
+//! same instances at `--from`, run with the built binary.
+
+use crate::common;
+
+use chrono::{DateTime, Duration, Utc};
+use common::{database_url, instance, t};
+use ebb::fleet::{Instance, InstanceState, Sample};
+use ebb::store::{NewAuditEntry, Outcome, Store};
+use sqlx::PgPool;
+use std::process::{Command, Output};
+
+const FROM: &str = "2026-11-30T06:00:00Z";
+const TO: &str = "2026-11-30T20:00:00Z";
+
+const POLICIES: &str = r#"
+policies:
+  - name: office
+    match: {tags: {team: office}}
+    work_hours:
+      timezone: UTC
+      periods: [{days: mon-fri, start: "08:00", stop: "18:00"}]
+      start_at_open: stopped-by-ebb
+  - name: notebooks
+    match: {tags: {team: research}}
+    idle: {gpu_below: 5, for: 30m}
+"#;
+
+/// The same instances at [`FROM`] as a snapshot: what ebb tracked then, in the states it had
+/// then, with ebb's stop of i-office remembered (so the opening starts it).
+const SNAPSHOT: &str = "instances:
+  - {id: i-notebook, region: us-east-1, type: g5.xlarge, state: running,
+     state_since: 2026-11-29T17:00:00Z, tags: {team: research}}
+  - {id: i-office, region: us-east-1, type: g5.xlarge, state: stopped,
+     state_since: 2026-11-29T17:00:00Z, stopped_by_ebb_at: 2026-11-29T16:59:00Z,
+     tags: {team: office}}
+  - {id: i-person, region: us-east-1, type: g5.xlarge, state: stopped,
+     state_since: 2026-11-29T17:00:00Z, tags: {team: research}}
+";
+
+fn ebb(url: &str, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_ebb"))
+        .args(args)
+        .env("DATABASE_URL", url)
+        .output()
+        .expect("run ebb")
+}
+
+fn out(o: &Output) -> String {
+    assert!(
+        o.status.success(),
+        "exit {:?}: {}",
+        o.status,
+        String::from_utf8_lossy(&o.stderr)
+    );
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+fn with_state(mut i: Instance, state: InstanceState) -> Instance {
+    i.state = state;
+    i
+}
+
+/// Five-minute readings from `from` to `to`, `busy` percent within `busy_span`, 1 % otherwise.
+fn readings(from: &str, to: &str, busy_span: (&str, &str)) -> Vec<Sample> {
+    let (busy_from, busy_to) = (t(busy_span.0), t(busy_span.1));
+    let mut at: DateTime<Utc> = t(from);
+    let mut samples = Vec::new();
+    while at < t(to) {
+        let busy = at >= busy_from && at < busy_to;
+        samples.push(Sample {
+            at,
+            percent: if busy { 70.0 } else { 1.0 },
+        });
+        at += Duration::minutes(5);
+    }
+    samples
+}
+
+/// Ebb's stop of `id` at `at`, as a tick records its outcome.
+fn ebb_stopped(id: &str, at: &str) -> NewAuditEntry {
+    NewAuditEntry {
+        at: t(at),
+        actor: "scheduler".into(),
+        instance: Some(id.into()),
+        region: Some("us-east-1".into()),
+        action: "stop".into(),
+        outcome: Outcome::Succeeded,
+        policy: Some("office".into()),
+        policy_version: None,
+        code: Some("outside_hours".into()),
+        reason: "outside work hours".into(),
+        dry_run: false,
+        request_id: Some("req-1".into()),
+        error: None,
+        intent_seq: None,
+    }
+}
+
+/// A day of what ticks write: syncs of the listing (states, an instance gone before
+/// [`FROM`], one first seen after it, one a person starts after it), ebb's stop of i-office
+/// the evening before, and the GPU readings.
+async fn record_a_day(store: &Store) {
+    let region = ["us-east-1".to_string()];
+    let office = instance("i-office", &[("team", "office")]);
+    let notebook = instance("i-notebook", &[("team", "research")]);
+    let person = instance("i-person", &[("team", "research")]);
+    let gone = instance("i-gone", &[("team", "research")]);
+    let late = instance("i-late", &[("team", "research")]);
+    let stopped = |i: &Instance| with_state(i.clone(), InstanceState::Stopped);
+    let evening = [
+        stopped(&office),
+        notebook.clone(),
+        stopped(&person),
+        gone.clone(),
+    ];
+    store
+        .sync_inventory(&region, &evening, t("2026-11-29T17:00:00Z"))
+        .await
+        .unwrap();
+    store
+        .append_audit(&[ebb_stopped("i-office", "2026-11-29T16:59:00Z")])
+        .await
+        .unwrap();
+    // i-gone is terminated and no longer listed before the replay starts.
+    let night = [stopped(&office), notebook.clone(), stopped(&person)];
+    store
+        .sync_inventory(&region, &night, t("2026-11-30T05:00:00Z"))
+        .await
+        .unwrap();
+    // After --from: i-late appears, a person starts i-person, the office box runs.
+    let morning = [
+        office.clone(),
+        notebook.clone(),
+        stopped(&person),
+        late.clone(),
+    ];
+    store
+        .sync_inventory(&region, &morning, t("2026-11-30T08:05:00Z"))
+        .await
+        .unwrap();
+    let later = [office, notebook, person, late];
+    store
+        .sync_inventory(&region, &later, t("2026-11-30T09:10:00Z"))
+        .await
+        .unwrap();
+    let day = |busy| readings("2026-11-30T05:00:00Z", "2026-11-30T21:00:00Z", busy);
+    let notebook_day = day(("2026-11-30T10:00:00Z", "2026-11-30T10:30:00Z"));
+    let office_day = day(("2026-11-30T09:00:00Z", "2026-11-30T17:00:00Z"));
+    let person_day = day(("2026-11-30T09:00:00Z", "2026-11-30T12:00:00Z"));
+    let late_day = day(("2026-11-30T07:00:00Z", "2026-11-30T19:00:00Z"));
+    let gone_day = day(("2026-11-30T05:00:00Z", "2026-11-30T21:00:00Z"));
+    store
+        .record_gpu_readings(&[
+            ("i-notebook", &notebook_day),
+            ("i-office", &office_day),
+            ("i-person", &person_day),
+            ("i-late", &late_day),
+            ("i-gone", &gone_day),
+        ])
+        .await
+        .unwrap();
+}
+
+#[sqlx::test(migrations = false)]
+async fn replay_from_postgres_equals_the_replay_of_the_export_and_a_snapshot(pool: PgPool) {
+    let url = database_url(&pool);
+    let store = Store::from_pool(pool);
+    store.migrate().await.unwrap();
+    record_a_day(&store).await;
+
+    let dir = tempfile::tempdir().unwrap();
+    let p = |name: &str| dir.path().join(name).to_str().unwrap().to_string();
+    std::fs::write(p("policies.yaml"), POLICIES).unwrap();
+    std::fs::write(p("fleet.yaml"), SNAPSHOT).unwrap();
+    let prices = concat!(env!("CARGO_MANIFEST_DIR"), "/deploy/prices.yaml");
+    let exported = out(&ebb(
+        &url,
+        &["metrics", "export", "--since", "2026-11-29T00:00:00Z"],
+    ));
+    // The export has every instance's readings; the snapshot names the three ebb tracked at
+    // --from, so the file replay is given theirs.
+    let tracked: String = exported
+        .lines()
+        .filter(|l| !l.starts_with("i-late") && !l.starts_with("i-gone"))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    std::fs::write(p("util.csv"), tracked).unwrap();
+    let common = [
+        "replay",
+        "--policies",
+        &p("policies.yaml"),
+        "--from",
+        FROM,
+        "--to",
+        TO,
+        "--prices",
+        prices,
+        "--format",
+        "json",
+    ];
+    let from_files = out(&ebb(
+        &url,
+        &[
+            &common[..],
+            &["--fleet", &p("fleet.yaml"), "--utilisation", &p("util.csv")],
+        ]
+        .concat(),
+    ));
+    let from_postgres = out(&ebb(&url, &common));
+    let files: serde_json::Value = serde_json::from_str(&from_files).unwrap();
+    let postgres: serde_json::Value = serde_json::from_str(&from_postgres).unwrap();
+    assert_eq!(postgres, files, "{from_postgres}\n{from_files}");
+
+    // And the report is about something: the three instances tracked at --from, i-office
+    // started at the opening (ebb's stop remembered), i-person's demand unserved until a
+    // person starts it, the notebook stopped when idle.
+    let ids: Vec<&str> = postgres["instances"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| i["instance"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids, ["i-notebook", "i-office", "i-person"]);
+    let measure = |id: &str, m: &str| {
+        let i = postgres["instances"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|i| i["instance"] == id)
+            .unwrap();
+        i["scenarios"]["policies"][m].as_f64().unwrap()
+    };
+    assert_eq!(measure("i-office", "starts"), 1.0, "{postgres}");
+    assert_eq!(measure("i-office", "unserved_busy_hours"), 0.0);
+    assert!(measure("i-person", "unserved_busy_hours") > 0.0);
+    assert!(measure("i-notebook", "stops") >= 1.0);
+}
+
+#[test]
+fn a_fleet_file_without_utilisation_is_refused() {
+    let o = ebb(
+        "postgres://unused",
+        &[
+            "replay",
+            "--policies",
+            "unused",
+            "--fleet",
+            "fleet.yaml",
+            "--from",
+            FROM,
+            "--to",
+            TO,
+        ],
+    );
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("--utilisation"),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+}
