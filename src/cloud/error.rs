@@ -80,6 +80,77 @@ pub struct CloudError {
     pub request_id: Option<String>,
 }
 
+impl CloudError {
+    /// An error of `kind` from `operation` that no service sent (no code, no request id): what
+    /// went wrong on the way, or a call refused before it was made.
+    pub fn new(kind: ErrorKind, operation: &'static str, message: impl Into<String>) -> Self {
+        CloudError {
+            kind,
+            operation,
+            code: None,
+            message: message.into(),
+            request_id: None,
+        }
+    }
+
+    /// [`CloudError::new`] of [`ErrorKind::Other`].
+    pub fn other(operation: &'static str, message: impl Into<String>) -> Self {
+        CloudError::new(ErrorKind::Other, operation, message)
+    }
+
+    /// An error of `kind` the service answered `operation` with: its `code` and `message`.
+    pub fn coded(
+        kind: ErrorKind,
+        operation: &'static str,
+        code: &str,
+        message: impl Into<String>,
+    ) -> Self {
+        CloudError {
+            code: Some(code.to_string()),
+            ..CloudError::new(kind, operation, message)
+        }
+    }
+
+    /// EC2's `RequestLimitExceeded`: the API throttles.
+    pub fn throttled(operation: &'static str) -> Self {
+        let message = "Request limit exceeded.";
+        CloudError::coded(ErrorKind::Throttled, operation, "RequestLimitExceeded", message)
+    }
+
+    /// EC2's `UnauthorizedOperation`: the credentials may not make the call.
+    pub fn denied(operation: &'static str) -> Self {
+        let message = "You are not authorized to perform this operation.";
+        let code = "UnauthorizedOperation";
+        CloudError::coded(ErrorKind::AccessDenied, operation, code, message)
+    }
+
+    /// EC2's `InsufficientInstanceCapacity`: no capacity for the type in the zone now.
+    pub fn no_capacity(operation: &'static str) -> Self {
+        let message = "There is no capacity available that matches your request.";
+        let code = "InsufficientInstanceCapacity";
+        CloudError::coded(ErrorKind::InsufficientCapacity, operation, code, message)
+    }
+
+    /// A resource EC2 does not know, with EC2's `code` (`InvalidSnapshot.NotFound`).
+    pub fn not_found(operation: &'static str, code: &str, message: impl Into<String>) -> Self {
+        CloudError::coded(ErrorKind::NotFound, operation, code, message)
+    }
+
+    /// A call whose reply did not arrive in time (it may have been carried out).
+    pub fn timed_out(operation: &'static str) -> Self {
+        let message = "the reply did not arrive in time";
+        CloudError::coded(ErrorKind::Unavailable, operation, "RequestTimeout", message)
+    }
+
+    /// The same error, with the request id of the call that failed.
+    pub fn with_request_id(self, request_id: impl Into<String>) -> Self {
+        CloudError {
+            request_id: Some(request_id.into()),
+            ..self
+        }
+    }
+}
+
 impl fmt::Display for CloudError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{} failed", self.operation)?;
@@ -138,13 +209,7 @@ mod tests {
 
     #[test]
     fn access_denied_says_what_to_do() {
-        let e = CloudError {
-            kind: ErrorKind::AccessDenied,
-            operation: "StopInstances",
-            code: Some("UnauthorizedOperation".into()),
-            message: "You are not authorized to perform this operation.".into(),
-            request_id: Some("req-1".into()),
-        };
+        let e = CloudError::denied("StopInstances").with_request_id("req-1");
         let text = e.to_string();
         assert!(text.starts_with("StopInstances failed: UnauthorizedOperation: You are not"));
         assert!(text.contains("(request id req-1)"));

@@ -449,13 +449,7 @@ mod tests {
     }
 
     fn throttle() -> CloudError {
-        CloudError {
-            kind: ErrorKind::Throttled,
-            operation: "StartInstances",
-            code: Some("RequestLimitExceeded".into()),
-            message: "Request limit exceeded.".into(),
-            request_id: None,
-        }
+        CloudError::throttled("StartInstances")
     }
 
     #[test]

@@ -9,7 +9,7 @@
 //! series without the label, the same instance twice, a value that is not a percentage) is a
 //! failed read, never idleness.
 
-use super::{CloudError, ErrorKind};
+use super::CloudError;
 use crate::fleet::Sample;
 use chrono::{DateTime, Utc};
 use serde::Deserialize;
@@ -92,13 +92,7 @@ struct Series {
 }
 
 fn failed(message: String) -> CloudError {
-    CloudError {
-        kind: ErrorKind::Other,
-        operation: OPERATION,
-        code: None,
-        message,
-        request_id: None,
-    }
+    CloudError::other(OPERATION, message)
 }
 
 impl Prometheus {

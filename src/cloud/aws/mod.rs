@@ -212,12 +212,9 @@ impl AwsProvider {
             .await;
         let regions = distinct(&settings.regions);
         let regions = if regions.is_empty() {
-            let region = base.region().ok_or_else(|| CloudError {
-                kind: ErrorKind::Other,
-                operation: "configuration",
-                code: None,
-                message: "no AWS region is configured: set EBB_REGIONS or AWS_REGION".into(),
-                request_id: None,
+            let region = base.region().ok_or_else(|| {
+                let message = "no AWS region is configured: set EBB_REGIONS or AWS_REGION";
+                CloudError::other("configuration", message)
             })?;
             vec![region.to_string()]
         } else {
@@ -306,13 +303,10 @@ impl AwsProvider {
                 Some(scope) => groups.entry(scope).or_default().push(id.clone()),
                 None => report.failed.push(super::Failed {
                     instance: id.clone(),
-                    error: CloudError {
-                        kind: ErrorKind::Other,
+                    error: CloudError::other(
                         operation,
-                        code: None,
-                        message: format!("region {region} is not watched; add it to EBB_REGIONS"),
-                        request_id: None,
-                    },
+                        format!("region {region} is not watched; add it to EBB_REGIONS"),
+                    ),
                 }),
             }
         }
@@ -455,13 +449,10 @@ impl Provider for AwsProvider {
         // DeleteTags naming no keys deletes every tag, ebb:managed and people's own with them
         // (deploy/iam-policy.json refuses it too).
         if keys.is_empty() {
-            let error = CloudError {
-                kind: ErrorKind::Other,
-                operation: "DeleteTags",
-                code: None,
-                message: "no tag keys to remove: DeleteTags without keys removes every tag".into(),
-                request_id: None,
-            };
+            let error = CloudError::other(
+                "DeleteTags",
+                "no tag keys to remove: DeleteTags without keys removes every tag",
+            );
             let failed = ids.iter().map(|instance| Failed {
                 instance: instance.clone(),
                 error: error.clone(),

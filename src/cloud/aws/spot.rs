@@ -33,12 +33,9 @@ impl AwsProvider {
         known
             .map(|i| &self.scopes[i])
             .or_else(|| self.scopes.iter().find(|s| s.region == region))
-            .ok_or_else(|| CloudError {
-                kind: ErrorKind::Other,
-                operation,
-                code: None,
-                message: format!("region {region} is not watched; add it to EBB_REGIONS"),
-                request_id: None,
+            .ok_or_else(|| {
+                let message = format!("region {region} is not watched; add it to EBB_REGIONS");
+                CloudError::other(operation, message)
             })
     }
 
@@ -64,14 +61,10 @@ impl AwsProvider {
             .flat_map(|r| r.instances())
             .next()
             .ok_or_else(|| not_found("DescribeInstances", id))?;
-        let missing = |what: &str| CloudError {
-            kind: ErrorKind::Other,
-            operation: "DescribeInstances",
-            code: None,
-            message: format!(
-                "{id} has no {what}; only instances in a VPC subnet can be moved to spot"
-            ),
-            request_id: None,
+        let missing = |what: &str| {
+            let message =
+                format!("{id} has no {what}; only instances in a VPC subnet can be moved to spot");
+            CloudError::other("DescribeInstances", message)
         };
         let subnet = instance
             .subnet_id()
@@ -531,11 +524,5 @@ fn snapshots(image: &aws_sdk_ec2::types::Image) -> Vec<String> {
 }
 
 fn not_found(operation: &'static str, what: &str) -> CloudError {
-    CloudError {
-        kind: ErrorKind::NotFound,
-        operation,
-        code: None,
-        message: format!("{what} not found"),
-        request_id: None,
-    }
+    CloudError::new(ErrorKind::NotFound, operation, format!("{what} not found"))
 }

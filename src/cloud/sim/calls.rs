@@ -82,13 +82,7 @@ impl Metering {
             (*requests, *per_instance) = (r, i);
             return Ok(());
         }
-        Err(CloudError {
-            kind: ErrorKind::Throttled,
-            operation: api,
-            code: Some("RequestLimitExceeded".to_string()),
-            message: "Request limit exceeded.".to_string(),
-            request_id: None,
-        })
+        Err(CloudError::throttled(api))
     }
 }
 
@@ -188,13 +182,8 @@ impl SimProvider {
                 }),
                 Err((code, message)) => report.failed.push(Failed {
                     instance: id.clone(),
-                    error: CloudError {
-                        kind: ErrorKind::from_code(code),
-                        operation,
-                        code: Some(code.to_string()),
-                        message,
-                        request_id: Some(request_id.clone()),
-                    },
+                    error: CloudError::coded(ErrorKind::from_code(code), operation, code, message)
+                        .with_request_id(request_id.clone()),
                 }),
             }
         }

@@ -3,7 +3,7 @@
 
 use super::{seed, SimProvider, Simulated, START_TAKES};
 use crate::cloud::{
-    ActionReport, Artifact, ArtifactKind, CloudError, ErrorKind, Image, ImageMade, ImageState,
+    ActionReport, Artifact, ArtifactKind, CloudError, Image, ImageMade, ImageState,
     InstanceStatus, Launch, LaunchSpec, Market,
 };
 use crate::fleet::{Instance, InstanceState, Lifecycle};
@@ -40,16 +40,6 @@ fn status(sim: &Simulated) -> InstanceStatus {
     }
 }
 
-fn not_found(operation: &'static str, code: &str, message: String) -> CloudError {
-    CloudError {
-        kind: ErrorKind::NotFound,
-        operation,
-        code: Some(code.to_string()),
-        message,
-        request_id: None,
-    }
-}
-
 impl SimProvider {
     pub(super) fn sim_launch_spec(&self, region: &str, id: &str) -> Result<LaunchSpec, CloudError> {
         let fleet = self.fleet();
@@ -59,7 +49,7 @@ impl SimProvider {
             .map(|&i| &fleet.instances[i])
             .filter(|s| s.instance.region == region)
             .ok_or_else(|| {
-                not_found(
+                CloudError::not_found(
                     "DescribeInstances",
                     "InvalidInstanceID.NotFound",
                     format!("The instance ID '{id}' does not exist"),
@@ -141,7 +131,7 @@ impl SimProvider {
             .get(id)
             .is_none_or(|&i| fleet.instances[i].instance.region != region)
         {
-            return Err(not_found(
+            return Err(CloudError::not_found(
                 "CreateImage",
                 "InvalidInstanceID.NotFound",
                 format!("The instance ID '{id}' does not exist"),
@@ -186,7 +176,7 @@ impl SimProvider {
             .get(&launch.image)
             .map(|i| i.source.clone())
             .ok_or_else(|| {
-                not_found(
+                CloudError::not_found(
                     "RunInstances",
                     "InvalidAMIID.NotFound",
                     format!("The image id '[{}]' does not exist", launch.image),

@@ -3,7 +3,7 @@
 
 use super::super::{image_tags, prove_image, STOP_TIMEOUT};
 use super::Run;
-use crate::cloud::{CloudError, ErrorKind, ImageMade, Provider};
+use crate::cloud::{CloudError, ImageMade, Provider};
 use crate::engine::{Action, Code};
 use crate::fleet::InstanceState;
 use crate::names::MIGRATING_TAG;
@@ -163,13 +163,7 @@ impl<P: Provider> Run<'_, P> {
                 self.go(State::Imaging, detail).await
             }
             Err(e) => {
-                let error = CloudError {
-                    kind: ErrorKind::Other,
-                    operation: "CreateImage",
-                    code: None,
-                    message: e.clone(),
-                    request_id: None,
-                };
+                let error = CloudError::other("CreateImage", e.clone());
                 self.outcome(
                     seq,
                     Action::MigrateToSpot,
