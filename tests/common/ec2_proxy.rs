@@ -357,10 +357,10 @@ impl Binary<'_> {
             .stderr(Stdio::null())
             .spawn()
             .unwrap();
-        let started = std::time::Instant::now();
-        let killed = loop {
+        let every = Duration::from_millis(2);
+        let ended = super::eventually(Duration::from_secs(60), every, async || {
             if child.try_wait().unwrap().is_some() {
-                break false;
+                return Some(false);
             }
             if trap.is_some() && fired.try_recv().is_ok() {
                 if let Some(id) = person {
@@ -368,14 +368,11 @@ impl Binary<'_> {
                 }
                 child.kill().unwrap();
                 child.wait().unwrap();
-                break true;
+                return Some(true);
             }
-            assert!(
-                started.elapsed() < Duration::from_secs(60),
-                "tick at {at} hangs"
-            );
-            tokio::time::sleep(Duration::from_millis(2)).await;
-        };
+            None
+        });
+        let killed = ended.await.unwrap_or_else(|| panic!("tick at {at} hangs"));
         self.proxy.disarm();
         killed
     }

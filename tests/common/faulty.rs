@@ -1,17 +1,14 @@
-//! A fault-injecting [`Provider`] wrapper: it numbers every call, fails the `k`th with an error
-//! class of a test's choosing (or lets it through and loses its reply, or hangs after it as if
-//! the process died), runs a test's hook right before a call, and records what each call that
-//! changes the cloud did to what, with the facts a safety check needs at that moment.
+//! Fault injection and a safety witness for spot migrations, as hooks on the [`Intercept`]
+//! layer: it fails the `k`th call with an error class of a test's choosing (or lets it through
+//! and loses its reply, or hangs after it as if the process died), runs a test's hook right
+//! before a call, and records what each call that changes the cloud did to what, with the facts
+//! a safety check needs at that moment.
 
+use super::intercept::{Answer, Call, Intercept, Method, Pending};
 use chrono::{DateTime, Utc};
-use ebb::cloud::{
-    ActionReport, Artifact, CloudError, ErrorKind, Failed, Image, ImageMade, InstanceStatus,
-    Inventory, Launch, LaunchSpec, Provider, ScopeFailure, TypePrice,
-};
-use ebb::fleet::{Instance, InstanceState, Sample};
-use std::collections::{BTreeMap, HashMap, HashSet};
-use std::future::Future;
-use std::pin::Pin;
+use ebb::cloud::{CloudError, ImageMade, Provider};
+use ebb::fleet::InstanceState;
+use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 
 /// What is done to the call a fault is set for.
@@ -46,57 +43,30 @@ impl Class {
         Class::Hook,
     ];
 
+    /// The error the call is refused with (for [`Class::Lost`], the caller's timeout).
     fn error(self, operation: &'static str) -> CloudError {
-        let (kind, code, message) = match self {
-            Class::Throttle => (
-                ErrorKind::Throttled,
-                "RequestLimitExceeded",
-                "Request limit exceeded.",
-            ),
-            Class::AccessDenied => (
-                ErrorKind::AccessDenied,
-                "UnauthorizedOperation",
-                "You are not authorized to perform this operation.",
-            ),
-            Class::NotFound => (
-                ErrorKind::NotFound,
-                "InvalidID.NotFound",
-                "The ID does not exist",
-            ),
-            Class::Capacity => (
-                ErrorKind::InsufficientCapacity,
-                "InsufficientInstanceCapacity",
-                "There is no capacity available that matches your request.",
-            ),
-            _ => (
-                ErrorKind::Unavailable,
-                "RequestTimeout",
-                "the reply did not arrive in time",
-            ),
-        };
-        CloudError {
-            kind,
-            operation,
-            code: Some(code.to_string()),
-            message: message.to_string(),
-            request_id: None,
+        match self {
+            Class::Throttle => CloudError::throttled(operation),
+            Class::AccessDenied => CloudError::denied(operation),
+            Class::NotFound => {
+                CloudError::not_found(operation, "InvalidID.NotFound", "The ID does not exist")
+            }
+            Class::Capacity => CloudError::no_capacity(operation),
+            _ => CloudError::timed_out(operation),
         }
+    }
+
+    /// Whether the call is refused before it reaches the cloud.
+    fn refuses(self) -> bool {
+        matches!(
+            self,
+            Class::Throttle | Class::AccessDenied | Class::NotFound | Class::Capacity
+        )
     }
 }
 
 /// A step a test runs right before a call (with [`Class::Hook`]).
-pub type Hook = Box<dyn FnOnce() -> Pin<Box<dyn Future<Output = ()> + Send>> + Send>;
-
-/// One call as it reached the wrapper.
-#[derive(Debug, Clone)]
-pub struct Call {
-    /// Its number, from 0.
-    pub index: usize,
-    /// The provider method.
-    pub method: &'static str,
-    /// The ids it names (instances, an image, a snapshot).
-    pub ids: Vec<String>,
-}
+pub type Hook = Box<dyn FnOnce() -> Pending<()> + Send>;
 
 /// A deletion of an image or snapshot, with what else held the workload's disks then.
 #[derive(Debug, Clone)]
@@ -115,10 +85,13 @@ pub struct Deletion {
 
 #[derive(Default)]
 struct State {
-    calls: Vec<Call>,
+    /// Calls numbered so far.
+    calls: usize,
     fault: Option<(usize, Class)>,
     hook: Option<Hook>,
-    /// Images ebb made (CreateImage through this wrapper): image -> instance.
+    /// The call the fault fired at, when it goes through: its method and ids.
+    fired: Option<(Method, Vec<String>, Class)>,
+    /// Images ebb made (CreateImage through this layer): image -> instance.
     images: HashMap<String, String>,
     /// Snapshots of ebb's images, as their reads told: snapshot -> image.
     snapshot_of: HashMap<String, String>,
@@ -132,33 +105,53 @@ struct State {
     now: Option<DateTime<Utc>>,
 }
 
-/// The wrapper; clones share everything.
-pub struct Faulty<P> {
-    /// The provider it wraps (the cloud itself, for the test's own look and changes).
-    pub inner: Arc<P>,
+/// The faults and the witness's record, on one layer; clones share them.
+pub struct Faults<P> {
+    /// The cloud behind the layer, for the witness's own looks.
+    cloud: Arc<P>,
     state: Arc<Mutex<State>>,
     /// Told when a call hangs for [`Class::Kill`].
     pub killed: Arc<tokio::sync::Notify>,
 }
 
-impl<P> Clone for Faulty<P> {
+impl<P> Clone for Faults<P> {
     fn clone(&self) -> Self {
-        Faulty {
-            inner: self.inner.clone(),
+        Faults {
+            cloud: self.cloud.clone(),
             state: self.state.clone(),
             killed: self.killed.clone(),
         }
     }
 }
 
-impl<P: Provider> Faulty<P> {
-    /// A wrapper of `inner` that lets every call through.
-    pub fn new(inner: Arc<P>) -> Self {
-        Faulty {
-            inner,
+impl<P: Provider + 'static> Faults<P> {
+    /// The faults and the witness on `layer`, which no call has gone through yet (calls are
+    /// numbered as its log numbers them). Every call goes through until a fault is set.
+    pub fn on(layer: &Intercept<P>) -> Self {
+        let faults = Faults {
+            cloud: layer.inner.clone(),
             state: Arc::default(),
             killed: Arc::default(),
-        }
+        };
+        let f = faults.clone();
+        layer.after(Method::ALL, move |call, answer| f.witness_after(call, answer));
+        let f = faults.clone();
+        layer.after_async(Method::ALL, move |call, answer| {
+            let f = f.clone();
+            async move {
+                if f.spend(&call, Class::Kill) {
+                    f.killed.notify_one();
+                    std::future::pending::<()>().await;
+                }
+                answer
+            }
+        });
+        let f = faults.clone();
+        layer.before_async(Method::ALL, move |call| {
+            let f = f.clone();
+            async move { f.before(call).await }
+        });
+        faults
     }
 
     fn st(&self) -> std::sync::MutexGuard<'_, State> {
@@ -185,11 +178,6 @@ impl<P: Provider> Faulty<P> {
         self.st().now = Some(now);
     }
 
-    /// Every call so far.
-    pub fn calls(&self) -> Vec<Call> {
-        self.st().calls.clone()
-    }
-
     /// `id` is an original of a migration: its termination is checked.
     pub fn original(&self, id: &str) {
         self.st().originals.insert(id.to_string(), None);
@@ -199,7 +187,7 @@ impl<P: Provider> Faulty<P> {
     /// from the next call on (the call under way had its checks already).
     pub fn protected(&self, id: &str) {
         let mut st = self.st();
-        let next = st.calls.len();
+        let next = st.calls;
         st.originals.insert(id.to_string(), Some(next));
     }
 
@@ -228,16 +216,15 @@ impl<P: Provider> Faulty<P> {
         self.st().violations.clone()
     }
 
-    /// Numbers the call; what is to be done to it.
-    async fn begin(&self, method: &'static str, ids: &[String]) -> Option<Class> {
-        let (class, hook) = {
+    /// Numbers the call and meets its fault: refused, or checked by the witness and let
+    /// through.
+    async fn before(&self, call: Call) -> Option<Answer> {
+        let method = call.method();
+        let ids = call.ids();
+        let (index, class, hook) = {
             let mut st = self.st();
-            let index = st.calls.len();
-            st.calls.push(Call {
-                index,
-                method,
-                ids: ids.to_vec(),
-            });
+            let index = st.calls;
+            st.calls += 1;
             let class = match st.fault {
                 Some((at, class)) if at == index => {
                     st.fault = None;
@@ -251,28 +238,92 @@ impl<P: Provider> Faulty<P> {
                 None
             };
             let touched: Vec<&String> = ids.iter().filter(|i| st.forged.contains(*i)).collect();
-            if !touched.is_empty() && is_change(method) {
+            if !touched.is_empty() && method.changes() {
                 let v = format!("call {index} {method} acted on forged {touched:?}");
                 st.violations.push(v);
             }
-            (class, hook)
+            if let Some(c @ (Class::Lost | Class::Kill)) = class {
+                st.fired = Some((method, ids.clone(), c));
+            }
+            (index, class, hook)
         };
         if let Some(hook) = hook {
             hook().await;
         }
-        class
+        if let Some(c) = class.filter(|c| c.refuses()) {
+            return Some(call.fail(c.error(method.operation())));
+        }
+        match &call {
+            Call::Terminate { region, ids } => self.witness_terminate(index, region, ids).await,
+            Call::DeregisterImage { region, image } => {
+                self.witness_delete(region, image, Some(image.clone()))
+                    .await;
+            }
+            Call::DeleteSnapshot { region, snapshot } => {
+                self.witness_delete(region, snapshot, None).await;
+            }
+            Call::Launch { launch, .. } => {
+                let mut st = self.st();
+                if !st.images.contains_key(&launch.image) || st.forged.contains(&launch.image) {
+                    let v = format!(
+                        "call {index} launched from {}, an image ebb did not make",
+                        launch.image
+                    );
+                    st.violations.push(v);
+                }
+            }
+            _ => {}
+        }
+        None
     }
 
-    /// After the cloud carried the call out: hangs for [`Class::Kill`].
-    async fn after(&self, class: Option<Class>) {
-        if class == Some(Class::Kill) {
-            self.killed.notify_one();
-            std::future::pending::<()>().await;
+    /// Whether the fault that fired at `call` (which went through) is of `class`; it is spent
+    /// then.
+    fn spend(&self, call: &Call, class: Class) -> bool {
+        let mut st = self.st();
+        let hit = st
+            .fired
+            .as_ref()
+            .is_some_and(|(m, ids, c)| *m == call.method() && *ids == call.ids() && *c == class);
+        if hit {
+            st.fired = None;
+        }
+        hit
+    }
+
+    /// Records what a call that went through made, and loses the reply of a [`Class::Lost`].
+    fn witness_after(&self, call: &Call, answer: &mut Answer) {
+        {
+            let mut st = self.st();
+            match (call, &*answer) {
+                (Call::CreateImage { id, .. }, Answer::Made(Ok(ImageMade::Made(image)))) => {
+                    st.images.insert(image.clone(), id.clone());
+                }
+                (Call::Image { image, .. }, Answer::Image(Ok(Some(i)))) => {
+                    if st.images.contains_key(image) {
+                        for s in &i.snapshots {
+                            st.snapshot_of.insert(s.clone(), image.clone());
+                        }
+                    }
+                }
+                (Call::Launch { launch, .. }, Answer::Launched(Ok(s))) => {
+                    let of = launch
+                        .tags
+                        .get(ebb::names::MIGRATED_FROM_TAG)
+                        .cloned()
+                        .unwrap_or_default();
+                    st.launched.insert(s.id.clone(), (of, launch.image.clone()));
+                }
+                _ => {}
+            }
+        }
+        if self.spend(call, Class::Lost) {
+            *answer = call.fail(Class::Lost.error(call.method().operation()));
         }
     }
 
     async fn running(&self, id: &str, region: &str) -> bool {
-        let found = self.inner.describe(region, &[id.to_string()]).await;
+        let found = self.cloud.describe(region, &[id.to_string()]).await;
         found.is_ok_and(|f| {
             f.iter()
                 .any(|s| s.id == id && s.state == InstanceState::Running)
@@ -280,7 +331,7 @@ impl<P: Provider> Faulty<P> {
     }
 
     async fn alive(&self, id: &str, region: &str) -> bool {
-        let found = self.inner.describe(region, &[id.to_string()]).await;
+        let found = self.cloud.describe(region, &[id.to_string()]).await;
         found.is_ok_and(|f| {
             f.iter().any(|s| {
                 s.id == id
@@ -304,8 +355,8 @@ impl<P: Provider> Faulty<P> {
         false
     }
 
-    /// Checks a termination before it is carried out.
-    async fn witness_terminate(&self, region: &str, ids: &[String]) {
+    /// Checks termination call `index` before it is carried out.
+    async fn witness_terminate(&self, index: usize, region: &str, ids: &[String]) {
         for id in ids {
             let protection = {
                 let st = self.st();
@@ -314,7 +365,6 @@ impl<P: Provider> Faulty<P> {
             let Some(protected_from) = protection else {
                 continue;
             };
-            let index = self.st().calls.len() - 1;
             if protected_from.is_some_and(|from| from <= index) {
                 self.st()
                     .violations
@@ -355,346 +405,5 @@ impl<P: Provider> Faulty<P> {
             replacement_running,
             at: now.unwrap_or_default(),
         });
-    }
-}
-
-fn is_change(method: &str) -> bool {
-    matches!(
-        method,
-        "stop"
-            | "start"
-            | "set_type"
-            | "tag"
-            | "untag"
-            | "create_image"
-            | "launch"
-            | "terminate"
-            | "deregister_image"
-            | "delete_snapshot"
-    )
-}
-
-/// The call's every instance refused with `e`.
-fn refused(ids: &[String], e: CloudError) -> ActionReport {
-    ActionReport {
-        done: Vec::new(),
-        failed: ids
-            .iter()
-            .map(|id| Failed {
-                instance: id.clone(),
-                error: e.clone(),
-            })
-            .collect(),
-    }
-}
-
-/// Runs a call that answers an [`ActionReport`] under the fault `class`.
-macro_rules! report_call {
-    ($self:ident, $method:literal, $op:literal, $ids:expr, $call:expr) => {{
-        let class = $self.begin($method, $ids).await;
-        match class {
-            Some(
-                c @ (Class::Throttle | Class::AccessDenied | Class::NotFound | Class::Capacity),
-            ) => {
-                return refused($ids, c.error($op));
-            }
-            _ => {}
-        }
-        let report = $call.await;
-        $self.after(class).await;
-        if class == Some(Class::Lost) {
-            return refused($ids, Class::Lost.error($op));
-        }
-        report
-    }};
-}
-
-/// Runs a call that answers a `Result` under the fault `class`.
-macro_rules! result_call {
-    ($self:ident, $method:literal, $op:literal, $ids:expr, $call:expr) => {{
-        let class = $self.begin($method, $ids).await;
-        match class {
-            Some(
-                c @ (Class::Throttle | Class::AccessDenied | Class::NotFound | Class::Capacity),
-            ) => {
-                return Err(c.error($op));
-            }
-            _ => {}
-        }
-        let result = $call.await;
-        $self.after(class).await;
-        if class == Some(Class::Lost) {
-            return Err(Class::Lost.error($op));
-        }
-        result
-    }};
-}
-
-impl<P: Provider> Provider for Faulty<P> {
-    async fn instances(&self) -> Inventory {
-        let class = self.begin("instances", &[]).await;
-        if let Some(
-            c @ (Class::Throttle | Class::AccessDenied | Class::NotFound | Class::Capacity),
-        ) = class
-        {
-            return unlisted(c.error("DescribeInstances"));
-        }
-        let inventory = self.inner.instances().await;
-        self.after(class).await;
-        if class == Some(Class::Lost) {
-            return unlisted(Class::Lost.error("DescribeInstances"));
-        }
-        inventory
-    }
-
-    async fn reread(&self, region: &str, ids: &[String]) -> Result<Vec<Instance>, CloudError> {
-        result_call!(
-            self,
-            "reread",
-            "DescribeInstances",
-            ids,
-            self.inner.reread(region, ids)
-        )
-    }
-
-    async fn gpu_utilisation(
-        &self,
-        region: &str,
-        instances: &[String],
-        from: DateTime<Utc>,
-        to: DateTime<Utc>,
-    ) -> Result<HashMap<String, Vec<Sample>>, CloudError> {
-        result_call!(
-            self,
-            "gpu_utilisation",
-            "GetMetricData",
-            instances,
-            self.inner.gpu_utilisation(region, instances, from, to)
-        )
-    }
-
-    async fn prices(
-        &self,
-        region: &str,
-        types: &[String],
-        now: DateTime<Utc>,
-    ) -> Result<Vec<TypePrice>, CloudError> {
-        result_call!(
-            self,
-            "prices",
-            "DescribeSpotPriceHistory",
-            &[],
-            self.inner.prices(region, types, now)
-        )
-    }
-
-    async fn stop(&self, region: &str, ids: &[String], hibernate: bool) -> ActionReport {
-        report_call!(
-            self,
-            "stop",
-            "StopInstances",
-            ids,
-            self.inner.stop(region, ids, hibernate)
-        )
-    }
-
-    async fn start(&self, region: &str, ids: &[String]) -> ActionReport {
-        report_call!(
-            self,
-            "start",
-            "StartInstances",
-            ids,
-            self.inner.start(region, ids)
-        )
-    }
-
-    async fn set_type(&self, region: &str, id: &str, instance_type: &str) -> ActionReport {
-        let ids = [id.to_string()];
-        report_call!(
-            self,
-            "set_type",
-            "ModifyInstanceAttribute",
-            &ids,
-            self.inner.set_type(region, id, instance_type)
-        )
-    }
-
-    async fn tag(
-        &self,
-        region: &str,
-        ids: &[String],
-        tags: &BTreeMap<String, String>,
-    ) -> ActionReport {
-        report_call!(
-            self,
-            "tag",
-            "CreateTags",
-            ids,
-            self.inner.tag(region, ids, tags)
-        )
-    }
-
-    async fn untag(&self, region: &str, ids: &[String], keys: &[String]) -> ActionReport {
-        report_call!(
-            self,
-            "untag",
-            "DeleteTags",
-            ids,
-            self.inner.untag(region, ids, keys)
-        )
-    }
-
-    async fn launch_spec(&self, region: &str, id: &str) -> Result<LaunchSpec, CloudError> {
-        let ids = [id.to_string()];
-        result_call!(
-            self,
-            "launch_spec",
-            "DescribeInstances",
-            &ids,
-            self.inner.launch_spec(region, id)
-        )
-    }
-
-    async fn describe(
-        &self,
-        region: &str,
-        ids: &[String],
-    ) -> Result<Vec<InstanceStatus>, CloudError> {
-        result_call!(
-            self,
-            "describe",
-            "DescribeInstances",
-            ids,
-            self.inner.describe(region, ids)
-        )
-    }
-
-    async fn find_tagged(
-        &self,
-        region: &str,
-        key: &str,
-        value: &str,
-    ) -> Result<Option<InstanceStatus>, CloudError> {
-        let ids = [format!("{key}={value}")];
-        result_call!(
-            self,
-            "find_tagged",
-            "DescribeInstances",
-            &ids,
-            self.inner.find_tagged(region, key, value)
-        )
-    }
-
-    async fn create_image(
-        &self,
-        region: &str,
-        id: &str,
-        name: &str,
-        tags: &BTreeMap<String, String>,
-    ) -> Result<ImageMade, CloudError> {
-        let ids = [id.to_string()];
-        let made = result_call!(self, "create_image", "CreateImage", &ids, async {
-            let made = self.inner.create_image(region, id, name, tags).await;
-            if let Ok(ImageMade::Made(image)) = &made {
-                self.st().images.insert(image.clone(), id.to_string());
-            }
-            made
-        });
-        made
-    }
-
-    async fn image(&self, region: &str, image: &str) -> Result<Option<Image>, CloudError> {
-        let ids = [image.to_string()];
-        let found = result_call!(self, "image", "DescribeImages", &ids, async {
-            let found = self.inner.image(region, image).await;
-            if let Ok(Some(i)) = &found {
-                let mut st = self.st();
-                if st.images.contains_key(image) {
-                    for s in &i.snapshots {
-                        st.snapshot_of.insert(s.clone(), image.to_string());
-                    }
-                }
-            }
-            found
-        });
-        found
-    }
-
-    async fn launch(&self, region: &str, launch: &Launch) -> Result<InstanceStatus, CloudError> {
-        let ids = [launch.image.clone()];
-        let index = self.st().calls.len();
-        let launched = result_call!(self, "launch", "RunInstances", &ids, async {
-            let bad = {
-                let st = self.st();
-                !st.images.contains_key(&launch.image) || st.forged.contains(&launch.image)
-            };
-            if bad {
-                let v = format!(
-                    "call {index} launched from {}, an image ebb did not make",
-                    launch.image
-                );
-                self.st().violations.push(v);
-            }
-            let made = self.inner.launch(region, launch).await;
-            if let Ok(s) = &made {
-                let of = launch
-                    .tags
-                    .get(ebb::names::MIGRATED_FROM_TAG)
-                    .cloned()
-                    .unwrap_or_default();
-                self.st()
-                    .launched
-                    .insert(s.id.clone(), (of, launch.image.clone()));
-            }
-            made
-        });
-        launched
-    }
-
-    async fn terminate(&self, region: &str, ids: &[String]) -> ActionReport {
-        report_call!(self, "terminate", "TerminateInstances", ids, async {
-            self.witness_terminate(region, ids).await;
-            self.inner.terminate(region, ids).await
-        })
-    }
-
-    async fn deregister_image(&self, region: &str, image: &str) -> Result<(), CloudError> {
-        let ids = [image.to_string()];
-        result_call!(self, "deregister_image", "DeregisterImage", &ids, async {
-            self.witness_delete(region, image, Some(image.to_string()))
-                .await;
-            self.inner.deregister_image(region, image).await
-        })
-    }
-
-    async fn delete_snapshot(&self, region: &str, snapshot: &str) -> Result<(), CloudError> {
-        let ids = [snapshot.to_string()];
-        result_call!(self, "delete_snapshot", "DeleteSnapshot", &ids, async {
-            self.witness_delete(region, snapshot, None).await;
-            self.inner.delete_snapshot(region, snapshot).await
-        })
-    }
-
-    async fn migration_artifacts(&self, region: &str) -> Result<Vec<Artifact>, CloudError> {
-        result_call!(
-            self,
-            "migration_artifacts",
-            "DescribeInstances",
-            &[],
-            self.inner.migration_artifacts(region)
-        )
-    }
-}
-
-/// A listing whose every region failed with `e`.
-fn unlisted(e: CloudError) -> Inventory {
-    Inventory {
-        instances: Vec::new(),
-        complete_regions: Vec::new(),
-        failures: vec![ScopeFailure {
-            region: "*".to_string(),
-            account: None,
-            error: e,
-        }],
     }
 }

@@ -1,14 +1,18 @@
-//! Helpers shared by the integration tests: policies from YAML text, instances, times.
+//! Helpers shared by the integration tests: policies from YAML text, instances, times, the
+//! built binary ([`ebb`]) and waiting on other processes ([`eventually`]). The one layer over a
+//! provider is [`intercept`]; the in-process world on the simulated fleet is [`world`].
 #![allow(dead_code)] // each test binary uses a different part of this module
 
 pub mod ec2_proxy;
 pub mod faulty;
+pub mod intercept;
 pub mod moto;
 pub mod prometheus;
 pub mod replica;
 pub mod savings;
 pub mod sim_ec2;
 pub mod time;
+pub mod world;
 
 use chrono::{DateTime, Utc};
 use ebb::engine::{decide, Decision, InstanceFacts, Override, Prior};
@@ -228,4 +232,54 @@ pub async fn migrated_for_runtime(pool: &sqlx::PgPool) -> String {
     let (role, url) = login_role(pool, "ebb_runtime").await;
     ebb_migrate(pool, &["--grant-runtime", &role]);
     url
+}
+
+/// Runs the built `ebb` with `args` to its end, in the repository's root as a user runs it
+/// there: its output.
+pub fn ebb(args: &[&str]) -> std::process::Output {
+    ebb_with(args, |_| {})
+}
+
+/// [`ebb`] on the database at `url` (`DATABASE_URL`).
+pub fn ebb_on(url: &str, args: &[&str]) -> std::process::Output {
+    ebb_with(args, |c| {
+        c.env("DATABASE_URL", url);
+    })
+}
+
+/// [`ebb`], with what `set` adds to the command (its environment).
+pub fn ebb_with(
+    args: &[&str],
+    set: impl FnOnce(&mut std::process::Command),
+) -> std::process::Output {
+    let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_ebb"));
+    command.args(args).current_dir(env!("CARGO_MANIFEST_DIR"));
+    set(&mut command);
+    command.output().expect("run ebb")
+}
+
+/// Tries `attempt` until it gives a value, for what another process (Postgres, moto, a server,
+/// a browser) does in its own time: again after `every` of tokio's time, or, with `every` zero,
+/// as soon as the runtime is free again (on paused time, where a sleep would not end). `None`
+/// once `limit` of wall-clock time has passed without one.
+#[must_use]
+pub async fn eventually<T>(
+    limit: std::time::Duration,
+    every: std::time::Duration,
+    mut attempt: impl AsyncFnMut() -> Option<T>,
+) -> Option<T> {
+    let started = std::time::Instant::now();
+    loop {
+        if let Some(done) = attempt().await {
+            return Some(done);
+        }
+        if started.elapsed() >= limit {
+            return None;
+        }
+        if every.is_zero() {
+            tokio::task::yield_now().await;
+        } else {
+            tokio::time::sleep(every).await;
+        }
+    }
 }

@@ -70,17 +70,16 @@ impl Server {
     /// Waits until the server answers ready (it loads the blocks first).
     async fn ready(&self, log: &Path) {
         let client = reqwest::Client::new();
-        for _ in 0..300 {
+        let ready = super::eventually(Duration::from_secs(30), Duration::from_millis(100), async || {
             let answer = client.get(format!("{}/-/ready", self.url)).send().await;
-            if answer.is_ok_and(|a| a.status().is_success()) {
-                return;
-            }
-            tokio::time::sleep(Duration::from_millis(100)).await;
+            answer.is_ok_and(|a| a.status().is_success()).then_some(())
+        });
+        if ready.await.is_none() {
+            panic!(
+                "Prometheus did not get ready; its log:\n{}",
+                std::fs::read_to_string(log).unwrap_or_default()
+            );
         }
-        panic!(
-            "Prometheus did not get ready; its log:\n{}",
-            std::fs::read_to_string(log).unwrap_or_default()
-        );
     }
 }
 

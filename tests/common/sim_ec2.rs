@@ -2,18 +2,19 @@
 //! simulator leaves out: an image's tags and EBS snapshots (each with the volume it was taken
 //! from), the image an instance runs, RunInstances' client-token idempotency, a snapshot EC2
 //! will not delete while a registered image uses it, and a spot reclaim's state reason. All of
-//! it as EC2 documents it; the instances themselves are the simulator's.
+//! it as EC2 documents it; the instances themselves are the simulator's. The rules are hooks
+//! on the [`Intercept`] layer over the simulator.
 
-use chrono::{DateTime, Utc};
+use super::intercept::{Answer, Call, Intercept, Method};
 use ebb::cloud::sim::SimProvider;
 use ebb::cloud::{
-    ActionReport, Artifact, ArtifactKind, CloudError, Done, ErrorKind, Image, ImageMade,
-    InstanceStatus, Inventory, Launch, LaunchSpec, Provider, TypePrice, SPOT_TERMINATION,
+    Artifact, ArtifactKind, CloudError, Done, ErrorKind, Image, ImageMade, InstanceStatus, Launch,
+    Provider, SPOT_TERMINATION,
 };
-use ebb::fleet::{Instance, Sample};
+use ebb::fleet::InstanceState;
 use ebb::names::{IMAGE_OF_TAG, LAUNCH_TAG, MIGRATION_TAG};
 use std::collections::{BTreeMap, HashMap, HashSet};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 #[derive(Debug, Clone)]
 struct ModelImage {
@@ -44,11 +45,16 @@ struct Model {
     reclaimed: HashSet<String>,
 }
 
-/// The simulated fleet with EC2's image and launch semantics.
+/// The simulated fleet with EC2's image and launch semantics: the layer to call, as
+/// [`SimEc2::new`] makes it.
+pub type Ec2 = Intercept<SimProvider>;
+
+/// The model of what the simulator leaves out, behind the rules' hooks; clones share it.
+#[derive(Clone)]
 pub struct SimEc2 {
     /// The simulator.
-    pub sim: SimProvider,
-    model: Mutex<Model>,
+    pub sim: Arc<SimProvider>,
+    model: Arc<Mutex<Model>>,
 }
 
 /// The root volume of instance `id`, as the model names it.
@@ -57,12 +63,22 @@ pub fn volume_of(id: &str) -> String {
 }
 
 impl SimEc2 {
-    /// `sim` with the model.
-    pub fn new(sim: SimProvider) -> Self {
-        SimEc2 {
-            sim,
-            model: Mutex::default(),
-        }
+    /// `sim` behind a layer with EC2's rules, and the model's handle.
+    pub fn new(sim: SimProvider) -> (Ec2, SimEc2) {
+        let cloud = Intercept::new(sim);
+        let ec2 = SimEc2 {
+            sim: cloud.inner.clone(),
+            model: Arc::default(),
+        };
+        let rules = ec2.clone();
+        let answered = [Method::Tag, Method::Launch, Method::DeleteSnapshot];
+        cloud.before_async(answered, move |call| {
+            let rules = rules.clone();
+            async move { rules.answer(call).await }
+        });
+        let rules = ec2.clone();
+        cloud.after(Method::ALL, move |call, answer| rules.amend(call, answer));
+        (cloud, ec2)
     }
 
     fn model(&self) -> std::sync::MutexGuard<'_, Model> {
@@ -103,174 +119,174 @@ impl SimEc2 {
         found
     }
 
-    fn fill(&self, mut s: InstanceStatus) -> InstanceStatus {
+    fn fill(&self, s: &mut InstanceStatus) {
         let model = self.model();
         s.image = model.runs.get(&s.id).cloned();
         if model.reclaimed.contains(&s.id) {
             s.state_reason = Some(SPOT_TERMINATION.to_string());
         }
-        s
-    }
-}
-
-fn error(kind: ErrorKind, operation: &'static str, code: &str, message: String) -> CloudError {
-    CloudError {
-        kind,
-        operation,
-        code: Some(code.to_string()),
-        message,
-        request_id: None,
-    }
-}
-
-impl Provider for SimEc2 {
-    async fn instances(&self) -> Inventory {
-        // As the AWS adapter asks EC2: instances not terminated (EC2 stops listing them within
-        // the hour anyway).
-        let mut inventory = self.sim.instances().await;
-        inventory
-            .instances
-            .retain(|i| i.state != ebb::fleet::InstanceState::Terminated);
-        inventory
     }
 
-    async fn reread(&self, region: &str, ids: &[String]) -> Result<Vec<Instance>, CloudError> {
-        self.sim.reread(region, ids).await
-    }
-
-    async fn gpu_utilisation(
-        &self,
-        region: &str,
-        instances: &[String],
-        from: DateTime<Utc>,
-        to: DateTime<Utc>,
-    ) -> Result<HashMap<String, Vec<Sample>>, CloudError> {
-        self.sim.gpu_utilisation(region, instances, from, to).await
-    }
-
-    async fn prices(
-        &self,
-        region: &str,
-        types: &[String],
-        now: DateTime<Utc>,
-    ) -> Result<Vec<TypePrice>, CloudError> {
-        self.sim.prices(region, types, now).await
-    }
-
-    async fn stop(&self, region: &str, ids: &[String], hibernate: bool) -> ActionReport {
-        self.sim.stop(region, ids, hibernate).await
-    }
-
-    async fn start(&self, region: &str, ids: &[String]) -> ActionReport {
-        self.sim.start(region, ids).await
-    }
-
-    async fn set_type(&self, region: &str, id: &str, instance_type: &str) -> ActionReport {
-        self.sim.set_type(region, id, instance_type).await
-    }
-
-    async fn tag(
-        &self,
-        region: &str,
-        ids: &[String],
-        tags: &BTreeMap<String, String>,
-    ) -> ActionReport {
-        let (snapshots, instances): (Vec<String>, Vec<String>) =
-            ids.iter().cloned().partition(|id| id.starts_with("snap-"));
-        let mut report = self.sim.tag(region, &instances, tags).await;
-        let mut model = self.model();
-        for id in snapshots {
-            match model.snapshots.get_mut(&id) {
-                Some(s) => {
-                    s.tags.extend(tags.clone());
-                    report.done.push(Done {
-                        instance: id,
-                        request_id: None,
-                        fallback: None,
-                        already: false,
-                    });
+    /// The calls EC2's rules answer instead of the simulator, or with more than it.
+    async fn answer(&self, call: Call) -> Option<Answer> {
+        match call {
+            Call::Tag { region, ids, tags } => {
+                let (snapshots, instances): (Vec<String>, Vec<String>) =
+                    ids.into_iter().partition(|id| id.starts_with("snap-"));
+                if snapshots.is_empty() {
+                    return None;
                 }
-                None => report.failed.push(ebb::cloud::Failed {
-                    error: error(
-                        ErrorKind::NotFound,
-                        "CreateTags",
-                        "InvalidSnapshot.NotFound",
-                        format!("The snapshot '{id}' does not exist."),
-                    ),
-                    instance: id,
-                }),
+                let mut report = self.sim.tag(&region, &instances, &tags).await;
+                let mut model = self.model();
+                for id in snapshots {
+                    match model.snapshots.get_mut(&id) {
+                        Some(s) => {
+                            s.tags.extend(tags.clone());
+                            report.done.push(Done {
+                                instance: id,
+                                request_id: None,
+                                fallback: None,
+                                already: false,
+                            });
+                        }
+                        None => report.failed.push(ebb::cloud::Failed {
+                            error: CloudError::not_found(
+                                "CreateTags",
+                                "InvalidSnapshot.NotFound",
+                                format!("The snapshot '{id}' does not exist."),
+                            ),
+                            instance: id,
+                        }),
+                    }
+                }
+                Some(report.into())
             }
+            Call::Launch { region, launch } => self.launched_before(&region, &launch).await,
+            Call::DeleteSnapshot { snapshot, .. } => Some(self.delete_snapshot(&snapshot).into()),
+            _ => None,
         }
-        report
     }
 
-    async fn untag(&self, region: &str, ids: &[String], keys: &[String]) -> ActionReport {
-        self.sim.untag(region, ids, keys).await
-    }
-
-    async fn launch_spec(&self, region: &str, id: &str) -> Result<LaunchSpec, CloudError> {
-        let mut spec = self.sim.launch_spec(region, id).await?;
-        spec.volumes = vec![volume_of(id)];
-        Ok(spec)
-    }
-
-    async fn describe(
-        &self,
-        region: &str,
-        ids: &[String],
-    ) -> Result<Vec<InstanceStatus>, CloudError> {
-        let found = self.sim.describe(region, ids).await?;
-        Ok(found.into_iter().map(|s| self.fill(s)).collect())
-    }
-
-    async fn find_tagged(
-        &self,
-        region: &str,
-        key: &str,
-        value: &str,
-    ) -> Result<Option<InstanceStatus>, CloudError> {
-        let found = self.sim.find_tagged(region, key, value).await?;
-        Ok(found.map(|s| self.fill(s)))
-    }
-
-    async fn create_image(
-        &self,
-        region: &str,
-        id: &str,
-        name: &str,
-        tags: &BTreeMap<String, String>,
-    ) -> Result<ImageMade, CloudError> {
-        let made = self.sim.create_image(region, id, name, tags).await?;
-        if let ImageMade::Made(image) = &made {
-            let mut model = self.model();
-            let generation = model.images.get(image).map_or(0, |i| i.generation + 1);
-            let snapshot = format!("snap-{}-{generation}", image.trim_start_matches("ami-"));
-            model.snapshots.insert(
-                snapshot.clone(),
-                ModelSnapshot {
-                    image: image.clone(),
-                    generation,
-                    volume: volume_of(id),
-                    tags: BTreeMap::new(),
-                },
-            );
-            model.images.insert(
-                image.clone(),
-                ModelImage {
-                    generation,
-                    tags: tags.clone(),
-                    snapshots: vec![snapshot],
-                    registered: true,
-                },
-            );
+    /// EC2's idempotency: the same request again answers with its instance; other settings
+    /// under the same token are refused.
+    async fn launched_before(&self, region: &str, launch: &Launch) -> Option<Answer> {
+        let seen = self.model().tokens.get(&launch.client_token).cloned();
+        let (instance_type, subnet, id) = seen?;
+        if (instance_type, subnet) != (launch.instance_type.clone(), launch.subnet.clone()) {
+            let message = "the client token was used for a request with other parameters";
+            let code = "IdempotentParameterMismatch";
+            let e = CloudError::coded(ErrorKind::Other, "RunInstances", code, message);
+            return Some(Answer::Launched(Err(e)));
         }
-        Ok(made)
+        let found = self.sim.describe(region, std::slice::from_ref(&id)).await;
+        let found = found.and_then(|found| {
+            let mut s = found.into_iter().next().ok_or_else(|| {
+                CloudError::not_found("RunInstances", "InvalidInstanceID.NotFound", id)
+            })?;
+            self.fill(&mut s);
+            Ok(s)
+        });
+        Some(found.into())
     }
 
-    async fn image(&self, region: &str, image: &str) -> Result<Option<Image>, CloudError> {
-        let Some(mut found) = self.sim.image(region, image).await? else {
-            return Ok(None);
+    /// A snapshot EC2 will not delete while a registered image uses it; one already gone is no
+    /// error.
+    fn delete_snapshot(&self, snapshot: &str) -> Result<(), CloudError> {
+        let mut model = self.model();
+        let Some(s) = model.snapshots.get(snapshot) else {
+            return Ok(());
         };
+        let in_use = model
+            .images
+            .get(&s.image)
+            .is_some_and(|i| i.registered && i.generation == s.generation);
+        if in_use {
+            return Err(CloudError::coded(
+                ErrorKind::InvalidState,
+                "DeleteSnapshot",
+                "InvalidSnapshot.InUse",
+                format!("The snapshot {snapshot} is currently in use by {}", s.image),
+            ));
+        }
+        model.snapshots.remove(snapshot);
+        Ok(())
+    }
+
+    /// What EC2 answers beyond the simulator's answer.
+    fn amend(&self, call: &Call, answer: &mut Answer) {
+        match (call, answer) {
+            // As the AWS adapter asks EC2: instances not terminated (EC2 stops listing them
+            // within the hour anyway).
+            (Call::Instances, Answer::Inventory(inventory)) => inventory
+                .instances
+                .retain(|i| i.state != InstanceState::Terminated),
+            (Call::LaunchSpec { id, .. }, Answer::Spec(Ok(spec))) => {
+                spec.volumes = vec![volume_of(id)];
+            }
+            (Call::Describe { .. }, Answer::Statuses(Ok(found))) => {
+                found.iter_mut().for_each(|s| self.fill(s));
+            }
+            (Call::FindTagged { .. }, Answer::Found(Ok(Some(s)))) => self.fill(s),
+            (Call::CreateImage { id, tags, .. }, Answer::Made(Ok(ImageMade::Made(image)))) => {
+                self.made(image, id, tags);
+            }
+            (Call::Image { image, .. }, Answer::Image(Ok(Some(found)))) => {
+                self.describe_image(image, found);
+            }
+            (Call::Launch { launch, .. }, Answer::Launched(Ok(made))) => {
+                let mut model = self.model();
+                model.tokens.insert(
+                    launch.client_token.clone(),
+                    (
+                        launch.instance_type.clone(),
+                        launch.subnet.clone(),
+                        made.id.clone(),
+                    ),
+                );
+                model.runs.insert(made.id.clone(), launch.image.clone());
+                drop(model);
+                self.fill(made);
+            }
+            (Call::DeregisterImage { image, .. }, Answer::Done(Ok(()))) => {
+                if let Some(i) = self.model().images.get_mut(image) {
+                    i.registered = false;
+                }
+            }
+            (Call::MigrationArtifacts { region }, Answer::Artifacts(Ok(listed))) => {
+                let all = std::mem::take(listed);
+                *listed = self.artifacts(region, all);
+            }
+            _ => {}
+        }
+    }
+
+    /// Image `image` made of instance `id`, with one snapshot of its root volume.
+    fn made(&self, image: &str, id: &str, tags: &BTreeMap<String, String>) {
+        let mut model = self.model();
+        let generation = model.images.get(image).map_or(0, |i| i.generation + 1);
+        let snapshot = format!("snap-{}-{generation}", image.trim_start_matches("ami-"));
+        model.snapshots.insert(
+            snapshot.clone(),
+            ModelSnapshot {
+                image: image.to_string(),
+                generation,
+                volume: volume_of(id),
+                tags: BTreeMap::new(),
+            },
+        );
+        model.images.insert(
+            image.to_string(),
+            ModelImage {
+                generation,
+                tags: tags.clone(),
+                snapshots: vec![snapshot],
+                registered: true,
+            },
+        );
+    }
+
+    /// An image's tags and snapshots, each with the volume it was taken from.
+    fn describe_image(&self, image: &str, found: &mut Image) {
         let model = self.model();
         if let Some(m) = model.images.get(image) {
             found.tags = m.tags.clone();
@@ -283,82 +299,11 @@ impl Provider for SimEc2 {
                 }
             }
         }
-        Ok(Some(found))
     }
 
-    async fn launch(&self, region: &str, launch: &Launch) -> Result<InstanceStatus, CloudError> {
-        let seen = self.model().tokens.get(&launch.client_token).cloned();
-        if let Some((instance_type, subnet, id)) = seen {
-            // EC2's idempotency: the same request again answers with its instance; other
-            // settings under the same token are refused.
-            if (instance_type, subnet) != (launch.instance_type.clone(), launch.subnet.clone()) {
-                return Err(error(
-                    ErrorKind::Other,
-                    "RunInstances",
-                    "IdempotentParameterMismatch",
-                    "the client token was used for a request with other parameters".into(),
-                ));
-            }
-            let found = self.describe(region, std::slice::from_ref(&id)).await?;
-            return found.into_iter().next().ok_or_else(|| {
-                error(
-                    ErrorKind::NotFound,
-                    "RunInstances",
-                    "InvalidInstanceID.NotFound",
-                    id,
-                )
-            });
-        }
-        let made = self.sim.launch(region, launch).await?;
-        let mut model = self.model();
-        model.tokens.insert(
-            launch.client_token.clone(),
-            (
-                launch.instance_type.clone(),
-                launch.subnet.clone(),
-                made.id.clone(),
-            ),
-        );
-        model.runs.insert(made.id.clone(), launch.image.clone());
-        drop(model);
-        Ok(self.fill(made))
-    }
-
-    async fn terminate(&self, region: &str, ids: &[String]) -> ActionReport {
-        self.sim.terminate(region, ids).await
-    }
-
-    async fn deregister_image(&self, region: &str, image: &str) -> Result<(), CloudError> {
-        self.sim.deregister_image(region, image).await?;
-        if let Some(i) = self.model().images.get_mut(image) {
-            i.registered = false;
-        }
-        Ok(())
-    }
-
-    async fn delete_snapshot(&self, _region: &str, snapshot: &str) -> Result<(), CloudError> {
-        let mut model = self.model();
-        let Some(s) = model.snapshots.get(snapshot) else {
-            return Ok(());
-        };
-        let in_use = model
-            .images
-            .get(&s.image)
-            .is_some_and(|i| i.registered && i.generation == s.generation);
-        if in_use {
-            return Err(error(
-                ErrorKind::InvalidState,
-                "DeleteSnapshot",
-                "InvalidSnapshot.InUse",
-                format!("The snapshot {snapshot} is currently in use by {}", s.image),
-            ));
-        }
-        model.snapshots.remove(snapshot);
-        Ok(())
-    }
-
-    async fn migration_artifacts(&self, region: &str) -> Result<Vec<Artifact>, CloudError> {
-        let listed = self.sim.migration_artifacts(region).await?;
+    /// The simulator's migration instances with their client tokens and images, and the
+    /// model's images and snapshots that carry one of ebb's migration tags.
+    fn artifacts(&self, region: &str, listed: Vec<Artifact>) -> Vec<Artifact> {
         let model = self.model();
         let token_of: HashMap<&str, &str> = model
             .tokens
@@ -405,6 +350,6 @@ impl Provider for SimEc2 {
                 });
             }
         }
-        Ok(found)
+        found
     }
 }

@@ -22,7 +22,7 @@ use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::mpsc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// The demo's token: it may read and make overrides, as `scripts/run`'s.
 const TOKEN: &str = "mei:browser-token-0123456789:read+override";
@@ -159,8 +159,7 @@ async fn the_console_in_chromium_on_the_demo_fleet(pool: PgPool) {
     // has begun.
     let http = reqwest::Client::new();
     let stops = "/v1/audit?instance=i-0research01&action=stop&outcome=succeeded";
-    let started = Instant::now();
-    let stop = loop {
+    let stop = common::eventually(PATIENCE, Duration::from_millis(200), async || {
         let stop = api(&http, &base, stops)
             .await
             .and_then(|rows| rows.as_array().and_then(|rows| rows.first().cloned()));
@@ -168,15 +167,12 @@ async fn the_console_in_chromium_on_the_demo_fleet(pool: PgPool) {
             .await
             .and_then(|m| m.as_array().map(|m| !m.is_empty()))
             .unwrap_or(false);
-        if let (Some(stop), true) = (stop, moving) {
-            break stop;
-        }
-        assert!(
-            started.elapsed() < PATIENCE,
-            "the demo did not stop i-0research01 and move i-0train01 within {PATIENCE:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    };
+        stop.filter(|_| moving)
+    })
+    .await
+    .unwrap_or_else(|| {
+        panic!("the demo did not stop i-0research01 and move i-0train01 within {PATIENCE:?}")
+    });
     let reason = stop["reason"].as_str().unwrap().to_string();
     let policy = stop["policy"].as_str().unwrap().to_string();
 

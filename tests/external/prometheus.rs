@@ -9,11 +9,10 @@ use common::prometheus::{dcgm_history, Server};
 use common::t;
 use ebb::clock::Clock;
 use ebb::cloud::prometheus::{Prometheus, PrometheusSettings};
-use ebb::cloud::sim::SimProvider;
-use ebb::reconcile::{Options, PolicySource, Reconciler, TickReport};
+use common::world::SimWorld;
+use ebb::reconcile::{Options, TickReport};
 use ebb::store::{Outcome, Store};
 use sqlx::PgPool;
-use std::sync::Arc;
 
 /// Stop a box whose GPUs stayed below 5 % for 45 minutes.
 const POLICY: &str = r#"
@@ -66,35 +65,18 @@ async fn one_range_query_gives_the_busiest_gpu_of_each_instance() {
     assert_eq!(read["i-idle"].last().unwrap().at, now);
 }
 
-/// A reconciler over the simulated fleet, reading GPU utilisation from `prometheus`.
-async fn reconciler(
-    pool: PgPool,
-    prometheus: Prometheus,
-) -> (Reconciler<SimProvider>, Store, tempfile::TempDir) {
-    let store = Store::from_pool(pool);
-    store.migrate().await.unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    std::fs::create_dir(dir.path().join("policies")).unwrap();
-    std::fs::write(dir.path().join("policies/idle.yaml"), POLICY).unwrap();
-    std::fs::write(dir.path().join("fleet.yaml"), FLEET).unwrap();
-    let (fleet, behaviours) =
-        ebb::snapshot::load_simulation(&dir.path().join("fleet.yaml")).unwrap();
-    let provider = SimProvider::new(fleet, behaviours, Clock::Fixed(t(NOW)));
-    let policies = Arc::new(PolicySource::new(vec![dir.path().join("policies")]));
+/// The simulated fleet, reading GPU utilisation from `prometheus`.
+async fn world(pool: PgPool, prometheus: Prometheus) -> SimWorld {
     let options = Options {
         prometheus: Some(prometheus),
         ..Options::default()
     };
-    (
-        Reconciler::new(provider, store.clone(), policies, options),
-        store,
-        dir,
-    )
-}
-
-async fn tick(reconciler: &Reconciler<SimProvider>, store: &Store) -> TickReport {
-    let mut leader = store.try_lead("test").await.unwrap().unwrap();
-    reconciler.tick(t(NOW), &mut leader).await.unwrap()
+    SimWorld::plan(FLEET)
+        .policy("idle.yaml", POLICY)
+        .clock(Clock::Fixed(t(NOW)))
+        .options(options)
+        .start(Store::from_pool(pool))
+        .await
 }
 
 fn decided(report: &TickReport, code: &str) -> usize {
@@ -110,8 +92,7 @@ fn decided(report: &TickReport, code: &str) -> usize {
 async fn the_idle_box_is_stopped_and_the_busy_one_kept(pool: PgPool) {
     let server = server().await;
     let prometheus = Prometheus::new(PrometheusSettings::new(&server.url)).unwrap();
-    let (reconciler, store, _dir) = reconciler(pool, prometheus).await;
-    let report = tick(&reconciler, &store).await;
+    let report = world(pool, prometheus).await.tick(NOW).await;
     assert!(report.gpu_read_failures.is_empty(), "{report:?}");
     let stopped: Vec<&str> = report
         .actions
@@ -132,8 +113,7 @@ async fn a_label_that_names_no_instance_is_a_failed_read_not_idleness(pool: PgPo
     let mut settings = PrometheusSettings::new(&server.url);
     settings.label = "instance".into();
     let prometheus = Prometheus::new(settings).unwrap();
-    let (reconciler, store, _dir) = reconciler(pool, prometheus).await;
-    let report = tick(&reconciler, &store).await;
+    let report = world(pool, prometheus).await.tick(NOW).await;
     assert!(report.actions.is_empty(), "{}", report.headline());
     assert_eq!(decided(&report, "metrics_unreadable"), 2);
     assert_eq!(report.gpu_read_failures.len(), 2, "one per region");
@@ -148,8 +128,7 @@ async fn a_server_that_does_not_answer_is_a_failed_read_not_idleness(pool: PgPoo
     let url = server.url.clone();
     drop(server);
     let prometheus = Prometheus::new(PrometheusSettings::new(&url)).unwrap();
-    let (reconciler, store, _dir) = reconciler(pool, prometheus).await;
-    let report = tick(&reconciler, &store).await;
+    let report = world(pool, prometheus).await.tick(NOW).await;
     assert!(report.actions.is_empty(), "{}", report.headline());
     assert_eq!(decided(&report, "metrics_unreadable"), 2);
     assert!(report.gpu_read_failures[0].error.contains("cannot reach"));

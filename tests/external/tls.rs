@@ -7,6 +7,7 @@
 //! `postgres` user when run as root), from `/usr/lib/postgresql/*/bin`; the test is skipped only
 //! when those binaries are missing (`scripts/test` installs them).
 
+use crate::common::ebb_on;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
@@ -237,14 +238,6 @@ impl Drop for TlsPostgres {
     }
 }
 
-fn ebb(url: &str, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_ebb"))
-        .args(args)
-        .env("DATABASE_URL", url)
-        .output()
-        .expect("run ebb")
-}
-
 #[test]
 fn ebb_verifies_the_servers_certificate_with_sslmode_verify_full() {
     let Some(bin) = postgres_bin() else {
@@ -255,14 +248,14 @@ fn ebb_verifies_the_servers_certificate_with_sslmode_verify_full() {
     let ca = pg.ca("ca");
     let verified = format!("sslmode=verify-full&sslrootcert={}", ca.display());
 
-    let o = ebb(&pg.url("127.0.0.1", &verified), &["migrate"]);
+    let o = ebb_on(&pg.url("127.0.0.1", &verified), &["migrate"]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let o = ebb(&pg.url("127.0.0.1", &verified), &["audit", "verify"]);
+    let o = ebb_on(&pg.url("127.0.0.1", &verified), &["audit", "verify"]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     assert!(String::from_utf8_lossy(&o.stdout).starts_with("ok: 0 audit rows"));
 
     // The server takes no connection without TLS: the ones above were over TLS.
-    let o = ebb(&pg.url("127.0.0.1", "sslmode=disable"), &["audit"]);
+    let o = ebb_on(&pg.url("127.0.0.1", "sslmode=disable"), &["audit"]);
     assert_eq!(o.status.code(), Some(2));
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(err.contains("no encryption"), "{err}");
@@ -276,7 +269,7 @@ fn ebb_verifies_the_servers_certificate_with_sslmode_verify_full() {
         "sslmode=verify-full&sslrootcert={}",
         pg.ca("other-ca").display()
     );
-    let o = ebb(&pg.url("127.0.0.1", &other), &["audit"]);
+    let o = ebb_on(&pg.url("127.0.0.1", &other), &["audit"]);
     assert_eq!(o.status.code(), Some(2));
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(
@@ -286,7 +279,7 @@ fn ebb_verifies_the_servers_certificate_with_sslmode_verify_full() {
     assert_eq!(err.lines().count(), 1, "{err}");
 
     // The right CA, but a host the certificate does not name (it names 127.0.0.1 only).
-    let o = ebb(&pg.url("localhost", &verified), &["audit"]);
+    let o = ebb_on(&pg.url("localhost", &verified), &["audit"]);
     assert_eq!(o.status.code(), Some(2));
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(
@@ -298,6 +291,6 @@ fn ebb_verifies_the_servers_certificate_with_sslmode_verify_full() {
     );
     // verify-ca checks the CA alone, not the name.
     let ca_only = format!("sslmode=verify-ca&sslrootcert={}", ca.display());
-    let o = ebb(&pg.url("localhost", &ca_only), &["audit"]);
+    let o = ebb_on(&pg.url("localhost", &ca_only), &["audit"]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
 }

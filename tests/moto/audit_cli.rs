@@ -20,13 +20,11 @@ fn url_of(pool: &PgPool) -> String {
 }
 
 fn ebb(url: &str, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_ebb"))
-        .args(args)
-        .env("DATABASE_URL", url)
-        .env("TZ", "Asia/Shanghai")
-        .env("EBB_ACTOR", "mei")
-        .output()
-        .expect("run ebb")
+    common::ebb_with(args, |c| {
+        c.env("DATABASE_URL", url)
+            .env("TZ", "Asia/Shanghai")
+            .env("EBB_ACTOR", "mei");
+    })
 }
 
 fn out(o: &Output) -> String {
@@ -602,14 +600,12 @@ prices:
 
 /// Runs `ebb` with audit checkpoints signed by `key` and kept at `dest`.
 fn ebb_checkpointed(url: &str, key: &std::path::Path, dest: &str, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_ebb"))
-        .args(args)
-        .env("DATABASE_URL", url)
-        .env("EBB_ACTOR", "mei")
-        .env("EBB_AUDIT_KEY_FILE", key)
-        .env("EBB_AUDIT_CHECKPOINTS", dest)
-        .output()
-        .expect("run ebb")
+    common::ebb_with(args, |c| {
+        c.env("DATABASE_URL", url)
+            .env("EBB_ACTOR", "mei")
+            .env("EBB_AUDIT_KEY_FILE", key)
+            .env("EBB_AUDIT_CHECKPOINTS", dest);
+    })
 }
 
 /// `ebb audit keygen` in a fresh directory: the directory and the private key's path.

@@ -94,7 +94,8 @@ impl Setup {
             .spawn()
             .unwrap();
         let started = std::time::Instant::now();
-        let killed = loop {
+        let every = Duration::from_millis(2);
+        let ended = common::eventually(Duration::from_secs(60), every, async || {
             if let Some(status) = child.try_wait().unwrap() {
                 assert!(
                     !matches!(kill, Some(Kill::Remembering)),
@@ -105,7 +106,7 @@ impl Setup {
                     status.success() || unfired,
                     "tick at {at} failed without being killed: {status}"
                 );
-                break false;
+                return Some(false);
             }
             let due = match kill {
                 Some(Kill::After(ms)) => started.elapsed() >= Duration::from_millis(ms),
@@ -119,14 +120,11 @@ impl Setup {
                 if let Some(Kill::Remembering) = kill {
                     self.release().await;
                 }
-                break true;
+                return Some(true);
             }
-            assert!(
-                started.elapsed() < Duration::from_secs(60),
-                "tick at {at} hangs"
-            );
-            tokio::time::sleep(Duration::from_millis(2)).await;
-        };
+            None
+        });
+        let killed = ended.await.unwrap_or_else(|| panic!("tick at {at} hangs"));
         self.proxy.disarm();
         on_fire.take();
         killed

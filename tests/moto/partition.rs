@@ -195,7 +195,8 @@ async fn partition(url: &str) {
         assert_eq!(before_cut, ["CreateTags"]);
         // Postgres ends A's session when it sees the closed socket: the lock is free.
         let mut probe = PgConnection::connect(url).await.unwrap();
-        loop {
+        let limit = std::time::Duration::from_secs(60);
+        let ended = common::eventually(limit, std::time::Duration::ZERO, async || {
             let held: i64 = sqlx::query_scalar(
                 "SELECT count(*) FROM pg_stat_activity
                  WHERE application_name = 'ebb leader a' AND datname = current_database()",
@@ -203,11 +204,9 @@ async fn partition(url: &str) {
             .fetch_one(&mut probe)
             .await
             .unwrap();
-            if held == 0 {
-                break;
-            }
-            tokio::task::yield_now().await;
-        }
+            (held == 0).then_some(())
+        });
+        ended.await.expect("Postgres never ended A's session");
         // The notice reaches the cloud; A cannot record it, nor write the stop's intent.
         drop(resume);
 

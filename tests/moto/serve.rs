@@ -18,7 +18,7 @@ use sqlx::{Connection, PgConnection};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// Research boxes have no work hours (every date is skipped): any that runs is stopped at once.
 /// Not by an idle rule: moto has no CloudWatch, and an instance whose GPU cannot be read is
@@ -118,14 +118,9 @@ impl Drop for Replica {
 
 /// Waits up to `limit` for `done`, checking every 100 ms.
 async fn within(limit: Duration, mut done: impl AsyncFnMut() -> bool) -> bool {
-    let start = Instant::now();
-    while start.elapsed() < limit {
-        if done().await {
-            return true;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    false
+    let every = Duration::from_millis(100);
+    let done = common::eventually(limit, every, async || done().await.then_some(()));
+    done.await.is_some()
 }
 
 fn stop_intents(url: &str, instance: &str) -> usize {

@@ -1,5 +1,5 @@
 //! Spot migration against moto's EC2 server and a real Postgres: the reconciler in process,
-//! tick by tick. A wrapper around the AWS provider injects what moto cannot do: a crash right
+//! tick by tick. The test layer over the AWS provider injects what moto cannot do: a crash right
 //! after a cloud call, a launch refused for lack of capacity, a spot reclaim's state reason,
 //! and spot prices that no longer save enough.
 
@@ -10,11 +10,8 @@ use chrono::{DateTime, Duration, SecondsFormat, Utc};
 use common::moto::{self, Fixture};
 use ebb::cloud::aws::warnings::{Accepted, InterruptionQueue};
 use ebb::cloud::aws::AwsProvider;
-use ebb::cloud::{
-    ActionReport, CloudError, ErrorKind, Failed, Image, ImageMade, InstanceStatus, Inventory,
-    Launch, LaunchSpec, Provider, TypePrice, SPOT_TERMINATION,
-};
-use ebb::fleet::{Instance, Sample};
+use common::intercept::{Answer, Call, Intercept, Method};
+use ebb::cloud::{CloudError, ErrorKind, Provider, SPOT_TERMINATION};
 use ebb::reconcile::{Options, PolicySource, Reconciler};
 use ebb::spot::State;
 use ebb::store::{
@@ -39,11 +36,10 @@ policies:
       keep_original_for: 6h
 "#;
 
-/// The AWS provider with faults moto cannot produce.
-struct Faulty {
-    inner: AwsProvider,
-    /// moto's EC2, to read what the provider's answers leave out.
-    ec2: aws_sdk_ec2::Client,
+/// What moto cannot produce, as a test sets it: hooks on the test layer over the AWS provider
+/// ([`faulty`]) read it.
+#[derive(Default)]
+struct Faults {
     /// After this call succeeds, the tick hangs as if the process died (the test drops it).
     crash_after: Mutex<Option<&'static str>>,
     /// Told when the tick hangs there.
@@ -58,9 +54,6 @@ struct Faulty {
     vanished: Mutex<HashSet<String>>,
     /// Replaces every spot price.
     spot_price: Mutex<Option<f64>>,
-    /// Every call that changes something in EC2, in order: each must have an intent of its
-    /// own in the audit log.
-    changes: Mutex<Vec<&'static str>>,
     /// Replaces the spot price of one type.
     type_price: Mutex<HashMap<String, f64>>,
     /// Look-ups by tag still to answer "none" (EC2's listing lags behind a launch).
@@ -69,50 +62,116 @@ struct Faulty {
     tokens: Mutex<HashMap<String, (String, String, String)>>,
 }
 
-impl Faulty {
-    /// The volume each snapshot of a CreateImage was taken from, as EC2 records it: moto
-    /// snapshots a scratch volume instead, so the instance is read from the description moto
-    /// (like EC2) gives the snapshot, "Created by CreateImage(i-...) for ami-...".
-    async fn source_volumes(&self, snapshots: &[String]) -> BTreeMap<String, String> {
-        let mut volumes = BTreeMap::new();
-        for snapshot in snapshots {
-            let out = self
-                .ec2
-                .describe_snapshots()
-                .snapshot_ids(snapshot)
-                .send()
-                .await
-                .unwrap();
-            let description = out.snapshots()[0].description().unwrap_or("").to_string();
-            let Some(instance) = description
-                .strip_prefix("Created by CreateImage(")
-                .and_then(|rest| rest.split(')').next())
-            else {
-                continue;
-            };
-            let found = self
-                .ec2
-                .describe_instances()
-                .instance_ids(instance)
-                .send()
-                .await
-                .unwrap();
-            let root = found.reservations()[0].instances()[0]
-                .block_device_mappings()
-                .iter()
-                .find_map(|m| m.ebs()?.volume_id().map(str::to_string));
-            if let Some(volume) = root {
-                volumes.insert(snapshot.clone(), volume);
+/// The AWS provider behind the test layer, with `faults` and EC2's idempotency.
+fn faulty(inner: AwsProvider, ec2: aws_sdk_ec2::Client, faults: &Arc<Faults>) -> Intercept<AwsProvider> {
+    let cloud = Intercept::new(inner);
+    let (f, aws) = (faults.clone(), cloud.inner.clone());
+    cloud.before_async(Method::Launch, move |call| {
+        let (f, aws) = (f.clone(), aws.clone());
+        async move { f.launched_before(&aws, call).await }
+    });
+    let f = faults.clone();
+    cloud.before(Method::Launch, move |call| {
+        take_one(&f.launch_failures).then(|| call.fail(CloudError::no_capacity("RunInstances")))
+    });
+    let f = faults.clone();
+    cloud.before(Method::Start, move |call| {
+        take_one(&f.start_failures).then(|| call.fail(CloudError::no_capacity("StartInstances")))
+    });
+    let f = faults.clone();
+    cloud.before(Method::FindTagged, move |_| {
+        take_one(&f.tag_lag).then_some(Answer::Found(Ok(None)))
+    });
+    let f = faults.clone();
+    cloud.after(Method::ALL, move |call, answer| f.amend(call, answer));
+    cloud.after_async(Method::Image, move |_, mut answer| {
+        let ec2 = ec2.clone();
+        async move {
+            if let Answer::Image(Ok(Some(found))) = &mut answer {
+                found.snapshot_volumes = source_volumes(&ec2, &found.snapshots).await;
             }
+            answer
         }
-        volumes
+    });
+    let crash_points = [
+        Method::Stop,
+        Method::Start,
+        Method::Tag,
+        Method::CreateImage,
+        Method::Launch,
+        Method::Terminate,
+        Method::DeregisterImage,
+        Method::DeleteSnapshot,
+    ];
+    let f = faults.clone();
+    cloud.after_async(crash_points, move |call, answer| {
+        let f = f.clone();
+        async move {
+            f.crash_point(call.method().name()).await;
+            answer
+        }
+    });
+    cloud
+}
+
+impl Faults {
+    /// As EC2 does: the same request again answers with its instance; other settings under
+    /// the same token are refused.
+    async fn launched_before(&self, aws: &AwsProvider, call: Call) -> Option<Answer> {
+        let Call::Launch { region, launch } = call else {
+            return None;
+        };
+        let seen = self.tokens.lock().unwrap().get(&launch.client_token).cloned();
+        let (instance_type, subnet, id) = seen?;
+        if (instance_type, subnet) != (launch.instance_type.clone(), launch.subnet.clone()) {
+            let message = "the client token was used for a request with other parameters";
+            let code = "IdempotentParameterMismatch";
+            let e = CloudError::coded(ErrorKind::Other, "RunInstances", code, message);
+            return Some(Answer::Launched(Err(e)));
+        }
+        let found = aws.describe(&region, std::slice::from_ref(&id)).await;
+        Some(found.map(|found| found.into_iter().next().unwrap()).into())
     }
 
-    fn changed(&self, call: &'static str) {
-        self.changes.lock().unwrap().push(call);
+    /// What moto answered, as EC2 would have answered it.
+    fn amend(&self, call: &Call, answer: &mut Answer) {
+        match (call, answer) {
+            (Call::Prices { .. }, Answer::Prices(Ok(prices))) => {
+                if let Some(p) = *self.spot_price.lock().unwrap() {
+                    for t in prices.iter_mut() {
+                        t.spot_by_zone.values_mut().for_each(|v| *v = p);
+                    }
+                }
+                for t in prices.iter_mut() {
+                    if let Some(p) = self.type_price.lock().unwrap().get(&t.instance_type) {
+                        t.spot_by_zone.values_mut().for_each(|v| *v = *p);
+                    }
+                }
+            }
+            (Call::Describe { .. }, Answer::Statuses(Ok(found))) => {
+                found.retain(|s| !self.vanished.lock().unwrap().contains(&s.id));
+                let reclaimed = self.reclaimed.lock().unwrap();
+                for s in found.iter_mut() {
+                    if reclaimed.contains(&s.id) {
+                        s.state_reason = Some(SPOT_TERMINATION.to_string());
+                    }
+                }
+            }
+            (Call::Launch { launch, .. }, Answer::Launched(Ok(made))) => {
+                self.tokens.lock().unwrap().insert(
+                    launch.client_token.clone(),
+                    (
+                        launch.instance_type.clone(),
+                        launch.subnet.clone(),
+                        made.id.clone(),
+                    ),
+                );
+            }
+            _ => {}
+        }
     }
 
-    async fn crash_point(&self, call: &'static str) {
+    async fn crash_point(&self, call: &str) {
         let hit = {
             let mut crash = self.crash_after.lock().unwrap();
             let hit = *crash == Some(call);
@@ -128,201 +187,40 @@ impl Faulty {
     }
 }
 
-impl Provider for Faulty {
-    async fn instances(&self) -> Inventory {
-        self.inner.instances().await
-    }
-    async fn reread(&self, region: &str, ids: &[String]) -> Result<Vec<Instance>, CloudError> {
-        self.inner.reread(region, ids).await
-    }
-    async fn set_type(&self, region: &str, id: &str, instance_type: &str) -> ActionReport {
-        self.changed("set_type");
-        self.inner.set_type(region, id, instance_type).await
-    }
-    async fn gpu_utilisation(
-        &self,
-        region: &str,
-        instances: &[String],
-        from: DateTime<Utc>,
-        to: DateTime<Utc>,
-    ) -> Result<HashMap<String, Vec<Sample>>, CloudError> {
-        self.inner
-            .gpu_utilisation(region, instances, from, to)
+/// The volume each snapshot of a CreateImage was taken from, as EC2 records it: moto snapshots
+/// a scratch volume instead, so the instance is read from the description moto (like EC2)
+/// gives the snapshot, "Created by CreateImage(i-...) for ami-...".
+async fn source_volumes(ec2: &aws_sdk_ec2::Client, snapshots: &[String]) -> BTreeMap<String, String> {
+    let mut volumes = BTreeMap::new();
+    for snapshot in snapshots {
+        let out = ec2
+            .describe_snapshots()
+            .snapshot_ids(snapshot)
+            .send()
             .await
-    }
-    async fn prices(
-        &self,
-        region: &str,
-        types: &[String],
-        now: DateTime<Utc>,
-    ) -> Result<Vec<TypePrice>, CloudError> {
-        let mut prices = self.inner.prices(region, types, now).await?;
-        if let Some(p) = *self.spot_price.lock().unwrap() {
-            for t in &mut prices {
-                t.spot_by_zone.values_mut().for_each(|v| *v = p);
-            }
-        }
-        for t in &mut prices {
-            if let Some(p) = self.type_price.lock().unwrap().get(&t.instance_type) {
-                t.spot_by_zone.values_mut().for_each(|v| *v = *p);
-            }
-        }
-        Ok(prices)
-    }
-    async fn stop(&self, region: &str, ids: &[String], hibernate: bool) -> ActionReport {
-        self.changed("stop");
-        let r = self.inner.stop(region, ids, hibernate).await;
-        self.crash_point("stop").await;
-        r
-    }
-    async fn start(&self, region: &str, ids: &[String]) -> ActionReport {
-        self.changed("start");
-        if take_one(&self.start_failures) {
-            return ActionReport {
-                failed: ids
-                    .iter()
-                    .map(|id| Failed {
-                        instance: id.clone(),
-                        error: no_capacity("StartInstances"),
-                    })
-                    .collect(),
-                ..ActionReport::default()
-            };
-        }
-        let r = self.inner.start(region, ids).await;
-        self.crash_point("start").await;
-        r
-    }
-    async fn tag(
-        &self,
-        region: &str,
-        ids: &[String],
-        tags: &BTreeMap<String, String>,
-    ) -> ActionReport {
-        self.changed("tag");
-        let r = self.inner.tag(region, ids, tags).await;
-        self.crash_point("tag").await;
-        r
-    }
-    async fn untag(&self, region: &str, ids: &[String], keys: &[String]) -> ActionReport {
-        self.changed("untag");
-        self.inner.untag(region, ids, keys).await
-    }
-    async fn launch_spec(&self, region: &str, id: &str) -> Result<LaunchSpec, CloudError> {
-        self.inner.launch_spec(region, id).await
-    }
-    async fn describe(
-        &self,
-        region: &str,
-        ids: &[String],
-    ) -> Result<Vec<InstanceStatus>, CloudError> {
-        let mut found = self.inner.describe(region, ids).await?;
-        found.retain(|s| !self.vanished.lock().unwrap().contains(&s.id));
-        let reclaimed = self.reclaimed.lock().unwrap();
-        for s in &mut found {
-            if reclaimed.contains(&s.id) {
-                s.state_reason = Some(SPOT_TERMINATION.to_string());
-            }
-        }
-        Ok(found)
-    }
-    async fn find_tagged(
-        &self,
-        region: &str,
-        key: &str,
-        value: &str,
-    ) -> Result<Option<InstanceStatus>, CloudError> {
-        if take_one(&self.tag_lag) {
-            return Ok(None);
-        }
-        self.inner.find_tagged(region, key, value).await
-    }
-    async fn create_image(
-        &self,
-        region: &str,
-        id: &str,
-        name: &str,
-        tags: &BTreeMap<String, String>,
-    ) -> Result<ImageMade, CloudError> {
-        self.changed("create_image");
-        let r = self.inner.create_image(region, id, name, tags).await;
-        self.crash_point("create_image").await;
-        r
-    }
-    async fn image(&self, region: &str, image: &str) -> Result<Option<Image>, CloudError> {
-        let Some(mut found) = self.inner.image(region, image).await? else {
-            return Ok(None);
+            .unwrap();
+        let description = out.snapshots()[0].description().unwrap_or("").to_string();
+        let Some(instance) = description
+            .strip_prefix("Created by CreateImage(")
+            .and_then(|rest| rest.split(')').next())
+        else {
+            continue;
         };
-        found.snapshot_volumes = self.source_volumes(&found.snapshots).await;
-        Ok(Some(found))
-    }
-    async fn launch(&self, region: &str, launch: &Launch) -> Result<InstanceStatus, CloudError> {
-        self.changed("launch");
-        if take_one(&self.launch_failures) {
-            return Err(no_capacity("RunInstances"));
+        let found = ec2
+            .describe_instances()
+            .instance_ids(instance)
+            .send()
+            .await
+            .unwrap();
+        let root = found.reservations()[0].instances()[0]
+            .block_device_mappings()
+            .iter()
+            .find_map(|m| m.ebs()?.volume_id().map(str::to_string));
+        if let Some(volume) = root {
+            volumes.insert(snapshot.clone(), volume);
         }
-        let seen = self
-            .tokens
-            .lock()
-            .unwrap()
-            .get(&launch.client_token)
-            .cloned();
-        if let Some((instance_type, subnet, id)) = seen {
-            // As EC2 does: the same request again answers with its instance; other settings
-            // under the same token are refused.
-            if (instance_type, subnet) != (launch.instance_type.clone(), launch.subnet.clone()) {
-                return Err(CloudError {
-                    kind: ErrorKind::Other,
-                    operation: "RunInstances",
-                    code: Some("IdempotentParameterMismatch".into()),
-                    message: "the client token was used for a request with other parameters".into(),
-                    request_id: None,
-                });
-            }
-            let found = self
-                .inner
-                .describe(region, std::slice::from_ref(&id))
-                .await?;
-            return Ok(found.into_iter().next().unwrap());
-        }
-        let r = self.inner.launch(region, launch).await;
-        if let Ok(made) = &r {
-            self.tokens.lock().unwrap().insert(
-                launch.client_token.clone(),
-                (
-                    launch.instance_type.clone(),
-                    launch.subnet.clone(),
-                    made.id.clone(),
-                ),
-            );
-        }
-        self.crash_point("launch").await;
-        r
     }
-    async fn terminate(&self, region: &str, ids: &[String]) -> ActionReport {
-        self.changed("terminate");
-        let r = self.inner.terminate(region, ids).await;
-        self.crash_point("terminate").await;
-        r
-    }
-    async fn deregister_image(&self, region: &str, image: &str) -> Result<(), CloudError> {
-        self.changed("deregister_image");
-        let r = self.inner.deregister_image(region, image).await;
-        self.crash_point("deregister_image").await;
-        r
-    }
-    async fn delete_snapshot(&self, region: &str, snapshot: &str) -> Result<(), CloudError> {
-        self.changed("delete_snapshot");
-        let r = self.inner.delete_snapshot(region, snapshot).await;
-        self.crash_point("delete_snapshot").await;
-        r
-    }
-    async fn migration_artifacts(
-        &self,
-        region: &str,
-    ) -> Result<Vec<ebb::cloud::Artifact>, CloudError> {
-        self.inner.migration_artifacts(region).await
-    }
+    volumes
 }
 
 /// Whether a fault is still to inject; counts it down.
@@ -333,21 +231,12 @@ fn take_one(faults: &Mutex<u32>) -> bool {
     hit
 }
 
-fn no_capacity(operation: &'static str) -> CloudError {
-    CloudError {
-        kind: ErrorKind::InsufficientCapacity,
-        operation,
-        code: Some("InsufficientInstanceCapacity".into()),
-        message: "There is no capacity available that matches your request.".into(),
-        request_id: None,
-    }
-}
-
 struct Setup {
     f: Fixture,
     store: Store,
     leader: Leadership,
-    reconciler: Reconciler<Faulty>,
+    reconciler: Reconciler<Intercept<AwsProvider>>,
+    faults: Arc<Faults>,
     /// The first tick's time; the checkpoint tags are set relative to it.
     t0: DateTime<Utc>,
     _dir: tempfile::TempDir,
@@ -361,21 +250,8 @@ impl Setup {
         let dir = tempfile::tempdir().unwrap();
         std::fs::write(dir.path().join("spot.yaml"), POLICY).unwrap();
         let policies = Arc::new(PolicySource::new(vec![dir.path().to_path_buf()]));
-        let provider = Faulty {
-            inner: f.provider().await,
-            ec2: f.ec2.clone(),
-            crash_after: Mutex::default(),
-            crashed: tokio::sync::Notify::new(),
-            reclaimed: Mutex::default(),
-            launch_failures: Mutex::default(),
-            start_failures: Mutex::default(),
-            vanished: Mutex::default(),
-            spot_price: Mutex::default(),
-            changes: Mutex::default(),
-            type_price: Mutex::default(),
-            tag_lag: Mutex::default(),
-            tokens: Mutex::default(),
-        };
+        let faults = Arc::new(Faults::default());
+        let provider = faulty(f.provider().await, f.ec2.clone(), &faults);
         let reconciler = Reconciler::new(provider, store.clone(), policies, Options::default());
         let leader = store.try_lead("test").await.unwrap().unwrap();
         Setup {
@@ -383,13 +259,22 @@ impl Setup {
             store,
             leader,
             reconciler,
+            faults,
             t0: Utc::now(),
             _dir: dir,
         }
     }
 
-    fn faults(&self) -> &Faulty {
-        self.reconciler.provider()
+    fn faults(&self) -> &Faults {
+        &self.faults
+    }
+
+    /// Every call that changed something in EC2, in order: each must have an intent of its
+    /// own in the audit log.
+    fn changes(&self) -> Vec<&'static str> {
+        let calls = self.reconciler.provider().calls();
+        let changes = calls.into_iter().filter(|c| c.method.changes());
+        changes.map(|c| c.method.name()).collect()
     }
 
     /// A running on-demand g5.xlarge of a training job that checkpointed five minutes before
@@ -415,7 +300,7 @@ impl Setup {
     /// A tick `minutes` after the first; `false` when it hung at an injected crash.
     async fn tick(&mut self, minutes: i64) -> bool {
         let at = self.t0 + Duration::minutes(minutes);
-        let crashed = self.reconciler.provider().crashed.notified();
+        let crashed = self.faults.crashed.notified();
         tokio::select! {
             report = self.reconciler.tick(at, &mut self.leader) => {
                 report.unwrap();
@@ -707,7 +592,7 @@ async fn assert_one_intent_per_call(s: &Setup, original: &str) {
         .iter()
         .filter(|e| e.entry.outcome == Outcome::Intent)
         .collect();
-    let calls = s.faults().changes.lock().unwrap().clone();
+    let calls = s.changes();
     let reasons: Vec<&str> = intents.iter().map(|e| e.entry.reason.as_str()).collect();
     assert_eq!(
         intents.len(),
@@ -730,7 +615,7 @@ async fn every_migration_call_is_an_action_of_its_own(pool: PgPool) {
     *s.faults().launch_failures.lock().unwrap() = 1;
     assert!(s.tick(0).await);
     s.until(&original, 1, State::RolledBack).await;
-    let calls = s.faults().changes.lock().unwrap().clone();
+    let calls = s.changes();
     assert_eq!(&calls[..2], ["tag", "stop"], "{calls:?}");
     for call in ["deregister_image", "delete_snapshot", "untag", "start"] {
         assert!(calls.contains(&call), "{call} in {calls:?}");
@@ -905,7 +790,7 @@ async fn orphans_list_ebbs_lost_launch_and_report_forgeries(pool: PgPool) {
             .unwrap()
             .to_string();
 
-    let found = s.faults().migration_artifacts(REGION).await.unwrap();
+    let found = s.reconciler.provider().migration_artifacts(REGION).await.unwrap();
     let migrations = s.store.migrations().await.unwrap();
     let orphans = ebb::spot::orphans::orphans(found, &migrations);
     let of = |id: &str| orphans.iter().find(|o| o.artifact.id == id);

@@ -51,18 +51,16 @@ impl Setup {
 
     /// Runs `ebb ARGS` with this setup's database, region and management tag.
     fn ebb(&self, args: &[&str]) -> Output {
-        Command::new(env!("CARGO_BIN_EXE_ebb"))
-            .args(args)
-            .env("DATABASE_URL", &self.url)
-            .env("EBB_POLICIES", self.policies.path())
-            .env("EBB_REGIONS", self.f.region)
-            .env("EBB_MANAGED_TAG", format!("ebb:managed={}", self.f.managed))
-            .env(
-                "EBB_PRICES",
-                concat!(env!("CARGO_MANIFEST_DIR"), "/deploy/prices.yaml"),
-            )
-            .output()
-            .unwrap()
+        common::ebb_with(args, |c| {
+            c.env("DATABASE_URL", &self.url)
+                .env("EBB_POLICIES", self.policies.path())
+                .env("EBB_REGIONS", self.f.region)
+                .env("EBB_MANAGED_TAG", format!("ebb:managed={}", self.f.managed))
+                .env(
+                    "EBB_PRICES",
+                    concat!(env!("CARGO_MANIFEST_DIR"), "/deploy/prices.yaml"),
+                );
+        })
     }
 
     fn tick(&self, at: &str, extra: &[&str]) -> String {

@@ -1,15 +1,8 @@
 //! The `ebb` binary as users and CI run it: `validate`, `plan`, `explain`, `schema`.
 
+use crate::common::ebb;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
-
-fn ebb(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_ebb"))
-        .args(args)
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .output()
-        .expect("run ebb")
-}
 
 fn stdout(o: &Output) -> String {
     String::from_utf8_lossy(&o.stdout).into_owned()

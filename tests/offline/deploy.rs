@@ -16,18 +16,11 @@
 //! - the schema is migrated by a step of its own (compose's one-shot service, an init container)
 //!   as the owner, which grants the runtime role that `serve` then runs as.
 
+use crate::common::ebb;
 use serde::Deserialize;
 use serde_yaml::Value;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
-
-fn ebb(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_ebb"))
-        .args(args)
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .output()
-        .expect("run ebb")
-}
+use std::process::Output;
 
 fn stdout(o: &Output) -> String {
     String::from_utf8_lossy(&o.stdout).into_owned()

@@ -2,19 +2,13 @@
 //! the built binary: an office box under office hours, a notebook under an idle rule, a
 //! training run past the close under busy deferral; and the errors a user can hit.
 
+use crate::common::ebb;
 use serde_json::Value;
 use std::path::Path;
-use std::process::{Command, Output};
+use std::process::Command;
 
 /// The tick every test replays at, in hours: the tolerance is one tick.
 const TICK_H: f64 = 5.0 / 60.0;
-
-fn ebb(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_ebb"))
-        .args(args)
-        .output()
-        .expect("run ebb")
-}
 
 /// A directory holding `files`.
 fn dir(files: &[(&str, &str)]) -> tempfile::TempDir {

@@ -275,3 +275,26 @@ fn integration_tests_are_modules_of_a_few_targets() {
     assert!(loose.is_empty(), "test files outside a target: {loose:?}");
     assert!(targets.len() <= 10, "too many test targets: {targets:?}");
 }
+
+#[test]
+fn only_the_test_layers_implement_provider() {
+    // Each `impl Provider` in the tests is one more place a new Provider method must be added
+    // to: faults go through the one layer of tests/common/intercept.rs, as hooks.
+    let mut found = Vec::new();
+    for file in rust_files(&root().join("tests")) {
+        let text = std::fs::read_to_string(&file).unwrap();
+        for line in text.lines() {
+            let line = line.trim_start();
+            let implements = line.starts_with("impl")
+                && (line.contains(" Provider for ") || line.contains("::Provider for "));
+            if implements && !file.starts_with(root().join("tests/common")) {
+                found.push(format!("{}: {line}", file.display()));
+            }
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "Provider implemented outside tests/common (set hooks on common::intercept::Intercept \
+         instead): {found:#?}"
+    );
+}

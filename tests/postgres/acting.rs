@@ -1,28 +1,24 @@
 //! What ebb checks right before each cloud call, and what it writes after: in process, on the
-//! simulated fleet, with a real Postgres. A wrapper around the simulated provider runs a step
-//! of the test inside the tick, right after its first stop call: a person's override or tag
-//! arriving mid-tick, the cloud failing to answer the re-read before a stop, or the leader's
-//! database session dying.
+//! simulated fleet, with a real Postgres. The test layer over the simulated provider runs a
+//! step of the test inside the tick, right after its first stop call: a person's override or
+//! tag arriving mid-tick, the cloud failing to answer the re-read before a stop, or the
+//! leader's database session dying.
 
 use crate::common;
 
-use chrono::{DateTime, Duration, Utc};
+use chrono::Duration;
+use common::intercept::{Intercept, Method};
 use common::t;
 use ebb::clock::Clock;
 use ebb::cloud::sim::SimProvider;
-use ebb::cloud::{
-    ActionReport, CloudError, Image, ImageMade, InstanceStatus, Inventory, Launch, LaunchSpec,
-    Provider, TypePrice,
-};
-use ebb::fleet::{Instance, InstanceState, Sample};
-use ebb::reconcile::{Options, PolicySource, Reconciler, TickReport};
+use ebb::cloud::{CloudError, Provider};
+use ebb::fleet::InstanceState;
+use common::world::SimWorld;
+use ebb::reconcile::{Options, Reconciler, TickReport};
 use ebb::store::{ActionDone, AuditFilter, Leadership, NewAuditEntry, Outcome, Store};
 use sqlx::PgPool;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::future::Future;
-use std::pin::Pin;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
 
 const POLICY: &str = r#"
 policies:
@@ -55,142 +51,9 @@ instances:
 
 const EVENING: &str = "2026-11-30T20:00:00Z";
 
-/// A step of the test, run once inside the tick.
-type Step = Box<dyn FnOnce() -> Pin<Box<dyn Future<Output = ()> + Send>> + Send>;
-
-/// The simulated provider, counting stop calls, running `after_first_stop` and tagging as
-/// `tag_after_first_stop` says once, and failing re-reads while `rereads_fail` is set.
-struct Hooked {
-    inner: SimProvider,
-    after_first_stop: Mutex<Option<Step>>,
-    tag_after_first_stop: Mutex<Option<(&'static str, BTreeMap<String, String>)>>,
-    stopped: Mutex<Vec<String>>,
-    rereads_fail: Arc<AtomicBool>,
-}
-
-impl Provider for Hooked {
-    async fn instances(&self) -> Inventory {
-        self.inner.instances().await
-    }
-    async fn reread(&self, region: &str, ids: &[String]) -> Result<Vec<Instance>, CloudError> {
-        if self.rereads_fail.load(Ordering::SeqCst) {
-            return Err(CloudError {
-                kind: ebb::cloud::ErrorKind::Throttled,
-                operation: "DescribeInstances",
-                code: Some("RequestLimitExceeded".into()),
-                message: "Request limit exceeded.".into(),
-                request_id: None,
-            });
-        }
-        self.inner.reread(region, ids).await
-    }
-    async fn gpu_utilisation(
-        &self,
-        region: &str,
-        instances: &[String],
-        from: DateTime<Utc>,
-        to: DateTime<Utc>,
-    ) -> Result<HashMap<String, Vec<Sample>>, CloudError> {
-        self.inner
-            .gpu_utilisation(region, instances, from, to)
-            .await
-    }
-    async fn prices(
-        &self,
-        region: &str,
-        types: &[String],
-        now: DateTime<Utc>,
-    ) -> Result<Vec<TypePrice>, CloudError> {
-        self.inner.prices(region, types, now).await
-    }
-    async fn stop(&self, region: &str, ids: &[String], hibernate: bool) -> ActionReport {
-        self.stopped.lock().unwrap().extend(ids.iter().cloned());
-        let report = self.inner.stop(region, ids, hibernate).await;
-        let step = self.after_first_stop.lock().unwrap().take();
-        if let Some(step) = step {
-            step().await;
-        }
-        let tag = self.tag_after_first_stop.lock().unwrap().take();
-        if let Some((id, tags)) = tag {
-            let region = if id == "i-east" {
-                "us-east-1"
-            } else {
-                "us-west-2"
-            };
-            self.inner.tag(region, &[id.to_string()], &tags).await;
-        }
-        report
-    }
-    async fn start(&self, region: &str, ids: &[String]) -> ActionReport {
-        self.inner.start(region, ids).await
-    }
-    async fn set_type(&self, region: &str, id: &str, instance_type: &str) -> ActionReport {
-        self.inner.set_type(region, id, instance_type).await
-    }
-    async fn tag(
-        &self,
-        region: &str,
-        ids: &[String],
-        tags: &BTreeMap<String, String>,
-    ) -> ActionReport {
-        self.inner.tag(region, ids, tags).await
-    }
-    async fn untag(&self, region: &str, ids: &[String], keys: &[String]) -> ActionReport {
-        self.inner.untag(region, ids, keys).await
-    }
-    async fn launch_spec(&self, region: &str, id: &str) -> Result<LaunchSpec, CloudError> {
-        self.inner.launch_spec(region, id).await
-    }
-    async fn describe(
-        &self,
-        region: &str,
-        ids: &[String],
-    ) -> Result<Vec<InstanceStatus>, CloudError> {
-        self.inner.describe(region, ids).await
-    }
-    async fn find_tagged(
-        &self,
-        region: &str,
-        key: &str,
-        value: &str,
-    ) -> Result<Option<InstanceStatus>, CloudError> {
-        self.inner.find_tagged(region, key, value).await
-    }
-    async fn create_image(
-        &self,
-        region: &str,
-        id: &str,
-        name: &str,
-        tags: &BTreeMap<String, String>,
-    ) -> Result<ImageMade, CloudError> {
-        self.inner.create_image(region, id, name, tags).await
-    }
-    async fn image(&self, region: &str, image: &str) -> Result<Option<Image>, CloudError> {
-        self.inner.image(region, image).await
-    }
-    async fn launch(&self, region: &str, launch: &Launch) -> Result<InstanceStatus, CloudError> {
-        self.inner.launch(region, launch).await
-    }
-    async fn terminate(&self, region: &str, ids: &[String]) -> ActionReport {
-        self.inner.terminate(region, ids).await
-    }
-    async fn deregister_image(&self, region: &str, image: &str) -> Result<(), CloudError> {
-        self.inner.deregister_image(region, image).await
-    }
-    async fn delete_snapshot(&self, region: &str, snapshot: &str) -> Result<(), CloudError> {
-        self.inner.delete_snapshot(region, snapshot).await
-    }
-    async fn migration_artifacts(
-        &self,
-        region: &str,
-    ) -> Result<Vec<ebb::cloud::Artifact>, CloudError> {
-        self.inner.migration_artifacts(region).await
-    }
-}
-
 struct Setup {
     store: Store,
-    reconciler: Reconciler<Hooked>,
+    reconciler: Reconciler<Intercept<SimProvider>>,
     leader: tokio::sync::Mutex<Option<Leadership>>,
     _dir: tempfile::TempDir,
 }
@@ -201,36 +64,44 @@ impl Setup {
     }
 
     async fn with(pool: PgPool, options: Options) -> Setup {
-        let store = Store::from_pool(pool);
-        store.migrate().await.unwrap();
-        let dir = tempfile::tempdir().unwrap();
-        std::fs::create_dir(dir.path().join("policies")).unwrap();
-        std::fs::write(dir.path().join("policies/office.yaml"), POLICY).unwrap();
-        std::fs::write(dir.path().join("fleet.yaml"), FLEET).unwrap();
-        let (fleet, behaviours) =
-            ebb::snapshot::load_simulation(&dir.path().join("fleet.yaml")).unwrap();
-        let provider = Hooked {
-            inner: SimProvider::new(fleet, behaviours, Clock::Fixed(t(EVENING))),
-            after_first_stop: Mutex::new(None),
-            tag_after_first_stop: Mutex::new(None),
-            stopped: Mutex::new(Vec::new()),
-            rereads_fail: Arc::default(),
-        };
-        let policies = Arc::new(PolicySource::new(vec![dir.path().join("policies")]));
-        Setup {
-            reconciler: Reconciler::new(provider, store.clone(), policies, options),
+        let world = SimWorld::plan(FLEET)
+            .policy("office.yaml", POLICY)
+            .clock(Clock::Fixed(t(EVENING)))
+            .options(options)
+            .leader("acting")
+            .start(Store::from_pool(pool))
+            .await;
+        let SimWorld {
             store,
-            leader: tokio::sync::Mutex::new(None),
+            reconciler,
+            leader,
+            dir,
+        } = world;
+        Setup {
+            store,
+            reconciler,
+            leader: tokio::sync::Mutex::new(Some(leader)),
             _dir: dir,
         }
     }
 
+    /// Runs `step` once, right after the first stop call of the tick.
     fn after_first_stop<F: Future<Output = ()> + Send + 'static>(
         &self,
         step: impl FnOnce() -> F + Send + 'static,
     ) {
-        let step: Step = Box::new(move || Box::pin(step()));
-        *self.reconciler.provider().after_first_stop.lock().unwrap() = Some(step);
+        let mut step = Some(step);
+        self.reconciler
+            .provider()
+            .after_async(Method::Stop, move |_, answer| {
+                let step = step.take().map(|step| step());
+                async move {
+                    if let Some(step) = step {
+                        step.await;
+                    }
+                    answer
+                }
+            });
     }
 
     /// Ticks at `at` as the leader, leading again if the session was lost.
@@ -241,10 +112,14 @@ impl Setup {
                 *leader = None;
             }
         }
-        while leader.is_none() {
+        if leader.is_none() {
             // A terminated session lets go of the lock as its backend exits.
-            *leader = self.store.try_lead("acting").await.unwrap();
-            tokio::task::yield_now().await;
+            let limit = std::time::Duration::from_secs(10);
+            let every = std::time::Duration::ZERO;
+            let led = common::eventually(limit, every, async || {
+                self.store.try_lead("acting").await.unwrap()
+            });
+            *leader = Some(led.await.expect("the last leader's session never ended"));
         }
         let leader = leader.as_mut().unwrap();
         self.reconciler
@@ -254,7 +129,7 @@ impl Setup {
     }
 
     fn stop_calls(&self) -> Vec<String> {
-        self.reconciler.provider().stopped.lock().unwrap().clone()
+        self.reconciler.provider().ids_of(Method::Stop)
     }
 
     async fn state(&self, id: &str) -> InstanceState {
@@ -510,7 +385,10 @@ async fn a_keep_until_tag_set_during_a_tick_stops_its_later_calls(pool: PgPool) 
     // A person tags i-west after the tick listed it, while its first stop call was made.
     let until = (t(EVENING) + Duration::hours(4)).to_rfc3339();
     let tags = BTreeMap::from([("ebb:keep-until".to_string(), until)]);
-    *s.reconciler.provider().tag_after_first_stop.lock().unwrap() = Some(("i-west", tags));
+    let sim = s.reconciler.provider().inner.clone();
+    s.after_first_stop(move || async move {
+        sim.tag("us-west-2", &["i-west".to_string()], &tags).await;
+    });
 
     let report = s.tick(EVENING).await.unwrap();
 
@@ -534,8 +412,10 @@ async fn a_keep_until_tag_set_during_a_tick_stops_its_later_calls(pool: PgPool) 
 #[sqlx::test(migrations = false)]
 async fn a_failed_read_right_before_a_stop_stops_nothing(pool: PgPool) {
     let s = Setup::new(pool).await;
-    let fail = s.reconciler.provider().rereads_fail.clone();
-    s.after_first_stop(move || async move { fail.store(true, Ordering::SeqCst) });
+    let cloud = s.reconciler.provider().clone();
+    s.after_first_stop(move || async move {
+        cloud.refuse(Method::Reread, CloudError::throttled("DescribeInstances"));
+    });
 
     let report = s.tick(EVENING).await.unwrap();
 

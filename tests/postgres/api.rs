@@ -889,6 +889,9 @@ async fn a_slow_read_times_out_and_database_errors_stay_in_the_log(pool: PgPool)
 #[sqlx::test(migrations = false)]
 async fn each_change_through_the_api_publishes_a_signed_checkpoint(pool: PgPool) {
     use reqwest::Method;
+    // The checkpoints are written by a task of their own: how long to wait for one, how often.
+    const PATIENCE: std::time::Duration = std::time::Duration::from_secs(5);
+    const EVERY: std::time::Duration = std::time::Duration::from_millis(50);
     let store = Store::from_pool(pool.clone());
     store.migrate().await.unwrap();
     let dir = tempfile::tempdir().unwrap();
@@ -901,14 +904,12 @@ async fn each_change_through_the_api_publishes_a_signed_checkpoint(pool: PgPool)
     api.know(&["i-1"]).await;
     // The checkpoint is stored apart from the request: wait for it, at most a while.
     let stored = async |seq: i64| {
-        for _ in 0..100 {
+        let all = common::eventually(PATIENCE, EVERY, async || {
             let all = sink.read_all().await.unwrap();
-            if all.iter().any(|(_, c)| c.seq == seq) {
-                return all;
-            }
-            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-        }
-        panic!("no checkpoint of row {seq}");
+            all.iter().any(|(_, c)| c.seq == seq).then_some(all)
+        });
+        all.await
+            .unwrap_or_else(|| panic!("no checkpoint of row {seq}"))
     };
     let body = r#"{"instance": "i-1", "until": "4h", "reason": "demo"}"#;
     let (status, made) = api
@@ -925,14 +926,13 @@ async fn each_change_through_the_api_publishes_a_signed_checkpoint(pool: PgPool)
     assert_eq!((both[1].1.seq, both[1].1.hash.clone()), head);
     assert!(both[1].1.signed_by(&key.verifying_key()));
     // The task's status is written right after the file: wait for it too.
-    for _ in 0..100 {
+    let status = common::eventually(PATIENCE, EVERY, async || {
         let (_, status) = api.send(Method::GET, "/v1/status", Some(TOKEN), None).await;
         let last = &status["tasks"]["audit_checkpoints"]["last"];
-        if last["detail"] == "checkpoint of row 2 stored" {
-            assert_eq!(last["ok"], true, "{status}");
-            return;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-    }
-    panic!("/v1/status never showed the checkpoint of row 2");
+        (last["detail"] == "checkpoint of row 2 stored").then_some(status)
+    })
+    .await
+    .expect("/v1/status never showed the checkpoint of row 2");
+    let last = &status["tasks"]["audit_checkpoints"]["last"];
+    assert_eq!(last["ok"], true, "{status}");
 }

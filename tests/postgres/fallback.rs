@@ -6,12 +6,11 @@
 use crate::common;
 
 use common::t;
-use ebb::clock::Clock;
-use ebb::cloud::sim::SimProvider;
+use common::world::SimWorld;
 use ebb::cloud::Provider;
 use ebb::engine::Action;
 use ebb::fleet::InstanceState;
-use ebb::reconcile::{Options, PolicySource, Reconciler};
+use ebb::reconcile::Options;
 use ebb::store::{AuditFilter, Outcome, Store};
 use sqlx::PgPool;
 use std::sync::Arc;
@@ -39,23 +38,12 @@ instances:
 
 #[sqlx::test(migrations = false)]
 async fn a_start_without_capacity_falls_back_to_the_next_type_that_has_it(pool: PgPool) {
-    let store = Store::from_pool(pool);
-    store.migrate().await.unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    std::fs::create_dir(dir.path().join("policies")).unwrap();
-    std::fs::write(dir.path().join("policies/office.yaml"), POLICY).unwrap();
-    std::fs::write(dir.path().join("fleet.yaml"), FLEET).unwrap();
-    let (fleet, behaviours) =
-        ebb::snapshot::load_simulation(&dir.path().join("fleet.yaml")).unwrap();
-    let provider = SimProvider::new(fleet, behaviours, Clock::Fixed(t("2026-11-30T09:00:00Z")));
-    let policies = Arc::new(PolicySource::new(vec![dir.path().join("policies")]));
-    let reconciler = Reconciler::new(provider, store.clone(), policies, Options::default());
-    let mut leader = store.try_lead("test").await.unwrap().unwrap();
-    reconciler
-        .tick(t("2026-11-30T08:00:00Z"), &mut leader)
-        .await
-        .unwrap();
-    store
+    let mut w = SimWorld::plan(FLEET)
+        .policy("office.yaml", POLICY)
+        .start(Store::from_pool(pool))
+        .await;
+    w.tick("2026-11-30T08:00:00Z").await;
+    w.store
         .record_action(
             &["i-0a".to_string()],
             Action::Stop,
@@ -64,10 +52,7 @@ async fn a_start_without_capacity_falls_back_to_the_next_type_that_has_it(pool: 
         .await
         .unwrap();
 
-    let report = reconciler
-        .tick(t("2026-11-30T09:00:00Z"), &mut leader)
-        .await
-        .unwrap();
+    let report = w.tick("2026-11-30T09:00:00Z").await;
     let steps: Vec<(&str, Outcome)> = report
         .actions
         .iter()
@@ -84,12 +69,13 @@ async fn a_start_without_capacity_falls_back_to_the_next_type_that_has_it(pool: 
         ],
         "{report:?}"
     );
-    let listed = reconciler.provider().instances().await.instances;
+    let listed = w.cloud().instances().await.instances;
     assert_eq!(listed[0].instance_type, "g6e.2xlarge");
     assert_eq!(listed[0].state, InstanceState::Pending);
 
     // Every step has its intent and one outcome, with a code saying what happened.
-    let rows = store
+    let rows = w
+        .store
         .audit(&AuditFilter {
             instance: Some("i-0a".into()),
             ..AuditFilter::default()
@@ -123,7 +109,8 @@ async fn a_start_without_capacity_falls_back_to_the_next_type_that_has_it(pool: 
             row("start", Outcome::Succeeded, "start_at_open"),
         ]
     );
-    let resizes = store
+    let resizes = w
+        .store
         .audit(&AuditFilter {
             instance: Some("i-0a".into()),
             action: Some("resize".into()),
@@ -196,16 +183,6 @@ policies:
 instances:
   - {id: i-0b, region: us-east-1, type: p5.48xlarge, state: stopped, tags: {team: research}, sim: {start_failures: 2}}
 "#;
-    let store = Store::from_pool(pool);
-    store.migrate().await.unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    std::fs::create_dir(dir.path().join("policies")).unwrap();
-    std::fs::write(dir.path().join("policies/office.yaml"), POLICY).unwrap();
-    std::fs::write(dir.path().join("fleet.yaml"), FLEET).unwrap();
-    let (fleet, behaviours) =
-        ebb::snapshot::load_simulation(&dir.path().join("fleet.yaml")).unwrap();
-    let provider = SimProvider::new(fleet, behaviours, Clock::Fixed(t("2026-11-30T09:00:00Z")));
-    let policies = Arc::new(PolicySource::new(vec![dir.path().join("policies")]));
     let (url, texts) = receiver().await;
     let (webhook, poster) =
         ebb::webhook::Webhook::start(url.parse().unwrap(), ebb::control::Tasks::default());
@@ -213,13 +190,13 @@ instances:
         webhook: Some(webhook),
         ..Options::default()
     };
-    let reconciler = Reconciler::new(provider, store.clone(), policies, options);
-    let mut leader = store.try_lead("test").await.unwrap().unwrap();
-    reconciler
-        .tick(t("2026-11-30T08:00:00Z"), &mut leader)
-        .await
-        .unwrap();
-    store
+    let mut w = SimWorld::plan(FLEET)
+        .policy("office.yaml", POLICY)
+        .options(options)
+        .start(Store::from_pool(pool))
+        .await;
+    w.tick("2026-11-30T08:00:00Z").await;
+    w.store
         .record_action(
             &["i-0b".to_string()],
             Action::Stop,
@@ -229,17 +206,14 @@ instances:
         .unwrap();
     let mut outcomes = Vec::new();
     for at in ["09:00", "09:01", "09:02"] {
-        let report = reconciler
-            .tick(t(&format!("2026-11-30T{at}:00Z")), &mut leader)
-            .await
-            .unwrap();
+        let report = w.tick(&format!("2026-11-30T{at}:00Z")).await;
         outcomes.extend(report.actions.iter().map(|a| a.outcome));
     }
     assert_eq!(
         outcomes,
         [Outcome::Failed, Outcome::Failed, Outcome::Succeeded]
     );
-    drop(reconciler);
+    drop(w);
     poster.finish(std::time::Duration::from_secs(30)).await;
     let texts = texts.lock().unwrap().clone();
     assert_eq!(texts.len(), 1, "told once, not at every refusal: {texts:?}");

@@ -262,10 +262,9 @@ async fn a_tick_reads_rows_by_the_live_fleet_not_by_history(pool: PgPool) {
     // A year of history, then the fleet as ebb first lists it.
     let first = reconciler(&url, dir.path()).await;
     first.store().migrate().await.unwrap();
-    sqlx::raw_sql(HISTORY)
-        .execute(first.store().pool())
-        .await
-        .unwrap();
+    // On the test's pool, without ebb's statement timeout: the year is written in one go,
+    // however busy the machine is (the other tests of this binary share it).
+    sqlx::raw_sql(HISTORY).execute(&pool).await.unwrap();
     first
         .store()
         .create_override(
@@ -284,6 +283,11 @@ async fn a_tick_reads_rows_by_the_live_fleet_not_by_history(pool: PgPool) {
     // under an override: every phase of a tick, and its writes, captured.
     let statements = Statements::default();
     let subscriber = tracing_subscriber::registry().with(statements.clone());
+    // While one dispatcher is registered, tracing-core works out a callsite's interest, when it
+    // is first hit, from the default of the thread that hits it: sqlx's statement events, first
+    // hit by another test's thread of this binary, would then never reach this thread's
+    // subscriber. With a second one registered, it asks every registered dispatcher.
+    let _second = tracing::Dispatch::new(tracing_subscriber::registry());
     let guard = tracing::subscriber::set_default(subscriber);
     let measured = reconciler(&url, dir.path()).await;
     ticks(measured, &["2026-11-30T19:01:00Z", "2026-11-30T19:10:00Z"]).await;
@@ -381,11 +385,9 @@ async fn a_report_reads_its_window_not_the_whole_history(pool: PgPool) {
     let url = common::database_url(&pool);
     let store = Store::connect(&url).await.unwrap();
     store.migrate().await.unwrap();
-    sqlx::raw_sql(HISTORY).execute(store.pool()).await.unwrap();
-    sqlx::raw_sql(LAST_MONTH)
-        .execute(store.pool())
-        .await
-        .unwrap();
+    // On the test's pool, without ebb's statement timeout (as above).
+    sqlx::raw_sql(HISTORY).execute(&pool).await.unwrap();
+    sqlx::raw_sql(LAST_MONTH).execute(&pool).await.unwrap();
     store.pool().close().await;
     let before = rows_read(&url).await;
 

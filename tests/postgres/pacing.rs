@@ -13,7 +13,8 @@ use ebb::cloud::sim::SimProvider;
 use ebb::cloud::Provider;
 use ebb::engine::Action;
 use ebb::fleet::InstanceState;
-use ebb::reconcile::{Options, Pacing, PolicySource, Reconciler};
+use common::world::SimWorld;
+use ebb::reconcile::{Options, Pacing};
 use ebb::store::{AuditFilter, Outcome, Store};
 use sqlx::PgPool;
 use std::sync::Arc;
@@ -34,48 +35,43 @@ const TICK: Duration = Duration::from_secs(300);
 /// A simulated fleet of `n` stopped research boxes, their policy, and a reconciler over it that
 /// paces its calls when `paced`, on a simulated clock at Monday 08:00 UTC. ebb stopped every box
 /// on Friday evening, so each is started at the opening.
-async fn office(
-    url: &str,
-    n: usize,
-    paced: bool,
-) -> (Reconciler<SimProvider>, Store, Clock, tempfile::TempDir) {
-    let store = Store::connect(url).await.unwrap();
-    store.migrate().await.unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    std::fs::create_dir(dir.path().join("policies")).unwrap();
-    std::fs::write(dir.path().join("policies/office.yaml"), POLICY).unwrap();
+async fn office(url: &str, n: usize, paced: bool) -> (SimWorld<SimProvider>, Clock) {
     let mut fleet = String::from("instances:\n");
     for i in 0..n {
         fleet.push_str(&format!(
             "  - {{id: i-{i:05}, region: us-east-1, type: g5.xlarge, state: stopped, tags: {{team: research}}}}\n"
         ));
     }
-    std::fs::write(dir.path().join("fleet.yaml"), fleet).unwrap();
-    let (fleet, behaviours) =
-        ebb::snapshot::load_simulation(&dir.path().join("fleet.yaml")).unwrap();
     let clock = Clock::simulated(t("2026-11-30T08:00:00Z"), 1.0);
-    let mut provider = SimProvider::new(fleet, behaviours, clock).metered(RateLimits::default());
     let mut options = Options::default();
-    if paced {
-        let pacer = Arc::new(Pacer::new(RateLimits::default(), &clock));
-        provider = provider.paced_by(pacer.clone());
+    let pacer = paced.then(|| Arc::new(Pacer::new(RateLimits::default(), &clock)));
+    if let Some(pacer) = &pacer {
         // No waiting within a tick: tokio's clock moves only between ticks here.
         options.pacing = Some(Pacing {
-            pacer,
+            pacer: pacer.clone(),
             within: Duration::ZERO,
             batch: 100,
         });
     }
-    let policies = Arc::new(PolicySource::new(vec![dir.path().join("policies")]));
-    let reconciler = Reconciler::new(provider, store.clone(), policies, options);
-    let mut leader = store.try_lead("test").await.unwrap().unwrap();
-    reconciler.tick(clock.now(), &mut leader).await.unwrap();
+    let mut w = SimWorld::plan(&fleet)
+        .policy("office.yaml", POLICY)
+        .clock(clock)
+        .options(options)
+        .start_with(Store::connect(url).await.unwrap(), |sim| {
+            let sim = sim.metered(RateLimits::default());
+            match pacer {
+                Some(pacer) => sim.paced_by(pacer),
+                None => sim,
+            }
+        })
+        .await;
+    w.tick_at(clock.now()).await;
     let ids: Vec<String> = (0..n).map(|i| format!("i-{i:05}")).collect();
-    store
+    w.store
         .record_action(&ids, Action::Stop, t("2026-11-27T19:00:00Z"))
         .await
         .unwrap();
-    (reconciler, store, clock, dir)
+    (w, clock)
 }
 
 /// Audit rows (outcomes, not intents) whose error names a throttle.
@@ -100,15 +96,14 @@ async fn ten_thousand_boxes_open_within_ec2s_buckets_without_a_throttle(pool: Pg
 
 async fn open_ten_thousand(url: &str) {
     const N: usize = 10_000;
-    let (reconciler, store, clock, _dir) = office(url, N, true).await;
-    let mut leader = store.try_lead("test").await.unwrap().unwrap();
+    let (mut w, clock) = office(url, N, true).await;
     tokio::time::advance(Duration::from_secs(3600)).await;
     let opening = clock.now();
     assert_eq!(opening, t("2026-11-30T09:00:00Z"));
     let mut ticks = 0;
     let mut first_backlog = None;
     loop {
-        let report = reconciler.tick(clock.now(), &mut leader).await.unwrap();
+        let report = w.tick_at(clock.now()).await;
         ticks += 1;
         first_backlog.get_or_insert(report.backlog);
         let failed: Vec<_> = report
@@ -132,10 +127,11 @@ async fn open_ten_thousand(url: &str) {
     // after it, 5 calls again (600 instance tokens refill, more than the 500 they take).
     assert_eq!(first_backlog, Some(N - 500));
     assert_eq!(ticks, N / 500 + 1, "the last tick finds nothing to start");
-    let listed = reconciler.provider().instances().await.instances;
+    let listed = w.cloud().instances().await.instances;
     assert!(listed.iter().all(|i| i.state == InstanceState::Running));
-    assert_eq!(throttled_rows(&store).await, 0);
-    let started = store
+    assert_eq!(throttled_rows(&w.store).await, 0);
+    let started = w
+        .store
         .audit(&AuditFilter::default())
         .await
         .unwrap()
@@ -155,12 +151,11 @@ async fn unpaced_the_simulated_ec2_throttles_a_burst_over_its_buckets(pool: PgPo
 /// call of 100 instances, and the refusal reaches the audit log. What the paced test above
 /// shows does not happen.
 async fn burst(url: &str) {
-    let (reconciler, store, clock, _dir) = office(url, 700, false).await;
-    let mut leader = store.try_lead("test").await.unwrap().unwrap();
+    let (mut w, clock) = office(url, 700, false).await;
     tokio::time::advance(Duration::from_secs(3600)).await;
-    let report = reconciler.tick(clock.now(), &mut leader).await.unwrap();
+    let report = w.tick_at(clock.now()).await;
     let count = |o: Outcome| report.actions.iter().filter(|a| a.outcome == o).count();
     assert_eq!(count(Outcome::Succeeded), 500, "{}", report.headline());
     assert_eq!(count(Outcome::Failed), 200);
-    assert_eq!(throttled_rows(&store).await, 200);
+    assert_eq!(throttled_rows(&w.store).await, 200);
 }

@@ -3,6 +3,7 @@
 //! report equal to the one replayed from `ebb metrics export` and a fleet snapshot of the
 //! same instances at `--from`, run with the built binary.
 
+use crate::common::ebb_on;
 use crate::common;
 
 use chrono::{DateTime, Duration, Utc};
@@ -10,7 +11,7 @@ use common::{database_url, instance, t};
 use ebb::fleet::{Instance, InstanceState, Sample};
 use ebb::store::{NewAuditEntry, Outcome, Store};
 use sqlx::PgPool;
-use std::process::{Command, Output};
+use std::process::Output;
 
 const FROM: &str = "2026-11-30T06:00:00Z";
 const TO: &str = "2026-11-30T20:00:00Z";
@@ -39,14 +40,6 @@ const SNAPSHOT: &str = "instances:
   - {id: i-person, region: us-east-1, type: g5.xlarge, state: stopped,
      state_since: 2026-11-29T17:00:00Z, tags: {team: research}}
 ";
-
-fn ebb(url: &str, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_ebb"))
-        .args(args)
-        .env("DATABASE_URL", url)
-        .output()
-        .expect("run ebb")
-}
 
 fn out(o: &Output) -> String {
     assert!(
@@ -176,7 +169,7 @@ async fn replay_from_postgres_equals_the_replay_of_the_export_and_a_snapshot(poo
     std::fs::write(p("policies.yaml"), POLICIES).unwrap();
     std::fs::write(p("fleet.yaml"), SNAPSHOT).unwrap();
     let prices = concat!(env!("CARGO_MANIFEST_DIR"), "/deploy/prices.yaml");
-    let exported = out(&ebb(
+    let exported = out(&ebb_on(
         &url,
         &["metrics", "export", "--since", "2026-11-29T00:00:00Z"],
     ));
@@ -201,7 +194,7 @@ async fn replay_from_postgres_equals_the_replay_of_the_export_and_a_snapshot(poo
         "--format",
         "json",
     ];
-    let from_files = out(&ebb(
+    let from_files = out(&ebb_on(
         &url,
         &[
             &common[..],
@@ -209,7 +202,7 @@ async fn replay_from_postgres_equals_the_replay_of_the_export_and_a_snapshot(poo
         ]
         .concat(),
     ));
-    let from_postgres = out(&ebb(&url, &common));
+    let from_postgres = out(&ebb_on(&url, &common));
     let files: serde_json::Value = serde_json::from_str(&from_files).unwrap();
     let postgres: serde_json::Value = serde_json::from_str(&from_postgres).unwrap();
     assert_eq!(postgres, files, "{from_postgres}\n{from_files}");
@@ -241,7 +234,7 @@ async fn replay_from_postgres_equals_the_replay_of_the_export_and_a_snapshot(poo
 
 #[test]
 fn a_fleet_file_without_utilisation_is_refused() {
-    let o = ebb(
+    let o = ebb_on(
         "postgres://unused",
         &[
             "replay",

@@ -14,7 +14,6 @@ use ebb::reconcile::PolicySource;
 use ebb::store::{Outcome, Store};
 use serde_json::Value;
 use sqlx::PgPool;
-use std::process::Command;
 use std::sync::Arc;
 
 /// The window: Monday 30 November and Tuesday 1 December 2026, UTC.
@@ -76,14 +75,12 @@ fn check(json: &Value) {
 
 /// Runs `ebb report ARGS` on the test's database with the price table.
 fn ebb_report(pool: &PgPool, prices: &std::path::Path, args: &[&str]) -> (bool, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_ebb"))
-        .arg("report")
-        .args(args)
-        .env("DATABASE_URL", database_url(pool))
-        .env("EBB_PRICES", prices)
-        .env_remove("EBB_CLOUD")
-        .output()
-        .unwrap();
+    let args: Vec<&str> = std::iter::once("report").chain(args.iter().copied()).collect();
+    let out = common::ebb_with(&args, |c| {
+        c.env("DATABASE_URL", database_url(pool))
+            .env("EBB_PRICES", prices)
+            .env_remove("EBB_CLOUD");
+    });
     (
         out.status.success(),
         String::from_utf8_lossy(&out.stdout).into_owned(),

@@ -1,26 +1,20 @@
 //! A failing action is tried again, not at every tick: after growing waits when the cloud
 //! refuses it (access denied), and at every tick for a while when EC2 has no capacity for a
 //! start, then every 5 minutes. In process, on the simulated fleet (where a start can fail for
-//! lack of capacity), with a real Postgres; a wrapper around the simulated provider denies
-//! starts, as a changed IAM policy would.
+//! lack of capacity), with a real Postgres; the test layer over the simulated provider denies
+//! starts, as a changed IAM policy would. Every tick reads the policy file (the world keeps its
+//! directory): none runs on the last good set.
 
 use crate::common;
 
-use chrono::{DateTime, Utc};
+use common::intercept::Method;
 use common::t;
+use common::world::SimWorld;
 use ebb::clock::Clock;
-use ebb::cloud::sim::SimProvider;
-use ebb::cloud::{
-    ActionReport, CloudError, ErrorKind, Failed, Image, ImageMade, InstanceStatus, Inventory,
-    Launch, LaunchSpec, Provider, TypePrice,
-};
+use ebb::cloud::CloudError;
 use ebb::engine::Action;
-use ebb::fleet::{Instance, Sample};
-use ebb::reconcile::{Options, PolicySource, Reconciler};
-use ebb::store::{AuditFilter, Leadership, Outcome, Store};
+use ebb::store::{AuditFilter, Outcome, Store};
 use sqlx::PgPool;
-use std::collections::{BTreeMap, HashMap};
-use std::sync::Arc;
 
 const POLICY: &str = r#"
 policies:
@@ -45,150 +39,21 @@ instances:
     sim: {usage: idle, start_failures: 1000}
 "#;
 
-/// The simulated fleet; with `deny_starts`, every start is refused with
-/// `UnauthorizedOperation` instead.
-struct Refusing {
-    inner: SimProvider,
-    deny_starts: bool,
-}
-
-impl Provider for Refusing {
-    async fn instances(&self) -> Inventory {
-        self.inner.instances().await
-    }
-    async fn reread(&self, region: &str, ids: &[String]) -> Result<Vec<Instance>, CloudError> {
-        self.inner.reread(region, ids).await
-    }
-    async fn set_type(&self, region: &str, id: &str, instance_type: &str) -> ActionReport {
-        self.inner.set_type(region, id, instance_type).await
-    }
-    async fn gpu_utilisation(
-        &self,
-        region: &str,
-        instances: &[String],
-        from: DateTime<Utc>,
-        to: DateTime<Utc>,
-    ) -> Result<HashMap<String, Vec<Sample>>, CloudError> {
-        self.inner
-            .gpu_utilisation(region, instances, from, to)
-            .await
-    }
-    async fn prices(
-        &self,
-        region: &str,
-        types: &[String],
-        now: DateTime<Utc>,
-    ) -> Result<Vec<TypePrice>, CloudError> {
-        self.inner.prices(region, types, now).await
-    }
-    async fn stop(&self, region: &str, ids: &[String], hibernate: bool) -> ActionReport {
-        self.inner.stop(region, ids, hibernate).await
-    }
-    async fn start(&self, region: &str, ids: &[String]) -> ActionReport {
-        if !self.deny_starts {
-            return self.inner.start(region, ids).await;
-        }
-        let failed = ids
-            .iter()
-            .map(|id| Failed {
-                instance: id.clone(),
-                error: CloudError {
-                    kind: ErrorKind::AccessDenied,
-                    operation: "StartInstances",
-                    code: Some("UnauthorizedOperation".into()),
-                    message: "You are not authorized to perform this operation.".into(),
-                    request_id: None,
-                },
-            })
-            .collect();
-        ActionReport {
-            failed,
-            ..ActionReport::default()
-        }
-    }
-    async fn tag(
-        &self,
-        region: &str,
-        ids: &[String],
-        tags: &BTreeMap<String, String>,
-    ) -> ActionReport {
-        self.inner.tag(region, ids, tags).await
-    }
-    async fn untag(&self, region: &str, ids: &[String], keys: &[String]) -> ActionReport {
-        self.inner.untag(region, ids, keys).await
-    }
-    async fn launch_spec(&self, region: &str, id: &str) -> Result<LaunchSpec, CloudError> {
-        self.inner.launch_spec(region, id).await
-    }
-    async fn describe(
-        &self,
-        region: &str,
-        ids: &[String],
-    ) -> Result<Vec<InstanceStatus>, CloudError> {
-        self.inner.describe(region, ids).await
-    }
-    async fn find_tagged(
-        &self,
-        region: &str,
-        key: &str,
-        value: &str,
-    ) -> Result<Option<InstanceStatus>, CloudError> {
-        self.inner.find_tagged(region, key, value).await
-    }
-    async fn create_image(
-        &self,
-        region: &str,
-        id: &str,
-        name: &str,
-        tags: &BTreeMap<String, String>,
-    ) -> Result<ImageMade, CloudError> {
-        self.inner.create_image(region, id, name, tags).await
-    }
-    async fn image(&self, region: &str, image: &str) -> Result<Option<Image>, CloudError> {
-        self.inner.image(region, image).await
-    }
-    async fn launch(&self, region: &str, launch: &Launch) -> Result<InstanceStatus, CloudError> {
-        self.inner.launch(region, launch).await
-    }
-    async fn terminate(&self, region: &str, ids: &[String]) -> ActionReport {
-        self.inner.terminate(region, ids).await
-    }
-    async fn deregister_image(&self, region: &str, image: &str) -> Result<(), CloudError> {
-        self.inner.deregister_image(region, image).await
-    }
-    async fn delete_snapshot(&self, region: &str, snapshot: &str) -> Result<(), CloudError> {
-        self.inner.delete_snapshot(region, snapshot).await
-    }
-    async fn migration_artifacts(
-        &self,
-        region: &str,
-    ) -> Result<Vec<ebb::cloud::Artifact>, CloudError> {
-        self.inner.migration_artifacts(region).await
-    }
-}
-
 /// The box ebb stopped last night, about to be started at 09:00 and refused every time.
-async fn setup(pool: PgPool, deny_starts: bool) -> (Store, Reconciler<Refusing>, Leadership) {
-    let store = Store::from_pool(pool);
-    store.migrate().await.unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    std::fs::create_dir(dir.path().join("policies")).unwrap();
-    std::fs::write(dir.path().join("policies/office.yaml"), POLICY).unwrap();
-    std::fs::write(dir.path().join("fleet.yaml"), FLEET).unwrap();
-    let (fleet, behaviours) =
-        ebb::snapshot::load_simulation(&dir.path().join("fleet.yaml")).unwrap();
-    let inner = SimProvider::new(fleet, behaviours, Clock::Fixed(t("2026-11-30T08:00:00Z")));
-    let provider = Refusing { inner, deny_starts };
-    let policies = Arc::new(PolicySource::new(vec![dir.path().join("policies")]));
-    let reconciler = Reconciler::new(provider, store.clone(), policies, Options::default());
-    let mut leader = store.try_lead("test").await.unwrap().unwrap();
-    let before = reconciler
-        .tick(t("2026-11-30T08:00:00Z"), &mut leader)
-        .await
-        .unwrap();
+async fn setup(pool: PgPool, deny_starts: bool) -> SimWorld {
+    let mut w = SimWorld::plan(FLEET)
+        .policy("office.yaml", POLICY)
+        .clock(Clock::Fixed(t("2026-11-30T08:00:00Z")))
+        .start(Store::from_pool(pool))
+        .await;
+    if deny_starts {
+        w.cloud()
+            .refuse(Method::Start, CloudError::denied("StartInstances"));
+    }
+    let before = w.tick("2026-11-30T08:00:00Z").await;
     assert!(before.actions.is_empty());
     // As if ebb had stopped it last night.
-    store
+    w.store
         .record_action(
             &["i-0a".to_string()],
             Action::Stop,
@@ -196,23 +61,19 @@ async fn setup(pool: PgPool, deny_starts: bool) -> (Store, Reconciler<Refusing>,
         )
         .await
         .unwrap();
-    (store, reconciler, leader)
+    w
 }
 
-/// Ticks at each `(time, tried)`: the start is tried, and fails with `error`, or is held back.
-/// Returns the failed outcome rows.
+/// Ticks at each `(time, tried)`, each on the policy file (no policy error): the start is
+/// tried, and fails with `error`, or is held back. Returns the failed outcome rows.
 async fn ticks(
-    store: &Store,
-    reconciler: &Reconciler<Refusing>,
-    leader: &mut Leadership,
+    w: &mut SimWorld,
     ticks: &[(&str, bool)],
     error: &str,
 ) -> Vec<ebb::store::AuditEntry> {
     for (time, tried) in ticks {
-        let report = reconciler
-            .tick(t(&format!("2026-11-30T{time}Z")), leader)
-            .await
-            .unwrap();
+        let report = w.tick(&format!("2026-11-30T{time}Z")).await;
+        assert_eq!(report.policy_error, None, "{time}");
         if *tried {
             assert_eq!(report.actions.len(), 1, "{time}: {report:?}");
             assert_eq!(report.actions[0].outcome, Outcome::Failed);
@@ -226,7 +87,7 @@ async fn ticks(
             assert_eq!(report.held_back, 1, "{time}");
         }
     }
-    store
+    w.store
         .audit(&AuditFilter {
             instance: Some("i-0a".into()),
             outcome: Some(Outcome::Failed),
@@ -238,7 +99,7 @@ async fn ticks(
 
 #[sqlx::test(migrations = false)]
 async fn a_start_that_keeps_being_denied_is_retried_after_doubling_waits(pool: PgPool) {
-    let (store, reconciler, mut leader) = setup(pool, true).await;
+    let mut w = setup(pool, true).await;
     // Waits of 1, 2, 4 and 8 minutes after the first four failures.
     let plan = [
         ("09:00:00", true),
@@ -251,14 +112,7 @@ async fn a_start_that_keeps_being_denied_is_retried_after_doubling_waits(pool: P
         ("09:14:00", false),
         ("09:15:00", true),
     ];
-    let failed = ticks(
-        &store,
-        &reconciler,
-        &mut leader,
-        &plan,
-        "UnauthorizedOperation",
-    )
-    .await;
+    let failed = ticks(&mut w, &plan, "UnauthorizedOperation").await;
     assert_eq!(failed.len(), 5, "one row per attempt, none while waiting");
     assert!(failed
         .iter()
@@ -269,7 +123,7 @@ async fn a_start_that_keeps_being_denied_is_retried_after_doubling_waits(pool: P
 async fn a_start_refused_for_capacity_is_retried_at_every_tick_then_every_five_minutes(
     pool: PgPool,
 ) {
-    let (store, reconciler, mut leader) = setup(pool, false).await;
+    let mut w = setup(pool, false).await;
     // Ten attempts a minute apart, then one every 5 minutes.
     let mut plan: Vec<(String, bool)> = (0..10).map(|m| (format!("09:{m:02}:00"), true)).collect();
     plan.extend([
@@ -280,14 +134,7 @@ async fn a_start_refused_for_capacity_is_retried_at_every_tick_then_every_five_m
         ("09:19:00".to_string(), true),
     ]);
     let plan: Vec<(&str, bool)> = plan.iter().map(|(s, b)| (s.as_str(), *b)).collect();
-    let failed = ticks(
-        &store,
-        &reconciler,
-        &mut leader,
-        &plan,
-        "InsufficientInstanceCapacity",
-    )
-    .await;
+    let failed = ticks(&mut w, &plan, "InsufficientInstanceCapacity").await;
     assert_eq!(failed.len(), 12);
     for row in &failed {
         assert_eq!(

@@ -13,22 +13,19 @@ use common::{ebb_migrate, login_role, migrated_for_runtime};
 use ebb::store::{NewAuditEntry, Store, RUNTIME_PRIVILEGES};
 use sqlx::{Connection, PgConnection, PgPool};
 use std::path::Path;
-use std::process::{Command, Output};
+use std::process::Output;
 
 /// The demo's simulated fleet and example policies, as `scripts/run` serves them.
 fn ebb(url: &str, args: &[&str], env: &[(&str, &Path)]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_ebb"))
-        .args(args)
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .env("DATABASE_URL", url)
-        .env("EBB_CLOUD", "sim:deploy/demo-fleet.yaml")
-        .env("EBB_POLICIES", "policies")
-        .env("EBB_ACTOR", "mei")
-        .env_remove("EBB_AUDIT_KEY_FILE")
-        .env_remove("EBB_AUDIT_CHECKPOINTS")
-        .envs(env.iter().copied())
-        .output()
-        .expect("run ebb")
+    common::ebb_with(args, |c| {
+        c.env("DATABASE_URL", url)
+            .env("EBB_CLOUD", "sim:deploy/demo-fleet.yaml")
+            .env("EBB_POLICIES", "policies")
+            .env("EBB_ACTOR", "mei")
+            .env_remove("EBB_AUDIT_KEY_FILE")
+            .env_remove("EBB_AUDIT_CHECKPOINTS")
+            .envs(env.iter().copied());
+    })
 }
 
 fn stdout(o: &Output) -> String {

@@ -22,8 +22,9 @@
 use crate::common;
 
 use chrono::{DateTime, Duration, Utc};
-use common::faulty::{Call, Class, Faulty, Hook};
-use common::sim_ec2::SimEc2;
+use common::faulty::{Class, Faults, Hook};
+use common::intercept::{Intercept, Logged, Method};
+use common::sim_ec2::{Ec2, SimEc2};
 use common::time::on_paused_time;
 use ebb::clock::Clock;
 use ebb::cloud::sim::SimProvider;
@@ -134,26 +135,9 @@ const AT_A_READ: [Inject; 4] = [
     Inject::Plant,
 ];
 
-/// Whether `method` changes the cloud.
-fn is_change(method: &str) -> bool {
-    matches!(
-        method,
-        "stop"
-            | "start"
-            | "set_type"
-            | "tag"
-            | "untag"
-            | "create_image"
-            | "launch"
-            | "terminate"
-            | "deregister_image"
-            | "delete_snapshot"
-    )
-}
-
 /// What is injected at `call`.
-fn injections(call: &Call) -> &'static [Inject] {
-    if is_change(call.method) {
+fn injections(call: &Logged) -> &'static [Inject] {
+    if call.method.changes() {
         &AT_A_CHANGE
     } else {
         &AT_A_READ
@@ -163,11 +147,11 @@ fn injections(call: &Call) -> &'static [Inject] {
 /// The calls of the clean run to inject at: each call of each tick that changed the
 /// migration, not again for ticks that only waited (the same progress, the same calls), up to
 /// the tick of the path's last change (after it, the run only settles).
-fn points(clean: &Ran) -> Vec<&Call> {
+fn points(clean: &Ran) -> Vec<&Logged> {
     let last_change = clean
         .calls
         .iter()
-        .rposition(|c| is_change(c.method))
+        .rposition(|c| c.method.changes())
         .map_or(0, |i| clean.calls[i].index);
     let mut seen = HashSet::new();
     let mut out = Vec::new();
@@ -176,7 +160,7 @@ fn points(clean: &Ran) -> Vec<&Call> {
             break;
         }
         let end = clean.phases.get(n + 1).map_or(usize::MAX, |p| p.0);
-        let tick: Vec<&Call> = clean
+        let tick: Vec<&Logged> = clean
             .calls
             .iter()
             .filter(|c| c.index >= *start && c.index < end && injectable(c))
@@ -191,8 +175,8 @@ fn points(clean: &Ran) -> Vec<&Call> {
 }
 
 /// Calls that are the path's: all but the tick's GPU readings.
-fn injectable(call: &Call) -> bool {
-    call.method != "gpu_utilisation"
+fn injectable(call: &Logged) -> bool {
+    call.method != Method::GpuUtilisation
 }
 
 fn t(s: &str) -> DateTime<Utc> {
@@ -202,7 +186,7 @@ fn t(s: &str) -> DateTime<Utc> {
 /// What one run came to.
 struct Ran {
     /// The calls from the start of the path's own part.
-    calls: Vec<Call>,
+    calls: Vec<Logged>,
     /// Where each tick of the path's own part began (the number of its first call), and the
     /// migration's progress before it.
     phases: Vec<(usize, String)>,
@@ -255,10 +239,14 @@ impl Databases {
 
 /// One run of a path: the cloud, the database, and the control loop (made again after a kill).
 struct World {
-    cloud: Faulty<SimEc2>,
+    /// The fault layer over the simulated fleet with EC2's rules.
+    cloud: Intercept<Ec2>,
+    /// The model of the EC2 rules.
+    ec2: SimEc2,
+    faults: Faults<Ec2>,
     store: Store,
     policies: Arc<PolicySource>,
-    reconciler: Reconciler<Faulty<SimEc2>>,
+    reconciler: Reconciler<Intercept<Ec2>>,
     leader: Option<Leadership>,
     clock: Clock,
 }
@@ -268,8 +256,10 @@ impl World {
         let (fleet, behaviours) = ebb::snapshot::load_simulation(&dir.join("fleet.yaml")).unwrap();
         let clock = Clock::simulated(t(T0), 1.0);
         let sim = SimProvider::new(fleet, behaviours, clock);
-        let cloud = Faulty::new(Arc::new(SimEc2::new(sim)));
-        cloud.original(ORIGINAL);
+        let (rules, ec2) = SimEc2::new(sim);
+        let cloud = Intercept::new(rules);
+        let faults = Faults::on(&cloud);
+        faults.original(ORIGINAL);
         let policies = Arc::new(PolicySource::new(vec![dir.join("policies")]));
         let reconciler = Reconciler::new(
             cloud.clone(),
@@ -280,6 +270,8 @@ impl World {
         let leader = Some(lead(&store).await);
         World {
             cloud,
+            ec2,
+            faults,
             store,
             policies,
             reconciler,
@@ -292,8 +284,8 @@ impl World {
     /// and leader take over from the same database and cloud.
     async fn tick(&mut self) -> bool {
         let now = self.clock.now();
-        self.cloud.set_now(now);
-        let killed = self.cloud.killed.clone();
+        self.faults.set_now(now);
+        let killed = self.faults.killed.clone();
         let leader = self.leader.as_mut().unwrap();
         let ended = tokio::select! {
             report = self.reconciler.tick(now, leader) => {
@@ -337,6 +329,7 @@ impl World {
     /// The hook of `inject`, made right before the chosen call.
     fn hook(&self, inject: Inject) -> Hook {
         let cloud = self.cloud.clone();
+        let faults = self.faults.clone();
         let store = self.store.clone();
         let now = self.clock.now();
         Box::new(move || {
@@ -348,7 +341,7 @@ impl World {
                             .inner
                             .tag(REGION, &[ORIGINAL.to_string()], &tags)
                             .await;
-                        cloud.protected(ORIGINAL);
+                        faults.protected(ORIGINAL);
                     }
                     Inject::Override => {
                         store
@@ -361,9 +354,9 @@ impl World {
                             )
                             .await
                             .unwrap();
-                        cloud.protected(ORIGINAL);
+                        faults.protected(ORIGINAL);
                     }
-                    Inject::Plant => plant(&cloud, &store).await,
+                    Inject::Plant => plant(&cloud, &faults, &store).await,
                     Inject::Fault(_) => {}
                 }
             })
@@ -374,20 +367,19 @@ impl World {
 /// Leads, once the session of the last leader (a killed process's, or the last run's) has
 /// ended and let go of the lock.
 async fn lead(store: &Store) -> Leadership {
-    for _ in 0..10_000 {
-        if let Some(l) = store.try_lead("faults").await.unwrap() {
-            return l;
-        }
-        // Real time, for the server to end the session: tokio's clock is paused.
-        std::thread::sleep(std::time::Duration::from_millis(1));
-    }
-    panic!("no leader: the last leader's session never ended");
+    // Real time, for the server to end the session: tokio's clock is paused.
+    let limit = std::time::Duration::from_secs(10);
+    let lead = common::eventually(limit, std::time::Duration::ZERO, async || {
+        store.try_lead("faults").await.unwrap()
+    });
+    lead.await
+        .expect("no leader: the last leader's session never ended")
 }
 
 /// Someone who can read the migration id forges, from an instance of their own, an image under
 /// the migration's image name and tags, and an instance running it with the migration's next
 /// launch tag.
-async fn plant(cloud: &Faulty<SimEc2>, store: &Store) {
+async fn plant(cloud: &Intercept<Ec2>, faults: &Faults<Ec2>, store: &Store) {
     let all = store.migrations().await.unwrap();
     let Some(m) = all.into_iter().find(|m| m.original == ORIGINAL) else {
         return;
@@ -406,7 +398,7 @@ async fn plant(cloud: &Faulty<SimEc2>, store: &Store) {
             _ => return,
         },
     };
-    cloud.forged(&image);
+    faults.forged(&image);
     let spec = cloud.inner.launch_spec(REGION, FORGER).await.unwrap();
     let launch_id = format!("{ORIGINAL}-{}-{}", m.id, m.launches + 1);
     let launch = Launch {
@@ -423,7 +415,7 @@ async fn plant(cloud: &Faulty<SimEc2>, store: &Store) {
         client_token: format!("forger-{image}"),
     };
     if let Ok(s) = cloud.inner.launch(REGION, &launch).await {
-        cloud.forged(&s.id);
+        faults.forged(&s.id);
     }
 }
 
@@ -434,7 +426,7 @@ async fn trigger(w: &World, path: Path, m: &MigrationRecord) -> bool {
         Path::Move => true,
         Path::Reclaim if m.state == State::Done && m.original_terminated_at.is_some() => {
             let current = m.current.clone().unwrap();
-            w.cloud.inner.reclaim(REGION, &current).await;
+            w.ec2.reclaim(REGION, &current).await;
             true
         }
         Path::Rollback if m.state == State::Verifying => {
@@ -443,7 +435,7 @@ async fn trigger(w: &World, path: Path, m: &MigrationRecord) -> bool {
                 .inner
                 .tag(REGION, &[ORIGINAL.to_string()], &tags)
                 .await;
-            w.cloud.protected(ORIGINAL);
+            w.faults.protected(ORIGINAL);
             true
         }
         _ => false,
@@ -496,8 +488,8 @@ async fn run(dbs: &Databases, dir: &FsPath, path: Path, inject: Option<(usize, I
                         Inject::Fault(c) => c,
                         _ => Class::Hook,
                     };
-                    w.cloud.set_hook(w.hook(what));
-                    w.cloud.set_fault(k, class);
+                    w.faults.set_hook(w.hook(what));
+                    w.faults.set_fault(k, class);
                 }
             }
         }
@@ -549,7 +541,7 @@ async fn second_reclaim(w: &World, m: &MigrationRecord, reclaims: u32) -> u32 {
     let ready = m.state == State::Done && m.interruptions.0.len() == 1 && m.ended_at.is_none();
     match &m.current {
         Some(current) if reclaims == 1 && ready && w.running(current).await => {
-            w.cloud.inner.reclaim(REGION, current).await;
+            w.ec2.reclaim(REGION, current).await;
             2
         }
         _ => reclaims,
@@ -591,7 +583,7 @@ async fn ending(w: &World, m: &MigrationRecord) -> String {
 
 /// The invariants, after a run; what is broken.
 async fn check(w: &World, m: &MigrationRecord) -> Vec<String> {
-    let mut broken = w.cloud.violations();
+    let mut broken = w.faults.violations();
     // Never stuck half-way.
     match m.state {
         State::Done if m.ended_at.is_none() => match &m.current {
@@ -636,7 +628,7 @@ async fn check(w: &World, m: &MigrationRecord) -> Vec<String> {
 async fn check_artifacts(w: &World, m: &MigrationRecord) -> Vec<String> {
     let mut broken = Vec::new();
     // Nothing adopted that ebb did not make.
-    let images = w.cloud.images();
+    let images = w.faults.images();
     if let Some(image) = &m.image {
         if !images.contains_key(image) {
             broken.push(format!(
@@ -644,7 +636,7 @@ async fn check_artifacts(w: &World, m: &MigrationRecord) -> Vec<String> {
             ));
         }
     }
-    let launched = w.cloud.launched();
+    let launched = w.faults.launched();
     if let Some(current) = &m.current {
         if !launched.contains_key(current) {
             broken.push(format!(
@@ -670,7 +662,7 @@ async fn check_artifacts(w: &World, m: &MigrationRecord) -> Vec<String> {
         }
     }
     // No last copy deleted.
-    for d in w.cloud.deletions() {
+    for d in w.faults.deletions() {
         let kept_long_enough = m.ended_at.is_some_and(|e| d.at >= e + KEEP_IMAGE_FOR);
         if !(d.original_alive || d.replacement_running || kept_long_enough) {
             broken.push(format!(
@@ -680,9 +672,9 @@ async fn check_artifacts(w: &World, m: &MigrationRecord) -> Vec<String> {
         }
     }
     // Every snapshot of an image ebb no longer has is deleted or recorded.
-    for (snapshot, image) in w.cloud.inner.snapshots() {
+    for (snapshot, image) in w.ec2.snapshots() {
         let ours = images.contains_key(&image);
-        if ours && !w.cloud.inner.image_registered(&image) && !m.snapshots.contains(&snapshot) {
+        if ours && !w.ec2.image_registered(&image) && !m.snapshots.contains(&snapshot) {
             broken.push(format!(
                 "snapshot {snapshot} of deregistered {image} left untracked"
             ));
@@ -716,7 +708,7 @@ async fn matrix(url: String, path: Path) {
     };
     assert_eq!(clean.state, expected, "{path:?} clean: {}", clean.ending);
     let points = points(&clean);
-    let methods: Vec<&str> = points.iter().map(|c| c.method).collect();
+    let methods: Vec<&str> = points.iter().map(|c| c.method.name()).collect();
     println!(
         "{path:?}: {} calls in its own part: {methods:?}",
         points.len()
@@ -790,12 +782,12 @@ async fn a_tag_put_on_after_the_listing_keeps_the_original_from_termination(pool
         let terminate = clean
             .calls
             .iter()
-            .position(|c| c.method == "terminate" && c.ids == original)
+            .position(|c| c.method == Method::Terminate && c.ids == original)
             .expect("the clean run terminates the original");
         let look = clean.calls[..terminate]
             .iter()
             .rev()
-            .find(|c| c.method == "describe" && c.ids == original)
+            .find(|c| c.method == Method::Describe && c.ids == original)
             .unwrap();
         let ran = run(
             &dbs,

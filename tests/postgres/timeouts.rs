@@ -5,6 +5,7 @@
 use crate::common;
 
 use aws_config::{BehaviorVersion, Region};
+use aws_sdk_ec2::config::Credentials;
 use common::replica::{http, Replica};
 use common::time::{on_paused_time, watchdog};
 use ebb::api::Tokens;
@@ -17,6 +18,11 @@ use serde_json::Value;
 use sqlx::{Connection, PgConnection, PgPool};
 use std::sync::Arc;
 use std::time::Duration;
+
+/// Credentials of the test's own: nothing here reaches AWS, and the test needs no environment.
+fn dummy_credentials() -> Credentials {
+    Credentials::new("testing", "testing", None, None, "test")
+}
 
 /// A guard against a hang: far longer than any limit the tests set, never reached when they pass.
 const HANG: Duration = Duration::from_secs(60);
@@ -117,7 +123,7 @@ async fn migrations_run_without_the_statement_and_lock_limits(pool: PgPool) {
     let mut watcher = PgConnection::connect(&url).await.unwrap();
     let release = async {
         // Once the migrations wait on the lock, past the lock timeout, let go.
-        loop {
+        let waiting = common::eventually(HANG, Duration::from_millis(20), async || {
             let waiting: i64 = sqlx::query_scalar(
                 "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() \
                  AND wait_event_type = 'Lock'",
@@ -125,11 +131,9 @@ async fn migrations_run_without_the_statement_and_lock_limits(pool: PgPool) {
             .fetch_one(&mut watcher)
             .await
             .unwrap();
-            if waiting > 0 {
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
+            (waiting > 0).then_some(())
+        });
+        waiting.await.expect("the migrations never waited on the lock");
         sqlx::query("SELECT pg_sleep(1)")
             .execute(&mut holder)
             .await
@@ -161,6 +165,7 @@ async fn an_aws_call_to_an_endpoint_that_never_answers_fails_at_the_operation_ti
         };
         let loader = aws_config::defaults(BehaviorVersion::latest())
             .region(Region::new("eu-north-1"))
+            .credentials_provider(dummy_credentials())
             .endpoint_url(&endpoint);
         let provider = AwsProvider::connect_from(settings, loader).await.unwrap();
         let started = tokio::time::Instant::now();
@@ -216,6 +221,7 @@ async fn hung_leader(url: &str) {
         };
         let loader = aws_config::defaults(BehaviorVersion::latest())
             .region(Region::new("eu-north-1"))
+            .credentials_provider(dummy_credentials())
             .endpoint_url(&endpoint);
         let reconciler = Reconciler::new(
             AwsProvider::connect_from(settings, loader).await.unwrap(),

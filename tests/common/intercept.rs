@@ -1,0 +1,819 @@
+//! The one test layer over any [`Provider`]: every call is numbered and logged, then the hooks a
+//! test set for its method run before it. The first that answers is the call's answer and the
+//! inner provider is not called; a hook that answers nothing lets the call through. What the
+//! inner provider answered then goes through the after-call hooks, which may change it. A hook
+//! set later sees the call first and the answer last, as if it wrapped the layer again.
+//!
+//! Scenarios the tests share are named here ([`Intercept::refuse`], [`Intercept::refuse_next`]);
+//! the EC2 rules of [`super::sim_ec2`] and the fault witness of [`super::faulty`] are hooks too.
+//! Adding a `Provider` method means adding it here: to [`Method`], [`Call`], [`Answer`] and the
+//! forwarding impl at the end.
+
+use chrono::{DateTime, Utc};
+use ebb::cloud::{
+    ActionReport, Artifact, CloudError, Failed, Image, ImageMade, InstanceStatus, Inventory,
+    Launch, LaunchSpec, Provider, ScopeFailure, TypePrice,
+};
+use ebb::fleet::{Instance, Sample};
+use std::collections::{BTreeMap, HashMap};
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
+
+/// A hook's work that waits.
+pub type Pending<T> = Pin<Box<dyn Future<Output = T> + Send>>;
+
+/// A method of [`Provider`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Method {
+    Instances,
+    Reread,
+    GpuUtilisation,
+    Prices,
+    Stop,
+    Start,
+    SetType,
+    Tag,
+    Untag,
+    LaunchSpec,
+    Describe,
+    FindTagged,
+    CreateImage,
+    Image,
+    Launch,
+    Terminate,
+    DeregisterImage,
+    DeleteSnapshot,
+    MigrationArtifacts,
+}
+
+impl Method {
+    /// Every method.
+    pub const ALL: [Method; 19] = [
+        Method::Instances,
+        Method::Reread,
+        Method::GpuUtilisation,
+        Method::Prices,
+        Method::Stop,
+        Method::Start,
+        Method::SetType,
+        Method::Tag,
+        Method::Untag,
+        Method::LaunchSpec,
+        Method::Describe,
+        Method::FindTagged,
+        Method::CreateImage,
+        Method::Image,
+        Method::Launch,
+        Method::Terminate,
+        Method::DeregisterImage,
+        Method::DeleteSnapshot,
+        Method::MigrationArtifacts,
+    ];
+
+    /// Its name in the trait (`gpu_utilisation`).
+    pub fn name(self) -> &'static str {
+        match self {
+            Method::Instances => "instances",
+            Method::Reread => "reread",
+            Method::GpuUtilisation => "gpu_utilisation",
+            Method::Prices => "prices",
+            Method::Stop => "stop",
+            Method::Start => "start",
+            Method::SetType => "set_type",
+            Method::Tag => "tag",
+            Method::Untag => "untag",
+            Method::LaunchSpec => "launch_spec",
+            Method::Describe => "describe",
+            Method::FindTagged => "find_tagged",
+            Method::CreateImage => "create_image",
+            Method::Image => "image",
+            Method::Launch => "launch",
+            Method::Terminate => "terminate",
+            Method::DeregisterImage => "deregister_image",
+            Method::DeleteSnapshot => "delete_snapshot",
+            Method::MigrationArtifacts => "migration_artifacts",
+        }
+    }
+
+    /// The AWS API operation it makes, as its errors name it.
+    pub fn operation(self) -> &'static str {
+        match self {
+            Method::Instances
+            | Method::Reread
+            | Method::LaunchSpec
+            | Method::Describe
+            | Method::FindTagged
+            | Method::MigrationArtifacts => "DescribeInstances",
+            Method::GpuUtilisation => "GetMetricData",
+            Method::Prices => "DescribeSpotPriceHistory",
+            Method::Stop => "StopInstances",
+            Method::Start => "StartInstances",
+            Method::SetType => "ModifyInstanceAttribute",
+            Method::Tag => "CreateTags",
+            Method::Untag => "DeleteTags",
+            Method::CreateImage => "CreateImage",
+            Method::Image => "DescribeImages",
+            Method::Launch => "RunInstances",
+            Method::Terminate => "TerminateInstances",
+            Method::DeregisterImage => "DeregisterImage",
+            Method::DeleteSnapshot => "DeleteSnapshot",
+        }
+    }
+
+    /// Whether it changes the cloud.
+    pub fn changes(self) -> bool {
+        matches!(
+            self,
+            Method::Stop
+                | Method::Start
+                | Method::SetType
+                | Method::Tag
+                | Method::Untag
+                | Method::CreateImage
+                | Method::Launch
+                | Method::Terminate
+                | Method::DeregisterImage
+                | Method::DeleteSnapshot
+        )
+    }
+}
+
+impl std::fmt::Display for Method {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// One method, where hooks take several.
+impl IntoIterator for Method {
+    type Item = Method;
+    type IntoIter = std::iter::Once<Method>;
+    fn into_iter(self) -> Self::IntoIter {
+        std::iter::once(self)
+    }
+}
+
+/// A call with its arguments, as it reached the layer.
+#[derive(Debug, Clone)]
+pub enum Call {
+    Instances,
+    Reread {
+        region: String,
+        ids: Vec<String>,
+    },
+    GpuUtilisation {
+        region: String,
+        ids: Vec<String>,
+        from: DateTime<Utc>,
+        to: DateTime<Utc>,
+    },
+    Prices {
+        region: String,
+        types: Vec<String>,
+        now: DateTime<Utc>,
+    },
+    Stop {
+        region: String,
+        ids: Vec<String>,
+        hibernate: bool,
+    },
+    Start {
+        region: String,
+        ids: Vec<String>,
+    },
+    SetType {
+        region: String,
+        id: String,
+        instance_type: String,
+    },
+    Tag {
+        region: String,
+        ids: Vec<String>,
+        tags: BTreeMap<String, String>,
+    },
+    Untag {
+        region: String,
+        ids: Vec<String>,
+        keys: Vec<String>,
+    },
+    LaunchSpec {
+        region: String,
+        id: String,
+    },
+    Describe {
+        region: String,
+        ids: Vec<String>,
+    },
+    FindTagged {
+        region: String,
+        key: String,
+        value: String,
+    },
+    CreateImage {
+        region: String,
+        id: String,
+        name: String,
+        tags: BTreeMap<String, String>,
+    },
+    Image {
+        region: String,
+        image: String,
+    },
+    Launch {
+        region: String,
+        launch: Launch,
+    },
+    Terminate {
+        region: String,
+        ids: Vec<String>,
+    },
+    DeregisterImage {
+        region: String,
+        image: String,
+    },
+    DeleteSnapshot {
+        region: String,
+        snapshot: String,
+    },
+    MigrationArtifacts {
+        region: String,
+    },
+}
+
+impl Call {
+    /// Its method.
+    pub fn method(&self) -> Method {
+        match self {
+            Call::Instances => Method::Instances,
+            Call::Reread { .. } => Method::Reread,
+            Call::GpuUtilisation { .. } => Method::GpuUtilisation,
+            Call::Prices { .. } => Method::Prices,
+            Call::Stop { .. } => Method::Stop,
+            Call::Start { .. } => Method::Start,
+            Call::SetType { .. } => Method::SetType,
+            Call::Tag { .. } => Method::Tag,
+            Call::Untag { .. } => Method::Untag,
+            Call::LaunchSpec { .. } => Method::LaunchSpec,
+            Call::Describe { .. } => Method::Describe,
+            Call::FindTagged { .. } => Method::FindTagged,
+            Call::CreateImage { .. } => Method::CreateImage,
+            Call::Image { .. } => Method::Image,
+            Call::Launch { .. } => Method::Launch,
+            Call::Terminate { .. } => Method::Terminate,
+            Call::DeregisterImage { .. } => Method::DeregisterImage,
+            Call::DeleteSnapshot { .. } => Method::DeleteSnapshot,
+            Call::MigrationArtifacts { .. } => Method::MigrationArtifacts,
+        }
+    }
+
+    /// Its region (`None` for the listing of every region).
+    pub fn region(&self) -> Option<&str> {
+        match self {
+            Call::Instances => None,
+            Call::Reread { region, .. }
+            | Call::GpuUtilisation { region, .. }
+            | Call::Prices { region, .. }
+            | Call::Stop { region, .. }
+            | Call::Start { region, .. }
+            | Call::SetType { region, .. }
+            | Call::Tag { region, .. }
+            | Call::Untag { region, .. }
+            | Call::LaunchSpec { region, .. }
+            | Call::Describe { region, .. }
+            | Call::FindTagged { region, .. }
+            | Call::CreateImage { region, .. }
+            | Call::Image { region, .. }
+            | Call::Launch { region, .. }
+            | Call::Terminate { region, .. }
+            | Call::DeregisterImage { region, .. }
+            | Call::DeleteSnapshot { region, .. }
+            | Call::MigrationArtifacts { region } => Some(region),
+        }
+    }
+
+    /// The ids it names: instances, an image (a launch's), a snapshot, or `key=value` of a
+    /// look-up by tag.
+    pub fn ids(&self) -> Vec<String> {
+        match self {
+            Call::Instances | Call::Prices { .. } | Call::MigrationArtifacts { .. } => Vec::new(),
+            Call::Reread { ids, .. }
+            | Call::GpuUtilisation { ids, .. }
+            | Call::Stop { ids, .. }
+            | Call::Start { ids, .. }
+            | Call::Tag { ids, .. }
+            | Call::Untag { ids, .. }
+            | Call::Describe { ids, .. }
+            | Call::Terminate { ids, .. } => ids.clone(),
+            Call::SetType { id, .. } | Call::LaunchSpec { id, .. } | Call::CreateImage { id, .. } => {
+                vec![id.clone()]
+            }
+            Call::FindTagged { key, value, .. } => vec![format!("{key}={value}")],
+            Call::Image { image, .. } | Call::DeregisterImage { image, .. } => vec![image.clone()],
+            Call::Launch { launch, .. } => vec![launch.image.clone()],
+            Call::DeleteSnapshot { snapshot, .. } => vec![snapshot.clone()],
+        }
+    }
+
+    /// This call failed with `error`: every instance of a change refused with it, a listing
+    /// whose every region failed, or the error of a read.
+    pub fn fail(&self, error: CloudError) -> Answer {
+        match self.method() {
+            Method::Instances => Answer::Inventory(Inventory {
+                failures: vec![ScopeFailure {
+                    region: "*".to_string(),
+                    account: None,
+                    error,
+                }],
+                ..Inventory::default()
+            }),
+            Method::Stop
+            | Method::Start
+            | Method::SetType
+            | Method::Tag
+            | Method::Untag
+            | Method::Terminate => Answer::Report(ActionReport {
+                done: Vec::new(),
+                failed: self
+                    .ids()
+                    .into_iter()
+                    .map(|instance| Failed {
+                        instance,
+                        error: error.clone(),
+                    })
+                    .collect(),
+            }),
+            Method::Reread => Answer::Instances(Err(error)),
+            Method::GpuUtilisation => Answer::Samples(Err(error)),
+            Method::Prices => Answer::Prices(Err(error)),
+            Method::LaunchSpec => Answer::Spec(Err(error)),
+            Method::Describe => Answer::Statuses(Err(error)),
+            Method::FindTagged => Answer::Found(Err(error)),
+            Method::CreateImage => Answer::Made(Err(error)),
+            Method::Image => Answer::Image(Err(error)),
+            Method::Launch => Answer::Launched(Err(error)),
+            Method::DeregisterImage | Method::DeleteSnapshot => Answer::Done(Err(error)),
+            Method::MigrationArtifacts => Answer::Artifacts(Err(error)),
+        }
+    }
+}
+
+/// What a call answers, one variant for each return type of [`Provider`].
+#[derive(Debug)]
+pub enum Answer {
+    Inventory(Inventory),
+    Instances(Result<Vec<Instance>, CloudError>),
+    Samples(Result<HashMap<String, Vec<Sample>>, CloudError>),
+    Prices(Result<Vec<TypePrice>, CloudError>),
+    Report(ActionReport),
+    Spec(Result<LaunchSpec, CloudError>),
+    Statuses(Result<Vec<InstanceStatus>, CloudError>),
+    Found(Result<Option<InstanceStatus>, CloudError>),
+    Made(Result<ImageMade, CloudError>),
+    Image(Result<Option<Image>, CloudError>),
+    Launched(Result<InstanceStatus, CloudError>),
+    Done(Result<(), CloudError>),
+    Artifacts(Result<Vec<Artifact>, CloudError>),
+}
+
+/// A return type of [`Provider`], to and from its [`Answer`].
+pub trait Answers: Sized {
+    /// `answer`, if it is of this type.
+    fn from_answer(answer: Answer) -> Result<Self, Answer>;
+}
+
+macro_rules! answers {
+    ($($variant:ident: $ty:ty),* $(,)?) => {$(
+        impl From<$ty> for Answer {
+            fn from(value: $ty) -> Answer {
+                Answer::$variant(value)
+            }
+        }
+        impl Answers for $ty {
+            fn from_answer(answer: Answer) -> Result<Self, Answer> {
+                match answer {
+                    Answer::$variant(value) => Ok(value),
+                    other => Err(other),
+                }
+            }
+        }
+    )*};
+}
+
+answers! {
+    Inventory: Inventory,
+    Instances: Result<Vec<Instance>, CloudError>,
+    Samples: Result<HashMap<String, Vec<Sample>>, CloudError>,
+    Prices: Result<Vec<TypePrice>, CloudError>,
+    Report: ActionReport,
+    Spec: Result<LaunchSpec, CloudError>,
+    Statuses: Result<Vec<InstanceStatus>, CloudError>,
+    Found: Result<Option<InstanceStatus>, CloudError>,
+    Made: Result<ImageMade, CloudError>,
+    Image: Result<Option<Image>, CloudError>,
+    Launched: Result<InstanceStatus, CloudError>,
+    Done: Result<(), CloudError>,
+    Artifacts: Result<Vec<Artifact>, CloudError>,
+}
+
+/// One call as the log keeps it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Logged {
+    /// Its number, from 0.
+    pub index: usize,
+    /// Its method.
+    pub method: Method,
+    /// The ids it names ([`Call::ids`]).
+    pub ids: Vec<String>,
+}
+
+type Before = Box<dyn FnMut(&Call) -> Pending<Option<Answer>> + Send>;
+type After = Box<dyn FnMut(&Call, Answer) -> Pending<Answer> + Send>;
+
+struct Hook<F> {
+    methods: Vec<Method>,
+    hook: F,
+}
+
+#[derive(Default)]
+struct Shared {
+    log: Vec<Logged>,
+    /// Newest first.
+    before: Vec<Hook<Before>>,
+    /// Oldest first.
+    after: Vec<Hook<After>>,
+}
+
+/// The layer over `P`; clones share the log and the hooks.
+pub struct Intercept<P> {
+    /// The provider it wraps: the cloud itself, for a test's own looks and changes.
+    pub inner: Arc<P>,
+    shared: Arc<Mutex<Shared>>,
+}
+
+impl<P> Clone for Intercept<P> {
+    fn clone(&self) -> Self {
+        Intercept {
+            inner: self.inner.clone(),
+            shared: self.shared.clone(),
+        }
+    }
+}
+
+impl<P: Provider> Intercept<P> {
+    /// `inner` with no hooks: every call goes through.
+    pub fn new(inner: P) -> Self {
+        Intercept::over(Arc::new(inner))
+    }
+
+    /// `inner`, shared with the test, with no hooks.
+    pub fn over(inner: Arc<P>) -> Self {
+        Intercept {
+            inner,
+            shared: Arc::default(),
+        }
+    }
+
+    fn shared(&self) -> std::sync::MutexGuard<'_, Shared> {
+        self.shared.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Runs `hook` before each call of `methods`; what it answers is the call's answer.
+    pub fn before(
+        &self,
+        methods: impl IntoIterator<Item = Method>,
+        mut hook: impl FnMut(&Call) -> Option<Answer> + Send + 'static,
+    ) {
+        let hook: Before = Box::new(move |call: &Call| -> Pending<Option<Answer>> {
+            Box::pin(std::future::ready(hook(call)))
+        });
+        let methods = methods.into_iter().collect();
+        self.shared().before.insert(0, Hook { methods, hook });
+    }
+
+    /// [`Intercept::before`], for a hook that waits (on the store, on the cloud); it is handed
+    /// a copy of the call.
+    pub fn before_async<F>(
+        &self,
+        methods: impl IntoIterator<Item = Method>,
+        mut hook: impl FnMut(Call) -> F + Send + 'static,
+    ) where
+        F: Future<Output = Option<Answer>> + Send + 'static,
+    {
+        let hook: Before = Box::new(move |call: &Call| -> Pending<Option<Answer>> {
+            Box::pin(hook(call.clone()))
+        });
+        let methods = methods.into_iter().collect();
+        self.shared().before.insert(0, Hook { methods, hook });
+    }
+
+    /// Runs `hook` on what the inner provider answered to each call of `methods`.
+    pub fn after(
+        &self,
+        methods: impl IntoIterator<Item = Method>,
+        mut hook: impl FnMut(&Call, &mut Answer) + Send + 'static,
+    ) {
+        let hook: After = Box::new(move |call: &Call, mut answer: Answer| -> Pending<Answer> {
+            hook(call, &mut answer);
+            Box::pin(std::future::ready(answer))
+        });
+        let methods = methods.into_iter().collect();
+        self.shared().after.push(Hook { methods, hook });
+    }
+
+    /// [`Intercept::after`], for a hook that waits; it is handed a copy of the call, and the
+    /// answer to hand on.
+    pub fn after_async<F>(
+        &self,
+        methods: impl IntoIterator<Item = Method>,
+        mut hook: impl FnMut(Call, Answer) -> F + Send + 'static,
+    ) where
+        F: Future<Output = Answer> + Send + 'static,
+    {
+        let hook: After = Box::new(move |call: &Call, answer: Answer| -> Pending<Answer> {
+            Box::pin(hook(call.clone(), answer))
+        });
+        let methods = methods.into_iter().collect();
+        self.shared().after.push(Hook { methods, hook });
+    }
+
+    /// Scenario: every call of `method` from now on fails with `error`.
+    pub fn refuse(&self, method: Method, error: CloudError) {
+        self.before(method, move |call| Some(call.fail(error.clone())));
+    }
+
+    /// Scenario: the next `times` calls of `method` fail with `error`.
+    pub fn refuse_next(&self, method: Method, times: u32, error: CloudError) {
+        let mut left = times;
+        self.before(method, move |call| {
+            let hit = left > 0;
+            left = left.saturating_sub(1);
+            hit.then(|| call.fail(error.clone()))
+        });
+    }
+
+    /// Every call so far.
+    pub fn calls(&self) -> Vec<Logged> {
+        self.shared().log.clone()
+    }
+
+    /// The ids of every call of `method` so far, in order.
+    pub fn ids_of(&self, method: Method) -> Vec<String> {
+        let shared = self.shared();
+        let of = shared.log.iter().filter(|c| c.method == method);
+        of.flat_map(|c| c.ids.clone()).collect()
+    }
+
+    /// Logs `call`, runs the hooks around `forward` (the inner provider's call).
+    async fn run<T: Answers + Into<Answer>>(&self, call: Call, forward: impl Future<Output = T>) -> T {
+        let method = call.method();
+        {
+            let mut shared = self.shared();
+            let index = shared.log.len();
+            let ids = call.ids();
+            shared.log.push(Logged { index, method, ids });
+        }
+        let mut at = 0;
+        loop {
+            let step = {
+                let mut shared = self.shared();
+                let Some(hook) = shared.before.get_mut(at) else {
+                    break;
+                };
+                at += 1;
+                if !hook.methods.contains(&method) {
+                    continue;
+                }
+                (hook.hook)(&call)
+            };
+            if let Some(answer) = step.await {
+                return expect(method, answer);
+            }
+        }
+        let mut answer: Answer = forward.await.into();
+        let mut at = 0;
+        loop {
+            let step = {
+                let mut shared = self.shared();
+                let Some(hook) = shared.after.get_mut(at) else {
+                    break;
+                };
+                at += 1;
+                if !hook.methods.contains(&method) {
+                    continue;
+                }
+                // The answer goes to the hook and comes back from it.
+                let answer = std::mem::replace(&mut answer, Answer::Done(Ok(())));
+                (hook.hook)(&call, answer)
+            };
+            answer = step.await;
+        }
+        expect(method, answer)
+    }
+}
+
+/// `answer` as the return type of `method`; a hook that answered with another is a test's bug.
+fn expect<T: Answers>(method: Method, answer: Answer) -> T {
+    T::from_answer(answer).unwrap_or_else(|a| panic!("a hook answered {method} with {a:?}"))
+}
+
+fn owned(ids: &[String]) -> Vec<String> {
+    ids.to_vec()
+}
+
+impl<P: Provider> Provider for Intercept<P> {
+    async fn instances(&self) -> Inventory {
+        self.run(Call::Instances, self.inner.instances()).await
+    }
+
+    async fn reread(&self, region: &str, ids: &[String]) -> Result<Vec<Instance>, CloudError> {
+        let call = Call::Reread {
+            region: region.into(),
+            ids: owned(ids),
+        };
+        self.run(call, self.inner.reread(region, ids)).await
+    }
+
+    async fn gpu_utilisation(
+        &self,
+        region: &str,
+        instances: &[String],
+        from: DateTime<Utc>,
+        to: DateTime<Utc>,
+    ) -> Result<HashMap<String, Vec<Sample>>, CloudError> {
+        let call = Call::GpuUtilisation {
+            region: region.into(),
+            ids: owned(instances),
+            from,
+            to,
+        };
+        let forward = self.inner.gpu_utilisation(region, instances, from, to);
+        self.run(call, forward).await
+    }
+
+    async fn prices(
+        &self,
+        region: &str,
+        types: &[String],
+        now: DateTime<Utc>,
+    ) -> Result<Vec<TypePrice>, CloudError> {
+        let call = Call::Prices {
+            region: region.into(),
+            types: owned(types),
+            now,
+        };
+        self.run(call, self.inner.prices(region, types, now)).await
+    }
+
+    async fn stop(&self, region: &str, ids: &[String], hibernate: bool) -> ActionReport {
+        let call = Call::Stop {
+            region: region.into(),
+            ids: owned(ids),
+            hibernate,
+        };
+        self.run(call, self.inner.stop(region, ids, hibernate))
+            .await
+    }
+
+    async fn start(&self, region: &str, ids: &[String]) -> ActionReport {
+        let call = Call::Start {
+            region: region.into(),
+            ids: owned(ids),
+        };
+        self.run(call, self.inner.start(region, ids)).await
+    }
+
+    async fn set_type(&self, region: &str, id: &str, instance_type: &str) -> ActionReport {
+        let call = Call::SetType {
+            region: region.into(),
+            id: id.into(),
+            instance_type: instance_type.into(),
+        };
+        self.run(call, self.inner.set_type(region, id, instance_type))
+            .await
+    }
+
+    async fn tag(
+        &self,
+        region: &str,
+        ids: &[String],
+        tags: &BTreeMap<String, String>,
+    ) -> ActionReport {
+        let call = Call::Tag {
+            region: region.into(),
+            ids: owned(ids),
+            tags: tags.clone(),
+        };
+        self.run(call, self.inner.tag(region, ids, tags)).await
+    }
+
+    async fn untag(&self, region: &str, ids: &[String], keys: &[String]) -> ActionReport {
+        let call = Call::Untag {
+            region: region.into(),
+            ids: owned(ids),
+            keys: owned(keys),
+        };
+        self.run(call, self.inner.untag(region, ids, keys)).await
+    }
+
+    async fn launch_spec(&self, region: &str, id: &str) -> Result<LaunchSpec, CloudError> {
+        let call = Call::LaunchSpec {
+            region: region.into(),
+            id: id.into(),
+        };
+        self.run(call, self.inner.launch_spec(region, id)).await
+    }
+
+    async fn describe(
+        &self,
+        region: &str,
+        ids: &[String],
+    ) -> Result<Vec<InstanceStatus>, CloudError> {
+        let call = Call::Describe {
+            region: region.into(),
+            ids: owned(ids),
+        };
+        self.run(call, self.inner.describe(region, ids)).await
+    }
+
+    async fn find_tagged(
+        &self,
+        region: &str,
+        key: &str,
+        value: &str,
+    ) -> Result<Option<InstanceStatus>, CloudError> {
+        let call = Call::FindTagged {
+            region: region.into(),
+            key: key.into(),
+            value: value.into(),
+        };
+        self.run(call, self.inner.find_tagged(region, key, value))
+            .await
+    }
+
+    async fn create_image(
+        &self,
+        region: &str,
+        id: &str,
+        name: &str,
+        tags: &BTreeMap<String, String>,
+    ) -> Result<ImageMade, CloudError> {
+        let call = Call::CreateImage {
+            region: region.into(),
+            id: id.into(),
+            name: name.into(),
+            tags: tags.clone(),
+        };
+        self.run(call, self.inner.create_image(region, id, name, tags))
+            .await
+    }
+
+    async fn image(&self, region: &str, image: &str) -> Result<Option<Image>, CloudError> {
+        let call = Call::Image {
+            region: region.into(),
+            image: image.into(),
+        };
+        self.run(call, self.inner.image(region, image)).await
+    }
+
+    async fn launch(&self, region: &str, launch: &Launch) -> Result<InstanceStatus, CloudError> {
+        let call = Call::Launch {
+            region: region.into(),
+            launch: launch.clone(),
+        };
+        self.run(call, self.inner.launch(region, launch)).await
+    }
+
+    async fn terminate(&self, region: &str, ids: &[String]) -> ActionReport {
+        let call = Call::Terminate {
+            region: region.into(),
+            ids: owned(ids),
+        };
+        self.run(call, self.inner.terminate(region, ids)).await
+    }
+
+    async fn deregister_image(&self, region: &str, image: &str) -> Result<(), CloudError> {
+        let call = Call::DeregisterImage {
+            region: region.into(),
+            image: image.into(),
+        };
+        self.run(call, self.inner.deregister_image(region, image))
+            .await
+    }
+
+    async fn delete_snapshot(&self, region: &str, snapshot: &str) -> Result<(), CloudError> {
+        let call = Call::DeleteSnapshot {
+            region: region.into(),
+            snapshot: snapshot.into(),
+        };
+        self.run(call, self.inner.delete_snapshot(region, snapshot))
+            .await
+    }
+
+    async fn migration_artifacts(&self, region: &str) -> Result<Vec<Artifact>, CloudError> {
+        let call = Call::MigrationArtifacts {
+            region: region.into(),
+        };
+        self.run(call, self.inner.migration_artifacts(region)).await
+    }
+}
