@@ -250,8 +250,8 @@ pub struct SimProvider {
     clock: Clock,
     prices: Prices,
     fleet: Mutex<SimFleet>,
-    /// EC2's rate limits and ebb's pacing, when either is on (boxed: rarely on, and
-    /// [`super::Cloud`] holds the provider inline).
+    /// EC2's rate limits and ebb's pacing, when either is on (boxed: rarely on, and the
+    /// reconciler holds the provider inline).
     limited: Box<RateLimited>,
 }
 
