@@ -2,14 +2,12 @@
 //! failures, capped); then dry runs are only audited, and real actions go intent (committed on
 //! the leader's session) → cloud call → outcome → ebb's memory of what it did.
 
-use super::{ActionOutcome, Reconciler, TickReport};
+use super::{ActionOutcome, Reconciler, TickContext, TickReport};
 use crate::cloud::{ActionReport, ErrorKind, Provider};
 use crate::engine::{self, Action, Code, Decision};
 use crate::fleet::Instance;
 use crate::names::{ACTOR, STOP_AT_TAG};
-use crate::store::{
-    ActionDone, FailureStreak, Leadership, NewAuditEntry, Outcome, OverrideRecord, StoreError,
-};
+use crate::store::{ActionDone, FailureStreak, NewAuditEntry, Outcome, OverrideRecord, StoreError};
 use chrono::{DateTime, Duration, SecondsFormat, Utc};
 use std::collections::{BTreeMap, HashMap};
 use tracing::Instrument as _;
@@ -29,16 +27,9 @@ const CAPACITY_EVERY_TICK: u32 = 10;
 /// After that, it is tried again this often, still well short of [`RETRY_MAX`].
 const CAPACITY_RETRY: Duration = Duration::minutes(5);
 
-/// What every audit row of one tick's actions shares.
-#[derive(Clone, Copy)]
-struct Audit<'a> {
-    version: &'a str,
-    now: DateTime<Utc>,
-}
-
-impl Audit<'_> {
-    /// The audit row of `d` with `outcome`.
-    fn entry(self, d: &Decision, outcome: Outcome, dry_run: bool) -> NewAuditEntry {
+impl TickContext<'_> {
+    /// The audit row of `d` with `outcome`, at the tick's time and policy version.
+    fn entry(&self, d: &Decision, outcome: Outcome, dry_run: bool) -> NewAuditEntry {
         NewAuditEntry {
             at: self.now,
             actor: ACTOR.to_string(),
@@ -56,6 +47,18 @@ impl Audit<'_> {
             intent_seq: None,
         }
     }
+
+    /// Reports `d` as skipped right before its call, with why: nothing was called, and no
+    /// intent was written for it.
+    fn not_done(&mut self, d: &Decision, why: String) {
+        let done = ActionOutcome {
+            decision: d.clone(),
+            outcome: Outcome::Skipped,
+            detail: format!("not done: {why}"),
+        };
+        done.log(self.now, false);
+        self.report.actions.push(done);
+    }
 }
 
 impl<P: Provider> Reconciler<P> {
@@ -64,20 +67,16 @@ impl<P: Provider> Reconciler<P> {
     pub(super) async fn act(
         &self,
         decisions: Vec<Decision>,
-        version: &str,
-        now: DateTime<Utc>,
-        leader: &mut Leadership,
-        report: &mut TickReport,
+        tick: &mut TickContext<'_>,
     ) -> Result<(), StoreError> {
-        let to_act = self.this_tick(decisions, now, report).await?;
-        let audit = Audit { version, now };
+        let to_act = self.this_tick(decisions, tick.now, tick.report).await?;
         let (dry, real): (Vec<Decision>, Vec<Decision>) =
             to_act.into_iter().partition(|d| self.is_dry_run(d));
         if !dry.is_empty() {
-            self.audit_dry_runs(dry, audit, report).await?;
+            self.audit_dry_runs(dry, tick).await?;
         }
         if !real.is_empty() {
-            self.act_for_real(real, audit, leader, report).await?;
+            self.act_for_real(real, tick).await?;
         }
         Ok(())
     }
@@ -182,8 +181,7 @@ impl<P: Provider> Reconciler<P> {
     async fn audit_dry_runs(
         &self,
         dry: Vec<Decision>,
-        audit: Audit<'_>,
-        report: &mut TickReport,
+        tick: &mut TickContext<'_>,
     ) -> Result<(), StoreError> {
         let ids: Vec<String> = dry.iter().map(|d| d.instance.clone()).collect();
         let noted = self.store.last_dry_runs(&ids).await?;
@@ -194,7 +192,7 @@ impl<P: Provider> Reconciler<P> {
         });
         let intents: Vec<NewAuditEntry> = new
             .iter()
-            .map(|d| audit.entry(d, Outcome::Intent, true))
+            .map(|d| tick.entry(d, Outcome::Intent, true))
             .collect();
         self.store
             .append_dry_runs(&intents, "dry run, nothing done")
@@ -213,8 +211,8 @@ impl<P: Provider> Reconciler<P> {
             outcome: Outcome::Skipped,
         });
         for done in new.chain(repeated) {
-            done.log(audit.now, self.options.dry_run);
-            report.actions.push(done);
+            done.log(tick.now, self.options.dry_run);
+            tick.report.actions.push(done);
         }
         Ok(())
     }
@@ -224,9 +222,7 @@ impl<P: Provider> Reconciler<P> {
     async fn act_for_real(
         &self,
         real: Vec<Decision>,
-        audit: Audit<'_>,
-        leader: &mut Leadership,
-        report: &mut TickReport,
+        tick: &mut TickContext<'_>,
     ) -> Result<(), StoreError> {
         for group in groups(&real) {
             let span = tracing::info_span!(
@@ -235,9 +231,7 @@ impl<P: Provider> Reconciler<P> {
                 region = group[0].region.as_str(),
                 instances = group.len(),
             );
-            self.act_on_group(group, audit, leader, report)
-                .instrument(span)
-                .await?;
+            self.act_on_group(group, tick).instrument(span).await?;
         }
         Ok(())
     }
@@ -249,19 +243,17 @@ impl<P: Provider> Reconciler<P> {
     async fn act_on_group(
         &self,
         group: Vec<&Decision>,
-        audit: Audit<'_>,
-        leader: &mut Leadership,
-        report: &mut TickReport,
+        tick: &mut TickContext<'_>,
     ) -> Result<(), StoreError> {
-        let group = self.still_unprotected(group, audit.now, report).await;
+        let group = self.still_unprotected(group, tick).await;
         if group.is_empty() {
             return Ok(());
         }
         let intents = group
             .iter()
-            .map(|d| audit.entry(d, Outcome::Intent, false))
+            .map(|d| tick.entry(d, Outcome::Intent, false))
             .collect();
-        let fenced = leader.fence(intents, audit.now).await?;
+        let fenced = tick.leader.fence(intents, tick.now).await?;
         let protected_by: HashMap<&str, &OverrideRecord> = fenced
             .protected
             .iter()
@@ -278,7 +270,7 @@ impl<P: Provider> Reconciler<P> {
                 by.until.to_rfc3339_opts(SecondsFormat::Secs, true),
                 by.reason
             );
-            not_done(d, detail, audit.now, report);
+            tick.not_done(d, detail);
         }
         if group.is_empty() {
             return Ok(());
@@ -288,15 +280,14 @@ impl<P: Provider> Reconciler<P> {
             .iter()
             .filter_map(|i| Some((i.entry.instance.as_deref()?, i.seq)))
             .collect();
-        let cloud = self.call(&group, audit.now).await;
+        let cloud = self.call(&group, tick.now).await;
         let outcomes = outcome_entries(&group, &cloud, |d, outcome| NewAuditEntry {
             intent_seq: seq_of.get(d.instance.as_str()).copied(),
-            ..audit.entry(d, outcome, false)
+            ..tick.entry(d, outcome, false)
         });
-        self.record(&group, outcomes, audit.now, report).await?;
+        self.record(&group, outcomes, tick).await?;
         if group[0].action == Action::Start {
-            self.fall_back(&group, &cloud, audit, leader, report)
-                .await?;
+            self.fall_back(&group, &cloud, tick).await?;
         }
         Ok(())
     }
@@ -308,8 +299,7 @@ impl<P: Provider> Reconciler<P> {
     async fn still_unprotected<'d>(
         &self,
         group: Vec<&'d Decision>,
-        now: DateTime<Utc>,
-        report: &mut TickReport,
+        tick: &mut TickContext<'_>,
     ) -> Vec<&'d Decision> {
         if !group[0].action.stops() {
             return group;
@@ -323,7 +313,7 @@ impl<P: Provider> Reconciler<P> {
                     let detail = format!(
                         "could not read it again right before the call ({err}); unknown means no stop"
                     );
-                    not_done(d, detail, now, report);
+                    tick.not_done(d, detail);
                 }
                 return Vec::new();
             }
@@ -332,14 +322,12 @@ impl<P: Provider> Reconciler<P> {
         let mut still = Vec::with_capacity(group.len());
         for d in group {
             match fresh.get(d.instance.as_str()) {
-                None => not_done(
+                None => tick.not_done(
                     d,
                     "no longer listed right before the call (gone, or no longer managed)".into(),
-                    now,
-                    report,
                 ),
-                Some(i) => match engine::tags_forbid_stop(i, now) {
-                    Some(why) => not_done(d, format!("since the listing, {why}"), now, report),
+                Some(i) => match engine::tags_forbid_stop(i, tick.now) {
+                    Some(why) => tick.not_done(d, format!("since the listing, {why}")),
                     None => still.push(d),
                 },
             }
@@ -377,9 +365,9 @@ impl<P: Provider> Reconciler<P> {
         &self,
         group: &[&Decision],
         outcomes: Vec<NewAuditEntry>,
-        now: DateTime<Utc>,
-        report: &mut TickReport,
+        tick: &mut TickContext<'_>,
     ) -> Result<(), StoreError> {
+        let now = tick.now;
         let done: Vec<ActionDone> = group
             .iter()
             .zip(&outcomes)
@@ -406,7 +394,7 @@ impl<P: Provider> Reconciler<P> {
                 detail: o.error.clone().unwrap_or_else(|| o.reason.clone()),
             };
             done.log(now, false);
-            report.actions.push(done);
+            tick.report.actions.push(done);
         }
         Ok(())
     }
@@ -439,18 +427,6 @@ impl<P: Provider> Reconciler<P> {
             ));
         }
     }
-}
-
-/// Reports `d` as skipped right before its call, with why: nothing was called, and no intent
-/// was written for it.
-fn not_done(d: &Decision, why: String, now: DateTime<Utc>, report: &mut TickReport) {
-    let done = ActionOutcome {
-        decision: d.clone(),
-        outcome: Outcome::Skipped,
-        detail: format!("not done: {why}"),
-    };
-    done.log(now, false);
-    report.actions.push(done);
 }
 
 /// How long after the failures of `streak` its action waits before it is tried again: not at

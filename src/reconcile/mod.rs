@@ -22,6 +22,7 @@ use crate::engine::{self, Decision};
 use crate::fleet::{Fleet, Sample};
 use crate::names::ACTOR;
 use crate::policy::PolicySet;
+use crate::spot;
 use crate::store::{Leadership, Store};
 use chrono::{DateTime, SecondsFormat, Utc};
 use std::collections::{HashMap, HashSet};
@@ -60,6 +61,30 @@ pub struct Pacing {
     pub within: std::time::Duration,
     /// Instances per call, as the provider batches them.
     pub batch: usize,
+}
+
+/// What the phases that act (migrations, act) share in one tick: its time, the policy version
+/// in force, the leadership whose fence commits each call's intents, and the report they add to.
+struct TickContext<'a> {
+    /// The tick's time: of its decisions, audit rows and intents.
+    now: DateTime<Utc>,
+    /// The version of the policy set in force, for the audit log.
+    version: &'a str,
+    /// The leadership the tick acts under.
+    leader: &'a mut Leadership,
+    /// What the tick did so far.
+    report: &'a mut TickReport,
+}
+
+impl TickContext<'_> {
+    /// What a spot migration's step gets of this tick.
+    fn for_migration(&mut self) -> spot::drive::Tick<'_> {
+        spot::drive::Tick {
+            now: self.now,
+            version: self.version,
+            leader: self.leader,
+        }
+    }
 }
 
 /// Runs ticks against one provider, one store and one source of policies.
@@ -152,8 +177,14 @@ impl<P: Provider> Reconciler<P> {
             .mark(incremental::period_of(now), read.fresh.keys());
         report.gpu_read_failures = read.failures;
         let decisions = self.decide(set, &fleet, now, &mut report).await?;
+        let mut acting = TickContext {
+            now,
+            version: &version,
+            leader,
+            report: &mut report,
+        };
         if !self.options.dry_run {
-            self.migrations(set, &fleet, &decisions, &version, leader, &mut report)
+            self.migrations(set, &fleet, &decisions, &mut acting)
                 .await?;
         }
         // Acting needs only the decisions. The listing and its readings are the largest data of
@@ -163,8 +194,7 @@ impl<P: Provider> Reconciler<P> {
             .into_iter()
             .filter(|d| !open.contains(&d.instance))
             .collect();
-        self.act(decisions, &version, now, leader, &mut report)
-            .await?;
+        self.act(decisions, &mut acting).await?;
         report.pacing = self.options.pacing.as_ref().map(|p| p.pacer.counts());
         Ok(report)
     }
