@@ -12,7 +12,7 @@ use ebb::clock::Clock;
 use ebb::cloud::sim::SimProvider;
 use ebb::cloud::{
     ActionReport, CloudError, Image, ImageMade, InstanceStatus, Inventory, Launch, LaunchSpec,
-    Provider, TypePrice,
+    Provider, StopKind, TypePrice,
 };
 use ebb::fleet::{Instance, InstanceState, Sample};
 use ebb::reconcile::{Options, PolicySource, Reconciler, TickReport};
@@ -103,9 +103,9 @@ impl Provider for Hooked {
     ) -> Result<Vec<TypePrice>, CloudError> {
         self.inner.prices(region, types, now).await
     }
-    async fn stop(&self, region: &str, ids: &[String], hibernate: bool) -> ActionReport {
+    async fn stop(&self, region: &str, ids: &[String], kind: StopKind) -> ActionReport {
         self.stopped.lock().unwrap().extend(ids.iter().cloned());
-        let report = self.inner.stop(region, ids, hibernate).await;
+        let report = self.inner.stop(region, ids, kind).await;
         let step = self.after_first_stop.lock().unwrap().take();
         if let Some(step) = step {
             step().await;
@@ -363,7 +363,7 @@ async fn an_interrupted_dry_run_is_never_taken_for_an_action(pool: PgPool) {
     s.reconciler
         .provider()
         .inner
-        .stop("us-east-1", &["i-east".to_string()], false)
+        .stop("us-east-1", &["i-east".to_string()], StopKind::Stop)
         .await;
 
     let report = s.tick("2026-11-30T20:01:00Z").await.unwrap();
@@ -387,7 +387,7 @@ async fn a_stop_that_began_before_an_interrupted_intent_is_a_persons(pool: PgPoo
     s.reconciler
         .provider()
         .inner
-        .stop("us-east-1", &["i-east".to_string()], false)
+        .stop("us-east-1", &["i-east".to_string()], StopKind::Stop)
         .await;
     let intent = NewAuditEntry {
         instance: Some("i-east".into()),
@@ -599,7 +599,7 @@ async fn a_call_still_in_flight_is_neither_resolved_nor_repeated_by_the_next_lea
     s.reconciler
         .provider()
         .inner
-        .stop("us-east-1", &["i-east".to_string()], false)
+        .stop("us-east-1", &["i-east".to_string()], StopKind::Stop)
         .await;
     let outcome = NewAuditEntry {
         outcome: Outcome::Succeeded,

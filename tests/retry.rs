@@ -12,7 +12,7 @@ use ebb::clock::Clock;
 use ebb::cloud::sim::SimProvider;
 use ebb::cloud::{
     ActionReport, CloudError, ErrorKind, Failed, Image, ImageMade, InstanceStatus, Inventory,
-    Launch, LaunchSpec, Provider, TypePrice,
+    Launch, LaunchSpec, Provider, StopKind, TypePrice,
 };
 use ebb::engine::Action;
 use ebb::fleet::{Instance, Sample};
@@ -81,8 +81,8 @@ impl Provider for Refusing {
     ) -> Result<Vec<TypePrice>, CloudError> {
         self.inner.prices(region, types, now).await
     }
-    async fn stop(&self, region: &str, ids: &[String], hibernate: bool) -> ActionReport {
-        self.inner.stop(region, ids, hibernate).await
+    async fn stop(&self, region: &str, ids: &[String], kind: StopKind) -> ActionReport {
+        self.inner.stop(region, ids, kind).await
     }
     async fn start(&self, region: &str, ids: &[String]) -> ActionReport {
         if !self.deny_starts {

@@ -12,7 +12,7 @@ use ebb::cloud::aws::warnings::{Accepted, InterruptionQueue};
 use ebb::cloud::aws::AwsProvider;
 use ebb::cloud::{
     ActionReport, CloudError, ErrorKind, Failed, Image, ImageMade, InstanceStatus, Inventory,
-    Launch, LaunchSpec, Provider, TypePrice, SPOT_TERMINATION,
+    Launch, LaunchSpec, Provider, StopKind, TypePrice, SPOT_TERMINATION,
 };
 use ebb::fleet::{Instance, Sample};
 use ebb::reconcile::{Options, PolicySource, Reconciler};
@@ -169,9 +169,9 @@ impl Provider for Faulty {
         }
         Ok(prices)
     }
-    async fn stop(&self, region: &str, ids: &[String], hibernate: bool) -> ActionReport {
+    async fn stop(&self, region: &str, ids: &[String], kind: StopKind) -> ActionReport {
         self.changed("stop");
-        let r = self.inner.stop(region, ids, hibernate).await;
+        let r = self.inner.stop(region, ids, kind).await;
         self.crash_point("stop").await;
         r
     }

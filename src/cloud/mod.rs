@@ -65,6 +65,16 @@ impl TypePrice {
     }
 }
 
+/// How [`Provider::stop`] stops instances.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum StopKind {
+    /// A plain stop: what runs in memory is lost.
+    Stop,
+    /// A hibernation, memory kept on the root volume, of the instances launched with
+    /// hibernation configured; the others are stopped plainly, which [`Done::fallback`] says.
+    Hibernate,
+}
+
 /// What a call that changes instances did, instance by instance.
 #[derive(Debug, Default)]
 pub struct ActionReport {
@@ -133,12 +143,12 @@ pub trait Provider: Send + Sync {
         now: DateTime<Utc>,
     ) -> impl Future<Output = Result<Vec<TypePrice>, CloudError>> + Send;
 
-    /// Stops instances; with `hibernate`, hibernates those configured for it and stops the rest.
+    /// Stops instances, plainly or hibernating as `kind` says.
     fn stop(
         &self,
         region: &str,
         ids: &[String],
-        hibernate: bool,
+        kind: StopKind,
     ) -> impl Future<Output = ActionReport> + Send;
 
     /// Starts instances.

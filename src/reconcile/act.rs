@@ -3,7 +3,7 @@
 //! the leader's session) → cloud call → outcome → ebb's memory of what it did.
 
 use super::{ActionOutcome, Reconciler, TickContext, TickReport};
-use crate::cloud::{ActionReport, ErrorKind, Provider};
+use crate::cloud::{ActionReport, ErrorKind, Provider, StopKind};
 use crate::engine::{self, Action, Code, Decision};
 use crate::fleet::Instance;
 use crate::names::{ACTOR, STOP_AT_TAG};
@@ -97,15 +97,10 @@ impl<P: Provider> Reconciler<P> {
     ) -> Result<Vec<Decision>, StoreError> {
         let mut to_act: Vec<Decision> = decisions
             .into_iter()
-            .filter(|d| match d.action {
-                Action::Start
-                | Action::Stop
-                | Action::Hibernate
-                | Action::Notify
-                | Action::WithdrawNotice => true,
+            .filter(|d| match CloudCall::of(d.action) {
+                Some(_) => true,
                 // Real moves go through the spot migrations; dry runs are audited here.
-                Action::MigrateToSpot => self.is_dry_run(d),
-                _ => false,
+                None => d.action == Action::MigrateToSpot && self.is_dry_run(d),
             })
             .collect();
         let real: Vec<String> = to_act
@@ -151,7 +146,8 @@ impl<P: Provider> Reconciler<P> {
         let mut room: HashMap<(&'static str, String), usize> = HashMap::new();
         let mut kept = Vec::with_capacity(to_act.len());
         for d in to_act {
-            let Some(api) = api_of(d.action).filter(|_| !self.is_dry_run(&d)) else {
+            let call = CloudCall::of(d.action).filter(|_| !self.is_dry_run(&d));
+            let Some(api) = call.map(CloudCall::api) else {
                 kept.push(d);
                 continue;
             };
@@ -224,28 +220,31 @@ impl<P: Provider> Reconciler<P> {
         real: Vec<Decision>,
         tick: &mut TickContext<'_>,
     ) -> Result<(), StoreError> {
-        for group in groups(&real) {
+        for (call, group) in groups(&real) {
             let span = tracing::info_span!(
                 "action",
                 action = group[0].action.as_str(),
                 region = group[0].region.as_str(),
                 instances = group.len(),
             );
-            self.act_on_group(group, tick).instrument(span).await?;
+            self.act_on_group(call, group, tick)
+                .instrument(span)
+                .await?;
         }
         Ok(())
     }
 
-    /// One cloud call for `group` (one action in one region): the instances it would stop read
-    /// again, then its intents, less the instances a tag or an override made since the decision
-    /// protects; then the call; then its outcomes with what ebb remembers of it, and its
-    /// notices.
+    /// One cloud `call` for `group` (one action in one region): the instances it would stop
+    /// read again, then its intents, less the instances a tag or an override made since the
+    /// decision protects; then the call; then its outcomes with what ebb remembers of it, and
+    /// its notices.
     async fn act_on_group(
         &self,
+        call: CloudCall,
         group: Vec<&Decision>,
         tick: &mut TickContext<'_>,
     ) -> Result<(), StoreError> {
-        let group = self.still_unprotected(group, tick).await;
+        let group = self.still_unprotected(call, group, tick).await;
         if group.is_empty() {
             return Ok(());
         }
@@ -280,28 +279,29 @@ impl<P: Provider> Reconciler<P> {
             .iter()
             .filter_map(|i| Some((i.entry.instance.as_deref()?, i.seq)))
             .collect();
-        let cloud = self.call(&group, tick.now).await;
+        let cloud = self.call(call, &group, tick.now).await;
         let outcomes = outcome_entries(&group, &cloud, |d, outcome| NewAuditEntry {
             intent_seq: seq_of.get(d.instance.as_str()).copied(),
             ..tick.entry(d, outcome, false)
         });
         self.record(&group, outcomes, tick).await?;
-        if group[0].action == Action::Start {
+        if call == CloudCall::Start {
             self.fall_back(&group, &cloud, tick).await?;
         }
         Ok(())
     }
 
-    /// The decisions of `group` whose instances may still be acted on. For a stop (or its
-    /// notice), the instances are read again from the cloud first, and those whose tags now
-    /// forbid it (`ebb:keep-until`, `ebb:skip`), or that are no longer listed, are left out; a
-    /// read that fails leaves the whole group out, since unknown means no stop.
+    /// The decisions of `group` whose instances may still be acted on by `call`. For a stop
+    /// (or its notice), the instances are read again from the cloud first, and those whose tags
+    /// now forbid it (`ebb:keep-until`, `ebb:skip`), or that are no longer listed, are left
+    /// out; a read that fails leaves the whole group out, since unknown means no stop.
     async fn still_unprotected<'d>(
         &self,
+        call: CloudCall,
         group: Vec<&'d Decision>,
         tick: &mut TickContext<'_>,
     ) -> Vec<&'d Decision> {
-        if !group[0].action.stops() {
+        if !call.stops() {
             return group;
         }
         let region = group[0].region.as_str();
@@ -335,26 +335,25 @@ impl<P: Provider> Reconciler<P> {
         still
     }
 
-    /// The cloud call for `group`: one action in one region.
-    async fn call(&self, group: &[&Decision], now: DateTime<Utc>) -> ActionReport {
-        let (action, region) = (group[0].action, group[0].region.as_str());
+    /// Makes `call` for `group`: one action in one region.
+    async fn call(&self, call: CloudCall, group: &[&Decision], now: DateTime<Utc>) -> ActionReport {
+        let region = group[0].region.as_str();
         let ids: Vec<String> = group.iter().map(|d| d.instance.clone()).collect();
-        match action {
-            Action::Start => self.provider.start(region, &ids).await,
-            Action::Stop => self.provider.stop(region, &ids, false).await,
-            Action::Hibernate => self.provider.stop(region, &ids, true).await,
-            Action::WithdrawNotice => {
-                self.provider
-                    .untag(region, &ids, &[STOP_AT_TAG.to_string()])
-                    .await
-            }
-            _ => {
+        match call {
+            CloudCall::Start => self.provider.start(region, &ids).await,
+            CloudCall::Stop(kind) => self.provider.stop(region, &ids, kind).await,
+            CloudCall::Notice => {
                 let at = group[0]
                     .stop_at
                     .unwrap_or(now)
                     .to_rfc3339_opts(SecondsFormat::Secs, true);
                 let tags = BTreeMap::from([(STOP_AT_TAG.to_string(), at)]);
                 self.provider.tag(region, &ids, &tags).await
+            }
+            CloudCall::Withdraw => {
+                self.provider
+                    .untag(region, &ids, &[STOP_AT_TAG.to_string()])
+                    .await
             }
         }
     }
@@ -465,38 +464,91 @@ fn notice(d: &Decision) -> String {
     )
 }
 
-/// The EC2 API that carries out `action`, whose buckets it waits for.
-fn api_of(action: Action) -> Option<&'static str> {
-    match action {
-        Action::Start => Some("StartInstances"),
-        Action::Stop | Action::Hibernate => Some("StopInstances"),
-        Action::Notify => Some("CreateTags"),
-        Action::WithdrawNotice => Some("DeleteTags"),
-        _ => None,
+/// The cloud call that carries out an action of this phase. [`CloudCall::of`] maps every
+/// action the engine decides to one call or to none, without a catch-all: a new action does
+/// not compile until it says what it calls.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum CloudCall {
+    /// StartInstances.
+    Start,
+    /// StopInstances, plain or hibernating.
+    Stop(StopKind),
+    /// CreateTags of `ebb:stop-at`: the notice of a coming stop.
+    Notice,
+    /// DeleteTags of `ebb:stop-at`: a notice taken back.
+    Withdraw,
+}
+
+impl CloudCall {
+    /// The call `action` makes in this phase; `None` for the actions carried out elsewhere or
+    /// not at all.
+    fn of(action: Action) -> Option<CloudCall> {
+        match action {
+            Action::Start => Some(CloudCall::Start),
+            Action::Stop => Some(CloudCall::Stop(StopKind::Stop)),
+            Action::Hibernate => Some(CloudCall::Stop(StopKind::Hibernate)),
+            Action::Notify => Some(CloudCall::Notice),
+            Action::WithdrawNotice => Some(CloudCall::Withdraw),
+            // Spot moves and relaunches are the migrations' (a dry run of a move is audited
+            // here), a resize is a refused start's fallback's, and nothing calls nothing.
+            Action::MigrateToSpot
+            | Action::RelaunchSpot
+            | Action::FallbackOnDemand
+            | Action::Resize
+            | Action::None => None,
+        }
+    }
+
+    /// The EC2 API whose token buckets it waits for.
+    fn api(self) -> &'static str {
+        match self {
+            CloudCall::Start => "StartInstances",
+            CloudCall::Stop(_) => "StopInstances",
+            CloudCall::Notice => "CreateTags",
+            CloudCall::Withdraw => "DeleteTags",
+        }
+    }
+
+    /// Whether it stops the instances or announces that it will: they are read again right
+    /// before it.
+    fn stops(self) -> bool {
+        match self {
+            CloudCall::Stop(_) | CloudCall::Notice => true,
+            CloudCall::Start | CloudCall::Withdraw => false,
+        }
+    }
+
+    /// Its rank in the order calls are made: starts first (people are waiting for them), then
+    /// notices, then stops.
+    fn rank(self) -> u8 {
+        match self {
+            CloudCall::Start => 0,
+            CloudCall::Notice | CloudCall::Withdraw => 1,
+            CloudCall::Stop(_) => 2,
+        }
     }
 }
 
-/// The order actions are carried out in.
+/// The order `action` is carried out in: its call's rank.
 fn order(action: Action) -> u8 {
-    match action {
-        Action::Start => 0,
-        Action::Notify | Action::WithdrawNotice => 1,
-        _ => 2,
+    match CloudCall::of(action) {
+        Some(call) => call.rank(),
+        // A dry run of a spot move, only audited, goes with the stops.
+        None => CloudCall::Stop(StopKind::Stop).rank(),
     }
 }
 
 /// Decisions grouped into cloud calls: by action, region and (for notices) the announced
-/// time, in the order [`order`] gives.
-fn groups(decisions: &[Decision]) -> Vec<Vec<&Decision>> {
-    let mut groups: BTreeMap<_, Vec<&Decision>> = BTreeMap::new();
+/// time, in the order [`order`] gives. A decision without a call is left out: only dry runs
+/// have none, and they are audited apart.
+fn groups(decisions: &[Decision]) -> Vec<(CloudCall, Vec<&Decision>)> {
+    let mut groups: BTreeMap<_, (CloudCall, Vec<&Decision>)> = BTreeMap::new();
     for d in decisions {
-        let key = (
-            order(d.action),
-            d.action.as_str(),
-            d.stop_at,
-            d.region.as_str(),
-        );
-        groups.entry(key).or_default().push(d);
+        let Some(call) = CloudCall::of(d.action) else {
+            continue;
+        };
+        let key = (call.rank(), d.action.as_str(), d.stop_at, d.region.as_str());
+        groups.entry(key).or_insert((call, Vec::new())).1.push(d);
     }
     groups.into_values().collect()
 }

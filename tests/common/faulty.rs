@@ -6,7 +6,7 @@
 use chrono::{DateTime, Utc};
 use ebb::cloud::{
     ActionReport, Artifact, CloudError, ErrorKind, Failed, Image, ImageMade, InstanceStatus,
-    Inventory, Launch, LaunchSpec, Provider, ScopeFailure, TypePrice,
+    Inventory, Launch, LaunchSpec, Provider, ScopeFailure, StopKind, TypePrice,
 };
 use ebb::fleet::{Instance, InstanceState, Sample};
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -488,13 +488,13 @@ impl<P: Provider> Provider for Faulty<P> {
         )
     }
 
-    async fn stop(&self, region: &str, ids: &[String], hibernate: bool) -> ActionReport {
+    async fn stop(&self, region: &str, ids: &[String], kind: StopKind) -> ActionReport {
         report_call!(
             self,
             "stop",
             "StopInstances",
             ids,
-            self.inner.stop(region, ids, hibernate)
+            self.inner.stop(region, ids, kind)
         )
     }
 

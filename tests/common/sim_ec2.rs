@@ -8,7 +8,7 @@ use chrono::{DateTime, Utc};
 use ebb::cloud::sim::SimProvider;
 use ebb::cloud::{
     ActionReport, Artifact, ArtifactKind, CloudError, Done, ErrorKind, Image, ImageMade,
-    InstanceStatus, Inventory, Launch, LaunchSpec, Provider, TypePrice, SPOT_TERMINATION,
+    InstanceStatus, Inventory, Launch, LaunchSpec, Provider, StopKind, TypePrice, SPOT_TERMINATION,
 };
 use ebb::fleet::{Instance, Sample};
 use ebb::names::{IMAGE_OF_TAG, LAUNCH_TAG, MIGRATION_TAG};
@@ -157,8 +157,8 @@ impl Provider for SimEc2 {
         self.sim.prices(region, types, now).await
     }
 
-    async fn stop(&self, region: &str, ids: &[String], hibernate: bool) -> ActionReport {
-        self.sim.stop(region, ids, hibernate).await
+    async fn stop(&self, region: &str, ids: &[String], kind: StopKind) -> ActionReport {
+        self.sim.stop(region, ids, kind).await
     }
 
     async fn start(&self, region: &str, ids: &[String]) -> ActionReport {

@@ -12,7 +12,7 @@ use super::{cloud_error, tag_map, AwsProvider, Known};
 use crate::cloud::pacing::Key;
 use crate::cloud::{
     ActionReport, Artifact, CloudError, ErrorKind, Failed, Image, ImageMade, ImageState,
-    InstanceStatus, Inventory, Launch, LaunchSpec, Provider, ScopeFailure, TypePrice,
+    InstanceStatus, Inventory, Launch, LaunchSpec, Provider, ScopeFailure, StopKind, TypePrice,
 };
 use crate::fleet::{Instance, Sample};
 use aws_sdk_ec2::error::ProvideErrorMetadata;
@@ -193,25 +193,27 @@ impl Provider for AwsProvider {
         Ok(prices.into_values().collect())
     }
 
-    /// StopInstances in batches; with `hibernate`, those launched with hibernation configured
-    /// hibernate, and those EC2 still refuses to hibernate are stopped plainly, saying so.
-    async fn stop(&self, region: &str, ids: &[String], hibernate: bool) -> ActionReport {
+    /// StopInstances in batches; a hibernation hibernates the instances launched with
+    /// hibernation configured, and stops plainly the others and those EC2 still refuses to
+    /// hibernate, saying so.
+    async fn stop(&self, region: &str, ids: &[String], kind: StopKind) -> ActionReport {
         let (groups, mut report) = self.group_by_scope(region, ids, "StopInstances");
         for (index, ids) in groups {
             let scope = &self.scopes[index];
-            let (hibernating, plain): (Vec<String>, Vec<String>) = if hibernate {
-                let known = self.known.read().expect("instance map poisoned");
-                ids.into_iter()
-                    .partition(|id| known.get(id).is_some_and(|k| k.hibernation))
-            } else {
-                (Vec::new(), ids)
+            let (hibernating, plain): (Vec<String>, Vec<String>) = match kind {
+                StopKind::Hibernate => {
+                    let known = self.known.read().expect("instance map poisoned");
+                    ids.into_iter()
+                        .partition(|id| known.get(id).is_some_and(|k| k.hibernation))
+                }
+                StopKind::Stop => (Vec::new(), ids),
             };
             let mut stopped = self
                 .batched(scope, "StopInstances", plain, |batch| {
                     self.stop_call(scope, batch, false)
                 })
                 .await;
-            if hibernate {
+            if kind == StopKind::Hibernate {
                 for done in &mut stopped.done {
                     done.fallback = Some(NOT_CONFIGURED.to_string());
                 }
