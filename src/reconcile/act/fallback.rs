@@ -4,7 +4,8 @@
 //! `fallback_type`), and so is each start after it: an intent committed on the leader's session
 //! before the call, one outcome after it.
 
-use super::{outcome_entries, Reconciler, TickContext};
+use super::outcomes::outcome_entries;
+use super::{Reconciler, TickContext};
 use crate::cloud::{ActionReport, ErrorKind, Provider};
 use crate::engine::{Action, Code, Decision};
 use crate::fleet::InstanceState;
