@@ -1,10 +1,9 @@
 //! The command line's flags and arguments, and how they become the library's values.
 
-use crate::clock::Clock;
-use crate::cloud::aws::{self, AwsProvider};
-use crate::cloud::pacing::{Pacer, RateLimits};
-use crate::cloud::sim::SimProvider;
-use crate::cloud::{Cloud, OnDemandPrices};
+use super::cloud::Connected;
+use crate::cloud::aws;
+use crate::cloud::pacing::RateLimits;
+use crate::cloud::{OnDemandPrices, Provider};
 use crate::control::Tasks;
 use crate::reconcile::{Options, Pacing, PolicySource, Reconciler};
 use crate::store::{AuditFilter, Outcome, Store};
@@ -64,30 +63,27 @@ pub(super) struct ReconcileArgs {
 pub(super) const WEBHOOK_DRAIN: std::time::Duration = std::time::Duration::from_secs(30);
 
 impl ReconcileArgs {
-    /// The reconciler (a simulated fleet runs on `clock`), and the webhook poster to drain
-    /// before exit.
-    /// Webhook notices are reported into `tasks`.
-    pub(super) async fn reconciler(
+    /// The reconciler over `store` and `cloud` (connected from [`ReconcileArgs::cloud`]), and
+    /// the webhook poster to drain before exit. Webhook notices are reported into `tasks`.
+    pub(super) fn reconciler<P: Provider>(
         self,
-        clock: Clock,
+        store: Store,
+        cloud: Connected<P>,
         tasks: Tasks,
-    ) -> Result<(Reconciler<Cloud>, Option<Poster>)> {
-        let store = Store::open_from_env().await?;
-        let provider = self.cloud.provider(clock).await?;
+    ) -> Result<(Reconciler<P>, Option<Poster>)> {
         let (webhook, poster) = self
             .webhook_url
             .map(|url| Webhook::start(url, tasks))
             .unzip();
         // A call of a tick ends by the tick's deadline and the call's own time limit. The
         // simulated fleet acts in memory, at once: nothing of it is ever in flight.
-        let in_flight = match &provider {
-            Cloud::Aws(aws) => self.tick_deadline + aws.timeouts().operation,
-            Cloud::Sim(_) => std::time::Duration::ZERO,
-        };
+        let in_flight = cloud.call_limit.map_or(std::time::Duration::ZERO, |limit| {
+            self.tick_deadline + limit
+        });
         let in_flight_for =
             chrono::Duration::from_std(in_flight).context("the tick deadline is too long")?;
         // Half the deadline for waiting on EC2's token buckets leaves the rest for the tick.
-        let pacing = provider.pacer().map(|pacer| Pacing {
+        let pacing = cloud.pacer.map(|pacer| Pacing {
             pacer,
             within: self.tick_deadline / 2,
             batch: aws::Settings::default().batch_size,
@@ -101,7 +97,10 @@ impl ReconcileArgs {
             prometheus: self.gpu_source.prometheus()?,
         };
         let policies = Arc::new(PolicySource::new(self.policies.policies));
-        Ok((Reconciler::new(provider, store, policies, options), poster))
+        Ok((
+            Reconciler::new(cloud.provider, store, policies, options),
+            poster,
+        ))
     }
 }
 
@@ -117,7 +116,7 @@ fn parse_deadline(s: &str) -> Result<std::time::Duration, String> {
 }
 
 /// Where ebb looks in AWS.
-#[derive(Args)]
+#[derive(Args, Clone)]
 pub(super) struct CloudArgs {
     /// The cloud: aws, or sim:FLEET_FILE (a simulated fleet seeded from a fleet snapshot).
     #[arg(long, env = "EBB_CLOUD", default_value = "aws", value_parser = parse_cloud)]
@@ -218,38 +217,6 @@ pub(super) fn on_demand_prices(
         }
     }
     Ok(table)
-}
-
-impl CloudArgs {
-    /// The provider; a simulated fleet runs on `clock`.
-    pub(super) async fn provider(self, clock: Clock) -> Result<Cloud> {
-        match self.cloud {
-            CloudChoice::Aws => {
-                let on_demand = match &self.prices {
-                    Some(file) => OnDemandPrices::load(file)?,
-                    None => OnDemandPrices::default(),
-                };
-                let settings = aws::Settings {
-                    regions: self.regions,
-                    role_arns: self.role_arns,
-                    managed_tag: self.managed_tag.0,
-                    on_demand,
-                    rate_limits: self.ec2_rate_limits,
-                    ..aws::Settings::default()
-                };
-                Ok(Cloud::Aws(Box::new(AwsProvider::connect(settings).await?)))
-            }
-            CloudChoice::Sim(file) => {
-                let (fleet, behaviours) = snapshot::load_simulation(&file)?;
-                // The simulated EC2 meters calls as EC2 does, and ebb paces them.
-                let pacer = Arc::new(Pacer::new(self.ec2_rate_limits.clone(), &clock));
-                let sim = SimProvider::new(fleet, behaviours, clock)
-                    .metered(self.ec2_rate_limits)
-                    .paced_by(pacer);
-                Ok(Cloud::Sim(sim))
-            }
-        }
-    }
 }
 
 /// Filters and format of `ebb audit`.

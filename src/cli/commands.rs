@@ -4,16 +4,19 @@ use super::args::{
     AuditArgs, AuditFormat, CloudArgs, Format, Input, OverrideArgs, ReconcileArgs, WEBHOOK_DRAIN,
 };
 use super::audit::{publish_after, CheckpointArgs};
+use super::cloud::{Connected, OnCloud};
 use super::serve::replica_name;
+use crate::checkpoint::Publisher;
 use crate::clock::Clock;
-use crate::cloud::Provider as _;
+use crate::cloud::Provider;
 use crate::control::Tasks;
-use crate::store::{Grant, Store};
+use crate::store::{Grant, MigrationRecord, Store};
 use crate::{engine, output, policy};
 use anyhow::{bail, Context as _, Result};
 use chrono::{DateTime, Local, Utc};
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::Arc;
 
 /// 0, or 1 when the command ran and found a problem.
 fn found_problem(problem: bool) -> ExitCode {
@@ -186,27 +189,48 @@ pub(super) async fn orphans(mut cloud: CloudArgs, format: Format) -> Result<Exit
         bail!("no region to look in: no migration was made yet and EBB_REGIONS is not set");
     }
     cloud.regions.clone_from(&regions);
-    let provider = cloud.provider(Clock::System).await?;
-    let mut found = Vec::new();
-    let mut failed = false;
-    for region in &regions {
-        match provider.migration_artifacts(region).await {
-            Ok(artifacts) => found.extend(artifacts),
-            Err(e) => {
-                eprintln!("error: cannot list what carries ebb's migration tags in {region}: {e}");
-                failed = true;
+    let command = Orphans {
+        regions,
+        migrations,
+        format,
+    };
+    cloud.run(Clock::System, command).await
+}
+
+/// `ebb migrations --orphans` once the migrations are read.
+struct Orphans {
+    regions: Vec<String>,
+    migrations: Vec<MigrationRecord>,
+    format: Format,
+}
+
+impl OnCloud for Orphans {
+    type Output = ExitCode;
+
+    async fn on<P: Provider>(self, cloud: Connected<P>) -> Result<ExitCode> {
+        let mut found = Vec::new();
+        let mut failed = false;
+        for region in &self.regions {
+            match cloud.provider.migration_artifacts(region).await {
+                Ok(artifacts) => found.extend(artifacts),
+                Err(e) => {
+                    eprintln!(
+                        "error: cannot list what carries ebb's migration tags in {region}: {e}"
+                    );
+                    failed = true;
+                }
             }
         }
+        let orphans = crate::spot::orphans::orphans(found, &self.migrations);
+        print!(
+            "{}",
+            match self.format {
+                Format::Table => output::orphans_table(&orphans),
+                Format::Json => output::orphans_json(&orphans),
+            }
+        );
+        Ok(found_problem(failed || !orphans.is_empty()))
     }
-    let orphans = crate::spot::orphans::orphans(found, &migrations);
-    print!(
-        "{}",
-        match format {
-            Format::Table => output::orphans_table(&orphans),
-            Format::Json => output::orphans_json(&orphans),
-        }
-    );
-    Ok(found_problem(failed || !orphans.is_empty()))
 }
 
 /// `ebb tick`: one reconcile pass as the leader.
@@ -216,40 +240,65 @@ pub(super) async fn tick(
     checkpoints: CheckpointArgs,
 ) -> Result<ExitCode> {
     let at = at.unwrap_or_else(Utc::now);
-    let deadline = reconcile.tick_deadline;
     let metrics = crate::metrics::Metrics::default();
     let publisher = checkpoints
         .publisher(Tasks::default(), metrics.audit_checkpoint_failures())
         .await?;
-    let (reconciler, poster) = reconcile
-        .reconciler(Clock::Fixed(at), Tasks::default())
-        .await?;
-    let Some(mut leader) = reconciler.store().try_lead(&replica_name()).await? else {
-        bail!("another ebb is the leader and acting (ebb serve?); this tick did nothing");
+    let store = Store::open_from_env().await?;
+    let cloud = reconcile.cloud.clone();
+    let command = Tick {
+        at,
+        reconcile,
+        store,
+        publisher,
     };
-    let Ok(report) = tokio::time::timeout(deadline, reconciler.tick(at, &mut leader)).await else {
-        bail!(
-            "the tick was abandoned: still running after the tick deadline of {} \
-             (EBB_TICK_DEADLINE); an action it left without an outcome is resolved by a later tick",
-            humantime::format_duration(deadline)
-        );
-    };
-    // Rows a failed tick appended are checkpointed too.
-    publish_after(publisher.as_deref(), reconciler.store()).await;
-    // The queue closes with the reconciler; what it holds is posted before exit.
-    drop(reconciler);
-    if let Some(poster) = poster {
-        poster.finish(WEBHOOK_DRAIN).await;
+    cloud.run(Clock::Fixed(at), command).await
+}
+
+/// `ebb tick` once the store is open.
+struct Tick {
+    at: DateTime<Utc>,
+    reconcile: ReconcileArgs,
+    store: Store,
+    publisher: Option<Arc<Publisher>>,
+}
+
+impl OnCloud for Tick {
+    type Output = ExitCode;
+
+    async fn on<P: Provider>(self, cloud: Connected<P>) -> Result<ExitCode> {
+        let (at, deadline) = (self.at, self.reconcile.tick_deadline);
+        let (reconciler, poster) =
+            self.reconcile
+                .reconciler(self.store, cloud, Tasks::default())?;
+        let Some(mut leader) = reconciler.store().try_lead(&replica_name()).await? else {
+            bail!("another ebb is the leader and acting (ebb serve?); this tick did nothing");
+        };
+        let Ok(report) = tokio::time::timeout(deadline, reconciler.tick(at, &mut leader)).await
+        else {
+            bail!(
+                "the tick was abandoned: still running after the tick deadline of {} \
+                 (EBB_TICK_DEADLINE); an action it left without an outcome is resolved by a later tick",
+                humantime::format_duration(deadline)
+            );
+        };
+        // Rows a failed tick appended are checkpointed too.
+        publish_after(self.publisher.as_deref(), reconciler.store()).await;
+        // The queue closes with the reconciler; what it holds is posted before exit.
+        drop(reconciler);
+        if let Some(poster) = poster {
+            poster.finish(WEBHOOK_DRAIN).await;
+        }
+        let report = report?;
+        print!("{}", output::tick_summary(&report));
+        if let Some(err) = &report.policy_error {
+            eprintln!("error: {err}");
+        }
+        for failure in &report.inventory_failures {
+            eprintln!("error: cannot list instances in {failure}");
+        }
+        Ok(found_problem(report.failed()))
     }
-    let report = report?;
-    print!("{}", output::tick_summary(&report));
-    if let Some(err) = &report.policy_error {
-        eprintln!("error: {err}");
-    }
-    for failure in &report.inventory_failures {
-        eprintln!("error: cannot list instances in {failure}");
-    }
-    Ok(found_problem(report.failed()))
 }
 
 /// `ebb ready`: whether the local `ebb serve` answers `/readyz` with 200.
@@ -272,27 +321,40 @@ pub(super) async fn ready(mut listen: std::net::SocketAddr) -> Result<ExitCode> 
 
 /// `ebb inventory`: the managed instances as the cloud lists them now.
 pub(super) async fn inventory(cloud: CloudArgs, format: Format) -> Result<ExitCode> {
-    let inventory = cloud.provider(Clock::System).await?.instances().await;
-    print!(
-        "{}",
-        match format {
-            Format::Json => output::snapshot_json(&inventory.instances),
-            Format::Table => output::instances_table(&inventory.instances, &Local),
-        }
-    );
-    for failure in &inventory.failures {
-        eprintln!(
-            "error: cannot list instances in {}{}: {}",
-            failure.region,
-            failure
-                .account
-                .as_deref()
-                .map(|a| format!(" as {a}"))
-                .unwrap_or_default(),
-            failure.error
+    cloud.run(Clock::System, Inventory { format }).await
+}
+
+/// `ebb inventory` in a format.
+struct Inventory {
+    format: Format,
+}
+
+impl OnCloud for Inventory {
+    type Output = ExitCode;
+
+    async fn on<P: Provider>(self, cloud: Connected<P>) -> Result<ExitCode> {
+        let inventory = cloud.provider.instances().await;
+        print!(
+            "{}",
+            match self.format {
+                Format::Json => output::snapshot_json(&inventory.instances),
+                Format::Table => output::instances_table(&inventory.instances, &Local),
+            }
         );
+        for failure in &inventory.failures {
+            eprintln!(
+                "error: cannot list instances in {}{}: {}",
+                failure.region,
+                failure
+                    .account
+                    .as_deref()
+                    .map(|a| format!(" as {a}"))
+                    .unwrap_or_default(),
+                failure.error
+            );
+        }
+        Ok(found_problem(!inventory.failures.is_empty()))
     }
-    Ok(found_problem(!inventory.failures.is_empty()))
 }
 
 /// `ebb metrics export`: the GPU readings kept since `since`, as CSV on standard output.

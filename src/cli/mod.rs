@@ -8,6 +8,7 @@
 
 mod args;
 mod audit;
+mod cloud;
 mod commands;
 mod gpu_source;
 mod replay;

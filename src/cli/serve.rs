@@ -1,10 +1,13 @@
 //! `ebb serve`: its flags, its clock, and the signals that ask for a tick or a shutdown.
 
 use super::args::{on_demand_prices, parse_speed, CloudChoice, ReconcileArgs, WEBHOOK_DRAIN};
+use super::cloud::{Connected, OnCloud};
 use crate::api::{ApiLimits, Tokens};
 use crate::clock::Clock;
 use crate::cloud::aws::warnings::InterruptionQueue;
+use crate::cloud::{OnDemandPrices, Provider};
 use crate::control::Control;
+use crate::store::Store;
 use crate::{serve, when};
 use anyhow::{bail, Result};
 use chrono::{DateTime, Utc};
@@ -100,69 +103,101 @@ pub(super) async fn run(args: ServeArgs) -> Result<ExitCode> {
         &args.reconcile.cloud.cloud,
     )?;
     let clock = args.clock()?;
-    let control = Arc::new(Control::default());
-    let deadline = args.reconcile.tick_deadline;
-    let watched = (
-        args.reconcile.cloud.regions.clone(),
-        args.reconcile.cloud.role_arns.clone(),
-    );
-    let (reconciler, poster) = args
-        .reconcile
-        .reconciler(clock, control.tasks.clone())
-        .await?;
-    let checkpoints = args
-        .checkpoints
-        .publisher(
-            control.tasks.clone(),
-            control.metrics.audit_checkpoint_failures(),
-        )
-        .await?;
-    let name = args.replica.unwrap_or_else(replica_name);
-    let mut hangup = signal(SignalKind::hangup())?;
-    let on_hangup = control.clone();
-    tokio::spawn(async move {
-        while hangup.recv().await.is_some() {
-            on_hangup.wake.notify_one();
-        }
-    });
-    let mut terminate = signal(SignalKind::terminate())?;
-    let shutdown = async move {
-        tokio::select! {
-            _ = terminate.recv() => {}
-            _ = tokio::signal::ctrl_c() => {}
-        }
-        tracing::info!("shutting down after the tick in flight");
-    };
-    tracing::info!(replica = %name, every = %humantime::format_duration(args.tick), "serving");
-    let config = serve::Config {
-        name,
-        interval: args.tick,
-        deadline,
-        clock,
-        listen: args.listen,
+    let store = Store::open_from_env().await?;
+    let cloud = args.reconcile.cloud.clone();
+    let command = Serving {
+        args,
         tokens,
-        checkpoints,
-        limits: ApiLimits {
-            public_reads: args.api_public_reads,
-            max_override: chrono::Duration::from_std(args.max_override)?,
-            secure_cookies: args.console_secure_cookies,
-            ..ApiLimits::default()
-        },
-        retention: serve::Retention {
-            history: chrono::Duration::from_std(args.retention)?,
-            readings: chrono::Duration::from_std(args.metrics_retention)?,
-        },
         prices,
-        interruptions: match args.interruption_queue {
-            Some(url) => Some(InterruptionQueue::connect(url, watched.0, &watched.1).await),
-            None => None,
-        },
+        clock,
+        store,
     };
-    serve::run(reconciler, config, control, shutdown).await?;
-    if let Some(poster) = poster {
-        poster.finish(WEBHOOK_DRAIN).await;
+    cloud.run(clock, command).await
+}
+
+/// `ebb serve` once its flags are checked and the store is open.
+struct Serving {
+    args: ServeArgs,
+    tokens: Tokens,
+    prices: OnDemandPrices,
+    clock: Clock,
+    store: Store,
+}
+
+impl OnCloud for Serving {
+    type Output = ExitCode;
+
+    async fn on<P: Provider>(self, cloud: Connected<P>) -> Result<ExitCode> {
+        let Serving {
+            args,
+            tokens,
+            prices,
+            clock,
+            store,
+        } = self;
+        let control = Arc::new(Control::default());
+        let deadline = args.reconcile.tick_deadline;
+        let watched = (
+            args.reconcile.cloud.regions.clone(),
+            args.reconcile.cloud.role_arns.clone(),
+        );
+        let (reconciler, poster) =
+            args.reconcile
+                .reconciler(store, cloud, control.tasks.clone())?;
+        let checkpoints = args
+            .checkpoints
+            .publisher(
+                control.tasks.clone(),
+                control.metrics.audit_checkpoint_failures(),
+            )
+            .await?;
+        let name = args.replica.unwrap_or_else(replica_name);
+        let mut hangup = signal(SignalKind::hangup())?;
+        let on_hangup = control.clone();
+        tokio::spawn(async move {
+            while hangup.recv().await.is_some() {
+                on_hangup.wake.notify_one();
+            }
+        });
+        let mut terminate = signal(SignalKind::terminate())?;
+        let shutdown = async move {
+            tokio::select! {
+                _ = terminate.recv() => {}
+                _ = tokio::signal::ctrl_c() => {}
+            }
+            tracing::info!("shutting down after the tick in flight");
+        };
+        tracing::info!(replica = %name, every = %humantime::format_duration(args.tick), "serving");
+        let config = serve::Config {
+            name,
+            interval: args.tick,
+            deadline,
+            clock,
+            listen: args.listen,
+            tokens,
+            checkpoints,
+            limits: ApiLimits {
+                public_reads: args.api_public_reads,
+                max_override: chrono::Duration::from_std(args.max_override)?,
+                secure_cookies: args.console_secure_cookies,
+                ..ApiLimits::default()
+            },
+            retention: serve::Retention {
+                history: chrono::Duration::from_std(args.retention)?,
+                readings: chrono::Duration::from_std(args.metrics_retention)?,
+            },
+            prices,
+            interruptions: match args.interruption_queue {
+                Some(url) => Some(InterruptionQueue::connect(url, watched.0, &watched.1).await),
+                None => None,
+            },
+        };
+        serve::run(reconciler, config, control, shutdown).await?;
+        if let Some(poster) = poster {
+            poster.finish(WEBHOOK_DRAIN).await;
+        }
+        Ok(ExitCode::SUCCESS)
     }
-    Ok(ExitCode::SUCCESS)
 }
 
 /// A tick deadline: a duration above zero.

@@ -65,6 +65,16 @@ impl TypePrice {
     }
 }
 
+/// How [`Provider::stop`] stops instances.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum StopKind {
+    /// A plain stop: what runs in memory is lost.
+    Stop,
+    /// A hibernation, memory kept on the root volume, of the instances launched with
+    /// hibernation configured; the others are stopped plainly, which [`Done::fallback`] says.
+    Hibernate,
+}
+
 /// What a call that changes instances did, instance by instance.
 #[derive(Debug, Default)]
 pub struct ActionReport {
@@ -133,12 +143,12 @@ pub trait Provider: Send + Sync {
         now: DateTime<Utc>,
     ) -> impl Future<Output = Result<Vec<TypePrice>, CloudError>> + Send;
 
-    /// Stops instances; with `hibernate`, hibernates those configured for it and stops the rest.
+    /// Stops instances, plainly or hibernating as `kind` says.
     fn stop(
         &self,
         region: &str,
         ids: &[String],
-        hibernate: bool,
+        kind: StopKind,
     ) -> impl Future<Output = ActionReport> + Send;
 
     /// Starts instances.
@@ -242,142 +252,4 @@ pub trait Provider: Send + Sync {
         &self,
         region: &str,
     ) -> impl Future<Output = Result<Vec<Artifact>, CloudError>> + Send;
-}
-
-/// The provider `EBB_CLOUD` chose.
-#[derive(Debug)]
-pub enum Cloud {
-    /// EC2 and CloudWatch.
-    Aws(Box<aws::AwsProvider>),
-    /// The simulated fleet.
-    Sim(sim::SimProvider),
-}
-
-impl Cloud {
-    /// The token buckets its calls wait for, when it paces them.
-    pub fn pacer(&self) -> Option<std::sync::Arc<pacing::Pacer>> {
-        match self {
-            Cloud::Aws(aws) => Some(aws.pacer().clone()),
-            Cloud::Sim(sim) => sim.pacer(),
-        }
-    }
-}
-
-/// Calls the same method on whichever provider it is.
-macro_rules! delegate {
-    ($self:ident, $p:ident => $call:expr) => {
-        match $self {
-            Cloud::Aws($p) => $call.await,
-            Cloud::Sim($p) => $call.await,
-        }
-    };
-}
-
-impl Provider for Cloud {
-    async fn instances(&self) -> Inventory {
-        delegate!(self, p => p.instances())
-    }
-
-    async fn reread(&self, region: &str, ids: &[String]) -> Result<Vec<Instance>, CloudError> {
-        delegate!(self, p => p.reread(region, ids))
-    }
-
-    async fn gpu_utilisation(
-        &self,
-        region: &str,
-        instances: &[String],
-        from: DateTime<Utc>,
-        to: DateTime<Utc>,
-    ) -> Result<HashMap<String, Vec<Sample>>, CloudError> {
-        delegate!(self, p => p.gpu_utilisation(region, instances, from, to))
-    }
-
-    async fn prices(
-        &self,
-        region: &str,
-        types: &[String],
-        now: DateTime<Utc>,
-    ) -> Result<Vec<TypePrice>, CloudError> {
-        delegate!(self, p => p.prices(region, types, now))
-    }
-
-    async fn stop(&self, region: &str, ids: &[String], hibernate: bool) -> ActionReport {
-        delegate!(self, p => p.stop(region, ids, hibernate))
-    }
-
-    async fn start(&self, region: &str, ids: &[String]) -> ActionReport {
-        delegate!(self, p => p.start(region, ids))
-    }
-
-    async fn set_type(&self, region: &str, id: &str, instance_type: &str) -> ActionReport {
-        delegate!(self, p => p.set_type(region, id, instance_type))
-    }
-
-    async fn tag(
-        &self,
-        region: &str,
-        ids: &[String],
-        tags: &BTreeMap<String, String>,
-    ) -> ActionReport {
-        delegate!(self, p => p.tag(region, ids, tags))
-    }
-
-    async fn untag(&self, region: &str, ids: &[String], keys: &[String]) -> ActionReport {
-        delegate!(self, p => p.untag(region, ids, keys))
-    }
-
-    async fn launch_spec(&self, region: &str, id: &str) -> Result<LaunchSpec, CloudError> {
-        delegate!(self, p => p.launch_spec(region, id))
-    }
-
-    async fn describe(
-        &self,
-        region: &str,
-        ids: &[String],
-    ) -> Result<Vec<InstanceStatus>, CloudError> {
-        delegate!(self, p => p.describe(region, ids))
-    }
-
-    async fn find_tagged(
-        &self,
-        region: &str,
-        key: &str,
-        value: &str,
-    ) -> Result<Option<InstanceStatus>, CloudError> {
-        delegate!(self, p => p.find_tagged(region, key, value))
-    }
-
-    async fn create_image(
-        &self,
-        region: &str,
-        id: &str,
-        name: &str,
-        tags: &BTreeMap<String, String>,
-    ) -> Result<ImageMade, CloudError> {
-        delegate!(self, p => p.create_image(region, id, name, tags))
-    }
-
-    async fn image(&self, region: &str, image: &str) -> Result<Option<Image>, CloudError> {
-        delegate!(self, p => p.image(region, image))
-    }
-
-    async fn launch(&self, region: &str, launch: &Launch) -> Result<InstanceStatus, CloudError> {
-        delegate!(self, p => p.launch(region, launch))
-    }
-
-    async fn terminate(&self, region: &str, ids: &[String]) -> ActionReport {
-        delegate!(self, p => p.terminate(region, ids))
-    }
-
-    async fn deregister_image(&self, region: &str, image: &str) -> Result<(), CloudError> {
-        delegate!(self, p => p.deregister_image(region, image))
-    }
-
-    async fn delete_snapshot(&self, region: &str, snapshot: &str) -> Result<(), CloudError> {
-        delegate!(self, p => p.delete_snapshot(region, snapshot))
-    }
-
-    async fn migration_artifacts(&self, region: &str) -> Result<Vec<Artifact>, CloudError> {
-        delegate!(self, p => p.migration_artifacts(region))
-    }
 }

@@ -15,7 +15,7 @@ pub use workload::write_utilisation;
 use super::pacing::{Key, Pacer, RateLimits};
 use super::{
     ActionReport, Artifact, CloudError, Image, ImageMade, InstanceStatus, Inventory, Launch,
-    LaunchSpec, Provider, TypePrice,
+    LaunchSpec, Provider, StopKind, TypePrice,
 };
 use crate::clock::Clock;
 use crate::fleet::{Fleet, Instance, InstanceState, Prices, Sample};
@@ -250,8 +250,8 @@ pub struct SimProvider {
     clock: Clock,
     prices: Prices,
     fleet: Mutex<SimFleet>,
-    /// EC2's rate limits and ebb's pacing, when either is on (boxed: rarely on, and
-    /// [`super::Cloud`] holds the provider inline).
+    /// EC2's rate limits and ebb's pacing, when either is on (boxed: rarely on, and the
+    /// reconciler holds the provider inline).
     limited: Box<RateLimited>,
 }
 
@@ -448,11 +448,10 @@ impl Provider for SimProvider {
             .collect())
     }
 
-    async fn stop(&self, region: &str, ids: &[String], hibernate: bool) -> ActionReport {
-        let takes = if hibernate {
-            HIBERNATE_TAKES
-        } else {
-            STOP_TAKES
+    async fn stop(&self, region: &str, ids: &[String], kind: StopKind) -> ActionReport {
+        let takes = match kind {
+            StopKind::Stop => STOP_TAKES,
+            StopKind::Hibernate => HIBERNATE_TAKES,
         };
         self.act("StopInstances", region, ids, |sim, now| {
             match sim.instance.state {

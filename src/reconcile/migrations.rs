@@ -1,15 +1,14 @@
 //! The tick's part in spot migrations: a new migration planned for each instance decided
 //! `migrate_to_spot`, and every live migration advanced by one step (see [`crate::spot`]).
 
-use super::{MigrationStep, Reconciler, TickReport};
+use super::{MigrationStep, Reconciler, TickContext};
 use crate::cloud::Provider;
 use crate::engine::{Action, Decision, Override};
 use crate::fleet::{Fleet, Instance};
 use crate::names::ACTOR;
 use crate::policy::PolicySet;
 use crate::spot::{self, drive};
-use crate::store::{Leadership, NewAuditEntry, StoreError};
-use chrono::{DateTime, Utc};
+use crate::store::{NewAuditEntry, StoreError};
 use std::collections::{BTreeMap, HashMap};
 use tracing::Instrument as _;
 
@@ -21,19 +20,15 @@ impl<P: Provider> Reconciler<P> {
         set: &PolicySet,
         fleet: &Fleet,
         decisions: &[Decision],
-        version: &str,
-        leader: &mut Leadership,
-        report: &mut TickReport,
+        tick: &mut TickContext<'_>,
     ) -> Result<(), StoreError> {
-        let now = report.at;
-        self.advance_migrations(set, fleet, decisions, version, now, leader, report)
-            .await?;
+        self.advance_migrations(set, fleet, decisions, tick).await?;
         let moving: Vec<&Decision> = decisions
             .iter()
             .filter(|d| d.action == Action::MigrateToSpot && !d.dry_run)
             .collect();
-        self.plan_migrations(&moving, fleet, now, report).await?;
-        self.sweep_lost_launches(version, now, leader, report).await
+        self.plan_migrations(&moving, fleet, tick).await?;
+        self.sweep_lost_launches(tick).await
     }
 
     /// At most once per [`spot::orphans::SWEEP_EVERY`], after the migrations moved on:
@@ -41,13 +36,8 @@ impl<P: Provider> Reconciler<P> {
     /// its migrations); anything else carrying ebb's migration tags is only logged, and
     /// listed by `ebb migrations --orphans`. A region that cannot be read is tried again at
     /// the next sweep.
-    async fn sweep_lost_launches(
-        &self,
-        version: &str,
-        now: DateTime<Utc>,
-        leader: &mut Leadership,
-        report: &mut TickReport,
-    ) -> Result<(), StoreError> {
+    async fn sweep_lost_launches(&self, tick: &mut TickContext<'_>) -> Result<(), StoreError> {
+        let now = tick.now;
         {
             let mut swept = self.orphans_swept.lock().expect("sweep time poisoned");
             if swept.is_some_and(|t| now - t < spot::orphans::SWEEP_EVERY && now >= t) {
@@ -71,7 +61,7 @@ impl<P: Provider> Reconciler<P> {
         for orphan in &orphans {
             *counts.entry(orphan.artifact.kind.as_str()).or_default() += 1;
         }
-        report.orphans = Some(counts);
+        tick.report.orphans = Some(counts);
         for orphan in orphans {
             let a = &orphan.artifact;
             let m = orphan
@@ -91,16 +81,13 @@ impl<P: Provider> Reconciler<P> {
             let detail = drive::terminate_lost(
                 &self.provider,
                 &self.store,
-                leader,
+                tick.for_migration(),
                 m.clone(),
-                &a.id,
-                &orphan.why,
-                version,
-                now,
+                &orphan,
             )
             .await?;
             let state = m.state;
-            report.migrations.push(MigrationStep {
+            tick.report.migrations.push(MigrationStep {
                 id,
                 instance,
                 state,
@@ -115,9 +102,9 @@ impl<P: Provider> Reconciler<P> {
         &self,
         decisions: &[&Decision],
         fleet: &Fleet,
-        now: DateTime<Utc>,
-        report: &mut TickReport,
+        tick: &mut TickContext<'_>,
     ) -> Result<(), StoreError> {
+        let now = tick.now;
         for d in decisions {
             let Some(policy) = &d.policy else { continue };
             let on_demand = fleet
@@ -155,7 +142,7 @@ impl<P: Provider> Reconciler<P> {
                 )
                 .await?
             {
-                report.migrations.push(MigrationStep {
+                tick.report.migrations.push(MigrationStep {
                     id: m.id,
                     instance: m.original,
                     state: spot::State::Planned,
@@ -168,17 +155,14 @@ impl<P: Provider> Reconciler<P> {
 
     /// Advances every live spot migration by one step, each with what protects its original
     /// now (its tags as listed, the overrides in force, its policy).
-    #[allow(clippy::too_many_arguments)]
     async fn advance_migrations(
         &self,
         set: &PolicySet,
         fleet: &Fleet,
         decisions: &[Decision],
-        version: &str,
-        now: DateTime<Utc>,
-        leader: &mut Leadership,
-        report: &mut TickReport,
+        tick: &mut TickContext<'_>,
     ) -> Result<(), StoreError> {
+        let now = tick.now;
         let live = self.store.live_migrations().await?;
         if live.is_empty() {
             return Ok(());
@@ -222,8 +206,6 @@ impl<P: Provider> Reconciler<P> {
                 decision: by_instance.get(m.original.as_str()).copied(),
                 warned: m.current.as_ref().is_some_and(|c| warned.contains(c)),
                 hold: &hold,
-                version,
-                now,
             };
             let (id, instance) = (m.id, m.original.clone());
             let span = tracing::info_span!(
@@ -233,11 +215,12 @@ impl<P: Provider> Reconciler<P> {
                 policy = m.policy.as_str(),
                 state = m.state.as_str(),
             );
-            let (state, detail) = drive::advance(&self.provider, &self.store, leader, m, cx)
+            let step = tick.for_migration();
+            let (state, detail) = drive::advance(&self.provider, &self.store, step, m, cx)
                 .instrument(span)
                 .await?;
             if !detail.is_empty() {
-                report.migrations.push(MigrationStep {
+                tick.report.migrations.push(MigrationStep {
                     id,
                     instance,
                     state,

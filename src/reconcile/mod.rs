@@ -7,10 +7,9 @@
 //! docs/ARCHITECTURE.md follows one tick from `main` to the cloud call.
 
 mod act;
-mod incremental;
 mod migrations;
 mod policies;
-mod reading;
+mod read;
 mod report;
 mod resolve;
 
@@ -19,12 +18,13 @@ pub use report::{ActionOutcome, MigrationStep, ReadFailure, TickError, TickRepor
 
 use crate::cloud::Provider;
 use crate::engine::{self, Decision};
-use crate::fleet::{Fleet, Sample};
+use crate::fleet::Fleet;
 use crate::names::ACTOR;
 use crate::policy::PolicySet;
+use crate::spot;
 use crate::store::{Leadership, Store};
 use chrono::{DateTime, SecondsFormat, Utc};
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use tracing::Instrument as _;
@@ -62,7 +62,47 @@ pub struct Pacing {
     pub batch: usize,
 }
 
+/// What the phases that act (migrations, act) share in one tick: its time, the policy version
+/// in force, the leadership whose fence commits each call's intents, and the report they add to.
+struct TickContext<'a> {
+    /// The tick's time: of its decisions, audit rows and intents.
+    now: DateTime<Utc>,
+    /// The version of the policy set in force, for the audit log.
+    version: &'a str,
+    /// The leadership the tick acts under.
+    leader: &'a mut Leadership,
+    /// What the tick did so far.
+    report: &'a mut TickReport,
+}
+
+impl TickContext<'_> {
+    /// What a spot migration's step gets of this tick.
+    fn for_migration(&mut self) -> spot::drive::Tick<'_> {
+        spot::drive::Tick {
+            now: self.now,
+            version: self.version,
+            leader: self.leader,
+        }
+    }
+}
+
 /// Runs ticks against one provider, one store and one source of policies.
+///
+/// A tick ([`Reconciler::tick`]) runs these phases in order, each at home in one place of
+/// `src/reconcile/`:
+/// - **policies**, `policies.rs`: the files, loaded again only when they change
+///   ([`PolicySource`]);
+/// - **list**, `mod.rs` (`list`): the listing, the inventory synced, the policy version recorded;
+/// - **resolve**, `resolve.rs`: the intents an interrupted tick left open, from the instances'
+///   real state;
+/// - **read**, `read/`: what the policies want read, GPU utilisation (incrementally from
+///   CloudWatch, `read/incremental.rs`) and prices, the new readings kept;
+/// - **decide**, `mod.rs` (`decide`): `engine::decide`, the decisions recorded;
+/// - **migrations**, `migrations.rs`: each live spot migration one step, new ones planned, lost
+///   launches swept;
+/// - **act**, `act/`: what is acted on this tick, dry runs, the cloud calls, their outcomes and
+///   a refused start's fallback types;
+/// - **report**, `report.rs`: what the tick did ([`TickReport`]).
 pub struct Reconciler<P> {
     provider: P,
     store: Store,
@@ -76,7 +116,7 @@ pub struct Reconciler<P> {
     /// last start (kept in memory: a restart may tell once more).
     capacity_told: std::sync::Mutex<HashSet<String>>,
     /// The instances whose GPU utilisation was read in the current five-minute period.
-    gpu_asked: incremental::Asked,
+    gpu_asked: read::Asked,
 }
 
 impl<P: Provider> Reconciler<P> {
@@ -90,7 +130,7 @@ impl<P: Provider> Reconciler<P> {
             ticks: AtomicU64::new(0),
             orphans_swept: std::sync::Mutex::new(None),
             capacity_told: std::sync::Mutex::default(),
-            gpu_asked: incremental::Asked::default(),
+            gpu_asked: read::Asked::default(),
         }
     }
 
@@ -143,17 +183,16 @@ impl<P: Provider> Reconciler<P> {
         let version = set.version.to_string();
 
         let (mut fleet, open) = self.list(&version, now, &mut report).await?;
-        let read = self
-            .read(reading::wanted(set, &fleet), &mut fleet, now)
-            .await;
-        self.keep_readings(&fleet, &read.fresh).await?;
-        // Only once they are kept: a later tick of this period reads them from Postgres.
-        self.gpu_asked
-            .mark(incremental::period_of(now), read.fresh.keys());
-        report.gpu_read_failures = read.failures;
+        report.gpu_read_failures = self.read(set, &mut fleet, now).await?;
         let decisions = self.decide(set, &fleet, now, &mut report).await?;
+        let mut acting = TickContext {
+            now,
+            version: &version,
+            leader,
+            report: &mut report,
+        };
         if !self.options.dry_run {
-            self.migrations(set, &fleet, &decisions, &version, leader, &mut report)
+            self.migrations(set, &fleet, &decisions, &mut acting)
                 .await?;
         }
         // Acting needs only the decisions. The listing and its readings are the largest data of
@@ -163,8 +202,7 @@ impl<P: Provider> Reconciler<P> {
             .into_iter()
             .filter(|d| !open.contains(&d.instance))
             .collect();
-        self.act(decisions, &version, now, leader, &mut report)
-            .await?;
+        self.act(decisions, &mut acting).await?;
         report.pacing = self.options.pacing.as_ref().map(|p| p.pacer.counts());
         Ok(report)
     }
@@ -202,27 +240,6 @@ impl<P: Provider> Reconciler<P> {
             ..Fleet::default()
         };
         Ok((fleet, resolution.open))
-    }
-
-    /// Keeps the GPU readings this tick read (those `fresh` names, from when they are new),
-    /// for later ticks, the console's chart, `ebb metrics export` and replays.
-    async fn keep_readings(
-        &self,
-        fleet: &Fleet,
-        fresh: &HashMap<String, DateTime<Utc>>,
-    ) -> Result<(), TickError> {
-        let recent: Vec<(&str, &[Sample])> = fleet
-            .instances
-            .iter()
-            .filter_map(|i| {
-                let since = *fresh.get(&i.id)?;
-                // Readings come oldest first.
-                let newer = &i.gpu_util[i.gpu_util.partition_point(|s| s.at < since)..];
-                (!newer.is_empty()).then_some((i.id.as_str(), newer))
-            })
-            .collect();
-        self.store.record_gpu_readings(&recent).await?;
-        Ok(())
     }
 
     /// Decides for every listed instance from what ebb remembers, and records the decisions.

@@ -12,7 +12,7 @@
 use chrono::{DateTime, Utc};
 use ebb::cloud::{
     ActionReport, Artifact, CloudError, Failed, Image, ImageMade, InstanceStatus, Inventory,
-    Launch, LaunchSpec, Provider, ScopeFailure, TypePrice,
+    Launch, LaunchSpec, Provider, ScopeFailure, StopKind, TypePrice,
 };
 use ebb::fleet::{Instance, Sample};
 use std::collections::{BTreeMap, HashMap};
@@ -176,7 +176,7 @@ pub enum Call {
     Stop {
         region: String,
         ids: Vec<String>,
-        hibernate: bool,
+        kind: StopKind,
     },
     Start {
         region: String,
@@ -665,13 +665,13 @@ impl<P: Provider> Provider for Intercept<P> {
         self.run(call, self.inner.prices(region, types, now)).await
     }
 
-    async fn stop(&self, region: &str, ids: &[String], hibernate: bool) -> ActionReport {
+    async fn stop(&self, region: &str, ids: &[String], kind: StopKind) -> ActionReport {
         let call = Call::Stop {
             region: region.into(),
             ids: owned(ids),
-            hibernate,
+            kind,
         };
-        self.run(call, self.inner.stop(region, ids, hibernate))
+        self.run(call, self.inner.stop(region, ids, kind))
             .await
     }
 

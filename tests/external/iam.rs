@@ -508,8 +508,9 @@ fn managed_key() -> String {
 #[test]
 fn tags_written_after_a_launch_are_ebbs_own_keys_named_and_never_the_management_tag() {
     let runtime = policy(RUNTIME);
-    // The keys ebb sets and removes on instances: a notice's stop time (src/reconcile/act.rs)
-    // and the mark of an original being moved (src/spot/drive/stop.rs, undo.rs).
+    // The keys ebb sets and removes on instances: a notice's stop time
+    // (src/reconcile/act/calls.rs) and the mark of an original being moved
+    // (src/spot/drive/stop.rs, undo.rs).
     let written = BTreeSet::from([
         ebb::names::STOP_AT_TAG.to_string(),
         ebb::names::MIGRATING_TAG.to_string(),

@@ -6,7 +6,7 @@ use aws_config::sts::AssumeRoleProvider;
 use aws_sdk_ec2::types::InstanceStateName;
 use common::moto::{emulator, launch_with, states, Fixture, Launch, G5};
 use ebb::cloud::aws::{AwsProvider, Settings};
-use ebb::cloud::{ErrorKind, Provider};
+use ebb::cloud::{ErrorKind, Provider, StopKind};
 use ebb::fleet::{Instance, InstanceState, Lifecycle};
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -124,7 +124,7 @@ async fn stop_hibernate_and_start_round_trips() {
     let provider = f.provider().await;
     provider.instances().await;
 
-    let hibernated = provider.stop(region, &ids, true).await;
+    let hibernated = provider.stop(region, &ids, StopKind::Hibernate).await;
     assert!(hibernated.failed.is_empty(), "{:?}", hibernated.failed);
     let done: BTreeMap<_, _> = hibernated
         .done
@@ -155,7 +155,7 @@ async fn stop_hibernate_and_start_round_trips() {
         .values()
         .all(|s| *s == InstanceStateName::Running));
 
-    let stopped = provider.stop(region, &ids, false).await;
+    let stopped = provider.stop(region, &ids, StopKind::Stop).await;
     assert_eq!(stopped.done.len(), 2);
     assert!(stopped.done.iter().all(|d| d.fallback.is_none()));
     assert!(states(ec2, &ids)
@@ -182,7 +182,7 @@ async fn a_nonexistent_instance_in_a_batch_does_not_block_the_others() {
     let provider = f.provider().await;
     provider.instances().await;
 
-    let report = provider.stop(region, &batch, false).await;
+    let report = provider.stop(region, &batch, StopKind::Stop).await;
     let done: BTreeSet<String> = report.done.iter().map(|d| d.instance.clone()).collect();
     assert_eq!(done, ids.iter().cloned().collect());
     assert_eq!(report.failed.len(), 1);
@@ -226,7 +226,7 @@ async fn spot_and_on_demand_instances_stop_in_one_batch() {
             Lifecycle::OnDemand
         ]
     );
-    let report = provider.stop(region, &ids, false).await;
+    let report = provider.stop(region, &ids, StopKind::Stop).await;
     assert_eq!(report.done.len(), 4, "{:?}", report.failed);
     assert_eq!(provider.calls()["StopInstances"], 1);
     assert!(states(ec2, &ids)
@@ -250,7 +250,7 @@ async fn stopping_k_instances_costs_one_call_per_batch() {
     .await
     .unwrap();
     provider.instances().await;
-    let report = provider.stop(region, &ids, false).await;
+    let report = provider.stop(region, &ids, StopKind::Stop).await;
     assert_eq!(report.done.len(), 25);
     // ⌈25/10⌉.
     assert_eq!(provider.calls()["StopInstances"], 3);
@@ -407,7 +407,7 @@ async fn other_accounts_are_reached_by_assuming_a_role() {
 
     // Each is stopped through its own account: EC2 in one account does not know the other's.
     let report = provider
-        .stop(region, &[mine.clone(), theirs.clone()], false)
+        .stop(region, &[mine.clone(), theirs.clone()], StopKind::Stop)
         .await;
     assert_eq!(report.done.len(), 2, "{:?}", report.failed);
     assert_eq!(
@@ -438,7 +438,7 @@ async fn a_region_named_twice_and_a_role_into_ebbs_own_account_list_each_instanc
     assert_eq!(ids, [mine.as_str()]);
     assert_eq!(inventory.complete_regions, [region]);
     let report = provider
-        .stop(region, std::slice::from_ref(&mine), false)
+        .stop(region, std::slice::from_ref(&mine), StopKind::Stop)
         .await;
     assert_eq!(report.done.len(), 1, "{:?}", report.failed);
     assert!(report.failed.is_empty(), "{:?}", report.failed);
@@ -457,7 +457,11 @@ async fn a_stop_of_a_stopped_instance_is_reported_as_already_stopped() {
         .await
         .unwrap();
     let report = provider
-        .stop(f.region, &[running.clone(), stopped.clone()], false)
+        .stop(
+            f.region,
+            &[running.clone(), stopped.clone()],
+            StopKind::Stop,
+        )
         .await;
     assert!(report.failed.is_empty(), "{:?}", report.failed);
     let already: BTreeSet<(String, bool)> = report
@@ -624,7 +628,7 @@ async fn a_stopped_instance_changes_type() {
     let provider = f.provider().await;
     provider.instances().await;
     let stopped = provider
-        .stop(region, std::slice::from_ref(&id), false)
+        .stop(region, std::slice::from_ref(&id), StopKind::Stop)
         .await;
     assert!(stopped.failed.is_empty(), "{:?}", stopped.failed);
     let resized = provider.set_type(region, &id, "g6.2xlarge").await;

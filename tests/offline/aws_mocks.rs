@@ -13,7 +13,7 @@ use aws_smithy_runtime_api::http::{Response, StatusCode as HttpStatus};
 use aws_smithy_types::body::SdkBody;
 use chrono::{DateTime, Utc};
 use ebb::cloud::aws::{AwsProvider, Scope, Settings};
-use ebb::cloud::{ErrorKind, Provider};
+use ebb::cloud::{ErrorKind, Provider, StopKind};
 use std::time::Duration;
 
 const REGION: &str = "us-east-1";
@@ -125,7 +125,9 @@ async fn throttling_is_retried_until_it_succeeds() {
         .http_response(ec2_changed("StopInstances", &["i-1", "i-2"]))
         .build();
     let provider = provider(RuleMode::Sequential, &[&stop], &[]);
-    let report = provider.stop(REGION, &ids(&["i-1", "i-2"]), false).await;
+    let report = provider
+        .stop(REGION, &ids(&["i-1", "i-2"]), StopKind::Stop)
+        .await;
     assert!(report.failed.is_empty(), "{:?}", report.failed);
     assert_eq!(report.done.len(), 2);
     assert_eq!(report.done[0].request_id.as_deref(), Some("req-ok"));
@@ -151,7 +153,7 @@ async fn throttling_that_outlasts_the_retries_fails_the_rest_without_more_calls(
         .build();
     let provider = provider(RuleMode::Sequential, &[&stop], &[]);
     let many: Vec<String> = (0..250).map(|n| format!("i-{n}")).collect();
-    let report = provider.stop(REGION, &many, false).await;
+    let report = provider.stop(REGION, &many, StopKind::Stop).await;
     assert_eq!(report.failed.len(), 250);
     assert!(report
         .failed
@@ -198,7 +200,7 @@ async fn access_denied_names_the_code_and_what_to_do() {
         .repeatedly()
         .build();
     let provider = provider(RuleMode::Sequential, &[&stop], &[]);
-    let report = provider.stop(REGION, &ids(&["i-1"]), false).await;
+    let report = provider.stop(REGION, &ids(&["i-1"]), StopKind::Stop).await;
     assert_eq!(report.failed.len(), 1);
     let error = &report.failed[0].error;
     assert_eq!(error.kind, ErrorKind::AccessDenied);
@@ -233,7 +235,11 @@ async fn access_denied_for_one_instance_leaves_the_others_stopped() {
         .build();
     let provider = provider(RuleMode::MatchAny, &[&denied, &allowed], &[]);
     let report = provider
-        .stop(REGION, &ids(&["i-1", "i-2", "i-untagged", "i-3"]), false)
+        .stop(
+            REGION,
+            &ids(&["i-1", "i-2", "i-untagged", "i-3"]),
+            StopKind::Stop,
+        )
         .await;
     let mut done: Vec<&str> = report.done.iter().map(|d| d.instance.as_str()).collect();
     done.sort();
@@ -255,7 +261,7 @@ async fn bad_credentials_fail_every_instance_after_one_call() {
         .build();
     let provider = provider(RuleMode::Sequential, &[&stop], &[]);
     let report = provider
-        .stop(REGION, &ids(&["i-1", "i-2", "i-3"]), false)
+        .stop(REGION, &ids(&["i-1", "i-2", "i-3"]), StopKind::Stop)
         .await;
     assert_eq!(report.failed.len(), 3);
     assert_eq!(report.failed[0].error.kind, ErrorKind::Credentials);
@@ -352,7 +358,11 @@ async fn hibernation_falls_back_to_a_stop_and_says_why() {
     );
     provider.instances().await;
     let report = provider
-        .stop(REGION, &ids(&["i-configured", "i-plain"]), true)
+        .stop(
+            REGION,
+            &ids(&["i-configured", "i-plain"]),
+            StopKind::Hibernate,
+        )
         .await;
     assert!(report.failed.is_empty(), "{:?}", report.failed);
     let fallback = |id: &str| {

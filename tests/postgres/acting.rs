@@ -238,7 +238,7 @@ async fn an_interrupted_dry_run_is_never_taken_for_an_action(pool: PgPool) {
     s.reconciler
         .provider()
         .inner
-        .stop("us-east-1", &["i-east".to_string()], false)
+        .stop("us-east-1", &["i-east".to_string()], StopKind::Stop)
         .await;
 
     let report = s.tick("2026-11-30T20:01:00Z").await.unwrap();
@@ -262,7 +262,7 @@ async fn a_stop_that_began_before_an_interrupted_intent_is_a_persons(pool: PgPoo
     s.reconciler
         .provider()
         .inner
-        .stop("us-east-1", &["i-east".to_string()], false)
+        .stop("us-east-1", &["i-east".to_string()], StopKind::Stop)
         .await;
     let intent = NewAuditEntry {
         instance: Some("i-east".into()),
@@ -479,7 +479,7 @@ async fn a_call_still_in_flight_is_neither_resolved_nor_repeated_by_the_next_lea
     s.reconciler
         .provider()
         .inner
-        .stop("us-east-1", &["i-east".to_string()], false)
+        .stop("us-east-1", &["i-east".to_string()], StopKind::Stop)
         .await;
     let outcome = NewAuditEntry {
         outcome: Outcome::Succeeded,

@@ -2,21 +2,14 @@
 //! instances, images and snapshots, every page of each.
 
 use super::ec2::state_of;
-use super::{cloud_error, AwsProvider};
+use super::{cloud_error, tag_map, AwsProvider, Scope};
 use crate::cloud::{Artifact, ArtifactKind, CloudError};
 use crate::names::{IMAGE_OF_TAG, LAUNCH_TAG, MIGRATION_TAG};
 use aws_sdk_ec2::types::{Filter, Tag};
-use std::collections::BTreeMap;
 
 /// The filter for resources that carry tag `key`, whatever its value.
 fn tagged(key: &str) -> Filter {
     Filter::builder().name("tag-key").values(key).build()
-}
-
-fn tag_map(tags: &[Tag]) -> BTreeMap<String, String> {
-    tags.iter()
-        .filter_map(|t| Some((t.key()?.to_string(), t.value().unwrap_or("").to_string())))
-        .collect()
 }
 
 /// The image a snapshot was taken for, from the description EC2 gives a snapshot CreateImage
@@ -27,21 +20,22 @@ fn image_of(description: &str) -> Option<String> {
     image.starts_with("ami-").then(|| image.to_string())
 }
 
+/// An artifact of `kind` in `scope`'s region, with its tags, the rest unknown.
+fn artifact(kind: ArtifactKind, scope: &Scope, id: &str, tags: &[Tag]) -> Artifact {
+    Artifact {
+        kind,
+        region: scope.region.clone(),
+        id: id.to_string(),
+        tags: tag_map(tags),
+        state: None,
+        image: None,
+        client_token: None,
+    }
+}
+
 impl AwsProvider {
-    /// DescribeInstances (tag `ebb:launch`, not terminated), DescribeImages (own, tag
-    /// `ebb:migration`) and DescribeSnapshots (own, tag `ebb:image-of`) in ebb's own account.
-    pub(super) async fn tagged_artifacts(&self, region: &str) -> Result<Vec<Artifact>, CloudError> {
-        let scope = self.scope_of(region, "", "DescribeInstances")?;
-        let artifact = |kind, id: &str, tags: &[Tag]| Artifact {
-            kind,
-            region: region.to_string(),
-            id: id.to_string(),
-            tags: tag_map(tags),
-            state: None,
-            image: None,
-            client_token: None,
-        };
-        let mut found = Vec::new();
+    /// DescribeInstances, every page: the instances not terminated that carry `ebb:launch`.
+    pub(super) async fn tagged_launches(&self, scope: &Scope) -> Result<Vec<Artifact>, CloudError> {
         let live = Filter::builder()
             .name("instance-state-name")
             .set_values(Some(
@@ -57,6 +51,7 @@ impl AwsProvider {
             .filters(live)
             .into_paginator()
             .send();
+        let mut found = Vec::new();
         while let Some(page) = pages.next().await {
             self.count("DescribeInstances");
             let page = page.map_err(|e| cloud_error("DescribeInstances", e))?;
@@ -66,10 +61,15 @@ impl AwsProvider {
                     state: state_of(i),
                     image: i.image_id().map(str::to_string),
                     client_token: i.client_token().map(str::to_string),
-                    ..artifact(ArtifactKind::Instance, id, i.tags())
+                    ..artifact(ArtifactKind::Instance, scope, id, i.tags())
                 });
             }
         }
+        Ok(found)
+    }
+
+    /// DescribeImages: this account's images that carry `ebb:migration`.
+    pub(super) async fn tagged_images(&self, scope: &Scope) -> Result<Vec<Artifact>, CloudError> {
         self.count("DescribeImages");
         let images = scope
             .ec2
@@ -79,11 +79,21 @@ impl AwsProvider {
             .send()
             .await
             .map_err(|e| cloud_error("DescribeImages", e))?;
-        for image in images.images() {
-            if let Some(id) = image.image_id() {
-                found.push(artifact(ArtifactKind::Image, id, image.tags()));
-            }
-        }
+        Ok(images
+            .images()
+            .iter()
+            .filter_map(|image| {
+                let id = image.image_id()?;
+                Some(artifact(ArtifactKind::Image, scope, id, image.tags()))
+            })
+            .collect())
+    }
+
+    /// DescribeSnapshots, every page: this account's snapshots that carry `ebb:image-of`.
+    pub(super) async fn tagged_snapshots(
+        &self,
+        scope: &Scope,
+    ) -> Result<Vec<Artifact>, CloudError> {
         let mut pages = scope
             .ec2
             .describe_snapshots()
@@ -91,6 +101,7 @@ impl AwsProvider {
             .filters(tagged(IMAGE_OF_TAG))
             .into_paginator()
             .send();
+        let mut found = Vec::new();
         while let Some(page) = pages.next().await {
             self.count("DescribeSnapshots");
             let page = page.map_err(|e| cloud_error("DescribeSnapshots", e))?;
@@ -100,7 +111,7 @@ impl AwsProvider {
                 };
                 found.push(Artifact {
                     image: snapshot.description().and_then(image_of),
-                    ..artifact(ArtifactKind::Snapshot, id, snapshot.tags())
+                    ..artifact(ArtifactKind::Snapshot, scope, id, snapshot.tags())
                 });
             }
         }

@@ -1,13 +1,16 @@
-//! EC2: listing instances with their GPU facts, spot prices, and batched actions.
+//! EC2 for the calls that list and act: one scope's listing with its GPU facts, spot price
+//! pages, the calls that change instances in batches (split when one id fails), and EC2's
+//! instances as ebb sees them.
 
-use super::{cloud_error, to_chrono, to_smithy, AwsProvider, Known, Scope};
+use super::{cloud_error, to_chrono, to_smithy, AwsProvider, Scope};
 use crate::cloud::pacing::Key;
-use crate::cloud::{
-    ActionReport, CloudError, Done, ErrorKind, Failed, Inventory, ScopeFailure, TypePrice,
-};
+use crate::cloud::{ActionReport, CloudError, Done, Failed, TypePrice};
 use crate::fleet::{Gpus, Instance, InstanceState, Lifecycle};
+use aws_sdk_ec2::operation::describe_spot_price_history::builders::DescribeSpotPriceHistoryFluentBuilder;
 use aws_sdk_ec2::operation::RequestId;
-use aws_sdk_ec2::types::{Filter, InstanceLifecycleType, InstanceStateName, InstanceType, Tag};
+use aws_sdk_ec2::types::{
+    Filter, InstanceLifecycleType, InstanceStateName, InstanceType, SpotPrice,
+};
 use chrono::{DateTime, NaiveDateTime, Utc};
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::future::Future;
@@ -17,71 +20,10 @@ use std::sync::Arc;
 const TYPES_PER_CALL: usize = 100;
 
 /// What a hibernation that could not be done says in its place.
-const NOT_CONFIGURED: &str =
+pub(super) const NOT_CONFIGURED: &str =
     "hibernation is not configured on this instance (it is set at launch); stopped instead";
 
 impl AwsProvider {
-    /// Lists every scope; a scope that fails is reported and leaves its region incomplete.
-    pub(super) async fn list(&self) -> Inventory {
-        let listings =
-            futures_util::future::join_all(self.scopes.iter().map(|s| self.list_scope(s))).await;
-        let mut inventory = Inventory::default();
-        let mut known = HashMap::new();
-        let mut incomplete = BTreeSet::new();
-        let mut failed_scopes = BTreeSet::new();
-        let mut listed_twice = 0usize;
-        for (index, (scope, listing)) in self.scopes.iter().zip(listings).enumerate() {
-            match listing {
-                Ok(instances) => {
-                    for (instance, hibernation) in instances {
-                        // One instance, one decision: a role into ebb's own account lists
-                        // what ebb's own credentials list. The first scope (ebb's own account
-                        // comes first in each region) keeps it.
-                        if known.contains_key(&instance.id) {
-                            listed_twice += 1;
-                            continue;
-                        }
-                        known.insert(
-                            instance.id.clone(),
-                            Known {
-                                scope: index,
-                                hibernation,
-                            },
-                        );
-                        inventory.instances.push(instance);
-                    }
-                }
-                Err(error) => {
-                    failed_scopes.insert(index);
-                    incomplete.insert(scope.region.clone());
-                    inventory.failures.push(ScopeFailure {
-                        region: scope.region.clone(),
-                        account: scope.account.clone(),
-                        error,
-                    });
-                }
-            }
-        }
-        if listed_twice > 0 {
-            tracing::warn!(
-                listed_twice,
-                "instances listed by more than one account scope were kept once: is one of \
-                 EBB_ROLE_ARNS a role into ebb's own account?"
-            );
-        }
-        let mut regions: Vec<String> = self.scopes.iter().map(|s| s.region.clone()).collect();
-        regions.dedup();
-        inventory.complete_regions = regions
-            .into_iter()
-            .filter(|r| !incomplete.contains(r))
-            .collect();
-        let mut map = self.known.write().expect("instance map poisoned");
-        // Keep what failed scopes listed before: their instances may still be acted on.
-        map.retain(|_, k| failed_scopes.contains(&k.scope));
-        map.extend(known);
-        inventory
-    }
-
     /// What the listing asks DescribeInstances for: instances not terminated, with the
     /// management tag when one is set.
     pub(super) fn listing_filters(&self) -> Vec<Filter> {
@@ -106,7 +48,10 @@ impl AwsProvider {
 
     /// One account in one region: every page of DescribeInstances, then GPU facts for the
     /// instance types not seen before in the region.
-    async fn list_scope(&self, scope: &Scope) -> Result<Vec<(Instance, bool)>, CloudError> {
+    pub(super) async fn list_scope(
+        &self,
+        scope: &Scope,
+    ) -> Result<Vec<(Instance, bool)>, CloudError> {
         let filters = self.listing_filters();
         let mut listed = Vec::new();
         let via_role: Option<Arc<str>> = scope.account.as_deref().map(Arc::from);
@@ -223,141 +168,8 @@ impl AwsProvider {
             .collect()
     }
 
-    /// Spot prices now in every zone (DescribeSpotPriceHistory from now to now returns the
-    /// price in effect), with on-demand prices from the table.
-    pub(super) async fn read_prices(
-        &self,
-        region: &str,
-        types: &[String],
-        now: DateTime<Utc>,
-    ) -> Result<Vec<TypePrice>, CloudError> {
-        let mut prices: BTreeMap<String, TypePrice> = types
-            .iter()
-            .map(|t| {
-                (
-                    t.clone(),
-                    TypePrice {
-                        instance_type: t.clone(),
-                        on_demand: self.settings.on_demand.get(region, t),
-                        spot_by_zone: BTreeMap::new(),
-                    },
-                )
-            })
-            .collect();
-        let Some((_, scope)) = self.scopes_in(region).next() else {
-            return Ok(prices.into_values().collect());
-        };
-        let mut latest: HashMap<(String, String), DateTime<Utc>> = HashMap::new();
-        let mut token: Option<String> = None;
-        loop {
-            self.count("DescribeSpotPriceHistory");
-            let page = scope
-                .ec2
-                .describe_spot_price_history()
-                .set_instance_types(Some(
-                    types
-                        .iter()
-                        .map(|t| InstanceType::from(t.as_str()))
-                        .collect(),
-                ))
-                .product_descriptions("Linux/UNIX")
-                .start_time(to_smithy(now))
-                .end_time(to_smithy(now))
-                .set_next_token(token.take())
-                .send()
-                .await
-                .map_err(|e| cloud_error("DescribeSpotPriceHistory", e))?;
-            for offer in page.spot_price_history() {
-                let (Some(ty), Some(zone), Some(price), Some(at)) = (
-                    offer.instance_type(),
-                    offer.availability_zone(),
-                    offer.spot_price().and_then(|p| p.parse::<f64>().ok()),
-                    offer.timestamp().and_then(to_chrono),
-                ) else {
-                    continue;
-                };
-                let Some(entry) = prices.get_mut(ty.as_str()) else {
-                    continue;
-                };
-                let key = (ty.as_str().to_string(), zone.to_string());
-                if latest.get(&key).is_none_or(|seen| at >= *seen) {
-                    latest.insert(key, at);
-                    entry.spot_by_zone.insert(zone.to_string(), price);
-                }
-            }
-            match page.next_token() {
-                Some(next) if !next.is_empty() => token = Some(next.to_string()),
-                _ => break,
-            }
-        }
-        Ok(prices.into_values().collect())
-    }
-
-    /// Stops (or hibernates) instances in batches.
-    pub(super) async fn stop_instances(
-        &self,
-        region: &str,
-        ids: &[String],
-        hibernate: bool,
-    ) -> ActionReport {
-        let (groups, mut report) = self.group_by_scope(region, ids, "StopInstances");
-        for (index, ids) in groups {
-            let scope = &self.scopes[index];
-            let (hibernating, plain): (Vec<String>, Vec<String>) = if hibernate {
-                let known = self.known.read().expect("instance map poisoned");
-                ids.into_iter()
-                    .partition(|id| known.get(id).is_some_and(|k| k.hibernation))
-            } else {
-                (Vec::new(), ids)
-            };
-            let mut stopped = self
-                .batched(scope, "StopInstances", plain, |batch| {
-                    self.stop_call(scope, batch, false)
-                })
-                .await;
-            if hibernate {
-                for done in &mut stopped.done {
-                    done.fallback = Some(NOT_CONFIGURED.to_string());
-                }
-            }
-            report.merge(stopped);
-            let hibernated = self
-                .batched(scope, "StopInstances", hibernating, |batch| {
-                    self.stop_call(scope, batch, true)
-                })
-                .await;
-            report.done.extend(hibernated.done);
-            // EC2 can still refuse a hibernation (an instance that cannot hibernate yet):
-            // stop those plainly, and say so.
-            let (refused, failed): (Vec<Failed>, Vec<Failed>) = hibernated
-                .failed
-                .into_iter()
-                .partition(|f| f.error.kind == ErrorKind::HibernationUnsupported);
-            report.failed.extend(failed);
-            let reasons: HashMap<String, String> = refused
-                .iter()
-                .map(|f| (f.instance.clone(), f.error.message.clone()))
-                .collect();
-            let mut retried = self
-                .batched(
-                    scope,
-                    "StopInstances",
-                    refused.into_iter().map(|f| f.instance).collect(),
-                    |batch| self.stop_call(scope, batch, false),
-                )
-                .await;
-            for done in &mut retried.done {
-                done.fallback = Some(format!(
-                    "EC2 refused to hibernate it ({}); stopped instead",
-                    reasons[&done.instance]
-                ));
-            }
-            report.merge(retried);
-        }
-        report
-    }
-
-    async fn stop_call(
+    /// One StopInstances call, plain or hibernating, and which of `ids` were stopped already.
+    pub(super) async fn stop_call(
         &self,
         scope: &Scope,
         ids: Vec<String>,
@@ -390,75 +202,26 @@ impl AwsProvider {
         Ok(accepted)
     }
 
-    /// Starts instances in batches.
-    pub(super) async fn start_instances(&self, region: &str, ids: &[String]) -> ActionReport {
-        self.in_scopes(region, ids, "StartInstances", |scope, batch| async move {
-            self.count("StartInstances");
-            let out = scope
-                .ec2
-                .start_instances()
-                .set_instance_ids(Some(batch))
-                .send()
-                .await
-                .map_err(|e| cloud_error("StartInstances", e))?;
-            Ok(Accepted::of(out.request_id()))
-        })
-        .await
-    }
-
-    /// Sets tags in batches.
-    pub(super) async fn create_tags(
+    /// The price of each of `types` in `region` as the on-demand table gives it, without
+    /// spot prices yet.
+    pub(super) fn price_table(
         &self,
         region: &str,
-        ids: &[String],
-        tags: &BTreeMap<String, String>,
-    ) -> ActionReport {
-        let tags: Vec<Tag> = tags
+        types: &[String],
+    ) -> BTreeMap<String, TypePrice> {
+        types
             .iter()
-            .map(|(k, v)| Tag::builder().key(k).value(v).build())
-            .collect();
-        self.in_scopes(region, ids, "CreateTags", |scope, batch| {
-            let tags = tags.clone();
-            async move {
-                self.count("CreateTags");
-                let out = scope
-                    .ec2
-                    .create_tags()
-                    .set_resources(Some(batch))
-                    .set_tags(Some(tags))
-                    .send()
-                    .await
-                    .map_err(|e| cloud_error("CreateTags", e))?;
-                Ok(Accepted::of(out.request_id()))
-            }
-        })
-        .await
-    }
-
-    /// Removes tags in batches.
-    pub(super) async fn delete_tags(
-        &self,
-        region: &str,
-        ids: &[String],
-        keys: &[String],
-    ) -> ActionReport {
-        let tags: Vec<Tag> = keys.iter().map(|k| Tag::builder().key(k).build()).collect();
-        self.in_scopes(region, ids, "DeleteTags", |scope, batch| {
-            let tags = tags.clone();
-            async move {
-                self.count("DeleteTags");
-                let out = scope
-                    .ec2
-                    .delete_tags()
-                    .set_resources(Some(batch))
-                    .set_tags(Some(tags))
-                    .send()
-                    .await
-                    .map_err(|e| cloud_error("DeleteTags", e))?;
-                Ok(Accepted::of(out.request_id()))
-            }
-        })
-        .await
+            .map(|t| {
+                (
+                    t.clone(),
+                    TypePrice {
+                        instance_type: t.clone(),
+                        on_demand: self.settings.on_demand.get(region, t),
+                        spot_by_zone: BTreeMap::new(),
+                    },
+                )
+            })
+            .collect()
     }
 
     /// Runs `call` in batches on `ids` of `region`, each with the clients of the account that
@@ -490,7 +253,7 @@ impl AwsProvider {
     /// blocks the rest. An error about the call as a whole (throttled after every retry, bad
     /// credentials, service down) fails every remaining id at once instead: splitting would
     /// only add load. Each call waits for its tokens in the scope's buckets of `operation`.
-    async fn batched<F, Fut>(
+    pub(super) async fn batched<F, Fut>(
         &self,
         scope: &Scope,
         operation: &'static str,
@@ -639,8 +402,56 @@ fn transition_time(reason: &str) -> Option<DateTime<Utc>> {
     Some(naive.and_utc())
 }
 
+/// DescribeSpotPriceHistory of `types` from `now` to `now`: the prices in effect.
+pub(super) fn spot_price_request(
+    scope: &Scope,
+    types: &[String],
+    now: DateTime<Utc>,
+) -> DescribeSpotPriceHistoryFluentBuilder {
+    scope
+        .ec2
+        .describe_spot_price_history()
+        .set_instance_types(Some(
+            types
+                .iter()
+                .map(|t| InstanceType::from(t.as_str()))
+                .collect(),
+        ))
+        .product_descriptions("Linux/UNIX")
+        .start_time(to_smithy(now))
+        .end_time(to_smithy(now))
+}
+
+/// Adds the spot `offers` of one page to `prices`, the newest of each type and zone (`latest`
+/// keeps when each was set) winning.
+pub(super) fn add_offers(
+    offers: &[SpotPrice],
+    prices: &mut BTreeMap<String, TypePrice>,
+    latest: &mut HashMap<(String, String), DateTime<Utc>>,
+) {
+    for offer in offers {
+        let (Some(ty), Some(zone), Some(price), Some(at)) = (
+            offer.instance_type(),
+            offer.availability_zone(),
+            offer.spot_price().and_then(|p| p.parse::<f64>().ok()),
+            offer.timestamp().and_then(to_chrono),
+        ) else {
+            continue;
+        };
+        let Some(entry) = prices.get_mut(ty.as_str()) else {
+            continue;
+        };
+        let key = (ty.as_str().to_string(), zone.to_string());
+        if latest.get(&key).is_none_or(|seen| at >= *seen) {
+            latest.insert(key, at);
+            entry.spot_by_zone.insert(zone.to_string(), price);
+        }
+    }
+}
+
 impl ActionReport {
-    fn merge(&mut self, other: ActionReport) {
+    /// Adds `other`'s instances to these.
+    pub(super) fn merge(&mut self, other: ActionReport) {
         self.done.extend(other.done);
         self.failed.extend(other.failed);
     }

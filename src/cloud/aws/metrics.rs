@@ -10,50 +10,15 @@ use aws_sdk_cloudwatch::types::{
     Dimension, Metric, MetricDataQuery, MetricDataResult, MetricStat, ScanBy, StatusCode,
 };
 use chrono::{DateTime, Utc};
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 
 /// Queries per GetMetricData call (the API's limit).
-pub const QUERIES_PER_CALL: usize = 500;
+pub(super) const QUERIES_PER_CALL: usize = 500;
 
 impl AwsProvider {
-    pub(super) async fn read_gpu_utilisation(
-        &self,
-        region: &str,
-        instances: &[String],
-        from: DateTime<Utc>,
-        to: DateTime<Utc>,
-    ) -> Result<HashMap<String, Vec<Sample>>, CloudError> {
-        let (groups, unwatched) = self.group_by_scope(region, instances, "GetMetricData");
-        if let Some(failed) = unwatched.failed.into_iter().next() {
-            return Err(failed.error);
-        }
-        let metric = &self.settings.gpu_metric;
-        let period = i32::try_from(metric.period.as_secs())
-            .unwrap_or(300)
-            .max(60);
-        let mut readings: HashMap<String, Vec<Sample>> = HashMap::new();
-        for (index, ids) in groups {
-            let cloudwatch = &self.scopes[index].cloudwatch;
-            for chunk in ids.chunks(QUERIES_PER_CALL) {
-                let queries = gpu_queries(metric, period, chunk);
-                let points = self
-                    .read_metric_pages(cloudwatch, queries, chunk, from, to)
-                    .await?;
-                for (n, mut samples) in points {
-                    // Pages and scan order are CloudWatch's business: the engine wants oldest
-                    // first, one reading per time.
-                    samples.sort_by_key(|s| s.at);
-                    samples.dedup_by_key(|s| s.at);
-                    readings.insert(chunk[n].clone(), samples);
-                }
-            }
-        }
-        Ok(readings)
-    }
-
     /// Runs `queries` (query `i<n>` reads `chunk[n]`) over every page of the window; the
     /// samples by query number, in the order CloudWatch gave them.
-    async fn read_metric_pages(
+    pub(super) async fn read_metric_pages(
         &self,
         cloudwatch: &aws_sdk_cloudwatch::Client,
         queries: Vec<MetricDataQuery>,
@@ -90,7 +55,11 @@ impl AwsProvider {
 }
 
 /// One `Maximum` query per instance of `chunk`, with id `i<n>` for `chunk[n]`.
-fn gpu_queries(metric: &GpuMetric, period: i32, chunk: &[String]) -> Vec<MetricDataQuery> {
+pub(super) fn gpu_queries(
+    metric: &GpuMetric,
+    period: i32,
+    chunk: &[String],
+) -> Vec<MetricDataQuery> {
     chunk
         .iter()
         .enumerate()

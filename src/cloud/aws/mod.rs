@@ -5,22 +5,21 @@
 //! chain (environment, profile, SSO, web identity, container and instance roles). The SDK
 //! retries throttling (`RequestLimitExceeded`) and 5xx answers with exponential backoff and
 //! jitter; what still fails becomes a [`CloudError`] with its AWS code.
+//!
+//! `provider.rs` holds the [`super::Provider`] methods, each the calls it makes; the files by
+//! API hold what they share.
 
 mod artifacts;
 mod ec2;
 mod metrics;
-mod reread;
-mod resize;
+mod provider;
 mod spot;
 pub mod warnings;
 
 use super::pacing::{Pacer, RateLimits};
-use super::{
-    ActionReport, Artifact, CloudError, ErrorKind, Failed, Image, ImageMade, InstanceStatus,
-    Inventory, Launch, LaunchSpec, OnDemandPrices, Provider, TypePrice,
-};
+use super::{ActionReport, CloudError, ErrorKind, OnDemandPrices};
 use crate::clock::Clock;
-use crate::fleet::{Gpus, Instance, Sample};
+use crate::fleet::Gpus;
 use aws_config::retry::RetryConfig;
 use aws_config::sts::AssumeRoleProvider;
 use aws_config::timeout::TimeoutConfig;
@@ -383,6 +382,13 @@ fn one_line(err: &dyn std::error::Error) -> String {
     parts.join(": ")
 }
 
+/// EC2's tags as a map.
+fn tag_map(tags: &[aws_sdk_ec2::types::Tag]) -> BTreeMap<String, String> {
+    tags.iter()
+        .filter_map(|t| Some((t.key()?.to_string(), t.value().unwrap_or("").to_string())))
+        .collect()
+}
+
 /// An SDK time as a chrono one.
 fn to_chrono(t: &aws_sdk_ec2::primitives::DateTime) -> Option<DateTime<Utc>> {
     DateTime::from_timestamp(t.secs(), t.subsec_nanos())
@@ -394,131 +400,6 @@ fn to_smithy(t: DateTime<Utc>) -> aws_sdk_ec2::primitives::DateTime {
         t.timestamp(),
         t.timestamp_subsec_nanos(),
     )
-}
-
-impl Provider for AwsProvider {
-    async fn instances(&self) -> Inventory {
-        self.list().await
-    }
-
-    async fn reread(&self, region: &str, ids: &[String]) -> Result<Vec<Instance>, CloudError> {
-        self.reread_instances(region, ids).await
-    }
-
-    async fn gpu_utilisation(
-        &self,
-        region: &str,
-        instances: &[String],
-        from: DateTime<Utc>,
-        to: DateTime<Utc>,
-    ) -> Result<HashMap<String, Vec<Sample>>, CloudError> {
-        self.read_gpu_utilisation(region, instances, from, to).await
-    }
-
-    async fn prices(
-        &self,
-        region: &str,
-        types: &[String],
-        now: DateTime<Utc>,
-    ) -> Result<Vec<TypePrice>, CloudError> {
-        self.read_prices(region, types, now).await
-    }
-
-    async fn stop(&self, region: &str, ids: &[String], hibernate: bool) -> ActionReport {
-        self.stop_instances(region, ids, hibernate).await
-    }
-
-    async fn start(&self, region: &str, ids: &[String]) -> ActionReport {
-        self.start_instances(region, ids).await
-    }
-
-    async fn set_type(&self, region: &str, id: &str, instance_type: &str) -> ActionReport {
-        self.modify_type(region, id, instance_type).await
-    }
-
-    async fn tag(
-        &self,
-        region: &str,
-        ids: &[String],
-        tags: &BTreeMap<String, String>,
-    ) -> ActionReport {
-        self.create_tags(region, ids, tags).await
-    }
-
-    async fn untag(&self, region: &str, ids: &[String], keys: &[String]) -> ActionReport {
-        // DeleteTags naming no keys deletes every tag, ebb:managed and people's own with them
-        // (deploy/iam-policy.json refuses it too).
-        if keys.is_empty() {
-            let error = CloudError::other(
-                "DeleteTags",
-                "no tag keys to remove: DeleteTags without keys removes every tag",
-            );
-            let failed = ids.iter().map(|instance| Failed {
-                instance: instance.clone(),
-                error: error.clone(),
-            });
-            return ActionReport {
-                failed: failed.collect(),
-                ..ActionReport::default()
-            };
-        }
-        self.delete_tags(region, ids, keys).await
-    }
-
-    async fn launch_spec(&self, region: &str, id: &str) -> Result<LaunchSpec, CloudError> {
-        self.read_launch_spec(region, id).await
-    }
-
-    async fn describe(
-        &self,
-        region: &str,
-        ids: &[String],
-    ) -> Result<Vec<InstanceStatus>, CloudError> {
-        self.describe_status(region, ids).await
-    }
-
-    async fn find_tagged(
-        &self,
-        region: &str,
-        key: &str,
-        value: &str,
-    ) -> Result<Option<InstanceStatus>, CloudError> {
-        self.find_by_tag(region, key, value).await
-    }
-
-    async fn create_image(
-        &self,
-        region: &str,
-        id: &str,
-        name: &str,
-        tags: &BTreeMap<String, String>,
-    ) -> Result<ImageMade, CloudError> {
-        self.make_image(region, id, name, tags).await
-    }
-
-    async fn image(&self, region: &str, image: &str) -> Result<Option<Image>, CloudError> {
-        self.image_state(region, image).await
-    }
-
-    async fn launch(&self, region: &str, launch: &Launch) -> Result<InstanceStatus, CloudError> {
-        self.run(region, launch).await
-    }
-
-    async fn terminate(&self, region: &str, ids: &[String]) -> ActionReport {
-        self.terminate_instances(region, ids).await
-    }
-
-    async fn deregister_image(&self, region: &str, image: &str) -> Result<(), CloudError> {
-        self.deregister(region, image).await
-    }
-
-    async fn delete_snapshot(&self, region: &str, snapshot: &str) -> Result<(), CloudError> {
-        self.remove_snapshot(region, snapshot).await
-    }
-
-    async fn migration_artifacts(&self, region: &str) -> Result<Vec<Artifact>, CloudError> {
-        self.tagged_artifacts(region).await
-    }
 }
 
 #[cfg(test)]

@@ -1,20 +1,162 @@
-//! EC2 calls of spot migrations: launch settings, images, launches and terminations.
+//! EC2 for spot migrations: the look-ups their calls make (user data, subnets, images,
+//! snapshots), the CreateImage and RunInstances requests, and what EC2's answers say.
 
 use super::ec2::{lifecycle_of, state_of};
-use super::{cloud_error, AwsProvider, Scope};
-use crate::cloud::pacing::Key;
-use crate::cloud::{
-    ActionReport, CloudError, ErrorKind, Image, ImageMade, ImageState, InstanceStatus, Launch,
-    LaunchSpec, Market,
-};
-use aws_sdk_ec2::operation::RequestId;
+use super::{cloud_error, tag_map, AwsProvider, Scope};
+use crate::cloud::{CloudError, ErrorKind, InstanceStatus, Launch, LaunchSpec, Market};
+use aws_sdk_ec2::operation::create_image::builders::CreateImageFluentBuilder;
+use aws_sdk_ec2::operation::run_instances::builders::RunInstancesFluentBuilder;
 use aws_sdk_ec2::types::{
-    BlockDeviceMapping, Filter, IamInstanceProfileSpecification, ImageState as Ec2ImageState,
-    InstanceAttributeName, InstanceInterruptionBehavior, InstanceMarketOptionsRequest,
-    InstanceType, MarketType, ResourceType, SpotInstanceType, SpotMarketOptions, Tag,
-    TagSpecification,
+    BlockDeviceMapping, Filter, IamInstanceProfileSpecification, InstanceAttributeName,
+    InstanceInterruptionBehavior, InstanceMarketOptionsRequest, InstanceType, MarketType,
+    ResourceType, SpotInstanceType, SpotMarketOptions, Tag, TagSpecification,
 };
 use std::collections::BTreeMap;
+
+/// Where an instance is, which its replacement's subnets follow.
+pub(super) struct Placement {
+    /// Its subnet.
+    subnet: String,
+    /// Its availability zone.
+    zone: String,
+    /// Its VPC.
+    vpc: String,
+}
+
+impl Placement {
+    /// Where `instance` (`id`) is; an error when it is not in a VPC subnet.
+    pub(super) fn of(
+        id: &str,
+        instance: &aws_sdk_ec2::types::Instance,
+    ) -> Result<Placement, CloudError> {
+        let missing = |what| missing(id, what);
+        Ok(Placement {
+            subnet: instance
+                .subnet_id()
+                .ok_or_else(|| missing("subnet"))?
+                .to_string(),
+            zone: instance
+                .placement()
+                .and_then(|p| p.availability_zone())
+                .ok_or_else(|| missing("availability zone"))?
+                .to_string(),
+            vpc: instance.vpc_id().ok_or_else(|| missing("VPC"))?.to_string(),
+        })
+    }
+}
+
+/// The error of an instance `id` without `what`, which a move to spot needs.
+fn missing(id: &str, what: &str) -> CloudError {
+    let message = format!("{id} has no {what}; only instances in a VPC subnet can be moved to spot");
+    CloudError::other("DescribeInstances", message)
+}
+
+/// How `instance` (`id`, at `placement`) was launched, with its user data and a subnet in
+/// each zone.
+pub(super) fn launch_spec_of(
+    id: &str,
+    instance: &aws_sdk_ec2::types::Instance,
+    placement: Placement,
+    user_data: Option<String>,
+    subnets_by_zone: BTreeMap<String, String>,
+) -> Result<LaunchSpec, CloudError> {
+    let mut tags = tag_map(instance.tags());
+    tags.retain(|k, _| !k.starts_with("aws:"));
+    Ok(LaunchSpec {
+        instance_type: instance
+            .instance_type()
+            .map(|t| t.as_str().to_string())
+            .ok_or_else(|| missing(id, "instance type"))?,
+        zone: placement.zone,
+        subnet: placement.subnet,
+        subnets_by_zone,
+        security_groups: instance
+            .security_groups()
+            .iter()
+            .filter_map(|g| g.group_id().map(str::to_string))
+            .collect(),
+        instance_profile: instance
+            .iam_instance_profile()
+            .and_then(|p| p.arn())
+            .map(str::to_string),
+        key_name: instance.key_name().map(str::to_string),
+        user_data,
+        tags,
+        volumes: instance
+            .block_device_mappings()
+            .iter()
+            .filter_map(|m| m.ebs()?.volume_id().map(str::to_string))
+            .collect(),
+    })
+}
+
+/// CreateImage of instance `id` named `name`, with all its volumes.
+pub(super) fn image_request(
+    scope: &Scope,
+    id: &str,
+    name: &str,
+    tags: &BTreeMap<String, String>,
+) -> CreateImageFluentBuilder {
+    // The same tags on the image and on the snapshots the call makes: the IAM policy lets ebb
+    // tag a snapshot only in the CreateImage call that makes it.
+    let tagged = |resource| {
+        let spec = TagSpecification::builder().resource_type(resource);
+        tags.iter()
+            .fold(spec, |spec, (key, value)| {
+                spec.tags(Tag::builder().key(key).value(value).build())
+            })
+            .build()
+    };
+    scope
+        .ec2
+        .create_image()
+        .instance_id(id)
+        .name(name)
+        .description(format!("ebb: {id} moved to spot"))
+        // The tags let the IAM policy allow deleting only what ebb made, and prove (with the
+        // snapshots' volumes) that ebb made it when it is found after a crash.
+        .tag_specifications(tagged(ResourceType::Image))
+        .tag_specifications(tagged(ResourceType::Snapshot))
+}
+
+/// RunInstances of one instance as `launch` says, in its market.
+pub(super) fn run_request(scope: &Scope, launch: &Launch) -> RunInstancesFluentBuilder {
+    let mut tags = TagSpecification::builder().resource_type(ResourceType::Instance);
+    for (key, value) in launch.spec.tags.iter().chain(&launch.tags) {
+        tags = tags.tags(Tag::builder().key(key).value(value).build());
+    }
+    let mut request = scope
+        .ec2
+        .run_instances()
+        .image_id(&launch.image)
+        .instance_type(InstanceType::from(launch.instance_type.as_str()))
+        .subnet_id(&launch.subnet)
+        .set_security_group_ids(Some(launch.spec.security_groups.clone()))
+        .set_key_name(launch.spec.key_name.clone())
+        .set_user_data(launch.spec.user_data.clone())
+        .min_count(1)
+        .max_count(1)
+        .client_token(&launch.client_token)
+        .tag_specifications(tags.build());
+    if let Some(arn) = &launch.spec.instance_profile {
+        request = request
+            .iam_instance_profile(IamInstanceProfileSpecification::builder().arn(arn).build());
+    }
+    if launch.market == Market::Spot {
+        request = request.instance_market_options(
+            InstanceMarketOptionsRequest::builder()
+                .market_type(MarketType::Spot)
+                .spot_options(
+                    SpotMarketOptions::builder()
+                        .spot_instance_type(SpotInstanceType::OneTime)
+                        .instance_interruption_behavior(InstanceInterruptionBehavior::Terminate)
+                        .build(),
+                )
+                .build(),
+        );
+    }
+    request
+}
 
 impl AwsProvider {
     /// The clients of the account that listed `id` (ebb's own when it was never listed).
@@ -39,80 +181,12 @@ impl AwsProvider {
             })
     }
 
-    /// DescribeInstances of one instance, DescribeInstanceAttribute for its user data, and
-    /// DescribeSubnets for a subnet of its VPC in every zone.
-    pub(super) async fn read_launch_spec(
-        &self,
-        region: &str,
-        id: &str,
-    ) -> Result<LaunchSpec, CloudError> {
-        let scope = self.scope_of(region, id, "DescribeInstances")?;
-        self.count("DescribeInstances");
-        let out = scope
-            .ec2
-            .describe_instances()
-            .instance_ids(id)
-            .send()
-            .await
-            .map_err(|e| cloud_error("DescribeInstances", e))?;
-        let instance = out
-            .reservations()
-            .iter()
-            .flat_map(|r| r.instances())
-            .next()
-            .ok_or_else(|| not_found("DescribeInstances", id))?;
-        let missing = |what: &str| {
-            let message =
-                format!("{id} has no {what}; only instances in a VPC subnet can be moved to spot");
-            CloudError::other("DescribeInstances", message)
-        };
-        let subnet = instance
-            .subnet_id()
-            .ok_or_else(|| missing("subnet"))?
-            .to_string();
-        let zone = instance
-            .placement()
-            .and_then(|p| p.availability_zone())
-            .ok_or_else(|| missing("availability zone"))?
-            .to_string();
-        let vpc = instance.vpc_id().ok_or_else(|| missing("VPC"))?.to_string();
-        let user_data = self.user_data(scope, id).await?;
-        let subnets_by_zone = self.subnets_by_zone(scope, &vpc, &zone, &subnet).await?;
-        Ok(LaunchSpec {
-            instance_type: instance
-                .instance_type()
-                .map(|t| t.as_str().to_string())
-                .ok_or_else(|| missing("instance type"))?,
-            zone,
-            subnet,
-            subnets_by_zone,
-            security_groups: instance
-                .security_groups()
-                .iter()
-                .filter_map(|g| g.group_id().map(str::to_string))
-                .collect(),
-            instance_profile: instance
-                .iam_instance_profile()
-                .and_then(|p| p.arn())
-                .map(str::to_string),
-            key_name: instance.key_name().map(str::to_string),
-            user_data,
-            tags: instance
-                .tags()
-                .iter()
-                .filter_map(|t| Some((t.key()?.to_string(), t.value().unwrap_or("").to_string())))
-                .filter(|(k, _)| !k.starts_with("aws:"))
-                .collect(),
-            volumes: instance
-                .block_device_mappings()
-                .iter()
-                .filter_map(|m| m.ebs()?.volume_id().map(str::to_string))
-                .collect(),
-        })
-    }
-
     /// DescribeInstanceAttribute: the user data of `id`, base64, if it has any.
-    async fn user_data(&self, scope: &Scope, id: &str) -> Result<Option<String>, CloudError> {
+    pub(super) async fn user_data(
+        &self,
+        scope: &Scope,
+        id: &str,
+    ) -> Result<Option<String>, CloudError> {
         self.count("DescribeInstanceAttribute");
         Ok(scope
             .ec2
@@ -128,15 +202,15 @@ impl AwsProvider {
             .map(str::to_string))
     }
 
-    /// DescribeSubnets: a subnet of `vpc` in each zone, where a replacement may go. In the
-    /// original's `zone` its own `subnet`; elsewhere the subnet with the most free addresses.
-    async fn subnets_by_zone(
+    /// DescribeSubnets: a subnet of the original's VPC in each zone, where a replacement may
+    /// go. In the original's zone its own subnet; elsewhere the subnet with the most free
+    /// addresses.
+    pub(super) async fn subnets_by_zone(
         &self,
         scope: &Scope,
-        vpc: &str,
-        zone: &str,
-        subnet: &str,
+        placement: &Placement,
     ) -> Result<BTreeMap<String, String>, CloudError> {
+        let Placement { subnet, zone, vpc } = placement;
         self.count("DescribeSubnets");
         let subnets = scope
             .ec2
@@ -150,7 +224,7 @@ impl AwsProvider {
             let (Some(sid), Some(z)) = (s.subnet_id(), s.availability_zone()) else {
                 continue;
             };
-            let free = if sid == subnet {
+            let free = if sid == subnet.as_str() {
                 i32::MAX
             } else {
                 s.available_ip_address_count().unwrap_or(0)
@@ -159,50 +233,12 @@ impl AwsProvider {
                 best.insert(z.to_string(), (sid.to_string(), free));
             }
         }
-        best.insert(zone.to_string(), (subnet.to_string(), i32::MAX));
+        best.insert(zone.clone(), (subnet.clone(), i32::MAX));
         Ok(best.into_iter().map(|(z, (s, _))| (z, s)).collect())
     }
 
-    /// DescribeInstances by id; ids EC2 does not know are left out.
-    pub(super) async fn describe_status(
-        &self,
-        region: &str,
-        ids: &[String],
-    ) -> Result<Vec<InstanceStatus>, CloudError> {
-        let Some(first) = ids.first() else {
-            return Ok(Vec::new());
-        };
-        let scope = self.scope_of(region, first, "DescribeInstances")?;
-        // Filtering by id (not InstanceIds) makes an unknown id absent rather than an error.
-        let filter = Filter::builder()
-            .name("instance-id")
-            .set_values(Some(ids.to_vec()))
-            .build();
-        let found = self.instances_where(scope, filter).await?;
-        Ok(found.iter().filter_map(status).collect())
-    }
-
-    /// DescribeInstances by tag: the newest instance tagged `key=value`.
-    pub(super) async fn find_by_tag(
-        &self,
-        region: &str,
-        key: &str,
-        value: &str,
-    ) -> Result<Option<InstanceStatus>, CloudError> {
-        let scope = self.scope_of(region, "", "DescribeInstances")?;
-        let filter = Filter::builder()
-            .name(format!("tag:{key}"))
-            .values(value)
-            .build();
-        let found = self.instances_where(scope, filter).await?;
-        Ok(found
-            .iter()
-            .max_by_key(|i| i.launch_time().map(|t| (t.secs(), t.subsec_nanos())))
-            .and_then(status))
-    }
-
     /// DescribeInstances with one filter (a few instances: one page).
-    async fn instances_where(
+    pub(super) async fn instances_where(
         &self,
         scope: &Scope,
         filter: Filter,
@@ -224,7 +260,7 @@ impl AwsProvider {
     }
 
     /// DescribeImages of one image by id; `None` when it does not exist.
-    async fn image_by_id(
+    pub(super) async fn image_by_id(
         &self,
         scope: &Scope,
         image: &str,
@@ -240,61 +276,12 @@ impl AwsProvider {
         Ok(out.images().first().cloned())
     }
 
-    /// CreateImage, unless images of that name exist (DescribeImages first): then their ids.
-    pub(super) async fn make_image(
-        &self,
-        region: &str,
-        id: &str,
-        name: &str,
-        tags: &BTreeMap<String, String>,
-    ) -> Result<ImageMade, CloudError> {
-        let scope = self.scope_of(region, id, "CreateImage")?;
-        let named = self.images_named(scope, name).await?;
-        if !named.is_empty() {
-            return Ok(ImageMade::Named(named));
-        }
-        // The same tags on the image and on the snapshots the call makes: the IAM policy lets
-        // ebb tag a snapshot only in the CreateImage call that makes it.
-        let tagged = |resource| {
-            let spec = TagSpecification::builder().resource_type(resource);
-            tags.iter()
-                .fold(spec, |spec, (key, value)| {
-                    spec.tags(Tag::builder().key(key).value(value).build())
-                })
-                .build()
-        };
-        self.count("CreateImage");
-        let made = scope
-            .ec2
-            .create_image()
-            .instance_id(id)
-            .name(name)
-            .description(format!("ebb: {id} moved to spot"))
-            // The tags let the IAM policy allow deleting only what ebb made, and prove (with
-            // the snapshots' volumes) that ebb made it when it is found after a crash.
-            .tag_specifications(tagged(ResourceType::Image))
-            .tag_specifications(tagged(ResourceType::Snapshot))
-            .send()
-            .await;
-        match made {
-            Ok(out) => out
-                .image_id()
-                .map(|i| ImageMade::Made(i.to_string()))
-                .ok_or_else(|| not_found("CreateImage", name)),
-            // Made since the look-up: by an attempt whose answer was lost, or by anyone.
-            Err(e)
-                if e.as_service_error()
-                    .and_then(|s| aws_sdk_ec2::error::ProvideErrorMetadata::code(s))
-                    == Some("InvalidAMIName.Duplicate") =>
-            {
-                Ok(ImageMade::Named(self.images_named(scope, name).await?))
-            }
-            Err(e) => Err(cloud_error("CreateImage", e)),
-        }
-    }
-
     /// DescribeImages by name, of this account's images.
-    async fn images_named(&self, scope: &Scope, name: &str) -> Result<Vec<String>, CloudError> {
+    pub(super) async fn images_named(
+        &self,
+        scope: &Scope,
+        name: &str,
+    ) -> Result<Vec<String>, CloudError> {
         self.count("DescribeImages");
         let out = scope
             .ec2
@@ -313,7 +300,7 @@ impl AwsProvider {
     }
 
     /// DescribeSnapshots: the volume each of `snapshots` was taken from.
-    async fn snapshot_volumes(
+    pub(super) async fn snapshot_volumes(
         &self,
         scope: &Scope,
         snapshots: &[String],
@@ -335,168 +322,10 @@ impl AwsProvider {
             .filter_map(|s| Some((s.snapshot_id()?.to_string(), s.volume_id()?.to_string())))
             .collect())
     }
-
-    /// DescribeImages of one image, with its state and tags, and DescribeSnapshots for the
-    /// volumes its snapshots were taken from.
-    pub(super) async fn image_state(
-        &self,
-        region: &str,
-        image: &str,
-    ) -> Result<Option<Image>, CloudError> {
-        let scope = self.scope_of(region, "", "DescribeImages")?;
-        let Some(found) = self.image_by_id(scope, image).await? else {
-            return Ok(None);
-        };
-        let snapshots = snapshots(&found);
-        Ok(Some(Image {
-            state: match found.state() {
-                Some(Ec2ImageState::Available) => ImageState::Available,
-                Some(Ec2ImageState::Pending) | None => ImageState::Pending,
-                Some(_) => ImageState::Failed,
-            },
-            snapshot_volumes: self.snapshot_volumes(scope, &snapshots).await?,
-            snapshots,
-            tags: found
-                .tags()
-                .iter()
-                .filter_map(|t| Some((t.key()?.to_string(), t.value().unwrap_or("").to_string())))
-                .collect(),
-        }))
-    }
-
-    /// RunInstances of one instance, in the market asked, with the original's settings.
-    pub(super) async fn run(
-        &self,
-        region: &str,
-        launch: &Launch,
-    ) -> Result<InstanceStatus, CloudError> {
-        let scope = self.scope_of(region, "", "RunInstances")?;
-        let mut tags = TagSpecification::builder().resource_type(ResourceType::Instance);
-        for (key, value) in launch.spec.tags.iter().chain(&launch.tags) {
-            tags = tags.tags(Tag::builder().key(key).value(value).build());
-        }
-        let mut request = scope
-            .ec2
-            .run_instances()
-            .image_id(&launch.image)
-            .instance_type(InstanceType::from(launch.instance_type.as_str()))
-            .subnet_id(&launch.subnet)
-            .set_security_group_ids(Some(launch.spec.security_groups.clone()))
-            .set_key_name(launch.spec.key_name.clone())
-            .set_user_data(launch.spec.user_data.clone())
-            .min_count(1)
-            .max_count(1)
-            .client_token(&launch.client_token)
-            .tag_specifications(tags.build());
-        if let Some(arn) = &launch.spec.instance_profile {
-            request = request
-                .iam_instance_profile(IamInstanceProfileSpecification::builder().arn(arn).build());
-        }
-        if launch.market == Market::Spot {
-            request = request.instance_market_options(
-                InstanceMarketOptionsRequest::builder()
-                    .market_type(MarketType::Spot)
-                    .spot_options(
-                        SpotMarketOptions::builder()
-                            .spot_instance_type(SpotInstanceType::OneTime)
-                            .instance_interruption_behavior(InstanceInterruptionBehavior::Terminate)
-                            .build(),
-                    )
-                    .build(),
-            );
-        }
-        let key = Key {
-            account: scope.account.clone(),
-            region: scope.region.clone(),
-            api: "RunInstances",
-        };
-        // The client token makes a launch made again after a throttle the same launch.
-        let send = || {
-            self.count("RunInstances");
-            let request = request.clone();
-            async move {
-                request
-                    .send()
-                    .await
-                    .map_err(|e| cloud_error("RunInstances", e))
-            }
-        };
-        // Boxed: a RunInstances request is large, and a migration step's future holds it.
-        let out = Box::pin(self.pacer.call(&key, 1, send)).await?;
-        out.instances()
-            .first()
-            .and_then(status)
-            .ok_or_else(|| not_found("RunInstances", &launch.client_token))
-    }
-
-    /// TerminateInstances in batches.
-    pub(super) async fn terminate_instances(&self, region: &str, ids: &[String]) -> ActionReport {
-        self.in_scopes(
-            region,
-            ids,
-            "TerminateInstances",
-            |scope, batch| async move {
-                self.count("TerminateInstances");
-                let out = scope
-                    .ec2
-                    .terminate_instances()
-                    .set_instance_ids(Some(batch))
-                    .send()
-                    .await
-                    .map_err(|e| cloud_error("TerminateInstances", e))?;
-                Ok(super::ec2::Accepted::of(out.request_id()))
-            },
-        )
-        .await
-    }
-
-    /// DeregisterImage of `image`; one already gone (DescribeImages first) is not an error.
-    pub(super) async fn deregister(&self, region: &str, image: &str) -> Result<(), CloudError> {
-        let scope = self.scope_of(region, "", "DeregisterImage")?;
-        if self.image_by_id(scope, image).await?.is_none() {
-            return Ok(());
-        }
-        self.count("DeregisterImage");
-        scope
-            .ec2
-            .deregister_image()
-            .image_id(image)
-            .send()
-            .await
-            .map_err(|e| cloud_error("DeregisterImage", e))?;
-        Ok(())
-    }
-
-    /// DeleteSnapshot of `snapshot`; one EC2 no longer knows is not an error.
-    pub(super) async fn remove_snapshot(
-        &self,
-        region: &str,
-        snapshot: &str,
-    ) -> Result<(), CloudError> {
-        let scope = self.scope_of(region, "", "DeleteSnapshot")?;
-        self.count("DeleteSnapshot");
-        match scope
-            .ec2
-            .delete_snapshot()
-            .snapshot_id(snapshot)
-            .send()
-            .await
-        {
-            Ok(_) => Ok(()),
-            Err(e)
-                if e.as_service_error()
-                    .and_then(|s| aws_sdk_ec2::error::ProvideErrorMetadata::code(s))
-                    == Some("InvalidSnapshot.NotFound") =>
-            {
-                Ok(())
-            }
-            Err(e) => Err(cloud_error("DeleteSnapshot", e)),
-        }
-    }
 }
 
 /// An instance's status; `None` for one without id, type or state, which EC2 never sends.
-fn status(i: &aws_sdk_ec2::types::Instance) -> Option<InstanceStatus> {
+pub(super) fn status(i: &aws_sdk_ec2::types::Instance) -> Option<InstanceStatus> {
     Some(InstanceStatus {
         id: i.instance_id()?.to_string(),
         state: state_of(i)?,
@@ -513,7 +342,7 @@ fn status(i: &aws_sdk_ec2::types::Instance) -> Option<InstanceStatus> {
 }
 
 /// The EBS snapshots of an image.
-fn snapshots(image: &aws_sdk_ec2::types::Image) -> Vec<String> {
+pub(super) fn snapshots(image: &aws_sdk_ec2::types::Image) -> Vec<String> {
     image
         .block_device_mappings()
         .iter()
@@ -523,6 +352,7 @@ fn snapshots(image: &aws_sdk_ec2::types::Image) -> Vec<String> {
         .collect()
 }
 
-fn not_found(operation: &'static str, what: &str) -> CloudError {
+/// The error of `what` EC2 did not find or did not name in its answer.
+pub(super) fn not_found(operation: &'static str, what: &str) -> CloudError {
     CloudError::new(ErrorKind::NotFound, operation, format!("{what} not found"))
 }

@@ -4,12 +4,13 @@
 //! `fallback_type`), and so is each start after it: an intent committed on the leader's session
 //! before the call, one outcome after it.
 
-use super::{outcome_entries, Audit, Reconciler, TickReport};
+use super::outcomes::outcome_entries;
+use super::{Reconciler, TickContext};
 use crate::cloud::{ActionReport, ErrorKind, Provider};
 use crate::engine::{Action, Code, Decision};
 use crate::fleet::InstanceState;
 use crate::policy::PolicySet;
-use crate::store::{Leadership, NewAuditEntry, Outcome, StoreError};
+use crate::store::{NewAuditEntry, Outcome, StoreError};
 use std::future::Future;
 
 impl<P: Provider> Reconciler<P> {
@@ -21,9 +22,7 @@ impl<P: Provider> Reconciler<P> {
         &self,
         group: &[&Decision],
         cloud: &ActionReport,
-        audit: Audit<'_>,
-        leader: &mut Leadership,
-        report: &mut TickReport,
+        tick: &mut TickContext<'_>,
     ) -> Result<(), StoreError> {
         if !cloud
             .failed
@@ -71,7 +70,7 @@ impl<P: Provider> Reconciler<P> {
                     ..d.clone()
                 };
                 let call = || self.provider.set_type(region, &d.instance, to);
-                if self.one_call(&resize, audit, leader, report, call).await? != Some(Ok(())) {
+                if self.one_call(&resize, tick, call).await? != Some(Ok(())) {
                     break;
                 }
                 let start = Decision {
@@ -82,7 +81,7 @@ impl<P: Provider> Reconciler<P> {
                     self.provider
                         .start(region, std::slice::from_ref(&d.instance))
                 };
-                match self.one_call(&start, audit, leader, report, call).await? {
+                match self.one_call(&start, tick, call).await? {
                     Some(Err(ErrorKind::InsufficientCapacity)) => from = to.clone(),
                     _ => break,
                 }
@@ -97,17 +96,16 @@ impl<P: Provider> Reconciler<P> {
     async fn one_call<F, Fut>(
         &self,
         d: &Decision,
-        audit: Audit<'_>,
-        leader: &mut Leadership,
-        report: &mut TickReport,
+        tick: &mut TickContext<'_>,
         call: F,
     ) -> Result<Option<Result<(), ErrorKind>>, StoreError>
     where
         F: FnOnce() -> Fut,
         Fut: Future<Output = ActionReport>,
     {
-        let fenced = leader
-            .fence(vec![audit.entry(d, Outcome::Intent, false)], audit.now)
+        let fenced = tick
+            .leader
+            .fence(vec![tick.entry(d, Outcome::Intent, false)], tick.now)
             .await?;
         let Some(intent) = fenced.written.first() else {
             return Ok(None);
@@ -115,7 +113,7 @@ impl<P: Provider> Reconciler<P> {
         let cloud = call().await;
         let outcomes = outcome_entries(&[d], &cloud, |d, outcome| NewAuditEntry {
             intent_seq: Some(intent.seq),
-            ..audit.entry(d, outcome, false)
+            ..tick.entry(d, outcome, false)
         });
         let result = match outcomes[0].outcome {
             Outcome::Succeeded => Ok(()),
@@ -124,7 +122,7 @@ impl<P: Provider> Reconciler<P> {
                 .first()
                 .map_or(ErrorKind::Other, |f| f.error.kind)),
         };
-        self.record(&[d], outcomes, audit.now, report).await?;
+        self.record(&[d], outcomes, tick).await?;
         Ok(Some(result))
     }
 }

@@ -28,7 +28,18 @@ use crate::policy::SpotRule;
 use crate::store::{Leadership, MigrationRecord, NewAuditEntry, Outcome, Store, StoreError};
 use chrono::{DateTime, Utc};
 
-/// What the step sees beside the migration.
+/// What one tick lends every migration step: its time, the policy version in force, and the
+/// leader's session, whose fence commits each call's intent.
+pub struct Tick<'a> {
+    /// Now.
+    pub now: DateTime<Utc>,
+    /// The policy-set version, for the audit log.
+    pub version: &'a str,
+    /// The leadership this tick acts under.
+    pub leader: &'a mut Leadership,
+}
+
+/// What the step sees of its migration's original this tick.
 #[derive(Debug, Clone, Copy)]
 pub struct Context<'a> {
     /// The spot rule of the migration's policy in the current set; `None` when the policy is
@@ -40,10 +51,6 @@ pub struct Context<'a> {
     pub warned: bool,
     /// What protects the original this tick, and whether its policy still moves it.
     pub hold: &'a Hold,
-    /// The policy-set version, for the audit log.
-    pub version: &'a str,
-    /// Now.
-    pub now: DateTime<Utc>,
 }
 
 /// Advances `m` by one step; returns the state it is in afterwards and what happened (empty
@@ -51,19 +58,11 @@ pub struct Context<'a> {
 pub async fn advance<P: Provider>(
     provider: &P,
     store: &Store,
-    leader: &mut Leadership,
+    tick: Tick<'_>,
     m: MigrationRecord,
     cx: Context<'_>,
 ) -> Result<(State, String), StoreError> {
-    let mut run = Run {
-        p: provider,
-        store,
-        leader,
-        cx,
-        m,
-        audit: Vec::new(),
-        happened: String::new(),
-    };
+    let mut run = Run::new(provider, store, tick, m, cx);
     if run.m.ended_at.is_some() {
         run.expire_image().await?;
         return Ok((run.m.state, run.happened));
@@ -89,7 +88,7 @@ pub async fn advance<P: Provider>(
 struct Run<'a, P> {
     p: &'a P,
     store: &'a Store,
-    leader: &'a mut Leadership,
+    tick: Tick<'a>,
     cx: Context<'a>,
     m: MigrationRecord,
     /// Outcomes and events, written with the migration row.
@@ -97,9 +96,28 @@ struct Run<'a, P> {
     happened: String,
 }
 
-impl<P: Provider> Run<'_, P> {
+impl<'a, P: Provider> Run<'a, P> {
+    /// A step of `m` that has done nothing yet.
+    fn new(
+        p: &'a P,
+        store: &'a Store,
+        tick: Tick<'a>,
+        m: MigrationRecord,
+        cx: Context<'a>,
+    ) -> Self {
+        Run {
+            p,
+            store,
+            tick,
+            cx,
+            m,
+            audit: Vec::new(),
+            happened: String::new(),
+        }
+    }
+
     fn now(&self) -> DateTime<Utc> {
-        self.cx.now
+        self.tick.now
     }
 
     /// A step before `done`: undone when a protection or the policy forbids the move now, held
@@ -136,7 +154,7 @@ impl<P: Provider> Run<'_, P> {
             action: action.as_str().to_string(),
             outcome,
             policy: Some(self.m.policy.clone()),
-            policy_version: Some(self.cx.version.to_string()),
+            policy_version: Some(self.tick.version.to_string()),
             code: Some(code.as_str().to_string()),
             reason: format!("migration {}: {reason}", self.m.id),
             dry_run: false,
@@ -156,7 +174,7 @@ impl<P: Provider> Run<'_, P> {
         reason: &str,
     ) -> Result<Result<i64, String>, StoreError> {
         let entry = self.entry(action, Outcome::Intent, code, reason);
-        let fenced = self.leader.fence(vec![entry], self.now()).await?;
+        let fenced = self.tick.leader.fence(vec![entry], self.now()).await?;
         if let Some((_, o)) = fenced.protected.first() {
             return Ok(Err(format!(
                 "an override by {} until {} protects it: {}",

@@ -1,44 +1,31 @@
 //! A replacement ebb launched and lost track of (see [`crate::spot::orphans`]): terminated as
 //! an action of its migration, so that it does not bill untracked.
 
-use super::{Context, Run};
+use super::{Context, Run, Tick};
 use crate::cloud::Provider;
 use crate::engine::Code;
+use crate::spot::orphans::Orphan;
 use crate::spot::Hold;
-use crate::store::{Leadership, MigrationRecord, Store, StoreError};
-use chrono::{DateTime, Utc};
+use crate::store::{MigrationRecord, Store, StoreError};
 
-/// Terminates `id`, a launch of migration `m` that `m` does not track (`why`), with its intent
-/// on the leader's session first and its outcome in `m`'s history; what happened.
-#[allow(clippy::too_many_arguments)]
+/// Terminates `orphan`, a launch of migration `m` that `m` does not track, with its intent on
+/// the leader's session first and its outcome in `m`'s history; what happened.
 pub async fn terminate_lost<P: Provider>(
     provider: &P,
     store: &Store,
-    leader: &mut Leadership,
+    tick: Tick<'_>,
     m: MigrationRecord,
-    id: &str,
-    why: &str,
-    version: &str,
-    now: DateTime<Utc>,
+    orphan: &Orphan,
 ) -> Result<String, StoreError> {
     let cx = Context {
         rule: None,
         decision: None,
         warned: false,
         hold: &Hold::Unknown,
-        version,
-        now,
     };
-    let mut run = Run {
-        p: provider,
-        store,
-        leader,
-        cx,
-        m,
-        audit: Vec::new(),
-        happened: String::new(),
-    };
-    let reason = format!("terminate {id}: {why}");
+    let mut run = Run::new(provider, store, tick, m, cx);
+    let id = &orphan.artifact.id;
+    let reason = format!("terminate {id}: {}", orphan.why);
     let detail = match run
         .terminate_replacement(id, Code::SpotOrphan, &reason)
         .await?

@@ -3,7 +3,7 @@
 
 use super::super::{image_tags, prove_image, STOP_TIMEOUT};
 use super::Run;
-use crate::cloud::{CloudError, ImageMade, Provider};
+use crate::cloud::{CloudError, ImageMade, Provider, StopKind};
 use crate::engine::{Action, Code};
 use crate::fleet::InstanceState;
 use crate::names::MIGRATING_TAG;
@@ -91,7 +91,7 @@ impl<P: Provider> Run<'_, P> {
             Ok(seq) => seq,
             Err(why) => return self.roll_back(format!("not stopped: {why}")).await,
         };
-        let report = self.p.stop(&region, &ids, false).await;
+        let report = self.p.stop(&region, &ids, StopKind::Stop).await;
         let detail = format!("stopping {original}");
         match self.note(seq, Code::SpotStop, &report, detail.clone()) {
             Ok(()) => self.go(State::Stopping, detail).await,

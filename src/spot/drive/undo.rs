@@ -240,7 +240,7 @@ impl<P: Provider> Run<'_, P> {
         reason: &str,
     ) -> Result<i64, StoreError> {
         let entry = self.entry(Action::MigrateToSpot, Outcome::Intent, code, reason);
-        Ok(self.leader.append_intents(&[entry]).await?[0].seq)
+        Ok(self.tick.leader.append_intents(&[entry]).await?[0].seq)
     }
 
     /// The outcome of a one-instance call from its report.

@@ -3,16 +3,20 @@
 //! readings are its largest data, so what to read is worked out from the policies and the
 //! listing before anything is decided.
 
-use super::incremental::GpuRead;
-use super::Reconciler;
+use super::{ReadFailure, Reconciler, TickError};
 use crate::cloud::prometheus::Prometheus;
 use crate::cloud::Provider;
 use crate::engine;
-use crate::fleet::{Fleet, InstanceState, Lifecycle, Price};
+use crate::fleet::{Fleet, InstanceState, Lifecycle, Price, Sample};
 use crate::names::INTERRUPTIBLE_TAG;
 use crate::policy::{Policy, PolicySet};
 use chrono::{DateTime, Duration, Utc};
-use std::collections::{BTreeMap, BTreeSet};
+use incremental::{period_of, GpuRead};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+
+mod incremental;
+
+pub(super) use incremental::Asked;
 
 /// GPU readings are read this much further back than the longest idle window, so that the
 /// window's start is covered.
@@ -25,7 +29,7 @@ const PROMETHEUS_KEPT_BACK: Duration = Duration::minutes(15);
 
 /// What a tick reads, by region.
 #[derive(Debug, Default)]
-pub(super) struct Wanted {
+struct Wanted {
     /// GPU utilisation: the positions in the listing of the instances to read, and the longest
     /// window any of them needs.
     pub readings: BTreeMap<String, (Vec<usize>, Duration)>,
@@ -38,7 +42,7 @@ pub(super) struct Wanted {
 ///   rule, or work hours whose stop waits while the GPU is busy), over its longest window;
 /// - prices for the running on-demand instances a spot rule may move (tagged
 ///   `ebb:interruptible=true`): their own type and the rule's acceptable types.
-pub(super) fn wanted(set: &PolicySet, fleet: &Fleet) -> Wanted {
+fn wanted(set: &PolicySet, fleet: &Fleet) -> Wanted {
     let mut wanted = Wanted::default();
     for (i, instance) in fleet.instances.iter().enumerate() {
         if instance.state != InstanceState::Running {
@@ -77,16 +81,44 @@ fn reading_window(policy: &Policy) -> Option<Duration> {
 }
 
 impl<P: Provider> Reconciler<P> {
-    /// Reads the wanted GPU utilisation and prices into `fleet`; what the GPU read brought.
+    /// The read phase: the GPU utilisation and prices the policies `set` want of `fleet`, read
+    /// into it, and the new readings kept; the regions whose GPU read failed.
     pub(super) async fn read(
         &self,
-        wanted: Wanted,
+        set: &PolicySet,
         fleet: &mut Fleet,
         now: DateTime<Utc>,
-    ) -> GpuRead {
+    ) -> Result<Vec<ReadFailure>, TickError> {
+        let wanted = wanted(set, fleet);
         let read = self.read_gpu_utilisation(wanted.readings, fleet, now).await;
         self.read_prices(wanted.prices, fleet, now).await;
-        read
+        self.keep_readings(fleet, &read.fresh, now).await?;
+        Ok(read.failures)
+    }
+
+    /// Keeps the GPU readings this tick read (those `fresh` names, from when they are new),
+    /// for later ticks, the console's chart, `ebb metrics export` and replays; then notes them
+    /// read in the period of `now`. Only once they are kept: a later tick of this period reads
+    /// them from Postgres.
+    async fn keep_readings(
+        &self,
+        fleet: &Fleet,
+        fresh: &HashMap<String, DateTime<Utc>>,
+        now: DateTime<Utc>,
+    ) -> Result<(), TickError> {
+        let recent: Vec<(&str, &[Sample])> = fleet
+            .instances
+            .iter()
+            .filter_map(|i| {
+                let since = *fresh.get(&i.id)?;
+                // Readings come oldest first.
+                let newer = &i.gpu_util[i.gpu_util.partition_point(|s| s.at < since)..];
+                (!newer.is_empty()).then_some((i.id.as_str(), newer))
+            })
+            .collect();
+        self.store.record_gpu_readings(&recent).await?;
+        self.gpu_asked.mark(period_of(now), fresh.keys());
+        Ok(())
     }
 
     /// Reads GPU utilisation into `fleet`, one region at a time, so that a large fleet's

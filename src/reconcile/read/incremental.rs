@@ -7,10 +7,10 @@
 //! asked for again, so that datapoints CloudWatch received late fill it: that costs the same
 //! one metric, since CloudWatch bills metrics, not points.
 
-use super::{ReadFailure, Reconciler};
 use crate::cloud::Provider;
 use crate::engine::RECENT;
 use crate::fleet::{Fleet, Sample};
+use crate::reconcile::{ReadFailure, Reconciler};
 use chrono::{DateTime, Duration, DurationRound, Utc};
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
@@ -26,7 +26,7 @@ pub(super) fn period_of(t: DateTime<Utc>) -> DateTime<Utc> {
 /// The instances read in the current period, and that period's start. In memory only: a
 /// restarted process or a new leader asks each instance once more, from what Postgres holds.
 #[derive(Debug, Default)]
-pub(super) struct Asked(std::sync::Mutex<(Option<DateTime<Utc>>, HashSet<String>)>);
+pub(in crate::reconcile) struct Asked(std::sync::Mutex<(Option<DateTime<Utc>>, HashSet<String>)>);
 
 impl Asked {
     /// Whether each of `ids` was read in `period` already.

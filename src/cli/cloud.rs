@@ -1,0 +1,78 @@
+//! The provider `EBB_CLOUD` chose, matched once. A command that needs the cloud is generic
+//! over the provider ([`OnCloud`]); [`CloudArgs::run`] connects the chosen one and runs the
+//! command on it. So the tick and serve stacks under a command are compiled for each provider,
+//! and no call dispatches on the choice again.
+
+use super::args::{CloudArgs, CloudChoice};
+use crate::clock::Clock;
+use crate::cloud::aws::{self, AwsProvider};
+use crate::cloud::pacing::Pacer;
+use crate::cloud::sim::SimProvider;
+use crate::cloud::{OnDemandPrices, Provider};
+use crate::snapshot;
+use anyhow::Result;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// A provider as connected, with what a reconciler needs to know of it.
+pub(super) struct Connected<P> {
+    /// The provider.
+    pub(super) provider: P,
+    /// How long one of its calls may take, by its own time limits; `None` when it acts at once
+    /// (the simulated fleet, in memory), so that nothing of it is ever in flight.
+    pub(super) call_limit: Option<Duration>,
+    /// The token buckets its calls wait for, when it paces them.
+    pub(super) pacer: Option<Arc<Pacer>>,
+}
+
+/// A command that runs on whichever provider `EBB_CLOUD` chose.
+pub(super) trait OnCloud {
+    /// What the command gives back.
+    type Output;
+
+    /// Runs the command on `cloud`.
+    async fn on<P: Provider>(self, cloud: Connected<P>) -> Result<Self::Output>;
+}
+
+impl CloudArgs {
+    /// Connects the provider (a simulated fleet runs on `clock`) and runs `command` on it.
+    pub(super) async fn run<C: OnCloud>(self, clock: Clock, command: C) -> Result<C::Output> {
+        match self.cloud {
+            CloudChoice::Aws => {
+                let on_demand = match &self.prices {
+                    Some(file) => OnDemandPrices::load(file)?,
+                    None => OnDemandPrices::default(),
+                };
+                let settings = aws::Settings {
+                    regions: self.regions,
+                    role_arns: self.role_arns,
+                    managed_tag: self.managed_tag.0,
+                    on_demand,
+                    rate_limits: self.ec2_rate_limits,
+                    ..aws::Settings::default()
+                };
+                let aws = AwsProvider::connect(settings).await?;
+                let cloud = Connected {
+                    call_limit: Some(aws.timeouts().operation),
+                    pacer: Some(aws.pacer().clone()),
+                    provider: aws,
+                };
+                command.on(cloud).await
+            }
+            CloudChoice::Sim(file) => {
+                let (fleet, behaviours) = snapshot::load_simulation(&file)?;
+                // The simulated EC2 meters calls as EC2 does, and ebb paces them.
+                let pacer = Arc::new(Pacer::new(self.ec2_rate_limits.clone(), &clock));
+                let sim = SimProvider::new(fleet, behaviours, clock)
+                    .metered(self.ec2_rate_limits)
+                    .paced_by(pacer);
+                let cloud = Connected {
+                    call_limit: None,
+                    pacer: sim.pacer(),
+                    provider: sim,
+                };
+                command.on(cloud).await
+            }
+        }
+    }
+}

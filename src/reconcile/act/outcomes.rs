@@ -1,0 +1,164 @@
+//! What a call did: an outcome row per instance from the cloud's report, written with what ebb
+//! remembers of it, and the notices it posts.
+
+use super::choose::{CAPACITY_EVERY_TICK, CAPACITY_RETRY};
+use super::Reconciler;
+use crate::cloud::{ActionReport, ErrorKind, Provider};
+use crate::engine::{Action, Code, Decision};
+use crate::reconcile::{ActionOutcome, TickContext};
+use crate::store::{ActionDone, NewAuditEntry, Outcome, StoreError};
+use chrono::SecondsFormat;
+use std::collections::HashMap;
+
+impl<P: Provider> Reconciler<P> {
+    /// Writes the outcomes of `group`'s call with what ebb remembers of it (one transaction),
+    /// then posts its notices and reports it.
+    pub(super) async fn record(
+        &self,
+        group: &[&Decision],
+        outcomes: Vec<NewAuditEntry>,
+        tick: &mut TickContext<'_>,
+    ) -> Result<(), StoreError> {
+        let now = tick.now;
+        let done: Vec<ActionDone> = group
+            .iter()
+            .zip(&outcomes)
+            .filter(|(_, o)| o.outcome == Outcome::Succeeded)
+            .map(|(d, _)| ActionDone {
+                instance: d.instance.clone(),
+                action: d.action,
+                at: now,
+            })
+            .collect();
+        self.store.append_outcomes(&outcomes, &done).await?;
+        for (d, o) in group.iter().zip(&outcomes) {
+            if let (Outcome::Succeeded, Action::Notify, Some(webhook)) =
+                (o.outcome, d.action, &self.options.webhook)
+            {
+                webhook.send(notice(d));
+            }
+            if d.action == Action::Start {
+                self.tell_of_capacity(d, o);
+            }
+            let done = ActionOutcome {
+                decision: (*d).clone(),
+                outcome: o.outcome,
+                detail: o.error.clone().unwrap_or_else(|| o.reason.clone()),
+            };
+            done.log(now, false);
+            tick.report.actions.push(done);
+        }
+        Ok(())
+    }
+
+    /// Posts to the webhook, once until the instance starts, that a start of `d` was refused for
+    /// lack of capacity (`outcome`): people are waiting for the box, and it may stay stopped
+    /// for a while.
+    fn tell_of_capacity(&self, d: &Decision, outcome: &NewAuditEntry) {
+        let mut told = self.capacity_told.lock().unwrap_or_else(|e| e.into_inner());
+        let refused = outcome.outcome == Outcome::Failed
+            && outcome.code.as_deref() == Some(Code::InsufficientCapacity.as_str());
+        if !refused {
+            if outcome.outcome == Outcome::Succeeded {
+                told.remove(&d.instance);
+            }
+            return;
+        }
+        let Some(webhook) = &self.options.webhook else {
+            return;
+        };
+        if told.insert(d.instance.clone()) {
+            webhook.send(format!(
+                "ebb could not start {} ({}), policy {}: EC2 has no capacity for it now. ebb tries again at every tick ({CAPACITY_EVERY_TICK} times, then every {} minutes), and the policy's start.fallback_types if it lists any; no further notice until it starts.",
+                d.instance,
+                d.region,
+                d.policy.as_deref().unwrap_or("-"),
+                CAPACITY_RETRY.num_minutes()
+            ));
+        }
+    }
+}
+
+/// One outcome row per decision of `group`, in order, from what the cloud reported.
+pub(super) fn outcome_entries(
+    group: &[&Decision],
+    cloud: &ActionReport,
+    entry: impl Fn(&Decision, Outcome) -> NewAuditEntry,
+) -> Vec<NewAuditEntry> {
+    let done: HashMap<&str, _> = cloud
+        .done
+        .iter()
+        .map(|d| (d.instance.as_str(), d))
+        .collect();
+    let failed: HashMap<&str, _> = cloud
+        .failed
+        .iter()
+        .map(|f| (f.instance.as_str(), f))
+        .collect();
+    group
+        .iter()
+        .map(|d| {
+            match (
+                done.get(d.instance.as_str()),
+                failed.get(d.instance.as_str()),
+            ) {
+                // A person's stop landed between the decision and ebb's call: crediting it to
+                // ebb would have `start_at_open: stopped-by-ebb` start what a person stopped.
+                (Some(done), _) if done.already => NewAuditEntry {
+                    request_id: done.request_id.clone(),
+                    reason: format!(
+                        "{}; already stopped when ebb's call arrived: not ebb's stop",
+                        d.reason
+                    ),
+                    ..entry(d, Outcome::Skipped)
+                },
+                (Some(done), _) => NewAuditEntry {
+                    request_id: done.request_id.clone(),
+                    reason: match &done.fallback {
+                        Some(fallback) => format!("{}; {fallback}", d.reason),
+                        None => d.reason.clone(),
+                    },
+                    ..entry(d, Outcome::Succeeded)
+                },
+                (None, Some(failed)) if failed.error.kind == ErrorKind::InsufficientCapacity => {
+                    NewAuditEntry {
+                        request_id: failed.error.request_id.clone(),
+                        error: Some(failed.error.to_string()),
+                        code: Some(Code::InsufficientCapacity.as_str().to_string()),
+                        reason: format!(
+                            "{}; EC2 has no capacity for it now: tried again at every tick, {CAPACITY_EVERY_TICK} times, then every {} minutes",
+                            d.reason,
+                            CAPACITY_RETRY.num_minutes()
+                        ),
+                        ..entry(d, Outcome::Failed)
+                    }
+                }
+                (None, Some(failed)) => NewAuditEntry {
+                    request_id: failed.error.request_id.clone(),
+                    error: Some(failed.error.to_string()),
+                    ..entry(d, Outcome::Failed)
+                },
+                (None, None) => NewAuditEntry {
+                    error: Some("the cloud did not report on this instance".to_string()),
+                    ..entry(d, Outcome::Failed)
+                },
+            }
+        })
+        .collect()
+}
+
+/// A notice for people: which instance stops when, and why.
+fn notice(d: &Decision) -> String {
+    let when = d.stop_at.map_or_else(
+        || "soon".to_string(),
+        |t| format!("at {}", t.to_rfc3339_opts(SecondsFormat::Secs, true)),
+    );
+    format!(
+        "ebb will stop {} ({}) {when}, policy {}: {}. To keep it running: ebb override {} --until 4h --reason '...', or tag it ebb:keep-until.",
+        d.instance,
+        d.region,
+        d.policy.as_deref().unwrap_or("-"),
+        d.reason,
+        d.instance
+    )
+}
