@@ -9,12 +9,12 @@
 mod act;
 mod incremental;
 mod migrations;
-mod policies;
 mod reading;
 mod report;
 mod resolve;
 
-pub use policies::{LoadedPolicies, PolicySource};
+/// The policy files a [`Reconciler`] is made with, re-exported for its callers.
+pub use crate::policy::PolicySource;
 pub use report::{ActionOutcome, MigrationStep, ReadFailure, TickError, TickReport};
 
 use crate::cloud::Provider;
