@@ -20,7 +20,7 @@ use crate::clock::Clock;
 use crate::cloud::OnDemandPrices;
 use crate::control::{Control, TaskStatus};
 use crate::output;
-use crate::reconcile::PolicySource;
+use crate::policy::PolicySource;
 use crate::store::{
     AuditFilter, InstanceRecord, Outcome, OverrideRecord, PlannedAction, Store, StoreError,
 };

@@ -9,7 +9,7 @@ use crate::cloud::OnDemandPrices;
 use crate::engine::Prior;
 use crate::fleet::{Fleet, Instance, Sample};
 use crate::policy::PolicySet;
-use crate::replay::{InstanceOutcome, Options, Recording, Replayer, Report};
+use crate::replay::{InstanceOutcome, Options, Recording, Replayer, Report, CHUNK};
 use crate::store::Store;
 use crate::{policy, snapshot, when};
 use anyhow::{bail, Context as _, Result};
@@ -20,10 +20,6 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
 use std::sync::Mutex;
-
-/// How many instances are replayed together: enough that each tick's schedules are worked out
-/// for many, few enough that their samples stay small in memory.
-pub(super) const CHUNK: usize = 128;
 
 /// The flags of `ebb replay`.
 #[derive(clap::Args)]
@@ -276,7 +272,7 @@ fn stream_chunks(
     })?;
     for inst in instances {
         if unseen.contains_key(inst.id.as_str()) {
-            chunk.push(recording(inst, Vec::new()));
+            chunk.push(Recording::new(inst, Vec::new()));
             if chunk.len() == CHUNK {
                 send.send(std::mem::take(&mut chunk))
                     .map_err(|_| stopped())?;
@@ -284,20 +280,6 @@ fn stream_chunks(
         }
     }
     send.send(chunk).map_err(|_| stopped())
-}
-
-/// `inst`'s recording of `samples`.
-pub(super) fn recording(inst: &Instance, mut samples: Vec<Sample>) -> Recording {
-    samples.sort_by_key(|s| s.at);
-    // Queued chunks hold a month of samples per instance: without the slack of growing.
-    samples.shrink_to_fit();
-    Recording {
-        instance: Instance {
-            gpu_util: Vec::new(),
-            ..inst.clone()
-        },
-        samples,
-    }
 }
 
 /// Reads the CSV at `path`, handing each instance's recording to `each` once its rows end.
@@ -340,7 +322,7 @@ fn read_utilisation(
         if current.as_ref().is_none_or(|(inst, _)| inst.id != id) {
             if let Some((inst, samples)) = current.take() {
                 done.insert(inst.id.clone());
-                each(recording(inst, samples))?;
+                each(Recording::new(inst, samples))?;
             }
             if done.contains(id) {
                 bail!(
@@ -370,7 +352,7 @@ fn read_utilisation(
         }
     }
     if let Some((inst, samples)) = current {
-        each(recording(inst, samples))?;
+        each(Recording::new(inst, samples))?;
     }
     Ok(())
 }

@@ -3,11 +3,10 @@
 //! read a chunk of instances at a time (by instance, in id order) and handed to the same
 //! workers the files feed. A month of a large fleet is never in memory at once.
 
-use super::replay::{recording, CHUNK};
 use crate::engine::{Prior, RECENT};
 use crate::fleet::{Fleet, Instance};
 use crate::policy::PolicySet;
-use crate::replay::{Recording, WRONGFUL_WITHIN};
+use crate::replay::{Recording, CHUNK, WRONGFUL_WITHIN};
 use crate::store::Store;
 use anyhow::{Context as _, Result};
 use chrono::{DateTime, Duration, Utc};
@@ -66,7 +65,7 @@ pub(super) fn stream_chunks(
             .context("cannot read the GPU readings from Postgres")?;
         let recordings = chunk
             .iter()
-            .map(|inst| recording(inst, readings.remove(&inst.id).unwrap_or_default()))
+            .map(|inst| Recording::new(inst, readings.remove(&inst.id).unwrap_or_default()))
             .collect();
         send.send(recordings)
             .map_err(|_| anyhow::anyhow!("the replay stopped early"))?;

@@ -1,14 +1,12 @@
 //! `/instances/{id}`: one instance: its facts, latest decision, protections and overrides, its
 //! state over the last 24 hours as a chart with ebb's actions marked, what `ebb explain` says
 //! of it now, and a timeline of its state changes and audit rows; and, for a login that may,
-//! the forms that make and revoke its overrides ([`super::overrides`]).
+//! the forms that make and revoke its overrides ([`super::override_forms`]).
 
 use super::fleet::{decision, protections};
-use super::overrides::{self, OverrideForm};
+use super::override_forms::{self, OverrideForm};
 use super::session::Session;
-use super::{
-    explain, layout, maybe_time, ok, percent_encode, scroll, time, Nav, PageError, PageResult,
-};
+use super::{explain, layout, maybe_time, ok, scroll, time, Nav, PageError, PageResult};
 use crate::api::ApiState;
 use crate::store::{AuditEntry, AuditFilter, InstanceEvent, InstanceRecord, OverrideRecord};
 use axum::extract::rejection::{PathRejection, QueryRejection};
@@ -45,11 +43,6 @@ pub(super) enum Notice {
     },
     /// Why a form's change was refused.
     Refused(String),
-}
-
-/// The path of instance `id`'s page.
-pub(super) fn path(id: &str) -> String {
-    format!("/instances/{}", percent_encode(id))
 }
 
 pub(super) async fn page(
@@ -138,7 +131,7 @@ async fn render(
         policy.idle.as_ref().map(|rule| rule.gpu_below)
     });
     let notice = match notice {
-        Notice::After { made, revoked } => overrides::done(&overrides, made, revoked),
+        Notice::After { made, revoked } => override_forms::done(&overrides, made, revoked),
         Notice::Refused(why) => Some(html! { p.problem role="alert" { (why) } }),
     };
     Ok(html! {
@@ -163,7 +156,7 @@ async fn render(
             h2 #overrides { "Overrides" }
             @if let Some(notice) = notice { (notice) }
             @if overrides.is_empty() { p { "None." } } @else { (overrides_table(&overrides, session, now)) }
-            (overrides::controls(&instance, session, form, state.limits.max_override))
+            (override_forms::controls(&instance, session, form, state.limits.max_override))
         }
         section aria-labelledby="timeline" {
             h2 #timeline { "Timeline" }
@@ -236,7 +229,7 @@ fn overrides_table(
                                 } @else if o.until <= now { "expired" } @else { "active" }
                             }
                             @if session.is_some_and(Session::may_override) {
-                                td { (overrides::revoke_button(o, session, now)) }
+                                td { (override_forms::revoke_button(o, session, now)) }
                             }
                         }
                     }

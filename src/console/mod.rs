@@ -15,6 +15,7 @@ mod gpu_chart;
 mod instance;
 mod login;
 mod migrations;
+mod override_forms;
 mod overrides;
 mod policies;
 mod savings;
@@ -259,9 +260,14 @@ fn percent_encode(text: &str) -> String {
     out
 }
 
+/// The path of instance `id`'s page.
+fn instance_path(id: &str) -> String {
+    format!("/instances/{}", percent_encode(id))
+}
+
 /// The link to instance `id`'s page.
 fn instance_link(id: &str) -> Markup {
-    html! { a href=(format!("/instances/{}", percent_encode(id))) { (id) } }
+    html! { a href=(instance_path(id)) { (id) } }
 }
 
 /// A wide table in a region that scrolls sideways on a narrow screen (and by keyboard).

@@ -6,9 +6,11 @@
 mod check;
 mod load;
 pub mod schema;
+mod source;
 pub mod yaml;
 
 pub use load::{load, policy_files, LoadError};
+pub use source::{LoadedPolicies, PolicySource};
 
 use crate::schedule::{Calendar, Schedule};
 use chrono::Duration;

@@ -8,12 +8,12 @@
 
 mod act;
 mod migrations;
-mod policies;
 mod read;
 mod report;
 mod resolve;
 
-pub use policies::{LoadedPolicies, PolicySource};
+/// The policy files a [`Reconciler`] is made with, re-exported for its callers.
+pub use crate::policy::PolicySource;
 pub use report::{ActionOutcome, MigrationStep, ReadFailure, TickError, TickReport};
 
 use crate::cloud::Provider;

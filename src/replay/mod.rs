@@ -36,6 +36,10 @@ pub struct Options {
 /// A stop followed by demand within this long is wrongful: it cut off someone's work.
 pub const WRONGFUL_WITHIN: Duration = Duration::minutes(30);
 
+/// How many instances are replayed together: enough that each tick's schedules are worked out
+/// for many, few enough that their samples stay small in memory.
+pub const CHUNK: usize = 128;
+
 /// One instance's recording: the instance as the snapshot has it at `from` (its own
 /// `gpu_util` is not used), and its GPU utilisation samples.
 #[derive(Debug, Clone)]
@@ -44,6 +48,23 @@ pub struct Recording {
     pub instance: Instance,
     /// Its samples, oldest first.
     pub samples: Vec<Sample>,
+}
+
+impl Recording {
+    /// `instance`'s recording of `samples` (in any order), without the instance's own
+    /// `gpu_util`.
+    pub fn new(instance: &Instance, mut samples: Vec<Sample>) -> Recording {
+        samples.sort_by_key(|s| s.at);
+        // Queued chunks hold a month of samples per instance: without the slack of growing.
+        samples.shrink_to_fit();
+        Recording {
+            instance: Instance {
+                gpu_util: Vec::new(),
+                ..instance.clone()
+            },
+            samples,
+        }
+    }
 }
 
 /// Why a chunk could not be replayed.

@@ -3,7 +3,7 @@
 
 use super::driver::BackgroundTask;
 use crate::control::Control;
-use crate::reconcile::PolicySource;
+use crate::policy::PolicySource;
 use std::sync::Arc;
 
 /// Compares the policy files' fingerprint with the last one seen.

@@ -1,7 +1,8 @@
 //! Read queries for the web console: a page of the fleet, one instance's state changes, a page
 //! of the audit log. They only read, each one statement bounded by its page.
 
-use super::audit::{from_row, select_where, AuditEntry, AuditFilter, Row};
+use super::audit::{from_row, select_where, AuditFilter, Row};
+use super::audit_entry::AuditEntry;
 use super::inventory::{select_instances, InstanceRecord};
 use super::{Result, Store};
 use chrono::{DateTime, Utc};

@@ -3,32 +3,15 @@
 //! connection. Losing the connection loses the lock and the means to write an intent together,
 //! so a replica that is no longer the leader cannot start an action (the intent is committed
 //! before every cloud call). When a leader dies, Postgres drops its session and the lock with it.
-//!
-//! Any replica (or `ebb override`) can ask the leader to tick now: a notification on
-//! [`WAKE_CHANNEL`] reaches every replica, and the one that leads ticks.
 
 use super::audit::append_in;
+use super::audit_entry::{AuditEntry, NewAuditEntry};
 use super::overrides::{protecting_in, OverrideRecord};
-use super::{connect_within, AuditEntry, NewAuditEntry, Result, Store};
+use super::{connect_within, Result, Store};
 use crate::engine::{Action, Code};
 use chrono::{DateTime, Utc};
-use sqlx::postgres::PgListener;
 use sqlx::{Connection, PgConnection};
-use std::convert::Infallible;
 use std::time::Duration;
-use tokio::sync::Notify;
-
-/// The notification channel on which the leader is asked to tick now.
-pub const WAKE_CHANNEL: &str = "ebb_wake";
-
-/// Notifies [`WAKE_CHANNEL`]; delivered when `conn`'s transaction commits.
-pub(super) async fn wake_leader(conn: &mut PgConnection) -> Result<()> {
-    sqlx::query("SELECT pg_notify($1, '')")
-        .bind(WAKE_CHANNEL)
-        .execute(conn)
-        .await?;
-    Ok(())
-}
 
 /// Proof of leadership: the session that holds the lock.
 ///
@@ -64,24 +47,6 @@ impl Store {
         } else {
             conn.close().await?;
             Ok(None)
-        }
-    }
-}
-
-impl Store {
-    /// Asks the leader, whichever replica it is, to tick now.
-    pub async fn wake_leader(&self) -> Result<()> {
-        wake_leader(&mut *self.pool.acquire().await?).await
-    }
-
-    /// Notifies `wake` whenever a tick is asked for on [`WAKE_CHANNEL`], until the listening
-    /// connection fails.
-    pub async fn listen_for_wakes(&self, wake: &Notify) -> Result<Infallible, sqlx::Error> {
-        let mut listener = PgListener::connect_with(&self.pool).await?;
-        listener.listen(WAKE_CHANNEL).await?;
-        loop {
-            listener.recv().await?;
-            wake.notify_one();
         }
     }
 }

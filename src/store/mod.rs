@@ -6,6 +6,7 @@
 //! no caller acts without a store.
 
 mod audit;
+mod audit_entry;
 mod console;
 mod fleet_at;
 mod inventory;
@@ -17,18 +18,19 @@ mod retention;
 mod roles;
 pub mod spot;
 mod summary;
+mod wake;
 
-pub use audit::{
-    hex, unhex, verify_rows, AuditEntry, AuditFilter, FailureStreak, NewAuditEntry, Outcome,
-    Verification, INTERRUPTED,
-};
+pub use audit::{hex, unhex, verify_rows, AuditFilter, Verification};
+pub use audit_entry::{AuditEntry, NewAuditEntry, Outcome, INTERRUPTED};
 pub use console::{FleetFilter, FleetPage, FleetSort, InstanceEvent};
 pub use inventory::{ActionDone, InstanceRecord, PlannedAction, SyncReport};
-pub use leader::{Fenced, Leadership, WAKE_CHANNEL};
+pub use leader::{Fenced, Leadership};
 pub use overrides::{OverrideRecord, OverrideRefused, OverrideRequest, MAX_REASON};
 pub use retention::Pruned;
 pub use roles::{Grant, RUNTIME_PRIVILEGES};
 pub use spot::MigrationRecord;
+pub use summary::FailureStreak;
+pub use wake::WAKE_CHANNEL;
 
 use sqlx::migrate::Migrator;
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions, PgSslMode};

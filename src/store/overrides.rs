@@ -1,9 +1,10 @@
 //! Overrides: a person keeps an instance from being stopped until a time. Each one is audited
 //! when made and when revoked, and expires by itself.
 
-use super::audit::{append_in, NewAuditEntry};
+use super::audit::append_in;
+use super::audit_entry::NewAuditEntry;
 use super::inventory::micros;
-use super::leader::wake_leader;
+use super::wake::wake_leader;
 use super::{Result, Store, StoreError};
 use chrono::{DateTime, Utc};
 use serde::Serialize;

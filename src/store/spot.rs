@@ -4,9 +4,10 @@
 //! The persisted types of a migration (its [`State`], [`Step`]s and [`Interruption`]s) live
 //! here, so that the `spot` module builds on the store and the store needs nothing from it.
 
-use super::audit::{append_in, NewAuditEntry};
+use super::audit::append_in;
+use super::audit_entry::NewAuditEntry;
 use super::inventory::micros;
-use super::leader::wake_leader;
+use super::wake::wake_leader;
 use super::{Result, Store, StoreError};
 use crate::cloud::{LaunchSpec, Market};
 use chrono::{DateTime, Utc};

@@ -2,12 +2,26 @@
 //! append: the newest audit row about it, and the scheduler's failure streak on it. A tick reads
 //! these instead of the log, so its work grows with the live fleet, never with history.
 
-use super::audit::{AuditEntry, FailureStreak, Outcome, INTERRUPTED};
+use super::audit_entry::{AuditEntry, NewAuditEntry, Outcome, INTERRUPTED};
 use super::{Result, Store};
 use crate::names::ACTOR;
 use chrono::{DateTime, Utc};
 use sqlx::PgConnection;
 use std::collections::{BTreeMap, HashMap};
+
+/// Failed attempts of one action in a row on one instance.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FailureStreak {
+    /// The action that keeps failing.
+    pub action: String,
+    /// How many of its latest outcomes in a row failed.
+    pub failures: u32,
+    /// When the last failure was recorded.
+    pub last_at: DateTime<Utc>,
+    /// The code of the last failure's row (`insufficient_capacity` for a start EC2 had no
+    /// capacity for, which is retried sooner).
+    pub code: Option<String>,
+}
 
 /// How one append changes an instance's failure streak.
 #[derive(Debug, PartialEq, Eq)]
@@ -29,7 +43,7 @@ enum StreakChange {
 
 /// Whether `e` counts for the failure streak: a real outcome of the scheduler that succeeded or
 /// failed, and not an interruption (resolved from state after a crash, not a refusal).
-fn counts_for_streak(e: &super::NewAuditEntry) -> bool {
+fn counts_for_streak(e: &NewAuditEntry) -> bool {
     e.actor == ACTOR
         && !e.dry_run
         && matches!(e.outcome, Outcome::Succeeded | Outcome::Failed)
@@ -41,7 +55,7 @@ fn counts_for_streak(e: &super::NewAuditEntry) -> bool {
 
 /// The streak changes of `rows` (in order), by instance.
 fn streak_changes(rows: &[AuditEntry]) -> BTreeMap<&str, StreakChange> {
-    let mut outcomes: BTreeMap<&str, Vec<&super::NewAuditEntry>> = BTreeMap::new();
+    let mut outcomes: BTreeMap<&str, Vec<&NewAuditEntry>> = BTreeMap::new();
     for r in rows {
         if let (Some(id), true) = (r.entry.instance.as_deref(), counts_for_streak(&r.entry)) {
             outcomes.entry(id).or_default().push(&r.entry);

@@ -1,13 +1,14 @@
 //! The rules, applied to one instance under its governing policy.
 //!
 //! [`Context::decide`] finds the governing policy (`matching`) and hands the instance to an
-//! [`Eval`], which applies the policy's rules: starts at the opening (`start`), stops outside
-//! work hours with their notices (`stop`), the idle rule (`idle`) and spot moves (`spot`), each
-//! subject to what protects an instance (`protection`).
+//! [`Eval`], which applies the policy's rules in their order (`order`): starts at the opening
+//! (`start`), stops outside work hours with their notices (`stop`), the idle rule (`idle`) and
+//! spot moves (`spot`), each subject to what protects an instance (`protection`).
 
 mod eval;
 mod idle;
 mod matching;
+mod order;
 mod protection;
 mod spot;
 mod start;

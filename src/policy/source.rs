@@ -1,7 +1,9 @@
 //! Where a tick's policies come from: the files, loaded only when they change, and the last
-//! valid set standing in while they are invalid.
+//! valid set standing in while they are invalid. With `policy/load.rs`, the only part of
+//! `policy` that reads files (and asks git): the model and its checks do no I/O.
 
-use crate::policy::{self, LoadError, PolicySet};
+use super::load::{load, policy_files, LoadError};
+use super::PolicySet;
 use sha2::{Digest, Sha256};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
@@ -66,7 +68,7 @@ impl PolicySource {
                 });
             }
         }
-        match policy::load(&self.paths) {
+        match load(&self.paths) {
             Ok(set) => {
                 let set = Arc::new(set);
                 *loaded = Loaded {
@@ -94,7 +96,7 @@ impl PolicySource {
     /// A hash of the policy files' names and contents, which changes when any of them does.
     pub fn fingerprint(&self) -> [u8; 32] {
         let mut h = Sha256::new();
-        match policy::policy_files(&self.paths) {
+        match policy_files(&self.paths) {
             Ok(files) => {
                 for file in files {
                     h.update(file.as_os_str().as_encoded_bytes());
