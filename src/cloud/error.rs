@@ -114,7 +114,12 @@ impl CloudError {
     /// EC2's `RequestLimitExceeded`: the API throttles.
     pub fn throttled(operation: &'static str) -> Self {
         let message = "Request limit exceeded.";
-        CloudError::coded(ErrorKind::Throttled, operation, "RequestLimitExceeded", message)
+        CloudError::coded(
+            ErrorKind::Throttled,
+            operation,
+            "RequestLimitExceeded",
+            message,
+        )
     }
 
     /// EC2's `UnauthorizedOperation`: the credentials may not make the call.

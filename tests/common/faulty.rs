@@ -134,7 +134,9 @@ impl<P: Provider + 'static> Faults<P> {
             killed: Arc::default(),
         };
         let f = faults.clone();
-        layer.after(Method::ALL, move |call, answer| f.witness_after(call, answer));
+        layer.after(Method::ALL, move |call, answer| {
+            f.witness_after(call, answer)
+        });
         let f = faults.clone();
         layer.after_async(Method::ALL, move |call, answer| {
             let f = f.clone();
@@ -299,11 +301,11 @@ impl<P: Provider + 'static> Faults<P> {
                 (Call::CreateImage { id, .. }, Answer::Made(Ok(ImageMade::Made(image)))) => {
                     st.images.insert(image.clone(), id.clone());
                 }
-                (Call::Image { image, .. }, Answer::Image(Ok(Some(i)))) => {
-                    if st.images.contains_key(image) {
-                        for s in &i.snapshots {
-                            st.snapshot_of.insert(s.clone(), image.clone());
-                        }
+                (Call::Image { image, .. }, Answer::Image(Ok(Some(i))))
+                    if st.images.contains_key(image) =>
+                {
+                    for s in &i.snapshots {
+                        st.snapshot_of.insert(s.clone(), image.clone());
                     }
                 }
                 (Call::Launch { launch, .. }, Answer::Launched(Ok(s))) => {

@@ -222,7 +222,7 @@ pub enum Call {
     },
     Launch {
         region: String,
-        launch: Launch,
+        launch: Box<Launch>,
     },
     Terminate {
         region: String,
@@ -305,7 +305,9 @@ impl Call {
             | Call::Untag { ids, .. }
             | Call::Describe { ids, .. }
             | Call::Terminate { ids, .. } => ids.clone(),
-            Call::SetType { id, .. } | Call::LaunchSpec { id, .. } | Call::CreateImage { id, .. } => {
+            Call::SetType { id, .. }
+            | Call::LaunchSpec { id, .. }
+            | Call::CreateImage { id, .. } => {
                 vec![id.clone()]
             }
             Call::FindTagged { key, value, .. } => vec![format!("{key}={value}")],
@@ -379,7 +381,7 @@ pub enum Answer {
 /// A return type of [`Provider`], to and from its [`Answer`].
 pub trait Answers: Sized {
     /// `answer`, if it is of this type.
-    fn from_answer(answer: Answer) -> Result<Self, Answer>;
+    fn from_answer(answer: Answer) -> Result<Self, Box<Answer>>;
 }
 
 macro_rules! answers {
@@ -390,10 +392,10 @@ macro_rules! answers {
             }
         }
         impl Answers for $ty {
-            fn from_answer(answer: Answer) -> Result<Self, Answer> {
+            fn from_answer(answer: Answer) -> Result<Self, Box<Answer>> {
                 match answer {
                     Answer::$variant(value) => Ok(value),
-                    other => Err(other),
+                    other => Err(Box::new(other)),
                 }
             }
         }
@@ -565,7 +567,11 @@ impl<P: Provider> Intercept<P> {
     }
 
     /// Logs `call`, runs the hooks around `forward` (the inner provider's call).
-    async fn run<T: Answers + Into<Answer>>(&self, call: Call, forward: impl Future<Output = T>) -> T {
+    async fn run<T: Answers + Into<Answer>>(
+        &self,
+        call: Call,
+        forward: impl Future<Output = T>,
+    ) -> T {
         let method = call.method();
         {
             let mut shared = self.shared();
@@ -779,7 +785,7 @@ impl<P: Provider> Provider for Intercept<P> {
     async fn launch(&self, region: &str, launch: &Launch) -> Result<InstanceStatus, CloudError> {
         let call = Call::Launch {
             region: region.into(),
-            launch: launch.clone(),
+            launch: Box::new(launch.clone()),
         };
         self.run(call, self.inner.launch(region, launch)).await
     }

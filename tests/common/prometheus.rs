@@ -70,10 +70,14 @@ impl Server {
     /// Waits until the server answers ready (it loads the blocks first).
     async fn ready(&self, log: &Path) {
         let client = reqwest::Client::new();
-        let ready = super::eventually(Duration::from_secs(30), Duration::from_millis(100), async || {
-            let answer = client.get(format!("{}/-/ready", self.url)).send().await;
-            answer.is_ok_and(|a| a.status().is_success()).then_some(())
-        });
+        let ready = super::eventually(
+            Duration::from_secs(30),
+            Duration::from_millis(100),
+            async || {
+                let answer = client.get(format!("{}/-/ready", self.url)).send().await;
+                answer.is_ok_and(|a| a.status().is_success()).then_some(())
+            },
+        );
         if ready.await.is_none() {
             panic!(
                 "Prometheus did not get ready; its log:\n{}",

@@ -7,9 +7,9 @@ use crate::common;
 
 use common::prometheus::{dcgm_history, Server};
 use common::t;
+use common::world::SimWorld;
 use ebb::clock::Clock;
 use ebb::cloud::prometheus::{Prometheus, PrometheusSettings};
-use common::world::SimWorld;
 use ebb::reconcile::{Options, TickReport};
 use ebb::store::{Outcome, Store};
 use sqlx::PgPool;

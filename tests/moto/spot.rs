@@ -7,10 +7,10 @@ use crate::common;
 
 use aws_sdk_ec2::types::{Filter, Tag};
 use chrono::{DateTime, Duration, SecondsFormat, Utc};
+use common::intercept::{Answer, Call, Intercept, Method};
 use common::moto::{self, Fixture};
 use ebb::cloud::aws::warnings::{Accepted, InterruptionQueue};
 use ebb::cloud::aws::AwsProvider;
-use common::intercept::{Answer, Call, Intercept, Method};
 use ebb::cloud::{CloudError, ErrorKind, Provider, SPOT_TERMINATION};
 use ebb::reconcile::{Options, PolicySource, Reconciler};
 use ebb::spot::State;
@@ -63,7 +63,11 @@ struct Faults {
 }
 
 /// The AWS provider behind the test layer, with `faults` and EC2's idempotency.
-fn faulty(inner: AwsProvider, ec2: aws_sdk_ec2::Client, faults: &Arc<Faults>) -> Intercept<AwsProvider> {
+fn faulty(
+    inner: AwsProvider,
+    ec2: aws_sdk_ec2::Client,
+    faults: &Arc<Faults>,
+) -> Intercept<AwsProvider> {
     let cloud = Intercept::new(inner);
     let (f, aws) = (faults.clone(), cloud.inner.clone());
     cloud.before_async(Method::Launch, move |call| {
@@ -121,7 +125,12 @@ impl Faults {
         let Call::Launch { region, launch } = call else {
             return None;
         };
-        let seen = self.tokens.lock().unwrap().get(&launch.client_token).cloned();
+        let seen = self
+            .tokens
+            .lock()
+            .unwrap()
+            .get(&launch.client_token)
+            .cloned();
         let (instance_type, subnet, id) = seen?;
         if (instance_type, subnet) != (launch.instance_type.clone(), launch.subnet.clone()) {
             let message = "the client token was used for a request with other parameters";
@@ -190,7 +199,10 @@ impl Faults {
 /// The volume each snapshot of a CreateImage was taken from, as EC2 records it: moto snapshots
 /// a scratch volume instead, so the instance is read from the description moto (like EC2)
 /// gives the snapshot, "Created by CreateImage(i-...) for ami-...".
-async fn source_volumes(ec2: &aws_sdk_ec2::Client, snapshots: &[String]) -> BTreeMap<String, String> {
+async fn source_volumes(
+    ec2: &aws_sdk_ec2::Client,
+    snapshots: &[String],
+) -> BTreeMap<String, String> {
     let mut volumes = BTreeMap::new();
     for snapshot in snapshots {
         let out = ec2
@@ -790,7 +802,12 @@ async fn orphans_list_ebbs_lost_launch_and_report_forgeries(pool: PgPool) {
             .unwrap()
             .to_string();
 
-    let found = s.reconciler.provider().migration_artifacts(REGION).await.unwrap();
+    let found = s
+        .reconciler
+        .provider()
+        .migration_artifacts(REGION)
+        .await
+        .unwrap();
     let migrations = s.store.migrations().await.unwrap();
     let orphans = ebb::spot::orphans::orphans(found, &migrations);
     let of = |id: &str| orphans.iter().find(|o| o.artifact.id == id);

@@ -7,13 +7,13 @@ use crate::common;
 
 use common::t;
 use common::time::on_paused_time;
+use common::world::SimWorld;
 use ebb::clock::Clock;
 use ebb::cloud::pacing::{Pacer, RateLimits};
 use ebb::cloud::sim::SimProvider;
 use ebb::cloud::Provider;
 use ebb::engine::Action;
 use ebb::fleet::InstanceState;
-use common::world::SimWorld;
 use ebb::reconcile::{Options, Pacing};
 use ebb::store::{AuditFilter, Outcome, Store};
 use sqlx::PgPool;

@@ -3,8 +3,8 @@
 //! report equal to the one replayed from `ebb metrics export` and a fleet snapshot of the
 //! same instances at `--from`, run with the built binary.
 
-use crate::common::ebb_on;
 use crate::common;
+use crate::common::ebb_on;
 
 use chrono::{DateTime, Duration, Utc};
 use common::{database_url, instance, t};

@@ -75,7 +75,9 @@ fn check(json: &Value) {
 
 /// Runs `ebb report ARGS` on the test's database with the price table.
 fn ebb_report(pool: &PgPool, prices: &std::path::Path, args: &[&str]) -> (bool, String, String) {
-    let args: Vec<&str> = std::iter::once("report").chain(args.iter().copied()).collect();
+    let args: Vec<&str> = std::iter::once("report")
+        .chain(args.iter().copied())
+        .collect();
     let out = common::ebb_with(&args, |c| {
         c.env("DATABASE_URL", database_url(pool))
             .env("EBB_PRICES", prices)

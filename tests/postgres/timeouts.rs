@@ -133,7 +133,9 @@ async fn migrations_run_without_the_statement_and_lock_limits(pool: PgPool) {
             .unwrap();
             (waiting > 0).then_some(())
         });
-        waiting.await.expect("the migrations never waited on the lock");
+        waiting
+            .await
+            .expect("the migrations never waited on the lock");
         sqlx::query("SELECT pg_sleep(1)")
             .execute(&mut holder)
             .await

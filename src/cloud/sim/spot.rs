@@ -3,8 +3,8 @@
 
 use super::{seed, SimProvider, Simulated, START_TAKES};
 use crate::cloud::{
-    ActionReport, Artifact, ArtifactKind, CloudError, Image, ImageMade, ImageState,
-    InstanceStatus, Launch, LaunchSpec, Market,
+    ActionReport, Artifact, ArtifactKind, CloudError, Image, ImageMade, ImageState, InstanceStatus,
+    Launch, LaunchSpec, Market,
 };
 use crate::fleet::{Instance, InstanceState, Lifecycle};
 use crate::names::LAUNCH_TAG;
