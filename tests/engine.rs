@@ -1000,11 +1000,8 @@ fn codes_are_unique_snake_case_names() {
 
 #[test]
 fn the_policies_page_documents_every_code() {
-    let page = std::fs::read_to_string(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/docs/policies.md"
-    ))
-    .unwrap();
+    let page =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/policies.md")).unwrap();
     for code in Code::ALL {
         let row = format!("| `{}` |", code.as_str());
         assert!(
