@@ -502,7 +502,7 @@ fn prices(rng: &mut Rng) -> Value {
     Value::Object(by_region)
 }
 
-/// Writes a fleet snapshot of `n` instances to `path` (JSON, the format of README.md's "Fleet snapshot").
+/// Writes a fleet snapshot of `n` instances to `path` (JSON, the format of docs/commands.md's "Fleet snapshot").
 fn write_fleet(path: &Path, n: usize) {
     let now = now();
     let mut rng = Rng::new(0x0ebb_5eed_2026_1202);

@@ -11,7 +11,8 @@ use crate::store::{
 use chrono::{DateTime, SecondsFormat, TimeZone, Utc};
 use serde::{Deserialize, Serialize};
 
-/// One element of `ebb plan --format json`: exactly the fields README.md's `ebb plan` promises.
+/// One element of `ebb plan --format json`: exactly the fields `ebb plan` promises in
+/// docs/commands.md#policies-plans-and-the-fleet.
 #[derive(Debug, Serialize)]
 struct PlanItem<'a> {
     instance: &'a str,
@@ -462,7 +463,8 @@ where
     )
 }
 
-/// One instance of a fleet snapshot (README.md, "Fleet snapshot"), as `ebb inventory --format json` writes it.
+/// One instance of a fleet snapshot (docs/commands.md's "Fleet snapshot"), as
+/// `ebb inventory --format json` writes it.
 #[derive(Debug, Serialize)]
 struct SnapshotItem<'a> {
     id: &'a str,

@@ -13,7 +13,8 @@ use serde::Deserialize;
 use std::collections::HashMap;
 use std::path::Path;
 
-/// A fleet snapshot file (README.md, "Fleet snapshot"): instances with prior facts, prices, and overrides.
+/// A fleet snapshot file (docs/commands.md's "Fleet snapshot"): instances with prior facts,
+/// prices, and overrides.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct Snapshot {

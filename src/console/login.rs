@@ -102,7 +102,7 @@ fn login_page(
         @if state.tokens.is_empty() {
             p.problem {
                 "This ebb has no API tokens, so no one can log in: set EBB_API_TOKENS=name:token \
-                 (see the README's settings) and restart it."
+                 (see docs/settings.md) and restart it."
             }
         }
         (login_form(&nonce, next))

@@ -98,7 +98,8 @@ impl fmt::Display for Action {
 macro_rules! codes {
     ($($(#[doc = $doc:literal])* $variant:ident = $name:literal,)*) => {
         /// Why a decision was made, which step of a spot migration an audit row records, or
-        /// why an action failed: a stable machine code, documented in README.md.
+        /// why an action failed: a stable machine code, documented in
+        /// docs/policies.md#decision-codes.
         #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
         pub enum Code {
             $($(#[doc = $doc])* #[serde(rename = $name)] $variant,)*

@@ -4,7 +4,7 @@
 //! (`Store::report_history`) and the command, the API and the console's `/savings` page call
 //! [`compute`].
 //!
-//! The definitions, which README's `ebb report` section repeats:
+//! The definitions, which docs/replay-and-report.md's "Report: what ebb saved" repeats:
 //! - A **stop** is a stop or hibernation by ebb (the `scheduler` actor, not a dry run) that
 //!   succeeded. It keeps the instance stopped from its outcome until the instance next ran: ebb
 //!   started it, or it was seen `pending` or `running`; or until it was seen terminated,

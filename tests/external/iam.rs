@@ -16,7 +16,7 @@
 //!   instance to ebb to ebb and the fleet's admins, and other `ebb:*` tags to them and the
 //!   workloads;
 //! - parliament (`need_parliament` in scripts/lib.sh), with its community auditors, finds in
-//!   each policy nothing but the findings allowed below, each explained in README.md.
+//!   each policy nothing but the findings allowed below, each explained in docs/aws.md's "IAM".
 
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
@@ -69,7 +69,7 @@ const EXAMPLE: &[(&str, &str)] = &[
 ];
 
 /// The findings parliament may report, by file: `ISSUE` and the statement's Sid, or the
-/// actions when parliament names no statement. README.md's IAM section says why each stays.
+/// actions when parliament names no statement. docs/aws.md's "IAM" says why each stays.
 const ALLOWED_FINDINGS: &[(&str, &str)] = &[
     // Replacements need their original's instance profile: RunInstances with PassRole.
     (
@@ -690,14 +690,14 @@ fn placeholders(text: &str) -> BTreeSet<String> {
         .collect()
 }
 
-/// README.md's section on IAM.
-fn readme_iam_section() -> String {
-    let readme = read(&repo("README.md"));
-    let start = readme
-        .find("### IAM")
-        .expect("README.md has a section \"### IAM\"");
-    let rest = &readme[start + 1..];
-    let end = ["\n## ", "\n### "]
+/// The IAM section of docs/aws.md, with its subsections.
+fn manual_iam_section() -> String {
+    let page = read(&repo("docs/aws.md"));
+    let start = page
+        .find("\n## IAM\n")
+        .expect("docs/aws.md has a section \"## IAM\"");
+    let rest = &page[start + 1..];
+    let end = ["\n## ", "\n# "]
         .iter()
         .filter_map(|heading| rest.find(heading))
         .min()
@@ -707,12 +707,12 @@ fn readme_iam_section() -> String {
 
 #[test]
 fn every_placeholder_is_documented_and_has_an_example() {
-    let section = readme_iam_section();
+    let section = manual_iam_section();
     for file in [RUNTIME, READER, SCP] {
         for name in placeholders(&read(&repo(file))) {
             assert!(
                 section.contains(&format!("`${{{name}}}`")),
-                "README.md's IAM section does not explain ${{{name}}} of {file}"
+                "docs/aws.md's \"IAM\" does not explain ${{{name}}} of {file}"
             );
             assert!(EXAMPLE.iter().any(|(n, _)| *n == name), "{name}");
         }
@@ -868,8 +868,8 @@ fn parliament(text: &str) -> Vec<String> {
 }
 
 #[test]
-fn parliament_finds_nothing_but_the_findings_readme_explains() {
-    let section = readme_iam_section();
+fn parliament_finds_nothing_but_the_findings_the_manual_explains() {
+    let section = manual_iam_section();
     for file in [RUNTIME, READER, SCP] {
         let found: BTreeSet<String> = parliament(&rendered(file)).into_iter().collect();
         let allowed: BTreeSet<String> = ALLOWED_FINDINGS
@@ -881,7 +881,7 @@ fn parliament_finds_nothing_but_the_findings_readme_explains() {
         assert!(
             new.is_empty(),
             "parliament finds in {file}: {new:?}; fix them, or allow them in tests/external/iam.rs \
-             and say why in README.md's IAM section"
+             and say why in docs/aws.md's \"IAM\""
         );
         let gone: Vec<&String> = allowed.difference(&found).collect();
         assert!(
@@ -892,7 +892,7 @@ fn parliament_finds_nothing_but_the_findings_readme_explains() {
             let (issue, what) = finding.split_once(' ').unwrap();
             assert!(
                 section.contains(issue) && section.contains(what),
-                "README.md's IAM section does not explain {finding}"
+                "docs/aws.md's \"IAM\" does not explain {finding}"
             );
         }
     }

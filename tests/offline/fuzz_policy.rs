@@ -1830,7 +1830,7 @@ fn examples_load() {
     policy::load(&[dir.path().to_path_buf()]).expect("the example policies load");
 }
 
-/// `ebb validate` prints one line per problem (README.md), so a message must not carry the line
+/// `ebb validate` prints one line per problem (docs/commands.md), so a message must not carry the line
 /// breaks or control characters of the text it quotes. Found by `generated_policies_never_panic`
 /// (fixed in 63f2e9f).
 #[test]

@@ -11,6 +11,7 @@ mod aws_mocks;
 mod cli;
 mod decider;
 mod deploy;
+mod docs;
 mod engine;
 mod fuzz_policy;
 mod policy;
