@@ -1,8 +1,7 @@
 //! The command line's flags and arguments, and how they become the library's values.
 
-use super::cloud::Connected;
 use crate::cloud::aws;
-use crate::cloud::pacing::RateLimits;
+use crate::cloud::pacing::{Pacer, RateLimits};
 use crate::cloud::{OnDemandPrices, Provider};
 use crate::control::Tasks;
 use crate::reconcile::{Options, Pacing, PolicySource, Reconciler};
@@ -113,6 +112,17 @@ fn parse_deadline(s: &str) -> Result<std::time::Duration, String> {
             "\"{s}\" is not a duration ({e}): write it like 5m or 300s"
         )),
     }
+}
+
+/// A provider as connected, with what a reconciler needs to know of it.
+pub(super) struct Connected<P> {
+    /// The provider.
+    pub(super) provider: P,
+    /// How long one of its calls may take, by its own time limits; `None` when it acts at once
+    /// (the simulated fleet, in memory), so that nothing of it is ever in flight.
+    pub(super) call_limit: Option<std::time::Duration>,
+    /// The token buckets its calls wait for, when it paces them.
+    pub(super) pacer: Option<Arc<Pacer>>,
 }
 
 /// Where ebb looks in AWS.

@@ -3,7 +3,7 @@
 //! command on it. So the tick and serve stacks under a command are compiled for each provider,
 //! and no call dispatches on the choice again.
 
-use super::args::{CloudArgs, CloudChoice};
+use super::args::{CloudArgs, CloudChoice, Connected};
 use crate::clock::Clock;
 use crate::cloud::aws::{self, AwsProvider};
 use crate::cloud::pacing::Pacer;
@@ -12,18 +12,6 @@ use crate::cloud::{OnDemandPrices, Provider};
 use crate::snapshot;
 use anyhow::Result;
 use std::sync::Arc;
-use std::time::Duration;
-
-/// A provider as connected, with what a reconciler needs to know of it.
-pub(super) struct Connected<P> {
-    /// The provider.
-    pub(super) provider: P,
-    /// How long one of its calls may take, by its own time limits; `None` when it acts at once
-    /// (the simulated fleet, in memory), so that nothing of it is ever in flight.
-    pub(super) call_limit: Option<Duration>,
-    /// The token buckets its calls wait for, when it paces them.
-    pub(super) pacer: Option<Arc<Pacer>>,
-}
 
 /// A command that runs on whichever provider `EBB_CLOUD` chose.
 pub(super) trait OnCloud {

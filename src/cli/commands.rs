@@ -1,10 +1,11 @@
 //! Every command but `serve`: what it reads, what it prints, and its exit code.
 
+use super::args::Connected;
 use super::args::{
     AuditArgs, AuditFormat, CloudArgs, Format, Input, OverrideArgs, ReconcileArgs, WEBHOOK_DRAIN,
 };
 use super::audit::{publish_after, CheckpointArgs};
-use super::cloud::{Connected, OnCloud};
+use super::cloud::OnCloud;
 use super::serve::replica_name;
 use crate::checkpoint::Publisher;
 use crate::clock::Clock;

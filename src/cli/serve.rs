@@ -1,7 +1,8 @@
 //! `ebb serve`: its flags, its clock, and the signals that ask for a tick or a shutdown.
 
+use super::args::Connected;
 use super::args::{on_demand_prices, parse_speed, CloudChoice, ReconcileArgs, WEBHOOK_DRAIN};
-use super::cloud::{Connected, OnCloud};
+use super::cloud::OnCloud;
 use crate::api::{ApiLimits, Tokens};
 use crate::clock::Clock;
 use crate::cloud::aws::warnings::InterruptionQueue;

@@ -677,8 +677,7 @@ impl<P: Provider> Provider for Intercept<P> {
             ids: owned(ids),
             kind,
         };
-        self.run(call, self.inner.stop(region, ids, kind))
-            .await
+        self.run(call, self.inner.stop(region, ids, kind)).await
     }
 
     async fn start(&self, region: &str, ids: &[String]) -> ActionReport {

@@ -12,7 +12,7 @@ use common::t;
 use common::world::SimWorld;
 use ebb::clock::Clock;
 use ebb::cloud::sim::SimProvider;
-use ebb::cloud::{CloudError, Provider};
+use ebb::cloud::{CloudError, Provider, StopKind};
 use ebb::fleet::InstanceState;
 use ebb::reconcile::{Options, Reconciler, TickReport};
 use ebb::store::{ActionDone, AuditFilter, Leadership, NewAuditEntry, Outcome, Store};

@@ -47,7 +47,8 @@ impl Placement {
 
 /// The error of an instance `id` without `what`, which a move to spot needs.
 fn missing(id: &str, what: &str) -> CloudError {
-    let message = format!("{id} has no {what}; only instances in a VPC subnet can be moved to spot");
+    let message =
+        format!("{id} has no {what}; only instances in a VPC subnet can be moved to spot");
     CloudError::other("DescribeInstances", message)
 }
 
