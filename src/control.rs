@@ -182,8 +182,12 @@ pub struct Activation {
     pub finished: DateTime<Utc>,
     /// Whether it did its job.
     pub ok: bool,
-    /// What it did, or why it failed.
+    /// What it did, or why it failed, in one line.
     pub detail: String,
+    /// What it did in the task's own terms (its status type, serialised); absent when it
+    /// failed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub status: Option<serde_json::Value>,
 }
 
 impl Tasks {
@@ -200,20 +204,25 @@ impl Tasks {
         });
     }
 
-    /// Records that the activation of `name` under way ended: `Ok` with what it did, or `Err`
-    /// with why it failed.
-    pub fn finished(&self, name: &'static str, result: Result<String, String>) {
+    /// Records that the activation of `name` under way ended: its status, or why it failed.
+    /// Only records: whoever runs the activation logs its failure, once.
+    pub fn finished<S, E>(&self, name: &'static str, result: Result<&S, &E>)
+    where
+        S: Serialize + std::fmt::Display,
+        E: std::fmt::Display,
+    {
+        let (ok, detail, status) = match result {
+            Ok(status) => (true, status.to_string(), serde_json::to_value(status).ok()),
+            Err(err) => (false, err.to_string(), None),
+        };
         self.update(name, |s| {
             let now = Utc::now();
-            let (ok, detail) = match result {
-                Ok(detail) => (true, detail),
-                Err(detail) => (false, detail),
-            };
             s.last = Some(Activation {
                 started: s.running_since.take().unwrap_or(now),
                 finished: now,
                 ok,
                 detail,
+                status,
             });
         });
     }

@@ -5,6 +5,7 @@
 //! posted is one activation of the `webhook_sender` task in `GET /v1/status`.
 
 use crate::control::Tasks;
+use serde::Serialize;
 use std::time::Duration;
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
@@ -19,6 +20,29 @@ const TIMEOUT: Duration = Duration::from_secs(10);
 const BACKOFF: Duration = Duration::from_secs(1);
 /// The task's name in the statuses.
 const TASK: &str = "webhook_sender";
+
+/// A notice delivered: the `webhook_sender` task's status.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct Posted {
+    /// The attempt that delivered it, from 1.
+    pub attempt: u32,
+}
+
+impl std::fmt::Display for Posted {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "notice posted")
+    }
+}
+
+/// Why a notice was not delivered. Never holds the URL, which is a secret.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("not delivered after {attempts} attempts: {last}")]
+pub struct NotDelivered {
+    /// Attempts made.
+    pub attempts: u32,
+    /// What the last attempt got: an HTTP status, or the error without the URL.
+    pub last: String,
+}
 
 /// The sending side of the webhook; clones share one queue.
 #[derive(Debug, Clone)]
@@ -45,7 +69,10 @@ impl Webhook {
             while let Some(text) = notices.recv().await {
                 tasks.started(TASK);
                 let result = post(&client, &url, &text).await;
-                tasks.finished(TASK, result.map(|()| "notice posted".to_string()));
+                if let Err(err) = &result {
+                    tracing::error!(task = TASK, error = %err, "background task failed");
+                }
+                tasks.finished(TASK, result.as_ref());
             }
         });
         (Webhook { queue }, Poster { task })
@@ -54,7 +81,7 @@ impl Webhook {
     /// Queues a notice; never waits.
     pub fn send(&self, text: String) {
         if let Err(err) = self.queue.try_send(text) {
-            tracing::error!("webhook notice dropped: {err}");
+            tracing::error!(error = %err, "webhook notice dropped");
         }
     }
 }
@@ -63,29 +90,38 @@ impl Poster {
     /// Waits up to `limit` for queued notices to be posted, once every [`Webhook`] is dropped.
     pub async fn finish(self, limit: Duration) {
         if tokio::time::timeout(limit, self.task).await.is_err() {
-            tracing::error!("webhook notices still unsent after {limit:?}; giving up on them");
+            tracing::error!(
+                waited = %humantime::format_duration(limit),
+                "webhook notices still unsent; giving up on them"
+            );
         }
     }
 }
 
 /// Posts one notice, with retries; why it was not delivered, if it was not.
-async fn post(client: &reqwest::Client, url: &reqwest::Url, text: &str) -> Result<(), String> {
+async fn post(
+    client: &reqwest::Client,
+    url: &reqwest::Url,
+    text: &str,
+) -> Result<Posted, NotDelivered> {
     let body = serde_json::json!({ "text": text });
     let mut wait = BACKOFF;
     let mut attempt = 1;
     loop {
         let answer = client.post(url.clone()).json(&body).send().await;
         let error = match answer {
-            Ok(r) if r.status().is_success() => return Ok(()),
+            Ok(r) if r.status().is_success() => return Ok(Posted { attempt }),
             Ok(r) => format!("HTTP {}", r.status()),
             // The URL is a secret (it lets anyone post to the channel): never in the logs.
             Err(e) => e.without_url().to_string(),
         };
         if attempt == ATTEMPTS {
-            tracing::error!(attempts = ATTEMPTS, "webhook notice not delivered: {error}");
-            return Err(format!("not delivered after {ATTEMPTS} attempts: {error}"));
+            return Err(NotDelivered {
+                attempts: ATTEMPTS,
+                last: error,
+            });
         }
-        tracing::warn!(attempt, "webhook notice failed, retrying: {error}");
+        tracing::warn!(attempt, error = %error, "webhook notice failed, retrying");
         tokio::time::sleep(wait).await;
         wait *= 2;
         attempt += 1;
@@ -108,7 +144,10 @@ mod tests {
             .parse()
             .unwrap();
         let client = reqwest::Client::new();
-        let error = post(&client, &url, "a notice").await.unwrap_err();
+        let error = post(&client, &url, "a notice")
+            .await
+            .unwrap_err()
+            .to_string();
         assert!(
             error.starts_with("not delivered after 4 attempts"),
             "{error}"

@@ -13,7 +13,7 @@
 mod publish;
 mod sink;
 
-pub use publish::Publisher;
+pub use publish::{PublishError, Published, Publisher};
 pub use sink::{Sink, SinkError, Written};
 
 use base64::engine::general_purpose::STANDARD as BASE64;

@@ -14,7 +14,7 @@ mod resolve;
 
 /// The policy files a [`Reconciler`] is made with, re-exported for its callers.
 pub use crate::policy::PolicySource;
-pub use report::{ActionOutcome, MigrationStep, ReadFailure, TickError, TickReport};
+pub use report::{ActionOutcome, MigrationStep, ReadFailure, TickError, TickReport, TickSummary};
 
 use crate::cloud::Provider;
 use crate::engine::{self, Decision};
@@ -176,7 +176,7 @@ impl<P: Provider> Reconciler<P> {
         };
         let loaded = self.policies.current().await.map_err(TickError::Policies)?;
         if let Some(err) = &loaded.error {
-            tracing::error!("policies are not valid, acting on the last valid set: {err}");
+            tracing::error!(error = %err, "policies are not valid, acting on the last valid set");
         }
         report.policy_error = loaded.error;
         let set: &PolicySet = &loaded.set;

@@ -7,6 +7,7 @@ use crate::policy::LoadError;
 use crate::spot;
 use crate::store::{AuditEntry, Outcome, StoreError};
 use chrono::{DateTime, SecondsFormat, Utc};
+use serde::Serialize;
 use std::collections::{BTreeMap, HashMap};
 
 /// Why a tick could not run.
@@ -30,6 +31,57 @@ pub struct ActionOutcome {
     pub outcome: Outcome,
     /// What the outcome row says: the reason, and what was done instead or the error.
     pub detail: String,
+}
+
+/// What a tick came to, in counts: the tick loop's status in `GET /v1/status`, and (as text)
+/// the headline of `ebb tick` and the logs.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct TickSummary {
+    /// The decision time.
+    pub at: DateTime<Utc>,
+    /// Instances listed.
+    pub instances: usize,
+    /// Actions taken.
+    pub actions: usize,
+    /// Actions that succeeded.
+    pub succeeded: usize,
+    /// Actions that failed.
+    pub failed: usize,
+    /// Actions skipped, or not taken in a dry run.
+    pub skipped: usize,
+    /// Actions left for the next tick by the cap.
+    pub deferred: usize,
+    /// Actions left for the next tick by EC2's rate limits.
+    pub backlog: usize,
+    /// Actions held back after failures.
+    pub held_back: usize,
+    /// Interrupted actions resolved from the instances' real state.
+    pub resolved: usize,
+    /// Instances awaiting an earlier call's outcome.
+    pub awaiting: usize,
+    /// Instances whose GPU utilisation could not be read.
+    pub gpu_unread: usize,
+}
+
+impl std::fmt::Display for TickSummary {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "tick at {}: {} instances, {} actions ({} succeeded, {} failed, {} skipped or dry run), {} deferred by the cap, {} waiting for EC2's rate limits, {} held back after failures, {} interrupted actions resolved, {} instances awaiting an earlier call's outcome, {} instances with GPU utilisation unread",
+            self.at.to_rfc3339_opts(SecondsFormat::Secs, true),
+            self.instances,
+            self.actions,
+            self.succeeded,
+            self.failed,
+            self.skipped,
+            self.deferred,
+            self.backlog,
+            self.held_back,
+            self.resolved,
+            self.awaiting,
+            self.gpu_unread,
+        )
+    }
 }
 
 /// What a tick did.
@@ -166,22 +218,26 @@ impl TickReport {
 
     /// One line: when, how many instances, what came of the actions.
     pub fn headline(&self) -> String {
+        self.summary().to_string()
+    }
+
+    /// The counts of the headline.
+    pub fn summary(&self) -> TickSummary {
         let count = |o: Outcome| self.actions.iter().filter(|a| a.outcome == o).count();
-        format!(
-            "tick at {}: {} instances, {} actions ({} succeeded, {} failed, {} skipped or dry run), {} deferred by the cap, {} waiting for EC2's rate limits, {} held back after failures, {} interrupted actions resolved, {} instances awaiting an earlier call's outcome, {} instances with GPU utilisation unread",
-            self.at.to_rfc3339_opts(SecondsFormat::Secs, true),
-            self.instances,
-            self.actions.len(),
-            count(Outcome::Succeeded),
-            count(Outcome::Failed),
-            count(Outcome::Skipped),
-            self.deferred,
-            self.backlog,
-            self.held_back,
-            self.resolved.len(),
-            self.awaiting,
-            self.gpu_unread(),
-        )
+        TickSummary {
+            at: self.at,
+            instances: self.instances,
+            actions: self.actions.len(),
+            succeeded: count(Outcome::Succeeded),
+            failed: count(Outcome::Failed),
+            skipped: count(Outcome::Skipped),
+            deferred: self.deferred,
+            backlog: self.backlog,
+            held_back: self.held_back,
+            resolved: self.resolved.len(),
+            awaiting: self.awaiting,
+            gpu_unread: self.gpu_unread(),
+        }
     }
 
     /// Records the tick, which took `took`, in `metrics`.
@@ -217,10 +273,15 @@ impl TickReport {
     pub fn log(&self) {
         let at = self.at.to_rfc3339_opts(SecondsFormat::Secs, true);
         for failure in &self.inventory_failures {
-            tracing::error!("cannot list instances in {failure}");
+            tracing::error!(error = %failure, "cannot list instances");
         }
         for failure in &self.gpu_read_failures {
-            tracing::error!(region = failure.region, "{}", failure.describe());
+            tracing::error!(
+                region = failure.region,
+                instances = failure.instances,
+                error = %failure.error,
+                "cannot read GPU utilisation: none of these instances is stopped for idleness"
+            );
         }
         for m in &self.migrations {
             tracing::info!(

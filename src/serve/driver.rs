@@ -1,9 +1,14 @@
 //! Runs a background task: an activation at every period, and at once when woken, with each
 //! activation's start and result in the task's status. Modelled on the background tasks of
 //! Oxide's omicron: one type per task, one driver for all of them, and activations that are
-//! safe to repeat, so a missed or doubled wake-up changes nothing.
+//! safe to repeat, so a missed or doubled wake-up changes nothing. Each activation returns the
+//! task's own status type (shown in `GET /v1/status`) or its own error type; the driver logs
+//! each failure once, with the task's name and the error as fields, so the tasks never log
+//! their own.
 
 use crate::control::Tasks;
+use serde::Serialize;
+use std::fmt::Display;
 use std::future::Future;
 use std::time::Duration;
 use tokio::sync::Notify;
@@ -16,8 +21,13 @@ pub trait BackgroundTask {
     /// What it does, for people reading the status.
     const DESCRIPTION: &'static str;
 
+    /// What an activation did: `last.status` in `GET /v1/status`, and as a line `last.detail`.
+    type Status: Serialize + Display;
+    /// Why an activation failed: `last.detail`, and the log's `error` field.
+    type Error: std::error::Error;
+
     /// Does the task's work once: what it did, or why it failed. Safe to repeat.
-    fn activate(&mut self) -> impl Future<Output = Result<String, String>>;
+    fn activate(&mut self) -> impl Future<Output = Result<Self::Status, Self::Error>>;
 
     /// How long to wait after a failed activation, when that differs from the period.
     fn retry_after_failure(&self) -> Option<Duration> {
@@ -52,7 +62,15 @@ pub async fn drive<T: BackgroundTask>(
             (Err(_), Some(retry)) => retry,
             _ => every,
         };
-        tasks.finished(T::NAME, result);
+        if let Err(err) = &result {
+            tracing::error!(
+                task = T::NAME,
+                error = %err,
+                retry_in = %humantime::format_duration(wait),
+                "background task failed"
+            );
+        }
+        tasks.finished(T::NAME, result.as_ref());
         next = started + wait;
     }
 }
@@ -69,22 +87,41 @@ async fn woken(wake: Option<&Notify>) {
 mod tests {
     use super::*;
     use std::sync::atomic::{AtomicU32, Ordering};
-    use std::sync::Arc;
+    use std::sync::{Arc, Mutex};
 
     /// Counts its activations; every second one fails.
     struct Counter(Arc<AtomicU32>);
 
+    /// What [`Counter`] did.
+    #[derive(Serialize)]
+    struct Counted {
+        n: u32,
+    }
+
+    impl Display for Counted {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            write!(f, "done {}", self.n)
+        }
+    }
+
+    /// Why [`Counter`] failed.
+    #[derive(Debug, thiserror::Error)]
+    #[error("failed {0}")]
+    struct Failed(u32);
+
     impl BackgroundTask for Counter {
         const NAME: &'static str = "counter";
         const DESCRIPTION: &'static str = "counts";
+        type Status = Counted;
+        type Error = Failed;
 
-        async fn activate(&mut self) -> Result<String, String> {
+        async fn activate(&mut self) -> Result<Counted, Failed> {
             let n = self.0.fetch_add(1, Ordering::SeqCst) + 1;
             tokio::time::sleep(Duration::from_secs(1)).await;
             if n % 2 == 0 {
-                Err(format!("failed {n}"))
+                Err(Failed(n))
             } else {
-                Ok(format!("done {n}"))
+                Ok(Counted { n })
             }
         }
 
@@ -93,8 +130,40 @@ mod tests {
         }
     }
 
+    /// The log's JSON lines, kept in memory.
+    #[derive(Clone, Default)]
+    struct Captured(Arc<Mutex<Vec<u8>>>);
+
+    impl std::io::Write for Captured {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().unwrap().extend_from_slice(buf);
+            Ok(buf.len())
+        }
+
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    impl Captured {
+        fn lines(&self) -> Vec<serde_json::Value> {
+            let text = String::from_utf8(self.0.lock().unwrap().clone()).unwrap();
+            text.lines()
+                .map(|l| serde_json::from_str(l).unwrap())
+                .collect()
+        }
+    }
+
     #[tokio::test(start_paused = true)]
     async fn activations_follow_the_period_wake_ups_failures_and_shutdown() {
+        let log = Captured::default();
+        let writer = log.clone();
+        let _logging = tracing::subscriber::set_default(
+            tracing_subscriber::fmt()
+                .json()
+                .with_writer(move || writer.clone())
+                .finish(),
+        );
         let count = Arc::new(AtomicU32::new(0));
         let tasks = Tasks::default();
         let wake = Arc::new(Notify::new());
@@ -128,6 +197,7 @@ mod tests {
         let last = tasks.statuses()["counter"].last.clone().unwrap();
         assert!(!last.ok);
         assert_eq!(last.detail, "failed 2");
+        assert_eq!(last.status, None);
         wake.notify_one();
         tokio::time::sleep(Duration::from_millis(500)).await;
         assert_eq!(count.load(Ordering::SeqCst), 3);
@@ -138,6 +208,20 @@ mod tests {
         assert_eq!(status.activations, 3);
         assert_eq!(status.description, "counts");
         assert!(status.running_since.is_none());
-        assert_eq!(status.last.as_ref().unwrap().detail, "done 3");
+        let last = status.last.as_ref().unwrap();
+        assert_eq!(last.detail, "done 3");
+        assert_eq!(last.status, Some(serde_json::json!({"n": 3})));
+        // The one failure is logged once, by the driver, with the task and error as fields.
+        let errors: Vec<_> = log
+            .lines()
+            .into_iter()
+            .filter(|l| l["level"] == "ERROR")
+            .collect();
+        assert_eq!(errors.len(), 1, "{errors:#?}");
+        let fields = &errors[0]["fields"];
+        assert_eq!(fields["task"], "counter", "{fields}");
+        assert_eq!(fields["error"], "failed 2", "{fields}");
+        assert_eq!(fields["retry_in"], "30s", "{fields}");
+        assert_eq!(fields["message"], "background task failed", "{fields}");
     }
 }

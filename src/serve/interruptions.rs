@@ -3,7 +3,9 @@
 
 use super::driver::BackgroundTask;
 use crate::cloud::aws::warnings::InterruptionQueue;
-use crate::store::Store;
+use crate::cloud::CloudError;
+use crate::store::{Store, StoreError};
+use serde::Serialize;
 use std::time::Duration;
 
 /// How long to wait after the interruption queue failed before reading it again.
@@ -22,6 +24,36 @@ impl InterruptionReader {
     }
 }
 
+/// What one read of the queue came to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct WarningsRead {
+    /// Warnings recorded for a live migration's replacement.
+    pub recorded: usize,
+    /// Warnings for other instances, ignored.
+    pub ignored: usize,
+}
+
+impl std::fmt::Display for WarningsRead {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} warnings recorded, {} ignored",
+            self.recorded, self.ignored
+        )
+    }
+}
+
+/// Why a read of the queue came to nothing.
+#[derive(Debug, thiserror::Error)]
+pub enum ReadError {
+    /// The queue could not be read.
+    #[error("cannot read the spot interruption queue: {0}")]
+    Queue(#[source] CloudError),
+    /// The warnings read could not be recorded; the queue shows them again.
+    #[error("cannot record spot interruption warnings: {0}")]
+    Record(#[source] StoreError),
+}
+
 impl BackgroundTask for InterruptionReader {
     const NAME: &'static str = "interruption_reader";
     const DESCRIPTION: &'static str =
@@ -29,11 +61,11 @@ impl BackgroundTask for InterruptionReader {
 
     /// A message is deleted only once its warning is recorded; otherwise the queue shows it
     /// again.
-    async fn activate(&mut self) -> Result<String, String> {
-        let batch = self.queue.receive().await.map_err(|err| {
-            tracing::error!("cannot read the spot interruption queue: {err}");
-            format!("cannot read the queue: {err}")
-        })?;
+    type Status = WarningsRead;
+    type Error = ReadError;
+
+    async fn activate(&mut self) -> Result<WarningsRead, ReadError> {
+        let batch = self.queue.receive().await.map_err(ReadError::Queue)?;
         let rows: Vec<_> = batch
             .warnings
             .iter()
@@ -45,10 +77,7 @@ impl BackgroundTask for InterruptionReader {
                 .store
                 .record_spot_warnings(&rows)
                 .await
-                .map_err(|err| {
-                    tracing::error!("cannot record spot interruption warnings: {err}");
-                    format!("cannot record warnings: {err}")
-                })?;
+                .map_err(ReadError::Record)?;
         }
         for (instance, region, at) in &rows {
             if recorded.contains(instance) {
@@ -63,13 +92,12 @@ impl BackgroundTask for InterruptionReader {
         }
         if let Err(err) = self.queue.delete(batch).await {
             // Recorded already: the queue shows them again, and recording twice is harmless.
-            tracing::error!("cannot delete read spot interruption warnings: {err}");
+            tracing::error!(error = %err, "cannot delete read spot interruption warnings");
         }
-        Ok(format!(
-            "{} warnings recorded, {} ignored",
-            recorded.len(),
-            rows.len() - recorded.len()
-        ))
+        Ok(WarningsRead {
+            recorded: recorded.len(),
+            ignored: rows.len() - recorded.len(),
+        })
     }
 
     fn retry_after_failure(&self) -> Option<Duration> {

@@ -6,8 +6,9 @@
 use super::driver::BackgroundTask;
 use crate::clock::Clock;
 use crate::control::Control;
-use crate::store::Store;
-use chrono::SecondsFormat;
+use crate::store::{Store, StoreError};
+use chrono::{DateTime, SecondsFormat, Utc};
+use serde::Serialize;
 use std::sync::Arc;
 
 /// How long the pruner keeps each kind of history.
@@ -39,27 +40,67 @@ impl Pruner {
     }
 }
 
+/// What an activation of the pruner did.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "pruned", rename_all = "snake_case")]
+pub enum PruneStatus {
+    /// Nothing: only the leader prunes.
+    NotLeader,
+    /// What was deleted.
+    Deleted {
+        /// Instance state changes and spot warnings before this were deleted.
+        before: DateTime<Utc>,
+        /// Instance state changes deleted.
+        events: u64,
+        /// Spot interruption warnings deleted.
+        warnings: u64,
+        /// Hours of one instance's GPU readings deleted.
+        readings: u64,
+    },
+}
+
+impl std::fmt::Display for PruneStatus {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            PruneStatus::NotLeader => write!(f, "not the leader, which prunes"),
+            PruneStatus::Deleted {
+                before,
+                events,
+                warnings,
+                readings,
+            } => write!(
+                f,
+                "deleted {events} instance state changes and {warnings} spot warnings from before {}, and {readings} hours of GPU readings",
+                before.to_rfc3339_opts(SecondsFormat::Secs, true),
+            ),
+        }
+    }
+}
+
+/// Why the pruner could not prune.
+#[derive(Debug, thiserror::Error)]
+#[error("cannot prune: {0}")]
+pub struct PruneError(#[from] StoreError);
+
 impl BackgroundTask for Pruner {
     const NAME: &'static str = "pruner";
     const DESCRIPTION: &'static str = "deletes instance state changes and spot warnings older than EBB_RETENTION and GPU readings older than EBB_METRICS_RETENTION (never the audit log)";
 
-    async fn activate(&mut self) -> Result<String, String> {
+    type Status = PruneStatus;
+    type Error = PruneError;
+
+    async fn activate(&mut self) -> Result<PruneStatus, PruneError> {
         if !self.control.is_leader() {
-            return Ok("not the leader, which prunes".to_string());
+            return Ok(PruneStatus::NotLeader);
         }
         let now = self.clock.now();
         let before = now - self.keep.history;
-        let pruned = self
-            .store
-            .prune(before, now - self.keep.readings)
-            .await
-            .map_err(|err| format!("cannot prune: {err}"))?;
-        Ok(format!(
-            "deleted {} instance state changes and {} spot warnings from before {}, and {} hours of GPU readings",
-            pruned.events,
-            pruned.warnings,
-            before.to_rfc3339_opts(SecondsFormat::Secs, true),
-            pruned.readings
-        ))
+        let pruned = self.store.prune(before, now - self.keep.readings).await?;
+        Ok(PruneStatus::Deleted {
+            before,
+            events: pruned.events,
+            warnings: pruned.warnings,
+            readings: pruned.readings,
+        })
     }
 }

@@ -6,10 +6,58 @@ use crate::checkpoint::Publisher;
 use crate::clock::Clock;
 use crate::cloud::Provider;
 use crate::control::Control;
-use crate::reconcile::{Reconciler, TickError};
-use crate::store::Leadership;
+use crate::reconcile::{Reconciler, TickError, TickSummary};
+use crate::store::{Leadership, StoreError};
+use chrono::{DateTime, SecondsFormat, Utc};
+use serde::Serialize;
 use std::sync::Arc;
 use std::time::Duration;
+
+/// What an activation of the tick loop did.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "role", rename_all = "snake_case")]
+pub enum TickStatus {
+    /// Another replica leads; this one did not tick.
+    Follower,
+    /// This replica leads and ticked.
+    Leader {
+        /// What the tick came to.
+        tick: TickSummary,
+    },
+}
+
+impl std::fmt::Display for TickStatus {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            TickStatus::Follower => write!(f, "another replica leads; following"),
+            TickStatus::Leader { tick } => write!(f, "{tick}"),
+        }
+    }
+}
+
+/// Why an activation of the tick loop did not tick.
+#[derive(Debug, thiserror::Error)]
+pub enum TickLoopError {
+    /// The database could not be asked who leads.
+    #[error("cannot reach the database to elect a leader: {0}")]
+    Elect(#[source] StoreError),
+    /// The tick ran past its deadline and was dropped.
+    #[error(
+        "tick at {} abandoned: still running after the tick deadline of {} (EBB_TICK_DEADLINE); \
+         an action it left without an outcome is resolved at the next tick",
+        .at.to_rfc3339_opts(SecondsFormat::Secs, true),
+        humantime::format_duration(*.deadline)
+    )]
+    Abandoned {
+        /// The tick's decision time.
+        at: DateTime<Utc>,
+        /// The deadline it ran past.
+        deadline: Duration,
+    },
+    /// The tick failed.
+    #[error("tick failed: {0}")]
+    Failed(#[source] TickError),
+}
 
 /// Ticks as the leader among replicas.
 pub struct TickLoop<'a, P> {
@@ -49,7 +97,7 @@ impl<'a, P: Provider> TickLoop<'a, P> {
     }
 
     /// The leadership, kept or won now; `Ok(None)` while another replica leads.
-    async fn lead(&mut self) -> Result<Option<&mut Leadership>, String> {
+    async fn lead(&mut self) -> Result<Option<&mut Leadership>, TickLoopError> {
         if let Some(held) = self.leader.as_mut() {
             if !held.held().await {
                 tracing::error!("lost the leadership (database session ended)");
@@ -65,11 +113,7 @@ impl<'a, P: Provider> TickLoop<'a, P> {
                     self.control.set_leader(true);
                 }
                 Ok(None) => return Ok(None),
-                Err(err) => {
-                    let message = format!("cannot reach the database to elect a leader: {err}");
-                    tracing::error!("{message}");
-                    return Err(message);
-                }
+                Err(err) => return Err(TickLoopError::Elect(err)),
             }
         }
         Ok(self.leader.as_mut())
@@ -81,11 +125,14 @@ impl<P: Provider> BackgroundTask for TickLoop<'_, P> {
     const DESCRIPTION: &'static str =
         "leads among the replicas and ticks: list, read, decide, act, record";
 
-    async fn activate(&mut self) -> Result<String, String> {
+    type Status = TickStatus;
+    type Error = TickLoopError;
+
+    async fn activate(&mut self) -> Result<TickStatus, TickLoopError> {
         let (reconciler, clock, control, deadline) =
             (self.reconciler, self.clock, self.control, self.deadline);
         let Some(leader) = self.lead().await? else {
-            return Ok("another replica leads; following".to_string());
+            return Ok(TickStatus::Follower);
         };
         let started = std::time::Instant::now();
         let now = clock.now();
@@ -103,14 +150,7 @@ impl<P: Provider> BackgroundTask for TickLoop<'_, P> {
         }
         let Ok(result) = result else {
             control.metrics.tick_failed(started.elapsed(), false);
-            let message = format!(
-                "tick at {} abandoned: still running after the tick deadline of {} \
-                 (EBB_TICK_DEADLINE); an action it left without an outcome is resolved at the next tick",
-                now.to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
-                humantime::format_duration(deadline)
-            );
-            tracing::error!("{message}");
-            return Err(message);
+            return Err(TickLoopError::Abandoned { at: now, deadline });
         };
         control.set_last_tick(now);
         control.tick_completed();
@@ -118,13 +158,14 @@ impl<P: Provider> BackgroundTask for TickLoop<'_, P> {
             Ok(report) => {
                 report.record(&control.metrics, started.elapsed());
                 report.log();
-                Ok(report.headline())
+                Ok(TickStatus::Leader {
+                    tick: report.summary(),
+                })
             }
             Err(err) => {
                 let invalid = matches!(err, TickError::Policies(_));
                 control.metrics.tick_failed(started.elapsed(), invalid);
-                tracing::error!("tick failed: {err}");
-                Err(format!("tick failed: {err}"))
+                Err(TickLoopError::Failed(err))
             }
         }
     }

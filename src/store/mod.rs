@@ -30,7 +30,7 @@ pub use retention::Pruned;
 pub use roles::{Grant, RUNTIME_PRIVILEGES};
 pub use spot::MigrationRecord;
 pub use summary::FailureStreak;
-pub use wake::WAKE_CHANNEL;
+pub use wake::{WakeListener, WAKE_CHANNEL};
 
 use sqlx::migrate::Migrator;
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions, PgSslMode};

@@ -4,8 +4,7 @@
 use super::{Result, Store};
 use sqlx::postgres::PgListener;
 use sqlx::PgConnection;
-use std::convert::Infallible;
-use tokio::sync::Notify;
+use std::time::Duration;
 
 /// The notification channel on which the leader is asked to tick now.
 pub const WAKE_CHANNEL: &str = "ebb_wake";
@@ -25,14 +24,26 @@ impl Store {
         wake_leader(&mut *self.pool.acquire().await?).await
     }
 
-    /// Notifies `wake` whenever a tick is asked for on [`WAKE_CHANNEL`], until the listening
-    /// connection fails.
-    pub async fn listen_for_wakes(&self, wake: &Notify) -> Result<Infallible, sqlx::Error> {
+    /// A connection of its own that listens on [`WAKE_CHANNEL`].
+    pub async fn listen_for_wakes(&self) -> Result<WakeListener, sqlx::Error> {
         let mut listener = PgListener::connect_with(&self.pool).await?;
         listener.listen(WAKE_CHANNEL).await?;
-        loop {
-            listener.recv().await?;
-            wake.notify_one();
+        Ok(WakeListener(listener))
+    }
+}
+
+/// A connection listening for tick requests; requests made between two waits are kept.
+#[derive(Debug)]
+pub struct WakeListener(PgListener);
+
+impl WakeListener {
+    /// Waits at most `within` for a tick request: whether one came. An error means the
+    /// connection failed and is not listening any more.
+    pub async fn wait(&mut self, within: Duration) -> Result<bool, sqlx::Error> {
+        match tokio::time::timeout(within, self.0.recv()).await {
+            Ok(Ok(_)) => Ok(true),
+            Ok(Err(err)) => Err(err),
+            Err(_) => Ok(false),
         }
     }
 }

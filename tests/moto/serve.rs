@@ -358,10 +358,23 @@ async fn serve_keeps_the_last_good_policies_and_ticks_on_changes_and_api_calls(p
             .is_some_and(|d| d.starts_with("tick at ")),
         "{status}"
     );
+    // Each task's status is its own type, serialised.
+    let ticked = &tasks["tick_loop"]["last"]["status"];
+    assert_eq!(ticked["role"], "leader", "{status}");
+    assert!(ticked["tick"]["instances"].as_u64() >= Some(1), "{status}");
     assert_eq!(tasks["policy_watcher"]["last"]["ok"], true, "{status}");
-    // Listening for tick requests: an activation that lasts while the connection does.
     assert!(
-        tasks["tick_requests"]["running_since"].is_string(),
+        tasks["policy_watcher"]["last"]["status"]["changed"].is_boolean(),
+        "{status}"
+    );
+    // Listening for tick requests: each activation is a bounded wait, and says it listens;
+    // the API's tick request reached it (every tick after the first is asked for).
+    let listening = &tasks["tick_requests"]["last"];
+    assert_eq!(listening["ok"], true, "{status}");
+    assert_eq!(listening["status"]["listening"], true, "{status}");
+    assert!(listening["status"]["since"].is_string(), "{status}");
+    assert!(
+        listening["status"]["requests"].as_u64() >= Some(1),
         "{status}"
     );
     // Every action line is logged inside its tick's span and its cloud call's.

@@ -274,9 +274,13 @@ async fn status_shows_each_background_task(pool: PgPool) {
     let tasks = &api.control.tasks;
     tasks.register("tick_loop", "ticks");
     tasks.started("tick_loop");
-    tasks.finished("tick_loop", Err("tick failed: no database".to_string()));
+    tasks.finished::<String, _>("tick_loop", Err(&"tick failed: no database"));
     tasks.register("policy_watcher", "watches");
     tasks.started("policy_watcher");
+    tasks.register("pruner", "prunes");
+    tasks.started("pruner");
+    let pruned = serde_json::json!({"pruned": "not_leader"});
+    tasks.finished::<_, String>("pruner", Ok(&pruned));
     let (_, body) = api.get("/v1/status").await;
     let tick = &body["tasks"]["tick_loop"];
     assert_eq!(tick["description"], "ticks");
@@ -284,6 +288,12 @@ async fn status_shows_each_background_task(pool: PgPool) {
     assert!(tick["running_since"].is_null(), "{body}");
     assert_eq!(tick["last"]["ok"], false);
     assert_eq!(tick["last"]["detail"], "tick failed: no database");
+    assert!(tick["last"].get("status").is_none(), "{body}");
+    // A task's own status is shown as it serialises, beside its line.
+    let prune = &body["tasks"]["pruner"]["last"];
+    assert_eq!(prune["ok"], true, "{body}");
+    assert_eq!(prune["status"], pruned, "{body}");
+    assert_eq!(prune["detail"], pruned.to_string(), "{body}");
     let watcher = &body["tasks"]["policy_watcher"];
     assert!(watcher["running_since"].is_string(), "{body}");
     assert!(watcher["last"].is_null(), "{body}");
