@@ -1,5 +1,6 @@
 //! The command line's flags and arguments, and how they become the library's values.
 
+pub(super) use super::db::DbArgs;
 use crate::cloud::aws;
 use crate::cloud::pacing::{Pacer, RateLimits};
 use crate::cloud::{OnDemandPrices, Provider};
@@ -56,6 +57,8 @@ pub(super) struct ReconcileArgs {
     pub(super) cloud: CloudArgs,
     #[command(flatten)]
     pub(super) gpu_source: super::gpu_source::GpuSourceArgs,
+    #[command(flatten)]
+    pub(super) db: DbArgs,
 }
 
 /// How long notices still queued may take to post before the process exits.
@@ -125,12 +128,46 @@ pub(super) struct Connected<P> {
     pub(super) pacer: Option<Arc<Pacer>>,
 }
 
+/// Which cloud: `EBB_CLOUD`.
+#[derive(Args, Clone)]
+pub(super) struct CloudChoiceArg {
+    /// The cloud: aws, or sim:FLEET_FILE (a simulated fleet seeded from a fleet snapshot,
+    /// whose on-demand prices also fill in what --prices lacks).
+    #[arg(long, env = "EBB_CLOUD", default_value = "aws", value_parser = parse_cloud)]
+    pub(super) cloud: CloudChoice,
+}
+
+/// The on-demand price table: `EBB_PRICES`.
+#[derive(Args, Clone)]
+pub(super) struct PricesArg {
+    /// The on-demand price table (see deploy/prices.yaml): what spot rules compare spot prices
+    /// against (without one, spot rules move nothing), what stopped hours are priced at, and
+    /// what ebb replay costs the types its fleet file has no price for at.
+    #[arg(long, env = "EBB_PRICES", value_name = "FILE")]
+    pub(super) prices: Option<PathBuf>,
+}
+
+/// The address of `ebb serve`'s API: `EBB_LISTEN`.
+#[derive(Args, Clone, Copy)]
+pub(super) struct ListenArg {
+    /// The HTTP API's and the web console's address (ebb ready asks it).
+    #[arg(long, env = "EBB_LISTEN", default_value = "127.0.0.1:8080")]
+    pub(super) listen: std::net::SocketAddr,
+}
+
+/// The longest override: `EBB_MAX_OVERRIDE`.
+#[derive(Args, Clone, Copy)]
+pub(super) struct MaxOverrideArg {
+    /// The longest an override may last.
+    #[arg(long, env = "EBB_MAX_OVERRIDE", default_value = "7d", value_parser = humantime::parse_duration)]
+    pub(super) max_override: std::time::Duration,
+}
+
 /// Where ebb looks in AWS.
 #[derive(Args, Clone)]
 pub(super) struct CloudArgs {
-    /// The cloud: aws, or sim:FLEET_FILE (a simulated fleet seeded from a fleet snapshot).
-    #[arg(long, env = "EBB_CLOUD", default_value = "aws", value_parser = parse_cloud)]
-    pub(super) cloud: CloudChoice,
+    #[command(flatten)]
+    pub(super) choice: CloudChoiceArg,
     /// Regions to watch, comma-separated (default: the AWS SDK's region).
     #[arg(
         long,
@@ -145,10 +182,8 @@ pub(super) struct CloudArgs {
     /// Only instances with this tag (KEY=VALUE), or `none` for every instance.
     #[arg(long, env = "EBB_MANAGED_TAG", default_value = "ebb:managed=true", value_parser = parse_managed_tag)]
     pub(super) managed_tag: ManagedTag,
-    /// The on-demand price table spot rules compare against (see deploy/prices.yaml); without
-    /// one, spot rules move nothing.
-    #[arg(long, env = "EBB_PRICES", value_name = "FILE")]
-    pub(super) prices: Option<PathBuf>,
+    #[command(flatten)]
+    pub(super) prices: PricesArg,
     /// EC2's rate limits ebb paces its calls by, where the account's differ from EC2's
     /// defaults: API=BURST/RATE[:BURST/RATE] (requests, then instances), comma-separated.
     #[arg(long, env = "EBB_EC2_RATE_LIMITS", default_value = "", value_name = "LIMITS", value_parser = parse_rate_limits)]
@@ -253,6 +288,8 @@ pub(super) struct AuditArgs {
     /// Output format.
     #[arg(long, value_enum, default_value_t = AuditFormat::Table)]
     pub(super) format: AuditFormat,
+    #[command(flatten)]
+    pub(super) db: DbArgs,
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -284,18 +321,24 @@ pub(super) struct OverrideArgs {
     /// Revoke the override with this id.
     #[arg(long, value_name = "ID")]
     pub(super) revoke: Option<i64>,
-    /// Who is asking, for the audit log.
-    #[arg(long, env = "EBB_ACTOR", default_value_t = default_actor())]
-    pub(super) actor: String,
-    /// The longest an override may last.
-    #[arg(long, env = "EBB_MAX_OVERRIDE", default_value = "7d", value_parser = humantime::parse_duration)]
-    pub(super) max_override: std::time::Duration,
+    /// Who is asking, for the audit log (default: the user, $USER, else cli).
+    #[arg(long, env = "EBB_ACTOR", value_name = "NAME")]
+    pub(super) actor: Option<String>,
+    #[command(flatten)]
+    pub(super) max_override: MaxOverrideArg,
     #[command(flatten)]
     pub(super) checkpoints: super::audit::CheckpointArgs,
+    #[command(flatten)]
+    pub(super) db: DbArgs,
 }
 
-pub(super) fn default_actor() -> String {
-    std::env::var("USER").unwrap_or_else(|_| "cli".into())
+impl OverrideArgs {
+    /// Who is asking: `--actor`, else the user.
+    pub(super) fn actor(&self) -> String {
+        self.actor
+            .clone()
+            .unwrap_or_else(|| std::env::var("USER").unwrap_or_else(|_| "cli".into()))
+    }
 }
 
 /// The inputs of an offline decision.

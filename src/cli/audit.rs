@@ -37,6 +37,8 @@ pub(super) struct VerifyArgs {
     /// of the database.
     #[arg(long, value_name = "EXPORT", conflicts_with = "checkpoints")]
     file: Option<PathBuf>,
+    #[command(flatten)]
+    db: super::db::DbArgs,
 }
 
 /// Where checkpoints are published; both or neither.
@@ -109,7 +111,7 @@ async fn verify(args: VerifyArgs) -> Result<ExitCode> {
     if let Some(file) = &args.file {
         return verify_export(file);
     }
-    let store = Store::open_from_env().await?;
+    let store = args.db.open().await?;
     let (rows, head) = match store.verify_audit().await? {
         Verification::Intact { rows, head } => (rows, head),
         Verification::Broken { seq, problem } => {

@@ -25,9 +25,9 @@ pub(super) trait OnCloud {
 impl CloudArgs {
     /// Connects the provider (a simulated fleet runs on `clock`) and runs `command` on it.
     pub(super) async fn run<C: OnCloud>(self, clock: Clock, command: C) -> Result<C::Output> {
-        match self.cloud {
+        match self.choice.cloud {
             CloudChoice::Aws => {
-                let on_demand = match &self.prices {
+                let on_demand = match &self.prices.prices {
                     Some(file) => OnDemandPrices::load(file)?,
                     None => OnDemandPrices::default(),
                 };

@@ -2,7 +2,8 @@
 
 use super::args::Connected;
 use super::args::{
-    AuditArgs, AuditFormat, CloudArgs, Format, Input, OverrideArgs, ReconcileArgs, WEBHOOK_DRAIN,
+    AuditArgs, AuditFormat, CloudArgs, DbArgs, Format, Input, OverrideArgs, ReconcileArgs,
+    WEBHOOK_DRAIN,
 };
 use super::audit::{publish_after, CheckpointArgs};
 use super::cloud::OnCloud;
@@ -81,8 +82,12 @@ pub(super) fn explain(instance: &str, input: &Input) -> Result<ExitCode> {
 
 /// `ebb migrate`: applies the database migrations, then grants the runtime and reader roles
 /// their privileges.
-pub(super) async fn migrate(runtime: &[String], readers: &[String]) -> Result<ExitCode> {
-    let store = Store::connect_from_env().await?;
+pub(super) async fn migrate(
+    runtime: &[String],
+    readers: &[String],
+    db: &DbArgs,
+) -> Result<ExitCode> {
+    let store = db.connect().await?;
     let applied = store.migrate().await?;
     println!("ok: {applied} migration(s) applied; the schema is current");
     let grants = (runtime.iter().map(|r| (r, Grant::Runtime)))
@@ -96,7 +101,7 @@ pub(super) async fn migrate(runtime: &[String], readers: &[String]) -> Result<Ex
 
 /// `ebb audit`: the rows that pass the filters.
 pub(super) async fn audit(filter: &AuditArgs) -> Result<ExitCode> {
-    let store = Store::open_from_env().await?;
+    let store = filter.db.open().await?;
     let rows = store.audit(&filter.to_filter()).await?;
     let text = match filter.format {
         AuditFormat::Table => output::audit_table(&rows, &Local),
@@ -109,7 +114,8 @@ pub(super) async fn audit(filter: &AuditArgs) -> Result<ExitCode> {
 
 /// `ebb override`: make, list or revoke overrides.
 pub(super) async fn overrides(args: OverrideArgs) -> Result<ExitCode> {
-    let store = Store::open_from_env().await?;
+    let store = args.db.open().await?;
+    let actor = args.actor();
     let now = Utc::now();
     let metrics = crate::metrics::Metrics::default();
     let publisher = args
@@ -125,13 +131,13 @@ pub(super) async fn overrides(args: OverrideArgs) -> Result<ExitCode> {
         print!("{}", output::overrides_table(&list, &Local, now));
     } else if let Some(id) = args.revoke {
         // Whoever holds DATABASE_URL can write the table anyway: the CLI revokes any override.
-        let o = store.revoke_override(id, &args.actor, now, true).await?;
+        let o = store.revoke_override(id, &actor, now, true).await?;
         println!("revoked override {} of {}", o.id, o.instance);
         publish_after(publisher.as_deref(), &store).await;
     } else if let (Some(instance), Some(until), Some(reason)) =
         (args.instance, args.until, args.reason)
     {
-        let max = chrono::Duration::from_std(args.max_override)?;
+        let max = chrono::Duration::from_std(args.max_override.max_override)?;
         let request = store
             .override_request(&instance, until, &reason, now, max)
             .await??;
@@ -140,7 +146,7 @@ pub(super) async fn overrides(args: OverrideArgs) -> Result<ExitCode> {
                 &request.instance,
                 request.until,
                 &request.reason,
-                &args.actor,
+                &actor,
                 now,
             )
             .await?;
@@ -157,8 +163,8 @@ pub(super) async fn overrides(args: OverrideArgs) -> Result<ExitCode> {
 }
 
 /// `ebb migrations`: every spot migration.
-pub(super) async fn migrations(format: Format) -> Result<ExitCode> {
-    let store = Store::open_from_env().await?;
+pub(super) async fn migrations(format: Format, db: &DbArgs) -> Result<ExitCode> {
+    let store = db.open().await?;
     let list = store.migrations().await?;
     // Under a simulated clock, ebb's time runs ahead of this one: savings count at least up to
     // the last step ebb recorded.
@@ -179,8 +185,8 @@ pub(super) async fn migrations(format: Format) -> Result<ExitCode> {
 /// `ebb migrations --orphans`: what carries ebb's migration tags in EBB_REGIONS and every
 /// migration's region that no migration tracks. Exits 1 when something is found or a region
 /// cannot be read.
-pub(super) async fn orphans(mut cloud: CloudArgs, format: Format) -> Result<ExitCode> {
-    let store = Store::open_from_env().await?;
+pub(super) async fn orphans(mut cloud: CloudArgs, format: Format, db: &DbArgs) -> Result<ExitCode> {
+    let store = db.open().await?;
     let migrations = store.migrations().await?;
     let mut regions: Vec<String> = cloud.regions.clone();
     regions.extend(migrations.iter().map(|m| m.region.clone()));
@@ -245,7 +251,7 @@ pub(super) async fn tick(
     let publisher = checkpoints
         .publisher(Tasks::default(), metrics.audit_checkpoint_failures())
         .await?;
-    let store = Store::open_from_env().await?;
+    let store = reconcile.db.open().await?;
     let cloud = reconcile.cloud.clone();
     let command = Tick {
         at,
@@ -359,8 +365,8 @@ impl OnCloud for Inventory {
 }
 
 /// `ebb metrics export`: the GPU readings kept since `since`, as CSV on standard output.
-pub(super) async fn export_readings(since: DateTime<Utc>) -> Result<ExitCode> {
-    let store = Store::open_from_env().await?;
+pub(super) async fn export_readings(since: DateTime<Utc>, db: &DbArgs) -> Result<ExitCode> {
+    let store = db.open().await?;
     let mut out = csv::Writer::from_writer(std::io::stdout().lock());
     out.write_record(["instance", "time", "gpu_util"])?;
     // The first write error (a closed pipe, a full disk) ends the export with its message.

@@ -10,6 +10,7 @@ mod args;
 mod audit;
 mod cloud;
 mod commands;
+mod db;
 mod gpu_source;
 mod replay;
 mod replay_store;
@@ -17,7 +18,7 @@ mod report;
 mod serve;
 
 use crate::when;
-use args::{AuditArgs, CloudArgs, Format, Input, OverrideArgs, ReconcileArgs};
+use args::{AuditArgs, CloudArgs, DbArgs, Format, Input, ListenArg, OverrideArgs, ReconcileArgs};
 use audit::{AuditCommand, CheckpointArgs};
 use chrono::{DateTime, Utc};
 use clap::{Parser, Subcommand};
@@ -29,8 +30,18 @@ use std::process::ExitCode;
 #[derive(Parser)]
 #[command(name = "ebb", version, about)]
 struct Cli {
+    /// What to log: a tracing filter (debug, ebb=debug, ...); by default info for serve, warn
+    /// for the other commands.
+    #[arg(long, env = "EBB_LOG", value_name = "FILTER", global = true)]
+    log: Option<String>,
     #[command(subcommand)]
     command: Command,
+}
+
+/// The command line's definition: every command, flag and setting (for checking the manual
+/// against it).
+pub fn command() -> clap::Command {
+    <Cli as clap::CommandFactory>::command()
 }
 
 #[derive(Subcommand)]
@@ -72,6 +83,8 @@ enum Command {
         /// read commands (repeatable).
         #[arg(long, value_name = "ROLE")]
         grant_reader: Vec<String>,
+        #[command(flatten)]
+        db: DbArgs,
     },
     /// Show the audit log (DATABASE_URL), verify its hash chain, or make a checkpoint key.
     #[command(args_conflicts_with_subcommands = true)]
@@ -97,6 +110,8 @@ enum Command {
         orphans: bool,
         #[command(flatten)]
         cloud: CloudArgs,
+        #[command(flatten)]
+        db: DbArgs,
     },
     /// One reconcile pass (AWS credential chain, DATABASE_URL): decide, act, record; then exit.
     Tick {
@@ -112,9 +127,8 @@ enum Command {
     Serve(ServeArgs),
     /// Exit 0 when the local `ebb serve` is ready (GET /readyz); for container health checks.
     Ready {
-        /// The API's address, as `ebb serve` was given it.
-        #[arg(long, env = "EBB_LISTEN", default_value = "127.0.0.1:8080")]
-        listen: std::net::SocketAddr,
+        #[command(flatten)]
+        listen: ListenArg,
     },
     /// GPU utilisation history kept by the control plane (DATABASE_URL).
     Metrics {
@@ -139,13 +153,15 @@ enum MetricsCommand {
         /// Readings at or after: a duration back from now (30d) or an RFC 3339 time.
         #[arg(long, value_name = "30d|TS", value_parser = args::parse_past, default_value = "30d")]
         since: DateTime<Utc>,
+        #[command(flatten)]
+        db: DbArgs,
     },
 }
 
 /// Parses the command line, runs the command, and turns its result into the exit code.
 pub async fn main() -> ExitCode {
     let cli = Cli::parse();
-    init_logs(&cli.command);
+    init_logs(cli.log.as_deref(), &cli.command);
     // Boxed: the commands' futures nest deeply (serve's above all), and on the heap the
     // compiler need not lay them all out inside main's.
     match Box::pin(run(cli.command)).await {
@@ -171,7 +187,8 @@ async fn run(command: Command) -> anyhow::Result<ExitCode> {
         Command::Migrate {
             grant_runtime,
             grant_reader,
-        } => commands::migrate(&grant_runtime, &grant_reader).await,
+            db,
+        } => commands::migrate(&grant_runtime, &grant_reader, &db).await,
         Command::Audit {
             command: Some(command),
             ..
@@ -185,34 +202,37 @@ async fn run(command: Command) -> anyhow::Result<ExitCode> {
         Command::Migrations {
             format,
             orphans: false,
+            db,
             ..
-        } => commands::migrations(format).await,
+        } => commands::migrations(format, &db).await,
         Command::Migrations {
             format,
             orphans: true,
             cloud,
-        } => commands::orphans(cloud, format).await,
+            db,
+        } => commands::orphans(cloud, format, &db).await,
         Command::Tick {
             at,
             reconcile,
             checkpoints,
         } => commands::tick(at, reconcile, checkpoints).await,
         Command::Serve(args) => serve::run(args).await,
-        Command::Ready { listen } => commands::ready(listen).await,
+        Command::Ready { listen } => commands::ready(listen.listen).await,
         Command::Inventory { cloud, format } => commands::inventory(cloud, format).await,
         Command::Metrics {
-            command: MetricsCommand::Export { since },
-        } => commands::export_readings(since).await,
+            command: MetricsCommand::Export { since, db },
+        } => commands::export_readings(since, &db).await,
     }
 }
 
 /// Logs: JSON lines on stdout for `serve` (for log collectors), plain lines on stderr for the
-/// other commands; `EBB_LOG` (a tracing filter) sets the level.
-fn init_logs(command: &Command) {
+/// other commands; `filter` (`EBB_LOG`, a tracing filter) sets the level.
+fn init_logs(filter: Option<&str>, command: &Command) {
     use tracing_subscriber::EnvFilter;
     let serving = matches!(command, Command::Serve(_));
-    let filter = EnvFilter::try_from_env("EBB_LOG")
-        .unwrap_or_else(|_| EnvFilter::new(if serving { "info" } else { "warn" }));
+    let filter = filter
+        .and_then(|f| EnvFilter::try_new(f).ok())
+        .unwrap_or_else(|| EnvFilter::new(if serving { "info" } else { "warn" }));
     let logs = tracing_subscriber::fmt().with_env_filter(filter);
     if serving {
         logs.json()

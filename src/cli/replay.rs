@@ -3,7 +3,7 @@
 //! time to one [`crate::replay::Replayer`] per core (each instance is replayed on its own, so
 //! the workers share nothing), and the report it prints.
 
-use super::args::PolicyDirs;
+use super::args::{DbArgs, PolicyDirs, PricesArg};
 use super::replay_store;
 use crate::cloud::OnDemandPrices;
 use crate::engine::Prior;
@@ -30,10 +30,8 @@ pub(super) struct ReplayArgs {
     /// Without it and --utilisation, both come from Postgres (DATABASE_URL).
     #[arg(long, value_name = "FILE", requires = "utilisation")]
     fleet: Option<PathBuf>,
-    /// On-demand prices for the types the fleet file's prices leave out (see
-    /// deploy/prices.yaml).
-    #[arg(long, env = "EBB_PRICES", value_name = "FILE")]
-    prices: Option<PathBuf>,
+    #[command(flatten)]
+    prices: PricesArg,
     /// GPU utilisation as CSV: instance,time,gpu_util (RFC 3339, percent), each instance's
     /// rows together.
     #[arg(long, value_name = "FILE", requires = "fleet")]
@@ -56,6 +54,8 @@ pub(super) struct ReplayArgs {
     /// Output format.
     #[arg(long, value_enum, default_value_t = ReplayFormat::Table)]
     format: ReplayFormat,
+    #[command(flatten)]
+    db: DbArgs,
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -130,7 +130,9 @@ pub(super) async fn run(args: &ReplayArgs) -> Result<ExitCode> {
             snapshot::load_snapshot(fleet)?,
         ),
         _ => {
-            let store = Store::open_from_env()
+            let store = args
+                .db
+                .open()
                 .await
                 .context("without --fleet and --utilisation, ebb replay reads Postgres")?;
             let fleet = replay_store::fleet_at(&store, args.from).await?;
@@ -184,7 +186,7 @@ pub(super) async fn run(args: &ReplayArgs) -> Result<ExitCode> {
 /// `--prices` filling in the on-demand prices the fleet leaves out (all of them, from
 /// Postgres: there they are the control plane's `EBB_PRICES`).
 fn add_prices(args: &ReplayArgs, fleet: &mut Fleet) -> Result<()> {
-    if let Some(path) = &args.prices {
+    if let Some(path) = &args.prices.prices {
         for (region, types) in OnDemandPrices::load(path)?.prices {
             let prices = fleet.prices.entry(region).or_default();
             for (instance_type, price) in types {

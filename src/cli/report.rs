@@ -1,13 +1,11 @@
 //! `ebb report`: what ebb saved over a window, from the store's history (DATABASE_URL).
 
-use super::args::{on_demand_prices, parse_cloud, CloudChoice};
+use super::args::{on_demand_prices, CloudChoiceArg, DbArgs, PricesArg};
 use crate::report::{self, Window};
-use crate::store::Store;
 use crate::when;
 use anyhow::{bail, Result};
 use chrono::{DateTime, Utc};
 use clap::{Args, ValueEnum};
-use std::path::PathBuf;
 use std::process::ExitCode;
 
 /// The flags of `ebb report`.
@@ -28,12 +26,12 @@ pub(super) struct ReportArgs {
     /// Output format.
     #[arg(long, value_enum, default_value_t = ReportFormat::Table)]
     format: ReportFormat,
-    /// The on-demand price table stopped hours are priced by (see deploy/prices.yaml).
-    #[arg(long, env = "EBB_PRICES", value_name = "FILE")]
-    prices: Option<PathBuf>,
-    /// With sim:FLEET_FILE, the simulated fleet's on-demand prices fill in what --prices lacks.
-    #[arg(long, env = "EBB_CLOUD", default_value = "aws", value_parser = parse_cloud)]
-    cloud: CloudChoice,
+    #[command(flatten)]
+    prices: PricesArg,
+    #[command(flatten)]
+    cloud: CloudChoiceArg,
+    #[command(flatten)]
+    db: DbArgs,
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -50,8 +48,8 @@ pub(super) async fn run(args: ReportArgs) -> Result<ExitCode> {
         Ok(w) => w,
         Err(e) => bail!(e),
     };
-    let prices = on_demand_prices(args.prices.as_deref(), &args.cloud)?;
-    let store = Store::open_from_env().await?;
+    let prices = on_demand_prices(args.prices.prices.as_deref(), &args.cloud.cloud)?;
+    let store = args.db.open().await?;
     let history = store.report_history(window.since, window.until).await?;
     let by = args.by.as_deref().map(str::trim).filter(|b| !b.is_empty());
     let r = report::compute(&history, window, by, &|region, ty| prices.get(region, ty));

@@ -1,7 +1,10 @@
 //! `ebb serve`: its flags, its clock, and the signals that ask for a tick or a shutdown.
 
 use super::args::Connected;
-use super::args::{on_demand_prices, parse_speed, CloudChoice, ReconcileArgs, WEBHOOK_DRAIN};
+use super::args::{
+    on_demand_prices, parse_speed, CloudChoice, ListenArg, MaxOverrideArg, ReconcileArgs,
+    WEBHOOK_DRAIN,
+};
 use super::cloud::OnCloud;
 use crate::api::{ApiLimits, Tokens};
 use crate::clock::Clock;
@@ -34,9 +37,8 @@ pub(super) struct ServeArgs {
     /// This replica's name, shown as the leader's (default: host name and process id).
     #[arg(long, env = "EBB_REPLICA")]
     pub(super) replica: Option<String>,
-    /// The HTTP API's address.
-    #[arg(long, env = "EBB_LISTEN", default_value = "127.0.0.1:8080")]
-    pub(super) listen: std::net::SocketAddr,
+    #[command(flatten)]
+    pub(super) listen: ListenArg,
     /// Tokens allowed to change things through the API: name:token,... (the name is the
     /// audit actor; tokens of 16 characters or more).
     #[arg(
@@ -50,9 +52,8 @@ pub(super) struct ServeArgs {
     /// everyone may see the fleet and the audit log); changes still need a token.
     #[arg(long, env = "EBB_API_PUBLIC_READS", default_value_t = false, action = clap::ArgAction::Set)]
     pub(super) api_public_reads: bool,
-    /// The longest an override may last.
-    #[arg(long, env = "EBB_MAX_OVERRIDE", default_value = "7d", value_parser = humantime::parse_duration)]
-    pub(super) max_override: std::time::Duration,
+    #[command(flatten)]
+    pub(super) max_override: MaxOverrideArg,
     /// Mark the console's login cookie `Secure` on every response: set it when a proxy in
     /// front of ebb terminates TLS (without it, the cookie is `Secure` only on requests the
     /// proxy marks `X-Forwarded-Proto: https`).
@@ -79,7 +80,7 @@ impl ServeArgs {
     /// The clock: the system's, or a simulated one under a simulated fleet.
     fn clock(&self) -> Result<Clock> {
         Ok(
-            match (&self.reconcile.cloud.cloud, self.clock_start, self.clock_speed) {
+            match (&self.reconcile.cloud.choice.cloud, self.clock_start, self.clock_speed) {
                 (CloudChoice::Sim(_), start, speed) => {
                     Clock::simulated(start.unwrap_or_else(Utc::now), speed.unwrap_or(1.0))
                 }
@@ -94,17 +95,18 @@ impl ServeArgs {
 
 /// Serves until SIGTERM or Ctrl-C; SIGHUP asks for a tick now.
 pub(super) async fn run(args: ServeArgs) -> Result<ExitCode> {
-    if let (CloudChoice::Sim(_), Some(_)) = (&args.reconcile.cloud.cloud, &args.interruption_queue)
+    if let (CloudChoice::Sim(_), Some(_)) =
+        (&args.reconcile.cloud.choice.cloud, &args.interruption_queue)
     {
         bail!("--interruption-queue needs EBB_CLOUD=aws: the simulated fleet has no queue");
     }
     let tokens = Tokens::parse(&args.api_tokens)?;
     let prices = on_demand_prices(
-        args.reconcile.cloud.prices.as_deref(),
-        &args.reconcile.cloud.cloud,
+        args.reconcile.cloud.prices.prices.as_deref(),
+        &args.reconcile.cloud.choice.cloud,
     )?;
     let clock = args.clock()?;
-    let store = Store::open_from_env().await?;
+    let store = args.reconcile.db.open().await?;
     let cloud = args.reconcile.cloud.clone();
     let command = Serving {
         args,
@@ -174,12 +176,12 @@ impl OnCloud for Serving {
             interval: args.tick,
             deadline,
             clock,
-            listen: args.listen,
+            listen: args.listen.listen,
             tokens,
             checkpoints,
             limits: ApiLimits {
                 public_reads: args.api_public_reads,
-                max_override: chrono::Duration::from_std(args.max_override)?,
+                max_override: chrono::Duration::from_std(args.max_override.max_override)?,
                 secure_cookies: args.console_secure_cookies,
                 ..ApiLimits::default()
             },

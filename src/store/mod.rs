@@ -1,9 +1,10 @@
 //! Postgres, ebb's memory: what the cloud said about each instance and what ebb did to it, the
 //! tamper-evident audit log, and overrides.
 //!
-//! `DATABASE_URL` configures it. Every way the database can be unusable (unreachable, wrong
-//! credentials, a schema newer than this binary) is a [`StoreError`] with a one-line message;
-//! no caller acts without a store.
+//! It is given its URL (`DATABASE_URL`) and [`Timeouts`] (`EBB_DB_*`), which the command line
+//! reads. Every way the database can be unusable (unreachable, wrong credentials, a schema
+//! newer than this binary) is a [`StoreError`] with a one-line message; no caller acts without
+//! a store.
 
 mod audit;
 mod audit_entry;
@@ -83,37 +84,6 @@ impl Default for Timeouts {
 }
 
 impl Timeouts {
-    /// The defaults, with each one its environment variable sets (a duration: `30s`, `2m`;
-    /// `0s` turns a Postgres limit off).
-    pub fn from_env() -> Result<Timeouts> {
-        let mut timeouts = Timeouts::default();
-        for (name, value) in [
-            ("EBB_DB_CONNECT_TIMEOUT", &mut timeouts.connect),
-            ("EBB_DB_STATEMENT_TIMEOUT", &mut timeouts.statement),
-            ("EBB_DB_LOCK_TIMEOUT", &mut timeouts.lock),
-            (
-                "EBB_DB_IDLE_IN_TRANSACTION_TIMEOUT",
-                &mut timeouts.idle_in_transaction,
-            ),
-        ] {
-            if let Ok(text) = std::env::var(name) {
-                *value = humantime::parse_duration(&text).map_err(|e| StoreError::BadSetting {
-                    name,
-                    value: text.clone(),
-                    reason: e.to_string(),
-                })?;
-            }
-        }
-        if timeouts.connect.is_zero() {
-            return Err(StoreError::BadSetting {
-                name: "EBB_DB_CONNECT_TIMEOUT",
-                value: "0s".into(),
-                reason: "connecting needs some time".into(),
-            });
-        }
-        Ok(timeouts)
-    }
-
     /// `options` with these limits and the keepalives as session settings.
     fn apply(&self, options: PgConnectOptions) -> PgConnectOptions {
         let millis = |d: Duration| d.as_millis().to_string();
@@ -133,19 +103,6 @@ impl Timeouts {
 /// Why the store could not do what was asked.
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
-    /// `DATABASE_URL` is not set.
-    #[error("DATABASE_URL is not set: set it to postgres://USER:PASSWORD@HOST:PORT/DATABASE")]
-    NoUrl,
-    /// A database timeout setting is not a duration.
-    #[error("{name}={value:?} is not a duration ({reason}): write it like 30s or 2m")]
-    BadSetting {
-        /// The environment variable.
-        name: &'static str,
-        /// Its value.
-        value: String,
-        /// What is wrong with it.
-        reason: String,
-    },
     /// `DATABASE_URL` cannot be parsed.
     #[error("DATABASE_URL is not a valid Postgres URL ({0}): expected postgres://USER:PASSWORD@HOST:PORT/DATABASE")]
     BadUrl(String),
@@ -253,22 +210,14 @@ pub struct Store {
 }
 
 impl Store {
-    /// Connects to `DATABASE_URL` with the timeouts of the environment ([`Timeouts::from_env`])
-    /// and refuses a schema other than this binary's ([`Store::check_schema`]): what every
-    /// command that uses the database but `ebb migrate` calls first. It never migrates: the
-    /// role ebb runs as need not own the tables, and replicas starting together leave the
-    /// schema to the one migrate step.
-    pub async fn open_from_env() -> Result<Store> {
-        let store = Store::connect_from_env().await?;
+    /// Connects to `url` with `timeouts` and refuses a schema other than this binary's
+    /// ([`Store::check_schema`]): what every command that uses the database but `ebb migrate`
+    /// calls first. It never migrates: the role ebb runs as need not own the tables, and
+    /// replicas starting together leave the schema to the one migrate step.
+    pub async fn open(url: &str, timeouts: Timeouts) -> Result<Store> {
+        let store = Store::connect_with(url, timeouts).await?;
         store.check_schema().await?;
         Ok(store)
-    }
-
-    /// Connects to `DATABASE_URL` with the timeouts of the environment, without touching or
-    /// checking the schema (`ebb migrate`).
-    pub async fn connect_from_env() -> Result<Store> {
-        let url = std::env::var("DATABASE_URL").map_err(|_| StoreError::NoUrl)?;
-        Store::connect_with(&url, Timeouts::from_env()?).await
     }
 
     /// Connects to `url` with the default timeouts, without touching the schema.

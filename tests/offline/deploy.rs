@@ -97,10 +97,6 @@ const AWS_VARIABLES: &[&str] = &[
     "AWS_EC2_METADATA_DISABLED",
 ];
 
-/// Variables ebb reads that are not flags: the store reads DATABASE_URL, and EBB_LOG is the
-/// logger's filter.
-const NOT_FLAGS: &[&str] = &["DATABASE_URL", "EBB_LOG"];
-
 /// The variables `ebb serve` reads through its flags, as its help lists them: clap prints
 /// `[env: NAME=value]`, or `[env: NAME]` when the value is hidden.
 fn serve_variables() -> Vec<String> {
@@ -132,14 +128,14 @@ fn assert_read_by_ebb(place: &str, names: &[String], serve: &[String]) {
             if name.starts_with("AWS_") {
                 !AWS_VARIABLES.contains(&name.as_str())
             } else {
-                !NOT_FLAGS.contains(&name.as_str()) && !serve.contains(*name)
+                !serve.contains(*name)
             }
         })
         .collect();
     assert!(
         unknown.is_empty(),
         "{place} sets variables ebb does not read: {unknown:?}\n\
-         (ebb serve reads {serve:?}, {NOT_FLAGS:?} and the AWS SDK's {AWS_VARIABLES:?})"
+         (ebb serve reads {serve:?} and the AWS SDK's {AWS_VARIABLES:?})"
     );
 }
 

@@ -3,8 +3,9 @@
 //! allows; the files of every folder import each other without cycles (judged by the
 //! `crate::`, `super::` and `self::` paths of their code); the pure core imports only pure
 //! modules and does no I/O but loading the policy files; `main.rs` stays thin, no source file
-//! grows past 650 lines outside its test module, and every document the code and docs point
-//! at is in the repository.
+//! grows past 650 lines outside its test module, every document the code and docs point at is
+//! in the repository, and only the command line (`src/cli`) reads the environment, each
+//! setting defined there once.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -738,4 +739,56 @@ fn only_the_test_layers_implement_provider() {
         "Provider implemented outside tests/common (set hooks on common::intercept::Intercept \
          instead): {found:#?}"
     );
+}
+
+#[test]
+fn only_the_command_line_reads_the_environment() {
+    // Settings are clap's (src/cli): the library takes values, so every setting has a flag,
+    // a default in one place and a row in docs/settings.md. The AWS SDK and the allocator read
+    // their own variables.
+    let reads = [
+        "env::var",
+        "env::vars",
+        "from_env(",
+        "from_env_lossy(",
+        "env::args",
+    ];
+    let mut found = Vec::new();
+    for file in rust_files(&root().join("src")) {
+        if file.starts_with(root().join("src/cli")) || file.ends_with("src/main.rs") {
+            continue;
+        }
+        let code = without_comments(&code(&file));
+        for read in reads.iter().filter(|r| code.contains(*r)) {
+            found.push(format!("{} uses {read}", file.display()));
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "the environment is read outside src/cli (add a flag with env = \"...\" in src/cli and \
+         pass the value in): {found:#?}"
+    );
+}
+
+#[test]
+fn each_setting_is_defined_once() {
+    // A variable named by two `#[arg(env = ..)]` attributes has two defaults and two help
+    // texts to keep equal: define it in one `clap::Args` struct that the commands flatten.
+    let mut defined: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for file in rust_files(&root().join("src/cli")) {
+        let code = code(&file);
+        for (at, _) in code.match_indices("env = \"") {
+            let name: String = code[at + 7..].chars().take_while(|c| *c != '"').collect();
+            defined
+                .entry(name)
+                .or_default()
+                .push(file.display().to_string());
+        }
+    }
+    assert!(defined.len() >= 30, "too few settings found: {defined:?}");
+    let twice: Vec<_> = defined
+        .iter()
+        .filter(|(_, files)| files.len() > 1)
+        .collect();
+    assert!(twice.is_empty(), "defined more than once: {twice:#?}");
 }
