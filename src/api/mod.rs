@@ -210,7 +210,7 @@ impl From<StoreError> for ApiError {
             StoreError::NotYours { .. } => ApiError::new(StatusCode::FORBIDDEN, err.to_string()),
             // The database's text (names, constraints, hosts) is for the logs, not callers.
             err => {
-                tracing::error!("API request failed: {err}");
+                tracing::error!(error = %err, "API request failed");
                 ApiError::new(
                     StatusCode::SERVICE_UNAVAILABLE,
                     "the database did not answer as expected; the error is in ebb's log",
@@ -250,7 +250,7 @@ async fn healthz(State(state): State<ApiState>) -> (StatusCode, String) {
     match state.control.stuck() {
         None => (StatusCode::OK, "ok\n".to_string()),
         Some(why) => {
-            tracing::error!("the tick loop is stuck: {why}");
+            tracing::error!(why = %why, "the tick loop is stuck");
             (
                 StatusCode::SERVICE_UNAVAILABLE,
                 format!("the tick loop is stuck: {why}\n"),
@@ -292,7 +292,7 @@ async fn readyz(
     {
         Ok(Ok(_)) => "ok".to_string(),
         Ok(Err(err)) => {
-            tracing::error!("readiness: the database failed: {err}");
+            tracing::error!(error = %err, "readiness: the database failed");
             "failed; the error is in ebb's log".to_string()
         }
         Err(_) => format!("no answer within {}s", DATABASE_CHECK.as_secs()),

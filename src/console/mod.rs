@@ -177,7 +177,7 @@ impl IntoResponse for PageError {
 
 impl From<StoreError> for PageError {
     fn from(err: StoreError) -> Self {
-        tracing::error!("console page failed: {err}");
+        tracing::error!(error = %err, "console page failed");
         // The database's text is for the logs, not the page.
         PageError::new(
             StatusCode::SERVICE_UNAVAILABLE,

@@ -53,7 +53,7 @@ impl<P: Provider> Reconciler<P> {
         for region in regions {
             match self.provider.migration_artifacts(region).await {
                 Ok(artifacts) => found.extend(artifacts),
-                Err(e) => tracing::warn!(region, "cannot look for lost launches: {e}"),
+                Err(e) => tracing::warn!(region, error = %e, "cannot look for lost launches"),
             }
         }
         let orphans = spot::orphans::orphans(found, &migrations);
@@ -72,8 +72,8 @@ impl<P: Provider> Reconciler<P> {
                 tracing::warn!(
                     kind = a.kind.as_str(),
                     id = a.id.as_str(),
-                    "untracked: {}",
-                    orphan.why
+                    why = %orphan.why,
+                    "untracked"
                 );
                 continue;
             };

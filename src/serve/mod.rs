@@ -155,9 +155,12 @@ pub async fn run<P: Provider>(
     drop(stop_api);
     match tokio::time::timeout(API_DRAIN, api).await {
         Ok(Ok(Ok(()))) => {}
-        Ok(Ok(Err(err))) => tracing::error!("the API failed: {err}"),
-        Ok(Err(err)) => tracing::error!("the API task failed: {err}"),
-        Err(_) => tracing::warn!("API requests still open after {API_DRAIN:?}; exiting anyway"),
+        Ok(Ok(Err(err))) => tracing::error!(error = %err, "the API failed"),
+        Ok(Err(err)) => tracing::error!(error = %err, "the API task failed"),
+        Err(_) => tracing::warn!(
+            waited = %humantime::format_duration(API_DRAIN),
+            "API requests still open; exiting anyway"
+        ),
     }
     Ok(())
 }

@@ -122,7 +122,7 @@ impl AwsProvider {
                 Ok(answer) => answer,
                 Err(e) => {
                     let error = cloud_error("DescribeInstanceTypes", e);
-                    tracing::warn!(region = %scope.region, "GPU facts unknown for now: {error}");
+                    tracing::warn!(region = %scope.region, error = %error, "GPU facts unknown for now");
                     continue;
                 }
             };

@@ -103,8 +103,8 @@ fn add_samples(
     if let Some(StatusCode::InternalError | StatusCode::Forbidden) = result.status_code() {
         tracing::warn!(
             instance = %chunk[n],
-            "CloudWatch returned no GPU data: {:?}",
-            result.messages()
+            messages = ?result.messages(),
+            "CloudWatch returned no GPU data"
         );
     }
     let samples = points.entry(n).or_default();

@@ -174,8 +174,9 @@ impl InterruptionQueue {
                 Ok(w) => batch.warnings.push(w),
                 Err(why) => tracing::warn!(
                     queue = self.url,
-                    "a message is dropped, {why}: {}",
-                    message.body().unwrap_or("")
+                    error = %why,
+                    body = message.body().unwrap_or(""),
+                    "a message is dropped"
                 ),
             }
             batch

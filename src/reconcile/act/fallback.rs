@@ -34,7 +34,7 @@ impl<P: Provider> Reconciler<P> {
         let set = match self.policies.current().await {
             Ok(loaded) => loaded.set,
             Err(err) => {
-                tracing::error!("no fallback types: the policies cannot be read: {err}");
+                tracing::error!(error = %err, "no fallback types: the policies cannot be read");
                 return Ok(());
             }
         };
@@ -48,7 +48,10 @@ impl<P: Provider> Reconciler<P> {
         let fresh = match self.provider.reread(region, &ids).await {
             Ok(fresh) => fresh,
             Err(err) => {
-                tracing::warn!("no fallback types: the instances could not be read again: {err}");
+                tracing::warn!(
+                    error = %err,
+                    "no fallback types: the instances could not be read again"
+                );
                 return Ok(());
             }
         };

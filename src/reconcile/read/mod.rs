@@ -165,7 +165,7 @@ impl<P: Provider> Reconciler<P> {
                     }
                 }
                 // Without prices no spot rule moves anything.
-                Err(err) => tracing::warn!(region, "cannot read prices: {err}"),
+                Err(err) => tracing::warn!(region, error = %err, "cannot read prices"),
             }
         }
     }

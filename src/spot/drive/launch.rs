@@ -87,7 +87,12 @@ impl<P: Provider> Run<'_, P> {
                         "refused {} tagged {LAUNCH_TAG}={launch_id}: {why}; not adopted, not acted on",
                         s.id
                     );
-                    tracing::warn!(migration = self.m.id, "{detail}");
+                    tracing::warn!(
+                        migration = self.m.id,
+                        instance = %s.id,
+                        error = %why,
+                        "refused an instance with this launch's tag; not adopted, not acted on"
+                    );
                     self.event(action, Code::SpotRefused, &detail);
                     None
                 }

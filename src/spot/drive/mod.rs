@@ -259,7 +259,7 @@ impl<'a, P: Provider> Run<'a, P> {
 
     /// Nothing to do this tick.
     fn wait(&mut self, why: String) -> Result<(), StoreError> {
-        tracing::debug!(migration = self.m.id, "waiting: {why}");
+        tracing::debug!(migration = self.m.id, why = %why, "waiting");
         Ok(())
     }
 }

@@ -197,7 +197,12 @@ impl<P: Provider> Run<'_, P> {
                 Err(why) => {
                     let detail =
                         format!("refused image {id} named {name}: {why}; never launched from");
-                    tracing::warn!(migration = self.m.id, "{detail}");
+                    tracing::warn!(
+                        migration = self.m.id,
+                        image = %id,
+                        error = %why,
+                        "refused an image; never launched from"
+                    );
                     self.event(Action::MigrateToSpot, Code::SpotRefused, &detail);
                     refused.push(format!("{id} ({why})"));
                 }
