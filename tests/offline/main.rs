@@ -1,7 +1,8 @@
 //! The integration tests that need no service: the decision core (policies, schedules, the
 //! engine and its fuzzing, the replay's decider), the binary's offline commands (`validate`,
 //! `plan`, `explain`, `schema`, `replay`, the policy check), the deployment files, the AWS
-//! provider against `aws-smithy-mocks`, and the shape of the source. The fast loop:
+//! provider against `aws-smithy-mocks`, docs/settings.md against the flags, and the shape of the
+//! source. The fast loop:
 //! `cargo test --test offline`.
 
 #[path = "../common/mod.rs"]
@@ -18,4 +19,5 @@ mod policy;
 mod policy_check;
 mod replay;
 mod schedule;
+mod settings;
 mod structure;
