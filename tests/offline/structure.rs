@@ -4,8 +4,8 @@
 //! `crate::`, `super::` and `self::` paths of their code); the pure core imports only pure
 //! modules and does no I/O but loading the policy files; `main.rs` stays thin, no source file
 //! grows past 650 lines outside its test module, every document the code and docs point at is
-//! in the repository, and only the command line (`src/cli`) reads the environment, each
-//! setting defined there once.
+//! in the repository, only the command line (`src/cli`) reads the environment, each setting
+//! defined there once, and log messages are fixed strings with the errors as fields.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -791,4 +791,60 @@ fn each_setting_is_defined_once() {
         .filter(|(_, files)| files.len() > 1)
         .collect();
     assert!(twice.is_empty(), "defined more than once: {twice:#?}");
+}
+
+/// The `tracing` macro calls of `code` whose message is formatted (a string literal holding a
+/// `{...}` placeholder), each as its first line.
+fn formatted_log_lines(code: &str) -> Vec<String> {
+    let mut found = Vec::new();
+    for level in ["trace", "debug", "info", "warn", "error"] {
+        let call = format!("tracing::{level}!(");
+        for (at, _) in code.match_indices(&call) {
+            let mut depth = 1;
+            let mut end = at + call.len();
+            for (i, c) in code[end..].char_indices() {
+                match c {
+                    '(' => depth += 1,
+                    ')' => depth -= 1,
+                    _ => {}
+                }
+                if depth == 0 {
+                    end += i;
+                    break;
+                }
+            }
+            let body = &code[at..end];
+            let formatted = body.split('"').skip(1).step_by(2).any(|literal| {
+                literal.split('{').skip(1).any(|rest| {
+                    rest.starts_with(|c: char| {
+                        c == '}' || c == ':' || c.is_alphanumeric() || c == '_'
+                    })
+                })
+            });
+            if formatted {
+                found.push(body.lines().next().unwrap_or_default().trim().to_string());
+            }
+        }
+    }
+    found
+}
+
+#[test]
+fn log_lines_carry_errors_as_fields_not_in_the_message() {
+    // `tracing::error!(error = %err, "cannot read prices")`: the message is one fixed string to
+    // search and count by, and the error a field of its own in the JSON line.
+    let sample = "tracing::warn!(region, \"cannot read prices: {err}\");\n\
+                  tracing::error!(error = %err, \"cannot read prices\");\n\
+                  tracing::info!(\"{}\", x);";
+    assert_eq!(formatted_log_lines(sample).len(), 2);
+    let mut found = Vec::new();
+    for file in rust_files(&root().join("src")) {
+        for line in formatted_log_lines(&code(&file)) {
+            found.push(format!("{}: {line}", file.display()));
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "log messages formatted with values (give them as fields: error = %err): {found:#?}"
+    );
 }
