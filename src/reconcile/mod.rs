@@ -161,7 +161,9 @@ impl<P: Provider> Reconciler<P> {
             tick = number,
             at = %now.to_rfc3339_opts(SecondsFormat::Secs, true),
         );
-        self.phases(now, leader).instrument(span).await
+        // Boxed: whoever holds a tick (serve's loop, `ebb tick`, a test) holds a pointer, not
+        // every phase's state; a debug build's poll frames grow with the futures they move.
+        Box::pin(self.phases(now, leader)).instrument(span).await
     }
 
     /// The phases of a tick, in order.

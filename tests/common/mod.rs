@@ -181,12 +181,10 @@ pub fn next_weekday(day: chrono::NaiveDate) -> chrono::NaiveDate {
 /// superuser (the owner of the tables), as the migrate step of a deployment does, and asserts
 /// that it succeeded. Every other command refuses a database that is not migrated.
 pub fn ebb_migrate(pool: &sqlx::PgPool, args: &[&str]) {
-    let o = std::process::Command::new(env!("CARGO_BIN_EXE_ebb"))
-        .arg("migrate")
-        .args(args)
-        .env("DATABASE_URL", database_url(pool))
-        .output()
-        .expect("run ebb migrate");
+    let all: Vec<&str> = std::iter::once("migrate")
+        .chain(args.iter().copied())
+        .collect();
+    let o = ebb_on(&database_url(pool), &all);
     assert!(
         o.status.success(),
         "ebb migrate {args:?}: {}",
@@ -234,28 +232,74 @@ pub async fn migrated_for_runtime(pool: &sqlx::PgPool) -> String {
     url
 }
 
-/// Runs the built `ebb` with `args` to its end, in the repository's root as a user runs it
-/// there: its output.
+/// The built `ebb` with the environment a test gives it, run in the repository's root as a
+/// user runs it there: `Ebb::on(url).env("EBB_ACTOR", "mei").run(&["audit"])`. A test file
+/// that runs it often keeps its setting in a function returning an `Ebb`.
+#[derive(Debug, Clone, Default)]
+pub struct Ebb {
+    /// Variables set (`Some`) or removed (`None`), in order.
+    env: Vec<(std::ffi::OsString, Option<std::ffi::OsString>)>,
+}
+
+impl Ebb {
+    /// With the test process's environment.
+    pub fn new() -> Ebb {
+        Ebb::default()
+    }
+
+    /// On the database at `url` (`DATABASE_URL`).
+    pub fn on(url: &str) -> Ebb {
+        Ebb::new().env("DATABASE_URL", url)
+    }
+
+    /// With `key` set to `value`.
+    pub fn env(mut self, key: &str, value: impl AsRef<std::ffi::OsStr>) -> Ebb {
+        self.env
+            .push((key.into(), Some(value.as_ref().to_os_string())));
+        self
+    }
+
+    /// With each of `vars` set.
+    pub fn envs<V: AsRef<std::ffi::OsStr>>(
+        self,
+        vars: impl IntoIterator<Item = (&'static str, V)>,
+    ) -> Ebb {
+        vars.into_iter().fold(self, |ebb, (k, v)| ebb.env(k, v))
+    }
+
+    /// Without `key`, even when the test process has it.
+    pub fn env_remove(mut self, key: &str) -> Ebb {
+        self.env.push((key.into(), None));
+        self
+    }
+
+    /// The command `ebb ARGS`, to run or spawn.
+    pub fn command(&self, args: &[&str]) -> std::process::Command {
+        let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_ebb"));
+        command.args(args).current_dir(env!("CARGO_MANIFEST_DIR"));
+        for (key, value) in &self.env {
+            match value {
+                Some(value) => command.env(key, value),
+                None => command.env_remove(key),
+            };
+        }
+        command
+    }
+
+    /// Runs `ebb ARGS` to its end: its output.
+    pub fn run(&self, args: &[&str]) -> std::process::Output {
+        self.command(args).output().expect("run ebb")
+    }
+}
+
+/// Runs the built `ebb` with `args` to its end ([`Ebb::run`]).
 pub fn ebb(args: &[&str]) -> std::process::Output {
-    ebb_with(args, |_| {})
+    Ebb::new().run(args)
 }
 
 /// [`ebb`] on the database at `url` (`DATABASE_URL`).
 pub fn ebb_on(url: &str, args: &[&str]) -> std::process::Output {
-    ebb_with(args, |c| {
-        c.env("DATABASE_URL", url);
-    })
-}
-
-/// [`ebb`], with what `set` adds to the command (its environment).
-pub fn ebb_with(
-    args: &[&str],
-    set: impl FnOnce(&mut std::process::Command),
-) -> std::process::Output {
-    let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_ebb"));
-    command.args(args).current_dir(env!("CARGO_MANIFEST_DIR"));
-    set(&mut command);
-    command.output().expect("run ebb")
+    Ebb::on(url).run(args)
 }
 
 /// Tries `attempt` until it gives a value, for what another process (Postgres, moto, a server,

@@ -4,27 +4,16 @@
 use crate::common;
 
 use chrono::{Duration, Utc};
-use common::t;
+use common::{database_url, t, Ebb};
 use ebb::store::{NewAuditEntry, Outcome, Store};
 use sqlx::PgPool;
-use std::process::{Command, Output};
+use std::process::Output;
 
-/// The URL of the test's own database (`#[sqlx::test]` names it; DATABASE_URL gives the server).
-fn url_of(pool: &PgPool) -> String {
-    let base = std::env::var("DATABASE_URL").expect("scripts/test sets DATABASE_URL");
-    let (server, _) = base.rsplit_once('/').unwrap();
-    format!(
-        "{server}/{}",
-        pool.connect_options().get_database().unwrap()
-    )
-}
-
-fn ebb(url: &str, args: &[&str]) -> Output {
-    common::ebb_with(args, |c| {
-        c.env("DATABASE_URL", url)
-            .env("TZ", "Asia/Shanghai")
-            .env("EBB_ACTOR", "mei");
-    })
+/// `ebb` on the database at `url` as Mei, in Shanghai's time zone.
+fn mei(url: &str) -> Ebb {
+    Ebb::on(url)
+        .env("TZ", "Asia/Shanghai")
+        .env("EBB_ACTOR", "mei")
 }
 
 fn out(o: &Output) -> String {
@@ -106,7 +95,7 @@ async fn seeded(pool: &PgPool) -> String {
         ])
         .await
         .unwrap();
-    url_of(pool)
+    database_url(pool)
 }
 
 /// Makes ebb know `ids` as live instances (overrides are refused for others).
@@ -125,7 +114,7 @@ fn json(o: &Output) -> Vec<serde_json::Map<String, serde_json::Value>> {
 #[sqlx::test]
 async fn json_has_the_documented_fields_and_each_filter_narrows(pool: PgPool) {
     let url = seeded(&pool).await;
-    let all = json(&ebb(&url, &["audit", "--format", "json"]));
+    let all = json(&mei(&url).run(&["audit", "--format", "json"]));
     assert_eq!(all.len(), 6);
     // Sorted: whether serde_json keeps key order depends on features other crates enable.
     let mut keys: Vec<&str> = all[0].keys().map(String::as_str).collect();
@@ -163,7 +152,7 @@ async fn json_has_the_documented_fields_and_each_filter_narrows(pool: PgPool) {
     let count = |args: &[&str]| {
         let mut full = vec!["audit", "--format", "json"];
         full.extend_from_slice(args);
-        json(&ebb(&url, &full)).len()
+        json(&mei(&url).run(&full)).len()
     };
     assert_eq!(count(&["--instance", "i-2"]), 2);
     assert_eq!(count(&["--policy", "platform-dev-hours"]), 2);
@@ -193,11 +182,8 @@ async fn since_a_duration_counts_back_from_now(pool: PgPool) {
     old.at = now - Duration::hours(30);
     store.append_audit(&[old, recent]).await.unwrap();
     assert_eq!(
-        json(&ebb(
-            &url_of(&pool),
-            &["audit", "--since", "24h", "--format", "json"]
-        ))
-        .len(),
+        json(&mei(&database_url(&pool)).run(&["audit", "--since", "24h", "--format", "json"]))
+            .len(),
         1
     );
 }
@@ -205,7 +191,7 @@ async fn since_a_duration_counts_back_from_now(pool: PgPool) {
 #[sqlx::test]
 async fn the_table_is_aligned_in_local_time_newest_last(pool: PgPool) {
     let url = seeded(&pool).await;
-    let text = out(&ebb(&url, &["audit"]));
+    let text = out(&mei(&url).run(&["audit"]));
     let lines: Vec<&str> = text.lines().collect();
     assert_eq!(lines.len(), 7);
     assert!(lines[0].starts_with("TIME"), "{text}");
@@ -230,10 +216,7 @@ async fn the_table_is_aligned_in_local_time_newest_last(pool: PgPool) {
 #[sqlx::test]
 async fn csv_has_a_header_and_quotes_what_needs_it(pool: PgPool) {
     let url = seeded(&pool).await;
-    let text = out(&ebb(
-        &url,
-        &["audit", "--format", "csv", "--outcome", "failed"],
-    ));
+    let text = out(&mei(&url).run(&["audit", "--format", "csv", "--outcome", "failed"]));
     let mut lines = text.lines();
     assert_eq!(
         lines.next().unwrap(),
@@ -248,17 +231,14 @@ async fn csv_has_a_header_and_quotes_what_needs_it(pool: PgPool) {
         ),
         "{row}"
     );
-    let empty = out(&ebb(
-        &url,
-        &["audit", "--format", "csv", "--instance", "i-none"],
-    ));
+    let empty = out(&mei(&url).run(&["audit", "--format", "csv", "--instance", "i-none"]));
     assert_eq!(empty.lines().count(), 1, "a header even without rows");
 }
 
 #[sqlx::test]
 async fn verify_passes_then_names_the_edited_row(pool: PgPool) {
     let url = seeded(&pool).await;
-    let o = ebb(&url, &["audit", "verify"]);
+    let o = mei(&url).run(&["audit", "verify"]);
     let text = out(&o);
     assert!(
         text.starts_with("ok: 6 audit rows, hash chain intact, head "),
@@ -279,28 +259,25 @@ async fn verify_passes_then_names_the_edited_row(pool: PgPool) {
         .await
         .unwrap();
     tx.commit().await.unwrap();
-    let o = ebb(&url, &["audit", "verify"]);
+    let o = mei(&url).run(&["audit", "verify"]);
     assert_eq!(o.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&o.stdout).starts_with("audit row 4 does not match"));
 }
 
 #[sqlx::test]
 async fn overrides_from_the_cli_are_listed_audited_and_revoked(pool: PgPool) {
-    let url = url_of(&pool);
+    let url = database_url(&pool);
     known(&pool, &["i-0abc"]).await;
-    let text = out(&ebb(
-        &url,
-        &[
-            "override",
-            "i-0abc",
-            "--until",
-            "4h",
-            "--reason",
-            "demo tonight",
-        ],
-    ));
+    let text = out(&mei(&url).run(&[
+        "override",
+        "i-0abc",
+        "--until",
+        "4h",
+        "--reason",
+        "demo tonight",
+    ]));
     assert!(text.starts_with("override 1: i-0abc kept until "), "{text}");
-    let list = out(&ebb(&url, &["override", "--list"]));
+    let list = out(&mei(&url).run(&["override", "--list"]));
     assert!(
         list.lines().nth(1).unwrap().starts_with("1   i-0abc"),
         "{list}"
@@ -309,31 +286,27 @@ async fn overrides_from_the_cli_are_listed_audited_and_revoked(pool: PgPool) {
         list.contains("active") && list.contains("demo tonight") && list.contains("mei"),
         "{list}"
     );
-    let audit = json(&ebb(
-        &url,
-        &["audit", "--format", "json", "--action", "override"],
-    ));
+    let audit = json(&mei(&url).run(&["audit", "--format", "json", "--action", "override"]));
     assert_eq!(audit.len(), 1);
     assert_eq!(audit[0]["actor"], "mei");
     assert_eq!(audit[0]["instance"], "i-0abc");
 
-    assert!(
-        out(&ebb(&url, &["override", "--revoke", "1"])).contains("revoked override 1 of i-0abc")
-    );
+    assert!(out(&mei(&url).run(&["override", "--revoke", "1"]))
+        .contains("revoked override 1 of i-0abc"));
     assert_eq!(
-        out(&ebb(&url, &["override", "--list"])).lines().count(),
+        out(&mei(&url).run(&["override", "--list"])).lines().count(),
         1,
         "only the header"
     );
-    assert!(out(&ebb(&url, &["override", "--list", "--all"])).contains("revoked"));
-    let o = ebb(&url, &["override", "--revoke", "1"]);
+    assert!(out(&mei(&url).run(&["override", "--list", "--all"])).contains("revoked"));
+    let o = mei(&url).run(&["override", "--revoke", "1"]);
     assert_eq!(o.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&o.stderr).contains("no active override with id 1"));
 }
 
 #[sqlx::test]
 async fn bad_override_requests_change_nothing(pool: PgPool) {
-    let url = url_of(&pool);
+    let url = database_url(&pool);
     for args in [
         vec![
             "override",
@@ -349,7 +322,7 @@ async fn bad_override_requests_change_nothing(pool: PgPool) {
         // The API's rule too: an instance must be named.
         vec!["override", "  ", "--until", "4h", "--reason", "x"],
     ] {
-        let o = ebb(&url, &args);
+        let o = mei(&url).run(&args);
         assert_eq!(o.status.code(), Some(2), "{args:?}");
         assert!(!String::from_utf8_lossy(&o.stderr).contains("panicked"));
     }
@@ -370,17 +343,14 @@ async fn bad_override_requests_change_nothing(pool: PgPool) {
             "ebb knows no live instance i-0zzz",
         ),
     ] {
-        let o = ebb(&url, &args);
+        let o = mei(&url).run(&args);
         assert_eq!(o.status.code(), Some(2), "{args:?}");
         let stderr = String::from_utf8_lossy(&o.stderr);
         assert!(stderr.contains(says), "{stderr}");
     }
-    let o = Command::new(env!("CARGO_BIN_EXE_ebb"))
-        .args(["override", "i-0abc", "--until", "8d", "--reason", "x"])
-        .env("DATABASE_URL", &url)
+    let o = Ebb::on(&url)
         .env("EBB_MAX_OVERRIDE", "9d")
-        .output()
-        .unwrap();
+        .run(&["override", "i-0abc", "--until", "8d", "--reason", "x"]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     sqlx::query("DELETE FROM overrides")
         .execute(&pool)
@@ -401,7 +371,7 @@ fn an_unreachable_database_is_a_one_line_error() {
         vec!["override", "--list"],
         vec!["migrate"],
     ] {
-        let o = ebb("postgres://ebb@127.0.0.1:1/ebb", &args);
+        let o = mei("postgres://ebb@127.0.0.1:1/ebb").run(&args);
         assert_eq!(o.status.code(), Some(2), "{args:?}");
         let err = String::from_utf8_lossy(&o.stderr).into_owned();
         assert!(
@@ -411,27 +381,26 @@ fn an_unreachable_database_is_a_one_line_error() {
         assert_eq!(err.lines().count(), 1, "{err}");
         assert!(o.stdout.is_empty());
     }
-    let o = Command::new(env!("CARGO_BIN_EXE_ebb"))
-        .arg("audit")
-        .env_remove("DATABASE_URL")
-        .output()
-        .unwrap();
+    let o = Ebb::new().env_remove("DATABASE_URL").run(&["audit"]);
     assert_eq!(o.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&o.stderr).contains("DATABASE_URL is not set"));
 }
 
 #[sqlx::test(migrations = false)]
 async fn migrate_applies_then_reports_current(pool: PgPool) {
-    let url = url_of(&pool);
-    assert!(out(&ebb(&url, &["migrate"])).starts_with("ok: 9 migration(s) applied"));
-    assert!(out(&ebb(&url, &["migrate"])).starts_with("ok: 0 migration(s) applied"));
+    let url = database_url(&pool);
+    assert!(out(&mei(&url).run(&["migrate"])).starts_with("ok: 9 migration(s) applied"));
+    assert!(out(&mei(&url).run(&["migrate"])).starts_with("ok: 0 migration(s) applied"));
 }
 
 #[sqlx::test]
 async fn migrations_are_listed_with_state_savings_and_steps(pool: PgPool) {
-    let url = url_of(&pool);
-    assert_eq!(out(&ebb(&url, &["migrations"])), "no spot migrations\n");
-    assert_eq!(out(&ebb(&url, &["migrations", "--format", "json"])), "[]\n");
+    let url = database_url(&pool);
+    assert_eq!(out(&mei(&url).run(&["migrations"])), "no spot migrations\n");
+    assert_eq!(
+        out(&mei(&url).run(&["migrations", "--format", "json"])),
+        "[]\n"
+    );
     let store = Store::from_pool(pool);
     let planned = NewAuditEntry {
         instance: Some("i-0train".into()),
@@ -467,7 +436,7 @@ async fn migrations_are_listed_with_state_savings_and_steps(pool: PgPool) {
         .await
         .unwrap()
         .is_none());
-    let table = out(&ebb(&url, &["migrations"]));
+    let table = out(&mei(&url).run(&["migrations"]));
     assert!(table.starts_with("ID"), "{table}");
     assert!(
         table.contains(&format!("{}   i-0train  planned", m.id)),
@@ -475,7 +444,7 @@ async fn migrations_are_listed_with_state_savings_and_steps(pool: PgPool) {
     );
     assert!(table.contains("$0.00"), "{table}");
     let json: serde_json::Value =
-        serde_json::from_str(&out(&ebb(&url, &["migrations", "--format", "json"]))).unwrap();
+        serde_json::from_str(&out(&mei(&url).run(&["migrations", "--format", "json"]))).unwrap();
     let item = &json[0];
     assert_eq!(item["state"], "planned");
     assert_eq!(item["original"], "i-0train");
@@ -486,7 +455,7 @@ async fn migrations_are_listed_with_state_savings_and_steps(pool: PgPool) {
 
 #[sqlx::test]
 async fn metrics_export_writes_the_kept_readings_as_csv(pool: PgPool) {
-    let url = url_of(&pool);
+    let url = database_url(&pool);
     let store = Store::from_pool(pool);
     let now = Utc::now();
     let recent = ebb::fleet::Sample {
@@ -502,7 +471,7 @@ async fn metrics_export_writes_the_kept_readings_as_csv(pool: PgPool) {
         .await
         .unwrap();
 
-    let csv = out(&ebb(&url, &["metrics", "export", "--since", "30d"]));
+    let csv = out(&mei(&url).run(&["metrics", "export", "--since", "30d"]));
     let at = chrono::DurationRound::duration_trunc(recent.at, Duration::minutes(5)).unwrap();
     assert_eq!(
         csv,
@@ -511,7 +480,7 @@ async fn metrics_export_writes_the_kept_readings_as_csv(pool: PgPool) {
             at.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
         )
     );
-    let bad = ebb(&url, &["metrics", "export", "--since", "yesterday"]);
+    let bad = mei(&url).run(&["metrics", "export", "--since", "yesterday"]);
     assert_eq!(bad.status.code(), Some(2));
 }
 
@@ -519,7 +488,7 @@ async fn metrics_export_writes_the_kept_readings_as_csv(pool: PgPool) {
 /// 09:00-17:00 on a Monday, replayed under 08:00-18:00 hours, runs those ten hours.
 #[sqlx::test]
 async fn metrics_export_round_trips_into_replay(pool: PgPool) {
-    let url = url_of(&pool);
+    let url = database_url(&pool);
     let store = Store::from_pool(pool);
     let day = t("2026-11-30T00:00:00Z");
     let readings: Vec<ebb::fleet::Sample> = (0..288)
@@ -537,10 +506,7 @@ async fn metrics_export_round_trips_into_replay(pool: PgPool) {
         .await
         .unwrap();
     let dir = tempfile::tempdir().unwrap();
-    let csv = out(&ebb(
-        &url,
-        &["metrics", "export", "--since", "2026-11-30T00:00:00Z"],
-    ));
+    let csv = out(&mei(&url).run(&["metrics", "export", "--since", "2026-11-30T00:00:00Z"]));
     std::fs::write(dir.path().join("util.csv"), csv).unwrap();
     std::fs::write(
         dir.path().join("fleet.yaml"),
@@ -565,24 +531,21 @@ prices:
     )
     .unwrap();
     let p = |name: &str| dir.path().join(name).to_str().unwrap().to_string();
-    let replayed = out(&ebb(
-        &url,
-        &[
-            "replay",
-            "--policies",
-            &p("office.yaml"),
-            "--fleet",
-            &p("fleet.yaml"),
-            "--utilisation",
-            &p("util.csv"),
-            "--from",
-            "2026-11-30T00:00:00Z",
-            "--to",
-            "2026-12-01T00:00:00Z",
-            "--format",
-            "json",
-        ],
-    ));
+    let replayed = out(&mei(&url).run(&[
+        "replay",
+        "--policies",
+        &p("office.yaml"),
+        "--fleet",
+        &p("fleet.yaml"),
+        "--utilisation",
+        &p("util.csv"),
+        "--from",
+        "2026-11-30T00:00:00Z",
+        "--to",
+        "2026-12-01T00:00:00Z",
+        "--format",
+        "json",
+    ]));
     let r: serde_json::Value = serde_json::from_str(&replayed).unwrap();
     let policies = &r["scenarios"]["policies"];
     let hours = policies["running_hours"].as_f64().unwrap();
@@ -598,24 +561,19 @@ prices:
     );
 }
 
-/// Runs `ebb` with audit checkpoints signed by `key` and kept at `dest`.
-fn ebb_checkpointed(url: &str, key: &std::path::Path, dest: &str, args: &[&str]) -> Output {
-    common::ebb_with(args, |c| {
-        c.env("DATABASE_URL", url)
-            .env("EBB_ACTOR", "mei")
-            .env("EBB_AUDIT_KEY_FILE", key)
-            .env("EBB_AUDIT_CHECKPOINTS", dest);
-    })
+/// `ebb` with audit checkpoints signed by `key` and kept at `dest`.
+fn checkpointed(url: &str, key: &std::path::Path, dest: &str) -> Ebb {
+    Ebb::on(url)
+        .env("EBB_ACTOR", "mei")
+        .env("EBB_AUDIT_KEY_FILE", key)
+        .env("EBB_AUDIT_CHECKPOINTS", dest)
 }
 
 /// `ebb audit keygen` in a fresh directory: the directory and the private key's path.
 fn keygen() -> (tempfile::TempDir, std::path::PathBuf) {
     let dir = tempfile::tempdir().unwrap();
     let key = dir.path().join("audit.key");
-    let text = out(&ebb(
-        "unused",
-        &["audit", "keygen", "--out", key.to_str().unwrap()],
-    ));
+    let text = out(&mei("unused").run(&["audit", "keygen", "--out", key.to_str().unwrap()]));
     assert!(text.starts_with("ok: private key "), "{text}");
     (dir, key)
 }
@@ -623,14 +581,10 @@ fn keygen() -> (tempfile::TempDir, std::path::PathBuf) {
 /// Two overrides made through the binary, each publishing a checkpoint (rows 7 and 8).
 async fn two_checkpointed_overrides(pool: &PgPool, key: &std::path::Path, dest: &str) {
     known(pool, &["i-0abc", "i-0def"]).await;
-    let url = &url_of(pool);
+    let url = &database_url(pool);
     for instance in ["i-0abc", "i-0def"] {
-        let o = ebb_checkpointed(
-            url,
-            key,
-            dest,
-            &["override", instance, "--until", "4h", "--reason", "demo"],
-        );
+        let o = checkpointed(url, key, dest)
+            .run(&["override", instance, "--until", "4h", "--reason", "demo"]);
         assert!(
             o.status.success() && o.stderr.is_empty(),
             "{}",
@@ -670,10 +624,7 @@ fn keygen_writes_a_private_key_only_its_owner_reads_and_never_over_one() {
     );
     let public = std::fs::read_to_string(dir.path().join("audit.key.pub")).unwrap();
     assert!(public.starts_with("-----BEGIN PUBLIC KEY-----"), "{public}");
-    let again = ebb(
-        "unused",
-        &["audit", "keygen", "--out", key.to_str().unwrap()],
-    );
+    let again = mei("unused").run(&["audit", "keygen", "--out", key.to_str().unwrap()]);
     assert_eq!(again.status.code(), Some(2));
     assert_eq!(std::fs::read_to_string(&key).unwrap(), private);
 }
@@ -695,7 +646,7 @@ async fn checkpoints_name_the_one_a_deleted_tail_contradicts(pool: PgPool) {
         "--public-key",
         public.to_str().unwrap(),
     ];
-    let text = out(&ebb(&url, &verify));
+    let text = out(&mei(&url).run(&verify));
     assert!(
         text.starts_with("ok: 8 audit rows, hash chain intact")
             && text.contains("checkpoints hold up to row 8"),
@@ -712,8 +663,8 @@ async fn checkpoints_name_the_one_a_deleted_tail_contradicts(pool: PgPool) {
         ],
     )
     .await;
-    assert!(out(&ebb(&url, &["audit", "verify"])).starts_with("ok: 7 audit rows"));
-    let o = ebb(&url, &verify);
+    assert!(out(&mei(&url).run(&["audit", "verify"])).starts_with("ok: 7 audit rows"));
+    let o = mei(&url).run(&verify);
     assert_eq!(o.status.code(), Some(1));
     let text = String::from_utf8_lossy(&o.stdout);
     assert!(
@@ -742,19 +693,16 @@ async fn checkpoints_expose_rows_rewritten_with_a_recomputed_chain(pool: PgPool)
     let store = Store::from_pool(pool.clone());
     let forged = row("i-9", "stop", Outcome::Intent, "p", "2026-12-01T01:00:00Z");
     store.append_audit(&[forged.clone(), forged]).await.unwrap();
-    assert!(out(&ebb(&url, &["audit", "verify"])).starts_with("ok: 8 audit rows"));
+    assert!(out(&mei(&url).run(&["audit", "verify"])).starts_with("ok: 8 audit rows"));
     let public = dir.path().join("audit.key.pub");
-    let o = ebb(
-        &url,
-        &[
-            "audit",
-            "verify",
-            "--checkpoints",
-            &dest,
-            "--public-key",
-            public.to_str().unwrap(),
-        ],
-    );
+    let o = mei(&url).run(&[
+        "audit",
+        "verify",
+        "--checkpoints",
+        &dest,
+        "--public-key",
+        public.to_str().unwrap(),
+    ]);
     assert_eq!(o.status.code(), Some(1));
     let text = String::from_utf8_lossy(&o.stdout);
     for seq in [7, 8] {
@@ -775,17 +723,14 @@ async fn a_checkpoint_altered_or_signed_by_another_key_is_refused(pool: PgPool) 
     let (other_dir, _) = keygen();
     let other = other_dir.path().join("audit.key.pub");
     let verify = |public: &std::path::Path| {
-        ebb(
-            &url,
-            &[
-                "audit",
-                "verify",
-                "--checkpoints",
-                &dest,
-                "--public-key",
-                public.to_str().unwrap(),
-            ],
-        )
+        mei(&url).run(&[
+            "audit",
+            "verify",
+            "--checkpoints",
+            &dest,
+            "--public-key",
+            public.to_str().unwrap(),
+        ])
     };
     let o = verify(&other);
     assert_eq!(o.status.code(), Some(1));
@@ -812,22 +757,16 @@ async fn an_export_verifies_offline_and_an_edit_in_it_is_named(pool: PgPool) {
     let url = seeded(&pool).await;
     let dir = tempfile::tempdir().unwrap();
     for format in ["json", "csv"] {
-        let export = out(&ebb(&url, &["audit", "--format", format]));
+        let export = out(&mei(&url).run(&["audit", "--format", format]));
         let file = dir.path().join(format!("audit.{format}"));
         std::fs::write(&file, &export).unwrap();
-        let text = out(&ebb(
-            "unused",
-            &["audit", "verify", "--file", file.to_str().unwrap()],
-        ));
+        let text = out(&mei("unused").run(&["audit", "verify", "--file", file.to_str().unwrap()]));
         assert!(
             text.starts_with("ok: 6 exported audit rows"),
             "{format}: {text}"
         );
         std::fs::write(&file, export.replacen("IncorrectInstanceState", "Other", 1)).unwrap();
-        let o = ebb(
-            "unused",
-            &["audit", "verify", "--file", file.to_str().unwrap()],
-        );
+        let o = mei("unused").run(&["audit", "verify", "--file", file.to_str().unwrap()]);
         assert_eq!(o.status.code(), Some(1), "{format}");
         assert!(
             String::from_utf8_lossy(&o.stdout)
@@ -837,17 +776,13 @@ async fn an_export_verifies_offline_and_an_edit_in_it_is_named(pool: PgPool) {
         );
     }
     // A filtered export (rows 2 and 4) still verifies row by row.
-    let part = out(&ebb(
-        &url,
-        &["audit", "--format", "json", "--outcome", "failed"],
-    ));
+    let part = out(&mei(&url).run(&["audit", "--format", "json", "--outcome", "failed"]));
     std::fs::write(dir.path().join("part.json"), part).unwrap();
     let path = dir.path().join("part.json");
-    assert!(out(&ebb(
-        "unused",
-        &["audit", "verify", "--file", path.to_str().unwrap()]
-    ))
-    .starts_with("ok: 1 exported audit rows"));
+    assert!(
+        out(&mei("unused").run(&["audit", "verify", "--file", path.to_str().unwrap()]))
+            .starts_with("ok: 1 exported audit rows")
+    );
 }
 
 #[sqlx::test]
@@ -860,7 +795,7 @@ async fn verify_names_an_override_written_without_its_audit_row(pool: PgPool) {
     .execute(&pool)
     .await
     .unwrap();
-    let o = ebb(&url, &["audit", "verify"]);
+    let o = mei(&url).run(&["audit", "verify"]);
     assert_eq!(o.status.code(), Some(1));
     assert!(
         String::from_utf8_lossy(&o.stdout)
@@ -871,15 +806,12 @@ async fn verify_names_an_override_written_without_its_audit_row(pool: PgPool) {
 
     // One made through ebb, then revoked behind its back.
     known(&pool, &["i-0def"]).await;
-    out(&ebb(
-        &url,
-        &["override", "i-0def", "--until", "4h", "--reason", "x"],
-    ));
+    out(&mei(&url).run(&["override", "i-0def", "--until", "4h", "--reason", "x"]));
     sqlx::query("UPDATE overrides SET revoked_at = now(), revoked_by = 'eve' WHERE id = 2")
         .execute(&pool)
         .await
         .unwrap();
-    let text = String::from_utf8_lossy(&ebb(&url, &["audit", "verify"]).stdout).into_owned();
+    let text = String::from_utf8_lossy(&mei(&url).run(&["audit", "verify"]).stdout).into_owned();
     assert_eq!(text.lines().count(), 2, "{text}");
     assert!(
         text.contains("override 2 of i-0def (by mei) has no audit row of its revoking"),
@@ -928,7 +860,7 @@ async fn checkpoints_in_s3_are_write_once_and_verified(pool: PgPool) {
         "--public-key",
         public.to_str().unwrap(),
     ];
-    assert!(out(&ebb(&url, &verify)).contains("checkpoints hold up to row 8"));
+    assert!(out(&mei(&url).run(&verify)).contains("checkpoints hold up to row 8"));
 
     let sink = Sink::open(&dest).await.unwrap();
     let stored = sink.read_all().await.unwrap();
@@ -953,7 +885,7 @@ async fn checkpoints_in_s3_are_write_once_and_verified(pool: PgPool) {
         ],
     )
     .await;
-    let o = ebb(&url, &verify);
+    let o = mei(&url).run(&verify);
     assert_eq!(o.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&o.stdout).contains(&format!(
         "checkpoint s3://{bucket}/prod/audit/checkpoint-00000000000000000008.json (row 8,"
@@ -962,40 +894,35 @@ async fn checkpoints_in_s3_are_write_once_and_verified(pool: PgPool) {
 
 #[sqlx::test]
 async fn a_checkpoint_that_cannot_be_stored_never_fails_the_change(pool: PgPool) {
-    let url = url_of(&pool);
+    let url = database_url(&pool);
     known(&pool, &["i-0abc"]).await;
     let (_dir, key) = keygen();
-    let o = ebb_checkpointed(
-        &url,
-        &key,
-        "s3://no-such-bucket-for-ebb/audit",
-        &["override", "i-0abc", "--until", "4h", "--reason", "demo"],
-    );
+    let o = checkpointed(&url, &key, "s3://no-such-bucket-for-ebb/audit")
+        .run(&["override", "i-0abc", "--until", "4h", "--reason", "demo"]);
     assert!(o.status.success());
     let stderr = String::from_utf8_lossy(&o.stderr);
     assert!(
         stderr.contains("warning: audit checkpoint not published: checkpoint of row 1: s3://no-such-bucket-for-ebb/"),
         "{stderr}"
     );
-    assert_eq!(json(&ebb(&url, &["audit", "--format", "json"])).len(), 1);
+    assert_eq!(
+        json(&mei(&url).run(&["audit", "--format", "json"])).len(),
+        1
+    );
 }
 
 #[sqlx::test]
 async fn each_tick_that_appends_rows_publishes_a_checkpoint_of_the_head(pool: PgPool) {
-    let url = url_of(&pool);
+    let url = database_url(&pool);
     let (dir, key) = keygen();
     let dest = format!("file:{}", dir.path().display());
     let tick = |at: &str| {
-        let o = Command::new(env!("CARGO_BIN_EXE_ebb"))
-            .args(["tick", "--at", at])
-            .current_dir(env!("CARGO_MANIFEST_DIR"))
-            .env("DATABASE_URL", &url)
+        let o = Ebb::on(&url)
             .env("EBB_CLOUD", "sim:deploy/demo-fleet.yaml")
             .env("EBB_POLICIES", "policies")
             .env("EBB_AUDIT_KEY_FILE", &key)
             .env("EBB_AUDIT_CHECKPOINTS", &dest)
-            .output()
-            .unwrap();
+            .run(&["tick", "--at", at]);
         assert!(
             !String::from_utf8_lossy(&o.stderr).contains("checkpoint"),
             "{}",
@@ -1027,17 +954,14 @@ async fn each_tick_that_appends_rows_publishes_a_checkpoint_of_the_head(pool: Pg
         &format!("checkpoint-{later:020}.json")
     );
     let public = dir.path().join("audit.key.pub");
-    let text = out(&ebb(
-        &url,
-        &[
-            "audit",
-            "verify",
-            "--checkpoints",
-            &dest,
-            "--public-key",
-            public.to_str().unwrap(),
-        ],
-    ));
+    let text = out(&mei(&url).run(&[
+        "audit",
+        "verify",
+        "--checkpoints",
+        &dest,
+        "--public-key",
+        public.to_str().unwrap(),
+    ]));
     assert!(
         text.contains(&format!("checkpoints hold up to row {later}")),
         "{text}"

@@ -4,9 +4,9 @@ use crate::common;
 
 use aws_sdk_ec2::types::InstanceStateName;
 use common::moto::{states, Fixture, Launch, G5};
+use common::Ebb;
 use serde_json::Value;
 use sqlx::PgPool;
-use std::process::{Command, Output};
 
 /// Research boxes run 09:00–19:00 London time on weekdays; ebb starts in the morning only what
 /// it stopped. Their stops do not wait for a busy GPU: moto has no CloudWatch, and a stop that
@@ -49,31 +49,29 @@ impl Setup {
         }
     }
 
-    /// Runs `ebb ARGS` with this setup's database, region and management tag.
-    fn ebb(&self, args: &[&str]) -> Output {
-        common::ebb_with(args, |c| {
-            c.env("DATABASE_URL", &self.url)
-                .env("EBB_POLICIES", self.policies.path())
-                .env("EBB_REGIONS", self.f.region)
-                .env("EBB_MANAGED_TAG", format!("ebb:managed={}", self.f.managed))
-                .env(
-                    "EBB_PRICES",
-                    concat!(env!("CARGO_MANIFEST_DIR"), "/deploy/prices.yaml"),
-                );
-        })
+    /// `ebb` with this setup's database, region and management tag.
+    fn ebb(&self) -> Ebb {
+        Ebb::on(&self.url)
+            .env("EBB_POLICIES", self.policies.path())
+            .env("EBB_REGIONS", self.f.region)
+            .env("EBB_MANAGED_TAG", format!("ebb:managed={}", self.f.managed))
+            .env(
+                "EBB_PRICES",
+                concat!(env!("CARGO_MANIFEST_DIR"), "/deploy/prices.yaml"),
+            )
     }
 
     fn tick(&self, at: &str, extra: &[&str]) -> String {
         let mut args = vec!["tick", "--at", at];
         args.extend_from_slice(extra);
-        let out = self.ebb(&args);
+        let out = self.ebb().run(&args);
         assert!(out.status.success(), "tick at {at} failed: {out:?}");
         String::from_utf8(out.stdout).unwrap()
     }
 
     /// The audit rows about `instance` with `action`, as JSON objects.
     fn audit(&self, instance: &str, action: &str) -> Vec<Value> {
-        let out = self.ebb(&[
+        let out = self.ebb().run(&[
             "audit",
             "--instance",
             instance,
@@ -153,7 +151,7 @@ async fn evening_stops_what_matches_and_morning_starts_only_what_ebb_stopped(poo
         [("intent", false), ("succeeded", false)]
     );
     assert!(s.audit(&stopped_by_hand, "start").is_empty());
-    assert!(s.ebb(&["audit", "verify"]).status.success());
+    assert!(s.ebb().run(&["audit", "verify"]).status.success());
 }
 
 /// Research boxes are stopped after 30 idle minutes, and counted idle when data is missing.
@@ -175,7 +173,7 @@ async fn a_failed_gpu_read_stops_nothing_even_with_missing_metrics_idle(pool: Pg
 
     // After moto's launch time, so that the instance has run for the whole idle window.
     let at = (chrono::Utc::now() + chrono::Duration::hours(1)).to_rfc3339();
-    let out = s.ebb(&["tick", "--at", &at]);
+    let out = s.ebb().run(&["tick", "--at", &at]);
     assert_eq!(
         out.status.code(),
         Some(1),
@@ -235,7 +233,7 @@ async fn an_override_blocks_the_stop(pool: PgPool) {
     let listed = s.tick("2026-11-30T12:00:00Z", &[]);
     assert!(listed.contains("0 actions"), "{listed}");
     // Far ahead, so that it covers EVENING whatever the date is now.
-    let kept = s.ebb(&[
+    let kept = s.ebb().run(&[
         "override",
         &research,
         "--until",
@@ -312,7 +310,7 @@ async fn invalid_policies_and_no_earlier_valid_set_mean_no_action(pool: PgPool) 
         "policies: [ {name: x, match: 3} ]\n",
     )
     .unwrap();
-    let out = s.ebb(&["tick", "--at", EVENING]);
+    let out = s.ebb().run(&["tick", "--at", EVENING]);
     assert_eq!(out.status.code(), Some(2), "{out:?}");
     let err = String::from_utf8(out.stderr).unwrap();
     assert!(err.starts_with("error: policies are not valid"), "{err}");
@@ -383,13 +381,12 @@ async fn a_notice_tags_the_instance_and_reaches_the_webhook_despite_a_failure(po
     .unwrap();
     let research = s.f.launch(G5).await;
     let (url, bodies) = receiver().await;
-    let mut tick = Command::new(env!("CARGO_BIN_EXE_ebb"));
-    tick.args(["tick", "--at", "2026-11-30T18:50:00Z"])
-        .env("DATABASE_URL", &s.url)
+    let mut tick = Ebb::on(&s.url)
         .env("EBB_POLICIES", s.policies.path())
         .env("EBB_REGIONS", s.f.region)
         .env("EBB_MANAGED_TAG", format!("ebb:managed={}", s.f.managed))
-        .env("EBB_WEBHOOK_URL", &url);
+        .env("EBB_WEBHOOK_URL", &url)
+        .command(&["tick", "--at", "2026-11-30T18:50:00Z"]);
     // Off the runtime's thread, so that the receiver keeps answering meanwhile.
     let out = tokio::task::spawn_blocking(move || tick.output().unwrap())
         .await
@@ -469,7 +466,7 @@ async fn an_override_while_a_move_stops_puts_the_workload_back_on_the_original(p
         })
         .await;
     let migration = || {
-        let out = s.ebb(&["migrations", "--format", "json"]);
+        let out = s.ebb().run(&["migrations", "--format", "json"]);
         assert!(out.status.success(), "{out:?}");
         let all: Vec<Value> = serde_json::from_slice(&out.stdout).unwrap();
         assert_eq!(all.len(), 1, "{all:?}");
@@ -481,7 +478,7 @@ async fn an_override_while_a_move_stops_puts_the_workload_back_on_the_original(p
     assert_eq!(migration()["state"], "stopping");
     assert_eq!(s.state(&original).await, InstanceStateName::Stopped);
 
-    let kept = s.ebb(&[
+    let kept = s.ebb().run(&[
         "override",
         &original,
         "--until",

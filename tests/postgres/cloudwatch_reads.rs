@@ -411,3 +411,44 @@ async fn a_gap_in_the_readings_is_missing_coverage_until_late_datapoints_fill_it
     );
     assert_eq!(decided(&filled, "idle"), 2, "{}", filled.headline());
 }
+
+/// What the AWS provider's calls and a tick over it weigh as futures, whoever holds them: the
+/// tick's phases are boxed, and so is every SDK request under a call (tens of kilobytes each
+/// in a debug build, where held by value they overflowed 2 MiB thread stacks).
+#[sqlx::test(migrations = false)]
+async fn a_tick_and_the_aws_calls_are_small_futures(pool: PgPool) {
+    use ebb::cloud::{Provider, StopKind};
+    use std::mem::size_of_val;
+    let (store, leader) = store(pool).await;
+    let cloudwatch = Arc::new(CloudWatch::default());
+    let plane = Plane::new(&store, leader, 1, &cloudwatch).await;
+    let aws = plane.reconciler.provider();
+    let (ids, at) = (vec!["i-0000".to_string()], t("2026-11-30T11:00:30Z"));
+    let tags = BTreeMap::new();
+    let sizes = [
+        ("instances", size_of_val(&aws.instances())),
+        ("reread", size_of_val(&aws.reread(REGION, &ids))),
+        (
+            "gpu_utilisation",
+            size_of_val(&aws.gpu_utilisation(REGION, &ids, at, at)),
+        ),
+        ("prices", size_of_val(&aws.prices(REGION, &ids, at))),
+        ("stop", size_of_val(&aws.stop(REGION, &ids, StopKind::Stop))),
+        ("start", size_of_val(&aws.start(REGION, &ids))),
+        ("tag", size_of_val(&aws.tag(REGION, &ids, &tags))),
+        ("describe", size_of_val(&aws.describe(REGION, &ids))),
+        (
+            "create_image",
+            size_of_val(&aws.create_image(REGION, "i-0000", "n", &tags)),
+        ),
+        ("image", size_of_val(&aws.image(REGION, "ami-0000"))),
+        ("terminate", size_of_val(&aws.terminate(REGION, &ids))),
+    ];
+    let mut leader = plane.leader.lock().await;
+    let tick = size_of_val(&plane.reconciler.tick(at, &mut leader));
+    eprintln!("future sizes in bytes: tick {tick}, {sizes:?}");
+    assert!(tick <= 512, "a tick is a future of {tick} bytes");
+    for (call, size) in sizes {
+        assert!(size <= 2048, "{call} is a future of {size} bytes");
+    }
+}

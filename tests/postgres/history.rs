@@ -10,9 +10,9 @@
 use crate::common;
 
 use common::t;
+use common::world::SimWorld;
 use ebb::clock::Clock;
 use ebb::cloud::sim::SimProvider;
-use ebb::reconcile::{Options, PolicySource, Reconciler};
 use ebb::store::Store;
 use sqlx::{Connection as _, PgPool};
 use std::collections::{BTreeMap, BTreeSet};
@@ -217,38 +217,32 @@ async fn rows_read(url: &str) -> Vec<(String, i64)> {
     read
 }
 
-/// A reconciler of the simulated fleet in `dir` on a pool of its own, closed with it.
-async fn reconciler(url: &str, dir: &std::path::Path) -> Reconciler<SimProvider> {
-    let (fleet, behaviours) = ebb::snapshot::load_simulation(&dir.join("fleet.yaml")).unwrap();
-    let provider = SimProvider::new(fleet, behaviours, Clock::Fixed(t("2026-11-30T18:50:00Z")));
-    let policies = Arc::new(PolicySource::new(vec![dir.join("policies")]));
+/// The simulated `fleet` under [`POLICIES`] on a pool of its own, led as `history`.
+async fn world(url: &str, fleet: &str) -> SimWorld<SimProvider> {
     let store = Store::connect(url).await.unwrap();
-    Reconciler::new(provider, store, policies, Options::default())
+    SimWorld::plan(fleet)
+        .policy("p.yaml", POLICIES)
+        .clock(Clock::Fixed(t("2026-11-30T18:50:00Z")))
+        .leader("history")
+        .start_with(store, |sim| sim)
+        .await
 }
 
-/// Ticks at each of `times` as the leader, each with some action, then ends every session it
-/// opened.
-async fn ticks(reconciler: Reconciler<SimProvider>, times: &[&str]) {
-    let mut leader = reconciler
-        .store()
-        .try_lead("history")
-        .await
-        .unwrap()
-        .unwrap();
+/// Ticks at each of `times` as the leader, each with some action, then ends every session the
+/// world opened.
+async fn ticks(mut world: SimWorld<SimProvider>, times: &[&str]) {
     for at in times {
-        let report = reconciler.tick(t(at), &mut leader).await.unwrap();
+        let report = world.tick(at).await;
         assert!(!report.actions.is_empty(), "{at}: {}", report.headline());
     }
+    let SimWorld { store, leader, .. } = world;
     drop(leader);
-    reconciler.store().pool().close().await;
+    store.pool().close().await;
 }
 
 #[sqlx::test(migrations = false)]
 async fn a_tick_reads_rows_by_the_live_fleet_not_by_history(pool: PgPool) {
     let url = common::database_url(&pool);
-    let dir = tempfile::tempdir().unwrap();
-    std::fs::create_dir(dir.path().join("policies")).unwrap();
-    std::fs::write(dir.path().join("policies/p.yaml"), POLICIES).unwrap();
     let mut fleet = String::from("instances:\n");
     for n in 0..LIVE {
         let team = if n % 2 == 0 { "research" } else { "notebooks" };
@@ -257,16 +251,14 @@ async fn a_tick_reads_rows_by_the_live_fleet_not_by_history(pool: PgPool) {
              tags: {{team: {team}}}, sim: {{usage: idle}}}}\n"
         ));
     }
-    std::fs::write(dir.path().join("fleet.yaml"), fleet).unwrap();
 
     // A year of history, then the fleet as ebb first lists it.
-    let first = reconciler(&url, dir.path()).await;
-    first.store().migrate().await.unwrap();
+    let first = world(&url, &fleet).await;
     // On the test's pool, without ebb's statement timeout: the year is written in one go,
     // however busy the machine is (the other tests of this binary share it).
     sqlx::raw_sql(HISTORY).execute(&pool).await.unwrap();
     first
-        .store()
+        .store
         .create_override(
             "i-live00000",
             t("2026-12-01T12:00:00Z"),
@@ -280,7 +272,9 @@ async fn a_tick_reads_rows_by_the_live_fleet_not_by_history(pool: PgPool) {
     let before = rows_read(&url).await;
 
     // The first tick gave notice; now stops and dry runs, then a withdrawn notice for the box
-    // under an override: every phase of a tick, and its writes, captured.
+    // under an override: every phase of a tick, and its writes, captured. The world is made
+    // (and its store migrated) before the capture begins.
+    let measured = world(&url, &fleet).await;
     let statements = Statements::default();
     let subscriber = tracing_subscriber::registry().with(statements.clone());
     // While one dispatcher is registered, tracing-core works out a callsite's interest, when it
@@ -289,7 +283,6 @@ async fn a_tick_reads_rows_by_the_live_fleet_not_by_history(pool: PgPool) {
     // subscriber. With a second one registered, it asks every registered dispatcher.
     let _second = tracing::Dispatch::new(tracing_subscriber::registry());
     let guard = tracing::subscriber::set_default(subscriber);
-    let measured = reconciler(&url, dir.path()).await;
     ticks(measured, &["2026-11-30T19:01:00Z", "2026-11-30T19:10:00Z"]).await;
     drop(guard);
     let after = rows_read(&url).await;

@@ -78,11 +78,10 @@ fn ebb_report(pool: &PgPool, prices: &std::path::Path, args: &[&str]) -> (bool, 
     let args: Vec<&str> = std::iter::once("report")
         .chain(args.iter().copied())
         .collect();
-    let out = common::ebb_with(&args, |c| {
-        c.env("DATABASE_URL", database_url(pool))
-            .env("EBB_PRICES", prices)
-            .env_remove("EBB_CLOUD");
-    });
+    let out = common::Ebb::on(&database_url(pool))
+        .env("EBB_PRICES", prices)
+        .env_remove("EBB_CLOUD")
+        .run(&args);
     (
         out.status.success(),
         String::from_utf8_lossy(&out.stdout).into_owned(),

@@ -9,23 +9,21 @@
 use crate::common;
 
 use chrono::{Duration, Utc};
-use common::{ebb_migrate, login_role, migrated_for_runtime};
+use common::{ebb_migrate, login_role, migrated_for_runtime, Ebb};
 use ebb::store::{NewAuditEntry, Store, RUNTIME_PRIVILEGES};
 use sqlx::{Connection, PgConnection, PgPool};
 use std::path::Path;
 use std::process::Output;
 
-/// The demo's simulated fleet and example policies, as `scripts/run` serves them.
-fn ebb(url: &str, args: &[&str], env: &[(&str, &Path)]) -> Output {
-    common::ebb_with(args, |c| {
-        c.env("DATABASE_URL", url)
-            .env("EBB_CLOUD", "sim:deploy/demo-fleet.yaml")
-            .env("EBB_POLICIES", "policies")
-            .env("EBB_ACTOR", "mei")
-            .env_remove("EBB_AUDIT_KEY_FILE")
-            .env_remove("EBB_AUDIT_CHECKPOINTS")
-            .envs(env.iter().copied());
-    })
+/// `ebb` on the database at `url` with the demo's simulated fleet and example policies, as
+/// `scripts/run` serves them.
+fn demo(url: &str) -> Ebb {
+    Ebb::on(url)
+        .env("EBB_CLOUD", "sim:deploy/demo-fleet.yaml")
+        .env("EBB_POLICIES", "policies")
+        .env("EBB_ACTOR", "mei")
+        .env_remove("EBB_AUDIT_KEY_FILE")
+        .env_remove("EBB_AUDIT_CHECKPOINTS")
 }
 
 fn stdout(o: &Output) -> String {
@@ -140,9 +138,9 @@ async fn the_runtime_role_can_neither_rewrite_nor_silence_the_audit_log(pool: Pg
 async fn a_tick_an_override_and_the_pruner_work_as_the_runtime_role(pool: PgPool) {
     let url = migrated_for_runtime(&pool).await;
     // Monday 10:00 UTC, 18:00 in Shanghai: the demo's research boxes there close.
-    let tick = ok(&ebb(&url, &["tick", "--at", "2026-11-30T10:00:00Z"], &[]));
+    let tick = ok(&demo(&url).run(&["tick", "--at", "2026-11-30T10:00:00Z"]));
     assert!(tick.contains("stop"), "{tick}");
-    let later = ok(&ebb(&url, &["tick", "--at", "2026-11-30T10:05:00Z"], &[]));
+    let later = ok(&demo(&url).run(&["tick", "--at", "2026-11-30T10:05:00Z"]));
     assert!(!later.is_empty());
 
     let store = Store::connect(&url).await.unwrap();
@@ -166,13 +164,13 @@ async fn a_tick_an_override_and_the_pruner_work_as_the_runtime_role(pool: PgPool
         .revoke_override(made.id, "mei", now, false)
         .await
         .unwrap();
-    let overrides = ok(&ebb(&url, &["override", "--list", "--all"], &[]));
+    let overrides = ok(&demo(&url).run(&["override", "--list", "--all"]));
     assert!(overrides.contains("i-0research01"), "{overrides}");
     store
         .prune(now + Duration::days(365), now + Duration::days(365))
         .await
         .unwrap();
-    let verified = ok(&ebb(&url, &["audit", "verify"], &[]));
+    let verified = ok(&demo(&url).run(&["audit", "verify"]));
     assert!(verified.starts_with("ok: "), "{verified}");
     let spot: i64 = sqlx::query_scalar("SELECT count(*) FROM spot_migrations")
         .fetch_one(&pool)
@@ -189,13 +187,13 @@ async fn the_reader_role_verifies_and_reads_but_writes_nothing(pool: PgPool) {
         .append_audit(&[audit_row("2026-11-30T10:00:00Z")])
         .await
         .unwrap();
-    let verified = ok(&ebb(&url, &["audit", "verify"], &[]));
+    let verified = ok(&demo(&url).run(&["audit", "verify"]));
     assert!(verified.starts_with("ok: 1 audit rows"), "{verified}");
-    assert!(ok(&ebb(&url, &["audit"], &[])).contains("a row of the test"));
-    ok(&ebb(&url, &["override", "--list"], &[]));
-    ok(&ebb(&url, &["migrations"], &[]));
+    assert!(ok(&demo(&url).run(&["audit"])).contains("a row of the test"));
+    ok(&demo(&url).run(&["override", "--list"]));
+    ok(&demo(&url).run(&["migrations"]));
 
-    let o = ebb(&url, &["tick", "--at", "2026-11-30T10:00:00Z"], &[]);
+    let o = demo(&url).run(&["tick", "--at", "2026-11-30T10:00:00Z"]);
     assert_ne!(o.status.code(), Some(0));
     assert!(stderr(&o).contains("permission denied"), "{}", stderr(&o));
     let err = refused(
@@ -224,7 +222,7 @@ async fn commands_refuse_a_schema_that_is_not_current_and_never_migrate(pool: Pg
         vec!["override", "--list"],
         vec!["tick", "--at", "2026-11-30T10:00:00Z"],
     ] {
-        let o = ebb(&url, &args, &[]);
+        let o = demo(&url).run(&args);
         assert_eq!(o.status.code(), Some(2), "{args:?}");
         let err = stderr(&o);
         assert!(
@@ -243,7 +241,7 @@ async fn commands_refuse_a_schema_that_is_not_current_and_never_migrate(pool: Pg
     assert_eq!(tables, 0, "a command other than migrate migrated");
 
     ebb_migrate(&pool, &[]);
-    ok(&ebb(&url, &["audit"], &[]));
+    ok(&demo(&url).run(&["audit"]));
     // As if this ebb's newest migration had not run yet.
     let newest: i64 = sqlx::query_scalar("SELECT max(version) FROM _sqlx_migrations")
         .fetch_one(&pool)
@@ -254,7 +252,7 @@ async fn commands_refuse_a_schema_that_is_not_current_and_never_migrate(pool: Pg
         .execute(&pool)
         .await
         .unwrap();
-    let err = stderr(&ebb(&url, &["audit"], &[]));
+    let err = stderr(&demo(&url).run(&["audit"]));
     assert!(
         err.contains(&format!("behind this ebb's {newest}: run `ebb migrate`")),
         "{err}"
@@ -266,7 +264,7 @@ async fn commands_refuse_a_schema_that_is_not_current_and_never_migrate(pool: Pg
     .execute(&pool)
     .await
     .unwrap();
-    let err = stderr(&ebb(&url, &["audit"], &[]));
+    let err = stderr(&demo(&url).run(&["audit"]));
     assert!(
         err.contains(&format!(
             "migration {newest} applied to the database differs"
@@ -281,7 +279,7 @@ async fn grants_go_only_to_existing_roles_that_own_nothing(pool: PgPool) {
     let migrate = |args: &[&str]| {
         let mut all = vec!["migrate"];
         all.extend_from_slice(args);
-        ebb(&url, &all, &[])
+        demo(&url).run(&all)
     };
     let o = migrate(&["--grant-runtime", "no_such_role_of_ebb"]);
     assert_eq!(o.status.code(), Some(2));
@@ -293,7 +291,7 @@ async fn grants_go_only_to_existing_roles_that_own_nothing(pool: PgPool) {
     );
     // A role never granted anything is told what to ask the owner for.
     let (ungranted, ungranted_url) = login_role(&pool, "ebb_ungranted").await;
-    let o = ebb(&ungranted_url, &["audit"], &[]);
+    let o = demo(&ungranted_url).run(&["audit"]);
     assert_eq!(o.status.code(), Some(2), "{ungranted}");
     let err = stderr(&o);
     assert!(
@@ -390,11 +388,7 @@ async fn checkpoints_expose_the_newest_rows_the_owner_deleted_after_runtime_tick
     ebb_migrate(&pool, &["--grant-reader", &reader]);
     let dir = tempfile::tempdir().unwrap();
     let key = dir.path().join("audit.key");
-    ok(&ebb(
-        "unused",
-        &["audit", "keygen", "--out", key.to_str().unwrap()],
-        &[],
-    ));
+    ok(&demo("unused").run(&["audit", "keygen", "--out", key.to_str().unwrap()]));
     let public = dir.path().join("audit.key.pub");
     let stored = dir.path().join("checkpoints");
     std::fs::create_dir(&stored).unwrap();
@@ -405,7 +399,7 @@ async fn checkpoints_expose_the_newest_rows_the_owner_deleted_after_runtime_tick
     ];
     // Shanghai's close, then Berlin's: each tick appends rows and checkpoints the head.
     for at in ["2026-11-30T10:00:00Z", "2026-11-30T18:00:00Z"] {
-        let o = ebb(&url, &["tick", "--at", at], &checkpointed);
+        let o = demo(&url).envs(checkpointed).run(&["tick", "--at", at]);
         ok(&o);
         assert!(!stderr(&o).contains("warning"), "{}", stderr(&o));
     }
@@ -430,7 +424,7 @@ async fn checkpoints_expose_the_newest_rows_the_owner_deleted_after_runtime_tick
         "--public-key",
         public.to_str().unwrap(),
     ];
-    let text = ok(&ebb(&reader_url, &verify, &[]));
+    let text = ok(&demo(&reader_url).run(&verify));
     assert!(
         text.starts_with(&format!("ok: {head} audit rows, hash chain intact"))
             && text.ends_with(&format!("checkpoints hold up to row {head}\n")),
@@ -439,9 +433,9 @@ async fn checkpoints_expose_the_newest_rows_the_owner_deleted_after_runtime_tick
 
     // The second tick's rows, deleted by the owner: the chain alone still verifies.
     delete_tail(&pool, first).await;
-    assert!(ok(&ebb(&reader_url, &["audit", "verify"], &[]))
+    assert!(ok(&demo(&reader_url).run(&["audit", "verify"]))
         .starts_with(&format!("ok: {first} audit rows")));
-    let o = ebb(&reader_url, &verify, &[]);
+    let o = demo(&reader_url).run(&verify);
     assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
     let text = stdout(&o);
     assert!(

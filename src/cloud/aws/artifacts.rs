@@ -6,6 +6,7 @@ use super::{cloud_error, tag_map, AwsProvider, Scope};
 use crate::cloud::{Artifact, ArtifactKind, CloudError};
 use crate::names::{IMAGE_OF_TAG, LAUNCH_TAG, MIGRATION_TAG};
 use aws_sdk_ec2::types::{Filter, Tag};
+use futures_util::FutureExt as _;
 
 /// The filter for resources that carry tag `key`, whatever its value.
 fn tagged(key: &str) -> Filter {
@@ -77,6 +78,7 @@ impl AwsProvider {
             .owners("self")
             .filters(tagged(MIGRATION_TAG))
             .send()
+            .boxed()
             .await
             .map_err(|e| cloud_error("DescribeImages", e))?;
         Ok(images

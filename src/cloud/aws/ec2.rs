@@ -12,6 +12,7 @@ use aws_sdk_ec2::types::{
     Filter, InstanceLifecycleType, InstanceStateName, InstanceType, SpotPrice,
 };
 use chrono::{DateTime, NaiveDateTime, Utc};
+use futures_util::FutureExt as _;
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::future::Future;
 use std::sync::Arc;
@@ -117,6 +118,7 @@ impl AwsProvider {
                         .collect(),
                 ))
                 .send()
+                .boxed()
                 .await
             {
                 Ok(answer) => answer,
@@ -182,6 +184,7 @@ impl AwsProvider {
             .set_instance_ids(Some(ids))
             .hibernate(hibernate)
             .send()
+            .boxed()
             .await
             .map_err(|e| cloud_error("StopInstances", e))?;
         let mut accepted = Accepted::of(out.request_id());

@@ -10,6 +10,7 @@ use aws_sdk_cloudwatch::types::{
     Dimension, Metric, MetricDataQuery, MetricDataResult, MetricStat, ScanBy, StatusCode,
 };
 use chrono::{DateTime, Utc};
+use futures_util::FutureExt as _;
 use std::collections::BTreeMap;
 
 /// Queries per GetMetricData call (the API's limit).
@@ -40,6 +41,7 @@ impl AwsProvider {
                 .scan_by(ScanBy::TimestampAscending)
                 .set_next_token(token.take())
                 .send()
+                .boxed()
                 .await
                 .map_err(|e| cloud_error("GetMetricData", e))?;
             for result in page.metric_data_results() {

@@ -8,6 +8,11 @@
 //!
 //! `provider.rs` holds the [`super::Provider`] methods, each the calls it makes; the files by
 //! API hold what they share.
+//!
+//! Every request is awaited boxed (`.send().boxed()`): an SDK request's future is tens of
+//! kilobytes in a debug build, and held by value it would swell every future above it (a
+//! provider call, a migration step, a tick) and the poll frames of each on the thread's stack,
+//! which overflowed tokio's and the tests' 2 MiB stacks.
 
 mod artifacts;
 mod ec2;

@@ -19,6 +19,7 @@ use aws_sdk_ec2::error::ProvideErrorMetadata;
 use aws_sdk_ec2::operation::RequestId;
 use aws_sdk_ec2::types::{AttributeValue, Filter, ImageState as Ec2ImageState, Tag};
 use chrono::{DateTime, Utc};
+use futures_util::FutureExt as _;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 
@@ -113,6 +114,7 @@ impl Provider for AwsProvider {
                     .describe_instances()
                     .set_filters(Some(filters))
                     .send()
+                    .boxed()
                     .await
                     .map_err(|e| cloud_error("DescribeInstances", e))?;
                 let listed = out.reservations().iter().flat_map(|r| r.instances());
@@ -182,6 +184,7 @@ impl Provider for AwsProvider {
             let page = spot_price_request(scope, types, now)
                 .set_next_token(token.take())
                 .send()
+                .boxed()
                 .await
                 .map_err(|e| cloud_error("DescribeSpotPriceHistory", e))?;
             add_offers(page.spot_price_history(), &mut prices, &mut latest);
@@ -264,6 +267,7 @@ impl Provider for AwsProvider {
                 .start_instances()
                 .set_instance_ids(Some(batch))
                 .send()
+                .boxed()
                 .await
                 .map_err(|e| cloud_error("StartInstances", e))?;
             Ok(Accepted::of(out.request_id()))
@@ -287,6 +291,7 @@ impl Provider for AwsProvider {
                     .set_instance_id(batch.into_iter().next())
                     .instance_type(AttributeValue::builder().value(instance_type).build())
                     .send()
+                    .boxed()
                     .await
                     .map_err(|e| cloud_error("ModifyInstanceAttribute", e))?;
                 Ok(Accepted::of(out.request_id()))
@@ -316,6 +321,7 @@ impl Provider for AwsProvider {
                     .set_resources(Some(batch))
                     .set_tags(Some(tags))
                     .send()
+                    .boxed()
                     .await
                     .map_err(|e| cloud_error("CreateTags", e))?;
                 Ok(Accepted::of(out.request_id()))
@@ -353,6 +359,7 @@ impl Provider for AwsProvider {
                     .set_resources(Some(batch))
                     .set_tags(Some(tags))
                     .send()
+                    .boxed()
                     .await
                     .map_err(|e| cloud_error("DeleteTags", e))?;
                 Ok(Accepted::of(out.request_id()))
@@ -371,6 +378,7 @@ impl Provider for AwsProvider {
             .describe_instances()
             .instance_ids(id)
             .send()
+            .boxed()
             .await
             .map_err(|e| cloud_error("DescribeInstances", e))?;
         let instance = out
@@ -437,7 +445,7 @@ impl Provider for AwsProvider {
             return Ok(ImageMade::Named(named));
         }
         self.count("CreateImage");
-        match image_request(scope, id, name, tags).send().await {
+        match image_request(scope, id, name, tags).send().boxed().await {
             Ok(out) => out
                 .image_id()
                 .map(|i| ImageMade::Made(i.to_string()))
@@ -490,6 +498,7 @@ impl Provider for AwsProvider {
             async move {
                 request
                     .send()
+                    .boxed()
                     .await
                     .map_err(|e| cloud_error("RunInstances", e))
             }
@@ -515,6 +524,7 @@ impl Provider for AwsProvider {
                     .terminate_instances()
                     .set_instance_ids(Some(batch))
                     .send()
+                    .boxed()
                     .await
                     .map_err(|e| cloud_error("TerminateInstances", e))?;
                 Ok(Accepted::of(out.request_id()))
@@ -535,6 +545,7 @@ impl Provider for AwsProvider {
             .deregister_image()
             .image_id(image)
             .send()
+            .boxed()
             .await
             .map_err(|e| cloud_error("DeregisterImage", e))?;
         Ok(())
@@ -549,6 +560,7 @@ impl Provider for AwsProvider {
             .delete_snapshot()
             .snapshot_id(snapshot)
             .send()
+            .boxed()
             .await
         {
             Ok(_) => Ok(()),

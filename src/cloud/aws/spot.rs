@@ -11,6 +11,7 @@ use aws_sdk_ec2::types::{
     InstanceInterruptionBehavior, InstanceMarketOptionsRequest, InstanceType, MarketType,
     ResourceType, SpotInstanceType, SpotMarketOptions, Tag, TagSpecification,
 };
+use futures_util::FutureExt as _;
 use std::collections::BTreeMap;
 
 /// Where an instance is, which its replacement's subnets follow.
@@ -195,6 +196,7 @@ impl AwsProvider {
             .instance_id(id)
             .attribute(InstanceAttributeName::UserData)
             .send()
+            .boxed()
             .await
             .map_err(|e| cloud_error("DescribeInstanceAttribute", e))?
             .user_data()
@@ -218,6 +220,7 @@ impl AwsProvider {
             .describe_subnets()
             .filters(Filter::builder().name("vpc-id").values(vpc).build())
             .send()
+            .boxed()
             .await
             .map_err(|e| cloud_error("DescribeSubnets", e))?;
         let mut best: BTreeMap<String, (String, i32)> = BTreeMap::new();
@@ -250,6 +253,7 @@ impl AwsProvider {
             .describe_instances()
             .filters(filter)
             .send()
+            .boxed()
             .await
             .map_err(|e| cloud_error("DescribeInstances", e))?;
         Ok(out
@@ -272,6 +276,7 @@ impl AwsProvider {
             .describe_images()
             .filters(Filter::builder().name("image-id").values(image).build())
             .send()
+            .boxed()
             .await
             .map_err(|e| cloud_error("DescribeImages", e))?;
         Ok(out.images().first().cloned())
@@ -290,6 +295,7 @@ impl AwsProvider {
             .owners("self")
             .filters(Filter::builder().name("name").values(name).build())
             .send()
+            .boxed()
             .await
             .map_err(|e| cloud_error("DescribeImages", e))?;
         Ok(out
@@ -315,6 +321,7 @@ impl AwsProvider {
             .describe_snapshots()
             .set_snapshot_ids(Some(snapshots.to_vec()))
             .send()
+            .boxed()
             .await
             .map_err(|e| cloud_error("DescribeSnapshots", e))?;
         Ok(out

@@ -15,6 +15,7 @@ use crate::cloud::CloudError;
 use aws_config::retry::RetryConfig;
 use aws_config::BehaviorVersion;
 use chrono::{DateTime, Utc};
+use futures_util::FutureExt as _;
 use serde::Deserialize;
 
 /// The EventBridge detail type of a warning.
@@ -166,6 +167,7 @@ impl InterruptionQueue {
             .max_number_of_messages(10)
             .wait_time_seconds(WAIT_SECONDS)
             .send()
+            .boxed()
             .await
             .map_err(|e| cloud_error("ReceiveMessage", e))?;
         let mut batch = Batch::default();
@@ -195,6 +197,7 @@ impl InterruptionQueue {
                 .queue_url(&self.url)
                 .receipt_handle(handle)
                 .send()
+                .boxed()
                 .await
                 .map_err(|e| cloud_error("DeleteMessage", e))?;
         }
