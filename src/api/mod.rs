@@ -338,13 +338,26 @@ struct Status {
     tasks: std::collections::BTreeMap<&'static str, TaskStatus>,
 }
 
+/// What a failed activation says to a caller without the `admin` scope.
+const FAILED_SUMMARY: &str = "failed; the error is in ebb's log, and here for an admin token";
+
 /// `GET /v1/status`: this replica's role, its last tick, and each background task's last
-/// activation.
-async fn status(State(state): State<ApiState>) -> Json<Status> {
+/// activation. A failed activation's error (which may name database hosts, ARNs or policy
+/// file contents) is shown whole only to an `admin` token; a URL's credentials to no one.
+async fn status(State(state): State<ApiState>, headers: HeaderMap) -> Json<Status> {
+    let admin = Caller::of(&headers, &state.tokens).is_ok_and(|c| c.scopes.allow(Scope::Admin));
+    let mut tasks = state.control.tasks.statuses();
+    for last in tasks.values_mut().filter_map(|t| t.last.as_mut()) {
+        last.detail = if last.ok || admin {
+            crate::cloud::redact_userinfo(&last.detail)
+        } else {
+            FAILED_SUMMARY.to_string()
+        };
+    }
     Json(Status {
         role: role(&state.control),
         last_tick: state.control.last_tick(),
-        tasks: state.control.tasks.statuses(),
+        tasks,
     })
 }
 

@@ -18,6 +18,7 @@ mod replay_store;
 mod report;
 mod retry;
 mod roles;
+mod secrets;
 mod spot_faults;
 mod store;
 mod timeouts;
