@@ -16,6 +16,7 @@ mod readings;
 mod report;
 mod retention;
 mod roles;
+mod sessions;
 pub mod spot;
 mod summary;
 mod wake;
