@@ -109,7 +109,7 @@ enum Command {
         checkpoints: CheckpointArgs,
     },
     /// The control plane: ticks every EBB_TICK, and on SIGHUP, as the leader among replicas.
-    Serve(ServeArgs),
+    Serve(Box<ServeArgs>),
     /// Exit 0 when the local `ebb serve` is ready (GET /readyz); for container health checks.
     Ready {
         /// The API's address, as `ebb serve` was given it.
@@ -197,7 +197,7 @@ async fn run(command: Command) -> anyhow::Result<ExitCode> {
             reconcile,
             checkpoints,
         } => commands::tick(at, reconcile, checkpoints).await,
-        Command::Serve(args) => serve::run(args).await,
+        Command::Serve(args) => serve::run(*args).await,
         Command::Ready { listen } => commands::ready(listen).await,
         Command::Inventory { cloud, format } => commands::inventory(cloud, format).await,
         Command::Metrics {

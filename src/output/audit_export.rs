@@ -96,7 +96,7 @@ struct ExportedRow {
 
 impl ExportedRow {
     /// The row with its text cells as they were before [`csv_cell`].
-    fn from_csv(mut self) -> Self {
+    fn restored(mut self) -> Self {
         for text in [&mut self.actor, &mut self.action, &mut self.reason] {
             *text = csv_text(std::mem::take(text));
         }
@@ -143,7 +143,7 @@ pub fn parse_audit_export(text: &str) -> Result<Vec<AuditEntry>, ExportError> {
         let rows: Vec<ExportedRow> = csv::Reader::from_reader(text.as_bytes())
             .deserialize()
             .collect::<Result<_, _>>()?;
-        rows.into_iter().map(ExportedRow::from_csv).collect()
+        rows.into_iter().map(ExportedRow::restored).collect()
     };
     let mut entries = rows
         .into_iter()
