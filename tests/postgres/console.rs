@@ -1045,9 +1045,11 @@ async fn every_answer_carries_the_security_headers(pool: PgPool) {
 
 #[sqlx::test(migrations = false)]
 async fn the_audit_csv_holds_every_selected_row_with_formulas_neutralised(pool: PgPool) {
+    const ROWS: usize = 10_345;
     let console = Console::start(&pool).await;
     let at = Utc::now() - Duration::hours(1);
-    let rows: Vec<ebb::store::NewAuditEntry> = (0..2_345)
+    // More than the 10,000 rows the download used to stop at, silently.
+    let rows: Vec<ebb::store::NewAuditEntry> = (0..ROWS)
         .map(|n| {
             let reason = if n % 100 == 0 {
                 format!("=HYPERLINK(\"http://evil.example/{n}\")")
@@ -1062,16 +1064,16 @@ async fn the_audit_csv_holds_every_selected_row_with_formulas_neutralised(pool: 
     assert_eq!(status, StatusCode::OK);
     assert!(kind.starts_with("text/csv"), "{kind}");
     let lines: Vec<&str> = csv.lines().collect();
-    assert_eq!(lines.len(), 1 + 2_345, "a header and every row");
+    assert_eq!(lines.len(), 1 + ROWS, "a header and every row");
     assert!(lines[0].starts_with("seq,at,actor,"), "{}", lines[0]);
     assert_eq!(csv.matches("seq,at,").count(), 1, "one header");
-    assert!(lines[1].starts_with("1,") && lines[2_345].starts_with("2345,"));
+    assert!(lines[1].starts_with("1,") && lines[ROWS].starts_with(&format!("{ROWS},")));
     assert!(lines[1].contains(",'@mallory,"), "{}", lines[1]);
     assert!(lines[1].contains("\"'=HYPERLINK("), "{}", lines[1]);
     assert!(!csv.contains(",=") && !csv.contains(",@") && !csv.contains(",\"="));
     // The download still verifies: `ebb audit verify --file` reads the cells back whole.
     let back = ebb::output::parse_audit_export(&csv).unwrap();
-    assert_eq!(back.len(), 2_345);
+    assert_eq!(back.len(), ROWS);
     assert_eq!(back[0].entry.actor, "@mallory");
     assert!(back[0].entry.reason.starts_with("=HYPERLINK("));
     assert!(matches!(
