@@ -33,6 +33,8 @@ struct Cli {
     command: Command,
 }
 
+// Parsed once at startup and never moved about: the size of its largest variant costs nothing.
+#[allow(clippy::large_enum_variant)]
 #[derive(Subcommand)]
 enum Command {
     /// Check policy files; print every problem as path:line:col: message.
@@ -109,7 +111,7 @@ enum Command {
         checkpoints: CheckpointArgs,
     },
     /// The control plane: ticks every EBB_TICK, and on SIGHUP, as the leader among replicas.
-    Serve(Box<ServeArgs>),
+    Serve(ServeArgs),
     /// Exit 0 when the local `ebb serve` is ready (GET /readyz); for container health checks.
     Ready {
         /// The API's address, as `ebb serve` was given it.
@@ -197,7 +199,7 @@ async fn run(command: Command) -> anyhow::Result<ExitCode> {
             reconcile,
             checkpoints,
         } => commands::tick(at, reconcile, checkpoints).await,
-        Command::Serve(args) => serve::run(*args).await,
+        Command::Serve(args) => serve::run(args).await,
         Command::Ready { listen } => commands::ready(listen).await,
         Command::Inventory { cloud, format } => commands::inventory(cloud, format).await,
         Command::Metrics {
