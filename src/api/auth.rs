@@ -156,6 +156,42 @@ impl Tokens {
             .find(|(_, h, _)| h.iter().zip(&hash).fold(0u8, |acc, (a, b)| acc | (a ^ b)) == 0)
             .map(|(name, _, scopes)| (name.as_str(), *scopes))
     }
+
+    /// The caller of the console login `session` whose stored binding is `binding` (see
+    /// [`session_binding`]): none when its token is no longer one of them.
+    pub fn of_session(&self, session: &str, binding: &[u8]) -> Option<Caller> {
+        self.by_name
+            .iter()
+            .find(|(_, hash, _)| {
+                let ours = bind(session, hash);
+                ours.len() == binding.len()
+                    && ours
+                        .iter()
+                        .zip(binding)
+                        .fold(0u8, |acc, (a, b)| acc | (a ^ b))
+                        == 0
+            })
+            .map(|(name, _, scopes)| Caller {
+                name: name.clone(),
+                scopes: *scopes,
+            })
+    }
+}
+
+/// What ties a console login `session` to the `token` it was made with, as stored: a hash of
+/// both, so that the stored value neither gives the token away nor lets one be checked
+/// without the session id, which only the browser holds. A token removed from or changed in
+/// `EBB_API_TOKENS` ends its logins.
+pub fn session_binding(session: &str, token: &str) -> [u8; 32] {
+    bind(session, &digest(token.trim()))
+}
+
+fn bind(session: &str, token_hash: &[u8; 32]) -> [u8; 32] {
+    let mut hash = Sha256::new();
+    hash.update(b"ebb console session\0");
+    hash.update(session.as_bytes());
+    hash.update(token_hash);
+    hash.finalize().into()
 }
 
 fn parse_scopes(list: &str, position: usize) -> Result<Scopes, TokensError> {

@@ -12,7 +12,7 @@
 mod auth;
 mod overrides;
 
-pub use auth::{Caller, Scope, Scopes, Tokens, TokensError};
+pub use auth::{session_binding, Caller, Scope, Scopes, Tokens, TokensError};
 pub use overrides::{make_override, revoke_override};
 
 use crate::checkpoint::Publisher;
@@ -122,7 +122,8 @@ pub fn router(state: ApiState) -> Router {
     bounded(routes, &limits)
 }
 
-/// `routes` with the body cap and the time limit of every request.
+/// `routes` with the body cap and the time limit of every request, and the security headers
+/// on every answer (a timeout's too).
 pub fn bounded(routes: Router, limits: &ApiLimits) -> Router {
     routes
         .layer(RequestBodyLimitLayer::new(BODY_LIMIT))
@@ -130,6 +131,27 @@ pub fn bounded(routes: Router, limits: &ApiLimits) -> Router {
             StatusCode::SERVICE_UNAVAILABLE,
             limits.request_timeout,
         ))
+        .layer(middleware::map_response(security_headers))
+}
+
+/// What a browser may do with an answer: the console loads its stylesheet and nothing else
+/// (no script, no inline style, nothing from elsewhere), posts its forms only to itself, and is
+/// never framed; no page tells another site its address; no answer's type is guessed.
+pub const CONTENT_SECURITY_POLICY: &str = "default-src 'none'; style-src 'self'; img-src 'self'; \
+     form-action 'self'; frame-ancestors 'none'; base-uri 'none'";
+
+/// Adds the security headers to `response`.
+async fn security_headers(mut response: Response) -> Response {
+    let headers = response.headers_mut();
+    for (name, value) in [
+        (header::CONTENT_SECURITY_POLICY, CONTENT_SECURITY_POLICY),
+        (header::X_FRAME_OPTIONS, "DENY"),
+        (header::REFERRER_POLICY, "same-origin"),
+        (header::X_CONTENT_TYPE_OPTIONS, "nosniff"),
+    ] {
+        headers.insert(name, HeaderValue::from_static(value));
+    }
+    response
 }
 
 /// Lets a read through when reads are public or its token has the `read` scope.
@@ -338,13 +360,26 @@ struct Status {
     tasks: std::collections::BTreeMap<&'static str, TaskStatus>,
 }
 
+/// What a failed activation says to a caller without the `admin` scope.
+const FAILED_SUMMARY: &str = "failed; the error is in ebb's log, and here for an admin token";
+
 /// `GET /v1/status`: this replica's role, its last tick, and each background task's last
-/// activation.
-async fn status(State(state): State<ApiState>) -> Json<Status> {
+/// activation. A failed activation's error (which may name database hosts, ARNs or policy
+/// file contents) is shown whole only to an `admin` token; a URL's credentials to no one.
+async fn status(State(state): State<ApiState>, headers: HeaderMap) -> Json<Status> {
+    let admin = Caller::of(&headers, &state.tokens).is_ok_and(|c| c.scopes.allow(Scope::Admin));
+    let mut tasks = state.control.tasks.statuses();
+    for last in tasks.values_mut().filter_map(|t| t.last.as_mut()) {
+        last.detail = if last.ok || admin {
+            crate::cloud::redact_userinfo(&last.detail)
+        } else {
+            FAILED_SUMMARY.to_string()
+        };
+    }
     Json(Status {
         role: role(&state.control),
         last_tick: state.control.last_tick(),
-        tasks: state.control.tasks.statuses(),
+        tasks,
     })
 }
 

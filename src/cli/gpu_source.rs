@@ -1,9 +1,11 @@
 //! Where GPU utilisation is read from: CloudWatch through the provider (the default), or a
 //! Prometheus server (`EBB_METRICS=prometheus:URL`).
 
-use crate::cloud::prometheus::{Prometheus, PrometheusSettings};
+use crate::cloud::prometheus::{Prometheus, PrometheusAuth, PrometheusSettings};
+use crate::cloud::redact_userinfo;
 use anyhow::Result;
 use clap::Args;
+use std::path::PathBuf;
 
 /// The GPU metric source flags.
 #[derive(Args)]
@@ -24,6 +26,18 @@ pub(super) struct GpuSourceArgs {
     /// series per instance, labelled with the instance label.
     #[arg(long, env = "EBB_PROMETHEUS_QUERY", value_name = "PROMQL")]
     prometheus_query: Option<String>,
+    /// A file holding the bearer token Prometheus requests carry (read at every query).
+    #[arg(long, env = "EBB_PROMETHEUS_BEARER_TOKEN_FILE", value_name = "FILE")]
+    prometheus_bearer_token_file: Option<PathBuf>,
+    /// A file holding user:password for Prometheus's basic authentication (read at every
+    /// query).
+    #[arg(
+        long,
+        env = "EBB_PROMETHEUS_BASIC_AUTH_FILE",
+        value_name = "FILE",
+        conflicts_with = "prometheus_bearer_token_file"
+    )]
+    prometheus_basic_auth_file: Option<PathBuf>,
 }
 
 /// A GPU metric source.
@@ -42,7 +56,8 @@ fn parse_source(s: &str) -> Result<Source, String> {
             Ok(Source::Prometheus(url.to_string()))
         }
         _ => Err(format!(
-            "\"{s}\" is not a metric source: cloudwatch, or prometheus:URL (like prometheus:http://prometheus:9090)"
+            "\"{}\" is not a metric source: cloudwatch, or prometheus:URL (like prometheus:http://prometheus:9090)",
+            redact_userinfo(s)
         )),
     }
 }
@@ -56,6 +71,23 @@ impl GpuSourceArgs {
         let mut settings = PrometheusSettings::new(&url);
         settings.label = self.prometheus_instance_label;
         settings.query = self.prometheus_query;
+        settings.auth = self
+            .prometheus_bearer_token_file
+            .map(PrometheusAuth::BearerTokenFile)
+            .or(self
+                .prometheus_basic_auth_file
+                .map(PrometheusAuth::BasicAuthFile));
+        if url.split("://").nth(1).is_some_and(|rest| {
+            rest.split(['/', '?', '#'])
+                .next()
+                .is_some_and(|host| host.contains('@'))
+        }) {
+            tracing::warn!(
+                "EBB_METRICS carries credentials in its URL: ebb hides them in what it shows, \
+                 but put them in EBB_PROMETHEUS_BEARER_TOKEN_FILE or \
+                 EBB_PROMETHEUS_BASIC_AUTH_FILE instead"
+            );
+        }
         Ok(Some(Prometheus::new(settings).map_err(anyhow::Error::msg)?))
     }
 }

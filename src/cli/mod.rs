@@ -44,6 +44,8 @@ pub fn command() -> clap::Command {
     <Cli as clap::CommandFactory>::command()
 }
 
+// Parsed once at startup and never moved about: the size of its largest variant costs nothing.
+#[allow(clippy::large_enum_variant)]
 #[derive(Subcommand)]
 enum Command {
     /// Check policy files; print every problem as path:line:col: message.

@@ -39,6 +39,18 @@ pub(super) struct ServeArgs {
     pub(super) replica: Option<String>,
     #[command(flatten)]
     pub(super) listen: ListenArg,
+    /// How long a client may take to send a request's headers, from opening its connection (or
+    /// from the first byte of a later request on it); then the connection is closed.
+    #[arg(long, env = "EBB_HTTP_HEADER_TIMEOUT", default_value = "10s", value_parser = parse_http_timeout)]
+    pub(super) http_header_timeout: std::time::Duration,
+    /// How long a kept-alive connection may wait for its next request before it is closed.
+    #[arg(long, env = "EBB_HTTP_IDLE_TIMEOUT", default_value = "60s", value_parser = parse_http_timeout)]
+    pub(super) http_idle_timeout: std::time::Duration,
+    /// How many connections to the API and the console may be open at once; more wait until
+    /// one closes.
+    #[arg(long, env = "EBB_HTTP_MAX_CONNECTIONS", default_value_t = 512,
+          value_parser = clap::value_parser!(u32).range(1..=65_536))]
+    pub(super) http_max_connections: u32,
     /// Tokens allowed to change things through the API: name:token,... (the name is the
     /// audit actor; tokens of 16 characters or more).
     #[arg(
@@ -177,6 +189,11 @@ impl OnCloud for Serving {
             deadline,
             clock,
             listen: args.listen.listen,
+            http: serve::HttpLimits {
+                header_timeout: args.http_header_timeout,
+                idle_timeout: args.http_idle_timeout,
+                max_connections: args.http_max_connections,
+            },
             tokens,
             checkpoints,
             limits: ApiLimits {
@@ -203,7 +220,18 @@ impl OnCloud for Serving {
     }
 }
 
-/// A tick deadline: a duration above zero.
+/// Reads a connection timeout: a duration above zero (a connection with no time at all could
+/// never be served).
+fn parse_http_timeout(s: &str) -> Result<std::time::Duration, String> {
+    match humantime::parse_duration(s) {
+        Ok(d) if !d.is_zero() => Ok(d),
+        Ok(_) => Err("a connection needs some time: give a duration like 10s".to_string()),
+        Err(e) => Err(format!(
+            "\"{s}\" is not a duration ({e}): write it like 10s"
+        )),
+    }
+}
+
 /// Reads a retention: a duration of at least a day, so that a typo cannot empty the history.
 fn parse_retention(s: &str) -> Result<std::time::Duration, String> {
     match humantime::parse_duration(s) {

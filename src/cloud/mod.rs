@@ -10,6 +10,7 @@ mod launch;
 pub mod pacing;
 mod prices;
 pub mod prometheus;
+mod redact;
 pub mod sim;
 
 pub use error::{CloudError, ErrorKind};
@@ -18,6 +19,7 @@ pub use launch::{
     Market, SPOT_TERMINATION,
 };
 pub use prices::{OnDemandPrices, PricesError};
+pub use redact::redact_userinfo;
 
 use crate::fleet::{Instance, Sample};
 use chrono::{DateTime, Utc};

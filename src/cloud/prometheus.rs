@@ -8,12 +8,18 @@
 //! An answer that is not a complete success (an error, a warning such as a partial response, a
 //! series without the label, the same instance twice, a value that is not a percentage) is a
 //! failed read, never idleness.
+//!
+//! Credentials go in a file, not the URL: a bearer token (`EBB_PROMETHEUS_BEARER_TOKEN_FILE`)
+//! or `user:password` for basic authentication (`EBB_PROMETHEUS_BASIC_AUTH_FILE`), read again
+//! at every query so that a rotated secret is picked up. Messages never quote a URL's user
+//! information, should one be given anyway.
 
-use super::CloudError;
+use super::{redact_userinfo, CloudError};
 use crate::fleet::Sample;
 use chrono::{DateTime, Utc};
 use serde::Deserialize;
 use std::collections::HashMap;
+use std::path::PathBuf;
 use std::time::Duration;
 
 /// The operation named in errors.
@@ -33,6 +39,48 @@ pub struct PrometheusSettings {
     pub step: Duration,
     /// How long the query may take.
     pub timeout: Duration,
+    /// How requests authenticate, if they do.
+    pub auth: Option<PrometheusAuth>,
+}
+
+/// How requests to Prometheus authenticate: a secret read from a file at every query.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PrometheusAuth {
+    /// `Authorization: Bearer` with the token the file holds.
+    BearerTokenFile(PathBuf),
+    /// Basic authentication with the `user:password` the file holds.
+    BasicAuthFile(PathBuf),
+}
+
+impl PrometheusAuth {
+    /// `request` with its credentials, or why the file cannot give them.
+    fn apply(&self, request: reqwest::RequestBuilder) -> Result<reqwest::RequestBuilder, String> {
+        let read = |path: &PathBuf| {
+            std::fs::read_to_string(path)
+                .map(|text| text.trim().to_string())
+                .map_err(|e| format!("cannot read the credentials file {}: {e}", path.display()))
+                .and_then(|text| {
+                    if text.is_empty() {
+                        Err(format!("the credentials file {} is empty", path.display()))
+                    } else {
+                        Ok(text)
+                    }
+                })
+        };
+        match self {
+            PrometheusAuth::BearerTokenFile(path) => Ok(request.bearer_auth(read(path)?)),
+            PrometheusAuth::BasicAuthFile(path) => {
+                let text = read(path)?;
+                let Some((user, password)) = text.split_once(':') else {
+                    return Err(format!(
+                        "the basic authentication file {} does not hold user:password",
+                        path.display()
+                    ));
+                };
+                Ok(request.basic_auth(user, Some(password)))
+            }
+        }
+    }
 }
 
 impl PrometheusSettings {
@@ -44,6 +92,7 @@ impl PrometheusSettings {
             query: None,
             step: Duration::from_secs(300),
             timeout: Duration::from_secs(30),
+            auth: None,
         }
     }
 
@@ -124,22 +173,28 @@ impl Prometheus {
             ("end", to.timestamp().to_string()),
             ("step", format!("{}s", self.settings.step.as_secs().max(1))),
         ];
+        // What messages quote: the URL without its user information.
+        let shown = redact_userinfo(&url);
         let request = reqwest::Url::parse_with_params(&url, &form)
-            .map_err(|e| failed(format!("{url} is not a URL: {e}")))?;
-        let response = self
-            .client
-            .get(request)
+            .map_err(|e| failed(format!("{shown} is not a URL: {e}")))?;
+        let mut request = self.client.get(request);
+        if let Some(auth) = &self.settings.auth {
+            request = auth.apply(request).map_err(failed)?;
+        }
+        let response = request
             .send()
             .await
-            .map_err(|e| failed(format!("cannot reach {url}: {e}")))?;
+            .map_err(|e| failed(format!("cannot reach {shown}: {}", e.without_url())))?;
         let status = response.status();
-        let body = response
-            .text()
-            .await
-            .map_err(|e| failed(format!("the answer from {url} broke off: {e}")))?;
+        let body = response.text().await.map_err(|e| {
+            failed(format!(
+                "the answer from {shown} broke off: {}",
+                e.without_url()
+            ))
+        })?;
         let answer: Answer = serde_json::from_str(&body).map_err(|e| {
             failed(format!(
-                "{url} answered {status} with something that is not Prometheus's JSON: {e}"
+                "{shown} answered {status} with something that is not Prometheus's JSON: {e}"
             ))
         })?;
         samples(answer, &self.settings.label)
@@ -252,5 +307,87 @@ mod tests {
             let err = parse(json).unwrap_err().to_string();
             assert!(err.contains(says), "{err}");
         }
+    }
+
+    /// A Prometheus stand-in on a local port that answers only requests with `wanted` as
+    /// their `Authorization` header.
+    async fn guarded(wanted: &'static str) -> String {
+        use axum::http::{HeaderMap, StatusCode};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        let answer = move |headers: HeaderMap| async move {
+            match headers.get("authorization").and_then(|v| v.to_str().ok()) {
+                Some(given) if given == wanted => (
+                    StatusCode::OK,
+                    r#"{"status":"success","data":{"resultType":"matrix","result":[]}}"#,
+                ),
+                _ => (
+                    StatusCode::UNAUTHORIZED,
+                    r#"{"status":"error","error":"unauthorized"}"#,
+                ),
+            }
+        };
+        let app = axum::Router::new().route("/api/v1/query_range", axum::routing::get(answer));
+        tokio::spawn(async move { axum::serve(listener, app).await });
+        url
+    }
+
+    async fn read(url: &str, auth: Option<PrometheusAuth>) -> Result<usize, String> {
+        let mut settings = PrometheusSettings::new(url);
+        settings.auth = auth;
+        let to = Utc::now();
+        Prometheus::new(settings)
+            .unwrap()
+            .gpu_utilisation(to - chrono::Duration::hours(1), to)
+            .await
+            .map(|found| found.len())
+            .map_err(|e| e.to_string())
+    }
+
+    #[tokio::test]
+    async fn credentials_come_from_a_file_read_at_each_query() {
+        let dir = tempfile::tempdir().unwrap();
+        let token = dir.path().join("token");
+        let basic = dir.path().join("basic");
+        std::fs::write(&token, "t0ken-from-file\n").unwrap();
+        std::fs::write(&basic, "mei:pa55:word\n").unwrap();
+
+        let url = guarded("Bearer t0ken-from-file").await;
+        let bearer = Some(PrometheusAuth::BearerTokenFile(token.clone()));
+        assert_eq!(read(&url, bearer.clone()).await, Ok(0));
+        let refused = read(&url, None).await.unwrap_err();
+        assert!(refused.contains("unauthorized"), "{refused}");
+        // Rotated: the next query sends the new token.
+        std::fs::write(&token, "another-token").unwrap();
+        assert!(read(&url, bearer).await.is_err());
+
+        // base64("mei:pa55:word"): the password may hold a colon.
+        let url = guarded("Basic bWVpOnBhNTU6d29yZA==").await;
+        let auth = Some(PrometheusAuth::BasicAuthFile(basic.clone()));
+        assert_eq!(read(&url, auth).await, Ok(0));
+
+        std::fs::write(&basic, "no-colon").unwrap();
+        let auth = Some(PrometheusAuth::BasicAuthFile(basic));
+        let err = read(&url, auth).await.unwrap_err();
+        assert!(err.contains("does not hold user:password"), "{err}");
+        let missing = Some(PrometheusAuth::BearerTokenFile(dir.path().join("gone")));
+        let err = read(&url, missing).await.unwrap_err();
+        assert!(err.contains("cannot read the credentials file"), "{err}");
+    }
+
+    #[tokio::test]
+    async fn no_message_quotes_the_credentials_of_the_url() {
+        // A port nothing listens on: the error quotes the URL.
+        let unused = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = unused.local_addr().unwrap().port();
+        drop(unused);
+        let err = read(&format!("http://mei:s3cr3t@127.0.0.1:{port}"), None)
+            .await
+            .unwrap_err();
+        assert!(!err.contains("s3cr3t") && !err.contains("mei:"), "{err}");
+        assert!(
+            err.contains(&format!("http://***@127.0.0.1:{port}/api/v1/query_range")),
+            "{err}"
+        );
     }
 }

@@ -53,7 +53,7 @@ pub(super) async fn page(
 ) -> PageResult {
     let Path(id) = id?;
     let Query(query) = query?;
-    let session = Session::of(&headers, &state);
+    let session = Session::of(&headers, &state).await?;
     let notice = Notice::After {
         made: query.made,
         revoked: query.revoked,

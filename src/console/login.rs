@@ -1,8 +1,8 @@
 //! `/login` and `/logout`: a browser logs in with one of `EBB_API_TOKENS`, whose name then
 //! becomes the audit actor of the overrides it makes from the console (see [`super::session`]
-//! for the cookie and the CSRF checks).
+//! for the server-side session, its cookie and the CSRF checks).
 
-use super::session::{self, Session, LOGIN_COOKIE, TOKEN_COOKIE};
+use super::session::{self, Session, LOGIN_COOKIE, SESSION_COOKIE};
 use super::{layout, Nav, PageError};
 use crate::api::{ApiState, Caller, Scope};
 use axum::extract::rejection::{FormRejection, QueryRejection};
@@ -60,8 +60,11 @@ pub(super) async fn page(
 ) -> Response {
     // A query it cannot read is one with no page to return to.
     let Query(query) = query.unwrap_or_default();
-    let next = session::local_path(query.next.as_deref()).to_string();
-    let session = Session::of(&headers, &state);
+    let next = session::local_path(query.next.as_deref());
+    let session = match Session::of(&headers, &state).await {
+        Ok(session) => session,
+        Err(err) => return err.into_response(),
+    };
     login_page(
         &state,
         &headers,
@@ -83,12 +86,8 @@ fn login_page(
 ) -> Response {
     // The value of an earlier login page, so that two open ones both work.
     let nonce = session::cookie(headers, LOGIN_COOKIE)
-        .filter(|v| {
-            v.len() == 43
-                && v.bytes()
-                    .all(|b| b.is_ascii_alphanumeric() || b"-_".contains(&b))
-        })
-        .map_or_else(session::login_nonce, str::to_string);
+        .filter(|v| session::is_random_value(v))
+        .map_or_else(session::random_value, str::to_string);
     let body = html! {
         @if let Some(problem) = problem { p.problem role="alert" { (problem) } }
         @if let Some(s) = session {
@@ -107,9 +106,10 @@ fn login_page(
         }
         (login_form(&nonce, next))
         p.note {
-            "The token is one of EBB_API_TOKENS. Your browser keeps it for "
-            (session::SESSION_HOURS) " hours in a cookie that no script and no other site can \
-             read; the name of the token is recorded as the author of each override you make."
+            "The token is one of EBB_API_TOKENS. It is not kept in your browser: a login lasts "
+            (session::SESSION_HOURS) " hours, or until you log out, in a cookie that no script \
+             and no other site can read; the name of the token is recorded as the author of \
+             each override you make."
         }
     };
     let page = layout("Log in", Nav::Other, body).into_string();
@@ -143,8 +143,8 @@ pub(super) fn logout_form(session: &Session) -> Markup {
     }
 }
 
-/// `POST /login`: with the form's CSRF value matching its cookie and a known token, keeps the
-/// token in the login cookie and returns to the page the browser came from.
+/// `POST /login`: with the form's CSRF value matching its cookie and a known token, starts a
+/// session and returns to the page the browser came from.
 pub(super) async fn login(
     State(state): State<ApiState>,
     headers: HeaderMap,
@@ -164,13 +164,16 @@ pub(super) async fn login(
     let Ok(Form(form)) = form else {
         return forbidden_form().into_response();
     };
-    let next = session::local_path(form.next.as_deref()).to_string();
+    let next = session::local_path(form.next.as_deref());
     let token = form.token.trim();
     if Caller::of_token(token, &state.tokens).is_none() {
         tracing::warn!("console login with an unknown token refused");
         let problem = "That token is not one of this ebb's API tokens (EBB_API_TOKENS). Check it \
                        and try again.";
-        let session = Session::of(&headers, &state);
+        let session = match Session::of(&headers, &state).await {
+            Ok(session) => session,
+            Err(err) => return err.into_response(),
+        };
         return login_page(
             &state,
             &headers,
@@ -180,11 +183,12 @@ pub(super) async fn login(
             Some(problem),
         );
     }
+    let started = match Session::start(token, &headers, &state).await {
+        Ok(cookie) => cookie,
+        Err(err) => return PageError::from(err).into_response(),
+    };
     let cookies = [
-        (
-            header::SET_COOKIE,
-            session::token_cookie(token, &headers, &state),
-        ),
+        (header::SET_COOKIE, started),
         (
             header::SET_COOKIE,
             session::set_cookie(LOGIN_COOKIE, "", 0, &headers, &state),
@@ -194,19 +198,27 @@ pub(super) async fn login(
     (AppendHeaders(cookies), Redirect::to(&next)).into_response()
 }
 
-/// `POST /logout`: forgets the login (with the login's CSRF token) and shows the login page.
+/// `POST /logout`: ends the session on the server (with the login's CSRF token), forgets its
+/// cookie and shows the login page.
 pub(super) async fn logout(
     State(state): State<ApiState>,
     headers: HeaderMap,
     form: Result<Form<LogoutForm>, FormRejection>,
 ) -> Response {
     let csrf = form.map(|Form(f)| f.csrf).unwrap_or_default();
-    if let Some(session) = Session::of(&headers, &state) {
+    let session = match Session::of(&headers, &state).await {
+        Ok(session) => session,
+        Err(err) => return err.into_response(),
+    };
+    if let Some(session) = session {
         if !session.accepts(&csrf) {
             return forbidden_form().into_response();
         }
+        if let Err(err) = session.end(&state).await {
+            return PageError::from(err).into_response();
+        }
     }
-    let gone = session::set_cookie(TOKEN_COOKIE, "", 0, &headers, &state);
+    let gone = session::set_cookie(SESSION_COOKIE, "", 0, &headers, &state);
     ([(header::SET_COOKIE, gone)], Redirect::to("/login")).into_response()
 }
 

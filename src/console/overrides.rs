@@ -32,6 +32,8 @@ enum Refused {
     NoLogin(String),
     /// The CSRF token is missing or not the login's.
     Forged,
+    /// The login could not be looked up.
+    Failed(PageError),
 }
 
 impl IntoResponse for Refused {
@@ -42,18 +44,20 @@ impl IntoResponse for Refused {
                 Redirect::to(&to).into_response()
             }
             Refused::Forged => forbidden_form().into_response(),
+            Refused::Failed(err) => err.into_response(),
         }
     }
 }
 
 /// The logged-in caller of a form post whose CSRF token is right.
-fn checked(
+async fn checked(
     headers: &HeaderMap,
     state: &ApiState,
     csrf: &str,
     back: &str,
 ) -> Result<Session, Refused> {
-    let Some(session) = Session::of(headers, state) else {
+    let found = Session::of(headers, state).await.map_err(Refused::Failed)?;
+    let Some(session) = found else {
         return Err(Refused::NoLogin(back.to_string()));
     };
     if !session.accepts(csrf) {
@@ -80,7 +84,7 @@ pub(super) async fn create(
         (_, Err(_)) => return forbidden_form().into_response(),
     };
     let back = instance_path(&id);
-    let session = match checked(&headers, &state, &form.csrf, &back) {
+    let session = match checked(&headers, &state, &form.csrf, &back).await {
         Ok(session) => session,
         Err(refused) => return refused.into_response(),
     };
@@ -115,7 +119,7 @@ pub(super) async fn revoke(
         (_, Err(_)) => return forbidden_form().into_response(),
     };
     let back = instance_path(&form.instance);
-    let session = match checked(&headers, &state, &form.csrf, &back) {
+    let session = match checked(&headers, &state, &form.csrf, &back).await {
         Ok(session) => session,
         Err(refused) => return refused.into_response(),
     };

@@ -1,20 +1,23 @@
 //! Who is logged in to the console, and the checks every form's POST passes.
 //!
-//! Logging in keeps the API token itself in a cookie (`ebb_token`, base64url), `HttpOnly` (no
-//! script reads it), `SameSite=Strict` (no other site's page sends it), `Path=/`, for
-//! [`SESSION_HOURS`]; `Secure` when the request came through a proxy over HTTPS
+//! Logging in makes a server-side session: a random id (256 bits) in a cookie (`ebb_session`),
+//! `HttpOnly` (no script reads it), `SameSite=Strict` (no other site's page sends it), `Path=/`,
+//! for [`SESSION_HOURS`]; `Secure` when the request came through a proxy over HTTPS
 //! (`X-Forwarded-Proto: https`, `Forwarded: proto=https`) or `EBB_CONSOLE_SECURE_COOKIES` says
-//! so. Every replica knows the tokens, so a login holds whichever replica answers, and
-//! removing a token from `EBB_API_TOKENS` ends its logins.
+//! so. The database keeps the id's hash, the login's binding to its token
+//! ([`crate::api::session_binding`]) and its expiry (`console_sessions`), so a login holds
+//! whichever replica answers, ends at logout (a copied cookie is then worth nothing), at its
+//! expiry, or when its token leaves `EBB_API_TOKENS`. The token itself never leaves the login
+//! form.
 //!
 //! Each form carries a CSRF token checked before anything else: for a logged-in form, a hash
-//! of the cookie's token (a page of another site can neither read the cookie nor this page,
-//! and the hash does not give the token away); for the login form, which has no login yet, a
-//! random value also kept in a cookie of its own (`ebb_login`, the double-submit pattern). A
-//! value derived from the token, rather than from a random key of the process, holds on every
-//! replica and across restarts.
+//! of the session id (a page of another site can neither read the cookie nor this page, and
+//! the hash does not give the id away); for the login form, which has no login yet, a random
+//! value also kept in a cookie of its own (`ebb_login`, the double-submit pattern).
 
-use crate::api::{ApiState, Caller, Scope};
+use super::PageError;
+use crate::api::{session_binding, ApiState, Caller, Scope};
+use crate::store::StoreError;
 use axum::extract::{Request, State};
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::middleware::Next;
@@ -24,8 +27,8 @@ use base64::Engine as _;
 use rand_core::RngCore as _;
 use sha2::{Digest, Sha256};
 
-/// The cookie that holds the logged-in token.
-pub(super) const TOKEN_COOKIE: &str = "ebb_token";
+/// The cookie that holds the login's session id.
+pub(super) const SESSION_COOKIE: &str = "ebb_session";
 
 /// The cookie that holds the login form's CSRF value.
 pub(super) const LOGIN_COOKIE: &str = "ebb_login";
@@ -33,9 +36,11 @@ pub(super) const LOGIN_COOKIE: &str = "ebb_login";
 /// How long a login lasts.
 pub(super) const SESSION_HOURS: i64 = 8;
 
-/// A logged-in browser: whose token it holds, and the CSRF token of its forms.
+/// A logged-in browser: whose token it logged in with, and the CSRF token of its forms.
 #[derive(Debug, Clone)]
 pub(super) struct Session {
+    /// The session id, from the cookie.
+    id: String,
     /// The token's name and scopes.
     pub caller: Caller,
     /// What each of its forms must carry.
@@ -43,15 +48,47 @@ pub(super) struct Session {
 }
 
 impl Session {
-    /// The session of the request with `headers`: its token cookie holds one of the tokens.
-    pub fn of(headers: &HeaderMap, state: &ApiState) -> Option<Session> {
-        let value = cookie(headers, TOKEN_COOKIE)?;
-        let token = String::from_utf8(URL_SAFE_NO_PAD.decode(value).ok()?).ok()?;
-        let caller = Caller::of_token(&token, &state.tokens)?;
-        Some(Session {
+    /// The session of the request with `headers`: its cookie holds the id of an unexpired
+    /// login whose token is still one of the tokens.
+    pub async fn of(headers: &HeaderMap, state: &ApiState) -> Result<Option<Session>, PageError> {
+        let Some(id) = cookie(headers, SESSION_COOKIE).filter(|v| is_random_value(v)) else {
+            return Ok(None);
+        };
+        let Some(binding) = state.store.console_session(&id_hash(id)).await? else {
+            return Ok(None);
+        };
+        Ok(state.tokens.of_session(id, &binding).map(|caller| Session {
+            id: id.to_string(),
             caller,
-            csrf: csrf_of(&token),
-        })
+            csrf: csrf_of(id),
+        }))
+    }
+
+    /// Logs in with `token` (one of the tokens): a new session, and the cookie that holds it.
+    pub async fn start(
+        token: &str,
+        headers: &HeaderMap,
+        state: &ApiState,
+    ) -> Result<HeaderValue, StoreError> {
+        let id = random_value();
+        let lasts = chrono::Duration::hours(SESSION_HOURS);
+        let binding = session_binding(&id, token);
+        state
+            .store
+            .start_console_session(&id_hash(&id), &binding, lasts)
+            .await?;
+        Ok(set_cookie(
+            SESSION_COOKIE,
+            &id,
+            SESSION_HOURS * 3600,
+            headers,
+            state,
+        ))
+    }
+
+    /// Logs out: the session ends on the server, whoever holds its cookie.
+    pub async fn end(&self, state: &ApiState) -> Result<(), StoreError> {
+        state.store.end_console_session(&id_hash(&self.id)).await
     }
 
     /// Whether a form carried this session's CSRF token.
@@ -65,19 +102,31 @@ impl Session {
     }
 }
 
-/// The CSRF token of the forms of a login with `token`.
-fn csrf_of(token: &str) -> String {
+/// The database's key of session `id`: its hash, so that the table gives no cookie away.
+fn id_hash(id: &str) -> Vec<u8> {
+    Sha256::digest(id.as_bytes()).to_vec()
+}
+
+/// The CSRF token of the forms of the login with session `id`.
+fn csrf_of(id: &str) -> String {
     let mut hash = Sha256::new();
     hash.update(b"ebb console csrf\0");
-    hash.update(token.as_bytes());
+    hash.update(id.as_bytes());
     URL_SAFE_NO_PAD.encode(hash.finalize())
 }
 
-/// A fresh random value for the login form.
-pub(super) fn login_nonce() -> String {
+/// A fresh random value: a session id, or the login form's CSRF value.
+pub(super) fn random_value() -> String {
     let mut bytes = [0u8; 32];
     rand_core::OsRng.fill_bytes(&mut bytes);
     URL_SAFE_NO_PAD.encode(bytes)
+}
+
+/// Whether `v` looks like a [`random_value`]: anything else in a cookie is not one of ours.
+pub(super) fn is_random_value(v: &str) -> bool {
+    v.len() == 43
+        && v.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"-_".contains(&b))
 }
 
 /// Whether `a` and `b` are equal, in time independent of where they differ.
@@ -131,18 +180,20 @@ pub(super) fn set_cookie(
     HeaderValue::from_str(&text).expect("cookie values are base64url")
 }
 
-/// The cookie of a login with `token`.
-pub(super) fn token_cookie(token: &str, headers: &HeaderMap, state: &ApiState) -> HeaderValue {
-    let value = URL_SAFE_NO_PAD.encode(token.as_bytes());
-    set_cookie(TOKEN_COOKIE, &value, SESSION_HOURS * 3600, headers, state)
-}
-
-/// `next` when it is a path of this console, `/` otherwise: a login never sends the browser
-/// to another site.
-pub(super) fn local_path(next: Option<&str>) -> &str {
-    match next {
-        Some(p) if p.starts_with('/') && !p.starts_with("//") && !p.contains('\\') => p,
-        _ => "/",
+/// `next` when it is a page of this console, `/` otherwise: a login never sends the browser to
+/// another site. `next` is resolved as a URL against a fixed base the way a browser would
+/// resolve it, and must keep the base's origin; any control character (which browsers drop,
+/// turning `/\t/evil.example` into `//evil.example`) refuses it.
+pub(super) fn local_path(next: Option<&str>) -> String {
+    const BASE: &str = "http://console.invalid/";
+    let base = url::Url::parse(BASE).expect("the base is a URL");
+    let resolved = next
+        .filter(|n| n.starts_with('/') && !n.chars().any(char::is_control))
+        .and_then(|n| base.join(n).ok())
+        .filter(|url| url.origin() == base.origin() && url.username().is_empty());
+    match resolved {
+        Some(url) => url[url::Position::BeforePath..].to_string(),
+        None => "/".to_string(),
     }
 }
 
@@ -162,16 +213,20 @@ pub(super) async fn require_read(
             Ok(caller) => caller,
             Err(err) => return err.into_response(),
         }
-    } else if let Some(session) = Session::of(headers, &state) {
-        session.caller
     } else {
-        let wanted = request
-            .uri()
-            .path_and_query()
-            .map_or("/", |p| p.as_str())
-            .to_string();
-        let to = format!("/login{}", super::query_string(&[("next", Some(&wanted))]));
-        return Redirect::to(&to).into_response();
+        match Session::of(headers, &state).await {
+            Ok(Some(session)) => session.caller,
+            Ok(None) => {
+                let wanted = request
+                    .uri()
+                    .path_and_query()
+                    .map_or("/", |p| p.as_str())
+                    .to_string();
+                let to = format!("/login{}", super::query_string(&[("next", Some(&wanted))]));
+                return Redirect::to(&to).into_response();
+            }
+            Err(err) => return err.into_response(),
+        }
     };
     if let Err(err) = caller.allowed(Scope::Read) {
         let message = format!(
@@ -193,11 +248,23 @@ mod tests {
             local_path(Some("/instances/i-1?made=2")),
             "/instances/i-1?made=2"
         );
+        assert_eq!(local_path(Some("/audit?p=1#top")), "/audit?p=1#top");
+        // Still a console path once a browser decodes it.
+        assert_eq!(local_path(Some("/%09/evil.example")), "/%09/evil.example");
         for elsewhere in [
             None,
+            Some(""),
+            Some("audit"),
             Some("https://evil.example/"),
             Some("//evil.example/"),
             Some("/\\evil.example"),
+            Some("/\t/evil.example"),
+            Some("/\n/evil.example"),
+            Some("\t//evil.example"),
+            Some("/\u{7f}/evil.example"),
+            Some("///evil.example"),
+            Some("/\\/evil.example"),
+            Some("//user@evil.example"),
         ] {
             assert_eq!(local_path(elsewhere), "/", "{elsewhere:?}");
         }
@@ -206,16 +273,16 @@ mod tests {
     #[test]
     fn cookies_are_found_by_name_among_others() {
         let mut headers = HeaderMap::new();
-        headers.append(header::COOKIE, "a=1; ebb_token=abc".parse().unwrap());
+        headers.append(header::COOKIE, "a=1; ebb_session=abc".parse().unwrap());
         headers.append(header::COOKIE, "ebb_login=\"xyz\"".parse().unwrap());
-        assert_eq!(cookie(&headers, "ebb_token"), Some("abc"));
+        assert_eq!(cookie(&headers, "ebb_session"), Some("abc"));
         assert_eq!(cookie(&headers, "ebb_login"), Some("xyz"));
         assert_eq!(cookie(&headers, "ebb"), None);
     }
 
     #[test]
-    fn csrf_tokens_differ_by_token_and_compare_whole() {
-        let (a, b) = (csrf_of("token-a-0123456789"), csrf_of("token-b-0123456789"));
+    fn csrf_tokens_differ_by_session_and_compare_whole() {
+        let (a, b) = (csrf_of(&random_value()), csrf_of(&random_value()));
         assert_ne!(a, b);
         assert!(same(&a, &a.clone()));
         assert!(!same(&a, &b) && !same(&a, &a[..10]) && !same(&a, ""));

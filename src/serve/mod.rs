@@ -5,12 +5,14 @@
 
 mod driver;
 mod interruptions;
+mod listener;
 mod policy_watcher;
 mod pruner;
 mod tick_loop;
 mod tick_requests;
 
 pub use driver::{drive, BackgroundTask};
+pub use listener::HttpLimits;
 
 use crate::api::{self, ApiLimits, ApiState, Tokens};
 use crate::checkpoint::Publisher;
@@ -60,6 +62,8 @@ pub struct Config {
     pub clock: Clock,
     /// The API's address.
     pub listen: SocketAddr,
+    /// How long a client may hold a connection to it, and how many it may hold.
+    pub http: HttpLimits,
     /// Who may change things through the API.
     pub tokens: Tokens,
     /// Publishes audit checkpoints, when they are configured.
@@ -114,15 +118,15 @@ pub async fn run<P: Provider>(
         prices: Arc::new(config.prices),
     };
     let (stop_api, api_stopped) = tokio::sync::watch::channel(());
+    let http = config.http;
     let api = tokio::spawn(async move {
         let mut stopped = api_stopped;
         // The console's pages beside the API's routes, on one listener and the same state.
         let routes = api::router(state.clone()).merge(console::router(state));
-        axum::serve(listener, routes)
-            .with_graceful_shutdown(async move {
-                let _ = stopped.changed().await;
-            })
-            .await
+        listener::serve(listener, routes, http, async move {
+            let _ = stopped.changed().await;
+        })
+        .await
     });
     let tasks = control.tasks.clone();
     let background = spawn_background(
@@ -154,8 +158,7 @@ pub async fn run<P: Provider>(
     }
     drop(stop_api);
     match tokio::time::timeout(API_DRAIN, api).await {
-        Ok(Ok(Ok(()))) => {}
-        Ok(Ok(Err(err))) => tracing::error!(error = %err, "the API failed"),
+        Ok(Ok(())) => {}
         Ok(Err(err)) => tracing::error!(error = %err, "the API task failed"),
         Err(_) => tracing::warn!(
             waited = %humantime::format_duration(API_DRAIN),

@@ -17,6 +17,7 @@ mod readings;
 mod report;
 mod retention;
 mod roles;
+mod sessions;
 pub mod spot;
 mod summary;
 mod wake;

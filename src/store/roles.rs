@@ -50,7 +50,12 @@ pub const RUNTIME_PRIVILEGES: &[(&str, &str)] = &[
     ("spot_migrations", "SELECT, INSERT, UPDATE"),
     ("spot_warnings", "SELECT, INSERT, UPDATE, DELETE"),
     ("gpu_readings", "SELECT, INSERT, UPDATE, DELETE"),
+    ("console_sessions", "SELECT, INSERT, DELETE"),
 ];
+
+/// Tables the reader role gets no privilege on: what they hold is for the running service
+/// alone (console logins).
+const NOT_FOR_READERS: &[&str] = &["console_sessions"];
 
 /// `name` as a quoted SQL identifier: `"name"`, inner quotes doubled, so that any role name,
 /// whatever it holds, stays one identifier.
@@ -199,11 +204,12 @@ fn grant_statements(
     sequences: &[String],
 ) -> Vec<String> {
     let mut statements = vec![format!("GRANT USAGE ON SCHEMA {schema} TO {grantee}")];
-    for (table, runtime) in RUNTIME_PRIVILEGES {
-        let table = format!("{schema}.{}", quoted(table));
+    for (name, runtime) in RUNTIME_PRIVILEGES {
+        let table = format!("{schema}.{}", quoted(name));
         statements.push(format!("REVOKE ALL ON TABLE {table} FROM {grantee}"));
         let privileges = match grant {
             Grant::Runtime => runtime,
+            Grant::Reader if NOT_FOR_READERS.contains(name) => continue,
             Grant::Reader => "SELECT",
         };
         statements.push(format!("GRANT {privileges} ON TABLE {table} TO {grantee}"));
@@ -239,10 +245,18 @@ mod tests {
             &["overrides_id_seq".into()],
         );
         let grants: Vec<&String> = s.iter().filter(|s| s.starts_with("GRANT ")).collect();
-        assert_eq!(grants.len(), RUNTIME_PRIVILEGES.len() + 1);
+        assert_eq!(
+            grants.len(),
+            RUNTIME_PRIVILEGES.len() + 1 - NOT_FOR_READERS.len()
+        );
         assert!(grants[1..]
             .iter()
             .all(|g| g.starts_with("GRANT SELECT ON TABLE")));
         assert!(!s.iter().any(|s| s.contains("GRANT USAGE ON SEQUENCE")));
+        // Console logins: revoked, never granted.
+        assert!(
+            s.contains(&"REVOKE ALL ON TABLE \"public\".\"console_sessions\" FROM \"r\"".into())
+        );
+        assert!(!grants.iter().any(|g| g.contains("console_sessions")));
     }
 }

@@ -59,6 +59,7 @@ impl Replica {
             deadline,
             clock,
             listen,
+            http: Default::default(),
             tokens,
             checkpoints: None,
             limits: ebb::api::ApiLimits {

@@ -481,7 +481,7 @@ async fn forms(chromium: &Path, base: &str, http: &reqwest::Client, target: &Pat
         .as_array()
         .unwrap()
         .iter()
-        .find(|c| c["name"] == "ebb_token")
+        .find(|c| c["name"] == "ebb_session")
         .unwrap_or_else(|| panic!("Chromium kept no login cookie: {cookies}"))
         .clone();
     assert_eq!(cookie["httpOnly"], json!(true), "{cookie}");
@@ -552,7 +552,7 @@ async fn forms(chromium: &Path, base: &str, http: &reqwest::Client, target: &Pat
             .as_array()
             .unwrap()
             .iter()
-            .any(|c| c["name"] == "ebb_token"),
+            .any(|c| c["name"] == "ebb_session"),
         "{cookies}"
     );
 }

@@ -13,6 +13,8 @@
 //! - the policies in the ConfigMap pass `ebb validate`, and the policies are mounted read-only
 //!   where ebb looks for them;
 //! - Kubernetes runs two replicas, and what the manifests refer to exists;
+//! - a NetworkPolicy admits to ebb's pods only the ingress controller and Prometheus, on the
+//!   port ebb listens on;
 //! - the schema is migrated by a step of its own (compose's one-shot service, an init container)
 //!   as the owner, which grants the runtime role that `serve` then runs as.
 
@@ -864,6 +866,74 @@ fn what_the_kubernetes_manifests_refer_to_exists() {
     assert!(role
         .and_then(Value::as_str)
         .is_some_and(|r| r.starts_with("arn:aws:iam::")));
+}
+
+#[test]
+fn a_network_policy_admits_only_the_ingress_controller_and_prometheus() {
+    let kustomization = documents(&repo("deploy/k8s/kustomization.yaml")).remove(0);
+    assert!(words(kustomization.get("resources")).contains(&"networkpolicy.yaml".to_string()));
+    let policy = manifest("NetworkPolicy", "ebb");
+    let selected = at(&policy, &["spec", "podSelector", "matchLabels"]);
+    let deployment = documents(&repo("deploy/k8s/deployment.yaml"))
+        .into_iter()
+        .find(|doc| kind(doc) == "Deployment")
+        .expect("deployment.yaml holds the Deployment");
+    let pods = at(&deployment, &["spec", "template", "metadata", "labels"]);
+    assert!(
+        selected.is_some() && selected == pods,
+        "it selects ebb's pods"
+    );
+    let types = words(at(&policy, &["spec", "policyTypes"]));
+    assert!(types.contains(&"Ingress".to_string()), "{types:?}");
+
+    // The named port of ebb's container: the only one a rule opens.
+    let named_port = ebb_containers()
+        .iter()
+        .filter_map(|c| c.spec.get("ports").and_then(Value::as_sequence))
+        .flatten()
+        .find(|p| p.get("containerPort").and_then(Value::as_u64) == Some(8080))
+        .and_then(|p| p.get("name").and_then(text))
+        .expect("ebb's container names its port");
+    let rules = at(&policy, &["spec", "ingress"])
+        .and_then(Value::as_sequence)
+        .expect("ingress rules");
+    let mut sources = Vec::new();
+    for rule in rules {
+        let from = rule.get("from").and_then(Value::as_sequence);
+        // A rule without `from` (or with an empty one) admits every source.
+        let from = from
+            .filter(|f| !f.is_empty())
+            .expect("each rule names its sources");
+        let ports = rule.get("ports").and_then(Value::as_sequence);
+        let ports: Vec<String> = ports
+            .expect("each rule names its ports")
+            .iter()
+            .filter_map(|p| p.get("port").and_then(text))
+            .collect();
+        assert!(
+            ports.iter().all(|p| *p == named_port || *p == "8080") && !ports.is_empty(),
+            "{ports:?}"
+        );
+        for source in from {
+            assert!(
+                source.get("ipBlock").is_none(),
+                "no address ranges: {source:?}"
+            );
+            let namespace = at(
+                source,
+                &[
+                    "namespaceSelector",
+                    "matchLabels",
+                    "kubernetes.io/metadata.name",
+                ],
+            )
+            .and_then(text)
+            .expect("each source is a namespace, by name");
+            sources.push(namespace);
+        }
+    }
+    sources.sort();
+    assert_eq!(sources, ["ingress-nginx", "monitoring"]);
 }
 
 /// The role `ebb migrate --grant-runtime ROLE` grants in `argv` (which must run migrate so).

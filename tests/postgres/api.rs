@@ -29,6 +29,7 @@ policies:
 "#;
 
 const TOKEN: &str = "alice-token-0123456789";
+const ROOT: &str = "root-token-0123456789ab";
 
 /// A running API on a free port, its base URL, and what it shares with the control loop.
 struct Api {
@@ -265,7 +266,14 @@ async fn metrics_are_prometheus_text_with_the_tick_figures(pool: PgPool) {
 
 #[sqlx::test(migrations = false)]
 async fn status_shows_each_background_task(pool: PgPool) {
-    let api = Api::start(&pool, POLICY).await;
+    let store = Store::from_pool(pool.clone());
+    store.migrate().await.unwrap();
+    let public = ApiLimits {
+        public_reads: true,
+        ..ApiLimits::default()
+    };
+    let tokens = format!("alice:{TOKEN},root:{ROOT}:admin");
+    let api = Api::start_configured(store, POLICY, &tokens, public, None).await;
     let (status, body) = api.get("/v1/status").await;
     assert_eq!(status, StatusCode::OK, "{body}");
     assert_eq!(body["role"], "follower");
@@ -274,7 +282,8 @@ async fn status_shows_each_background_task(pool: PgPool) {
     let tasks = &api.control.tasks;
     tasks.register("tick_loop", "ticks");
     tasks.started("tick_loop");
-    tasks.finished::<String, _>("tick_loop", Err(&"tick failed: no database"));
+    let error = "tick failed: cannot connect to postgres://ebb:s3cr3t@db.internal:5432/ebb";
+    tasks.finished::<String, _>("tick_loop", Err(&error));
     tasks.register("policy_watcher", "watches");
     tasks.started("policy_watcher");
     tasks.register("pruner", "prunes");
@@ -287,13 +296,31 @@ async fn status_shows_each_background_task(pool: PgPool) {
     assert_eq!(tick["activations"], 1);
     assert!(tick["running_since"].is_null(), "{body}");
     assert_eq!(tick["last"]["ok"], false);
-    assert_eq!(tick["last"]["detail"], "tick failed: no database");
     assert!(tick["last"].get("status").is_none(), "{body}");
     // A task's own status is shown as it serialises, beside its line.
     let prune = &body["tasks"]["pruner"]["last"];
     assert_eq!(prune["ok"], true, "{body}");
     assert_eq!(prune["status"], pruned, "{body}");
     assert_eq!(prune["detail"], pruned.to_string(), "{body}");
+    // Readers learn that it failed, not the error: it may name hosts, ARNs, file contents.
+    let summary = "failed; the error is in ebb's log, and here for an admin token";
+    assert_eq!(tick["last"]["detail"], summary, "{body}");
+    let (_, body) = api
+        .send(reqwest::Method::GET, "/v1/status", Some(TOKEN), None)
+        .await;
+    assert_eq!(
+        body["tasks"]["tick_loop"]["last"]["detail"], summary,
+        "{body}"
+    );
+    // An admin reads the error, with a URL's credentials hidden all the same.
+    let (_, body) = api
+        .send(reqwest::Method::GET, "/v1/status", Some(ROOT), None)
+        .await;
+    assert_eq!(
+        body["tasks"]["tick_loop"]["last"]["detail"],
+        "tick failed: cannot connect to postgres://***@db.internal:5432/ebb",
+        "{body}"
+    );
     let watcher = &body["tasks"]["policy_watcher"];
     assert!(watcher["running_since"].is_string(), "{body}");
     assert!(watcher["last"].is_null(), "{body}");

@@ -4,6 +4,7 @@
 
 use crate::common;
 
+use base64::Engine as _;
 use chrono::{Duration, Utc};
 use common::{instance, t};
 use ebb::api::{self, ApiState, Tokens};
@@ -13,6 +14,7 @@ use ebb::fleet::{Instance, InstanceState};
 use ebb::reconcile::PolicySource;
 use ebb::store::Store;
 use reqwest::StatusCode;
+use sha2::Digest as _;
 use sqlx::PgPool;
 use std::sync::Arc;
 
@@ -801,7 +803,7 @@ fn tokens() -> String {
 }
 
 #[sqlx::test(migrations = false)]
-async fn a_login_keeps_the_token_in_a_strict_http_only_cookie_until_logout(pool: PgPool) {
+async fn a_login_is_a_server_side_session_in_a_strict_http_only_cookie_until_logout(pool: PgPool) {
     let console = Console::start_with(&pool, &tokens(), private(), ebb::clock::Clock::System).await;
     let mut browser = Browser::new(&console);
     let (status, headers, _) = browser.get("/audit?action=stop").await;
@@ -845,7 +847,7 @@ async fn a_login_keeps_the_token_in_a_strict_http_only_cookie_until_logout(pool:
             || body.contains("That token is not one of this ebb's API tokens"),
         "{body}"
     );
-    assert!(!browser.cookies.contains_key("ebb_token"));
+    assert!(!browser.cookies.contains_key("ebb_session"));
 
     let form = [("token", ALICE), ("csrf", &csrf), ("next", &next)];
     let (status, headers, _) = browser.post("/login", &form).await;
@@ -854,20 +856,30 @@ async fn a_login_keeps_the_token_in_a_strict_http_only_cookie_until_logout(pool:
     let cookie = browser
         .set
         .iter()
-        .find(|c| c.starts_with("ebb_token="))
+        .find(|c| c.starts_with("ebb_session="))
         .unwrap()
         .clone();
+    let session = browser.cookies["ebb_session"].clone();
     assert_eq!(
         cookie,
-        format!(
-            "ebb_token={}; HttpOnly; SameSite=Strict; Path=/; Max-Age=28800",
-            browser.cookies["ebb_token"]
-        )
+        format!("ebb_session={session}; HttpOnly; SameSite=Strict; Path=/; Max-Age=28800")
     );
+    // A random id, not the token in any encoding; the database keeps only its hash.
+    assert_eq!(session.len(), 43, "{session}");
+    let alice_b64 = base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(ALICE);
     assert!(
-        !cookie.contains(ALICE),
-        "the cookie carries the token encoded: {cookie}"
+        !cookie.contains(ALICE) && !cookie.contains(&alice_b64),
+        "{cookie}"
     );
+    let stored: Vec<(Vec<u8>, Vec<u8>)> =
+        sqlx::query_as("SELECT id_hash, token_binding FROM console_sessions")
+            .fetch_all(&pool)
+            .await
+            .unwrap();
+    assert_eq!(stored.len(), 1);
+    let id_hash: [u8; 32] = sha2::Sha256::digest(session.as_bytes()).into();
+    assert_eq!(stored[0].0, id_hash);
+    assert_ne!(stored[0].1, sha2::Sha256::digest(ALICE.as_bytes()).to_vec());
     assert_eq!(browser.get("/audit?action=stop").await.0, StatusCode::OK);
     let (_, _, html) = browser.get("/login").await;
     assert!(
@@ -885,8 +897,18 @@ async fn a_login_keeps_the_token_in_a_strict_http_only_cookie_until_logout(pool:
         (status, location(&headers)),
         (StatusCode::SEE_OTHER, "/login")
     );
-    assert!(browser.set[0].starts_with("ebb_token=; ") && browser.set[0].contains("Max-Age=0"));
+    assert!(browser.set[0].starts_with("ebb_session=; ") && browser.set[0].contains("Max-Age=0"));
     assert_eq!(browser.get("/").await.0, StatusCode::SEE_OTHER);
+    // Logging out ended the session on the server: a copy of the cookie is worth nothing.
+    browser
+        .cookies
+        .insert("ebb_session".to_string(), session.clone());
+    assert_eq!(browser.get("/").await.0, StatusCode::SEE_OTHER);
+    let left: i64 = sqlx::query_scalar("SELECT count(*) FROM console_sessions")
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+    assert_eq!(left, 0);
 
     // A login never sends the browser to another site.
     let mut browser = Browser::new(&console);
@@ -902,6 +924,162 @@ async fn a_login_keeps_the_token_in_a_strict_http_only_cookie_until_logout(pool:
     ];
     let (_, headers, _) = browser.post("/login", &form).await;
     assert_eq!(location(&headers), "/");
+}
+
+#[sqlx::test(migrations = false)]
+async fn a_session_ends_at_its_expiry_or_when_its_token_leaves_the_tokens(pool: PgPool) {
+    let console = Console::start_with(&pool, &tokens(), private(), ebb::clock::Clock::System).await;
+    let mut browser = Browser::new(&console);
+    browser.login(ALICE).await;
+    assert_eq!(browser.get("/").await.0, StatusCode::OK);
+    sqlx::query("UPDATE console_sessions SET expires_at = now() - interval '1 second'")
+        .execute(&pool)
+        .await
+        .unwrap();
+    let (status, headers, _) = browser.get("/").await;
+    assert_eq!(
+        (status, location(&headers)),
+        (StatusCode::SEE_OTHER, "/login?next=%2F")
+    );
+
+    // Logged in again; then the same database served by a replica whose tokens lost alice's.
+    browser.login(ALICE).await;
+    assert_eq!(browser.get("/").await.0, StatusCode::OK);
+    let without_alice = format!("bob:{BOB}:read+override");
+    let other =
+        Console::start_with(&pool, &without_alice, private(), ebb::clock::Clock::System).await;
+    let mut elsewhere = Browser::new(&other);
+    elsewhere.cookies = browser.cookies.clone();
+    assert_eq!(elsewhere.get("/").await.0, StatusCode::SEE_OTHER);
+    // The replica that knows the token still honours the login: sessions are shared.
+    assert_eq!(browser.get("/").await.0, StatusCode::OK);
+    // A cookie that is not one of ours is no login (and no database error).
+    browser.cookies.insert(
+        "ebb_session".to_string(),
+        "x'; DROP TABLE audit_log; --".to_string(),
+    );
+    assert_eq!(browser.get("/").await.0, StatusCode::SEE_OTHER);
+}
+
+#[sqlx::test(migrations = false)]
+async fn a_login_with_a_next_a_browser_would_read_as_another_site_lands_on_the_console(
+    pool: PgPool,
+) {
+    let console = Console::start_with(&pool, &tokens(), private(), ebb::clock::Clock::System).await;
+    for (given, lands) in [
+        ("/%09/evil.example", "/"),
+        ("/%0a/evil.example", "/"),
+        ("%09//evil.example", "/"),
+        ("/%5C/evil.example", "/"),
+        ("///evil.example", "/"),
+        ("/%2509/evil.example", "/%09/evil.example"),
+        ("/instances/i-1%3Fmade%3D2", "/instances/i-1?made=2"),
+    ] {
+        let mut browser = Browser::new(&console);
+        let (status, _, html) = browser.get(&format!("/login?next={given}")).await;
+        assert_eq!(status, StatusCode::OK, "{given}");
+        assert_eq!(hidden(&html, "next"), lands, "{given}");
+        // The form posted with the raw value, as a forged page would post it.
+        let csrf = hidden(&html, "csrf");
+        let raw = given
+            .replace("%09", "\t")
+            .replace("%0a", "\n")
+            .replace("%5C", "\\");
+        let form = [("token", ALICE), ("csrf", &csrf), ("next", raw.as_str())];
+        let (status, headers, _) = browser.post("/login", &form).await;
+        assert_eq!(status, StatusCode::SEE_OTHER, "{given}");
+        let to = location(&headers).to_string();
+        assert!(
+            to.starts_with('/') && !to.starts_with("//"),
+            "{given}: {to}"
+        );
+        assert!(!to.contains(['\t', '\n', '\\']), "{given}: {to:?}");
+        // Followed as a browser would: a page of the console answers.
+        let (status, _, _) = browser.get(&to).await;
+        assert!(
+            status == StatusCode::OK || status == StatusCode::NOT_FOUND,
+            "{given}: {to} answered {status}"
+        );
+    }
+}
+
+#[sqlx::test(migrations = false)]
+async fn every_answer_carries_the_security_headers(pool: PgPool) {
+    let console = Console::start_with(&pool, &tokens(), private(), ebb::clock::Clock::System).await;
+    for path in [
+        "/login",
+        "/",
+        "/console.css",
+        "/readyz",
+        "/v1/instances",
+        "/no-such-page",
+    ] {
+        let r = console
+            .http
+            .get(format!("{}{path}", console.base))
+            .send()
+            .await
+            .unwrap();
+        let h = r.headers();
+        let csp = h["content-security-policy"].to_str().unwrap();
+        for directive in [
+            "default-src 'none'",
+            "style-src 'self'",
+            "frame-ancestors 'none'",
+            "form-action 'self'",
+        ] {
+            assert!(csp.contains(directive), "{path}: {csp}");
+        }
+        assert_eq!(h["referrer-policy"], "same-origin", "{path}");
+        assert_eq!(h["x-content-type-options"], "nosniff", "{path}");
+        assert_eq!(h["x-frame-options"], "DENY", "{path}");
+    }
+    // The console needs nothing the policy refuses: no script, no inline style.
+    let mut browser = Browser::new(&console);
+    browser.login(ALICE).await;
+    let (_, _, html) = browser.get("/").await;
+    for refused in ["<script", " style=\"", "<style"] {
+        assert!(!html.contains(refused), "{refused}: {html}");
+    }
+}
+
+#[sqlx::test(migrations = false)]
+async fn the_audit_csv_holds_every_selected_row_with_formulas_neutralised(pool: PgPool) {
+    const ROWS: usize = 10_345;
+    let console = Console::start(&pool).await;
+    let at = Utc::now() - Duration::hours(1);
+    // More than the 10,000 rows the download used to stop at, silently.
+    let rows: Vec<ebb::store::NewAuditEntry> = (0..ROWS)
+        .map(|n| {
+            let reason = if n % 100 == 0 {
+                format!("=HYPERLINK(\"http://evil.example/{n}\")")
+            } else {
+                format!("row {n}")
+            };
+            ebb::store::NewAuditEntry::event(at, "@mallory", "note", reason)
+        })
+        .collect();
+    console.store.append_audit(&rows).await.unwrap();
+    let (status, kind, csv) = console.get("/audit.csv?action=note").await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(kind.starts_with("text/csv"), "{kind}");
+    let lines: Vec<&str> = csv.lines().collect();
+    assert_eq!(lines.len(), 1 + ROWS, "a header and every row");
+    assert!(lines[0].starts_with("seq,at,actor,"), "{}", lines[0]);
+    assert_eq!(csv.matches("seq,at,").count(), 1, "one header");
+    assert!(lines[1].starts_with("1,") && lines[ROWS].starts_with(&format!("{ROWS},")));
+    assert!(lines[1].contains(",'@mallory,"), "{}", lines[1]);
+    assert!(lines[1].contains("\"'=HYPERLINK("), "{}", lines[1]);
+    assert!(!csv.contains(",=") && !csv.contains(",@") && !csv.contains(",\"="));
+    // The download still verifies: `ebb audit verify --file` reads the cells back whole.
+    let back = ebb::output::parse_audit_export(&csv).unwrap();
+    assert_eq!(back.len(), ROWS);
+    assert_eq!(back[0].entry.actor, "@mallory");
+    assert!(back[0].entry.reason.starts_with("=HYPERLINK("));
+    assert!(matches!(
+        ebb::store::verify_rows(&back),
+        ebb::store::Verification::Intact { .. }
+    ));
 }
 
 #[sqlx::test(migrations = false)]

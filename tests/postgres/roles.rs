@@ -211,6 +211,12 @@ async fn the_reader_role_verifies_and_reads_but_writes_nothing(pool: PgPool) {
         err.contains("permission denied for table overrides"),
         "{err}"
     );
+    // The console's logins are the service's alone.
+    let err = refused(&url, "SELECT id_hash FROM console_sessions").await;
+    assert!(
+        err.contains("permission denied for table console_sessions"),
+        "{err}"
+    );
 }
 
 #[sqlx::test(migrations = false)]

@@ -7,7 +7,7 @@
 //! asked for again, so that datapoints CloudWatch received late fill it: that costs the same
 //! one metric, since CloudWatch bills metrics, not points.
 
-use crate::cloud::Provider;
+use crate::cloud::{redact_userinfo, Provider};
 use crate::engine::RECENT;
 use crate::fleet::{Fleet, Sample};
 use crate::reconcile::{ReadFailure, Reconciler};
@@ -57,7 +57,8 @@ pub(super) struct GpuRead {
 }
 
 impl GpuRead {
-    /// Marks `ids` of `region` unread in `fleet`, for `error`.
+    /// Marks `ids` of `region` unread in `fleet`, for `error`. The error becomes decision
+    /// reasons, audit rows and `/v1/instances`: credentials of a URL it quotes are hidden.
     pub(super) fn unread(
         &mut self,
         fleet: &mut Fleet,
@@ -65,6 +66,7 @@ impl GpuRead {
         ids: Vec<String>,
         error: String,
     ) {
+        let error = redact_userinfo(&error);
         let why: Arc<str> = error.as_str().into();
         match self.failures.iter_mut().find(|f| f.region == region) {
             Some(failure) => failure.instances += ids.len(),

@@ -5,11 +5,13 @@ use crate::engine::Decision;
 use crate::fleet::Instance;
 use crate::reconcile::TickReport;
 use crate::spot::{self, Interruption, Step};
-use crate::store::{
-    hex, unhex, AuditEntry, MigrationRecord, NewAuditEntry, Outcome, OverrideRecord,
-};
+use crate::store::{AuditEntry, MigrationRecord, OverrideRecord};
 use chrono::{DateTime, SecondsFormat, TimeZone, Utc};
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
+
+mod audit_export;
+
+pub use audit_export::{audit_csv, audit_csv_rows, audit_json, parse_audit_export, ExportError};
 
 /// One element of `ebb plan --format json`: exactly the fields `ebb plan` promises in
 /// docs/commands.md#policies-plans-and-the-fleet.
@@ -208,184 +210,6 @@ pub fn table<const N: usize>(header: &[&str; N], rows: &[[String; N]]) -> String
         line(&mut row.iter().map(String::as_str));
     }
     out
-}
-
-/// One element of `ebb audit --format json`, and one CSV record: the documented fields, with
-/// the chain's (`seq`, `intent_seq`, `prev_hash`, `hash`) so that an export can be verified.
-#[derive(Debug, Serialize)]
-struct AuditItem<'a> {
-    seq: i64,
-    at: String,
-    actor: &'a str,
-    instance: Option<&'a str>,
-    region: Option<&'a str>,
-    action: &'a str,
-    outcome: &'a str,
-    policy: Option<&'a str>,
-    policy_version: Option<&'a str>,
-    code: Option<&'a str>,
-    reason: &'a str,
-    dry_run: bool,
-    request_id: Option<&'a str>,
-    error: Option<&'a str>,
-    intent_seq: Option<i64>,
-    prev_hash: String,
-    hash: String,
-}
-
-/// The fields of [`AuditItem`], in its order: the CSV header.
-const AUDIT_FIELDS: [&str; 17] = [
-    "seq",
-    "at",
-    "actor",
-    "instance",
-    "region",
-    "action",
-    "outcome",
-    "policy",
-    "policy_version",
-    "code",
-    "reason",
-    "dry_run",
-    "request_id",
-    "error",
-    "intent_seq",
-    "prev_hash",
-    "hash",
-];
-
-fn audit_item(a: &AuditEntry) -> AuditItem<'_> {
-    let e = &a.entry;
-    AuditItem {
-        seq: a.seq,
-        at: e.at.to_rfc3339_opts(SecondsFormat::Micros, true),
-        actor: &e.actor,
-        instance: e.instance.as_deref(),
-        region: e.region.as_deref(),
-        action: &e.action,
-        outcome: e.outcome.as_str(),
-        policy: e.policy.as_deref(),
-        policy_version: e.policy_version.as_deref(),
-        code: e.code.as_deref(),
-        reason: &e.reason,
-        dry_run: e.dry_run,
-        request_id: e.request_id.as_deref(),
-        error: e.error.as_deref(),
-        intent_seq: e.intent_seq,
-        prev_hash: hex(&a.prev_hash),
-        hash: hex(&a.hash),
-    }
-}
-
-/// An exported row read back.
-#[derive(Debug, Deserialize)]
-struct ExportedRow {
-    seq: i64,
-    at: DateTime<Utc>,
-    actor: String,
-    instance: Option<String>,
-    region: Option<String>,
-    action: String,
-    outcome: String,
-    policy: Option<String>,
-    policy_version: Option<String>,
-    code: Option<String>,
-    reason: String,
-    dry_run: bool,
-    request_id: Option<String>,
-    error: Option<String>,
-    intent_seq: Option<i64>,
-    prev_hash: String,
-    hash: String,
-}
-
-/// Why an export cannot be read back.
-#[derive(Debug, thiserror::Error)]
-pub enum ExportError {
-    /// Not the JSON `ebb audit --format json` writes.
-    #[error("{0}")]
-    Json(#[from] serde_json::Error),
-    /// Not the CSV `ebb audit --format csv` writes.
-    #[error("{0}")]
-    Csv(#[from] csv::Error),
-    /// A field holds what no row holds.
-    #[error("row {seq}: {problem}")]
-    Field {
-        /// The row.
-        seq: i64,
-        /// What is wrong.
-        problem: String,
-    },
-}
-
-/// The rows of an export (`ebb audit --format json` or `csv`, `GET /v1/audit`), sorted by
-/// `seq`. In CSV an empty field reads as absent.
-pub fn parse_audit_export(text: &str) -> Result<Vec<AuditEntry>, ExportError> {
-    let rows: Vec<ExportedRow> = if text.trim_start().starts_with('[') {
-        serde_json::from_str(text)?
-    } else {
-        csv::Reader::from_reader(text.as_bytes())
-            .deserialize()
-            .collect::<Result<_, _>>()?
-    };
-    let mut entries = rows
-        .into_iter()
-        .map(|r| {
-            let field = |problem: String| ExportError::Field {
-                seq: r.seq,
-                problem,
-            };
-            let bytes = |name: &str, v: &str| {
-                unhex(v).ok_or_else(|| field(format!("{name} \"{v}\" is not hex")))
-            };
-            Ok(AuditEntry {
-                seq: r.seq,
-                prev_hash: bytes("prev_hash", &r.prev_hash)?,
-                hash: bytes("hash", &r.hash)?,
-                entry: NewAuditEntry {
-                    outcome: Outcome::parse(&r.outcome)
-                        .ok_or_else(|| field(format!("outcome \"{}\" is unknown", r.outcome)))?,
-                    at: r.at,
-                    actor: r.actor,
-                    instance: r.instance,
-                    region: r.region,
-                    action: r.action,
-                    policy: r.policy,
-                    policy_version: r.policy_version,
-                    code: r.code,
-                    reason: r.reason,
-                    dry_run: r.dry_run,
-                    request_id: r.request_id,
-                    error: r.error,
-                    intent_seq: r.intent_seq,
-                },
-            })
-        })
-        .collect::<Result<Vec<_>, ExportError>>()?;
-    entries.sort_by_key(|e| e.seq);
-    Ok(entries)
-}
-
-/// Audit rows as a JSON array of `{seq, at, actor, instance, region, action, outcome, policy,
-/// policy_version, code, reason, dry_run, request_id, error, intent_seq, prev_hash, hash}`.
-pub fn audit_json(entries: &[AuditEntry]) -> String {
-    let items: Vec<AuditItem> = entries.iter().map(audit_item).collect();
-    let mut text = serde_json::to_string_pretty(&items).unwrap_or_else(|_| "[]".into());
-    text.push('\n');
-    text
-}
-
-/// Audit rows as CSV with a header row, the same fields as the JSON.
-pub fn audit_csv(entries: &[AuditEntry]) -> Result<String, csv::Error> {
-    let mut w = csv::Writer::from_writer(Vec::new());
-    for e in entries {
-        w.serialize(audit_item(e))?;
-    }
-    if entries.is_empty() {
-        w.write_record(AUDIT_FIELDS)?;
-    }
-    let bytes = w.into_inner().map_err(|e| e.into_error())?;
-    Ok(String::from_utf8_lossy(&bytes).into_owned())
 }
 
 /// Audit rows as an aligned table in the local time of `tz`, newest last. The detail column

@@ -1,0 +1,448 @@
+//! The API's and the console's HTTP listener: one that no client can hold open.
+//!
+//! `axum::serve` runs hyper without a timer, so a connection that sends nothing, or trickles
+//! its headers, stays open for ever; enough of them use up the process's file descriptors,
+//! and with them the leader's Postgres and AWS connections. Here each connection has a
+//! watchdog on tokio's clock that closes it when, with no request in flight:
+//!
+//! - a new connection has not sent a whole request head within the header timeout;
+//! - a kept-alive connection has sent nothing for the idle timeout since its last response,
+//!   or has begun its next request head and not finished it within the header timeout.
+//!
+//! A request in flight is bounded by the routes' own time limit, not here. At most
+//! [`HttpLimits::max_connections`] connections are open at once: beyond that, new ones wait in
+//! the kernel's accept queue until one closes, which the timeouts above make soon.
+
+use axum::Router;
+use hyper::body::Incoming;
+use hyper::server::conn::http1;
+use hyper_util::rt::TokioIo;
+use hyper_util::service::TowerToHyperService;
+use std::future::Future;
+use std::pin::{pin, Pin};
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
+use std::time::Duration;
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{watch, Semaphore};
+use tokio::time::Instant;
+
+/// How long the listener waits after a failed accept (out of file descriptors, say) before it
+/// accepts again, so that it does not spin.
+const ACCEPT_BACKOFF: Duration = Duration::from_millis(250);
+
+/// How long a client may hold a connection, and how many it may hold.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HttpLimits {
+    /// How long a request head may take to arrive: from the connection's opening, or from the
+    /// first byte of a later request on a kept-alive connection.
+    pub header_timeout: Duration,
+    /// How long a kept-alive connection may wait, with nothing sent, for its next request.
+    pub idle_timeout: Duration,
+    /// How many connections may be open at once.
+    pub max_connections: u32,
+}
+
+impl Default for HttpLimits {
+    fn default() -> Self {
+        HttpLimits {
+            header_timeout: Duration::from_secs(10),
+            idle_timeout: Duration::from_secs(60),
+            max_connections: 512,
+        }
+    }
+}
+
+/// Serves `routes` on `listener` within `limits` until `shutdown` resolves; then stops
+/// accepting, lets each request in flight finish, and returns once every connection is closed.
+pub async fn serve(
+    listener: TcpListener,
+    routes: Router,
+    limits: HttpLimits,
+    shutdown: impl Future<Output = ()>,
+) {
+    let slots = Arc::new(Semaphore::new(limits.max_connections as usize));
+    let (stop, stopping) = watch::channel(false);
+    let mut shutdown = pin!(shutdown);
+    loop {
+        let slot = tokio::select! {
+            slot = slots.clone().acquire_owned() => slot.expect("the semaphore is never closed"),
+            () = &mut shutdown => break,
+        };
+        let accepted = tokio::select! {
+            accepted = listener.accept() => accepted,
+            () = &mut shutdown => break,
+        };
+        match accepted {
+            Ok((stream, _)) => {
+                let (routes, stopping) = (routes.clone(), stopping.clone());
+                tokio::spawn(async move {
+                    connection(stream, routes, limits, stopping).await;
+                    drop(slot);
+                });
+            }
+            Err(err) => {
+                tracing::warn!(error = %err, "the API cannot accept a connection");
+                tokio::time::sleep(ACCEPT_BACKOFF).await;
+            }
+        }
+    }
+    let _ = stop.send(true);
+    // Every connection holds a slot until it closes.
+    let _ = slots.acquire_many(limits.max_connections).await;
+}
+
+/// Serves one connection until it closes, its watchdog expires, or the listener stops.
+async fn connection(
+    stream: TcpStream,
+    routes: Router,
+    limits: HttpLimits,
+    mut stopping: watch::Receiver<bool>,
+) {
+    let activity = Arc::new(Activity::new(Instant::now()));
+    let router = TowerToHyperService::new(routes);
+    let on_request = activity.clone();
+    let service = hyper::service::service_fn(move |request: hyper::Request<Incoming>| {
+        let busy = Busy::begin(on_request.clone());
+        let answer = hyper::service::Service::call(&router, request);
+        async move {
+            let response = answer.await;
+            drop(busy);
+            response
+        }
+    });
+    let io = TokioIo::new(Watched {
+        inner: stream,
+        activity: activity.clone(),
+    });
+    // The watchdog keeps time; hyper's own header timer would also cut kept-alive connections
+    // at the header timeout.
+    let conn = http1::Builder::new()
+        .keep_alive(true)
+        .header_read_timeout(None::<Duration>)
+        .serve_connection(io, service);
+    let mut conn = pin!(conn);
+    tokio::select! {
+        result = conn.as_mut() => {
+            if let Err(err) = result {
+                tracing::debug!("API connection ended: {err}");
+            }
+            return;
+        }
+        () = activity.expired(limits) => {
+            tracing::debug!("API connection closed: no request within its time");
+            return;
+        }
+        _ = stopping.wait_for(|stop| *stop) => {}
+    }
+    // Stopping: the request in flight, if any, is answered; then the connection closes.
+    conn.as_mut().graceful_shutdown();
+    if let Err(err) = conn.await {
+        tracing::debug!("API connection ended: {err}");
+    }
+}
+
+/// What a connection has done lately, for its watchdog.
+#[derive(Debug)]
+struct Activity(Mutex<Moments>);
+
+#[derive(Debug)]
+struct Moments {
+    /// Requests being answered.
+    busy: usize,
+    /// When the connection opened, or its last answer was given.
+    since: Instant,
+    /// Whether it has been answered before (it is kept alive).
+    answered: bool,
+    /// The first byte read since `since`, with no request in flight.
+    first_read: Option<Instant>,
+}
+
+impl Activity {
+    fn new(opened: Instant) -> Self {
+        Activity(Mutex::new(Moments {
+            busy: 0,
+            since: opened,
+            answered: false,
+            first_read: None,
+        }))
+    }
+
+    fn moments(&self) -> std::sync::MutexGuard<'_, Moments> {
+        // The lock guards plain values, consistent after any panic.
+        self.0
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// When the connection is to be closed, if nothing changes; none with a request in flight.
+    fn deadline(&self, limits: HttpLimits) -> Option<Instant> {
+        let m = self.moments();
+        if m.busy > 0 {
+            return None;
+        }
+        Some(match (m.answered, m.first_read) {
+            (false, _) => m.since + limits.header_timeout,
+            (true, Some(first)) => first + limits.header_timeout,
+            (true, None) => m.since + limits.idle_timeout,
+        })
+    }
+
+    /// Resolves when the connection has been quiet past its deadline.
+    async fn expired(&self, limits: HttpLimits) {
+        loop {
+            match self.deadline(limits) {
+                Some(at) if at <= Instant::now() => return,
+                Some(at) => tokio::time::sleep_until(at).await,
+                // A request in flight: look again later.
+                None => tokio::time::sleep(limits.header_timeout).await,
+            }
+        }
+    }
+
+    fn read(&self) {
+        let mut m = self.moments();
+        if m.busy == 0 && m.first_read.is_none() {
+            m.first_read = Some(Instant::now());
+        }
+    }
+}
+
+/// A request in flight on a connection, from its head to its answer's head.
+struct Busy(Arc<Activity>);
+
+impl Busy {
+    fn begin(activity: Arc<Activity>) -> Self {
+        activity.moments().busy += 1;
+        Busy(activity)
+    }
+}
+
+impl Drop for Busy {
+    fn drop(&mut self) {
+        let mut m = self.0.moments();
+        m.busy -= 1;
+        m.since = Instant::now();
+        m.answered = true;
+        m.first_read = None;
+    }
+}
+
+/// A connection's stream that tells its [`Activity`] when bytes arrive.
+struct Watched {
+    inner: TcpStream,
+    activity: Arc<Activity>,
+}
+
+impl AsyncRead for Watched {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        let before = buf.filled().len();
+        let polled = Pin::new(&mut self.inner).poll_read(cx, buf);
+        if buf.filled().len() > before {
+            self.activity.read();
+        }
+        polled
+    }
+}
+
+impl AsyncWrite for Watched {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
+        Pin::new(&mut self.inner).poll_write(cx, buf)
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.inner).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.inner).poll_shutdown(cx)
+    }
+
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[std::io::IoSlice<'_>],
+    ) -> Poll<std::io::Result<usize>> {
+        Pin::new(&mut self.inner).poll_write_vectored(cx, bufs)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.inner.is_write_vectored()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use axum::routing::get;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    const LIMITS: HttpLimits = HttpLimits {
+        header_timeout: Duration::from_secs(10),
+        idle_timeout: Duration::from_secs(60),
+        max_connections: 512,
+    };
+
+    /// A listener serving `/readyz`, on a local port, until the returned sender is dropped.
+    async fn listening(
+        limits: HttpLimits,
+    ) -> (std::net::SocketAddr, tokio::sync::oneshot::Sender<()>) {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let routes = Router::new().route("/readyz", get(|| async { "ready" }));
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        tokio::spawn(serve(listener, routes, limits, async move {
+            let _ = stopped.await;
+        }));
+        (addr, stop)
+    }
+
+    /// Asks `/readyz` on `stream` and reads the answer's head.
+    async fn ask_ready(stream: &mut TcpStream) -> String {
+        stream
+            .write_all(b"GET /readyz HTTP/1.1\r\nHost: ebb\r\n\r\n")
+            .await
+            .unwrap();
+        let mut answer = Vec::new();
+        let mut chunk = [0u8; 1024];
+        while !answer.ends_with(b"ready") {
+            match stream.read(&mut chunk).await.unwrap() {
+                0 => break,
+                n => answer.extend_from_slice(&chunk[..n]),
+            }
+        }
+        String::from_utf8_lossy(&answer).into_owned()
+    }
+
+    /// Reads until the server closes `stream`.
+    async fn closed(stream: &mut TcpStream) {
+        let mut rest = [0u8; 256];
+        while matches!(stream.read(&mut rest).await, Ok(n) if n > 0) {}
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn connections_that_never_finish_their_headers_are_closed_while_it_answers() {
+        let (addr, _stop) = listening(LIMITS).await;
+        let opened = Instant::now();
+        let mut stalled = Vec::new();
+        for _ in 0..200 {
+            let mut stream = TcpStream::connect(addr).await.unwrap();
+            stream
+                .write_all(b"GET /readyz HTTP/1.1\r\nHost: ebb\r\nX-Slow: ")
+                .await
+                .unwrap();
+            stalled.push(stream);
+        }
+        let mut fresh = TcpStream::connect(addr).await.unwrap();
+        let answer = ask_ready(&mut fresh).await;
+        assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+        assert!(answer.ends_with("ready"), "{answer}");
+
+        let all_closed = async {
+            for stream in &mut stalled {
+                closed(stream).await;
+            }
+        };
+        tokio::time::timeout(LIMITS.header_timeout * 2, all_closed)
+            .await
+            .expect("connections that never finish their headers are closed");
+        let took = opened.elapsed();
+        assert!(
+            took >= LIMITS.header_timeout && took <= LIMITS.header_timeout + Duration::from_secs(1),
+            "closed after {took:?}"
+        );
+        // Still answering, on a new connection.
+        let mut after = TcpStream::connect(addr).await.unwrap();
+        assert!(ask_ready(&mut after).await.starts_with("HTTP/1.1 200"));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_silent_connection_is_closed_at_the_header_timeout() {
+        let (addr, _stop) = listening(LIMITS).await;
+        let opened = Instant::now();
+        let mut silent = TcpStream::connect(addr).await.unwrap();
+        tokio::time::timeout(LIMITS.idle_timeout, closed(&mut silent))
+            .await
+            .expect("a connection that sends nothing is closed");
+        assert!(opened.elapsed() >= LIMITS.header_timeout);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_kept_alive_connection_is_closed_when_idle_and_not_before() {
+        let (addr, _stop) = listening(LIMITS).await;
+        let mut kept = TcpStream::connect(addr).await.unwrap();
+        assert!(ask_ready(&mut kept).await.starts_with("HTTP/1.1 200"));
+        let answered = Instant::now();
+        // Past the header timeout, within the idle one: a second request is still answered.
+        tokio::time::sleep(LIMITS.header_timeout * 3).await;
+        assert!(ask_ready(&mut kept).await.starts_with("HTTP/1.1 200"));
+        let answered_again = Instant::now();
+        assert!(answered_again - answered >= LIMITS.header_timeout * 3);
+        tokio::time::timeout(LIMITS.idle_timeout * 2, closed(&mut kept))
+            .await
+            .expect("an idle kept-alive connection is closed");
+        let idle = answered_again.elapsed();
+        assert!(
+            idle >= LIMITS.idle_timeout && idle <= LIMITS.idle_timeout + Duration::from_secs(1),
+            "closed after {idle:?} idle"
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn connections_past_the_cap_wait_until_one_closes() {
+        let limits = HttpLimits {
+            max_connections: 2,
+            ..LIMITS
+        };
+        let (addr, _stop) = listening(limits).await;
+        let opened = Instant::now();
+        let _held = [
+            TcpStream::connect(addr).await.unwrap(),
+            TcpStream::connect(addr).await.unwrap(),
+        ];
+        // Connected by the kernel, but not served until a slot frees at the header timeout.
+        let mut third = TcpStream::connect(addr).await.unwrap();
+        assert!(ask_ready(&mut third).await.starts_with("HTTP/1.1 200"));
+        assert!(opened.elapsed() >= limits.header_timeout);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn stopping_answers_the_request_in_flight_then_returns() {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let (began, beginning) = tokio::sync::oneshot::channel::<()>();
+        let began = Arc::new(Mutex::new(Some(began)));
+        let routes = Router::new().route(
+            "/readyz",
+            get(move || {
+                let began = began.lock().unwrap().take();
+                async move {
+                    if let Some(began) = began {
+                        let _ = began.send(());
+                    }
+                    tokio::time::sleep(Duration::from_secs(5)).await;
+                    "ready"
+                }
+            }),
+        );
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let server = tokio::spawn(serve(listener, routes, LIMITS, async move {
+            let _ = stopped.await;
+        }));
+        let mut client = TcpStream::connect(addr).await.unwrap();
+        let asked = tokio::spawn(async move { ask_ready(&mut client).await });
+        beginning.await.unwrap();
+        drop(stop);
+        assert!(asked.await.unwrap().starts_with("HTTP/1.1 200"));
+        server.await.unwrap();
+    }
+}
