@@ -14,6 +14,7 @@ mod demo;
 mod fallback;
 mod history;
 mod pacing;
+mod prometheus_answers;
 mod replay_store;
 mod report;
 mod retry;
