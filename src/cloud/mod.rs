@@ -26,6 +26,16 @@ use chrono::{DateTime, Utc};
 use std::collections::{BTreeMap, HashMap};
 use std::future::Future;
 
+/// The answer of one GPU read: readings by instance, and the instances that could not be read.
+#[derive(Debug, Clone, Default)]
+pub struct GpuReadings {
+    /// Readings by instance id, oldest first.
+    pub samples: HashMap<String, Vec<Sample>>,
+    /// The instances whose query failed or was not answered, with why: their utilisation is
+    /// unknown, never "no data" (a busy box must not pass for an idle one).
+    pub unread: HashMap<String, String>,
+}
+
 /// What the provider saw in one listing.
 #[derive(Debug, Clone, Default)]
 pub struct Inventory {
@@ -127,15 +137,17 @@ pub trait Provider: Send + Sync {
     ) -> impl Future<Output = Result<Vec<Instance>, CloudError>> + Send;
 
     /// GPU utilisation of `instances` (ids in `region`) from `from` to `to`: one reading per
-    /// period, the maximum over each instance's GPUs, oldest first. Instances without data are
-    /// absent or empty.
+    /// period, the maximum over each instance's GPUs, oldest first. Instances read without
+    /// data are absent from [`GpuReadings::samples`] or empty there; an instance whose own
+    /// query failed, or got no answer, is in [`GpuReadings::unread`] (an error of the whole
+    /// call is the `Err`).
     fn gpu_utilisation(
         &self,
         region: &str,
         instances: &[String],
         from: DateTime<Utc>,
         to: DateTime<Utc>,
-    ) -> impl Future<Output = Result<HashMap<String, Vec<Sample>>, CloudError>> + Send;
+    ) -> impl Future<Output = Result<GpuReadings, CloudError>> + Send;
 
     /// Current prices of `types` in `region`.
     fn prices(

@@ -14,8 +14,8 @@ pub use workload::write_utilisation;
 
 use super::pacing::{Key, Pacer, RateLimits};
 use super::{
-    ActionReport, Artifact, CloudError, Image, ImageMade, InstanceStatus, Inventory, Launch,
-    LaunchSpec, Provider, StopKind, TypePrice,
+    ActionReport, Artifact, CloudError, GpuReadings, Image, ImageMade, InstanceStatus, Inventory,
+    Launch, LaunchSpec, Provider, StopKind, TypePrice,
 };
 use crate::clock::Clock;
 use crate::fleet::{Fleet, Instance, InstanceState, Prices, Sample};
@@ -380,7 +380,7 @@ impl Provider for SimProvider {
         instances: &[String],
         from: DateTime<Utc>,
         to: DateTime<Utc>,
-    ) -> Result<HashMap<String, Vec<Sample>>, CloudError> {
+    ) -> Result<GpuReadings, CloudError> {
         let now = self.clock.now();
         let to = to.min(now);
         let fleet = self.fleet();
@@ -419,7 +419,10 @@ impl Provider for SimProvider {
                 readings.insert(id.clone(), samples);
             }
         }
-        Ok(readings)
+        Ok(GpuReadings {
+            samples: readings,
+            unread: HashMap::new(),
+        })
     }
 
     async fn prices(

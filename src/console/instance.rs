@@ -109,13 +109,7 @@ async fn render(
         ..AuditFilter::default()
     };
     let audit = store.audit_page(&filter, None, TIMELINE).await?;
-    let overrides: Vec<OverrideRecord> = store
-        .all_overrides()
-        .await?
-        .into_iter()
-        .filter(|o| o.instance == id)
-        .rev()
-        .collect();
+    let overrides: Vec<OverrideRecord> = store.overrides_of(id).await?;
     let active = overrides
         .iter()
         .find(|o| o.revoked_at.is_none() && o.until > now);

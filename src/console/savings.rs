@@ -9,7 +9,7 @@ use axum::extract::rejection::QueryRejection;
 use axum::extract::{Query, State};
 use maud::{html, Markup};
 use serde::Deserialize;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap, HashSet};
 
 /// The windows offered; any `since` the API takes works in the address too.
 const WINDOWS: [(&str, &str); 4] = [
@@ -19,8 +19,12 @@ const WINDOWS: [(&str, &str); 4] = [
     ("365d", "a year"),
 ];
 
-/// How many colours the bars' series have; more series than that share them in turn.
+/// How many colours the bars' series have, and so the most series a chart draws: the largest
+/// ones, and the rest summed as [`OTHERS`].
 const COLOURS: usize = 6;
+
+/// The series that sums those past the largest `COLOURS - 1`.
+const OTHERS: &str = "(others)";
 
 /// The drawing's size, in SVG units; it scales to the page's width.
 const WIDTH: f64 = 960.0;
@@ -137,32 +141,62 @@ fn hours(v: f64) -> String {
     format!("{v:.2} h")
 }
 
-/// Each day's dollars by series name, and the names in order of their total (largest first).
+/// Each day's dollars by series name, the names in order of their total (largest first), at
+/// most [`COLOURS`] of them, and each name's colour.
 struct Series {
     days: Vec<(String, BTreeMap<String, f64>)>,
     names: Vec<String>,
+    colours: HashMap<String, usize>,
 }
 
+/// The series `of` each day of `r`: the [`COLOURS`] largest, or the largest but one and
+/// [`OTHERS`] for the rest, so that a tag with thousands of values draws a handful of series.
 fn series(
     r: &Report,
     of: impl Fn(&crate::report::DayMeasures) -> &BTreeMap<String, f64>,
 ) -> Series {
-    let mut totals: BTreeMap<String, f64> = BTreeMap::new();
+    let mut totals: HashMap<&str, f64> = HashMap::new();
+    for d in &r.days {
+        for (name, v) in of(d) {
+            *totals.entry(name).or_default() += v;
+        }
+    }
+    let mut names: Vec<(&str, f64)> = totals.into_iter().collect();
+    names.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(b.0)));
+    let others = names.len() > COLOURS;
+    if others {
+        names.truncate(COLOURS - 1);
+    }
+    let shown: HashSet<&str> = names.iter().map(|(n, _)| *n).collect();
     let days = r
         .days
         .iter()
         .map(|d| {
+            let mut values: BTreeMap<String, f64> = BTreeMap::new();
             for (name, v) in of(d) {
-                *totals.entry(name.clone()).or_default() += v;
+                let series = if shown.contains(name.as_str()) {
+                    name.as_str()
+                } else {
+                    OTHERS
+                };
+                *values.entry(series.to_string()).or_default() += v;
             }
-            (d.day.format("%d %b").to_string(), of(d).clone())
+            (d.day.format("%d %b").to_string(), values)
         })
         .collect();
-    let mut names: Vec<(String, f64)> = totals.into_iter().collect();
-    names.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+    let mut names: Vec<String> = names.into_iter().map(|(n, _)| n.to_string()).collect();
+    if others {
+        names.push(OTHERS.to_string());
+    }
+    let colours = names
+        .iter()
+        .enumerate()
+        .map(|(n, name)| (name.clone(), n % COLOURS))
+        .collect();
     Series {
         days,
-        names: names.into_iter().map(|(n, _)| n).collect(),
+        names,
+        colours,
     }
 }
 
@@ -189,10 +223,7 @@ fn bars(what: &str, s: &Series) -> Markup {
     } else {
         0.0
     };
-    let colour = |name: &str| {
-        let n = s.names.iter().position(|x| x == name).unwrap_or(0);
-        format!("series-{}", n % COLOURS)
-    };
+    let colour = |name: &str| format!("series-{}", s.colours.get(name).copied().unwrap_or(0));
     let words: Vec<String> = s
         .names
         .iter()
@@ -293,5 +324,54 @@ fn groups<'a>(first: &str, rows: impl Iterator<Item = (String, &'a Measures)>) -
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::report::{DayMeasures, Window};
+
+    #[test]
+    fn a_tag_with_many_values_draws_the_largest_and_the_others() {
+        // 40 values of a tag on each of two days: value k saved $k a day.
+        let day = |d: &str| DayMeasures {
+            day: d.parse().unwrap(),
+            measures: Measures::default(),
+            saved_by_policy: BTreeMap::new(),
+            saved_by_tag: (1..=40)
+                .map(|k| (format!("team-{k:02}"), k as f64))
+                .collect(),
+        };
+        let window = Window::parse(
+            "2026-11-30T00:00:00Z",
+            Some("2026-12-02T00:00:00Z"),
+            "2026-12-02T00:00:00Z".parse().unwrap(),
+        )
+        .unwrap();
+        let r = Report {
+            since: window.since,
+            until: window.until,
+            by: Some("team".into()),
+            total: Measures::default(),
+            policies: Vec::new(),
+            tags: Vec::new(),
+            days: vec![day("2026-11-30"), day("2026-12-01")],
+            tag_keys: Vec::new(),
+        };
+        let s = series(&r, |d| &d.saved_by_tag);
+        assert_eq!(
+            s.names,
+            ["team-40", "team-39", "team-38", "team-37", "team-36", OTHERS]
+        );
+        // The others are $1 + ... + $35 = $630 a day; every series has its own colour.
+        assert_eq!(s.days[0].1[OTHERS], 630.0);
+        assert_eq!(s.days[1].1.len(), COLOURS);
+        let mut colours: Vec<usize> = s.colours.values().copied().collect();
+        colours.sort();
+        assert_eq!(colours, [0, 1, 2, 3, 4, 5]);
+        let chart = bars("team", &s).into_string();
+        assert_eq!(chart.matches("<rect").count(), 2 * COLOURS);
+        assert!(chart.contains("(others) $1260.00"), "{chart}");
     }
 }

@@ -26,6 +26,7 @@
 
 mod format;
 mod history;
+mod tally;
 
 pub use format::{csv, table};
 pub use history::{
@@ -35,8 +36,13 @@ pub use history::{
 use chrono::{DateTime, Duration, NaiveDate, Utc};
 use serde::Serialize;
 use std::collections::BTreeMap;
+use tally::{finish, Tally};
 
-/// The window a report covers: `[since, until)`.
+/// The longest window a report covers: its work and its answer (a row a day) grow with it, and
+/// it runs on the serving process, so a request cannot ask for centuries.
+pub const MAX_WINDOW: Duration = Duration::days(400);
+
+/// The window a report covers: `[since, until)`, at most [`MAX_WINDOW`] long.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub struct Window {
     /// Its start.
@@ -47,18 +53,35 @@ pub struct Window {
 
 impl Window {
     /// The window from `since` to `until` (or `now`) as people write them: each a duration back
-    /// from `now` (30d) or an RFC 3339 time. The message of an error names the field.
+    /// from `now` (30d) or an RFC 3339 time; `until` not after `now`, and the window at most
+    /// [`MAX_WINDOW`] long. The message of an error names the field.
     pub fn parse(since: &str, until: Option<&str>, now: DateTime<Utc>) -> Result<Window, String> {
         let since = crate::when::parse_past(since, now).map_err(|e| format!("since: {e}"))?;
         let until = match until {
             Some(u) => crate::when::parse_past(u, now).map_err(|e| format!("until: {e}"))?,
             None => now,
         };
+        if until > now {
+            return Err(format!(
+                "until: {} is after now ({}); a report ends at the latest now: leave until out or give an earlier time",
+                until.to_rfc3339(),
+                now.to_rfc3339()
+            ));
+        }
         if until <= since {
             return Err(format!(
                 "until: {} is not after since {}; give a window that ends after it starts",
                 until.to_rfc3339(),
                 since.to_rfc3339()
+            ));
+        }
+        if until - since > MAX_WINDOW {
+            return Err(format!(
+                "since: the window from {} to {} is longer than {} days; a report covers at most {} days: give a later since or an earlier until",
+                since.to_rfc3339(),
+                until.to_rfc3339(),
+                MAX_WINDOW.num_days(),
+                MAX_WINDOW.num_days()
             ));
         }
         Ok(Window { since, until })
@@ -200,73 +223,6 @@ pub const NO_POLICY: &str = "(none)";
 /// The name of instances without the `by` tag, in per-day figures.
 pub const UNTAGGED: &str = "(untagged)";
 
-/// Measures added up by group.
-struct Tally<'a> {
-    by: Option<&'a str>,
-    total: Measures,
-    policies: BTreeMap<String, Measures>,
-    tags: BTreeMap<Option<String>, Measures>,
-    days: BTreeMap<NaiveDate, DayMeasures>,
-}
-
-impl<'a> Tally<'a> {
-    /// Adds `m`, which happened on `day`, to the total and to its policy's, tag's and day's.
-    fn add(
-        &mut self,
-        day: NaiveDate,
-        policy: Option<&str>,
-        info: Option<&InstanceInfo>,
-        m: Measures,
-    ) {
-        let policy = policy.unwrap_or(NO_POLICY).to_string();
-        self.total.add(&m);
-        self.policies.entry(policy.clone()).or_default().add(&m);
-        let tag = self
-            .by
-            .map(|key| info.and_then(|i| i.tags.get(key)).cloned());
-        if let Some(value) = &tag {
-            self.tags.entry(value.clone()).or_default().add(&m);
-        }
-        let d = self.days.entry(day).or_insert_with(|| DayMeasures {
-            day,
-            measures: Measures::default(),
-            saved_by_policy: BTreeMap::new(),
-            saved_by_tag: BTreeMap::new(),
-        });
-        d.measures.add(&m);
-        if m.saved_usd != 0.0 {
-            *d.saved_by_policy.entry(policy).or_default() += m.saved_usd;
-            if let Some(value) = tag {
-                let name = value.unwrap_or_else(|| UNTAGGED.to_string());
-                *d.saved_by_tag.entry(name).or_default() += m.saved_usd;
-            }
-        }
-    }
-
-    /// Adds what `[from, to)` (inside the window) contributes, day by day: `per_hour` makes a
-    /// day's measures from its hours.
-    fn add_span(
-        &mut self,
-        (from, to): (DateTime<Utc>, DateTime<Utc>),
-        policy: Option<&str>,
-        info: Option<&InstanceInfo>,
-        per_hour: impl Fn(f64) -> Measures,
-    ) {
-        let mut at = from;
-        while at < to {
-            let day = at.date_naive();
-            let next_day = day
-                .succ_opt()
-                .and_then(|d| d.and_hms_opt(0, 0, 0))
-                .map(|d| d.and_utc())
-                .unwrap_or(to);
-            let end = next_day.min(to);
-            self.add(day, policy, info, per_hour(hours(end - at)));
-            at = end;
-        }
-    }
-}
-
 fn hours(d: Duration) -> f64 {
     d.num_milliseconds() as f64 / 3_600_000.0
 }
@@ -279,82 +235,13 @@ pub fn compute(
     by: Option<&str>,
     price: &dyn Fn(&str, &str) -> Option<f64>,
 ) -> Report {
-    let mut tally = Tally {
-        by,
-        total: Measures::default(),
-        policies: BTreeMap::new(),
-        tags: BTreeMap::new(),
-        days: BTreeMap::new(),
-    };
+    let mut tally = Tally::new(by);
     stops(history, window, price, &mut tally);
     spot(history, window, &mut tally);
     overrides(history, window, &mut tally);
     let mut report = finish(tally, window);
     report.tag_keys = history.tag_keys();
     report
-}
-
-/// Every day of the window, the groups in order, figures rounded.
-fn finish(mut tally: Tally, window: Window) -> Report {
-    if window.until > window.since {
-        let last = (window.until - Duration::milliseconds(1)).date_naive();
-        let mut day = window.since.date_naive();
-        while day <= last {
-            tally.days.entry(day).or_insert_with(|| DayMeasures {
-                day,
-                measures: Measures::default(),
-                saved_by_policy: BTreeMap::new(),
-                saved_by_tag: BTreeMap::new(),
-            });
-            match day.succ_opt() {
-                Some(next) => day = next,
-                None => break,
-            }
-        }
-    }
-    let round_map = |m: &mut BTreeMap<String, f64>| {
-        m.values_mut()
-            .for_each(|v| *v = (*v * 100.0).round() / 100.0)
-    };
-    tally.total.round();
-    let policies = tally
-        .policies
-        .into_iter()
-        .map(|(policy, mut measures)| {
-            measures.round();
-            PolicyMeasures { policy, measures }
-        })
-        .collect();
-    // Untagged (None) sorts first in the map; it goes last.
-    let mut tags: Vec<TagMeasures> = tally
-        .tags
-        .into_iter()
-        .map(|(value, mut measures)| {
-            measures.round();
-            TagMeasures { value, measures }
-        })
-        .collect();
-    tags.sort_by_key(|t| t.value.is_none());
-    let days = tally
-        .days
-        .into_values()
-        .map(|mut d| {
-            d.measures.round();
-            round_map(&mut d.saved_by_policy);
-            round_map(&mut d.saved_by_tag);
-            d
-        })
-        .collect();
-    Report {
-        since: window.since,
-        until: window.until,
-        by: tally.by.map(str::to_string),
-        total: tally.total,
-        policies,
-        tags,
-        days,
-        tag_keys: Vec::new(),
-    }
 }
 
 /// What happened to an instance, in time order: ebb's actions before state changes seen at

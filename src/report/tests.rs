@@ -348,3 +348,95 @@ fn grouping_by_a_tag_puts_untagged_instances_last() {
     );
     assert!(shown.contains("3.00 stopped hours are of instance types the price table lacks"));
 }
+
+#[test]
+fn a_window_ends_by_now_and_is_at_most_400_days() {
+    let now = t("2026-12-01T12:00:00Z");
+    let err = |since: &str, until: Option<&str>| Window::parse(since, until, now).unwrap_err();
+    // Centuries, and an end in the future: refused, saying which field and what to do.
+    let future = err("0001-01-01T00:00:00Z", Some("9999-12-31T00:00:00Z"));
+    assert!(
+        future.starts_with("until:") && future.contains("after now"),
+        "{future}"
+    );
+    let long = err("0001-01-01T00:00:00Z", None);
+    assert!(
+        long.starts_with("since:") && long.contains("400 days"),
+        "{long}"
+    );
+    assert!(err("401d", None).contains("400 days"));
+    assert!(err("30d", Some("2026-12-01T12:00:01Z")).contains("after now"));
+    // 400 days to now, and 400 days that end earlier, are fine.
+    let w = Window::parse("400d", None, now).unwrap();
+    assert_eq!((w.until - w.since).num_days(), 400);
+    assert!(Window::parse("2025-01-01T00:00:00Z", Some("2026-02-05T00:00:00Z"), now).is_ok());
+}
+
+#[test]
+fn a_stretch_of_many_days_adds_its_whole_days_as_one_run() {
+    // Stopped 1 January 18:00, still stopped when the 400-day window ends on 5 February of the
+    // next year at 06:00: 6 h the first day, 24 h on each of the 399 days between, 6 h on
+    // the last; 9,588 h at $2/h = $19,176.
+    let h = history(
+        vec![action(
+            "i-two",
+            "2025-01-01T18:00:00Z",
+            EbbAction::Stop,
+            "office",
+        )],
+        vec![],
+    );
+    let r = compute(
+        &h,
+        window("2025-01-01T06:00:00Z", "2026-02-05T06:00:00Z"),
+        Some("team"),
+        &price,
+    );
+    assert_eq!(r.days.len(), 401);
+    assert_eq!(r.total.stopped_hours, 9_588.0);
+    assert_eq!(r.total.saved_usd, 19_176.0);
+    assert_eq!(r.days[0].measures.stopped_hours, 6.0);
+    assert_eq!(r.days[0].saved_by_policy["office"], 12.0);
+    for d in &r.days[1..400] {
+        assert_eq!(d.measures.stopped_hours, 24.0, "{}", d.day);
+        assert_eq!(d.saved_by_policy["office"], 48.0, "{}", d.day);
+        assert_eq!(d.saved_by_tag["ml"], 48.0, "{}", d.day);
+    }
+    assert_eq!(r.days[400].measures.stopped_hours, 6.0);
+    assert_eq!(r.days[400].saved_by_tag["ml"], 12.0);
+    let by_day: f64 = r.days.iter().map(|d| d.measures.saved_usd).sum();
+    assert_eq!(by_day, r.total.saved_usd);
+}
+
+#[test]
+fn a_run_of_whole_days_ends_where_its_stretch_ends() {
+    // Stopped Thursday 1 January 18:00, seen running Monday 5 January 08:00: 6 h, three
+    // whole days, 8 h; nothing after, and no series left at zero on the later days.
+    let h = history(
+        vec![action(
+            "i-ten",
+            "2026-01-01T18:00:00Z",
+            EbbAction::Stop,
+            "office",
+        )],
+        vec![seen("i-ten", "2026-01-05T08:00:00Z", "running")],
+    );
+    let r = compute(
+        &h,
+        window("2026-01-01T00:00:00Z", "2026-01-08T00:00:00Z"),
+        Some("team"),
+        &price,
+    );
+    let hours: Vec<f64> = r.days.iter().map(|d| d.measures.stopped_hours).collect();
+    assert_eq!(hours, [6.0, 24.0, 24.0, 24.0, 8.0, 0.0, 0.0]);
+    assert_eq!(r.total.stopped_hours, 86.0);
+    assert_eq!(r.total.saved_usd, 860.0);
+    assert_eq!(r.days[4].saved_by_tag["cv"], 80.0);
+    for d in &r.days[5..] {
+        assert!(
+            d.saved_by_policy.is_empty() && d.saved_by_tag.is_empty(),
+            "{d:?}"
+        );
+        assert!(d.measures.saved_usd.is_sign_positive(), "{d:?}");
+    }
+}

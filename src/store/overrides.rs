@@ -289,6 +289,19 @@ impl Store {
         Ok(found)
     }
 
+    /// The overrides of `instance`, newest first: what its page shows, without reading every
+    /// other instance's.
+    pub async fn overrides_of(&self, instance: &str) -> Result<Vec<OverrideRecord>> {
+        Ok(sqlx::query_as(concat!(
+            "SELECT ",
+            columns!(),
+            " FROM overrides WHERE instance = $1 ORDER BY id DESC"
+        ))
+        .bind(instance)
+        .fetch_all(&self.pool)
+        .await?)
+    }
+
     /// Every override ever made, newest last.
     pub async fn all_overrides(&self) -> Result<Vec<OverrideRecord>> {
         Ok(sqlx::query_as(concat!(

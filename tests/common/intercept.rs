@@ -11,11 +11,11 @@
 
 use chrono::{DateTime, Utc};
 use ebb::cloud::{
-    ActionReport, Artifact, CloudError, Failed, Image, ImageMade, InstanceStatus, Inventory,
-    Launch, LaunchSpec, Provider, ScopeFailure, StopKind, TypePrice,
+    ActionReport, Artifact, CloudError, Failed, GpuReadings, Image, ImageMade, InstanceStatus,
+    Inventory, Launch, LaunchSpec, Provider, ScopeFailure, StopKind, TypePrice,
 };
-use ebb::fleet::{Instance, Sample};
-use std::collections::{BTreeMap, HashMap};
+use ebb::fleet::Instance;
+use std::collections::BTreeMap;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};
@@ -365,7 +365,7 @@ impl Call {
 pub enum Answer {
     Inventory(Inventory),
     Instances(Result<Vec<Instance>, CloudError>),
-    Samples(Result<HashMap<String, Vec<Sample>>, CloudError>),
+    Samples(Result<GpuReadings, CloudError>),
     Prices(Result<Vec<TypePrice>, CloudError>),
     Report(ActionReport),
     Spec(Result<LaunchSpec, CloudError>),
@@ -405,7 +405,7 @@ macro_rules! answers {
 answers! {
     Inventory: Inventory,
     Instances: Result<Vec<Instance>, CloudError>,
-    Samples: Result<HashMap<String, Vec<Sample>>, CloudError>,
+    Samples: Result<GpuReadings, CloudError>,
     Prices: Result<Vec<TypePrice>, CloudError>,
     Report: ActionReport,
     Spec: Result<LaunchSpec, CloudError>,
@@ -646,7 +646,7 @@ impl<P: Provider> Provider for Intercept<P> {
         instances: &[String],
         from: DateTime<Utc>,
         to: DateTime<Utc>,
-    ) -> Result<HashMap<String, Vec<Sample>>, CloudError> {
+    ) -> Result<GpuReadings, CloudError> {
         let call = Call::GpuUtilisation {
             region: region.into(),
             ids: owned(instances),

@@ -482,7 +482,8 @@ async fn gpu_readings_keep_gaps_merge_pages_and_take_the_busiest_gpu() {
         )
         .await
         .unwrap();
-    let a: Vec<(String, f64)> = readings["i-a"]
+    assert!(readings.unread.is_empty(), "{:?}", readings.unread);
+    let a: Vec<(String, f64)> = readings.samples["i-a"]
         .iter()
         .map(|s| (s.at.format("%H:%M").to_string(), s.percent))
         .collect();
@@ -495,7 +496,7 @@ async fn gpu_readings_keep_gaps_merge_pages_and_take_the_busiest_gpu() {
             ("11:20".to_string(), 3.0)
         ]
     );
-    assert!(readings.get("i-b").is_none_or(Vec::is_empty));
+    assert!(readings.samples.get("i-b").is_none_or(Vec::is_empty));
     assert_eq!(pages.num_calls(), 2);
 }
 
@@ -525,9 +526,104 @@ async fn gpu_readings_for_n_instances_cost_one_call_per_500() {
         )
         .await
         .unwrap();
-    assert_eq!(readings.len(), 1_200);
-    assert!(readings.values().all(|r| r.len() == 1));
+    assert_eq!(readings.samples.len(), 1_200);
+    assert!(readings.unread.is_empty());
+    assert!(readings.samples.values().all(|r| r.len() == 1));
     // ⌈1200/500⌉.
     assert_eq!(provider.calls()["GetMetricData"], 3);
     assert_eq!(each.num_calls(), 3);
+}
+
+#[tokio::test]
+async fn a_query_that_does_not_end_complete_leaves_its_instance_unread() {
+    // One call for six instances, over two pages. CloudWatch answers HTTP 200 and marks
+    // queries one by one: i-0 is complete; i-1 failed inside CloudWatch; i-2 is refused (a
+    // cross-account permission); i-3 is partial on the first page and complete on the second;
+    // i-4 has no result at all; i-5 is still partial when the pages end.
+    let pages = mock!(aws_sdk_cloudwatch::Client::get_metric_data)
+        .sequence()
+        .output(|| {
+            let failed = |id: &str, status: StatusCode, code: &str| {
+                MetricDataResult::builder()
+                    .id(id)
+                    .status_code(status)
+                    .messages(
+                        aws_sdk_cloudwatch::types::MessageData::builder()
+                            .code(code)
+                            .value("said by the test")
+                            .build(),
+                    )
+                    .build()
+            };
+            GetMetricDataOutput::builder()
+                .metric_data_results(result(
+                    "i0",
+                    &[("2026-11-30T11:00:00Z", 97.0)],
+                    StatusCode::Complete,
+                ))
+                .metric_data_results(failed("i1", StatusCode::InternalError, "InternalError"))
+                .metric_data_results(failed("i2", StatusCode::Forbidden, "Forbidden"))
+                .metric_data_results(result(
+                    "i3",
+                    &[("2026-11-30T11:00:00Z", 96.0)],
+                    StatusCode::PartialData,
+                ))
+                .metric_data_results(result(
+                    "i5",
+                    &[("2026-11-30T11:00:00Z", 95.0)],
+                    StatusCode::PartialData,
+                ))
+                .next_token("page-2")
+                .build()
+        })
+        .output(|| {
+            GetMetricDataOutput::builder()
+                .metric_data_results(result(
+                    "i3",
+                    &[("2026-11-30T11:05:00Z", 94.0)],
+                    StatusCode::Complete,
+                ))
+                .metric_data_results(result(
+                    "i5",
+                    &[("2026-11-30T11:05:00Z", 93.0)],
+                    StatusCode::PartialData,
+                ))
+                .build()
+        })
+        .build();
+    let provider = provider(RuleMode::Sequential, &[], &[&pages]);
+    let readings = provider
+        .gpu_utilisation(
+            REGION,
+            &ids(&["i-0", "i-1", "i-2", "i-3", "i-4", "i-5"]),
+            "2026-11-30T11:00:00Z".parse().unwrap(),
+            "2026-11-30T11:10:00Z".parse().unwrap(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(pages.num_calls(), 2);
+    let percents =
+        |id: &str| -> Vec<f64> { readings.samples[id].iter().map(|s| s.percent).collect() };
+    assert_eq!(percents("i-0"), [97.0]);
+    assert_eq!(percents("i-3"), [96.0, 94.0]);
+    let mut unread: Vec<&str> = readings.unread.keys().map(String::as_str).collect();
+    unread.sort();
+    assert_eq!(unread, ["i-1", "i-2", "i-4", "i-5"]);
+    for (id, says) in [
+        ("i-1", "InternalError"),
+        ("i-2", "Forbidden"),
+        ("i-4", "no result"),
+        ("i-5", "PartialData"),
+    ] {
+        assert!(
+            readings.unread[id].contains(says),
+            "{id}: {}",
+            readings.unread[id]
+        );
+        assert!(
+            !readings.samples.contains_key(id),
+            "{id} is not read, not empty"
+        );
+    }
+    assert!(readings.unread["i-1"].contains("said by the test"));
 }

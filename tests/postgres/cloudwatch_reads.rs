@@ -46,13 +46,16 @@ struct Call {
 
 /// A mocked CloudWatch: for every query, a reading at each five-minute period from the call's
 /// start to its end (the last one the open period's), of 2 % unless `values` says otherwise
-/// for that period; every call logged; every call refused while `failing`.
+/// for that period; every call logged; every call refused while `failing`; every query
+/// answered with `query_status` and no readings while it is set (an HTTP 200 whose queries
+/// failed one by one).
 #[derive(Default)]
 struct CloudWatch {
     calls: Mutex<Vec<Call>>,
     values: Mutex<BTreeMap<DateTime<Utc>, f64>>,
     silent: Mutex<Vec<DateTime<Utc>>>,
     failing: AtomicBool,
+    query_status: Mutex<Option<StatusCode>>,
 }
 
 impl CloudWatch {
@@ -84,6 +87,16 @@ impl CloudWatch {
         let values = self.values.lock().unwrap();
         let silent = self.silent.lock().unwrap();
         let mut output = GetMetricDataOutput::builder();
+        if let Some(status) = self.query_status.lock().unwrap().clone() {
+            for query in input.metric_data_queries() {
+                let result = MetricDataResult::builder()
+                    .id(query.id().unwrap())
+                    .status_code(status.clone())
+                    .build();
+                output = output.metric_data_results(result);
+            }
+            return MockResponse::Output(output.build());
+        }
         for query in input.metric_data_queries() {
             let mut result = MetricDataResult::builder()
                 .id(query.id().unwrap())
@@ -204,8 +217,19 @@ impl Plane {
         n: usize,
         cloudwatch: &Arc<CloudWatch>,
     ) -> Plane {
+        Plane::with_policy(store, leader, n, cloudwatch, POLICY).await
+    }
+
+    /// The same, under `policy` instead of [`POLICY`].
+    async fn with_policy(
+        store: &Store,
+        leader: Leadership,
+        n: usize,
+        cloudwatch: &Arc<CloudWatch>,
+        policy: &str,
+    ) -> Plane {
         let dir = tempfile::tempdir().unwrap();
-        std::fs::write(dir.path().join("idle.yaml"), POLICY).unwrap();
+        std::fs::write(dir.path().join("policy.yaml"), policy).unwrap();
         let policies = Arc::new(PolicySource::new(vec![dir.path().to_path_buf()]));
         let options = Options {
             dry_run: true,
@@ -451,4 +475,127 @@ async fn a_tick_and_the_aws_calls_are_small_futures(pool: PgPool) {
     for (call, size) in sizes {
         assert!(size <= 2048, "{call} is a future of {size} bytes");
     }
+}
+
+/// Work hours that close at 11:05 UTC every day; a busy GPU defers the stop.
+const CLOSE_AT_11_05: &str = r#"
+policies:
+  - name: dev-hours
+    match: {tags: {team: research}}
+    work_hours:
+      timezone: UTC
+      periods:
+        - {days: mon-sun, start: "08:00", stop: "11:05"}
+      outside_hours: stop
+      busy_defers_stop: true
+"#;
+
+/// An idle rule that takes a window without data for idle.
+const IDLE_WHEN_MISSING: &str = r#"
+policies:
+  - name: idle-boxes
+    match: {tags: {team: research}}
+    idle: {gpu_below: 5, for: 30m, missing_metrics: idle}
+"#;
+
+/// How many instances a decision would stop, hibernate or otherwise change.
+fn acted(report: &TickReport) -> usize {
+    report
+        .decided
+        .iter()
+        .filter(|((action, _), _)| *action != "none")
+        .map(|(_, n)| n)
+        .sum()
+}
+
+/// Busy boxes (90 %) read at 11:00:30, inside hours; after the 11:05 close CloudWatch answers
+/// HTTP 200 but marks each box's query `status`, with no readings. The newest kept reading
+/// (11:00, busy) is the one that period's read starts from: it must not be dropped, and the
+/// boxes must not be taken for "read, not busy". Nothing is stopped; once CloudWatch answers
+/// again, in the same period, they are asked again and the stop is deferred for busy.
+async fn a_failed_query_at_the_close_stops_nothing(pool: PgPool, status: StatusCode) {
+    let (store, leader) = store(pool).await;
+    let cloudwatch = Arc::new(CloudWatch::default());
+    *cloudwatch.values.lock().unwrap() = (0..12)
+        .map(|k| (t("2026-11-30T10:10:00Z") + Duration::minutes(5 * k), 90.0))
+        .collect();
+    let plane = Plane::with_policy(&store, leader, 2, &cloudwatch, CLOSE_AT_11_05).await;
+    let open = plane.tick("2026-11-30T11:00:30Z").await;
+    assert_eq!(acted(&open), 0, "{}", open.headline());
+    cloudwatch.take();
+
+    *cloudwatch.query_status.lock().unwrap() = Some(status.clone());
+    let closed = plane.tick("2026-11-30T11:05:30Z").await;
+    assert_eq!(metrics(&cloudwatch.take()), 2);
+    assert_eq!(acted(&closed), 0, "{status:?}: {:?}", closed.decided);
+    assert_eq!(
+        decided(&closed, "metrics_unreadable"),
+        2,
+        "{:?}",
+        closed.decided
+    );
+    assert_eq!(closed.gpu_read_failures.len(), 1);
+    assert_eq!(closed.gpu_read_failures[0].instances, 2);
+    assert!(
+        closed.gpu_read_failures[0].error.contains(status.as_str()),
+        "{}",
+        closed.gpu_read_failures[0].error
+    );
+
+    // Not read this period: the next tick asks again, from the kept 11:00 reading.
+    *cloudwatch.query_status.lock().unwrap() = None;
+    let again = plane.tick("2026-11-30T11:06:30Z").await;
+    let calls = cloudwatch.take();
+    assert_eq!(metrics(&calls), 2);
+    assert!(calls.iter().all(|c| c.start == t("2026-11-30T11:00:00Z")));
+    assert_eq!(decided(&again, "busy_deferred"), 2, "{:?}", again.decided);
+    assert_eq!(acted(&again), 0);
+}
+
+#[sqlx::test(migrations = false)]
+async fn an_internal_error_query_at_the_close_stops_nothing(pool: PgPool) {
+    a_failed_query_at_the_close_stops_nothing(pool, StatusCode::InternalError).await;
+}
+
+#[sqlx::test(migrations = false)]
+async fn a_forbidden_query_at_the_close_stops_nothing(pool: PgPool) {
+    a_failed_query_at_the_close_stops_nothing(pool, StatusCode::Forbidden).await;
+}
+
+/// Busy boxes whose first read comes back with each query marked `status`: under
+/// `missing_metrics: idle` a read that found nothing would stop them; a failed read is not
+/// such a read, so nothing is stopped, and the next tick asks again and sees them busy.
+async fn a_failed_query_is_not_missing_metrics(pool: PgPool, status: StatusCode) {
+    let (store, leader) = store(pool).await;
+    let cloudwatch = Arc::new(CloudWatch::default());
+    *cloudwatch.values.lock().unwrap() = (0..12)
+        .map(|k| (t("2026-11-30T10:20:00Z") + Duration::minutes(5 * k), 90.0))
+        .collect();
+    *cloudwatch.query_status.lock().unwrap() = Some(status.clone());
+    let plane = Plane::with_policy(&store, leader, 2, &cloudwatch, IDLE_WHEN_MISSING).await;
+    let failed = plane.tick("2026-11-30T11:00:30Z").await;
+    assert_eq!(metrics(&cloudwatch.take()), 2);
+    assert_eq!(acted(&failed), 0, "{status:?}: {:?}", failed.decided);
+    assert_eq!(decided(&failed, "idle_metrics_missing"), 0);
+    assert_eq!(
+        decided(&failed, "metrics_unreadable"),
+        2,
+        "{:?}",
+        failed.decided
+    );
+
+    *cloudwatch.query_status.lock().unwrap() = None;
+    let again = plane.tick("2026-11-30T11:01:30Z").await;
+    assert_eq!(metrics(&cloudwatch.take()), 2);
+    assert_eq!(decided(&again, "not_idle"), 2, "{:?}", again.decided);
+}
+
+#[sqlx::test(migrations = false)]
+async fn an_internal_error_query_is_not_missing_metrics(pool: PgPool) {
+    a_failed_query_is_not_missing_metrics(pool, StatusCode::InternalError).await;
+}
+
+#[sqlx::test(migrations = false)]
+async fn a_forbidden_query_is_not_missing_metrics(pool: PgPool) {
+    a_failed_query_is_not_missing_metrics(pool, StatusCode::Forbidden).await;
 }

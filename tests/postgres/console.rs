@@ -526,6 +526,14 @@ async fn the_savings_page_charts_and_tables_the_reports_dollars(pool: PgPool) {
     let (status, _, body) = console.get("/savings?since=someday").await;
     assert_eq!(status, StatusCode::BAD_REQUEST);
     assert!(body.contains("since: "), "{body}");
+    let (status, _, body) = console
+        .get("/savings?since=0001-01-01T00:00:00Z&until=9999-12-31T00:00:00Z")
+        .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    assert!(body.contains("is after now"), "{body}");
+    let (status, _, body) = console.get("/savings?since=0001-01-01T00:00:00Z").await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    assert!(body.contains("at most 400 days"), "{body}");
 }
 
 #[sqlx::test(migrations = false)]

@@ -15,6 +15,7 @@ mod fallback;
 mod history;
 mod listener;
 mod pacing;
+mod prometheus_answers;
 mod replay_store;
 mod report;
 mod retry;

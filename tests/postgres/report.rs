@@ -73,10 +73,21 @@ fn check(json: &Value) {
     assert_eq!(json["tag_keys"], serde_json::json!(["team"]));
 }
 
-/// Runs `ebb report ARGS` on the test's database with the price table.
+/// What time it is for `ebb report`: after every window of these tests (a window may not
+/// end after now), whatever the date.
+const NOW: &str = "2026-12-10T00:00:00Z";
+
+/// Runs `ebb report ARGS` on the test's database with the price table, at [`NOW`] unless
+/// `ARGS` say when.
 fn ebb_report(pool: &PgPool, prices: &std::path::Path, args: &[&str]) -> (bool, String, String) {
+    let at: &[&str] = if args.contains(&"--at") {
+        &[]
+    } else {
+        &["--at", NOW]
+    };
     let args: Vec<&str> = std::iter::once("report")
         .chain(args.iter().copied())
+        .chain(at.iter().copied())
         .collect();
     let out = common::Ebb::on(&database_url(pool))
         .env("EBB_PRICES", prices)
@@ -232,6 +243,45 @@ async fn get_v1_report_gives_the_same_json_as_the_command_with_a_read_token(pool
     assert!(
         body["error"].as_str().unwrap().starts_with("since: "),
         "{body}"
+    );
+
+    // A window of centuries, or one that ends after now, is refused before any work: a 400
+    // that says what the limits are.
+    for (query, says) in [
+        (
+            "since=0001-01-01T00:00:00Z&until=9999-12-31T00:00:00Z",
+            "until: 9999-12-31T00:00:00+00:00 is after now",
+        ),
+        ("since=0001-01-01T00:00:00Z", "at most 400 days"),
+        ("since=401d", "at most 400 days"),
+    ] {
+        let refused = http
+            .get(format!("{base}/v1/report?{query}"))
+            .bearer_auth("0123456789abcdef")
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(refused.status(), 400, "{query}");
+        let body: Value = refused.json().await.unwrap();
+        assert!(
+            body["error"].as_str().unwrap().contains(says),
+            "{query}: {body}"
+        );
+    }
+    let year: Value = http
+        .get(format!("{base}/v1/report?since=400d"))
+        .bearer_auth("0123456789abcdef")
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    // 400 days to the API's now (midnight): a row for each, and the two days above in them.
+    assert_eq!(year["days"].as_array().unwrap().len(), 400, "{year}");
+    assert!(
+        year["total"]["saved_usd"].as_f64().unwrap() >= 1090.0,
+        "{year}"
     );
 }
 

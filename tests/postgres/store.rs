@@ -600,6 +600,20 @@ async fn overrides_are_audited_handed_to_the_engine_and_expire(pool: PgPool) {
             ("override_revoked", "ops", Some("i-00002"))
         ]
     );
+
+    // An instance's page reads its own overrides, revoked ones too, newest first.
+    let third = store
+        .create_override("i-00002", now + Duration::hours(2), "again", "li", now)
+        .await
+        .unwrap();
+    let of_second: Vec<i64> = store
+        .overrides_of("i-00002")
+        .await
+        .unwrap()
+        .iter()
+        .map(|o| o.id)
+        .collect();
+    assert_eq!(of_second, [third.id, second.id]);
 }
 
 #[tokio::test]

@@ -4,7 +4,7 @@
 //! one query per instance gives the maximum over its GPUs, and 500 instances fit in a call.
 
 use super::{cloud_error, to_chrono, to_smithy, AwsProvider, GpuMetric};
-use crate::cloud::CloudError;
+use crate::cloud::{CloudError, GpuReadings};
 use crate::fleet::Sample;
 use aws_sdk_cloudwatch::types::{
     Dimension, Metric, MetricDataQuery, MetricDataResult, MetricStat, ScanBy, StatusCode,
@@ -17,19 +17,20 @@ use std::collections::BTreeMap;
 pub(super) const QUERIES_PER_CALL: usize = 500;
 
 impl AwsProvider {
-    /// Runs `queries` (query `i<n>` reads `chunk[n]`) over every page of the window; the
-    /// samples by query number, in the order CloudWatch gave them.
+    /// Runs `queries` (query `i<n>` reads `chunk[n]`) over every page of the window, and adds
+    /// what they found of each instance of `chunk` to `readings`: its samples (sorted, one per
+    /// time) when its query ended `Complete`, otherwise the instance as unread.
     pub(super) async fn read_metric_pages(
         &self,
         cloudwatch: &aws_sdk_cloudwatch::Client,
         queries: Vec<MetricDataQuery>,
         chunk: &[String],
-        from: DateTime<Utc>,
-        to: DateTime<Utc>,
-    ) -> Result<BTreeMap<usize, Vec<Sample>>, CloudError> {
+        (from, to): (DateTime<Utc>, DateTime<Utc>),
+        readings: &mut GpuReadings,
+    ) -> Result<(), CloudError> {
         // A long window can need several pages; each page carries more points of the same
-        // queries.
-        let mut points: BTreeMap<usize, Vec<Sample>> = BTreeMap::new();
+        // queries, and each query's status on its last page is its status.
+        let mut answers: BTreeMap<usize, Answered> = BTreeMap::new();
         let mut token: Option<String> = None;
         loop {
             self.count("GetMetricData");
@@ -45,14 +46,72 @@ impl AwsProvider {
                 .await
                 .map_err(|e| cloud_error("GetMetricData", e))?;
             for result in page.metric_data_results() {
-                add_samples(result, chunk, &mut points);
+                add_result(result, chunk, &mut answers);
             }
             match page.next_token() {
                 Some(next) if !next.is_empty() => token = Some(next.to_string()),
                 _ => break,
             }
         }
-        Ok(points)
+        for (n, id) in chunk.iter().enumerate() {
+            match answers.remove(&n) {
+                Some(Answered {
+                    mut samples,
+                    status: Some(StatusCode::Complete),
+                    ..
+                }) => {
+                    // Pages and scan order are CloudWatch's business: the engine wants oldest
+                    // first, one reading per time.
+                    samples.sort_by_key(|s| s.at);
+                    samples.dedup_by_key(|s| s.at);
+                    readings.samples.insert(id.clone(), samples);
+                }
+                Some(answered) => {
+                    let why = answered.failure();
+                    tracing::warn!(instance = %id, "cannot read GPU utilisation: {why}");
+                    readings.unread.insert(id.clone(), why);
+                }
+                None => {
+                    let why =
+                        "CloudWatch's GetMetricData answer has no result for this instance's query"
+                            .to_string();
+                    tracing::warn!(instance = %id, "cannot read GPU utilisation: {why}");
+                    readings.unread.insert(id.clone(), why);
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// What the pages of a GetMetricData call said of one query.
+#[derive(Debug, Default)]
+struct Answered {
+    /// Its finite readings, in the order CloudWatch gave them.
+    samples: Vec<Sample>,
+    /// Its status on the last page that had it.
+    status: Option<StatusCode>,
+    /// The messages CloudWatch gave with it.
+    messages: Vec<String>,
+}
+
+impl Answered {
+    /// Why a query that did not end `Complete` is a failed read.
+    fn failure(&self) -> String {
+        let status = self.status.as_ref().map_or("no status", |s| s.as_str());
+        let said = if self.messages.is_empty() {
+            String::new()
+        } else {
+            format!(": {}", self.messages.join("; "))
+        };
+        let partial = if self.status == Some(StatusCode::PartialData) {
+            " (its last page still said more data was to come)"
+        } else {
+            ""
+        };
+        format!(
+            "CloudWatch answered {status} for this instance's GetMetricData query{partial}{said}"
+        )
     }
 }
 
@@ -87,12 +146,12 @@ pub(super) fn gpu_queries(
         .collect()
 }
 
-/// Adds the finite readings of one query's `result` to `points`, under its query number;
-/// results that name no query of `chunk` are skipped.
-fn add_samples(
+/// Adds one query's `result` to `answers`, under its query number; results that name no
+/// query of `chunk` are skipped.
+fn add_result(
     result: &MetricDataResult,
     chunk: &[String],
-    points: &mut BTreeMap<usize, Vec<Sample>>,
+    answers: &mut BTreeMap<usize, Answered>,
 ) {
     let Some(n) = result
         .id()
@@ -102,15 +161,14 @@ fn add_samples(
     else {
         return;
     };
-    if let Some(StatusCode::InternalError | StatusCode::Forbidden) = result.status_code() {
-        tracing::warn!(
-            instance = %chunk[n],
-            messages = ?result.messages(),
-            "CloudWatch returned no GPU data"
-        );
-    }
-    let samples = points.entry(n).or_default();
-    samples.extend(
+    let answered = answers.entry(n).or_default();
+    answered.status = result.status_code().cloned();
+    answered.messages.extend(result.messages().iter().map(|m| {
+        format!("{} {}", m.code().unwrap_or(""), m.value().unwrap_or(""))
+            .trim()
+            .to_string()
+    }));
+    answered.samples.extend(
         result
             .timestamps()
             .iter()

@@ -11,10 +11,11 @@ use super::spot::{
 use super::{cloud_error, tag_map, AwsProvider, Known};
 use crate::cloud::pacing::Key;
 use crate::cloud::{
-    ActionReport, Artifact, CloudError, ErrorKind, Failed, Image, ImageMade, ImageState,
-    InstanceStatus, Inventory, Launch, LaunchSpec, Provider, ScopeFailure, StopKind, TypePrice,
+    ActionReport, Artifact, CloudError, ErrorKind, Failed, GpuReadings, Image, ImageMade,
+    ImageState, InstanceStatus, Inventory, Launch, LaunchSpec, Provider, ScopeFailure, StopKind,
+    TypePrice,
 };
-use crate::fleet::{Instance, Sample};
+use crate::fleet::Instance;
 use aws_sdk_ec2::error::ProvideErrorMetadata;
 use aws_sdk_ec2::operation::RequestId;
 use aws_sdk_ec2::types::{AttributeValue, Filter, ImageState as Ec2ImageState, Tag};
@@ -136,7 +137,7 @@ impl Provider for AwsProvider {
         instances: &[String],
         from: DateTime<Utc>,
         to: DateTime<Utc>,
-    ) -> Result<HashMap<String, Vec<Sample>>, CloudError> {
+    ) -> Result<GpuReadings, CloudError> {
         let (groups, unwatched) = self.group_by_scope(region, instances, "GetMetricData");
         if let Some(failed) = unwatched.failed.into_iter().next() {
             return Err(failed.error);
@@ -145,21 +146,13 @@ impl Provider for AwsProvider {
         let period = i32::try_from(metric.period.as_secs())
             .unwrap_or(300)
             .max(60);
-        let mut readings: HashMap<String, Vec<Sample>> = HashMap::new();
+        let mut readings = GpuReadings::default();
         for (index, ids) in groups {
             let cloudwatch = &self.scopes[index].cloudwatch;
             for chunk in ids.chunks(QUERIES_PER_CALL) {
                 let queries = gpu_queries(metric, period, chunk);
-                let points = self
-                    .read_metric_pages(cloudwatch, queries, chunk, from, to)
+                self.read_metric_pages(cloudwatch, queries, chunk, (from, to), &mut readings)
                     .await?;
-                for (n, mut samples) in points {
-                    // Pages and scan order are CloudWatch's business: the engine wants oldest
-                    // first, one reading per time.
-                    samples.sort_by_key(|s| s.at);
-                    samples.dedup_by_key(|s| s.at);
-                    readings.insert(chunk[n].clone(), samples);
-                }
             }
         }
         Ok(readings)

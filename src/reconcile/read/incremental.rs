@@ -131,11 +131,25 @@ impl<P: Provider> Reconciler<P> {
                 .await
             {
                 Ok(mut found) => {
+                    let mut unread = Vec::new();
                     for i in group {
                         let instance = &mut fleet.instances[i];
-                        let new = found.remove(&instance.id).unwrap_or_default();
+                        if let Some(why) = found.unread.remove(&instance.id) {
+                            // Its own query failed: unknown, and what Postgres keeps of it
+                            // stays as it is, to be read again by the next tick.
+                            unread.push((instance.id.clone(), why));
+                            continue;
+                        }
+                        let new = found.samples.remove(&instance.id).unwrap_or_default();
+                        // An answer without readings is not a read of this period: the next
+                        // tick asks again (late datapoints), and nothing kept is dropped.
+                        if !new.is_empty() {
+                            read.fresh.insert(instance.id.clone(), start);
+                        }
                         instance.gpu_util = merged(kept.remove(&instance.id), new, start);
-                        read.fresh.insert(instance.id.clone(), start);
+                    }
+                    for (id, why) in unread {
+                        read.unread(fleet, region, vec![id], why);
                     }
                 }
                 Err(err) => read.unread(fleet, region, ids, err.to_string()),
@@ -157,13 +171,16 @@ fn read_start(kept: &[Sample], from: DateTime<Utc>) -> DateTime<Utc> {
     }
 }
 
-/// The `kept` readings before `start`, then the `new` ones (read from `start` on, in place
-/// of those kept of the same periods), oldest first.
+/// The `kept` readings with the `new` ones (read from `start` on) in place of those kept of
+/// the same periods, oldest first. A kept reading the new answer lacks stays: an answer that
+/// left a period out does not make the box's busy minutes disappear.
 fn merged(kept: Option<Vec<Sample>>, new: Vec<Sample>, start: DateTime<Utc>) -> Vec<Sample> {
-    let mut samples = kept.unwrap_or_default();
-    samples.truncate(samples.partition_point(|s| s.at < start));
-    samples.extend(new.into_iter().filter(|s| s.at >= start));
+    let mut samples: Vec<Sample> = new.into_iter().filter(|s| s.at >= start).collect();
+    samples.extend(kept.unwrap_or_default());
+    // A stable sort keeps the new reading of a period before the kept one, and `dedup` keeps
+    // the first of each.
     samples.sort_by_key(|s| s.at);
+    samples.dedup_by_key(|s| s.at);
     samples
 }
 
@@ -190,6 +207,19 @@ mod tests {
         let samples = merged(Some(kept), new, t("2026-11-30T11:10:00Z"));
         let percents: Vec<f64> = samples.iter().map(|s| s.percent).collect();
         assert_eq!(percents, [1.0, 2.0, 40.0, 4.0]);
+    }
+
+    #[test]
+    fn an_answer_without_a_kept_period_does_not_drop_it() {
+        // 11:10 was busy when kept; the answer read from 11:10 lacks it (or is empty): the
+        // busy reading stays, and a newer one is added.
+        let kept = vec![at("11:05", 2.0), at("11:10", 97.0)];
+        let start = t("2026-11-30T11:10:00Z");
+        let samples = merged(Some(kept.clone()), vec![], start);
+        assert_eq!(samples, kept);
+        let samples = merged(Some(kept), vec![at("11:15", 3.0)], start);
+        let percents: Vec<f64> = samples.iter().map(|s| s.percent).collect();
+        assert_eq!(percents, [2.0, 97.0, 3.0]);
     }
 
     #[test]
