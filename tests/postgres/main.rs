@@ -13,6 +13,7 @@ mod console;
 mod demo;
 mod fallback;
 mod history;
+mod leadership;
 mod pacing;
 mod replay_store;
 mod report;
