@@ -82,6 +82,17 @@ need_prometheus() {
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus >/dev/null
 }
 
+# PgBouncer, for the test of leadership behind a pooler (tests/external/pooler.rs, which starts
+# its own in front of the tests' Postgres): Debian's pgbouncer package, installed when missing.
+need_pgbouncer() {
+  if command -v pgbouncer >/dev/null 2>&1; then
+    return
+  fi
+  echo "installing PgBouncer (apt-get)..." >&2
+  apt-get update -qq >/dev/null
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends pgbouncer >/dev/null
+}
+
 stop_postgres() {
   "${EBB_PG_STOP[@]}" >/dev/null 2>&1 || true
   rm -rf "$EBB_PG_DIR"

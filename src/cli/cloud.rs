@@ -23,6 +23,26 @@ pub(super) trait OnCloud {
 }
 
 impl CloudArgs {
+    /// Whether the chosen cloud is AWS at an endpoint off this machine: the real EC2 unless
+    /// `AWS_ENDPOINT_URL_EC2` (or `AWS_ENDPOINT_URL`, as the SDK reads them) names a loopback
+    /// address, as for an emulator such as moto.
+    pub(super) fn is_remote_aws(&self) -> bool {
+        let endpoint = ["AWS_ENDPOINT_URL_EC2", "AWS_ENDPOINT_URL"]
+            .iter()
+            .find_map(|name| std::env::var(name).ok().filter(|v| !v.is_empty()));
+        let loopback = endpoint
+            .and_then(|url| reqwest::Url::parse(&url).ok())
+            .is_some_and(|url| match url.host_str() {
+                Some("localhost") => true,
+                Some(host) => host
+                    .trim_matches(['[', ']'])
+                    .parse::<std::net::IpAddr>()
+                    .is_ok_and(|ip| ip.is_loopback()),
+                None => false,
+            });
+        matches!(self.cloud, CloudChoice::Aws) && !loopback
+    }
+
     /// Connects the provider (a simulated fleet runs on `clock`) and runs `command` on it.
     pub(super) async fn run<C: OnCloud>(self, clock: Clock, command: C) -> Result<C::Output> {
         match self.choice.cloud {

@@ -246,6 +246,14 @@ pub(super) async fn tick(
     reconcile: ReconcileArgs,
     checkpoints: CheckpointArgs,
 ) -> Result<ExitCode> {
+    if at.is_some() && !reconcile.dry_run && reconcile.cloud.is_remote_aws() {
+        bail!(
+            "--at acts on AWS as if it were then: a future time ends spot originals and deletes \
+             their images before their time, a past one stops and starts by old hours; add \
+             --dry-run to see what that tick would decide, or point AWS_ENDPOINT_URL at an EC2 \
+             emulator on this machine"
+        );
+    }
     let at = at.unwrap_or_else(Utc::now);
     let metrics = crate::metrics::Metrics::default();
     let publisher = checkpoints

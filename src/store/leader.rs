@@ -7,27 +7,50 @@
 use super::audit::append_in;
 use super::audit_entry::{AuditEntry, NewAuditEntry};
 use super::overrides::{protecting_in, OverrideRecord};
-use super::{connect_within, Result, Store};
+use super::{connect_within, Result, Store, StoreError};
 use crate::engine::{Action, Code};
 use chrono::{DateTime, Utc};
-use sqlx::{Connection, PgConnection};
+use sqlx::{Connection, PgConnection, Row};
 use std::time::Duration;
 
 /// Proof of leadership: the session that holds the lock.
 ///
-/// The session has the store's statement, lock and idle-in-transaction limits, but no
-/// `idle_session_timeout`: it is idle between ticks, outside any transaction (the lock is
-/// session-level), and must stay open for as long as the replica leads. The server's TCP
-/// keepalives end it when the replica is cut off, which frees the lock for another replica.
+/// The session has the store's statement, lock and idle-in-transaction limits, but
+/// `idle_session_timeout` is off on it whatever the role or database sets: it is idle between
+/// ticks, outside any transaction (the lock is session-level), and must stay open for as long
+/// as the replica leads. The server's TCP keepalives end it when the replica is cut off, which
+/// frees the lock for another replica.
 pub struct Leadership {
     conn: PgConnection,
+    /// The server process of the session that took the lock: every later check asks that the
+    /// statement ran in that same session and that the session still holds the lock.
+    pid: i32,
     /// How long the liveness round trip may take.
     ping: Duration,
 }
 
+/// Whether the session running the statement holds the leader's lock, and its server process.
+/// The lock's key is a bigint, which `pg_locks` shows as two 32-bit halves.
+const LOCK_HELD: &str = "SELECT pg_backend_pid() AS pid, EXISTS (
+    SELECT 1 FROM pg_locks
+    WHERE locktype = 'advisory' AND granted AND objsubid = 1
+      AND pid = pg_backend_pid()
+      AND database = (SELECT oid FROM pg_database WHERE datname = current_database())
+      AND classid::bigint = (hashtext('ebb.leader')::bigint >> 32) & 4294967295
+      AND objid::bigint = hashtext('ebb.leader')::bigint & 4294967295
+) AS held";
+
+/// Turns off `idle_session_timeout` (Postgres 14 and later) for this session only.
+const NO_IDLE_SESSION_TIMEOUT: &str = "SELECT set_config('idle_session_timeout', '0', false)
+    FROM pg_settings WHERE name = 'idle_session_timeout'";
+
 impl Store {
     /// Tries to become the leader as `name` (shown in `pg_stat_activity`); `None` when another
-    /// replica leads.
+    /// replica leads. Refuses a session that a pooler shares with other clients
+    /// ([`StoreError::SharedSession`]), where a session-level lock would be no lock at all.
+    ///
+    /// These statements use the simple query protocol: a pooler in transaction mode may not
+    /// keep prepared statements, and the refusal must say why rather than fail on one.
     pub async fn try_lead(&self, name: &str) -> Result<Option<Leadership>> {
         let options = self
             .pool
@@ -36,41 +59,91 @@ impl Store {
             .clone()
             .application_name(&format!("ebb leader {name}"));
         let mut conn = connect_within(&options, self.timeouts.connect).await?;
-        let held: bool = sqlx::query_scalar("SELECT pg_try_advisory_lock(hashtext('ebb.leader'))")
+        sqlx::raw_sql(NO_IDLE_SESSION_TIMEOUT)
+            .execute(&mut conn)
+            .await?;
+        let (pid, already) = lock_held(&mut conn).await?;
+        // A fresh session cannot hold the lock already; nor can two connections share a server
+        // process, unless a pooler hands one session to several clients.
+        let mut probe = connect_within(&options, self.timeouts.connect).await?;
+        let (probe_pid, _) = lock_held(&mut probe).await?;
+        probe.close().await?;
+        if already || probe_pid == pid {
+            conn.close().await?;
+            return Err(StoreError::SharedSession {
+                evidence: if already {
+                    format!(
+                        "a new connection's server session {pid} already held the leader's lock"
+                    )
+                } else {
+                    format!("two new connections were given the same server session {pid}")
+                },
+            });
+        }
+        let row = sqlx::raw_sql("SELECT pg_try_advisory_lock(hashtext('ebb.leader')) AS locked")
             .fetch_one(&mut conn)
             .await?;
-        if held {
-            Ok(Some(Leadership {
-                conn,
-                ping: self.timeouts.connect,
-            }))
-        } else {
+        let locked: bool = row.try_get("locked")?;
+        if !locked {
             conn.close().await?;
-            Ok(None)
+            return Ok(None);
         }
+        let (now_pid, held) = lock_held(&mut conn).await?;
+        if now_pid != pid || !held {
+            conn.close().await?;
+            return Err(StoreError::SharedSession {
+                evidence: format!(
+                    "the lock was taken in server session {pid}, and the next statement ran in {now_pid}"
+                ),
+            });
+        }
+        Ok(Some(Leadership {
+            conn,
+            pid,
+            ping: self.timeouts.connect,
+        }))
     }
 }
 
+/// Fails unless `tx` runs in the session `pid` that took the lock and that session still holds
+/// it: the intents it writes are then a leader's.
+async fn check_lock(tx: &mut PgConnection, pid: i32) -> Result<()> {
+    match lock_held(tx).await? {
+        (now, true) if now == pid => Ok(()),
+        _ => Err(StoreError::LockLost),
+    }
+}
+
+/// The server process of the session `conn` runs in, and whether it holds the leader's lock.
+async fn lock_held(conn: &mut PgConnection) -> Result<(i32, bool)> {
+    let row = sqlx::raw_sql(LOCK_HELD).fetch_one(conn).await?;
+    Ok((row.try_get("pid")?, row.try_get("held")?))
+}
+
 impl Leadership {
-    /// Whether the lock is still held: it is as long as its session is alive. A session that
-    /// does not answer within the connect timeout counts as lost: across a network partition
-    /// the round trip would otherwise wait for the kernel's retransmission timeout.
+    /// Whether the lock is still held, as `pg_locks` shows it for the session that took it. A
+    /// session that does not answer within the connect timeout counts as lost: across a network
+    /// partition the round trip would otherwise wait for the kernel's retransmission timeout.
     pub async fn held(&mut self) -> bool {
-        let ping = sqlx::query("SELECT 1").execute(&mut self.conn);
-        matches!(tokio::time::timeout(self.ping, ping).await, Ok(Ok(_)))
+        let check = lock_held(&mut self.conn);
+        matches!(
+            tokio::time::timeout(self.ping, check).await,
+            Ok(Ok((pid, true))) if pid == self.pid
+        )
     }
 
     /// Appends intents on the leader's session, as one transaction; fails once leadership is
     /// lost.
     pub async fn append_intents(&mut self, entries: &[NewAuditEntry]) -> Result<Vec<AuditEntry>> {
         let mut tx = self.conn.begin().await?;
+        check_lock(&mut tx, self.pid).await?;
         let rows = append_in(&mut tx, entries).await?;
         tx.commit().await?;
         Ok(rows)
     }
 
-    /// Right before one cloud call, as one transaction on the leader's session (which proves
-    /// that this replica still leads: the lock lives and dies with the session): re-reads the
+    /// Right before one cloud call, as one transaction on the leader's session that first checks,
+    /// in `pg_locks`, that this very session still holds the lock: re-reads the
     /// overrides of the instances that `intents` would stop (or give notice of a stop), and
     /// commits the intents of those that no override protects at `now`. An override made after
     /// the tick decided is honoured by the tick's later calls; a replica that no longer leads
@@ -81,6 +154,7 @@ impl Leadership {
         now: DateTime<Utc>,
     ) -> Result<Fenced> {
         let mut tx = self.conn.begin().await?;
+        check_lock(&mut tx, self.pid).await?;
         let stops: Vec<String> = intents
             .iter()
             .filter(|e| stops_instance(e))

@@ -177,6 +177,17 @@ pub enum StoreError {
     /// A statement failed.
     #[error("database error: {0}")]
     Db(#[from] sqlx::Error),
+    /// The leader's session is shared with other clients: a transaction-mode pooler
+    /// (PgBouncer, RDS Proxy) hands one server session to several clients, so a session-level
+    /// advisory lock would be "held" by every replica routed to it.
+    #[error("DATABASE_URL goes through a connection pooler in transaction or statement mode ({evidence}): ebb's leader election needs a session of its own; connect ebb directly to Postgres, or through a pooler in session mode (PgBouncer pool_mode=session)")]
+    SharedSession {
+        /// What showed it.
+        evidence: String,
+    },
+    /// The leader's session no longer holds the advisory lock, though the session answers.
+    #[error("this replica's database session no longer holds the leader's lock: not acting")]
+    LockLost,
     /// An override id that does not exist (or was already revoked).
     #[error("no active override with id {0} (see ebb override --list)")]
     NoSuchOverride(i64),

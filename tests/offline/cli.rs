@@ -471,6 +471,54 @@ fn settings_for_a_real_cloud_are_refused_with_the_simulated_fleet_and_back() {
     );
 }
 
+/// `ebb tick --at` acts as if it were then: against the real EC2 only as a dry run. The refusal
+/// comes first, before the database or the cloud is reached; an emulator on this machine (moto,
+/// as the tests run it) may be ticked at any time.
+#[test]
+fn tick_at_another_time_against_aws_needs_a_dry_run() {
+    let tick = |extra: &[&str], endpoint: Option<&str>| {
+        let mut args = vec![
+            "tick",
+            "--policies",
+            "policies",
+            "--at",
+            "2030-01-07T09:00:00Z",
+        ];
+        args.extend(extra);
+        crate::common::ebb_with(&args, |c| {
+            c.env("EBB_CLOUD", "aws")
+                .env("DATABASE_URL", "postgres://nobody@127.0.0.1:9/none")
+                .env("EBB_DB_CONNECT_TIMEOUT", "2s")
+                .env_remove("AWS_ENDPOINT_URL_EC2")
+                .env_remove("AWS_ENDPOINT_URL");
+            if let Some(url) = endpoint {
+                c.env("AWS_ENDPOINT_URL", url);
+            }
+        })
+    };
+    let refused = "--at acts on AWS as if it were then";
+    let o = tick(&[], None);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains(refused), "{}", stderr(&o));
+    assert!(stderr(&o).contains("add --dry-run"), "{}", stderr(&o));
+    let o = tick(&[], Some("https://ec2.us-east-1.amazonaws.com"));
+    assert!(stderr(&o).contains(refused), "{}", stderr(&o));
+    // Past the check, each goes on to the database, which is not there.
+    for o in [
+        tick(&["--dry-run"], None),
+        tick(&[], Some("http://127.0.0.1:5000")),
+        tick(&[], Some("http://[::1]:5000")),
+    ] {
+        assert_eq!(o.status.code(), Some(2));
+        assert!(!stderr(&o).contains(refused), "{}", stderr(&o));
+        assert!(
+            stderr(&o).contains("cannot connect to the database"),
+            "{}",
+            stderr(&o)
+        );
+    }
+}
+
 /// The binary's allocator returns freed memory at once (`ebb serve`'s resident memory in
 /// BENCHMARKS.md depends on it), and the environment can still override that.
 #[test]

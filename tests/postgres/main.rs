@@ -13,6 +13,7 @@ mod console;
 mod demo;
 mod fallback;
 mod history;
+mod leadership;
 mod listener;
 mod pacing;
 mod prometheus_answers;
