@@ -40,7 +40,7 @@ impl CloudArgs {
                     .is_ok_and(|ip| ip.is_loopback()),
                 None => false,
             });
-        matches!(self.cloud, CloudChoice::Aws) && !loopback
+        matches!(self.choice.cloud, CloudChoice::Aws) && !loopback
     }
 
     /// Connects the provider (a simulated fleet runs on `clock`) and runs `command` on it.

@@ -3,7 +3,7 @@
 //! advisory lock taken through it would be "held" by every replica routed to that session.
 //! ebb refuses to lead through it, saying why, and leaves no lock behind.
 
-use crate::common::{self, ebb_with};
+use crate::common::{self, Ebb};
 use ebb::store::{Store, StoreError};
 use sqlx::PgPool;
 use std::path::Path;
@@ -171,10 +171,9 @@ async fn a_session_pooler_is_a_session_of_its_own_and_leads(pool: PgPool) {
 #[sqlx::test]
 async fn ebb_tick_through_a_transaction_pooler_says_to_connect_directly(pool: PgPool) {
     let bouncer = pgbouncer(&pool, "transaction").await;
-    let o = ebb_with(&["tick", "--policies", "policies"], |c| {
-        c.env("DATABASE_URL", &bouncer.url)
-            .env("EBB_CLOUD", "sim:deploy/demo-fleet.yaml");
-    });
+    let o = Ebb::on(&bouncer.url)
+        .env("EBB_CLOUD", "sim:deploy/demo-fleet.yaml")
+        .run(&["tick", "--policies", "policies"]);
     let stderr = String::from_utf8_lossy(&o.stderr);
     assert_eq!(o.status.code(), Some(2), "{stderr}");
     assert!(

@@ -485,16 +485,15 @@ fn tick_at_another_time_against_aws_needs_a_dry_run() {
             "2030-01-07T09:00:00Z",
         ];
         args.extend(extra);
-        crate::common::ebb_with(&args, |c| {
-            c.env("EBB_CLOUD", "aws")
-                .env("DATABASE_URL", "postgres://nobody@127.0.0.1:9/none")
-                .env("EBB_DB_CONNECT_TIMEOUT", "2s")
-                .env_remove("AWS_ENDPOINT_URL_EC2")
-                .env_remove("AWS_ENDPOINT_URL");
-            if let Some(url) = endpoint {
-                c.env("AWS_ENDPOINT_URL", url);
-            }
-        })
+        let mut ebb = crate::common::Ebb::on("postgres://nobody@127.0.0.1:9/none")
+            .env("EBB_CLOUD", "aws")
+            .env("EBB_DB_CONNECT_TIMEOUT", "2s")
+            .env_remove("AWS_ENDPOINT_URL_EC2")
+            .env_remove("AWS_ENDPOINT_URL");
+        if let Some(url) = endpoint {
+            ebb = ebb.env("AWS_ENDPOINT_URL", url);
+        }
+        ebb.run(&args)
     };
     let refused = "--at acts on AWS as if it were then";
     let o = tick(&[], None);
