@@ -796,3 +796,67 @@ async fn gpu_readings_are_kept_by_hour_merged_read_back_and_pruned(pool: PgPool)
     let left = store.gpu_readings("i-1", at(0), at(120)).await.unwrap();
     assert_eq!(left.len(), 1);
 }
+
+#[sqlx::test]
+async fn gpu_readings_of_many_instances_keep_each_its_own_slots_across_statements(pool: PgPool) {
+    let store = Store::from_pool(pool.clone());
+    let at = |m: i64| t("2026-11-30T10:00:00Z") + Duration::minutes(m);
+    let reading = |m: i64, percent: f64| ebb::fleet::Sample { at: at(m), percent };
+    // More rows than one statement writes (10,000), each instance with readings of its own,
+    // so that a row given another row's slots, or a statement's rows shifted, shows.
+    let n = 10_050;
+    let ids: Vec<String> = (0..n).map(|i| format!("i-{i:05}")).collect();
+    let percent = |i: usize, slot: i64| (i % 97) as f64 + slot as f64 / 100.0;
+    let first: Vec<Vec<_>> = (0..n)
+        .map(|i| {
+            vec![
+                reading(0, percent(i, 0)),
+                reading(5 * (1 + i as i64 % 11), 0.5),
+            ]
+        })
+        .collect();
+    let by_id: Vec<(&str, &[ebb::fleet::Sample])> = ids
+        .iter()
+        .zip(&first)
+        .map(|(id, s)| (id.as_str(), s.as_slice()))
+        .collect();
+    assert_eq!(store.record_gpu_readings(&by_id).await.unwrap(), n);
+    // A second tick: its slot of the 10:05-10:55 readings replaced, the next hour new, and
+    // the 10:00 readings kept.
+    let second: Vec<Vec<_>> = (0..n)
+        .map(|i| {
+            let slot = 1 + i as i64 % 11;
+            vec![
+                reading(5 * slot, percent(i, slot)),
+                reading(60, percent(i, 12)),
+            ]
+        })
+        .collect();
+    let by_id: Vec<(&str, &[ebb::fleet::Sample])> = ids
+        .iter()
+        .zip(&second)
+        .map(|(id, s)| (id.as_str(), s.as_slice()))
+        .collect();
+    assert_eq!(store.record_gpu_readings(&by_id).await.unwrap(), 2 * n);
+
+    let kept = store.gpu_readings_of(&ids, at(0), at(60)).await.unwrap();
+    assert_eq!(kept.len(), n);
+    for (i, id) in ids.iter().enumerate() {
+        let slot = 1 + i as i64 % 11;
+        let points: Vec<(i64, f64)> = kept[id]
+            .iter()
+            .map(|s| ((s.at - at(0)).num_minutes(), s.percent))
+            .collect();
+        // Readings are kept as `real`: compare at its precision.
+        let expected = [
+            (0, percent(i, 0)),
+            (5 * slot, percent(i, slot)),
+            (60, percent(i, 12)),
+        ];
+        assert_eq!(points.len(), expected.len(), "{id}: {points:?}");
+        for (got, want) in points.iter().zip(expected) {
+            assert_eq!(got.0, want.0, "{id}: {points:?}");
+            assert!((got.1 - want.1).abs() < 1e-4, "{id}: {points:?}");
+        }
+    }
+}
