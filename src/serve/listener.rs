@@ -126,7 +126,7 @@ async fn connection(
     tokio::select! {
         result = conn.as_mut() => {
             if let Err(err) = result {
-                tracing::debug!("API connection ended: {err}");
+                tracing::debug!(error = %err, "API connection ended");
             }
             return;
         }
@@ -139,7 +139,7 @@ async fn connection(
     // Stopping: the request in flight, if any, is answered; then the connection closes.
     conn.as_mut().graceful_shutdown();
     if let Err(err) = conn.await {
-        tracing::debug!("API connection ended: {err}");
+        tracing::debug!(error = %err, "API connection ended");
     }
 }
 

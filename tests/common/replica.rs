@@ -98,14 +98,21 @@ impl Replica {
 
     /// `GET path` on its API, parsed.
     pub async fn get(&self, path: &str) -> Value {
-        http()
-            .get(format!("{}{path}", self.api))
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap()
+        self.get_with(path, None).await
+    }
+
+    /// `GET path` on its API with `token` (an admin's reads the errors in `/v1/status`), parsed.
+    pub async fn get_as(&self, path: &str, token: &str) -> Value {
+        self.get_with(path, Some(token)).await
+    }
+
+    async fn get_with(&self, path: &str, token: Option<&str>) -> Value {
+        let request = http().get(format!("{}{path}", self.api));
+        let request = match token {
+            Some(token) => request.bearer_auth(token),
+            None => request,
+        };
+        request.send().await.unwrap().json().await.unwrap()
     }
 
     /// Ends it as SIGKILL would: its tick loop stops where it is and its leader session (if it

@@ -25,7 +25,8 @@ impl Drop for Pooler {
     }
 }
 
-/// PgBouncer with `pool_mode = mode` and two server sessions, for the database of `pool`.
+/// PgBouncer with `pool_mode = mode` and four server sessions (a leader and a second replica's
+/// two connections in session mode), for the database of `pool`.
 async fn pgbouncer(pool: &PgPool, mode: &str) -> Pooler {
     let options = pool.connect_options();
     let database = options.get_database().unwrap().to_string();
@@ -42,7 +43,7 @@ async fn pgbouncer(pool: &PgPool, mode: &str) -> Pooler {
         format!(
             "[databases]\n{database} = host={host} port={server_port} dbname={database} user={user}\n\
              [pgbouncer]\nlisten_addr = 127.0.0.1\nlisten_port = {port}\nauth_type = any\n\
-             pool_mode = {mode}\ndefault_pool_size = 2\nunix_socket_dir =\n\
+             pool_mode = {mode}\ndefault_pool_size = 4\nunix_socket_dir =\n\
              ignore_startup_parameters = extra_float_digits,options\n\
              logfile = {log}\npidfile = {pid}\n",
             host = options.get_host(),

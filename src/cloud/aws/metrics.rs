@@ -68,14 +68,14 @@ impl AwsProvider {
                 }
                 Some(answered) => {
                     let why = answered.failure();
-                    tracing::warn!(instance = %id, "cannot read GPU utilisation: {why}");
+                    tracing::warn!(instance = %id, error = %why, "cannot read GPU utilisation");
                     readings.unread.insert(id.clone(), why);
                 }
                 None => {
                     let why =
                         "CloudWatch's GetMetricData answer has no result for this instance's query"
                             .to_string();
-                    tracing::warn!(instance = %id, "cannot read GPU utilisation: {why}");
+                    tracing::warn!(instance = %id, error = %why, "cannot read GPU utilisation");
                     readings.unread.insert(id.clone(), why);
                 }
             }
