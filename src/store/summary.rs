@@ -41,6 +41,17 @@ enum StreakChange {
     },
 }
 
+/// The failing streaks of one append as columns, bound to one `UPDATE … FROM unnest(…)`.
+#[derive(Default)]
+struct FailingColumns<'a> {
+    ids: Vec<&'a str>,
+    actions: Vec<String>,
+    codes: Vec<Option<String>>,
+    failures: Vec<i32>,
+    ats: Vec<DateTime<Utc>>,
+    continues: Vec<bool>,
+}
+
 /// Whether `e` counts for the failure streak: a real outcome of the scheduler that succeeded or
 /// failed, and not an interruption (resolved from state after a crash, not a refusal).
 fn counts_for_streak(e: &NewAuditEntry) -> bool {
@@ -107,34 +118,57 @@ pub(super) async fn update_in(conn: &mut PgConnection, rows: &[AuditEntry]) -> R
     .bind(&seqs)
     .execute(&mut *conn)
     .await?;
+    // One statement for the streaks that ended and one for those that failed, not one per
+    // instance: a backlog tick records tens of thousands of outcomes in one append.
+    let mut ended: Vec<&str> = Vec::new();
+    let mut failing = FailingColumns::default();
     for (id, change) in streak_changes(rows) {
-        let statement = match change {
-            StreakChange::Ended => sqlx::query(
-                "UPDATE instances SET failing_action = NULL, failing_code = NULL, failures = 0,
-                     last_failed_at = NULL
-                 WHERE id = $1",
-            )
-            .bind(id),
+        match change {
+            StreakChange::Ended => ended.push(id),
             StreakChange::Failing {
                 action,
                 code,
                 failures,
                 at,
                 continues,
-            } => sqlx::query(
-                "UPDATE instances SET
-                     failures = CASE WHEN $5 AND failing_action = $2 THEN failures + $3 ELSE $3 END,
-                     failing_action = $2, last_failed_at = $4, failing_code = $6
-                 WHERE id = $1",
-            )
-            .bind(id)
-            .bind(action)
-            .bind(failures)
-            .bind(at)
-            .bind(continues)
-            .bind(code),
-        };
-        statement.execute(&mut *conn).await?;
+            } => {
+                failing.ids.push(id);
+                failing.actions.push(action);
+                failing.codes.push(code);
+                failing.failures.push(failures);
+                failing.ats.push(at);
+                failing.continues.push(continues);
+            }
+        }
+    }
+    if !ended.is_empty() {
+        sqlx::query(
+            "UPDATE instances SET failing_action = NULL, failing_code = NULL, failures = 0,
+                 last_failed_at = NULL
+             WHERE id = ANY($1)",
+        )
+        .bind(&ended)
+        .execute(&mut *conn)
+        .await?;
+    }
+    if !failing.ids.is_empty() {
+        sqlx::query(
+            "UPDATE instances SET
+                 failures = CASE WHEN v.continues AND instances.failing_action = v.action
+                                 THEN instances.failures + v.failures ELSE v.failures END,
+                 failing_action = v.action, last_failed_at = v.at, failing_code = v.code
+             FROM unnest($1::text[], $2::text[], $3::int4[], $4::timestamptz[], $5::bool[], $6::text[])
+                  AS v(id, action, failures, at, continues, code)
+             WHERE instances.id = v.id",
+        )
+        .bind(&failing.ids)
+        .bind(&failing.actions)
+        .bind(&failing.failures)
+        .bind(&failing.ats)
+        .bind(&failing.continues)
+        .bind(&failing.codes)
+        .execute(&mut *conn)
+        .await?;
     }
     Ok(())
 }

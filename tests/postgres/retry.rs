@@ -13,7 +13,7 @@ use common::world::SimWorld;
 use ebb::clock::Clock;
 use ebb::cloud::CloudError;
 use ebb::engine::Action;
-use ebb::store::{AuditFilter, Outcome, Store};
+use ebb::store::{AuditFilter, NewAuditEntry, Outcome, Store};
 use sqlx::PgPool;
 
 const POLICY: &str = r#"
@@ -150,4 +150,55 @@ async fn a_start_refused_for_capacity_is_retried_at_every_tick_then_every_five_m
             row.entry.reason
         );
     }
+}
+
+/// The failure streaks of one append are written for every instance at once: in one append, two
+/// failures, a success and a failure of another action; in the next, a streak that goes on, one
+/// that ends and one that starts again at another action.
+#[sqlx::test]
+async fn failure_streaks_of_many_instances_are_kept_across_appends(pool: PgPool) {
+    let store = Store::from_pool(pool);
+    let now = t("2026-11-30T20:00:00Z");
+    let ids = ["i-1", "i-2", "i-3", "i-4"];
+    let fleet: Vec<_> = ids
+        .iter()
+        .map(|id| common::instance(id, &[("team", "research")]))
+        .collect();
+    store
+        .sync_inventory(&["us-east-1".to_string()], &fleet, now)
+        .await
+        .unwrap();
+    let outcome = |id: &str, action: &str, outcome: Outcome| NewAuditEntry {
+        instance: Some(id.into()),
+        outcome,
+        ..NewAuditEntry::event(now, ebb::names::ACTOR, action, "r".into())
+    };
+    store
+        .append_audit(&[
+            outcome("i-1", "stop", Outcome::Failed),
+            outcome("i-2", "stop", Outcome::Failed),
+            outcome("i-3", "stop", Outcome::Succeeded),
+            outcome("i-4", "start", Outcome::Failed),
+        ])
+        .await
+        .unwrap();
+    store
+        .append_audit(&[
+            outcome("i-1", "stop", Outcome::Failed),
+            outcome("i-2", "stop", Outcome::Succeeded),
+            outcome("i-4", "stop", Outcome::Failed),
+        ])
+        .await
+        .unwrap();
+    let all: Vec<String> = ids.iter().map(|id| id.to_string()).collect();
+    let streaks = store.failure_streaks(&all).await.unwrap();
+    let seen: Vec<(&str, &str, u32)> = ids
+        .iter()
+        .filter_map(|id| {
+            streaks
+                .get(*id)
+                .map(|s| (*id, s.action.as_str(), s.failures))
+        })
+        .collect();
+    assert_eq!(seen, [("i-1", "stop", 2), ("i-4", "stop", 1)]);
 }
