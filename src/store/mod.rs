@@ -221,6 +221,22 @@ pub struct Store {
     timeouts: Timeouts,
 }
 
+/// The settings of ebb's pools. A connection's buffers grow to the largest message it has sent
+/// or read (a statement that binds 10,000 rows' arrays is megabytes) and sqlx keeps them; they
+/// are shrunk whenever the connection goes back to the pool, so that `serve`'s resident memory
+/// does not keep every connection's largest statement between ticks.
+fn pool_options(connections: u32, connect: Duration) -> PgPoolOptions {
+    PgPoolOptions::new()
+        .max_connections(connections)
+        .acquire_timeout(connect)
+        .after_release(|connection, _| {
+            Box::pin(async move {
+                connection.shrink_buffers();
+                Ok(true)
+            })
+        })
+}
+
 impl Store {
     /// Connects to `url` with `timeouts` and refuses a schema other than this binary's
     /// ([`Store::check_schema`]): what every command that uses the database but `ebb migrate`
@@ -259,10 +275,7 @@ impl Store {
             })?
             .map_err(|e| classify(e, target, options.get_ssl_mode()))?;
         first.close().await?;
-        let pool = PgPoolOptions::new()
-            .max_connections(8)
-            .acquire_timeout(connect)
-            .connect_lazy_with(options);
+        let pool = pool_options(8, connect).connect_lazy_with(options);
         Ok(Store { pool, timeouts })
     }
 
@@ -285,10 +298,7 @@ impl Store {
             .as_ref()
             .clone()
             .options([("statement_timeout", statement.as_millis().to_string())]);
-        let pool = PgPoolOptions::new()
-            .max_connections(connections)
-            .acquire_timeout(self.timeouts.connect)
-            .connect_lazy_with(options);
+        let pool = pool_options(connections, self.timeouts.connect).connect_lazy_with(options);
         Store {
             pool,
             timeouts: Timeouts {

@@ -33,7 +33,7 @@ const START: &str = "2026-11-30T10:00:00Z";
 /// after about three seconds.
 const SPEED: &str = "3000";
 /// How long the demo may take to reach them on a slow, busy machine.
-const PATIENCE: Duration = Duration::from_secs(180);
+const PATIENCE: Duration = Duration::from_secs(600);
 
 /// `ebb serve`, killed when dropped.
 struct Serve(Child);

@@ -176,7 +176,7 @@ async fn partition(url: &str) {
         proxies.push(proxy);
         if name == "a" {
             // A leads, and is in its first tick with the notice on the wire.
-            watchdog(Duration::from_secs(60), "A's notice", async {
+            watchdog(Duration::from_secs(600), "A's notice", async {
                 fired.take().unwrap().await.unwrap();
             })
             .await;
@@ -185,7 +185,7 @@ async fn partition(url: &str) {
     }
     let b = &replicas[1];
     let (to_a, to_b) = (&proxies[0], &proxies[1]);
-    watchdog(Duration::from_secs(60), "the takeover", async {
+    watchdog(Duration::from_secs(600), "the takeover", async {
         // B has tried to lead once, and follows.
         until(|| finished(&b.control) >= 1).await;
         assert!(!b.control.is_leader());

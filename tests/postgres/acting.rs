@@ -114,7 +114,7 @@ impl Setup {
         }
         if leader.is_none() {
             // A terminated session lets go of the lock as its backend exits.
-            let limit = std::time::Duration::from_secs(10);
+            let limit = std::time::Duration::from_secs(60);
             let every = std::time::Duration::ZERO;
             let led = common::eventually(limit, every, async || {
                 self.store.try_lead("acting").await.unwrap()

@@ -195,7 +195,7 @@ async fn serve_the_day(url: &str) {
     // Each tick at its instant, the next one only once it is done.
     let mut ticks = serve.ticks();
     let (mut at, end) = (t(START), t(END));
-    watchdog(Duration::from_secs(120), "the simulated day", async {
+    watchdog(Duration::from_secs(600), "the simulated day", async {
         loop {
             let ticked = *ticks
                 .wait_for(|t| t.is_some_and(|t| t >= at))

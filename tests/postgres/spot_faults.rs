@@ -368,7 +368,7 @@ impl World {
 /// ended and let go of the lock.
 async fn lead(store: &Store) -> Leadership {
     // Real time, for the server to end the session: tokio's clock is paused.
-    let limit = std::time::Duration::from_secs(10);
+    let limit = std::time::Duration::from_secs(60);
     let lead = common::eventually(limit, std::time::Duration::ZERO, async || {
         store.try_lead("faults").await.unwrap()
     });
