@@ -14,6 +14,7 @@ mod decider;
 mod deploy;
 mod docs;
 mod engine;
+mod owners;
 mod fuzz_policy;
 mod policy;
 mod policy_check;
