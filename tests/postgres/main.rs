@@ -14,6 +14,7 @@ mod demo;
 mod fallback;
 mod history;
 mod leadership;
+mod owners;
 mod listener;
 mod pacing;
 mod prometheus_answers;
