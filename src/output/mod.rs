@@ -215,7 +215,9 @@ pub fn plan_table(decisions: &[Decision], instances: &[Instance]) -> String {
         }
     }
     if !unreachable.is_empty() {
-        text.push_str("\nowned by something else: policies match them, ebb does not act on them alone\n");
+        text.push_str(
+            "\nowned by something else: policies match them, ebb does not act on them alone\n",
+        );
         for (owner, ids) in unreachable.values() {
             text.push_str(&format!(
                 "  {owner}: {}\n    instead, {}\n",

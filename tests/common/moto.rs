@@ -190,7 +190,11 @@ impl Fixture {
             .send()
             .await
             .unwrap();
-        let template = template.launch_template().unwrap().launch_template_id().unwrap();
+        let template = template
+            .launch_template()
+            .unwrap()
+            .launch_template_id()
+            .unwrap();
         let size = size.to_string();
         let zone = format!("{}a", self.region);
         let mut form: Vec<(String, String)> = [
@@ -213,7 +217,10 @@ impl Fixture {
             form.push((format!("{member}.PropagateAtLaunch"), "true".into()));
         }
         let endpoint = std::env::var("AWS_ENDPOINT_URL").unwrap();
-        let scope = format!("Credential=test/20260101/{}/autoscaling/aws4_request", self.region);
+        let scope = format!(
+            "Credential=test/20260101/{}/autoscaling/aws4_request",
+            self.region
+        );
         let answer = reqwest::Client::new()
             .post(&endpoint)
             .header(
@@ -226,7 +233,11 @@ impl Fixture {
             .await
             .unwrap();
         let status = answer.status();
-        assert!(status.is_success(), "{status}: {}", answer.text().await.unwrap());
+        assert!(
+            status.is_success(),
+            "{status}: {}",
+            answer.text().await.unwrap()
+        );
         let members = self
             .ec2
             .describe_instances()

@@ -163,13 +163,20 @@ async fn the_close_leaves_an_auto_scaling_groups_members_running(pool: PgPool) {
     let managed = s.f.managed.clone();
     let group = format!("inference-{managed}");
     let members =
-        s.f.auto_scaling_group(&group, 2, &[("team", "research"), ("ebb:managed", &managed)])
-            .await;
+        s.f.auto_scaling_group(
+            &group,
+            2,
+            &[("team", "research"), ("ebb:managed", &managed)],
+        )
+        .await;
     assert_eq!(members.len(), 2, "moto launched the group's members");
     let plain = s.f.launch(G5).await;
 
     let evening = s.tick(EVENING, &[]);
-    assert!(evening.contains(": 3 instances, 1 actions (1 succeeded"), "{evening}");
+    assert!(
+        evening.contains(": 3 instances, 1 actions (1 succeeded"),
+        "{evening}"
+    );
     assert_eq!(s.state(&plain).await, InstanceStateName::Stopped);
     for member in &members {
         assert_eq!(s.state(member).await, InstanceStateName::Running);

@@ -22,8 +22,11 @@ policies:
 
 const EVENING: &str = "2026-11-30T18:05:00Z";
 
-/// Each owner's tags, the code that names it and words its reason says.
-const OWNERS: &[(&[(&str, &str)], Code, &str)] = &[
+/// An owner's tags, the code that names it and words its reason says.
+type OwnerCase = (&'static [(&'static str, &'static str)], Code, &'static str);
+
+/// Each owner kind's case (Karpenter twice: its NodePool tag and the older Provisioner's).
+const OWNERS: &[OwnerCase] = &[
     (
         &[("aws:autoscaling:groupName", "inference")],
         Code::OwnedByAsg,
@@ -104,7 +107,11 @@ fn each_owner_keeps_its_instance_from_the_close_with_a_code_naming_it() {
 #[test]
 fn reasons_say_what_each_owner_offers_instead() {
     let set = policies(OFFICE);
-    let reason = |tags: &[(&str, &str)]| World::with(vec![owned("i-1", tags)]).one(EVENING, &set).reason;
+    let reason = |tags: &[(&str, &str)]| {
+        World::with(vec![owned("i-1", tags)])
+            .one(EVENING, &set)
+            .reason
+    };
     assert!(reason(OWNERS[0].0).contains("scale the group itself"));
     assert!(reason(OWNERS[2].0).contains("disruption budgets"));
     assert!(reason(OWNERS[4].0).contains("autostop"));
@@ -131,7 +138,8 @@ fn cloudformation_and_launch_template_tags_do_not_make_an_owner() {
 #[test]
 fn an_owned_instance_is_never_hibernated_given_notice_or_started() {
     let asg = OWNERS[0].0;
-    let hibernate = policies(&OFFICE.replace("periods:", "outside_hours: hibernate\n      periods:"));
+    let hibernate =
+        policies(&OFFICE.replace("periods:", "outside_hours: hibernate\n      periods:"));
     let d = World::with(vec![owned("i-1", asg)]).one(EVENING, &hibernate);
     assert_eq!((d.action, d.code), (Action::None, Code::OwnedByAsg));
     assert!(d.reason.contains("would hibernate"), "{}", d.reason);
@@ -183,7 +191,10 @@ policies:
 #[test]
 fn the_check_before_each_call_refuses_an_owned_instance() {
     let now = t(EVENING);
-    assert_eq!(tags_forbid_stop(&instance("i-1", &[("env", "dev")]), now), None);
+    assert_eq!(
+        tags_forbid_stop(&instance("i-1", &[("env", "dev")]), now),
+        None
+    );
     for (tags, _, names) in OWNERS {
         let why = tags_forbid_stop(&owned("i-1", tags), now).expect("refused");
         assert!(why.contains(names), "{why}");
@@ -194,13 +205,18 @@ fn the_check_before_each_call_refuses_an_owned_instance() {
 fn snapshot() -> String {
     let mut text = String::from("instances:\n");
     for (n, (tags, _, _)) in OWNERS.iter().enumerate() {
-        let tags: Vec<String> = tags.iter().map(|(k, v)| format!("\"{k}\": \"{v}\"")).collect();
+        let tags: Vec<String> = tags
+            .iter()
+            .map(|(k, v)| format!("\"{k}\": \"{v}\""))
+            .collect();
         text.push_str(&format!(
             "  - {{id: i-owned{n}, region: us-east-1, type: g5.xlarge, state: running, tags: {{env: dev, {}}}}}\n",
             tags.join(", ")
         ));
     }
-    text.push_str("  - {id: i-plain, region: us-east-1, type: g5.xlarge, state: running, tags: {env: dev}}\n");
+    text.push_str(
+        "  - {id: i-plain, region: us-east-1, type: g5.xlarge, state: running, tags: {env: dev}}\n",
+    );
     // An owner given in the snapshot instead of by tags (an older snapshot has neither).
     text.push_str("  - {id: i-given, region: us-east-1, type: g5.xlarge, state: running, tags: {env: dev}, owner: {kind: karpenter, nodepool: given}}\n");
     text
@@ -244,7 +260,10 @@ fn plan_stops_only_the_unowned_box_after_hours_and_names_every_owner() {
     assert_eq!(by_id("i-given")["code"], "owned_by_karpenter");
     assert_eq!(by_id("i-given")["owner"]["nodepool"], "given");
     let plain = by_id("i-plain");
-    assert_eq!((&plain["action"], &plain["code"]), (&"stop".into(), &"outside_hours".into()));
+    assert_eq!(
+        (&plain["action"], &plain["code"]),
+        (&"stop".into(), &"outside_hours".into())
+    );
     assert_eq!(plain["owner"], serde_json::Value::Null);
     let acted = items.iter().filter(|i| i["action"] != "none").count();
     assert_eq!(acted, 1, "only the unowned box is acted on: {items:#?}");
@@ -261,9 +280,18 @@ fn the_plan_table_lists_what_policies_match_but_cannot_reach_by_owner() {
     let (_, owned) = out
         .split_once("owned by something else")
         .unwrap_or_else(|| panic!("no list of owned instances: {out}"));
-    assert!(owned.contains("Auto Scaling group inference: i-owned0\n"), "{owned}");
-    assert!(owned.contains("Karpenter NodePool given: i-given\n"), "{owned}");
-    assert!(owned.contains("instead, use SkyPilot's autostop"), "{owned}");
+    assert!(
+        owned.contains("Auto Scaling group inference: i-owned0\n"),
+        "{owned}"
+    );
+    assert!(
+        owned.contains("Karpenter NodePool given: i-given\n"),
+        "{owned}"
+    );
+    assert!(
+        owned.contains("instead, use SkyPilot's autostop"),
+        "{owned}"
+    );
     assert!(!owned.contains("i-plain"), "{owned}");
 }
 
@@ -283,6 +311,12 @@ fn explain_names_the_owner() {
     ]);
     assert!(o.status.success(), "{o:?}");
     let out = String::from_utf8(o.stdout).unwrap();
-    assert!(out.contains("\nowned by EKS node group gpu of cluster prod\n"), "{out}");
-    assert!(out.contains("decision: none [owned_by_eks_nodegroup]"), "{out}");
+    assert!(
+        out.contains("\nowned by EKS node group gpu of cluster prod\n"),
+        "{out}"
+    );
+    assert!(
+        out.contains("decision: none [owned_by_eks_nodegroup]"),
+        "{out}"
+    );
 }

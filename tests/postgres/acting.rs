@@ -443,7 +443,10 @@ async fn an_owner_found_right_before_a_stop_refuses_it(pool: PgPool) {
     // The next tick sees the owner in the listing: the engine asks for nothing.
     let report = s.tick("2026-11-30T20:05:00Z").await.unwrap();
     assert!(
-        report.actions.iter().all(|a| a.decision.instance != "i-west"),
+        report
+            .actions
+            .iter()
+            .all(|a| a.decision.instance != "i-west"),
         "{:?}",
         report.actions
     );

@@ -43,7 +43,13 @@ async fn get(url: String) -> String {
 
 /// The owner the store holds for `id`.
 async fn owner(store: &Store, id: &str) -> Option<Owner> {
-    store.instance(id).await.unwrap().unwrap().owner.map(|o| o.0)
+    store
+        .instance(id)
+        .await
+        .unwrap()
+        .unwrap()
+        .owner
+        .map(|o| o.0)
 }
 
 #[sqlx::test(migrations = false)]
@@ -54,7 +60,10 @@ async fn owners_are_stored_with_the_tags_and_shown_by_the_api_and_the_console(po
     let plain = instance("i-plain", &[("team", "research")]);
     let member = instance(
         "i-member",
-        &[("team", "research"), ("aws:autoscaling:groupName", "inference")],
+        &[
+            ("team", "research"),
+            ("aws:autoscaling:groupName", "inference"),
+        ],
     );
     store
         .sync_inventory(&region, &[plain.clone(), member], t("2026-11-30T20:00:00Z"))
@@ -67,7 +76,10 @@ async fn owners_are_stored_with_the_tags_and_shown_by_the_api_and_the_console(po
         .insert("karpenter.sh/nodepool".into(), "gpu".into());
     let member = instance(
         "i-member",
-        &[("team", "research"), ("aws:autoscaling:groupName", "inference")],
+        &[
+            ("team", "research"),
+            ("aws:autoscaling:groupName", "inference"),
+        ],
     );
     store
         .sync_inventory(&region, &[adopted, member], t("2026-11-30T20:05:00Z"))
@@ -94,7 +106,10 @@ async fn owners_are_stored_with_the_tags_and_shown_by_the_api_and_the_console(po
         let all = listed.as_array().unwrap();
         all.iter().find(|i| i["id"] == id).unwrap()["owner"].clone()
     };
-    assert_eq!(of("i-member"), serde_json::json!({"kind": "asg", "group": "inference"}));
+    assert_eq!(
+        of("i-member"),
+        serde_json::json!({"kind": "asg", "group": "inference"})
+    );
     assert_eq!(of("i-plain")["kind"], "karpenter");
 
     let fleet = get(format!("{base}/")).await;
