@@ -123,3 +123,41 @@ async fn owners_are_stored_with_the_tags_and_shown_by_the_api_and_the_console(po
         "{page}"
     );
 }
+
+/// Rows synced before migration 0012 have no owner, and an unchanged instance's row is not
+/// written again; the migration clears the fingerprints so that the next sync writes every
+/// listed instance's owner.
+#[sqlx::test(migrations = false)]
+async fn the_sync_after_the_migration_writes_the_owner_of_unchanged_instances(pool: PgPool) {
+    let store = Store::from_pool(pool.clone());
+    store.migrate().await.unwrap();
+    let region = vec!["us-east-1".to_string()];
+    let member = instance("i-member", &[("aws:autoscaling:groupName", "inference")]);
+    store
+        .sync_inventory(
+            &region,
+            std::slice::from_ref(&member),
+            t("2026-11-30T20:00:00Z"),
+        )
+        .await
+        .unwrap();
+    // The row as a binary before 0012 left it, then the migration's statements run again.
+    sqlx::query("UPDATE instances SET owner = NULL")
+        .execute(&pool)
+        .await
+        .unwrap();
+    let migration = include_str!("../../migrations/0012_instance_owners.sql");
+    let update = migration.lines().find(|l| l.starts_with("UPDATE")).unwrap();
+    sqlx::query(update).execute(&pool).await.unwrap();
+
+    store
+        .sync_inventory(&region, &[member], t("2026-11-30T20:05:00Z"))
+        .await
+        .unwrap();
+    assert_eq!(
+        owner(&store, "i-member").await,
+        Some(Owner::Asg {
+            group: "inference".into()
+        })
+    );
+}
