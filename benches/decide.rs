@@ -603,7 +603,7 @@ fn plan(policies: &Path, fleet_file: &Path, now: DateTime<Utc>) -> String {
     let set = policy::load(&[policies.to_path_buf()]).expect("policies");
     let (fleet, prior) = snapshot::load_snapshot(fleet_file).expect("fleet");
     let decisions = engine::decide(now, &set, &fleet, &prior);
-    output::plan_json(&decisions)
+    output::plan_json(&decisions, &fleet.instances)
 }
 
 /// `plan_end_to_end/N`: files on disk to the JSON plan.
@@ -644,7 +644,7 @@ fn bench_stages(c: &mut Criterion, inputs: &Inputs) {
     });
     group.throughput(Throughput::Elements(n as u64));
     group.bench_function(BenchmarkId::new("plan_json", n), |b| {
-        b.iter(|| output::plan_json(black_box(&decisions)))
+        b.iter(|| output::plan_json(black_box(&decisions), &fleet.instances))
     });
     group.finish();
 }

@@ -7,7 +7,7 @@
 
 use crate::cloud::sim::Behaviour;
 use crate::engine::{InstanceFacts, Override, Prior};
-use crate::fleet::{Fleet, Instance, InstanceState, Lifecycle, Prices, Sample, Tags};
+use crate::fleet::{Fleet, Instance, InstanceState, Lifecycle, Owner, Prices, Sample, Tags};
 use chrono::{DateTime, Utc};
 use serde::Deserialize;
 use std::collections::HashMap;
@@ -80,6 +80,10 @@ struct SnapshotInstance {
     launched_at: Option<Timestamp>,
     #[serde(default, deserialize_with = "scalar_tags")]
     tags: Tags,
+    /// What owns it besides ebb; without it, its tags say (an owner given here adds the tags
+    /// that mean it).
+    #[serde(default)]
+    owner: Option<Owner>,
     #[serde(default)]
     gpu_util: Vec<(Timestamp, f64)>,
     /// Why its GPU utilisation could not be read, to replay a tick whose read failed.
@@ -237,6 +241,16 @@ impl Snapshot {
                     .map(|(at, percent)| Sample { at: at.0, percent })
                     .collect();
                 gpu_util.sort_by_key(|s| s.at);
+                let mut tags = i.tags;
+                if let Some(owner) = i.owner.filter(|o| Owner::of(&tags).as_ref() != Some(o)) {
+                    // Added, never replacing: an owner's tags only ever hold actions back.
+                    let absent: Vec<(String, String)> = owner
+                        .tags()
+                        .into_iter()
+                        .filter(|(k, _)| tags.get(k).is_none())
+                        .collect();
+                    tags.extend(absent);
+                }
                 Instance {
                     id: i.id,
                     region: i.region,
@@ -245,7 +259,7 @@ impl Snapshot {
                     state_since: i.state_since.map(|t| t.0),
                     lifecycle: i.lifecycle,
                     launched_at: i.launched_at.map(|t| t.0),
-                    tags: i.tags,
+                    tags,
                     gpus: None,
                     gpu_util,
                     via_role: i.via_role.map(Into::into),

@@ -64,8 +64,8 @@ pub(super) fn plan(input: &Input, format: Format) -> Result<ExitCode> {
     print!(
         "{}",
         match format {
-            Format::Json => output::plan_json(&decisions),
-            Format::Table => output::plan_table(&decisions),
+            Format::Json => output::plan_json(&decisions, &fleet.instances),
+            Format::Table => output::plan_table(&decisions, &fleet.instances),
         }
     );
     Ok(ExitCode::SUCCESS)

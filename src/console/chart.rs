@@ -226,6 +226,7 @@ mod tests {
             lifecycle: "on-demand".into(),
             launched_at: None,
             tags: Json(Default::default()),
+            owner: None,
             first_seen_at: t("2026-11-30T09:00:00Z"),
             last_seen_at: t("2026-12-01T09:00:00Z"),
             gone_at: None,

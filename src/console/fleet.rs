@@ -197,8 +197,12 @@ impl Columns<'_> {
         }
     }
 
-    /// The next change `i`'s governing policy's work hours bring.
+    /// The next change `i`'s governing policy's work hours bring; none for an instance
+    /// something else owns, which ebb does not act on.
     fn next(&self, i: &InstanceRecord) -> Option<NextChange> {
+        if i.owner.is_some() {
+            return None;
+        }
         let policy = self
             .set?
             .policies
@@ -277,14 +281,18 @@ pub(super) fn decision(i: &InstanceRecord) -> Markup {
     }
 }
 
-/// What keeps ebb from stopping (or touching) `i`: an active override, a keep-until tag, the
-/// skip tag.
+/// What keeps ebb from stopping (or touching) `i`: its owner, an active override, a keep-until
+/// tag, the skip tag.
 pub(super) fn protections(i: &InstanceRecord, active: Option<&OverrideRecord>) -> Markup {
     let keep_until = i.tags.0.get(KEEP_UNTIL_TAG);
     let skip = i.tags.0.get(SKIP_TAG).is_some_and(|v| v == "true");
+    let owner = i.owner.as_ref().map(|o| &o.0);
     html! {
-        @if active.is_none() && keep_until.is_none() && !skip { "–" } @else {
+        @if owner.is_none() && active.is_none() && keep_until.is_none() && !skip { "–" } @else {
         ul.protections {
+            @if let Some(owner) = owner {
+                li.owner { "owned by " (owner) ": never acted on alone" }
+            }
             @if let Some(o) = active {
                 li { "override until " (time(o.until)) " by " (o.created_by) }
             }

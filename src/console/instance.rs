@@ -168,6 +168,7 @@ fn facts(i: &InstanceRecord) -> Markup {
             dt { "Region" } dd { (i.region) }
             dt { "State" } dd { span.state { (i.state) } " since " (time(i.state_since)) }
             dt { "Policy" } dd { (i.policy.as_deref().unwrap_or("none")) }
+            @if let Some(owner) = &i.owner { dt { "Owner" } dd { (owner.0) } }
             dt { "Launched" } dd { (maybe_time(i.launched_at)) }
             dt { "First seen" } dd { (time(i.first_seen_at)) }
             dt { "Last seen" } dd { (time(i.last_seen_at)) }

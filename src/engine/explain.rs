@@ -1,7 +1,7 @@
 //! `ebb explain`: the decision for one instance with every verdict that led to it.
 
 use super::{decide_traced, Decision, Prior};
-use crate::fleet::Fleet;
+use crate::fleet::{Fleet, Owner};
 use crate::policy::PolicySet;
 use chrono::{DateTime, Utc};
 use std::fmt;
@@ -15,6 +15,8 @@ pub struct Explanation {
     pub steps: Vec<String>,
     /// The decision time.
     pub at: DateTime<Utc>,
+    /// What owns the instance besides ebb, from its tags.
+    pub owner: Option<Owner>,
 }
 
 /// Explains the decision for `instance`, or `None` when the fleet has no such instance.
@@ -31,6 +33,7 @@ pub fn explain(
         decision,
         steps,
         at: now,
+        owner: inst.owner(),
     })
 }
 
@@ -44,6 +47,9 @@ impl fmt::Display for Explanation {
             d.region,
             self.at.to_rfc3339()
         )?;
+        if let Some(owner) = &self.owner {
+            writeln!(f, "owned by {owner}")?;
+        }
         for step in &self.steps {
             writeln!(f, "  - {step}")?;
         }

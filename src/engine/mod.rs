@@ -11,7 +11,7 @@ mod rules;
 
 pub use explain::{explain, Explanation};
 pub use next::{next_change, NextChange};
-pub use rules::{tags_forbid_stop, RECENT};
+pub use rules::{owned_code, tags_forbid_stop, RECENT};
 
 use crate::fleet::{Fleet, Instance};
 use crate::policy::{Policy, PolicySet};
@@ -148,6 +148,25 @@ codes! {
     KeepUntilInvalid = "keep_until_invalid",
     /// An override protects the instance.
     Override = "override",
+    /// A member of an Auto Scaling group (`aws:autoscaling:groupName`): ebb never acts on it
+    /// alone, the group would replace it.
+    OwnedByAsg = "owned_by_asg",
+    /// A node of an EKS managed node group (`eks:nodegroup-name`): never acted on alone.
+    OwnedByEksNodegroup = "owned_by_eks_nodegroup",
+    /// A node Karpenter launched (`karpenter.sh/nodepool`): never acted on alone.
+    OwnedByKarpenter = "owned_by_karpenter",
+    /// An instance of a SkyPilot cluster (`skypilot-cluster-name`): never acted on alone.
+    OwnedBySkypilot = "owned_by_skypilot",
+    /// An instance of an AWS Batch compute environment (`aws:batch:compute-environment`):
+    /// never acted on alone.
+    OwnedByBatch = "owned_by_batch",
+    /// An instance of a Spot Fleet request (`aws:ec2spot:fleet-request-id`): never acted on
+    /// alone.
+    OwnedBySpotFleet = "owned_by_spot_fleet",
+    /// An instance of an EC2 Fleet (`aws:ec2:fleet-id`): never acted on alone.
+    OwnedByEc2Fleet = "owned_by_ec2_fleet",
+    /// An `aws:` tag that may mean an owner ebb does not know: never acted on alone.
+    OwnedByUnknown = "owned_by_unknown",
     /// The GPU is busy; the scheduled stop waits.
     BusyDeferred = "busy_deferred",
     /// Busy past `max_defer` after the close: stop anyway.

@@ -2,12 +2,13 @@
 //! people.
 
 use crate::engine::Decision;
-use crate::fleet::Instance;
+use crate::fleet::{Instance, Owner};
 use crate::reconcile::TickReport;
 use crate::spot::{self, Interruption, Step};
 use crate::store::{AuditEntry, MigrationRecord, OverrideRecord};
 use chrono::{DateTime, SecondsFormat, TimeZone, Utc};
 use serde::Serialize;
+use std::collections::{BTreeMap, HashMap};
 
 mod audit_export;
 
@@ -22,10 +23,21 @@ struct PlanItem<'a> {
     policy: Option<&'a str>,
     code: &'a str,
     reason: &'a str,
+    owner: Option<&'a Owner>,
 }
 
-/// The decisions as a JSON array of `{instance, action, policy, code, reason}`.
-pub fn plan_json(decisions: &[Decision]) -> String {
+/// The owner of each instance of `instances` that has one, by id.
+fn owners(instances: &[Instance]) -> HashMap<&str, Owner> {
+    instances
+        .iter()
+        .filter_map(|i| Some((i.id.as_str(), i.owner()?)))
+        .collect()
+}
+
+/// The decisions as a JSON array of `{instance, action, policy, code, reason, owner}`, the
+/// owner from `instances` (the fleet decided on).
+pub fn plan_json(decisions: &[Decision], instances: &[Instance]) -> String {
+    let owners = owners(instances);
     let items: Vec<PlanItem> = decisions
         .iter()
         .map(|d| PlanItem {
@@ -34,6 +46,7 @@ pub fn plan_json(decisions: &[Decision]) -> String {
             policy: d.policy.as_deref(),
             code: d.code.as_str(),
             reason: &d.reason,
+            owner: owners.get(d.instance.as_str()),
         })
         .collect();
     let mut text = serde_json::to_string_pretty(&items).unwrap_or_else(|_| "[]".into());
@@ -161,10 +174,13 @@ pub fn migrations_table(list: &[MigrationRecord], now: DateTime<Utc>) -> String 
     )
 }
 
-/// The decisions as an aligned table; the reason comes last so long reasons don't push the
-/// columns apart. Dry-run decisions are marked.
-pub fn plan_table(decisions: &[Decision]) -> String {
-    let rows: Vec<[String; 5]> = decisions
+/// The decisions as an aligned table, with each instance's owner from `instances` (the fleet
+/// decided on); the reason comes last so long reasons don't push the columns apart. Dry-run
+/// decisions are marked. Then, grouped by owner, the owned instances a policy governs but
+/// ebb cannot act on, with what the owner offers instead.
+pub fn plan_table(decisions: &[Decision], instances: &[Instance]) -> String {
+    let owners = owners(instances);
+    let rows: Vec<[String; 6]> = decisions
         .iter()
         .map(|d| {
             let action = if d.dry_run {
@@ -177,11 +193,45 @@ pub fn plan_table(decisions: &[Decision]) -> String {
                 action,
                 d.policy.clone().unwrap_or_else(|| "-".into()),
                 d.code.to_string(),
+                owners
+                    .get(d.instance.as_str())
+                    .map_or_else(|| "-".into(), owner_cell),
                 d.reason.clone(),
             ]
         })
         .collect();
-    table(&["INSTANCE", "ACTION", "POLICY", "CODE", "REASON"], &rows)
+    let mut text = table(
+        &["INSTANCE", "ACTION", "POLICY", "CODE", "OWNER", "REASON"],
+        &rows,
+    );
+    let mut unreachable: BTreeMap<String, (&Owner, Vec<&str>)> = BTreeMap::new();
+    for d in decisions.iter().filter(|d| d.policy.is_some()) {
+        if let Some(owner) = owners.get(d.instance.as_str()) {
+            unreachable
+                .entry(owner_cell(owner))
+                .or_insert((owner, Vec::new()))
+                .1
+                .push(&d.instance);
+        }
+    }
+    if !unreachable.is_empty() {
+        text.push_str(
+            "\nowned by something else: policies match them, ebb does not act on them alone\n",
+        );
+        for (owner, ids) in unreachable.values() {
+            text.push_str(&format!(
+                "  {owner}: {}\n    instead, {}\n",
+                ids.join(", "),
+                owner.kind().instead()
+            ));
+        }
+    }
+    text
+}
+
+/// An owner in a table cell: `asg:inference`, `eks_nodegroup:prod/gpu`.
+fn owner_cell(owner: &Owner) -> String {
+    format!("{}:{}", owner.kind(), owner.name())
 }
 
 /// Left-aligned columns separated by two spaces; the last column is not padded.
@@ -301,6 +351,8 @@ struct SnapshotItem<'a> {
     state_since: Option<String>,
     tags: &'a crate::fleet::Tags,
     #[serde(skip_serializing_if = "Option::is_none")]
+    owner: Option<Owner>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     via_role: Option<&'a str>,
 }
 
@@ -319,6 +371,7 @@ pub fn snapshot_json(instances: &[Instance]) -> String {
             launched_at: rfc3339(i.launched_at),
             state_since: rfc3339(i.state_since),
             tags: &i.tags,
+            owner: i.owner(),
             via_role: i.via_role.as_deref(),
         })
         .collect();
@@ -333,7 +386,7 @@ pub fn instances_table<Z: TimeZone>(instances: &[Instance], zone: &Z) -> String
 where
     Z::Offset: std::fmt::Display,
 {
-    let rows: Vec<[String; 7]> = instances
+    let rows: Vec<[String; 8]> = instances
         .iter()
         .map(|i| {
             [
@@ -349,6 +402,7 @@ where
                     |t| t.with_timezone(zone).format("%Y-%m-%d %H:%M").to_string(),
                 ),
                 i.lifecycle.as_str().to_string(),
+                i.owner().map_or_else(|| "-".into(), |o| owner_cell(&o)),
             ]
         })
         .collect();
@@ -361,6 +415,7 @@ where
             "STATE",
             "SINCE",
             "LIFECYCLE",
+            "OWNER",
         ],
         &rows,
     )

@@ -355,6 +355,23 @@ mod tests {
     }
 
     #[test]
+    fn an_owner_found_during_a_move_holds_it() {
+        let with_spot = policies(
+            "policies:\n  - name: to-spot\n    match: {tags: {workload: training}}\n    spot: {min_savings: 40%, checkpoint_max_age: 30m}\n",
+        );
+        let now = at("2026-11-30T12:00:00Z");
+        // Karpenter launches through EC2 Fleet; the node is Karpenter's.
+        let adopted = trainer(&[
+            ("karpenter.sh/nodepool", "train"),
+            ("aws:ec2:fleet-id", "fleet-1"),
+        ]);
+        match hold(Some(&adopted), &with_spot, "to-spot", None, now) {
+            Hold::Protected(why) => assert!(why.contains("Karpenter NodePool train"), "{why}"),
+            other => panic!("not held: {other:?}"),
+        }
+    }
+
+    #[test]
     fn a_failing_step_waits_twice_as_long_each_time_up_to_an_hour() {
         assert_eq!(retry_wait(1), Duration::minutes(1));
         assert_eq!(retry_wait(2), Duration::minutes(2));

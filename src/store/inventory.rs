@@ -2,7 +2,7 @@
 
 use super::{Result, Store};
 use crate::engine::{Action, Decision, InstanceFacts, Override, Prior};
-use crate::fleet::{Instance, Tags};
+use crate::fleet::{Instance, Owner, Tags};
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 use sha2::{Digest, Sha256};
@@ -40,6 +40,8 @@ pub struct InstanceRecord {
     pub launched_at: Option<DateTime<Utc>>,
     /// Tags.
     pub tags: Json<BTreeMap<String, String>>,
+    /// What owns it besides ebb, derived from its tags when they were stored.
+    pub owner: Option<Json<Owner>>,
     /// First sync that listed it.
     pub first_seen_at: DateTime<Utc>,
     /// Last sync that listed it.
@@ -85,7 +87,7 @@ pub struct PlannedAction {
 macro_rules! select_instances {
     () => {
         "SELECT i.id, i.region, i.instance_type, i.state, i.lifecycle, i.launched_at, i.tags,
-                i.first_seen_at,
+                i.owner, i.first_seen_at,
                 CASE WHEN i.gone_at IS NULL THEN coalesce(r.synced_at, i.changed_at)
                      ELSE i.gone_at END AS last_seen_at,
                 i.gone_at, i.state_since, i.policy, i.stopped_by_ebb_at, i.started_by_ebb_at,
@@ -154,10 +156,11 @@ struct Batch<'a> {
     launched_at: Vec<Option<DateTime<Utc>>>,
     tags: Vec<Json<&'a Tags>>,
     fingerprint: Vec<i64>,
+    owner: Vec<Option<Json<Owner>>>,
 }
 
 impl<'a> Batch<'a> {
-    /// Runs `sql` with the batch's columns as `$1`..`$8` (in field order) and `now` as `$9`,
+    /// Runs `sql` with the batch's columns as `$1`..`$9` (in field order) and `now` as `$10`,
     /// [`ROWS_PER_STATEMENT`] rows at a time.
     async fn write(
         &self,
@@ -175,7 +178,8 @@ impl<'a> Batch<'a> {
                 .bind(&self.lifecycle[rows.clone()])
                 .bind(&self.launched_at[rows.clone()])
                 .bind(&self.tags[rows.clone()])
-                .bind(&self.fingerprint[rows])
+                .bind(&self.fingerprint[rows.clone()])
+                .bind(&self.owner[rows])
                 .bind(now)
                 .execute(&mut *conn)
                 .await?;
@@ -192,6 +196,7 @@ impl<'a> Batch<'a> {
         self.launched_at.push(i.launched_at.map(micros));
         self.tags.push(Json(&i.tags));
         self.fingerprint.push(fp);
+        self.owner.push(i.owner().map(Json));
     }
 }
 
@@ -307,10 +312,10 @@ impl<'a> SyncDiff<'a> {
                     conn,
                     now,
                     "INSERT INTO instances (id, region, instance_type, state, lifecycle, launched_at, tags,
-                     fingerprint, first_seen_at, changed_at, state_since)
-                 SELECT n.*, $9, $9, $9
+                     fingerprint, owner, first_seen_at, changed_at, state_since)
+                 SELECT n.*, $10, $10, $10
                  FROM UNNEST($1::text[], $2::text[], $3::text[], $4::text[], $5::text[],
-                             $6::timestamptz[], $7::jsonb[], $8::bigint[]) AS n",
+                             $6::timestamptz[], $7::jsonb[], $8::bigint[], $9::jsonb[]) AS n",
                 )
                 .await?;
         }
@@ -322,15 +327,16 @@ impl<'a> SyncDiff<'a> {
                     "UPDATE instances AS i SET
                      region = n.region, instance_type = n.instance_type, lifecycle = n.lifecycle,
                      launched_at = n.launched_at, tags = n.tags, fingerprint = n.fingerprint,
-                     changed_at = $9, gone_at = NULL,
+                     owner = n.owner, changed_at = $10, gone_at = NULL,
                      state_since = CASE WHEN i.state <> n.state OR i.gone_at IS NOT NULL
-                                        THEN $9 ELSE i.state_since END,
+                                        THEN $10 ELSE i.state_since END,
                      stopped_by_ebb_at = CASE WHEN n.state = 'running' AND i.state <> 'running'
                                               THEN NULL ELSE i.stopped_by_ebb_at END,
                      state = n.state
                  FROM UNNEST($1::text[], $2::text[], $3::text[], $4::text[], $5::text[],
-                             $6::timestamptz[], $7::jsonb[], $8::bigint[])
-                      AS n(id, region, instance_type, state, lifecycle, launched_at, tags, fingerprint)
+                             $6::timestamptz[], $7::jsonb[], $8::bigint[], $9::jsonb[])
+                      AS n(id, region, instance_type, state, lifecycle, launched_at, tags, fingerprint,
+                           owner)
                  WHERE i.id = n.id",
                 )
                 .await?;

@@ -164,3 +164,116 @@ pub async fn states(
         })
         .collect()
 }
+
+impl Fixture {
+    /// Creates an Auto Scaling group `name` of `size` g5.xlarge members, with `tags` propagated
+    /// to them at launch, and returns the members' ids: moto launches them as EC2 Auto Scaling
+    /// does, each tagged `aws:autoscaling:groupName`. The SDK has no Auto Scaling client among
+    /// ebb's dependencies, so the call is the Query API's form, which moto routes by the
+    /// credential scope's service.
+    pub async fn auto_scaling_group(
+        &self,
+        name: &str,
+        size: u32,
+        tags: &[(&str, &str)],
+    ) -> Vec<String> {
+        let template = self
+            .ec2
+            .create_launch_template()
+            .launch_template_name(format!("{name}-template"))
+            .launch_template_data(
+                aws_sdk_ec2::types::RequestLaunchTemplateData::builder()
+                    .image_id(&self.image)
+                    .instance_type(InstanceType::G5Xlarge)
+                    .build(),
+            )
+            .send()
+            .await
+            .unwrap();
+        let template = template
+            .launch_template()
+            .unwrap()
+            .launch_template_id()
+            .unwrap();
+        let size = size.to_string();
+        let zone = format!("{}a", self.region);
+        let mut form: Vec<(String, String)> = [
+            ("Action", "CreateAutoScalingGroup"),
+            ("Version", "2011-01-01"),
+            ("AutoScalingGroupName", name),
+            ("LaunchTemplate.LaunchTemplateId", template),
+            ("MinSize", &size),
+            ("MaxSize", &size),
+            ("DesiredCapacity", &size),
+            ("AvailabilityZones.member.1", &zone),
+        ]
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+        for (n, (key, value)) in tags.iter().enumerate() {
+            let member = format!("Tags.member.{}", n + 1);
+            form.push((format!("{member}.Key"), key.to_string()));
+            form.push((format!("{member}.Value"), value.to_string()));
+            form.push((format!("{member}.PropagateAtLaunch"), "true".into()));
+        }
+        let endpoint = std::env::var("AWS_ENDPOINT_URL").unwrap();
+        let scope = format!(
+            "Credential=test/20260101/{}/autoscaling/aws4_request",
+            self.region
+        );
+        let answer = reqwest::Client::new()
+            .post(&endpoint)
+            .header(
+                "Authorization",
+                format!("AWS4-HMAC-SHA256 {scope}, SignedHeaders=host, Signature=0"),
+            )
+            .header("content-type", "application/x-www-form-urlencoded")
+            .body(form_body(&form))
+            .send()
+            .await
+            .unwrap();
+        let status = answer.status();
+        assert!(
+            status.is_success(),
+            "{status}: {}",
+            answer.text().await.unwrap()
+        );
+        let members = self
+            .ec2
+            .describe_instances()
+            .filters(
+                aws_sdk_ec2::types::Filter::builder()
+                    .name("tag:aws:autoscaling:groupName")
+                    .values(name)
+                    .build(),
+            )
+            .send()
+            .await
+            .unwrap();
+        members
+            .reservations()
+            .iter()
+            .flat_map(|r| r.instances())
+            .map(|i| i.instance_id().unwrap().to_string())
+            .collect()
+    }
+}
+
+/// `pairs` as an `application/x-www-form-urlencoded` body.
+fn form_body(pairs: &[(String, String)]) -> String {
+    let encode = |text: &str| -> String {
+        text.bytes()
+            .map(|b| match b {
+                b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
+                    (b as char).to_string()
+                }
+                _ => format!("%{b:02X}"),
+            })
+            .collect()
+    };
+    pairs
+        .iter()
+        .map(|(k, v)| format!("{}={}", encode(k), encode(v)))
+        .collect::<Vec<_>>()
+        .join("&")
+}

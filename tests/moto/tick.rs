@@ -154,6 +154,47 @@ async fn evening_stops_what_matches_and_morning_starts_only_what_ebb_stopped(poo
     assert!(s.ebb().run(&["audit", "verify"]).status.success());
 }
 
+/// Two members of an Auto Scaling group whose propagated tags opt them in and match the policy
+/// are left running at the close (the group would replace a stopped member), while an opted-in
+/// box beside them nobody owns is stopped; the inventory names the members' group.
+#[sqlx::test(migrations = false)]
+async fn the_close_leaves_an_auto_scaling_groups_members_running(pool: PgPool) {
+    let s = Setup::new(&pool, "ap-south-2").await;
+    let managed = s.f.managed.clone();
+    let group = format!("inference-{managed}");
+    let members =
+        s.f.auto_scaling_group(
+            &group,
+            2,
+            &[("team", "research"), ("ebb:managed", &managed)],
+        )
+        .await;
+    assert_eq!(members.len(), 2, "moto launched the group's members");
+    let plain = s.f.launch(G5).await;
+
+    let evening = s.tick(EVENING, &[]);
+    assert!(
+        evening.contains(": 3 instances, 1 actions (1 succeeded"),
+        "{evening}"
+    );
+    assert_eq!(s.state(&plain).await, InstanceStateName::Stopped);
+    for member in &members {
+        assert_eq!(s.state(member).await, InstanceStateName::Running);
+        assert!(s.audit(member, "stop").is_empty(), "no intent for {member}");
+    }
+
+    let out = s.ebb().run(&["inventory", "--format", "json"]);
+    assert!(out.status.success(), "{out:?}");
+    let listed: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let owner_of = |id: &str| {
+        let all = listed["instances"].as_array().unwrap();
+        all.iter().find(|i| i["id"] == id).unwrap()["owner"].clone()
+    };
+    assert_eq!(owner_of(&members[0])["kind"], "asg");
+    assert_eq!(owner_of(&members[0])["group"], group.as_str());
+    assert_eq!(owner_of(&plain), Value::Null);
+}
+
 /// Research boxes are stopped after 30 idle minutes, and counted idle when data is missing.
 const IDLE_POLICY: &str = r#"
 policies:

@@ -251,7 +251,10 @@ fn plan_json_is_the_documented_contract() {
         // Sorted: whether serde_json keeps key order depends on features other crates enable.
         let mut keys: Vec<&str> = item.keys().map(String::as_str).collect();
         keys.sort();
-        assert_eq!(keys, ["action", "code", "instance", "policy", "reason"]);
+        assert_eq!(
+            keys,
+            ["action", "code", "instance", "owner", "policy", "reason"]
+        );
         assert!(actions.contains(&item["action"].as_str().unwrap()));
         assert!(item["policy"].is_string() || item["policy"].is_null());
     }

@@ -1717,8 +1717,8 @@ fn check_decide(
     for d in &decisions {
         prop_assert!(!d.reason.is_empty(), "empty reason: {d:?}");
     }
-    let _ = ebb::output::plan_json(&decisions);
-    let _ = ebb::output::plan_table(&decisions);
+    let _ = ebb::output::plan_json(&decisions, &fleet.instances);
+    let _ = ebb::output::plan_table(&decisions, &fleet.instances);
     if let Some(first) = fleet.instances.first() {
         let explanation = engine::explain(now, set, fleet, prior, &first.id);
         prop_assert!(explanation.is_some(), "no explanation for {}", first.id);

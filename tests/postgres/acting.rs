@@ -410,6 +410,51 @@ async fn a_keep_until_tag_set_during_a_tick_stops_its_later_calls(pool: PgPool) 
 }
 
 #[sqlx::test(migrations = false)]
+async fn an_owner_found_right_before_a_stop_refuses_it(pool: PgPool) {
+    let s = Setup::new(pool).await;
+    // An Auto Scaling group adopts i-west (AttachInstances) after the tick listed it, while its
+    // first stop call was made: stopping it now would have the group replace it.
+    let tags = BTreeMap::from([(
+        "aws:autoscaling:groupName".to_string(),
+        "inference".to_string(),
+    )]);
+    let sim = s.reconciler.provider().inner.clone();
+    s.after_first_stop(move || async move {
+        sim.tag("us-west-2", &["i-west".to_string()], &tags).await;
+    });
+
+    let report = s.tick(EVENING).await.unwrap();
+
+    assert_eq!(s.stop_calls(), ["i-east"]);
+    assert_eq!(s.state("i-west").await, InstanceState::Running);
+    let west = report
+        .actions
+        .iter()
+        .find(|a| a.decision.instance == "i-west")
+        .unwrap();
+    assert_eq!(west.outcome, Outcome::Skipped);
+    assert!(
+        west.detail
+            .contains("since the listing, owned by Auto Scaling group inference"),
+        "{}",
+        west.detail
+    );
+    assert!(s.audit("i-west").await.is_empty(), "no intent, no call");
+    // The next tick sees the owner in the listing: the engine asks for nothing.
+    let report = s.tick("2026-11-30T20:05:00Z").await.unwrap();
+    assert!(
+        report
+            .actions
+            .iter()
+            .all(|a| a.decision.instance != "i-west"),
+        "{:?}",
+        report.actions
+    );
+    assert_eq!(s.stop_calls(), ["i-east"]);
+    assert_eq!(s.state("i-west").await, InstanceState::Running);
+}
+
+#[sqlx::test(migrations = false)]
 async fn a_failed_read_right_before_a_stop_stops_nothing(pool: PgPool) {
     let s = Setup::new(pool).await;
     let cloud = s.reconciler.provider().clone();

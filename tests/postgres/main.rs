@@ -15,6 +15,7 @@ mod fallback;
 mod history;
 mod leadership;
 mod listener;
+mod owners;
 mod pacing;
 mod prometheus_answers;
 mod replay_store;

@@ -3,18 +3,21 @@
 //! [`Context::decide`] finds the governing policy (`matching`) and hands the instance to an
 //! [`Eval`], which applies the policy's rules in their order (`order`): starts at the opening
 //! (`start`), stops outside work hours with their notices (`stop`), the idle rule (`idle`) and
-//! spot moves (`spot`), each subject to what protects an instance (`protection`).
+//! spot moves (`spot`), each subject to what protects an instance (`protection`); then an
+//! instance something else owns is left alone whatever they asked (`owned`).
 
 mod eval;
 mod idle;
 mod matching;
 mod order;
+mod owned;
 mod protection;
 mod spot;
 mod start;
 mod stop;
 mod text;
 
+pub use owned::owned_code;
 pub use protection::tags_forbid_stop;
 
 use super::{Action, Brief, Code, Decision, InstanceFacts, Prior};
@@ -199,6 +202,7 @@ impl<'a> Context<'a> {
             facts: self.prior.facts(&inst.id),
         };
         let v = one_time_spot(eval.run(trace), inst, self, trace);
+        let v = owned::owned(v, inst, self, trace);
         (Some(policy), withdrawn_notice(v, inst, self, trace))
     }
 }

@@ -17,10 +17,17 @@ fn keep_until(inst: &Instance) -> Option<Result<DateTime<Utc>, &str>> {
 }
 
 /// Why the instance's own tags forbid stopping it at `now`, if they do: `ebb:skip=true`, an
-/// `ebb:keep-until` in the future, or one that is not a time. The same judgement as the
-/// rules', for the check right before each stop: people change tags between a tick's listing
-/// and its calls.
+/// owner's tag (an Auto Scaling group, Karpenter, ...), an `ebb:keep-until` in the future, or
+/// one that is not a time. The same judgement as the rules', for the check right before each
+/// stop and each step of a spot migration: people change tags between a tick's listing and
+/// its calls, and an owner may adopt an instance (attach it to a group) at any time.
 pub fn tags_forbid_stop(inst: &Instance, now: DateTime<Utc>) -> Option<String> {
+    if let Some(owner) = inst.owner() {
+        return Some(format!(
+            "owned by {owner}: ebb does not act on it alone; instead, {}",
+            owner.kind().instead()
+        ));
+    }
     if inst.tag(SKIP_TAG) == Some("true") {
         return Some("tagged ebb:skip=true".to_string());
     }

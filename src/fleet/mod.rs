@@ -1,5 +1,10 @@
-//! The fleet as ebb sees it: instances, their GPU utilisation and prices. It depends on no
-//! other module of ebb; the snapshot file a fleet can be read from has a module of its own.
+//! The fleet as ebb sees it: instances, their owners, their GPU utilisation and prices. It
+//! depends on no other module of ebb; the snapshot file a fleet can be read from has a module
+//! of its own.
+
+pub mod owner;
+
+pub use owner::{Owner, OwnerKind};
 
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
@@ -140,6 +145,12 @@ impl Instance {
     /// The value of tag `key`.
     pub fn tag(&self, key: &str) -> Option<&str> {
         self.tags.get(key)
+    }
+
+    /// What owns it besides ebb (an Auto Scaling group, Karpenter, ...), from its tags: ebb
+    /// never acts on such an instance alone.
+    pub fn owner(&self) -> Option<Owner> {
+        Owner::of(&self.tags)
     }
 }
 
