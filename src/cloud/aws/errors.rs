@@ -51,6 +51,8 @@ where
         // The credential chain fails inside the dispatch, before anything is sent.
         _ if message.contains("no credentials found") => ErrorKind::Credentials,
         SdkError::DispatchFailure(failure) => match failure.as_connector_error() {
+            // A request the client would not send (a bad header, say): not a network matter.
+            Some(connector) if connector.is_user() => ErrorKind::Other,
             Some(connector) if !was_sent(connector) => ErrorKind::Unavailable,
             _ => ErrorKind::Unanswered,
         },
