@@ -205,8 +205,9 @@ impl fmt::Display for CloudError {
                 f.write_str("; check the network and AWS_ENDPOINT_URL, ebb will try again")
             }
             ErrorKind::Unanswered => f.write_str(
-                "; it may have been carried out: ebb reads the instance's state to tell, and \
-                 does not call again until then",
+                "; the answer was lost (check the network and AWS_ENDPOINT_URL): a change it \
+                 asked for may have been carried out, and is resolved from the instance's state \
+                 at a later tick",
             ),
             _ => Ok(()),
         }
