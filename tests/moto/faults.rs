@@ -263,11 +263,7 @@ const ATTEMPTS: u32 = 3;
 /// The provider `ebb tick` builds, through the proxy at `endpoint`, with the SDK's standard
 /// retries (backoff from 1 ms, so that a matrix of throttled calls runs in seconds) and
 /// `timeouts`.
-pub(crate) async fn provider(
-    f: &Fixture,
-    endpoint: &str,
-    timeouts: aws::Timeouts,
-) -> AwsProvider {
+pub(crate) async fn provider(f: &Fixture, endpoint: &str, timeouts: aws::Timeouts) -> AwsProvider {
     let config = aws_config::defaults(BehaviorVersion::latest())
         .region(Region::new(f.region))
         .endpoint_url(endpoint)

@@ -54,8 +54,7 @@ struct Evening {
 impl Evening {
     async fn new(pool: PgPool, region: &'static str) -> Evening {
         let f = Fixture::new(region).await;
-        let (proxy, endpoint) =
-            Ec2Proxy::start(&std::env::var("AWS_ENDPOINT_URL").unwrap()).await;
+        let (proxy, endpoint) = Ec2Proxy::start(&std::env::var("AWS_ENDPOINT_URL").unwrap()).await;
         let store = Store::from_pool(pool);
         store.migrate().await.unwrap();
         let dir = tempfile::tempdir().unwrap();
@@ -117,10 +116,19 @@ impl Evening {
         let retired = self.proxy.retire();
         assert_eq!(retired.len(), 1, "{name}: the fault never fired");
         assert_eq!(lost.actions.len(), 1, "{name}: {:?}", lost.actions);
-        assert_eq!(lost.actions[0].label(), "unknown", "{name}: {:?}", lost.actions);
+        assert_eq!(
+            lost.actions[0].label(),
+            "unknown",
+            "{name}: {:?}",
+            lost.actions
+        );
         assert_eq!(lost.summary().unknown, 1);
         assert_eq!(lost.summary().failed, 0);
-        assert_eq!(self.rows(Outcome::Failed).await, 0, "{name}: recorded failed");
+        assert_eq!(
+            self.rows(Outcome::Failed).await,
+            0,
+            "{name}: recorded failed"
+        );
         assert_eq!(self.store.pending_intents().await.unwrap().len(), 1);
         // The call landed once, and was not sent again after its answer was lost.
         assert_eq!(self.proxy.calls("StopInstances", &self.id), 1, "{name}");
@@ -135,7 +143,12 @@ impl Evening {
 
         // Past it: resolved from the instance's state, once.
         let resolving = self.tick(day, "19:10").await;
-        assert_eq!(resolving.resolved.len(), 1, "{name}: {:?}", resolving.resolved);
+        assert_eq!(
+            resolving.resolved.len(),
+            1,
+            "{name}: {:?}",
+            resolving.resolved
+        );
         let resolved = &resolving.resolved[0].entry;
         assert_eq!(resolved.outcome, Outcome::Succeeded, "{name}: {resolved:?}");
         assert_eq!(resolved.action, "stop");
@@ -149,7 +162,12 @@ impl Evening {
         let next = next_weekday(day);
         let morning = self.tick(next, "09:05").await;
         assert_eq!(self.proxy.calls("StartInstances", &self.id), 1, "{name}");
-        assert_eq!(morning.summary().succeeded, 1, "{name}: {:?}", morning.actions);
+        assert_eq!(
+            morning.summary().succeeded,
+            1,
+            "{name}: {:?}",
+            morning.actions
+        );
         assert_eq!(self.state().await, "running", "{name}");
         let noon = t(&format!("{next}T12:00:00Z"));
         self.tick(next, "12:00").await;

@@ -199,7 +199,11 @@ async fn a_server_error_on_a_change_is_not_sent_again_and_is_unknown() {
 async fn only_the_batch_whose_answer_was_lost_is_unknown() {
     let stop = mock!(aws_sdk_ec2::Client::stop_instances)
         .sequence()
-        .http_response(ec2_error(500, "InternalError", "An internal error has occurred."))
+        .http_response(ec2_error(
+            500,
+            "InternalError",
+            "An internal error has occurred.",
+        ))
         .repeatedly()
         .build();
     let provider = provider(RuleMode::Sequential, &[&stop], &[]);
@@ -213,9 +217,12 @@ async fn only_the_batch_whose_answer_was_lost_is_unknown() {
         .filter(|f| f.error.kind.may_have_landed())
         .count();
     assert_eq!(unknown, 100, "the first batch of 100");
-    assert!(report.failed[100..]
-        .iter()
-        .all(|f| f.error.kind == ErrorKind::Unavailable && f.error.message.starts_with("not sent")));
+    assert!(
+        report.failed[100..]
+            .iter()
+            .all(|f| f.error.kind == ErrorKind::Unavailable
+                && f.error.message.starts_with("not sent"))
+    );
 }
 
 #[tokio::test]

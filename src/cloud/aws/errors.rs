@@ -175,7 +175,10 @@ mod tests {
     }
 
     fn answered(status: u16, code: &str) -> Stop {
-        let meta = ErrorMetadata::builder().code(code).message("from EC2").build();
+        let meta = ErrorMetadata::builder()
+            .code(code)
+            .message("from EC2")
+            .build();
         let raw = HttpResponse::new(status.try_into().unwrap(), SdkBody::from("<Response/>"));
         SdkError::service_error(StopInstancesError::generic(meta), raw)
     }
@@ -191,7 +194,11 @@ mod tests {
             (403, "UnauthorizedOperation", ErrorKind::AccessDenied),
             (400, "InvalidInstanceID.NotFound", ErrorKind::NotFound),
             (503, "RequestLimitExceeded", ErrorKind::Throttled),
-            (500, "InsufficientInstanceCapacity", ErrorKind::InsufficientCapacity),
+            (
+                500,
+                "InsufficientInstanceCapacity",
+                ErrorKind::InsufficientCapacity,
+            ),
         ] {
             let found = kind(answered(status, code));
             assert_eq!(found, expected, "{status} {code}");
@@ -224,7 +231,10 @@ mod tests {
     #[test]
     fn a_connection_lost_after_sending_may_have_been_carried_out() {
         let reset = ConnectorError::io(boxed("connection reset by peer"));
-        assert_eq!(kind(SdkError::dispatch_failure(reset)), ErrorKind::Unanswered);
+        assert_eq!(
+            kind(SdkError::dispatch_failure(reset)),
+            ErrorKind::Unanswered
+        );
         let unread = SdkError::response_error(
             boxed("unexpected end of body"),
             HttpResponse::new(200.try_into().unwrap(), SdkBody::empty()),
@@ -249,7 +259,9 @@ mod tests {
         let config = aws_sdk_ec2::Config::builder()
             .behavior_version(aws_sdk_ec2::config::BehaviorVersion::latest())
             .region(aws_sdk_ec2::config::Region::new("eu-west-1"))
-            .credentials_provider(aws_sdk_ec2::config::Credentials::new("AKID", "secret", None, None, "test"))
+            .credentials_provider(aws_sdk_ec2::config::Credentials::new(
+                "AKID", "secret", None, None, "test",
+            ))
             .endpoint_url(endpoint)
             .retry_config(aws_sdk_ec2::config::retry::RetryConfig::disabled())
             .build();

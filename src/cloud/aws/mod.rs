@@ -24,7 +24,6 @@ pub mod warnings;
 
 use super::pacing::{Pacer, RateLimits};
 use super::{ActionReport, CloudError, OnDemandPrices};
-use errors::{cloud_error, once_sent};
 use crate::clock::Clock;
 use crate::fleet::Gpus;
 use aws_config::retry::RetryConfig;
@@ -32,6 +31,7 @@ use aws_config::sts::AssumeRoleProvider;
 use aws_config::timeout::TimeoutConfig;
 use aws_config::{BehaviorVersion, ConfigLoader, Region, SdkConfig};
 use chrono::{DateTime, Utc};
+use errors::{cloud_error, once_sent};
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;

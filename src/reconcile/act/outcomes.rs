@@ -25,7 +25,7 @@ impl<P: Provider> Reconciler<P> {
         let outcomes: Vec<NewAuditEntry> = answers
             .iter()
             .filter_map(|a| match a {
-                Answer::Outcome(o) => Some(o.clone()),
+                Answer::Outcome(o) => Some((**o).clone()),
                 Answer::Lost(_) => None,
             })
             .collect();
@@ -107,7 +107,7 @@ impl<P: Provider> Reconciler<P> {
 #[derive(Debug)]
 pub(super) enum Answer {
     /// The cloud said: the outcome row.
-    Outcome(NewAuditEntry),
+    Outcome(Box<NewAuditEntry>),
     /// No answer says whether the call was carried out (the error that says so): no outcome
     /// yet.
     Lost(String),
@@ -191,7 +191,7 @@ pub(super) fn outcome_entries(
                     ..entry(d, Outcome::Failed)
                 },
             };
-            Answer::Outcome(outcome)
+            Answer::Outcome(Box::new(outcome))
         })
         .collect()
 }
