@@ -251,7 +251,7 @@ fn policies() -> tempfile::TempDir {
 
 /// AWS limits for the day of hangs: an answer that never comes fails within 2 s. The other days
 /// keep the binary's limits, so that a slow answer from moto on a busy machine is no fault.
-const HASTY: aws::Timeouts = aws::Timeouts {
+pub(crate) const HASTY: aws::Timeouts = aws::Timeouts {
     connect: Duration::from_secs(1),
     attempt: Duration::from_secs(1),
     operation: Duration::from_secs(2),
