@@ -124,7 +124,9 @@ impl ClassifyRetry for NotAgainOnceSent {
         let Some(Err(err)) = ctx.output_or_error() else {
             return RetryAction::NoActionIndicated;
         };
-        let proven_not_done = match previous {
+        // A retry the SDK wants stands only when the attempt proved it did nothing; with no
+        // retry wanted there is nothing to overrule.
+        let may_retry = match previous {
             RetryAction::RetryIndicated(reason) => {
                 let throttled = matches!(
                     reason,
@@ -137,7 +139,7 @@ impl ClassifyRetry for NotAgainOnceSent {
             }
             _ => true,
         };
-        if proven_not_done {
+        if may_retry {
             RetryAction::NoActionIndicated
         } else {
             RetryAction::RetryForbidden
