@@ -19,8 +19,13 @@ pub enum ErrorKind {
     InvalidState,
     /// The instance cannot hibernate.
     HibernationUnsupported,
-    /// The service failed (5xx) or could not be reached, after every retry.
+    /// The service could not be reached, and nothing was sent: the call was not carried out.
     Unavailable,
+    /// The request may have reached the service, but no answer says what became of it: a
+    /// timeout once it was sent, a connection lost after sending, an answer that could not be
+    /// read, or a 5xx. The call may have been carried out: its outcome is unknown until the
+    /// instance's state tells (`reconcile/resolve.rs`), never `failed` at once.
+    Unanswered,
     /// Anything else the service refused.
     Other,
 }
@@ -47,8 +52,9 @@ impl ErrorKind {
                 ErrorKind::InvalidState
             }
             "UnsupportedHibernationConfiguration" => ErrorKind::HibernationUnsupported,
+            // The service failed while handling the call: it may have carried it out.
             "InternalError" | "InternalFailure" | "ServiceUnavailable" | "Unavailable" => {
-                ErrorKind::Unavailable
+                ErrorKind::Unanswered
             }
             c if c.starts_with("InvalidInstanceID") => ErrorKind::NotFound,
             _ => ErrorKind::Other,
@@ -60,8 +66,17 @@ impl ErrorKind {
     pub fn is_whole_call(self) -> bool {
         matches!(
             self,
-            ErrorKind::Throttled | ErrorKind::Credentials | ErrorKind::Unavailable
+            ErrorKind::Throttled
+                | ErrorKind::Credentials
+                | ErrorKind::Unavailable
+                | ErrorKind::Unanswered
         )
+    }
+
+    /// Whether the call may have been carried out despite the error: only an answer that
+    /// proves otherwise (a refusal, a connection never made) makes it `failed`.
+    pub fn may_have_landed(self) -> bool {
+        self == ErrorKind::Unanswered
     }
 }
 
@@ -144,7 +159,17 @@ impl CloudError {
     /// A call whose reply did not arrive in time (it may have been carried out).
     pub fn timed_out(operation: &'static str) -> Self {
         let message = "the reply did not arrive in time";
-        CloudError::coded(ErrorKind::Unavailable, operation, "RequestTimeout", message)
+        CloudError::coded(ErrorKind::Unanswered, operation, "RequestTimeout", message)
+    }
+
+    /// What the ids of a call's later batches, never sent, are failed with once this error
+    /// ended the call: a lost answer for one batch says nothing of the batches after it.
+    pub fn for_unsent(&self) -> CloudError {
+        if !self.kind.may_have_landed() {
+            return self.clone();
+        }
+        let message = format!("not sent, after an earlier batch got no answer ({self})");
+        CloudError::new(ErrorKind::Unavailable, self.operation, message)
     }
 
     /// The same error, with the request id of the call that failed.
@@ -179,6 +204,11 @@ impl fmt::Display for CloudError {
             ErrorKind::Unavailable => {
                 f.write_str("; check the network and AWS_ENDPOINT_URL, ebb will try again")
             }
+            ErrorKind::Unanswered => f.write_str(
+                "; the answer was lost (check the network and AWS_ENDPOINT_URL): a change it \
+                 asked for may have been carried out, and is resolved from the instance's state \
+                 at a later tick",
+            ),
             _ => Ok(()),
         }
     }

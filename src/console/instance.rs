@@ -8,7 +8,9 @@ use super::override_forms::{self, OverrideForm};
 use super::session::Session;
 use super::{explain, layout, maybe_time, ok, scroll, time, Nav, PageError, PageResult};
 use crate::api::ApiState;
-use crate::store::{AuditEntry, AuditFilter, InstanceEvent, InstanceRecord, OverrideRecord};
+use crate::store::{
+    AuditEntry, AuditFilter, InstanceEvent, InstanceRecord, Outcome, OverrideRecord,
+};
 use axum::extract::rejection::{PathRejection, QueryRejection};
 use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, StatusCode};
@@ -252,6 +254,10 @@ impl Line<'_> {
 }
 
 fn timeline(i: &InstanceRecord, events: &[InstanceEvent], audit: &[AuditEntry]) -> Markup {
+    // An outcome is newer than its intent: an intent shown without one among these rows has
+    // none yet (its call in flight, or its answer lost and resolved at a later tick).
+    let closed: std::collections::HashSet<i64> =
+        audit.iter().filter_map(|a| a.entry.intent_seq).collect();
     let mut lines: Vec<Line> = events.iter().map(Line::State).collect();
     lines.extend(audit.iter().map(Line::Audit));
     lines.push(Line::FirstSeen(i));
@@ -284,6 +290,9 @@ fn timeline(i: &InstanceRecord, events: &[InstanceEvent], audit: &[AuditEntry]) 
                                             (a.entry.outcome.as_str())
                                         }
                                         @if a.entry.dry_run { " " span.tag { "dry run" } }
+                                        @if a.entry.outcome == Outcome::Intent && !closed.contains(&a.seq) {
+                                            " " span.tag { "unknown, resolving" }
+                                        }
                                     }
                                     td.reason {
                                         @if let Some(c) = &a.entry.code { code { (c) } ": " }

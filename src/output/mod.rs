@@ -435,7 +435,7 @@ pub fn tick_summary(report: &TickReport) -> String {
                 [
                     a.decision.instance.clone(),
                     a.decision.action.to_string(),
-                    a.outcome.as_str().to_string(),
+                    a.label().to_string(),
                     a.decision.policy.clone().unwrap_or_else(|| "-".into()),
                     a.detail.clone(),
                 ]

@@ -27,7 +27,8 @@ pub struct ActionOutcome {
     /// The decision acted on.
     pub decision: Decision,
     /// Succeeded, failed, or skipped (a dry run, an override made since the decision, a box
-    /// already stopped).
+    /// already stopped); [`Outcome::Intent`] while unknown: the call's answer was lost, and its
+    /// intent stays open until the instance's state tells.
     pub outcome: Outcome,
     /// What the outcome row says: the reason, and what was done instead or the error.
     pub detail: String,
@@ -49,6 +50,9 @@ pub struct TickSummary {
     pub failed: usize,
     /// Actions skipped, or not taken in a dry run.
     pub skipped: usize,
+    /// Actions whose answer was lost: unknown, resolved from the instances' state at a later
+    /// tick, never counted as failed.
+    pub unknown: usize,
     /// Actions left for the next tick by the cap.
     pub deferred: usize,
     /// Actions left for the next tick by EC2's rate limits.
@@ -67,13 +71,14 @@ impl std::fmt::Display for TickSummary {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
             f,
-            "tick at {}: {} instances, {} actions ({} succeeded, {} failed, {} skipped or dry run), {} deferred by the cap, {} waiting for EC2's rate limits, {} held back after failures, {} interrupted actions resolved, {} instances awaiting an earlier call's outcome, {} instances with GPU utilisation unread",
+            "tick at {}: {} instances, {} actions ({} succeeded, {} failed, {} skipped or dry run, {} unknown, resolving), {} deferred by the cap, {} waiting for EC2's rate limits, {} held back after failures, {} interrupted actions resolved, {} instances awaiting an earlier call's outcome, {} instances with GPU utilisation unread",
             self.at.to_rfc3339_opts(SecondsFormat::Secs, true),
             self.instances,
             self.actions,
             self.succeeded,
             self.failed,
             self.skipped,
+            self.unknown,
             self.deferred,
             self.backlog,
             self.held_back,
@@ -160,6 +165,14 @@ pub struct MigrationStep {
 }
 
 impl ActionOutcome {
+    /// Its outcome as the logs and metrics name it: `unknown` while no outcome is written.
+    pub fn label(&self) -> &'static str {
+        match self.outcome {
+            Outcome::Intent => "unknown",
+            other => other.as_str(),
+        }
+    }
+
     /// Logs the action, in the spans of its tick and its cloud call; `dry_run` when the whole
     /// reconciler runs dry.
     pub(super) fn log(&self, at: DateTime<Utc>, dry_run: bool) {
@@ -167,7 +180,7 @@ impl ActionOutcome {
             at = %at.to_rfc3339_opts(SecondsFormat::Secs, true),
             instance = self.decision.instance,
             action = self.decision.action.as_str(),
-            outcome = self.outcome.as_str(),
+            outcome = self.label(),
             policy = self.decision.policy.as_deref(),
             dry_run = self.decision.dry_run || dry_run,
             detail = self.detail,
@@ -231,6 +244,7 @@ impl TickReport {
             succeeded: count(Outcome::Succeeded),
             failed: count(Outcome::Failed),
             skipped: count(Outcome::Skipped),
+            unknown: count(Outcome::Intent),
             deferred: self.deferred,
             backlog: self.backlog,
             held_back: self.held_back,
@@ -245,7 +259,7 @@ impl TickReport {
         let mut actions: BTreeMap<(&'static str, &'static str), u64> = BTreeMap::new();
         for a in &self.actions {
             *actions
-                .entry((a.decision.action.as_str(), a.outcome.as_str()))
+                .entry((a.decision.action.as_str(), a.label()))
                 .or_default() += 1;
         }
         metrics.tick_done(

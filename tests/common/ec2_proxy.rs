@@ -1,7 +1,8 @@
 //! An HTTP proxy between ebb and moto's EC2 server. It sees each EC2 query-protocol call by its
 //! `Action` form field, counts the calls that reach the cloud, can hold one call at a trap for
 //! the test (to kill `ebb tick` there, or to do something while the call is on the wire), and
-//! can answer a chosen action with an injected EC2 error, or never, instead of forwarding it.
+//! can answer a chosen action with an injected EC2 error, or never, instead of forwarding it,
+//! or forward it and lose the cloud's answer (the connection closed, or a 500 in its place).
 
 use super::moto::Fixture;
 use axum::body::Body;
@@ -36,6 +37,11 @@ pub enum Fault {
     NotFound,
     /// No answer at all: the request hangs until the client gives up.
     Timeout,
+    /// Forwarded, and carried out by the cloud; its answer is dropped and the connection
+    /// closed.
+    AnswerDropped,
+    /// Forwarded, and carried out by the cloud; answered 500 `InternalError` in its place.
+    ServerErrorAfter,
 }
 
 impl Fault {
@@ -47,8 +53,14 @@ impl Fault {
             Fault::AccessDenied => Some((403, "UnauthorizedOperation")),
             Fault::InsufficientCapacity => Some((500, "InsufficientInstanceCapacity")),
             Fault::NotFound => Some((400, "InvalidInstanceID.NotFound")),
-            Fault::Timeout => None,
+            Fault::ServerErrorAfter => Some((500, "InternalError")),
+            Fault::Timeout | Fault::AnswerDropped => None,
         }
+    }
+
+    /// Whether the call reaches the cloud before the fault.
+    fn forwards(self) -> bool {
+        matches!(self, Fault::AnswerDropped | Fault::ServerErrorAfter)
     }
 }
 
@@ -216,6 +228,14 @@ fn error(status: u16, code: &str) -> Response {
     response
 }
 
+/// An answer that never arrives whole: its body fails at once, so the server closes the
+/// connection.
+fn dropped() -> Response {
+    let lost = std::io::Error::other("answer dropped by the test");
+    let body = futures_util::stream::once(async move { Err::<axum::body::Bytes, _>(lost) });
+    Response::new(Body::from_stream(body))
+}
+
 async fn relay(State(proxy): State<Arc<Ec2Proxy>>, request: Request) -> Response {
     let (parts, body) = request.into_parts();
     let body = axum::body::to_bytes(body, usize::MAX).await.unwrap();
@@ -234,7 +254,8 @@ async fn relay(State(proxy): State<Arc<Ec2Proxy>>, request: Request) -> Response
     if MUTATING.contains(&action.as_str()) {
         proxy.arrivals.lock().unwrap().push(action.clone());
     }
-    if let Some(fault) = proxy.fault_for(&action) {
+    let fault = proxy.fault_for(&action);
+    if let Some(fault) = fault.filter(|f| !f.forwards()) {
         match fault.answer() {
             Some((status, code)) => return error(status, code),
             None => std::future::pending::<()>().await,
@@ -289,6 +310,12 @@ async fn relay(State(proxy): State<Arc<Ec2Proxy>>, request: Request) -> Response
     .unwrap();
     if let Some(trap) = after {
         hold(trap).await;
+    }
+    if let Some(fault) = fault.filter(|f| f.forwards()) {
+        return match fault.answer() {
+            Some((status, code)) => error(status, code),
+            None => dropped(),
+        };
     }
     let status = answer.status();
     let headers = answer.headers().clone();

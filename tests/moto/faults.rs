@@ -251,7 +251,7 @@ fn policies() -> tempfile::TempDir {
 
 /// AWS limits for the day of hangs: an answer that never comes fails within 2 s. The other days
 /// keep the binary's limits, so that a slow answer from moto on a busy machine is no fault.
-const HASTY: aws::Timeouts = aws::Timeouts {
+pub(crate) const HASTY: aws::Timeouts = aws::Timeouts {
     connect: Duration::from_secs(1),
     attempt: Duration::from_secs(1),
     operation: Duration::from_secs(2),
@@ -263,7 +263,7 @@ const ATTEMPTS: u32 = 3;
 /// The provider `ebb tick` builds, through the proxy at `endpoint`, with the SDK's standard
 /// retries (backoff from 1 ms, so that a matrix of throttled calls runs in seconds) and
 /// `timeouts`.
-async fn provider(f: &Fixture, endpoint: &str, timeouts: aws::Timeouts) -> AwsProvider {
+pub(crate) async fn provider(f: &Fixture, endpoint: &str, timeouts: aws::Timeouts) -> AwsProvider {
     let config = aws_config::defaults(BehaviorVersion::latest())
         .region(Region::new(f.region))
         .endpoint_url(endpoint)

@@ -10,6 +10,7 @@ mod audit_cli;
 mod aws;
 mod crash;
 mod faults;
+mod lost_answers;
 mod partition;
 mod serve;
 mod spot;

@@ -171,8 +171,10 @@ async fn throttling_that_outlasts_the_retries_fails_the_rest_without_more_calls(
     assert_eq!(provider.pacer().counts().throttles, 3);
 }
 
+/// A 500 may come after EC2 carried the call out: a call that changes something is not sent
+/// again, and its error says the outcome is unknown (resolved from the instance's state later).
 #[tokio::test]
-async fn a_server_error_is_retried() {
+async fn a_server_error_on_a_change_is_not_sent_again_and_is_unknown() {
     let start = mock!(aws_sdk_ec2::Client::start_instances)
         .sequence()
         .http_response(ec2_error(
@@ -184,8 +186,43 @@ async fn a_server_error_is_retried() {
         .build();
     let provider = provider(RuleMode::Sequential, &[&start], &[]);
     let report = provider.start(REGION, &ids(&["i-1"])).await;
-    assert_eq!(report.done.len(), 1, "{:?}", report.failed);
-    assert_eq!(start.num_calls(), 2);
+    assert!(report.done.is_empty(), "{:?}", report.done);
+    assert_eq!(report.failed.len(), 1);
+    assert_eq!(report.failed[0].error.kind, ErrorKind::Unanswered);
+    assert!(report.failed[0].error.kind.may_have_landed());
+    assert_eq!(start.num_calls(), 1);
+}
+
+/// A lost answer ends the call, but says nothing of the batches never sent: those are failed
+/// (nothing was done to them), only the batch sent is unknown.
+#[tokio::test]
+async fn only_the_batch_whose_answer_was_lost_is_unknown() {
+    let stop = mock!(aws_sdk_ec2::Client::stop_instances)
+        .sequence()
+        .http_response(ec2_error(
+            500,
+            "InternalError",
+            "An internal error has occurred.",
+        ))
+        .repeatedly()
+        .build();
+    let provider = provider(RuleMode::Sequential, &[&stop], &[]);
+    let many: Vec<String> = (0..250).map(|n| format!("i-{n}")).collect();
+    let report = provider.stop(REGION, &many, StopKind::Stop).await;
+    assert_eq!(stop.num_calls(), 1);
+    assert_eq!(report.failed.len(), 250);
+    let unknown = report
+        .failed
+        .iter()
+        .filter(|f| f.error.kind.may_have_landed())
+        .count();
+    assert_eq!(unknown, 100, "the first batch of 100");
+    assert!(
+        report.failed[100..]
+            .iter()
+            .all(|f| f.error.kind == ErrorKind::Unavailable
+                && f.error.message.starts_with("not sent"))
+    );
 }
 
 #[tokio::test]

@@ -12,7 +12,7 @@ use ebb::control::Control;
 use ebb::engine::{Action, Code, Decision};
 use ebb::fleet::{Instance, InstanceState};
 use ebb::reconcile::PolicySource;
-use ebb::store::Store;
+use ebb::store::{NewAuditEntry, Outcome, Store};
 use reqwest::StatusCode;
 use sha2::Digest as _;
 use sqlx::PgPool;
@@ -445,6 +445,43 @@ async fn an_instance_page_shows_its_timeline_chart_and_overrides(pool: PgPool) {
         body.contains("&lt;b&gt;") && !body.contains("<b>"),
         "{body}"
     );
+}
+
+/// A stop whose answer was lost has an intent and no outcome yet: the timeline says it is
+/// unknown and being resolved, and stops saying so once the outcome is written.
+#[sqlx::test(migrations = false)]
+async fn an_intent_without_an_outcome_is_shown_as_unknown_resolving(pool: PgPool) {
+    let console = Console::start(&pool).await;
+    let box1 = instance("i-1", &[("team", "research")]);
+    console.sync(&[box1], "2026-11-30T09:00:00Z").await;
+    let intent = NewAuditEntry {
+        instance: Some("i-1".into()),
+        region: Some("us-east-1".into()),
+        outcome: Outcome::Intent,
+        ..NewAuditEntry::event(
+            t("2026-11-30T19:00:00Z"),
+            "scheduler",
+            "stop",
+            "closed".into(),
+        )
+    };
+    let written = console
+        .store
+        .append_audit(std::slice::from_ref(&intent))
+        .await
+        .unwrap();
+    let html = console.page("/instances/i-1").await;
+    assert!(html.contains("unknown, resolving"), "{html}");
+
+    let outcome = NewAuditEntry {
+        at: t("2026-11-30T19:10:00Z"),
+        outcome: Outcome::Succeeded,
+        intent_seq: Some(written[0].seq),
+        ..intent
+    };
+    console.store.append_audit(&[outcome]).await.unwrap();
+    let html = console.page("/instances/i-1").await;
+    assert!(!html.contains("unknown, resolving"), "{html}");
 }
 
 #[sqlx::test(migrations = false)]

@@ -2,7 +2,7 @@
 //! pages, the calls that change instances in batches (split when one id fails), and EC2's
 //! instances as ebb sees them.
 
-use super::{cloud_error, to_chrono, to_smithy, AwsProvider, Scope};
+use super::{cloud_error, once_sent, to_chrono, to_smithy, AwsProvider, Scope};
 use crate::cloud::pacing::Key;
 use crate::cloud::{ActionReport, CloudError, Done, Failed, TypePrice};
 use crate::fleet::{Gpus, Instance, InstanceState, Lifecycle};
@@ -183,6 +183,8 @@ impl AwsProvider {
             .stop_instances()
             .set_instance_ids(Some(ids))
             .hibernate(hibernate)
+            .customize()
+            .config_override(once_sent())
             .send()
             .boxed()
             .await
@@ -254,8 +256,8 @@ impl AwsProvider {
     /// Runs `call` on batches of `ids`. A batch that fails is split in halves until the ids
     /// that fail are alone, so one bad id costs about 2·log2(batch) extra calls and never
     /// blocks the rest. An error about the call as a whole (throttled after every retry, bad
-    /// credentials, service down) fails every remaining id at once instead: splitting would
-    /// only add load. Each call waits for its tokens in the scope's buckets of `operation`.
+    /// credentials, service down, an answer lost) fails every remaining id at once instead:
+    /// splitting would only add load, or send again what may have been carried out. Each call waits for its tokens in the scope's buckets of `operation`.
     pub(super) async fn batched<F, Fut>(
         &self,
         scope: &Scope,
@@ -288,13 +290,16 @@ impl AwsProvider {
                     fallback: None,
                 })),
                 Err(error) if error.kind.is_whole_call() => {
-                    let rest = work.drain(..).rev().flatten();
-                    report
-                        .failed
-                        .extend(batch.into_iter().chain(rest).map(|instance| Failed {
-                            instance,
-                            error: error.clone(),
-                        }));
+                    let unsent = error.for_unsent();
+                    let rest = work.drain(..).rev().flatten().map(|instance| Failed {
+                        instance,
+                        error: unsent.clone(),
+                    });
+                    let this = batch.into_iter().map(|instance| Failed {
+                        instance,
+                        error: error.clone(),
+                    });
+                    report.failed.extend(this.chain(rest));
                 }
                 Err(error) if batch.len() == 1 => report.failed.push(Failed {
                     instance: batch.remove(0),

@@ -16,22 +16,22 @@
 
 mod artifacts;
 mod ec2;
+mod errors;
 mod metrics;
 mod provider;
 mod spot;
 pub mod warnings;
 
 use super::pacing::{Pacer, RateLimits};
-use super::{ActionReport, CloudError, ErrorKind, OnDemandPrices};
+use super::{ActionReport, CloudError, OnDemandPrices};
 use crate::clock::Clock;
 use crate::fleet::Gpus;
 use aws_config::retry::RetryConfig;
 use aws_config::sts::AssumeRoleProvider;
 use aws_config::timeout::TimeoutConfig;
 use aws_config::{BehaviorVersion, ConfigLoader, Region, SdkConfig};
-use aws_sdk_ec2::error::{ProvideErrorMetadata, SdkError};
-use aws_sdk_ec2::operation::RequestId;
 use chrono::{DateTime, Utc};
+use errors::{cloud_error, once_sent};
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
@@ -316,75 +316,6 @@ impl AwsProvider {
         }
         (groups, report)
     }
-}
-
-/// Turns an SDK error into a [`CloudError`]: its AWS code, message and request id.
-fn cloud_error<E>(operation: &'static str, err: SdkError<E>) -> CloudError
-where
-    E: ProvideErrorMetadata + RequestId + std::error::Error + Send + Sync + 'static,
-{
-    let request_id = err
-        .as_service_error()
-        .and_then(|e| e.request_id())
-        .or_else(|| err.request_id())
-        .map(str::to_string);
-    match &err {
-        SdkError::ServiceError(context) => {
-            let code = context.err().code().map(str::to_string);
-            let status = context.raw().status().as_u16();
-            let kind = match code.as_deref().map(ErrorKind::from_code) {
-                Some(ErrorKind::Other) | None if status >= 500 => ErrorKind::Unavailable,
-                Some(kind) => kind,
-                None => ErrorKind::Other,
-            };
-            CloudError {
-                kind,
-                operation,
-                message: context
-                    .err()
-                    .message()
-                    .map(str::to_string)
-                    .unwrap_or_else(|| format!("HTTP {status}")),
-                code,
-                request_id,
-            }
-        }
-        _ => {
-            let message = one_line(&err);
-            let kind = match &err {
-                // The credential chain fails inside the dispatch, before anything is sent.
-                _ if message.contains("no credentials found") => ErrorKind::Credentials,
-                SdkError::DispatchFailure(_) | SdkError::TimeoutError(_) => ErrorKind::Unavailable,
-                _ => ErrorKind::Other,
-            };
-            CloudError {
-                kind,
-                operation,
-                code: None,
-                message,
-                request_id,
-            }
-        }
-    }
-}
-
-/// An error and its causes on one line, each said once (the SDK nests errors that repeat
-/// their cause, and its credential errors span lines).
-fn one_line(err: &dyn std::error::Error) -> String {
-    let mut parts: Vec<String> = Vec::new();
-    let mut next = Some(err);
-    while let Some(e) = next {
-        let text = e
-            .to_string()
-            .split_whitespace()
-            .collect::<Vec<_>>()
-            .join(" ");
-        if !parts.iter().any(|p| p.contains(&text)) {
-            parts.push(text);
-        }
-        next = e.source();
-    }
-    parts.join(": ")
 }
 
 /// EC2's tags as a map.

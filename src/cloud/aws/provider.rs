@@ -8,7 +8,7 @@ use super::metrics::{gpu_queries, QUERIES_PER_CALL};
 use super::spot::{
     image_request, launch_spec_of, not_found, run_request, snapshots, status, Placement,
 };
-use super::{cloud_error, tag_map, AwsProvider, Known};
+use super::{cloud_error, once_sent, tag_map, AwsProvider, Known};
 use crate::cloud::pacing::Key;
 use crate::cloud::{
     ActionReport, Artifact, CloudError, ErrorKind, Failed, GpuReadings, Image, ImageMade,
@@ -259,6 +259,8 @@ impl Provider for AwsProvider {
                 .ec2
                 .start_instances()
                 .set_instance_ids(Some(batch))
+                .customize()
+                .config_override(once_sent())
                 .send()
                 .boxed()
                 .await
@@ -283,6 +285,8 @@ impl Provider for AwsProvider {
                     .modify_instance_attribute()
                     .set_instance_id(batch.into_iter().next())
                     .instance_type(AttributeValue::builder().value(instance_type).build())
+                    .customize()
+                    .config_override(once_sent())
                     .send()
                     .boxed()
                     .await
@@ -313,6 +317,8 @@ impl Provider for AwsProvider {
                     .create_tags()
                     .set_resources(Some(batch))
                     .set_tags(Some(tags))
+                    .customize()
+                    .config_override(once_sent())
                     .send()
                     .boxed()
                     .await
@@ -351,6 +357,8 @@ impl Provider for AwsProvider {
                     .delete_tags()
                     .set_resources(Some(batch))
                     .set_tags(Some(tags))
+                    .customize()
+                    .config_override(once_sent())
                     .send()
                     .boxed()
                     .await

@@ -114,18 +114,19 @@ impl<P: Provider> Reconciler<P> {
             return Ok(None);
         };
         let cloud = call().await;
-        let outcomes = outcome_entries(&[d], &cloud, |d, outcome| NewAuditEntry {
+        let answers = outcome_entries(&[d], &cloud, |d, outcome| NewAuditEntry {
             intent_seq: Some(intent.seq),
             ..tick.entry(d, outcome, false)
         });
-        let result = match outcomes[0].outcome {
-            Outcome::Succeeded => Ok(()),
+        // A lost answer ends the fallback too: what the call did is known only later.
+        let result = match answers[0].outcome() {
+            Some(Outcome::Succeeded) => Ok(()),
             _ => Err(cloud
                 .failed
                 .first()
                 .map_or(ErrorKind::Other, |f| f.error.kind)),
         };
-        self.record(&[d], outcomes, tick).await?;
+        self.record(&[d], answers, tick).await?;
         Ok(Some(result))
     }
 }

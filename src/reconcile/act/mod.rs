@@ -151,11 +151,11 @@ impl<P: Provider> Reconciler<P> {
             .filter_map(|i| Some((i.entry.instance.as_deref()?, i.seq)))
             .collect();
         let cloud = self.call(call, &group, tick.now).await;
-        let outcomes = outcome_entries(&group, &cloud, |d, outcome| NewAuditEntry {
+        let answers = outcome_entries(&group, &cloud, |d, outcome| NewAuditEntry {
             intent_seq: seq_of.get(d.instance.as_str()).copied(),
             ..tick.entry(d, outcome, false)
         });
-        self.record(&group, outcomes, tick).await?;
+        self.record(&group, answers, tick).await?;
         if call == CloudCall::Start {
             self.fall_back(&group, &cloud, tick).await?;
         }

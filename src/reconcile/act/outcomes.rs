@@ -11,19 +11,28 @@ use chrono::SecondsFormat;
 use std::collections::HashMap;
 
 impl<P: Provider> Reconciler<P> {
-    /// Writes the outcomes of `group`'s call with what ebb remembers of it (one transaction),
-    /// then posts its notices and reports it.
+    /// Writes the outcomes of `group`'s call (`answers`, one per decision) with what ebb
+    /// remembers of it (one transaction), then posts its notices and reports it. A lost answer
+    /// writes nothing: its intent stays open, and a later tick resolves it from the instance's
+    /// state once the call can no longer be in flight (`reconcile/resolve.rs`).
     pub(super) async fn record(
         &self,
         group: &[&Decision],
-        outcomes: Vec<NewAuditEntry>,
+        answers: Vec<Answer>,
         tick: &mut TickContext<'_>,
     ) -> Result<(), StoreError> {
         let now = tick.now;
+        let outcomes: Vec<NewAuditEntry> = answers
+            .iter()
+            .filter_map(|a| match a {
+                Answer::Outcome(o) => Some((**o).clone()),
+                Answer::Lost(_) => None,
+            })
+            .collect();
         let done: Vec<ActionDone> = group
             .iter()
-            .zip(&outcomes)
-            .filter(|(_, o)| o.outcome == Outcome::Succeeded)
+            .zip(&answers)
+            .filter(|(_, a)| matches!(a, Answer::Outcome(o) if o.outcome == Outcome::Succeeded))
             .map(|(d, _)| ActionDone {
                 instance: d.instance.clone(),
                 action: d.action,
@@ -31,7 +40,22 @@ impl<P: Provider> Reconciler<P> {
             })
             .collect();
         self.store.append_outcomes(&outcomes, &done).await?;
-        for (d, o) in group.iter().zip(&outcomes) {
+        for (d, answer) in group.iter().zip(&answers) {
+            let o = match answer {
+                Answer::Outcome(o) => o,
+                Answer::Lost(error) => {
+                    let unknown = ActionOutcome {
+                        decision: (*d).clone(),
+                        outcome: Outcome::Intent,
+                        detail: format!(
+                            "unknown: {error}; the intent stays open, resolved from the instance's state once the call cannot be in flight"
+                        ),
+                    };
+                    unknown.log(now, false);
+                    tick.report.actions.push(unknown);
+                    continue;
+                }
+            };
             if let (Outcome::Succeeded, Action::Notify, Some(webhook)) =
                 (o.outcome, d.action, &self.options.webhook)
             {
@@ -79,12 +103,33 @@ impl<P: Provider> Reconciler<P> {
     }
 }
 
-/// One outcome row per decision of `group`, in order, from what the cloud reported.
+/// What became of one decision's call.
+#[derive(Debug)]
+pub(super) enum Answer {
+    /// The cloud said: the outcome row.
+    Outcome(Box<NewAuditEntry>),
+    /// No answer says whether the call was carried out (the error that says so): no outcome
+    /// yet.
+    Lost(String),
+}
+
+impl Answer {
+    /// The outcome written, if any.
+    pub(super) fn outcome(&self) -> Option<Outcome> {
+        match self {
+            Answer::Outcome(o) => Some(o.outcome),
+            Answer::Lost(_) => None,
+        }
+    }
+}
+
+/// One answer per decision of `group`, in order, from what the cloud reported: an outcome row,
+/// or, when the error says the call may have been carried out, none.
 pub(super) fn outcome_entries(
     group: &[&Decision],
     cloud: &ActionReport,
     entry: impl Fn(&Decision, Outcome) -> NewAuditEntry,
-) -> Vec<NewAuditEntry> {
+) -> Vec<Answer> {
     let done: HashMap<&str, _> = cloud
         .done
         .iter()
@@ -98,10 +143,13 @@ pub(super) fn outcome_entries(
     group
         .iter()
         .map(|d| {
-            match (
+            let outcome = match (
                 done.get(d.instance.as_str()),
                 failed.get(d.instance.as_str()),
             ) {
+                (None, Some(failed)) if failed.error.kind.may_have_landed() => {
+                    return Answer::Lost(failed.error.to_string())
+                }
                 // A person's stop landed between the decision and ebb's call: crediting it to
                 // ebb would have `start_at_open: stopped-by-ebb` start what a person stopped.
                 (Some(done), _) if done.already => NewAuditEntry {
@@ -142,7 +190,8 @@ pub(super) fn outcome_entries(
                     error: Some("the cloud did not report on this instance".to_string()),
                     ..entry(d, Outcome::Failed)
                 },
-            }
+            };
+            Answer::Outcome(Box::new(outcome))
         })
         .collect()
 }
