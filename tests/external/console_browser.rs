@@ -123,6 +123,16 @@ async fn api(http: &reqwest::Client, base: &str, path: &str) -> Option<Value> {
     r.json().await.ok()
 }
 
+/// `path`'s answer, asked again until there is one: on a loaded machine a read can miss the
+/// API's route timeout.
+async fn answer(http: &reqwest::Client, base: &str, path: &str) -> Value {
+    common::eventually(PATIENCE, Duration::from_millis(200), async || {
+        api(http, base, path).await
+    })
+    .await
+    .unwrap_or_else(|| panic!("no answer from {path} within {PATIENCE:?}"))
+}
+
 #[sqlx::test(migrations = false)]
 async fn the_console_in_chromium_on_the_demo_fleet(pool: PgPool) {
     let chromium = chromium();
@@ -503,14 +513,18 @@ async fn forms(chromium: &Path, base: &str, http: &reqwest::Client, target: &Pat
     assert!(html.contains("demo at 9, please keep it"), "{html}");
     d.screenshot(1280, &target.join("console-override.png"));
     d.screenshot(390, &target.join("console-override-390.png"));
-    let overrides = api(http, base, "/v1/overrides").await.unwrap();
-    let made = overrides
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|o| o["instance"] == "i-0research01")
-        .unwrap_or_else(|| panic!("no override through the API: {overrides}"))
-        .clone();
+    // Read until it answers: on a loaded machine a read can miss the API's route timeout.
+    let research01 = async || {
+        api(http, base, "/v1/overrides")
+            .await?
+            .as_array()?
+            .iter()
+            .find(|o| o["instance"] == "i-0research01")
+            .cloned()
+    };
+    let made = common::eventually(PATIENCE, Duration::from_millis(200), research01)
+        .await
+        .unwrap_or_else(|| panic!("no override for i-0research01 through the API"));
     assert_eq!(made["created_by"], json!("mei"), "{made}");
     assert_eq!(made["reason"], json!("demo at 9, please keep it"), "{made}");
 
@@ -525,7 +539,7 @@ async fn forms(chromium: &Path, base: &str, http: &reqwest::Client, target: &Pat
         html.contains(&format!("Override {} revoked.", made["id"])),
         "{html}"
     );
-    let overrides = api(http, base, "/v1/overrides").await.unwrap();
+    let overrides = answer(http, base, "/v1/overrides").await;
     assert!(
         !overrides
             .as_array()
@@ -534,13 +548,12 @@ async fn forms(chromium: &Path, base: &str, http: &reqwest::Client, target: &Pat
             .any(|o| o["id"] == made["id"]),
         "{overrides}"
     );
-    let revoked = api(
+    let revoked = answer(
         http,
         base,
         "/v1/audit?instance=i-0research01&action=override_revoked",
     )
-    .await
-    .unwrap();
+    .await;
     assert_eq!(revoked[0]["actor"], json!("mei"), "{revoked}");
 
     // Logging out: the cookie is gone and the page offers the login again.

@@ -382,7 +382,7 @@ async fn every_error_class_at_every_call_keeps_the_invariants(pool: PgPool) {
             None => format!("a person's stop while ebb's stop call is on the wire ({day})"),
         };
         let mut window = None;
-        ebb.in_a_hurry = matches!(plan, Some((Fault::Timeout, _)));
+        let hangs = matches!(plan, Some((Fault::Timeout, _)));
         for (phase, date) in [(Phase::Evening, day), (Phase::Morning, next)] {
             let before = counts(&proxy, phase.action(), &boxes.research);
             for (when, call) in CALLS {
@@ -401,6 +401,9 @@ async fn every_error_class_at_every_call_keeps_the_invariants(pool: PgPool) {
             }
             let mut person = plan.is_none() && phase == Phase::Evening;
             for (at, late) in times(phase, date) {
+                // Hasty limits only while a hang waits to be met: recovery ticks keep the
+                // binary's, so that a slow answer from moto on a busy machine is no fault.
+                ebb.in_a_hurry = hangs && !proxy.waiting().is_empty();
                 let clean = proxy.waiting().is_empty() && !person && late;
                 if person {
                     // The first research box is stopped by a person while ebb's call is held.
