@@ -17,9 +17,9 @@ use chrono::Duration;
 const KEEP_IMAGE_FOR: Duration = Duration::days(7);
 
 /// Whether the original exists, as EC2 answered for it by id.
-enum Original {
-    /// It exists (stopped, running or between the two).
-    There,
+pub(super) enum Original {
+    /// It exists (stopped, running or between the two), in this state.
+    There(InstanceState),
     /// EC2 no longer knows it, or it is terminated or shutting down.
     Gone,
     /// It could not be read: why.
@@ -35,8 +35,8 @@ impl<P: Provider> Run<'_, P> {
     pub(super) async fn roll_back(&mut self, why: String) -> Result<(), StoreError> {
         self.m.error = Some(why.clone());
         let original = self.m.original.clone();
-        match self.original().await {
-            Original::There => {}
+        let state = match self.original().await {
+            Original::There(state) => state,
             Original::Gone => {
                 return self
                     .fail(format!(
@@ -46,9 +46,12 @@ impl<P: Provider> Run<'_, P> {
                     .await
             }
             Original::Unread(e) => return self.retry_roll_back(&why, e).await,
-        }
-        if let Err(e) = self.start_original().await? {
-            return self.retry_roll_back(&why, e).await;
+        };
+        // Started only when not running: a move undone before its stop leaves it running.
+        if state != InstanceState::Running {
+            if let Err(e) = self.start_original().await? {
+                return self.retry_roll_back(&why, e).await;
+            }
         }
         if let Some(current) = self.m.current.clone() {
             let reason = format!("roll back: terminate the replacement {current}");
@@ -73,7 +76,7 @@ impl<P: Provider> Run<'_, P> {
         self.m.retry_at = None;
         self.go(
             State::RolledBack,
-            format!("rolled back: {original} started again ({why})"),
+            format!("rolled back: {original} runs again ({why})"),
         )
         .await
     }
@@ -100,7 +103,7 @@ impl<P: Provider> Run<'_, P> {
     }
 
     /// Whether the original exists, read by id.
-    async fn original(&self) -> Original {
+    pub(super) async fn original(&self) -> Original {
         match self.status(&self.m.original).await {
             Ok(Some(s))
                 if !matches!(
@@ -108,7 +111,7 @@ impl<P: Provider> Run<'_, P> {
                     InstanceState::Terminated | InstanceState::ShuttingDown
                 ) =>
             {
-                Original::There
+                Original::There(s.state)
             }
             Ok(_) => Original::Gone,
             Err(e) => Original::Unread(format!("cannot read {}: {e}", self.m.original)),
@@ -276,7 +279,7 @@ impl<P: Provider> Run<'_, P> {
     pub(super) async fn end(&mut self, why: String) -> Result<(), StoreError> {
         let mut detail = why.clone();
         let original_there =
-            self.m.holds_original() && matches!(self.original().await, Original::There);
+            self.m.holds_original() && matches!(self.original().await, Original::There(_));
         if original_there {
             if let Err(e) = self.untag_original(Code::SpotEnded).await? {
                 detail.push_str(&format!("; {e}"));
