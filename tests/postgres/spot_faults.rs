@@ -460,7 +460,12 @@ fn progress(m: Option<&MigrationRecord>) -> String {
 }
 
 /// Runs `path`, with `inject` at call `k` of its own part when given.
-pub(super) async fn run(dbs: &Databases, dir: &FsPath, path: Path, inject: Option<(usize, Inject)>) -> Ran {
+pub(super) async fn run(
+    dbs: &Databases,
+    dir: &FsPath,
+    path: Path,
+    inject: Option<(usize, Inject)>,
+) -> Ran {
     let store = dbs.fresh().await;
     let mut w = World::new(store, dir).await;
     let mut base: Option<usize> = None;

@@ -462,13 +462,15 @@ impl Provider for AwsProvider {
             return Ok(None);
         };
         let snapshots = snapshots(&found);
+        let facts = self.snapshot_facts(scope, &snapshots).await?;
         Ok(Some(Image {
             state: match found.state() {
                 Some(Ec2ImageState::Available) => ImageState::Available,
                 Some(Ec2ImageState::Pending) | None => ImageState::Pending,
                 Some(_) => ImageState::Failed,
             },
-            snapshot_volumes: self.snapshot_volumes(scope, &snapshots).await?,
+            snapshot_volumes: facts.volumes,
+            completed_snapshots: facts.completed,
             snapshots,
             tags: tag_map(found.tags()),
         }))

@@ -2,7 +2,7 @@
 //! `failed` when the original is gone), ending one that ebb stops following, and the image
 //! kept after the end while it is the only copy of the workload's disks.
 
-use super::super::current_savings;
+use super::super::{current_savings, Alert};
 use super::{first_error, request_id, Run};
 use crate::cloud::{ActionReport, Provider};
 use crate::engine::{Action, Code};
@@ -10,11 +10,6 @@ use crate::fleet::InstanceState;
 use crate::names::MIGRATING_TAG;
 use crate::spot::State;
 use crate::store::{Outcome, StoreError};
-use chrono::Duration;
-
-/// How long an image is kept after its migration ended when no policy says
-/// (`keep_image_for`'s default).
-const KEEP_IMAGE_FOR: Duration = Duration::days(7);
 
 /// Whether the original exists, as EC2 answered for it by id.
 pub(super) enum Original {
@@ -274,8 +269,8 @@ impl<P: Provider> Run<'_, P> {
 
     /// Ebb stops following the migration: the original loses its `ebb:migrating` tag if it
     /// is still there, so that the rules govern it again. The image is deleted only while the
-    /// original exists; otherwise it is the only copy of the workload's disks and is kept for
-    /// `keep_image_for`.
+    /// original exists; otherwise it may be the only copy of the workload's disks (the
+    /// replacement ended for a cause ebb cannot know) and is kept until a person releases it.
     pub(super) async fn end(&mut self, why: String) -> Result<(), StoreError> {
         let mut detail = why.clone();
         let original_there =
@@ -291,16 +286,14 @@ impl<P: Provider> Run<'_, P> {
                 detail.push_str(&format!("; {e}"));
             }
         }
-        if let Some(image) = self.m.image.clone() {
-            let keep = self.cx.rule.map_or(KEEP_IMAGE_FOR, |r| r.keep_image_for);
-            let until = self.now() + keep;
-            self.m.image_kept_until = Some(until);
-            detail.push_str(&format!(
-                "; the image {image} is kept until {} (keep_image_for): it may be the only copy of the workload's disks",
-                until.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
-            ));
+        if self.m.image.is_some() && !original_there {
+            // No timer: only a person can tell whether the workload's disks live elsewhere.
+            self.m.image_kept_until = None;
+            let only_copy = self.only_copy();
+            detail.push_str(&format!("; {only_copy}"));
+            self.alert = Some((Alert::ImageOnlyCopy, only_copy));
         } else if self.image_left() {
-            // Deregistered, and the original is there: the snapshots left go at the next try.
+            // The original is there, and deleting failed: what is left goes at the next try.
             self.back_off();
             self.m.image_kept_until = Some(self.now());
         }
@@ -311,16 +304,31 @@ impl<P: Provider> Run<'_, P> {
         self.go(State::Done, detail).await
     }
 
-    /// After the end: deletes the kept image once `keep_image_for` has passed.
+    /// What is said of an image kept after the end until a person releases it.
+    fn only_copy(&self) -> String {
+        format!(
+            "the image {} may be the only copy of the disks of {}: it is kept until a person runs `ebb migrations release {}`",
+            self.m.image.as_deref().unwrap_or("(none)"),
+            self.m.original,
+            self.m.id
+        )
+    }
+
+    /// After the end: deletes the kept image once its time has come (`keep_image_for`, or
+    /// released by a person); alerts while it waits for a person.
     pub(super) async fn expire_image(&mut self) -> Result<(), StoreError> {
         let Some(until) = self.m.image_kept_until else {
+            if self.m.image.is_some() {
+                self.alert = Some((Alert::ImageOnlyCopy, self.only_copy()));
+            }
             return Ok(());
         };
         if !self.image_left() || self.now() < until || self.backing_off() {
             return Ok(());
         }
         let what = self.m.image.clone().unwrap_or_else(|| "the image".into());
-        let reason = "kept for keep_image_for after the migration ended";
+        let reason =
+            "kept after the migration ended until keep_image_for passed or a person released it";
         match self
             .delete_image_call(Code::SpotImageDeleted, reason)
             .await?
@@ -331,7 +339,7 @@ impl<P: Provider> Run<'_, P> {
                 self.m.retry_at = None;
                 self.go(
                     State::Done,
-                    format!("deleted {what} and its snapshots after keep_image_for"),
+                    format!("deleted {what} and its snapshots, no longer kept"),
                 )
                 .await
             }
