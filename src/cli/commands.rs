@@ -244,7 +244,7 @@ impl OnCloud for Orphans {
                 }
             }
         }
-        let orphans = crate::spot::orphans::orphans(found, &self.migrations);
+        let orphans = crate::spot::orphans::orphans(found, &self.migrations, Utc::now());
         print!(
             "{}",
             match self.format {

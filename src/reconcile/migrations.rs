@@ -56,7 +56,7 @@ impl<P: Provider> Reconciler<P> {
                 Err(e) => tracing::warn!(region, error = %e, "cannot look for lost launches"),
             }
         }
-        let orphans = spot::orphans::orphans(found, &migrations);
+        let orphans = spot::orphans::orphans(found, &migrations, now);
         let mut counts: BTreeMap<&'static str, usize> = BTreeMap::new();
         for orphan in &orphans {
             *counts.entry(orphan.artifact.kind.as_str()).or_default() += 1;

@@ -814,7 +814,7 @@ async fn orphans_list_ebbs_lost_launch_and_report_forgeries(pool: PgPool) {
         .await
         .unwrap();
     let migrations = s.store.migrations().await.unwrap();
-    let orphans = ebb::spot::orphans::orphans(found, &migrations);
+    let orphans = ebb::spot::orphans::orphans(found, &migrations, Utc::now());
     let of = |id: &str| orphans.iter().find(|o| o.artifact.id == id);
     let l = of(&lost).expect("the lost launch is listed");
     assert!(l.lost, "{l:?}");
@@ -1199,6 +1199,26 @@ async fn a_warning_from_the_queue_relaunches_before_the_reclaim(pool: PgPool) {
     assert_eq!(m.state(), State::Launching);
     assert_eq!(state(&s.ec2(&warned).await), "running", "left to EC2");
     assert_eq!(s.replacements(&original).await.len(), 2);
+
+    // EC2 never ends it (the warning was wrong, or forged): past its notice the hourly sweep
+    // counts it as untracked spend, and leaves it running (its disks may be newer).
+    let report = s
+        .reconciler
+        .tick(s.t0 + Duration::minutes(minute + 62), &mut s.leader)
+        .await
+        .unwrap();
+    let counted = report.orphans.as_ref().and_then(|o| o.get("instance"));
+    assert_eq!(
+        counted,
+        Some(&1),
+        "not exempt for ever: {:?}",
+        report.orphans
+    );
+    assert_eq!(
+        state(&s.ec2(&warned).await),
+        "running",
+        "reported, not terminated"
+    );
 }
 
 #[sqlx::test(migrations = false)]
