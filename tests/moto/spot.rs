@@ -1190,7 +1190,31 @@ async fn a_warning_from_the_queue_relaunches_before_the_reclaim(pool: PgPool) {
         .unwrap();
     assert!(left.messages().is_empty(), "every message is deleted");
 
-    // The next tick launches the next replacement while the warned one still runs.
+    // The message alone is not believed: EC2 (moto) has not marked the spot request.
+    let answers = Arc::new(Mutex::new(Vec::new()));
+    let seen = answers.clone();
+    s.reconciler
+        .provider()
+        .after(Method::InterruptionConfirmed, move |_, answer| {
+            if let Answer::Confirmed(a) = answer {
+                seen.lock().unwrap().push(a.as_ref().ok().copied());
+            }
+        });
+    assert!(s.tick(minute + 1).await);
+    assert_eq!(*answers.lock().unwrap(), [Some(false)], "EC2 was asked");
+    let m = s.migration(&original).await;
+    assert!(m.interruptions.0.is_empty(), "{m:#?}");
+    assert_eq!(m.current.as_deref(), Some(warned.as_str()));
+    assert_eq!(s.replacements(&original).await.len(), 1);
+
+    // EC2 marks it for termination (moto cannot: the test layer answers): the next tick
+    // launches the next replacement while the warned one still runs.
+    s.reconciler
+        .provider()
+        .before(Method::InterruptionConfirmed, |_| {
+            Some(Answer::Confirmed(Ok(true)))
+        });
+    let minute = minute + 1;
     assert!(s.tick(minute + 1).await);
     let m = s.migration(&original).await;
     assert_eq!(m.interruptions.0.len(), 1, "{m:#?}");

@@ -405,6 +405,25 @@ impl Provider for AwsProvider {
         Ok(found.iter().filter_map(status).collect())
     }
 
+    /// DescribeSpotInstanceRequests of the instance's request, in ebb's own account.
+    async fn interruption_confirmed(&self, region: &str, id: &str) -> Result<bool, CloudError> {
+        let scope = self.scope_of(region, "", "DescribeSpotInstanceRequests")?;
+        self.count("DescribeSpotInstanceRequests");
+        let out = scope
+            .ec2
+            .describe_spot_instance_requests()
+            .filters(Filter::builder().name("instance-id").values(id).build())
+            .send()
+            .boxed()
+            .await
+            .map_err(|e| cloud_error("DescribeSpotInstanceRequests", e))?;
+        Ok(out.spot_instance_requests().iter().any(|r| {
+            r.status()
+                .and_then(|s| s.code())
+                .is_some_and(|c| c.starts_with("marked-for-"))
+        }))
+    }
+
     /// DescribeInstances by tag, in ebb's own account.
     async fn find_tagged(
         &self,

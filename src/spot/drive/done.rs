@@ -27,14 +27,37 @@ impl<P: Provider> Run<'_, P> {
             Ok(s) => s,
             Err(e) => return self.wait(format!("cannot read {current}: {e}")),
         };
-        match status {
-            Some(s)
-                if s.reclaimed()
-                    || (self.cx.warned
-                        && matches!(s.state, InstanceState::Running | InstanceState::Pending)) =>
-            {
-                self.interrupted(s).await
+        let running =
+            |s: &InstanceStatus| matches!(s.state, InstanceState::Running | InstanceState::Pending);
+        // A warning is a queue message anyone allowed to send could write: believed only when
+        // EC2 itself marks the instance's spot request for interruption.
+        let warned = match &status {
+            Some(s) if self.cx.warned && running(s) => {
+                match self
+                    .p
+                    .interruption_confirmed(&self.m.region, &current)
+                    .await
+                {
+                    Ok(true) => true,
+                    Ok(false) => {
+                        tracing::warn!(
+                            migration = self.m.id,
+                            instance = current.as_str(),
+                            "interruption warning not confirmed by EC2: not believed"
+                        );
+                        false
+                    }
+                    Err(e) => {
+                        return self.wait(format!(
+                            "cannot confirm the interruption warning for {current}: {e}"
+                        ))
+                    }
+                }
             }
+            _ => false,
+        };
+        match status {
+            Some(s) if s.reclaimed() || warned => self.interrupted(s).await,
             // The original is cleaned up only while the replacement runs, and a failing
             // clean-up never keeps a reclaim from being handled (above).
             Some(s) if s.state == InstanceState::Running && self.clean_up_due() => {
@@ -271,7 +294,7 @@ impl<P: Provider> Run<'_, P> {
         let what = if s.reclaimed() {
             "spot capacity reclaimed from"
         } else {
-            "spot interruption warning for"
+            "spot interruption warning, confirmed by EC2, for"
         };
         let detail = format!(
             "{what} {} ({} in {}); {recent} reclaim(s) in 24 h",
