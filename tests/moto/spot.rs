@@ -1224,20 +1224,28 @@ async fn a_warning_from_the_queue_relaunches_before_the_reclaim(pool: PgPool) {
     assert_eq!(state(&s.ec2(&warned).await), "running", "left to EC2");
     assert_eq!(s.replacements(&original).await.len(), 2);
 
-    // EC2 never ends it (the warning was wrong, or forged): past its notice the hourly sweep
-    // counts it as untracked spend, and leaves it running (its disks may be newer).
-    let report = s
+    // EC2 never ends it: past its notice the hourly sweep counts it as untracked spend, and
+    // leaves it running (its disks may be newer). moto is shared with the other tests: only
+    // this one's instance is looked at.
+    let past = s.t0 + Duration::minutes(minute + 62);
+    let within = s.t0 + Duration::minutes(minute + 5);
+    let found = s
         .reconciler
-        .tick(s.t0 + Duration::minutes(minute + 62), &mut s.leader)
+        .provider()
+        .migration_artifacts(REGION)
         .await
         .unwrap();
-    let counted = report.orphans.as_ref().and_then(|o| o.get("instance"));
-    assert_eq!(
-        counted,
-        Some(&1),
-        "not exempt for ever: {:?}",
-        report.orphans
-    );
+    let migrations = s.store.migrations().await.unwrap();
+    let listed = |now| {
+        ebb::spot::orphans::orphans(found.clone(), &migrations, now)
+            .into_iter()
+            .find(|o| o.artifact.id == warned)
+    };
+    assert!(listed(within).is_none(), "left to EC2 within its notice");
+    let o = listed(past).expect("not exempt for ever");
+    assert!(!o.lost, "reported, never terminated: {o:?}");
+    assert!(o.why.contains("still runs after its notice"), "{}", o.why);
+    assert!(s.tick(minute + 62).await);
     assert_eq!(
         state(&s.ec2(&warned).await),
         "running",
