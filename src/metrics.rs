@@ -58,6 +58,8 @@ pub struct TickCounts<'a> {
     pub gpu_unread: BTreeMap<&'a str, usize>,
     /// Untracked artifacts of spot migrations by kind, when the tick looked for them.
     pub orphans: Option<&'a BTreeMap<&'static str, usize>>,
+    /// Spot migrations waiting on a person, by alert: every alert, 0 for one not raised.
+    pub spot_alerts: &'a BTreeMap<&'static str, usize>,
     /// Actions left for the next tick because the cloud's rate limits could not serve them.
     pub backlog: usize,
     /// Throttle answers that came back through ebb's pacing since it started, when it paces.
@@ -94,6 +96,7 @@ pub struct Metrics {
     gpu_unread: Gauge,
     leader: Gauge,
     spot_orphans: Family<KindLabels, Gauge>,
+    spot_alerts: Family<KindLabels, Gauge>,
     backlog: Gauge,
     throttles: Gauge,
     tokens: Family<BucketLabels, Gauge<f64, AtomicU64>>,
@@ -115,6 +118,7 @@ impl Default for Metrics {
             gpu_unread: Gauge::default(),
             leader: Gauge::default(),
             spot_orphans: Family::default(),
+            spot_alerts: Family::default(),
             backlog: Gauge::default(),
             throttles: Gauge::default(),
             tokens: Family::default(),
@@ -171,6 +175,11 @@ impl Default for Metrics {
             "spot_orphans",
             "Instances, images and snapshots carrying ebb's migration tags that no migration tracked, at the last look (hourly), by kind",
             m.spot_orphans.clone(),
+        );
+        registry.register(
+            "spot_alerts",
+            "Spot migrations waiting on a person at the last tick, by alert (image_missing: an original kept because its image or a snapshot is gone)",
+            m.spot_alerts.clone(),
         );
         registry.register(
             "rate_limit_backlog",
@@ -253,6 +262,11 @@ impl Metrics {
                     .set(n as i64);
             }
         }
+        for (&kind, &n) in counts.spot_alerts {
+            self.spot_alerts
+                .get_or_create(&KindLabels { kind })
+                .set(n as i64);
+        }
         self.backlog.set(counts.backlog as i64);
         if let Some(throttles) = counts.throttles {
             self.throttles.set(throttles as i64);
@@ -318,6 +332,7 @@ mod tests {
                 throttles: Some(3),
                 tokens: Some(&tokens),
                 orphans: None,
+                spot_alerts: &BTreeMap::new(),
             },
         );
         let text = metrics.encode();

@@ -321,9 +321,8 @@ pub(super) struct OverrideArgs {
     /// Revoke the override with this id.
     #[arg(long, value_name = "ID")]
     pub(super) revoke: Option<i64>,
-    /// Who is asking, for the audit log (default: the user, $USER, else cli).
-    #[arg(long, env = "EBB_ACTOR", value_name = "NAME")]
-    pub(super) actor: Option<String>,
+    #[command(flatten)]
+    pub(super) actor: ActorArg,
     #[command(flatten)]
     pub(super) max_override: MaxOverrideArg,
     #[command(flatten)]
@@ -335,6 +334,21 @@ pub(super) struct OverrideArgs {
 impl OverrideArgs {
     /// Who is asking: `--actor`, else the user.
     pub(super) fn actor(&self) -> String {
+        self.actor.name()
+    }
+}
+
+/// Who asks for a change from the command line (`ebb override`, `ebb migrations release`).
+#[derive(Args)]
+pub(super) struct ActorArg {
+    /// Who is asking, for the audit log (default: the user, $USER, else cli).
+    #[arg(long = "actor", env = "EBB_ACTOR", value_name = "NAME")]
+    actor: Option<String>,
+}
+
+impl ActorArg {
+    /// Who is asking: `--actor`, else the user.
+    pub(super) fn name(&self) -> String {
         self.actor
             .clone()
             .unwrap_or_else(|| std::env::var("USER").unwrap_or_else(|_| "cli".into()))

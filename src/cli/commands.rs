@@ -2,8 +2,8 @@
 
 use super::args::Connected;
 use super::args::{
-    AuditArgs, AuditFormat, CloudArgs, DbArgs, Format, Input, OverrideArgs, ReconcileArgs,
-    WEBHOOK_DRAIN,
+    ActorArg, AuditArgs, AuditFormat, CloudArgs, DbArgs, Format, Input, OverrideArgs,
+    ReconcileArgs, WEBHOOK_DRAIN,
 };
 use super::audit::{publish_after, CheckpointArgs};
 use super::cloud::OnCloud;
@@ -182,6 +182,22 @@ pub(super) async fn migrations(format: Format, db: &DbArgs) -> Result<ExitCode> 
     Ok(ExitCode::SUCCESS)
 }
 
+/// `ebb migrations release ID`: the image migration `id` keeps goes at the leader's next tick.
+pub(super) async fn release(id: i64, actor: &ActorArg, db: &DbArgs) -> Result<ExitCode> {
+    let store = db.open().await?;
+    match store.release_image(id, &actor.name(), Utc::now()).await? {
+        Ok(m) => {
+            println!(
+                "released image {} of migration {id} ({}): the leader deletes it with its snapshots at its next tick",
+                m.image.as_deref().unwrap_or_default(),
+                m.original
+            );
+            Ok(ExitCode::SUCCESS)
+        }
+        Err(why) => bail!("{why}"),
+    }
+}
+
 /// `ebb migrations --orphans`: what carries ebb's migration tags in EBB_REGIONS and every
 /// migration's region that no migration tracks. Exits 1 when something is found or a region
 /// cannot be read.
@@ -228,7 +244,7 @@ impl OnCloud for Orphans {
                 }
             }
         }
-        let orphans = crate::spot::orphans::orphans(found, &self.migrations);
+        let orphans = crate::spot::orphans::orphans(found, &self.migrations, Utc::now());
         print!(
             "{}",
             match self.format {

@@ -101,8 +101,12 @@ enum Command {
     /// What ebb saved over a window (DATABASE_URL): hours kept stopped and their on-demand
     /// dollars, spot savings, people's overrides and starts, by policy and by a tag.
     Report(report::ReportArgs),
-    /// Show spot migrations (DATABASE_URL): state, current instance, savings, reclaims.
+    /// Show spot migrations (DATABASE_URL): state, current instance, savings, reclaims; or
+    /// release an image a migration keeps.
+    #[command(args_conflicts_with_subcommands = true)]
     Migrations {
+        #[command(subcommand)]
+        command: Option<MigrationsCommand>,
         /// Output format.
         #[arg(long, value_enum, default_value_t = Format::Table)]
         format: Format,
@@ -146,6 +150,22 @@ enum Command {
         format: Format,
     },
 }
+/// `ebb migrations` commands.
+#[derive(Subcommand)]
+enum MigrationsCommand {
+    /// Let go of the image an ended migration keeps as the possible only copy of the workload's
+    /// disks (its replacement ended for a cause ebb cannot know): the leader deletes it, with
+    /// its snapshots, at its next tick.
+    Release {
+        /// The migration's id (`ebb migrations`).
+        id: i64,
+        #[command(flatten)]
+        actor: args::ActorArg,
+        #[command(flatten)]
+        db: DbArgs,
+    },
+}
+
 /// `ebb metrics` commands.
 #[derive(Subcommand)]
 enum MetricsCommand {
@@ -202,6 +222,10 @@ async fn run(command: Command) -> anyhow::Result<ExitCode> {
         Command::Override(args) => commands::overrides(args).await,
         Command::Report(args) => report::run(args).await,
         Command::Migrations {
+            command: Some(MigrationsCommand::Release { id, actor, db }),
+            ..
+        } => commands::release(id, &actor, &db).await,
+        Command::Migrations {
             format,
             orphans: false,
             db,
@@ -212,6 +236,7 @@ async fn run(command: Command) -> anyhow::Result<ExitCode> {
             orphans: true,
             cloud,
             db,
+            ..
         } => commands::orphans(cloud, format, &db).await,
         Command::Tick {
             at,

@@ -3,7 +3,7 @@
 
 use crate::fleet::{InstanceState, Lifecycle};
 use serde::{Deserialize, Serialize};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 /// How an instance was launched, read from it so that its replacement is launched alike.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -79,6 +79,9 @@ pub struct Image {
     /// The volume each snapshot was taken from, as EC2 records it (it cannot be set by whoever
     /// made the snapshot): snapshot id → volume id.
     pub snapshot_volumes: BTreeMap<String, String>,
+    /// The snapshots EC2 reports `completed` (not pending, not in error); one EC2 no longer
+    /// knows is not among them.
+    pub completed_snapshots: BTreeSet<String>,
     /// Its tags.
     pub tags: BTreeMap<String, String>,
 }

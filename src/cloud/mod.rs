@@ -207,6 +207,15 @@ pub trait Provider: Send + Sync {
         ids: &[String],
     ) -> impl Future<Output = Result<Vec<InstanceStatus>, CloudError>> + Send;
 
+    /// Whether EC2 itself says that it is taking spot instance `id` back: its spot request's
+    /// status is `marked-for-termination` (or `-stop`, `-hibernation`). What confirms an
+    /// interruption warning, whose message anyone allowed to send to the queue could write.
+    fn interruption_confirmed(
+        &self,
+        region: &str,
+        id: &str,
+    ) -> impl Future<Output = Result<bool, CloudError>> + Send;
+
     /// The instance carrying tag `key=value`, if one was launched (the newest, if several).
     fn find_tagged(
         &self,

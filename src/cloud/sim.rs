@@ -546,6 +546,11 @@ impl Provider for SimProvider {
         Ok(self.sim_describe(region, ids))
     }
 
+    /// The simulator reclaims without warning: nothing is ever marked for termination.
+    async fn interruption_confirmed(&self, _region: &str, _id: &str) -> Result<bool, CloudError> {
+        Ok(false)
+    }
+
     async fn find_tagged(
         &self,
         region: &str,

@@ -56,7 +56,7 @@ impl<P: Provider> Reconciler<P> {
                 Err(e) => tracing::warn!(region, error = %e, "cannot look for lost launches"),
             }
         }
-        let orphans = spot::orphans::orphans(found, &migrations);
+        let orphans = spot::orphans::orphans(found, &migrations, now);
         let mut counts: BTreeMap<&'static str, usize> = BTreeMap::new();
         for orphan in &orphans {
             *counts.entry(orphan.artifact.kind.as_str()).or_default() += 1;
@@ -216,18 +216,39 @@ impl<P: Provider> Reconciler<P> {
                 state = m.state.as_str(),
             );
             let step = tick.for_migration();
-            let (state, detail) = drive::advance(&self.provider, &self.store, step, m, cx)
+            let done = drive::advance(&self.provider, &self.store, step, m, cx)
                 .instrument(span)
                 .await?;
-            if !detail.is_empty() {
+            self.tell_of_alert(id, done.alert.as_ref());
+            if let Some((alert, _)) = done.alert {
+                *tick.report.spot_alerts.entry(alert.as_str()).or_default() += 1;
+            }
+            if !done.detail.is_empty() {
                 tick.report.migrations.push(MigrationStep {
                     id,
                     instance,
-                    state,
-                    detail,
+                    state: done.state,
+                    detail: done.detail,
                 });
             }
         }
         Ok(())
+    }
+
+    /// Posts migration `id`'s alert to the webhook once, until a step of it comes without
+    /// that alert (kept in memory: a restart may tell once more).
+    fn tell_of_alert(&self, id: i64, alert: Option<&(spot::Alert, String)>) {
+        let mut told = self.alerts_told.lock().unwrap_or_else(|e| e.into_inner());
+        for kind in spot::Alert::ALL {
+            if alert.is_none_or(|(a, _)| *a != kind) {
+                told.remove(&(id, kind));
+            }
+        }
+        let (Some((kind, text)), Some(webhook)) = (alert, &self.options.webhook) else {
+            return;
+        };
+        if told.insert((id, *kind)) {
+            webhook.send(format!("ebb spot migration {id}: {text}"));
+        }
     }
 }

@@ -115,6 +115,8 @@ pub struct Reconciler<P> {
     /// Instances whose start EC2 refused for lack of capacity, told to the webhook since their
     /// last start (kept in memory: a restart may tell once more).
     capacity_told: std::sync::Mutex<HashSet<String>>,
+    /// Spot migrations' alerts told to the webhook, by migration, while they last.
+    alerts_told: std::sync::Mutex<HashSet<(i64, crate::spot::Alert)>>,
     /// The instances whose GPU utilisation was read in the current five-minute period.
     gpu_asked: read::Asked,
 }
@@ -130,6 +132,7 @@ impl<P: Provider> Reconciler<P> {
             ticks: AtomicU64::new(0),
             orphans_swept: std::sync::Mutex::new(None),
             capacity_told: std::sync::Mutex::default(),
+            alerts_told: std::sync::Mutex::default(),
             gpu_asked: read::Asked::default(),
         }
     }

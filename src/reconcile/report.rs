@@ -128,6 +128,8 @@ pub struct TickReport {
     /// When the tick looked for artifacts of migrations that no migration tracks: how many it
     /// found, by kind (`instance`, `image`, `snapshot`).
     pub orphans: Option<BTreeMap<&'static str, usize>>,
+    /// Spot migrations waiting on a person, by alert (`image_missing`).
+    pub spot_alerts: BTreeMap<&'static str, usize>,
 }
 
 /// A region whose GPU utilisation could not be read in a tick.
@@ -275,6 +277,13 @@ impl TickReport {
                     .map(|f| (f.region.as_str(), f.instances))
                     .collect(),
                 orphans: self.orphans.as_ref(),
+                spot_alerts: &spot::Alert::ALL
+                    .iter()
+                    .map(|a| {
+                        let n = self.spot_alerts.get(a.as_str()).copied().unwrap_or(0);
+                        (a.as_str(), n)
+                    })
+                    .collect(),
                 backlog: self.backlog,
                 throttles: self.pacing.as_ref().map(|p| p.throttles),
                 tokens: self.pacing.as_ref().map(|p| &p.tokens),

@@ -12,7 +12,7 @@
 pub mod drive;
 pub mod orphans;
 
-use crate::cloud::{Image, InstanceStatus, Market, TypePrice};
+use crate::cloud::{Image, ImageState, InstanceStatus, Market, TypePrice};
 use crate::engine::{governing_policy, Override};
 use crate::fleet::Instance;
 use crate::names::{IMAGE_OF_TAG, INTERRUPTIBLE_TAG, MIGRATION_TAG};
@@ -128,6 +128,62 @@ pub fn prove_image(
         }
     }
     Ok(())
+}
+
+/// Whether `image` (`None`: EC2 does not know it), the migration's image `id`, still holds
+/// the workload's disks, as it must before the original is terminated: it is available, and
+/// each of its snapshots and each one the migration `recorded` when it was made is still part
+/// of it and `completed`. An account-wide image clean-up, a lifecycle policy or a person may
+/// have removed either since. Why not otherwise.
+pub fn image_intact(image: Option<&Image>, id: &str, recorded: &[String]) -> Result<(), String> {
+    let Some(image) = image else {
+        return Err(format!("its image {id} is gone"));
+    };
+    match image.state {
+        ImageState::Available => {}
+        ImageState::Pending => return Err(format!("its image {id} is pending again")),
+        ImageState::Failed => return Err(format!("its image {id} failed or was deregistered")),
+    }
+    for snapshot in recorded.iter().chain(&image.snapshots) {
+        if !image.snapshots.contains(snapshot) {
+            return Err(format!(
+                "snapshot {snapshot} is no longer part of its image {id}"
+            ));
+        }
+        if !image.completed_snapshots.contains(snapshot) {
+            return Err(format!(
+                "snapshot {snapshot} of its image {id} is gone or not completed"
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Something about a migration that a person must look at: ebb waits on it, and says so in
+/// the metrics (`ebb_spot_alerts{kind}`), the log and a webhook notice.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Alert {
+    /// The original is due for termination, but the image or one of its snapshots is gone or
+    /// not complete: the original is kept.
+    ImageMissing,
+    /// The migration ended for a cause ebb cannot know (its replacement terminated by someone,
+    /// or no longer known to EC2) with the original gone: the image may be the only copy of
+    /// the workload's disks, and is kept until a person releases it
+    /// (`ebb migrations release ID`).
+    ImageOnlyCopy,
+}
+
+impl Alert {
+    /// Every alert.
+    pub const ALL: [Alert; 2] = [Alert::ImageMissing, Alert::ImageOnlyCopy];
+
+    /// The alert's name, as the metric labels it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Alert::ImageMissing => "image_missing",
+            Alert::ImageOnlyCopy => "image_only_copy",
+        }
+    }
 }
 
 /// Whether `found`, an instance carrying a migration's launch tag that ebb did not record
@@ -369,6 +425,40 @@ mod tests {
             Hold::Protected(why) => assert!(why.contains("Karpenter NodePool train"), "{why}"),
             other => panic!("not held: {other:?}"),
         }
+    }
+
+    #[test]
+    fn an_image_is_intact_only_when_available_with_every_snapshot_completed() {
+        let image = Image {
+            state: ImageState::Available,
+            snapshots: vec!["snap-1".into(), "snap-2".into()],
+            snapshot_volumes: BTreeMap::new(),
+            completed_snapshots: ["snap-1".to_string(), "snap-2".to_string()].into(),
+            tags: BTreeMap::new(),
+        };
+        let recorded = ["snap-1".to_string(), "snap-2".to_string()];
+        assert_eq!(image_intact(Some(&image), "ami-1", &recorded), Ok(()));
+        assert!(image_intact(None, "ami-1", &recorded)
+            .unwrap_err()
+            .contains("gone"));
+        let failed = Image {
+            state: ImageState::Failed,
+            ..image.clone()
+        };
+        assert!(image_intact(Some(&failed), "ami-1", &recorded).is_err());
+        let pending_snapshot = Image {
+            completed_snapshots: ["snap-1".to_string()].into(),
+            ..image.clone()
+        };
+        let why = image_intact(Some(&pending_snapshot), "ami-1", &recorded).unwrap_err();
+        assert!(why.contains("snap-2"), "{why}");
+        // A snapshot recorded when the image was made, no longer part of it.
+        let shrunk = Image {
+            snapshots: vec!["snap-1".into()],
+            ..image.clone()
+        };
+        let why = image_intact(Some(&shrunk), "ami-1", &recorded).unwrap_err();
+        assert!(why.contains("snap-2"), "{why}");
     }
 
     #[test]

@@ -6,13 +6,19 @@ use crate::cloud::{Artifact, ArtifactKind};
 use crate::names::{LAUNCH_TAG, MIGRATION_TAG};
 use crate::spot::State;
 use crate::store::MigrationRecord;
-use chrono::Duration;
+use chrono::{DateTime, Duration, Utc};
 use serde::Serialize;
 use std::collections::HashMap;
 
 /// How often the leader looks for replacements ebb launched and lost track of (three
 /// DescribeX calls per region of its migrations).
 pub const SWEEP_EVERY: Duration = Duration::hours(1);
+
+/// How long a replacement counted as interrupted is left to EC2: its two minutes' notice,
+/// with room for EC2's own delay. One still running after that was not reclaimed (the warning
+/// was wrong, or forged): it is an orphan, reported and never terminated, since its disks may
+/// be newer than the image its successor was launched from.
+pub const NOTICE_WINDOW: Duration = Duration::minutes(10);
 
 /// The migration an artifact's `ebb:migration` tag names, among `migrations`.
 pub fn migration_of<'a>(
@@ -37,16 +43,37 @@ pub struct Orphan {
     pub why: String,
 }
 
-/// The artifacts of `found` that none of `migrations` tracks: an instance that is no
-/// migration's current replacement (nor a warned one left to run out its two minutes), an
+/// The artifacts of `found` that none of `migrations` tracks at `now`: an instance that is no
+/// migration's current replacement (nor an interrupted one within its [`NOTICE_WINDOW`]), an
 /// image no migration keeps, a snapshot neither recorded by a migration nor of an image one
 /// keeps.
-pub fn orphans(found: Vec<Artifact>, migrations: &[MigrationRecord]) -> Vec<Orphan> {
+pub fn orphans(
+    found: Vec<Artifact>,
+    migrations: &[MigrationRecord],
+    now: DateTime<Utc>,
+) -> Vec<Orphan> {
     let by_id: HashMap<i64, &MigrationRecord> = migrations.iter().map(|m| (m.id, m)).collect();
     let tracks_instance = |id: &str| {
         migrations.iter().any(|m| {
-            m.current.as_deref() == Some(id) || m.interruptions.0.iter().any(|i| i.instance == id)
+            m.current.as_deref() == Some(id)
+                || m.interruptions
+                    .0
+                    .iter()
+                    .any(|i| i.instance == id && now - i.at < NOTICE_WINDOW)
         })
+    };
+    // Interrupted, and still running after its notice: never reclaimed.
+    let outlived_notice = |id: &str| {
+        migrations
+            .iter()
+            .flat_map(|m| m.interruptions.0.iter().map(move |i| (m.id, i)))
+            .find(|(_, i)| i.instance == id)
+            .map(|(m, i)| {
+                format!(
+                    "migration {m} counted it as interrupted at {}, and it still runs after its notice: the warning was wrong or forged; not terminated, its disks may be newer than the image",
+                    i.at.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+                )
+            })
     };
     let keeps_image = |id: &str| migrations.iter().any(|m| m.image.as_deref() == Some(id));
     found
@@ -54,7 +81,10 @@ pub fn orphans(found: Vec<Artifact>, migrations: &[MigrationRecord]) -> Vec<Orph
         .filter_map(|a| {
             let verdict = match a.kind {
                 ArtifactKind::Instance if tracks_instance(&a.id) => return None,
-                ArtifactKind::Instance => instance_verdict(&a, &by_id),
+                ArtifactKind::Instance => match outlived_notice(&a.id) {
+                    Some(why) => Err(why),
+                    None => instance_verdict(&a, &by_id),
+                },
                 ArtifactKind::Image if keeps_image(&a.id) => return None,
                 ArtifactKind::Image => Err("no migration keeps this image".to_string()),
                 ArtifactKind::Snapshot

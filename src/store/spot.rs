@@ -404,13 +404,57 @@ impl Store {
                 columns!(),
                 " FROM spot_migrations
              WHERE state NOT IN ('rolled_back', 'failed')
-               AND (ended_at IS NULL OR (image_kept_until IS NOT NULL
-                                         AND (image IS NOT NULL OR cardinality(snapshots) > 0)))
+               AND (ended_at IS NULL OR image IS NOT NULL OR cardinality(snapshots) > 0)
              ORDER BY id"
             ))
             .fetch_all(&self.pool)
             .await?,
         )
+    }
+
+    /// A person lets go of the image that ended migration `id` keeps as the possible only copy
+    /// of the workload's disks (`ebb migrations release`): the leader deletes it at its next
+    /// tick. Audited as `by` in the same transaction; the leader is woken. `Ok(Err)` says why
+    /// not when the migration keeps no image waiting for a release.
+    pub async fn release_image(
+        &self,
+        id: i64,
+        by: &str,
+        now: DateTime<Utc>,
+    ) -> Result<std::result::Result<MigrationRecord, String>> {
+        let mut tx = self.pool.begin().await?;
+        let row: Option<MigrationRow> = sqlx::query_as(concat!(
+            "UPDATE spot_migrations SET image_kept_until = $2
+             WHERE id = $1 AND ended_at IS NOT NULL AND image_kept_until IS NULL
+               AND image IS NOT NULL
+             RETURNING ",
+            columns!()
+        ))
+        .bind(id)
+        .bind(micros(now))
+        .fetch_optional(&mut *tx)
+        .await?;
+        let Some(m) = row.map(MigrationRow::decode).transpose()? else {
+            return Ok(Err(format!(
+                "migration {id} keeps no image waiting for a release (see `ebb migrations`)"
+            )));
+        };
+        let image = m.image.as_deref().unwrap_or_default();
+        let mut entry = NewAuditEntry::event(
+            now,
+            by,
+            "migrate_to_spot",
+            format!(
+                "migration {id}: image {image} released by {by}; the leader deletes it with its snapshots"
+            ),
+        );
+        entry.instance = Some(m.original.clone());
+        entry.region = Some(m.region.clone());
+        entry.policy = Some(m.policy.clone());
+        append_in(&mut tx, &[entry]).await?;
+        wake_leader(&mut tx).await?;
+        tx.commit().await?;
+        Ok(Ok(m))
     }
 
     /// Records spot interruption warnings (instance, region, when) of instances that are a

@@ -37,6 +37,7 @@ pub enum Method {
     Untag,
     LaunchSpec,
     Describe,
+    InterruptionConfirmed,
     FindTagged,
     CreateImage,
     Image,
@@ -49,7 +50,7 @@ pub enum Method {
 
 impl Method {
     /// Every method.
-    pub const ALL: [Method; 19] = [
+    pub const ALL: [Method; 20] = [
         Method::Instances,
         Method::Reread,
         Method::GpuUtilisation,
@@ -61,6 +62,7 @@ impl Method {
         Method::Untag,
         Method::LaunchSpec,
         Method::Describe,
+        Method::InterruptionConfirmed,
         Method::FindTagged,
         Method::CreateImage,
         Method::Image,
@@ -85,6 +87,7 @@ impl Method {
             Method::Untag => "untag",
             Method::LaunchSpec => "launch_spec",
             Method::Describe => "describe",
+            Method::InterruptionConfirmed => "interruption_confirmed",
             Method::FindTagged => "find_tagged",
             Method::CreateImage => "create_image",
             Method::Image => "image",
@@ -107,6 +110,7 @@ impl Method {
             | Method::MigrationArtifacts => "DescribeInstances",
             Method::GpuUtilisation => "GetMetricData",
             Method::Prices => "DescribeSpotPriceHistory",
+            Method::InterruptionConfirmed => "DescribeSpotInstanceRequests",
             Method::Stop => "StopInstances",
             Method::Start => "StartInstances",
             Method::SetType => "ModifyInstanceAttribute",
@@ -205,6 +209,10 @@ pub enum Call {
         region: String,
         ids: Vec<String>,
     },
+    InterruptionConfirmed {
+        region: String,
+        id: String,
+    },
     FindTagged {
         region: String,
         key: String,
@@ -256,6 +264,7 @@ impl Call {
             Call::Untag { .. } => Method::Untag,
             Call::LaunchSpec { .. } => Method::LaunchSpec,
             Call::Describe { .. } => Method::Describe,
+            Call::InterruptionConfirmed { .. } => Method::InterruptionConfirmed,
             Call::FindTagged { .. } => Method::FindTagged,
             Call::CreateImage { .. } => Method::CreateImage,
             Call::Image { .. } => Method::Image,
@@ -281,6 +290,7 @@ impl Call {
             | Call::Untag { region, .. }
             | Call::LaunchSpec { region, .. }
             | Call::Describe { region, .. }
+            | Call::InterruptionConfirmed { region, .. }
             | Call::FindTagged { region, .. }
             | Call::CreateImage { region, .. }
             | Call::Image { region, .. }
@@ -306,6 +316,7 @@ impl Call {
             | Call::Describe { ids, .. }
             | Call::Terminate { ids, .. } => ids.clone(),
             Call::SetType { id, .. }
+            | Call::InterruptionConfirmed { id, .. }
             | Call::LaunchSpec { id, .. }
             | Call::CreateImage { id, .. } => {
                 vec![id.clone()]
@@ -350,6 +361,7 @@ impl Call {
             Method::Prices => Answer::Prices(Err(error)),
             Method::LaunchSpec => Answer::Spec(Err(error)),
             Method::Describe => Answer::Statuses(Err(error)),
+            Method::InterruptionConfirmed => Answer::Confirmed(Err(error)),
             Method::FindTagged => Answer::Found(Err(error)),
             Method::CreateImage => Answer::Made(Err(error)),
             Method::Image => Answer::Image(Err(error)),
@@ -370,6 +382,7 @@ pub enum Answer {
     Report(ActionReport),
     Spec(Result<LaunchSpec, CloudError>),
     Statuses(Result<Vec<InstanceStatus>, CloudError>),
+    Confirmed(Result<bool, CloudError>),
     Found(Result<Option<InstanceStatus>, CloudError>),
     Made(Result<ImageMade, CloudError>),
     Image(Result<Option<Image>, CloudError>),
@@ -410,6 +423,7 @@ answers! {
     Report: ActionReport,
     Spec: Result<LaunchSpec, CloudError>,
     Statuses: Result<Vec<InstanceStatus>, CloudError>,
+    Confirmed: Result<bool, CloudError>,
     Found: Result<Option<InstanceStatus>, CloudError>,
     Made: Result<ImageMade, CloudError>,
     Image: Result<Option<Image>, CloudError>,
@@ -739,6 +753,15 @@ impl<P: Provider> Provider for Intercept<P> {
             ids: owned(ids),
         };
         self.run(call, self.inner.describe(region, ids)).await
+    }
+
+    async fn interruption_confirmed(&self, region: &str, id: &str) -> Result<bool, CloudError> {
+        let call = Call::InterruptionConfirmed {
+            region: region.into(),
+            id: id.into(),
+        };
+        self.run(call, self.inner.interruption_confirmed(region, id))
+            .await
     }
 
     async fn find_tagged(

@@ -12,6 +12,7 @@ pub mod replica;
 pub mod savings;
 pub mod sim_ec2;
 pub mod time;
+pub mod webhook;
 pub mod world;
 
 use chrono::{DateTime, Utc};

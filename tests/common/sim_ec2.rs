@@ -296,6 +296,8 @@ impl SimEc2 {
                     found
                         .snapshot_volumes
                         .insert(s.clone(), snap.volume.clone());
+                    // The model's snapshots are complete once made.
+                    found.completed_snapshots.insert(s.clone());
                 }
             }
         }

@@ -256,6 +256,11 @@ struct Setup {
 
 impl Setup {
     async fn new(pool: PgPool) -> Setup {
+        Setup::with(pool, Options::default()).await
+    }
+
+    /// A setup whose reconciler has `options`.
+    async fn with(pool: PgPool, options: Options) -> Setup {
         let store = Store::from_pool(pool);
         store.migrate().await.unwrap();
         let f = Fixture::new(REGION).await;
@@ -264,7 +269,7 @@ impl Setup {
         let policies = Arc::new(PolicySource::new(vec![dir.path().to_path_buf()]));
         let faults = Arc::new(Faults::default());
         let provider = faulty(f.provider().await, f.ec2.clone(), &faults);
-        let reconciler = Reconciler::new(provider, store.clone(), policies, Options::default());
+        let reconciler = Reconciler::new(provider, store.clone(), policies, options);
         let leader = store.try_lead("test").await.unwrap().unwrap();
         Setup {
             f,
@@ -809,7 +814,7 @@ async fn orphans_list_ebbs_lost_launch_and_report_forgeries(pool: PgPool) {
         .await
         .unwrap();
     let migrations = s.store.migrations().await.unwrap();
-    let orphans = ebb::spot::orphans::orphans(found, &migrations);
+    let orphans = ebb::spot::orphans::orphans(found, &migrations, Utc::now());
     let of = |id: &str| orphans.iter().find(|o| o.artifact.id == id);
     let l = of(&lost).expect("the lost launch is listed");
     assert!(l.lost, "{l:?}");
@@ -1185,7 +1190,31 @@ async fn a_warning_from_the_queue_relaunches_before_the_reclaim(pool: PgPool) {
         .unwrap();
     assert!(left.messages().is_empty(), "every message is deleted");
 
-    // The next tick launches the next replacement while the warned one still runs.
+    // The message alone is not believed: EC2 (moto) has not marked the spot request.
+    let answers = Arc::new(Mutex::new(Vec::new()));
+    let seen = answers.clone();
+    s.reconciler
+        .provider()
+        .after(Method::InterruptionConfirmed, move |_, answer| {
+            if let Answer::Confirmed(a) = answer {
+                seen.lock().unwrap().push(a.as_ref().ok().copied());
+            }
+        });
+    assert!(s.tick(minute + 1).await);
+    assert_eq!(*answers.lock().unwrap(), [Some(false)], "EC2 was asked");
+    let m = s.migration(&original).await;
+    assert!(m.interruptions.0.is_empty(), "{m:#?}");
+    assert_eq!(m.current.as_deref(), Some(warned.as_str()));
+    assert_eq!(s.replacements(&original).await.len(), 1);
+
+    // EC2 marks it for termination (moto cannot: the test layer answers): the next tick
+    // launches the next replacement while the warned one still runs.
+    s.reconciler
+        .provider()
+        .before(Method::InterruptionConfirmed, |_| {
+            Some(Answer::Confirmed(Ok(true)))
+        });
+    let minute = minute + 1;
     assert!(s.tick(minute + 1).await);
     let m = s.migration(&original).await;
     assert_eq!(m.interruptions.0.len(), 1, "{m:#?}");
@@ -1194,6 +1223,34 @@ async fn a_warning_from_the_queue_relaunches_before_the_reclaim(pool: PgPool) {
     assert_eq!(m.state(), State::Launching);
     assert_eq!(state(&s.ec2(&warned).await), "running", "left to EC2");
     assert_eq!(s.replacements(&original).await.len(), 2);
+
+    // EC2 never ends it: past its notice the hourly sweep counts it as untracked spend, and
+    // leaves it running (its disks may be newer). moto is shared with the other tests: only
+    // this one's instance is looked at.
+    let past = s.t0 + Duration::minutes(minute + 62);
+    let within = s.t0 + Duration::minutes(minute + 5);
+    let found = s
+        .reconciler
+        .provider()
+        .migration_artifacts(REGION)
+        .await
+        .unwrap();
+    let migrations = s.store.migrations().await.unwrap();
+    let listed = |now| {
+        ebb::spot::orphans::orphans(found.clone(), &migrations, now)
+            .into_iter()
+            .find(|o| o.artifact.id == warned)
+    };
+    assert!(listed(within).is_none(), "left to EC2 within its notice");
+    let o = listed(past).expect("not exempt for ever");
+    assert!(!o.lost, "reported, never terminated: {o:?}");
+    assert!(o.why.contains("still runs after its notice"), "{}", o.why);
+    assert!(s.tick(minute + 62).await);
+    assert_eq!(
+        state(&s.ec2(&warned).await),
+        "running",
+        "reported, not terminated"
+    );
 }
 
 #[sqlx::test(migrations = false)]
@@ -1406,7 +1463,10 @@ async fn a_roll_back_whose_start_finds_no_capacity_is_tried_again_until_the_orig
 }
 
 #[sqlx::test(migrations = false)]
-async fn a_replacement_ec2_no_longer_knows_leaves_the_image_kept_as_the_last_copy(pool: PgPool) {
+async fn a_replacement_ec2_no_longer_knows_leaves_the_image_kept_until_a_person_releases_it(
+    pool: PgPool,
+) {
+    let url = common::database_url(&pool);
     let mut s = Setup::new(pool).await;
     let original = s.trainer(0).await;
     assert!(s.tick(0).await);
@@ -1431,9 +1491,20 @@ async fn a_replacement_ec2_no_longer_knows_leaves_the_image_kept_as_the_last_cop
         .unwrap()
         .insert(replacement.clone());
     let gone = done + 9 * 60;
-    assert!(s.tick(gone).await);
+    let report = s
+        .reconciler
+        .tick(s.t0 + Duration::minutes(gone), &mut s.leader)
+        .await
+        .unwrap();
+    assert_eq!(report.spot_alerts.get("image_only_copy"), Some(&1));
     let m = s.migration(&original).await;
     assert!(m.ended_at.is_some(), "{m:#?}");
+    assert_eq!(m.image_kept_until, None, "no timer: {m:#?}");
+    let last = &m.steps.0.last().unwrap().detail;
+    assert!(
+        last.contains(&format!("ebb migrations release {}", m.id)),
+        "{last}"
+    );
     assert_eq!(m.image.as_deref(), Some(image.as_str()));
     assert!(
         s.image_exists(&image).await,
@@ -1446,10 +1517,26 @@ async fn a_replacement_ec2_no_longer_knows_leaves_the_image_kept_as_the_last_cop
         "nothing relaunched"
     );
 
-    // Kept for keep_image_for (7 days by default), then deleted with its snapshots.
-    assert!(s.tick(gone + 6 * 24 * 60).await);
+    // Kept past keep_image_for (7 days by default) and counted at every tick, until a person
+    // releases it; then deleted with its snapshots.
+    let later = gone + 8 * 24 * 60;
+    let report = s
+        .reconciler
+        .tick(s.t0 + Duration::minutes(later), &mut s.leader)
+        .await
+        .unwrap();
+    assert_eq!(report.spot_alerts.get("image_only_copy"), Some(&1));
     assert!(s.image_exists(&image).await);
-    assert!(s.tick(gone + 7 * 24 * 60).await);
+    assert_eq!(s.marked_snapshots(&original).await, snapshots);
+    let released = common::ebb_on(&url, &["migrations", "release", &m.id.to_string()]);
+    assert!(
+        released.status.success(),
+        "{}",
+        String::from_utf8_lossy(&released.stderr)
+    );
+    let again = common::ebb_on(&url, &["migrations", "release", &m.id.to_string()]);
+    assert_eq!(again.status.code(), Some(2), "released once only");
+    assert!(s.tick(later + 1).await);
     assert!(!s.image_exists(&image).await);
     assert!(s.marked_snapshots(&original).await.is_empty());
     let m = s.migration(&original).await;
@@ -1476,7 +1563,7 @@ async fn a_replacement_a_person_terminated_after_the_original_keeps_the_image(po
     let m = s.migration(&original).await;
     assert!(m.ended_at.is_some(), "{m:#?}");
     assert!(s.image_exists(m.image.as_deref().unwrap()).await);
-    assert!(m.image_kept_until.is_some());
+    assert!(m.image_kept_until.is_none(), "kept until released: {m:#?}");
 }
 
 #[sqlx::test(migrations = false)]
@@ -1578,4 +1665,82 @@ async fn an_instance_carrying_the_launch_tag_that_ebb_did_not_launch_is_never_ad
     assert!(s.tick(done + 6 * 60).await);
     assert_eq!(state(&s.ec2(&original).await), "terminated");
     assert_eq!(state(&s.ec2(&fake).await), "running");
+}
+
+/// Before the original is terminated its image must still hold its disks: an account-wide AMI
+/// clean-up, a lifecycle policy or a person may have deregistered the image, and a snapshot may
+/// have failed. Then the original is kept stopped, tried again at every tick, and the tick counts
+/// the alert (`ebb_spot_alerts{kind="image_missing"}`).
+#[sqlx::test(migrations = false)]
+async fn an_original_whose_image_is_gone_or_snapshot_failed_is_kept(pool: PgPool) {
+    let (url, texts) = common::webhook::receiver().await;
+    let (webhook, poster) =
+        ebb::webhook::Webhook::start(url.parse().unwrap(), ebb::control::Tasks::default());
+    let options = Options {
+        webhook: Some(webhook),
+        ..Options::default()
+    };
+    let mut s = Setup::with(pool, options).await;
+    let deregistered = s.trainer(0).await;
+    let unsnapshotted = s.trainer(0).await;
+    assert!(s.tick(0).await);
+    let done = s.until(&deregistered, 1, State::Done).await;
+    let done = done.max(s.until(&unsnapshotted, done, State::Done).await);
+    let m = s.migration(&deregistered).await;
+    s.f.ec2
+        .deregister_image()
+        .image_id(m.image.as_deref().unwrap())
+        .send()
+        .await
+        .unwrap();
+    // EC2 refuses to delete a snapshot a registered image uses (moto too), but one can fail:
+    // its state `error`, which moto cannot produce, so the test layer answers it.
+    let m = s.migration(&unsnapshotted).await;
+    let (image, snapshot) = (m.image.clone().unwrap(), m.snapshots[0].clone());
+    s.reconciler
+        .provider()
+        .after([Method::Image], move |call, answer| {
+            if let (Call::Image { image: asked, .. }, Answer::Image(Ok(Some(found)))) =
+                (call, answer)
+            {
+                if *asked == image {
+                    found.completed_snapshots.remove(&snapshot);
+                }
+            }
+        });
+
+    let at = s.t0 + Duration::minutes(done + 6 * 60);
+    let report = s.reconciler.tick(at, &mut s.leader).await.unwrap();
+    assert_eq!(
+        report.spot_alerts.get("image_missing"),
+        Some(&2),
+        "{report:#?}"
+    );
+    for original in [&deregistered, &unsnapshotted] {
+        assert_eq!(state(&s.ec2(original).await), "stopped", "{original} kept");
+        let m = s.migration(original).await;
+        assert!(m.original_terminated_at.is_none());
+        let last = &m.steps.0.last().unwrap().detail;
+        assert!(last.contains("is not terminated"), "{last}");
+        assert!(
+            !s.audit_codes(original)
+                .await
+                .contains(&("spot_cleanup".to_string(), Outcome::Intent)),
+            "no termination was even intended"
+        );
+    }
+    assert!(s.tick(done + 7 * 60).await);
+    for original in [&deregistered, &unsnapshotted] {
+        assert_eq!(state(&s.ec2(original).await), "stopped", "{original} kept");
+    }
+    // One notice per migration, not one per tick.
+    drop(s);
+    poster.finish(std::time::Duration::from_secs(30)).await;
+    let texts = texts.lock().unwrap().clone();
+    assert_eq!(texts.len(), 2, "{texts:#?}");
+    assert!(texts.iter().any(|t| t.contains("is gone")), "{texts:#?}");
+    assert!(
+        texts.iter().any(|t| t.contains("not completed")),
+        "{texts:#?}"
+    );
 }

@@ -13,7 +13,6 @@ use ebb::fleet::InstanceState;
 use ebb::reconcile::Options;
 use ebb::store::{AuditFilter, Outcome, Store};
 use sqlx::PgPool;
-use std::sync::Arc;
 
 const POLICY: &str = r#"
 policies:
@@ -125,49 +124,6 @@ async fn a_start_without_capacity_falls_back_to_the_next_type_that_has_it(pool: 
         .starts_with("EC2 has no capacity for g6.2xlarge: changed to g6e.2xlarge"));
 }
 
-/// A webhook receiver on 127.0.0.1 that answers 200 to every post; its URL and the `text` of
-/// each notice it received.
-async fn receiver() -> (String, Arc<std::sync::Mutex<Vec<String>>>) {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let url = format!("http://{}/hook", listener.local_addr().unwrap());
-    let texts = Arc::new(std::sync::Mutex::new(Vec::new()));
-    let seen = texts.clone();
-    tokio::spawn(async move {
-        loop {
-            let (mut socket, _) = listener.accept().await.unwrap();
-            let mut request = Vec::new();
-            let mut buf = [0u8; 4096];
-            loop {
-                let n = socket.read(&mut buf).await.unwrap();
-                request.extend_from_slice(&buf[..n]);
-                let text = String::from_utf8_lossy(&request).to_string();
-                let Some((head, body)) = text.split_once("\r\n\r\n") else {
-                    continue;
-                };
-                let length: usize = head
-                    .lines()
-                    .find_map(|l| {
-                        let (k, v) = l.split_once(':')?;
-                        k.eq_ignore_ascii_case("content-length")
-                            .then(|| v.trim().parse().ok())?
-                    })
-                    .unwrap_or(0);
-                if n == 0 || body.len() >= length {
-                    let notice: serde_json::Value = serde_json::from_str(&body[..length]).unwrap();
-                    seen.lock()
-                        .unwrap()
-                        .push(notice["text"].as_str().unwrap().to_string());
-                    break;
-                }
-            }
-            let answer = "HTTP/1.1 200 OK\r\nContent-Length: 0\r\nConnection: close\r\n\r\n";
-            socket.write_all(answer.as_bytes()).await.unwrap();
-        }
-    });
-    (url, texts)
-}
-
 #[sqlx::test(migrations = false)]
 async fn a_start_refused_for_capacity_is_told_to_the_webhook_once_until_it_starts(pool: PgPool) {
     const POLICY: &str = r#"
@@ -183,7 +139,7 @@ policies:
 instances:
   - {id: i-0b, region: us-east-1, type: p5.48xlarge, state: stopped, tags: {team: research}, sim: {start_failures: 2}}
 "#;
-    let (url, texts) = receiver().await;
+    let (url, texts) = common::webhook::receiver().await;
     let (webhook, poster) =
         ebb::webhook::Webhook::start(url.parse().unwrap(), ebb::control::Tasks::default());
     let options = Options {

@@ -24,5 +24,6 @@ mod retry;
 mod roles;
 mod secrets;
 mod spot_faults;
+mod spot_proofs;
 mod store;
 mod timeouts;

@@ -192,6 +192,13 @@ async fn the_reader_role_verifies_and_reads_but_writes_nothing(pool: PgPool) {
     assert!(ok(&demo(&url).run(&["audit"])).contains("a row of the test"));
     ok(&demo(&url).run(&["override", "--list"]));
     ok(&demo(&url).run(&["migrations"]));
+    let o = demo(&url).run(&["migrations", "release", "1"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        stderr(&o).contains("permission denied for table spot_migrations"),
+        "{}",
+        stderr(&o)
+    );
 
     let o = demo(&url).run(&["tick", "--at", "2026-11-30T10:00:00Z"]);
     assert_ne!(o.status.code(), Some(0));

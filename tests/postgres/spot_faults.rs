@@ -40,8 +40,8 @@ use std::collections::{BTreeMap, HashSet};
 use std::path::Path as FsPath;
 use std::sync::Arc;
 
-const REGION: &str = "us-east-1";
-const ORIGINAL: &str = "i-0train";
+pub(super) const REGION: &str = "us-east-1";
+pub(super) const ORIGINAL: &str = "i-0train";
 const FORGER: &str = "i-0forger";
 const T0: &str = "2026-11-30T10:00:00Z";
 /// A run ends once nothing has changed for this long (longer than `keep_image_for`, and
@@ -85,7 +85,7 @@ prices:
 
 /// The paths of a migration the faults are injected into.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Path {
+pub(super) enum Path {
     /// Planned, stopped, imaged, launched, verified; the original terminated after
     /// `keep_original_for`.
     Move,
@@ -99,7 +99,7 @@ enum Path {
 
 /// What is done at the chosen call.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-enum Inject {
+pub(super) enum Inject {
     /// A fault class of the wrapper.
     Fault(Class),
     /// Someone tags the original `ebb:skip=true` right before the call.
@@ -184,9 +184,9 @@ fn t(s: &str) -> DateTime<Utc> {
 }
 
 /// What one run came to.
-struct Ran {
+pub(super) struct Ran {
     /// The calls from the start of the path's own part.
-    calls: Vec<Logged>,
+    pub(super) calls: Vec<Logged>,
     /// Where each tick of the path's own part began (the number of its first call), and the
     /// migration's progress before it.
     phases: Vec<(usize, String)>,
@@ -200,8 +200,8 @@ struct Ran {
 }
 
 /// The test's database, emptied before each run.
-struct Databases {
-    pool: PgPool,
+pub(super) struct Databases {
+    pub(super) pool: PgPool,
 }
 
 impl Databases {
@@ -218,7 +218,7 @@ impl Databases {
     /// The store, emptied: every table truncated and its ids restarted. The audit log refuses
     /// TRUNCATE by a trigger; triggers do not fire for a session in the replica role, which
     /// only this reset uses.
-    async fn fresh(&self) -> Store {
+    pub(super) async fn fresh(&self) -> Store {
         let tables: Vec<String> = sqlx::query_scalar(
             "SELECT tablename::text FROM pg_tables WHERE schemaname = 'public' AND tablename <> '_sqlx_migrations'",
         )
@@ -238,13 +238,13 @@ impl Databases {
 }
 
 /// One run of a path: the cloud, the database, and the control loop (made again after a kill).
-struct World {
+pub(super) struct World {
     /// The fault layer over the simulated fleet with EC2's rules.
-    cloud: Intercept<Ec2>,
+    pub(super) cloud: Intercept<Ec2>,
     /// The model of the EC2 rules.
     ec2: SimEc2,
-    faults: Faults<Ec2>,
-    store: Store,
+    pub(super) faults: Faults<Ec2>,
+    pub(super) store: Store,
     policies: Arc<PolicySource>,
     reconciler: Reconciler<Intercept<Ec2>>,
     leader: Option<Leadership>,
@@ -252,7 +252,7 @@ struct World {
 }
 
 impl World {
-    async fn new(store: Store, dir: &FsPath) -> World {
+    pub(super) async fn new(store: Store, dir: &FsPath) -> World {
         let (fleet, behaviours) = ebb::snapshot::load_simulation(&dir.join("fleet.yaml")).unwrap();
         let clock = Clock::simulated(t(T0), 1.0);
         let sim = SimProvider::new(fleet, behaviours, clock);
@@ -282,7 +282,7 @@ impl World {
 
     /// One tick now; `false` when the process was killed in it, after which a new reconciler
     /// and leader take over from the same database and cloud.
-    async fn tick(&mut self) -> bool {
+    pub(super) async fn tick(&mut self) -> bool {
         let now = self.clock.now();
         self.faults.set_now(now);
         let killed = self.faults.killed.clone();
@@ -308,12 +308,12 @@ impl World {
         ended
     }
 
-    async fn migration(&self) -> Option<MigrationRecord> {
+    pub(super) async fn migration(&self) -> Option<MigrationRecord> {
         let all = self.store.migrations().await.unwrap();
         all.into_iter().find(|m| m.original == ORIGINAL)
     }
 
-    async fn state_of(&self, id: &str) -> Option<InstanceState> {
+    pub(super) async fn state_of(&self, id: &str) -> Option<InstanceState> {
         let found = self.cloud.inner.describe(REGION, &[id.to_string()]).await;
         found
             .unwrap()
@@ -460,7 +460,12 @@ fn progress(m: Option<&MigrationRecord>) -> String {
 }
 
 /// Runs `path`, with `inject` at call `k` of its own part when given.
-async fn run(dbs: &Databases, dir: &FsPath, path: Path, inject: Option<(usize, Inject)>) -> Ran {
+pub(super) async fn run(
+    dbs: &Databases,
+    dir: &FsPath,
+    path: Path,
+    inject: Option<(usize, Inject)>,
+) -> Ran {
     let store = dbs.fresh().await;
     let mut w = World::new(store, dir).await;
     let mut base: Option<usize> = None;
@@ -582,7 +587,7 @@ async fn ending(w: &World, m: &MigrationRecord) -> String {
 }
 
 /// The invariants, after a run; what is broken.
-async fn check(w: &World, m: &MigrationRecord) -> Vec<String> {
+pub(super) async fn check(w: &World, m: &MigrationRecord) -> Vec<String> {
     let mut broken = w.faults.violations();
     // Never stuck half-way.
     match m.state {
@@ -684,7 +689,7 @@ async fn check_artifacts(w: &World, m: &MigrationRecord) -> Vec<String> {
 }
 
 /// The database, and a directory with the policy and the fleet.
-async fn setup(url: &str) -> (Databases, tempfile::TempDir) {
+pub(super) async fn setup(url: &str) -> (Databases, tempfile::TempDir) {
     let dbs = Databases::new(url).await;
     let dir = tempfile::tempdir().unwrap();
     std::fs::create_dir(dir.path().join("policies")).unwrap();

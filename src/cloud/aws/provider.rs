@@ -413,6 +413,25 @@ impl Provider for AwsProvider {
         Ok(found.iter().filter_map(status).collect())
     }
 
+    /// DescribeSpotInstanceRequests of the instance's request, in ebb's own account.
+    async fn interruption_confirmed(&self, region: &str, id: &str) -> Result<bool, CloudError> {
+        let scope = self.scope_of(region, "", "DescribeSpotInstanceRequests")?;
+        self.count("DescribeSpotInstanceRequests");
+        let out = scope
+            .ec2
+            .describe_spot_instance_requests()
+            .filters(Filter::builder().name("instance-id").values(id).build())
+            .send()
+            .boxed()
+            .await
+            .map_err(|e| cloud_error("DescribeSpotInstanceRequests", e))?;
+        Ok(out.spot_instance_requests().iter().any(|r| {
+            r.status()
+                .and_then(|s| s.code())
+                .is_some_and(|c| c.starts_with("marked-for-"))
+        }))
+    }
+
     /// DescribeInstances by tag, in ebb's own account.
     async fn find_tagged(
         &self,
@@ -470,13 +489,15 @@ impl Provider for AwsProvider {
             return Ok(None);
         };
         let snapshots = snapshots(&found);
+        let facts = self.snapshot_facts(scope, &snapshots).await?;
         Ok(Some(Image {
             state: match found.state() {
                 Some(Ec2ImageState::Available) => ImageState::Available,
                 Some(Ec2ImageState::Pending) | None => ImageState::Pending,
                 Some(_) => ImageState::Failed,
             },
-            snapshot_volumes: self.snapshot_volumes(scope, &snapshots).await?,
+            snapshot_volumes: facts.volumes,
+            completed_snapshots: facts.completed,
             snapshots,
             tags: tag_map(found.tags()),
         }))

@@ -12,7 +12,7 @@ use aws_sdk_ec2::types::{
     ResourceType, SpotInstanceType, SpotMarketOptions, Tag, TagSpecification,
 };
 use futures_util::FutureExt as _;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 /// Where an instance is, which its replacement's subnets follow.
 pub(super) struct Placement {
@@ -306,14 +306,16 @@ impl AwsProvider {
             .collect())
     }
 
-    /// DescribeSnapshots: the volume each of `snapshots` was taken from.
-    pub(super) async fn snapshot_volumes(
+    /// What EC2 records of `snapshots` (DescribeSnapshots): the volume each was taken from,
+    /// and which are `completed`.
+    pub(super) async fn snapshot_facts(
         &self,
         scope: &Scope,
         snapshots: &[String],
-    ) -> Result<BTreeMap<String, String>, CloudError> {
+    ) -> Result<SnapshotFacts, CloudError> {
+        let mut facts = SnapshotFacts::default();
         if snapshots.is_empty() {
-            return Ok(BTreeMap::new());
+            return Ok(facts);
         }
         self.count("DescribeSnapshots");
         let out = scope
@@ -324,12 +326,26 @@ impl AwsProvider {
             .boxed()
             .await
             .map_err(|e| cloud_error("DescribeSnapshots", e))?;
-        Ok(out
-            .snapshots()
-            .iter()
-            .filter_map(|s| Some((s.snapshot_id()?.to_string(), s.volume_id()?.to_string())))
-            .collect())
+        for s in out.snapshots() {
+            let Some(id) = s.snapshot_id() else { continue };
+            if let Some(volume) = s.volume_id() {
+                facts.volumes.insert(id.to_string(), volume.to_string());
+            }
+            if s.state() == Some(&aws_sdk_ec2::types::SnapshotState::Completed) {
+                facts.completed.insert(id.to_string());
+            }
+        }
+        Ok(facts)
     }
+}
+
+/// What EC2 records of an image's snapshots.
+#[derive(Debug, Default)]
+pub(super) struct SnapshotFacts {
+    /// Snapshot id → the volume it was taken from.
+    pub(super) volumes: BTreeMap<String, String>,
+    /// The snapshots whose state is `completed`.
+    pub(super) completed: BTreeSet<String>,
 }
 
 /// An instance's status; `None` for one without id, type or state, which EC2 never sends.

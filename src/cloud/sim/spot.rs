@@ -160,6 +160,7 @@ impl SimProvider {
             },
             snapshots: Vec::new(),
             snapshot_volumes: Default::default(),
+            completed_snapshots: Default::default(),
             tags: Default::default(),
         })
     }

@@ -2,7 +2,7 @@
 //! next replacement), terminates the original after `keep_original_for`, and deletes the
 //! image once nothing is relaunched from it.
 
-use super::super::{current_savings, recent_interruptions, Interruption};
+use super::super::{current_savings, image_intact, recent_interruptions, Alert, Interruption};
 use super::{first_error, request_id, Run};
 use crate::cloud::{InstanceStatus, Market, Provider};
 use crate::engine::{Action, Code};
@@ -27,14 +27,37 @@ impl<P: Provider> Run<'_, P> {
             Ok(s) => s,
             Err(e) => return self.wait(format!("cannot read {current}: {e}")),
         };
-        match status {
-            Some(s)
-                if s.reclaimed()
-                    || (self.cx.warned
-                        && matches!(s.state, InstanceState::Running | InstanceState::Pending)) =>
-            {
-                self.interrupted(s).await
+        let running =
+            |s: &InstanceStatus| matches!(s.state, InstanceState::Running | InstanceState::Pending);
+        // A warning is a queue message anyone allowed to send could write: believed only when
+        // EC2 itself marks the instance's spot request for interruption.
+        let warned = match &status {
+            Some(s) if self.cx.warned && running(s) => {
+                match self
+                    .p
+                    .interruption_confirmed(&self.m.region, &current)
+                    .await
+                {
+                    Ok(true) => true,
+                    Ok(false) => {
+                        tracing::warn!(
+                            migration = self.m.id,
+                            instance = current.as_str(),
+                            "interruption warning not confirmed by EC2: not believed"
+                        );
+                        false
+                    }
+                    Err(e) => {
+                        return self.wait(format!(
+                            "cannot confirm the interruption warning for {current}: {e}"
+                        ))
+                    }
+                }
             }
+            _ => false,
+        };
+        match status {
+            Some(s) if s.reclaimed() || warned => self.interrupted(s).await,
             // The original is cleaned up only while the replacement runs, and a failing
             // clean-up never keeps a reclaim from being handled (above).
             Some(s) if s.state == InstanceState::Running && self.clean_up_due() => {
@@ -126,7 +149,22 @@ impl<P: Provider> Run<'_, P> {
                 ))
             }
         }
-        // The listing may be minutes old: a tag put on since protects it too.
+        // Once the original is gone, the image is the only copy of its disks besides the
+        // running spot instance: it must still be there, whoever cleans up images.
+        let image = self.m.image.clone().unwrap_or_default();
+        let intact = match self.p.image(&self.m.region, &image).await {
+            Ok(found) => image_intact(found.as_ref(), &image, &self.m.snapshots),
+            Err(e) => {
+                return self.wait(format!(
+                    "the original {original} is not terminated: cannot read image {image}: {e}"
+                ))
+            }
+        };
+        if let Err(why) = intact {
+            return self.keep_original(why).await;
+        }
+        // The listing may be minutes old: a tag put on since protects it too. Read last,
+        // right before the intent, so that nothing read after it can miss a tag.
         if let Err(why) = self.tags_still_free(&original).await {
             return self.wait(format!("the original {original} is not terminated: {why}"));
         }
@@ -169,6 +207,23 @@ impl<P: Provider> Run<'_, P> {
                 self.go(State::Done, detail).await
             }
         }
+    }
+
+    /// The original is due for termination but its image does not hold its disks any more
+    /// (`why`): it is kept, tried again at every tick, and a person is alerted.
+    async fn keep_original(&mut self, why: String) -> Result<(), StoreError> {
+        let detail = format!(
+            "the original {} is not terminated: {why}; its disks would live only on the spot replacement. Terminate it by hand once they are safe elsewhere, or start it to take the workload back",
+            self.m.original
+        );
+        tracing::warn!(
+            migration = self.m.id,
+            instance = self.m.original.as_str(),
+            error = %why,
+            "original kept: its image does not hold its disks"
+        );
+        self.alert = Some((Alert::ImageMissing, detail.clone()));
+        self.go(State::Done, detail).await
     }
 
     /// Whether `id`, read again right before an irreversible call, still carries no tag that
@@ -239,7 +294,7 @@ impl<P: Provider> Run<'_, P> {
         let what = if s.reclaimed() {
             "spot capacity reclaimed from"
         } else {
-            "spot interruption warning for"
+            "spot interruption warning, confirmed by EC2, for"
         };
         let detail = format!(
             "{what} {} ({} in {}); {recent} reclaim(s) in 24 h",

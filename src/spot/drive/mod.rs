@@ -20,7 +20,7 @@ mod undo;
 
 pub use orphan::terminate_lost;
 
-use super::{retry_wait, Hold, State, Step};
+use super::{retry_wait, Alert, Hold, State, Step};
 use crate::cloud::{ActionReport, CloudError, InstanceStatus, Provider};
 use crate::engine::{Action, Code, Decision};
 use crate::names::ACTOR;
@@ -53,19 +53,29 @@ pub struct Context<'a> {
     pub hold: &'a Hold,
 }
 
-/// Advances `m` by one step; returns the state it is in afterwards and what happened (empty
-/// when it waited).
+/// What one step of a migration came to.
+#[derive(Debug)]
+pub struct Advanced {
+    /// The state it is in afterwards.
+    pub state: State,
+    /// What happened (empty when it waited).
+    pub detail: String,
+    /// What a person must look at, if anything, and why.
+    pub alert: Option<(Alert, String)>,
+}
+
+/// Advances `m` by one step.
 pub async fn advance<P: Provider>(
     provider: &P,
     store: &Store,
     tick: Tick<'_>,
     m: MigrationRecord,
     cx: Context<'_>,
-) -> Result<(State, String), StoreError> {
+) -> Result<Advanced, StoreError> {
     let mut run = Run::new(provider, store, tick, m, cx);
     if run.m.ended_at.is_some() {
         run.expire_image().await?;
-        return Ok((run.m.state, run.happened));
+        return Ok(run.advanced());
     }
     match run.m.state {
         State::Planned => run.planned().await?,
@@ -80,7 +90,7 @@ pub async fn advance<P: Provider>(
         }
         State::RolledBack | State::Failed => {}
     }
-    Ok((run.m.state, run.happened))
+    Ok(run.advanced())
 }
 
 /// One step of one migration: the migration as it changes, and the audit entries to write
@@ -94,6 +104,7 @@ struct Run<'a, P> {
     /// Outcomes and events, written with the migration row.
     audit: Vec<NewAuditEntry>,
     happened: String,
+    alert: Option<(Alert, String)>,
 }
 
 impl<'a, P: Provider> Run<'a, P> {
@@ -113,6 +124,16 @@ impl<'a, P: Provider> Run<'a, P> {
             m,
             audit: Vec::new(),
             happened: String::new(),
+            alert: None,
+        }
+    }
+
+    /// What the step came to.
+    fn advanced(self) -> Advanced {
+        Advanced {
+            state: self.m.state,
+            detail: self.happened,
+            alert: self.alert,
         }
     }
 

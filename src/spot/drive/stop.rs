@@ -2,6 +2,7 @@
 //! (once it is stopped, image it).
 
 use super::super::{image_tags, prove_image, STOP_TIMEOUT};
+use super::undo::Original;
 use super::Run;
 use crate::cloud::{CloudError, ImageMade, Provider, StopKind};
 use crate::engine::{Action, Code};
@@ -50,8 +51,36 @@ impl<P: Provider> Run<'_, P> {
         }
     }
 
-    /// Ends the migration before it changed anything.
+    /// Ends the migration before it changed anything. An earlier tick cut off after the tag
+    /// or the stop of [`Self::stop_original`] leaves the row `planned` with the original
+    /// tagged `ebb:migrating` (and perhaps stopped), which every rule then leaves alone: so the
+    /// original is read first, and when it carries this migration's tag the move is rolled back
+    /// instead (started again, untagged). While it cannot be read, nothing is ended.
     async fn cancel(&mut self, detail: String) -> Result<(), StoreError> {
+        let original = self.m.original.clone();
+        let ids = std::slice::from_ref(&original);
+        let listed = match self.p.reread(&self.m.region, ids).await {
+            Ok(found) => found.into_iter().find(|i| i.id == original),
+            Err(e) => {
+                return self.wait(format!(
+                    "{detail}; but {original} cannot be read, and may carry {MIGRATING_TAG}: {e}"
+                ))
+            }
+        };
+        let ours = self.m.id.to_string();
+        let undo = match listed {
+            Some(inst) => inst.tag(MIGRATING_TAG) == Some(ours.as_str()),
+            // Not listed: gone, or no longer managed, with its tags unknown.
+            None => match self.original().await {
+                Original::Gone => false,
+                Original::There(_) => true,
+                Original::Unread(e) => return self.wait(format!("{detail}; but {e}")),
+            },
+        };
+        if undo {
+            let why = format!("{detail}; an earlier attempt may have tagged or stopped {original}");
+            return self.roll_back(why).await;
+        }
         self.event(Action::MigrateToSpot, Code::SpotCancelled, &detail);
         self.m.error = Some(detail.clone());
         self.go(State::RolledBack, detail).await

@@ -2,7 +2,7 @@
 //! `failed` when the original is gone), ending one that ebb stops following, and the image
 //! kept after the end while it is the only copy of the workload's disks.
 
-use super::super::current_savings;
+use super::super::{current_savings, Alert};
 use super::{first_error, request_id, Run};
 use crate::cloud::{ActionReport, Provider};
 use crate::engine::{Action, Code};
@@ -10,16 +10,11 @@ use crate::fleet::InstanceState;
 use crate::names::MIGRATING_TAG;
 use crate::spot::State;
 use crate::store::{Outcome, StoreError};
-use chrono::Duration;
-
-/// How long an image is kept after its migration ended when no policy says
-/// (`keep_image_for`'s default).
-const KEEP_IMAGE_FOR: Duration = Duration::days(7);
 
 /// Whether the original exists, as EC2 answered for it by id.
-enum Original {
-    /// It exists (stopped, running or between the two).
-    There,
+pub(super) enum Original {
+    /// It exists (stopped, running or between the two), in this state.
+    There(InstanceState),
     /// EC2 no longer knows it, or it is terminated or shutting down.
     Gone,
     /// It could not be read: why.
@@ -35,8 +30,8 @@ impl<P: Provider> Run<'_, P> {
     pub(super) async fn roll_back(&mut self, why: String) -> Result<(), StoreError> {
         self.m.error = Some(why.clone());
         let original = self.m.original.clone();
-        match self.original().await {
-            Original::There => {}
+        let state = match self.original().await {
+            Original::There(state) => state,
             Original::Gone => {
                 return self
                     .fail(format!(
@@ -46,9 +41,12 @@ impl<P: Provider> Run<'_, P> {
                     .await
             }
             Original::Unread(e) => return self.retry_roll_back(&why, e).await,
-        }
-        if let Err(e) = self.start_original().await? {
-            return self.retry_roll_back(&why, e).await;
+        };
+        // Started only when not running: a move undone before its stop leaves it running.
+        if state != InstanceState::Running {
+            if let Err(e) = self.start_original().await? {
+                return self.retry_roll_back(&why, e).await;
+            }
         }
         if let Some(current) = self.m.current.clone() {
             let reason = format!("roll back: terminate the replacement {current}");
@@ -73,7 +71,7 @@ impl<P: Provider> Run<'_, P> {
         self.m.retry_at = None;
         self.go(
             State::RolledBack,
-            format!("rolled back: {original} started again ({why})"),
+            format!("rolled back: {original} runs again ({why})"),
         )
         .await
     }
@@ -100,7 +98,7 @@ impl<P: Provider> Run<'_, P> {
     }
 
     /// Whether the original exists, read by id.
-    async fn original(&self) -> Original {
+    pub(super) async fn original(&self) -> Original {
         match self.status(&self.m.original).await {
             Ok(Some(s))
                 if !matches!(
@@ -108,7 +106,7 @@ impl<P: Provider> Run<'_, P> {
                     InstanceState::Terminated | InstanceState::ShuttingDown
                 ) =>
             {
-                Original::There
+                Original::There(s.state)
             }
             Ok(_) => Original::Gone,
             Err(e) => Original::Unread(format!("cannot read {}: {e}", self.m.original)),
@@ -271,12 +269,12 @@ impl<P: Provider> Run<'_, P> {
 
     /// Ebb stops following the migration: the original loses its `ebb:migrating` tag if it
     /// is still there, so that the rules govern it again. The image is deleted only while the
-    /// original exists; otherwise it is the only copy of the workload's disks and is kept for
-    /// `keep_image_for`.
+    /// original exists; otherwise it may be the only copy of the workload's disks (the
+    /// replacement ended for a cause ebb cannot know) and is kept until a person releases it.
     pub(super) async fn end(&mut self, why: String) -> Result<(), StoreError> {
         let mut detail = why.clone();
         let original_there =
-            self.m.holds_original() && matches!(self.original().await, Original::There);
+            self.m.holds_original() && matches!(self.original().await, Original::There(_));
         if original_there {
             if let Err(e) = self.untag_original(Code::SpotEnded).await? {
                 detail.push_str(&format!("; {e}"));
@@ -288,16 +286,14 @@ impl<P: Provider> Run<'_, P> {
                 detail.push_str(&format!("; {e}"));
             }
         }
-        if let Some(image) = self.m.image.clone() {
-            let keep = self.cx.rule.map_or(KEEP_IMAGE_FOR, |r| r.keep_image_for);
-            let until = self.now() + keep;
-            self.m.image_kept_until = Some(until);
-            detail.push_str(&format!(
-                "; the image {image} is kept until {} (keep_image_for): it may be the only copy of the workload's disks",
-                until.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
-            ));
+        if self.m.image.is_some() && !original_there {
+            // No timer: only a person can tell whether the workload's disks live elsewhere.
+            self.m.image_kept_until = None;
+            let only_copy = self.only_copy();
+            detail.push_str(&format!("; {only_copy}"));
+            self.alert = Some((Alert::ImageOnlyCopy, only_copy));
         } else if self.image_left() {
-            // Deregistered, and the original is there: the snapshots left go at the next try.
+            // The original is there, and deleting failed: what is left goes at the next try.
             self.back_off();
             self.m.image_kept_until = Some(self.now());
         }
@@ -308,16 +304,31 @@ impl<P: Provider> Run<'_, P> {
         self.go(State::Done, detail).await
     }
 
-    /// After the end: deletes the kept image once `keep_image_for` has passed.
+    /// What is said of an image kept after the end until a person releases it.
+    fn only_copy(&self) -> String {
+        format!(
+            "the image {} may be the only copy of the disks of {}: it is kept until a person runs `ebb migrations release {}`",
+            self.m.image.as_deref().unwrap_or("(none)"),
+            self.m.original,
+            self.m.id
+        )
+    }
+
+    /// After the end: deletes the kept image once its time has come (`keep_image_for`, or
+    /// released by a person); alerts while it waits for a person.
     pub(super) async fn expire_image(&mut self) -> Result<(), StoreError> {
         let Some(until) = self.m.image_kept_until else {
+            if self.m.image.is_some() {
+                self.alert = Some((Alert::ImageOnlyCopy, self.only_copy()));
+            }
             return Ok(());
         };
         if !self.image_left() || self.now() < until || self.backing_off() {
             return Ok(());
         }
         let what = self.m.image.clone().unwrap_or_else(|| "the image".into());
-        let reason = "kept for keep_image_for after the migration ended";
+        let reason =
+            "kept after the migration ended until keep_image_for passed or a person released it";
         match self
             .delete_image_call(Code::SpotImageDeleted, reason)
             .await?
@@ -328,7 +339,7 @@ impl<P: Provider> Run<'_, P> {
                 self.m.retry_at = None;
                 self.go(
                     State::Done,
-                    format!("deleted {what} and its snapshots after keep_image_for"),
+                    format!("deleted {what} and its snapshots, no longer kept"),
                 )
                 .await
             }

@@ -1,0 +1,46 @@
+//! A webhook receiver for tests of the notices ebb posts.
+
+use std::sync::Arc;
+
+/// A webhook receiver on 127.0.0.1 that answers 200 to every post; its URL and the `text` of
+/// each notice it received.
+pub async fn receiver() -> (String, Arc<std::sync::Mutex<Vec<String>>>) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/hook", listener.local_addr().unwrap());
+    let texts = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let seen = texts.clone();
+    tokio::spawn(async move {
+        loop {
+            let (mut socket, _) = listener.accept().await.unwrap();
+            let mut request = Vec::new();
+            let mut buf = [0u8; 4096];
+            loop {
+                let n = socket.read(&mut buf).await.unwrap();
+                request.extend_from_slice(&buf[..n]);
+                let text = String::from_utf8_lossy(&request).to_string();
+                let Some((head, body)) = text.split_once("\r\n\r\n") else {
+                    continue;
+                };
+                let length: usize = head
+                    .lines()
+                    .find_map(|l| {
+                        let (k, v) = l.split_once(':')?;
+                        k.eq_ignore_ascii_case("content-length")
+                            .then(|| v.trim().parse().ok())?
+                    })
+                    .unwrap_or(0);
+                if n == 0 || body.len() >= length {
+                    let notice: serde_json::Value = serde_json::from_str(&body[..length]).unwrap();
+                    seen.lock()
+                        .unwrap()
+                        .push(notice["text"].as_str().unwrap().to_string());
+                    break;
+                }
+            }
+            let answer = "HTTP/1.1 200 OK\r\nContent-Length: 0\r\nConnection: close\r\n\r\n";
+            socket.write_all(answer.as_bytes()).await.unwrap();
+        }
+    });
+    (url, texts)
+}
