@@ -29,9 +29,11 @@ const TOKEN: &str = "mei:browser-token-0123456789:read+override";
 
 /// `scripts/run`'s start: Monday 10:00 UTC, 18:00 in Shanghai.
 const START: &str = "2026-11-30T10:00:00Z";
-/// Simulated seconds per real second: the research boxes' evening stops (12:00 UTC) come
-/// after about three seconds.
-const SPEED: &str = "3000";
+/// Simulated seconds per real second, as `scripts/run`'s: the research boxes' evening stops
+/// (12:00 UTC) come after about twelve seconds. The training box's checkpoint (09:55) is fresh
+/// enough for a move until 10:25, 2.5 s after the start: faster, a busy machine's slow start
+/// of `serve` could let that pass before the first tick.
+const SPEED: &str = "600";
 /// How long the demo may take to reach them on a slow, busy machine.
 const PATIENCE: Duration = Duration::from_secs(600);
 
