@@ -139,6 +139,17 @@ impl World {
     }
 }
 
+/// An Auto Scaling client for a provider over mocked EC2 and CloudWatch whose test makes no
+/// Auto Scaling call.
+pub fn unused_autoscaling() -> aws_sdk_autoscaling::Client {
+    aws_sdk_autoscaling::Client::from_conf(
+        aws_sdk_autoscaling::Config::builder()
+            .behavior_version(aws_sdk_autoscaling::config::BehaviorVersion::latest())
+            .region(aws_sdk_autoscaling::config::Region::new("us-east-1"))
+            .build(),
+    )
+}
+
 /// Tags as a map, for building instances by hand.
 pub fn tags(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
     pairs
