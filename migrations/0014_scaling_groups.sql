@@ -14,7 +14,8 @@ CREATE TABLE scaling_groups (
     up_max         integer NOT NULL,
     types          text[] NOT NULL DEFAULT '{}',
     down_since     timestamptz,
-    intent_seq     bigint REFERENCES audit_log (seq),
+    -- No foreign key: a key into audit_log would stand in the way of its append-only trigger.
+    intent_seq     bigint,
     intent_at      timestamptz,
     intent_min     integer,
     intent_desired integer,

@@ -2,9 +2,9 @@
 //! desired go to the floor (its members are never stopped one by one, which the group would
 //! take for unhealthy and replace), and at the opening the capacity ebb found is restored.
 
-use super::rules::governing_position;
+use super::rules::{governing_position, owned_code};
 use super::{Code, RECENT};
-use crate::fleet::{Capacity, Fleet, Instance, InstanceState, Lifecycle, ScalingGroup};
+use crate::fleet::{Capacity, Fleet, Instance, InstanceState, Lifecycle, Owner, ScalingGroup};
 use crate::policy::{Policy, PolicySet};
 use chrono::{DateTime, Utc};
 
@@ -94,6 +94,23 @@ pub fn decide_group(
             format!("{why}: capacity back to {}", memory.up),
         )
     };
+    // An EKS node group's group (or one something else owns) is changed through its owner,
+    // which would undo a change made through the group.
+    if let Some(owner) = Owner::of(&group.tags) {
+        let reason = format!(
+            "the group is owned by {} {}: {}",
+            owner.kind(),
+            owner.name(),
+            owner.kind().instead()
+        );
+        return decision(
+            GroupAction::None,
+            None,
+            None,
+            owned_code(owner.kind()),
+            reason,
+        );
+    }
     let policy = match governing(policies, group, &memory.types) {
         Ok(position) => &policies.policies[position],
         // A group ebb holds down is never left there by a policy that no longer governs it.

@@ -14,6 +14,7 @@ use crate::fleet::{Fleet, ScalingGroup};
 use crate::names::ACTOR;
 use crate::policy::PolicySet;
 use crate::store::{NewAuditEntry, Outcome, PendingChange, StoreError, INTERRUPTED};
+use chrono::{DateTime, Utc};
 
 /// The audit action of a scale-down to the floor.
 const SCALE_DOWN: &str = "scale_down_group";
@@ -55,12 +56,44 @@ impl<P: Provider> Reconciler<P> {
                         .remember_group(region, &group.name, &d.memory)
                         .await?;
                 }
+                if d.action == GroupAction::ScaleDown {
+                    let again = self.decide_again(set, fleet, group, memory.as_ref(), tick.now);
+                    if let Err(why) = again.await.and_then(|a| same(&d, &a)) {
+                        tracing::info!(group = %group.name, region = %region, why = %why, "scale-down not done");
+                        continue;
+                    }
+                }
                 if d.action != GroupAction::None {
                     self.act_on_scaling_group(&d, tick).await?;
                 }
             }
         }
         Ok(())
+    }
+
+    /// The decision for `group` from the group read again right before a scale-down: people
+    /// change tags and capacity between a listing and the call. A failed read is an error:
+    /// unknown means no scale-down.
+    async fn decide_again(
+        &self,
+        set: &PolicySet,
+        fleet: &Fleet,
+        group: &ScalingGroup,
+        memory: Option<&GroupMemory>,
+        now: DateTime<Utc>,
+    ) -> Result<GroupDecision, String> {
+        let fresh = self
+            .provider
+            .scaling_groups(&group.region)
+            .await
+            .map_err(|err| {
+                format!("could not read the group again ({err}); unknown means no scale-down")
+            })?;
+        let fresh = fresh
+            .iter()
+            .find(|g| g.name == group.name)
+            .ok_or("the group is no longer listed (gone, or no longer tagged for ebb)")?;
+        Ok(decide_group(now, set, fleet, fresh, memory))
     }
 
     /// One change of a group's capacity: dry runs logged only; otherwise the fenced intent,
@@ -186,5 +219,17 @@ impl<P: Provider> Reconciler<P> {
             .group_outcome(&entry, &group.region, &group.name, &memory)
             .await?;
         Ok(())
+    }
+}
+
+/// `Ok` when the decision made again right before the call still asks for what `d` does.
+fn same(d: &GroupDecision, again: &GroupDecision) -> Result<(), String> {
+    if again.action == d.action && again.to == d.to {
+        Ok(())
+    } else {
+        Err(format!(
+            "read again right before the call: {}",
+            again.reason
+        ))
     }
 }

@@ -224,3 +224,24 @@ fn a_group_held_down_by_a_policy_that_no_longer_governs_it_is_restored() {
     let d = decide_group(t("2026-11-30T23:00:00Z"), &set, &Fleet::default(), &g, None);
     assert_eq!(d.action, GroupAction::None);
 }
+
+#[test]
+fn an_eks_node_groups_group_is_left_to_eks() {
+    let set = policies(OFFICE);
+    let mut g = group(UP, &["i-1", "i-2"]);
+    g.tags = [
+        ("env", "dev"),
+        ("ebb:managed", "true"),
+        ("eks:cluster-name", "prod"),
+        ("eks:nodegroup-name", "gpu"),
+    ]
+    .into_iter()
+    .collect();
+    let fleet = idle_fleet(&["i-1", "i-2"], "2026-11-30T18:04:00Z");
+    let d = decide_group(t(EVENING), &set, &fleet, &g, None);
+    assert_eq!(
+        (d.action, d.code),
+        (GroupAction::None, Code::OwnedByEksNodegroup)
+    );
+    assert!(d.reason.contains("prod/gpu"), "{}", d.reason);
+}
