@@ -8,7 +8,7 @@
 //! capacity, once its call can no longer be in flight; the group is left alone until then.
 
 use super::{Reconciler, TickContext};
-use crate::cloud::Provider;
+use crate::cloud::{ErrorKind, Provider};
 use crate::engine::{decide_group, GroupAction, GroupDecision, GroupMemory};
 use crate::fleet::{Fleet, ScalingGroup};
 use crate::names::ACTOR;
@@ -138,6 +138,14 @@ impl<P: Provider> Reconciler<P> {
             .provider
             .set_group_capacity(&d.region, &d.group, to)
             .await;
+        if let Err(err) = &answer {
+            if err.kind == ErrorKind::Unavailable {
+                // The answer was lost (a timeout, the service unreachable): the change may have
+                // landed. Unknown, not failed: resolved from the group's capacity later.
+                tracing::warn!(group = %d.group, region = %d.region, action, error = %err, "group change unanswered, resolved from its capacity later");
+                return Ok(());
+            }
+        }
         let (outcome, memory, request_id, error) = match answer {
             Ok(request_id) => {
                 let down_since = (d.action == GroupAction::ScaleDown).then_some(tick.now);
