@@ -1,5 +1,6 @@
 //! The cloud as the reconciler sees it: a [`Provider`] lists instances, reads their GPU
-//! utilisation and prices, and stops, hibernates, starts and tags them.
+//! utilisation and prices, and stops, hibernates, starts and tags them; it lists the Auto
+//! Scaling groups ebb manages and sets their capacity.
 //!
 //! [`aws`] is the EC2 and CloudWatch implementation. Every call that changes an instance
 //! reports per instance ([`ActionReport`]): one instance EC2 refuses never blocks the others.
@@ -21,7 +22,7 @@ pub use launch::{
 pub use prices::{OnDemandPrices, PricesError};
 pub use redact::redact_userinfo;
 
-use crate::fleet::{Instance, Sample};
+use crate::fleet::{Capacity, Instance, Sample, ScalingGroup};
 use chrono::{DateTime, Utc};
 use std::collections::{BTreeMap, HashMap};
 use std::future::Future;
@@ -275,4 +276,22 @@ pub trait Provider: Send + Sync {
         &self,
         region: &str,
     ) -> impl Future<Output = Result<Vec<Artifact>, CloudError>> + Send;
+
+    /// The Auto Scaling groups of `region` that carry ebb's opt-in tag (on the group, which
+    /// also covers a tag it propagates to its members), in every account ebb watches there,
+    /// with their capacity and members. A failure in any account is the `Err`: a group not
+    /// listed is unknown, never gone.
+    fn scaling_groups(
+        &self,
+        region: &str,
+    ) -> impl Future<Output = Result<Vec<ScalingGroup>, CloudError>> + Send;
+
+    /// Sets the capacity of group `name` in `region` (UpdateAutoScalingGroup), through the
+    /// account that listed it; returns the call's request id.
+    fn set_group_capacity(
+        &self,
+        region: &str,
+        name: &str,
+        capacity: Capacity,
+    ) -> impl Future<Output = Result<Option<String>, CloudError>> + Send;
 }

@@ -7,6 +7,7 @@
 //! of the instance and the time, so a replay gives the same readings.
 
 mod calls;
+mod groups;
 mod spot;
 mod workload;
 
@@ -18,7 +19,7 @@ use super::{
     Launch, LaunchSpec, Provider, StopKind, TypePrice,
 };
 use crate::clock::Clock;
-use crate::fleet::{Fleet, Instance, InstanceState, Prices, Sample};
+use crate::fleet::{Capacity, Fleet, Instance, InstanceState, Prices, Sample, ScalingGroup};
 use calls::{wrong_state, Metering, RateLimited};
 use chrono::{DateTime, Datelike, Duration, NaiveDate, NaiveTime, Utc, Weekday};
 use chrono_tz::Tz;
@@ -250,6 +251,8 @@ pub struct SimProvider {
     clock: Clock,
     prices: Prices,
     fleet: Mutex<SimFleet>,
+    /// Its Auto Scaling groups.
+    groups: Mutex<Vec<ScalingGroup>>,
     /// EC2's rate limits and ebb's pacing, when either is on (boxed: rarely on, and the
     /// reconciler holds the provider inline).
     limited: Box<RateLimited>,
@@ -306,6 +309,7 @@ impl SimProvider {
                 requests: 0,
                 images: HashMap::new(),
             }),
+            groups: Mutex::default(),
             limited: Box::default(),
         }
     }
@@ -608,6 +612,19 @@ impl Provider for SimProvider {
 
     async fn migration_artifacts(&self, region: &str) -> Result<Vec<Artifact>, CloudError> {
         Ok(self.sim_artifacts(region))
+    }
+
+    async fn scaling_groups(&self, region: &str) -> Result<Vec<ScalingGroup>, CloudError> {
+        Ok(self.sim_groups(region))
+    }
+
+    async fn set_group_capacity(
+        &self,
+        region: &str,
+        name: &str,
+        capacity: Capacity,
+    ) -> Result<Option<String>, CloudError> {
+        self.sim_set_group(region, name, capacity)
     }
 }
 

@@ -6,10 +6,12 @@
 //! evaluation with a trace of every rule's verdict.
 
 mod explain;
+mod group;
 mod next;
 mod rules;
 
 pub use explain::{explain, Explanation};
+pub use group::{decide_group, GroupAction, GroupDecision, GroupMemory, OFF_CAPACITY};
 pub use next::{next_change, NextChange};
 pub use rules::{owned_code, tags_forbid_stop, RECENT};
 

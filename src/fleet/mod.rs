@@ -2,8 +2,10 @@
 //! depends on no other module of ebb; the snapshot file a fleet can be read from has a module
 //! of its own.
 
+pub mod group;
 pub mod owner;
 
+pub use group::{Capacity, GroupMember, ScalingGroup};
 pub use owner::{Owner, OwnerKind};
 
 use chrono::{DateTime, Utc};

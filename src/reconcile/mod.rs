@@ -7,6 +7,7 @@
 //! docs/ARCHITECTURE.md follows one tick from `main` to the cloud call.
 
 mod act;
+mod groups;
 mod migrations;
 mod read;
 mod report;
@@ -100,6 +101,8 @@ impl TickContext<'_> {
 /// - **decide**, `mod.rs` (`decide`): `engine::decide`, the decisions recorded;
 /// - **migrations**, `migrations.rs`: each live spot migration one step, new ones planned, lost
 ///   launches swept;
+/// - **groups**, `groups.rs`: the Auto Scaling groups ebb manages, scaled through their
+///   capacity, and their changes left pending resolved;
 /// - **act**, `act/`: what is acted on this tick, dry runs, the cloud calls, their outcomes and
 ///   a refused start's fallback types;
 /// - **report**, `report.rs`: what the tick did ([`TickReport`]).
@@ -187,7 +190,7 @@ impl<P: Provider> Reconciler<P> {
         let set: &PolicySet = &loaded.set;
         let version = set.version.to_string();
 
-        let (mut fleet, open) = self.list(&version, now, &mut report).await?;
+        let (mut fleet, open, complete) = self.list(&version, now, &mut report).await?;
         report.gpu_read_failures = self.read(set, &mut fleet, now).await?;
         let decisions = self.decide(set, &fleet, now, &mut report).await?;
         let mut acting = TickContext {
@@ -200,6 +203,7 @@ impl<P: Provider> Reconciler<P> {
             self.migrations(set, &fleet, &decisions, &mut acting)
                 .await?;
         }
+        self.groups(set, &fleet, &complete, &mut acting).await?;
         // Acting needs only the decisions. The listing and its readings are the largest data of
         // a tick, and the first tick of a large fleet acts on tens of thousands of instances.
         drop(fleet);
@@ -214,13 +218,14 @@ impl<P: Provider> Reconciler<P> {
 
     /// Lists the instances and brings the store up to date with them: the inventory, the
     /// intents an interrupted tick left open, and the policy version in force. Returns the
-    /// fleet, and the instances whose intents stay open: they are not acted on this tick.
+    /// fleet, the instances whose intents stay open (they are not acted on this tick), and the
+    /// regions listed completely.
     async fn list(
         &self,
         version: &str,
         now: DateTime<Utc>,
         report: &mut TickReport,
-    ) -> Result<(Fleet, HashSet<String>), TickError> {
+    ) -> Result<(Fleet, HashSet<String>, Vec<String>), TickError> {
         let inventory = self.provider.instances().await;
         report.instances = inventory.instances.len();
         report.inventory_failures = inventory
@@ -244,7 +249,7 @@ impl<P: Provider> Reconciler<P> {
             instances: inventory.instances,
             ..Fleet::default()
         };
-        Ok((fleet, resolution.open))
+        Ok((fleet, resolution.open, inventory.complete_regions))
     }
 
     /// Decides for every listed instance from what ebb remembers, and records the decisions.

@@ -6,9 +6,11 @@
 
 use super::audit::append_in;
 use super::audit_entry::{AuditEntry, NewAuditEntry};
+use super::groups::mark_pending_in;
 use super::overrides::{protecting_in, OverrideRecord};
 use super::{connect_within, Result, Store, StoreError};
 use crate::engine::{Action, Code};
+use crate::fleet::Capacity;
 use chrono::{DateTime, Utc};
 use sqlx::{Connection, PgConnection, Row};
 use std::time::Duration;
@@ -140,6 +142,26 @@ impl Leadership {
         let rows = append_in(&mut tx, entries).await?;
         tx.commit().await?;
         Ok(rows)
+    }
+
+    /// Right before a group's UpdateAutoScalingGroup, as one transaction on the leader's
+    /// session that first checks that this session still holds the lock: appends the change's
+    /// intent and marks it pending on the group (to `to`), so that a crash after it is resolved
+    /// from the group's real capacity.
+    pub async fn fence_group(
+        &mut self,
+        intent: &NewAuditEntry,
+        region: &str,
+        name: &str,
+        to: Capacity,
+    ) -> Result<AuditEntry> {
+        let mut tx = self.conn.begin().await?;
+        check_lock(&mut tx, self.pid).await?;
+        let mut rows = append_in(&mut tx, std::slice::from_ref(intent)).await?;
+        let row = rows.pop().expect("one intent appended");
+        mark_pending_in(&mut tx, region, name, &row, to).await?;
+        tx.commit().await?;
+        Ok(row)
     }
 
     /// Right before one cloud call, as one transaction on the leader's session that first checks,

@@ -51,6 +51,7 @@ pub const RUNTIME_PRIVILEGES: &[(&str, &str)] = &[
     ("spot_warnings", "SELECT, INSERT, UPDATE, DELETE"),
     ("gpu_readings", "SELECT, INSERT, UPDATE, DELETE"),
     ("console_sessions", "SELECT, INSERT, DELETE"),
+    ("scaling_groups", "SELECT, INSERT, UPDATE"),
 ];
 
 /// Tables the reader role gets no privilege on: what they hold is for the running service

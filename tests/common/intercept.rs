@@ -14,7 +14,7 @@ use ebb::cloud::{
     ActionReport, Artifact, CloudError, Failed, GpuReadings, Image, ImageMade, InstanceStatus,
     Inventory, Launch, LaunchSpec, Provider, ScopeFailure, StopKind, TypePrice,
 };
-use ebb::fleet::Instance;
+use ebb::fleet::{Capacity, Instance, ScalingGroup};
 use std::collections::BTreeMap;
 use std::future::Future;
 use std::pin::Pin;
@@ -46,11 +46,13 @@ pub enum Method {
     DeregisterImage,
     DeleteSnapshot,
     MigrationArtifacts,
+    ScalingGroups,
+    SetGroupCapacity,
 }
 
 impl Method {
     /// Every method.
-    pub const ALL: [Method; 20] = [
+    pub const ALL: [Method; 22] = [
         Method::Instances,
         Method::Reread,
         Method::GpuUtilisation,
@@ -71,6 +73,8 @@ impl Method {
         Method::DeregisterImage,
         Method::DeleteSnapshot,
         Method::MigrationArtifacts,
+        Method::ScalingGroups,
+        Method::SetGroupCapacity,
     ];
 
     /// Its name in the trait (`gpu_utilisation`).
@@ -96,6 +100,8 @@ impl Method {
             Method::DeregisterImage => "deregister_image",
             Method::DeleteSnapshot => "delete_snapshot",
             Method::MigrationArtifacts => "migration_artifacts",
+            Method::ScalingGroups => "scaling_groups",
+            Method::SetGroupCapacity => "set_group_capacity",
         }
     }
 
@@ -122,6 +128,8 @@ impl Method {
             Method::Terminate => "TerminateInstances",
             Method::DeregisterImage => "DeregisterImage",
             Method::DeleteSnapshot => "DeleteSnapshot",
+            Method::ScalingGroups => "DescribeAutoScalingGroups",
+            Method::SetGroupCapacity => "UpdateAutoScalingGroup",
         }
     }
 
@@ -139,6 +147,7 @@ impl Method {
                 | Method::Terminate
                 | Method::DeregisterImage
                 | Method::DeleteSnapshot
+                | Method::SetGroupCapacity
         )
     }
 }
@@ -247,6 +256,14 @@ pub enum Call {
     MigrationArtifacts {
         region: String,
     },
+    ScalingGroups {
+        region: String,
+    },
+    SetGroupCapacity {
+        region: String,
+        name: String,
+        capacity: Capacity,
+    },
 }
 
 impl Call {
@@ -273,6 +290,8 @@ impl Call {
             Call::DeregisterImage { .. } => Method::DeregisterImage,
             Call::DeleteSnapshot { .. } => Method::DeleteSnapshot,
             Call::MigrationArtifacts { .. } => Method::MigrationArtifacts,
+            Call::ScalingGroups { .. } => Method::ScalingGroups,
+            Call::SetGroupCapacity { .. } => Method::SetGroupCapacity,
         }
     }
 
@@ -298,7 +317,9 @@ impl Call {
             | Call::Terminate { region, .. }
             | Call::DeregisterImage { region, .. }
             | Call::DeleteSnapshot { region, .. }
-            | Call::MigrationArtifacts { region } => Some(region),
+            | Call::MigrationArtifacts { region }
+            | Call::ScalingGroups { region }
+            | Call::SetGroupCapacity { region, .. } => Some(region),
         }
     }
 
@@ -306,7 +327,11 @@ impl Call {
     /// look-up by tag.
     pub fn ids(&self) -> Vec<String> {
         match self {
-            Call::Instances | Call::Prices { .. } | Call::MigrationArtifacts { .. } => Vec::new(),
+            Call::Instances
+            | Call::Prices { .. }
+            | Call::MigrationArtifacts { .. }
+            | Call::ScalingGroups { .. } => Vec::new(),
+            Call::SetGroupCapacity { name, .. } => vec![name.clone()],
             Call::Reread { ids, .. }
             | Call::GpuUtilisation { ids, .. }
             | Call::Stop { ids, .. }
@@ -368,6 +393,8 @@ impl Call {
             Method::Launch => Answer::Launched(Err(error)),
             Method::DeregisterImage | Method::DeleteSnapshot => Answer::Done(Err(error)),
             Method::MigrationArtifacts => Answer::Artifacts(Err(error)),
+            Method::ScalingGroups => Answer::Groups(Err(error)),
+            Method::SetGroupCapacity => Answer::Requested(Err(error)),
         }
     }
 }
@@ -389,6 +416,8 @@ pub enum Answer {
     Launched(Result<InstanceStatus, CloudError>),
     Done(Result<(), CloudError>),
     Artifacts(Result<Vec<Artifact>, CloudError>),
+    Groups(Result<Vec<ScalingGroup>, CloudError>),
+    Requested(Result<Option<String>, CloudError>),
 }
 
 /// A return type of [`Provider`], to and from its [`Answer`].
@@ -430,6 +459,8 @@ answers! {
     Launched: Result<InstanceStatus, CloudError>,
     Done: Result<(), CloudError>,
     Artifacts: Result<Vec<Artifact>, CloudError>,
+    Groups: Result<Vec<ScalingGroup>, CloudError>,
+    Requested: Result<Option<String>, CloudError>,
 }
 
 /// One call as the log keeps it.
@@ -843,5 +874,27 @@ impl<P: Provider> Provider for Intercept<P> {
             region: region.into(),
         };
         self.run(call, self.inner.migration_artifacts(region)).await
+    }
+
+    async fn scaling_groups(&self, region: &str) -> Result<Vec<ScalingGroup>, CloudError> {
+        let call = Call::ScalingGroups {
+            region: region.into(),
+        };
+        self.run(call, self.inner.scaling_groups(region)).await
+    }
+
+    async fn set_group_capacity(
+        &self,
+        region: &str,
+        name: &str,
+        capacity: Capacity,
+    ) -> Result<Option<String>, CloudError> {
+        let call = Call::SetGroupCapacity {
+            region: region.into(),
+            name: name.into(),
+            capacity,
+        };
+        self.run(call, self.inner.set_group_capacity(region, name, capacity))
+            .await
     }
 }

@@ -140,6 +140,25 @@ impl World {
     }
 }
 
+/// An Auto Scaling client for a provider over mocked EC2 and CloudWatch: its calls (a tick
+/// lists the groups) reach no network and fail, so the tick finds no group.
+pub fn unused_autoscaling() -> aws_sdk_autoscaling::Client {
+    aws_sdk_autoscaling::Client::from_conf(
+        aws_sdk_autoscaling::Config::builder()
+            .behavior_version(aws_sdk_autoscaling::config::BehaviorVersion::latest())
+            .region(aws_sdk_autoscaling::config::Region::new("us-east-1"))
+            .credentials_provider(aws_sdk_autoscaling::config::Credentials::new(
+                "AKIDEXAMPLE",
+                "secret",
+                None,
+                None,
+                "test",
+            ))
+            .http_client(aws_smithy_mocks::create_mock_http_client())
+            .build(),
+    )
+}
+
 /// Tags as a map, for building instances by hand.
 pub fn tags(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
     pairs

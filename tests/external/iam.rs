@@ -36,6 +36,7 @@ const SCP: &str = "deploy/scp-ebb-tags.json";
 const SERVICES: &[(&str, &str)] = &[
     ("aws-sdk-ec2", "ec2"),
     ("aws-sdk-cloudwatch", "cloudwatch"),
+    ("aws-sdk-autoscaling", "autoscaling"),
     ("aws-sdk-sqs", "sqs"),
     ("aws-sdk-s3", "s3"),
 ];
@@ -494,6 +495,26 @@ fn changes_are_only_to_managed_instances() {
                 "{statement}"
             );
         }
+    }
+}
+
+#[test]
+fn group_capacity_changes_are_only_to_groups_tagged_for_ebb() {
+    let key = format!("autoscaling:ResourceTag/{}", managed_key());
+    let runtime = policy(RUNTIME);
+    let grants = granting(&runtime, "autoscaling:UpdateAutoScalingGroup");
+    assert!(!grants.is_empty(), "UpdateAutoScalingGroup is granted");
+    for statement in grants {
+        assert_eq!(
+            resources(statement),
+            ["arn:aws:autoscaling:*:${ACCOUNT_ID}:autoScalingGroup:*:autoScalingGroupName/*"],
+            "{statement}"
+        );
+        assert_eq!(
+            condition(statement, "StringEquals", &key),
+            ["true"],
+            "{statement}"
+        );
     }
 }
 

@@ -154,11 +154,15 @@ async fn evening_stops_what_matches_and_morning_starts_only_what_ebb_stopped(poo
     assert!(s.ebb().run(&["audit", "verify"]).status.success());
 }
 
-/// Two members of an Auto Scaling group whose propagated tags opt them in and match the policy
-/// are left running at the close (the group would replace a stopped member), while an opted-in
-/// box beside them nobody owns is stopped; the inventory names the members' group.
+/// A group of two GPU instances whose propagated tags opt it in and match the policy is scaled
+/// through the group: min and desired 0 after the close (max kept), no member ever stopped
+/// (the group would replace a stopped member), and min, desired and max as before at the
+/// opening; an opted-in box beside it nobody owns is stopped and started as ever. The audit log
+/// holds each change's intent and outcome, and verifies. The inventory names the members' group.
 #[sqlx::test(migrations = false)]
-async fn the_close_leaves_an_auto_scaling_groups_members_running(pool: PgPool) {
+async fn an_auto_scaling_group_is_scaled_to_zero_at_the_close_and_back_at_the_opening(
+    pool: PgPool,
+) {
     let s = Setup::new(&pool, "ap-south-2").await;
     let managed = s.f.managed.clone();
     let group = format!("inference-{managed}");
@@ -171,18 +175,24 @@ async fn the_close_leaves_an_auto_scaling_groups_members_running(pool: PgPool) {
         .await;
     assert_eq!(members.len(), 2, "moto launched the group's members");
     let plain = s.f.launch(G5).await;
+    let autoscaling = aws_sdk_autoscaling::Client::new(&common::moto::emulator(s.f.region).await);
+    let capacity = || async {
+        let out = autoscaling
+            .describe_auto_scaling_groups()
+            .auto_scaling_group_names(&group)
+            .send()
+            .await
+            .unwrap();
+        let g = &out.auto_scaling_groups()[0];
+        (
+            g.min_size().unwrap(),
+            g.desired_capacity().unwrap(),
+            g.max_size().unwrap(),
+        )
+    };
+    assert_eq!(capacity().await, (2, 2, 2));
 
-    let evening = s.tick(EVENING, &[]);
-    assert!(
-        evening.contains(": 3 instances, 1 actions (1 succeeded"),
-        "{evening}"
-    );
-    assert_eq!(s.state(&plain).await, InstanceStateName::Stopped);
-    for member in &members {
-        assert_eq!(s.state(member).await, InstanceStateName::Running);
-        assert!(s.audit(member, "stop").is_empty(), "no intent for {member}");
-    }
-
+    // The inventory names the members' group.
     let out = s.ebb().run(&["inventory", "--format", "json"]);
     assert!(out.status.success(), "{out:?}");
     let listed: Value = serde_json::from_slice(&out.stdout).unwrap();
@@ -193,6 +203,60 @@ async fn the_close_leaves_an_auto_scaling_groups_members_running(pool: PgPool) {
     assert_eq!(owner_of(&members[0])["kind"], "asg");
     assert_eq!(owner_of(&members[0])["group"], group.as_str());
     assert_eq!(owner_of(&plain), Value::Null);
+
+    let evening = s.tick(EVENING, &[]);
+    assert!(
+        evening.contains(": 3 instances, 1 actions (1 succeeded"),
+        "{evening}"
+    );
+    assert_eq!(s.state(&plain).await, InstanceStateName::Stopped);
+    assert_eq!(capacity().await, (0, 0, 2), "min and desired 0, max kept");
+    for member in &members {
+        let state = s.state(member).await;
+        assert!(
+            !matches!(
+                state,
+                InstanceStateName::Stopping | InstanceStateName::Stopped
+            ),
+            "{member} was {state:?}: the group scales in, ebb never stops a member"
+        );
+        assert!(s.audit(member, "stop").is_empty(), "no intent for {member}");
+    }
+    let downs = group_audit(&s, "scale_down_group");
+    assert_eq!(outcomes(&downs), [("intent", false), ("succeeded", false)]);
+    assert!(
+        downs[0]["reason"].as_str().unwrap().contains(&group),
+        "{downs:?}"
+    );
+
+    let later = s.tick(LATER, &[]);
+    assert!(later.contains(" 0 actions"), "{later}");
+    assert_eq!(
+        group_audit(&s, "scale_down_group").len(),
+        2,
+        "one scale-down"
+    );
+
+    let morning = s.tick(MORNING, &[]);
+    assert!(morning.contains("1 actions (1 succeeded"), "{morning}");
+    assert_eq!(s.state(&plain).await, InstanceStateName::Running);
+    assert_eq!(
+        capacity().await,
+        (2, 2, 2),
+        "the capacity found is restored"
+    );
+    let ups = group_audit(&s, "restore_group");
+    assert_eq!(outcomes(&ups), [("intent", false), ("succeeded", false)]);
+    assert!(s.ebb().run(&["audit", "verify"]).status.success());
+}
+
+/// The audit rows of the groups' changes with `action`, as JSON objects.
+fn group_audit(s: &Setup, action: &str) -> Vec<Value> {
+    let out = s
+        .ebb()
+        .run(&["audit", "--action", action, "--format", "json"]);
+    assert!(out.status.success(), "{out:?}");
+    serde_json::from_slice(&out.stdout).unwrap()
 }
 
 /// Research boxes are stopped after 30 idle minutes, and counted idle when data is missing.

@@ -68,6 +68,7 @@ fn provider(mode: RuleMode, ec2: &[&Rule], cloudwatch: &[&Rule]) -> AwsProvider 
             account: None,
             ec2,
             cloudwatch,
+            autoscaling: crate::common::unused_autoscaling(),
         }],
     )
 }

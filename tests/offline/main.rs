@@ -15,6 +15,7 @@ mod deploy;
 mod docs;
 mod engine;
 mod fuzz_policy;
+mod groups;
 mod owners;
 mod policy;
 mod policy_check;

@@ -197,6 +197,7 @@ fn provider(n: usize, cloudwatch: &Arc<CloudWatch>) -> AwsProvider {
             account: None,
             ec2,
             cloudwatch,
+            autoscaling: crate::common::unused_autoscaling(),
         }],
     )
 }

@@ -12,6 +12,7 @@ mod cloudwatch_reads;
 mod console;
 mod demo;
 mod fallback;
+mod groups;
 mod history;
 mod leadership;
 mod listener;

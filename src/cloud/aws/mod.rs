@@ -1,4 +1,5 @@
-//! The AWS provider: EC2 for instances, prices and actions, CloudWatch for GPU utilisation.
+//! The AWS provider: EC2 for instances, prices and actions, CloudWatch for GPU utilisation,
+//! Auto Scaling for the groups ebb manages.
 //!
 //! It watches every region in [`Settings::regions`], in ebb's own account and in each account
 //! reached by assuming a role in [`Settings::role_arns`]. Credentials come from the standard AWS
@@ -17,6 +18,7 @@
 mod artifacts;
 mod ec2;
 mod errors;
+mod groups;
 mod metrics;
 mod provider;
 mod spot;
@@ -145,6 +147,8 @@ pub struct Scope {
     pub ec2: aws_sdk_ec2::Client,
     /// CloudWatch.
     pub cloudwatch: aws_sdk_cloudwatch::Client,
+    /// Auto Scaling.
+    pub autoscaling: aws_sdk_autoscaling::Client,
 }
 
 /// What the provider remembers of an instance from the last listing.
@@ -162,6 +166,8 @@ pub struct AwsProvider {
     settings: Settings,
     scopes: Vec<Scope>,
     known: RwLock<HashMap<String, Known>>,
+    /// The scope (index into `scopes`) that listed each Auto Scaling group, by region and name.
+    groups: RwLock<HashMap<(String, String), usize>>,
     /// GPU facts by (region, instance type); `None` for types without GPUs.
     gpu_types: Mutex<HashMap<(String, String), Option<Gpus>>>,
     calls: Mutex<BTreeMap<&'static str, u64>>,
@@ -250,6 +256,7 @@ impl AwsProvider {
                     account: account.clone(),
                     ec2: aws_sdk_ec2::Client::new(&region_config),
                     cloudwatch: aws_sdk_cloudwatch::Client::new(&region_config),
+                    autoscaling: aws_sdk_autoscaling::Client::new(&region_config),
                 });
             }
         }
@@ -263,6 +270,7 @@ impl AwsProvider {
             settings,
             scopes,
             known: RwLock::default(),
+            groups: RwLock::default(),
             gpu_types: Mutex::default(),
             calls: Mutex::default(),
         }

@@ -15,7 +15,7 @@ use crate::cloud::{
     ImageState, InstanceStatus, Inventory, Launch, LaunchSpec, Provider, ScopeFailure, StopKind,
     TypePrice,
 };
-use crate::fleet::Instance;
+use crate::fleet::{Capacity, Instance, ScalingGroup};
 use aws_sdk_ec2::error::ProvideErrorMetadata;
 use aws_sdk_ec2::operation::RequestId;
 use aws_sdk_ec2::types::{AttributeValue, Filter, ImageState as Ec2ImageState, Tag};
@@ -605,5 +605,20 @@ impl Provider for AwsProvider {
         found.extend(self.tagged_images(scope).await?);
         found.extend(self.tagged_snapshots(scope).await?);
         Ok(found)
+    }
+
+    /// DescribeAutoScalingGroups in every account watched in `region` (`groups.rs`).
+    async fn scaling_groups(&self, region: &str) -> Result<Vec<ScalingGroup>, CloudError> {
+        self.list_groups(region).await
+    }
+
+    /// UpdateAutoScalingGroup (`groups.rs`).
+    async fn set_group_capacity(
+        &self,
+        region: &str,
+        name: &str,
+        capacity: Capacity,
+    ) -> Result<Option<String>, CloudError> {
+        self.update_group(region, name, capacity).await
     }
 }

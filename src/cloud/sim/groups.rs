@@ -1,0 +1,46 @@
+//! The simulated fleet's Auto Scaling groups: plain records of capacity. A change of capacity
+//! is recorded as asked; no member is launched or ended.
+
+use super::SimProvider;
+use crate::cloud::CloudError;
+use crate::fleet::{Capacity, ScalingGroup};
+
+impl SimProvider {
+    /// The fleet, with these Auto Scaling groups.
+    pub fn with_groups(self, groups: Vec<ScalingGroup>) -> Self {
+        *self.groups.lock().expect("simulated groups poisoned") = groups;
+        self
+    }
+
+    /// The groups of `region`.
+    pub(super) fn sim_groups(&self, region: &str) -> Vec<ScalingGroup> {
+        let groups = self.groups.lock().expect("simulated groups poisoned");
+        groups
+            .iter()
+            .filter(|g| g.region == region)
+            .cloned()
+            .collect()
+    }
+
+    /// Sets group `name`'s capacity; a group the fleet does not have is not found, as AWS says.
+    pub(super) fn sim_set_group(
+        &self,
+        region: &str,
+        name: &str,
+        capacity: Capacity,
+    ) -> Result<Option<String>, CloudError> {
+        let mut groups = self.groups.lock().expect("simulated groups poisoned");
+        let group = groups
+            .iter_mut()
+            .find(|g| g.region == region && g.name == name)
+            .ok_or_else(|| {
+                CloudError::not_found(
+                    "UpdateAutoScalingGroup",
+                    "ValidationError",
+                    format!("AutoScalingGroup name not found - {name}"),
+                )
+            })?;
+        group.capacity = capacity;
+        Ok(None)
+    }
+}

@@ -1,0 +1,314 @@
+//! Auto Scaling groups scheduled through the group: outside work hours the group's min and
+//! desired go to the floor (its members are never stopped one by one, which the group would
+//! take for unhealthy and replace), and at the opening the capacity ebb found is restored.
+
+use super::rules::{governing_position, owned_code};
+use super::{Code, RECENT};
+use crate::fleet::{Capacity, Fleet, Instance, InstanceState, Lifecycle, Owner, ScalingGroup};
+use crate::policy::{Policy, PolicySet};
+use chrono::{DateTime, Utc};
+
+/// The min and desired capacity a group is set to outside work hours (`group.off_capacity` of
+/// the issue; not a policy key yet). Its max is kept.
+pub const OFF_CAPACITY: i32 = 0;
+
+/// What ebb remembers of a group between ticks.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GroupMemory {
+    /// The capacity to restore at the opening: the one ebb found before it scaled the group
+    /// down, or a person's change made while the group was up.
+    pub up: Capacity,
+    /// The instance types of its members while up: a group scaled to zero has no members to
+    /// match a policy's `instance_types` by.
+    pub types: Vec<String>,
+    /// When ebb scaled it down; `None` while it is up.
+    pub down_since: Option<DateTime<Utc>>,
+}
+
+/// What ebb does to a group.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GroupAction {
+    /// Nothing.
+    None,
+    /// Min and desired to [`OFF_CAPACITY`], max kept.
+    ScaleDown,
+    /// Back to the remembered up capacity.
+    Restore,
+}
+
+/// The decision for one group.
+#[derive(Debug, Clone, PartialEq)]
+pub struct GroupDecision {
+    /// The group's name.
+    pub group: String,
+    /// Its region.
+    pub region: String,
+    /// What to do.
+    pub action: GroupAction,
+    /// The capacity to set, for an action.
+    pub to: Option<Capacity>,
+    /// What ebb remembers of the group after this decision (its up capacity and types); the
+    /// action, once it succeeds, changes only `down_since`.
+    pub memory: GroupMemory,
+    /// The governing policy, when one governs.
+    pub policy: Option<String>,
+    /// Whether the governing policy only decides and audits.
+    pub dry_run: bool,
+    /// Why, as a code.
+    pub code: Code,
+    /// Why, for people.
+    pub reason: String,
+}
+
+/// Decides for `group` at `now` under `policies`, with the GPU readings of its members in
+/// `fleet` and what ebb remembers of it. Pure.
+pub fn decide_group(
+    now: DateTime<Utc>,
+    policies: &PolicySet,
+    fleet: &Fleet,
+    group: &ScalingGroup,
+    memory: Option<&GroupMemory>,
+) -> GroupDecision {
+    let down_since = memory.and_then(|m| m.down_since);
+    let memory = remembered(group, memory);
+    let decision = |action, to, policy: Option<&Policy>, code, reason: String| GroupDecision {
+        group: group.name.clone(),
+        region: group.region.clone(),
+        action,
+        to,
+        memory: GroupMemory {
+            down_since,
+            ..memory.clone()
+        },
+        policy: policy.map(|p| p.name.clone()),
+        dry_run: policy.is_some_and(|p| p.dry_run),
+        code,
+        reason,
+    };
+    let restore = |policy, code, why: &str| {
+        decision(
+            GroupAction::Restore,
+            Some(memory.up),
+            policy,
+            code,
+            format!("{why}: capacity back to {}", memory.up),
+        )
+    };
+    // An EKS node group's group (or one something else owns) is changed through its owner,
+    // which would undo a change made through the group.
+    if let Some(owner) = Owner::of(&group.tags) {
+        let reason = format!(
+            "the group is owned by {} {}: {}",
+            owner.kind(),
+            owner.name(),
+            owner.kind().instead()
+        );
+        return decision(
+            GroupAction::None,
+            None,
+            None,
+            owned_code(owner.kind()),
+            reason,
+        );
+    }
+    let policy = match governing(policies, group, &memory.types) {
+        Ok(position) => &policies.policies[position],
+        // A group ebb holds down is never left there by a policy that no longer governs it.
+        Err(code) if down_since.is_some() => {
+            return restore(None, code, "no policy governs the group any more")
+        }
+        Err(code) => return decision(GroupAction::None, None, None, code, why_none(code)),
+    };
+    let Some(wh) = &policy.work_hours else {
+        if down_since.is_some() {
+            return restore(
+                Some(policy),
+                Code::NoRuleApplies,
+                "the policy has no work hours",
+            );
+        }
+        let reason = "the policy has no work hours; a group follows work hours only".to_string();
+        return decision(
+            GroupAction::None,
+            None,
+            Some(policy),
+            Code::NoRuleApplies,
+            reason,
+        );
+    };
+    let st = wh.schedule.status(now);
+    let ahead = st
+        .next
+        .filter(|_| !st.in_hours && wh.start_ahead > chrono::Duration::zero())
+        .is_some_and(|open| now >= open - wh.start_ahead);
+    if st.in_hours || ahead {
+        let code = if ahead {
+            Code::StartAhead
+        } else {
+            Code::StartAtOpen
+        };
+        if down_since.is_some() {
+            return restore(Some(policy), code, "work hours");
+        }
+        let reason = format!("in work hours; up capacity {}", memory.up);
+        return decision(GroupAction::None, None, Some(policy), Code::InHours, reason);
+    }
+    if down_since.is_some() {
+        // A person's change while the group is down sticks until the opening.
+        let reason = format!(
+            "outside work hours, scaled down by ebb; {} is restored at the opening",
+            memory.up
+        );
+        return decision(
+            GroupAction::None,
+            None,
+            Some(policy),
+            Code::StoppedOutsideHours,
+            reason,
+        );
+    }
+    let c = group.capacity;
+    if c.min <= OFF_CAPACITY && c.desired <= OFF_CAPACITY {
+        let reason = format!("outside work hours, already at {c}");
+        return decision(
+            GroupAction::None,
+            None,
+            Some(policy),
+            Code::StoppedOutsideHours,
+            reason,
+        );
+    }
+    if wh.busy_defers_stop {
+        let past_deadline = match (wh.max_defer, st.since) {
+            (Some(max), Some(close)) => now >= close + max,
+            _ => false,
+        };
+        if !past_deadline {
+            if let Some((code, why)) = busy_member(now, policy, fleet, group) {
+                let reason = format!("outside work hours, but {why}; scale-down deferred");
+                return decision(GroupAction::None, None, Some(policy), code, reason);
+            }
+        }
+    }
+    let to = Capacity {
+        min: OFF_CAPACITY,
+        desired: OFF_CAPACITY,
+        max: c.max,
+    };
+    let reason = format!("outside work hours: {c} to {to}");
+    decision(
+        GroupAction::ScaleDown,
+        Some(to),
+        Some(policy),
+        Code::OutsideHours,
+        reason,
+    )
+}
+
+/// What ebb remembers of `group` before deciding: while it is up, its capacity now is its up
+/// size (a person's change included) and its members' types are its types; while it is down,
+/// what was remembered when ebb scaled it down.
+fn remembered(group: &ScalingGroup, memory: Option<&GroupMemory>) -> GroupMemory {
+    match memory {
+        Some(m) if m.down_since.is_some() => m.clone(),
+        _ => {
+            let mut types: Vec<String> = group
+                .members
+                .iter()
+                .map(|m| m.instance_type.clone())
+                .collect();
+            types.sort();
+            types.dedup();
+            if types.is_empty() {
+                types = memory.map(|m| m.types.clone()).unwrap_or_default();
+            }
+            GroupMemory {
+                up: group.capacity,
+                types,
+                down_since: None,
+            }
+        }
+    }
+}
+
+/// The position of the policy that governs the group: the one that governs an instance with
+/// the group's tags and region, of each of its types, the same for every type. Without known
+/// types, a policy that names `instance_types` does not match.
+fn governing(policies: &PolicySet, group: &ScalingGroup, types: &[String]) -> Result<usize, Code> {
+    let no_type = [String::new()];
+    let types = if types.is_empty() {
+        &no_type[..]
+    } else {
+        types
+    };
+    let mut found = None;
+    for ty in types {
+        let position = governing_position(policies, &as_instance(group, ty))?;
+        if found.is_some_and(|f| f != position) {
+            return Err(Code::Conflict);
+        }
+        found = Some(position);
+    }
+    found.ok_or(Code::NoPolicy)
+}
+
+/// An instance of type `ty` with the group's tags and region, for policy matching.
+fn as_instance(group: &ScalingGroup, ty: &str) -> Instance {
+    Instance {
+        id: group.name.clone(),
+        region: group.region.clone(),
+        instance_type: ty.to_string(),
+        state: InstanceState::Running,
+        state_since: None,
+        lifecycle: Lifecycle::OnDemand,
+        launched_at: None,
+        tags: group.tags.clone(),
+        gpus: None,
+        gpu_util: Vec::new(),
+        via_role: None,
+    }
+}
+
+/// The first member that defers the scale-down, with the code and why: GPU utilisation
+/// unread (or the member not listed, so not read), or a reading at or above the policy's
+/// threshold in the last [`RECENT`].
+fn busy_member(
+    now: DateTime<Utc>,
+    policy: &Policy,
+    fleet: &Fleet,
+    group: &ScalingGroup,
+) -> Option<(Code, String)> {
+    let threshold = policy.busy_threshold();
+    for member in &group.members {
+        if let Some(why) = fleet.gpu_unread.get(&member.id) {
+            let why = format!("GPU utilisation of {} could not be read ({why})", member.id);
+            return Some((Code::MetricsUnreadable, why));
+        }
+        let Some(inst) = fleet.instances.iter().find(|i| i.id == member.id) else {
+            let why = format!(
+                "{} was not listed: its GPU utilisation is unknown",
+                member.id
+            );
+            return Some((Code::MetricsUnreadable, why));
+        };
+        let busy = inst
+            .gpu_util
+            .iter()
+            .filter(|s| s.at <= now && s.at >= now - RECENT)
+            .find(|s| s.percent >= threshold);
+        if let Some(s) = busy {
+            let why = format!("{} is busy ({}% ≥ {threshold}%)", member.id, s.percent);
+            return Some((Code::BusyDeferred, why));
+        }
+    }
+    None
+}
+
+/// The reason for a code of why no policy governs.
+fn why_none(code: Code) -> String {
+    match code {
+        Code::SkipTag => "tagged ebb:skip=true".to_string(),
+        Code::Conflict => "several policies match at the top priority".to_string(),
+        _ => "no policy matches the group".to_string(),
+    }
+}

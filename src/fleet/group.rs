@@ -1,0 +1,50 @@
+//! Auto Scaling groups as ebb sees them: their tags, capacity and members. A group's members
+//! are never acted on one by one; the group's capacity is what ebb changes.
+
+use super::Tags;
+use serde::{Deserialize, Serialize};
+
+/// The capacity of an Auto Scaling group: its minimum, desired and maximum sizes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Capacity {
+    /// The fewest instances the group keeps.
+    pub min: i32,
+    /// The instances the group aims for.
+    pub desired: i32,
+    /// The most instances the group may have.
+    pub max: i32,
+}
+
+impl std::fmt::Display for Capacity {
+    fn fmt(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        write!(
+            f,
+            "min {} desired {} max {}",
+            self.min, self.desired, self.max
+        )
+    }
+}
+
+/// One instance of an Auto Scaling group.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GroupMember {
+    /// The instance id.
+    pub id: String,
+    /// Its instance type.
+    pub instance_type: String,
+}
+
+/// An Auto Scaling group that carries ebb's opt-in tag.
+#[derive(Debug, Clone)]
+pub struct ScalingGroup {
+    /// The group's name, unique in its region and account.
+    pub name: String,
+    /// Its region.
+    pub region: String,
+    /// The group's own tags (those it propagates to its members included).
+    pub tags: Tags,
+    /// Its capacity now.
+    pub capacity: Capacity,
+    /// Its instances now.
+    pub members: Vec<GroupMember>,
+}

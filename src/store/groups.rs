@@ -1,0 +1,166 @@
+//! The Auto Scaling groups ebb schedules: the capacity each opening restores, whether ebb
+//! holds the group down, and the change whose outcome is not written yet.
+
+use super::audit::append_in;
+use super::audit_entry::{AuditEntry, NewAuditEntry};
+use super::{Result, Store};
+use crate::engine::GroupMemory;
+use crate::fleet::Capacity;
+use chrono::{DateTime, Utc};
+use sqlx::{PgConnection, Row};
+use std::collections::HashMap;
+
+/// A change of a group's capacity whose intent is written and whose outcome is not.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PendingChange {
+    /// The intent's audit row.
+    pub seq: i64,
+    /// When the intent was written.
+    pub at: DateTime<Utc>,
+    /// The capacity the call asked for.
+    pub to: Capacity,
+}
+
+/// What the store keeps of one group.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoredGroup {
+    /// Its up capacity, types and whether ebb holds it down.
+    pub memory: GroupMemory,
+    /// A change still without its outcome.
+    pub pending: Option<PendingChange>,
+}
+
+impl Store {
+    /// The groups of `region` ebb remembers, by name.
+    pub async fn groups_of(&self, region: &str) -> Result<HashMap<String, StoredGroup>> {
+        let rows = sqlx::query(
+            "SELECT name, up_min, up_desired, up_max, types, down_since, intent_seq, intent_at,
+                    intent_min, intent_desired, intent_max
+             FROM scaling_groups WHERE region = $1",
+        )
+        .bind(region)
+        .fetch_all(self.pool())
+        .await?;
+        let mut found = HashMap::with_capacity(rows.len());
+        for row in rows {
+            let seq: Option<i64> = row.try_get("intent_seq")?;
+            let at: Option<DateTime<Utc>> = row.try_get("intent_at")?;
+            let to = (
+                row.try_get::<Option<i32>, _>("intent_min")?,
+                row.try_get::<Option<i32>, _>("intent_desired")?,
+                row.try_get::<Option<i32>, _>("intent_max")?,
+            );
+            let pending = match (seq, at, to) {
+                (Some(seq), Some(at), (Some(min), Some(desired), Some(max))) => {
+                    Some(PendingChange {
+                        seq,
+                        at,
+                        to: Capacity { min, desired, max },
+                    })
+                }
+                _ => None,
+            };
+            let group = StoredGroup {
+                memory: GroupMemory {
+                    up: Capacity {
+                        min: row.try_get("up_min")?,
+                        desired: row.try_get("up_desired")?,
+                        max: row.try_get("up_max")?,
+                    },
+                    types: row.try_get("types")?,
+                    down_since: row.try_get("down_since")?,
+                },
+                pending,
+            };
+            found.insert(row.try_get("name")?, group);
+        }
+        Ok(found)
+    }
+
+    /// Keeps what ebb remembers of group `name`: its up capacity, types and `down_since`.
+    pub async fn remember_group(
+        &self,
+        region: &str,
+        name: &str,
+        memory: &GroupMemory,
+    ) -> Result<()> {
+        let mut conn = self.pool().acquire().await?;
+        remember_in(&mut conn, region, name, memory).await
+    }
+
+    /// Appends the outcome of a group's change and, in the same transaction, clears its
+    /// pending change and keeps `memory` (the group down or up once the change is done).
+    pub async fn group_outcome(
+        &self,
+        outcome: &NewAuditEntry,
+        region: &str,
+        name: &str,
+        memory: &GroupMemory,
+    ) -> Result<Vec<AuditEntry>> {
+        let mut tx = self.pool().begin().await?;
+        let rows = append_in(&mut tx, std::slice::from_ref(outcome)).await?;
+        remember_in(&mut tx, region, name, memory).await?;
+        sqlx::query(
+            "UPDATE scaling_groups SET intent_seq = NULL, intent_at = NULL, intent_min = NULL,
+                    intent_desired = NULL, intent_max = NULL
+             WHERE region = $1 AND name = $2",
+        )
+        .bind(region)
+        .bind(name)
+        .execute(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        Ok(rows)
+    }
+}
+
+/// Upserts what ebb remembers of a group, leaving any pending change as it is.
+async fn remember_in(
+    conn: &mut PgConnection,
+    region: &str,
+    name: &str,
+    memory: &GroupMemory,
+) -> Result<()> {
+    sqlx::query(
+        "INSERT INTO scaling_groups (region, name, up_min, up_desired, up_max, types, down_since)
+         VALUES ($1, $2, $3, $4, $5, $6, $7)
+         ON CONFLICT (region, name) DO UPDATE SET up_min = $3, up_desired = $4, up_max = $5,
+             types = $6, down_since = $7",
+    )
+    .bind(region)
+    .bind(name)
+    .bind(memory.up.min)
+    .bind(memory.up.desired)
+    .bind(memory.up.max)
+    .bind(&memory.types)
+    .bind(memory.down_since)
+    .execute(conn)
+    .await?;
+    Ok(())
+}
+
+/// Marks the change of intent `intent` (its audit row, already appended in this transaction) as
+/// pending on group `name`, which ebb remembers already.
+pub(super) async fn mark_pending_in(
+    conn: &mut PgConnection,
+    region: &str,
+    name: &str,
+    intent: &AuditEntry,
+    to: Capacity,
+) -> Result<()> {
+    sqlx::query(
+        "UPDATE scaling_groups SET intent_seq = $3, intent_at = $4, intent_min = $5,
+                intent_desired = $6, intent_max = $7
+         WHERE region = $1 AND name = $2",
+    )
+    .bind(region)
+    .bind(name)
+    .bind(intent.seq)
+    .bind(intent.entry.at)
+    .bind(to.min)
+    .bind(to.desired)
+    .bind(to.max)
+    .execute(conn)
+    .await?;
+    Ok(())
+}

@@ -1,0 +1,247 @@
+//! Auto Scaling groups scheduled through the group (`engine::decide_group`): min and desired to
+//! zero after the close, max kept, busy or unread members deferring it, and the capacity found
+//! restored at the opening, also when the group has no member left to match a policy by type.
+//! 2026-11-30 is a Monday.
+
+use crate::common;
+
+use common::*;
+use ebb::engine::{decide_group, Code, GroupAction, GroupMemory};
+use ebb::fleet::{Capacity, Fleet, GroupMember, ScalingGroup};
+
+/// Office hours 09:00-18:00 UTC on weekdays for g5 inference groups, busy GPUs deferring the
+/// scale-down for at most an hour.
+const OFFICE: &str = r#"
+policies:
+  - name: office
+    match: {tags: {env: dev}, instance_types: ["g5.*"]}
+    work_hours:
+      timezone: UTC
+      periods: [{days: mon-fri, start: "09:00", stop: "18:00"}]
+      max_defer: 1h
+"#;
+
+const EVENING: &str = "2026-11-30T18:05:00Z";
+const MORNING: &str = "2026-12-01T09:00:00Z";
+
+const UP: Capacity = Capacity {
+    min: 2,
+    desired: 2,
+    max: 4,
+};
+
+/// Group `inference` in us-east-1, tagged env=dev, at `capacity`, with members `ids`.
+fn group(capacity: Capacity, ids: &[&str]) -> ScalingGroup {
+    ScalingGroup {
+        name: "inference".to_string(),
+        region: "us-east-1".to_string(),
+        tags: [("env", "dev"), ("ebb:managed", "true")]
+            .into_iter()
+            .collect(),
+        capacity,
+        members: ids
+            .iter()
+            .map(|id| GroupMember {
+                id: id.to_string(),
+                instance_type: "g5.xlarge".to_string(),
+            })
+            .collect(),
+    }
+}
+
+/// The members listed, idle (1 %) over the last ten minutes before `at`.
+fn idle_fleet(ids: &[&str], at: &str) -> Fleet {
+    let mut fleet = Fleet::default();
+    for id in ids {
+        let mut member = instance(id, &[("env", "dev")]);
+        member.gpu_util = samples(&[(at, 1.0)]);
+        fleet.instances.push(member);
+    }
+    fleet
+}
+
+fn down(since: &str) -> GroupMemory {
+    GroupMemory {
+        up: UP,
+        types: vec!["g5.xlarge".to_string()],
+        down_since: Some(t(since)),
+    }
+}
+
+#[test]
+fn after_the_close_min_and_desired_go_to_zero_and_max_is_kept() {
+    let set = policies(OFFICE);
+    let g = group(UP, &["i-1", "i-2"]);
+    let fleet = idle_fleet(&["i-1", "i-2"], "2026-11-30T18:04:00Z");
+    let d = decide_group(t(EVENING), &set, &fleet, &g, None);
+    assert_eq!(d.action, GroupAction::ScaleDown, "{}", d.reason);
+    assert_eq!(d.code, Code::OutsideHours);
+    let zero = Capacity {
+        min: 0,
+        desired: 0,
+        max: 4,
+    };
+    assert_eq!(d.to, Some(zero));
+    assert_eq!(
+        d.memory.up, UP,
+        "the capacity found is what the opening restores"
+    );
+    assert_eq!(d.policy.as_deref(), Some("office"));
+}
+
+#[test]
+fn in_hours_a_group_is_left_as_it_is() {
+    let set = policies(OFFICE);
+    let g = group(UP, &["i-1", "i-2"]);
+    let fleet = idle_fleet(&["i-1", "i-2"], "2026-11-30T11:59:00Z");
+    let d = decide_group(t("2026-11-30T12:00:00Z"), &set, &fleet, &g, None);
+    assert_eq!((d.action, d.code), (GroupAction::None, Code::InHours));
+}
+
+#[test]
+fn a_busy_or_unread_member_defers_the_scale_down_until_max_defer() {
+    let set = policies(OFFICE);
+    let g = group(UP, &["i-1", "i-2"]);
+    let mut busy = idle_fleet(&["i-1", "i-2"], "2026-11-30T18:04:00Z");
+    busy.instances[1].gpu_util = samples(&[("2026-11-30T18:04:00Z", 90.0)]);
+    let d = decide_group(t(EVENING), &set, &busy, &g, None);
+    assert_eq!((d.action, d.code), (GroupAction::None, Code::BusyDeferred));
+    assert!(d.reason.contains("i-2"), "{}", d.reason);
+
+    let mut unread = idle_fleet(&["i-1", "i-2"], "2026-11-30T18:04:00Z");
+    unread
+        .gpu_unread
+        .insert("i-1".to_string(), "throttled".into());
+    let d = decide_group(t(EVENING), &set, &unread, &g, None);
+    assert_eq!(
+        (d.action, d.code),
+        (GroupAction::None, Code::MetricsUnreadable)
+    );
+
+    // A member ebb did not list was not read: unknown, not idle.
+    let unlisted = idle_fleet(&["i-1"], "2026-11-30T18:04:00Z");
+    let d = decide_group(t(EVENING), &set, &unlisted, &g, None);
+    assert_eq!(
+        (d.action, d.code),
+        (GroupAction::None, Code::MetricsUnreadable)
+    );
+
+    // An hour after the close, busy or not, the group goes down.
+    let mut late = idle_fleet(&["i-1", "i-2"], "2026-11-30T19:04:00Z");
+    late.instances[0].gpu_util = samples(&[("2026-11-30T19:04:00Z", 90.0)]);
+    let d = decide_group(t("2026-11-30T19:05:00Z"), &set, &late, &g, None);
+    assert_eq!(d.action, GroupAction::ScaleDown, "{}", d.reason);
+}
+
+#[test]
+fn at_the_opening_the_capacity_found_is_restored_with_no_member_left() {
+    let set = policies(OFFICE);
+    let zero = Capacity {
+        min: 0,
+        desired: 0,
+        max: 4,
+    };
+    // No members: the policy matches by the types remembered.
+    let g = group(zero, &[]);
+    let memory = down(EVENING);
+    let d = decide_group(t(MORNING), &set, &Fleet::default(), &g, Some(&memory));
+    assert_eq!(d.action, GroupAction::Restore, "{}", d.reason);
+    assert_eq!(d.code, Code::StartAtOpen);
+    assert_eq!(d.to, Some(UP));
+}
+
+#[test]
+fn a_persons_change_while_down_sticks_until_the_opening() {
+    let set = policies(OFFICE);
+    let someone = Capacity {
+        min: 0,
+        desired: 1,
+        max: 4,
+    };
+    let g = group(someone, &["i-9"]);
+    let memory = down(EVENING);
+    let night = decide_group(
+        t("2026-11-30T23:00:00Z"),
+        &set,
+        &Fleet::default(),
+        &g,
+        Some(&memory),
+    );
+    assert_eq!(night.action, GroupAction::None, "{}", night.reason);
+    assert_eq!(
+        night.memory, memory,
+        "the up size is still the one found at the close"
+    );
+    let d = decide_group(t(MORNING), &set, &Fleet::default(), &g, Some(&memory));
+    assert_eq!(d.to, Some(UP));
+}
+
+#[test]
+fn a_persons_change_while_up_is_the_new_up_size() {
+    let set = policies(OFFICE);
+    let grown = Capacity {
+        min: 3,
+        desired: 3,
+        max: 6,
+    };
+    let was = GroupMemory {
+        up: UP,
+        types: vec!["g5.xlarge".to_string()],
+        down_since: None,
+    };
+    let g = group(grown, &["i-1", "i-2", "i-3"]);
+    let fleet = idle_fleet(&["i-1", "i-2", "i-3"], "2026-11-30T18:04:00Z");
+    let d = decide_group(t(EVENING), &set, &fleet, &g, Some(&was));
+    assert_eq!(d.memory.up, grown);
+    assert_eq!(d.to.map(|c| c.max), Some(6));
+}
+
+#[test]
+fn a_group_held_down_by_a_policy_that_no_longer_governs_it_is_restored() {
+    let set = policies(OFFICE);
+    let mut g = group(
+        Capacity {
+            min: 0,
+            desired: 0,
+            max: 4,
+        },
+        &[],
+    );
+    g.tags = [("env", "prod"), ("ebb:managed", "true")]
+        .into_iter()
+        .collect();
+    let memory = down(EVENING);
+    let d = decide_group(
+        t("2026-11-30T23:00:00Z"),
+        &set,
+        &Fleet::default(),
+        &g,
+        Some(&memory),
+    );
+    assert_eq!((d.action, d.code), (GroupAction::Restore, Code::NoPolicy));
+    assert_eq!(d.to, Some(UP));
+    // Never seen down, the same group is left alone.
+    let d = decide_group(t("2026-11-30T23:00:00Z"), &set, &Fleet::default(), &g, None);
+    assert_eq!(d.action, GroupAction::None);
+}
+
+#[test]
+fn an_eks_node_groups_group_is_left_to_eks() {
+    let set = policies(OFFICE);
+    let mut g = group(UP, &["i-1", "i-2"]);
+    g.tags = [
+        ("env", "dev"),
+        ("ebb:managed", "true"),
+        ("eks:cluster-name", "prod"),
+        ("eks:nodegroup-name", "gpu"),
+    ]
+    .into_iter()
+    .collect();
+    let fleet = idle_fleet(&["i-1", "i-2"], "2026-11-30T18:04:00Z");
+    let d = decide_group(t(EVENING), &set, &fleet, &g, None);
+    assert_eq!(
+        (d.action, d.code),
+        (GroupAction::None, Code::OwnedByEksNodegroup)
+    );
+    assert!(d.reason.contains("prod/gpu"), "{}", d.reason);
+}
