@@ -8,7 +8,7 @@
 //! capacity, once its call can no longer be in flight; the group is left alone until then.
 
 use super::{Reconciler, TickContext};
-use crate::cloud::{ErrorKind, Provider};
+use crate::cloud::Provider;
 use crate::engine::{decide_group, GroupAction, GroupDecision, GroupMemory};
 use crate::fleet::{Fleet, ScalingGroup};
 use crate::names::ACTOR;
@@ -139,9 +139,10 @@ impl<P: Provider> Reconciler<P> {
             .set_group_capacity(&d.region, &d.group, to)
             .await;
         if let Err(err) = &answer {
-            if err.kind == ErrorKind::Unavailable {
-                // The answer was lost (a timeout, the service unreachable): the change may have
-                // landed. Unknown, not failed: resolved from the group's capacity later.
+            if err.kind.may_have_landed() {
+                // The answer was lost (a timeout, a 5xx, a connection dropped after sending):
+                // the change may have landed. Unknown, not failed: resolved from the group's
+                // capacity later.
                 tracing::warn!(group = %d.group, region = %d.region, action, error = %err, "group change unanswered, resolved from its capacity later");
                 return Ok(());
             }

@@ -162,6 +162,12 @@ pub(super) fn once_sent() -> aws_sdk_ec2::config::Builder {
     aws_sdk_ec2::config::Builder::default().retry_classifier(NotAgainOnceSent)
 }
 
+/// [`once_sent`] for the Auto Scaling client: a group's capacity change is not sent again once
+/// it may have been carried out.
+pub(super) fn group_change_once_sent() -> aws_sdk_autoscaling::config::Builder {
+    aws_sdk_autoscaling::config::Builder::default().retry_classifier(NotAgainOnceSent)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

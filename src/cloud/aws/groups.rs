@@ -1,5 +1,6 @@
 //! Auto Scaling groups: the listing of those ebb manages, and the change of a group's capacity.
 
+use super::errors::group_change_once_sent;
 use super::{cloud_error, AwsProvider};
 use crate::cloud::CloudError;
 use crate::fleet::{Capacity, GroupMember, ScalingGroup, Tags};
@@ -126,6 +127,8 @@ impl AwsProvider {
             .min_size(capacity.min)
             .desired_capacity(capacity.desired)
             .max_size(capacity.max)
+            .customize()
+            .config_override(group_change_once_sent())
             .send()
             .boxed()
             .await
