@@ -63,6 +63,8 @@ fn serve(rt: &Runtime, n: usize) -> (String, Kept) {
             ..ApiLimits::default()
         },
         prices: Default::default(),
+        change_budgets: Default::default(),
+        audit_verified: Default::default(),
     };
     let routes = api::router(state.clone()).merge(ebb::console::router(state));
     let base = rt.block_on(async {

@@ -10,9 +10,12 @@
 //! `{"error": "..."}`.
 
 mod auth;
+mod budgets;
+mod lists;
 mod overrides;
 
 pub use auth::{session_binding, Caller, Scope, Scopes, Tokens, TokensError};
+pub use budgets::ChangeBudgets;
 pub use overrides::{make_override, revoke_override};
 
 use crate::checkpoint::Publisher;
@@ -21,9 +24,7 @@ use crate::cloud::OnDemandPrices;
 use crate::control::{Control, TaskStatus};
 use crate::output;
 use crate::policy::PolicySource;
-use crate::store::{
-    AuditFilter, InstanceRecord, Outcome, OverrideRecord, PlannedAction, Store, StoreError,
-};
+use crate::store::{AuditFilter, Outcome, OverrideRecord, Store, StoreError, VerifiedHead};
 use crate::when;
 use axum::extract::rejection::{JsonRejection, PathRejection, QueryRejection};
 use axum::extract::{Query, Request, State};
@@ -32,6 +33,7 @@ use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{delete, get, post};
 use axum::{Json, Router};
+use budgets::CHANGES_PER_MINUTE;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
@@ -39,13 +41,10 @@ use std::time::Duration;
 use tower_http::limit::RequestBodyLimitLayer;
 use tower_http::timeout::TimeoutLayer;
 
-/// How many audit rows `GET /v1/audit` returns when no `limit` is given, and at most.
-const AUDIT_LIMIT: (i64, i64) = (1_000, 10_000);
-
 /// The largest request body accepted.
 pub const BODY_LIMIT: usize = 16 * 1024;
 
-/// The header of a full `GET /v1/audit` page: the `after` of the next page.
+/// The header of a full page of `GET /v1/audit` or of a list: the `after` of the next page.
 pub const NEXT_AFTER: &str = "ebb-next-after";
 
 /// What callers may do beyond their tokens, and how long they may take.
@@ -60,6 +59,8 @@ pub struct ApiLimits {
     /// The console's login cookie is always `Secure`, not only when a proxy says the request
     /// came over HTTPS (`X-Forwarded-Proto: https`).
     pub secure_cookies: bool,
+    /// The override changes one token may make at once, and again each minute after that.
+    pub changes_per_minute: u32,
 }
 
 impl Default for ApiLimits {
@@ -69,6 +70,7 @@ impl Default for ApiLimits {
             max_override: chrono::Duration::days(7),
             request_timeout: Duration::from_secs(30),
             secure_cookies: false,
+            changes_per_minute: CHANGES_PER_MINUTE,
         }
     }
 }
@@ -95,17 +97,21 @@ pub struct ApiState {
     pub limits: ApiLimits,
     /// The on-demand prices `GET /v1/report` counts stopped hours at.
     pub prices: Arc<OnDemandPrices>,
+    /// What is left of each token's budget of override changes.
+    pub change_budgets: Arc<ChangeBudgets>,
+    /// How far the console's audit page found the chain intact, where its next check starts.
+    pub audit_verified: Arc<VerifiedHead>,
 }
 
 /// The routes.
 pub fn router(state: ApiState) -> Router {
     let reads = Router::new()
         .route("/v1/status", get(status))
-        .route("/v1/instances", get(instances))
-        .route("/v1/plan", get(plan))
+        .route("/v1/instances", get(lists::instances))
+        .route("/v1/plan", get(lists::plan))
         .route("/v1/audit", get(audit))
         .route("/v1/overrides", get(overrides))
-        .route("/v1/migrations", get(migrations))
+        .route("/v1/migrations", get(lists::migrations))
         .route("/v1/report", get(report))
         .route_layer(middleware::from_fn_with_state(state.clone(), require_read));
     let limits = state.limits.clone();
@@ -177,6 +183,8 @@ fn may_read(state: &ApiState, headers: &HeaderMap) -> bool {
 pub struct ApiError {
     status: StatusCode,
     message: String,
+    /// How long to wait before trying again, for a 429.
+    retry_after: Option<Duration>,
 }
 
 impl ApiError {
@@ -184,11 +192,20 @@ impl ApiError {
         ApiError {
             status,
             message: message.into(),
+            retry_after: None,
         }
     }
 
     fn bad_request(message: impl Into<String>) -> Self {
         ApiError::new(StatusCode::BAD_REQUEST, message)
+    }
+
+    /// 429: the caller should wait `wait` before trying again (the `Retry-After` header).
+    fn too_many(wait: Duration, message: impl Into<String>) -> Self {
+        ApiError {
+            retry_after: Some(wait),
+            ..ApiError::new(StatusCode::TOO_MANY_REQUESTS, message)
+        }
     }
 
     /// The response's status.
@@ -219,6 +236,12 @@ impl IntoResponse for ApiError {
             response.headers_mut().insert(
                 header::WWW_AUTHENTICATE,
                 "Bearer".parse().expect("a valid header"),
+            );
+        }
+        if let Some(wait) = self.retry_after {
+            response.headers_mut().insert(
+                header::RETRY_AFTER,
+                HeaderValue::from(wait.as_secs().max(1)),
             );
         }
         response
@@ -401,27 +424,6 @@ async fn metrics(State(state): State<ApiState>) -> impl IntoResponse {
     )
 }
 
-/// `GET /v1/instances` parameters.
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct InstancesQuery {
-    /// Also instances the cloud no longer lists.
-    #[serde(default)]
-    gone: bool,
-}
-
-async fn instances(
-    State(state): State<ApiState>,
-    query: Result<Query<InstancesQuery>, QueryRejection>,
-) -> ApiResult<Json<Vec<InstanceRecord>>> {
-    let Query(query) = query?;
-    Ok(Json(state.store.instances(query.gone).await?))
-}
-
-async fn plan(State(state): State<ApiState>) -> ApiResult<Json<Vec<PlannedAction>>> {
-    Ok(Json(state.store.plan().await?))
-}
-
 /// `GET /v1/audit` parameters: the filters of `ebb audit`, and a limit.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -460,13 +462,7 @@ async fn audit(
             })
         })
         .transpose()?;
-    let limit = q.limit.unwrap_or(AUDIT_LIMIT.0);
-    if !(1..=AUDIT_LIMIT.1).contains(&limit) {
-        return Err(ApiError::bad_request(format!(
-            "limit: {limit} is not between 1 and {}",
-            AUDIT_LIMIT.1
-        )));
-    }
+    let page = lists::page(q.after, q.limit)?;
     let filter = AuditFilter {
         since: instant("since", q.since)?,
         until: instant("until", q.until)?,
@@ -474,8 +470,8 @@ async fn audit(
         policy: q.policy,
         action: q.action,
         outcome,
-        limit: Some(limit),
-        after: q.after,
+        limit: Some(page.limit),
+        after: page.after,
     };
     let rows = state.store.audit(&filter).await?;
     let mut response = (
@@ -483,7 +479,7 @@ async fn audit(
         output::audit_json(&rows),
     )
         .into_response();
-    if let (Some(last), true) = (rows.last(), rows.len() as i64 == limit) {
+    if let (Some(last), true) = (rows.last(), rows.len() as i64 == page.limit) {
         response
             .headers_mut()
             .insert(NEXT_AFTER, HeaderValue::from(last.seq));
@@ -493,13 +489,6 @@ async fn audit(
 
 async fn overrides(State(state): State<ApiState>) -> ApiResult<Json<Vec<OverrideRecord>>> {
     Ok(Json(state.store.active_overrides(state.clock.now()).await?))
-}
-
-/// `GET /v1/migrations`: every spot migration, as `ebb migrations --format json` prints it.
-async fn migrations(State(state): State<ApiState>) -> ApiResult<Response> {
-    let list = state.store.migrations().await?;
-    let body = output::migrations_json(&list, state.clock.now());
-    Ok(([(header::CONTENT_TYPE, "application/json")], body).into_response())
 }
 
 /// `GET /v1/report` query.

@@ -1,7 +1,7 @@
 //! Making and revoking overrides: the one code path of `POST /v1/overrides`,
 //! `DELETE /v1/overrides/{id}` and the console's forms, so that both keep the same rules (the
-//! scopes, `EBB_MAX_OVERRIDE`, the reason's length, a known instance, an audit row for each
-//! change, a checkpoint after it).
+//! scopes, a budget of changes per token, `EBB_MAX_OVERRIDE`, the reason's length, a known
+//! instance, an audit row for each change, a checkpoint after it).
 
 use super::{ApiError, ApiResult, ApiState, Caller, Scope};
 use crate::store::OverrideRecord;
@@ -58,6 +58,7 @@ pub async fn make_override(
     reason: &str,
 ) -> ApiResult<OverrideRecord> {
     let actor = caller.with(Scope::Override)?;
+    spend_change(state, &actor)?;
     let now = state.clock.now();
     let until =
         when::parse_future(until, now).map_err(|e| ApiError::bad_request(format!("until: {e}")))?;
@@ -90,12 +91,27 @@ pub async fn revoke_override(
 ) -> ApiResult<OverrideRecord> {
     let anyones = caller.scopes.allow(Scope::Admin);
     let actor = caller.with(Scope::Override)?;
+    spend_change(state, &actor)?;
     let record = state
         .store
         .revoke_override(id, &actor, state.clock.now(), anyones)
         .await?;
     publish_checkpoint(state);
     Ok(record)
+}
+
+/// Takes one change from `actor`'s budget: 429 with when to try again once it is spent.
+fn spend_change(state: &ApiState, actor: &str) -> ApiResult<()> {
+    state.change_budgets.take(actor).map_err(|wait| {
+        ApiError::too_many(
+            wait,
+            format!(
+                "token {actor} has made {} override changes within a minute; try again in {} s",
+                state.limits.changes_per_minute,
+                wait.as_secs().max(1)
+            ),
+        )
+    })
 }
 
 /// Checkpoints the rows a change appended, apart from the request: the answer never waits on

@@ -36,8 +36,12 @@ pub trait BackgroundTask {
 }
 
 /// Activates `task` at once, then `every` after each activation began (at once if it took
-/// longer), and whenever `wake` is notified, until `shutdown` resolves. An activation under way
+/// longer), and when `wake` is notified, until `shutdown` resolves. An activation under way
 /// always finishes first: shutdown is only noticed between activations.
+///
+/// Wake-ups make at most one extra activation per period: a wake within `every` of the last
+/// woken activation's start is served at the end of that period, together with every wake
+/// until then, so that a flood of tick requests cannot keep the leader ticking back to back.
 pub async fn drive<T: BackgroundTask>(
     mut task: T,
     every: Duration,
@@ -48,14 +52,28 @@ pub async fn drive<T: BackgroundTask>(
     tasks.register(T::NAME, T::DESCRIPTION);
     tokio::pin!(shutdown);
     let mut next = Instant::now();
+    // When the last activation a wake asked for began, and whether a wake waits for its period.
+    let mut woken_at: Option<Instant> = None;
+    let mut wake_waits = false;
     loop {
-        tokio::select! {
+        let woke = tokio::select! {
             biased;
             () = &mut shutdown => break,
-            () = tokio::time::sleep_until(next) => {}
-            () = woken(wake) => {}
+            () = tokio::time::sleep_until(next) => false,
+            () = woken(wake) => true,
+        };
+        if let (true, Some(at)) = (woke, woken_at) {
+            if at.elapsed() < every {
+                wake_waits = true;
+                next = next.min(at + every);
+                continue;
+            }
         }
         let started = Instant::now();
+        if woke || wake_waits {
+            woken_at = Some(started);
+            wake_waits = false;
+        }
         tasks.started(T::NAME);
         let result = task.activate().await;
         let wait = match (&result, task.retry_after_failure()) {
@@ -128,6 +146,66 @@ mod tests {
         fn retry_after_failure(&self) -> Option<Duration> {
             Some(Duration::from_secs(30))
         }
+    }
+
+    /// Counts its activations, which succeed at once: the period is its only wait.
+    struct Succeeding(Arc<AtomicU32>);
+
+    impl BackgroundTask for Succeeding {
+        const NAME: &'static str = "succeeding";
+        const DESCRIPTION: &'static str = "counts";
+        type Status = Counted;
+        type Error = Failed;
+
+        async fn activate(&mut self) -> Result<Counted, Failed> {
+            let n = self.0.fetch_add(1, Ordering::SeqCst) + 1;
+            Ok(Counted { n })
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_flood_of_wake_ups_makes_at_most_one_extra_activation_per_period() {
+        let count = Arc::new(AtomicU32::new(0));
+        let tasks = Tasks::default();
+        let wake = Arc::new(Notify::new());
+        let driver = {
+            let (count, tasks, wake) = (count.clone(), tasks.clone(), wake.clone());
+            tokio::spawn(async move {
+                let task = Succeeding(count);
+                drive(
+                    task,
+                    Duration::from_secs(60),
+                    Some(&wake),
+                    &tasks,
+                    std::future::pending(),
+                )
+                .await
+            })
+        };
+        let start = Instant::now();
+        let at = |secs: u64| start + Duration::from_millis(secs * 1000 + 500);
+        tokio::time::sleep_until(at(2)).await;
+        assert_eq!(count.load(Ordering::SeqCst), 1, "at once");
+        // A wake is served at once.
+        wake.notify_one();
+        tokio::time::sleep_until(at(4)).await;
+        assert_eq!(count.load(Ordering::SeqCst), 2);
+        // Wakes every second for the rest of the period: none is served until 60 s after the
+        // woken activation began (62 s), and then all of them by one activation.
+        for second in 5..62 {
+            wake.notify_one();
+            tokio::time::sleep_until(at(second)).await;
+        }
+        assert_eq!(count.load(Ordering::SeqCst), 2, "held to the period");
+        tokio::time::sleep_until(at(63)).await;
+        assert_eq!(
+            count.load(Ordering::SeqCst),
+            3,
+            "served at the period's end"
+        );
+        tokio::time::sleep_until(at(100)).await;
+        assert_eq!(count.load(Ordering::SeqCst), 3, "and only once");
+        driver.abort();
     }
 
     /// The log's JSON lines, kept in memory.

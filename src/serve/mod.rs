@@ -14,7 +14,7 @@ mod tick_requests;
 pub use driver::{drive, BackgroundTask};
 pub use listener::HttpLimits;
 
-use crate::api::{self, ApiLimits, ApiState, Tokens};
+use crate::api::{self, ApiLimits, ApiState, ChangeBudgets, Tokens};
 use crate::checkpoint::Publisher;
 use crate::clock::Clock;
 use crate::cloud::aws::warnings::InterruptionQueue;
@@ -114,6 +114,8 @@ pub async fn run<P: Provider>(
         tokens: Arc::new(config.tokens),
         clock: config.clock,
         checkpoints: config.checkpoints.clone(),
+        change_budgets: Arc::new(ChangeBudgets::new(config.limits.changes_per_minute)),
+        audit_verified: Default::default(),
         limits: config.limits,
         prices: Arc::new(config.prices),
     };

@@ -467,18 +467,6 @@ impl Store {
         Ok(diff.report())
     }
 
-    /// The live instances the store knows, by id; with `gone`, then those the cloud no longer
-    /// lists.
-    pub async fn instances(&self, gone: bool) -> Result<Vec<InstanceRecord>> {
-        Ok(sqlx::query_as(concat!(
-            select_instances!(),
-            " WHERE i.gone_at IS NULL OR $1 ORDER BY i.gone_at IS NOT NULL, i.id"
-        ))
-        .bind(gone)
-        .fetch_all(&self.pool)
-        .await?)
-    }
-
     /// What `engine::decide` needs from before: ebb's last actions on each live instance, and
     /// the overrides active at `now`.
     pub async fn prior(&self, now: DateTime<Utc>) -> Result<Prior> {
@@ -552,18 +540,6 @@ impl Store {
         }
         tx.commit().await?;
         Ok(written)
-    }
-
-    /// The latest decision about every live instance, by id: what the leader's last tick
-    /// decided.
-    pub async fn plan(&self) -> Result<Vec<PlannedAction>> {
-        Ok(sqlx::query_as(
-            "SELECT id AS instance, decided_action AS action, policy, decided_code AS code,
-                    decided_reason AS reason
-             FROM instances WHERE gone_at IS NULL AND decided_action IS NOT NULL ORDER BY id",
-        )
-        .fetch_all(&self.pool)
-        .await?)
     }
 }
 

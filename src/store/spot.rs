@@ -8,7 +8,7 @@ use super::audit::append_in;
 use super::audit_entry::NewAuditEntry;
 use super::inventory::micros;
 use super::wake::wake_leader;
-use super::{Result, Store, StoreError};
+use super::{Page, Result, Store, StoreError};
 use crate::cloud::{LaunchSpec, Market};
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
@@ -531,6 +531,21 @@ impl Store {
                 columns!(),
                 " FROM spot_migrations ORDER BY id"
             ))
+            .fetch_all(&self.pool)
+            .await?,
+        )
+    }
+
+    /// A page of the migrations, by id.
+    pub async fn migrations_page(&self, page: &Page<i64>) -> Result<Vec<MigrationRecord>> {
+        decode_all(
+            sqlx::query_as(concat!(
+                "SELECT ",
+                columns!(),
+                " FROM spot_migrations WHERE ($1::bigint IS NULL OR id > $1) ORDER BY id LIMIT $2"
+            ))
+            .bind(page.after)
+            .bind(page.limit)
             .fetch_all(&self.pool)
             .await?,
         )

@@ -301,7 +301,10 @@ async fn a_failed_gpu_read_stops_nothing_even_with_missing_metrics_idle(pool: Pg
     assert!(s.audit(&research, "stop").is_empty());
 
     let store = ebb::store::Store::connect(&s.url).await.unwrap();
-    let recorded = store.instances(false).await.unwrap();
+    let recorded = store
+        .instances(false, &ebb::store::Page::first(10_000))
+        .await
+        .unwrap();
     let record = recorded.iter().find(|r| r.id == research).unwrap();
     assert_eq!(record.decided_action.as_deref(), Some("none"));
     assert_eq!(record.decided_code.as_deref(), Some("metrics_unreadable"));

@@ -5,7 +5,7 @@ use crate::common;
 
 use chrono::Utc;
 use common::{instance, t};
-use ebb::api::{self, ApiLimits, ApiState, Tokens, TokensError};
+use ebb::api::{self, ApiLimits, ApiState, ChangeBudgets, Tokens, TokensError};
 use ebb::checkpoint::{Publisher, Sink};
 use ebb::control::Control;
 use ebb::engine::{Action, Code, Decision};
@@ -81,6 +81,8 @@ impl Api {
                     control.metrics.audit_checkpoint_failures(),
                 ))
             }),
+            change_budgets: Arc::new(ChangeBudgets::new(limits.changes_per_minute)),
+            audit_verified: Default::default(),
             limits,
             prices: Default::default(),
         };
@@ -880,6 +882,173 @@ async fn the_audit_log_pages_by_seq_up_to_ten_thousand_rows(pool: PgPool) {
         )
         .await;
     assert_error(&got, StatusCode::BAD_REQUEST, "between 1 and 10000");
+}
+
+#[sqlx::test(migrations = false)]
+async fn instances_plan_and_migrations_page_by_key(pool: PgPool) {
+    let api = Api::start(&pool, POLICY).await;
+    let now = t("2026-11-30T20:00:00Z");
+    let ids = ["i-1", "i-2", "i-3", "i-4", "i-5"];
+    let fleet: Vec<_> = ids.iter().map(|id| instance(id, &[])).collect();
+    let region = vec!["us-east-1".to_string()];
+    api.store
+        .sync_inventory(&region, &fleet, now)
+        .await
+        .unwrap();
+    // i-3 is gone: listed only with gone=true, in its place by id.
+    let live: Vec<_> = fleet.iter().filter(|i| i.id != "i-3").cloned().collect();
+    api.store.sync_inventory(&region, &live, now).await.unwrap();
+    let decisions: Vec<_> = ["i-1", "i-2", "i-4", "i-5"]
+        .iter()
+        .map(|id| decision(id, Action::Stop))
+        .collect();
+    api.store.record_decisions(&decisions, now).await.unwrap();
+    for original in ["i-1", "i-2", "i-4"] {
+        let planned =
+            ebb::store::NewAuditEntry::event(now, "scheduler", "migrate_to_spot", "planned".into());
+        api.store
+            .plan_migration(original, "us-east-1", "training", None, now, planned)
+            .await
+            .unwrap()
+            .unwrap();
+    }
+    let api = &api;
+    // The keys of one page, and the `after` of the next when the page is full.
+    let page = |path: String, key: &'static str| async move {
+        let r = api
+            .http
+            .get(format!("{}{path}", api.base))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), StatusCode::OK, "{path}");
+        let next = r
+            .headers()
+            .get(api::NEXT_AFTER)
+            .map(|v| v.to_str().unwrap().to_string());
+        let body: Value = r.json().await.unwrap();
+        let keys: Vec<String> = body
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|row| match &row[key] {
+                Value::String(s) => s.clone(),
+                other => other.to_string(),
+            })
+            .collect();
+        (keys, next)
+    };
+    let owned = |keys: &[&str]| keys.iter().map(|k| k.to_string()).collect::<Vec<_>>();
+
+    assert_eq!(
+        page("/v1/instances?limit=2".into(), "id").await,
+        (owned(&["i-1", "i-2"]), Some("i-2".into()))
+    );
+    assert_eq!(
+        page("/v1/instances?limit=2&after=i-2".into(), "id").await,
+        (owned(&["i-4", "i-5"]), Some("i-5".into()))
+    );
+    assert_eq!(
+        page("/v1/instances?limit=2&after=i-5".into(), "id").await,
+        (vec![], None)
+    );
+    assert_eq!(
+        page("/v1/instances?gone=true&limit=2&after=i-2".into(), "id").await,
+        (owned(&["i-3", "i-4"]), Some("i-4".into()))
+    );
+    assert_eq!(
+        page("/v1/instances".into(), "id").await,
+        (owned(&["i-1", "i-2", "i-4", "i-5"]), None),
+        "a page of 1000 by default"
+    );
+
+    assert_eq!(
+        page("/v1/plan?limit=3".into(), "instance").await,
+        (owned(&["i-1", "i-2", "i-4"]), Some("i-4".into()))
+    );
+    assert_eq!(
+        page("/v1/plan?limit=3&after=i-4".into(), "instance").await,
+        (owned(&["i-5"]), None)
+    );
+
+    let (first, next) = page("/v1/migrations?limit=2".into(), "original").await;
+    assert_eq!(first, owned(&["i-1", "i-2"]));
+    let next = next.expect("a full page names the next");
+    assert_eq!(
+        page(format!("/v1/migrations?limit=2&after={next}"), "original").await,
+        (owned(&["i-4"]), None)
+    );
+
+    for bad in [
+        "/v1/instances?limit=0",
+        "/v1/plan?limit=10001",
+        "/v1/migrations?limit=-1",
+    ] {
+        assert_error(
+            &api.get(bad).await,
+            StatusCode::BAD_REQUEST,
+            "between 1 and 10000",
+        );
+    }
+    assert_error(
+        &api.get("/v1/migrations?after=i-1").await,
+        StatusCode::BAD_REQUEST,
+        "after",
+    );
+}
+
+#[sqlx::test(migrations = false)]
+async fn each_token_has_a_budget_of_override_changes(pool: PgPool) {
+    use reqwest::Method;
+    // One change a minute: a second within the minute is refused.
+    let limits = ApiLimits {
+        changes_per_minute: 1,
+        ..ApiLimits::default()
+    };
+    let api = scoped(&pool, limits).await;
+    let body = r#"{"instance": "i-1", "until": "4h", "reason": "demo"}"#;
+    let made = api
+        .send(Method::POST, "/v1/overrides", Some(WRITER), Some(body))
+        .await;
+    assert_eq!(made.0, StatusCode::CREATED, "{made:?}");
+    let r = api
+        .http
+        .post(format!("{}/v1/overrides", api.base))
+        .bearer_auth(WRITER)
+        .header("content-type", "application/json")
+        .body(body)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::TOO_MANY_REQUESTS);
+    let wait: u64 = r.headers()["retry-after"]
+        .to_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!((1..=60).contains(&wait), "Retry-After {wait}");
+    let error: Value = r.json().await.unwrap();
+    assert!(
+        error["error"].as_str().unwrap().contains("token writer"),
+        "{error}"
+    );
+    // Revoking is a change too; another token's budget is its own.
+    let id = made.1["id"].as_i64().unwrap();
+    let revoke = format!("/v1/overrides/{id}");
+    assert_error(
+        &api.send(Method::DELETE, &revoke, Some(WRITER), None).await,
+        StatusCode::TOO_MANY_REQUESTS,
+        "try again",
+    );
+    assert_eq!(
+        api.send(Method::DELETE, &revoke, Some(BOSS), None).await.0,
+        StatusCode::OK
+    );
+    assert_eq!(
+        api.override_rows().await,
+        1,
+        "the refused change made nothing"
+    );
 }
 
 #[sqlx::test(migrations = false)]

@@ -68,6 +68,8 @@ impl Console {
             checkpoints: None,
             limits,
             prices: Arc::new(common::savings::price_table()),
+            change_budgets: Default::default(),
+            audit_verified: Default::default(),
         };
         let routes = api::router(state.clone()).merge(ebb::console::router(state));
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -337,17 +339,47 @@ async fn the_audit_page_filters_pages_downloads_and_verifies_the_chain(pool: PgP
         assert!(body.contains(mentions), "{bad}: {body}");
     }
 
-    // A changed row breaks the chain, and the page says where.
+    // A changed row breaks the chain, and the page says where. A replica's first view reads
+    // every row; later views read the rows appended since, and re-check the head they ended at.
     sqlx::query("ALTER TABLE audit_log DISABLE TRIGGER USER")
         .execute(&pool)
         .await
         .unwrap();
-    sqlx::query("UPDATE audit_log SET reason = 'edited' WHERE seq = 77")
-        .execute(&pool)
-        .await
-        .unwrap();
-    let broken = console.page("/audit").await;
+    let edit = |seq: i64| {
+        sqlx::query("UPDATE audit_log SET reason = 'edited' WHERE seq = $1")
+            .bind(seq)
+            .execute(&pool)
+    };
+    edit(77).await.unwrap();
+    let again = console.page("/audit").await;
+    assert!(
+        again.contains("Intact: verified rows 1 to 130."),
+        "the rows this replica verified are not read again: {again}"
+    );
+    let restarted = Console::start(&pool).await;
+    let broken = restarted.page("/audit").await;
     assert!(broken.contains("Broken at row 77"), "{broken}");
+    for n in 0..2 {
+        let reason = format!("later {n}");
+        let until = now + Duration::hours(4);
+        console
+            .store
+            .create_override("i-1", until, &reason, "bob", now)
+            .await
+            .unwrap();
+    }
+    edit(132).await.unwrap();
+    let broken = console.page("/audit").await;
+    assert!(
+        broken.contains("Broken at row 132"),
+        "rows appended since are read: {broken}"
+    );
+    edit(130).await.unwrap();
+    let broken = console.page("/audit").await;
+    assert!(
+        broken.contains("Broken at row 130"),
+        "the verified head is re-checked: {broken}"
+    );
 }
 
 #[sqlx::test(migrations = false)]

@@ -27,6 +27,8 @@ async fn serve(store: &Store, policies: &tempfile::TempDir) -> String {
             ..Default::default()
         },
         prices: Arc::new(common::savings::price_table()),
+        change_budgets: Default::default(),
+        audit_verified: Default::default(),
     };
     let routes = api::router(state.clone()).merge(ebb::console::router(state));
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();

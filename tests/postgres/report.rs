@@ -184,6 +184,8 @@ async fn serve_api(store: Store, tokens: &str, public_reads: bool) -> String {
             ..Default::default()
         },
         prices: Arc::new(OnDemandPrices::load(&prices).unwrap()),
+        change_budgets: Default::default(),
+        audit_verified: Default::default(),
     };
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let base = format!("http://{}", listener.local_addr().unwrap());

@@ -65,7 +65,14 @@ async fn a_prometheus_urls_credentials_reach_no_reader(pool: PgPool) {
         stop.decision.reason
     );
 
-    let instances = serde_json::to_string(&world.store.instances(true).await.unwrap()).unwrap();
+    let instances = serde_json::to_string(
+        &world
+            .store
+            .instances(true, &ebb::store::Page::first(10_000))
+            .await
+            .unwrap(),
+    )
+    .unwrap();
     let audit = world.store.audit(&AuditFilter::default()).await.unwrap();
     let reasons: Vec<&str> = audit.iter().map(|r| r.entry.reason.as_str()).collect();
     assert!(

@@ -23,7 +23,7 @@ fn regions() -> Vec<String> {
 #[sqlx::test(migrations = false)]
 async fn migrations_apply_to_an_empty_database_and_again_without_change(pool: PgPool) {
     let store = Store::from_pool(pool.clone());
-    assert_eq!(store.migrate().await.unwrap(), 12);
+    assert_eq!(store.migrate().await.unwrap(), 13);
     let tables: Vec<String> = sqlx::query_scalar(
         "SELECT table_name::text FROM information_schema.tables WHERE table_schema = 'public' ORDER BY 1",
     )
@@ -65,7 +65,7 @@ async fn a_schema_newer_than_the_binary_is_refused(pool: PgPool) {
             err,
             StoreError::SchemaTooNew {
                 found: 99990101000000,
-                known: 14
+                known: 19
             }
         ),
         "{err}"
@@ -94,10 +94,17 @@ async fn sync_inserts_updates_and_marks_gone(pool: PgPool) {
         .unwrap();
     assert_eq!((r.inserted, r.updated, r.unchanged, r.gone), (0, 2, 2, 1));
 
-    let rows = store.instances(true).await.unwrap();
+    let rows = store
+        .instances(true, &ebb::store::Page::first(10_000))
+        .await
+        .unwrap();
     assert_eq!(rows.len(), 5, "gone instances are kept");
     assert_eq!(
-        store.instances(false).await.unwrap().len(),
+        store
+            .instances(false, &ebb::store::Page::first(10_000))
+            .await
+            .unwrap()
+            .len(),
         4,
         "and listed apart"
     );
@@ -147,7 +154,10 @@ async fn sync_inserts_updates_and_marks_gone(pool: PgPool) {
         .await
         .unwrap();
     assert_eq!((r.inserted, r.updated, r.gone), (0, 3, 0));
-    let rows = store.instances(true).await.unwrap();
+    let rows = store
+        .instances(true, &ebb::store::Page::first(10_000))
+        .await
+        .unwrap();
     assert!(rows.iter().all(|r| r.gone_at.is_none()));
     let first_sync: i64 = sqlx::query_scalar("SELECT count(*) FROM instance_events WHERE at = $1")
         .bind(now)
@@ -227,7 +237,14 @@ async fn a_fleet_larger_than_one_statement_is_synced_and_decided_whole(pool: PgP
         .collect();
     let written = store.record_decisions(&decisions, now).await.unwrap();
     assert_eq!(written, n as u64);
-    assert_eq!(store.plan().await.unwrap().len(), n);
+    assert_eq!(
+        store
+            .plan(&ebb::store::Page::first(n as i64))
+            .await
+            .unwrap()
+            .len(),
+        n
+    );
 }
 
 #[sqlx::test]
@@ -331,18 +348,28 @@ async fn prior_facts_come_back_and_a_running_instance_is_no_longer_stopped_by_eb
         0,
         "unchanged decisions are not rewritten"
     );
-    let rows = store.instances(false).await.unwrap();
+    let rows = store
+        .instances(false, &ebb::store::Page::first(10_000))
+        .await
+        .unwrap();
     assert_eq!(
         rows[0].decided_since,
         Some(now),
         "since the decision was first made"
     );
     assert_eq!(rows[0].policy.as_deref(), Some("office"));
-    assert_eq!(store.plan().await.unwrap()[0].action, "stop");
+    assert_eq!(
+        store.plan(&ebb::store::Page::first(10_000)).await.unwrap()[0].action,
+        "stop"
+    );
     let changed = vec![decision("i-00000", Some("office"), Action::None)];
     assert_eq!(store.record_decisions(&changed, later).await.unwrap(), 1);
     assert_eq!(
-        store.instances(false).await.unwrap()[0].decided_since,
+        store
+            .instances(false, &ebb::store::Page::first(10_000))
+            .await
+            .unwrap()[0]
+            .decided_since,
         Some(later)
     );
     // A new reason for the same decision: written for an action, not for doing nothing.
@@ -523,6 +550,24 @@ async fn a_policy_version_change_is_audited_once(pool: PgPool) {
         "policy set changed from sha256:aaa to sha256:bbb"
     );
     assert_eq!(rows[1].entry.policy_version.as_deref(), Some("sha256:bbb"));
+}
+
+#[sqlx::test]
+async fn an_instances_overrides_are_read_by_an_index(pool: PgPool) {
+    let mut conn = pool.acquire().await.unwrap();
+    // The table is small here, so the planner is told to use an index if there is one.
+    sqlx::query("SET enable_seqscan = off")
+        .execute(&mut *conn)
+        .await
+        .unwrap();
+    let plan: Vec<String> = sqlx::query_scalar(
+        "EXPLAIN SELECT * FROM overrides WHERE instance = 'i-1' ORDER BY id DESC",
+    )
+    .fetch_all(&mut *conn)
+    .await
+    .unwrap();
+    let plan = plan.join("\n");
+    assert!(plan.contains("overrides_by_instance"), "{plan}");
 }
 
 #[sqlx::test]
