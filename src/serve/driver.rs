@@ -35,13 +35,17 @@ pub trait BackgroundTask {
     }
 }
 
+/// The shortest time between two activations that wake-ups ask for.
+const WAKE_GAP: Duration = Duration::from_secs(10);
+
 /// Activates `task` at once, then `every` after each activation began (at once if it took
 /// longer), and when `wake` is notified, until `shutdown` resolves. An activation under way
 /// always finishes first: shutdown is only noticed between activations.
 ///
-/// Wake-ups make at most one extra activation per period: a wake within `every` of the last
-/// woken activation's start is served at the end of that period, together with every wake
-/// until then, so that a flood of tick requests cannot keep the leader ticking back to back.
+/// Wake-ups make at most one extra activation per [`WAKE_GAP`] (or per period, if shorter): a
+/// wake sooner after the last woken activation's start is served when the gap ends, together
+/// with every wake until then, so that a flood of tick requests cannot keep the leader ticking
+/// back to back, while a request made long after the last is served at once.
 pub async fn drive<T: BackgroundTask>(
     mut task: T,
     every: Duration,
@@ -55,6 +59,7 @@ pub async fn drive<T: BackgroundTask>(
     // When the last activation a wake asked for began, and whether a wake waits for its period.
     let mut woken_at: Option<Instant> = None;
     let mut wake_waits = false;
+    let gap = every.min(WAKE_GAP);
     loop {
         let woke = tokio::select! {
             biased;
@@ -63,9 +68,9 @@ pub async fn drive<T: BackgroundTask>(
             () = woken(wake) => true,
         };
         if let (true, Some(at)) = (woke, woken_at) {
-            if at.elapsed() < every {
+            if at.elapsed() < gap {
                 wake_waits = true;
-                next = next.min(at + every);
+                next = next.min(at + gap);
                 continue;
             }
         }
@@ -164,7 +169,7 @@ mod tests {
     }
 
     #[tokio::test(start_paused = true)]
-    async fn a_flood_of_wake_ups_makes_at_most_one_extra_activation_per_period() {
+    async fn a_flood_of_wake_ups_makes_at_most_one_extra_activation_per_gap() {
         let count = Arc::new(AtomicU32::new(0));
         let tasks = Tasks::default();
         let wake = Arc::new(Notify::new());
@@ -190,20 +195,16 @@ mod tests {
         wake.notify_one();
         tokio::time::sleep_until(at(4)).await;
         assert_eq!(count.load(Ordering::SeqCst), 2);
-        // Wakes every second for the rest of the period: none is served until 60 s after the
-        // woken activation began (62 s), and then all of them by one activation.
-        for second in 5..62 {
+        // Wakes every second for the next 10 s: none is served until 10 s after the woken
+        // activation began (12.5 s), and then all of them by one activation.
+        for second in 5..12 {
             wake.notify_one();
             tokio::time::sleep_until(at(second)).await;
         }
-        assert_eq!(count.load(Ordering::SeqCst), 2, "held to the period");
-        tokio::time::sleep_until(at(63)).await;
-        assert_eq!(
-            count.load(Ordering::SeqCst),
-            3,
-            "served at the period's end"
-        );
-        tokio::time::sleep_until(at(100)).await;
+        assert_eq!(count.load(Ordering::SeqCst), 2, "held to the gap");
+        tokio::time::sleep_until(at(13)).await;
+        assert_eq!(count.load(Ordering::SeqCst), 3, "served at the gap's end");
+        tokio::time::sleep_until(at(50)).await;
         assert_eq!(count.load(Ordering::SeqCst), 3, "and only once");
         driver.abort();
     }
