@@ -16,10 +16,12 @@ pub use workload::write_utilisation;
 use super::pacing::{Key, Pacer, RateLimits};
 use super::{
     ActionReport, Artifact, CloudError, GpuReadings, Image, ImageMade, InstanceStatus, Inventory,
-    Launch, LaunchSpec, Provider, StopKind, TypePrice,
+    Launch, LaunchSpec, NodeGroupUpdate, Provider, StopKind, TypePrice,
 };
 use crate::clock::Clock;
-use crate::fleet::{Capacity, Fleet, Instance, InstanceState, Prices, Sample, ScalingGroup};
+use crate::fleet::{
+    Capacity, Fleet, Instance, InstanceState, NodeGroup, Prices, Sample, ScalingGroup,
+};
 use calls::{wrong_state, Metering, RateLimited};
 use chrono::{DateTime, Datelike, Duration, NaiveDate, NaiveTime, Utc, Weekday};
 use chrono_tz::Tz;
@@ -253,6 +255,8 @@ pub struct SimProvider {
     fleet: Mutex<SimFleet>,
     /// Its Auto Scaling groups.
     groups: Mutex<Vec<ScalingGroup>>,
+    /// The ids of the EKS node group updates it made, all done.
+    updates: Mutex<Vec<String>>,
     /// EC2's rate limits and ebb's pacing, when either is on (boxed: rarely on, and the
     /// reconciler holds the provider inline).
     limited: Box<RateLimited>,
@@ -310,6 +314,7 @@ impl SimProvider {
                 images: HashMap::new(),
             }),
             groups: Mutex::default(),
+            updates: Mutex::default(),
             limited: Box::default(),
         }
     }
@@ -625,6 +630,35 @@ impl Provider for SimProvider {
         capacity: Capacity,
     ) -> Result<Option<String>, CloudError> {
         self.sim_set_group(region, name, capacity)
+    }
+
+    async fn set_node_group_capacity(
+        &self,
+        region: &str,
+        _group: &str,
+        node_group: &NodeGroup,
+        capacity: Capacity,
+    ) -> Result<Option<String>, CloudError> {
+        self.sim_set_node_group(region, node_group, capacity)
+    }
+
+    async fn node_group_update(
+        &self,
+        _region: &str,
+        _group: &str,
+        _node_group: &NodeGroup,
+        update: &str,
+    ) -> Result<NodeGroupUpdate, CloudError> {
+        self.sim_node_group_update(update)
+    }
+
+    async fn node_group_capacity(
+        &self,
+        region: &str,
+        _group: &str,
+        node_group: &NodeGroup,
+    ) -> Result<Capacity, CloudError> {
+        self.sim_node_group_capacity(region, node_group)
     }
 }
 

@@ -11,6 +11,7 @@ mod common;
 mod aws_mocks;
 mod cli;
 mod decider;
+mod eks_mocks;
 mod deploy;
 mod docs;
 mod engine;

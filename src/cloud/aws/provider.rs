@@ -12,10 +12,10 @@ use super::{cloud_error, once_sent, tag_map, AwsProvider, Known};
 use crate::cloud::pacing::Key;
 use crate::cloud::{
     ActionReport, Artifact, CloudError, ErrorKind, Failed, GpuReadings, Image, ImageMade,
-    ImageState, InstanceStatus, Inventory, Launch, LaunchSpec, Provider, ScopeFailure, StopKind,
-    TypePrice,
+    ImageState, InstanceStatus, Inventory, Launch, LaunchSpec, NodeGroupUpdate, Provider,
+    ScopeFailure, StopKind, TypePrice,
 };
-use crate::fleet::{Capacity, Instance, ScalingGroup};
+use crate::fleet::{Capacity, Instance, NodeGroup, ScalingGroup};
 use aws_sdk_ec2::error::ProvideErrorMetadata;
 use aws_sdk_ec2::operation::RequestId;
 use aws_sdk_ec2::types::{AttributeValue, Filter, ImageState as Ec2ImageState, Tag};
@@ -620,5 +620,39 @@ impl Provider for AwsProvider {
         capacity: Capacity,
     ) -> Result<Option<String>, CloudError> {
         self.update_group(region, name, capacity).await
+    }
+
+    /// UpdateNodegroupConfig (`node_groups.rs`).
+    async fn set_node_group_capacity(
+        &self,
+        region: &str,
+        group: &str,
+        node_group: &NodeGroup,
+        capacity: Capacity,
+    ) -> Result<Option<String>, CloudError> {
+        self.update_node_group(region, group, node_group, capacity)
+            .await
+    }
+
+    /// DescribeUpdate (`node_groups.rs`).
+    async fn node_group_update(
+        &self,
+        region: &str,
+        group: &str,
+        node_group: &NodeGroup,
+        update: &str,
+    ) -> Result<NodeGroupUpdate, CloudError> {
+        self.describe_node_group_update(region, group, node_group, update)
+            .await
+    }
+
+    /// DescribeNodegroup (`node_groups.rs`).
+    async fn node_group_capacity(
+        &self,
+        region: &str,
+        group: &str,
+        node_group: &NodeGroup,
+    ) -> Result<Capacity, CloudError> {
+        self.node_group_scaling(region, group, node_group).await
     }
 }
