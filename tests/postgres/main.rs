@@ -13,6 +13,7 @@ mod console;
 mod demo;
 mod fallback;
 mod groups;
+mod node_groups;
 mod history;
 mod leadership;
 mod listener;
