@@ -7,6 +7,7 @@
 //! of the instance and the time, so a replay gives the same readings.
 
 mod calls;
+mod fields;
 mod groups;
 mod spot;
 mod workload;
@@ -46,7 +47,7 @@ pub struct Behaviour {
     #[serde(default)]
     pub usage: Usage,
     /// The time zone of its user's office hours (`notebook` and `forgotten`).
-    #[serde(default, deserialize_with = "time_zone")]
+    #[serde(default, deserialize_with = "fields::time_zone")]
     pub timezone: Option<Tz>,
     /// Training runs (`training`): busy from `start` for `hours`.
     #[serde(default)]
@@ -58,7 +59,7 @@ pub struct Behaviour {
     #[serde(default)]
     pub no_capacity_for: Vec<String>,
     /// When its owner starts it, if it is stopped, on weekdays (local time, `HH:MM`).
-    #[serde(default, deserialize_with = "time_of_day")]
+    #[serde(default, deserialize_with = "fields::time_of_day")]
     pub owner_starts_at: Option<NaiveTime>,
 }
 
@@ -89,24 +90,6 @@ pub struct Run {
     pub start: DateTime<Utc>,
     /// How long it lasts.
     pub hours: f64,
-}
-
-fn time_zone<'de, D: serde::Deserializer<'de>>(de: D) -> Result<Option<Tz>, D::Error> {
-    let name = String::deserialize(de)?;
-    name.parse::<Tz>().map(Some).map_err(|_| {
-        serde::de::Error::custom(format!(
-            "\"{name}\" is not an IANA time zone (like Europe/Berlin)"
-        ))
-    })
-}
-
-fn time_of_day<'de, D: serde::Deserializer<'de>>(de: D) -> Result<Option<NaiveTime>, D::Error> {
-    let text = String::deserialize(de)?;
-    NaiveTime::parse_from_str(&text, "%H:%M")
-        .map(Some)
-        .map_err(|_| {
-            serde::de::Error::custom(format!("\"{text}\" is not a time of day (like 09:00)"))
-        })
 }
 
 impl Behaviour {

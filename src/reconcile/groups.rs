@@ -142,7 +142,9 @@ impl<P: Provider> Reconciler<P> {
         let node_group = group.node_group();
         let answer = match &node_group {
             Some(ng) => {
-                let call = self.provider.set_node_group_capacity(&d.region, &d.group, ng, to);
+                let call = self
+                    .provider
+                    .set_node_group_capacity(&d.region, &d.group, ng, to);
                 call.await
             }
             None => {
@@ -241,7 +243,7 @@ impl<P: Provider> Reconciler<P> {
             reason: format!("group {}: {}", group.name, end.why),
             dry_run: false,
             request_id: end.request_id,
-            error: (end.outcome == Outcome::Failed).then_some(end.why),
+            error: end.error,
             intent_seq: Some(pending.seq),
         };
         self.store
@@ -255,8 +257,11 @@ impl<P: Provider> Reconciler<P> {
 pub(super) struct End {
     /// Succeeded or failed.
     pub(super) outcome: Outcome,
-    /// Why, for the audit row's reason (and its error, when failed).
+    /// Why, for the audit row's reason.
     pub(super) why: String,
+    /// The error of a failed outcome: beginning with [`INTERRUPTED`] when the call did not
+    /// land, EKS's errors when EKS says the update failed.
+    pub(super) error: Option<String>,
     /// The request id for the audit row: EKS's update id for a node group's change.
     pub(super) request_id: Option<String>,
 }
@@ -276,6 +281,7 @@ fn landed(group: &ScalingGroup, pending: &PendingChange) -> End {
     End {
         outcome,
         why: format!("resolved from its capacity: {why}"),
+        error: (outcome == Outcome::Failed).then_some(why),
         request_id: None,
     }
 }

@@ -51,7 +51,7 @@ impl<P: Provider> Reconciler<P> {
         let entry = NewAuditEntry {
             outcome: end.outcome,
             request_id: end.request_id,
-            error: (end.outcome == Outcome::Failed).then_some(end.why),
+            error: end.error,
             intent_seq: Some(pending.seq),
             ..intent.clone()
         };
@@ -73,7 +73,9 @@ impl<P: Provider> Reconciler<P> {
     ) -> Option<End> {
         let unread = match &pending.update {
             Some(update) => {
-                let read = self.provider.node_group_update(&group.region, &group.name, ng, update);
+                let read = self
+                    .provider
+                    .node_group_update(&group.region, &group.name, ng, update);
                 match read.await {
                     Ok(u) => {
                         let why = format!("EKS update {update} of node group {ng} is {}", u.status);
@@ -95,6 +97,7 @@ impl<P: Provider> Reconciler<P> {
                         let request_id = Some(update.clone());
                         return Some(End {
                             outcome,
+                            error: (outcome == Outcome::Failed).then(|| why.clone()),
                             why,
                             request_id,
                         });
@@ -102,13 +105,15 @@ impl<P: Provider> Reconciler<P> {
                     Err(err) => format!("its update {update} could not be read ({err})"),
                 }
             }
-            None => "the call's answer (its update id) was lost".to_string(),
+            None => "no update id was kept (the call's answer was lost, or the tick stopped around the call)".to_string(),
         };
         if now < pending.at + self.options.in_flight_for {
             tracing::warn!(group = %group.name, region = %group.region, node_group = %ng, why = %unread, "node group change unknown, resolved later");
             return None;
         }
-        let scaling = self.provider.node_group_capacity(&group.region, &group.name, ng);
+        let scaling = self
+            .provider
+            .node_group_capacity(&group.region, &group.name, ng);
         let now_at = match scaling.await {
             Ok(capacity) => capacity,
             Err(err) => {
@@ -117,14 +122,21 @@ impl<P: Provider> Reconciler<P> {
             }
         };
         let (outcome, why) = if now_at == pending.to {
-            (Outcome::Succeeded, format!("node group {ng} is at {now_at}"))
+            (
+                Outcome::Succeeded,
+                format!("node group {ng} is at {now_at}"),
+            )
         } else {
-            let why = format!("{INTERRUPTED}; node group {ng} is at {now_at}, not {}", pending.to);
+            let why = format!(
+                "{INTERRUPTED}; node group {ng} is at {now_at}, not {}",
+                pending.to
+            );
             (Outcome::Failed, why)
         };
         Some(End {
             outcome,
             why: format!("{unread}; resolved from the node group's scaling config: {why}"),
+            error: (outcome == Outcome::Failed).then(|| format!("{why} ({unread})")),
             request_id: pending.update.clone(),
         })
     }

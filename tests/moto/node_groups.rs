@@ -41,7 +41,9 @@ fn group_audit(ebb: &Ebb, action: &str) -> Vec<Value> {
 }
 
 fn outcomes(rows: &[Value]) -> Vec<&str> {
-    rows.iter().map(|r| r["outcome"].as_str().unwrap()).collect()
+    rows.iter()
+        .map(|r| r["outcome"].as_str().unwrap())
+        .collect()
 }
 
 /// A node group of two GPU instances opted in and matching the policy is scaled through EKS:

@@ -89,7 +89,9 @@ const GROUP: &str = "eks-gpu-1234";
 fn update(status: EksStatus, errors: Vec<ErrorDetail>) -> Rule {
     mock!(aws_sdk_eks::Client::describe_update)
         .match_requests(|r| {
-            r.name() == Some("prod") && r.nodegroup_name() == Some("gpu") && r.update_id() == Some("u-1")
+            r.name() == Some("prod")
+                && r.nodegroup_name() == Some("gpu")
+                && r.update_id() == Some("u-1")
         })
         .then_output(move || {
             DescribeUpdateOutput::builder()
@@ -140,13 +142,21 @@ async fn a_node_groups_capacity_is_set_through_update_nodegroup_config_with_its_
 #[tokio::test]
 async fn describe_update_tells_each_status_with_ekss_errors() {
     let failed = ErrorDetail::builder()
-        .error_code(NodegroupIssueCode::AsgInstanceLaunchFailures.as_str().into())
+        .error_code(
+            NodegroupIssueCode::AsgInstanceLaunchFailures
+                .as_str()
+                .into(),
+        )
         .error_message("Could not launch On-Demand Instances")
         .build();
     for (status, errors, expected) in [
         (EksStatus::Successful, vec![], UpdateStatus::Successful),
         (EksStatus::InProgress, vec![], UpdateStatus::InProgress),
-        (EksStatus::Failed, vec![failed.clone()], UpdateStatus::Failed),
+        (
+            EksStatus::Failed,
+            vec![failed.clone()],
+            UpdateStatus::Failed,
+        ),
         (EksStatus::Cancelled, vec![], UpdateStatus::Cancelled),
     ] {
         let rule = update(status, errors.clone());
@@ -193,7 +203,10 @@ async fn an_update_that_cannot_be_read_is_an_error_never_a_success() {
     let read = provider(&[&unknown])
         .node_group_update(REGION, GROUP, &gpu(), "u-1")
         .await;
-    assert_eq!(read.unwrap_err().code.as_deref(), Some("ResourceNotFoundException"));
+    assert_eq!(
+        read.unwrap_err().code.as_deref(),
+        Some("ResourceNotFoundException")
+    );
 
     // An answer without the update, or with a status ebb does not know, is no status either.
     let empty = mock!(aws_sdk_eks::Client::describe_update)
@@ -213,7 +226,10 @@ async fn an_update_that_cannot_be_read_is_an_error_never_a_success() {
 async fn a_5xx_on_the_change_is_not_sent_again_and_may_have_landed() {
     let set = mock!(aws_sdk_eks::Client::update_nodegroup_config)
         .sequence()
-        .http_status(503, Some(r#"{"message":"Service Unavailable"}"#.to_string()))
+        .http_status(
+            503,
+            Some(r#"{"message":"Service Unavailable"}"#.to_string()),
+        )
         .times(3)
         .build();
     let provider = provider(&[&set]);

@@ -137,7 +137,11 @@ async fn a_node_group_is_changed_through_eks_and_its_outcome_waits_for_the_updat
         "never UpdateAutoScalingGroup, which EKS would undo"
     );
     let rows = group_rows(&world).await;
-    assert_eq!(outcomes(&rows), [row("scale_down_group", "intent")], "in progress");
+    assert_eq!(
+        outcomes(&rows),
+        [row("scale_down_group", "intent")],
+        "in progress"
+    );
     assert!(
         rows[0].entry.reason.contains("EKS node group prod/gpu"),
         "{}",
@@ -164,7 +168,10 @@ async fn a_node_group_is_changed_through_eks_and_its_outcome_waits_for_the_updat
     let rows = group_rows(&world).await;
     assert_eq!(
         outcomes(&rows[2..]),
-        [row("restore_group", "intent"), row("restore_group", "succeeded")]
+        [
+            row("restore_group", "intent"),
+            row("restore_group", "succeeded")
+        ]
     );
     assert_eq!(rows[3].entry.request_id.as_deref(), Some("sim-update-2"));
     assert!(world.cloud().ids_of(Method::SetGroupCapacity).is_empty());
@@ -190,7 +197,10 @@ async fn a_failed_update_is_a_failed_outcome_with_ekss_errors(pool: PgPool) {
     );
     let error = rows[1].entry.error.clone().unwrap();
     assert!(error.contains("Failed"), "{error}");
-    assert!(error.contains("Could not launch On-Demand Instances"), "{error}");
+    assert!(
+        error.contains("Could not launch On-Demand Instances"),
+        "{error}"
+    );
 }
 
 #[sqlx::test(migrations = false)]
@@ -260,7 +270,10 @@ async fn a_lost_answer_is_resolved_from_the_scaling_config_and_not_sent_again(po
     );
     world.tick("2026-11-30T19:05:00Z").await;
     assert_eq!(capacity(&world).await, FLOOR);
-    assert_eq!(outcomes(&group_rows(&world).await), [row("scale_down_group", "intent")]);
+    assert_eq!(
+        outcomes(&group_rows(&world).await),
+        [row("scale_down_group", "intent")]
+    );
     assert!(
         world.cloud().ids_of(Method::NodeGroupUpdate).is_empty(),
         "no update id to ask about"
@@ -269,7 +282,11 @@ async fn a_lost_answer_is_resolved_from_the_scaling_config_and_not_sent_again(po
     world.tick("2026-11-30T19:15:00Z").await;
     let rows = group_rows(&world).await;
     assert_eq!(outcomes(&rows)[1], row("scale_down_group", "succeeded"));
-    assert!(rows[1].entry.reason.contains("answer"), "{}", rows[1].entry.reason);
+    assert!(
+        rows[1].entry.reason.contains("answer"),
+        "{}",
+        rows[1].entry.reason
+    );
     assert_eq!(world.cloud().ids_of(Method::SetNodeGroupCapacity).len(), 1);
 }
 

@@ -555,45 +555,14 @@ impl Provider for AwsProvider {
         .await
     }
 
-    /// DescribeImages first, then DeregisterImage.
+    /// DescribeImages first, then DeregisterImage (`artifacts.rs`).
     async fn deregister_image(&self, region: &str, image: &str) -> Result<(), CloudError> {
-        let scope = self.scope_of(region, "", "DeregisterImage")?;
-        if self.image_by_id(scope, image).await?.is_none() {
-            return Ok(());
-        }
-        self.count("DeregisterImage");
-        scope
-            .ec2
-            .deregister_image()
-            .image_id(image)
-            .send()
-            .boxed()
-            .await
-            .map_err(|e| cloud_error("DeregisterImage", e))?;
-        Ok(())
+        self.deregister(region, image).await
     }
 
-    /// DeleteSnapshot; `InvalidSnapshot.NotFound` is success.
+    /// DeleteSnapshot; `InvalidSnapshot.NotFound` is success (`artifacts.rs`).
     async fn delete_snapshot(&self, region: &str, snapshot: &str) -> Result<(), CloudError> {
-        let scope = self.scope_of(region, "", "DeleteSnapshot")?;
-        self.count("DeleteSnapshot");
-        match scope
-            .ec2
-            .delete_snapshot()
-            .snapshot_id(snapshot)
-            .send()
-            .boxed()
-            .await
-        {
-            Ok(_) => Ok(()),
-            Err(e)
-                if e.as_service_error().and_then(ProvideErrorMetadata::code)
-                    == Some("InvalidSnapshot.NotFound") =>
-            {
-                Ok(())
-            }
-            Err(e) => Err(cloud_error("DeleteSnapshot", e)),
-        }
+        self.remove_snapshot(region, snapshot).await
     }
 
     /// DescribeInstances (tag `ebb:launch`, not terminated), DescribeImages (own, tag

@@ -66,7 +66,10 @@ impl SimProvider {
     }
 
     /// An update this fleet made is `Successful`; any other is not found, as EKS says.
-    pub(super) fn sim_node_group_update(&self, update: &str) -> Result<NodeGroupUpdate, CloudError> {
+    pub(super) fn sim_node_group_update(
+        &self,
+        update: &str,
+    ) -> Result<NodeGroupUpdate, CloudError> {
         let updates = self.updates.lock().expect("simulated updates poisoned");
         if updates.iter().any(|u| u == update) {
             return Ok(NodeGroupUpdate {
