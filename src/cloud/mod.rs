@@ -1,6 +1,6 @@
 //! The cloud as the reconciler sees it: a [`Provider`] lists instances, reads their GPU
 //! utilisation and prices, and stops, hibernates, starts and tags them; it lists the Auto
-//! Scaling groups ebb manages and sets their capacity.
+//! Scaling groups ebb manages and sets their capacity, through EKS for a managed node group's.
 //!
 //! [`aws`] is the EC2 and CloudWatch implementation. Every call that changes an instance
 //! reports per instance ([`ActionReport`]): one instance EC2 refuses never blocks the others.
@@ -8,6 +8,7 @@
 pub mod aws;
 mod error;
 mod launch;
+mod node_groups;
 pub mod pacing;
 mod prices;
 pub mod prometheus;
@@ -19,10 +20,11 @@ pub use launch::{
     Artifact, ArtifactKind, Image, ImageMade, ImageState, InstanceStatus, Launch, LaunchSpec,
     Market, SPOT_TERMINATION,
 };
+pub use node_groups::{NodeGroupUpdate, UpdateStatus};
 pub use prices::{OnDemandPrices, PricesError};
 pub use redact::redact_userinfo;
 
-use crate::fleet::{Capacity, Instance, Sample, ScalingGroup};
+use crate::fleet::{Capacity, Instance, NodeGroup, Sample, ScalingGroup};
 use chrono::{DateTime, Utc};
 use std::collections::{BTreeMap, HashMap};
 use std::future::Future;
@@ -294,4 +296,35 @@ pub trait Provider: Send + Sync {
         name: &str,
         capacity: Capacity,
     ) -> impl Future<Output = Result<Option<String>, CloudError>> + Send;
+
+    /// Sets the scaling config of EKS managed node group `node_group` (UpdateNodegroupConfig:
+    /// min, desired and max), whose Auto Scaling group `group` of `region` was listed, through
+    /// the account that listed it; returns EKS's update id, whose end
+    /// [`Provider::node_group_update`] tells.
+    fn set_node_group_capacity(
+        &self,
+        region: &str,
+        group: &str,
+        node_group: &NodeGroup,
+        capacity: Capacity,
+    ) -> impl Future<Output = Result<Option<String>, CloudError>> + Send;
+
+    /// What EKS says of update `update` of `node_group` (DescribeUpdate). An update EKS does
+    /// not find, or a status it does not name, is the `Err`: unknown, never done.
+    fn node_group_update(
+        &self,
+        region: &str,
+        group: &str,
+        node_group: &NodeGroup,
+        update: &str,
+    ) -> impl Future<Output = Result<NodeGroupUpdate, CloudError>> + Send;
+
+    /// The scaling config of `node_group` now (DescribeNodegroup): what a change whose update
+    /// could not be followed is resolved from.
+    fn node_group_capacity(
+        &self,
+        region: &str,
+        group: &str,
+        node_group: &NodeGroup,
+    ) -> impl Future<Output = Result<Capacity, CloudError>> + Send;
 }

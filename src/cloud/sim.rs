@@ -7,6 +7,7 @@
 //! of the instance and the time, so a replay gives the same readings.
 
 mod calls;
+mod fields;
 mod groups;
 mod spot;
 mod workload;
@@ -16,10 +17,12 @@ pub use workload::write_utilisation;
 use super::pacing::{Key, Pacer, RateLimits};
 use super::{
     ActionReport, Artifact, CloudError, GpuReadings, Image, ImageMade, InstanceStatus, Inventory,
-    Launch, LaunchSpec, Provider, StopKind, TypePrice,
+    Launch, LaunchSpec, NodeGroupUpdate, Provider, StopKind, TypePrice,
 };
 use crate::clock::Clock;
-use crate::fleet::{Capacity, Fleet, Instance, InstanceState, Prices, Sample, ScalingGroup};
+use crate::fleet::{
+    Capacity, Fleet, Instance, InstanceState, NodeGroup, Prices, Sample, ScalingGroup,
+};
 use calls::{wrong_state, Metering, RateLimited};
 use chrono::{DateTime, Datelike, Duration, NaiveDate, NaiveTime, Utc, Weekday};
 use chrono_tz::Tz;
@@ -44,7 +47,7 @@ pub struct Behaviour {
     #[serde(default)]
     pub usage: Usage,
     /// The time zone of its user's office hours (`notebook` and `forgotten`).
-    #[serde(default, deserialize_with = "time_zone")]
+    #[serde(default, deserialize_with = "fields::time_zone")]
     pub timezone: Option<Tz>,
     /// Training runs (`training`): busy from `start` for `hours`.
     #[serde(default)]
@@ -56,7 +59,7 @@ pub struct Behaviour {
     #[serde(default)]
     pub no_capacity_for: Vec<String>,
     /// When its owner starts it, if it is stopped, on weekdays (local time, `HH:MM`).
-    #[serde(default, deserialize_with = "time_of_day")]
+    #[serde(default, deserialize_with = "fields::time_of_day")]
     pub owner_starts_at: Option<NaiveTime>,
 }
 
@@ -87,24 +90,6 @@ pub struct Run {
     pub start: DateTime<Utc>,
     /// How long it lasts.
     pub hours: f64,
-}
-
-fn time_zone<'de, D: serde::Deserializer<'de>>(de: D) -> Result<Option<Tz>, D::Error> {
-    let name = String::deserialize(de)?;
-    name.parse::<Tz>().map(Some).map_err(|_| {
-        serde::de::Error::custom(format!(
-            "\"{name}\" is not an IANA time zone (like Europe/Berlin)"
-        ))
-    })
-}
-
-fn time_of_day<'de, D: serde::Deserializer<'de>>(de: D) -> Result<Option<NaiveTime>, D::Error> {
-    let text = String::deserialize(de)?;
-    NaiveTime::parse_from_str(&text, "%H:%M")
-        .map(Some)
-        .map_err(|_| {
-            serde::de::Error::custom(format!("\"{text}\" is not a time of day (like 09:00)"))
-        })
 }
 
 impl Behaviour {
@@ -253,6 +238,8 @@ pub struct SimProvider {
     fleet: Mutex<SimFleet>,
     /// Its Auto Scaling groups.
     groups: Mutex<Vec<ScalingGroup>>,
+    /// The ids of the EKS node group updates it made, all done.
+    updates: Mutex<Vec<String>>,
     /// EC2's rate limits and ebb's pacing, when either is on (boxed: rarely on, and the
     /// reconciler holds the provider inline).
     limited: Box<RateLimited>,
@@ -310,6 +297,7 @@ impl SimProvider {
                 images: HashMap::new(),
             }),
             groups: Mutex::default(),
+            updates: Mutex::default(),
             limited: Box::default(),
         }
     }
@@ -625,6 +613,35 @@ impl Provider for SimProvider {
         capacity: Capacity,
     ) -> Result<Option<String>, CloudError> {
         self.sim_set_group(region, name, capacity)
+    }
+
+    async fn set_node_group_capacity(
+        &self,
+        region: &str,
+        _group: &str,
+        node_group: &NodeGroup,
+        capacity: Capacity,
+    ) -> Result<Option<String>, CloudError> {
+        self.sim_set_node_group(region, node_group, capacity)
+    }
+
+    async fn node_group_update(
+        &self,
+        _region: &str,
+        _group: &str,
+        _node_group: &NodeGroup,
+        update: &str,
+    ) -> Result<NodeGroupUpdate, CloudError> {
+        self.sim_node_group_update(update)
+    }
+
+    async fn node_group_capacity(
+        &self,
+        region: &str,
+        _group: &str,
+        node_group: &NodeGroup,
+    ) -> Result<Capacity, CloudError> {
+        self.sim_node_group_capacity(region, node_group)
     }
 }
 

@@ -1,16 +1,24 @@
 //! Auto Scaling groups scheduled through the group: outside work hours the group's min and
 //! desired go to the floor (its members are never stopped one by one, which the group would
-//! take for unhealthy and replace), and at the opening the capacity ebb found is restored.
+//! take for unhealthy and replace), and at the opening the capacity ebb found is restored. The
+//! group of an EKS managed node group is changed through EKS, whose node groups keep a maximum
+//! of at least [`NODE_GROUP_LEAST_MAX`].
 
 use super::rules::{governing_position, owned_code};
 use super::{Code, RECENT};
-use crate::fleet::{Capacity, Fleet, Instance, InstanceState, Lifecycle, Owner, ScalingGroup};
+use crate::fleet::{
+    Capacity, Fleet, Instance, InstanceState, Lifecycle, Owner, OwnerKind, ScalingGroup,
+};
 use crate::policy::{Policy, PolicySet};
 use chrono::{DateTime, Utc};
 
 /// The min and desired capacity a group is set to outside work hours (`group.off_capacity` of
 /// the issue; not a policy key yet). Its max is kept.
 pub const OFF_CAPACITY: i32 = 0;
+
+/// The least maximum size EKS takes for a managed node group (it refuses `maxSize` 0): a node
+/// group is scaled down to a maximum of at least this.
+pub const NODE_GROUP_LEAST_MAX: i32 = 1;
 
 /// What ebb remembers of a group between ticks.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -30,7 +38,8 @@ pub struct GroupMemory {
 pub enum GroupAction {
     /// Nothing.
     None,
-    /// Min and desired to [`OFF_CAPACITY`], max kept.
+    /// Min and desired to [`OFF_CAPACITY`], max kept (at least [`NODE_GROUP_LEAST_MAX`] for an
+    /// EKS node group).
     ScaleDown,
     /// Back to the remembered up capacity.
     Restore,
@@ -85,18 +94,23 @@ pub fn decide_group(
         code,
         reason,
     };
+    let node_group = group.node_group();
+    let up = within_eks(node_group.is_some(), memory.up);
     let restore = |policy, code, why: &str| {
         decision(
             GroupAction::Restore,
-            Some(memory.up),
+            Some(up),
             policy,
             code,
-            format!("{why}: capacity back to {}", memory.up),
+            format!("{why}: capacity back to {up}"),
         )
     };
-    // An EKS node group's group (or one something else owns) is changed through its owner,
-    // which would undo a change made through the group.
-    if let Some(owner) = Owner::of(&group.tags) {
+    // A group something else owns is changed through its owner, which would undo a change made
+    // through the group: EKS for a node group's group (through its cluster and node group),
+    // nothing ebb can reach for any other owner.
+    let owner = Owner::of(&group.tags)
+        .filter(|o| !(o.kind() == OwnerKind::EksNodegroup && node_group.is_some()));
+    if let Some(owner) = owner {
         let reason = format!(
             "the group is owned by {} {}: {}",
             owner.kind(),
@@ -190,11 +204,14 @@ pub fn decide_group(
             }
         }
     }
-    let to = Capacity {
-        min: OFF_CAPACITY,
-        desired: OFF_CAPACITY,
-        max: c.max,
-    };
+    let to = within_eks(
+        node_group.is_some(),
+        Capacity {
+            min: OFF_CAPACITY,
+            desired: OFF_CAPACITY,
+            max: c.max,
+        },
+    );
     let reason = format!("outside work hours: {c} to {to}");
     decision(
         GroupAction::ScaleDown,
@@ -203,6 +220,19 @@ pub fn decide_group(
         Code::OutsideHours,
         reason,
     )
+}
+
+/// `capacity` as EKS takes it for a node group (`eks` true): a maximum of at least
+/// [`NODE_GROUP_LEAST_MAX`]; unchanged for a plain Auto Scaling group.
+fn within_eks(eks: bool, capacity: Capacity) -> Capacity {
+    if eks {
+        Capacity {
+            max: capacity.max.max(NODE_GROUP_LEAST_MAX),
+            ..capacity
+        }
+    } else {
+        capacity
+    }
 }
 
 /// What ebb remembers of `group` before deciding: while it is up, its capacity now is its up

@@ -11,7 +11,9 @@ mod next;
 mod rules;
 
 pub use explain::{explain, Explanation};
-pub use group::{decide_group, GroupAction, GroupDecision, GroupMemory, OFF_CAPACITY};
+pub use group::{
+    decide_group, GroupAction, GroupDecision, GroupMemory, NODE_GROUP_LEAST_MAX, OFF_CAPACITY,
+};
 pub use next::{next_change, NextChange};
 pub use rules::{owned_code, tags_forbid_stop, RECENT};
 

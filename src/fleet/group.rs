@@ -1,6 +1,8 @@
 //! Auto Scaling groups as ebb sees them: their tags, capacity and members. A group's members
-//! are never acted on one by one; the group's capacity is what ebb changes.
+//! are never acted on one by one; the group's capacity is what ebb changes, through EKS for
+//! the group of an EKS managed node group.
 
+use super::owner::{EKS_CLUSTER_TAG, EKS_NODEGROUP_TAG};
 use super::Tags;
 use serde::{Deserialize, Serialize};
 
@@ -47,4 +49,31 @@ pub struct ScalingGroup {
     pub capacity: Capacity,
     /// Its instances now.
     pub members: Vec<GroupMember>,
+}
+
+impl ScalingGroup {
+    /// The EKS managed node group this is the Auto Scaling group of, from the tags EKS puts on
+    /// it (`eks:cluster-name`, `eks:nodegroup-name`): its capacity is changed through EKS,
+    /// which would undo a change made through the group.
+    pub fn node_group(&self) -> Option<NodeGroup> {
+        Some(NodeGroup {
+            cluster: self.tags.get(EKS_CLUSTER_TAG)?.to_string(),
+            name: self.tags.get(EKS_NODEGROUP_TAG)?.to_string(),
+        })
+    }
+}
+
+/// An EKS managed node group: its scaling config is the capacity of its Auto Scaling group.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct NodeGroup {
+    /// The EKS cluster.
+    pub cluster: String,
+    /// The node group's name in the cluster.
+    pub name: String,
+}
+
+impl std::fmt::Display for NodeGroup {
+    fn fmt(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        write!(f, "{}/{}", self.cluster, self.name)
+    }
 }

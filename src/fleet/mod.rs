@@ -5,7 +5,7 @@
 pub mod group;
 pub mod owner;
 
-pub use group::{Capacity, GroupMember, ScalingGroup};
+pub use group::{Capacity, GroupMember, NodeGroup, ScalingGroup};
 pub use owner::{Owner, OwnerKind};
 
 use chrono::{DateTime, Utc};

@@ -6,6 +6,10 @@
 //! outcome with what ebb remembers of the group, in one transaction. A change whose outcome
 //! was lost (a crash, an abandoned tick) is resolved at a later tick from the group's real
 //! capacity, once its call can no longer be in flight; the group is left alone until then.
+//!
+//! An EKS managed node group's group is changed through EKS (`node_groups.rs`):
+//! UpdateNodegroupConfig instead of UpdateAutoScalingGroup, and the outcome once DescribeUpdate
+//! says the update ended.
 
 use super::{Reconciler, TickContext};
 use crate::cloud::Provider;
@@ -17,7 +21,7 @@ use crate::store::{NewAuditEntry, Outcome, PendingChange, StoreError, INTERRUPTE
 use chrono::{DateTime, Utc};
 
 /// The audit action of a scale-down to the floor.
-const SCALE_DOWN: &str = "scale_down_group";
+pub(super) const SCALE_DOWN: &str = "scale_down_group";
 /// The audit action of the restoring of the up capacity.
 const RESTORE: &str = "restore_group";
 
@@ -64,7 +68,7 @@ impl<P: Provider> Reconciler<P> {
                     }
                 }
                 if d.action != GroupAction::None {
-                    self.act_on_scaling_group(&d, tick).await?;
+                    self.act_on_scaling_group(group, &d, tick).await?;
                 }
             }
         }
@@ -96,10 +100,11 @@ impl<P: Provider> Reconciler<P> {
         Ok(decide_group(now, set, fleet, fresh, memory))
     }
 
-    /// One change of a group's capacity: dry runs logged only; otherwise the fenced intent,
-    /// the call, and its one outcome.
+    /// One change of `group`'s capacity: dry runs logged only; otherwise the fenced intent,
+    /// the call, and its one outcome (for a node group, once EKS says its update ended).
     async fn act_on_scaling_group(
         &self,
+        group: &ScalingGroup,
         d: &GroupDecision,
         tick: &mut TickContext<'_>,
     ) -> Result<(), StoreError> {
@@ -124,7 +129,7 @@ impl<P: Provider> Reconciler<P> {
             policy: d.policy.clone(),
             policy_version: Some(tick.version.to_string()),
             code: Some(d.code.as_str().to_string()),
-            reason: format!("group {}: {}", d.group, d.reason),
+            reason: format!("group {}: {}{}", d.group, d.reason, through(group)),
             dry_run: false,
             request_id: None,
             error: None,
@@ -134,10 +139,19 @@ impl<P: Provider> Reconciler<P> {
             .leader
             .fence_group(&intent, &d.region, &d.group, to)
             .await?;
-        let answer = self
-            .provider
-            .set_group_capacity(&d.region, &d.group, to)
-            .await;
+        let node_group = group.node_group();
+        let answer = match &node_group {
+            Some(ng) => {
+                let call = self
+                    .provider
+                    .set_node_group_capacity(&d.region, &d.group, ng, to);
+                call.await
+            }
+            None => {
+                let call = self.provider.set_group_capacity(&d.region, &d.group, to);
+                call.await
+            }
+        };
         if let Err(err) = &answer {
             if err.kind.may_have_landed() {
                 // The answer was lost (a timeout, a 5xx, a connection dropped after sending):
@@ -146,6 +160,17 @@ impl<P: Provider> Reconciler<P> {
                 tracing::warn!(group = %d.group, region = %d.region, action, error = %err, "group change unanswered, resolved from its capacity later");
                 return Ok(());
             }
+        }
+        if let (Some(ng), Ok(update)) = (&node_group, &answer) {
+            let pending = PendingChange {
+                seq: written.seq,
+                at: tick.now,
+                to,
+                update: update.clone(),
+            };
+            return self
+                .node_group_changed(group, ng, &d.memory, &pending, &intent)
+                .await;
         }
         let (outcome, memory, request_id, error) = match answer {
             Ok(request_id) => {
@@ -179,7 +204,8 @@ impl<P: Provider> Reconciler<P> {
 
     /// The outcome of a change left pending, from `group`'s capacity now: done when the group
     /// is at the capacity asked for, otherwise interrupted before it landed. Left pending while
-    /// its call may still be in flight.
+    /// its call may still be in flight. A node group's change ends as its EKS update does
+    /// ([`Reconciler::node_group_end`]).
     async fn resolve_group(
         &self,
         group: &ScalingGroup,
@@ -187,26 +213,22 @@ impl<P: Provider> Reconciler<P> {
         pending: &PendingChange,
         tick: &mut TickContext<'_>,
     ) -> Result<(), StoreError> {
-        if tick.now < pending.at + self.options.in_flight_for {
+        let end = match group.node_group() {
+            Some(ng) => self.node_group_end(group, &ng, pending, tick.now).await,
+            None if tick.now < pending.at + self.options.in_flight_for => None,
+            None => Some(landed(group, pending)),
+        };
+        let Some(end) = end else {
             return Ok(());
-        }
+        };
         let scale_down = pending.to.desired < memory.up.desired || pending.to.min < memory.up.min;
         let action = if scale_down { SCALE_DOWN } else { RESTORE };
-        let landed = group.capacity == pending.to;
-        let (outcome, memory, detail) = if landed {
-            let down_since = scale_down.then_some(pending.at);
-            let memory = GroupMemory {
-                down_since,
+        let memory = match end.outcome {
+            Outcome::Succeeded => GroupMemory {
+                down_since: scale_down.then_some(pending.at),
                 ..memory.clone()
-            };
-            let detail = format!("the group is at {}", group.capacity);
-            (Outcome::Succeeded, memory, detail)
-        } else {
-            let detail = format!(
-                "{INTERRUPTED}; the group is at {}, not {}",
-                group.capacity, pending.to
-            );
-            (Outcome::Failed, memory.clone(), detail)
+            },
+            _ => memory.clone(),
         };
         let entry = NewAuditEntry {
             at: tick.now,
@@ -214,14 +236,14 @@ impl<P: Provider> Reconciler<P> {
             instance: None,
             region: Some(group.region.clone()),
             action: action.to_string(),
-            outcome,
+            outcome: end.outcome,
             policy: None,
             policy_version: Some(tick.version.to_string()),
             code: None,
-            reason: format!("group {}: resolved from its capacity: {detail}", group.name),
+            reason: format!("group {}: {}", group.name, end.why),
             dry_run: false,
-            request_id: None,
-            error: (outcome == Outcome::Failed).then_some(detail),
+            request_id: end.request_id,
+            error: end.error,
             intent_seq: Some(pending.seq),
         };
         self.store
@@ -229,6 +251,47 @@ impl<P: Provider> Reconciler<P> {
             .await?;
         Ok(())
     }
+}
+
+/// How a pending change of a group ended.
+pub(super) struct End {
+    /// Succeeded or failed.
+    pub(super) outcome: Outcome,
+    /// Why, for the audit row's reason.
+    pub(super) why: String,
+    /// The error of a failed outcome: beginning with [`INTERRUPTED`] when the call did not
+    /// land, EKS's errors when EKS says the update failed.
+    pub(super) error: Option<String>,
+    /// The request id for the audit row: EKS's update id for a node group's change.
+    pub(super) request_id: Option<String>,
+}
+
+/// The end of a plain group's pending change, from its capacity now.
+fn landed(group: &ScalingGroup, pending: &PendingChange) -> End {
+    let (outcome, why) = if group.capacity == pending.to {
+        let why = format!("the group is at {}", group.capacity);
+        (Outcome::Succeeded, why)
+    } else {
+        let why = format!(
+            "{INTERRUPTED}; the group is at {}, not {}",
+            group.capacity, pending.to
+        );
+        (Outcome::Failed, why)
+    };
+    End {
+        outcome,
+        why: format!("resolved from its capacity: {why}"),
+        error: (outcome == Outcome::Failed).then_some(why),
+        request_id: None,
+    }
+}
+
+/// What the intent's reason adds for a group changed through EKS.
+fn through(group: &ScalingGroup) -> String {
+    group
+        .node_group()
+        .map(|ng| format!(" (through EKS node group {ng}: UpdateNodegroupConfig)"))
+        .unwrap_or_default()
 }
 
 /// `Ok` when the decision made again right before the call still asks for what `d` does.

@@ -9,6 +9,7 @@
 mod act;
 mod groups;
 mod migrations;
+mod node_groups;
 mod read;
 mod report;
 mod resolve;

@@ -19,6 +19,8 @@ pub struct PendingChange {
     pub at: DateTime<Utc>,
     /// The capacity the call asked for.
     pub to: Capacity,
+    /// EKS's update id, for a node group's change whose call answered with one.
+    pub update: Option<String>,
 }
 
 /// What the store keeps of one group.
@@ -35,7 +37,7 @@ impl Store {
     pub async fn groups_of(&self, region: &str) -> Result<HashMap<String, StoredGroup>> {
         let rows = sqlx::query(
             "SELECT name, up_min, up_desired, up_max, types, down_since, intent_seq, intent_at,
-                    intent_min, intent_desired, intent_max
+                    intent_min, intent_desired, intent_max, intent_update
              FROM scaling_groups WHERE region = $1",
         )
         .bind(region)
@@ -56,6 +58,7 @@ impl Store {
                         seq,
                         at,
                         to: Capacity { min, desired, max },
+                        update: row.try_get("intent_update")?,
                     })
                 }
                 _ => None,
@@ -88,6 +91,28 @@ impl Store {
         remember_in(&mut conn, region, name, memory).await
     }
 
+    /// Keeps EKS's update id `update` on the pending change of intent `seq` of group `name`,
+    /// whose outcome waits for the update to end.
+    pub async fn group_update_started(
+        &self,
+        region: &str,
+        name: &str,
+        seq: i64,
+        update: &str,
+    ) -> Result<()> {
+        sqlx::query(
+            "UPDATE scaling_groups SET intent_update = $4
+             WHERE region = $1 AND name = $2 AND intent_seq = $3",
+        )
+        .bind(region)
+        .bind(name)
+        .bind(seq)
+        .bind(update)
+        .execute(self.pool())
+        .await?;
+        Ok(())
+    }
+
     /// Appends the outcome of a group's change and, in the same transaction, clears its
     /// pending change and keeps `memory` (the group down or up once the change is done).
     pub async fn group_outcome(
@@ -102,7 +127,7 @@ impl Store {
         remember_in(&mut tx, region, name, memory).await?;
         sqlx::query(
             "UPDATE scaling_groups SET intent_seq = NULL, intent_at = NULL, intent_min = NULL,
-                    intent_desired = NULL, intent_max = NULL
+                    intent_desired = NULL, intent_max = NULL, intent_update = NULL
              WHERE region = $1 AND name = $2",
         )
         .bind(region)
@@ -150,7 +175,7 @@ pub(super) async fn mark_pending_in(
 ) -> Result<()> {
     sqlx::query(
         "UPDATE scaling_groups SET intent_seq = $3, intent_at = $4, intent_min = $5,
-                intent_desired = $6, intent_max = $7
+                intent_desired = $6, intent_max = $7, intent_update = NULL
          WHERE region = $1 AND name = $2",
     )
     .bind(region)

@@ -12,9 +12,9 @@
 use chrono::{DateTime, Utc};
 use ebb::cloud::{
     ActionReport, Artifact, CloudError, Failed, GpuReadings, Image, ImageMade, InstanceStatus,
-    Inventory, Launch, LaunchSpec, Provider, ScopeFailure, StopKind, TypePrice,
+    Inventory, Launch, LaunchSpec, NodeGroupUpdate, Provider, ScopeFailure, StopKind, TypePrice,
 };
-use ebb::fleet::{Capacity, Instance, ScalingGroup};
+use ebb::fleet::{Capacity, Instance, NodeGroup, ScalingGroup};
 use std::collections::BTreeMap;
 use std::future::Future;
 use std::pin::Pin;
@@ -48,11 +48,14 @@ pub enum Method {
     MigrationArtifacts,
     ScalingGroups,
     SetGroupCapacity,
+    SetNodeGroupCapacity,
+    NodeGroupUpdate,
+    NodeGroupCapacity,
 }
 
 impl Method {
     /// Every method.
-    pub const ALL: [Method; 22] = [
+    pub const ALL: [Method; 25] = [
         Method::Instances,
         Method::Reread,
         Method::GpuUtilisation,
@@ -75,6 +78,9 @@ impl Method {
         Method::MigrationArtifacts,
         Method::ScalingGroups,
         Method::SetGroupCapacity,
+        Method::SetNodeGroupCapacity,
+        Method::NodeGroupUpdate,
+        Method::NodeGroupCapacity,
     ];
 
     /// Its name in the trait (`gpu_utilisation`).
@@ -102,6 +108,9 @@ impl Method {
             Method::MigrationArtifacts => "migration_artifacts",
             Method::ScalingGroups => "scaling_groups",
             Method::SetGroupCapacity => "set_group_capacity",
+            Method::SetNodeGroupCapacity => "set_node_group_capacity",
+            Method::NodeGroupUpdate => "node_group_update",
+            Method::NodeGroupCapacity => "node_group_capacity",
         }
     }
 
@@ -130,6 +139,9 @@ impl Method {
             Method::DeleteSnapshot => "DeleteSnapshot",
             Method::ScalingGroups => "DescribeAutoScalingGroups",
             Method::SetGroupCapacity => "UpdateAutoScalingGroup",
+            Method::SetNodeGroupCapacity => "UpdateNodegroupConfig",
+            Method::NodeGroupUpdate => "DescribeUpdate",
+            Method::NodeGroupCapacity => "DescribeNodegroup",
         }
     }
 
@@ -148,6 +160,7 @@ impl Method {
                 | Method::DeregisterImage
                 | Method::DeleteSnapshot
                 | Method::SetGroupCapacity
+                | Method::SetNodeGroupCapacity
         )
     }
 }
@@ -264,6 +277,23 @@ pub enum Call {
         name: String,
         capacity: Capacity,
     },
+    SetNodeGroupCapacity {
+        region: String,
+        group: String,
+        node_group: NodeGroup,
+        capacity: Capacity,
+    },
+    NodeGroupUpdate {
+        region: String,
+        group: String,
+        node_group: NodeGroup,
+        update: String,
+    },
+    NodeGroupCapacity {
+        region: String,
+        group: String,
+        node_group: NodeGroup,
+    },
 }
 
 impl Call {
@@ -292,6 +322,9 @@ impl Call {
             Call::MigrationArtifacts { .. } => Method::MigrationArtifacts,
             Call::ScalingGroups { .. } => Method::ScalingGroups,
             Call::SetGroupCapacity { .. } => Method::SetGroupCapacity,
+            Call::SetNodeGroupCapacity { .. } => Method::SetNodeGroupCapacity,
+            Call::NodeGroupUpdate { .. } => Method::NodeGroupUpdate,
+            Call::NodeGroupCapacity { .. } => Method::NodeGroupCapacity,
         }
     }
 
@@ -319,7 +352,10 @@ impl Call {
             | Call::DeleteSnapshot { region, .. }
             | Call::MigrationArtifacts { region }
             | Call::ScalingGroups { region }
-            | Call::SetGroupCapacity { region, .. } => Some(region),
+            | Call::SetGroupCapacity { region, .. }
+            | Call::SetNodeGroupCapacity { region, .. }
+            | Call::NodeGroupUpdate { region, .. }
+            | Call::NodeGroupCapacity { region, .. } => Some(region),
         }
     }
 
@@ -331,7 +367,10 @@ impl Call {
             | Call::Prices { .. }
             | Call::MigrationArtifacts { .. }
             | Call::ScalingGroups { .. } => Vec::new(),
-            Call::SetGroupCapacity { name, .. } => vec![name.clone()],
+            Call::SetGroupCapacity { name, .. }
+            | Call::SetNodeGroupCapacity { group: name, .. }
+            | Call::NodeGroupUpdate { group: name, .. }
+            | Call::NodeGroupCapacity { group: name, .. } => vec![name.clone()],
             Call::Reread { ids, .. }
             | Call::GpuUtilisation { ids, .. }
             | Call::Stop { ids, .. }
@@ -394,7 +433,11 @@ impl Call {
             Method::DeregisterImage | Method::DeleteSnapshot => Answer::Done(Err(error)),
             Method::MigrationArtifacts => Answer::Artifacts(Err(error)),
             Method::ScalingGroups => Answer::Groups(Err(error)),
-            Method::SetGroupCapacity => Answer::Requested(Err(error)),
+            Method::SetGroupCapacity | Method::SetNodeGroupCapacity => {
+                Answer::Requested(Err(error))
+            }
+            Method::NodeGroupUpdate => Answer::Update(Err(error)),
+            Method::NodeGroupCapacity => Answer::Capacity(Err(error)),
         }
     }
 }
@@ -418,6 +461,8 @@ pub enum Answer {
     Artifacts(Result<Vec<Artifact>, CloudError>),
     Groups(Result<Vec<ScalingGroup>, CloudError>),
     Requested(Result<Option<String>, CloudError>),
+    Update(Result<NodeGroupUpdate, CloudError>),
+    Capacity(Result<Capacity, CloudError>),
 }
 
 /// A return type of [`Provider`], to and from its [`Answer`].
@@ -461,6 +506,8 @@ answers! {
     Artifacts: Result<Vec<Artifact>, CloudError>,
     Groups: Result<Vec<ScalingGroup>, CloudError>,
     Requested: Result<Option<String>, CloudError>,
+    Update: Result<NodeGroupUpdate, CloudError>,
+    Capacity: Result<Capacity, CloudError>,
 }
 
 /// One call as the log keeps it.
@@ -896,5 +943,58 @@ impl<P: Provider> Provider for Intercept<P> {
         };
         self.run(call, self.inner.set_group_capacity(region, name, capacity))
             .await
+    }
+
+    async fn set_node_group_capacity(
+        &self,
+        region: &str,
+        group: &str,
+        node_group: &NodeGroup,
+        capacity: Capacity,
+    ) -> Result<Option<String>, CloudError> {
+        let call = Call::SetNodeGroupCapacity {
+            region: region.into(),
+            group: group.into(),
+            node_group: node_group.clone(),
+            capacity,
+        };
+        let forward = self
+            .inner
+            .set_node_group_capacity(region, group, node_group, capacity);
+        self.run(call, forward).await
+    }
+
+    async fn node_group_update(
+        &self,
+        region: &str,
+        group: &str,
+        node_group: &NodeGroup,
+        update: &str,
+    ) -> Result<NodeGroupUpdate, CloudError> {
+        let call = Call::NodeGroupUpdate {
+            region: region.into(),
+            group: group.into(),
+            node_group: node_group.clone(),
+            update: update.into(),
+        };
+        let forward = self
+            .inner
+            .node_group_update(region, group, node_group, update);
+        self.run(call, forward).await
+    }
+
+    async fn node_group_capacity(
+        &self,
+        region: &str,
+        group: &str,
+        node_group: &NodeGroup,
+    ) -> Result<Capacity, CloudError> {
+        let call = Call::NodeGroupCapacity {
+            region: region.into(),
+            group: group.into(),
+            node_group: node_group.clone(),
+        };
+        let forward = self.inner.node_group_capacity(region, group, node_group);
+        self.run(call, forward).await
     }
 }

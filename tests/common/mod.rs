@@ -159,6 +159,25 @@ pub fn unused_autoscaling() -> aws_sdk_autoscaling::Client {
     )
 }
 
+/// An EKS client for a provider over mocked EC2 and CloudWatch, reaching no network as
+/// [`unused_autoscaling`] does.
+pub fn unused_eks() -> aws_sdk_eks::Client {
+    aws_sdk_eks::Client::from_conf(
+        aws_sdk_eks::Config::builder()
+            .behavior_version(aws_sdk_eks::config::BehaviorVersion::latest())
+            .region(aws_sdk_eks::config::Region::new("us-east-1"))
+            .credentials_provider(aws_sdk_eks::config::Credentials::new(
+                "AKIDEXAMPLE",
+                "secret",
+                None,
+                None,
+                "test",
+            ))
+            .http_client(aws_smithy_mocks::create_mock_http_client())
+            .build(),
+    )
+}
+
 /// Tags as a map, for building instances by hand.
 pub fn tags(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
     pairs

@@ -37,6 +37,7 @@ const SERVICES: &[(&str, &str)] = &[
     ("aws-sdk-ec2", "ec2"),
     ("aws-sdk-cloudwatch", "cloudwatch"),
     ("aws-sdk-autoscaling", "autoscaling"),
+    ("aws-sdk-eks", "eks"),
     ("aws-sdk-sqs", "sqs"),
     ("aws-sdk-s3", "s3"),
 ];
@@ -515,6 +516,34 @@ fn group_capacity_changes_are_only_to_groups_tagged_for_ebb() {
             ["true"],
             "{statement}"
         );
+    }
+}
+
+#[test]
+fn node_group_changes_are_only_to_node_groups_tagged_for_ebb() {
+    let key = format!("aws:ResourceTag/{}", managed_key());
+    let runtime = policy(RUNTIME);
+    let grants = granting(&runtime, "eks:UpdateNodegroupConfig");
+    assert!(!grants.is_empty(), "UpdateNodegroupConfig is granted");
+    for statement in grants {
+        assert_eq!(
+            resources(statement),
+            ["arn:aws:eks:*:${ACCOUNT_ID}:nodegroup/*/*/*"],
+            "{statement}"
+        );
+        assert_eq!(
+            condition(statement, "StringEquals", &key),
+            ["true"],
+            "{statement}"
+        );
+    }
+    // The reads that follow a change name EKS's resources, never "*".
+    for action in ["eks:DescribeNodegroup", "eks:DescribeUpdate"] {
+        for statement in granting(&runtime, action) {
+            for resource in resources(statement) {
+                assert!(resource.starts_with("arn:aws:eks:"), "{statement}");
+            }
+        }
     }
 }
 

@@ -521,6 +521,7 @@ async fn an_unreachable_endpoint_is_reported_per_region_not_as_a_panic() {
         ),
         cloudwatch: aws_sdk_cloudwatch::Client::new(&config),
         autoscaling: aws_sdk_autoscaling::Client::new(&config),
+        eks: aws_sdk_eks::Client::new(&config),
     };
     let provider = AwsProvider::from_scopes(f.settings(), vec![scope]);
     let inventory = provider.instances().await;

@@ -282,6 +282,7 @@ pub(crate) async fn provider(f: &Fixture, endpoint: &str, timeouts: aws::Timeout
         ec2: aws_sdk_ec2::Client::new(&config),
         cloudwatch: aws_sdk_cloudwatch::Client::new(&config),
         autoscaling: aws_sdk_autoscaling::Client::new(&config),
+        eks: aws_sdk_eks::Client::new(&config),
     };
     let settings = Settings {
         max_attempts: ATTEMPTS,

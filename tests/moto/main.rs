@@ -11,6 +11,7 @@ mod aws;
 mod crash;
 mod faults;
 mod lost_answers;
+mod node_groups;
 mod partition;
 mod serve;
 mod spot;

@@ -69,6 +69,7 @@ fn provider(mode: RuleMode, ec2: &[&Rule], cloudwatch: &[&Rule]) -> AwsProvider 
             ec2,
             cloudwatch,
             autoscaling: crate::common::unused_autoscaling(),
+            eks: crate::common::unused_eks(),
         }],
     )
 }

@@ -1,13 +1,14 @@
 //! Auto Scaling groups scheduled through the group (`engine::decide_group`): min and desired to
 //! zero after the close, max kept, busy or unread members deferring it, and the capacity found
-//! restored at the opening, also when the group has no member left to match a policy by type.
+//! restored at the opening, also when the group has no member left to match a policy by type;
+//! an EKS managed node group's group through EKS, with a maximum of at least 1.
 //! 2026-11-30 is a Monday.
 
 use crate::common;
 
 use common::*;
-use ebb::engine::{decide_group, Code, GroupAction, GroupMemory};
-use ebb::fleet::{Capacity, Fleet, GroupMember, ScalingGroup};
+use ebb::engine::{decide_group, Code, GroupAction, GroupMemory, NODE_GROUP_LEAST_MAX};
+use ebb::fleet::{Capacity, Fleet, GroupMember, NodeGroup, ScalingGroup};
 
 /// Office hours 09:00-18:00 UTC on weekdays for g5 inference groups, busy GPUs deferring the
 /// scale-down for at most an hour.
@@ -225,15 +226,95 @@ fn a_group_held_down_by_a_policy_that_no_longer_governs_it_is_restored() {
     assert_eq!(d.action, GroupAction::None);
 }
 
+/// `g` as the Auto Scaling group of EKS node group `gpu` of cluster `prod`, opted in (the
+/// cluster's tag left out when `cluster` is false).
+fn node_group(mut g: ScalingGroup, cluster: bool) -> ScalingGroup {
+    let mut tags = vec![
+        ("env", "dev"),
+        ("ebb:managed", "true"),
+        ("eks:nodegroup-name", "gpu"),
+    ];
+    if cluster {
+        tags.push(("eks:cluster-name", "prod"));
+    }
+    g.tags = tags.into_iter().collect();
+    g
+}
+
 #[test]
-fn an_eks_node_groups_group_is_left_to_eks() {
+fn an_eks_node_group_is_scaled_down_through_eks_to_a_max_of_at_least_one() {
     let set = policies(OFFICE);
-    let mut g = group(UP, &["i-1", "i-2"]);
+    let one = Capacity {
+        min: 1,
+        desired: 1,
+        max: 1,
+    };
+    let g = node_group(group(one, &["i-1"]), true);
+    assert_eq!(
+        g.node_group(),
+        Some(NodeGroup {
+            cluster: "prod".to_string(),
+            name: "gpu".to_string()
+        })
+    );
+    let fleet = idle_fleet(&["i-1"], "2026-11-30T18:04:00Z");
+    let d = decide_group(t(EVENING), &set, &fleet, &g, None);
+    assert_eq!(d.action, GroupAction::ScaleDown, "{}", d.reason);
+    let floor = Capacity {
+        min: 0,
+        desired: 0,
+        max: 1,
+    };
+    assert_eq!(d.to, Some(floor), "EKS refuses maxSize 0");
+    assert!(floor.max >= NODE_GROUP_LEAST_MAX);
+
+    // At the opening the remembered capacity comes back, through EKS as well.
+    let mut down = down(EVENING);
+    down.up = one;
+    let g = node_group(group(floor, &[]), true);
+    let d = decide_group(t(MORNING), &set, &Fleet::default(), &g, Some(&down));
+    assert_eq!((d.action, d.to), (GroupAction::Restore, Some(one)));
+}
+
+#[test]
+fn a_remembered_max_of_zero_is_restored_as_one_for_a_node_group_and_as_zero_for_a_plain_group() {
+    let set = policies(OFFICE);
+    let zero = Capacity {
+        min: 0,
+        desired: 0,
+        max: 0,
+    };
+    let mut memory = down(EVENING);
+    memory.up = zero;
+    let plain = group(zero, &[]);
+    let d = decide_group(t(MORNING), &set, &Fleet::default(), &plain, Some(&memory));
+    assert_eq!(d.to, Some(zero));
+    let eks = node_group(group(zero, &[]), true);
+    let d = decide_group(t(MORNING), &set, &Fleet::default(), &eks, Some(&memory));
+    assert_eq!(d.to, Some(Capacity { max: 1, ..zero }));
+}
+
+#[test]
+fn a_node_groups_group_without_its_cluster_is_left_to_eks() {
+    let set = policies(OFFICE);
+    let g = node_group(group(UP, &["i-1", "i-2"]), false);
+    assert_eq!(g.node_group(), None, "no cluster to call EKS on");
+    let fleet = idle_fleet(&["i-1", "i-2"], "2026-11-30T18:04:00Z");
+    let d = decide_group(t(EVENING), &set, &fleet, &g, None);
+    assert_eq!(
+        (d.action, d.code),
+        (GroupAction::None, Code::OwnedByEksNodegroup)
+    );
+}
+
+#[test]
+fn a_group_another_owner_tags_is_left_to_it() {
+    let set = policies(OFFICE);
+    let mut g = node_group(group(UP, &["i-1", "i-2"]), true);
     g.tags = [
         ("env", "dev"),
         ("ebb:managed", "true"),
-        ("eks:cluster-name", "prod"),
-        ("eks:nodegroup-name", "gpu"),
+        ("karpenter.sh/nodepool", "gpu"),
     ]
     .into_iter()
     .collect();
@@ -241,7 +322,7 @@ fn an_eks_node_groups_group_is_left_to_eks() {
     let d = decide_group(t(EVENING), &set, &fleet, &g, None);
     assert_eq!(
         (d.action, d.code),
-        (GroupAction::None, Code::OwnedByEksNodegroup)
+        (GroupAction::None, Code::OwnedByKarpenter)
     );
-    assert!(d.reason.contains("prod/gpu"), "{}", d.reason);
+    assert!(d.reason.contains("gpu"), "{}", d.reason);
 }

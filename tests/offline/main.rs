@@ -13,6 +13,7 @@ mod cli;
 mod decider;
 mod deploy;
 mod docs;
+mod eks_mocks;
 mod engine;
 mod fuzz_policy;
 mod groups;

@@ -198,6 +198,7 @@ fn provider(n: usize, cloudwatch: &Arc<CloudWatch>) -> AwsProvider {
             ec2,
             cloudwatch,
             autoscaling: crate::common::unused_autoscaling(),
+            eks: crate::common::unused_eks(),
         }],
     )
 }

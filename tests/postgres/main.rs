@@ -16,6 +16,7 @@ mod groups;
 mod history;
 mod leadership;
 mod listener;
+mod node_groups;
 mod owners;
 mod pacing;
 mod prometheus_answers;

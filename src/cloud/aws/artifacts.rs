@@ -1,10 +1,12 @@
 //! What carries ebb's migration tags in ebb's own account, for `ebb migrations --orphans`:
-//! instances, images and snapshots, every page of each.
+//! instances, images and snapshots, every page of each; and the deletion of an image and of a
+//! snapshot.
 
 use super::ec2::state_of;
 use super::{cloud_error, tag_map, AwsProvider, Scope};
 use crate::cloud::{Artifact, ArtifactKind, CloudError};
 use crate::names::{IMAGE_OF_TAG, LAUNCH_TAG, MIGRATION_TAG};
+use aws_sdk_ec2::error::ProvideErrorMetadata;
 use aws_sdk_ec2::types::{Filter, Tag};
 use futures_util::FutureExt as _;
 
@@ -35,6 +37,51 @@ fn artifact(kind: ArtifactKind, scope: &Scope, id: &str, tags: &[Tag]) -> Artifa
 }
 
 impl AwsProvider {
+    /// DescribeImages first, then DeregisterImage.
+    pub(super) async fn deregister(&self, region: &str, image: &str) -> Result<(), CloudError> {
+        let scope = self.scope_of(region, "", "DeregisterImage")?;
+        if self.image_by_id(scope, image).await?.is_none() {
+            return Ok(());
+        }
+        self.count("DeregisterImage");
+        scope
+            .ec2
+            .deregister_image()
+            .image_id(image)
+            .send()
+            .boxed()
+            .await
+            .map_err(|e| cloud_error("DeregisterImage", e))?;
+        Ok(())
+    }
+
+    /// DeleteSnapshot; `InvalidSnapshot.NotFound` is success.
+    pub(super) async fn remove_snapshot(
+        &self,
+        region: &str,
+        snapshot: &str,
+    ) -> Result<(), CloudError> {
+        let scope = self.scope_of(region, "", "DeleteSnapshot")?;
+        self.count("DeleteSnapshot");
+        match scope
+            .ec2
+            .delete_snapshot()
+            .snapshot_id(snapshot)
+            .send()
+            .boxed()
+            .await
+        {
+            Ok(_) => Ok(()),
+            Err(e)
+                if e.as_service_error().and_then(ProvideErrorMetadata::code)
+                    == Some("InvalidSnapshot.NotFound") =>
+            {
+                Ok(())
+            }
+            Err(e) => Err(cloud_error("DeleteSnapshot", e)),
+        }
+    }
+
     /// DescribeInstances, every page: the instances not terminated that carry `ebb:launch`.
     pub(super) async fn tagged_launches(&self, scope: &Scope) -> Result<Vec<Artifact>, CloudError> {
         let live = Filter::builder()

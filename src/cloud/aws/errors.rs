@@ -168,6 +168,12 @@ pub(super) fn group_change_once_sent() -> aws_sdk_autoscaling::config::Builder {
     aws_sdk_autoscaling::config::Builder::default().retry_classifier(NotAgainOnceSent)
 }
 
+/// [`once_sent`] for the EKS client: a node group's scaling change is not sent again once it
+/// may have been carried out.
+pub(super) fn node_group_change_once_sent() -> aws_sdk_eks::config::Builder {
+    aws_sdk_eks::config::Builder::default().retry_classifier(NotAgainOnceSent)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

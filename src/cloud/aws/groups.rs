@@ -1,7 +1,7 @@
 //! Auto Scaling groups: the listing of those ebb manages, and the change of a group's capacity.
 
 use super::errors::group_change_once_sent;
-use super::{cloud_error, AwsProvider};
+use super::{cloud_error, AwsProvider, Scope};
 use crate::cloud::CloudError;
 use crate::fleet::{Capacity, GroupMember, ScalingGroup, Tags};
 use aws_sdk_autoscaling::operation::RequestId;
@@ -94,6 +94,32 @@ impl AwsProvider {
         })
     }
 
+    /// The clients of the account that listed group `name` of `region` (ebb's own for a group
+    /// never listed), for `operation`.
+    pub(super) fn scope_of_group(
+        &self,
+        region: &str,
+        name: &str,
+        operation: &'static str,
+    ) -> Result<&Scope, CloudError> {
+        let listed_by = self
+            .groups
+            .read()
+            .expect("group map poisoned")
+            .get(&(region.to_string(), name.to_string()))
+            .copied();
+        match listed_by {
+            Some(index) => Ok(&self.scopes[index]),
+            None => match self.scopes_in(region).next().map(|(index, _)| index) {
+                Some(index) => Ok(&self.scopes[index]),
+                None => {
+                    let message = format!("region {region} is not watched; add it to EBB_REGIONS");
+                    Err(CloudError::other(operation, message))
+                }
+            },
+        }
+    }
+
     /// UpdateAutoScalingGroup of `name`'s min, desired and max, through the account that
     /// listed it (ebb's own for a group never listed).
     pub(super) async fn update_group(
@@ -103,22 +129,7 @@ impl AwsProvider {
         capacity: Capacity,
     ) -> Result<Option<String>, CloudError> {
         const OPERATION: &str = "UpdateAutoScalingGroup";
-        let listed_by = self
-            .groups
-            .read()
-            .expect("group map poisoned")
-            .get(&(region.to_string(), name.to_string()))
-            .copied();
-        let scope = match listed_by {
-            Some(index) => &self.scopes[index],
-            None => match self.scopes_in(region).next() {
-                Some((_, scope)) => scope,
-                None => {
-                    let message = format!("region {region} is not watched; add it to EBB_REGIONS");
-                    return Err(CloudError::other(OPERATION, message));
-                }
-            },
-        };
+        let scope = self.scope_of_group(region, name, OPERATION)?;
         self.count(OPERATION);
         let out = scope
             .autoscaling

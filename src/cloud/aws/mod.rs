@@ -1,5 +1,5 @@
 //! The AWS provider: EC2 for instances, prices and actions, CloudWatch for GPU utilisation,
-//! Auto Scaling for the groups ebb manages.
+//! Auto Scaling for the groups ebb manages, EKS for those that are managed node groups'.
 //!
 //! It watches every region in [`Settings::regions`], in ebb's own account and in each account
 //! reached by assuming a role in [`Settings::role_arns`]. Credentials come from the standard AWS
@@ -20,6 +20,7 @@ mod ec2;
 mod errors;
 mod groups;
 mod metrics;
+mod node_groups;
 mod provider;
 mod spot;
 pub mod warnings;
@@ -149,6 +150,8 @@ pub struct Scope {
     pub cloudwatch: aws_sdk_cloudwatch::Client,
     /// Auto Scaling.
     pub autoscaling: aws_sdk_autoscaling::Client,
+    /// EKS, for the managed node groups.
+    pub eks: aws_sdk_eks::Client,
 }
 
 /// What the provider remembers of an instance from the last listing.
@@ -257,6 +260,7 @@ impl AwsProvider {
                     ec2: aws_sdk_ec2::Client::new(&region_config),
                     cloudwatch: aws_sdk_cloudwatch::Client::new(&region_config),
                     autoscaling: aws_sdk_autoscaling::Client::new(&region_config),
+                    eks: aws_sdk_eks::Client::new(&region_config),
                 });
             }
         }

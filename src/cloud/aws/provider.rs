@@ -12,10 +12,10 @@ use super::{cloud_error, once_sent, tag_map, AwsProvider, Known};
 use crate::cloud::pacing::Key;
 use crate::cloud::{
     ActionReport, Artifact, CloudError, ErrorKind, Failed, GpuReadings, Image, ImageMade,
-    ImageState, InstanceStatus, Inventory, Launch, LaunchSpec, Provider, ScopeFailure, StopKind,
-    TypePrice,
+    ImageState, InstanceStatus, Inventory, Launch, LaunchSpec, NodeGroupUpdate, Provider,
+    ScopeFailure, StopKind, TypePrice,
 };
-use crate::fleet::{Capacity, Instance, ScalingGroup};
+use crate::fleet::{Capacity, Instance, NodeGroup, ScalingGroup};
 use aws_sdk_ec2::error::ProvideErrorMetadata;
 use aws_sdk_ec2::operation::RequestId;
 use aws_sdk_ec2::types::{AttributeValue, Filter, ImageState as Ec2ImageState, Tag};
@@ -555,45 +555,14 @@ impl Provider for AwsProvider {
         .await
     }
 
-    /// DescribeImages first, then DeregisterImage.
+    /// DescribeImages first, then DeregisterImage (`artifacts.rs`).
     async fn deregister_image(&self, region: &str, image: &str) -> Result<(), CloudError> {
-        let scope = self.scope_of(region, "", "DeregisterImage")?;
-        if self.image_by_id(scope, image).await?.is_none() {
-            return Ok(());
-        }
-        self.count("DeregisterImage");
-        scope
-            .ec2
-            .deregister_image()
-            .image_id(image)
-            .send()
-            .boxed()
-            .await
-            .map_err(|e| cloud_error("DeregisterImage", e))?;
-        Ok(())
+        self.deregister(region, image).await
     }
 
-    /// DeleteSnapshot; `InvalidSnapshot.NotFound` is success.
+    /// DeleteSnapshot; `InvalidSnapshot.NotFound` is success (`artifacts.rs`).
     async fn delete_snapshot(&self, region: &str, snapshot: &str) -> Result<(), CloudError> {
-        let scope = self.scope_of(region, "", "DeleteSnapshot")?;
-        self.count("DeleteSnapshot");
-        match scope
-            .ec2
-            .delete_snapshot()
-            .snapshot_id(snapshot)
-            .send()
-            .boxed()
-            .await
-        {
-            Ok(_) => Ok(()),
-            Err(e)
-                if e.as_service_error().and_then(ProvideErrorMetadata::code)
-                    == Some("InvalidSnapshot.NotFound") =>
-            {
-                Ok(())
-            }
-            Err(e) => Err(cloud_error("DeleteSnapshot", e)),
-        }
+        self.remove_snapshot(region, snapshot).await
     }
 
     /// DescribeInstances (tag `ebb:launch`, not terminated), DescribeImages (own, tag
@@ -620,5 +589,39 @@ impl Provider for AwsProvider {
         capacity: Capacity,
     ) -> Result<Option<String>, CloudError> {
         self.update_group(region, name, capacity).await
+    }
+
+    /// UpdateNodegroupConfig (`node_groups.rs`).
+    async fn set_node_group_capacity(
+        &self,
+        region: &str,
+        group: &str,
+        node_group: &NodeGroup,
+        capacity: Capacity,
+    ) -> Result<Option<String>, CloudError> {
+        self.update_node_group(region, group, node_group, capacity)
+            .await
+    }
+
+    /// DescribeUpdate (`node_groups.rs`).
+    async fn node_group_update(
+        &self,
+        region: &str,
+        group: &str,
+        node_group: &NodeGroup,
+        update: &str,
+    ) -> Result<NodeGroupUpdate, CloudError> {
+        self.describe_node_group_update(region, group, node_group, update)
+            .await
+    }
+
+    /// DescribeNodegroup (`node_groups.rs`).
+    async fn node_group_capacity(
+        &self,
+        region: &str,
+        group: &str,
+        node_group: &NodeGroup,
+    ) -> Result<Capacity, CloudError> {
+        self.node_group_scaling(region, group, node_group).await
     }
 }

@@ -1,9 +1,10 @@
 //! The simulated fleet's Auto Scaling groups: plain records of capacity. A change of capacity
-//! is recorded as asked; no member is launched or ended.
+//! is recorded as asked; no member is launched or ended. A group tagged as an EKS node group's
+//! is changed through "EKS" too: the change is done at once, and its update is `Successful`.
 
 use super::SimProvider;
-use crate::cloud::CloudError;
-use crate::fleet::{Capacity, ScalingGroup};
+use crate::cloud::{CloudError, NodeGroupUpdate, UpdateStatus};
+use crate::fleet::{Capacity, NodeGroup, ScalingGroup};
 
 impl SimProvider {
     /// The fleet, with these Auto Scaling groups.
@@ -43,4 +44,66 @@ impl SimProvider {
         group.capacity = capacity;
         Ok(None)
     }
+
+    /// Sets the capacity of the group that is `node_group`'s, as EKS does through it; returns
+    /// the update's id, remembered as done. A node group the fleet does not have is not found.
+    pub(super) fn sim_set_node_group(
+        &self,
+        region: &str,
+        node_group: &NodeGroup,
+        capacity: Capacity,
+    ) -> Result<Option<String>, CloudError> {
+        let mut groups = self.groups.lock().expect("simulated groups poisoned");
+        let group = groups
+            .iter_mut()
+            .find(|g| g.region == region && g.node_group().as_ref() == Some(node_group))
+            .ok_or_else(|| node_group_not_found("UpdateNodegroupConfig", node_group))?;
+        group.capacity = capacity;
+        let mut updates = self.updates.lock().expect("simulated updates poisoned");
+        let id = format!("sim-update-{}", updates.len() + 1);
+        updates.push(id.clone());
+        Ok(Some(id))
+    }
+
+    /// An update this fleet made is `Successful`; any other is not found, as EKS says.
+    pub(super) fn sim_node_group_update(
+        &self,
+        update: &str,
+    ) -> Result<NodeGroupUpdate, CloudError> {
+        let updates = self.updates.lock().expect("simulated updates poisoned");
+        if updates.iter().any(|u| u == update) {
+            return Ok(NodeGroupUpdate {
+                status: UpdateStatus::Successful,
+                errors: Vec::new(),
+            });
+        }
+        Err(CloudError::not_found(
+            "DescribeUpdate",
+            "ResourceNotFoundException",
+            format!("No update found for ID: {update}."),
+        ))
+    }
+
+    /// The capacity of the group that is `node_group`'s.
+    pub(super) fn sim_node_group_capacity(
+        &self,
+        region: &str,
+        node_group: &NodeGroup,
+    ) -> Result<Capacity, CloudError> {
+        let groups = self.groups.lock().expect("simulated groups poisoned");
+        groups
+            .iter()
+            .find(|g| g.region == region && g.node_group().as_ref() == Some(node_group))
+            .map(|g| g.capacity)
+            .ok_or_else(|| node_group_not_found("DescribeNodegroup", node_group))
+    }
+}
+
+/// EKS's answer for a node group it does not have.
+fn node_group_not_found(operation: &'static str, node_group: &NodeGroup) -> CloudError {
+    CloudError::not_found(
+        operation,
+        "ResourceNotFoundException",
+        format!("No node group found for name: {}.", node_group.name),
+    )
 }
