@@ -9,7 +9,7 @@ use chrono::Duration;
 use common::intercept::{Answer, Call, Intercept, Method};
 use common::world::SimWorld;
 use ebb::cloud::{CloudError, Provider};
-use ebb::fleet::{Capacity, ScalingGroup};
+use ebb::fleet::{Capacity, GroupMember, ScalingGroup};
 use ebb::reconcile::Options;
 use ebb::store::{AuditFilter, Store};
 use sqlx::PgPool;
@@ -129,4 +129,75 @@ async fn a_lost_answer_is_resolved_from_the_groups_capacity_and_not_called_again
             ("restore_group".to_string(), "succeeded".to_string()),
         ]
     );
+}
+
+/// Two members of a type the price table has, at $1.50 an hour.
+const GROUP_PRICES: &str = "source: test\nas_of: today\nprices:\n  us-east-1:\n    g5.xlarge: 1.5\n";
+
+#[sqlx::test(migrations = false)]
+async fn ebb_report_counts_a_groups_scaled_down_members_hours_and_dollars(pool: PgPool) {
+    let group = ScalingGroup {
+        members: ["i-member-1", "i-member-2"]
+            .into_iter()
+            .map(|id| GroupMember {
+                id: id.to_string(),
+                instance_type: "g5.xlarge".to_string(),
+            })
+            .collect(),
+        ..inference()
+    };
+    let mut world = SimWorld::plan(FLEET)
+        .policy("office.yaml", POLICY)
+        .start_with(Store::from_pool(pool.clone()), |sim| {
+            Intercept::new(sim.with_groups(vec![group]))
+        })
+        .await;
+    // Down Monday 19:00, back Tuesday 09:00: 14 h × 2 members = 28 instance-hours, × $1.50 =
+    // $42: 5 h × 2 × $1.50 = $15 on Monday, 9 h × 2 × $1.50 = $27 on Tuesday.
+    world.tick("2026-11-30T19:00:00Z").await;
+    world.tick("2026-12-01T09:00:00Z").await;
+    assert_eq!(capacity(&world).await, UP);
+
+    let dir = tempfile::tempdir().unwrap();
+    let prices = dir.path().join("prices.yaml");
+    std::fs::write(&prices, GROUP_PRICES).unwrap();
+    let report = |format: &str| {
+        let out = common::Ebb::on(&common::database_url(&pool))
+            .env("EBB_PRICES", &prices)
+            .env_remove("EBB_CLOUD")
+            .run(&[
+                "report",
+                "--since",
+                "2026-11-30T00:00:00Z",
+                "--until",
+                "2026-12-02T00:00:00Z",
+                "--at",
+                "2026-12-10T00:00:00Z",
+                "--format",
+                format,
+            ]);
+        assert!(out.status.success(), "{out:?}");
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let json: serde_json::Value = serde_json::from_str(&report("json")).unwrap();
+    let total = &json["total"];
+    assert_eq!(total["group_scale_downs"], 1, "{json:#}");
+    assert_eq!(total["group_hours"], 28.0);
+    assert_eq!(total["group_saved_usd"], 42.0);
+    assert_eq!(total["saved_usd"], 42.0);
+    assert_eq!(json["groups"][0]["group"], "inference");
+    assert_eq!(json["groups"][0]["region"], "us-east-1");
+    assert_eq!(json["groups"][0]["group_hours"], 28.0);
+    assert_eq!(json["policies"][0]["policy"], "office");
+    assert_eq!(json["days"][0]["group_saved_usd"], 15.0);
+    assert_eq!(json["days"][1]["group_saved_usd"], 27.0);
+
+    let table = report("table");
+    assert!(
+        table.contains(
+            "Auto Scaling groups: $42.00 by scaling 1 group down (1 scale-down), 28.00 instance-hours"
+        ),
+        "{table}"
+    );
+    assert!(table.contains("\nasg     us-east-1/inference  42.00"), "{table}");
 }
