@@ -178,8 +178,14 @@ impl<P: Provider> Reconciler<P> {
     }
 
     /// The outcome of a change left pending, from `group`'s capacity now: done when the group
-    /// is at the capacity asked for, otherwise interrupted before it landed. Left pending while
-    /// its call may still be in flight.
+    /// is at the capacity asked for; interrupted before it landed when a scale-down's group is
+    /// still at its up capacity, or a restore's below the capacity asked for (the restore is
+    /// made again). At any other capacity someone else changed the group meanwhile, and
+    /// whether ebb's change landed is unknown: it is not counted as ebb's (failed), and the
+    /// group is taken as being where the change aimed, so that ebb scales nothing down on an
+    /// unknown state: a scale-down's group is held down at the person's capacity until the
+    /// opening restores the one ebb found; a restore's is up, at the person's capacity. Left
+    /// pending while its call may still be in flight.
     async fn resolve_group(
         &self,
         group: &ScalingGroup,
@@ -192,7 +198,12 @@ impl<P: Provider> Reconciler<P> {
         }
         let scale_down = pending.to.desired < memory.up.desired || pending.to.min < memory.up.min;
         let action = if scale_down { SCALE_DOWN } else { RESTORE };
-        let landed = group.capacity == pending.to;
+        let now_at = group.capacity;
+        let landed = now_at == pending.to;
+        let interrupted = match scale_down {
+            true => now_at == memory.up,
+            false => now_at.min < pending.to.min || now_at.desired < pending.to.desired,
+        };
         let (outcome, memory, detail) = if landed {
             let down_since = scale_down.then_some(pending.at);
             let memory = GroupMemory {
@@ -201,12 +212,33 @@ impl<P: Provider> Reconciler<P> {
             };
             let detail = format!("the group is at {}", group.capacity);
             (Outcome::Succeeded, memory, detail)
-        } else {
+        } else if interrupted {
             let detail = format!(
                 "{INTERRUPTED}; the group is at {}, not {}",
                 group.capacity, pending.to
             );
             (Outcome::Failed, memory.clone(), detail)
+        } else {
+            let (found, taken_as) = match scale_down {
+                true => (
+                    format!("neither {} asked for nor {} it had", pending.to, memory.up),
+                    format!("held down, {} restored at the opening", memory.up),
+                ),
+                false => (
+                    format!("above {} asked for", pending.to),
+                    "up, at that capacity".to_string(),
+                ),
+            };
+            let detail = format!(
+                "the group is at {now_at}, {found}: someone else changed it meanwhile, so \
+                 whether ebb's change landed is unknown; not counted as ebb's, and the group is \
+                 taken as {taken_as}"
+            );
+            let memory = GroupMemory {
+                down_since: scale_down.then_some(pending.at),
+                ..memory.clone()
+            };
+            (Outcome::Failed, memory, detail)
         };
         let entry = NewAuditEntry {
             at: tick.now,

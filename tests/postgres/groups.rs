@@ -131,6 +131,89 @@ async fn a_lost_answer_is_resolved_from_the_groups_capacity_and_not_called_again
     );
 }
 
+/// The rows of the groups' changes, with their reasons.
+async fn group_reasons(world: &SimWorld) -> Vec<(String, String, String)> {
+    let rows = world.store.audit(&AuditFilter::default()).await.unwrap();
+    rows.iter()
+        .filter(|r| r.entry.action.ends_with("_group"))
+        .map(|r| {
+            let e = &r.entry;
+            (e.action.clone(), e.outcome.as_str().to_string(), e.reason.clone())
+        })
+        .collect()
+}
+
+#[sqlx::test(migrations = false)]
+async fn a_persons_change_while_a_scale_down_is_unanswered_is_kept_until_the_opening(
+    pool: PgPool,
+) {
+    let mut world = SimWorld::plan(FLEET)
+        .policy("office.yaml", POLICY)
+        .options(Options {
+            in_flight_for: Duration::minutes(7),
+            ..Options::default()
+        })
+        .start_with(Store::from_pool(pool), |sim| {
+            Intercept::new(sim.with_groups(vec![inference()]))
+        })
+        .await;
+    // The scale-down lands and its answer is lost; then a person sets the group to one box
+    // for the night, straight at the cloud.
+    let mut lose = true;
+    world.cloud().after(
+        Method::SetGroupCapacity,
+        move |_call: &Call, answer: &mut Answer| {
+            if std::mem::take(&mut lose) {
+                *answer = Answer::Requested(Err(CloudError::timed_out("UpdateAutoScalingGroup")));
+            }
+        },
+    );
+    world.tick("2026-11-30T19:05:00Z").await;
+    let night = Capacity {
+        min: 1,
+        desired: 1,
+        max: 4,
+    };
+    let person = world.cloud().inner.clone();
+    person
+        .set_group_capacity("us-east-1", "inference", night)
+        .await
+        .unwrap();
+
+    // Resolved once the call cannot be in flight: neither ebb's capacity nor the one it
+    // found, so not ebb's; the group is held down at the person's capacity, never scaled
+    // down again.
+    world.tick("2026-11-30T19:15:00Z").await;
+    world.tick("2026-11-30T19:20:00Z").await;
+    world.tick("2026-11-30T23:00:00Z").await;
+    let rows = group_reasons(&world).await;
+    assert_eq!(rows.len(), 2, "{rows:#?}");
+    assert_eq!((rows[1].0.as_str(), rows[1].1.as_str()), ("scale_down_group", "failed"));
+    assert!(
+        rows[1].2.contains("someone else changed it meanwhile")
+            && rows[1].2.contains("held down"),
+        "{rows:#?}"
+    );
+    assert_eq!(capacity(&world).await, night, "the person's change sticks");
+    assert_eq!(
+        world.cloud().ids_of(Method::SetGroupCapacity),
+        ["inference"],
+        "ebb made no second scale-down"
+    );
+
+    // The opening restores the capacity ebb found before its scale-down.
+    world.tick("2026-12-01T09:00:00Z").await;
+    assert_eq!(capacity(&world).await, UP);
+    let rows = group_reasons(&world).await;
+    assert_eq!(
+        rows[2..]
+            .iter()
+            .map(|(a, o, _)| (a.as_str(), o.as_str()))
+            .collect::<Vec<_>>(),
+        [("restore_group", "intent"), ("restore_group", "succeeded")]
+    );
+}
+
 /// Two members of a type the price table has, at $1.50 an hour.
 const GROUP_PRICES: &str = "source: test\nas_of: today\nprices:\n  us-east-1:\n    g5.xlarge: 1.5\n";
 
