@@ -39,6 +39,7 @@ impl<P: Provider> Reconciler<P> {
                     continue;
                 }
             };
+            tick.report.groups.listed += groups.len();
             let mut stored = self.store.groups_of(region).await?;
             for group in &groups {
                 let kept = stored.remove(&group.name);
@@ -144,6 +145,7 @@ impl<P: Provider> Reconciler<P> {
                 // the change may have landed. Unknown, not failed: resolved from the group's
                 // capacity later.
                 tracing::warn!(group = %d.group, region = %d.region, action, error = %err, "group change unanswered, resolved from its capacity later");
+                tick.report.groups.unknown += 1;
                 return Ok(());
             }
         }
@@ -164,6 +166,10 @@ impl<P: Provider> Reconciler<P> {
             ),
         };
         tracing::info!(group = %d.group, region = %d.region, action, outcome = outcome.as_str(), "group capacity changed");
+        match outcome {
+            Outcome::Succeeded => tick.report.groups.succeeded += 1,
+            _ => tick.report.groups.failed += 1,
+        }
         let entry = NewAuditEntry {
             outcome,
             request_id,
@@ -259,6 +265,7 @@ impl<P: Provider> Reconciler<P> {
         self.store
             .group_outcome(&entry, &group.region, &group.name, &memory)
             .await?;
+        tick.report.groups.resolved += 1;
         Ok(())
     }
 }

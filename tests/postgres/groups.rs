@@ -10,7 +10,7 @@ use common::intercept::{Answer, Call, Intercept, Method};
 use common::world::SimWorld;
 use ebb::cloud::{CloudError, Provider};
 use ebb::fleet::{Capacity, GroupMember, ScalingGroup};
-use ebb::reconcile::Options;
+use ebb::reconcile::{GroupCounts, Options};
 use ebb::store::{AuditFilter, Store};
 use sqlx::PgPool;
 
@@ -89,7 +89,20 @@ async fn a_lost_answer_is_resolved_from_the_groups_capacity_and_not_called_again
         },
     );
 
-    world.tick("2026-11-30T19:05:00Z").await;
+    let report = world.tick("2026-11-30T19:05:00Z").await;
+    let unknown = GroupCounts {
+        listed: 1,
+        unknown: 1,
+        ..GroupCounts::default()
+    };
+    assert_eq!(report.groups, unknown, "the tick counts the group's change as unknown");
+    assert!(
+        report
+            .headline()
+            .ends_with("; 1 Auto Scaling groups, 1 capacity changes (0 succeeded, 0 failed, 1 unknown, resolving), 0 interrupted group changes resolved"),
+        "{}",
+        report.headline()
+    );
     let zero = Capacity {
         min: 0,
         desired: 0,
@@ -107,7 +120,8 @@ async fn a_lost_answer_is_resolved_from_the_groups_capacity_and_not_called_again
     assert_eq!(group_rows(&world).await.len(), 1);
 
     // Later, the intent is resolved from the group's capacity: succeeded, without a new call.
-    world.tick("2026-11-30T19:15:00Z").await;
+    let report = world.tick("2026-11-30T19:15:00Z").await;
+    assert_eq!((report.groups.resolved, report.groups.succeeded), (1, 0));
     assert_eq!(
         group_rows(&world).await,
         [
@@ -119,7 +133,8 @@ async fn a_lost_answer_is_resolved_from_the_groups_capacity_and_not_called_again
     assert_eq!(set_calls, ["inference"], "never called again");
 
     // The opening restores what ebb found, since it knows the group is down because of it.
-    world.tick("2026-12-01T09:00:00Z").await;
+    let report = world.tick("2026-12-01T09:00:00Z").await;
+    assert_eq!(report.groups.succeeded, 1);
     assert_eq!(capacity(&world).await, UP);
     let rows = group_rows(&world).await;
     assert_eq!(
