@@ -44,7 +44,11 @@ fn rows(r: &Report) -> Vec<(String, String, &Measures)> {
         }
     }
     for g in &r.groups {
-        rows.push(("asg".into(), format!("{}/{}", g.region, g.group), &g.measures));
+        rows.push((
+            "asg".into(),
+            format!("{}/{}", g.region, g.group),
+            &g.measures,
+        ));
     }
     rows
 }

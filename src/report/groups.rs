@@ -3,8 +3,8 @@
 //! times the members removed, are the group's instance-hours saved, and times the members'
 //! on-demand price its dollars.
 
-use super::{GroupChange, History, InstanceInfo, Measures, Window};
 use super::tally::Tally;
+use super::{GroupChange, History, InstanceInfo, Measures, Window};
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 use std::collections::BTreeMap;

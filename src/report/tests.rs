@@ -491,7 +491,11 @@ fn a_groups_scale_down_saves_its_removed_members_hours_until_the_restore() {
         "{table}"
     );
     assert!(table.contains("asg "), "a line for the group: {table}");
-    assert!(csv(&r).contains("\nasg,us-east-1/inference,96.00,"), "{}", csv(&r));
+    assert!(
+        csv(&r).contains("\nasg,us-east-1/inference,96.00,"),
+        "{}",
+        csv(&r)
+    );
 }
 
 #[test]

@@ -94,11 +94,17 @@ fn a_groups_members_are_scaled_with_the_group_and_a_busy_member_holds_them_all()
         assert!((hours - expected).abs() <= tick, "{member}");
         let cost = m["cost_usd"].as_f64().unwrap();
         assert!((cost - expected).abs() <= tick, "{member}");
-        assert_eq!((m["stops"].as_u64(), m["starts"].as_u64()), (Some(6), Some(5)), "{member}");
+        assert_eq!(
+            (m["stops"].as_u64(), m["starts"].as_u64()),
+            (Some(6), Some(5)),
+            "{member}"
+        );
         assert_eq!(m["wrongful_stops"], 0, "{member}");
         assert_eq!(m["unserved_busy_hours"], 0.0, "{member}");
         assert_eq!(member["policy"], "inference");
     }
-    let always_on = r["scenarios"]["always_on"]["running_hours"].as_f64().unwrap();
+    let always_on = r["scenarios"]["always_on"]["running_hours"]
+        .as_f64()
+        .unwrap();
     assert_eq!(always_on, 240.0);
 }

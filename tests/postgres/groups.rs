@@ -95,7 +95,10 @@ async fn a_lost_answer_is_resolved_from_the_groups_capacity_and_not_called_again
         unknown: 1,
         ..GroupCounts::default()
     };
-    assert_eq!(report.groups, unknown, "the tick counts the group's change as unknown");
+    assert_eq!(
+        report.groups, unknown,
+        "the tick counts the group's change as unknown"
+    );
     assert!(
         report
             .headline()
@@ -153,15 +156,17 @@ async fn group_reasons(world: &SimWorld) -> Vec<(String, String, String)> {
         .filter(|r| r.entry.action.ends_with("_group"))
         .map(|r| {
             let e = &r.entry;
-            (e.action.clone(), e.outcome.as_str().to_string(), e.reason.clone())
+            (
+                e.action.clone(),
+                e.outcome.as_str().to_string(),
+                e.reason.clone(),
+            )
         })
         .collect()
 }
 
 #[sqlx::test(migrations = false)]
-async fn a_persons_change_while_a_scale_down_is_unanswered_is_kept_until_the_opening(
-    pool: PgPool,
-) {
+async fn a_persons_change_while_a_scale_down_is_unanswered_is_kept_until_the_opening(pool: PgPool) {
     let mut world = SimWorld::plan(FLEET)
         .policy("office.yaml", POLICY)
         .options(Options {
@@ -203,10 +208,12 @@ async fn a_persons_change_while_a_scale_down_is_unanswered_is_kept_until_the_ope
     world.tick("2026-11-30T23:00:00Z").await;
     let rows = group_reasons(&world).await;
     assert_eq!(rows.len(), 2, "{rows:#?}");
-    assert_eq!((rows[1].0.as_str(), rows[1].1.as_str()), ("scale_down_group", "failed"));
+    assert_eq!(
+        (rows[1].0.as_str(), rows[1].1.as_str()),
+        ("scale_down_group", "failed")
+    );
     assert!(
-        rows[1].2.contains("someone else changed it meanwhile")
-            && rows[1].2.contains("held down"),
+        rows[1].2.contains("someone else changed it meanwhile") && rows[1].2.contains("held down"),
         "{rows:#?}"
     );
     assert_eq!(capacity(&world).await, night, "the person's change sticks");
@@ -230,7 +237,8 @@ async fn a_persons_change_while_a_scale_down_is_unanswered_is_kept_until_the_ope
 }
 
 /// Two members of a type the price table has, at $1.50 an hour.
-const GROUP_PRICES: &str = "source: test\nas_of: today\nprices:\n  us-east-1:\n    g5.xlarge: 1.5\n";
+const GROUP_PRICES: &str =
+    "source: test\nas_of: today\nprices:\n  us-east-1:\n    g5.xlarge: 1.5\n";
 
 #[sqlx::test(migrations = false)]
 async fn ebb_report_counts_a_groups_scaled_down_members_hours_and_dollars(pool: PgPool) {
@@ -297,5 +305,8 @@ async fn ebb_report_counts_a_groups_scaled_down_members_hours_and_dollars(pool: 
         ),
         "{table}"
     );
-    assert!(table.contains("\nasg     us-east-1/inference  42.00"), "{table}");
+    assert!(
+        table.contains("\nasg     us-east-1/inference  42.00"),
+        "{table}"
+    );
 }
