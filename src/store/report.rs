@@ -1,6 +1,7 @@
 //! What `ebb report` is worked out from (`crate::report`), read by index: ebb's stops and
 //! starts in the window and each instance's last one before it, the state changes of those
-//! instances from then on, their facts, and the migrations and overrides of the window. The
+//! instances from then on, their facts, the migrations and overrides of the window, and the
+//! Auto Scaling groups' changes in it (and each group's last one before it, when down). The
 //! audit log and the state changes are read only over the window (and, for the instances
 //! still stopped at its start, from their last stop), never whole. The statements are not
 //! kept prepared: each is planned for its own window (a generic plan, made for any window,
