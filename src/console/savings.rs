@@ -357,6 +357,7 @@ mod tests {
             policies: Vec::new(),
             tags: Vec::new(),
             days: vec![day("2026-11-30"), day("2026-12-01")],
+            groups: Vec::new(),
             tag_keys: Vec::new(),
         };
         let s = series(&r, |d| &d.saved_by_tag);

@@ -43,6 +43,7 @@ impl<P: Provider> Reconciler<P> {
                     continue;
                 }
             };
+            tick.report.groups.listed += groups.len();
             let mut stored = self.store.groups_of(region).await?;
             for group in &groups {
                 let kept = stored.remove(&group.name);
@@ -158,6 +159,7 @@ impl<P: Provider> Reconciler<P> {
                 // the change may have landed. Unknown, not failed: resolved from the group's
                 // capacity later.
                 tracing::warn!(group = %d.group, region = %d.region, action, error = %err, "group change unanswered, resolved from its capacity later");
+                tick.report.groups.unknown += 1;
                 return Ok(());
             }
         }
@@ -189,6 +191,10 @@ impl<P: Provider> Reconciler<P> {
             ),
         };
         tracing::info!(group = %d.group, region = %d.region, action, outcome = outcome.as_str(), "group capacity changed");
+        match outcome {
+            Outcome::Succeeded => tick.report.groups.succeeded += 1,
+            _ => tick.report.groups.failed += 1,
+        }
         let entry = NewAuditEntry {
             outcome,
             request_id,
@@ -203,8 +209,8 @@ impl<P: Provider> Reconciler<P> {
     }
 
     /// The outcome of a change left pending, from `group`'s capacity now: done when the group
-    /// is at the capacity asked for, otherwise interrupted before it landed. Left pending while
-    /// its call may still be in flight. A node group's change ends as its EKS update does
+    /// is at the capacity asked for ([`landed`] says how otherwise). Left pending while its call
+    /// may still be in flight. A node group's change ends as its EKS update does
     /// ([`Reconciler::node_group_end`]).
     async fn resolve_group(
         &self,
@@ -216,19 +222,19 @@ impl<P: Provider> Reconciler<P> {
         let end = match group.node_group() {
             Some(ng) => self.node_group_end(group, &ng, pending, tick.now).await,
             None if tick.now < pending.at + self.options.in_flight_for => None,
-            None => Some(landed(group, pending)),
+            None => Some(landed(group, memory, pending)),
         };
         let Some(end) = end else {
             return Ok(());
         };
         let scale_down = pending.to.desired < memory.up.desired || pending.to.min < memory.up.min;
         let action = if scale_down { SCALE_DOWN } else { RESTORE };
-        let memory = match end.outcome {
-            Outcome::Succeeded => GroupMemory {
+        let memory = match end.aimed {
+            true => GroupMemory {
                 down_since: scale_down.then_some(pending.at),
                 ..memory.clone()
             },
-            _ => memory.clone(),
+            false => memory.clone(),
         };
         let entry = NewAuditEntry {
             at: tick.now,
@@ -249,6 +255,7 @@ impl<P: Provider> Reconciler<P> {
         self.store
             .group_outcome(&entry, &group.region, &group.name, &memory)
             .await?;
+        tick.report.groups.resolved += 1;
         Ok(())
     }
 }
@@ -257,6 +264,9 @@ impl<P: Provider> Reconciler<P> {
 pub(super) struct End {
     /// Succeeded or failed.
     pub(super) outcome: Outcome,
+    /// Whether the group is taken as being where the change aimed (down after a scale-down):
+    /// when it succeeded, and when someone else changed the group meanwhile.
+    pub(super) aimed: bool,
     /// Why, for the audit row's reason.
     pub(super) why: String,
     /// The error of a failed outcome: beginning with [`INTERRUPTED`] when the call did not
@@ -266,20 +276,48 @@ pub(super) struct End {
     pub(super) request_id: Option<String>,
 }
 
-/// The end of a plain group's pending change, from its capacity now.
-fn landed(group: &ScalingGroup, pending: &PendingChange) -> End {
-    let (outcome, why) = if group.capacity == pending.to {
-        let why = format!("the group is at {}", group.capacity);
-        (Outcome::Succeeded, why)
+/// The end of a plain group's pending change, from its capacity now: succeeded when the group
+/// is at the capacity asked for; interrupted before it landed when a scale-down's group is
+/// still at its up capacity, or a restore's below the capacity asked for (the restore is made
+/// again). At any other capacity someone else changed the group meanwhile, and whether ebb's
+/// change landed is unknown: it is not counted as ebb's (failed), and the group is taken as
+/// being where the change aimed, so that ebb scales nothing down on an unknown state: a
+/// scale-down's group is held down at the person's capacity until the opening restores the one
+/// ebb found; a restore's is up, at the person's capacity.
+fn landed(group: &ScalingGroup, memory: &GroupMemory, pending: &PendingChange) -> End {
+    let now_at = group.capacity;
+    let scale_down = pending.to.desired < memory.up.desired || pending.to.min < memory.up.min;
+    let interrupted = match scale_down {
+        true => now_at == memory.up,
+        false => now_at.min < pending.to.min || now_at.desired < pending.to.desired,
+    };
+    let (outcome, aimed, why) = if now_at == pending.to {
+        let why = format!("the group is at {now_at}");
+        (Outcome::Succeeded, true, why)
+    } else if interrupted {
+        let why = format!("{INTERRUPTED}; the group is at {now_at}, not {}", pending.to);
+        (Outcome::Failed, false, why)
     } else {
+        let (found, taken_as) = match scale_down {
+            true => (
+                format!("neither {} asked for nor {} it had", pending.to, memory.up),
+                format!("held down, {} restored at the opening", memory.up),
+            ),
+            false => (
+                format!("above {} asked for", pending.to),
+                "up, at that capacity".to_string(),
+            ),
+        };
         let why = format!(
-            "{INTERRUPTED}; the group is at {}, not {}",
-            group.capacity, pending.to
+            "the group is at {now_at}, {found}: someone else changed it meanwhile, so whether \
+             ebb's change landed is unknown; not counted as ebb's, and the group is taken as \
+             {taken_as}"
         );
-        (Outcome::Failed, why)
+        (Outcome::Failed, true, why)
     };
     End {
         outcome,
+        aimed,
         why: format!("resolved from its capacity: {why}"),
         error: (outcome == Outcome::Failed).then_some(why),
         request_id: None,

@@ -16,7 +16,9 @@ mod resolve;
 
 /// The policy files a [`Reconciler`] is made with, re-exported for its callers.
 pub use crate::policy::PolicySource;
-pub use report::{ActionOutcome, MigrationStep, ReadFailure, TickError, TickReport, TickSummary};
+pub use report::{
+    ActionOutcome, GroupCounts, MigrationStep, ReadFailure, TickError, TickReport, TickSummary,
+};
 
 use crate::cloud::Provider;
 use crate::engine::{self, Decision};

@@ -97,6 +97,7 @@ impl<P: Provider> Reconciler<P> {
                         let request_id = Some(update.clone());
                         return Some(End {
                             outcome,
+                            aimed: outcome == Outcome::Succeeded,
                             error: (outcome == Outcome::Failed).then(|| why.clone()),
                             why,
                             request_id,
@@ -135,6 +136,7 @@ impl<P: Provider> Reconciler<P> {
         };
         Some(End {
             outcome,
+            aimed: outcome == Outcome::Succeeded,
             why: format!("{unread}; resolved from the node group's scaling config: {why}"),
             error: (outcome == Outcome::Failed).then(|| format!("{why} ({unread})")),
             request_id: pending.update.clone(),

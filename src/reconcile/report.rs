@@ -34,6 +34,21 @@ pub struct ActionOutcome {
     pub detail: String,
 }
 
+/// What the groups phase of a tick did with the Auto Scaling groups ebb manages.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct GroupCounts {
+    /// Managed groups listed.
+    pub listed: usize,
+    /// Capacity changes that succeeded.
+    pub succeeded: usize,
+    /// Capacity changes that failed.
+    pub failed: usize,
+    /// Capacity changes whose answer was lost: resolved from the group's capacity later.
+    pub unknown: usize,
+    /// Changes left pending earlier, resolved from the group's capacity.
+    pub resolved: usize,
+}
+
 /// What a tick came to, in counts: the tick loop's status in `GET /v1/status`, and (as text)
 /// the headline of `ebb tick` and the logs.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -65,6 +80,8 @@ pub struct TickSummary {
     pub awaiting: usize,
     /// Instances whose GPU utilisation could not be read.
     pub gpu_unread: usize,
+    /// The Auto Scaling groups ebb manages.
+    pub groups: GroupCounts,
 }
 
 impl std::fmt::Display for TickSummary {
@@ -85,7 +102,21 @@ impl std::fmt::Display for TickSummary {
             self.resolved,
             self.awaiting,
             self.gpu_unread,
-        )
+        )?;
+        let g = &self.groups;
+        if *g != GroupCounts::default() {
+            write!(
+                f,
+                "; {} Auto Scaling groups, {} capacity changes ({} succeeded, {} failed, {} unknown, resolving), {} interrupted group changes resolved",
+                g.listed,
+                g.succeeded + g.failed + g.unknown,
+                g.succeeded,
+                g.failed,
+                g.unknown,
+                g.resolved,
+            )?;
+        }
+        Ok(())
     }
 }
 
@@ -130,6 +161,8 @@ pub struct TickReport {
     pub orphans: Option<BTreeMap<&'static str, usize>>,
     /// Spot migrations waiting on a person, by alert (`image_missing`).
     pub spot_alerts: BTreeMap<&'static str, usize>,
+    /// The Auto Scaling groups ebb manages: listed, changed, resolved.
+    pub groups: GroupCounts,
 }
 
 /// A region whose GPU utilisation could not be read in a tick.
@@ -253,6 +286,7 @@ impl TickReport {
             resolved: self.resolved.len(),
             awaiting: self.awaiting,
             gpu_unread: self.gpu_unread(),
+            groups: self.groups,
         }
     }
 

@@ -6,10 +6,12 @@
 //! measures go out as numbers. Instances are replayed a chunk at a time (decisions are per
 //! instance, so a chunk needs nothing of the others), each chunk tick by tick on virtual time
 //! with the real engine ([`engine::Decider`]: `decide`'s verdicts, without the reason text),
-//! each decision's action applied to a modelled fleet (`model`). Demand is a sample at or
+//! each decision's action applied to a modelled fleet (`model`); the members of an Auto
+//! Scaling group are scaled with their group (`groups`), never one by one. Demand is a sample at or
 //! above the busy threshold; a sample stands for the time until the next one, at most
 //! [`RECENT`] (the engine's coverage rule).
 
+mod groups;
 mod model;
 mod report;
 

@@ -1,7 +1,9 @@
 //! One scenario of a chunk, tick by tick: the engine decides on the modelled instances, its
 //! actions change them as EC2 would (at once), and a person starts a stopped instance at the
-//! tick after the recording shows demand on it.
+//! tick after the recording shows demand on it. An Auto Scaling group's members move with
+//! their group's decisions (`super::groups`), and no person starts one alone.
 
+use super::groups::{Groups, Move};
 use super::{demand_soon, settled, BusyCursor, Options, Recording, Span, Tally};
 use crate::engine::{self, Action, Brief, Decider, InstanceFacts, Prior, RECENT};
 use crate::fleet::{Fleet, Instance, InstanceState, Lifecycle, Prices, Sample};
@@ -74,15 +76,17 @@ pub(super) fn run(
             tally: Tally::default(),
         })
         .collect();
+    let mut groups = Groups::of(&fleet.instances);
     let mut person_started = vec![false; chunk.len()];
     let mut decider = Decider::new(set);
     let mut t = o.from;
     while t < o.to {
         for (i, (m, view)) in models.iter_mut().zip(&mut fleet.instances).enumerate() {
-            person_started[i] = m.person_start(view, t, prior);
+            person_started[i] = !groups.is_member(i) && m.person_start(view, t, prior);
             m.show_samples(view, t, lookback);
         }
         let decisions = decider.decide(t, &fleet, prior);
+        let moves = groups.decide(t, set, &fleet);
         let end = (t + o.tick).min(o.to);
         let length = (end - t).num_seconds();
         for (i, ((m, view), d)) in models
@@ -94,6 +98,9 @@ pub(super) fn run(
             // A person's start happened at this tick; ebb sees the instance next tick.
             if !person_started[i] {
                 m.apply(d, view, t, set, prices, prior);
+            }
+            if let Some(to) = moves[i] {
+                m.scaled(view, t, to);
             }
             m.account(view.state, t, end, length);
         }
@@ -203,6 +210,23 @@ impl Modelled<'_> {
         }
         if self.facts != before {
             prior.set_facts(&view.id, self.facts);
+        }
+    }
+
+    /// Takes a group's member out of running (its group's scale-in: a stop, as far as the
+    /// replay's measures go) or brings it back (the restore: a start).
+    fn scaled(&mut self, view: &mut Instance, t: DateTime<Utc>, to: Move) {
+        match to {
+            Move::Out if view.state == InstanceState::Running => {
+                view.state = InstanceState::Stopped;
+                view.state_since = Some(t);
+                self.tally.stops += 1;
+                if demand_soon(self.spans, t) {
+                    self.tally.wrongful_stops += 1;
+                }
+            }
+            Move::In if view.state == InstanceState::Stopped => self.started(view, t),
+            _ => {}
         }
     }
 

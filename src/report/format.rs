@@ -8,7 +8,7 @@ use std::fmt::Write as _;
 type Column = fn(&Measures) -> String;
 
 /// The columns after a row's name, with how each is read from the measures.
-const COLUMNS: [(&str, Column); 12] = [
+const COLUMNS: [(&str, Column); 15] = [
     ("saved_usd", |m| format!("{:.2}", m.saved_usd)),
     ("stopped_saved_usd", |m| {
         format!("{:.2}", m.stopped_saved_usd)
@@ -25,9 +25,13 @@ const COLUMNS: [(&str, Column); 12] = [
     ("overrides", |m| m.overrides.to_string()),
     ("override_hours", |m| format!("{:.2}", m.override_hours)),
     ("people_starts", |m| m.people_starts.to_string()),
+    ("group_saved_usd", |m| format!("{:.2}", m.group_saved_usd)),
+    ("group_scale_downs", |m| m.group_scale_downs.to_string()),
+    ("group_hours", |m| format!("{:.2}", m.group_hours)),
 ];
 
-/// The rows of a report: (group, name, measures): the total, each policy, each tag value.
+/// The rows of a report: (group, name, measures): the total, each policy, each tag value, each
+/// Auto Scaling group (`asg`, named `region/name`).
 fn rows(r: &Report) -> Vec<(String, String, &Measures)> {
     let mut rows = vec![("total".to_string(), "all".to_string(), &r.total)];
     for p in &r.policies {
@@ -38,6 +42,13 @@ fn rows(r: &Report) -> Vec<(String, String, &Measures)> {
             let value = t.value.clone().unwrap_or_else(|| UNTAGGED.to_string());
             rows.push((format!("tag:{key}"), value, &t.measures));
         }
+    }
+    for g in &r.groups {
+        rows.push((
+            "asg".into(),
+            format!("{}/{}", g.region, g.group),
+            &g.measures,
+        ));
     }
     rows
 }
@@ -60,6 +71,16 @@ pub fn table(r: &Report) -> String {
         t.override_hours,
         count(t.people_starts, "instance", "instances"),
     );
+    if t.group_scale_downs > 0 || t.group_hours > 0.0 {
+        let _ = writeln!(
+            out,
+            "Auto Scaling groups: ${:.2} by scaling {} down ({}), {:.2} instance-hours their members did not run",
+            t.group_saved_usd,
+            count(r.groups.len() as u64, "group", "groups"),
+            count(t.group_scale_downs, "scale-down", "scale-downs"),
+            t.group_hours,
+        );
+    }
     if t.unpriced_stopped_hours > 0.0 {
         let _ = writeln!(
             out,
@@ -99,7 +120,8 @@ pub fn table(r: &Report) -> String {
 }
 
 /// The report as CSV: `group,name,` then every measure; rows for the total, each policy, each
-/// value of the tag (`tag:KEY`) and each day (`day`, named by its date).
+/// value of the tag (`tag:KEY`), each Auto Scaling group (`asg`) and each day (`day`, named by
+/// its date).
 pub fn csv(r: &Report) -> String {
     let mut out = String::from("group,name");
     for (name, _) in COLUMNS {

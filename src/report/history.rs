@@ -88,6 +88,38 @@ pub struct OverrideSpan {
     pub ends_at: DateTime<Utc>,
 }
 
+/// A change of an Auto Scaling group's capacity that ebb made and that succeeded.
+#[derive(Debug, Clone, PartialEq)]
+pub struct GroupChange {
+    /// The group's region.
+    pub region: String,
+    /// The group's name.
+    pub group: String,
+    /// When its outcome was recorded.
+    pub at: DateTime<Utc>,
+    /// A scale-down to the floor; otherwise the restoring of the up capacity.
+    pub scale_down: bool,
+    /// The desired capacity of the group while up.
+    pub up_desired: i32,
+    /// The desired capacity the change set.
+    pub to_desired: i32,
+    /// The members' instance type, when known.
+    pub instance_type: Option<String>,
+    /// The policy it was done for.
+    pub policy: Option<String>,
+}
+
+impl GroupChange {
+    /// The members a scale-down removed (none for a restore).
+    pub fn members_removed(&self) -> i32 {
+        if self.scale_down {
+            (self.up_desired - self.to_desired).max(0)
+        } else {
+            0
+        }
+    }
+}
+
 /// Everything a report is worked out from.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct History {
@@ -102,6 +134,9 @@ pub struct History {
     pub migrations: Vec<SpotMove>,
     /// Overrides in force at some time in the window.
     pub overrides: Vec<OverrideSpan>,
+    /// The groups' changes in the window, and each group's last one before it when that was a
+    /// scale-down, in any order.
+    pub groups: Vec<GroupChange>,
 }
 
 impl History {

@@ -21,16 +21,24 @@
 //!   migration's plan to the end of the last of them, and the part inside the window counts.
 //! - An **override** counts when it was made inside the window; its hours are the time it was
 //!   in force (until its end or its revocation) inside the window, whenever it was made.
+//! - A **group's scale-down** (an Auto Scaling group's min and desired to the floor, which
+//!   succeeded) keeps the members it removed from running until the group's next restore, or
+//!   the window's end. Those hours times the members removed are its **group hours**, and times
+//!   the members' on-demand price its **group savings**.
 //! - Stops and people's starts belong to the stop's policy; spot savings to the migration's;
-//!   overrides to the instance's last policy. Tags are the instance's as last listed.
+//!   overrides to the instance's last policy; a group's savings to its scale-down's. Tags are
+//!   the instance's as last listed (a group has none here).
 
 mod format;
+mod groups;
 mod history;
 mod tally;
 
 pub use format::{csv, table};
+pub use groups::GroupMeasures;
 pub use history::{
-    ActionRecord, EbbAction, History, InstanceInfo, OverrideSpan, SpotMove, StateChange,
+    ActionRecord, EbbAction, GroupChange, History, InstanceInfo, OverrideSpan, SpotMove,
+    StateChange,
 };
 
 use chrono::{DateTime, Duration, NaiveDate, Utc};
@@ -105,12 +113,14 @@ impl Window {
 /// The measures of a report, for the whole fleet or one group.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct Measures {
-    /// Dollars saved: stopped savings and spot savings.
+    /// Dollars saved: stopped savings, spot savings and group savings.
     pub saved_usd: f64,
     /// Dollars saved by ebb's stops.
     pub stopped_saved_usd: f64,
     /// Dollars saved on spot.
     pub spot_saved_usd: f64,
+    /// Dollars saved by scaling Auto Scaling groups down.
+    pub group_saved_usd: f64,
     /// ebb's stops (hibernations apart) inside the window.
     pub stops: u64,
     /// ebb's hibernations inside the window.
@@ -129,6 +139,10 @@ pub struct Measures {
     pub override_hours: f64,
     /// Instances people started while ebb's stop was its last action on them.
     pub people_starts: u64,
+    /// ebb's scale-downs of Auto Scaling groups inside the window.
+    pub group_scale_downs: u64,
+    /// Instance-hours the members removed by those scale-downs did not run.
+    pub group_hours: f64,
 }
 
 impl Measures {
@@ -145,6 +159,9 @@ impl Measures {
         self.overrides += o.overrides;
         self.override_hours += o.override_hours;
         self.people_starts += o.people_starts;
+        self.group_saved_usd += o.group_saved_usd;
+        self.group_scale_downs += o.group_scale_downs;
+        self.group_hours += o.group_hours;
     }
 
     /// Dollars and hours to the cent and the hundredth of an hour, for people and JSON.
@@ -157,6 +174,8 @@ impl Measures {
             &mut self.unpriced_stopped_hours,
             &mut self.spot_hours,
             &mut self.override_hours,
+            &mut self.group_saved_usd,
+            &mut self.group_hours,
         ] {
             *v = (*v * 100.0).round() / 100.0;
         }
@@ -214,6 +233,8 @@ pub struct Report {
     pub tags: Vec<TagMeasures>,
     /// By UTC day, oldest first, every day of the window.
     pub days: Vec<DayMeasures>,
+    /// By Auto Scaling group ebb scaled, by region and name.
+    pub groups: Vec<GroupMeasures>,
     /// The tag keys of the instances in the report (ebb's own left out): what `by` may be.
     pub tag_keys: Vec<String>,
 }
@@ -239,7 +260,9 @@ pub fn compute(
     stops(history, window, price, &mut tally);
     spot(history, window, &mut tally);
     overrides(history, window, &mut tally);
+    let groups = groups::groups(history, window, price, &mut tally);
     let mut report = finish(tally, window);
+    report.groups = groups;
     report.tag_keys = history.tag_keys();
     report
 }

@@ -165,6 +165,8 @@ impl Measures {
             (&mut self.unpriced_stopped_hours, o.unpriced_stopped_hours),
             (&mut self.spot_hours, o.spot_hours),
             (&mut self.override_hours, o.override_hours),
+            (&mut self.group_saved_usd, o.group_saved_usd),
+            (&mut self.group_hours, o.group_hours),
         ] {
             *v -= by;
             if v.abs() < RESIDUE {
@@ -177,6 +179,7 @@ impl Measures {
             (&mut self.spot_moves, o.spot_moves),
             (&mut self.overrides, o.overrides),
             (&mut self.people_starts, o.people_starts),
+            (&mut self.group_scale_downs, o.group_scale_downs),
         ] {
             *v = v.saturating_sub(by);
         }
@@ -282,6 +285,7 @@ pub(super) fn finish(mut tally: Tally, window: Window) -> Report {
         policies,
         tags,
         days,
+        groups: Vec::new(),
         tag_keys: Vec::new(),
     }
 }

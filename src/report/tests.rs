@@ -440,3 +440,82 @@ fn a_run_of_whole_days_ends_where_its_stretch_ends() {
         assert!(d.measures.saved_usd.is_sign_positive(), "{d:?}");
     }
 }
+
+fn group_change(at: &str, scale_down: bool) -> GroupChange {
+    GroupChange {
+        region: "us-east-1".into(),
+        group: "inference".into(),
+        at: t(at),
+        scale_down,
+        up_desired: 3,
+        to_desired: if scale_down { 0 } else { 3 },
+        instance_type: Some("g.two".into()),
+        policy: Some("office".into()),
+    }
+}
+
+#[test]
+fn a_groups_scale_down_saves_its_removed_members_hours_until_the_restore() {
+    // Three g.two members ($2/h) removed Monday 19:00, restored Tuesday 09:00: 14 h × 3 = 42
+    // instance-hours, $84: 5 h × 3 × $2 = $30 on Monday, 9 h × 3 × $2 = $54 on Tuesday. Down
+    // again Tuesday 19:00 until the window's end at 21:00: 2 h × 3 = 6 more, $12.
+    let h = History {
+        groups: vec![
+            group_change("2026-11-30T19:00:00Z", true),
+            group_change("2026-12-01T09:00:00Z", false),
+            group_change("2026-12-01T19:00:00Z", true),
+        ],
+        ..History::default()
+    };
+    let r = compute(
+        &h,
+        window("2026-11-30T00:00:00Z", "2026-12-01T21:00:00Z"),
+        None,
+        &price,
+    );
+    assert_eq!(r.total.group_scale_downs, 2);
+    assert_eq!(r.total.group_hours, 48.0);
+    assert_eq!(r.total.group_saved_usd, 96.0);
+    assert_eq!(r.total.saved_usd, 96.0, "group savings are savings");
+    assert_eq!(r.total.stopped_hours, 0.0, "no instance was stopped");
+    assert_eq!(r.groups.len(), 1);
+    assert_eq!(r.groups[0].group, "inference");
+    assert_eq!(r.groups[0].measures.group_hours, 48.0);
+    assert_eq!(r.policies[0].policy, "office");
+    assert_eq!(r.policies[0].measures.group_saved_usd, 96.0);
+    assert_eq!(r.days[0].measures.group_saved_usd, 30.0);
+    assert_eq!(r.days[1].measures.group_saved_usd, 66.0);
+    let table = table(&r);
+    assert!(
+        table.contains("Auto Scaling groups: $96.00 by scaling 1 group down (2 scale-downs), 48.00 instance-hours"),
+        "{table}"
+    );
+    assert!(table.contains("asg "), "a line for the group: {table}");
+    assert!(
+        csv(&r).contains("\nasg,us-east-1/inference,96.00,"),
+        "{}",
+        csv(&r)
+    );
+}
+
+#[test]
+fn a_group_down_before_the_window_counts_from_its_start_but_not_as_a_scale_down() {
+    // Down since Sunday 19:00; the window opens Monday 00:00 and the group is restored at
+    // 09:00: 9 h × 3 = 27 instance-hours, $54, and no scale-down inside the window.
+    let h = History {
+        groups: vec![
+            group_change("2026-11-29T19:00:00Z", true),
+            group_change("2026-11-30T09:00:00Z", false),
+        ],
+        ..History::default()
+    };
+    let r = compute(
+        &h,
+        window("2026-11-30T00:00:00Z", "2026-12-01T00:00:00Z"),
+        None,
+        &price,
+    );
+    assert_eq!(r.total.group_scale_downs, 0);
+    assert_eq!(r.total.group_hours, 27.0);
+    assert_eq!(r.total.group_saved_usd, 54.0);
+}

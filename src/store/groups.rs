@@ -2,7 +2,7 @@
 //! holds the group down, and the change whose outcome is not written yet.
 
 use super::audit::append_in;
-use super::audit_entry::{AuditEntry, NewAuditEntry};
+use super::audit_entry::{AuditEntry, NewAuditEntry, Outcome};
 use super::{Result, Store};
 use crate::engine::GroupMemory;
 use crate::fleet::Capacity;
@@ -114,7 +114,8 @@ impl Store {
     }
 
     /// Appends the outcome of a group's change and, in the same transaction, clears its
-    /// pending change and keeps `memory` (the group down or up once the change is done).
+    /// pending change and keeps `memory` (the group down or up once the change is done); a
+    /// change that succeeded joins the groups' history (`ebb report`).
     pub async fn group_outcome(
         &self,
         outcome: &NewAuditEntry,
@@ -125,6 +126,24 @@ impl Store {
         let mut tx = self.pool().begin().await?;
         let rows = append_in(&mut tx, std::slice::from_ref(outcome)).await?;
         remember_in(&mut tx, region, name, memory).await?;
+        if outcome.outcome == Outcome::Succeeded {
+            // The pending change says what was asked; its intent, which policy asked.
+            sqlx::query(
+                "INSERT INTO scaling_group_changes (region, name, at, scale_down, up_desired,
+                     to_desired, instance_type, policy)
+                 SELECT g.region, g.name, $3, g.intent_desired < g.up_desired, g.up_desired,
+                        g.intent_desired, g.types[1],
+                        coalesce($4, (SELECT policy FROM audit_log WHERE seq = g.intent_seq))
+                 FROM scaling_groups g
+                 WHERE g.region = $1 AND g.name = $2 AND g.intent_seq IS NOT NULL",
+            )
+            .bind(region)
+            .bind(name)
+            .bind(outcome.at)
+            .bind(&outcome.policy)
+            .execute(&mut *tx)
+            .await?;
+        }
         sqlx::query(
             "UPDATE scaling_groups SET intent_seq = NULL, intent_at = NULL, intent_min = NULL,
                     intent_desired = NULL, intent_max = NULL, intent_update = NULL

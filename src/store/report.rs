@@ -1,6 +1,7 @@
 //! What `ebb report` is worked out from (`crate::report`), read by index: ebb's stops and
 //! starts in the window and each instance's last one before it, the state changes of those
-//! instances from then on, their facts, and the migrations and overrides of the window. The
+//! instances from then on, their facts, the migrations and overrides of the window, and the
+//! Auto Scaling groups' changes in it (and each group's last one before it, when down). The
 //! audit log and the state changes are read only over the window (and, for the instances
 //! still stopped at its start, from their last stop), never whole. The statements are not
 //! kept prepared: each is planned for its own window (a generic plan, made for any window,
@@ -10,7 +11,8 @@
 use super::inventory::micros;
 use super::{Result, Store};
 use crate::report::{
-    ActionRecord, EbbAction, History, InstanceInfo, OverrideSpan, SpotMove, StateChange,
+    ActionRecord, EbbAction, GroupChange, History, InstanceInfo, OverrideSpan, SpotMove,
+    StateChange,
 };
 use chrono::{DateTime, Utc};
 use sqlx::types::Json;
@@ -71,6 +73,32 @@ const FACTS: &str = "SELECT i.id, i.region, i.instance_type, i.tags, i.policy
          SELECT id, region, instance_type, tags, policy FROM instances WHERE id = n.id OFFSET 0
      ) AS i";
 
+/// The groups' changes in `[since, until)`, and each group's last change before `since` when
+/// it was a scale-down (the group was still down at `since`).
+const GROUP_CHANGES: &str = "SELECT region, name, at, scale_down, up_desired, to_desired,
+            instance_type, policy
+     FROM scaling_group_changes WHERE at >= $1 AND at < $2
+     UNION ALL
+     SELECT * FROM (
+         SELECT DISTINCT ON (region, name) region, name, at, scale_down, up_desired, to_desired,
+                instance_type, policy
+         FROM scaling_group_changes WHERE at < $1
+         ORDER BY region, name, at DESC
+     ) AS last
+     WHERE last.scale_down";
+
+/// A row of [`GROUP_CHANGES`].
+type GroupRow = (
+    String,
+    String,
+    DateTime<Utc>,
+    bool,
+    i32,
+    i32,
+    Option<String>,
+    Option<String>,
+);
+
 type InstanceRow = (
     String,
     String,
@@ -125,6 +153,7 @@ impl Store {
         named.sort_unstable();
         named.dedup();
         let instances = self.report_facts(&named).await?;
+        let groups = self.report_group_changes(since, until).await?;
         Ok(History {
             actions,
             changes,
@@ -138,7 +167,39 @@ impl Store {
                     ends_at,
                 })
                 .collect(),
+            groups,
         })
+    }
+
+    /// The groups' changes a report over `[since, until)` counts from.
+    async fn report_group_changes(
+        &self,
+        since: DateTime<Utc>,
+        until: DateTime<Utc>,
+    ) -> Result<Vec<GroupChange>> {
+        let rows: Vec<GroupRow> = sqlx::query_as(GROUP_CHANGES)
+            .persistent(false)
+            .bind(since)
+            .bind(until)
+            .fetch_all(&self.pool)
+            .await?;
+        Ok(rows
+            .into_iter()
+            .map(
+                |(region, group, at, scale_down, up_desired, to_desired, instance_type, policy)| {
+                    GroupChange {
+                        region,
+                        group,
+                        at,
+                        scale_down,
+                        up_desired,
+                        to_desired,
+                        instance_type,
+                        policy,
+                    }
+                },
+            )
+            .collect())
     }
 
     /// ebb's own stops, hibernations and starts that succeeded in the window, oldest first.

@@ -14,12 +14,14 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::sync::oneshot;
 
-/// The calls that change an instance; the proxy keeps the order in which they arrive.
-pub const MUTATING: [&str; 4] = [
+/// The calls that change an instance, or an Auto Scaling group's capacity (a query-protocol
+/// call too, on the same endpoint); the proxy keeps the order in which they arrive.
+pub const MUTATING: [&str; 5] = [
     "StopInstances",
     "StartInstances",
     "CreateTags",
     "DeleteTags",
+    "UpdateAutoScalingGroup",
 ];
 
 /// An error EC2 answers with, or a call it never answers.
@@ -165,7 +167,7 @@ impl Ec2Proxy {
         self.injections.lock().unwrap().clear();
     }
 
-    /// Calls of `action` on `id` that the cloud carried out.
+    /// Calls of `action` on `id` (an instance, or a group by name) that the cloud carried out.
     pub fn calls(&self, action: &str, id: &str) -> usize {
         self.calls
             .lock()
@@ -299,7 +301,10 @@ async fn relay(State(proxy): State<Arc<Ec2Proxy>>, request: Request) -> Response
         if answer.status().is_success() && MUTATING.contains(&action.as_str()) {
             let mut calls = counter.calls.lock().unwrap();
             for (key, id) in &pairs {
-                if key.starts_with("InstanceId.") || key.starts_with("ResourceId.") {
+                if key.starts_with("InstanceId.")
+                    || key.starts_with("ResourceId.")
+                    || key == "AutoScalingGroupName"
+                {
                     *calls.entry((action.clone(), id.clone())).or_default() += 1;
                 }
             }

@@ -11,7 +11,10 @@
 //!   a morning, at the cloud, and every research box ends the day as the schedule says;
 //! - no person's stop is credited to ebb: a box a person stopped is never started by ebb;
 //! - no stop on a failed read: a box under an idle rule, whose GPU utilisation moto cannot
-//!   serve, is never stopped.
+//!   serve, is never stopped;
+//! - in the kill matrix, an Auto Scaling group of inference boxes is scaled through its
+//!   capacity at most once a phase, ends each phase at the capacity the schedule says, has no
+//!   change left without its outcome, and none of its members is ever stopped.
 //!
 //! RELIABILITY.md reports the counts this prints.
 
@@ -54,6 +57,15 @@ policies:
       gpu_below: 5
       for: 30m
       missing_metrics: idle
+  - name: inference-hours
+    match: {tags: {team: inference}}
+    work_hours:
+      timezone: UTC
+      periods:
+        - {days: mon-fri, start: "09:30", stop: "19:30"}
+      outside_hours: stop
+      start_at_open: stopped-by-ebb
+      busy_defers_stop: false
 "#;
 
 /// The first tick of an evening (the notice is due from 18:45) and of a morning, and the first
@@ -94,6 +106,17 @@ const CALLS: [(Phase, &str); 5] = [
     (Phase::Morning, "StartInstances"),
 ];
 
+/// The group's own call, in the kill matrix: the inference group closes at 19:30 and opens at
+/// 09:30, after the research boxes' calls of the phase, so that each kill point has a tick of
+/// its own.
+const GROUP_CALLS: [(Phase, &str); 2] = [
+    (Phase::Evening, "UpdateAutoScalingGroup"),
+    (Phase::Morning, "UpdateAutoScalingGroup"),
+];
+
+/// Members of the inference group, and its min, desired and max while up.
+const GROUP_SIZE: i32 = 2;
+
 /// The boxes of a test.
 struct Boxes {
     /// Research boxes ebb stops each evening and starts each morning.
@@ -102,10 +125,22 @@ struct Boxes {
     person: String,
     /// A notebook under the idle rule, whose GPU cannot be read: ebb must never stop it.
     notebook: String,
+    /// An Auto Scaling group of inference boxes, opted in by its propagated tags, when the
+    /// test has one: ebb scales it, never stops its members.
+    group: Option<String>,
 }
 
 impl Boxes {
-    async fn launch(f: &Fixture) -> Boxes {
+    async fn launch(f: &Fixture, with_group: bool) -> Boxes {
+        let group = if with_group {
+            let name = format!("inference-{}", f.managed);
+            let size = GROUP_SIZE as u32;
+            let tags = [("team", "inference"), ("ebb:managed", f.managed.as_str())];
+            f.auto_scaling_group(&name, size, &tags).await;
+            Some(name)
+        } else {
+            None
+        };
         let mut research = Vec::new();
         for _ in 0..3 {
             research.push(f.launch(G5).await);
@@ -122,6 +157,7 @@ impl Boxes {
             research,
             person,
             notebook,
+            group,
         }
     }
 }
@@ -173,6 +209,117 @@ impl Ledger {
 /// What the proxy has counted for each research box before a phase.
 fn counts(proxy: &Ec2Proxy, action: &str, ids: &[String]) -> Vec<usize> {
     ids.iter().map(|id| proxy.calls(action, id)).collect()
+}
+
+/// The inference group's min, desired and max at the cloud.
+async fn capacity(f: &Fixture, group: &str) -> (i32, i32, i32) {
+    let autoscaling = aws_sdk_autoscaling::Client::new(&common::moto::emulator(f.region).await);
+    let out = autoscaling
+        .describe_auto_scaling_groups()
+        .auto_scaling_group_names(group)
+        .send()
+        .await
+        .unwrap();
+    let g = &out.auto_scaling_groups()[0];
+    let size = |n: Option<i32>| n.unwrap();
+    (
+        size(g.min_size()),
+        size(g.desired_capacity()),
+        size(g.max_size()),
+    )
+}
+
+/// The capacity the inference group has once `phase` is done: min and desired 0 with max kept
+/// after the close, all three as found after the opening.
+fn settled(phase: Phase) -> (i32, i32, i32) {
+    match phase {
+        Phase::Evening => (0, 0, GROUP_SIZE),
+        Phase::Morning => (GROUP_SIZE, GROUP_SIZE, GROUP_SIZE),
+    }
+}
+
+/// Whether the test's group, if any, has the capacity `phase` ends with.
+async fn group_settled(f: &Fixture, boxes: &Boxes, phase: Phase) -> bool {
+    match &boxes.group {
+        Some(group) => capacity(f, group).await == settled(phase),
+        None => true,
+    }
+}
+
+/// The UpdateAutoScalingGroup calls the cloud carried out on the test's group, and the
+/// group changes the audit log holds as succeeded.
+async fn group_counts(proxy: &Ec2Proxy, store: &Store, boxes: &Boxes) -> (usize, i64) {
+    let calls = boxes
+        .group
+        .as_deref()
+        .map_or(0, |g| proxy.calls("UpdateAutoScalingGroup", g));
+    let succeeded: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM audit_log
+         WHERE action IN ('scale_down_group', 'restore_group') AND outcome = 'succeeded'",
+    )
+    .fetch_one(store.pool())
+    .await
+    .unwrap();
+    (calls, succeeded)
+}
+
+/// Checks the group's invariants after a phase: one change at the cloud at most, and one
+/// change the audit log says succeeded (a kill after the call resolved as done from the group's
+/// capacity, a kill before it as interrupted, then made again), the capacity the phase ends
+/// with, no change left pending, no member ever stopped.
+async fn check_group(
+    ledger: &mut Ledger,
+    scenario: &str,
+    phase: Phase,
+    (f, proxy, store): (&Fixture, &Ec2Proxy, &Store),
+    boxes: &Boxes,
+    before: (usize, i64),
+) {
+    let group = boxes.group.as_deref().unwrap();
+    let after = group_counts(proxy, store, boxes).await;
+    let (calls, succeeded) = (after.0 - before.0, after.1 - before.1);
+    ledger.check(calls <= 1, || {
+        format!("{scenario}: the group's capacity changed {calls} times in the {phase:?}")
+    });
+    ledger.check(succeeded == 1, || {
+        format!("{scenario}: {succeeded} group changes succeeded in the {phase:?}, not 1")
+    });
+    let found = capacity(f, group).await;
+    ledger.check(found == settled(phase), || {
+        format!("{scenario}: the group is at {found:?} after the {phase:?} and recovery")
+    });
+    let stored = store.groups_of(f.region).await.unwrap();
+    ledger.check(
+        stored.get(group).is_some_and(|g| g.pending.is_none()),
+        || format!("{scenario}: the group's change has no outcome (or ebb forgot the group)"),
+    );
+    // Every member the group ever had, those it terminated included.
+    let listed = f
+        .ec2
+        .describe_instances()
+        .filters(
+            aws_sdk_ec2::types::Filter::builder()
+                .name("tag:aws:autoscaling:groupName")
+                .values(group)
+                .build(),
+        )
+        .send()
+        .await
+        .unwrap();
+    let members: Vec<String> = listed
+        .reservations()
+        .iter()
+        .flat_map(|r| r.instances())
+        .filter_map(|i| i.instance_id().map(str::to_string))
+        .collect();
+    ledger.check(!members.is_empty(), || {
+        format!("{scenario}: the group's members are not listed")
+    });
+    for id in members {
+        ledger.check(proxy.calls("StopInstances", &id) == 0, || {
+            format!("{scenario}: the group's member {id} was stopped one by one")
+        });
+    }
 }
 
 /// Checks the invariants after a phase and its recovery ticks. `window` is a research box a
@@ -359,7 +506,7 @@ async fn every_error_class_at_every_call_keeps_the_invariants(pool: PgPool) {
         leader: None,
         in_a_hurry: false,
     };
-    let boxes = Boxes::launch(&f).await;
+    let boxes = Boxes::launch(&f, false).await;
 
     // A day for each fault: injected into every call of the day, each at the first tick that
     // makes it, at every attempt (`usize::MAX`) or at the first only. `None`: a person stops a
@@ -505,14 +652,15 @@ async fn a_tick_killed_before_or_after_each_cloud_call_keeps_the_invariants(pool
         endpoint,
         policies: policies(),
     };
-    let boxes = Boxes::launch(&f).await;
+    let boxes = Boxes::launch(&f, true).await;
 
     // A day killed after each call, one killed before each mutating call, each kill at the
-    // first tick that makes the call; then a day where a person stops a box after ebb's stop
-    // intent, while its call is on the way, and ebb dies before the call reaches the cloud.
-    let after: Vec<(Phase, &str, bool)> = CALLS.iter().map(|&(p, c)| (p, c, true)).collect();
-    let before: Vec<(Phase, &str, bool)> = CALLS
-        .iter()
+    // first tick that makes the call (the group's after the boxes'); then a day where a person
+    // stops a box after ebb's stop intent, while its call is on the way, and ebb dies before
+    // the call reaches the cloud.
+    let calls = || CALLS.iter().chain(&GROUP_CALLS);
+    let after: Vec<(Phase, &str, bool)> = calls().map(|&(p, c)| (p, c, true)).collect();
+    let before: Vec<(Phase, &str, bool)> = calls()
         .filter(|(_, c)| *c != "DescribeInstances")
         .map(|&(p, c)| (p, c, false))
         .collect();
@@ -535,6 +683,7 @@ async fn a_tick_killed_before_or_after_each_cloud_call_keeps_the_invariants(pool
         let window = person.then(|| boxes.research[0].clone());
         for (phase, date) in [(Phase::Evening, day), (Phase::Morning, next)] {
             let before = counts(&proxy, phase.action(), &boxes.research);
+            let group_before = group_counts(&proxy, &store, &boxes).await;
             let mut queue: std::collections::VecDeque<(&str, bool)> = points
                 .iter()
                 .filter(|(p, _, _)| *p == phase)
@@ -542,9 +691,10 @@ async fn a_tick_killed_before_or_after_each_cloud_call_keeps_the_invariants(pool
                 .collect();
             for (at, late) in times(phase, date) {
                 let Some(&(call, through)) = queue.front() else {
-                    // Recovery, without faults.
+                    // Recovery, without faults, until the group's pending change is resolved
+                    // and, when it never landed, made again.
                     ebb.tick(&at, None, None).await;
-                    if late {
+                    if late && group_settled(&f, &boxes, phase).await {
                         break;
                     }
                     continue;
@@ -575,6 +725,8 @@ async fn a_tick_killed_before_or_after_each_cloud_call_keeps_the_invariants(pool
                 window.as_deref(),
             )
             .await;
+            let cloud = (&f, &*proxy, &store);
+            check_group(&mut ledger, &name, phase, cloud, &boxes, group_before).await;
         }
         ledger.days += 1;
         day = next;

@@ -21,6 +21,7 @@ mod owners;
 mod policy;
 mod policy_check;
 mod replay;
+mod replay_groups;
 mod schedule;
 mod settings;
 mod structure;

@@ -9,8 +9,8 @@ use chrono::Duration;
 use common::intercept::{Answer, Call, Intercept, Method};
 use common::world::SimWorld;
 use ebb::cloud::{CloudError, Provider};
-use ebb::fleet::{Capacity, ScalingGroup};
-use ebb::reconcile::Options;
+use ebb::fleet::{Capacity, GroupMember, ScalingGroup};
+use ebb::reconcile::{GroupCounts, Options};
 use ebb::store::{AuditFilter, Store};
 use sqlx::PgPool;
 
@@ -89,7 +89,23 @@ async fn a_lost_answer_is_resolved_from_the_groups_capacity_and_not_called_again
         },
     );
 
-    world.tick("2026-11-30T19:05:00Z").await;
+    let report = world.tick("2026-11-30T19:05:00Z").await;
+    let unknown = GroupCounts {
+        listed: 1,
+        unknown: 1,
+        ..GroupCounts::default()
+    };
+    assert_eq!(
+        report.groups, unknown,
+        "the tick counts the group's change as unknown"
+    );
+    assert!(
+        report
+            .headline()
+            .ends_with("; 1 Auto Scaling groups, 1 capacity changes (0 succeeded, 0 failed, 1 unknown, resolving), 0 interrupted group changes resolved"),
+        "{}",
+        report.headline()
+    );
     let zero = Capacity {
         min: 0,
         desired: 0,
@@ -107,7 +123,8 @@ async fn a_lost_answer_is_resolved_from_the_groups_capacity_and_not_called_again
     assert_eq!(group_rows(&world).await.len(), 1);
 
     // Later, the intent is resolved from the group's capacity: succeeded, without a new call.
-    world.tick("2026-11-30T19:15:00Z").await;
+    let report = world.tick("2026-11-30T19:15:00Z").await;
+    assert_eq!((report.groups.resolved, report.groups.succeeded), (1, 0));
     assert_eq!(
         group_rows(&world).await,
         [
@@ -119,7 +136,8 @@ async fn a_lost_answer_is_resolved_from_the_groups_capacity_and_not_called_again
     assert_eq!(set_calls, ["inference"], "never called again");
 
     // The opening restores what ebb found, since it knows the group is down because of it.
-    world.tick("2026-12-01T09:00:00Z").await;
+    let report = world.tick("2026-12-01T09:00:00Z").await;
+    assert_eq!(report.groups.succeeded, 1);
     assert_eq!(capacity(&world).await, UP);
     let rows = group_rows(&world).await;
     assert_eq!(
@@ -128,5 +146,167 @@ async fn a_lost_answer_is_resolved_from_the_groups_capacity_and_not_called_again
             ("restore_group".to_string(), "intent".to_string()),
             ("restore_group".to_string(), "succeeded".to_string()),
         ]
+    );
+}
+
+/// The rows of the groups' changes, with their reasons.
+async fn group_reasons(world: &SimWorld) -> Vec<(String, String, String)> {
+    let rows = world.store.audit(&AuditFilter::default()).await.unwrap();
+    rows.iter()
+        .filter(|r| r.entry.action.ends_with("_group"))
+        .map(|r| {
+            let e = &r.entry;
+            (
+                e.action.clone(),
+                e.outcome.as_str().to_string(),
+                e.reason.clone(),
+            )
+        })
+        .collect()
+}
+
+#[sqlx::test(migrations = false)]
+async fn a_persons_change_while_a_scale_down_is_unanswered_is_kept_until_the_opening(pool: PgPool) {
+    let mut world = SimWorld::plan(FLEET)
+        .policy("office.yaml", POLICY)
+        .options(Options {
+            in_flight_for: Duration::minutes(7),
+            ..Options::default()
+        })
+        .start_with(Store::from_pool(pool), |sim| {
+            Intercept::new(sim.with_groups(vec![inference()]))
+        })
+        .await;
+    // The scale-down lands and its answer is lost; then a person sets the group to one box
+    // for the night, straight at the cloud.
+    let mut lose = true;
+    world.cloud().after(
+        Method::SetGroupCapacity,
+        move |_call: &Call, answer: &mut Answer| {
+            if std::mem::take(&mut lose) {
+                *answer = Answer::Requested(Err(CloudError::timed_out("UpdateAutoScalingGroup")));
+            }
+        },
+    );
+    world.tick("2026-11-30T19:05:00Z").await;
+    let night = Capacity {
+        min: 1,
+        desired: 1,
+        max: 4,
+    };
+    let person = world.cloud().inner.clone();
+    person
+        .set_group_capacity("us-east-1", "inference", night)
+        .await
+        .unwrap();
+
+    // Resolved once the call cannot be in flight: neither ebb's capacity nor the one it
+    // found, so not ebb's; the group is held down at the person's capacity, never scaled
+    // down again.
+    world.tick("2026-11-30T19:15:00Z").await;
+    world.tick("2026-11-30T19:20:00Z").await;
+    world.tick("2026-11-30T23:00:00Z").await;
+    let rows = group_reasons(&world).await;
+    assert_eq!(rows.len(), 2, "{rows:#?}");
+    assert_eq!(
+        (rows[1].0.as_str(), rows[1].1.as_str()),
+        ("scale_down_group", "failed")
+    );
+    assert!(
+        rows[1].2.contains("someone else changed it meanwhile") && rows[1].2.contains("held down"),
+        "{rows:#?}"
+    );
+    assert_eq!(capacity(&world).await, night, "the person's change sticks");
+    assert_eq!(
+        world.cloud().ids_of(Method::SetGroupCapacity),
+        ["inference"],
+        "ebb made no second scale-down"
+    );
+
+    // The opening restores the capacity ebb found before its scale-down.
+    world.tick("2026-12-01T09:00:00Z").await;
+    assert_eq!(capacity(&world).await, UP);
+    let rows = group_reasons(&world).await;
+    assert_eq!(
+        rows[2..]
+            .iter()
+            .map(|(a, o, _)| (a.as_str(), o.as_str()))
+            .collect::<Vec<_>>(),
+        [("restore_group", "intent"), ("restore_group", "succeeded")]
+    );
+}
+
+/// Two members of a type the price table has, at $1.50 an hour.
+const GROUP_PRICES: &str =
+    "source: test\nas_of: today\nprices:\n  us-east-1:\n    g5.xlarge: 1.5\n";
+
+#[sqlx::test(migrations = false)]
+async fn ebb_report_counts_a_groups_scaled_down_members_hours_and_dollars(pool: PgPool) {
+    let group = ScalingGroup {
+        members: ["i-member-1", "i-member-2"]
+            .into_iter()
+            .map(|id| GroupMember {
+                id: id.to_string(),
+                instance_type: "g5.xlarge".to_string(),
+            })
+            .collect(),
+        ..inference()
+    };
+    let mut world = SimWorld::plan(FLEET)
+        .policy("office.yaml", POLICY)
+        .start_with(Store::from_pool(pool.clone()), |sim| {
+            Intercept::new(sim.with_groups(vec![group]))
+        })
+        .await;
+    // Down Monday 19:00, back Tuesday 09:00: 14 h × 2 members = 28 instance-hours, × $1.50 =
+    // $42: 5 h × 2 × $1.50 = $15 on Monday, 9 h × 2 × $1.50 = $27 on Tuesday.
+    world.tick("2026-11-30T19:00:00Z").await;
+    world.tick("2026-12-01T09:00:00Z").await;
+    assert_eq!(capacity(&world).await, UP);
+
+    let dir = tempfile::tempdir().unwrap();
+    let prices = dir.path().join("prices.yaml");
+    std::fs::write(&prices, GROUP_PRICES).unwrap();
+    let report = |format: &str| {
+        let out = common::Ebb::on(&common::database_url(&pool))
+            .env("EBB_PRICES", &prices)
+            .env_remove("EBB_CLOUD")
+            .run(&[
+                "report",
+                "--since",
+                "2026-11-30T00:00:00Z",
+                "--until",
+                "2026-12-02T00:00:00Z",
+                "--at",
+                "2026-12-10T00:00:00Z",
+                "--format",
+                format,
+            ]);
+        assert!(out.status.success(), "{out:?}");
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let json: serde_json::Value = serde_json::from_str(&report("json")).unwrap();
+    let total = &json["total"];
+    assert_eq!(total["group_scale_downs"], 1, "{json:#}");
+    assert_eq!(total["group_hours"], 28.0);
+    assert_eq!(total["group_saved_usd"], 42.0);
+    assert_eq!(total["saved_usd"], 42.0);
+    assert_eq!(json["groups"][0]["group"], "inference");
+    assert_eq!(json["groups"][0]["region"], "us-east-1");
+    assert_eq!(json["groups"][0]["group_hours"], 28.0);
+    assert_eq!(json["policies"][0]["policy"], "office");
+    assert_eq!(json["days"][0]["group_saved_usd"], 15.0);
+    assert_eq!(json["days"][1]["group_saved_usd"], 27.0);
+
+    let table = report("table");
+    assert!(
+        table.contains(
+            "Auto Scaling groups: $42.00 by scaling 1 group down (1 scale-down), 28.00 instance-hours"
+        ),
+        "{table}"
+    );
+    assert!(
+        table.contains("\nasg     us-east-1/inference  42.00"),
+        "{table}"
     );
 }

@@ -136,7 +136,9 @@ async fn ebb_report_works_out_the_hand_calculated_history(pool: PgPool) {
     );
     assert!(ok, "{err}");
     assert!(
-        csv.contains("\npolicy,office,154.00,154.00,0.00,2,0,33.00,0.00,0,0.00,1,4.00,2\n"),
+        csv.contains(
+            "\npolicy,office,154.00,154.00,0.00,2,0,33.00,0.00,0,0.00,1,4.00,2,0.00,0,0.00\n"
+        ),
         "{csv}"
     );
     assert!(csv.contains("\nday,2026-12-01,710.00,"), "{csv}");
