@@ -1398,6 +1398,7 @@ impl FleetSpec {
                         stopped_by_ebb_at: at(stopped),
                         started_by_ebb_at: at(started),
                         notified_at: at(notified),
+                        started_by_person_at: None,
                     },
                 );
                 let tags: Tags = s

@@ -16,6 +16,7 @@ mod docs;
 mod engine;
 mod fuzz_policy;
 mod groups;
+mod late_start;
 mod owners;
 mod policy;
 mod policy_check;
