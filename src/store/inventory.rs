@@ -343,7 +343,8 @@ impl<'a> SyncDiff<'a> {
                               OR EXISTS (SELECT 1 FROM open_intents o JOIN audit_log a USING (seq)
                                          WHERE a.instance = i.id AND a.action = 'start')
                              THEN NULL
-                         ELSE least($10, greatest(i.state_since, coalesce(n.launched_at, $10)))
+                         WHEN n.launched_at BETWEEN i.state_since AND $10 THEN n.launched_at
+                         ELSE $10
                      END,
                      state = n.state
                  FROM UNNEST($1::text[], $2::text[], $3::text[], $4::text[], $5::text[],

@@ -65,7 +65,7 @@ async fn a_schema_newer_than_the_binary_is_refused(pool: PgPool) {
             err,
             StoreError::SchemaTooNew {
                 found: 99990101000000,
-                known: 14
+                known: 18
             }
         ),
         "{err}"
