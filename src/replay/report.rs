@@ -333,7 +333,7 @@ impl Report {
         if let Some(e) = t.late_start_enforce {
             let _ = writeln!(
                 out,
-                "Keeping people's starts after the close until idle costs ${:+.2} and {:+.1} running hours against `late_start: enforce`, and leaves {:+.2} hours of demand unserved ({:.2} h under enforce).\n",
+                "Keeping people's starts after the close until idle, against `late_start: enforce`: cost {:+.2} USD, running hours {:+.1}, unserved busy hours {:+.2} (enforce leaves {:.2} h unserved).\n",
                 t.policies.cost_usd - e.cost_usd,
                 (t.policies.running_s - e.running_s) as f64 / 3600.0,
                 (t.policies.unserved_busy_s - e.unserved_busy_s) as f64 / 3600.0,
@@ -464,6 +464,37 @@ mod tests {
         );
         assert!(
             md.contains("| i-c | (no policy) |") && !md.contains("| i-a |"),
+            "{md}"
+        );
+    }
+
+    #[test]
+    fn late_start_enforce_is_shown_beside_the_policies_in_every_format() {
+        let at = |s: &str| crate::when::parse_time(s).unwrap();
+        let mut r = Report::new(at("2026-11-30T00:00:00Z"), at("2026-11-30T10:00:00Z"));
+        let mut late = outcome("i-late", Some("dev"), tally(4, 4.0));
+        late.scenarios.policies.unserved_busy_s = 300;
+        late.scenarios.late_start_enforce = Some(Tally {
+            unserved_busy_s: 900,
+            stops: 3,
+            ..tally(3, 3.0)
+        });
+        let mut day = outcome("i-day", Some("dev"), tally(2, 2.0));
+        day.scenarios.late_start_enforce = Some(tally(2, 2.0));
+        r.add(vec![late, day]);
+        let enforce = r.total.late_start_enforce.unwrap();
+        assert_eq!((enforce.running_s, enforce.stops), (5 * 3600, 3));
+        let json: Value = serde_json::from_str(&r.json()).unwrap();
+        let e = &json["scenarios"]["late_start_enforce"];
+        assert_eq!(e["running_hours"], 5.0);
+        assert_eq!(e["cost_usd"], 5.0);
+        assert_eq!(e["unserved_busy_hours"], 0.25);
+        assert_eq!(e["savings_vs_always_on_usd"], 15.0);
+        let table = r.table();
+        assert!(table.contains("\nlate_start_enforce       5.00"), "{table}");
+        let md = r.markdown();
+        assert!(
+            md.contains("Keeping people's starts after the close until idle, against `late_start: enforce`: cost +1.00 USD, running hours +1.0, unserved busy hours -0.17 (enforce leaves 0.25 h unserved)."),
             "{md}"
         );
     }

@@ -106,8 +106,7 @@ impl Eval<'_> {
             self.text(|| {
                 let how = match idle {
                     Coverage::Idle { samples, max } => format!(
-                        "GPU idle: {samples} samples over the last {}, max {}% < {threshold}%",
-                        span(idle_for),
+                        "{samples} samples, max {}% < {threshold}%",
                         percent_text(max)
                     ),
                     Coverage::Missing(gap) => format!(
@@ -115,7 +114,7 @@ impl Eval<'_> {
                     ),
                     Coverage::Busy { .. } => String::new(),
                 };
-                format!("{}; idle for {} since: {how}", who(), span(idle_for))
+                format!("{}; GPU idle for {}: {how}", who(), span(idle_for))
             }),
         );
         Some(self.with_notice(stop, NoticeFor::Now, trace))
