@@ -1,6 +1,7 @@
 //! What the inventory sync records of a person's start (`started_by_person_at`, which the
 //! engine keeps running after the close until it has gone idle): a start seen after a stop with
-//! no start of ebb's since, nor one in flight; cleared at the next stop.
+//! no start of ebb's since, nor one in flight; cleared at the next stop. Then a tick on the
+//! simulated fleet that keeps such a start until it is idle, and the console that says so.
 
 use crate::common;
 
@@ -282,4 +283,66 @@ async fn a_tick_keeps_a_persons_late_start_until_it_has_been_idle_for_an_hour(po
         assert_eq!(stops, ["outside_hours", "late_start_idle"], "{audit:#?}");
         pool.close().await;
     });
+}
+
+/// The console's instance page says who started the box and until when it is kept, as
+/// `ebb explain` does: a person's start at 20:30 in London, after the 19:00 close.
+#[sqlx::test(migrations = false)]
+async fn the_console_says_a_person_started_it_and_it_is_kept_until_idle(pool: PgPool) {
+    use ebb::api::{self, ApiState, Tokens};
+    use ebb::control::Control;
+    use ebb::reconcile::PolicySource;
+    use std::sync::Arc;
+
+    let store = Store::from_pool(pool.clone());
+    store.migrate().await.unwrap();
+    let policies = tempfile::tempdir().unwrap();
+    std::fs::write(policies.path().join("p.yaml"), OFFICE).unwrap();
+    let state = ApiState {
+        store: store.clone(),
+        policies: Arc::new(PolicySource::new(vec![policies.path().to_path_buf()])),
+        control: Arc::new(Control::default()),
+        tokens: Arc::new(Tokens::parse("").unwrap()),
+        clock: ebb::clock::Clock::Fixed(t("2026-11-30T20:40:00Z")),
+        checkpoints: None,
+        limits: ebb::api::ApiLimits {
+            public_reads: true,
+            ..Default::default()
+        },
+        prices: Arc::new(common::savings::price_table()),
+    };
+    let routes = api::router(state.clone()).merge(ebb::console::router(state));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, routes).await });
+
+    sync(
+        &store,
+        InstanceState::Running,
+        MORNING,
+        "2026-11-30T09:00:00Z",
+    )
+    .await;
+    sync(
+        &store,
+        InstanceState::Stopped,
+        MORNING,
+        "2026-11-30T19:05:00Z",
+    )
+    .await;
+    let late = "2026-11-30T20:30:00Z";
+    sync(&store, InstanceState::Running, late, "2026-11-30T20:31:00Z").await;
+    let html = reqwest::get(format!("{base}/instances/i-1"))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(html.contains("<dt>Started by a person</dt>"), "{html}");
+    assert!(
+        html.contains(
+            "<strong>Decision: </strong>none <code>late_start_kept</code> by office: started by a person at 20:30 UTC outside work hours; kept until idle for 1h"
+        ),
+        "{html}"
+    );
 }
