@@ -95,6 +95,9 @@ struct SnapshotInstance {
     started_by_ebb_at: Option<Timestamp>,
     #[serde(default)]
     notified_at: Option<Timestamp>,
+    /// When a person started it, while it runs since (what the inventory sync records).
+    #[serde(default)]
+    started_by_person_at: Option<Timestamp>,
     /// The role of `EBB_ROLE_ARNS` that listed it: an instance of another account.
     #[serde(default)]
     via_role: Option<String>,
@@ -225,6 +228,7 @@ impl Snapshot {
                     stopped_by_ebb_at: i.stopped_by_ebb_at.map(|t| t.0),
                     started_by_ebb_at: i.started_by_ebb_at.map(|t| t.0),
                     notified_at: i.notified_at.map(|t| t.0),
+                    started_by_person_at: i.started_by_person_at.map(|t| t.0),
                 };
                 if f != InstanceFacts::default() {
                     facts.insert(i.id.clone(), f);

@@ -235,6 +235,7 @@ mod tests {
             stopped_by_ebb_at: None,
             started_by_ebb_at: None,
             notified_at: None,
+            started_by_person_at: None,
             decided_action: None,
             decided_code: None,
             decided_reason: None,

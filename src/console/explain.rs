@@ -58,6 +58,7 @@ fn fleet_of(
         stopped_by_ebb_at: record.stopped_by_ebb_at,
         started_by_ebb_at: record.started_by_ebb_at,
         notified_at: record.notified_at,
+        started_by_person_at: record.started_by_person_at,
     };
     let in_force = overrides
         .iter()

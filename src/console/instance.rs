@@ -177,6 +177,7 @@ fn facts(i: &InstanceRecord) -> Markup {
             @if let Some(gone) = i.gone_at { dt { "Gone" } dd { (time(gone)) } }
             @if let Some(t) = i.stopped_by_ebb_at { dt { "Stopped by ebb" } dd { (time(t)) } }
             @if let Some(t) = i.started_by_ebb_at { dt { "Started by ebb" } dd { (time(t)) } }
+            @if let Some(t) = i.started_by_person_at { dt { "Started by a person" } dd { (time(t)) } }
             dt { "Tags" }
             dd {
                 @if i.tags.0.is_empty() { "none" } @else {

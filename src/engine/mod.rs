@@ -192,6 +192,12 @@ codes! {
     StartAhead = "start_ahead",
     /// Running outside hours within `start_ahead` of the opening: not stopped.
     StartAheadKept = "start_ahead_kept",
+    /// A person started it outside work hours: not stopped for being outside hours until it
+    /// has gone idle (`work_hours.late_start`).
+    LateStartKept = "late_start_kept",
+    /// A person started it outside work hours and it has gone idle since: stop (after the
+    /// notice, if any).
+    LateStartIdle = "late_start_idle",
     /// A start EC2 refused for lack of capacity (`InsufficientInstanceCapacity`): an outcome's
     /// code, retried sooner than other failures.
     InsufficientCapacity = "insufficient_capacity",
@@ -321,6 +327,9 @@ pub struct InstanceFacts {
     pub started_by_ebb_at: Option<DateTime<Utc>>,
     /// When ebb last gave notice of a stop.
     pub notified_at: Option<DateTime<Utc>>,
+    /// When a person started it, if it is running since: it was seen stopped, then running,
+    /// with no start of ebb's since the stop. Cleared when it stops again or ebb starts it.
+    pub started_by_person_at: Option<DateTime<Utc>>,
 }
 
 /// A person's request to keep an instance from being stopped until a time.

@@ -237,7 +237,27 @@ pub struct WorkHours {
     /// at the opening; nothing is stopped for being outside hours meanwhile. Zero: at the
     /// opening.
     pub start_ahead: Duration,
+    /// What becomes of an instance a person started outside work hours.
+    pub late_start: LateStart,
 }
+
+/// What becomes of an instance a person started outside work hours (`work_hours.late_start`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LateStart {
+    /// Not stopped for being outside hours until it has gone idle, counted from its start: for
+    /// the idle rule's `for`, or `idle_for` (default [`LATE_START_IDLE_FOR`]) in a policy
+    /// without an idle rule.
+    KeepUntilIdle {
+        /// How long it must be idle, as written (`late_start: {idle_for: 2h}`).
+        idle_for: Option<Duration>,
+    },
+    /// Stopped like any running instance outside hours.
+    Enforce,
+}
+
+/// How long a late start must be idle before it is stopped, in a policy without an idle rule
+/// and without `late_start.idle_for`.
+pub const LATE_START_IDLE_FOR: Duration = Duration::hours(1);
 
 /// How an unknown GPU utilisation counts for the idle rule.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -325,5 +345,26 @@ impl Policy {
         self.idle
             .as_ref()
             .map_or(DEFAULT_BUSY_THRESHOLD, |i| i.gpu_below)
+    }
+
+    /// How long an instance a person started outside work hours must be idle before it is
+    /// stopped for being outside hours, and how a window without enough data counts; `None`
+    /// when such a start is not kept (no work hours, `outside_hours: none`, or
+    /// `late_start: enforce`).
+    pub fn late_start_idle(&self) -> Option<(Duration, MissingMetrics)> {
+        let wh = self.work_hours.as_ref()?;
+        let LateStart::KeepUntilIdle { idle_for } = wh.late_start else {
+            return None;
+        };
+        if wh.outside_hours == OutsideHours::None {
+            return None;
+        }
+        Some(match &self.idle {
+            Some(rule) => (rule.window, rule.missing_metrics),
+            None => (
+                idle_for.unwrap_or(LATE_START_IDLE_FOR),
+                MissingMetrics::Busy,
+            ),
+        })
     }
 }

@@ -164,10 +164,30 @@ fn work_hours_schema() -> Value {
                 "start_ahead",
                 duration("Start stopped instances this long before each opening (at most 12h); nothing is stopped for being outside hours meanwhile. Absent = at the opening"),
             ),
+            ("late_start", late_start_schema()),
         ],
     );
     work_hours["oneOf"] = json!([{"required": ["periods"]}, {"required": ["cron"]}]);
     work_hours
+}
+
+/// The schema of `work_hours.late_start`: `keep`, `enforce`, or `{idle_for}`.
+fn late_start_schema() -> Value {
+    json!({
+        "description": "An instance a person started outside hours: keep (default) runs until idle for the idle rule's `for` (or idle_for, default 1h), counted from the start; enforce stops it like any other",
+        "default": "keep",
+        "oneOf": [
+            {"enum": ["keep", "enforce"]},
+            object(
+                keys::LATE_START,
+                &[],
+                &[(
+                    "idle_for",
+                    duration("How long a late start must be idle before it is stopped, in a policy without an idle rule (default 1h)"),
+                )],
+            ),
+        ],
+    })
 }
 
 /// The schema of the idle rule.

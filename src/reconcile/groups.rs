@@ -295,7 +295,10 @@ fn landed(group: &ScalingGroup, memory: &GroupMemory, pending: &PendingChange) -
         let why = format!("the group is at {now_at}");
         (Outcome::Succeeded, true, why)
     } else if interrupted {
-        let why = format!("{INTERRUPTED}; the group is at {now_at}, not {}", pending.to);
+        let why = format!(
+            "{INTERRUPTED}; the group is at {now_at}, not {}",
+            pending.to
+        );
         (Outcome::Failed, false, why)
     } else {
         let (found, taken_as) = match scale_down {

@@ -1,6 +1,7 @@
 //! `ebb replay`: what a policy set would have done over recorded GPU utilisation, against
 //! keeping every instance running (`always_on`) and running each exactly while it is busy
-//! (`oracle`), and against another policy set (`baseline`).
+//! (`oracle`), against the same policies stopping people's starts after the close at once
+//! (`late_start_enforce`), and against another policy set (`baseline`).
 //!
 //! Pure, like the engine it runs: the recording and the snapshot come in as values, the
 //! measures go out as numbers. Instances are replayed a chunk at a time (decisions are per
@@ -19,8 +20,9 @@ pub use report::{InstanceOutcome, Report, Scenarios, Tally};
 
 use crate::engine::{self, Prior, RECENT};
 use crate::fleet::{Instance, InstanceState, Lifecycle, Prices, Sample};
-use crate::policy::PolicySet;
+use crate::policy::{LateStart, PolicySet};
 use chrono::{DateTime, Duration, Utc};
+use std::borrow::Cow;
 
 /// How a replay runs.
 #[derive(Debug, Clone, Copy)]
@@ -91,7 +93,7 @@ pub(crate) type Span = (DateTime<Utc>, DateTime<Utc>);
 
 /// A policy set with what ebb remembers under it, as the replay changes it.
 struct Scenario<'a> {
-    set: &'a PolicySet,
+    set: Cow<'a, PolicySet>,
     prior: Prior,
 }
 
@@ -101,6 +103,25 @@ pub struct Replayer<'a> {
     prices: &'a Prices,
     policies: Scenario<'a>,
     baseline: Option<Scenario<'a>>,
+    /// The policies with `late_start: enforce`, when some of them keep late starts.
+    late_start_enforce: Option<Scenario<'a>>,
+}
+
+/// `set` with `late_start: enforce` in every policy, when some policy keeps people's starts
+/// after the close (otherwise it would replay the same).
+fn enforcing_late_starts(set: &PolicySet) -> Option<PolicySet> {
+    if set.policies.iter().all(|p| p.late_start_idle().is_none()) {
+        return None;
+    }
+    let mut enforcing = set.clone();
+    for wh in enforcing
+        .policies
+        .iter_mut()
+        .filter_map(|p| p.work_hours.as_mut())
+    {
+        wh.late_start = LateStart::Enforce;
+    }
+    Some(enforcing)
 }
 
 impl<'a> Replayer<'a> {
@@ -117,11 +138,15 @@ impl<'a> Replayer<'a> {
             options,
             prices,
             policies: Scenario {
-                set: policies,
+                set: Cow::Borrowed(policies),
                 prior: prior.clone(),
             },
             baseline: baseline.map(|set| Scenario {
-                set,
+                set: Cow::Borrowed(set),
+                prior: prior.clone(),
+            }),
+            late_start_enforce: enforcing_late_starts(policies).map(|set| Scenario {
+                set: Cow::Owned(set),
                 prior: prior.clone(),
             }),
         }
@@ -139,10 +164,11 @@ impl<'a> Replayer<'a> {
             .map(|r| busy_spans(&r.samples, o.busy_threshold))
             .collect();
         let run = |s: &mut Scenario| {
-            model::run(s.set, &mut s.prior, chunk, &busy, &rates, &o, self.prices)
+            model::run(&s.set, &mut s.prior, chunk, &busy, &rates, &o, self.prices)
         };
         let policies = run(&mut self.policies);
         let baseline = self.baseline.as_mut().map(run);
+        let late_start_enforce = self.late_start_enforce.as_mut().map(run);
         Ok(chunk
             .iter()
             .enumerate()
@@ -157,11 +183,12 @@ impl<'a> Replayer<'a> {
                 };
                 InstanceOutcome {
                     instance: r.instance.id.clone(),
-                    policy: engine::governing_policy(self.policies.set, &r.instance)
+                    policy: engine::governing_policy(&self.policies.set, &r.instance)
                         .map(|p| p.name.clone()),
                     scenarios: Scenarios {
                         policies: policies[i],
                         baseline: baseline.as_ref().map(|b| b[i]),
+                        late_start_enforce: late_start_enforce.as_ref().map(|e| e[i]),
                         always_on,
                         oracle,
                     },

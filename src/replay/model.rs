@@ -1,7 +1,8 @@
 //! One scenario of a chunk, tick by tick: the engine decides on the modelled instances, its
 //! actions change them as EC2 would (at once), and a person starts a stopped instance at the
-//! tick after the recording shows demand on it. An Auto Scaling group's members move with
-//! their group's decisions (`super::groups`), and no person starts one alone.
+//! tick after the recording shows demand on it (a start the engine then knows as a person's:
+//! after the close, a late start). An Auto Scaling group's members move with their group's
+//! decisions (`super::groups`), and no person starts one alone.
 
 use super::groups::{Groups, Move};
 use super::{demand_soon, settled, BusyCursor, Options, Recording, Span, Tally};
@@ -47,12 +48,19 @@ pub(super) fn run(
     o: &Options,
     prices: &Prices,
 ) -> Vec<Tally> {
-    // The engine needs no sample older than the longest idle window, and the busy check's
-    // last RECENT.
+    // The engine needs no sample older than the longest idle window (a late start's too), and
+    // the busy check's last RECENT.
     let lookback = set
         .policies
         .iter()
-        .filter_map(|p| p.idle.as_ref().map(|i| i.window))
+        .flat_map(|p| {
+            let late_start = p.late_start_idle().map(|(window, _)| window);
+            p.idle
+                .as_ref()
+                .map(|i| i.window)
+                .into_iter()
+                .chain(late_start)
+        })
         .max()
         .unwrap_or_else(Duration::zero)
         + RECENT;
@@ -127,8 +135,10 @@ impl Modelled<'_> {
             return false;
         }
         self.started(view, t);
-        // Seen running again: the last stop is no longer ebb's (as the inventory sync does).
+        // Seen running again: the last stop is no longer ebb's, and the start is a person's
+        // (as the inventory sync records them).
         self.facts.stopped_by_ebb_at = None;
+        self.facts.started_by_person_at = Some(t);
         prior.set_facts(&view.id, self.facts);
         true
     }
@@ -177,6 +187,7 @@ impl Modelled<'_> {
                 view.state = InstanceState::Stopped;
                 view.state_since = Some(t);
                 self.facts.stopped_by_ebb_at = Some(t);
+                self.facts.started_by_person_at = None;
                 self.tally.stops += 1;
                 if demand_soon(self.spans, t) {
                     self.tally.wrongful_stops += 1;
@@ -186,6 +197,7 @@ impl Modelled<'_> {
                 self.started(view, t);
                 self.facts.started_by_ebb_at = Some(t);
                 self.facts.stopped_by_ebb_at = None;
+                self.facts.started_by_person_at = None;
             }
             Action::Notify => {
                 let stop_at = d.stop_at.unwrap_or(t);

@@ -72,6 +72,9 @@ pub struct Scenarios {
     pub policies: Tally,
     /// Under `--baseline-policies`, when given.
     pub baseline: Option<Tally>,
+    /// Under the policies given with `late_start: enforce` in each: what keeping people's late
+    /// starts costs and serves. Only when some policy keeps them.
+    pub late_start_enforce: Option<Tally>,
     /// Every instance running the whole period.
     pub always_on: Tally,
     /// Each instance running exactly while busy.
@@ -85,6 +88,9 @@ impl AddAssign for Scenarios {
         self.oracle += o.oracle;
         if let Some(b) = o.baseline {
             *self.baseline.get_or_insert_with(Tally::default) += b;
+        }
+        if let Some(e) = o.late_start_enforce {
+            *self.late_start_enforce.get_or_insert_with(Tally::default) += e;
         }
     }
 }
@@ -122,6 +128,9 @@ impl Scenarios {
         map.insert("oracle".into(), Value::Object(self.oracle.json()));
         if let Some(b) = &self.baseline {
             map.insert("baseline".into(), self.policy_json(b));
+        }
+        if let Some(e) = &self.late_start_enforce {
+            map.insert("late_start_enforce".into(), self.policy_json(e));
         }
         Value::Object(map)
     }
@@ -214,7 +223,7 @@ impl Report {
         );
         let _ = writeln!(
             out,
-            "{:<10} {:>10} {:>10} {:>12} {:>6} {:>6} {:>10} {:>8} {:>12} {:>8}",
+            "{:<18} {:>10} {:>10} {:>12} {:>6} {:>6} {:>10} {:>8} {:>12} {:>8}",
             "scenario",
             "running_h",
             "idle_h",
@@ -228,6 +237,10 @@ impl Report {
         );
         let t = &self.total;
         let mut rows = vec![("policies", t.policies, true)];
+        rows.extend(
+            t.late_start_enforce
+                .map(|e| ("late_start_enforce", e, true)),
+        );
         rows.extend(t.baseline.map(|b| ("baseline", b, true)));
         rows.push(("always_on", t.always_on, false));
         rows.push(("oracle", t.oracle, false));
@@ -242,7 +255,7 @@ impl Report {
             };
             let _ = writeln!(
                 out,
-                "{name:<10} {:>10.2} {:>10.2} {:>12.2} {:>6} {:>6} {:>10.2} {:>8} {savings:>12} {waste:>8}",
+                "{name:<18} {:>10.2} {:>10.2} {:>12.2} {:>6} {:>6} {:>10.2} {:>8} {savings:>12} {waste:>8}",
                 tally.running_s as f64 / 3600.0,
                 tally.idle_running_s as f64 / 3600.0,
                 tally.cost_usd,
@@ -317,6 +330,16 @@ impl Report {
             t.oracle.cost_usd,
             t.savings(&t.policies)
         );
+        if let Some(e) = t.late_start_enforce {
+            let _ = writeln!(
+                out,
+                "Keeping people's starts after the close until idle, against `late_start: enforce`: cost {:+.2} USD, running hours {:+.1}, unserved busy hours {:+.2} (enforce leaves {:.2} h unserved).\n",
+                t.policies.cost_usd - e.cost_usd,
+                (t.policies.running_s - e.running_s) as f64 / 3600.0,
+                (t.policies.unserved_busy_s - e.unserved_busy_s) as f64 / 3600.0,
+                e.unserved_busy_s as f64 / 3600.0
+            );
+        }
         out.push_str(&self.most_changed(label));
         out
     }
@@ -386,6 +409,7 @@ mod tests {
             scenarios: Scenarios {
                 policies,
                 baseline: None,
+                late_start_enforce: None,
                 always_on: tally(10, 10.0),
                 oracle: tally(2, 2.0),
             },
@@ -440,6 +464,37 @@ mod tests {
         );
         assert!(
             md.contains("| i-c | (no policy) |") && !md.contains("| i-a |"),
+            "{md}"
+        );
+    }
+
+    #[test]
+    fn late_start_enforce_is_shown_beside_the_policies_in_every_format() {
+        let at = |s: &str| crate::when::parse_time(s).unwrap();
+        let mut r = Report::new(at("2026-11-30T00:00:00Z"), at("2026-11-30T10:00:00Z"));
+        let mut late = outcome("i-late", Some("dev"), tally(4, 4.0));
+        late.scenarios.policies.unserved_busy_s = 300;
+        late.scenarios.late_start_enforce = Some(Tally {
+            unserved_busy_s: 900,
+            stops: 3,
+            ..tally(3, 3.0)
+        });
+        let mut day = outcome("i-day", Some("dev"), tally(2, 2.0));
+        day.scenarios.late_start_enforce = Some(tally(2, 2.0));
+        r.add(vec![late, day]);
+        let enforce = r.total.late_start_enforce.unwrap();
+        assert_eq!((enforce.running_s, enforce.stops), (5 * 3600, 3));
+        let json: Value = serde_json::from_str(&r.json()).unwrap();
+        let e = &json["scenarios"]["late_start_enforce"];
+        assert_eq!(e["running_hours"], 5.0);
+        assert_eq!(e["cost_usd"], 5.0);
+        assert_eq!(e["unserved_busy_hours"], 0.25);
+        assert_eq!(e["savings_vs_always_on_usd"], 15.0);
+        let table = r.table();
+        assert!(table.contains("\nlate_start_enforce       5.00"), "{table}");
+        let md = r.markdown();
+        assert!(
+            md.contains("Keeping people's starts after the close until idle, against `late_start: enforce`: cost +1.00 USD, running hours +1.0, unserved busy hours -0.17 (enforce leaves 0.25 h unserved)."),
             "{md}"
         );
     }

@@ -58,6 +58,8 @@ pub struct InstanceRecord {
     pub started_by_ebb_at: Option<DateTime<Utc>>,
     /// When ebb last gave notice of a stop.
     pub notified_at: Option<DateTime<Utc>>,
+    /// When a person started it, while it runs since (see [`InstanceFacts`]).
+    pub started_by_person_at: Option<DateTime<Utc>>,
     /// The latest decision's action (`none` when nothing is to be done).
     pub decided_action: Option<String>,
     /// The latest decision's code.
@@ -91,7 +93,7 @@ macro_rules! select_instances {
                 CASE WHEN i.gone_at IS NULL THEN coalesce(r.synced_at, i.changed_at)
                      ELSE i.gone_at END AS last_seen_at,
                 i.gone_at, i.state_since, i.policy, i.stopped_by_ebb_at, i.started_by_ebb_at,
-                i.notified_at, i.decided_action, i.decided_code, i.decided_reason,
+                i.notified_at, i.started_by_person_at, i.decided_action, i.decided_code, i.decided_reason,
                 i.decided_since
          FROM instances i LEFT JOIN region_syncs r ON r.region = i.region"
     };
@@ -332,6 +334,18 @@ impl<'a> SyncDiff<'a> {
                                         THEN $10 ELSE i.state_since END,
                      stopped_by_ebb_at = CASE WHEN n.state = 'running' AND i.state <> 'running'
                                               THEN NULL ELSE i.stopped_by_ebb_at END,
+                     started_by_person_at = CASE
+                         WHEN n.state NOT IN ('pending', 'running') OR i.gone_at IS NOT NULL
+                             THEN NULL
+                         WHEN i.state NOT IN ('stopped', 'stopping')
+                             THEN i.started_by_person_at
+                         WHEN coalesce(i.started_by_ebb_at >= i.state_since, false)
+                              OR EXISTS (SELECT 1 FROM open_intents o JOIN audit_log a USING (seq)
+                                         WHERE a.instance = i.id AND a.action = 'start')
+                             THEN NULL
+                         WHEN n.launched_at BETWEEN i.state_since AND $10 THEN n.launched_at
+                         ELSE $10
+                     END,
                      state = n.state
                  FROM UNNEST($1::text[], $2::text[], $3::text[], $4::text[], $5::text[],
                              $6::timestamptz[], $7::jsonb[], $8::bigint[], $9::jsonb[])
@@ -475,24 +489,30 @@ impl Store {
             Option<DateTime<Utc>>,
             Option<DateTime<Utc>>,
             Option<DateTime<Utc>>,
+            Option<DateTime<Utc>>,
         );
         let rows: Vec<FactsRow> = sqlx::query_as(
-            "SELECT id, stopped_by_ebb_at, started_by_ebb_at, notified_at FROM instances
+            "SELECT id, stopped_by_ebb_at, started_by_ebb_at, notified_at, started_by_person_at
+             FROM instances
              WHERE gone_at IS NULL AND (stopped_by_ebb_at IS NOT NULL
-                   OR started_by_ebb_at IS NOT NULL OR notified_at IS NOT NULL)",
+                   OR started_by_ebb_at IS NOT NULL OR notified_at IS NOT NULL
+                   OR started_by_person_at IS NOT NULL)",
         )
         .fetch_all(&self.pool)
         .await?;
         let facts = rows
             .into_iter()
-            .map(|(id, stopped_by_ebb_at, started_by_ebb_at, notified_at)| {
-                let f = InstanceFacts {
-                    stopped_by_ebb_at,
-                    started_by_ebb_at,
-                    notified_at,
-                };
-                (id, f)
-            })
+            .map(
+                |(id, stopped_by_ebb_at, started_by_ebb_at, notified_at, started_by_person_at)| {
+                    let f = InstanceFacts {
+                        stopped_by_ebb_at,
+                        started_by_ebb_at,
+                        notified_at,
+                        started_by_person_at,
+                    };
+                    (id, f)
+                },
+            )
             .collect();
         let overrides = self
             .active_overrides(now)
@@ -506,6 +526,17 @@ impl Store {
             })
             .collect();
         Ok(Prior::new(facts, overrides))
+    }
+
+    /// The live instances a person started (see [`InstanceFacts::started_by_person_at`]): a
+    /// tick reads their GPUs over the window that decides whether such a start has gone idle.
+    pub async fn started_by_person(&self) -> Result<HashSet<String>> {
+        let ids: Vec<String> = sqlx::query_scalar(
+            "SELECT id FROM instances WHERE started_by_person_at IS NOT NULL AND gone_at IS NULL",
+        )
+        .fetch_all(&self.pool)
+        .await?;
+        Ok(ids.into_iter().collect())
     }
 
     /// Remembers that ebb did `action` to `instances` at `at` (after the cloud accepted it).

@@ -63,6 +63,8 @@ const KEYS: &[&str] = &[
     "start_at_open",
     "busy_defers_stop",
     "max_defer",
+    "late_start",
+    "idle_for",
     "idle",
     "gpu_below",
     "for",
@@ -95,6 +97,7 @@ const KEYS: &[&str] = &[
     "stopped_by_ebb_at",
     "started_by_ebb_at",
     "notified_at",
+    "started_by_person_at",
     "on_demand",
     "instance",
     "until",
@@ -857,6 +860,7 @@ fn work_hours(w: Wild) -> BoxedStrategy<Value> {
             ),
             ("busy_defers_stop", 0.4, w.field(boolean())),
             ("max_defer", 0.4, w.leaf(valid_duration(), duration_text())),
+            ("late_start", 0.3, w.choice(&["keep", "enforce"])),
         ])
     };
     prop_oneof![3 => with(w.required(), other), 1 => with(other, w.required())].boxed()
@@ -1398,6 +1402,7 @@ impl FleetSpec {
                         stopped_by_ebb_at: at(stopped),
                         started_by_ebb_at: at(started),
                         notified_at: at(notified),
+                        started_by_person_at: None,
                     },
                 );
                 let tags: Tags = s
@@ -1541,6 +1546,7 @@ fn snapshot_doc(w: Wild, extreme: bool) -> BoxedStrategy<Value> {
         ("stopped_by_ebb_at", 0.2, time()),
         ("started_by_ebb_at", 0.2, time()),
         ("notified_at", 0.2, time()),
+        ("started_by_person_at", 0.2, time()),
     ]);
     let dollars = || match w {
         Wild::No => (0.0f64..50.0).prop_map(|n| Value::Number(n.into())).boxed(),

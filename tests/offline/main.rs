@@ -17,6 +17,7 @@ mod eks_mocks;
 mod engine;
 mod fuzz_policy;
 mod groups;
+mod late_start;
 mod owners;
 mod policy;
 mod policy_check;

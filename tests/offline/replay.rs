@@ -324,16 +324,30 @@ prices:
     );
     assert_eq!(s["policies"]["unserved_busy_hours"].as_f64(), Some(0.0));
     // Without deferral the close cuts the run. By hand: stopped at 18:00; its person starts it
-    // at 18:05; ebb stops it again at 18:10, and so on until the stop at 21:00 after the run:
-    // 19 stops, 18 of them wrongful, 1 + 18 starts, 18 × 5 min unserved, running 10 h + 18 × 5
-    // min.
+    // at 18:05, a late start, kept until idle for an hour: the last busy sample is 20:55, so
+    // 22:00 is the first tick whose hour has none: stopped then. Running 10 h + 3 h 55 min,
+    // 2 h + 1 h idle, 5 min unserved; 2 stops (the first wrongful), 2 starts.
     let d = files(
         &OFFICE.replace("periods:", "busy_defers_stop: false\n      periods:"),
         fleet,
         &trace("i-train", from, to, busy_in(run)),
     );
     let s = &replay(d.path(), from, to, &[])["scenarios"];
-    assert_measures(&s["policies"], [11.5, 2.0, 1.5], 3.0, [19, 19, 18]);
+    assert_measures(
+        &s["policies"],
+        [13.0 + 55.0 / 60.0, 3.0, 5.0 / 60.0],
+        3.0,
+        [2, 2, 1],
+    );
+    // With `late_start: enforce`, in the same replay: ebb stops it again at 18:10, its person
+    // starts it at 18:15, and so on until the stop at 21:00 after the run: 19 stops, 18 of them
+    // wrongful, 1 + 18 starts, 18 × 5 min unserved, running 10 h + 18 × 5 min.
+    assert_measures(
+        &s["late_start_enforce"],
+        [11.5, 2.0, 1.5],
+        3.0,
+        [19, 19, 18],
+    );
 }
 
 /// The mistakes a user can make get a message naming the file and line and what to do, and
@@ -498,18 +512,19 @@ fn an_override_in_the_snapshot_blocks_stops_until_it_ends() {
     assert_measures(&s["policies"], [52.0, 12.0, 0.0], 1.0, [5, 5, 0]);
 }
 
-/// The workload generator's week of the demo fleet (notebooks and forgotten boxes in four
-/// offices' zones, a training run past Shanghai's close, busy and idle boxes), replayed under
-/// the example policies with the shipped price table for every region: every instance is
-/// reported, the policies run less than always on and save money, the totals are the sums of
-/// the instances, and the training run's stop waits for it (nothing of it unserved).
-#[test]
-fn the_generated_demo_fleet_workload_replays_under_the_example_policies() {
+/// The demo week's recording, from the workload generator, of the demo fleet with `extra`
+/// (more instances, as YAML list items) added, replayed under the example policies with the
+/// shipped price table for every region: the fleet replayed and the JSON report. Without
+/// prices for ap-east-1 the replay cannot cost and says so.
+fn demo_week(extra: &str) -> (ebb::fleet::Fleet, Value) {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let demo = root.join("deploy/demo-fleet.yaml");
+    let d = tempfile::tempdir().unwrap();
+    let demo = d.path().join("demo-fleet.yaml");
+    let text = std::fs::read_to_string(root.join("deploy/demo-fleet.yaml")).unwrap();
+    let (instances, prices) = text.split_once("\nprices:").unwrap();
+    std::fs::write(&demo, format!("{instances}\n{extra}prices:{prices}")).unwrap();
     let (fleet, behaviours) = ebb::snapshot::load_simulation(&demo).unwrap();
     let (from, to) = ("2026-11-30T00:00:00Z", "2026-12-07T00:00:00Z");
-    let d = tempfile::tempdir().unwrap();
     let mut csv = Vec::new();
     let rows = ebb::cloud::sim::write_utilisation(&fleet, &behaviours, at(from), at(to), &mut csv)
         .unwrap();
@@ -562,7 +577,18 @@ fn the_generated_demo_fleet_workload_replays_under_the_example_policies() {
         .output()
         .unwrap();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let r: Value = serde_json::from_slice(&o.stdout).unwrap();
+    (fleet, serde_json::from_slice(&o.stdout).unwrap())
+}
+
+/// The workload generator's week of the demo fleet (notebooks and forgotten boxes in four
+/// offices' zones, a training run past Shanghai's close, busy and idle boxes), replayed under
+/// the example policies: every instance is reported, the policies run less than always on and
+/// save money, the totals are the sums of the instances, and the training run's stop waits for
+/// it (nothing of it unserved). The same replay shows the policies with `late_start: enforce`:
+/// hours, dollars and unserved demand.
+#[test]
+fn the_generated_demo_fleet_workload_replays_under_the_example_policies() {
+    let (fleet, r) = demo_week("");
     let instances = r["instances"].as_array().unwrap();
     assert_eq!(instances.len(), fleet.instances.len());
     let s = &r["scenarios"];
@@ -585,6 +611,12 @@ fn the_generated_demo_fleet_workload_replays_under_the_example_policies() {
             (sum - m("policies", key)).abs() < 0.01,
             "{key}: {sum} vs {s}"
         );
+        // Nobody starts a box after a close in the demo week: keeping late starts changes
+        // nothing there.
+        assert!(
+            (m("late_start_enforce", key) - m("policies", key)).abs() < 0.01,
+            "{key}: {s}"
+        );
     }
     let training = instances
         .iter()
@@ -593,6 +625,60 @@ fn the_generated_demo_fleet_workload_replays_under_the_example_policies() {
     let t = &training["scenarios"]["policies"];
     assert_eq!(t["unserved_busy_hours"].as_f64(), Some(0.0), "{training}");
     assert_eq!(t["wrongful_stops"].as_u64(), Some(0), "{training}");
+}
+
+/// The demo week with one more research box whose person works on it in three 15-minute bursts
+/// from 21:00 Shanghai on Tuesday, after ebb stopped it at the 20:00 close. Kept (the default),
+/// the late start runs until an hour after the last burst and serves all but the first five
+/// minutes; under `late_start: enforce` (in the same replay) each gap between bursts stops it,
+/// so every burst starts on a stopped box: more stops, more demand unserved, fewer hours.
+#[test]
+fn the_demo_week_shows_a_late_start_kept_against_enforce() {
+    let late_box = "  - id: i-0research11
+    region: ap-east-1
+    type: g5.xlarge
+    state: running
+    launched_at: 2026-11-30T00:30:00Z
+    tags: {team: research, env: dev, owner: lin}
+    sim: {usage: training, runs: [{start: 2026-12-01T13:00:00Z, hours: 0.25}, {start: 2026-12-01T13:30:00Z, hours: 0.25}, {start: 2026-12-01T14:00:00Z, hours: 0.25}]}
+";
+    let (_, r) = demo_week(late_box);
+    let late = r["instances"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|i| i["instance"] == "i-0research11")
+        .unwrap();
+    let (kept, enforce) = (
+        &late["scenarios"]["policies"],
+        &late["scenarios"]["late_start_enforce"],
+    );
+    let m = |t: &Value, key: &str| t[key].as_f64().unwrap();
+    assert!(
+        (m(kept, "unserved_busy_hours") - 5.0 / 60.0).abs() < 1e-3,
+        "{late}"
+    );
+    assert!(
+        m(enforce, "unserved_busy_hours") >= 3.0 * 5.0 / 60.0 - 1e-3,
+        "{late}"
+    );
+    assert!(
+        m(kept, "running_hours") > m(enforce, "running_hours"),
+        "{late}"
+    );
+    assert!(m(kept, "cost_usd") > m(enforce, "cost_usd"), "{late}");
+    assert!(kept["stops"].as_u64() < enforce["stops"].as_u64(), "{late}");
+    // The totals show both, as the issue asks: hours, dollars and unserved demand.
+    let s = &r["scenarios"];
+    for key in ["running_hours", "cost_usd", "unserved_busy_hours"] {
+        assert!(s["policies"][key].is_number(), "{s}");
+        assert!(s["late_start_enforce"][key].is_number(), "{s}");
+    }
+    assert!(
+        m(&s["policies"], "unserved_busy_hours")
+            < m(&s["late_start_enforce"], "unserved_busy_hours"),
+        "{s}"
+    );
 }
 
 /// Notices count for the stop after them: the office box under office hours with a 15-minute

@@ -14,6 +14,7 @@ mod demo;
 mod fallback;
 mod groups;
 mod history;
+mod late_start;
 mod leadership;
 mod listener;
 mod node_groups;

@@ -149,7 +149,7 @@ impl std::fmt::Display for Gap {
 }
 
 impl Coverage {
-    fn describe(&self, e: &Eval) -> String {
+    pub(super) fn describe(&self, e: &Eval) -> String {
         match self {
             Coverage::Busy { at, percent } => format!("busy, {percent}% at {}", e.at(*at)),
             Coverage::Idle { samples, max } => {
@@ -164,18 +164,28 @@ impl Coverage {
 /// means: the first sample no later than [`RECENT`] after the window starts, no gap over
 /// [`RECENT`], the newest no older than [`RECENT`]. Samples after `now` are ignored.
 pub fn idle_coverage(samples: &[Sample], now: DateTime<Utc>, rule: &IdleRule) -> Coverage {
-    let start = now - rule.window;
+    coverage(samples, now, rule.window, rule.gpu_below)
+}
+
+/// [`idle_coverage`] over `[now - window, now]` with `threshold`: for a rule, or a late start.
+pub(super) fn coverage(
+    samples: &[Sample],
+    now: DateTime<Utc>,
+    length: Duration,
+    threshold: f64,
+) -> Coverage {
+    let start = now - length;
     let lo = samples.partition_point(|s| s.at < start);
     let hi = samples.partition_point(|s| s.at <= now);
     let window = &samples[lo..hi.max(lo)];
-    if let Some(s) = window.iter().rev().find(|s| s.percent >= rule.gpu_below) {
+    if let Some(s) = window.iter().rev().find(|s| s.percent >= threshold) {
         return Coverage::Busy {
             at: s.at,
             percent: s.percent,
         };
     }
     let (Some(first), Some(last)) = (window.first(), window.last()) else {
-        return Coverage::Missing(Gap::NoSamples(rule.window));
+        return Coverage::Missing(Gap::NoSamples(length));
     };
     if first.at - start > RECENT {
         return Coverage::Missing(Gap::LateFirst(first.at - start));

@@ -2,12 +2,14 @@
 //!
 //! [`Context::decide`] finds the governing policy (`matching`) and hands the instance to an
 //! [`Eval`], which applies the policy's rules in their order (`order`): starts at the opening
-//! (`start`), stops outside work hours with their notices (`stop`), the idle rule (`idle`) and
+//! (`start`), stops outside work hours with their notices (`stop`) unless a person started the
+//! instance after the close (`late_start`), the idle rule (`idle`) and
 //! spot moves (`spot`), each subject to what protects an instance (`protection`); then an
 //! instance something else owns is left alone whatever they asked (`owned`).
 
 mod eval;
 mod idle;
+mod late_start;
 mod matching;
 mod order;
 mod owned;

@@ -72,7 +72,8 @@ impl Eval<'_> {
         }
     }
 
-    /// A running instance: stops outside work hours, then the idle rule, the notice before the
+    /// A running instance: stops outside work hours (a person's start after the close only once
+    /// it has gone idle), then the idle rule, the notice before the
     /// close and the spot rule, in that order; the first that asks for an action decides.
     fn running(&self, trace: &mut Trace) -> Verdict {
         let protection = self.protection(trace);
@@ -102,6 +103,14 @@ impl Eval<'_> {
         };
         if let Some((wh, st)) = outside {
             if wh.outside_hours != OutsideHours::None {
+                // A protection keeps the instance whatever the late start says.
+                if let Some(v) = protection
+                    .is_none()
+                    .then(|| self.late_start(wh, st, trace))
+                    .flatten()
+                {
+                    return v;
+                }
                 return self.scheduled_stop(wh, st, protection, busy, threshold, trace);
             }
         }

@@ -148,7 +148,9 @@ impl Eval<'_> {
             None => {
                 let stop_at = now + n.before;
                 let code = match (notice_for, stop.code) {
-                    (_, Code::Idle | Code::IdleMetricsMissing) => Code::IdleNotice,
+                    (_, Code::Idle | Code::IdleMetricsMissing | Code::LateStartIdle) => {
+                        Code::IdleNotice
+                    }
                     _ => Code::NoticeLate,
                 };
                 Verdict {

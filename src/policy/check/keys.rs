@@ -25,7 +25,9 @@ pub const WORK_HOURS: &[&str] = &[
     "busy_defers_stop",
     "max_defer",
     "start_ahead",
+    "late_start",
 ];
+pub const LATE_START: &[&str] = &["idle_for"];
 pub const PERIOD: &[&str] = &["days", "start", "stop"];
 pub const CRON: &[&str] = &["start", "stop"];
 pub const IDLE: &[&str] = &[

@@ -3,7 +3,7 @@
 
 use super::{child, keys, Checker, Draft, Fields};
 use crate::policy::yaml::{self, Step, Value};
-use crate::policy::{IdleWhen, Match, Notify, Policy, Source, TagMatch, TypeGlob};
+use crate::policy::{IdleWhen, LateStart, Match, Notify, Policy, Source, TagMatch, TypeGlob};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
@@ -38,6 +38,17 @@ impl Checker {
                 self.problem(
                     &child(path, Step::Value("idle".into())),
                     "idle.when: outside_hours needs work_hours in the same policy".into(),
+                );
+            }
+        }
+        if let (Some(_), Some(wh)) = (&idle, &work_hours) {
+            if let LateStart::KeepUntilIdle { idle_for: Some(_) } = wh.late_start {
+                let at = ["work_hours", "late_start", "idle_for"]
+                    .iter()
+                    .fold(path.to_vec(), |p, k| child(&p, Step::Value((*k).into())));
+                self.problem(
+                    &at,
+                    "late_start.idle_for is for a policy without an idle rule: with one, a late start is idle after the idle rule's \"for\"; remove idle_for".into(),
                 );
             }
         }

@@ -3,7 +3,7 @@
 
 use super::{child, keys, suggest, Checker, Fields};
 use crate::policy::yaml::{Step, Value};
-use crate::policy::{OutsideHours, StartAtOpen, WorkHours};
+use crate::policy::{LateStart, OutsideHours, StartAtOpen, WorkHours};
 use crate::schedule::{CronEvents, DaySet, Hours, Period, Schedule, TimeOfDay};
 use chrono::Duration;
 use chrono_tz::Tz;
@@ -72,6 +72,10 @@ impl Checker {
             Some((v, p)) => self.start_ahead(v, &p),
             None => Some(Duration::zero()),
         };
+        let late_start = match f.get("late_start") {
+            Some((v, p)) => self.late_start(v, &p),
+            None => Some(LateStart::KeepUntilIdle { idle_for: None }),
+        };
         Some(WorkHours {
             schedule: Schedule {
                 timezone: timezone?,
@@ -83,7 +87,30 @@ impl Checker {
             busy_defers_stop: busy_defers_stop?,
             max_defer,
             start_ahead: start_ahead?,
+            late_start: late_start?,
         })
+    }
+
+    /// `late_start`: `keep` (the default), `enforce`, or `{idle_for: 2h}` (kept, and idle
+    /// after that long in a policy without an idle rule).
+    fn late_start(&mut self, v: &Value, path: &[Step]) -> Option<LateStart> {
+        if let Value::Mapping(_) = v {
+            let f = self.fields(v, path, "late_start", keys::LATE_START)?;
+            let idle_for = match f.get("idle_for") {
+                Some((v, p)) => Some(self.duration(v, &p, "idle_for")?),
+                None => None,
+            };
+            return Some(LateStart::KeepUntilIdle { idle_for });
+        }
+        self.choice(
+            v,
+            path,
+            "late_start",
+            &[
+                ("keep", LateStart::KeepUntilIdle { idle_for: None }),
+                ("enforce", LateStart::Enforce),
+            ],
+        )
     }
 
     /// `start_ahead`: a lead time of at most [`MAX_START_AHEAD`], since a longer one would keep

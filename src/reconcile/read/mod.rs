@@ -12,7 +12,7 @@ use crate::names::INTERRUPTIBLE_TAG;
 use crate::policy::{Policy, PolicySet};
 use chrono::{DateTime, Duration, Utc};
 use incremental::{period_of, GpuRead};
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
 mod incremental;
 
@@ -39,10 +39,12 @@ struct Wanted {
 
 /// What to read for `fleet` under `set`:
 /// - GPU utilisation of the running instances whose governing policy looks at it (an idle
-///   rule, or work hours whose stop waits while the GPU is busy), over its longest window;
+///   rule, or work hours whose stop waits while the GPU is busy), over its longest window,
+///   and of those a person started (`started_by_person`) under a policy that keeps a late
+///   start until it is idle, over that window too;
 /// - prices for the running on-demand instances a spot rule may move (tagged
 ///   `ebb:interruptible=true`): their own type and the rule's acceptable types.
-fn wanted(set: &PolicySet, fleet: &Fleet) -> Wanted {
+fn wanted(set: &PolicySet, fleet: &Fleet, started_by_person: &HashSet<String>) -> Wanted {
     let mut wanted = Wanted::default();
     for (i, instance) in fleet.instances.iter().enumerate() {
         if instance.state != InstanceState::Running {
@@ -51,7 +53,11 @@ fn wanted(set: &PolicySet, fleet: &Fleet) -> Wanted {
         let Some(policy) = engine::governing_policy(set, instance) else {
             continue;
         };
-        if let Some(window) = reading_window(policy) {
+        let late_start = policy
+            .late_start_idle()
+            .filter(|_| started_by_person.contains(&instance.id))
+            .map(|(window, _)| window);
+        if let Some(window) = reading_window(policy).into_iter().chain(late_start).max() {
             let (positions, longest) = wanted.readings.entry(instance.region.clone()).or_default();
             positions.push(i);
             *longest = (*longest).max(window);
@@ -89,7 +95,8 @@ impl<P: Provider> Reconciler<P> {
         fleet: &mut Fleet,
         now: DateTime<Utc>,
     ) -> Result<Vec<ReadFailure>, TickError> {
-        let wanted = wanted(set, fleet);
+        let started_by_person = self.store.started_by_person().await?;
+        let wanted = wanted(set, fleet, &started_by_person);
         let read = self.read_gpu_utilisation(wanted.readings, fleet, now).await;
         self.read_prices(wanted.prices, fleet, now).await;
         self.keep_readings(fleet, &read.fresh, now).await?;
