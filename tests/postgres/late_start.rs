@@ -310,6 +310,8 @@ async fn the_console_says_a_person_started_it_and_it_is_kept_until_idle(pool: Pg
             ..Default::default()
         },
         prices: Arc::new(common::savings::price_table()),
+        change_budgets: Default::default(),
+        audit_verified: Default::default(),
     };
     let routes = api::router(state.clone()).merge(ebb::console::router(state));
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
