@@ -7,7 +7,9 @@
 
 use crate::cloud::sim::Behaviour;
 use crate::engine::{InstanceFacts, Override, Prior};
-use crate::fleet::{Fleet, Instance, InstanceState, Lifecycle, Owner, Prices, Sample, Tags};
+use crate::fleet::{
+    Capacity, Fleet, Instance, InstanceState, Lifecycle, Owner, Prices, Sample, ScalingGroup, Tags,
+};
 use chrono::{DateTime, Utc};
 use serde::Deserialize;
 use std::collections::HashMap;
@@ -23,6 +25,23 @@ struct Snapshot {
     prices: Prices,
     #[serde(default)]
     overrides: Vec<SnapshotOverride>,
+    /// The simulated fleet's Auto Scaling groups; other readers ignore them.
+    #[serde(default)]
+    groups: Vec<SnapshotGroup>,
+}
+
+/// An Auto Scaling group of the simulated fleet: its members are the snapshot's instances
+/// tagged `aws:autoscaling:groupName` with its name (or with `owner: {kind: asg, group: ...}`).
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SnapshotGroup {
+    name: String,
+    region: String,
+    #[serde(default, deserialize_with = "scalar_tags")]
+    tags: Tags,
+    min: i32,
+    desired: i32,
+    max: i32,
 }
 
 #[derive(Debug, Deserialize)]
@@ -184,18 +203,42 @@ pub enum SnapshotError {
 
 /// Reads a snapshot: JSON when the file ends in `.json` (fast for large fleets), YAML otherwise.
 pub fn load_snapshot(path: &Path) -> Result<(Fleet, Prior), SnapshotError> {
-    let (fleet, prior, _) = read_snapshot(path)?;
+    let (fleet, prior, _, _) = read_snapshot(path)?;
     Ok((fleet, prior))
 }
 
 /// Reads a snapshot with the `sim:` behaviour of its instances, by instance id: the seed of
 /// the simulated provider.
 pub fn load_simulation(path: &Path) -> Result<(Fleet, HashMap<String, Behaviour>), SnapshotError> {
-    let (fleet, _, behaviours) = read_snapshot(path)?;
-    Ok((fleet, behaviours))
+    let sim = load_simulated(path)?;
+    Ok((sim.fleet, sim.behaviours))
 }
 
-fn read_snapshot(path: &Path) -> Result<(Fleet, Prior, HashMap<String, Behaviour>), SnapshotError> {
+/// What a snapshot seeds the simulated provider with.
+#[derive(Debug)]
+pub struct Simulation {
+    /// The instances and prices.
+    pub fleet: Fleet,
+    /// The `sim:` behaviour of its instances, by instance id.
+    pub behaviours: HashMap<String, Behaviour>,
+    /// Its Auto Scaling groups (`groups:`), without members: the simulator finds them by tag.
+    pub groups: Vec<ScalingGroup>,
+}
+
+/// Reads a snapshot as the seed of the simulated provider: [`load_simulation`] and the groups.
+pub fn load_simulated(path: &Path) -> Result<Simulation, SnapshotError> {
+    let (fleet, _, behaviours, groups) = read_snapshot(path)?;
+    Ok(Simulation {
+        fleet,
+        behaviours,
+        groups,
+    })
+}
+
+/// A snapshot's fleet, prior facts, behaviours and groups.
+type Read = (Fleet, Prior, HashMap<String, Behaviour>, Vec<ScalingGroup>);
+
+fn read_snapshot(path: &Path) -> Result<Read, SnapshotError> {
     let text = std::fs::read_to_string(path).map_err(|source| SnapshotError::Read {
         path: path.to_path_buf(),
         source,
@@ -213,7 +256,7 @@ fn read_snapshot(path: &Path) -> Result<(Fleet, Prior, HashMap<String, Behaviour
 }
 
 impl Snapshot {
-    fn into_fleet(self) -> (Fleet, Prior, HashMap<String, Behaviour>) {
+    fn into_fleet(self) -> Read {
         let mut facts = HashMap::with_capacity(self.instances.len());
         let mut behaviours = HashMap::new();
         let mut gpu_unread = HashMap::new();
@@ -285,6 +328,20 @@ impl Snapshot {
                     .collect(),
             ),
             behaviours,
+            self.groups
+                .into_iter()
+                .map(|g| ScalingGroup {
+                    name: g.name,
+                    region: g.region,
+                    tags: g.tags,
+                    capacity: Capacity {
+                        min: g.min,
+                        desired: g.desired,
+                        max: g.max,
+                    },
+                    members: Vec::new(),
+                })
+                .collect(),
         )
     }
 }

@@ -41,6 +41,8 @@ impl<P: Provider> Reconciler<P> {
             };
             let mut stored = self.store.groups_of(region).await?;
             for group in &groups {
+                // Its capacity over time, for the console.
+                self.store.note_group_size(tick.now, group).await?;
                 let kept = stored.remove(&group.name);
                 if let Some(pending) = kept.as_ref().and_then(|k| k.pending.clone()) {
                     let memory = kept

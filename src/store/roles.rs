@@ -52,6 +52,7 @@ pub const RUNTIME_PRIVILEGES: &[(&str, &str)] = &[
     ("gpu_readings", "SELECT, INSERT, UPDATE, DELETE"),
     ("console_sessions", "SELECT, INSERT, DELETE"),
     ("scaling_groups", "SELECT, INSERT, UPDATE"),
+    ("scaling_group_sizes", "SELECT, INSERT"),
 ];
 
 /// Tables the reader role gets no privilege on: what they hold is for the running service
