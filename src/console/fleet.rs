@@ -2,10 +2,9 @@
 //! sorted by a column, each with the next change its work hours bring; and the Auto Scaling
 //! groups ebb lists, each linked to its page.
 
-use super::group::group_path;
 use super::{
-    given, instance_link, maybe_time, ok, query_string, scroll, time, zoned_time, Nav, PageError,
-    PageResult,
+    given, group_path, instance_link, maybe_time, ok, query_string, scroll, time, zoned_time, Nav,
+    PageError, PageResult,
 };
 use crate::api::ApiState;
 use crate::engine::{next_change, NextChange};

@@ -4,9 +4,7 @@
 //! as a chart, its members, and the audit rows of its changes.
 
 use super::fleet::decision;
-use super::{
-    instance_link, ok, percent_encode, scroll, time, zoned_time, Nav, PageError, PageResult,
-};
+use super::{instance_link, ok, scroll, time, zoned_time, Nav, PageError, PageResult};
 use crate::api::ApiState;
 use crate::engine::{decide_group, GroupAction, GroupDecision, RECENT};
 use crate::fleet::{Fleet, GroupMember, Instance, InstanceState, Lifecycle, Sample, ScalingGroup};
@@ -22,15 +20,6 @@ use maud::{html, Markup};
 const CHART_SPAN: Duration = Duration::hours(48);
 /// The newest audit rows of the group's changes the page shows.
 const CHANGES: i64 = 100;
-
-/// The path of group `name`'s page in `region`.
-pub(super) fn group_path(region: &str, name: &str) -> String {
-    format!(
-        "/groups/{}/{}",
-        percent_encode(region),
-        percent_encode(name)
-    )
-}
 
 pub(super) async fn page(
     State(state): State<ApiState>,

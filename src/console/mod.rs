@@ -268,6 +268,15 @@ fn instance_path(id: &str) -> String {
     format!("/instances/{}", percent_encode(id))
 }
 
+/// The path of Auto Scaling group `name`'s page in `region`.
+fn group_path(region: &str, name: &str) -> String {
+    format!(
+        "/groups/{}/{}",
+        percent_encode(region),
+        percent_encode(name)
+    )
+}
+
 /// The link to instance `id`'s page.
 fn instance_link(id: &str) -> Markup {
     html! { a href=(instance_path(id)) { (id) } }
