@@ -15,6 +15,7 @@ mod deploy;
 mod docs;
 mod engine;
 mod fuzz_policy;
+mod group_plan;
 mod groups;
 mod owners;
 mod policy;
