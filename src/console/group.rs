@@ -42,13 +42,20 @@ pub(super) async fn page(
         .group_sizes(&region, &name, now - CHART_SPAN, now)
         .await?;
     let changes = store.group_changes(&region, &name, CHANGES).await?;
-    let mut readings = Vec::with_capacity(members.len());
-    for m in members.iter().filter(|m| m.state == "running") {
-        readings.push((
-            m.id.clone(),
-            store.gpu_readings(&m.id, now - RECENT, now).await?,
-        ));
-    }
+    // The recent GPU readings of the running members, in one read: what a busy deferral looks at.
+    let running: Vec<String> = members
+        .iter()
+        .filter(|m| m.state == "running")
+        .map(|m| m.id.clone())
+        .collect();
+    let mut kept = store.gpu_readings_of(&running, now - RECENT, now).await?;
+    let readings: Vec<(String, Vec<Sample>)> = running
+        .into_iter()
+        .map(|id| {
+            let samples = kept.remove(&id).unwrap_or_default();
+            (id, samples)
+        })
+        .collect();
     let loaded = state.policies.current().await.ok();
     let set = loaded.as_ref().map(|l| &*l.set);
     let decided = set.map(|set| decide_now(set, &group, &members, &readings, now));

@@ -14,7 +14,7 @@ use crate::fleet::{Fleet, ScalingGroup};
 use crate::names::ACTOR;
 use crate::policy::PolicySet;
 use crate::store::{NewAuditEntry, Outcome, PendingChange, StoreError, INTERRUPTED};
-use chrono::{DateTime, Utc};
+use chrono::{DateTime, SecondsFormat, Utc};
 
 /// The audit action of a scale-down to the floor.
 const SCALE_DOWN: &str = "scale_down_group";
@@ -40,9 +40,9 @@ impl<P: Provider> Reconciler<P> {
                 }
             };
             let mut stored = self.store.groups_of(region).await?;
+            // Their capacity over time, for the console.
+            self.store.note_group_sizes(tick.now, &groups).await?;
             for group in &groups {
-                // Its capacity over time, for the console.
-                self.store.note_group_size(tick.now, group).await?;
                 let kept = stored.remove(&group.name);
                 if let Some(pending) = kept.as_ref().and_then(|k| k.pending.clone()) {
                     let memory = kept
@@ -165,7 +165,16 @@ impl<P: Provider> Reconciler<P> {
                 Some(err.to_string()),
             ),
         };
-        tracing::info!(group = %d.group, region = %d.region, action, outcome = outcome.as_str(), "group capacity changed");
+        tracing::info!(
+            at = %tick.now.to_rfc3339_opts(SecondsFormat::Secs, true),
+            group = %d.group,
+            region = %d.region,
+            action,
+            outcome = outcome.as_str(),
+            policy = d.policy.as_deref(),
+            detail = d.reason,
+            "group capacity changed"
+        );
         let entry = NewAuditEntry {
             outcome,
             request_id,

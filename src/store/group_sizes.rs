@@ -56,36 +56,55 @@ macro_rules! select_groups {
 }
 
 impl Store {
-    /// Keeps `group` as listed `at` when its capacity, members or tags differ from its newest
-    /// row; whether it did.
-    pub async fn note_group_size(&self, at: DateTime<Utc>, group: &ScalingGroup) -> Result<bool> {
-        let tags: BTreeMap<&str, &str> = group.tags.iter().collect();
-        let members = i32::try_from(group.members.len()).unwrap_or(i32::MAX);
+    /// Keeps each of `groups` as listed `at` when its capacity, members or tags differ from its
+    /// newest row, in one statement; how many it kept.
+    pub async fn note_group_sizes(
+        &self,
+        at: DateTime<Utc>,
+        groups: &[ScalingGroup],
+    ) -> Result<u64> {
+        if groups.is_empty() {
+            return Ok(0);
+        }
+        let column = |f: fn(&ScalingGroup) -> i32| groups.iter().map(f).collect::<Vec<i32>>();
+        let tags: Vec<String> = groups
+            .iter()
+            .map(|g| {
+                let tags: BTreeMap<&str, &str> = g.tags.iter().collect();
+                serde_json::to_string(&tags).unwrap_or_else(|_| "{}".to_string())
+            })
+            .collect();
         let done = sqlx::query(
             "INSERT INTO scaling_group_sizes
                  (region, name, at, min_size, desired_size, max_size, members, tags)
-             SELECT $1, $2, $3, $4, $5, $6, $7, $8
+             SELECT n.region, n.name, $3, n.min_size, n.desired_size, n.max_size, n.members,
+                    n.tags::jsonb
+             FROM unnest($1::text[], $2::text[], $4::int[], $5::int[], $6::int[], $7::int[],
+                         $8::text[])
+                 AS n(region, name, min_size, desired_size, max_size, members, tags)
              WHERE NOT EXISTS (
                  SELECT 1 FROM (
-                     SELECT * FROM scaling_group_sizes WHERE region = $1 AND name = $2
-                     ORDER BY at DESC LIMIT 1
+                     SELECT * FROM scaling_group_sizes s
+                     WHERE s.region = n.region AND s.name = n.name ORDER BY s.at DESC LIMIT 1
                  ) last
                  WHERE (last.min_size, last.desired_size, last.max_size, last.members, last.tags)
-                     = ($4, $5, $6, $7, $8)
+                     = (n.min_size, n.desired_size, n.max_size, n.members, n.tags::jsonb)
              )
              ON CONFLICT DO NOTHING",
         )
-        .bind(&group.region)
-        .bind(&group.name)
+        .bind(groups.iter().map(|g| g.region.as_str()).collect::<Vec<_>>())
+        .bind(groups.iter().map(|g| g.name.as_str()).collect::<Vec<_>>())
         .bind(at)
-        .bind(group.capacity.min)
-        .bind(group.capacity.desired)
-        .bind(group.capacity.max)
-        .bind(members)
-        .bind(Json(&tags))
+        .bind(column(|g| g.capacity.min))
+        .bind(column(|g| g.capacity.desired))
+        .bind(column(|g| g.capacity.max))
+        .bind(column(|g| {
+            i32::try_from(g.members.len()).unwrap_or(i32::MAX)
+        }))
+        .bind(tags)
         .execute(self.pool())
         .await?;
-        Ok(done.rows_affected() > 0)
+        Ok(done.rows_affected())
     }
 
     /// Group `name` of `region`'s sizes from `from` to `to`, oldest first, starting with the
