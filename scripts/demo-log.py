@@ -1,5 +1,5 @@
-"""Turns the JSON log lines of `ebb serve` into lines for people: each action and spot
-migration step as it happens, an hourly mark of the simulated clock, and every warning and error. Reads stdin."""
+"""Turns the JSON log lines of `ebb serve` into lines for people: each action, change of an
+Auto Scaling group's capacity and spot migration step as it happens, an hourly mark of the simulated clock, and every warning and error. Reads stdin."""
 
 import signal
 
@@ -39,6 +39,14 @@ def main():
             print(
                 f"{mark} {when:%H:%M}  {fields.get('action', ''):<9} {fields.get('instance', ''):<14}"
                 f" {fields.get('policy') or '-':<22} {outcome}{dry}: {fields.get('detail', '')}",
+                flush=True,
+            )
+        elif message == "group capacity changed":
+            outcome = fields.get("outcome")
+            mark = {"succeeded": " ", "failed": "✗"}.get(outcome, "?")
+            print(
+                f"{mark} {when:%H:%M}  {fields.get('action', ''):<9} group {fields.get('group', ''):<8}"
+                f" {fields.get('policy') or '-':<22} {outcome}: {fields.get('detail', '')}",
                 flush=True,
             )
         elif message == "migration":

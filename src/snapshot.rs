@@ -6,8 +6,12 @@
 //! them needs to know the file format.
 
 use crate::cloud::sim::Behaviour;
-use crate::engine::{InstanceFacts, Override, Prior};
-use crate::fleet::{Fleet, Instance, InstanceState, Lifecycle, Owner, Prices, Sample, Tags};
+use crate::engine::{GroupMemory, InstanceFacts, Override, Prior};
+use crate::fleet::owner::ASG_TAG;
+use crate::fleet::{
+    Capacity, Fleet, GroupMember, Instance, InstanceState, Lifecycle, Owner, Prices, Sample,
+    ScalingGroup, Tags,
+};
 use chrono::{DateTime, Utc};
 use serde::Deserialize;
 use std::collections::HashMap;
@@ -23,6 +27,40 @@ struct Snapshot {
     prices: Prices,
     #[serde(default)]
     overrides: Vec<SnapshotOverride>,
+    /// The simulated fleet's Auto Scaling groups; other readers ignore them.
+    #[serde(default)]
+    groups: Vec<SnapshotGroup>,
+}
+
+/// An Auto Scaling group of the simulated fleet: its members are the snapshot's instances
+/// tagged `aws:autoscaling:groupName` with its name (or with `owner: {kind: asg, group: ...}`).
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SnapshotGroup {
+    name: String,
+    region: String,
+    #[serde(default, deserialize_with = "scalar_tags")]
+    tags: Tags,
+    min: i32,
+    desired: i32,
+    max: i32,
+    /// What ebb remembers of it, normally read from Postgres: the capacity the opening restores.
+    #[serde(default)]
+    up: Option<Capacity>,
+    /// When ebb scaled it down (it is held down since).
+    #[serde(default)]
+    down_since: Option<Timestamp>,
+}
+
+/// An Auto Scaling group of a snapshot, as `ebb plan` and `ebb explain` decide it: the group
+/// with its members (the snapshot's instances tagged with its name, not ending or ended), and
+/// what ebb remembers of it when the snapshot says.
+#[derive(Debug, Clone)]
+pub struct GroupSnapshot {
+    /// The group.
+    pub group: ScalingGroup,
+    /// Its `up` capacity and `down_since`, when given.
+    pub memory: Option<GroupMemory>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -187,18 +225,51 @@ pub enum SnapshotError {
 
 /// Reads a snapshot: JSON when the file ends in `.json` (fast for large fleets), YAML otherwise.
 pub fn load_snapshot(path: &Path) -> Result<(Fleet, Prior), SnapshotError> {
-    let (fleet, prior, _) = read_snapshot(path)?;
+    let (fleet, prior, _, _) = read_snapshot(path)?;
     Ok((fleet, prior))
+}
+
+/// Reads a snapshot with its Auto Scaling groups (`groups:`).
+pub fn load_snapshot_groups(
+    path: &Path,
+) -> Result<(Fleet, Prior, Vec<GroupSnapshot>), SnapshotError> {
+    let (fleet, prior, _, groups) = read_snapshot(path)?;
+    Ok((fleet, prior, groups))
 }
 
 /// Reads a snapshot with the `sim:` behaviour of its instances, by instance id: the seed of
 /// the simulated provider.
 pub fn load_simulation(path: &Path) -> Result<(Fleet, HashMap<String, Behaviour>), SnapshotError> {
-    let (fleet, _, behaviours) = read_snapshot(path)?;
-    Ok((fleet, behaviours))
+    let sim = load_simulated(path)?;
+    Ok((sim.fleet, sim.behaviours))
 }
 
-fn read_snapshot(path: &Path) -> Result<(Fleet, Prior, HashMap<String, Behaviour>), SnapshotError> {
+/// What a snapshot seeds the simulated provider with.
+#[derive(Debug)]
+pub struct Simulation {
+    /// The instances and prices.
+    pub fleet: Fleet,
+    /// The `sim:` behaviour of its instances, by instance id.
+    pub behaviours: HashMap<String, Behaviour>,
+    /// Its Auto Scaling groups (`groups:`); the simulator finds their members by tag as they
+    /// change.
+    pub groups: Vec<ScalingGroup>,
+}
+
+/// Reads a snapshot as the seed of the simulated provider: [`load_simulation`] and the groups.
+pub fn load_simulated(path: &Path) -> Result<Simulation, SnapshotError> {
+    let (fleet, _, behaviours, groups) = read_snapshot(path)?;
+    Ok(Simulation {
+        fleet,
+        behaviours,
+        groups: groups.into_iter().map(|g| g.group).collect(),
+    })
+}
+
+/// A snapshot's fleet, prior facts, behaviours and groups.
+type Read = (Fleet, Prior, HashMap<String, Behaviour>, Vec<GroupSnapshot>);
+
+fn read_snapshot(path: &Path) -> Result<Read, SnapshotError> {
     let text = std::fs::read_to_string(path).map_err(|source| SnapshotError::Read {
         path: path.to_path_buf(),
         source,
@@ -216,7 +287,7 @@ fn read_snapshot(path: &Path) -> Result<(Fleet, Prior, HashMap<String, Behaviour
 }
 
 impl Snapshot {
-    fn into_fleet(self) -> (Fleet, Prior, HashMap<String, Behaviour>) {
+    fn into_fleet(self) -> Read {
         let mut facts = HashMap::with_capacity(self.instances.len());
         let mut behaviours = HashMap::new();
         let mut gpu_unread = HashMap::new();
@@ -269,6 +340,11 @@ impl Snapshot {
                     via_role: i.via_role.map(Into::into),
                 }
             })
+            .collect::<Vec<Instance>>();
+        let groups = self
+            .groups
+            .into_iter()
+            .map(|g| g.decidable(&instances))
             .collect();
         (
             Fleet {
@@ -289,6 +365,54 @@ impl Snapshot {
                     .collect(),
             ),
             behaviours,
+            groups,
         )
+    }
+}
+
+impl SnapshotGroup {
+    /// The group with its members among `instances`, and what ebb remembers of it.
+    fn decidable(self, instances: &[Instance]) -> GroupSnapshot {
+        let members: Vec<GroupMember> = instances
+            .iter()
+            .filter(|i| {
+                i.region == self.region
+                    && i.tag(ASG_TAG) == Some(self.name.as_str())
+                    && !matches!(
+                        i.state,
+                        InstanceState::ShuttingDown | InstanceState::Terminated
+                    )
+            })
+            .map(|i| GroupMember {
+                id: i.id.clone(),
+                instance_type: i.instance_type.clone(),
+            })
+            .collect();
+        let capacity = Capacity {
+            min: self.min,
+            desired: self.desired,
+            max: self.max,
+        };
+        let down_since = self.down_since.map(|t| t.0);
+        let memory = (self.up.is_some() || down_since.is_some()).then(|| {
+            let mut types: Vec<String> = members.iter().map(|m| m.instance_type.clone()).collect();
+            types.sort();
+            types.dedup();
+            GroupMemory {
+                up: self.up.unwrap_or(capacity),
+                types,
+                down_since,
+            }
+        });
+        GroupSnapshot {
+            group: ScalingGroup {
+                name: self.name,
+                region: self.region,
+                tags: self.tags,
+                capacity,
+                members,
+            },
+            memory,
+        }
     }
 }

@@ -406,18 +406,21 @@ impl AuditArgs {
     }
 }
 
+/// What `ebb plan` and `ebb explain` decide on: the time, the policies, the snapshot's fleet,
+/// prior facts and Auto Scaling groups.
+pub(super) type Loaded = (
+    DateTime<Utc>,
+    policy::PolicySet,
+    fleet::Fleet,
+    engine::Prior,
+    Vec<snapshot::GroupSnapshot>,
+);
+
 impl Input {
-    pub(super) fn load(
-        &self,
-    ) -> Result<(
-        DateTime<Utc>,
-        policy::PolicySet,
-        fleet::Fleet,
-        engine::Prior,
-    )> {
+    pub(super) fn load(&self) -> Result<Loaded> {
         let set = policy::load(&self.policies.policies)
             .context("policies are not valid (run ebb validate)")?;
-        let (fleet, prior) = snapshot::load_snapshot(&self.fleet)?;
-        Ok((self.at.unwrap_or_else(Utc::now), set, fleet, prior))
+        let (fleet, prior, groups) = snapshot::load_snapshot_groups(&self.fleet)?;
+        Ok((self.at.unwrap_or_else(Utc::now), set, fleet, prior, groups))
     }
 }

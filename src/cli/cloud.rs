@@ -68,10 +68,11 @@ impl CloudArgs {
                 command.on(cloud).await
             }
             CloudChoice::Sim(file) => {
-                let (fleet, behaviours) = snapshot::load_simulation(&file)?;
+                let seed = snapshot::load_simulated(&file)?;
                 // The simulated EC2 meters calls as EC2 does, and ebb paces them.
                 let pacer = Arc::new(Pacer::new(self.ec2_rate_limits.clone(), &clock));
-                let sim = SimProvider::new(fleet, behaviours, clock)
+                let sim = SimProvider::new(seed.fleet, seed.behaviours, clock)
+                    .with_groups(seed.groups)
                     .metered(self.ec2_rate_limits)
                     .paced_by(pacer);
                 let cloud = Connected {

@@ -59,24 +59,44 @@ pub(super) fn validate(dirs: &[PathBuf]) -> Result<ExitCode> {
 
 /// `ebb plan`: the decisions for a fleet snapshot.
 pub(super) fn plan(input: &Input, format: Format) -> Result<ExitCode> {
-    let (at, set, fleet, prior) = input.load()?;
+    let (at, set, fleet, prior, groups) = input.load()?;
     let decisions = engine::decide(at, &set, &fleet, &prior);
     print!(
         "{}",
         match format {
             Format::Json => output::plan_json(&decisions, &fleet.instances),
-            Format::Table => output::plan_table(&decisions, &fleet.instances),
+            Format::Table => {
+                let groups: Vec<engine::GroupDecision> = groups
+                    .iter()
+                    .map(|g| engine::decide_group(at, &set, &fleet, &g.group, g.memory.as_ref()))
+                    .collect();
+                output::plan_table(&decisions, &fleet.instances)
+                    + &output::plan_groups_table(&groups)
+            }
         }
     );
     Ok(ExitCode::SUCCESS)
 }
 
-/// `ebb explain`: why one instance of a snapshot gets its decision.
+/// `ebb explain`: why one instance (or Auto Scaling group) of a snapshot gets its decision.
 pub(super) fn explain(instance: &str, input: &Input) -> Result<ExitCode> {
-    let (at, set, fleet, prior) = input.load()?;
-    let explanation = engine::explain(at, &set, &fleet, &prior, instance)
-        .with_context(|| format!("no instance {instance} in {}", input.fleet.display()))?;
-    println!("{explanation}");
+    let (at, set, fleet, prior, groups) = input.load()?;
+    if let Some(explanation) = engine::explain(at, &set, &fleet, &prior, instance) {
+        println!("{explanation}");
+        return Ok(ExitCode::SUCCESS);
+    }
+    // Not an instance: an Auto Scaling group of that name.
+    let g = groups
+        .iter()
+        .find(|g| g.group.name == instance)
+        .with_context(|| {
+            format!(
+                "no instance {instance} in {} (nor an Auto Scaling group of that name)",
+                input.fleet.display()
+            )
+        })?;
+    let d = engine::decide_group(at, &set, &fleet, &g.group, g.memory.as_ref());
+    println!("{}", output::group_explanation(&g.group, &d, at));
     Ok(ExitCode::SUCCESS)
 }
 

@@ -1,14 +1,17 @@
 //! `/`: the fleet, one page of live instances at a time, filtered by policy, state and a tag,
-//! sorted by a column, each with the next change its work hours bring.
+//! sorted by a column, each with the next change its work hours bring; and the Auto Scaling
+//! groups ebb lists, each linked to its page.
 
 use super::{
-    given, instance_link, ok, query_string, scroll, time, zoned_time, Nav, PageError, PageResult,
+    given, group_path, instance_link, maybe_time, ok, query_string, scroll, time, zoned_time, Nav,
+    PageError, PageResult,
 };
 use crate::api::ApiState;
 use crate::engine::{next_change, NextChange};
+use crate::fleet::Owner;
 use crate::names::{KEEP_UNTIL_TAG, SKIP_TAG};
 use crate::policy::PolicySet;
-use crate::store::{FleetFilter, FleetSort, InstanceRecord, OverrideRecord};
+use crate::store::{FleetFilter, FleetSort, GroupRecord, InstanceRecord, OverrideRecord};
 use axum::extract::rejection::QueryRejection;
 use axum::extract::{Query, State};
 use chrono::{DateTime, Utc};
@@ -124,6 +127,7 @@ pub(super) async fn page(
     let store = &state.store;
     let found = store.fleet_page(&filter, (page - 1) * PAGE, PAGE).await?;
     let (policies, states) = store.fleet_facets().await?;
+    let groups = store.scaling_groups().await?;
     let overrides: HashMap<String, OverrideRecord> = store
         .active_overrides(state.clock.now())
         .await?
@@ -166,6 +170,7 @@ pub(super) async fn page(
         } @else {
             (scroll("Instances", table(&found.instances, &overrides, &columns)))
         }
+        @if !groups.is_empty() { (groups_table(&groups)) }
         nav.pager aria-label="Pages" {
             @if page > 1 { a href=(link(page - 1, sort)) rel="prev" { "← Previous page" } }
             @if page < pages { a href=(link(page + 1, sort)) rel="next" { "Next page →" } }
@@ -281,6 +286,50 @@ pub(super) fn decision(i: &InstanceRecord) -> Markup {
     }
 }
 
+/// The Auto Scaling groups ebb lists, scheduled through their capacity, with their pages.
+fn groups_table(groups: &[GroupRecord]) -> Markup {
+    html! {
+        section aria-labelledby="groups" {
+            h2 #groups { "Auto Scaling groups" }
+            (scroll("Auto Scaling groups", html! {
+                table {
+                    thead {
+                        tr {
+                            th scope="col" { "Group" }
+                            th scope="col" { "Region" }
+                            th scope="col" { "Capacity now" }
+                            th scope="col" { "Members" }
+                            th scope="col" { "Up capacity" }
+                            th scope="col" { "Held down by ebb" }
+                        }
+                    }
+                    tbody {
+                        @for g in groups {
+                            tr {
+                                th scope="row" { a href=(group_path(&g.region, &g.name)) { (g.name) } }
+                                td.short { (g.region) }
+                                td { @if let Some(l) = &g.last { (l.capacity) } @else { "–" } }
+                                td.num { @if let Some(l) = &g.last { (l.members) } @else { "–" } }
+                                td { (g.stored.memory.up) }
+                                td { (maybe_time(g.stored.memory.down_since)) }
+                            }
+                        }
+                    }
+                }
+            }))
+        }
+    }
+}
+
+/// The Auto Scaling group `owner` schedules its instances through, if any.
+fn group_of(owner: &Owner) -> Option<&str> {
+    match owner {
+        Owner::Asg { group } => Some(group),
+        Owner::EksNodegroup { group, .. } => group.as_deref(),
+        _ => None,
+    }
+}
+
 /// What keeps ebb from stopping (or touching) `i`: its owner, an active override, a keep-until
 /// tag, the skip tag.
 pub(super) fn protections(i: &InstanceRecord, active: Option<&OverrideRecord>) -> Markup {
@@ -291,7 +340,12 @@ pub(super) fn protections(i: &InstanceRecord, active: Option<&OverrideRecord>) -
         @if owner.is_none() && active.is_none() && keep_until.is_none() && !skip { "–" } @else {
         ul.protections {
             @if let Some(owner) = owner {
-                li.owner { "owned by " (owner) ": never acted on alone" }
+                li.owner {
+                    "owned by " (owner) ": never acted on alone"
+                    @if let Some(group) = group_of(owner) {
+                        " (" a href=(group_path(&i.region, group)) { "the group's page" } ")"
+                    }
+                }
             }
             @if let Some(o) = active {
                 li { "override until " (time(o.until)) " by " (o.created_by) }

@@ -12,6 +12,8 @@ mod chart;
 mod explain;
 mod fleet;
 mod gpu_chart;
+mod group;
+mod group_chart;
 mod instance;
 mod login;
 mod migrations;
@@ -43,6 +45,7 @@ pub fn router(state: ApiState) -> Router {
         .route("/audit", get(audit::page))
         .route("/audit.csv", get(audit::csv))
         .route("/instances/{id}", get(instance::page))
+        .route("/groups/{region}/{name}", get(group::page))
         .route("/migrations", get(migrations::page))
         .route("/savings", get(savings::page))
         .route("/policies", get(policies::page))
@@ -263,6 +266,15 @@ fn percent_encode(text: &str) -> String {
 /// The path of instance `id`'s page.
 fn instance_path(id: &str) -> String {
     format!("/instances/{}", percent_encode(id))
+}
+
+/// The path of Auto Scaling group `name`'s page in `region`.
+fn group_path(region: &str, name: &str) -> String {
+    format!(
+        "/groups/{}/{}",
+        percent_encode(region),
+        percent_encode(name)
+    )
 }
 
 /// The link to instance `id`'s page.

@@ -11,8 +11,10 @@ use serde::Serialize;
 use std::collections::{BTreeMap, HashMap};
 
 mod audit_export;
+mod groups;
 
 pub use audit_export::{audit_csv, audit_csv_rows, audit_json, parse_audit_export, ExportError};
+pub use groups::{group_explanation, plan_groups_table};
 
 /// One element of `ebb plan --format json`: exactly the fields `ebb plan` promises in
 /// docs/commands.md#policies-plans-and-the-fleet.

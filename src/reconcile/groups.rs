@@ -18,7 +18,7 @@ use crate::fleet::{Fleet, ScalingGroup};
 use crate::names::ACTOR;
 use crate::policy::PolicySet;
 use crate::store::{NewAuditEntry, Outcome, PendingChange, StoreError, INTERRUPTED};
-use chrono::{DateTime, Utc};
+use chrono::{DateTime, SecondsFormat, Utc};
 
 /// The audit action of a scale-down to the floor.
 pub(super) const SCALE_DOWN: &str = "scale_down_group";
@@ -45,6 +45,8 @@ impl<P: Provider> Reconciler<P> {
             };
             tick.report.groups.listed += groups.len();
             let mut stored = self.store.groups_of(region).await?;
+            // Their capacity over time, for the console.
+            self.store.note_group_sizes(tick.now, &groups).await?;
             for group in &groups {
                 let kept = stored.remove(&group.name);
                 if let Some(pending) = kept.as_ref().and_then(|k| k.pending.clone()) {
@@ -190,7 +192,16 @@ impl<P: Provider> Reconciler<P> {
                 Some(err.to_string()),
             ),
         };
-        tracing::info!(group = %d.group, region = %d.region, action, outcome = outcome.as_str(), "group capacity changed");
+        tracing::info!(
+            at = %tick.now.to_rfc3339_opts(SecondsFormat::Secs, true),
+            group = %d.group,
+            region = %d.region,
+            action,
+            outcome = outcome.as_str(),
+            policy = d.policy.as_deref(),
+            detail = d.reason,
+            "group capacity changed"
+        );
         match outcome {
             Outcome::Succeeded => tick.report.groups.succeeded += 1,
             _ => tick.report.groups.failed += 1,

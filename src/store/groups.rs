@@ -7,6 +7,7 @@ use super::{Result, Store};
 use crate::engine::GroupMemory;
 use crate::fleet::Capacity;
 use chrono::{DateTime, Utc};
+use sqlx::postgres::PgRow;
 use sqlx::{PgConnection, Row};
 use std::collections::HashMap;
 
@@ -45,37 +46,7 @@ impl Store {
         .await?;
         let mut found = HashMap::with_capacity(rows.len());
         for row in rows {
-            let seq: Option<i64> = row.try_get("intent_seq")?;
-            let at: Option<DateTime<Utc>> = row.try_get("intent_at")?;
-            let to = (
-                row.try_get::<Option<i32>, _>("intent_min")?,
-                row.try_get::<Option<i32>, _>("intent_desired")?,
-                row.try_get::<Option<i32>, _>("intent_max")?,
-            );
-            let pending = match (seq, at, to) {
-                (Some(seq), Some(at), (Some(min), Some(desired), Some(max))) => {
-                    Some(PendingChange {
-                        seq,
-                        at,
-                        to: Capacity { min, desired, max },
-                        update: row.try_get("intent_update")?,
-                    })
-                }
-                _ => None,
-            };
-            let group = StoredGroup {
-                memory: GroupMemory {
-                    up: Capacity {
-                        min: row.try_get("up_min")?,
-                        desired: row.try_get("up_desired")?,
-                        max: row.try_get("up_max")?,
-                    },
-                    types: row.try_get("types")?,
-                    down_since: row.try_get("down_since")?,
-                },
-                pending,
-            };
-            found.insert(row.try_get("name")?, group);
+            found.insert(row.try_get("name")?, stored_group(&row)?);
         }
         Ok(found)
     }
@@ -156,6 +127,39 @@ impl Store {
         tx.commit().await?;
         Ok(rows)
     }
+}
+
+/// A `scaling_groups` row (its `up_*`, `types`, `down_since` and `intent_*` columns) as the
+/// store keeps it.
+pub(super) fn stored_group(row: &PgRow) -> Result<StoredGroup> {
+    let seq: Option<i64> = row.try_get("intent_seq")?;
+    let at: Option<DateTime<Utc>> = row.try_get("intent_at")?;
+    let to = (
+        row.try_get::<Option<i32>, _>("intent_min")?,
+        row.try_get::<Option<i32>, _>("intent_desired")?,
+        row.try_get::<Option<i32>, _>("intent_max")?,
+    );
+    let pending = match (seq, at, to) {
+        (Some(seq), Some(at), (Some(min), Some(desired), Some(max))) => Some(PendingChange {
+            seq,
+            at,
+            to: Capacity { min, desired, max },
+            update: row.try_get("intent_update")?,
+        }),
+        _ => None,
+    };
+    Ok(StoredGroup {
+        memory: GroupMemory {
+            up: Capacity {
+                min: row.try_get("up_min")?,
+                desired: row.try_get("up_desired")?,
+                max: row.try_get("up_max")?,
+            },
+            types: row.try_get("types")?,
+            down_since: row.try_get("down_since")?,
+        },
+        pending,
+    })
 }
 
 /// Upserts what ebb remembers of a group, leaving any pending change as it is.

@@ -53,6 +53,7 @@ pub const RUNTIME_PRIVILEGES: &[(&str, &str)] = &[
     ("console_sessions", "SELECT, INSERT, DELETE"),
     ("scaling_groups", "SELECT, INSERT, UPDATE"),
     ("scaling_group_changes", "SELECT, INSERT"),
+    ("scaling_group_sizes", "SELECT, INSERT"),
 ];
 
 /// Tables the reader role gets no privilege on: what they hold is for the running service

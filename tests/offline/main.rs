@@ -16,6 +16,7 @@ mod docs;
 mod eks_mocks;
 mod engine;
 mod fuzz_policy;
+mod group_plan;
 mod groups;
 mod late_start;
 mod owners;

@@ -31,11 +31,12 @@ policies:
 "#;
 
 /// The console and the API on a free port.
-struct Console {
+pub(crate) struct Console {
     base: String,
     store: Store,
     http: reqwest::Client,
-    policies: tempfile::TempDir,
+    /// The policy directory it loads: a test may write its own policies there.
+    pub(crate) policies: tempfile::TempDir,
 }
 
 impl Console {
@@ -44,7 +45,7 @@ impl Console {
     }
 
     /// The console with `clock`'s time as now.
-    async fn start_on(pool: &PgPool, clock: ebb::clock::Clock) -> Console {
+    pub(crate) async fn start_on(pool: &PgPool, clock: ebb::clock::Clock) -> Console {
         Console::start_with(pool, "", public(), clock).await
     }
 
@@ -84,7 +85,7 @@ impl Console {
     }
 
     /// The status, content type and body of `path`.
-    async fn get(&self, path: &str) -> (StatusCode, String, String) {
+    pub(crate) async fn get(&self, path: &str) -> (StatusCode, String, String) {
         let r = self
             .http
             .get(format!("{}{path}", self.base))
@@ -101,7 +102,7 @@ impl Console {
     }
 
     /// The HTML of `path`, which must answer 200.
-    async fn page(&self, path: &str) -> String {
+    pub(crate) async fn page(&self, path: &str) -> String {
         let (status, kind, body) = self.get(path).await;
         assert_eq!(status, StatusCode::OK, "{path}: {body}");
         assert!(kind.starts_with("text/html"), "{path}: {kind}");

@@ -17,8 +17,9 @@ use common::time::{on_paused_time, watchdog};
 use ebb::api::Tokens;
 use ebb::clock::Clock;
 use ebb::cloud::sim::SimProvider;
+use ebb::fleet::Capacity;
 use ebb::reconcile::{Options, PolicySource, Reconciler};
-use ebb::store::{AuditEntry, AuditFilter, Outcome, Store, Verification};
+use ebb::store::{AuditEntry, AuditFilter, InstanceRecord, Outcome, Store, Verification};
 use ebb::{snapshot, spot};
 use sqlx::PgPool;
 use std::path::Path;
@@ -167,12 +168,125 @@ async fn a_simulated_day_of_the_demo_fleet(pool: PgPool) {
             .collect();
         assert!(touched.is_empty(), "{id}: {touched:?}");
     }
+    the_inference_group_slept_through_the_night(&store, &rows).await;
     assert!(store.pending_intents().await.unwrap().is_empty());
     assert!(matches!(
         store.verify_audit().await.unwrap(),
         Verification::Intact { .. }
     ));
 }
+
+/// The inference group (eu-central-1, Berlin's 08:00-19:00): scaled to zero through the group at
+/// the close (18:00 UTC), its members ended by the group and never stopped one by one, and back
+/// to the capacity ebb found at the opening (07:00 UTC), with new members; each change an intent
+/// and one outcome.
+async fn the_inference_group_slept_through_the_night(store: &Store, rows: &[AuditEntry]) {
+    let changes: Vec<(&str, Outcome, DateTime<Utc>)> = rows
+        .iter()
+        .filter(|r| r.entry.action.ends_with("_group"))
+        .map(|r| (r.entry.action.as_str(), r.entry.outcome, r.entry.at))
+        .collect();
+    let (close, open) = (t("2026-11-30T18:00:00Z"), t("2026-12-01T07:00:00Z"));
+    assert_eq!(
+        changes,
+        [
+            ("scale_down_group", Outcome::Intent, close),
+            ("scale_down_group", Outcome::Succeeded, close),
+            ("restore_group", Outcome::Intent, open),
+            ("restore_group", Outcome::Succeeded, open),
+        ]
+    );
+    let down = rows
+        .iter()
+        .find(|r| r.entry.action == "scale_down_group")
+        .unwrap();
+    assert_eq!(down.entry.policy.as_deref(), Some("inference-office-hours"));
+    assert!(
+        down.entry
+            .reason
+            .contains("min 2 desired 2 max 4 to min 0 desired 0 max 4"),
+        "{down:?}"
+    );
+    let remembered = store.groups_of("eu-central-1").await.unwrap();
+    let group = &remembered["inference-eu"];
+    assert_eq!(group.memory.up, UP);
+    assert_eq!(group.memory.down_since, None, "up again");
+
+    // Its capacity over time, as the ticks listed it.
+    let sizes: Vec<(DateTime<Utc>, Capacity)> = store
+        .group_sizes("eu-central-1", "inference-eu", t(START), t(END))
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|s| (s.at, s.capacity))
+        .collect();
+    let zero = Capacity {
+        min: 0,
+        desired: 0,
+        max: 4,
+    };
+    let next = |at| at + chrono::Duration::minutes(5);
+    assert_eq!(
+        sizes,
+        [(t(START), UP), (next(close), zero), (next(open), UP)]
+    );
+
+    // The members: the two of the evening ended by the group, two new ones in the morning, and
+    // none of them ever stopping or stopped, or acted on alone.
+    let members: Vec<InstanceRecord> = store
+        .instances(true)
+        .await
+        .unwrap()
+        .into_iter()
+        .filter(|i| {
+            i.tags
+                .0
+                .get("aws:autoscaling:groupName")
+                .map(String::as_str)
+                == Some("inference-eu")
+        })
+        .collect();
+    let states: Vec<(&str, &str)> = members
+        .iter()
+        .map(|i| (i.id.as_str(), i.state.as_str()))
+        .collect();
+    assert_eq!(states.len(), 4, "{states:?}");
+    for old in ["i-0infer01", "i-0infer02"] {
+        assert!(states.contains(&(old, "terminated")), "{states:?}");
+    }
+    assert_eq!(
+        states.iter().filter(|(_, s)| *s == "running").count(),
+        2,
+        "{states:?}"
+    );
+    for member in &members {
+        let events = store.instance_events(&member.id, 100).await.unwrap();
+        assert!(
+            events
+                .iter()
+                .all(|e| e.to_state != "stopping" && e.to_state != "stopped"),
+            "{}: {events:?}",
+            member.id
+        );
+        let acted: Vec<&AuditEntry> = rows
+            .iter()
+            .filter(|r| r.entry.instance.as_deref() == Some(member.id.as_str()))
+            .collect();
+        assert!(acted.is_empty(), "{}: {acted:?}", member.id);
+        assert_eq!(
+            member.decided_code.as_deref(),
+            Some("owned_by_asg"),
+            "{member:?}"
+        );
+    }
+}
+
+/// The inference group's capacity in the demo fleet.
+const UP: Capacity = Capacity {
+    min: 2,
+    desired: 2,
+    max: 4,
+};
 
 /// Runs `ebb serve` as `scripts/run` does through the simulated day, one tick at a time, and
 /// checks the plan through the API at its end.
@@ -182,10 +296,9 @@ async fn serve_the_day(url: &str) {
     let store = Store::connect(url).await.unwrap();
     store.migrate().await.unwrap();
     let clock = Clock::simulated(t(START), SPEED);
-    let (fleet, behaviours) =
-        snapshot::load_simulation(&root.join("deploy/demo-fleet.yaml")).unwrap();
+    let seed = snapshot::load_simulated(&root.join("deploy/demo-fleet.yaml")).unwrap();
     let reconciler = Reconciler::new(
-        SimProvider::new(fleet, behaviours, clock),
+        SimProvider::new(seed.fleet, seed.behaviours, clock).with_groups(seed.groups),
         store,
         Arc::new(PolicySource::new(vec![root.join("policies")])),
         Options::default(),
@@ -212,8 +325,10 @@ async fn serve_the_day(url: &str) {
     .await;
     // The plan and the replica's state through the API, while it runs.
     let plan = serve.get("/v1/plan").await;
-    // The demo fleet's 32 instances, and the spot instance the checkpointing job moved to.
-    assert_eq!(plan.as_array().unwrap().len(), 33, "{plan}");
+    // The demo fleet's 34 instances (the inference group's two evening members among them,
+    // ended), the group's two morning members, and the spot instance the checkpointing job
+    // moved to.
+    assert_eq!(plan.as_array().unwrap().len(), 37, "{plan}");
     let ready = serve.get("/readyz").await;
     assert_eq!(ready["role"], "leader", "{ready}");
     assert_eq!(ready["last_tick"], "2026-12-01T13:00:00Z", "{ready}");

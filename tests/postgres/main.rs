@@ -10,6 +10,7 @@ mod acting;
 mod api;
 mod cloudwatch_reads;
 mod console;
+mod console_groups;
 mod demo;
 mod fallback;
 mod groups;

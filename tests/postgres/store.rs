@@ -23,7 +23,7 @@ fn regions() -> Vec<String> {
 #[sqlx::test(migrations = false)]
 async fn migrations_apply_to_an_empty_database_and_again_without_change(pool: PgPool) {
     let store = Store::from_pool(pool.clone());
-    assert_eq!(store.migrate().await.unwrap(), 16);
+    assert_eq!(store.migrate().await.unwrap(), 17);
     let tables: Vec<String> = sqlx::query_scalar(
         "SELECT table_name::text FROM information_schema.tables WHERE table_schema = 'public' ORDER BY 1",
     )
@@ -37,6 +37,7 @@ async fn migrations_apply_to_an_empty_database_and_again_without_change(pool: Pg
         "open_intents",
         "overrides",
         "region_syncs",
+        "scaling_group_sizes",
         "scaling_groups",
         "spot_migrations",
     ] {

@@ -1,13 +1,16 @@
-//! The simulated fleet's Auto Scaling groups: plain records of capacity. A change of capacity
-//! is recorded as asked; no member is launched or ended. A group tagged as an EKS node group's
-//! is changed through "EKS" too: the change is done at once, and its update is `Successful`.
+//! The simulated fleet's Auto Scaling groups: records of capacity whose members are the
+//! simulated instances tagged with the group's name ([`super::scaling`]). A change of capacity
+//! is recorded as asked, and members are ended or launched to the desired capacity. A group
+//! tagged as an EKS node group's is changed through "EKS" too: the change is done at once, and
+//! its update is `Successful`.
 
 use super::SimProvider;
 use crate::cloud::{CloudError, NodeGroupUpdate, UpdateStatus};
 use crate::fleet::{Capacity, NodeGroup, ScalingGroup};
 
 impl SimProvider {
-    /// The fleet, with these Auto Scaling groups.
+    /// The fleet, with these Auto Scaling groups (their members are the instances tagged with
+    /// their names, whatever `members` says).
     pub fn with_groups(self, groups: Vec<ScalingGroup>) -> Self {
         *self.groups.lock().expect("simulated groups poisoned") = groups;
         self
@@ -15,12 +18,18 @@ impl SimProvider {
 
     /// The groups of `region`.
     pub(super) fn sim_groups(&self, region: &str) -> Vec<ScalingGroup> {
-        let groups = self.groups.lock().expect("simulated groups poisoned");
+        let mut groups: Vec<ScalingGroup> = {
+            let groups = self.groups.lock().expect("simulated groups poisoned");
+            groups
+                .iter()
+                .filter(|g| g.region == region)
+                .cloned()
+                .collect()
+        };
+        for group in &mut groups {
+            group.members = self.sim_members(region, &group.name);
+        }
         groups
-            .iter()
-            .filter(|g| g.region == region)
-            .cloned()
-            .collect()
     }
 
     /// Sets group `name`'s capacity; a group the fleet does not have is not found, as AWS says.
@@ -42,6 +51,8 @@ impl SimProvider {
                 )
             })?;
         group.capacity = capacity;
+        drop(groups);
+        self.scale_members(region, name, capacity.desired);
         Ok(None)
     }
 
@@ -59,6 +70,9 @@ impl SimProvider {
             .find(|g| g.region == region && g.node_group().as_ref() == Some(node_group))
             .ok_or_else(|| node_group_not_found("UpdateNodegroupConfig", node_group))?;
         group.capacity = capacity;
+        let name = group.name.clone();
+        drop(groups);
+        self.scale_members(region, &name, capacity.desired);
         let mut updates = self.updates.lock().expect("simulated updates poisoned");
         let id = format!("sim-update-{}", updates.len() + 1);
         updates.push(id.clone());

@@ -13,7 +13,7 @@ use chrono::{DateTime, Duration, Utc};
 /// How long an image takes to become available.
 const IMAGE_TAKES: Duration = Duration::minutes(5);
 /// How long a termination takes.
-const TERMINATE_TAKES: Duration = Duration::seconds(30);
+pub(super) const TERMINATE_TAKES: Duration = Duration::seconds(30);
 
 /// A simulated image.
 #[derive(Debug)]

@@ -2,7 +2,8 @@
 //! fleet's usage patterns (notebooks and forgotten boxes in their offices' zones, training
 //! runs, busy and idle boxes) written as the CSV `ebb replay --utilisation` reads.
 
-use super::{seed, Behaviour, READING_PERIOD};
+use super::behaviour::seed;
+use super::{Behaviour, READING_PERIOD};
 use crate::fleet::Fleet;
 use chrono::{DateTime, Duration, Utc};
 use std::collections::HashMap;
