@@ -234,7 +234,7 @@ async fn the_inference_group_slept_through_the_night(store: &Store, rows: &[Audi
     // The members: the two of the evening ended by the group, two new ones in the morning, and
     // none of them ever stopping or stopped, or acted on alone.
     let members: Vec<InstanceRecord> = store
-        .instances(true)
+        .instances(true, &ebb::store::Page::first(10_000))
         .await
         .unwrap()
         .into_iter()
