@@ -12,7 +12,9 @@ use std::collections::{BTreeMap, HashMap};
 
 mod audit_export;
 
-pub use audit_export::{audit_csv, audit_csv_rows, audit_json, parse_audit_export, ExportError};
+pub use audit_export::{
+    audit_csv, audit_csv_rows, audit_json, audit_row_json, parse_audit_export, ExportError,
+};
 
 /// One element of `ebb plan --format json`: exactly the fields `ebb plan` promises in
 /// docs/commands.md#policies-plans-and-the-fleet.

@@ -52,6 +52,7 @@ pub const RUNTIME_PRIVILEGES: &[(&str, &str)] = &[
     ("gpu_readings", "SELECT, INSERT, UPDATE, DELETE"),
     ("console_sessions", "SELECT, INSERT, DELETE"),
     ("scaling_groups", "SELECT, INSERT, UPDATE"),
+    ("event_cursor", "SELECT, INSERT, UPDATE"),
 ];
 
 /// Tables the reader role gets no privilege on: what they hold is for the running service

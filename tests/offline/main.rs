@@ -14,6 +14,7 @@ mod decider;
 mod deploy;
 mod docs;
 mod engine;
+mod events;
 mod fuzz_policy;
 mod groups;
 mod owners;

@@ -11,6 +11,7 @@ mod api;
 mod cloudwatch_reads;
 mod console;
 mod demo;
+mod events;
 mod fallback;
 mod groups;
 mod history;
