@@ -139,7 +139,11 @@ impl EventSender {
         if !self.control.is_leader() {
             return Ok(EventsStatus::NotLeader);
         }
-        let mut through = self.store.start_event_cursor().await?;
+        let mut through = match self.store.event_cursor().await? {
+            Some(through) => through,
+            // `serve` made it at its start; made here again only if it was deleted since.
+            None => self.store.start_event_cursor().await?,
+        };
         let mut sent = 0;
         loop {
             let page = self

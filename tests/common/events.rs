@@ -19,8 +19,20 @@ pub enum Answer {
 #[derive(Debug)]
 struct State {
     answer: Answer,
-    /// Every post's body, parsed, and its `Content-Type`, in the order they arrived.
-    posts: Vec<(Value, String)>,
+    /// Every post's body, parsed, its `Content-Type` and how it was answered, in the order they
+    /// arrived.
+    posts: Vec<Post>,
+}
+
+/// A post received.
+#[derive(Debug, Clone)]
+pub struct Post {
+    /// The event.
+    pub event: Value,
+    /// Its `Content-Type`.
+    pub content_type: String,
+    /// How it was answered: only [`Answer::Take`] delivers it.
+    pub answer: Answer,
 }
 
 /// A receiver on 127.0.0.1.
@@ -55,13 +67,22 @@ impl Receiver {
         state.posts.len()
     }
 
-    /// The events received so far, in order, redeliveries included.
+    /// The events received so far, in order, redeliveries and those not taken included.
     pub fn events(&self) -> Vec<Value> {
-        self.posts().into_iter().map(|(event, _)| event).collect()
+        self.posts().into_iter().map(|post| post.event).collect()
     }
 
-    /// The posts received so far: each event and its `Content-Type`.
-    pub fn posts(&self) -> Vec<(Value, String)> {
+    /// The events answered with 200, in order.
+    pub fn taken(&self) -> Vec<Value> {
+        self.posts()
+            .into_iter()
+            .filter(|post| post.answer == Answer::Take)
+            .map(|post| post.event)
+            .collect()
+    }
+
+    /// The posts received so far.
+    pub fn posts(&self) -> Vec<Post> {
         self.state.lock().unwrap().posts.clone()
     }
 }
@@ -74,15 +95,18 @@ async fn take(
 ) -> axum::http::StatusCode {
     let answer = {
         let mut state = state.lock().unwrap();
-        let kind = headers
+        let content_type = headers
             .get("content-type")
             .and_then(|v| v.to_str().ok())
             .unwrap_or_default()
             .to_string();
-        state
-            .posts
-            .push((serde_json::from_str(&body).unwrap(), kind));
-        state.answer
+        let answer = state.answer;
+        state.posts.push(Post {
+            event: serde_json::from_str(&body).unwrap(),
+            content_type,
+            answer,
+        });
+        answer
     };
     match answer {
         Answer::Take => axum::http::StatusCode::OK,
