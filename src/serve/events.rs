@@ -28,12 +28,22 @@ pub const FIRST_BACKOFF: Duration = Duration::from_secs(2);
 pub const MAX_BACKOFF: Duration = Duration::from_secs(300);
 
 /// Where events go and what they say they come from.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct EventsConfig {
     /// The receiver (`EBB_EVENTS_URL`); a secret, never shown.
     pub url: reqwest::Url,
     /// The events' `source` (`EBB_EVENTS_SOURCE`).
     pub source: String,
+}
+
+impl std::fmt::Debug for EventsConfig {
+    /// Without the URL, which may carry a token.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EventsConfig")
+            .field("url", &"(hidden)")
+            .field("source", &self.source)
+            .finish()
+    }
 }
 
 /// Posts the audit log's outcomes as events at each activation.
