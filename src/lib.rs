@@ -16,6 +16,7 @@ pub mod cloud;
 pub mod console;
 pub mod control;
 pub mod engine;
+pub mod events;
 pub mod fleet;
 pub mod metrics;
 pub mod names;

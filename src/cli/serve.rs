@@ -82,6 +82,19 @@ pub(super) struct ServeArgs {
     /// migrations then replace a reclaimed instance within seconds.
     #[arg(long, env = "EBB_INTERRUPTION_QUEUE", value_name = "URL")]
     pub(super) interruption_queue: Option<String>,
+    /// Post every outcome of the audit log (stops, starts, notices, overrides, ...) to this
+    /// URL as a CloudEvents 1.0 JSON event, at least once and in order (docs/events.md).
+    #[arg(
+        long,
+        env = "EBB_EVENTS_URL",
+        value_name = "URL",
+        hide_env_values = true
+    )]
+    pub(super) events_url: Option<reqwest::Url>,
+    /// The events' `source`: a URI naming this ebb deployment, like urn:ebb:prod or
+    /// https://ebb.example.com.
+    #[arg(long, env = "EBB_EVENTS_SOURCE", value_name = "URI", default_value = "urn:ebb", value_parser = parse_source)]
+    pub(super) events_source: String,
     #[command(flatten)]
     pub(super) reconcile: ReconcileArgs,
     #[command(flatten)]
@@ -207,6 +220,10 @@ impl OnCloud for Serving {
                 readings: chrono::Duration::from_std(args.metrics_retention)?,
             },
             prices,
+            events: args.events_url.map(|url| serve::EventsConfig {
+                url,
+                source: args.events_source,
+            }),
             interruptions: match args.interruption_queue {
                 Some(url) => Some(InterruptionQueue::connect(url, watched.0, &watched.1).await),
                 None => None,
@@ -230,6 +247,17 @@ fn parse_http_timeout(s: &str) -> Result<std::time::Duration, String> {
             "\"{s}\" is not a duration ({e}): write it like 10s"
         )),
     }
+}
+
+/// Reads an event source: a non-empty URI reference without spaces, as CloudEvents asks.
+fn parse_source(s: &str) -> Result<String, String> {
+    if s.is_empty() || s.chars().any(char::is_whitespace) {
+        return Err(
+            "the events' source names this deployment as a URI without spaces, like urn:ebb:prod"
+                .to_string(),
+        );
+    }
+    Ok(s.to_string())
 }
 
 /// Reads a retention: a duration of at least a day, so that a typo cannot empty the history.

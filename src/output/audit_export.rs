@@ -72,6 +72,12 @@ fn audit_item(a: &AuditEntry) -> AuditItem<'_> {
     }
 }
 
+/// One row as `ebb audit --format json` writes it (with `seq` and the chain's hashes): the
+/// `data` of the events sent to `EBB_EVENTS_URL`.
+pub fn audit_row_json(entry: &AuditEntry) -> serde_json::Value {
+    serde_json::to_value(audit_item(entry)).unwrap_or_default()
+}
+
 /// An exported row read back.
 #[derive(Debug, Deserialize)]
 struct ExportedRow {

@@ -13,7 +13,9 @@ use std::collections::{BTreeMap, HashMap};
 mod audit_export;
 mod groups;
 
-pub use audit_export::{audit_csv, audit_csv_rows, audit_json, parse_audit_export, ExportError};
+pub use audit_export::{
+    audit_csv, audit_csv_rows, audit_json, audit_row_json, parse_audit_export, ExportError,
+};
 pub use groups::{group_explanation, plan_groups_table};
 
 /// One element of `ebb plan --format json`: exactly the fields `ebb plan` promises in

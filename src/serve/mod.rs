@@ -1,9 +1,11 @@
 //! `ebb serve`: the control loop and the HTTP API in one process. Every background activity is
 //! one task type run by one [`driver`]: the tick loop, the policy watcher, the listener for tick
 //! requests from other replicas, the pruner of old history, and the spot interruption queue
-//! reader (the webhook sender reports into the same statuses). `GET /v1/status` shows what each last did.
+//! reader, and with `EBB_EVENTS_URL` the event sender (the webhook sender reports into the same
+//! statuses). `GET /v1/status` shows what each last did.
 
 mod driver;
+mod events;
 mod interruptions;
 mod listener;
 mod policy_watcher;
@@ -12,6 +14,9 @@ mod tick_loop;
 mod tick_requests;
 
 pub use driver::{drive, BackgroundTask};
+pub use events::{
+    EventSender, EventsConfig, EventsError, EventsStatus, FIRST_BACKOFF, MAX_BACKOFF,
+};
 pub use listener::HttpLimits;
 
 use crate::api::{self, ApiLimits, ApiState, ChangeBudgets, Tokens};
@@ -35,6 +40,9 @@ use tick_requests::TickRequests;
 
 /// How often the policy files are checked for changes.
 const POLICY_POLL: Duration = Duration::from_secs(2);
+
+/// How often the leader looks for new outcomes to send as events (real time).
+const EVENTS_POLL: Duration = Duration::from_secs(2);
 
 /// How often the leader prunes old history (real time).
 const PRUNE_EVERY: Duration = Duration::from_secs(3600);
@@ -76,6 +84,8 @@ pub struct Config {
     pub retention: Retention,
     /// The on-demand prices the API's and the console's reports count stopped hours at.
     pub prices: crate::cloud::OnDemandPrices,
+    /// Where every outcome is posted as an event, if anywhere.
+    pub events: Option<EventsConfig>,
 }
 
 /// Why serving could not start.
@@ -89,6 +99,9 @@ pub enum ServeError {
         /// Why.
         source: std::io::Error,
     },
+    /// The events' cursor cannot be made (`EBB_EVENTS_URL`).
+    #[error("cannot start sending events: {0}")]
+    Events(#[from] crate::store::StoreError),
 }
 
 /// Serves until `shutdown` resolves; the tick in flight finishes first, then the API stops.
@@ -105,6 +118,10 @@ pub async fn run<P: Provider>(
             source,
         })?;
     tracing::info!(address = %config.listen, tokens = config.tokens.len(), "API listening");
+    if config.events.is_some() {
+        // Before the first tick: every row this process appends comes after the cursor.
+        reconciler.store().start_event_cursor().await?;
+    }
     let state = ApiState {
         store: reconciler
             .store()
@@ -137,6 +154,7 @@ pub async fn run<P: Provider>(
         config.clock,
         config.retention,
         config.interruptions,
+        config.events,
     );
 
     let every = config.clock.real(config.interval);
@@ -171,13 +189,15 @@ pub async fn run<P: Provider>(
 }
 
 /// Starts every background task but the tick loop, each under the driver: the tick requests of
-/// other replicas, the policy watcher, the pruner and, with a queue, the interruption reader.
+/// other replicas, the policy watcher, the pruner, with a queue the interruption reader and
+/// with a receiver the event sender.
 fn spawn_background<P: Provider>(
     reconciler: &Reconciler<P>,
     control: &Arc<Control>,
     clock: Clock,
     retention: Retention,
     interruptions: Option<InterruptionQueue>,
+    events: Option<EventsConfig>,
 ) -> Vec<tokio::task::JoinHandle<()>> {
     let tasks = control.tasks.clone();
     let mut background = vec![
@@ -206,6 +226,13 @@ fn spawn_background<P: Provider>(
             async move { drive(task, PRUNE_EVERY, None, &tasks, pending()).await }
         }),
     ];
+    if let Some(config) = events {
+        let task = EventSender::new(reconciler.store().clone(), control.clone(), config);
+        let tasks = tasks.clone();
+        background.push(tokio::spawn(async move {
+            drive(task, EVENTS_POLL, None, &tasks, pending()).await
+        }));
+    }
     if let Some(queue) = interruptions {
         let task = InterruptionReader::new(queue, reconciler.store().clone());
         background.push(tokio::spawn(async move {

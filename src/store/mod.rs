@@ -9,6 +9,7 @@
 mod audit;
 mod audit_entry;
 mod console;
+mod event_cursor;
 mod fleet_at;
 mod group_sizes;
 mod groups;

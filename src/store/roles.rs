@@ -54,6 +54,7 @@ pub const RUNTIME_PRIVILEGES: &[(&str, &str)] = &[
     ("scaling_groups", "SELECT, INSERT, UPDATE"),
     ("scaling_group_changes", "SELECT, INSERT"),
     ("scaling_group_sizes", "SELECT, INSERT"),
+    ("event_cursor", "SELECT, INSERT, UPDATE"),
 ];
 
 /// Tables the reader role gets no privilege on: what they hold is for the running service

@@ -4,6 +4,7 @@
 #![allow(dead_code)] // each test binary uses a different part of this module
 
 pub mod ec2_proxy;
+pub mod events;
 pub mod faulty;
 pub mod intercept;
 pub mod moto;

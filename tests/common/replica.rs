@@ -68,6 +68,7 @@ impl Replica {
             },
             interruptions: None,
             prices: Default::default(),
+            events: None,
             retention: serve::Retention {
                 history: chrono::Duration::days(90),
                 readings: chrono::Duration::days(35),

@@ -15,6 +15,7 @@ mod deploy;
 mod docs;
 mod eks_mocks;
 mod engine;
+mod events;
 mod fuzz_policy;
 mod group_plan;
 mod groups;

@@ -187,7 +187,12 @@ fn the_table_check_finds_each_kind_of_drift() {
 #[test]
 fn secrets_are_hidden_from_help() {
     let settings = settings();
-    for secret in ["DATABASE_URL", "EBB_API_TOKENS", "EBB_WEBHOOK_URL"] {
+    for secret in [
+        "DATABASE_URL",
+        "EBB_API_TOKENS",
+        "EBB_WEBHOOK_URL",
+        "EBB_EVENTS_URL",
+    ] {
         assert!(
             settings[secret].hidden,
             "--help shows the value of {secret}"

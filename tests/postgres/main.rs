@@ -1,7 +1,8 @@
 //! The integration tests that need Postgres (`DATABASE_URL`; `#[sqlx::test]` makes a database
 //! for each test) and nothing else: the store, the reconciler in process on the simulated fleet
 //! (acting, retries, fallbacks, pacing, timeouts, spot migrations under injected faults), the
-//! API, the console, reports, replays from the store and the database roles.
+//! API, the console, reports, replays from the store, the database roles and the events sent
+//! to `EBB_EVENTS_URL`.
 
 #[path = "../common/mod.rs"]
 mod common;
@@ -12,6 +13,7 @@ mod cloudwatch_reads;
 mod console;
 mod console_groups;
 mod demo;
+mod events;
 mod fallback;
 mod groups;
 mod history;
