@@ -53,6 +53,10 @@ pub(super) struct ReconcileArgs {
         hide_env_values = true
     )]
     pub(super) webhook_url: Option<reqwest::Url>,
+    /// The address people reach this ebb's console at (https://ebb.example.com): each notice
+    /// then carries signed links that keep the instance with one click.
+    #[arg(long, env = "EBB_PUBLIC_URL", value_name = "URL")]
+    pub(super) public_url: Option<reqwest::Url>,
     #[command(flatten)]
     pub(super) cloud: CloudArgs,
     #[command(flatten)]
@@ -94,6 +98,7 @@ impl ReconcileArgs {
             dry_run: self.dry_run,
             max_actions: self.max_actions,
             webhook,
+            public_url: self.public_url,
             in_flight_for,
             pacing,
             prometheus: self.gpu_source.prometheus()?,

@@ -12,7 +12,7 @@ mod rules;
 
 pub use explain::{explain, Explanation};
 pub use group::{decide_group, GroupAction, GroupDecision, GroupMemory, OFF_CAPACITY};
-pub use next::{next_change, NextChange};
+pub use next::{next_change, next_opening, NextChange};
 pub use rules::{owned_code, tags_forbid_stop, RECENT};
 
 use crate::fleet::{Fleet, Instance};

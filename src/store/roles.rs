@@ -52,11 +52,13 @@ pub const RUNTIME_PRIVILEGES: &[(&str, &str)] = &[
     ("gpu_readings", "SELECT, INSERT, UPDATE, DELETE"),
     ("console_sessions", "SELECT, INSERT, DELETE"),
     ("scaling_groups", "SELECT, INSERT, UPDATE"),
+    ("snooze_key", "SELECT, INSERT"),
+    ("snooze_links_used", "SELECT, INSERT, DELETE"),
 ];
 
 /// Tables the reader role gets no privilege on: what they hold is for the running service
-/// alone (console logins).
-const NOT_FOR_READERS: &[&str] = &["console_sessions"];
+/// alone (console logins, the key that signs snooze links).
+const NOT_FOR_READERS: &[&str] = &["console_sessions", "snooze_key"];
 
 /// `name` as a quoted SQL identifier: `"name"`, inner quotes doubled, so that any role name,
 /// whatever it holds, stays one identifier.

@@ -24,6 +24,7 @@ mod report;
 mod retry;
 mod roles;
 mod secrets;
+mod snooze;
 mod spot_faults;
 mod spot_proofs;
 mod store;
