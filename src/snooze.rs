@@ -256,11 +256,19 @@ mod tests {
             ..link()
         };
         let (_, signature) = token.split_once('.').unwrap();
-        let (payload, _) = longer.sign(&key).split_once('.').map(|(p, s)| (p.to_string(), s.to_string())).unwrap();
+        let (payload, _) = longer
+            .sign(&key)
+            .split_once('.')
+            .map(|(p, s)| (p.to_string(), s.to_string()))
+            .unwrap();
         let forged = format!("{payload}.{signature}");
         assert_eq!(Link::verify(&key, &forged, now), Err(Refused::NotSigned));
         for junk in ["", ".", "abc", "a.b", &token[..token.len() - 2]] {
-            assert_eq!(Link::verify(&key, junk, now), Err(Refused::NotSigned), "{junk}");
+            assert_eq!(
+                Link::verify(&key, junk, now),
+                Err(Refused::NotSigned),
+                "{junk}"
+            );
         }
     }
 

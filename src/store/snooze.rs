@@ -11,10 +11,12 @@ impl Store {
     pub async fn snooze_key_seed(&self) -> Result<Vec<u8>> {
         let mut seed = [0u8; 32];
         rand_core::OsRng.fill_bytes(&mut seed);
-        sqlx::query("INSERT INTO snooze_key (only_row, seed) VALUES (true, $1) ON CONFLICT DO NOTHING")
-            .bind(&seed[..])
-            .execute(&self.pool)
-            .await?;
+        sqlx::query(
+            "INSERT INTO snooze_key (only_row, seed) VALUES (true, $1) ON CONFLICT DO NOTHING",
+        )
+        .bind(&seed[..])
+        .execute(&self.pool)
+        .await?;
         Ok(sqlx::query_scalar("SELECT seed FROM snooze_key")
             .fetch_one(&self.pool)
             .await?)

@@ -138,7 +138,10 @@ async fn a_notice_link_opens_a_page_and_its_button_keeps_the_box_once(pool: PgPo
     let two_hours = link_after(&notice, "for 2 hours");
     let opening = link_after(&notice, "until the next opening");
     let day = link_after(&notice, "for a day");
-    assert!(two_hours.starts_with(&format!("{base}/snooze/")), "{two_hours}");
+    assert!(
+        two_hours.starts_with(&format!("{base}/snooze/")),
+        "{two_hours}"
+    );
     assert!(two_hours != opening && opening != day, "{notice}");
 
     // Opening the link, as an unfurler or a mail scanner would, changes nothing.
@@ -149,7 +152,10 @@ async fn a_notice_link_opens_a_page_and_its_button_keeps_the_box_once(pool: PgPo
         assert_eq!(cache, "no-store");
         assert!(page.contains("mei@example.com"), "{page}");
         assert!(page.contains("for 2 hours"), "{page}");
-        assert!(page.contains("2026-11-30 20:40:00"), "until two hours from now: {page}");
+        assert!(
+            page.contains("2026-11-30 20:40:00"),
+            "until two hours from now: {page}"
+        );
         assert!(page.contains(r#"action="/snooze""#), "{page}");
     }
     assert_eq!(overrides(&store).await, []);

@@ -112,10 +112,9 @@ fn link_url(base: &url::Url, token: &str) -> String {
 
 /// The notice's text: which instance stops when and why, for whom, and how to keep it.
 pub(super) fn notice_text(d: &Decision, owner: Option<&str>, links: &[SnoozeLink]) -> String {
-    let when = d.stop_at.map_or_else(
-        || "soon".to_string(),
-        |t| format!("at {}", stamp(t)),
-    );
+    let when = d
+        .stop_at
+        .map_or_else(|| "soon".to_string(), |t| format!("at {}", stamp(t)));
     let mut text = format!(
         "ebb will stop {} ({}) {when}, policy {}: {}.",
         d.instance,
