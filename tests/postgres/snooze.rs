@@ -57,7 +57,7 @@ async fn serve(store: &Store, clock: Clock) -> String {
 }
 
 /// The notices the receiver got, once there are `n` (posting runs beside the tick).
-async fn notices(texts: &std::sync::Mutex<Vec<String>>, n: usize) -> Vec<String> {
+async fn notices<T: Clone + std::fmt::Debug>(texts: &std::sync::Mutex<Vec<T>>, n: usize) -> Vec<T> {
     for _ in 0..500 {
         let got = texts.lock().unwrap().clone();
         if got.len() >= n {
@@ -266,4 +266,83 @@ async fn a_changed_foreign_or_expired_link_is_refused_with_a_page_that_says_why(
     assert_eq!(status, StatusCode::BAD_REQUEST, "{page}");
     assert!(page.contains("The override was not made"), "{page}");
     assert_eq!(store.snooze_link_used(&link.id()).await.unwrap(), None);
+}
+
+/// A tick at 18:30 on the fleet, giving notice to a webhook in `format` with `public_url`: the
+/// notice's JSON body, and the store.
+async fn notice_in(
+    pool: PgPool,
+    format: ebb::webhook::Format,
+    public_url: Option<&str>,
+) -> (serde_json::Value, Store) {
+    let store = Store::from_pool(pool);
+    let (hook, bodies) = common::webhook::bodies().await;
+    let (webhook, _poster) = ebb::webhook::Webhook::start_as(
+        hook.parse().unwrap(),
+        format,
+        ebb::control::Tasks::default(),
+    );
+    let options = Options {
+        webhook: Some(webhook),
+        public_url: public_url.map(|u| u.parse().unwrap()),
+        ..Options::default()
+    };
+    let mut w = SimWorld::plan(FLEET)
+        .policy("office.yaml", POLICY)
+        .options(options)
+        .start(store.clone())
+        .await;
+    w.tick("2026-11-30T18:30:00Z").await;
+    (notices(&bodies, 1).await.remove(0), store)
+}
+
+#[sqlx::test(migrations = false)]
+async fn a_slack_notice_names_the_owner_and_carries_the_links_as_buttons(pool: PgPool) {
+    let public = "https://ebb.example.com/ops";
+    let (body, store) = notice_in(pool, ebb::webhook::Format::Slack, Some(public)).await;
+    let section = body["blocks"][0]["text"]["text"].as_str().unwrap();
+    assert!(section.contains("ebb will stop i-0a"), "{body}");
+    assert!(section.contains("For mei@example.com."), "{body}");
+    assert!(
+        body["text"].as_str().unwrap().contains("for 2 hours: "),
+        "the fallback text has the links: {body}"
+    );
+    let buttons = body["blocks"][1]["elements"].as_array().unwrap();
+    let labels: Vec<&str> = buttons
+        .iter()
+        .map(|b| b["text"]["text"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        labels,
+        [
+            "Keep it running for 2 hours",
+            "Keep it running until the next opening",
+            "Keep it running for a day"
+        ]
+    );
+    let key = Key::from_stored(&store.snooze_key_seed().await.unwrap()).unwrap();
+    for button in buttons {
+        let url = button["url"].as_str().unwrap();
+        let token = url
+            .strip_prefix(&format!("{public}/snooze/"))
+            .unwrap_or_else(|| panic!("{url}"));
+        let link = Link::verify(&key, token, t("2026-11-30T18:40:00Z")).unwrap();
+        assert_eq!(link.instance, "i-0a");
+        assert_eq!(link.addressee, "mei@example.com");
+        assert_eq!(
+            link.expires_at,
+            t("2026-11-30T20:00:00Z"),
+            "the stop plus an hour"
+        );
+    }
+}
+
+#[sqlx::test(migrations = false)]
+async fn without_a_public_url_a_plain_notice_says_how_to_keep_it_by_command(pool: PgPool) {
+    let (body, _) = notice_in(pool, ebb::webhook::Format::Plain, None).await;
+    let text = body["text"].as_str().unwrap();
+    assert_eq!(body.as_object().unwrap().len(), 1, "only text: {body}");
+    assert!(text.contains("For mei@example.com."), "{text}");
+    assert!(text.contains("ebb override i-0a --until 4h"), "{text}");
+    assert!(!text.contains("/snooze/"), "{text}");
 }

@@ -8,26 +8,21 @@ use crate::engine::{self, Decision};
 use crate::names::{ACTOR, OWNER_TAG};
 use crate::reconcile::TickContext;
 use crate::snooze::{self, Keep, Link};
+use crate::webhook::{Button, Message};
 use chrono::{DateTime, Duration, SecondsFormat, Utc};
 
-/// One way to keep the instance, as a notice offers it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(super) struct SnoozeLink {
-    /// What it does: "for 2 hours".
-    pub label: String,
-    /// The console's page for it.
-    pub url: String,
-}
-
 impl<P: Provider> Reconciler<P> {
-    /// The notice of `d`'s coming stop, given at the tick's time.
-    pub(super) async fn notice(&self, d: &Decision, tick: &TickContext<'_>) -> String {
+    /// The notice of `d`'s coming stop, given at the tick's time, with its snooze links.
+    pub(super) async fn notice(&self, d: &Decision, tick: &TickContext<'_>) -> Message {
         let owner = self.owner_of(&d.instance).await;
-        let links = match &self.options.public_url {
+        let buttons = match &self.options.public_url {
             Some(base) => self.snooze_links(base, d, owner.as_deref(), tick).await,
             None => Vec::new(),
         };
-        notice_text(d, owner.as_deref(), &links)
+        Message {
+            text: notice_text(d, owner.as_deref(), !buttons.is_empty()),
+            buttons,
+        }
     }
 
     /// The instance's `ebb:owner` tag as last listed, if it has one.
@@ -55,7 +50,7 @@ impl<P: Provider> Reconciler<P> {
         d: &Decision,
         owner: Option<&str>,
         tick: &TickContext<'_>,
-    ) -> Vec<SnoozeLink> {
+    ) -> Vec<Button> {
         let key = match self.store.snooze_key_seed().await {
             Ok(seed) => snooze::Key::from_stored(&seed),
             Err(err) => {
@@ -88,7 +83,7 @@ impl<P: Provider> Reconciler<P> {
                     notice_at: tick.now,
                     expires_at: stop_at + snooze::MARGIN,
                 };
-                SnoozeLink {
+                Button {
                     label: keep.label(),
                     url: link_url(base, &link.sign(&key)),
                 }
@@ -110,8 +105,9 @@ fn link_url(base: &url::Url, token: &str) -> String {
     format!("{}/snooze/{token}", base.as_str().trim_end_matches('/'))
 }
 
-/// The notice's text: which instance stops when and why, for whom, and how to keep it.
-pub(super) fn notice_text(d: &Decision, owner: Option<&str>, links: &[SnoozeLink]) -> String {
+/// The notice's text: which instance stops when and why, for whom, and, when it offers no
+/// snooze `links`, how to keep it by command.
+fn notice_text(d: &Decision, owner: Option<&str>, links: bool) -> String {
     let when = d
         .stop_at
         .map_or_else(|| "soon".to_string(), |t| format!("at {}", stamp(t)));
@@ -125,17 +121,11 @@ pub(super) fn notice_text(d: &Decision, owner: Option<&str>, links: &[SnoozeLink
     if let Some(owner) = owner {
         text.push_str(&format!(" For {owner}."));
     }
-    if links.is_empty() {
+    if !links {
         text.push_str(&format!(
             " To keep it running: ebb override {} --until 4h --reason '...', or tag it ebb:keep-until.",
             d.instance
         ));
-    } else {
-        let offers: Vec<String> = links
-            .iter()
-            .map(|l| format!("{}: {}", l.label, l.url))
-            .collect();
-        text.push_str(&format!(" Keep it running {}", offers.join(" · ")));
     }
     text
 }
@@ -163,20 +153,12 @@ mod tests {
     }
 
     #[test]
-    fn a_notice_names_its_addressee_and_offers_its_links_or_the_command() {
-        let plain = notice_text(&decision(), None, &[]);
+    fn a_notice_names_its_addressee_and_says_how_to_keep_it_without_links() {
+        let plain = notice_text(&decision(), None, false);
         assert!(plain.contains("ebb override i-0a --until 4h"), "{plain}");
         assert!(!plain.contains(" For "), "{plain}");
-        let link = SnoozeLink {
-            label: "for 2 hours".into(),
-            url: "https://ebb.example/snooze/abc".into(),
-        };
-        let linked = notice_text(&decision(), Some("mei@example.com"), &[link]);
-        assert!(linked.contains("For mei@example.com."), "{linked}");
-        assert!(
-            linked.contains("Keep it running for 2 hours: https://ebb.example/snooze/abc"),
-            "{linked}"
-        );
+        let linked = notice_text(&decision(), Some("mei@example.com"), true);
+        assert!(linked.ends_with("For mei@example.com."), "{linked}");
         assert!(!linked.contains("ebb override"), "{linked}");
     }
 

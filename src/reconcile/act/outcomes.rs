@@ -58,7 +58,7 @@ impl<P: Provider> Reconciler<P> {
             if let (Outcome::Succeeded, Action::Notify, Some(webhook)) =
                 (o.outcome, d.action, &self.options.webhook)
             {
-                webhook.send(self.notice(d, tick).await);
+                webhook.send_message(self.notice(d, tick).await);
             }
             if d.action == Action::Start {
                 self.tell_of_capacity(d, o);
