@@ -15,6 +15,7 @@ mod gpu_chart;
 mod instance;
 mod login;
 mod migrations;
+mod mine;
 mod override_forms;
 mod overrides;
 mod policies;

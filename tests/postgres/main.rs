@@ -16,6 +16,7 @@ mod groups;
 mod history;
 mod leadership;
 mod listener;
+mod my_instances;
 mod owners;
 mod pacing;
 mod prometheus_answers;

@@ -35,16 +35,26 @@ instances:
 
 /// The API and the console on a free port, with `clock`'s time as now: its base URL.
 async fn serve(store: &Store, clock: Clock) -> String {
+    serve_with(store, clock, "", api::ApiLimits::default()).await
+}
+
+/// [`serve`] with `tokens` (as `EBB_API_TOKENS`) and `limits`.
+pub(crate) async fn serve_with(
+    store: &Store,
+    clock: Clock,
+    tokens: &str,
+    limits: api::ApiLimits,
+) -> String {
     store.migrate().await.unwrap();
     let policies = tempfile::tempdir().unwrap();
     let state = ApiState {
         store: store.clone(),
         policies: Arc::new(PolicySource::new(vec![policies.path().to_path_buf()])),
         control: Arc::new(Control::default()),
-        tokens: Arc::new(Tokens::parse("").unwrap()),
+        tokens: Arc::new(Tokens::parse(tokens).unwrap()),
         clock,
         checkpoints: None,
-        limits: api::ApiLimits::default(),
+        limits,
         prices: Arc::new(common::savings::price_table()),
         change_budgets: Default::default(),
         audit_verified: Default::default(),
