@@ -9,17 +9,23 @@ impl Store {
     /// The 32 secret bytes of the key that signs snooze links: made (from the OS's random
     /// source) by the first caller, the same for every caller after it.
     pub async fn snooze_key_seed(&self) -> Result<Vec<u8>> {
+        let select = "SELECT seed FROM snooze_key";
+        if let Some(seed) = sqlx::query_scalar(select)
+            .fetch_optional(&self.pool)
+            .await?
+        {
+            return Ok(seed);
+        }
         let mut seed = [0u8; 32];
         rand_core::OsRng.fill_bytes(&mut seed);
+        // Two replicas may make one at once: the first row stays, and both read it back.
         sqlx::query(
             "INSERT INTO snooze_key (only_row, seed) VALUES (true, $1) ON CONFLICT DO NOTHING",
         )
         .bind(&seed[..])
         .execute(&self.pool)
         .await?;
-        Ok(sqlx::query_scalar("SELECT seed FROM snooze_key")
-            .fetch_one(&self.pool)
-            .await?)
+        Ok(sqlx::query_scalar(select).fetch_one(&self.pool).await?)
     }
 
     /// When link `id` was used, if it was (and has not expired since).
