@@ -19,6 +19,7 @@ mod mine;
 mod override_forms;
 mod overrides;
 mod policies;
+mod quick_keep;
 mod savings;
 mod session;
 mod snooze;

@@ -46,10 +46,12 @@ pub(crate) async fn serve_with(
     limits: api::ApiLimits,
 ) -> String {
     store.migrate().await.unwrap();
-    let policies = tempfile::tempdir().unwrap();
+    // Kept for the test's life: the console reads the policies at each page.
+    let policies = tempfile::tempdir().unwrap().keep();
+    std::fs::write(policies.join("office.yaml"), POLICY).unwrap();
     let state = ApiState {
         store: store.clone(),
-        policies: Arc::new(PolicySource::new(vec![policies.path().to_path_buf()])),
+        policies: Arc::new(PolicySource::new(vec![policies])),
         control: Arc::new(Control::default()),
         tokens: Arc::new(Tokens::parse(tokens).unwrap()),
         clock,
