@@ -28,6 +28,7 @@ pub mod report;
 pub mod schedule;
 pub mod serve;
 pub mod snapshot;
+pub mod snooze;
 pub mod spot;
 pub mod store;
 pub mod webhook;

@@ -13,6 +13,9 @@ pub const KEEP_UNTIL_TAG: &str = "ebb:keep-until";
 pub const INTERRUPTIBLE_TAG: &str = "ebb:interruptible";
 /// The RFC 3339 time of the job's last checkpoint.
 pub const CHECKPOINT_AT_TAG: &str = "ebb:checkpoint-at";
+/// Whom the instance's notices are for (an e-mail address or a chat handle): named in each
+/// notice, and the audit actor of an override made from one of its snooze links.
+pub const OWNER_TAG: &str = "ebb:owner";
 /// The tag a notice writes: when the announced stop will happen.
 pub const STOP_AT_TAG: &str = "ebb:stop-at";
 /// On the original while its spot migration is under way (the migration's id): the rules

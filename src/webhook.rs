@@ -1,4 +1,7 @@
-//! Notices to people: a Slack-compatible JSON POST (`{"text": ...}`) to `EBB_WEBHOOK_URL`.
+//! Notices to people: a JSON POST to `EBB_WEBHOOK_URL`, in the shape `EBB_WEBHOOK_FORMAT`
+//! says: `{"text": ...}` (the default, which Slack's and Mattermost's incoming webhooks take),
+//! Slack's Block Kit (the text with a notice's snooze links as buttons), or the text messages
+//! of Feishu (Lark) and DingTalk custom bots, whose hooks take no `{"text"}`.
 //!
 //! Posting happens on a task of its own, with retries, so a slow or failing receiver never
 //! holds up a tick; the tag `ebb:stop-at` on the instance is the notice of record. Each notice
@@ -44,10 +47,95 @@ pub struct NotDelivered {
     pub last: String,
 }
 
+/// The shape of the posts.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Format {
+    /// `{"text": ...}`, the links written into the text.
+    #[default]
+    Plain,
+    /// Slack's Block Kit: the text in a section, the links as buttons, and `text` as the
+    /// fallback of notifications.
+    Slack,
+    /// A Feishu (Lark) custom bot's text message: `{"msg_type": "text", "content": {"text"}}`.
+    Feishu,
+    /// A DingTalk custom robot's text message: `{"msgtype": "text", "text": {"content"}}`.
+    Dingtalk,
+}
+
+/// A link a notice offers: a button in Block Kit, a labelled URL in the text otherwise.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Button {
+    /// What it does, after "Keep it running": "for 2 hours".
+    pub label: String,
+    /// Where it goes.
+    pub url: String,
+}
+
+/// One post: its text, and the links it offers.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Message {
+    /// For people.
+    pub text: String,
+    /// Links to offer after the text.
+    pub buttons: Vec<Button>,
+}
+
+impl Message {
+    /// The JSON body of this message in `format`.
+    pub fn body(&self, format: Format) -> serde_json::Value {
+        let offers: Vec<String> = self
+            .buttons
+            .iter()
+            .map(|b| format!("{}: {}", b.label, b.url))
+            .collect();
+        let text = if offers.is_empty() {
+            self.text.clone()
+        } else {
+            format!("{} Keep it running {}", self.text, offers.join(" · "))
+        };
+        match format {
+            Format::Plain => return serde_json::json!({ "text": text }),
+            Format::Feishu => {
+                return serde_json::json!({ "msg_type": "text", "content": {"text": text} })
+            }
+            Format::Dingtalk => {
+                return serde_json::json!({ "msgtype": "text", "text": {"content": text} })
+            }
+            Format::Slack => {}
+        }
+        let mut blocks = vec![serde_json::json!({
+            "type": "section",
+            "text": {"type": "mrkdwn", "text": slack_escaped(&self.text)},
+        })];
+        if !self.buttons.is_empty() {
+            let buttons: Vec<serde_json::Value> = self
+                .buttons
+                .iter()
+                .map(|b| {
+                    serde_json::json!({
+                        "type": "button",
+                        "text": {"type": "plain_text", "text": format!("Keep it running {}", b.label)},
+                        "url": b.url,
+                    })
+                })
+                .collect();
+            blocks.push(serde_json::json!({"type": "actions", "elements": buttons}));
+        }
+        serde_json::json!({ "text": text, "blocks": blocks })
+    }
+}
+
+/// `text` with the three characters Slack's mrkdwn reads as markup escaped.
+fn slack_escaped(text: &str) -> String {
+    text.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+}
+
 /// The sending side of the webhook; clones share one queue.
 #[derive(Debug, Clone)]
 pub struct Webhook {
-    queue: mpsc::Sender<String>,
+    queue: mpsc::Sender<Message>,
 }
 
 /// The posting task; [`Poster::finish`] waits for the queue to drain.
@@ -57,18 +145,23 @@ pub struct Poster {
 }
 
 impl Webhook {
-    /// Starts posting to `url`, reporting each notice into `tasks`.
+    /// Starts posting to `url` in the plain format, reporting each notice into `tasks`.
     pub fn start(url: reqwest::Url, tasks: Tasks) -> (Webhook, Poster) {
-        let (queue, mut notices) = mpsc::channel::<String>(QUEUE);
+        Webhook::start_as(url, Format::Plain, tasks)
+    }
+
+    /// Starts posting to `url` in `format`, reporting each notice into `tasks`.
+    pub fn start_as(url: reqwest::Url, format: Format, tasks: Tasks) -> (Webhook, Poster) {
+        let (queue, mut notices) = mpsc::channel::<Message>(QUEUE);
         let client = reqwest::Client::builder()
             .timeout(TIMEOUT)
             .build()
             .unwrap_or_default();
         tasks.register(TASK, "posts notices of coming stops to EBB_WEBHOOK_URL");
         let task = tokio::spawn(async move {
-            while let Some(text) = notices.recv().await {
+            while let Some(message) = notices.recv().await {
                 tasks.started(TASK);
-                let result = post(&client, &url, &text).await;
+                let result = post(&client, &url, &message.body(format)).await;
                 if let Err(err) = &result {
                     tracing::error!(task = TASK, error = %err, "background task failed");
                 }
@@ -78,9 +171,17 @@ impl Webhook {
         (Webhook { queue }, Poster { task })
     }
 
-    /// Queues a notice; never waits.
+    /// Queues a notice of `text` alone; never waits.
     pub fn send(&self, text: String) {
-        if let Err(err) = self.queue.try_send(text) {
+        self.send_message(Message {
+            text,
+            buttons: Vec::new(),
+        });
+    }
+
+    /// Queues `message`; never waits.
+    pub fn send_message(&self, message: Message) {
+        if let Err(err) = self.queue.try_send(message) {
             tracing::error!(error = %err, "webhook notice dropped");
         }
     }
@@ -98,17 +199,16 @@ impl Poster {
     }
 }
 
-/// Posts one notice, with retries; why it was not delivered, if it was not.
+/// Posts one notice's `body`, with retries; why it was not delivered, if it was not.
 async fn post(
     client: &reqwest::Client,
     url: &reqwest::Url,
-    text: &str,
+    body: &serde_json::Value,
 ) -> Result<Posted, NotDelivered> {
-    let body = serde_json::json!({ "text": text });
     let mut wait = BACKOFF;
     let mut attempt = 1;
     loop {
-        let answer = client.post(url.clone()).json(&body).send().await;
+        let answer = client.post(url.clone()).json(body).send().await;
         let error = match answer {
             Ok(r) if r.status().is_success() => return Ok(Posted { attempt }),
             Ok(r) => format!("HTTP {}", r.status()),
@@ -144,10 +244,8 @@ mod tests {
             .parse()
             .unwrap();
         let client = reqwest::Client::new();
-        let error = post(&client, &url, "a notice")
-            .await
-            .unwrap_err()
-            .to_string();
+        let body = serde_json::json!({"text": "a notice"});
+        let error = post(&client, &url, &body).await.unwrap_err().to_string();
         assert!(
             error.starts_with("not delivered after 4 attempts"),
             "{error}"
@@ -155,6 +253,61 @@ mod tests {
         assert!(
             !error.contains("s3cr3t") && !error.contains("127.0.0.1"),
             "{error}"
+        );
+    }
+
+    #[test]
+    fn a_notice_is_plain_text_slack_blocks_with_buttons_or_a_chat_bots_text_message() {
+        let message = Message {
+            text: "ebb will stop i-0a <soon> & then".into(),
+            buttons: vec![
+                Button {
+                    label: "for 2 hours".into(),
+                    url: "https://ebb.example/snooze/a".into(),
+                },
+                Button {
+                    label: "for a day".into(),
+                    url: "https://ebb.example/snooze/b".into(),
+                },
+            ],
+        };
+        let text = "ebb will stop i-0a <soon> & then Keep it running for 2 hours: https://ebb.example/snooze/a · for a day: https://ebb.example/snooze/b";
+        assert_eq!(
+            message.body(Format::Plain),
+            serde_json::json!({ "text": text })
+        );
+        let slack = message.body(Format::Slack);
+        assert_eq!(slack["text"], text, "the notifications' fallback");
+        assert_eq!(
+            slack["blocks"][0]["text"]["text"],
+            "ebb will stop i-0a &lt;soon&gt; &amp; then"
+        );
+        let buttons = &slack["blocks"][1]["elements"];
+        assert_eq!(buttons[0]["type"], "button");
+        assert_eq!(buttons[0]["text"]["text"], "Keep it running for 2 hours");
+        assert_eq!(buttons[1]["url"], "https://ebb.example/snooze/b");
+        assert_eq!(
+            message.body(Format::Feishu),
+            serde_json::json!({"msg_type": "text", "content": {"text": text}})
+        );
+        assert_eq!(
+            message.body(Format::Dingtalk),
+            serde_json::json!({"msgtype": "text", "text": {"content": text}})
+        );
+        let alone = Message {
+            text: "plain".into(),
+            buttons: Vec::new(),
+        };
+        assert_eq!(
+            alone.body(Format::Plain),
+            serde_json::json!({"text": "plain"})
+        );
+        assert_eq!(
+            alone.body(Format::Slack)["blocks"]
+                .as_array()
+                .unwrap()
+                .len(),
+            1
         );
     }
 }

@@ -16,7 +16,7 @@ mod overrides;
 
 pub use auth::{session_binding, Caller, Scope, Scopes, Tokens, TokensError};
 pub use budgets::ChangeBudgets;
-pub use overrides::{make_override, revoke_override};
+pub use overrides::{make_override, make_override_as, revoke_override};
 
 use crate::checkpoint::Publisher;
 use crate::clock::Clock;

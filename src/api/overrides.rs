@@ -58,7 +58,23 @@ pub async fn make_override(
     reason: &str,
 ) -> ApiResult<OverrideRecord> {
     let actor = caller.with(Scope::Override)?;
-    spend_change(state, &actor)?;
+    let budget = format!("token {actor}");
+    make_override_as(state, &actor, &budget, instance, until, reason).await
+}
+
+/// Keeps `instance` until `until` for `reason`, made by `actor` (the audit actor), taking one
+/// change from the budget named `budget` ("token NAME" for a token's): [`make_override`] without a token, for a caller whose right
+/// to make it was proven otherwise (a snooze link's signature). The same checks, audit row and
+/// checkpoint.
+pub async fn make_override_as(
+    state: &ApiState,
+    actor: &str,
+    budget: &str,
+    instance: &str,
+    until: &str,
+    reason: &str,
+) -> ApiResult<OverrideRecord> {
+    spend_change(state, budget)?;
     let now = state.clock.now();
     let until =
         when::parse_future(until, now).map_err(|e| ApiError::bad_request(format!("until: {e}")))?;
@@ -73,7 +89,7 @@ pub async fn make_override(
             &request.instance,
             request.until,
             &request.reason,
-            &actor,
+            actor,
             now,
         )
         .await?;
@@ -91,7 +107,7 @@ pub async fn revoke_override(
 ) -> ApiResult<OverrideRecord> {
     let anyones = caller.scopes.allow(Scope::Admin);
     let actor = caller.with(Scope::Override)?;
-    spend_change(state, &actor)?;
+    spend_change(state, &format!("token {actor}"))?;
     let record = state
         .store
         .revoke_override(id, &actor, state.clock.now(), anyones)
@@ -100,13 +116,14 @@ pub async fn revoke_override(
     Ok(record)
 }
 
-/// Takes one change from `actor`'s budget: 429 with when to try again once it is spent.
-fn spend_change(state: &ApiState, actor: &str) -> ApiResult<()> {
-    state.change_budgets.take(actor).map_err(|wait| {
+/// Takes one change from the budget named `budget`: 429 with when to try again once it is
+/// spent.
+fn spend_change(state: &ApiState, budget: &str) -> ApiResult<()> {
+    state.change_budgets.take(budget).map_err(|wait| {
         ApiError::too_many(
             wait,
             format!(
-                "token {actor} has made {} override changes within a minute; try again in {} s",
+                "{budget} has made {} override changes within a minute; try again in {} s",
                 state.limits.changes_per_minute,
                 wait.as_secs().max(1)
             ),

@@ -8,7 +8,7 @@ use crate::control::Tasks;
 use crate::reconcile::{Options, Pacing, PolicySource, Reconciler};
 use crate::store::{AuditFilter, Outcome, Store};
 use crate::webhook::{Poster, Webhook};
-use crate::{engine, fleet, policy, snapshot, when};
+use crate::{engine, fleet, policy, snapshot, webhook, when};
 use anyhow::{Context as _, Result};
 use chrono::{DateTime, Utc};
 use clap::{Args, ValueEnum};
@@ -53,6 +53,15 @@ pub(super) struct ReconcileArgs {
         hide_env_values = true
     )]
     pub(super) webhook_url: Option<reqwest::Url>,
+    /// The shape of the webhook's posts: plain ({"text": ...}, which Slack's and Mattermost's
+    /// hooks take), slack (Block Kit, the snooze links as buttons), feishu or dingtalk (their
+    /// custom bots' text messages).
+    #[arg(long, env = "EBB_WEBHOOK_FORMAT", value_enum, default_value_t = WebhookFormat::Plain)]
+    pub(super) webhook_format: WebhookFormat,
+    /// The address people reach this ebb's console at (https://ebb.example.com): each notice
+    /// then carries signed links that keep the instance with one click.
+    #[arg(long, env = "EBB_PUBLIC_URL", value_name = "URL")]
+    pub(super) public_url: Option<reqwest::Url>,
     #[command(flatten)]
     pub(super) cloud: CloudArgs,
     #[command(flatten)]
@@ -75,7 +84,7 @@ impl ReconcileArgs {
     ) -> Result<(Reconciler<P>, Option<Poster>)> {
         let (webhook, poster) = self
             .webhook_url
-            .map(|url| Webhook::start(url, tasks))
+            .map(|url| Webhook::start_as(url, self.webhook_format.into(), tasks))
             .unzip();
         // A call of a tick ends by the tick's deadline and the call's own time limit. The
         // simulated fleet acts in memory, at once: nothing of it is ever in flight.
@@ -94,6 +103,7 @@ impl ReconcileArgs {
             dry_run: self.dry_run,
             max_actions: self.max_actions,
             webhook,
+            public_url: self.public_url,
             in_flight_for,
             pacing,
             prometheus: self.gpu_source.prometheus()?,
@@ -103,6 +113,30 @@ impl ReconcileArgs {
             Reconciler::new(cloud.provider, store, policies, options),
             poster,
         ))
+    }
+}
+
+/// `EBB_WEBHOOK_FORMAT`.
+#[derive(Clone, Copy, ValueEnum)]
+pub(super) enum WebhookFormat {
+    /// `{"text": ...}`.
+    Plain,
+    /// Slack's Block Kit.
+    Slack,
+    /// A Feishu (Lark) custom bot's text message.
+    Feishu,
+    /// A DingTalk custom robot's text message.
+    Dingtalk,
+}
+
+impl From<WebhookFormat> for webhook::Format {
+    fn from(format: WebhookFormat) -> Self {
+        match format {
+            WebhookFormat::Plain => webhook::Format::Plain,
+            WebhookFormat::Slack => webhook::Format::Slack,
+            WebhookFormat::Feishu => webhook::Format::Feishu,
+            WebhookFormat::Dingtalk => webhook::Format::Dingtalk,
+        }
     }
 }
 

@@ -1,10 +1,11 @@
-//! `/`: the fleet, one page of live instances at a time, filtered by policy, state and a tag,
-//! sorted by a column, each with the next change its work hours bring; and the Auto Scaling
-//! groups ebb lists, each linked to its page.
+//! `/`: the fleet, one page of live instances at a time, filtered by policy, state and a tag
+//! (for a login, its own instances: [`super::mine`]), sorted by a column, each with the next
+//! change its work hours bring; and the Auto Scaling groups ebb lists, each linked to its page.
 
+use super::session::Session;
 use super::{
-    given, group_path, instance_link, maybe_time, ok, query_string, scroll, time, zoned_time, Nav,
-    PageError, PageResult,
+    given, group_path, instance_link, maybe_time, mine, ok, query_string, scroll, time, zoned_time,
+    Nav, PageError, PageResult,
 };
 use crate::api::ApiState;
 use crate::engine::{next_change, NextChange};
@@ -14,6 +15,7 @@ use crate::policy::PolicySet;
 use crate::store::{FleetFilter, FleetSort, GroupRecord, InstanceRecord, OverrideRecord};
 use axum::extract::rejection::QueryRejection;
 use axum::extract::{Query, State};
+use axum::http::HeaderMap;
 use chrono::{DateTime, Utc};
 use maud::{html, Markup};
 use serde::Deserialize;
@@ -107,9 +109,11 @@ fn tag_filter(tag: Option<String>) -> Result<Option<(String, String)>, PageError
 
 pub(super) async fn page(
     State(state): State<ApiState>,
+    headers: HeaderMap,
     query: Result<Query<FleetQuery>, QueryRejection>,
 ) -> PageResult {
     let Query(q) = query?;
+    let login = Session::of(&headers, &state).await?.map(|s| s.caller.name);
     let page = q.page.unwrap_or(1);
     if page < 1 {
         return Err(PageError::bad_request(format!(
@@ -160,6 +164,7 @@ pub(super) async fn page(
         now,
     };
     let body = html! {
+        (mine::switch(login.as_deref(), tag_text.as_deref()))
         (filters(&filter, &policies, &states, tag_text.as_deref()))
         p.count {
             (found.total) " live instances"

@@ -152,6 +152,7 @@ async fn render(
             h2 #overrides { "Overrides" }
             @if let Some(notice) = notice { (notice) }
             @if overrides.is_empty() { p { "None." } } @else { (overrides_table(&overrides, session, now)) }
+            (super::quick_keep::buttons(&instance, session, set, now))
             (override_forms::controls(&instance, session, form, state.limits.max_override))
         }
         section aria-labelledby="timeline" {

@@ -17,11 +17,14 @@ mod group_chart;
 mod instance;
 mod login;
 mod migrations;
+mod mine;
 mod override_forms;
 mod overrides;
 mod policies;
+mod quick_keep;
 mod savings;
 mod session;
+mod snooze;
 
 use crate::api::{self, ApiState};
 use crate::store::StoreError;
@@ -59,13 +62,16 @@ pub fn router(state: ApiState) -> Router {
     api::bounded(pages, &limits)
 }
 
-/// Logging in and out, and the override forms: each checks its own login and CSRF token.
+/// Logging in and out, the override forms (each checks its own login and CSRF token), and
+/// the snooze links' page and button (the link is the credential).
 fn forms() -> Router<ApiState> {
     Router::new()
         .route("/login", get(login::page).post(login::login))
         .route("/logout", post(login::logout))
         .route("/instances/{id}/overrides", post(overrides::create))
         .route("/overrides/{id}/revoke", post(overrides::revoke))
+        .route("/snooze/{link}", get(snooze::page))
+        .route("/snooze", post(snooze::snooze))
 }
 
 async fn stylesheet() -> impl IntoResponse {

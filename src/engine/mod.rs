@@ -14,7 +14,7 @@ pub use explain::{explain, Explanation};
 pub use group::{
     decide_group, GroupAction, GroupDecision, GroupMemory, NODE_GROUP_LEAST_MAX, OFF_CAPACITY,
 };
-pub use next::{next_change, NextChange};
+pub use next::{next_change, next_opening, NextChange};
 pub use rules::{owned_code, tags_forbid_stop, RECENT};
 
 use crate::fleet::{Fleet, Instance};

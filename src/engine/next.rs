@@ -47,3 +47,16 @@ pub fn next_change(policy: &Policy, running: bool, now: DateTime<Utc>) -> Option
     };
     Some(NextChange { at, zone, what })
 }
+
+/// The next opening of `policy`'s work hours at or after `after`: the one after the close when
+/// `after` is within hours (what a notice's "keep it until the next opening" keeps it until);
+/// `None` without work hours or an opening within the schedule's horizon.
+pub fn next_opening(policy: &Policy, after: DateTime<Utc>) -> Option<DateTime<Utc>> {
+    let schedule = &policy.work_hours.as_ref()?.schedule;
+    let status = schedule.status(after);
+    if status.in_hours {
+        schedule.status(status.next?).next
+    } else {
+        status.next
+    }
+}

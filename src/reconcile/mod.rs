@@ -42,6 +42,9 @@ pub struct Options {
     pub max_actions: Option<usize>,
     /// Where notices are posted, beside the `ebb:stop-at` tag.
     pub webhook: Option<crate::webhook::Webhook>,
+    /// The address people reach the console at (`EBB_PUBLIC_URL`): with it, each notice
+    /// carries snooze links to it (`act/notice.rs`).
+    pub public_url: Option<url::Url>,
     /// How long after its intent a cloud call may still be in flight: a tick reaches its last
     /// call within its deadline, and a call ends within the cloud's time limit. A leader that
     /// lost its session, or a tick abandoned at its deadline, may still have one on the wire.
@@ -73,6 +76,8 @@ struct TickContext<'a> {
     now: DateTime<Utc>,
     /// The version of the policy set in force, for the audit log.
     version: &'a str,
+    /// The policy set in force.
+    set: &'a PolicySet,
     /// The leadership the tick acts under.
     leader: &'a mut Leadership,
     /// What the tick did so far.
@@ -199,6 +204,7 @@ impl<P: Provider> Reconciler<P> {
         let mut acting = TickContext {
             now,
             version: &version,
+            set,
             leader,
             report: &mut report,
         };

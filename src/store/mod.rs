@@ -22,6 +22,7 @@ mod report;
 mod retention;
 mod roles;
 mod sessions;
+mod snooze;
 pub mod spot;
 mod summary;
 mod wake;

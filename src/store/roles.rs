@@ -55,11 +55,13 @@ pub const RUNTIME_PRIVILEGES: &[(&str, &str)] = &[
     ("scaling_group_changes", "SELECT, INSERT"),
     ("scaling_group_sizes", "SELECT, INSERT"),
     ("event_cursor", "SELECT, INSERT, UPDATE"),
+    ("snooze_key", "SELECT, INSERT"),
+    ("snooze_links_used", "SELECT, INSERT, DELETE"),
 ];
 
 /// Tables the reader role gets no privilege on: what they hold is for the running service
-/// alone (console logins).
-const NOT_FOR_READERS: &[&str] = &["console_sessions"];
+/// alone (console logins, the key that signs snooze links).
+const NOT_FOR_READERS: &[&str] = &["console_sessions", "snooze_key"];
 
 /// `name` as a quoted SQL identifier: `"name"`, inner quotes doubled, so that any role name,
 /// whatever it holds, stays one identifier.

@@ -5,6 +5,18 @@ use std::sync::Arc;
 /// A webhook receiver on 127.0.0.1 that answers 200 to every post; its URL and the `text` of
 /// each notice it received.
 pub async fn receiver() -> (String, Arc<std::sync::Mutex<Vec<String>>>) {
+    receiver_of(|notice| notice["text"].as_str().unwrap().to_string()).await
+}
+
+/// [`receiver`], keeping each notice's whole JSON body.
+pub async fn bodies() -> (String, Arc<std::sync::Mutex<Vec<serde_json::Value>>>) {
+    receiver_of(|notice| notice).await
+}
+
+/// A receiver that keeps what `read` makes of each notice's JSON body.
+async fn receiver_of<T: Send + 'static>(
+    read: impl Fn(serde_json::Value) -> T + Send + 'static,
+) -> (String, Arc<std::sync::Mutex<Vec<T>>>) {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let url = format!("http://{}/hook", listener.local_addr().unwrap());
@@ -32,9 +44,7 @@ pub async fn receiver() -> (String, Arc<std::sync::Mutex<Vec<String>>>) {
                     .unwrap_or(0);
                 if n == 0 || body.len() >= length {
                     let notice: serde_json::Value = serde_json::from_str(&body[..length]).unwrap();
-                    seen.lock()
-                        .unwrap()
-                        .push(notice["text"].as_str().unwrap().to_string());
+                    seen.lock().unwrap().push(read(notice));
                     break;
                 }
             }

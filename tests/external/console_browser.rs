@@ -48,7 +48,7 @@ impl Drop for Serve {
 }
 
 /// The Chromium binary, or a failure that says how to get it.
-fn chromium() -> PathBuf {
+pub(crate) fn chromium() -> PathBuf {
     for name in ["chromium", "chromium-browser"] {
         let found = Command::new("sh")
             .args(["-c", &format!("command -v {name}")])
@@ -282,7 +282,7 @@ async fn the_console_in_chromium_on_the_demo_fleet(pool: PgPool) {
 
 /// Chromium driven over the DevTools protocol on a pipe: JSON messages ending in a NUL byte,
 /// written to its fd 3 and read from its fd 4 (here its stdin and stdout, swapped in by `sh`).
-struct Devtools {
+pub(crate) struct Devtools {
     browser: Child,
     to: ChildStdin,
     from: mpsc::Receiver<Value>,
@@ -305,7 +305,7 @@ impl Drop for Devtools {
 const DEVTOOLS_PATIENCE: Duration = Duration::from_secs(60);
 
 impl Devtools {
-    fn start(chromium: &Path) -> Devtools {
+    pub(crate) fn start(chromium: &Path) -> Devtools {
         let profile = tempfile::tempdir().unwrap();
         let mut browser = Command::new("sh")
             .arg("-c")
@@ -393,7 +393,7 @@ impl Devtools {
     }
 
     /// Runs `act`, then waits until the page it leads to has loaded.
-    fn loads(&mut self, act: impl FnOnce(&mut Devtools)) {
+    pub(crate) fn loads(&mut self, act: impl FnOnce(&mut Devtools)) {
         self.events.clear();
         act(self);
         let loaded = |m: &Value| m["method"] == "Page.loadEventFired";
@@ -404,21 +404,21 @@ impl Devtools {
         while !loaded(&self.receive()) {}
     }
 
-    fn open(&mut self, url: &str) {
+    pub(crate) fn open(&mut self, url: &str) {
         self.loads(|d| {
             d.call("Page.navigate", json!({"url": url}));
         });
     }
 
     /// The page's DOM, as Chromium holds it now.
-    fn dom(&mut self) -> String {
+    pub(crate) fn dom(&mut self) -> String {
         let root = self.call("DOM.getDocument", json!({"depth": 0}))["root"]["nodeId"].clone();
         let html = self.call("DOM.getOuterHTML", json!({"nodeId": root}));
         html["outerHTML"].as_str().unwrap().to_string()
     }
 
     /// Moves the keyboard's focus to the element `selector` finds, as a click would.
-    fn focus(&mut self, selector: &str) {
+    pub(crate) fn focus(&mut self, selector: &str) {
         let root = self.call("DOM.getDocument", json!({"depth": 0}))["root"]["nodeId"].clone();
         let found = self.call(
             "DOM.querySelector",
@@ -434,7 +434,7 @@ impl Devtools {
     }
 
     /// Presses and releases `key` (`Tab` or `Enter`).
-    fn press(&mut self, key: &str) {
+    pub(crate) fn press(&mut self, key: &str) {
         let (code, text) = match key {
             "Enter" => (13, "\r"),
             "Tab" => (9, ""),

@@ -10,4 +10,5 @@ mod console_browser;
 mod iam;
 mod pooler;
 mod prometheus;
+mod snooze_browser;
 mod tls;

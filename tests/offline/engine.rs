@@ -1135,6 +1135,38 @@ fn with_start_at_open_all_a_start_ahead_belongs_to_the_window_it_prepares() {
 }
 
 #[test]
+fn the_next_opening_is_after_the_close_within_hours_and_over_the_weekend_on_friday() {
+    let set = policies(
+        r#"
+policies:
+  - name: office
+    match: {tags: {team: research}}
+    work_hours:
+      timezone: Europe/Berlin
+      periods:
+        - {days: mon-fri, start: "09:00", stop: "18:00"}
+"#,
+    );
+    let office = &set.policies[0];
+    let opening = |at: &str| ebb::engine::next_opening(office, t(at));
+    // Monday 12:00 in Berlin, within hours: Tuesday's opening, not the close.
+    assert_eq!(
+        opening("2026-11-30T11:00:00Z"),
+        Some(t("2026-12-01T08:00:00Z"))
+    );
+    // At Monday's close: Tuesday's opening.
+    assert_eq!(
+        opening("2026-11-30T17:00:00Z"),
+        Some(t("2026-12-01T08:00:00Z"))
+    );
+    // Friday's close: Monday's.
+    assert_eq!(
+        opening("2026-12-04T17:00:00Z"),
+        Some(t("2026-12-07T08:00:00Z"))
+    );
+}
+
+#[test]
 fn the_next_change_is_the_close_for_a_running_box_and_the_start_ahead_for_a_stopped_one() {
     let set = policies(
         r#"

@@ -23,6 +23,7 @@ mod calls;
 mod choose;
 mod dry_run;
 mod fallback;
+mod notice;
 mod outcomes;
 
 impl TickContext<'_> {

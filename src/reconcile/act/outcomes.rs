@@ -1,5 +1,5 @@
 //! What a call did: an outcome row per instance from the cloud's report, written with what ebb
-//! remembers of it, and the notices it posts.
+//! remembers of it, and the notices it posts (their text in `notice.rs`).
 
 use super::choose::{CAPACITY_EVERY_TICK, CAPACITY_RETRY};
 use super::Reconciler;
@@ -7,7 +7,6 @@ use crate::cloud::{ActionReport, ErrorKind, Provider};
 use crate::engine::{Action, Code, Decision};
 use crate::reconcile::{ActionOutcome, TickContext};
 use crate::store::{ActionDone, NewAuditEntry, Outcome, StoreError};
-use chrono::SecondsFormat;
 use std::collections::HashMap;
 
 impl<P: Provider> Reconciler<P> {
@@ -59,7 +58,7 @@ impl<P: Provider> Reconciler<P> {
             if let (Outcome::Succeeded, Action::Notify, Some(webhook)) =
                 (o.outcome, d.action, &self.options.webhook)
             {
-                webhook.send(notice(d));
+                webhook.send_message(self.notice(d, tick).await);
             }
             if d.action == Action::Start {
                 self.tell_of_capacity(d, o);
@@ -194,20 +193,4 @@ pub(super) fn outcome_entries(
             Answer::Outcome(Box::new(outcome))
         })
         .collect()
-}
-
-/// A notice for people: which instance stops when, and why.
-fn notice(d: &Decision) -> String {
-    let when = d.stop_at.map_or_else(
-        || "soon".to_string(),
-        |t| format!("at {}", t.to_rfc3339_opts(SecondsFormat::Secs, true)),
-    );
-    format!(
-        "ebb will stop {} ({}) {when}, policy {}: {}. To keep it running: ebb override {} --until 4h --reason '...', or tag it ebb:keep-until.",
-        d.instance,
-        d.region,
-        d.policy.as_deref().unwrap_or("-"),
-        d.reason,
-        d.instance
-    )
 }
