@@ -329,9 +329,18 @@ mod tests {
         while matches!(stream.read(&mut rest).await, Ok(n) if n > 0) {}
     }
 
-    #[tokio::test(start_paused = true)]
+    // On the real clock, unlike the tests beside it: 200 real connections on tokio's paused
+    // clock let the clock jump ahead whenever the loaded machine leaves the runtime idle
+    // between two sockets' readiness, so the connections' header timers started at times the
+    // test cannot know. The header timeout is short and the idle timeout long, so a close
+    // within half the idle timeout can only be the header timeout's.
+    #[tokio::test]
     async fn connections_that_never_finish_their_headers_are_closed_while_it_answers() {
-        let (addr, _stop) = listening(LIMITS).await;
+        let limits = HttpLimits {
+            header_timeout: Duration::from_secs(1),
+            ..LIMITS
+        };
+        let (addr, _stop) = listening(limits).await;
         let opened = Instant::now();
         let mut stalled = Vec::new();
         for _ in 0..200 {
@@ -352,14 +361,11 @@ mod tests {
                 closed(stream).await;
             }
         };
-        tokio::time::timeout(LIMITS.header_timeout * 2, all_closed)
+        tokio::time::timeout(limits.idle_timeout / 2, all_closed)
             .await
             .expect("connections that never finish their headers are closed");
         let took = opened.elapsed();
-        assert!(
-            took >= LIMITS.header_timeout && took <= LIMITS.header_timeout + Duration::from_secs(1),
-            "closed after {took:?}"
-        );
+        assert!(took >= limits.header_timeout, "closed after {took:?}");
         // Still answering, on a new connection.
         let mut after = TcpStream::connect(addr).await.unwrap();
         assert!(ask_ready(&mut after).await.starts_with("HTTP/1.1 200"));

@@ -521,8 +521,9 @@ fn demo_week(extra: &str) -> (ebb::fleet::Fleet, Value) {
     let d = tempfile::tempdir().unwrap();
     let demo = d.path().join("demo-fleet.yaml");
     let text = std::fs::read_to_string(root.join("deploy/demo-fleet.yaml")).unwrap();
-    let (instances, prices) = text.split_once("\nprices:").unwrap();
-    std::fs::write(&demo, format!("{instances}\n{extra}prices:{prices}")).unwrap();
+    // The instances' list ends where the groups' begins.
+    let (instances, rest) = text.split_once("\ngroups:").unwrap();
+    std::fs::write(&demo, format!("{instances}\n{extra}groups:{rest}")).unwrap();
     let (fleet, behaviours) = ebb::snapshot::load_simulation(&demo).unwrap();
     let (from, to) = ("2026-11-30T00:00:00Z", "2026-12-07T00:00:00Z");
     let mut csv = Vec::new();

@@ -9,7 +9,7 @@ use chrono::Duration;
 use common::intercept::{Answer, Call, Intercept, Method};
 use common::world::SimWorld;
 use ebb::cloud::{CloudError, Provider};
-use ebb::fleet::{Capacity, GroupMember, ScalingGroup};
+use ebb::fleet::{Capacity, ScalingGroup};
 use ebb::reconcile::{GroupCounts, Options};
 use ebb::store::{AuditFilter, Store};
 use sqlx::PgPool;
@@ -242,17 +242,16 @@ const GROUP_PRICES: &str =
 
 #[sqlx::test(migrations = false)]
 async fn ebb_report_counts_a_groups_scaled_down_members_hours_and_dollars(pool: PgPool) {
-    let group = ScalingGroup {
-        members: ["i-member-1", "i-member-2"]
-            .into_iter()
-            .map(|id| GroupMember {
-                id: id.to_string(),
-                instance_type: "g5.xlarge".to_string(),
-            })
-            .collect(),
-        ..inference()
+    // The simulated group's members are the instances tagged with its name.
+    let member = |id: &str| {
+        format!(
+            "  - id: {id}\n    region: us-east-1\n    type: g5.xlarge\n    state: running\n    \
+             tags: {{team: inference, \"aws:autoscaling:groupName\": inference}}\n"
+        )
     };
-    let mut world = SimWorld::plan(FLEET)
+    let fleet = format!("{FLEET}{}{}", member("i-member-1"), member("i-member-2"));
+    let group = inference();
+    let mut world = SimWorld::plan(&fleet)
         .policy("office.yaml", POLICY)
         .start_with(Store::from_pool(pool.clone()), |sim| {
             Intercept::new(sim.with_groups(vec![group]))
