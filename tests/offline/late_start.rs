@@ -62,7 +62,8 @@ fn a_late_start_is_kept_until_idle_for_an_hour_counted_from_the_start() {
     assert_eq!(d.policy.as_deref(), Some("research-dev-hours"));
     assert_eq!(
         d.reason,
-        "started by a person at 21:00 Asia/Shanghai outside work hours; kept until idle for 1h"
+        "started by a person at 21:00 Asia/Shanghai outside work hours; kept until idle for 1h; \
+         if it stays idle, stopped at 22:00 Asia/Shanghai at the earliest"
     );
     // Idle since the start, but not yet for an hour.
     kept(&w.one("2026-11-30T13:59:00Z", &set));
@@ -88,7 +89,7 @@ fn the_idle_rules_for_decides_when_the_policy_has_one_and_idle_for_otherwise() {
     let d = w.one("2026-11-30T13:20:00Z", &with_rule);
     kept(&d);
     assert!(
-        d.reason.ends_with("kept until idle for 30m"),
+        d.reason.ends_with("kept until idle for 30m; if it stays idle, stopped at 21:30 Asia/Shanghai at the earliest"),
         "{}",
         d.reason
     );
@@ -103,7 +104,10 @@ fn the_idle_rules_for_decides_when_the_policy_has_one_and_idle_for_otherwise() {
     let d = w.one("2026-11-30T14:30:00Z", &policies(SHANGHAI));
     kept(&d);
     assert!(
-        d.reason.ends_with(": GPU at 7% at 22:30 Asia/Shanghai"),
+        d.reason.ends_with(
+            ": GPU at 7% at 22:30 Asia/Shanghai; if it stays idle, stopped at 23:30 \
+             Asia/Shanghai at the earliest"
+        ),
         "{}",
         d.reason
     );
@@ -436,7 +440,8 @@ fn plan_keeps_a_box_a_person_started_at_nine_until_it_has_been_idle_for_an_hour(
     let reason = &at_ten_past.iter().find(|r| r.0 == "i-late").unwrap().3;
     assert_eq!(
         reason,
-        "started by a person at 21:00 Asia/Shanghai outside work hours; kept until idle for 1h"
+        "started by a person at 21:00 Asia/Shanghai outside work hours; kept until idle for 1h; \
+         if it stays idle, stopped at 22:00 Asia/Shanghai at the earliest"
     );
     assert_eq!(of(&at_ten_past, "i-day"), ("stop", "outside_hours"));
     assert_eq!(
@@ -502,7 +507,8 @@ fn explain_says_who_started_it_and_until_when_it_is_kept() {
     let out = String::from_utf8(o.stdout).unwrap();
     assert!(
         out.contains(
-            "decision: none [late_start_kept] by research-dev-hours: started by a person at 21:00 Asia/Shanghai outside work hours; kept until idle for 1h"
+            "decision: none [late_start_kept] by research-dev-hours: started by a person at 21:00 Asia/Shanghai outside work hours; kept until idle for 1h; \
+             if it stays idle, stopped at 22:00 Asia/Shanghai at the earliest"
         ),
         "{out}"
     );

@@ -220,7 +220,12 @@ async fn events_pending_when_serve_is_killed_are_delivered_once_after_its_restar
         .iter()
         .map(|e| e["type"].as_str().unwrap().to_string())
         .collect();
-    assert!(types.contains("dev.ebb.instance.stopped"), "{types:?}");
+    // Which of the demo's actions fall in the run depends on how fast the machine runs it:
+    // a stop or a hibernation at least.
+    assert!(
+        types.contains("dev.ebb.instance.stopped") || types.contains("dev.ebb.instance.hibernated"),
+        "{types:?}"
+    );
     println!(
         "{} events received before the kill, {} pending then (from row {hung_seq}); after the \
          restart every one of {} outcomes delivered, {} twice (the hung post); types {types:?}",

@@ -343,7 +343,8 @@ async fn the_console_says_a_person_started_it_and_it_is_kept_until_idle(pool: Pg
     assert!(html.contains("<dt>Started by a person</dt>"), "{html}");
     assert!(
         html.contains(
-            "<strong>Decision: </strong>none <code>late_start_kept</code> by office: started by a person at 20:30 UTC outside work hours; kept until idle for 1h"
+            "<strong>Decision: </strong>none <code>late_start_kept</code> by office: started by a person at 20:30 UTC outside work hours; kept until idle for 1h; \
+             if it stays idle, stopped at 21:30 UTC at the earliest"
         ),
         "{html}"
     );

@@ -8,6 +8,7 @@ use super::text::{percent_text, span};
 use super::{verdict, Action, Code, Eval, Trace, Verdict};
 use crate::policy::{MissingMetrics, OutsideHours, WorkHours};
 use crate::schedule::ScheduleStatus;
+use chrono::{DateTime, Utc};
 
 impl Eval<'_> {
     /// When a person started the instance since work hours closed and the policy keeps such a
@@ -46,21 +47,33 @@ impl Eval<'_> {
                 self.at(started)
             )
         };
-        // The reason's detail (why it is not idle yet) is written only when reasons are.
-        let kept = |why: &dyn Fn() -> String, trace: &mut Trace| {
-            let text = self.text(|| {
-                let why = why();
-                let why = match why.is_empty() {
-                    true => why,
-                    false => format!(": {why}"),
-                };
-                format!("{}; kept until idle for {}{why}", who(), span(idle_for))
-            });
-            trace.note(|| format!("late start: {text}"));
-            verdict(Action::None, Code::LateStartKept, text)
-        };
+        // The reason's detail (why it is not idle yet, and when it is stopped at the earliest
+        // if it stays idle: the countdown people see) is written only when reasons are.
+        let kept =
+            |why: &dyn Fn() -> String, earliest: Option<DateTime<Utc>>, trace: &mut Trace| {
+                let text = self.text(|| {
+                    let why = why();
+                    let why = match why.is_empty() {
+                        true => why,
+                        false => format!(": {why}"),
+                    };
+                    let countdown = earliest.map_or(String::new(), |t| {
+                        format!(
+                            "; if it stays idle, stopped at {} at the earliest",
+                            self.at(t)
+                        )
+                    });
+                    format!(
+                        "{}; kept until idle for {}{why}{countdown}",
+                        who(),
+                        span(idle_for)
+                    )
+                });
+                trace.note(|| format!("late start: {text}"));
+                verdict(Action::None, Code::LateStartKept, text)
+            };
         if now < started + idle_for {
-            return Some(kept(&String::new, trace));
+            return Some(kept(&String::new, Some(started + idle_for), trace));
         }
         if let Some(why) = self.gpu_unread() {
             return Some(verdict(
@@ -85,12 +98,14 @@ impl Eval<'_> {
             Coverage::Busy { at, percent } => {
                 return Some(kept(
                     &|| format!("GPU at {}% at {}", percent_text(percent), self.at(at)),
+                    Some(at + idle_for),
                     trace,
                 ))
             }
             Coverage::Missing(gap) if missing == MissingMetrics::Busy => {
                 return Some(kept(
                     &|| format!("GPU metrics incomplete ({gap}); counted as busy"),
+                    None,
                     trace,
                 ))
             }
