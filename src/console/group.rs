@@ -4,12 +4,13 @@
 //! as a chart, its members, and the audit rows of its changes.
 
 use super::fleet::decision;
+use super::instance::audit_cells;
 use super::{instance_link, ok, scroll, time, zoned_time, Nav, PageError, PageResult};
 use crate::api::ApiState;
 use crate::engine::{decide_group, GroupAction, GroupDecision, RECENT};
 use crate::fleet::{Fleet, GroupMember, Instance, InstanceState, Lifecycle, Sample, ScalingGroup};
 use crate::policy::PolicySet;
-use crate::store::{AuditEntry, GroupRecord, InstanceRecord, Outcome};
+use crate::store::{AuditEntry, GroupRecord, InstanceRecord};
 use axum::extract::rejection::PathRejection;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
@@ -321,23 +322,7 @@ fn changes_table(changes: &[AuditEntry]) -> Markup {
                     @for a in changes {
                         tr {
                             td { (time(a.entry.at)) }
-                            td {
-                                (a.entry.action) " "
-                                span class=(format!("outcome outcome-{}", a.entry.outcome)) {
-                                    (a.entry.outcome.as_str())
-                                }
-                                @if a.entry.outcome == Outcome::Intent && !closed.contains(&a.seq) {
-                                    " " span.tag { "unknown, resolving" }
-                                }
-                            }
-                            td.reason {
-                                @if let Some(c) = &a.entry.code { code { (c) } ": " }
-                                (a.entry.reason)
-                                " — " (a.entry.actor) ", row " (a.seq)
-                                @if let Some(err) = &a.entry.error {
-                                    br; span.error { "error: " (err) }
-                                }
-                            }
+                            (audit_cells(a, &closed))
                         }
                     }
                 }

@@ -18,6 +18,7 @@ use axum::response::{Html, IntoResponse, Response};
 use chrono::{DateTime, Duration, Utc};
 use maud::{html, Markup};
 use serde::Deserialize;
+use std::collections::HashSet;
 
 /// The newest audit rows and state changes the timeline shows, of each.
 const TIMELINE: i64 = 500;
@@ -191,6 +192,32 @@ fn facts(i: &InstanceRecord) -> Markup {
     }
 }
 
+/// An audit row's two cells in a timeline: the action and its outcome (an intent that
+/// `closed` holds no outcome for is unknown, resolving), then the code, reason, actor, row and
+/// error.
+pub(super) fn audit_cells(a: &AuditEntry, closed: &HashSet<i64>) -> Markup {
+    html! {
+        td {
+            (a.entry.action) " "
+            span class=(format!("outcome outcome-{}", a.entry.outcome)) {
+                (a.entry.outcome.as_str())
+            }
+            @if a.entry.dry_run { " " span.tag { "dry run" } }
+            @if a.entry.outcome == Outcome::Intent && !closed.contains(&a.seq) {
+                " " span.tag { "unknown, resolving" }
+            }
+        }
+        td.reason {
+            @if let Some(c) = &a.entry.code { code { (c) } ": " }
+            (a.entry.reason)
+            " — " (a.entry.actor) ", row " (a.seq)
+            @if let Some(err) = &a.entry.error {
+                br; span.error { "error: " (err) }
+            }
+        }
+    }
+}
+
 fn overrides_table(
     list: &[OverrideRecord],
     session: Option<&Session>,
@@ -285,26 +312,7 @@ fn timeline(i: &InstanceRecord, events: &[InstanceEvent], audit: &[AuditEntry]) 
                                     td { "state " span.state { (e.to_state) } }
                                     td { "from " (e.from_state) " (" (e.cause) ")" }
                                 }
-                                Line::Audit(a) => {
-                                    td {
-                                        (a.entry.action) " "
-                                        span class=(format!("outcome outcome-{}", a.entry.outcome)) {
-                                            (a.entry.outcome.as_str())
-                                        }
-                                        @if a.entry.dry_run { " " span.tag { "dry run" } }
-                                        @if a.entry.outcome == Outcome::Intent && !closed.contains(&a.seq) {
-                                            " " span.tag { "unknown, resolving" }
-                                        }
-                                    }
-                                    td.reason {
-                                        @if let Some(c) = &a.entry.code { code { (c) } ": " }
-                                        (a.entry.reason)
-                                        " — " (a.entry.actor) ", row " (a.seq)
-                                        @if let Some(err) = &a.entry.error {
-                                            br; span.error { "error: " (err) }
-                                        }
-                                    }
-                                }
+                                Line::Audit(a) => { (audit_cells(a, &closed)) }
                                 Line::FirstSeen(_) => {
                                     td { "first seen" }
                                     td { "listed by the cloud" }

@@ -68,16 +68,19 @@ pub(crate) async fn serve_with(
     base
 }
 
-/// The notices the receiver got, once there are `n` (posting runs beside the tick).
+/// The notices the receiver got, once there are `n`: the webhook sender posts them over HTTP
+/// beside the tick, so they are waited for (within a bound that fails the test).
 async fn notices<T: Clone + std::fmt::Debug>(texts: &std::sync::Mutex<Vec<T>>, n: usize) -> Vec<T> {
-    for _ in 0..500 {
-        let got = texts.lock().unwrap().clone();
-        if got.len() >= n {
-            return got;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-    }
-    panic!("no notice came: {:?}", texts.lock().unwrap());
+    let got = common::eventually(
+        std::time::Duration::from_secs(10),
+        std::time::Duration::from_millis(20),
+        async || {
+            let got = texts.lock().unwrap().clone();
+            (got.len() >= n).then_some(got)
+        },
+    )
+    .await;
+    got.unwrap_or_else(|| panic!("no notice came: {:?}", texts.lock().unwrap()))
 }
 
 /// The URL that follows `label: ` in `notice`.
