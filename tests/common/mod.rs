@@ -3,6 +3,7 @@
 //! provider is [`intercept`]; the in-process world on the simulated fleet is [`world`].
 #![allow(dead_code)] // each test binary uses a different part of this module
 
+pub mod api;
 pub mod ec2_proxy;
 pub mod events;
 pub mod faulty;

@@ -6,13 +6,10 @@
 
 use crate::common::{self, t, world::SimWorld};
 use crate::console_browser::{chromium, Devtools};
-use ebb::api::{self, ApiState, Tokens};
 use ebb::clock::Clock;
-use ebb::control::Control;
-use ebb::reconcile::{Options, PolicySource};
+use ebb::reconcile::Options;
 use ebb::store::{AuditFilter, Store};
 use sqlx::PgPool;
-use std::sync::Arc;
 use std::time::Duration;
 
 const POLICY: &str = r#"
@@ -34,23 +31,8 @@ instances:
 
 /// The API and the console on a free port, at 18:40 UTC: their base URL.
 async fn serve(store: &Store) -> String {
-    let state = ApiState {
-        store: store.clone(),
-        policies: Arc::new(PolicySource::new(Vec::new())),
-        control: Arc::new(Control::default()),
-        tokens: Arc::new(Tokens::parse("").unwrap()),
-        clock: Clock::Fixed(t("2026-11-30T18:40:00Z")),
-        checkpoints: None,
-        limits: api::ApiLimits::default(),
-        prices: Arc::new(Default::default()),
-        change_budgets: Default::default(),
-        audit_verified: Default::default(),
-    };
-    let routes = api::router(state.clone()).merge(ebb::console::router(state));
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let base = format!("http://{}", listener.local_addr().unwrap());
-    tokio::spawn(async move { axum::serve(listener, routes).await });
-    base
+    let clock = Clock::Fixed(t("2026-11-30T18:40:00Z"));
+    common::api::serve_with_console(common::api::state(store, Vec::new(), clock)).await
 }
 
 /// Runs `act` on the browser on a blocking thread: the DevTools calls wait, and the test's

@@ -9,7 +9,6 @@ use ebb::api::{self, ApiLimits, ApiState, ChangeBudgets, Tokens, TokensError};
 use ebb::checkpoint::{Publisher, Sink};
 use ebb::control::Control;
 use ebb::engine::{Action, Code, Decision};
-use ebb::reconcile::PolicySource;
 use ebb::store::Store;
 use reqwest::StatusCode;
 use serde_json::{json, Value};
@@ -67,12 +66,10 @@ impl Api {
         let dir = tempfile::tempdir().unwrap();
         std::fs::write(dir.path().join("p.yaml"), policy).unwrap();
         let control = Arc::new(Control::default());
+        let policies = vec![dir.path().to_path_buf()];
         let state = ApiState {
-            store: store.clone(),
-            policies: Arc::new(PolicySource::new(vec![dir.path().to_path_buf()])),
             control: control.clone(),
-            tokens: Arc::new(Tokens::parse(tokens).unwrap()),
-            clock: ebb::clock::Clock::System,
+            tokens: common::api::tokens(tokens),
             checkpoints: checkpoints.map(|(key, sink)| {
                 Arc::new(Publisher::new(
                     key,
@@ -82,13 +79,11 @@ impl Api {
                 ))
             }),
             change_budgets: Arc::new(ChangeBudgets::new(limits.changes_per_minute)),
-            audit_verified: Default::default(),
             limits,
             prices: Default::default(),
+            ..common::api::state(&store, policies, ebb::clock::Clock::System)
         };
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let base = format!("http://{}", listener.local_addr().unwrap());
-        tokio::spawn(async move { axum::serve(listener, api::router(state)).await });
+        let base = common::api::serve(api::router(state)).await;
         Api {
             base,
             control,

@@ -7,16 +7,13 @@ use crate::common;
 use base64::Engine as _;
 use chrono::{Duration, Utc};
 use common::{instance, t};
-use ebb::api::{self, ApiState, Tokens};
-use ebb::control::Control;
+use ebb::api::ApiState;
 use ebb::engine::{Action, Code, Decision};
 use ebb::fleet::{Instance, InstanceState};
-use ebb::reconcile::PolicySource;
 use ebb::store::{NewAuditEntry, Outcome, Store};
 use reqwest::StatusCode;
 use sha2::Digest as _;
 use sqlx::PgPool;
-use std::sync::Arc;
 
 const POLICY: &str = r#"
 policies:
@@ -60,22 +57,12 @@ impl Console {
         store.migrate().await.unwrap();
         let policies = tempfile::tempdir().unwrap();
         std::fs::write(policies.path().join("p.yaml"), POLICY).unwrap();
-        let state = ApiState {
-            store: store.clone(),
-            policies: Arc::new(PolicySource::new(vec![policies.path().to_path_buf()])),
-            control: Arc::new(Control::default()),
-            tokens: Arc::new(Tokens::parse(tokens).unwrap()),
-            clock,
-            checkpoints: None,
+        let base = common::api::serve_with_console(ApiState {
+            tokens: common::api::tokens(tokens),
             limits,
-            prices: Arc::new(common::savings::price_table()),
-            change_budgets: Default::default(),
-            audit_verified: Default::default(),
-        };
-        let routes = api::router(state.clone()).merge(ebb::console::router(state));
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let base = format!("http://{}", listener.local_addr().unwrap());
-        tokio::spawn(async move { axum::serve(listener, routes).await });
+            ..common::api::state(&store, vec![policies.path().to_path_buf()], clock)
+        })
+        .await;
         Console {
             base,
             store,

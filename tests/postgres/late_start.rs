@@ -289,34 +289,16 @@ async fn a_tick_keeps_a_persons_late_start_until_it_has_been_idle_for_an_hour(po
 /// `ebb explain` does: a person's start at 20:30 in London, after the 19:00 close.
 #[sqlx::test(migrations = false)]
 async fn the_console_says_a_person_started_it_and_it_is_kept_until_idle(pool: PgPool) {
-    use ebb::api::{self, ApiState, Tokens};
-    use ebb::control::Control;
-    use ebb::reconcile::PolicySource;
-    use std::sync::Arc;
-
     let store = Store::from_pool(pool.clone());
     store.migrate().await.unwrap();
     let policies = tempfile::tempdir().unwrap();
     std::fs::write(policies.path().join("p.yaml"), OFFICE).unwrap();
-    let state = ApiState {
-        store: store.clone(),
-        policies: Arc::new(PolicySource::new(vec![policies.path().to_path_buf()])),
-        control: Arc::new(Control::default()),
-        tokens: Arc::new(Tokens::parse("").unwrap()),
-        clock: ebb::clock::Clock::Fixed(t("2026-11-30T20:40:00Z")),
-        checkpoints: None,
-        limits: ebb::api::ApiLimits {
-            public_reads: true,
-            ..Default::default()
-        },
-        prices: Arc::new(common::savings::price_table()),
-        change_budgets: Default::default(),
-        audit_verified: Default::default(),
-    };
-    let routes = api::router(state.clone()).merge(ebb::console::router(state));
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let base = format!("http://{}", listener.local_addr().unwrap());
-    tokio::spawn(async move { axum::serve(listener, routes).await });
+    let clock = ebb::clock::Clock::Fixed(t("2026-11-30T20:40:00Z"));
+    let base = common::api::serve_with_console(ebb::api::ApiState {
+        limits: common::api::public_reads(),
+        ..common::api::state(&store, vec![policies.path().to_path_buf()], clock)
+    })
+    .await;
 
     sync(
         &store,

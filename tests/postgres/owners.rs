@@ -5,36 +5,19 @@
 use crate::common;
 
 use common::{instance, t};
-use ebb::api::{self, ApiState, Tokens};
-use ebb::control::Control;
+use ebb::api::ApiState;
 use ebb::fleet::Owner;
-use ebb::reconcile::PolicySource;
 use ebb::store::Store;
 use sqlx::PgPool;
-use std::sync::Arc;
 
 /// Serves the API and the console over `store` on a free port, reads public; its base URL.
 async fn serve(store: &Store, policies: &tempfile::TempDir) -> String {
-    let state = ApiState {
-        store: store.clone(),
-        policies: Arc::new(PolicySource::new(vec![policies.path().to_path_buf()])),
-        control: Arc::new(Control::default()),
-        tokens: Arc::new(Tokens::parse("").unwrap()),
-        clock: ebb::clock::Clock::System,
-        checkpoints: None,
-        limits: ebb::api::ApiLimits {
-            public_reads: true,
-            ..Default::default()
-        },
-        prices: Arc::new(common::savings::price_table()),
-        change_budgets: Default::default(),
-        audit_verified: Default::default(),
-    };
-    let routes = api::router(state.clone()).merge(ebb::console::router(state));
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let base = format!("http://{}", listener.local_addr().unwrap());
-    tokio::spawn(async move { axum::serve(listener, routes).await });
-    base
+    let policies = vec![policies.path().to_path_buf()];
+    common::api::serve_with_console(ApiState {
+        limits: common::api::public_reads(),
+        ..common::api::state(store, policies, ebb::clock::Clock::System)
+    })
+    .await
 }
 
 async fn get(url: String) -> String {

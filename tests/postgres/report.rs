@@ -5,12 +5,10 @@ use crate::common;
 
 use common::savings::{history, Fleet, PRICES};
 use common::{database_url, t};
-use ebb::api::{self, ApiState, Tokens};
+use ebb::api::{self, ApiState};
 use ebb::cloud::OnDemandPrices;
-use ebb::control::Control;
 use ebb::engine::Action;
 use ebb::fleet::InstanceState;
-use ebb::reconcile::PolicySource;
 use ebb::store::{Outcome, Store};
 use serde_json::Value;
 use sqlx::PgPool;
@@ -174,25 +172,18 @@ async fn serve_api(store: Store, tokens: &str, public_reads: bool) -> String {
     let dir = tempfile::tempdir().unwrap();
     let prices = dir.path().join("prices.yaml");
     std::fs::write(&prices, PRICES).unwrap();
+    let policies = vec![dir.path().to_path_buf()];
+    let clock = ebb::clock::Clock::Fixed(t(UNTIL));
     let state = ApiState {
-        store,
-        policies: Arc::new(PolicySource::new(vec![dir.path().to_path_buf()])),
-        control: Arc::new(Control::default()),
-        tokens: Arc::new(Tokens::parse(tokens).unwrap()),
-        clock: ebb::clock::Clock::Fixed(t(UNTIL)),
-        checkpoints: None,
+        tokens: common::api::tokens(tokens),
         limits: api::ApiLimits {
             public_reads,
             ..Default::default()
         },
         prices: Arc::new(OnDemandPrices::load(&prices).unwrap()),
-        change_budgets: Default::default(),
-        audit_verified: Default::default(),
+        ..common::api::state(&store, policies, clock)
     };
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let base = format!("http://{}", listener.local_addr().unwrap());
-    tokio::spawn(async move { axum::serve(listener, api::router(state)).await });
-    base
+    common::api::serve(api::router(state)).await
 }
 
 #[sqlx::test]

@@ -6,15 +6,13 @@
 
 use crate::common::{self, t, world::SimWorld};
 use chrono::{DateTime, Duration, Utc};
-use ebb::api::{self, ApiState, Tokens};
+use ebb::api::{self, ApiState};
 use ebb::clock::Clock;
-use ebb::control::Control;
-use ebb::reconcile::{Options, PolicySource};
+use ebb::reconcile::Options;
 use ebb::snooze::{Keep, Key, Link};
 use ebb::store::Store;
 use reqwest::StatusCode;
 use sqlx::PgPool;
-use std::sync::Arc;
 
 const POLICY: &str = r#"
 policies:
@@ -49,23 +47,12 @@ pub(crate) async fn serve_with(
     // Kept for the test's life: the console reads the policies at each page.
     let policies = tempfile::tempdir().unwrap().keep();
     std::fs::write(policies.join("office.yaml"), POLICY).unwrap();
-    let state = ApiState {
-        store: store.clone(),
-        policies: Arc::new(PolicySource::new(vec![policies])),
-        control: Arc::new(Control::default()),
-        tokens: Arc::new(Tokens::parse(tokens).unwrap()),
-        clock,
-        checkpoints: None,
+    common::api::serve_with_console(ApiState {
+        tokens: common::api::tokens(tokens),
         limits,
-        prices: Arc::new(common::savings::price_table()),
-        change_budgets: Default::default(),
-        audit_verified: Default::default(),
-    };
-    let routes = api::router(state.clone()).merge(ebb::console::router(state));
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let base = format!("http://{}", listener.local_addr().unwrap());
-    tokio::spawn(async move { axum::serve(listener, routes).await });
-    base
+        ..common::api::state(store, vec![policies], clock)
+    })
+    .await
 }
 
 /// The notices the receiver got, once there are `n`: the webhook sender posts them over HTTP
