@@ -7,6 +7,7 @@ pub mod api;
 pub mod ec2_proxy;
 pub mod events;
 pub mod faulty;
+pub mod groups;
 pub mod intercept;
 pub mod moto;
 pub mod prometheus;

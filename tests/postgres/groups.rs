@@ -6,52 +6,20 @@
 use crate::common;
 
 use chrono::Duration;
+use common::groups::{inference_group, BOX_BESIDE, OFFICE_POLICY};
 use common::intercept::{Answer, Call, Intercept, Method};
 use common::world::SimWorld;
 use ebb::cloud::{CloudError, Provider};
-use ebb::fleet::{Capacity, ScalingGroup};
+use ebb::fleet::Capacity;
 use ebb::reconcile::{GroupCounts, Options};
 use ebb::store::{AuditFilter, Store};
 use sqlx::PgPool;
-
-const POLICY: &str = r#"
-policies:
-  - name: office
-    match: {tags: {team: inference}}
-    work_hours:
-      timezone: UTC
-      periods:
-        - {days: mon-fri, start: "09:00", stop: "19:00"}
-      busy_defers_stop: false
-"#;
-
-/// A box beside the group, so that us-east-1 is listed.
-const FLEET: &str = r#"
-instances:
-  - id: i-beside
-    region: us-east-1
-    type: g5.xlarge
-    state: running
-    tags: {team: other}
-"#;
 
 const UP: Capacity = Capacity {
     min: 2,
     desired: 2,
     max: 4,
 };
-
-fn inference() -> ScalingGroup {
-    ScalingGroup {
-        name: "inference".to_string(),
-        region: "us-east-1".to_string(),
-        tags: [("team", "inference"), ("ebb:managed", "true")]
-            .into_iter()
-            .collect(),
-        capacity: UP,
-        members: Vec::new(),
-    }
-}
 
 async fn capacity(world: &SimWorld) -> Capacity {
     let groups = world.cloud().scaling_groups("us-east-1").await.unwrap();
@@ -68,14 +36,14 @@ async fn group_rows(world: &SimWorld) -> Vec<(String, String)> {
 
 #[sqlx::test(migrations = false)]
 async fn a_lost_answer_is_resolved_from_the_groups_capacity_and_not_called_again(pool: PgPool) {
-    let mut world = SimWorld::plan(FLEET)
-        .policy("office.yaml", POLICY)
+    let mut world = SimWorld::plan(BOX_BESIDE)
+        .policy("office.yaml", OFFICE_POLICY)
         .options(Options {
             in_flight_for: Duration::minutes(7),
             ..Options::default()
         })
         .start_with(Store::from_pool(pool), |sim| {
-            Intercept::new(sim.with_groups(vec![inference()]))
+            Intercept::new(sim.with_groups(vec![inference_group("inference", UP, &[])]))
         })
         .await;
     // The first scale-down lands, and its answer is lost.
@@ -167,14 +135,14 @@ async fn group_reasons(world: &SimWorld) -> Vec<(String, String, String)> {
 
 #[sqlx::test(migrations = false)]
 async fn a_persons_change_while_a_scale_down_is_unanswered_is_kept_until_the_opening(pool: PgPool) {
-    let mut world = SimWorld::plan(FLEET)
-        .policy("office.yaml", POLICY)
+    let mut world = SimWorld::plan(BOX_BESIDE)
+        .policy("office.yaml", OFFICE_POLICY)
         .options(Options {
             in_flight_for: Duration::minutes(7),
             ..Options::default()
         })
         .start_with(Store::from_pool(pool), |sim| {
-            Intercept::new(sim.with_groups(vec![inference()]))
+            Intercept::new(sim.with_groups(vec![inference_group("inference", UP, &[])]))
         })
         .await;
     // The scale-down lands and its answer is lost; then a person sets the group to one box
@@ -249,10 +217,14 @@ async fn ebb_report_counts_a_groups_scaled_down_members_hours_and_dollars(pool: 
              tags: {{team: inference, \"aws:autoscaling:groupName\": inference}}\n"
         )
     };
-    let fleet = format!("{FLEET}{}{}", member("i-member-1"), member("i-member-2"));
-    let group = inference();
+    let fleet = format!(
+        "{BOX_BESIDE}{}{}",
+        member("i-member-1"),
+        member("i-member-2")
+    );
+    let group = inference_group("inference", UP, &[]);
     let mut world = SimWorld::plan(&fleet)
-        .policy("office.yaml", POLICY)
+        .policy("office.yaml", OFFICE_POLICY)
         .start_with(Store::from_pool(pool.clone()), |sim| {
             Intercept::new(sim.with_groups(vec![group]))
         })

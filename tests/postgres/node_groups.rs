@@ -8,6 +8,7 @@
 use crate::common;
 
 use chrono::Duration;
+use common::groups::{inference_group, BOX_BESIDE, OFFICE_POLICY};
 use common::intercept::{Answer, Call, Intercept, Method};
 use common::world::SimWorld;
 use ebb::cloud::{CloudError, NodeGroupUpdate, Provider, UpdateStatus};
@@ -15,27 +16,6 @@ use ebb::fleet::{Capacity, ScalingGroup};
 use ebb::reconcile::Options;
 use ebb::store::{AuditEntry, AuditFilter, Store};
 use sqlx::PgPool;
-
-const POLICY: &str = r#"
-policies:
-  - name: office
-    match: {tags: {team: inference}}
-    work_hours:
-      timezone: UTC
-      periods:
-        - {days: mon-fri, start: "09:00", stop: "19:00"}
-      busy_defers_stop: false
-"#;
-
-/// A box beside the group, so that us-east-1 is listed.
-const FLEET: &str = r#"
-instances:
-  - id: i-beside
-    region: us-east-1
-    type: g5.xlarge
-    state: running
-    tags: {team: other}
-"#;
 
 const UP: Capacity = Capacity {
     min: 1,
@@ -51,25 +31,13 @@ const FLOOR: Capacity = Capacity {
 
 /// The Auto Scaling group of EKS node group `gpu` of cluster `prod`, opted in.
 fn node_group() -> ScalingGroup {
-    ScalingGroup {
-        name: "eks-gpu-1234".to_string(),
-        region: "us-east-1".to_string(),
-        tags: [
-            ("team", "inference"),
-            ("ebb:managed", "true"),
-            ("eks:cluster-name", "prod"),
-            ("eks:nodegroup-name", "gpu"),
-        ]
-        .into_iter()
-        .collect(),
-        capacity: UP,
-        members: Vec::new(),
-    }
+    let eks = [("eks:cluster-name", "prod"), ("eks:nodegroup-name", "gpu")];
+    inference_group("eks-gpu-1234", UP, &eks)
 }
 
 async fn world(pool: PgPool) -> SimWorld {
-    SimWorld::plan(FLEET)
-        .policy("office.yaml", POLICY)
+    SimWorld::plan(BOX_BESIDE)
+        .policy("office.yaml", OFFICE_POLICY)
         .options(Options {
             in_flight_for: Duration::minutes(7),
             ..Options::default()
