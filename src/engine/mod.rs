@@ -204,6 +204,9 @@ codes! {
     /// EC2 had no capacity for the instance's type: it is changed to the next of the policy's
     /// `start.fallback_types`, and started as that.
     FallbackType = "fallback_type",
+    /// An instance ebb changed to a fallback type is changed back to its own type before a
+    /// start (`start.restore_type`).
+    RestoreType = "restore_type",
     /// `start_at_open: never`.
     StartNever = "start_never",
     /// Stopped by someone other than ebb: a person's stop sticks.

@@ -334,6 +334,9 @@ pub struct StartRule {
     /// Instance types to change a stopped instance to, in order, when EC2 has no capacity for
     /// its own: the next one with capacity is started.
     pub fallback_types: Vec<String>,
+    /// Whether an instance ebb changed to one of the fallback types is changed back to its own
+    /// type at a later start (and falls back again if its own still has no capacity).
+    pub restore_type: bool,
 }
 
 /// The idle threshold in percent when a policy has no idle rule.

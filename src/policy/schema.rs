@@ -322,10 +322,16 @@ fn policy_schema() -> Value {
     let start = object(
         keys::START,
         &[],
-        &[(
-            "fallback_types",
-            json!({"type": "array", "items": {"type": "string", "pattern": "^[A-Za-z0-9-]+\\.[A-Za-z0-9-]+$"}, "description": "Types to change a stopped instance to, in order, when EC2 has no capacity for its own"}),
-        )],
+        &[
+            (
+                "fallback_types",
+                json!({"type": "array", "items": {"type": "string", "pattern": "^[A-Za-z0-9-]+\\.[A-Za-z0-9-]+$"}, "description": "Types to change a stopped instance to, in order, when EC2 has no capacity for its own"}),
+            ),
+            (
+                "restore_type",
+                json!({"type": "boolean", "description": "Change an instance ebb moved to a fallback type back to its own type at a later start"}),
+            ),
+        ],
     );
     object(
         keys::POLICY,

@@ -230,3 +230,20 @@ fn start_fallback_types_are_instance_types() {
         assert!(err.contains(message), "{types}: {err}");
     }
 }
+
+#[test]
+fn start_restore_type_is_off_unless_set_true() {
+    let d = tempfile::tempdir().unwrap();
+    let policy = |start: &str| {
+        format!("policies:\n  - name: p\n    match: {{}}\n    start: {{fallback_types: [g6.2xlarge]{start}}}\n")
+    };
+    let restores = |text: &str| {
+        write(d.path(), "p.yaml", text);
+        let set = policy::load(&[d.path().to_path_buf()]).map_err(|e| e.to_string())?;
+        Ok::<bool, String>(set.policies[0].start.as_ref().unwrap().restore_type)
+    };
+    assert_eq!(restores(&policy("")), Ok(false));
+    assert_eq!(restores(&policy(", restore_type: true")), Ok(true));
+    let err = restores(&policy(", restore_type: yes please")).unwrap_err();
+    assert!(err.contains(":4:57: expected true or false"), "{err}");
+}

@@ -122,6 +122,12 @@ async fn a_start_without_capacity_falls_back_to_the_next_type_that_has_it(pool: 
         .entry
         .reason
         .starts_with("EC2 has no capacity for g6.2xlarge: changed to g6e.2xlarge"));
+    // Its own type is remembered through both changes, for start.restore_type.
+    let own = w.store.fallback_types(&["i-0a".to_string()]).await.unwrap();
+    assert_eq!(
+        (own["i-0a"].own.as_str(), own["i-0a"].fallback.as_str()),
+        ("g5.2xlarge", "g6e.2xlarge")
+    );
 }
 
 #[sqlx::test(migrations = false)]
@@ -175,4 +181,133 @@ instances:
     assert_eq!(texts.len(), 1, "told once, not at every refusal: {texts:?}");
     assert!(texts[0].contains("could not start i-0b"), "{}", texts[0]);
     assert!(texts[0].contains("no capacity"), "{}", texts[0]);
+}
+
+/// `start.restore_type`: what the policy above says, and changed back at a later start.
+const RESTORING: &str = r#"
+policies:
+  - name: office
+    match: {tags: {team: research}}
+    work_hours:
+      timezone: UTC
+      periods: [{days: mon-fri, start: "09:00", stop: "19:00"}]
+    start: {fallback_types: [g6.2xlarge], restore_type: true}
+"#;
+
+/// The actions of `report`, each with its code and outcome.
+fn steps(report: &ebb::reconcile::TickReport) -> Vec<(String, String, Outcome)> {
+    report
+        .actions
+        .iter()
+        .map(|a| {
+            let d = &a.decision;
+            (
+                d.action.as_str().to_string(),
+                d.code.as_str().to_string(),
+                a.outcome,
+            )
+        })
+        .collect()
+}
+
+/// A world of `fleet`, where i-0a is a stopped g6.2xlarge that ebb stopped on Friday evening
+/// and had moved from g5.2xlarge for lack of capacity.
+async fn moved_last_week(pool: PgPool, fleet: &str) -> SimWorld {
+    let w = SimWorld::plan(fleet)
+        .policy("office.yaml", RESTORING)
+        .start(Store::from_pool(pool))
+        .await;
+    let mut w = w;
+    w.tick("2026-11-30T08:00:00Z").await;
+    let ids = ["i-0a".to_string()];
+    w.store
+        .record_action(&ids, Action::Stop, t("2026-11-27T19:00:00Z"))
+        .await
+        .unwrap();
+    w.store
+        .remember_fallback_type("i-0a", "g5.2xlarge", "g6.2xlarge")
+        .await
+        .unwrap();
+    w
+}
+
+#[sqlx::test(migrations = false)]
+async fn an_instance_moved_to_a_fallback_type_is_changed_back_at_its_next_start(pool: PgPool) {
+    const FLEET: &str = r#"
+instances:
+  - {id: i-0a, region: us-east-1, type: g6.2xlarge, state: stopped, tags: {team: research}, sim: {usage: idle}}
+"#;
+    let mut w = moved_last_week(pool, FLEET).await;
+
+    // Its own type has capacity: changed back before the start, then started.
+    let monday = w.tick("2026-11-30T09:00:00Z").await;
+    let step = |a: &str, c: &str| (a.to_string(), c.to_string(), Outcome::Succeeded);
+    assert_eq!(
+        steps(&monday),
+        [
+            step("resize", "restore_type"),
+            step("start", "start_at_open")
+        ]
+    );
+    let listed = w.cloud().instances().await.instances;
+    assert_eq!(listed[0].instance_type, "g5.2xlarge");
+    assert_eq!(listed[0].state, InstanceState::Pending);
+    assert!(monday.actions[0]
+        .decision
+        .reason
+        .starts_with("changed back from g6.2xlarge to its own type g5.2xlarge"));
+    let own = w.store.fallback_types(&["i-0a".to_string()]).await.unwrap();
+    assert!(own.is_empty(), "back on its own type: {own:?}");
+}
+
+#[sqlx::test(migrations = false)]
+async fn an_own_type_still_without_capacity_falls_back_again_and_is_tried_at_the_next_start(
+    pool: PgPool,
+) {
+    // EC2 still has no g5.2xlarge capacity.
+    const FLEET: &str = r#"
+instances:
+  - {id: i-0a, region: us-east-1, type: g6.2xlarge, state: stopped, tags: {team: research}, sim: {usage: idle, no_capacity_for: [g5.2xlarge]}}
+"#;
+    let mut w = moved_last_week(pool, FLEET).await;
+    let monday = w.tick("2026-11-30T09:00:00Z").await;
+    let step = |a: &str, c: &str, o: Outcome| (a.to_string(), c.to_string(), o);
+    assert_eq!(
+        steps(&monday),
+        [
+            step("resize", "restore_type", Outcome::Succeeded),
+            step("start", "start_at_open", Outcome::Failed),
+            step("resize", "fallback_type", Outcome::Succeeded),
+            step("start", "start_at_open", Outcome::Succeeded),
+        ]
+    );
+    let listed = w.cloud().instances().await.instances;
+    assert_eq!(listed[0].instance_type, "g6.2xlarge");
+    // Its own type is still the one to go back to at the next start.
+    let own = w.store.fallback_types(&["i-0a".to_string()]).await.unwrap();
+    assert_eq!(
+        (own["i-0a"].own.as_str(), own["i-0a"].fallback.as_str()),
+        ("g5.2xlarge", "g6.2xlarge")
+    );
+}
+
+#[sqlx::test(migrations = false)]
+async fn a_type_a_person_changed_after_the_fallback_is_not_changed_back(pool: PgPool) {
+    // A person made it a g5.4xlarge since ebb's fallback.
+    const FLEET: &str = r#"
+instances:
+  - {id: i-0a, region: us-east-1, type: g5.4xlarge, state: stopped, tags: {team: research}, sim: {usage: idle}}
+"#;
+    let mut w = moved_last_week(pool, FLEET).await;
+    let monday = w.tick("2026-11-30T09:00:00Z").await;
+    let codes: Vec<String> = steps(&monday).into_iter().map(|s| s.1).collect();
+    assert_eq!(
+        codes,
+        ["start_at_open"],
+        "no resize: the person's type stands"
+    );
+    let listed = w.cloud().instances().await.instances;
+    assert_eq!(listed[0].instance_type, "g5.4xlarge");
+    let own = w.store.fallback_types(&["i-0a".to_string()]).await.unwrap();
+    assert!(own.is_empty(), "{own:?}");
 }

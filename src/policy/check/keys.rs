@@ -39,7 +39,7 @@ pub const IDLE: &[&str] = &[
     "action",
 ];
 pub const NOTIFY: &[&str] = &["before"];
-pub const START: &[&str] = &["fallback_types"];
+pub const START: &[&str] = &["fallback_types", "restore_type"];
 pub const SPOT: &[&str] = &[
     "min_savings",
     "checkpoint_max_age",

@@ -22,7 +22,14 @@ impl Checker {
             }
             None => Vec::new(),
         };
-        Some(StartRule { fallback_types })
+        let restore_type = match f.get("restore_type") {
+            Some((v, p)) => self.boolean(v, &p)?,
+            None => false,
+        };
+        Some(StartRule {
+            fallback_types,
+            restore_type,
+        })
     }
 }
 

@@ -2,7 +2,8 @@
 //! `start.fallback_types`, goes on in the same tick with the instance changed to the next of
 //! those types, until one has capacity. Each change is an action of its own (`resize`, code
 //! `fallback_type`), and so is each start after it: an intent committed on the leader's session
-//! before the call, one outcome after it.
+//! before the call, one outcome after it. The type it had is remembered for
+//! `start.restore_type` (`restore.rs`).
 
 use super::outcomes::outcome_entries;
 use super::{Reconciler, TickContext};
@@ -76,6 +77,10 @@ impl<P: Provider> Reconciler<P> {
                 if self.one_call(&resize, tick, call).await? != Some(Ok(())) {
                     break;
                 }
+                // What `start.restore_type` changes it back from, at a later start.
+                self.store
+                    .remember_fallback_type(&d.instance, &from, to)
+                    .await?;
                 let start = Decision {
                     reason: format!("{}; as {to}, after {from} had no capacity", d.reason),
                     ..d.clone()
@@ -96,7 +101,7 @@ impl<P: Provider> Reconciler<P> {
     /// One fenced action on `d`'s instance: its intent, the `call`, its outcome. `None` when
     /// no intent could be written; otherwise whether the call succeeded, or the kind of its
     /// error.
-    async fn one_call<F, Fut>(
+    pub(super) async fn one_call<F, Fut>(
         &self,
         d: &Decision,
         tick: &mut TickContext<'_>,

@@ -5,7 +5,8 @@
 //! Here, the order of it; by concern: `choose.rs` what is acted on this tick, `dry_run.rs` the
 //! dry runs' audit rows, `calls.rs` the cloud call each action makes and how calls are grouped,
 //! `outcomes.rs` what a call did, written with what ebb remembers of it, and the notices it
-//! posts, `fallback.rs` a start refused for lack of capacity, tried again on other types.
+//! posts, `fallback.rs` a start refused for lack of capacity, tried again on other types,
+//! `restore.rs` an instance moved to another type that way changed back before a later start.
 
 use super::{ActionOutcome, Reconciler, TickContext};
 use crate::cloud::Provider;
@@ -25,6 +26,7 @@ mod dry_run;
 mod fallback;
 mod notice;
 mod outcomes;
+mod restore;
 
 impl TickContext<'_> {
     /// The audit row of `d` with `outcome`, at the tick's time and policy version.
@@ -116,6 +118,10 @@ impl<P: Provider> Reconciler<P> {
         group: Vec<&Decision>,
         tick: &mut TickContext<'_>,
     ) -> Result<(), StoreError> {
+        let restored = match call {
+            CloudCall::Start => self.restore_types(&group, tick).await?,
+            _ => Default::default(),
+        };
         let group = self.still_unprotected(call, group, tick).await;
         if group.is_empty() {
             return Ok(());
@@ -158,6 +164,7 @@ impl<P: Provider> Reconciler<P> {
         });
         self.record(&group, answers, tick).await?;
         if call == CloudCall::Start {
+            self.settle_restored(&restored, &cloud).await?;
             self.fall_back(&group, &cloud, tick).await?;
         }
         Ok(())
