@@ -204,6 +204,9 @@ codes! {
     /// EC2 had no capacity for the instance's type: it is changed to the next of the policy's
     /// `start.fallback_types`, and started as that.
     FallbackType = "fallback_type",
+    /// Idle, but not stopped: the next opening is within `idle.min_gap` and EC2 refused a start
+    /// of its type for lack of capacity within `idle.capacity_memory`.
+    CapacityRiskKept = "capacity_risk_kept",
     /// An instance ebb changed to a fallback type is changed back to its own type before a
     /// start (`start.restore_type`).
     RestoreType = "restore_type",
@@ -353,6 +356,8 @@ pub struct Override {
 pub struct Prior {
     facts: HashMap<String, InstanceFacts>,
     overrides: HashMap<String, Vec<Override>>,
+    /// The last start EC2 refused for lack of capacity, by region and instance type.
+    capacity_failures: HashMap<(String, String), DateTime<Utc>>,
 }
 
 impl Prior {
@@ -365,7 +370,29 @@ impl Prior {
         Prior {
             facts,
             overrides: by_instance,
+            capacity_failures: HashMap::new(),
         }
+    }
+
+    /// With the last start EC2 refused for lack of capacity, by region and instance type: what
+    /// `idle.min_gap` weighs before an idle stop.
+    pub fn with_capacity_failures(
+        mut self,
+        failures: HashMap<(String, String), DateTime<Utc>>,
+    ) -> Self {
+        self.capacity_failures = failures;
+        self
+    }
+
+    /// When EC2 last refused a start of `instance_type` in `region` for lack of capacity.
+    pub fn last_capacity_failure(
+        &self,
+        region: &str,
+        instance_type: &str,
+    ) -> Option<DateTime<Utc>> {
+        self.capacity_failures
+            .get(&(region.to_string(), instance_type.to_string()))
+            .copied()
     }
 
     /// Replaces what ebb remembers about `instance`: `ebb replay` models the facts its

@@ -301,7 +301,18 @@ pub struct IdleRule {
     pub when: IdleWhen,
     /// What to do.
     pub action: IdleAction,
+    /// No idle stop when the next opening is closer than this and the instance's type had a
+    /// start refused for lack of capacity in its region within `capacity_memory`: stopping it
+    /// for so short a gap risks not getting it back.
+    pub min_gap: Option<Duration>,
+    /// How far back a start refused for lack of capacity counts for `min_gap`.
+    pub capacity_memory: Duration,
 }
+
+/// The default `idle.capacity_memory`.
+pub const DEFAULT_CAPACITY_MEMORY: Duration = Duration::days(7);
+/// The longest `idle.capacity_memory`: how far back ebb looks for refused starts.
+pub const MAX_CAPACITY_MEMORY: Duration = Duration::days(30);
 
 /// Notice before a stop.
 #[derive(Debug, Clone)]

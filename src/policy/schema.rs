@@ -232,6 +232,14 @@ fn idle_schema() -> Value {
                     "What to do with an idle instance",
                 ),
             ),
+            (
+                "min_gap",
+                duration("No idle stop when the next opening is closer than this and the instance's type had a start refused for lack of capacity within capacity_memory"),
+            ),
+            (
+                "capacity_memory",
+                duration("How far back (at most 30d, default 7d) a start refused for lack of capacity counts for min_gap"),
+            ),
         ],
     )
 }

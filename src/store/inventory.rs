@@ -525,7 +525,8 @@ impl Store {
                 by: o.created_by,
             })
             .collect();
-        Ok(Prior::new(facts, overrides))
+        let refused = self.capacity_failures(now).await?;
+        Ok(Prior::new(facts, overrides).with_capacity_failures(refused))
     }
 
     /// The live instances a person started (see [`InstanceFacts::started_by_person_at`]): a

@@ -8,6 +8,7 @@
 
 mod audit;
 mod audit_entry;
+mod capacity;
 mod console;
 mod event_cursor;
 mod fleet_at;

@@ -1,5 +1,6 @@
 //! The types ebb changed instances from for lack of capacity (`start.fallback_types`), so that
-//! `start.restore_type` can change them back at a later start.
+//! `start.restore_type` can change them back at a later start, and `idle.min_gap` knows which
+//! type a refused start was for.
 
 use super::{Result, Store};
 use std::collections::HashMap;

@@ -89,6 +89,8 @@ pub struct World {
     pub prices: Prices,
     /// Instances whose GPU utilisation could not be read, with why.
     pub gpu_unread: HashMap<String, std::sync::Arc<str>>,
+    /// The last start refused for lack of capacity, by region and type.
+    pub capacity_failures: HashMap<(String, String), DateTime<Utc>>,
 }
 
 impl World {
@@ -115,6 +117,13 @@ impl World {
         self
     }
 
+    /// EC2 refused a start of `ty` in `region` for lack of capacity at `at` (RFC 3339).
+    pub fn refused(mut self, region: &str, ty: &str, at: &str) -> Self {
+        let key = (region.to_string(), ty.to_string());
+        self.capacity_failures.insert(key, t(at));
+        self
+    }
+
     /// Marks the GPU utilisation of `id` as not read, for `why`.
     pub fn unread(mut self, id: &str, why: &str) -> Self {
         self.gpu_unread.insert(id.to_string(), why.into());
@@ -128,7 +137,8 @@ impl World {
             prices: self.prices.clone(),
             gpu_unread: self.gpu_unread.clone(),
         };
-        let prior = Prior::new(self.facts.clone(), self.overrides.clone());
+        let prior = Prior::new(self.facts.clone(), self.overrides.clone())
+            .with_capacity_failures(self.capacity_failures.clone());
         (fleet, prior)
     }
 

@@ -311,3 +311,40 @@ instances:
     let own = w.store.fallback_types(&["i-0a".to_string()]).await.unwrap();
     assert!(own.is_empty(), "{own:?}");
 }
+
+#[sqlx::test(migrations = false)]
+async fn starts_refused_for_capacity_are_remembered_by_own_type_for_idle_min_gap(pool: PgPool) {
+    // As in the first test: g5.2xlarge and g6.2xlarge refused, g6e.2xlarge started.
+    let mut w = SimWorld::plan(FLEET)
+        .policy("office.yaml", POLICY)
+        .start(Store::from_pool(pool))
+        .await;
+    w.tick("2026-11-30T08:00:00Z").await;
+    let ids = ["i-0a".to_string()];
+    w.store
+        .record_action(&ids, Action::Stop, t("2026-11-27T19:00:00Z"))
+        .await
+        .unwrap();
+    w.tick("2026-11-30T09:00:00Z").await;
+
+    // Both refusals count for its own type, the one it had before the fallbacks.
+    let prior = w.store.prior(t("2026-12-01T08:30:00Z")).await.unwrap();
+    let at = prior.last_capacity_failure("us-east-1", "g5.2xlarge");
+    assert_eq!(at, Some(t("2026-11-30T09:00:00Z")));
+    assert_eq!(
+        prior.last_capacity_failure("us-east-1", "g6e.2xlarge"),
+        None
+    );
+    assert_eq!(prior.last_capacity_failure("eu-west-1", "g5.2xlarge"), None);
+    // Not before they happened, and not past the longest capacity_memory.
+    let before = w.store.prior(t("2026-11-30T08:59:00Z")).await.unwrap();
+    assert_eq!(
+        before.last_capacity_failure("us-east-1", "g5.2xlarge"),
+        None
+    );
+    let month_later = w.store.prior(t("2026-12-30T09:00:01Z")).await.unwrap();
+    assert_eq!(
+        month_later.last_capacity_failure("us-east-1", "g5.2xlarge"),
+        None
+    );
+}

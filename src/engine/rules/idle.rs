@@ -102,6 +102,39 @@ impl Eval<'_> {
     }
 }
 
+impl Eval<'_> {
+    /// An idle stop weighed against getting the instance back: the verdict that keeps it when
+    /// the next opening is within `idle.min_gap` and EC2 refused a start of its type in its
+    /// region for lack of capacity within `idle.capacity_memory`.
+    pub(super) fn capacity_risk(&self, rule: &IdleRule) -> Option<Verdict> {
+        let gap = rule.min_gap?;
+        let st = self.status?;
+        let open = st.next.filter(|_| !st.in_hours)?;
+        let now = self.now();
+        if open - now >= gap {
+            return None;
+        }
+        let (region, ty) = (&self.inst.region, &self.inst.instance_type);
+        let refused = self.ctx.prior.last_capacity_failure(region, ty)?;
+        if refused + rule.capacity_memory <= now {
+            return None;
+        }
+        Some(verdict(
+            Action::None,
+            Code::CapacityRiskKept,
+            self.text(|| {
+                format!(
+                    "idle, but work hours open at {} (within idle.min_gap {}) and EC2 refused a start of {ty} in {region} for lack of capacity at {} (within idle.capacity_memory {}): kept rather than risk not getting it back",
+                    self.at(open),
+                    span(gap),
+                    self.at(refused),
+                    span(rule.capacity_memory)
+                )
+            }),
+        ))
+    }
+}
+
 /// What the GPU samples say over an idle rule's window.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Coverage {

@@ -147,9 +147,10 @@ impl Eval<'_> {
             return ControlFlow::Continue(None);
         }
         match self.idle(rule, trace) {
-            Ok(v) => ControlFlow::Break(match protection {
-                Some(p) => p.verdict(),
-                None => self.with_notice(v, NoticeFor::Now, trace),
+            Ok(v) => ControlFlow::Break(match (protection, self.capacity_risk(rule)) {
+                (Some(p), _) => p.verdict(),
+                (None, Some(kept)) => kept,
+                (None, None) => self.with_notice(v, NoticeFor::Now, trace),
             }),
             Err(code) => ControlFlow::Continue(Some(code)),
         }

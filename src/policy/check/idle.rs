@@ -2,7 +2,9 @@
 
 use super::{keys, Checker};
 use crate::policy::yaml::{Step, Value};
-use crate::policy::{IdleAction, IdleRule, IdleWhen, MissingMetrics};
+use crate::policy::{
+    IdleAction, IdleRule, IdleWhen, MissingMetrics, DEFAULT_CAPACITY_MEMORY, MAX_CAPACITY_MEMORY,
+};
 use chrono::Duration;
 
 impl Checker {
@@ -70,7 +72,17 @@ impl Checker {
                 ],
             )
         });
+        let min_gap = match f.get("min_gap") {
+            Some((v, p)) => Some(Some(self.duration(v, &p, "min_gap")?)),
+            None => Some(None),
+        };
+        let capacity_memory = match f.get("capacity_memory") {
+            Some((v, p)) => self.capacity_memory(v, &p),
+            None => Some(DEFAULT_CAPACITY_MEMORY),
+        };
         Some(IdleRule {
+            min_gap: min_gap?,
+            capacity_memory: capacity_memory?,
             gpu_below: gpu_below?,
             window: window?,
             grace_after_start: grace_after_start?,
@@ -78,5 +90,24 @@ impl Checker {
             when: when?,
             action: action?,
         })
+    }
+}
+
+impl Checker {
+    /// `capacity_memory`: at most [`MAX_CAPACITY_MEMORY`], as far back as ebb looks for refused
+    /// starts.
+    fn capacity_memory(&mut self, v: &Value, path: &[Step]) -> Option<Duration> {
+        let memory = self.duration(v, path, "capacity_memory")?;
+        if memory > MAX_CAPACITY_MEMORY {
+            self.problem(
+                path,
+                format!(
+                    "capacity_memory is at most {}d (how far back ebb looks for starts refused for lack of capacity)",
+                    MAX_CAPACITY_MEMORY.num_days()
+                ),
+            );
+            return None;
+        }
+        Some(memory)
     }
 }

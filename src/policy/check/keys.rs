@@ -37,6 +37,8 @@ pub const IDLE: &[&str] = &[
     "missing_metrics",
     "when",
     "action",
+    "min_gap",
+    "capacity_memory",
 ];
 pub const NOTIFY: &[&str] = &["before"];
 pub const START: &[&str] = &["fallback_types", "restore_type"];
