@@ -12,6 +12,7 @@ mod cloud;
 mod commands;
 mod db;
 mod gpu_source;
+mod advise;
 mod replay;
 mod replay_store;
 mod report;
@@ -65,6 +66,9 @@ enum Command {
     /// Replay policies over recorded GPU utilisation: hours, dollars and unserved demand
     /// against always on, the oracle and a baseline policy set.
     Replay(replay::ReplayArgs),
+    /// Advise on the fleet from its recording: cheaper types, commitments sized on what the
+    /// policies leave running, and policy changes that cut cost without serving less.
+    Advise(advise::AdviseArgs),
     /// Show why ebb decides what it decides for one instance of a fleet snapshot.
     Explain {
         /// The instance id.
@@ -201,6 +205,7 @@ async fn run(command: Command) -> anyhow::Result<ExitCode> {
         Command::Validate { dirs } => commands::validate(&dirs),
         Command::Plan { input, format } => commands::plan(&input, format),
         Command::Replay(args) => replay::run(&args).await,
+        Command::Advise(args) => advise::run(&args).await,
         Command::Explain { instance, input } => commands::explain(&instance, &input),
         Command::Schema => {
             print!("{}", crate::policy::schema::schema_text());

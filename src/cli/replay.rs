@@ -66,7 +66,7 @@ enum ReplayFormat {
 }
 
 /// A tick: a duration from a second to a day.
-fn parse_tick(s: &str) -> Result<chrono::Duration, String> {
+pub(super) fn parse_tick(s: &str) -> Result<chrono::Duration, String> {
     let d = humantime::parse_duration(s)
         .map_err(|e| format!("\"{s}\" is not a duration ({e}): write it like 5m or 60s"))?;
     match chrono::Duration::from_std(d) {
@@ -78,7 +78,7 @@ fn parse_tick(s: &str) -> Result<chrono::Duration, String> {
 }
 
 /// A percent from 0 to 100.
-fn parse_percent(s: &str) -> Result<f64, String> {
+pub(super) fn parse_percent(s: &str) -> Result<f64, String> {
     match s.trim_end_matches('%').parse::<f64>() {
         Ok(p) if (0.0..=100.0).contains(&p) => Ok(p),
         _ => Err(format!("\"{s}\" is not a percent from 0 to 100")),
@@ -86,7 +86,7 @@ fn parse_percent(s: &str) -> Result<f64, String> {
 }
 
 /// Where the fleet and the recording come from.
-enum Source<'a> {
+pub(super) enum Source<'a> {
     /// The snapshot and the CSV.
     Files {
         fleet: &'a Path,
@@ -98,7 +98,7 @@ enum Source<'a> {
 
 impl Source<'_> {
     /// What the replay read, for its errors.
-    fn name(&self) -> String {
+    pub(super) fn name(&self) -> String {
         match self {
             Source::Files { fleet, .. } => fleet.display().to_string(),
             Source::Store(..) => "the fleet in Postgres".to_string(),
@@ -142,7 +142,7 @@ pub(super) async fn run(args: &ReplayArgs) -> Result<ExitCode> {
             )
         }
     };
-    add_prices(args, &mut fleet)?;
+    add_prices(&args.prices, &mut fleet)?;
     let options = Options {
         from: args.from,
         to: args.to,
@@ -185,8 +185,8 @@ pub(super) async fn run(args: &ReplayArgs) -> Result<ExitCode> {
 
 /// `--prices` filling in the on-demand prices the fleet leaves out (all of them, from
 /// Postgres: there they are the control plane's `EBB_PRICES`).
-fn add_prices(args: &ReplayArgs, fleet: &mut Fleet) -> Result<()> {
-    if let Some(path) = &args.prices.prices {
+pub(super) fn add_prices(prices: &PricesArg, fleet: &mut Fleet) -> Result<()> {
+    if let Some(path) = &prices.prices {
         for (region, types) in OnDemandPrices::load(path)?.prices {
             let prices = fleet.prices.entry(region).or_default();
             for (instance_type, price) in types {
@@ -254,7 +254,7 @@ fn replay_all(
 
 /// Reads the recording and sends it to the workers a chunk at a time, then the instances of
 /// the fleet without rows (no demand recorded).
-fn stream_chunks(
+pub(super) fn stream_chunks(
     utilisation: &Path,
     fleet: &Path,
     instances: &[Instance],

@@ -2,9 +2,11 @@
 //! depends on no other module of ebb; the snapshot file a fleet can be read from has a module
 //! of its own.
 
+pub mod catalogue;
 pub mod group;
 pub mod owner;
 
+pub use catalogue::{Catalogue, TypeFacts};
 pub use group::{Capacity, GroupMember, NodeGroup, ScalingGroup};
 pub use owner::{Owner, OwnerKind};
 

@@ -8,6 +8,7 @@
 
 mod audit;
 mod audit_entry;
+mod catalogue;
 mod console;
 mod event_cursor;
 mod fleet_at;

@@ -8,6 +8,7 @@
 #[path = "../common/mod.rs"]
 mod common;
 
+mod advise;
 mod aws_mocks;
 mod cli;
 mod decider;
