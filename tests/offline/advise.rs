@@ -3,7 +3,6 @@
 //! busy box left as it is), and on the demo week, where a suggested policy change, applied
 //! and replayed, costs less and serves as much.
 
-use crate::common::ebb;
 use ebb::advise::{self, Advisor, Basis, Inputs, Term, TermRates};
 use ebb::fleet::Sample;
 use ebb::replay::{Options, Recording};
