@@ -3,6 +3,7 @@
 //! of its own.
 
 pub mod group;
+pub mod money;
 pub mod owner;
 
 pub use group::{Capacity, GroupMember, NodeGroup, ScalingGroup};
