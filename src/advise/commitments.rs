@@ -3,31 +3,8 @@
 //! hour: the covered spend at the plan's rate, the rest on demand, the unused commitment paid.
 
 use super::{monthly, Period};
+pub use crate::fleet::money::Term;
 use serde::Serialize;
-
-/// How long a commitment runs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
-pub enum Term {
-    /// One year.
-    #[serde(rename = "1y")]
-    OneYear,
-    /// Three years.
-    #[serde(rename = "3y")]
-    ThreeYears,
-}
-
-impl Term {
-    /// Both terms, shorter first.
-    pub const ALL: [Term; 2] = [Term::OneYear, Term::ThreeYears];
-
-    /// `1y` or `3y`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Term::OneYear => "1y",
-            Term::ThreeYears => "3y",
-        }
-    }
-}
 
 /// Whose spend a commitment was sized on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]

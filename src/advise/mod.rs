@@ -67,8 +67,8 @@ pub fn monthly(usd: f64, period: &Period) -> f64 {
     }
 }
 
-/// Commitment $/hour of one instance type in one region, by term.
-pub type TermRates = BTreeMap<Term, f64>;
+/// Savings Plan $/hour of one instance type in one region, by term.
+pub type PlanRates = BTreeMap<Term, f64>;
 
 /// What the advice is worked out from besides the recording.
 #[derive(Debug, Clone, Copy)]
@@ -83,8 +83,8 @@ pub struct Inputs<'a> {
     pub catalogue: &'a Catalogue,
     /// On-demand $/hour: region → type → price (right-sizing's choices).
     pub on_demand: &'a BTreeMap<String, BTreeMap<String, f64>>,
-    /// Commitment rates: region → type → term → $/hour.
-    pub commitment_rates: &'a BTreeMap<String, BTreeMap<String, TermRates>>,
+    /// Savings Plan rates: region → type → term → $/hour.
+    pub commitment_rates: &'a BTreeMap<String, BTreeMap<String, PlanRates>>,
     /// Unserved demand a policy change may reach beyond the current policy's.
     pub max_unserved: Option<Duration>,
 }

@@ -6,7 +6,7 @@
 use super::args::{DbArgs, PolicyDirs, PricesArg};
 use super::replay::{add_prices, parse_percent, parse_tick, stream_chunks, Source};
 use super::replay_store;
-use crate::advise::{self, Advisor, Inputs, TermRates};
+use crate::advise::{self, Advisor, Inputs, PlanRates, Term};
 use crate::engine::Prior;
 use crate::policy::PolicySet;
 use crate::replay::{Options, Recording};
@@ -112,7 +112,7 @@ pub(super) async fn run(args: &AdviseArgs) -> Result<ExitCode> {
             (region.clone(), types)
         })
         .collect();
-    let commitment_rates: BTreeMap<String, BTreeMap<String, TermRates>> = BTreeMap::new();
+    let commitment_rates = plan_rates(&args.prices)?;
     // The shipped catalogue, with what serve or tick last described where Postgres has it.
     let mut catalogue = advise::catalogue::shipped();
     if let Source::Store(store, _) = &source {
@@ -158,6 +158,34 @@ pub(super) async fn run(args: &AdviseArgs) -> Result<ExitCode> {
         }
     );
     Ok(ExitCode::SUCCESS)
+}
+
+/// The Compute Savings Plan rates of the `--prices` table (none without one): region → type
+/// → term → $/hour.
+fn plan_rates(prices: &PricesArg) -> Result<BTreeMap<String, BTreeMap<String, PlanRates>>> {
+    let Some(path) = &prices.prices else {
+        return Ok(BTreeMap::new());
+    };
+    let Some(plans) = crate::cloud::prices::load(path)?.savings_plan else {
+        return Ok(BTreeMap::new());
+    };
+    Ok(plans
+        .rates
+        .into_iter()
+        .map(|(region, types)| {
+            let types = types
+                .into_iter()
+                .map(|(t, rates)| {
+                    let by_term = [Term::OneYear, Term::ThreeYears]
+                        .into_iter()
+                        .filter_map(|term| Some((term, rates.get(term)?)))
+                        .collect();
+                    (t, by_term)
+                })
+                .collect();
+            (region, types)
+        })
+        .collect())
 }
 
 /// The two passes over the recording: the survey, then the replays.

@@ -5,7 +5,7 @@
 
 use super::args::{DbArgs, PolicyDirs, PricesArg};
 use super::replay_store;
-use crate::cloud::OnDemandPrices;
+
 use crate::engine::Prior;
 use crate::fleet::{Fleet, Instance, Sample};
 use crate::policy::PolicySet;
@@ -187,7 +187,7 @@ pub(super) async fn run(args: &ReplayArgs) -> Result<ExitCode> {
 /// Postgres: there they are the control plane's `EBB_PRICES`).
 pub(super) fn add_prices(prices: &PricesArg, fleet: &mut Fleet) -> Result<()> {
     if let Some(path) = &prices.prices {
-        for (region, types) in OnDemandPrices::load(path)?.prices {
+        for (region, types) in crate::cloud::prices::load(path)?.prices {
             let prices = fleet.prices.entry(region).or_default();
             for (instance_type, price) in types {
                 let known = prices.entry(instance_type).or_default();

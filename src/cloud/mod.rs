@@ -10,7 +10,7 @@ mod error;
 mod launch;
 mod node_groups;
 pub mod pacing;
-mod prices;
+pub mod prices;
 pub mod prometheus;
 mod redact;
 pub mod sim;
@@ -21,7 +21,7 @@ pub use launch::{
     Market, SPOT_TERMINATION,
 };
 pub use node_groups::{NodeGroupUpdate, UpdateStatus};
-pub use prices::{OnDemandPrices, PricesError};
+pub use prices::{PriceTable, PricesError};
 pub use redact::redact_userinfo;
 
 use crate::fleet::{Capacity, Instance, NodeGroup, Sample, ScalingGroup, TypeFacts};

@@ -4,6 +4,7 @@
 
 pub mod catalogue;
 pub mod group;
+pub mod money;
 pub mod owner;
 
 pub use catalogue::{Catalogue, TypeFacts};

@@ -3,7 +3,7 @@
 //! busy box left as it is), and on the demo week, where a suggested policy change, applied
 //! and replayed, costs less and serves as much.
 
-use ebb::advise::{self, Advisor, Basis, Inputs, Term, TermRates};
+use ebb::advise::{self, Advisor, Basis, Inputs, PlanRates, Term};
 use ebb::fleet::Sample;
 use ebb::replay::{Options, Recording};
 use serde_json::Value;
@@ -100,7 +100,7 @@ fn commitments_are_sized_on_the_floor_the_policies_leave() {
         .iter()
         .map(|i| Recording::new(i, samples(from, to, |t| commitment_load(&i.id, t))))
         .collect();
-    let rates: TermRates = [(Term::OneYear, 0.6), (Term::ThreeYears, 0.4)].into();
+    let rates: PlanRates = [(Term::OneYear, 0.6), (Term::ThreeYears, 0.4)].into();
     let commitment_rates = BTreeMap::from([(
         "us-east-1".to_string(),
         BTreeMap::from([("g5.xlarge".to_string(), rates)]),

@@ -6,7 +6,7 @@ use crate::common;
 use common::savings::{history, Fleet, PRICES};
 use common::{database_url, t};
 use ebb::api::{self, ApiState, Tokens};
-use ebb::cloud::OnDemandPrices;
+
 use ebb::control::Control;
 use ebb::engine::Action;
 use ebb::fleet::InstanceState;
@@ -185,7 +185,7 @@ async fn serve_api(store: Store, tokens: &str, public_reads: bool) -> String {
             public_reads,
             ..Default::default()
         },
-        prices: Arc::new(OnDemandPrices::load(&prices).unwrap()),
+        prices: Arc::new(ebb::cloud::prices::load(&prices).unwrap()),
         change_budgets: Default::default(),
         audit_verified: Default::default(),
     };
