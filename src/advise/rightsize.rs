@@ -28,8 +28,8 @@ pub struct Load {
 }
 
 /// The memory used and busy GPUs of a reading, when it has them.
-fn signals(_: &Sample) -> (Option<f64>, Option<u32>) {
-    (None, None)
+fn signals(s: &Sample) -> (Option<f64>, Option<u32>) {
+    (s.memory_mib.map(f64::from), s.gpus_busy.map(u32::from))
 }
 
 /// The value at the `pct` percentile (nearest rank) of `values`, reordering them.

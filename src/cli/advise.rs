@@ -8,6 +8,7 @@ use super::replay::{add_prices, parse_percent, parse_tick, stream_chunks, Source
 use super::replay_store;
 use crate::advise::{self, Advisor, Inputs, PlanRates, Term};
 use crate::engine::Prior;
+use crate::fleet::GPU_BUSY_PERCENT;
 use crate::policy::PolicySet;
 use crate::replay::{Options, Recording};
 use crate::{policy, snapshot, when};
@@ -44,7 +45,7 @@ pub(super) struct AdviseArgs {
     #[arg(long, default_value = "5m", value_parser = parse_tick)]
     tick: chrono::Duration,
     /// A sample at or above this percent is demand.
-    #[arg(long, value_name = "PERCENT", default_value_t = 5.0, value_parser = parse_percent)]
+    #[arg(long, value_name = "PERCENT", default_value_t = GPU_BUSY_PERCENT, value_parser = parse_percent)]
     busy_threshold: f64,
     /// Unserved busy time over the period a policy change may reach (default: no more than
     /// the current policy's), like 2h.

@@ -17,6 +17,7 @@ mod replay;
 mod replay_store;
 mod report;
 mod serve;
+mod utilisation;
 
 use crate::when;
 use args::{AuditArgs, CloudArgs, DbArgs, Format, Input, ListenArg, OverrideArgs, ReconcileArgs};
@@ -173,8 +174,9 @@ enum MigrationsCommand {
 /// `ebb metrics` commands.
 #[derive(Subcommand)]
 enum MetricsCommand {
-    /// Write the GPU readings kept since a time as CSV (`instance,time,gpu_util`), the format
-    /// `ebb replay --utilisation` reads.
+    /// Write the GPU readings kept since a time as CSV
+    /// (`instance,time,gpu_util,gpu_mem_mib,gpus_busy`), the format `ebb replay --utilisation`
+    /// reads.
     Export {
         /// Readings at or after: a duration back from now (30d) or an RFC 3339 time.
         #[arg(long, value_name = "30d|TS", value_parser = args::parse_past, default_value = "30d")]

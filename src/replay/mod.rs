@@ -398,9 +398,8 @@ mod tests {
         percents
             .iter()
             .enumerate()
-            .map(|(i, &percent)| Sample {
-                at: at(from) + Duration::minutes(every_min * i as i64),
-                percent,
+            .map(|(i, &percent)| {
+                Sample::new(at(from) + Duration::minutes(every_min * i as i64), percent)
             })
             .collect()
     }
@@ -409,10 +408,7 @@ mod tests {
     fn a_busy_sample_stands_until_the_next_at_most_ten_minutes() {
         // 5-minute samples: busy, busy, idle; then a lone busy one 30 minutes later.
         let mut s = samples("2026-11-30T09:00:00Z", 5, &[50.0, 50.0, 1.0]);
-        s.push(Sample {
-            at: at("2026-11-30T09:40:00Z"),
-            percent: 80.0,
-        });
+        s.push(Sample::new(at("2026-11-30T09:40:00Z"), 80.0));
         let spans = busy_spans(&s, 5.0);
         assert_eq!(
             spans,
@@ -423,14 +419,8 @@ mod tests {
         );
         // A gap of 20 minutes after a busy sample: it counts for 10 only.
         let gap = vec![
-            Sample {
-                at: at("2026-11-30T09:00:00Z"),
-                percent: 50.0,
-            },
-            Sample {
-                at: at("2026-11-30T09:20:00Z"),
-                percent: 50.0,
-            },
+            Sample::new(at("2026-11-30T09:00:00Z"), 50.0),
+            Sample::new(at("2026-11-30T09:20:00Z"), 50.0),
         ];
         let spans = busy_spans(&gap, 5.0);
         assert_eq!(spans.len(), 2);

@@ -20,10 +20,7 @@ fn samples(from: &str, to: &str, percent: impl Fn(chrono::DateTime<chrono::Utc>)
     let mut out = Vec::new();
     let mut t = at(from);
     while t < at(to) {
-        out.push(Sample {
-            at: t,
-            percent: percent(t),
-        });
+        out.push(Sample::new(t, percent(t)));
         t += chrono::Duration::minutes(5);
     }
     out

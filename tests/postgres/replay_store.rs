@@ -63,10 +63,7 @@ fn readings(from: &str, to: &str, busy_span: (&str, &str)) -> Vec<Sample> {
     let mut samples = Vec::new();
     while at < t(to) {
         let busy = at >= busy_from && at < busy_to;
-        samples.push(Sample {
-            at,
-            percent: if busy { 70.0 } else { 1.0 },
-        });
+        samples.push(Sample::new(at, if busy { 70.0 } else { 1.0 }));
         at += Duration::minutes(5);
     }
     samples
