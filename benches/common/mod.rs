@@ -11,8 +11,8 @@ use sqlx::{Connection, PgConnection};
 use std::io::BufWriter;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 use tokio::runtime::Runtime;
 
 /// Whether criterion measures (`cargo bench`), rather than runs each benchmark once (`cargo test

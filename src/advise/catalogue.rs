@@ -32,12 +32,18 @@ mod tests {
             );
         }
         let p4d = c.get("p4d.24xlarge").unwrap();
-        assert_eq!((p4d.gpus, p4d.model.as_str(), p4d.gpu_memory_mib), (8, "A100", 40960));
+        assert_eq!(
+            (p4d.gpus, p4d.model.as_str(), p4d.gpu_memory_mib),
+            (8, "A100", 40960)
+        );
         // An A10G box may take an A100 box's work (same generation), a T4 one may not.
         assert!(c.get("g5.xlarge").unwrap().can_replace(p4d));
         assert!(!c.get("g4dn.xlarge").unwrap().can_replace(p4d));
         // Inferentia does not train.
-        assert!(!c.get("inf2.xlarge").unwrap().can_replace(c.get("trn1.2xlarge").unwrap()));
+        assert!(!c
+            .get("inf2.xlarge")
+            .unwrap()
+            .can_replace(c.get("trn1.2xlarge").unwrap()));
         assert_eq!(shipped(), c);
     }
 }

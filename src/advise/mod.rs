@@ -236,7 +236,12 @@ impl<'a> Advisor<'a> {
             current: PolicyRun::new(o, Cow::Borrowed(inputs.policies), inputs.prices, prior),
             candidates: candidates
                 .iter()
-                .map(|c| (c, PolicyRun::new(o, Cow::Borrowed(&c.set), inputs.prices, prior)))
+                .map(|c| {
+                    (
+                        c,
+                        PolicyRun::new(o, Cow::Borrowed(&c.set), inputs.prices, prior),
+                    )
+                })
                 .collect(),
             advice: Advice::new(inputs.period(), candidates.len()),
         }
@@ -317,7 +322,13 @@ impl<'a> Advisor<'a> {
                 .entry(*term)
                 .or_insert_with(|| (HourlySpend::zero(hours), HourlySpend::zero(hours)));
             add_spans(after, &played.running, &period, on_demand, *plan);
-            add_spans(before, &[(period.from, period.to)], &period, on_demand, *plan);
+            add_spans(
+                before,
+                &[(period.from, period.to)],
+                &period,
+                on_demand,
+                *plan,
+            );
         }
         Ok(())
     }

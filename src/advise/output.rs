@@ -138,7 +138,9 @@ impl Advice {
         if self.rightsize.is_empty() {
             out.push_str("Nothing to resize.\n");
         } else {
-            out.push_str("| instance | type | suggested | a month | why |\n|---|---|---|---:|---|\n");
+            out.push_str(
+                "| instance | type | suggested | a month | why |\n|---|---|---|---:|---|\n",
+            );
             for s in &self.rightsize {
                 let _ = writeln!(
                     out,

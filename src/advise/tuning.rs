@@ -39,7 +39,10 @@ impl BusyHours {
             (t.hour() * 60 + t.minute()) as u16
         };
         for (a, b) in spans {
-            let (a, b) = (a.with_timezone(&zone).naive_local(), b.with_timezone(&zone).naive_local());
+            let (a, b) = (
+                a.with_timezone(&zone).naive_local(),
+                b.with_timezone(&zone).naive_local(),
+            );
             let (da, db) = (a.date(), b.date());
             if da == db {
                 mark(da, minute(a), minute(b).max(minute(a)));
@@ -318,7 +321,10 @@ fn diff(policy: &str, key: &str, from: &str, to: &str) -> String {
     for part in path.split('.').filter(|p| !p.is_empty()) {
         match part.split_once('[') {
             Some((name, index)) => {
-                out.push_str(&format!("{indent}{name}:   # item {}\n", index.trim_end_matches(']')));
+                out.push_str(&format!(
+                    "{indent}{name}:   # item {}\n",
+                    index.trim_end_matches(']')
+                ));
             }
             None => out.push_str(&format!("{indent}{part}:\n")),
         }

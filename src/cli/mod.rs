@@ -6,13 +6,13 @@
 //! replica that is not ready); 2 when it could not run (bad flags, no database, unreadable
 //! files), with one line `error: ...` on stderr saying what is wrong.
 
+mod advise;
 mod args;
 mod audit;
 mod cloud;
 mod commands;
 mod db;
 mod gpu_source;
-mod advise;
 mod replay;
 mod replay_store;
 mod report;

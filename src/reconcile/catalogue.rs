@@ -17,7 +17,10 @@ impl<P: Provider> Reconciler<P> {
     /// Describes the catalogue again when the kept one is [`REFRESH_EVERY`] old.
     pub(super) async fn refresh_catalogue(&self, now: DateTime<Utc>) {
         {
-            let mut looked = self.catalogue_looked.lock().expect("catalogue lock poisoned");
+            let mut looked = self
+                .catalogue_looked
+                .lock()
+                .expect("catalogue lock poisoned");
             if looked.is_some_and(|at| now - at < LOOK_EVERY) {
                 return;
             }

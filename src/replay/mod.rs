@@ -220,7 +220,12 @@ pub struct PolicyRun<'a> {
 
 impl<'a> PolicyRun<'a> {
     /// A replay of `set` over instances priced by `prices`, from what `prior` remembers.
-    pub fn new(options: Options, set: Cow<'a, PolicySet>, prices: &'a Prices, prior: &Prior) -> Self {
+    pub fn new(
+        options: Options,
+        set: Cow<'a, PolicySet>,
+        prices: &'a Prices,
+        prior: &Prior,
+    ) -> Self {
         PolicyRun {
             options,
             prices,

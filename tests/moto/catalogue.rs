@@ -19,7 +19,10 @@ async fn the_shipped_catalogue_matches_describe_instance_types() {
         let facts = described
             .get(name)
             .unwrap_or_else(|| panic!("{name}: described without accelerators"));
-        assert_eq!(facts, row, "{name}: the file's row against DescribeInstanceTypes");
+        assert_eq!(
+            facts, row,
+            "{name}: the file's row against DescribeInstanceTypes"
+        );
         compared.push(name.clone());
     }
     // moto lacks only the oldest family (p3 but for p3dn): every other row was compared.
@@ -34,7 +37,9 @@ async fn the_shipped_catalogue_matches_describe_instance_types() {
     );
     assert!(compared.len() >= 50, "{compared:?}");
     // A type without accelerators has no row.
-    let plain = describe_types(&ec2, &["m5.large".to_string()]).await.unwrap();
+    let plain = describe_types(&ec2, &["m5.large".to_string()])
+        .await
+        .unwrap();
     assert!(plain.is_empty(), "{plain:?}");
 }
 

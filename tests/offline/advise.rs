@@ -16,7 +16,11 @@ fn at(s: &str) -> chrono::DateTime<chrono::Utc> {
 }
 
 /// Samples every 5 minutes over `[from, to)`, at `percent(time)`.
-fn samples(from: &str, to: &str, percent: impl Fn(chrono::DateTime<chrono::Utc>) -> f64) -> Vec<Sample> {
+fn samples(
+    from: &str,
+    to: &str,
+    percent: impl Fn(chrono::DateTime<chrono::Utc>) -> f64,
+) -> Vec<Sample> {
     let mut out = Vec::new();
     let mut t = at(from);
     while t < at(to) {
@@ -137,14 +141,30 @@ fn commitments_are_sized_on_the_floor_the_policies_leave() {
     close(after.hourly_commitment_usd, 1.20, "1y after, $/h");
     assert!(after.hourly_commitment_usd <= 2.0 * 0.6 + 1e-9);
     close(after.utilisation_pct, 100.0, "1y after, used %");
-    close(after.coverage_pct, 100.0 * 336.0 / 536.0, "1y after, covered %");
-    close(after.monthly_savings_usd, 134.40 * 730.0 / 168.0, "1y after, a month");
+    close(
+        after.coverage_pct,
+        100.0 * 336.0 / 536.0,
+        "1y after, covered %",
+    );
+    close(
+        after.monthly_savings_usd,
+        134.40 * 730.0 / 168.0,
+        "1y after, a month",
+    );
     let before = find(Term::OneYear, Basis::BeforePolicies);
     close(before.hourly_commitment_usd, 3.60, "1y before, $/h");
     assert!(before.hourly_commitment_usd > after.hourly_commitment_usd);
-    close(before.utilisation_pct, 100.0 * 321.6 / 604.8, "1y before, used % after");
+    close(
+        before.utilisation_pct,
+        100.0 * 321.6 / 604.8,
+        "1y before, used % after",
+    );
     assert!(before.utilisation_pct < 100.0);
-    close(before.monthly_savings_usd, -68.80 * 730.0 / 168.0, "1y before, a month after");
+    close(
+        before.monthly_savings_usd,
+        -68.80 * 730.0 / 168.0,
+        "1y before, a month after",
+    );
     let three = find(Term::ThreeYears, Basis::AfterPolicies);
     close(three.hourly_commitment_usd, 0.80, "3y after, $/h");
     assert_eq!(advice.roles.commit, ["i-serving1", "i-serving2"]);
@@ -180,9 +200,17 @@ fn demo_week(d: &Path) -> [String; 3] {
         "as_of": "2025-05-01",
         "prices": regions.iter().map(|r| (r.to_string(), serde_json::to_value(&us).unwrap())).collect::<serde_json::Map<_, _>>(),
     });
-    std::fs::write(d.join("prices.yaml"), serde_yaml::to_string(&prices).unwrap()).unwrap();
+    std::fs::write(
+        d.join("prices.yaml"),
+        serde_yaml::to_string(&prices).unwrap(),
+    )
+    .unwrap();
     let p = |name: &str| d.join(name).to_str().unwrap().to_string();
-    [demo.to_str().unwrap().to_string(), p("util.csv"), p("prices.yaml")]
+    [
+        demo.to_str().unwrap().to_string(),
+        p("util.csv"),
+        p("prices.yaml"),
+    ]
 }
 
 /// The demo week.
@@ -204,8 +232,14 @@ fn apply(change: &Value, d: &Path) -> String {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let out = d.join("changed");
     std::fs::create_dir_all(&out).unwrap();
-    let (policy, key) = (change["policy"].as_str().unwrap(), change["key"].as_str().unwrap());
-    let (from, to) = (change["from"].as_str().unwrap(), change["to"].as_str().unwrap());
+    let (policy, key) = (
+        change["policy"].as_str().unwrap(),
+        change["key"].as_str().unwrap(),
+    );
+    let (from, to) = (
+        change["from"].as_str().unwrap(),
+        change["to"].as_str().unwrap(),
+    );
     let leaf = key.rsplit('.').next().unwrap();
     let quote = |v: &str| match v.contains(':') {
         true => format!("\"{v}\""),
@@ -249,8 +283,18 @@ fn a_policy_change_on_the_demo_week_costs_less_and_serves_as_much() {
     let d = tempfile::tempdir().unwrap();
     let [fleet, util, prices] = demo_week(d.path());
     let common = [
-        "--fleet", &fleet, "--utilisation", &util, "--prices", &prices, "--from", DEMO.0, "--to",
-        DEMO.1, "--format", "json",
+        "--fleet",
+        &fleet,
+        "--utilisation",
+        &util,
+        "--prices",
+        &prices,
+        "--from",
+        DEMO.0,
+        "--to",
+        DEMO.1,
+        "--format",
+        "json",
     ];
     let mut args = vec!["advise", "--policies", "policies"];
     args.extend(common);
@@ -268,18 +312,27 @@ fn a_policy_change_on_the_demo_week_costs_less_and_serves_as_much() {
     for change in changes {
         let dir = tempfile::tempdir().unwrap();
         let changed = replay(&apply(change, dir.path()));
-        assert!(m(&changed, "cost_usd") < m(&now, "cost_usd"), "{change}: {changed} vs {now}");
+        assert!(
+            m(&changed, "cost_usd") < m(&now, "cost_usd"),
+            "{change}: {changed} vs {now}"
+        );
         assert!(
             m(&changed, "unserved_busy_hours") <= m(&now, "unserved_busy_hours") + 1e-9,
             "{change}: {changed} vs {now}"
         );
-        assert!(m(&changed, "wrongful_stops") <= m(&now, "wrongful_stops"), "{change}");
+        assert!(
+            m(&changed, "wrongful_stops") <= m(&now, "wrongful_stops"),
+            "{change}"
+        );
         let monthly = (m(&now, "cost_usd") - m(&changed, "cost_usd")) * 730.0 / 168.0;
         assert!(
             (m(change, "monthly_savings_usd") - monthly).abs() < 0.05,
             "{change}: by replay {monthly}"
         );
-        assert!(change["yaml_diff"].as_str().unwrap().contains(&format!("name: {}", change["policy"].as_str().unwrap())));
+        assert!(change["yaml_diff"]
+            .as_str()
+            .unwrap()
+            .contains(&format!("name: {}", change["policy"].as_str().unwrap())));
     }
 }
 
@@ -346,8 +399,10 @@ fn an_eight_gpu_box_using_one_gpu_is_right_sized_and_a_busy_box_is_not() {
         instance("i-a100x8", "p4d.24xlarge", ""),
         instance("i-busy", "g5.xlarge", ""),
         instance("i-spot", "p4d.24xlarge", ", lifecycle: spot"),
-        instance("i-owned", "p4d.24xlarge", "")
-            .replace("{team: ml}", "{team: ml, \"aws:autoscaling:groupName\": training}"),
+        instance("i-owned", "p4d.24xlarge", "").replace(
+            "{team: ml}",
+            "{team: ml, \"aws:autoscaling:groupName\": training}",
+        ),
         instance("i-short", "p4d.24xlarge", ""),
     ]
     .concat();

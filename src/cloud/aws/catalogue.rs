@@ -14,24 +14,37 @@ use std::collections::BTreeMap;
 pub fn type_facts(info: &InstanceTypeInfo) -> Option<TypeFacts> {
     let vcpus = u32::try_from(info.v_cpu_info()?.default_v_cpus()?).ok()?;
     let memory_mib = u64::try_from(info.memory_info()?.size_in_mib()?).ok()?;
-    let (gpus, maker, model, gpu_memory_mib, generation) = match (info.gpu_info(), info.neuron_info()) {
-        (Some(g), _) => {
-            let first = g.gpus().first()?;
-            let model = first.name()?.to_string();
-            let count: i32 = g.gpus().iter().filter_map(|d| d.count()).sum();
-            let memory = first.memory_info()?.size_in_mib()?;
-            let generation = nvidia_generation(&model)?;
-            (count, first.manufacturer()?.to_string(), model, memory, generation)
-        }
-        (None, Some(n)) => {
-            let first = n.neuron_devices().first()?;
-            let count: i32 = n.neuron_devices().iter().filter_map(|d| d.count()).sum();
-            let memory = first.memory_info()?.size_in_mib()?;
-            let generation = u32::try_from(first.core_info()?.version()?).ok()?;
-            (count, "AWS".to_string(), first.name()?.to_string(), memory, generation)
-        }
-        (None, None) => return None,
-    };
+    let (gpus, maker, model, gpu_memory_mib, generation) =
+        match (info.gpu_info(), info.neuron_info()) {
+            (Some(g), _) => {
+                let first = g.gpus().first()?;
+                let model = first.name()?.to_string();
+                let count: i32 = g.gpus().iter().filter_map(|d| d.count()).sum();
+                let memory = first.memory_info()?.size_in_mib()?;
+                let generation = nvidia_generation(&model)?;
+                (
+                    count,
+                    first.manufacturer()?.to_string(),
+                    model,
+                    memory,
+                    generation,
+                )
+            }
+            (None, Some(n)) => {
+                let first = n.neuron_devices().first()?;
+                let count: i32 = n.neuron_devices().iter().filter_map(|d| d.count()).sum();
+                let memory = first.memory_info()?.size_in_mib()?;
+                let generation = u32::try_from(first.core_info()?.version()?).ok()?;
+                (
+                    count,
+                    "AWS".to_string(),
+                    first.name()?.to_string(),
+                    memory,
+                    generation,
+                )
+            }
+            (None, None) => return None,
+        };
     Some(TypeFacts {
         gpus: u32::try_from(gpus).ok()?,
         maker,
@@ -51,7 +64,12 @@ pub async fn describe_types(
 ) -> Result<BTreeMap<String, TypeFacts>, CloudError> {
     let answer = ec2
         .describe_instance_types()
-        .set_instance_types(Some(types.iter().map(|t| InstanceType::from(t.as_str())).collect()))
+        .set_instance_types(Some(
+            types
+                .iter()
+                .map(|t| InstanceType::from(t.as_str()))
+                .collect(),
+        ))
         .send()
         .boxed()
         .await
@@ -59,7 +77,12 @@ pub async fn describe_types(
     Ok(answer
         .instance_types()
         .iter()
-        .filter_map(|info| Some((info.instance_type()?.as_str().to_string(), type_facts(info)?)))
+        .filter_map(|info| {
+            Some((
+                info.instance_type()?.as_str().to_string(),
+                type_facts(info)?,
+            ))
+        })
         .collect())
 }
 
@@ -86,7 +109,10 @@ pub async fn describe_families(
     while let Some(page) = pages.next().await {
         let page = page.map_err(|e| cloud_error("DescribeInstanceTypes", e))?;
         out.extend(page.instance_types().iter().filter_map(|info| {
-            Some((info.instance_type()?.as_str().to_string(), type_facts(info)?))
+            Some((
+                info.instance_type()?.as_str().to_string(),
+                type_facts(info)?,
+            ))
         }));
     }
     Ok(out)
