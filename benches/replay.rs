@@ -8,10 +8,13 @@
 //! once and checks the report, so the bench keeps working.
 
 // The shared helpers also make databases, which this benchmark does not need.
+#[path = "common/binary.rs"]
+mod binary;
 #[allow(dead_code)]
 mod common;
 
-use common::{demo_prices, demo_recording, measuring, root, run_binary, snapshot, FROM};
+use binary::{demo_prices, demo_recording, run_binary, FROM};
+use common::{measuring, root, snapshot};
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use std::path::Path;
 use std::time::{Duration, Instant};

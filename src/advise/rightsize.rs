@@ -138,7 +138,7 @@ impl Sizing<'_> {
             .catalogue
             .types
             .iter()
-            .filter(|(name, facts)| *name != &inst.instance_type && carries(*facts))
+            .filter(|(name, facts)| *name != &inst.instance_type && carries(facts))
             .filter_map(|(name, _)| Some((name, *prices.get(name)?)))
             .filter(|(_, price)| *price < own_price)
             .min_by(|a, b| a.1.total_cmp(&b.1).then_with(|| a.0.cmp(b.0)))?;

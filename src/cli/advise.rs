@@ -199,7 +199,7 @@ fn advise_all(
 ) -> Result<advise::Advice> {
     let surveys = on_workers(
         &feed,
-        || advise::BusyHours::default(),
+        advise::BusyHours::default,
         |busy: &mut advise::BusyHours, chunk: &[Recording]| {
             busy.merge(advise::survey(inputs, chunk));
             Ok(())
