@@ -372,6 +372,71 @@ mod tests {
         assert_eq!(night.bounds("n"), Some((0, 1440)));
     }
 
+    fn candidate(key: &str) -> Candidate {
+        Candidate {
+            policy: "office".into(),
+            key: key.into(),
+            from: "a".into(),
+            to: "b".into(),
+            set: PolicySet {
+                policies: Vec::new(),
+                calendars: BTreeMap::new(),
+                version: crate::policy::PolicyVersion {
+                    content_hash: String::new(),
+                    git_commit: None,
+                },
+            },
+        }
+    }
+
+    fn tally(cost_usd: f64, unserved_h: f64, wrongful_stops: u64) -> Tally {
+        Tally {
+            cost_usd,
+            unserved_busy_s: (unserved_h * 3600.0) as i64,
+            wrongful_stops,
+            ..Tally::default()
+        }
+    }
+
+    #[test]
+    fn a_change_is_kept_only_when_it_costs_less_and_serves_as_much() {
+        let period = Period {
+            from: at("2026-11-30T00:00:00Z"),
+            to: at("2026-12-07T00:00:00Z"),
+        };
+        let now = tally(100.0, 0.5, 1);
+        let candidates = [
+            candidate("idle.for"),
+            candidate("idle.gpu_below"),
+            candidate("work_hours.periods[0].stop"),
+        ];
+        let compared = [
+            // $10 less, but an hour unserved against half an hour now.
+            Compared {
+                current: now,
+                changed: tally(90.0, 1.0, 1),
+            },
+            // $20 less, one more wrongful stop.
+            Compared {
+                current: now,
+                changed: tally(80.0, 0.5, 2),
+            },
+            // Dearer.
+            Compared {
+                current: now,
+                changed: tally(101.0, 0.0, 0),
+            },
+        ];
+        assert!(keep(&candidates, &compared, None, &period).is_empty());
+        // A budget of two unserved hours lets the first through, and only it.
+        let kept = keep(&candidates, &compared, Some(Duration::hours(2)), &period);
+        assert_eq!(kept.len(), 1, "{kept:?}");
+        assert_eq!(kept[0].key, "idle.for");
+        // $10 over 168 hours is 10 × 730 / 168 a month.
+        assert!((kept[0].monthly_savings_usd - 10.0 * 730.0 / 168.0).abs() < 1e-9);
+        assert_eq!(kept[0].unserved_busy_hours, 1.0);
+    }
+
     #[test]
     fn durations_and_the_diff_read_as_policies_write_them() {
         assert_eq!(duration_text(Duration::minutes(45)), "45m");
