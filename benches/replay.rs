@@ -8,18 +8,16 @@
 //! once and checks the report, so the bench keeps working.
 
 // The shared helpers also make databases, which this benchmark does not need.
+#[path = "common/binary.rs"]
+mod binary;
 #[allow(dead_code)]
 mod common;
 
+use binary::{demo_prices, demo_recording, run_binary, FROM};
 use common::{measuring, root, snapshot};
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
-use std::io::BufWriter;
-use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::path::Path;
 use std::time::{Duration, Instant};
-
-/// Monday 2026-11-30, the demo fleet's first day.
-const FROM: &str = "2026-11-30T00:00:00Z";
 
 /// The instances and days to replay.
 fn size() -> (usize, i64) {
@@ -34,95 +32,13 @@ fn size() -> (usize, i64) {
     }
 }
 
-/// The shipped on-demand table's us-east-1 prices for every region of the demo fleet.
-fn prices(dir: &Path) -> PathBuf {
-    let table: serde_yaml::Value =
-        serde_yaml::from_str(&std::fs::read_to_string(root().join("deploy/prices.yaml")).unwrap())
-            .unwrap();
-    let us = &table["prices"]["us-east-1"];
-    let mut regions = serde_yaml::Mapping::new();
-    for region in ["ap-east-1", "eu-central-1", "us-east-1", "us-west-2"] {
-        regions.insert(region.into(), us.clone());
-    }
-    let mut out = serde_yaml::Mapping::new();
-    out.insert("source".into(), "deploy/prices.yaml, us-east-1".into());
-    out.insert("as_of".into(), "2025-05-01".into());
-    out.insert("prices".into(), regions.into());
-    let path = dir.join("prices.yaml");
-    std::fs::write(&path, serde_yaml::to_string(&out).unwrap()).unwrap();
-    path
-}
-
-/// Writes the generated recording of `fleet` over `days`; how many samples.
-fn recording(fleet: &Path, days: i64, path: &Path) -> u64 {
-    let (fleet, behaviours) = ebb::snapshot::load_simulation(fleet).unwrap();
-    let from = ebb::when::parse_time(FROM).unwrap();
-    let mut out = BufWriter::new(std::fs::File::create(path).unwrap());
-    ebb::cloud::sim::write_utilisation(
-        &fleet,
-        &behaviours,
-        from,
-        from + chrono::Duration::days(days),
-        &mut out,
-    )
-    .unwrap()
-}
-
-/// The CPU seconds (user and system, all threads) process `pid` has used so far.
-fn cpu_seconds(pid: u32) -> Option<f64> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    // After the command name in parentheses: state is field 3, utime 14, stime 15.
-    let fields: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
-    let ticks: f64 = fields.get(11)?.parse::<f64>().ok()? + fields.get(12)?.parse::<f64>().ok()?;
-    // Linux counts them at USER_HZ, 100 a second.
-    Some(ticks / 100.0)
-}
-
-/// One run of the binary: how long it took, its peak resident memory in MiB (VmHWM, read
-/// until it exits), the CPU seconds it used (as last read before it exited: the machine is
-/// shared, so this says more than the wall time), and what it printed.
-fn run(args: &[String], dir: &Path) -> (Duration, f64, f64, String) {
-    let out = dir.join("report.json");
-    let started = Instant::now();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_ebb"))
-        .args(args)
-        .stdout(std::fs::File::create(&out).unwrap())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .unwrap();
-    let mut peak_kib = 0.0f64;
-    let mut cpu = 0.0f64;
-    let status = loop {
-        if let Ok(status) = std::fs::read_to_string(format!("/proc/{}/status", child.id())) {
-            let hwm = status
-                .lines()
-                .find_map(|l| l.strip_prefix("VmHWM:"))
-                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<f64>().ok());
-            peak_kib = peak_kib.max(hwm.unwrap_or(0.0));
-        }
-        cpu = cpu_seconds(child.id()).unwrap_or(cpu);
-        if let Some(status) = child.try_wait().unwrap() {
-            break status;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    };
-    let took = started.elapsed();
-    assert!(status.success(), "ebb replay failed");
-    (
-        took,
-        peak_kib / 1024.0,
-        cpu,
-        std::fs::read_to_string(out).unwrap(),
-    )
-}
-
 fn replay(c: &mut Criterion) {
     let (n, days) = size();
     let dir = tempfile::tempdir().unwrap();
     let fleet = snapshot(n, dir.path());
     let util = dir.path().join("util.csv");
     let made = Instant::now();
-    let samples = recording(&fleet, days, &util);
+    let samples = demo_recording(&fleet, days, &util);
     eprintln!(
         "replay: {n} instances × {days} days: {samples} samples generated in {:.1} s",
         made.elapsed().as_secs_f64()
@@ -142,7 +58,7 @@ fn replay(c: &mut Criterion) {
         "--utilisation",
         &path(&util),
         "--prices",
-        &path(&prices(dir.path())),
+        &path(&demo_prices(dir.path())),
         "--from",
         FROM,
         "--to",
@@ -160,7 +76,7 @@ fn replay(c: &mut Criterion) {
         b.iter_custom(|iters| {
             let mut total = Duration::ZERO;
             for _ in 0..iters {
-                let (took, peak_mib, cpu, report) = run(&args, dir.path());
+                let (took, peak_mib, cpu, report) = run_binary(&args, dir.path());
                 let report: serde_json::Value = serde_json::from_str(&report).unwrap();
                 assert_eq!(report["instances"].as_array().unwrap().len(), n);
                 eprintln!(

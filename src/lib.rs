@@ -8,6 +8,7 @@
 //! simulated cloud.
 //! Signed [`checkpoint`]s of the audit chain's head are kept outside the database.
 
+pub mod advise;
 pub mod api;
 pub mod checkpoint;
 pub mod cli;

@@ -313,7 +313,7 @@ impl Snapshot {
                 let mut gpu_util: Vec<Sample> = i
                     .gpu_util
                     .into_iter()
-                    .map(|(at, percent)| Sample { at: at.0, percent })
+                    .map(|(at, percent)| Sample::new(at.0, percent))
                     .collect();
                 gpu_util.sort_by_key(|s| s.at);
                 let mut tags = i.tags;

@@ -20,7 +20,7 @@ pub use overrides::{make_override, make_override_as, revoke_override};
 
 use crate::checkpoint::Publisher;
 use crate::clock::Clock;
-use crate::cloud::OnDemandPrices;
+use crate::cloud::PriceTable;
 use crate::control::{Control, TaskStatus};
 use crate::output;
 use crate::policy::PolicySource;
@@ -96,7 +96,7 @@ pub struct ApiState {
     /// Public reads, the longest override, the time limit.
     pub limits: ApiLimits,
     /// The on-demand prices `GET /v1/report` counts stopped hours at.
-    pub prices: Arc<OnDemandPrices>,
+    pub prices: Arc<PriceTable>,
     /// What is left of each token's budget of override changes.
     pub change_budgets: Arc<ChangeBudgets>,
     /// How far the console's audit page found the chain intact, where its next check starts.

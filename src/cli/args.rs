@@ -3,7 +3,7 @@
 pub(super) use super::db::DbArgs;
 use crate::cloud::aws;
 use crate::cloud::pacing::{Pacer, RateLimits};
-use crate::cloud::{OnDemandPrices, Provider};
+use crate::cloud::{PriceTable, Provider};
 use crate::control::Tasks;
 use crate::reconcile::{Options, Pacing, PolicySource, Reconciler};
 use crate::store::{AuditFilter, Outcome, Store};
@@ -171,12 +171,13 @@ pub(super) struct CloudChoiceArg {
     pub(super) cloud: CloudChoice,
 }
 
-/// The on-demand price table: `EBB_PRICES`.
+/// The price table: `EBB_PRICES`.
 #[derive(Args, Clone)]
 pub(super) struct PricesArg {
-    /// The on-demand price table (see deploy/prices.yaml): what spot rules compare spot prices
-    /// against (without one, spot rules move nothing), what stopped hours are priced at, and
-    /// what ebb replay costs the types its fleet file has no price for at.
+    /// The price table (see deploy/prices.yaml): the on-demand prices spot rules compare spot
+    /// prices against (without one, spot rules move nothing), stopped hours are priced at and
+    /// ebb replay costs the types its fleet file has no price for at; commitment rates, the
+    /// commitments held and what a stopped box still pays.
     #[arg(long, env = "EBB_PRICES", value_name = "FILE")]
     pub(super) prices: Option<PathBuf>,
 }
@@ -267,15 +268,15 @@ pub(super) fn parse_managed_tag(s: &str) -> Result<ManagedTag, String> {
     }
 }
 
-/// The on-demand prices of `file` (EBB_PRICES), with a simulated fleet's filling in the
-/// types it lacks: what stopped hours are priced by.
-pub(super) fn on_demand_prices(
+/// The price table of `file` (EBB_PRICES), with a simulated fleet's on-demand prices filling
+/// in the types it lacks: what stopped hours are priced by.
+pub(super) fn price_table(
     file: Option<&std::path::Path>,
     cloud: &CloudChoice,
-) -> Result<OnDemandPrices> {
+) -> Result<PriceTable> {
     let mut table = match file {
-        Some(file) => OnDemandPrices::load(file)?,
-        None => OnDemandPrices::default(),
+        Some(file) => crate::cloud::prices::load(file)?,
+        None => PriceTable::default(),
     };
     if let CloudChoice::Sim(fleet) = cloud {
         let (fleet_prices, _) = snapshot::load_simulation(fleet)?;

@@ -8,7 +8,7 @@ use crate::clock::Clock;
 use crate::cloud::aws::{self, AwsProvider};
 use crate::cloud::pacing::Pacer;
 use crate::cloud::sim::SimProvider;
-use crate::cloud::{OnDemandPrices, Provider};
+use crate::cloud::{PriceTable, Provider};
 use crate::snapshot;
 use anyhow::Result;
 use std::sync::Arc;
@@ -48,8 +48,8 @@ impl CloudArgs {
         match self.choice.cloud {
             CloudChoice::Aws => {
                 let on_demand = match &self.prices.prices {
-                    Some(file) => OnDemandPrices::load(file)?,
-                    None => OnDemandPrices::default(),
+                    Some(file) => crate::cloud::prices::load(file)?,
+                    None => PriceTable::default(),
                 };
                 let settings = aws::Settings {
                     regions: self.regions,

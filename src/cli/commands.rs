@@ -412,7 +412,7 @@ impl OnCloud for Inventory {
 pub(super) async fn export_readings(since: DateTime<Utc>, db: &DbArgs) -> Result<ExitCode> {
     let store = db.open().await?;
     let mut out = csv::Writer::from_writer(std::io::stdout().lock());
-    out.write_record(["instance", "time", "gpu_util"])?;
+    out.write_record(["instance", "time", "gpu_util", "gpu_mem_mib", "gpus_busy"])?;
     // The first write error (a closed pipe, a full disk) ends the export with its message.
     let mut failed: Option<csv::Error> = None;
     store
@@ -420,7 +420,11 @@ pub(super) async fn export_readings(since: DateTime<Utc>, db: &DbArgs) -> Result
             if failed.is_none() {
                 let at = s.at.to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
                 let percent = format!("{:.1}", s.percent);
-                if let Err(e) = out.write_record([instance, at.as_str(), percent.as_str()]) {
+                // Empty when the source did not say.
+                let memory = s.memory_mib.map(|m| m.to_string()).unwrap_or_default();
+                let busy = s.gpus_busy.map(|b| b.to_string()).unwrap_or_default();
+                let row = [instance, &at, &percent, &memory, &busy];
+                if let Err(e) = out.write_record(row) {
                     failed = Some(e);
                 }
             }

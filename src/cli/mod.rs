@@ -6,6 +6,7 @@
 //! replica that is not ready); 2 when it could not run (bad flags, no database, unreadable
 //! files), with one line `error: ...` on stderr saying what is wrong.
 
+mod advise;
 mod args;
 mod audit;
 mod cloud;
@@ -16,6 +17,7 @@ mod replay;
 mod replay_store;
 mod report;
 mod serve;
+mod utilisation;
 
 use crate::when;
 use args::{AuditArgs, CloudArgs, DbArgs, Format, Input, ListenArg, OverrideArgs, ReconcileArgs};
@@ -65,6 +67,9 @@ enum Command {
     /// Replay policies over recorded GPU utilisation: hours, dollars and unserved demand
     /// against always on, the oracle and a baseline policy set.
     Replay(replay::ReplayArgs),
+    /// Advise on the fleet from its recording: cheaper types, commitments sized on what the
+    /// policies leave running, and policy changes that cut cost without serving less.
+    Advise(advise::AdviseArgs),
     /// Show why ebb decides what it decides for one instance of a fleet snapshot.
     Explain {
         /// The instance id.
@@ -169,8 +174,9 @@ enum MigrationsCommand {
 /// `ebb metrics` commands.
 #[derive(Subcommand)]
 enum MetricsCommand {
-    /// Write the GPU readings kept since a time as CSV (`instance,time,gpu_util`), the format
-    /// `ebb replay --utilisation` reads.
+    /// Write the GPU readings kept since a time as CSV
+    /// (`instance,time,gpu_util,gpu_mem_mib,gpus_busy`), the format `ebb replay --utilisation`
+    /// reads.
     Export {
         /// Readings at or after: a duration back from now (30d) or an RFC 3339 time.
         #[arg(long, value_name = "30d|TS", value_parser = args::parse_past, default_value = "30d")]
@@ -201,6 +207,7 @@ async fn run(command: Command) -> anyhow::Result<ExitCode> {
         Command::Validate { dirs } => commands::validate(&dirs),
         Command::Plan { input, format } => commands::plan(&input, format),
         Command::Replay(args) => replay::run(&args).await,
+        Command::Advise(args) => advise::run(&args).await,
         Command::Explain { instance, input } => commands::explain(&instance, &input),
         Command::Schema => {
             print!("{}", crate::policy::schema::schema_text());

@@ -5,17 +5,17 @@
 
 use super::args::{DbArgs, PolicyDirs, PricesArg};
 use super::replay_store;
-use crate::cloud::OnDemandPrices;
+use super::utilisation::read_utilisation;
 use crate::engine::Prior;
-use crate::fleet::{Fleet, Instance, Sample};
+use crate::fleet::{Fleet, Instance, GPU_BUSY_PERCENT};
 use crate::policy::PolicySet;
 use crate::replay::{InstanceOutcome, Options, Recording, Replayer, Report, CHUNK};
 use crate::store::Store;
 use crate::{policy, snapshot, when};
 use anyhow::{bail, Context as _, Result};
-use chrono::{DateTime, NaiveDate, NaiveTime, Utc};
+use chrono::{DateTime, Utc};
 use clap::ValueEnum;
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
@@ -32,8 +32,8 @@ pub(super) struct ReplayArgs {
     fleet: Option<PathBuf>,
     #[command(flatten)]
     prices: PricesArg,
-    /// GPU utilisation as CSV: instance,time,gpu_util (RFC 3339, percent), each instance's
-    /// rows together.
+    /// GPU utilisation as CSV: instance,time,gpu_util (RFC 3339, percent), optionally
+    /// gpu_mem_mib and gpus_busy, each instance's rows together.
     #[arg(long, value_name = "FILE", requires = "fleet")]
     utilisation: Option<PathBuf>,
     /// The start of the replay, RFC 3339.
@@ -49,7 +49,7 @@ pub(super) struct ReplayArgs {
     #[arg(long = "baseline-policies", value_name = "DIR", value_delimiter = ',')]
     baseline: Vec<PathBuf>,
     /// A sample at or above this percent is demand.
-    #[arg(long, value_name = "PERCENT", default_value_t = 5.0, value_parser = parse_percent)]
+    #[arg(long, value_name = "PERCENT", default_value_t = GPU_BUSY_PERCENT, value_parser = parse_percent)]
     busy_threshold: f64,
     /// Output format.
     #[arg(long, value_enum, default_value_t = ReplayFormat::Table)]
@@ -66,7 +66,7 @@ enum ReplayFormat {
 }
 
 /// A tick: a duration from a second to a day.
-fn parse_tick(s: &str) -> Result<chrono::Duration, String> {
+pub(super) fn parse_tick(s: &str) -> Result<chrono::Duration, String> {
     let d = humantime::parse_duration(s)
         .map_err(|e| format!("\"{s}\" is not a duration ({e}): write it like 5m or 60s"))?;
     match chrono::Duration::from_std(d) {
@@ -78,7 +78,7 @@ fn parse_tick(s: &str) -> Result<chrono::Duration, String> {
 }
 
 /// A percent from 0 to 100.
-fn parse_percent(s: &str) -> Result<f64, String> {
+pub(super) fn parse_percent(s: &str) -> Result<f64, String> {
     match s.trim_end_matches('%').parse::<f64>() {
         Ok(p) if (0.0..=100.0).contains(&p) => Ok(p),
         _ => Err(format!("\"{s}\" is not a percent from 0 to 100")),
@@ -86,7 +86,7 @@ fn parse_percent(s: &str) -> Result<f64, String> {
 }
 
 /// Where the fleet and the recording come from.
-enum Source<'a> {
+pub(super) enum Source<'a> {
     /// The snapshot and the CSV.
     Files {
         fleet: &'a Path,
@@ -98,7 +98,7 @@ enum Source<'a> {
 
 impl Source<'_> {
     /// What the replay read, for its errors.
-    fn name(&self) -> String {
+    pub(super) fn name(&self) -> String {
         match self {
             Source::Files { fleet, .. } => fleet.display().to_string(),
             Source::Store(..) => "the fleet in Postgres".to_string(),
@@ -142,7 +142,7 @@ pub(super) async fn run(args: &ReplayArgs) -> Result<ExitCode> {
             )
         }
     };
-    add_prices(args, &mut fleet)?;
+    add_prices(&args.prices, &mut fleet)?;
     let options = Options {
         from: args.from,
         to: args.to,
@@ -185,9 +185,9 @@ pub(super) async fn run(args: &ReplayArgs) -> Result<ExitCode> {
 
 /// `--prices` filling in the on-demand prices the fleet leaves out (all of them, from
 /// Postgres: there they are the control plane's `EBB_PRICES`).
-fn add_prices(args: &ReplayArgs, fleet: &mut Fleet) -> Result<()> {
-    if let Some(path) = &args.prices.prices {
-        for (region, types) in OnDemandPrices::load(path)?.prices {
+pub(super) fn add_prices(prices: &PricesArg, fleet: &mut Fleet) -> Result<()> {
+    if let Some(path) = &prices.prices {
+        for (region, types) in crate::cloud::prices::load(path)?.prices {
             let prices = fleet.prices.entry(region).or_default();
             for (instance_type, price) in types {
                 let known = prices.entry(instance_type).or_default();
@@ -254,7 +254,7 @@ fn replay_all(
 
 /// Reads the recording and sends it to the workers a chunk at a time, then the instances of
 /// the fleet without rows (no demand recorded).
-fn stream_chunks(
+pub(super) fn stream_chunks(
     utilisation: &Path,
     fleet: &Path,
     instances: &[Instance],
@@ -282,184 +282,4 @@ fn stream_chunks(
         }
     }
     send.send(chunk).map_err(|_| stopped())
-}
-
-/// Reads the CSV at `path`, handing each instance's recording to `each` once its rows end.
-/// Instances found are taken out of `unseen`; each must be in the fleet file `fleet`, and its
-/// rows together.
-fn read_utilisation(
-    path: &Path,
-    fleet: &Path,
-    unseen: &mut HashMap<&str, &Instance>,
-    mut each: impl FnMut(Recording) -> Result<()>,
-) -> Result<()> {
-    let file = path.display();
-    let mut reader = csv::ReaderBuilder::new()
-        .has_headers(true)
-        .from_path(path)
-        .with_context(|| format!("cannot read utilisation file {file}"))?;
-    let header = reader
-        .headers()
-        .with_context(|| format!("{file}:1: cannot read the header"))?;
-    if header.iter().collect::<Vec<_>>() != ["instance", "time", "gpu_util"] {
-        bail!(
-            "{file}:1: the header is \"{}\"; it must be instance,time,gpu_util",
-            header.iter().collect::<Vec<_>>().join(",")
-        );
-    }
-    let mut done: HashSet<String> = HashSet::new();
-    let mut current: Option<(&Instance, Vec<Sample>)> = None;
-    let mut times = TimeReader::default();
-    let mut row = csv::StringRecord::new();
-    loop {
-        let more = reader.read_record(&mut row).map_err(|e| {
-            let line = e.position().map_or(0, |p| p.line());
-            anyhow::anyhow!("{file}:{line}: {e}; each line must be instance,time,gpu_util")
-        })?;
-        if !more {
-            break;
-        }
-        let line = row.position().map_or(0, |p| p.line());
-        let (id, time, util) = (&row[0], &row[1], &row[2]);
-        if current.as_ref().is_none_or(|(inst, _)| inst.id != id) {
-            if let Some((inst, samples)) = current.take() {
-                done.insert(inst.id.clone());
-                each(Recording::new(inst, samples))?;
-            }
-            if done.contains(id) {
-                bail!(
-                    "{file}:{line}: the rows of instance {id} are not together (it appeared before other instances' rows): sort the file by instance"
-                );
-            }
-            let Some(inst) = unseen.remove(id) else {
-                bail!(
-                    "{file}:{line}: instance {id} is not in the fleet file {}: add it there, or leave its rows out",
-                    fleet.display()
-                );
-            };
-            current = Some((inst, Vec::new()));
-        }
-        let at = times.read(time).with_context(|| {
-            format!("{file}:{line}: \"{time}\" is not an RFC 3339 time (like 2026-11-30T20:05:00Z)")
-        })?;
-        let percent = util
-            .parse::<f64>()
-            .ok()
-            .filter(|p| (0.0..=100.0).contains(p))
-            .with_context(|| {
-                format!("{file}:{line}: gpu_util \"{util}\" is not a percent from 0 to 100")
-            })?;
-        if let Some((_, samples)) = current.as_mut() {
-            samples.push(Sample { at, percent });
-        }
-    }
-    if let Some((inst, samples)) = current {
-        each(Recording::new(inst, samples))?;
-    }
-    Ok(())
-}
-
-/// Reads the times of the CSV: the form `ebb metrics export` and the workload generator write
-/// (`2026-11-30T20:05:00Z`) directly, its date worked out once for all the rows of a day; any
-/// other by chrono's RFC 3339 parser. A recording holds millions of times, and this is most of
-/// the time it takes to read.
-#[derive(Default)]
-struct TimeReader {
-    /// The last date read in the direct form, as written and as a date.
-    day: Option<([u8; 10], NaiveDate)>,
-}
-
-impl TimeReader {
-    /// `text` as a time, if it is an RFC 3339 time.
-    fn read(&mut self, text: &str) -> Option<DateTime<Utc>> {
-        self.direct(text.as_bytes()).or_else(|| {
-            DateTime::parse_from_rfc3339(text)
-                .ok()
-                .map(|t| t.with_timezone(&Utc))
-        })
-    }
-
-    /// `YYYY-MM-DDTHH:MM:SSZ` with a valid date and time (no leap second); `None` for
-    /// anything else, which chrono then reads or refuses.
-    fn direct(&mut self, text: &[u8]) -> Option<DateTime<Utc>> {
-        let [date @ .., b'T', h1, h2, b':', m1, m2, b':', s1, s2, b'Z'] = text else {
-            return None;
-        };
-        let date: &[u8; 10] = date.try_into().ok()?;
-        let day = match self.day {
-            Some((written, day)) if written == *date => day,
-            _ => {
-                let [y1, y2, y3, y4, b'-', mo1, mo2, b'-', d1, d2] = *date else {
-                    return None;
-                };
-                let day = NaiveDate::from_ymd_opt(
-                    i32::try_from(digits(&[y1, y2, y3, y4])?).ok()?,
-                    digits(&[mo1, mo2])?,
-                    digits(&[d1, d2])?,
-                )?;
-                self.day = Some((*date, day));
-                day
-            }
-        };
-        let time = NaiveTime::from_hms_opt(
-            digits(&[*h1, *h2])?,
-            digits(&[*m1, *m2])?,
-            digits(&[*s1, *s2])?,
-        )?;
-        Some(day.and_time(time).and_utc())
-    }
-}
-
-/// The number ASCII digits `text` write, if they are all digits.
-fn digits(text: &[u8]) -> Option<u32> {
-    text.iter().try_fold(0, |n, &c| {
-        c.is_ascii_digit().then(|| n * 10 + u32::from(c - b'0'))
-    })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn times_read_directly_are_the_ones_chrono_reads() {
-        let mut reader = TimeReader::default();
-        for text in [
-            "2026-11-30T20:05:00Z",
-            "2026-11-30T23:59:59Z",
-            "2026-12-01T00:00:00Z",
-            "2024-02-29T12:00:00Z",
-            "1999-01-01T00:00:00Z",
-        ] {
-            let chrono = DateTime::parse_from_rfc3339(text)
-                .unwrap()
-                .with_timezone(&Utc);
-            assert_eq!(reader.direct(text.as_bytes()), Some(chrono), "{text}");
-            assert_eq!(reader.read(text), Some(chrono), "{text}");
-        }
-        // Other forms go to chrono, which reads them or refuses them.
-        for text in [
-            "2026-11-30T21:05:00+01:00",
-            "2026-11-30T20:05:00.5Z",
-            "2026-11-30t20:05:00z",
-            "2026-11-30T23:59:60Z",
-        ] {
-            assert_eq!(reader.direct(text.as_bytes()), None, "{text}");
-            let chrono = DateTime::parse_from_rfc3339(text)
-                .ok()
-                .map(|t| t.with_timezone(&Utc));
-            assert_eq!(reader.read(text), chrono, "{text}");
-        }
-        for text in [
-            "2026-02-30T20:05:00Z",
-            "2026-11-30T24:00:00Z",
-            "2026-11-30T20:60:00Z",
-            "2026-1a-30T20:05:00Z",
-            "+026-11-30T20:05:00Z",
-            "monday",
-            "",
-        ] {
-            assert_eq!(reader.read(text), None, "{text}");
-        }
-    }
 }

@@ -1,6 +1,6 @@
 //! `ebb report`: what ebb saved over a window, from the store's history (DATABASE_URL).
 
-use super::args::{on_demand_prices, CloudChoiceArg, DbArgs, PricesArg};
+use super::args::{price_table, CloudChoiceArg, DbArgs, PricesArg};
 use crate::report::{self, Window};
 use crate::when;
 use anyhow::{bail, Result};
@@ -48,7 +48,7 @@ pub(super) async fn run(args: ReportArgs) -> Result<ExitCode> {
         Ok(w) => w,
         Err(e) => bail!(e),
     };
-    let prices = on_demand_prices(args.prices.prices.as_deref(), &args.cloud.cloud)?;
+    let prices = price_table(args.prices.prices.as_deref(), &args.cloud.cloud)?;
     let store = args.db.open().await?;
     let history = store.report_history(window.since, window.until).await?;
     let by = args.by.as_deref().map(str::trim).filter(|b| !b.is_empty());

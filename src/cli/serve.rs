@@ -2,14 +2,13 @@
 
 use super::args::Connected;
 use super::args::{
-    on_demand_prices, parse_speed, CloudChoice, ListenArg, MaxOverrideArg, ReconcileArgs,
-    WEBHOOK_DRAIN,
+    parse_speed, price_table, CloudChoice, ListenArg, MaxOverrideArg, ReconcileArgs, WEBHOOK_DRAIN,
 };
 use super::cloud::OnCloud;
 use crate::api::{ApiLimits, Tokens};
 use crate::clock::Clock;
 use crate::cloud::aws::warnings::InterruptionQueue;
-use crate::cloud::{OnDemandPrices, Provider};
+use crate::cloud::{PriceTable, Provider};
 use crate::control::Control;
 use crate::store::Store;
 use crate::{serve, when};
@@ -126,7 +125,7 @@ pub(super) async fn run(args: ServeArgs) -> Result<ExitCode> {
         bail!("--interruption-queue needs EBB_CLOUD=aws: the simulated fleet has no queue");
     }
     let tokens = Tokens::parse(&args.api_tokens)?;
-    let prices = on_demand_prices(
+    let prices = price_table(
         args.reconcile.cloud.prices.prices.as_deref(),
         &args.reconcile.cloud.choice.cloud,
     )?;
@@ -147,7 +146,7 @@ pub(super) async fn run(args: ServeArgs) -> Result<ExitCode> {
 struct Serving {
     args: ServeArgs,
     tokens: Tokens,
-    prices: OnDemandPrices,
+    prices: PriceTable,
     clock: Clock,
     store: Store,
 }

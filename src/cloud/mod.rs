@@ -10,7 +10,7 @@ mod error;
 mod launch;
 mod node_groups;
 pub mod pacing;
-mod prices;
+pub mod prices;
 pub mod prometheus;
 mod redact;
 pub mod sim;
@@ -21,10 +21,10 @@ pub use launch::{
     Market, SPOT_TERMINATION,
 };
 pub use node_groups::{NodeGroupUpdate, UpdateStatus};
-pub use prices::{OnDemandPrices, PricesError};
+pub use prices::{PriceTable, PricesError};
 pub use redact::redact_userinfo;
 
-use crate::fleet::{Capacity, Instance, NodeGroup, Sample, ScalingGroup};
+use crate::fleet::{Capacity, Instance, NodeGroup, Sample, ScalingGroup, TypeFacts};
 use chrono::{DateTime, Utc};
 use std::collections::{BTreeMap, HashMap};
 use std::future::Future;
@@ -287,6 +287,14 @@ pub trait Provider: Send + Sync {
         &self,
         region: &str,
     ) -> impl Future<Output = Result<Vec<ScalingGroup>, CloudError>> + Send;
+
+    /// The accelerated instance types this cloud offers, type → facts, for the catalogue
+    /// `ebb advise` chooses from. A cloud that cannot describe its types has none.
+    fn instance_types(
+        &self,
+    ) -> impl Future<Output = Result<BTreeMap<String, TypeFacts>, CloudError>> + Send {
+        async { Ok(BTreeMap::new()) }
+    }
 
     /// Sets the capacity of group `name` in `region` (UpdateAutoScalingGroup), through the
     /// account that listed it; returns the call's request id.

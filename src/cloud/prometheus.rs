@@ -238,7 +238,7 @@ fn samples(answer: Answer, label: &str) -> Result<HashMap<String, Vec<Sample>>, 
             let at = DateTime::from_timestamp_millis((at * 1000.0).round() as i64);
             match at {
                 Some(at) if (0.0..=100.0).contains(&percent) => {
-                    samples.push(Sample { at, percent })
+                    samples.push(Sample::new(at, percent))
                 }
                 _ => {
                     return Err(failed(format!(

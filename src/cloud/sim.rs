@@ -276,7 +276,7 @@ impl Provider for SimProvider {
                 while slot <= to.timestamp() {
                     let at = DateTime::from_timestamp(slot, 0).unwrap_or(to);
                     if let Some(percent) = sim.behaviour.percent(sim.seed, at) {
-                        samples.push(Sample { at, percent });
+                        samples.push(Sample::new(at, percent));
                     }
                     slot += READING_PERIOD;
                 }

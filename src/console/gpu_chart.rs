@@ -114,7 +114,7 @@ mod tests {
         let t = |m: i64| {
             "2026-11-30T10:00:00Z".parse::<DateTime<Utc>>().unwrap() + Duration::minutes(m)
         };
-        let at = |m: i64, percent: f64| Sample { at: t(m), percent };
+        let at = |m: i64, percent: f64| Sample::new(t(m), percent);
         let samples = [at(0, 0.0), at(5, 100.0), at(10, 50.0), at(30, 20.0)];
         let lines = runs(&samples, |s| (s - t(0)).num_minutes() as f64);
         assert_eq!(lines, ["0.0,120.0 5.0,0.0 10.0,60.0", "30.0,96.0"]);

@@ -2,9 +2,12 @@
 //! depends on no other module of ebb; the snapshot file a fleet can be read from has a module
 //! of its own.
 
+pub mod catalogue;
 pub mod group;
+pub mod money;
 pub mod owner;
 
+pub use catalogue::{Catalogue, TypeFacts};
 pub use group::{Capacity, GroupMember, NodeGroup, ScalingGroup};
 pub use owner::{Owner, OwnerKind};
 
@@ -94,13 +97,38 @@ impl Lifecycle {
     }
 }
 
-/// One GPU utilisation reading: the maximum over the instance's GPUs, in percent.
+/// A GPU at or above this utilisation, percent, counts in a reading's [`Sample::gpus_busy`]
+/// (and is demand in `ebb replay`, unless `--busy-threshold` says otherwise).
+pub const GPU_BUSY_PERCENT: f64 = 5.0;
+
+/// One GPU reading of an instance: the busiest GPU's utilisation and, when the source gives
+/// them, the GPU memory used and how many GPUs were busy.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct Sample {
     /// When it was taken.
     pub at: DateTime<Utc>,
-    /// Percent, 0 to 100.
+    /// The utilisation of the busiest GPU, percent, 0 to 100.
     pub percent: f64,
+    /// The memory used on the GPU that held the most, MiB; `None` when the source does not
+    /// say (the CloudWatch agent without its GPU memory metric, a CSV without the column).
+    #[serde(default)]
+    pub memory_mib: Option<u32>,
+    /// How many of the instance's GPUs were busy (at or above [`GPU_BUSY_PERCENT`]); `None`
+    /// when the source does not say.
+    #[serde(default)]
+    pub gpus_busy: Option<u16>,
+}
+
+impl Sample {
+    /// A reading of the busiest GPU's utilisation alone (a source that gives nothing else).
+    pub fn new(at: DateTime<Utc>, percent: f64) -> Sample {
+        Sample {
+            at,
+            percent,
+            memory_mib: None,
+            gpus_busy: None,
+        }
+    }
 }
 
 /// The GPUs of an instance type.

@@ -7,6 +7,7 @@
 //! docs/ARCHITECTURE.md follows one tick from `main` to the cloud call.
 
 mod act;
+mod catalogue;
 mod groups;
 mod migrations;
 mod node_groups;
@@ -113,6 +114,8 @@ impl TickContext<'_> {
 ///   capacity, and their changes left pending resolved;
 /// - **act**, `act/`: what is acted on this tick, dry runs, the cloud calls, their outcomes and
 ///   a refused start's fallback types;
+/// - **catalogue**, `catalogue.rs`: the instance catalogue described again when the kept one is
+///   a day old;
 /// - **report**, `report.rs`: what the tick did ([`TickReport`]).
 pub struct Reconciler<P> {
     provider: P,
@@ -130,6 +133,8 @@ pub struct Reconciler<P> {
     alerts_told: std::sync::Mutex<HashSet<(i64, crate::spot::Alert)>>,
     /// The instances whose GPU utilisation was read in the current five-minute period.
     gpu_asked: read::Asked,
+    /// When the kept instance catalogue's age was last looked at.
+    catalogue_looked: std::sync::Mutex<Option<DateTime<Utc>>>,
 }
 
 impl<P: Provider> Reconciler<P> {
@@ -145,6 +150,7 @@ impl<P: Provider> Reconciler<P> {
             capacity_told: std::sync::Mutex::default(),
             alerts_told: std::sync::Mutex::default(),
             gpu_asked: read::Asked::default(),
+            catalogue_looked: std::sync::Mutex::default(),
         }
     }
 
@@ -221,6 +227,8 @@ impl<P: Provider> Reconciler<P> {
             .filter(|d| !open.contains(&d.instance))
             .collect();
         self.act(decisions, &mut acting).await?;
+        // After acting, so that a slow description never delays a stop.
+        self.refresh_catalogue(now).await;
         report.pacing = self.options.pacing.as_ref().map(|p| p.pacer.counts());
         Ok(report)
     }

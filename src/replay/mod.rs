@@ -16,6 +16,7 @@ mod groups;
 mod model;
 mod report;
 
+pub use model::Played;
 pub use report::{InstanceOutcome, Report, Scenarios, Tally};
 
 use crate::engine::{self, Prior, RECENT};
@@ -89,7 +90,7 @@ pub enum ReplayError {
 }
 
 /// A half-open stretch of time `[start, end)`.
-pub(crate) type Span = (DateTime<Utc>, DateTime<Utc>);
+pub type Span = (DateTime<Utc>, DateTime<Utc>);
 
 /// A policy set with what ebb remembers under it, as the replay changes it.
 struct Scenario<'a> {
@@ -163,8 +164,19 @@ impl<'a> Replayer<'a> {
             .iter()
             .map(|r| busy_spans(&r.samples, o.busy_threshold))
             .collect();
-        let run = |s: &mut Scenario| {
-            model::run(&s.set, &mut s.prior, chunk, &busy, &rates, &o, self.prices)
+        let chunk_refs: Vec<&Recording> = chunk.iter().collect();
+        let run = |s: &mut Scenario| -> Vec<Tally> {
+            let played = model::run(
+                &s.set,
+                &mut s.prior,
+                &chunk_refs,
+                &busy,
+                &rates,
+                &o,
+                self.prices,
+                false,
+            );
+            played.into_iter().map(|p| p.tally).collect()
         };
         let policies = run(&mut self.policies);
         let baseline = self.baseline.as_mut().map(run);
@@ -198,8 +210,64 @@ impl<'a> Replayer<'a> {
     }
 }
 
+/// One policy set replayed on chunks of instances (any of them: `ebb advise` replays each
+/// candidate change of a policy on the instances that policy governs), keeping when each ran.
+pub struct PolicyRun<'a> {
+    options: Options,
+    prices: &'a Prices,
+    scenario: Scenario<'a>,
+}
+
+impl<'a> PolicyRun<'a> {
+    /// A replay of `set` over instances priced by `prices`, from what `prior` remembers.
+    pub fn new(
+        options: Options,
+        set: Cow<'a, PolicySet>,
+        prices: &'a Prices,
+        prior: &Prior,
+    ) -> Self {
+        PolicyRun {
+            options,
+            prices,
+            scenario: Scenario {
+                set,
+                prior: prior.clone(),
+            },
+        }
+    }
+
+    /// The policies replayed.
+    pub fn set(&self) -> &PolicySet {
+        &self.scenario.set
+    }
+
+    /// Replays `chunk`: one outcome per instance, in chunk order, with when each ran.
+    pub fn replay(&mut self, chunk: &[&Recording]) -> Result<Vec<Played>, ReplayError> {
+        let o = self.options;
+        let rates = chunk
+            .iter()
+            .map(|r| rate(self.prices, &r.instance))
+            .collect::<Result<Vec<f64>, _>>()?;
+        let busy: Vec<Vec<Span>> = chunk
+            .iter()
+            .map(|r| busy_spans(&r.samples, o.busy_threshold))
+            .collect();
+        let s = &mut self.scenario;
+        Ok(model::run(
+            &s.set,
+            &mut s.prior,
+            chunk,
+            &busy,
+            &rates,
+            &o,
+            self.prices,
+            true,
+        ))
+    }
+}
+
 /// The state an instance is taken to be in: transitions as where they lead.
-pub(crate) fn settled(state: InstanceState) -> InstanceState {
+pub fn settled(state: InstanceState) -> InstanceState {
     match state {
         InstanceState::Pending => InstanceState::Running,
         InstanceState::Stopping => InstanceState::Stopped,
@@ -211,7 +279,7 @@ pub(crate) fn settled(state: InstanceState) -> InstanceState {
 /// The $/hour `inst` costs while running at `from`: its spot price when it is spot (the
 /// on-demand one when there is none), its on-demand price otherwise. Nothing for a terminated
 /// one, which never runs.
-fn rate(prices: &Prices, inst: &Instance) -> Result<f64, ReplayError> {
+pub fn rate(prices: &Prices, inst: &Instance) -> Result<f64, ReplayError> {
     if settled(inst.state) == InstanceState::Terminated {
         return Ok(0.0);
     }
@@ -231,7 +299,7 @@ fn rate(prices: &Prices, inst: &Instance) -> Result<f64, ReplayError> {
 
 /// The stretches of demand in `samples`: each sample at or above `threshold` stands until the
 /// next sample, at most [`RECENT`]; touching stretches merge.
-pub(crate) fn busy_spans(samples: &[Sample], threshold: f64) -> Vec<Span> {
+pub fn busy_spans(samples: &[Sample], threshold: f64) -> Vec<Span> {
     let mut spans: Vec<Span> = Vec::new();
     for (i, s) in samples.iter().enumerate() {
         if s.percent < threshold {
@@ -335,9 +403,8 @@ mod tests {
         percents
             .iter()
             .enumerate()
-            .map(|(i, &percent)| Sample {
-                at: at(from) + Duration::minutes(every_min * i as i64),
-                percent,
+            .map(|(i, &percent)| {
+                Sample::new(at(from) + Duration::minutes(every_min * i as i64), percent)
             })
             .collect()
     }
@@ -346,10 +413,7 @@ mod tests {
     fn a_busy_sample_stands_until_the_next_at_most_ten_minutes() {
         // 5-minute samples: busy, busy, idle; then a lone busy one 30 minutes later.
         let mut s = samples("2026-11-30T09:00:00Z", 5, &[50.0, 50.0, 1.0]);
-        s.push(Sample {
-            at: at("2026-11-30T09:40:00Z"),
-            percent: 80.0,
-        });
+        s.push(Sample::new(at("2026-11-30T09:40:00Z"), 80.0));
         let spans = busy_spans(&s, 5.0);
         assert_eq!(
             spans,
@@ -360,14 +424,8 @@ mod tests {
         );
         // A gap of 20 minutes after a busy sample: it counts for 10 only.
         let gap = vec![
-            Sample {
-                at: at("2026-11-30T09:00:00Z"),
-                percent: 50.0,
-            },
-            Sample {
-                at: at("2026-11-30T09:20:00Z"),
-                percent: 50.0,
-            },
+            Sample::new(at("2026-11-30T09:00:00Z"), 50.0),
+            Sample::new(at("2026-11-30T09:20:00Z"), 50.0),
         ];
         let spans = busy_spans(&gap, 5.0);
         assert_eq!(spans.len(), 2);

@@ -35,19 +35,33 @@ struct Modelled<'r> {
     /// The recording showed demand while it was stopped: a person starts it at the next tick.
     demand_while_stopped: bool,
     tally: Tally,
+    /// When it ran, touching stretches merged (kept only when asked for).
+    running: Option<Vec<Span>>,
 }
 
-/// Replays `chunk` under `set`: one tally per instance. `prior` holds what ebb remembers and
-/// is updated with the facts the modelled actions leave.
+/// What one scenario did to one instance: its measures, and when it ran when that was asked
+/// for (`advise` prices each hour of it).
+#[derive(Debug, Clone, Default)]
+pub struct Played {
+    /// The measures.
+    pub tally: Tally,
+    /// The stretches of time it ran, in order (empty unless asked for).
+    pub running: Vec<Span>,
+}
+
+/// Replays `chunk` under `set`: one outcome per instance, with when it ran if `keep_running`.
+/// `prior` holds what ebb remembers and is updated with the facts the modelled actions leave.
+#[allow(clippy::too_many_arguments)]
 pub(super) fn run(
     set: &PolicySet,
     prior: &mut Prior,
-    chunk: &[Recording],
+    chunk: &[&Recording],
     busy: &[Vec<Span>],
     rates: &[f64],
     o: &Options,
     prices: &Prices,
-) -> Vec<Tally> {
+    keep_running: bool,
+) -> Vec<Played> {
     // The engine needs no sample older than the longest idle window (a late start's too), and
     // the busy check's last RECENT.
     let lookback = set
@@ -82,6 +96,7 @@ pub(super) fn run(
             facts: prior.facts(&r.instance.id),
             demand_while_stopped: false,
             tally: Tally::default(),
+            running: keep_running.then(Vec::new),
         })
         .collect();
     let mut groups = Groups::of(&fleet.instances);
@@ -114,7 +129,13 @@ pub(super) fn run(
         }
         t = end;
     }
-    models.into_iter().map(|m| m.tally).collect()
+    models
+        .into_iter()
+        .map(|m| Played {
+            tally: m.tally,
+            running: m.running.unwrap_or_default(),
+        })
+        .collect()
 }
 
 /// The engine's view of `inst` at the start: transitions settled, no samples yet.
@@ -250,6 +271,12 @@ impl Modelled<'_> {
                 self.tally.running_s += length;
                 self.tally.idle_running_s += length - busy;
                 self.tally.cost_usd += self.rate * length as f64 / 3600.0;
+                if let Some(running) = self.running.as_mut() {
+                    match running.last_mut() {
+                        Some(last) if last.1 == t => last.1 = end,
+                        _ => running.push((t, end)),
+                    }
+                }
             }
             InstanceState::Stopped => {
                 self.tally.unserved_busy_s += busy;

@@ -83,7 +83,7 @@ pub struct Config {
     /// How long instance state changes, spot warnings and GPU readings are kept.
     pub retention: Retention,
     /// The on-demand prices the API's and the console's reports count stopped hours at.
-    pub prices: crate::cloud::OnDemandPrices,
+    pub prices: crate::cloud::PriceTable,
     /// Where every outcome is posted as an event, if anywhere.
     pub events: Option<EventsConfig>,
 }

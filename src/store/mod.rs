@@ -9,6 +9,7 @@
 mod audit;
 mod audit_entry;
 mod capacity;
+mod catalogue;
 mod console;
 mod event_cursor;
 mod fleet_at;

@@ -167,10 +167,7 @@ impl Store {
 /// The readings of an hour's row.
 fn samples(hour: DateTime<Utc>, slots: Vec<Option<f32>>) -> impl Iterator<Item = Sample> {
     slots.into_iter().enumerate().filter_map(move |(k, p)| {
-        p.map(|p| Sample {
-            at: hour + Duration::minutes(5 * k as i64),
-            percent: f64::from(p),
-        })
+        p.map(|p| Sample::new(hour + Duration::minutes(5 * k as i64), f64::from(p)))
     })
 }
 

@@ -57,6 +57,7 @@ pub const RUNTIME_PRIVILEGES: &[(&str, &str)] = &[
     ("event_cursor", "SELECT, INSERT, UPDATE"),
     ("snooze_key", "SELECT, INSERT"),
     ("snooze_links_used", "SELECT, INSERT, DELETE"),
+    ("instance_types", "SELECT, INSERT, UPDATE"),
 ];
 
 /// Tables the reader role gets no privilege on: what they hold is for the running service

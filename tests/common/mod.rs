@@ -62,10 +62,7 @@ pub fn instance(id: &str, tags: &[(&str, &str)]) -> Instance {
 pub fn samples(points: &[(&str, f64)]) -> Vec<Sample> {
     points
         .iter()
-        .map(|(at, percent)| Sample {
-            at: t(at),
-            percent: *percent,
-        })
+        .map(|(at, percent)| Sample::new(t(at), *percent))
         .collect()
 }
 
@@ -74,7 +71,7 @@ pub fn steady(from: &str, to: &str, percent: f64) -> Vec<Sample> {
     let (mut at, end) = (t(from), t(to));
     let mut out = Vec::new();
     while at <= end {
-        out.push(Sample { at, percent });
+        out.push(Sample::new(at, percent));
         at += chrono::Duration::minutes(5);
     }
     out

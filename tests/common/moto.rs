@@ -8,7 +8,7 @@ use aws_sdk_ec2::types::{
     MarketType, ResourceType, Tag, TagSpecification,
 };
 use ebb::cloud::aws::{AwsProvider, Settings};
-use ebb::cloud::OnDemandPrices;
+
 use std::collections::BTreeMap;
 
 /// One test's corner of the emulator: a region, and a management tag value no other test (or
@@ -50,7 +50,7 @@ impl Fixture {
             regions: vec![self.region.to_string()],
             managed_tag: Some(("ebb:managed".to_string(), self.managed.clone())),
             max_attempts: 1,
-            on_demand: OnDemandPrices::load(
+            on_demand: ebb::cloud::prices::load(
                 &std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy/prices.yaml"),
             )
             .unwrap(),

@@ -18,15 +18,16 @@ pub const PRICES: &str =
     "source: test\nas_of: today\nprices:\n  us-east-1:\n    g.two: 2.0\n    g.ten: 10.0\n";
 
 /// [`PRICES`] as a table.
-pub fn price_table() -> ebb::cloud::OnDemandPrices {
+pub fn price_table() -> ebb::cloud::PriceTable {
     let prices = [("g.two", 2.0), ("g.ten", 10.0)]
         .into_iter()
         .map(|(ty, p)| (ty.to_string(), p))
         .collect();
-    ebb::cloud::OnDemandPrices {
+    ebb::cloud::PriceTable {
         source: "test".into(),
         as_of: "today".into(),
         prices: [(REGION.to_string(), prices)].into(),
+        ..Default::default()
     }
 }
 

@@ -389,7 +389,7 @@ fn an_unreachable_database_is_a_one_line_error() {
 #[sqlx::test(migrations = false)]
 async fn migrate_applies_then_reports_current(pool: PgPool) {
     let url = database_url(&pool);
-    assert!(out(&mei(&url).run(&["migrate"])).starts_with("ok: 20 migration(s) applied"));
+    assert!(out(&mei(&url).run(&["migrate"])).starts_with("ok: 21 migration(s) applied"));
     assert!(out(&mei(&url).run(&["migrate"])).starts_with("ok: 0 migration(s) applied"));
 }
 
@@ -458,14 +458,8 @@ async fn metrics_export_writes_the_kept_readings_as_csv(pool: PgPool) {
     let url = database_url(&pool);
     let store = Store::from_pool(pool);
     let now = Utc::now();
-    let recent = ebb::fleet::Sample {
-        at: now - Duration::hours(1),
-        percent: 87.5,
-    };
-    let old = ebb::fleet::Sample {
-        at: now - Duration::days(40),
-        percent: 3.0,
-    };
+    let recent = ebb::fleet::Sample::new(now - Duration::hours(1), 87.5);
+    let old = ebb::fleet::Sample::new(now - Duration::days(40), 3.0);
     store
         .record_gpu_readings(&[("i-0a", &[old, recent])])
         .await
@@ -476,7 +470,7 @@ async fn metrics_export_writes_the_kept_readings_as_csv(pool: PgPool) {
     assert_eq!(
         csv,
         format!(
-            "instance,time,gpu_util\ni-0a,{},87.5\n",
+            "instance,time,gpu_util,gpu_mem_mib,gpus_busy\ni-0a,{},87.5,,\n",
             at.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
         )
     );
@@ -495,10 +489,7 @@ async fn metrics_export_round_trips_into_replay(pool: PgPool) {
         .map(|n| {
             let at = day + Duration::minutes(5 * n);
             let busy = (9..17).contains(&(n / 12));
-            ebb::fleet::Sample {
-                at,
-                percent: if busy { 60.0 } else { 1.0 },
-            }
+            ebb::fleet::Sample::new(at, if busy { 60.0 } else { 1.0 })
         })
         .collect();
     store

@@ -8,6 +8,7 @@ mod common;
 
 mod audit_cli;
 mod aws;
+mod catalogue;
 mod crash;
 mod faults;
 mod lost_answers;

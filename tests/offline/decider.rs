@@ -39,7 +39,7 @@ fn fleet_at(
             .map(|back| now - Duration::minutes(5 * back))
             .filter_map(|t| {
                 let percent = behaviour.percent(n as u64, t)?;
-                Some(Sample { at: t, percent })
+                Some(Sample::new(t, percent))
             })
             .collect();
     }

@@ -490,10 +490,7 @@ fn idle_coverage_each_way_the_data_can_fall_short() {
 fn a_busy_sample_after_now_does_not_count() {
     let set = policies(IDLE);
     let mut s = steady("2026-11-30T11:25:00Z", "2026-11-30T12:00:00Z", 1.0);
-    s.push(ebb::fleet::Sample {
-        at: t("2026-11-30T12:03:00Z"),
-        percent: 90.0,
-    });
+    s.push(ebb::fleet::Sample::new(t("2026-11-30T12:03:00Z"), 90.0));
     let d = notebook(s).one("2026-11-30T12:00:00Z", &set);
     assert_eq!(d.code, Code::Idle);
 }

@@ -1420,10 +1420,7 @@ impl FleetSpec {
                 let mut gpu_util: Vec<Sample> = s
                     .gpu_util
                     .iter()
-                    .map(|(w, percent)| Sample {
-                        at: w.at(now),
-                        percent: *percent,
-                    })
+                    .map(|(w, percent)| Sample::new(w.at(now), *percent))
                     .collect();
                 gpu_util.sort_by_key(|s| s.at);
                 Instance {

@@ -8,6 +8,7 @@
 #[path = "../common/mod.rs"]
 mod common;
 
+mod advise;
 mod aws_mocks;
 mod capacity_risk;
 mod cli;

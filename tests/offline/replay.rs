@@ -384,7 +384,7 @@ fn bad_input_is_refused_with_the_file_line_and_what_to_do() {
         (
             "bad header",
             good.replacen("gpu_util", "util", 1),
-            "util.csv:1: the header is \"instance,time,util\"; it must be instance,time,gpu_util",
+            "util.csv:1: the header is \"instance,time,util\"; it must be instance,time,gpu_util, optionally followed by gpu_mem_mib and gpus_busy",
             to,
         ),
         (
@@ -459,6 +459,35 @@ fn rows_of_an_instance_apart_are_refused_and_out_of_order_ones_sorted() {
     let b = replay(files(OFFICE, &fleet, shuffled).path(), from, to, &[]);
     assert_eq!(a, b);
     assert_eq!(a["instances"].as_array().unwrap().len(), 2);
+    assert!(a["scenarios"]["oracle"]["running_hours"].as_f64().unwrap() > 0.0);
+}
+
+/// The optional columns `ebb metrics export` writes (`gpu_mem_mib`, `gpus_busy`), in either
+/// order and with empty cells, load: under policies that do not look at memory the replay is
+/// the one of the three columns alone.
+#[test]
+fn files_with_the_memory_and_busy_columns_replay_as_without_them() {
+    let (from, to) = ("2026-11-30T00:00:00Z", "2026-12-01T00:00:00Z");
+    let plain = trace(
+        "i-office",
+        from,
+        to,
+        busy_in(&[("2026-11-30T09:00:00Z", "2026-11-30T17:00:00Z")]),
+    );
+    let mut lines = plain.lines();
+    lines.next();
+    let mut with = String::from("instance,time,gpu_util,gpus_busy,gpu_mem_mib\n");
+    for (k, line) in lines.enumerate() {
+        let extra = match k % 3 {
+            0 => ",1,12288",
+            1 => ",,",
+            _ => ",0,",
+        };
+        with.push_str(&format!("{line}{extra}\n"));
+    }
+    let a = replay(files(OFFICE, OFFICE_FLEET, &plain).path(), from, to, &[]);
+    let b = replay(files(OFFICE, OFFICE_FLEET, &with).path(), from, to, &[]);
+    assert_eq!(a, b);
     assert!(a["scenarios"]["oracle"]["running_hours"].as_f64().unwrap() > 0.0);
 }
 

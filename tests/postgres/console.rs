@@ -430,10 +430,7 @@ async fn an_instance_page_shows_its_timeline_chart_and_overrides(pool: PgPool) {
     // With readings kept, the GPU chart draws them.
     let now = Utc::now();
     let readings: Vec<ebb::fleet::Sample> = (0..6)
-        .map(|n| ebb::fleet::Sample {
-            at: now - Duration::minutes(60 - 5 * n),
-            percent: 10.0 * n as f64,
-        })
+        .map(|n| ebb::fleet::Sample::new(now - Duration::minutes(60 - 5 * n), 10.0 * n as f64))
         .collect();
     console
         .store

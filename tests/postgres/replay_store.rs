@@ -63,10 +63,7 @@ fn readings(from: &str, to: &str, busy_span: (&str, &str)) -> Vec<Sample> {
     let mut samples = Vec::new();
     while at < t(to) {
         let busy = at >= busy_from && at < busy_to;
-        samples.push(Sample {
-            at,
-            percent: if busy { 70.0 } else { 1.0 },
-        });
+        samples.push(Sample::new(at, if busy { 70.0 } else { 1.0 }));
         at += Duration::minutes(5);
     }
     samples
@@ -230,6 +227,20 @@ async fn replay_from_postgres_equals_the_replay_of_the_export_and_a_snapshot(poo
     assert_eq!(measure("i-office", "unserved_busy_hours"), 0.0);
     assert!(measure("i-person", "unserved_busy_hours") > 0.0);
     assert!(measure("i-notebook", "stops") >= 1.0);
+
+    // `ebb advise` reads the same fleet and readings from Postgres as from the files, and
+    // advises the same.
+    let advise = |files: &[&str]| -> serde_json::Value {
+        let mut args = common.to_vec();
+        args[0] = "advise";
+        args.extend_from_slice(files);
+        serde_json::from_str(&out(&ebb_on(&url, &args))).unwrap()
+    };
+    let files = advise(&["--fleet", &p("fleet.yaml"), "--utilisation", &p("util.csv")]);
+    let postgres = advise(&[]);
+    assert_eq!(postgres, files);
+    assert_eq!(postgres["from"], FROM);
+    assert!(postgres["policy_changes"].is_array(), "{postgres}");
 }
 
 #[test]

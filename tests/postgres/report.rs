@@ -6,7 +6,6 @@ use crate::common;
 use common::savings::{history, Fleet, PRICES};
 use common::{database_url, t};
 use ebb::api::{self, ApiState};
-use ebb::cloud::OnDemandPrices;
 use ebb::engine::Action;
 use ebb::fleet::InstanceState;
 use ebb::store::{Outcome, Store};
@@ -180,7 +179,7 @@ async fn serve_api(store: Store, tokens: &str, public_reads: bool) -> String {
             public_reads,
             ..Default::default()
         },
-        prices: Arc::new(OnDemandPrices::load(&prices).unwrap()),
+        prices: Arc::new(ebb::cloud::prices::load(&prices).unwrap()),
         ..common::api::state(&store, policies, clock)
     };
     common::api::serve(api::router(state)).await

@@ -23,7 +23,7 @@ fn regions() -> Vec<String> {
 #[sqlx::test(migrations = false)]
 async fn migrations_apply_to_an_empty_database_and_again_without_change(pool: PgPool) {
     let store = Store::from_pool(pool.clone());
-    assert_eq!(store.migrate().await.unwrap(), 20);
+    assert_eq!(store.migrate().await.unwrap(), 21);
     let tables: Vec<String> = sqlx::query_scalar(
         "SELECT table_name::text FROM information_schema.tables WHERE table_schema = 'public' ORDER BY 1",
     )
@@ -788,7 +788,7 @@ async fn readers_have_a_pool_of_their_own_with_a_shorter_statement_limit(pool: P
 async fn gpu_readings_are_kept_by_hour_merged_read_back_and_pruned(pool: PgPool) {
     let store = Store::from_pool(pool.clone());
     let at = |m: i64| t("2026-11-30T10:00:00Z") + Duration::minutes(m);
-    let reading = |m: i64, percent: f64| ebb::fleet::Sample { at: at(m), percent };
+    let reading = |m: i64, percent: f64| ebb::fleet::Sample::new(at(m), percent);
     // Two ticks: the second brings newer readings and one of the same five minutes again.
     let first = [reading(0, 10.0), reading(5, 20.0), reading(55, 30.0)];
     assert_eq!(
@@ -848,7 +848,7 @@ async fn gpu_readings_are_kept_by_hour_merged_read_back_and_pruned(pool: PgPool)
 async fn gpu_readings_of_many_instances_keep_each_its_own_slots_across_statements(pool: PgPool) {
     let store = Store::from_pool(pool.clone());
     let at = |m: i64| t("2026-11-30T10:00:00Z") + Duration::minutes(m);
-    let reading = |m: i64, percent: f64| ebb::fleet::Sample { at: at(m), percent };
+    let reading = |m: i64, percent: f64| ebb::fleet::Sample::new(at(m), percent);
     // More rows than one statement writes (10,000), each instance with readings of its own,
     // so that a row given another row's slots, or a statement's rows shifted, shows.
     let n = 10_050;

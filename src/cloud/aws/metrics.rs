@@ -174,11 +174,6 @@ fn add_result(
             .iter()
             .zip(result.values())
             .filter(|(_, v)| v.is_finite())
-            .filter_map(|(at, percent)| {
-                Some(Sample {
-                    at: to_chrono(at)?,
-                    percent: *percent,
-                })
-            }),
+            .filter_map(|(at, percent)| Some(Sample::new(to_chrono(at)?, *percent))),
     );
 }

@@ -16,6 +16,7 @@
 //! which overflowed tokio's and the tests' 2 MiB stacks.
 
 mod artifacts;
+pub mod catalogue;
 mod ec2;
 mod errors;
 mod groups;
@@ -26,7 +27,7 @@ mod spot;
 pub mod warnings;
 
 use super::pacing::{Pacer, RateLimits};
-use super::{ActionReport, CloudError, OnDemandPrices};
+use super::{ActionReport, CloudError, PriceTable};
 use crate::clock::Clock;
 use crate::fleet::Gpus;
 use aws_config::retry::RetryConfig;
@@ -56,7 +57,7 @@ pub struct Settings {
     /// Where the GPU utilisation metric is.
     pub gpu_metric: GpuMetric,
     /// On-demand prices.
-    pub on_demand: OnDemandPrices,
+    pub on_demand: PriceTable,
     /// Attempts per call, the first included, for throttling and 5xx answers.
     pub max_attempts: u32,
     /// How long a call may take.
@@ -129,7 +130,7 @@ impl Default for Settings {
             page_size: 1000,
             batch_size: 100,
             gpu_metric: GpuMetric::default(),
-            on_demand: OnDemandPrices::default(),
+            on_demand: PriceTable::default(),
             max_attempts: 5,
             timeouts: Timeouts::default(),
             rate_limits: RateLimits::default(),

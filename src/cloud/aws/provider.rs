@@ -15,7 +15,7 @@ use crate::cloud::{
     ImageState, InstanceStatus, Inventory, Launch, LaunchSpec, NodeGroupUpdate, Provider,
     ScopeFailure, StopKind, TypePrice,
 };
-use crate::fleet::{Capacity, Instance, NodeGroup, ScalingGroup};
+use crate::fleet::{Capacity, Instance, NodeGroup, ScalingGroup, TypeFacts};
 use aws_sdk_ec2::error::ProvideErrorMetadata;
 use aws_sdk_ec2::operation::RequestId;
 use aws_sdk_ec2::types::{AttributeValue, Filter, ImageState as Ec2ImageState, Tag};
@@ -28,6 +28,15 @@ use std::sync::Arc;
 const IDS_PER_CALL: usize = 200;
 
 impl Provider for AwsProvider {
+    /// From the first region's scope: the types are the same in every region that offers them.
+    async fn instance_types(&self) -> Result<BTreeMap<String, TypeFacts>, CloudError> {
+        let Some(scope) = self.scopes.first() else {
+            return Ok(BTreeMap::new());
+        };
+        self.count("DescribeInstanceTypes");
+        super::catalogue::describe_families(&scope.ec2).await
+    }
+
     /// Every scope listed at once; a scope that fails is reported and leaves its region
     /// incomplete.
     async fn instances(&self) -> Inventory {

@@ -193,10 +193,7 @@ mod tests {
     }
 
     fn at(time: &str, percent: f64) -> Sample {
-        Sample {
-            at: t(&format!("2026-11-30T{time}:00Z")),
-            percent,
-        }
+        Sample::new(t(&format!("2026-11-30T{time}:00Z")), percent)
     }
 
     #[test]

@@ -1,0 +1,204 @@
+//! How the advice is shown: JSON, a table for a terminal, Markdown for a pull request or a
+//! monthly review.
+
+use super::{Advice, Commitment, PolicyChange, Suggestion};
+use chrono::SecondsFormat;
+use serde_json::{json, Value};
+use std::fmt::Write as _;
+
+fn round(x: f64, places: i32) -> f64 {
+    let f = 10f64.powi(places);
+    (x * f).round() / f
+}
+
+fn suggestion_json(s: &Suggestion) -> Value {
+    json!({
+        "instance": s.instance,
+        "type": s.instance_type,
+        "suggested_type": s.suggested_type,
+        "why": s.why,
+        "monthly_savings_usd": round(s.monthly_savings_usd, 2),
+    })
+}
+
+fn commitment_json(c: &Commitment) -> Value {
+    json!({
+        "region": c.region,
+        "term": c.term.as_str(),
+        "hourly_commitment_usd": round(c.hourly_commitment_usd, 4),
+        "utilisation_pct": round(c.utilisation_pct, 2),
+        "coverage_pct": round(c.coverage_pct, 2),
+        "monthly_savings_usd": round(c.monthly_savings_usd, 2),
+        "basis": c.basis.as_str(),
+    })
+}
+
+fn change_json(c: &PolicyChange) -> Value {
+    json!({
+        "policy": c.policy,
+        "key": c.key,
+        "from": c.from,
+        "to": c.to,
+        "monthly_savings_usd": round(c.monthly_savings_usd, 2),
+        "unserved_busy_hours": round(c.unserved_busy_hours, 4),
+        "current_unserved_busy_hours": round(c.current_unserved_busy_hours, 4),
+        "wrongful_stops": c.wrongful_stops,
+        "current_wrongful_stops": c.current_wrongful_stops,
+        "yaml_diff": c.yaml_diff,
+    })
+}
+
+impl Advice {
+    fn period_text(&self) -> (String, String) {
+        let t = |t: chrono::DateTime<chrono::Utc>| t.to_rfc3339_opts(SecondsFormat::Secs, true);
+        (t(self.period.from), t(self.period.to))
+    }
+
+    /// `{"from", "to", "rightsize": [...], "commitments": [...], "policy_changes": [...],
+    /// "roles": {...}}`.
+    pub fn json(&self) -> String {
+        let (from, to) = self.period_text();
+        let value = json!({
+            "from": from,
+            "to": to,
+            "rightsize": self.rightsize.iter().map(suggestion_json).collect::<Vec<_>>(),
+            "commitments": self.commitments.iter().map(commitment_json).collect::<Vec<_>>(),
+            "policy_changes": self.policy_changes.iter().map(change_json).collect::<Vec<_>>(),
+            "roles": {
+                "commit": self.roles.commit,
+                "schedule": self.roles.schedule,
+                "spot": self.roles.spot,
+            },
+        });
+        format!("{value:#}\n")
+    }
+
+    /// A table per section.
+    pub fn table(&self) -> String {
+        let (from, to) = self.period_text();
+        let mut out = format!("advice {from} to {to}\n\nrightsize\n");
+        let _ = writeln!(
+            out,
+            "{:<20} {:<16} {:<16} {:>12}  why",
+            "instance", "type", "suggested", "usd_a_month"
+        );
+        for s in &self.rightsize {
+            let _ = writeln!(
+                out,
+                "{:<20} {:<16} {:<16} {:>12.2}  {}",
+                s.instance, s.instance_type, s.suggested_type, s.monthly_savings_usd, s.why
+            );
+        }
+        out.push_str("\ncommitments (figures on the spend after the policies)\n");
+        let _ = writeln!(
+            out,
+            "{:<16} {:<4} {:<16} {:>12} {:>8} {:>10} {:>12}",
+            "region", "term", "basis", "usd_an_hour", "used_%", "covered_%", "usd_a_month"
+        );
+        for c in &self.commitments {
+            let _ = writeln!(
+                out,
+                "{:<16} {:<4} {:<16} {:>12.4} {:>8.1} {:>10.1} {:>12.2}",
+                c.region,
+                c.term.as_str(),
+                c.basis.as_str(),
+                c.hourly_commitment_usd,
+                c.utilisation_pct,
+                c.coverage_pct,
+                c.monthly_savings_usd
+            );
+        }
+        let _ = writeln!(
+            out,
+            "commit: {}\nschedule: {}\nspot: {}",
+            list(&self.roles.commit),
+            list(&self.roles.schedule),
+            list(&self.roles.spot)
+        );
+        out.push_str("\npolicy changes\n");
+        let _ = writeln!(
+            out,
+            "{:<28} {:<28} {:>8} {:>8} {:>12} {:>12}",
+            "policy", "key", "from", "to", "usd_a_month", "unserved_h"
+        );
+        for c in &self.policy_changes {
+            let _ = writeln!(
+                out,
+                "{:<28} {:<28} {:>8} {:>8} {:>12.2} {:>12.2}",
+                c.policy, c.key, c.from, c.to, c.monthly_savings_usd, c.unserved_busy_hours
+            );
+        }
+        out
+    }
+
+    /// Markdown for a pull request or a monthly review, with each change's YAML.
+    pub fn markdown(&self) -> String {
+        let (from, to) = self.period_text();
+        let mut out = format!("### ebb advise, {from} to {to}\n\n#### Right-sizing\n\n");
+        if self.rightsize.is_empty() {
+            out.push_str("Nothing to resize.\n");
+        } else {
+            out.push_str(
+                "| instance | type | suggested | a month | why |\n|---|---|---|---:|---|\n",
+            );
+            for s in &self.rightsize {
+                let _ = writeln!(
+                    out,
+                    "| `{}` | {} | {} | ${:.2} | {} |",
+                    s.instance, s.instance_type, s.suggested_type, s.monthly_savings_usd, s.why
+                );
+            }
+        }
+        out.push_str("\n#### Commitments\n\nSized on the spend after the policies, beside what the same method sizes on the spend before them; both measured on the spend after them.\n\n");
+        if self.commitments.is_empty() {
+            out.push_str("No commitment rates for the fleet's types.\n");
+        } else {
+            out.push_str("| region | term | basis | $/hour | used | covered | a month |\n|---|---|---|---:|---:|---:|---:|\n");
+            for c in &self.commitments {
+                let _ = writeln!(
+                    out,
+                    "| {} | {} | {} | {:.4} | {:.1} % | {:.1} % | ${:.2} |",
+                    c.region,
+                    c.term.as_str(),
+                    c.basis.as_str(),
+                    c.hourly_commitment_usd,
+                    c.utilisation_pct,
+                    c.coverage_pct,
+                    c.monthly_savings_usd
+                );
+            }
+        }
+        let _ = writeln!(
+            out,
+            "\nCommit: {}. Schedule: {}. Spot: {}.\n\n#### Policy changes\n",
+            list(&self.roles.commit),
+            list(&self.roles.schedule),
+            list(&self.roles.spot)
+        );
+        if self.policy_changes.is_empty() {
+            out.push_str("No change cuts cost without serving less.\n");
+        }
+        for c in &self.policy_changes {
+            let _ = writeln!(
+                out,
+                "- **{}** `{}`: {} → {}, ${:.2} a month less, {:.2} unserved busy hours (now {:.2})\n\n```diff\n{}```\n",
+                c.policy,
+                c.key,
+                c.from,
+                c.to,
+                c.monthly_savings_usd,
+                c.unserved_busy_hours,
+                c.current_unserved_busy_hours,
+                c.yaml_diff
+            );
+        }
+        out
+    }
+}
+
+fn list(ids: &[String]) -> String {
+    match ids.is_empty() {
+        true => "none".to_string(),
+        false => ids.join(", "),
+    }
+}
