@@ -2,9 +2,11 @@
 //! utilisation and prices, and stops, hibernates, starts and tags them; it lists the Auto
 //! Scaling groups ebb manages and sets their capacity, through EKS for a managed node group's.
 //!
-//! [`aws`] is the EC2 and CloudWatch implementation. Every call that changes an instance
+//! [`aws`] is the EC2 and CloudWatch implementation, [`alibaba`] the Alibaba Cloud ECS and
+//! CloudMonitor one. Every call that changes an instance
 //! reports per instance ([`ActionReport`]): one instance EC2 refuses never blocks the others.
 
+pub mod alibaba;
 pub mod aws;
 mod error;
 mod launch;

@@ -3,6 +3,8 @@
 //! provider is [`intercept`]; the in-process world on the simulated fleet is [`world`].
 #![allow(dead_code)] // each test binary uses a different part of this module
 
+pub mod alibaba_fake;
+pub mod alibaba_fake_api;
 pub mod ec2_proxy;
 pub mod events;
 pub mod faulty;
