@@ -223,3 +223,38 @@ async fn plan_says_why_the_subscription_and_the_local_disk_box_stay_up(pool: PgP
     assert_eq!(code("i-bp1local").as_deref(), Some("charging_stop_refused"));
     assert!(s.fake.accepted("StopInstances").is_empty());
 }
+
+#[sqlx::test(migrations = false)]
+async fn a_hundred_and_twenty_boxes_are_listed_in_pages_and_stopped_in_calls_of_a_hundred(
+    pool: PgPool,
+) {
+    let policies = tempfile::tempdir().unwrap();
+    std::fs::write(policies.path().join("ml.yaml"), POLICY).unwrap();
+    let boxes: Vec<FakeInstance> = (0..120)
+        .map(|n| managed(&format!("i-bp{n:03}"), "ecs.gn7i-c8g1.2xlarge"))
+        .collect();
+    let s = Setup {
+        fake: Fake::start(boxes),
+        url: common::migrated_for_runtime(&pool).await,
+        policies,
+    };
+    s.tick(EVENING);
+    let stops = s.fake.accepted("StopInstances");
+    let sizes: Vec<usize> = stops
+        .iter()
+        .map(|c| {
+            c.params
+                .keys()
+                .filter(|k| k.starts_with("InstanceId."))
+                .count()
+        })
+        .collect();
+    assert_eq!(sizes.iter().sum::<usize>(), 120, "{sizes:?}");
+    assert!(sizes.iter().all(|n| *n <= 100), "{sizes:?}");
+    let state = s.fake.state.lock().unwrap();
+    assert!(state.instances.iter().all(|i| i.status == "Stopped"));
+    assert!(
+        state.calls.iter().all(|c| c.accepted),
+        "the fake refused nothing"
+    );
+}

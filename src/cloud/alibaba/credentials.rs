@@ -206,3 +206,87 @@ impl Keyring {
 fn failure(message: impl Into<String>) -> CloudError {
     CloudError::new(ErrorKind::Credentials, "GetRoleCredentials", message)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use axum::routing::get;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Arc;
+
+    /// A metadata server whose role `ebb-role` credentials expire at 12:00, counting the
+    /// credential fetches.
+    async fn metadata() -> (String, Arc<AtomicUsize>) {
+        let fetches = Arc::new(AtomicUsize::new(0));
+        let counted = fetches.clone();
+        let app = axum::Router::new()
+            .route(
+                "/latest/meta-data/ram/security-credentials/",
+                get(|| async { "ebb-role\n" }),
+            )
+            .route(
+                "/latest/meta-data/ram/security-credentials/ebb-role",
+                get(move || {
+                    let n = counted.fetch_add(1, Ordering::SeqCst);
+                    async move {
+                        serde_json::json!({
+                            "AccessKeyId": format!("STS.key{n}"), "AccessKeySecret": "s",
+                            "SecurityToken": "token", "Expiration": "2026-11-30T12:00:00Z",
+                            "LastUpdated": "2026-11-30T06:00:00Z", "Code": "Success"
+                        })
+                        .to_string()
+                    }
+                }),
+            );
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+        (url, fetches)
+    }
+
+    fn at(s: &str) -> DateTime<Utc> {
+        s.parse().unwrap()
+    }
+
+    #[tokio::test]
+    async fn a_roles_credentials_are_kept_until_shortly_before_they_expire() {
+        let (url, fetches) = metadata().await;
+        let keyring = Keyring::new(
+            CredentialSource::RamRole {
+                role: None,
+                metadata: url,
+            },
+            reqwest::Client::new(),
+        );
+        let first = keyring.get(at("2026-11-30T08:00:00Z")).await.unwrap();
+        assert_eq!(first.access_key_id, "STS.key0");
+        assert_eq!(first.security_token.as_deref(), Some("token"));
+        let later = keyring.get(at("2026-11-30T11:40:00Z")).await.unwrap();
+        assert_eq!(later, first, "kept while more than 10 minutes are left");
+        assert_eq!(fetches.load(Ordering::SeqCst), 1);
+        let renewed = keyring.get(at("2026-11-30T11:55:00Z")).await.unwrap();
+        assert_eq!(
+            renewed.access_key_id, "STS.key1",
+            "fetched again before expiry"
+        );
+    }
+
+    #[tokio::test]
+    async fn no_role_and_no_metadata_server_is_a_credentials_error() {
+        let keyring = Keyring::new(
+            CredentialSource::RamRole {
+                role: Some("ebb-role".into()),
+                // Nothing listens on the discard port.
+                metadata: "http://127.0.0.1:9".into(),
+            },
+            reqwest::Client::new(),
+        );
+        let error = keyring.get(at("2026-11-30T08:00:00Z")).await.unwrap_err();
+        assert_eq!(error.kind, ErrorKind::Credentials);
+        assert!(
+            error.message.contains("metadata server"),
+            "{}",
+            error.message
+        );
+    }
+}
