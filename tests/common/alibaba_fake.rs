@@ -97,6 +97,9 @@ pub struct FakeState {
     pub calls: Vec<Call>,
     /// GPU utilisation datapoints: (instance, GPU, epoch ms, percent).
     pub gpu_points: Vec<(String, String, i64, f64)>,
+    /// The next call of this action is carried out, but answered `500 InternalError`: an
+    /// answer lost on the way back.
+    pub lose_answer_of: Option<String>,
 }
 
 /// A running fake; it stops with the test process.
@@ -294,11 +297,22 @@ async fn answer(
         )),
         Ok(()) => super::alibaba_fake_api::act(&mut state, &action, &query),
     };
+    let lost = result.is_ok() && state.lose_answer_of.as_deref() == Some(action.as_str());
+    if lost {
+        state.lose_answer_of = None;
+    }
     state.calls.push(Call {
         action,
         params: query,
         accepted: result.is_ok(),
     });
+    if lost {
+        return error(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "InternalError",
+            "The request processing has failed due to some unknown error.",
+        );
+    }
     match result {
         Ok(body) => axum::Json(body).into_response(),
         Err((status, code, message)) => error(status, code, &message),

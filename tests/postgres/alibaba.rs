@@ -258,3 +258,43 @@ async fn a_hundred_and_twenty_boxes_are_listed_in_pages_and_stopped_in_calls_of_
         "the fake refused nothing"
     );
 }
+
+#[sqlx::test(migrations = false)]
+async fn a_stop_whose_answer_is_lost_is_unknown_then_resolved_from_the_state_never_failed(
+    pool: PgPool,
+) {
+    let s = Setup::new(&pool).await;
+    s.fake.state.lock().unwrap().lose_answer_of = Some("StopInstances".into());
+    // The tick reports the unanswered call; its exit code is not what this test is about.
+    s.ebb().run(&["tick", "--at", EVENING]);
+    assert_eq!(s.fake.instance("i-bp1gpu").status, "Stopped", "carried out");
+    let outcomes = || -> Vec<String> {
+        let out = s.ebb().run(&[
+            "audit",
+            "--instance",
+            "i-bp1gpu",
+            "--action",
+            "stop",
+            "--format",
+            "json",
+        ]);
+        let rows: Vec<Value> = serde_json::from_slice(&out.stdout).unwrap();
+        let mut outcomes: Vec<String> = rows
+            .iter()
+            .map(|r| r["outcome"].as_str().unwrap().to_string())
+            .collect();
+        outcomes.sort();
+        outcomes
+    };
+    assert_eq!(outcomes(), ["intent"], "unknown, never failed");
+    // Past the time its call could still be in flight, the instance's state resolves it.
+    // ECS reports no time a stop began, so a stop found done cannot be proven ebb's (it may
+    // have been a person's): it is resolved as not carried out, never as failed.
+    s.ebb().run(&["tick", "--at", "2026-11-30T12:10:00Z"]);
+    assert_eq!(outcomes(), ["intent", "skipped"]);
+    assert_eq!(
+        s.fake.accepted("StopInstances").len(),
+        1,
+        "never sent again"
+    );
+}
