@@ -1,6 +1,7 @@
 //! The command line's flags and arguments, and how they become the library's values.
 
 pub(super) use super::db::DbArgs;
+use crate::cloud::alibaba::{CredentialSource, Credentials};
 use crate::cloud::aws;
 use crate::cloud::pacing::{Pacer, RateLimits};
 use crate::cloud::{PriceTable, Provider};
@@ -165,8 +166,8 @@ pub(super) struct Connected<P> {
 /// Which cloud: `EBB_CLOUD`.
 #[derive(Args, Clone)]
 pub(super) struct CloudChoiceArg {
-    /// The cloud: aws, or sim:FLEET_FILE (a simulated fleet seeded from a fleet snapshot,
-    /// whose on-demand prices also fill in what --prices lacks).
+    /// The cloud: aws, alibaba, or sim:FLEET_FILE (a simulated fleet seeded from a fleet
+    /// snapshot, whose on-demand prices also fill in what --prices lacks).
     #[arg(long, env = "EBB_CLOUD", default_value = "aws", value_parser = parse_cloud)]
     pub(super) cloud: CloudChoice,
 }
@@ -198,7 +199,7 @@ pub(super) struct MaxOverrideArg {
     pub(super) max_override: std::time::Duration,
 }
 
-/// Where ebb looks in AWS.
+/// Where ebb looks in the cloud.
 #[derive(Args, Clone)]
 pub(super) struct CloudArgs {
     #[command(flatten)]
@@ -223,6 +224,58 @@ pub(super) struct CloudArgs {
     /// defaults: API=BURST/RATE[:BURST/RATE] (requests, then instances), comma-separated.
     #[arg(long, env = "EBB_EC2_RATE_LIMITS", default_value = "", value_name = "LIMITS", value_parser = parse_rate_limits)]
     pub(super) ec2_rate_limits: RateLimits,
+    #[command(flatten)]
+    pub(super) alibaba: AlibabaArgs,
+}
+
+/// How ebb reaches Alibaba Cloud (`EBB_CLOUD=alibaba`).
+#[derive(Args, Clone)]
+pub(super) struct AlibabaArgs {
+    /// Alibaba Cloud: the AccessKey id (without one, the ECS instance's RAM role).
+    #[arg(long, env = "ALIBABA_CLOUD_ACCESS_KEY_ID", hide_env_values = true)]
+    pub(super) alibaba_access_key_id: Option<String>,
+    /// Alibaba Cloud: the AccessKey secret.
+    #[arg(long, env = "ALIBABA_CLOUD_ACCESS_KEY_SECRET", hide_env_values = true)]
+    pub(super) alibaba_access_key_secret: Option<String>,
+    /// Alibaba Cloud: the STS token of temporary credentials.
+    #[arg(long, env = "ALIBABA_CLOUD_SECURITY_TOKEN", hide_env_values = true)]
+    pub(super) alibaba_security_token: Option<String>,
+    /// Alibaba Cloud: the RAM role of the ECS instance ebb runs on, whose credentials the
+    /// metadata server gives (default: the role the instance has).
+    #[arg(long, env = "ALIBABA_CLOUD_ECS_METADATA", value_name = "ROLE")]
+    pub(super) alibaba_ram_role: Option<String>,
+    /// Alibaba Cloud: the metadata server that gives the RAM role's credentials.
+    #[arg(
+        long,
+        env = "EBB_ALIBABA_METADATA_ENDPOINT",
+        default_value = "http://100.100.100.200",
+        value_name = "URL"
+    )]
+    pub(super) alibaba_metadata_endpoint: String,
+    /// Alibaba Cloud: every API at this base URL instead of Alibaba's endpoints (for tests
+    /// against a fake).
+    #[arg(long, env = "EBB_ALIBABA_ENDPOINT", value_name = "URL")]
+    pub(super) alibaba_endpoint: Option<reqwest::Url>,
+}
+
+impl AlibabaArgs {
+    /// Where the credentials come from: the AccessKey when one is set, else the RAM role.
+    pub(super) fn credentials(&self) -> Result<CredentialSource> {
+        match (&self.alibaba_access_key_id, &self.alibaba_access_key_secret) {
+            (Some(id), Some(secret)) => Ok(CredentialSource::AccessKey(Credentials {
+                access_key_id: id.clone(),
+                access_key_secret: secret.clone(),
+                security_token: self.alibaba_security_token.clone(),
+            })),
+            (Some(_), None) | (None, Some(_)) => anyhow::bail!(
+                "set both ALIBABA_CLOUD_ACCESS_KEY_ID and ALIBABA_CLOUD_ACCESS_KEY_SECRET, or neither to use the instance's RAM role"
+            ),
+            (None, None) => Ok(CredentialSource::RamRole {
+                role: self.alibaba_ram_role.clone(),
+                metadata: self.alibaba_metadata_endpoint.clone(),
+            }),
+        }
+    }
 }
 
 fn parse_rate_limits(s: &str) -> Result<RateLimits, String> {
@@ -234,18 +287,22 @@ fn parse_rate_limits(s: &str) -> Result<RateLimits, String> {
 pub(super) enum CloudChoice {
     /// EC2 and CloudWatch, with the AWS credential chain.
     Aws,
+    /// Alibaba Cloud ECS and CloudMonitor.
+    Alibaba,
     /// A simulated fleet seeded from this snapshot.
     Sim(PathBuf),
 }
 
 pub(super) fn parse_cloud(s: &str) -> Result<CloudChoice, String> {
-    if s == "aws" {
-        return Ok(CloudChoice::Aws);
+    match s {
+        "aws" => return Ok(CloudChoice::Aws),
+        "alibaba" => return Ok(CloudChoice::Alibaba),
+        _ => {}
     }
     match s.strip_prefix("sim:") {
         Some(file) if !file.is_empty() => Ok(CloudChoice::Sim(file.into())),
         _ => Err(format!(
-            "\"{s}\" is not a cloud: aws, or sim:FLEET_FILE for a simulated fleet"
+            "\"{s}\" is not a cloud: aws, alibaba, or sim:FLEET_FILE for a simulated fleet"
         )),
     }
 }

@@ -1,10 +1,11 @@
-//! The provider `EBB_CLOUD` chose, matched once. A command that needs the cloud is generic
+//! The provider `EBB_CLOUD` chose (`aws`, `alibaba` or `sim:FILE`), matched once. A command that needs the cloud is generic
 //! over the provider ([`OnCloud`]); [`CloudArgs::run`] connects the chosen one and runs the
 //! command on it. So the tick and serve stacks under a command are compiled for each provider,
 //! and no call dispatches on the choice again.
 
 use super::args::{CloudArgs, CloudChoice, Connected};
 use crate::clock::Clock;
+use crate::cloud::alibaba::{self, AlibabaProvider};
 use crate::cloud::aws::{self, AwsProvider};
 use crate::cloud::pacing::Pacer;
 use crate::cloud::sim::SimProvider;
@@ -43,6 +44,22 @@ impl CloudArgs {
         matches!(self.choice.cloud, CloudChoice::Aws) && !loopback
     }
 
+    /// Whether the chosen cloud is Alibaba Cloud itself: unless `EBB_ALIBABA_ENDPOINT` names a
+    /// loopback address (a test's fake).
+    pub(super) fn is_remote_alibaba(&self) -> bool {
+        let loopback = self
+            .alibaba
+            .alibaba_endpoint
+            .as_ref()
+            .is_some_and(|url| match url.host() {
+                Some(url::Host::Domain("localhost")) => true,
+                Some(url::Host::Ipv4(ip)) => ip.is_loopback(),
+                Some(url::Host::Ipv6(ip)) => ip.is_loopback(),
+                _ => false,
+            });
+        matches!(self.choice.cloud, CloudChoice::Alibaba) && !loopback
+    }
+
     /// Connects the provider (a simulated fleet runs on `clock`) and runs `command` on it.
     pub(super) async fn run<C: OnCloud>(self, clock: Clock, command: C) -> Result<C::Output> {
         match self.choice.cloud {
@@ -64,6 +81,28 @@ impl CloudArgs {
                     call_limit: Some(aws.timeouts().operation),
                     pacer: Some(aws.pacer().clone()),
                     provider: aws,
+                };
+                command.on(cloud).await
+            }
+            CloudChoice::Alibaba => {
+                if self.regions.is_empty() {
+                    anyhow::bail!(
+                        "EBB_CLOUD=alibaba needs EBB_REGIONS: the Alibaba Cloud regions to watch, like cn-hangzhou,cn-beijing"
+                    );
+                }
+                let settings = alibaba::Settings {
+                    endpoint: self.alibaba.alibaba_endpoint.clone(),
+                    ..alibaba::Settings::new(
+                        self.regions,
+                        self.managed_tag.0,
+                        self.alibaba.credentials()?,
+                    )
+                };
+                let provider = AlibabaProvider::connect(settings, clock)?;
+                let cloud = Connected {
+                    call_limit: Some(provider.timeout()),
+                    pacer: Some(provider.pacer().clone()),
+                    provider,
                 };
                 command.on(cloud).await
             }

@@ -282,6 +282,13 @@ pub(super) async fn tick(
     reconcile: ReconcileArgs,
     checkpoints: CheckpointArgs,
 ) -> Result<ExitCode> {
+    if at.is_some() && !reconcile.dry_run && reconcile.cloud.is_remote_alibaba() {
+        bail!(
+            "--at acts on Alibaba Cloud as if it were then: a past time stops and starts by old \
+             hours; add --dry-run to see what that tick would decide, or point \
+             EBB_ALIBABA_ENDPOINT at a fake on this machine"
+        );
+    }
     if at.is_some() && !reconcile.dry_run && reconcile.cloud.is_remote_aws() {
         bail!(
             "--at acts on AWS as if it were then: a future time ends spot originals and deletes \

@@ -2,9 +2,11 @@
 //! utilisation and prices, and stops, hibernates, starts and tags them; it lists the Auto
 //! Scaling groups ebb manages and sets their capacity, through EKS for a managed node group's.
 //!
-//! [`aws`] is the EC2 and CloudWatch implementation. Every call that changes an instance
+//! [`aws`] is the EC2 and CloudWatch implementation, [`alibaba`] the Alibaba Cloud ECS and
+//! CloudMonitor one. Every call that changes an instance
 //! reports per instance ([`ActionReport`]): one instance EC2 refuses never blocks the others.
 
+pub mod alibaba;
 pub mod aws;
 mod error;
 mod launch;
@@ -24,7 +26,9 @@ pub use node_groups::{NodeGroupUpdate, UpdateStatus};
 pub use prices::{PriceTable, PricesError};
 pub use redact::redact_userinfo;
 
-use crate::fleet::{Capacity, Instance, NodeGroup, Sample, ScalingGroup, TypeFacts};
+use crate::fleet::{
+    Capacity, Instance, NodeGroup, Sample, ScalingGroup, StoppedMode, TypeFacts,
+};
 use chrono::{DateTime, Utc};
 use std::collections::{BTreeMap, HashMap};
 use std::future::Future;
@@ -111,6 +115,11 @@ pub struct Done {
     /// The instance was already stopped when the stop arrived (EC2's previous state): the call
     /// changed nothing, so the stop is not ebb's.
     pub already: bool,
+    /// For a stop: how the cloud says the instance is billed once stopped, read back after
+    /// the call (EC2: always [`StoppedMode::NoCharge`]; Alibaba and Tencent report the mode
+    /// the stop took, [`StoppedMode::Charging`] for a family or account that cannot stop
+    /// without charge). `None` for every other call.
+    pub stopped_mode: Option<StoppedMode>,
 }
 
 /// One instance the cloud refused a change for.

@@ -341,6 +341,14 @@ fn policy_schema() -> Value {
             ),
         ],
     );
+    let stop = object(
+        keys::STOP,
+        &[],
+        &[(
+            "allow_charging_stop",
+            json!({"type": "boolean", "default": false, "description": "Stop an instance even when its family cannot stop without charge (Alibaba, Tencent: local disks), though the stop keeps it billed"}),
+        )],
+    );
     object(
         keys::POLICY,
         &["name", "match"],
@@ -360,6 +368,7 @@ fn policy_schema() -> Value {
             ("notify", notify),
             ("spot", spot),
             ("start", start),
+            ("stop", stop),
             ("dry_run", json!({"type": "boolean", "default": false})),
         ],
     )

@@ -3,6 +3,8 @@
 //! provider is [`intercept`]; the in-process world on the simulated fleet is [`world`].
 #![allow(dead_code)] // each test binary uses a different part of this module
 
+pub mod alibaba_fake;
+pub mod alibaba_fake_api;
 pub mod api;
 pub mod ec2_proxy;
 pub mod events;
@@ -20,7 +22,7 @@ pub mod world;
 
 use chrono::{DateTime, Utc};
 use ebb::engine::{decide, Decision, InstanceFacts, Override, Prior};
-use ebb::fleet::{Fleet, Instance, InstanceState, Lifecycle, Prices, Sample};
+use ebb::fleet::{Billing, Fleet, Instance, InstanceState, Lifecycle, Prices, Sample};
 use ebb::policy::PolicySet;
 use std::collections::{BTreeMap, HashMap};
 
@@ -55,6 +57,7 @@ pub fn instance(id: &str, tags: &[(&str, &str)]) -> Instance {
         gpus: None,
         gpu_util: Vec::new(),
         via_role: None,
+        billing: Billing::EC2,
     }
 }
 

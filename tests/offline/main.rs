@@ -10,6 +10,7 @@ mod common;
 
 mod advise;
 mod aws_mocks;
+mod billing;
 mod capacity_risk;
 mod cli;
 mod decider;

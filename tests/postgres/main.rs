@@ -8,6 +8,7 @@
 mod common;
 
 mod acting;
+mod alibaba;
 mod api;
 mod cloudwatch_reads;
 mod console;
