@@ -8,6 +8,7 @@ use crate::clock::Clock;
 use crate::cloud::aws::{self, AwsProvider};
 use crate::cloud::pacing::Pacer;
 use crate::cloud::sim::SimProvider;
+use crate::cloud::tencent::{self, TencentProvider};
 use crate::cloud::{OnDemandPrices, Provider};
 use crate::snapshot;
 use anyhow::Result;
@@ -32,15 +33,15 @@ impl CloudArgs {
             .find_map(|name| std::env::var(name).ok().filter(|v| !v.is_empty()));
         let loopback = endpoint
             .and_then(|url| reqwest::Url::parse(&url).ok())
-            .is_some_and(|url| match url.host_str() {
-                Some("localhost") => true,
-                Some(host) => host
-                    .trim_matches(['[', ']'])
-                    .parse::<std::net::IpAddr>()
-                    .is_ok_and(|ip| ip.is_loopback()),
-                None => false,
-            });
+            .is_some_and(|url| is_loopback(&url));
         matches!(self.choice.cloud, CloudChoice::Aws) && !loopback
+    }
+
+    /// Whether the chosen cloud is Tencent Cloud at an endpoint off this machine: the real one
+    /// unless `EBB_TENCENT_ENDPOINT` names a loopback address, as for a test double.
+    pub(super) fn is_remote_tencent(&self) -> bool {
+        let loopback = self.tencent_endpoint.as_ref().is_some_and(is_loopback);
+        matches!(self.choice.cloud, CloudChoice::Tencent) && !loopback
     }
 
     /// Connects the provider (a simulated fleet runs on `clock`) and runs `command` on it.
@@ -67,6 +68,36 @@ impl CloudArgs {
                 };
                 command.on(cloud).await
             }
+            CloudChoice::Tencent => {
+                let on_demand = match &self.prices.prices {
+                    Some(file) => OnDemandPrices::load(file)?,
+                    None => OnDemandPrices::default(),
+                };
+                let settings = tencent::Settings {
+                    regions: self.regions,
+                    managed_tag: self.managed_tag.0,
+                    endpoint: self.tencent_endpoint,
+                    keys: match (self.tencent_secret_id, self.tencent_secret_key) {
+                        (Some(id), Some(key)) => Some(
+                            tencent::Keys::fixed(&id, &key).with_token(self.tencent_session_token),
+                        ),
+                        (None, None) => None,
+                        _ => anyhow::bail!(
+                            "set both TENCENTCLOUD_SECRET_ID and TENCENTCLOUD_SECRET_KEY, or \
+                             neither to use the instance's CAM role"
+                        ),
+                    },
+                    on_demand,
+                    gpu_metric: tencent::GpuMetric::default(),
+                };
+                let provider = TencentProvider::connect(settings)?;
+                let cloud = Connected {
+                    call_limit: Some(tencent::CALL_LIMIT),
+                    pacer: Some(provider.pacer().clone()),
+                    provider,
+                };
+                command.on(cloud).await
+            }
             CloudChoice::Sim(file) => {
                 let seed = snapshot::load_simulated(&file)?;
                 // The simulated EC2 meters calls as EC2 does, and ebb paces them.
@@ -83,5 +114,17 @@ impl CloudArgs {
                 command.on(cloud).await
             }
         }
+    }
+}
+
+/// Whether `url` names this machine.
+fn is_loopback(url: &reqwest::Url) -> bool {
+    match url.host_str() {
+        Some("localhost") => true,
+        Some(host) => host
+            .trim_matches(['[', ']'])
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback()),
+        None => false,
     }
 }

@@ -109,8 +109,8 @@ impl ServeArgs {
                 (CloudChoice::Sim(_), start, speed) => {
                     Clock::simulated(start.unwrap_or_else(Utc::now), speed.unwrap_or(1.0))
                 }
-                (CloudChoice::Aws, None, None) => Clock::System,
-                (CloudChoice::Aws, _, _) => bail!(
+                (CloudChoice::Aws | CloudChoice::Tencent, None, None) => Clock::System,
+                (CloudChoice::Aws | CloudChoice::Tencent, _, _) => bail!(
                     "--clock-start and --clock-speed need EBB_CLOUD=sim:FLEET_FILE: a real cloud runs on real time"
                 ),
             },
@@ -120,10 +120,10 @@ impl ServeArgs {
 
 /// Serves until SIGTERM or Ctrl-C; SIGHUP asks for a tick now.
 pub(super) async fn run(args: ServeArgs) -> Result<ExitCode> {
-    if let (CloudChoice::Sim(_), Some(_)) =
+    if let (CloudChoice::Sim(_) | CloudChoice::Tencent, Some(_)) =
         (&args.reconcile.cloud.choice.cloud, &args.interruption_queue)
     {
-        bail!("--interruption-queue needs EBB_CLOUD=aws: the simulated fleet has no queue");
+        bail!("--interruption-queue needs EBB_CLOUD=aws: spot interruption warnings come from EC2's queue");
     }
     let tokens = Tokens::parse(&args.api_tokens)?;
     let prices = on_demand_prices(

@@ -2,7 +2,8 @@
 //! utilisation and prices, and stops, hibernates, starts and tags them; it lists the Auto
 //! Scaling groups ebb manages and sets their capacity, through EKS for a managed node group's.
 //!
-//! [`aws`] is the EC2 and CloudWatch implementation. Every call that changes an instance
+//! [`aws`] is the EC2 and CloudWatch implementation, [`tencent`] Tencent Cloud's (CVM and
+//! Cloud Monitor). Every call that changes an instance
 //! reports per instance ([`ActionReport`]): one instance EC2 refuses never blocks the others.
 
 pub mod aws;
@@ -14,6 +15,7 @@ mod prices;
 pub mod prometheus;
 mod redact;
 pub mod sim;
+pub mod tencent;
 
 pub use error::{CloudError, ErrorKind};
 pub use launch::{

@@ -34,4 +34,5 @@ mod snooze;
 mod spot_faults;
 mod spot_proofs;
 mod store;
+mod tencent;
 mod timeouts;

@@ -270,7 +270,10 @@ mod tests {
     fn a_refusal_is_not_carried_out() {
         for (code, kind) in [
             ("RequestLimitExceeded", ErrorKind::Throttled),
-            ("RequestLimitExceeded.UinLimitExceeded", ErrorKind::Throttled),
+            (
+                "RequestLimitExceeded.UinLimitExceeded",
+                ErrorKind::Throttled,
+            ),
             ("AuthFailure.SignatureFailure", ErrorKind::Credentials),
             ("AuthFailure.UnauthorizedOperation", ErrorKind::AccessDenied),
             ("UnauthorizedOperation", ErrorKind::AccessDenied),
@@ -279,7 +282,10 @@ mod tests {
                 "UnsupportedOperation.InstanceStateStopped",
                 ErrorKind::InvalidState,
             ),
-            ("UnsupportedOperation.StoppedModeStopCharging", ErrorKind::Other),
+            (
+                "UnsupportedOperation.StoppedModeStopCharging",
+                ErrorKind::Other,
+            ),
             (
                 "ResourceInsufficient.SpecifiedInstanceType",
                 ErrorKind::InsufficientCapacity,
@@ -299,7 +305,11 @@ mod tests {
     #[test]
     fn a_5xx_or_an_unreadable_answer_may_have_been_carried_out() {
         let internal = r#"{"Response":{"Error":{"Code":"InternalError","Message":"x"}}}"#;
-        for (status, text) in [(502, "<html>bad gateway</html>"), (200, "{"), (200, internal)] {
+        for (status, text) in [
+            (502, "<html>bad gateway</html>"),
+            (200, "{"),
+            (200, internal),
+        ] {
             let error = answer(status, text).unwrap_err();
             assert_eq!(error.kind, ErrorKind::Unanswered, "{status} {text}");
             assert!(error.kind.may_have_landed());
