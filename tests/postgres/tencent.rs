@@ -403,3 +403,34 @@ async fn the_fake_refuses_what_the_service_refuses() {
     assert!(answer["Response"]["RequestId"].is_string());
     assert_eq!(fake.instance("ins-ok").stopped_mode, "STOP_CHARGING");
 }
+
+/// With `busy_defers_stop`, GPU utilisation is read from Cloud Monitor's `GpuUtil`: the busy
+/// box stays up after hours, the idle one is stopped.
+#[sqlx::test(migrations = false)]
+async fn a_busy_gpu_read_from_cloud_monitor_defers_the_stop(pool: PgPool) {
+    let s = Setup::new(
+        &pool,
+        vec![
+            FakeInstance::gpu("ins-busy", REGION, OPTED_IN),
+            FakeInstance::gpu("ins-idle", REGION, OPTED_IN),
+        ],
+    )
+    .await;
+    std::fs::write(
+        s.policies.path().join("research.yaml"),
+        POLICY.replace("busy_defers_stop: false", "busy_defers_stop: true"),
+    )
+    .unwrap();
+    {
+        let mut state = s.fake.state();
+        state.gpu_util.insert("ins-busy".to_string(), 93.0);
+        state.gpu_util.insert("ins-idle".to_string(), 0.0);
+    }
+
+    s.tick(EVENING);
+    assert_eq!(s.fake.instance("ins-busy").state, "RUNNING");
+    assert_eq!(s.fake.instance("ins-idle").state, "STOPPED");
+    let reads = s.fake.calls("GetMonitorData");
+    assert!(!reads.is_empty());
+    assert!(reads.iter().all(|c| c.refused.is_none()), "{reads:?}");
+}
