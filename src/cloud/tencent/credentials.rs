@@ -142,12 +142,50 @@ async fn role_keys(http: &reqwest::Client) -> Result<Keys, CloudError> {
     let text = get(format!("{ROLE_CREDENTIALS}{role}"))
         .await
         .map_err(missing)?;
-    let keys: RoleKeys = serde_json::from_str(&text)
-        .map_err(|e| missing(format!("the role's credentials could not be read: {e}")))?;
+    role_keys_of(&text)
+        .map_err(|e| missing(format!("the role's credentials could not be read: {e}")))
+}
+
+/// The temporary keys of the metadata server's answer for a role.
+fn role_keys_of(text: &str) -> Result<Keys, serde_json::Error> {
+    let keys: RoleKeys = serde_json::from_str(text)?;
     Ok(Keys {
         id: keys.tmp_secret_id,
         key: keys.tmp_secret_key,
         token: Some(keys.token),
         expires: Some(keys.expired_time),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An answer of the metadata server in the shape the CVM documentation gives ("Managing
+    /// Instance Roles"); the values are made up.
+    const ROLE_ANSWER: &str = r#"{
+        "TmpSecretId": "AKIDoQMxkMNGUu6-0Cc9",
+        "TmpSecretKey": "5OdwIsnTNS9ItB8Ts3fPxkRSX0Wx",
+        "ExpiredTime": 1615590047,
+        "Expiration": "2021-03-12T23:00:47Z",
+        "Token": "T2ZfkWwDWhTXbNN8pa",
+        "Code": "Success"
+    }"#;
+
+    #[tokio::test]
+    async fn role_keys_are_read_and_kept_until_shortly_before_they_expire() {
+        let keys = role_keys_of(ROLE_ANSWER).unwrap();
+        assert_eq!(keys.id, "AKIDoQMxkMNGUu6-0Cc9");
+        assert_eq!(keys.token.as_deref(), Some("T2ZfkWwDWhTXbNN8pa"));
+        let source = Source::new(None);
+        let Source::Role { cached, .. } = &source else {
+            panic!("no keys given: the CAM role");
+        };
+        *cached.lock().await = Some(keys);
+        let in_time = source.keys(1615590047 - REFRESH_BEFORE - 1).await.unwrap();
+        assert_eq!(in_time.id, "AKIDoQMxkMNGUu6-0Cc9");
+        let text = format!("{:?}", in_time);
+        assert!(!text.contains("5OdwIsnTNS9ItB8Ts3fPxkRSX0Wx"), "{text}");
+        assert!(!text.contains("T2ZfkWwDWhTXbNN8pa"), "{text}");
+    }
 }
