@@ -19,7 +19,7 @@ pub mod world;
 
 use chrono::{DateTime, Utc};
 use ebb::engine::{decide, Decision, InstanceFacts, Override, Prior};
-use ebb::fleet::{Fleet, Instance, InstanceState, Lifecycle, Prices, Sample};
+use ebb::fleet::{Billing, Fleet, Instance, InstanceState, Lifecycle, Prices, Sample};
 use ebb::policy::PolicySet;
 use std::collections::{BTreeMap, HashMap};
 
@@ -54,6 +54,7 @@ pub fn instance(id: &str, tags: &[(&str, &str)]) -> Instance {
         gpus: None,
         gpu_util: Vec::new(),
         via_role: None,
+        billing: Billing::EC2,
     }
 }
 

@@ -76,6 +76,7 @@ pub const TYPES: &[(&str, &str, u32)] = &[
     ("GN7.2XLARGE32", "GN7", 1),
     ("GN10X.2XLARGE40", "GN10X", 1),
     ("S5.LARGE8", "S5", 0),
+    ("IT5.4XLARGE64", "IT5", 0),
 ];
 
 /// A call the fake answered, signature checked.

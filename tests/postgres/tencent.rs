@@ -216,9 +216,10 @@ async fn a_subscription_box_is_never_stopped(pool: PgPool) {
         s.stops_of("ins-prepaid").is_empty(),
         "no stop was ever asked for"
     );
-    for row in s.audit("ins-prepaid", "stop") {
-        assert_ne!(row["outcome"], "succeeded", "{row}");
-    }
+    assert!(
+        s.audit("ins-prepaid", "stop").is_empty(),
+        "the engine decides no stop of a subscription (subscription_no_saving)"
+    );
     assert!(s.ebb().run(&["audit", "verify"]).status.success());
 }
 
@@ -433,4 +434,38 @@ async fn a_busy_gpu_read_from_cloud_monitor_defers_the_stop(pool: PgPool) {
     let reads = s.fake.calls("GetMonitorData");
     assert!(!reads.is_empty());
     assert!(reads.iter().all(|c| c.refused.is_none()), "{reads:?}");
+}
+
+/// A family listed as unable to stop without charge (local NVMe disks) is not stopped
+/// (`charging_stop_refused`) and no call is made; with `stop.allow_charging_stop: true` it is
+/// stopped with `KEEP_CHARGING`, and the audit row says the stop saves nothing.
+#[sqlx::test(migrations = false)]
+async fn a_local_disk_family_is_refused_before_the_call_unless_allowed(pool: PgPool) {
+    let mut local = FakeInstance::gpu("ins-local", REGION, OPTED_IN);
+    local.instance_type = "IT5.4XLARGE64".to_string();
+    local.stop_charging_supported = false;
+    let s = Setup::new(&pool, vec![local]).await;
+
+    s.tick(EVENING);
+    assert_eq!(s.fake.instance("ins-local").state, "RUNNING");
+    assert!(
+        s.fake.calls("StopInstances").is_empty(),
+        "refused before the call"
+    );
+    assert!(s.audit("ins-local", "stop").is_empty());
+
+    std::fs::write(
+        s.policies.path().join("research.yaml"),
+        format!("{POLICY}    stop:\n      allow_charging_stop: true\n"),
+    )
+    .unwrap();
+    s.tick(LATER);
+    let stopped = s.fake.instance("ins-local");
+    assert_eq!(stopped.state, "STOPPED");
+    assert_eq!(stopped.stopped_mode, "KEEP_CHARGING");
+    let rows = s.audit("ins-local", "stop");
+    assert_eq!(outcomes(&rows), ["intent", "succeeded"]);
+    let reason = rows[1]["reason"].as_str().unwrap();
+    assert!(reason.contains("still charges"), "{reason}");
+    assert!(s.ebb().run(&["audit", "verify"]).status.success());
 }

@@ -1,7 +1,7 @@
 //! The requests and answers of the calls the provider makes, as Tencent Cloud's API reference
 //! names their fields, and CVM's instances as ebb sees them.
 
-use crate::fleet::{Gpus, Instance, InstanceState, Lifecycle};
+use crate::fleet::{Billing, Charge, Cloud, Gpus, Instance, InstanceState, Lifecycle, StoppedMode};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
@@ -70,24 +70,23 @@ pub(super) struct CvmInstance {
     pub public_ip_addresses: Option<Vec<String>>,
 }
 
-/// How an instance is billed, as ebb needs it to stop one.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Charge {
-    /// `POSTPAID_BY_HOUR`: billed by the hour, and not while stopped without charge.
-    ByHour,
-    /// `SPOTPAID`: a spot instance, billed by the hour.
-    Spot,
-    /// `PREPAID` (包年包月) or `CDHPAID`: paid for the term whether it runs or not.
-    Subscription,
-}
-
 impl CvmInstance {
-    /// Its charge type; an unknown one is taken as a subscription, which ebb never stops.
+    /// How it is paid for: `POSTPAID_BY_HOUR` and `SPOTPAID` by the hour; `PREPAID`, `CDHPAID`
+    /// and an unknown charge type as a subscription, which ebb never stops.
     pub(super) fn charge(&self) -> Charge {
         match self.instance_charge_type.as_str() {
-            "POSTPAID_BY_HOUR" => Charge::ByHour,
-            "SPOTPAID" => Charge::Spot,
+            "POSTPAID_BY_HOUR" | "SPOTPAID" => Charge::PayAsYouGo,
             _ => Charge::Subscription,
+        }
+    }
+
+    /// How it is billed: its charge type, what a stop of its family saves (the families file),
+    /// and, stopped, the stopped mode CVM reports.
+    pub(super) fn billing(&self) -> Billing {
+        let stopped = self.instance_state == "STOPPED";
+        Billing {
+            stopped_mode: stopped.then(|| stopped_mode(self.stop_charging_mode.as_deref())),
+            ..Billing::of(Cloud::Tencent, self.charge(), &self.instance_type)
         }
     }
 
@@ -110,7 +109,7 @@ impl CvmInstance {
     /// What the provider remembers of it.
     pub(super) fn known(&self) -> super::Known {
         super::Known {
-            charge: self.charge(),
+            billing: self.billing(),
             public_ip: self.has_public_ip(),
         }
     }
@@ -133,16 +132,26 @@ impl CvmInstance {
             state,
             // CVM says neither when an instance stopped nor when it last started.
             state_since: None,
-            lifecycle: match self.charge() {
-                Charge::Spot => Lifecycle::Spot,
-                Charge::ByHour | Charge::Subscription => Lifecycle::OnDemand,
+            lifecycle: match self.instance_charge_type.as_str() {
+                "SPOTPAID" => Lifecycle::Spot,
+                _ => Lifecycle::OnDemand,
             },
             launched_at: None,
             tags: self.tag_map().into_iter().collect(),
             gpus: None,
             gpu_util: Vec::new(),
             via_role: None,
+            billing: self.billing(),
         })
+    }
+}
+
+/// CVM's `StopChargingMode` of a stopped instance as ebb counts it.
+pub(super) fn stopped_mode(mode: Option<&str>) -> StoppedMode {
+    match mode {
+        Some("STOP_CHARGING") => StoppedMode::NoCharge,
+        Some("KEEP_CHARGING") => StoppedMode::Charging,
+        _ => StoppedMode::Unknown,
     }
 }
 
@@ -303,14 +312,34 @@ mod tests {
         let instance = cvm.to_instance("ap-guangzhou").unwrap();
         assert_eq!(instance.state, InstanceState::Stopped);
         assert_eq!(instance.lifecycle, Lifecycle::Spot);
+        assert_eq!(instance.billing.cloud, Cloud::Tencent);
+        assert_eq!(instance.billing.charge, Charge::PayAsYouGo);
+        assert_eq!(instance.billing.stopped_mode, Some(StoppedMode::NoCharge));
+        assert!(instance.billing.stop_saves());
         assert_eq!(instance.tag("team"), Some("research"));
         assert!(!cvm.has_public_ip());
     }
 
     #[test]
+    fn a_stop_that_still_charges_is_read_as_such() {
+        assert_eq!(stopped_mode(Some("KEEP_CHARGING")), StoppedMode::Charging);
+        assert_eq!(stopped_mode(Some("NOT_APPLICABLE")), StoppedMode::Unknown);
+        assert_eq!(stopped_mode(None), StoppedMode::Unknown);
+        let local: CvmInstance = serde_json::from_str(
+            r#"{"InstanceId":"ins-1","InstanceType":"IT5.4XLARGE64","InstanceState":"RUNNING",
+                "InstanceChargeType":"POSTPAID_BY_HOUR"}"#,
+        )
+        .unwrap();
+        let billing = local.billing();
+        assert_eq!(billing.stopped_mode, None, "not stopped");
+        assert!(!billing.stop_saves(), "a local-disk family keeps charging");
+    }
+
+    #[test]
     fn an_unknown_charge_type_is_never_taken_for_pay_as_you_go() {
         for (charge, expected) in [
-            ("POSTPAID_BY_HOUR", Charge::ByHour),
+            ("POSTPAID_BY_HOUR", Charge::PayAsYouGo),
+            ("SPOTPAID", Charge::PayAsYouGo),
             ("PREPAID", Charge::Subscription),
             ("CDHPAID", Charge::Subscription),
             ("SOMETHING_NEW", Charge::Subscription),

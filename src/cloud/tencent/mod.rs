@@ -19,11 +19,10 @@ mod sign;
 
 pub use credentials::Keys;
 
-use super::pacing::{Key, Pacer, RateLimits};
+use super::pacing::{Key, Limit, Pacer, Rate, RateLimits};
 use super::{ActionReport, CloudError, Done, Failed, OnDemandPrices};
 use crate::clock::Clock;
-use crate::fleet::Gpus;
-use api::Charge;
+use crate::fleet::{Billing, Gpus};
 use client::Client;
 use std::collections::HashMap;
 use std::future::Future;
@@ -33,10 +32,26 @@ use std::time::Duration;
 /// CVM's, the Tag API's and Cloud Monitor's published limits: 10 calls a second for
 /// StartInstances and StopInstances, of at most 100 instances each (so 1000 instances a
 /// second), 10 for DescribeInstances and DescribeInstanceTypeConfigs, 20 for the tag calls and
-/// GetMonitorData.
-const RATE_LIMITS: &str = "StartInstances=10/10:1000/1000,StopInstances=10/10:1000/1000,\
-    DescribeInstances=10/10,DescribeInstanceTypeConfigs=10/10,TagResources=20/20,\
-    UnTagResources=20/20,GetMonitorData=20/20,GetCallerIdentity=10/10";
+/// GetMonitorData (the other APIs ebb calls).
+fn rate_limits() -> RateLimits {
+    let calls = |per_second: f64| Limit {
+        requests: Rate::of(per_second, per_second),
+        instances: None,
+    };
+    let acting = Limit {
+        instances: Some(Rate::of(1000.0, 1000.0)),
+        ..calls(10.0)
+    };
+    RateLimits::new(
+        [
+            ("StartInstances", acting),
+            ("StopInstances", acting),
+            ("DescribeInstances", calls(10.0)),
+            ("DescribeInstanceTypeConfigs", calls(10.0)),
+        ],
+        calls(20.0),
+    )
+}
 
 /// How the Tencent Cloud provider is set up.
 #[derive(Debug, Clone)]
@@ -85,7 +100,7 @@ pub const CALL_LIMIT: Duration = Duration::from_secs(120);
 #[derive(Debug, Clone, Copy)]
 struct Known {
     /// How it is billed.
-    charge: Charge,
+    billing: Billing,
     /// Whether it had a public IP, which a stop without charge releases.
     public_ip: bool,
 }
@@ -123,16 +138,13 @@ impl TencentProvider {
             settings.endpoint.clone(),
             credentials::Source::new(settings.keys.clone()),
         )?;
-        let limits: RateLimits = RATE_LIMITS
-            .parse()
-            .map_err(|e: String| CloudError::other("configuration", e))?;
         Ok(TencentProvider {
             settings: Settings {
                 regions,
                 ..settings
             },
             client,
-            pacer: Arc::new(Pacer::new(limits, &Clock::System)),
+            pacer: Arc::new(Pacer::new(rate_limits(), &Clock::System)),
             known: RwLock::default(),
             gpu_types: Mutex::default(),
             account: tokio::sync::OnceCell::new(),
@@ -199,6 +211,7 @@ impl TencentProvider {
                                 request_id: accepted.request_id.clone(),
                                 fallback: None,
                                 already: false,
+                                stopped_mode: None,
                             }),
                         }
                     }
@@ -244,8 +257,8 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_published_limits_parse() {
-        let limits: RateLimits = RATE_LIMITS.parse().unwrap();
+    fn the_published_limits() {
+        let limits = rate_limits();
         let stop = limits.of("StopInstances");
         assert_eq!(stop.requests.per_second, 10.0);
         assert_eq!(stop.instances.unwrap().per_second, 1000.0);

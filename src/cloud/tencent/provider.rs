@@ -1,8 +1,8 @@
 //! [`Provider`] on CVM, the Tag API and Cloud Monitor: each method here is the calls it makes.
 
 use super::api::{
-    Caller, Charge, CvmInstance, Dimension, Filter, InstancePage, MonitorData, TagAnswer, TagPair,
-    TypeConfigs, INSTANCES_PER_CALL, INSTANCES_PER_MONITOR_CALL, RESOURCES_PER_TAG_CALL,
+    stopped_mode, Caller, CvmInstance, Dimension, Filter, InstancePage, MonitorData, TagAnswer,
+    TagPair, TypeConfigs, INSTANCES_PER_CALL, INSTANCES_PER_MONITOR_CALL, RESOURCES_PER_TAG_CALL,
 };
 use super::client::{Answer, CVM, MONITOR, STS, TAG};
 use super::{Accepted, Known, TencentProvider};
@@ -11,7 +11,9 @@ use crate::cloud::{
     InstanceStatus, Inventory, Launch, LaunchSpec, NodeGroupUpdate, Provider, ScopeFailure,
     StopKind, TypePrice,
 };
-use crate::fleet::{Capacity, Instance, NodeGroup, Sample, ScalingGroup};
+use crate::fleet::{
+    Capacity, Charge, Instance, NodeGroup, Sample, ScalingGroup, StopSaving, StoppedMode,
+};
 use chrono::{DateTime, Utc};
 use serde_json::{json, Value};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -199,12 +201,17 @@ impl TencentProvider {
             .collect()
     }
 
-    /// One StopInstances call asking for no charge while stopped.
-    async fn stop_call(&self, region: &str, batch: Vec<String>) -> Result<Accepted, CloudError> {
+    /// One StopInstances call in stopped mode `mode` (`STOP_CHARGING` or `KEEP_CHARGING`).
+    async fn stop_call(
+        &self,
+        region: &str,
+        batch: Vec<String>,
+        mode: &'static str,
+    ) -> Result<Accepted, CloudError> {
         let body = json!({
             "InstanceIds": batch,
             "StopType": "SOFT_FIRST",
-            "StoppedMode": "STOP_CHARGING",
+            "StoppedMode": mode,
         });
         let answer: Answer<Value> = self
             .client
@@ -227,6 +234,7 @@ impl TencentProvider {
             Ok(found) => found,
             Err(error) => {
                 for done in &mut report.done {
+                    done.stopped_mode = Some(StoppedMode::Unknown);
                     done.fallback = Some(format!(
                         "stopped, but whether it still charges could not be read back ({error})"
                     ));
@@ -241,6 +249,7 @@ impl TencentProvider {
             let mode = by_id
                 .get(done.instance.as_str())
                 .and_then(|i| i.stop_charging_mode.as_deref());
+            done.stopped_mode = Some(stopped_mode(mode));
             let public_ip = known.get(&done.instance).is_some_and(|k| k.public_ip);
             done.fallback = Some(match mode {
                 Some("STOP_CHARGING") if public_ip => "stopped without charge (STOP_CHARGING); \
@@ -442,26 +451,36 @@ impl Provider for TencentProvider {
     }
 
     /// StopInstances with `StoppedMode=STOP_CHARGING`, 100 a call, then the stopped mode read
-    /// back. A subscription instance is refused before any call; CVM has no hibernation, so
-    /// one asked for is a plain stop, said so.
+    /// back into [`crate::cloud::Done::stopped_mode`]. An instance of a family that cannot stop
+    /// without charge is stopped with `KEEP_CHARGING` (the engine decides such a stop only under
+    /// `stop.allow_charging_stop`). A subscription instance is refused before any call, as the
+    /// engine refuses it; CVM has no hibernation, so one asked for is a plain stop, said so.
     async fn stop(&self, region: &str, ids: &[String], kind: StopKind) -> ActionReport {
-        let (subscriptions, stoppable): (Vec<String>, Vec<String>) = {
+        let mut subscriptions = Vec::new();
+        let (mut no_charge, mut charging) = (Vec::new(), Vec::new());
+        {
             let known = self.known.read().expect("instance map poisoned");
-            ids.iter().cloned().partition(|id| {
-                known
+            for id in ids {
+                match known
                     .get(id)
-                    .is_some_and(|k| k.charge == Charge::Subscription)
-            })
-        };
-        let mut report = self
-            .batched(
-                region,
-                "StopInstances",
-                stoppable,
-                INSTANCES_PER_CALL,
-                |batch| self.stop_call(region, batch),
-            )
-            .await;
+                    .map(|k| (k.billing.charge, k.billing.stop_saving))
+                {
+                    Some((Charge::Subscription, _)) => subscriptions.push(id.clone()),
+                    Some((_, StopSaving::KeepsCharging { .. })) => charging.push(id.clone()),
+                    _ => no_charge.push(id.clone()),
+                }
+            }
+        }
+        let mut report = ActionReport::default();
+        for (ids, mode) in [(no_charge, "STOP_CHARGING"), (charging, "KEEP_CHARGING")] {
+            let stopped = self
+                .batched(region, "StopInstances", ids, INSTANCES_PER_CALL, |batch| {
+                    self.stop_call(region, batch, mode)
+                })
+                .await;
+            report.done.extend(stopped.done);
+            report.failed.extend(stopped.failed);
+        }
         self.read_back_stops(region, &mut report).await;
         if kind == StopKind::Hibernate {
             for done in &mut report.done {
