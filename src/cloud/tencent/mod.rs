@@ -16,6 +16,7 @@ mod client;
 mod credentials;
 mod provider;
 mod sign;
+mod tags;
 
 pub use credentials::Keys;
 
@@ -240,6 +241,20 @@ impl TencentProvider {
             }
         }
         report
+    }
+}
+
+/// Every id of `ids` failed with `error`.
+pub(super) fn all_failed(ids: &[String], error: &CloudError) -> ActionReport {
+    ActionReport {
+        failed: ids
+            .iter()
+            .map(|instance| Failed {
+                instance: instance.clone(),
+                error: error.clone(),
+            })
+            .collect(),
+        ..ActionReport::default()
     }
 }
 

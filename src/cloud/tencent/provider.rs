@@ -1,11 +1,11 @@
 //! [`Provider`] on CVM, the Tag API and Cloud Monitor: each method here is the calls it makes.
 
 use super::api::{
-    stopped_mode, Caller, CvmInstance, Dimension, Filter, InstancePage, MonitorData, TagAnswer,
-    TagPair, TypeConfigs, INSTANCES_PER_CALL, INSTANCES_PER_MONITOR_CALL, RESOURCES_PER_TAG_CALL,
+    stopped_mode, CvmInstance, Dimension, Filter, InstancePage, MonitorData, TagPair, TypeConfigs,
+    INSTANCES_PER_CALL, INSTANCES_PER_MONITOR_CALL,
 };
-use super::client::{Answer, CVM, MONITOR, STS, TAG};
-use super::{Accepted, Known, TencentProvider};
+use super::client::{Answer, CVM, MONITOR};
+use super::{all_failed, Accepted, Known, TencentProvider};
 use crate::cloud::{
     ActionReport, Artifact, CloudError, ErrorKind, Failed, GpuReadings, Image, ImageMade,
     InstanceStatus, Inventory, Launch, LaunchSpec, NodeGroupUpdate, Provider, ScopeFailure,
@@ -26,20 +26,6 @@ fn aws_only(operation: &'static str) -> CloudError {
         "not available on Tencent Cloud: spot migration, fallback types and Auto Scaling groups \
          are AWS-only in ebb",
     )
-}
-
-/// Every id of `ids` failed with `error`.
-fn all_failed(ids: &[String], error: &CloudError) -> ActionReport {
-    ActionReport {
-        failed: ids
-            .iter()
-            .map(|instance| Failed {
-                instance: instance.clone(),
-                error: error.clone(),
-            })
-            .collect(),
-        ..ActionReport::default()
-    }
 }
 
 /// What a stop of a subscription instance is refused with, before any call: it is paid for
@@ -262,73 +248,6 @@ impl TencentProvider {
                 None => "stopped, but CVM did not say whether it still charges".to_string(),
             });
         }
-    }
-
-    /// The account's UIN, asked of STS once.
-    async fn account(&self, region: &str) -> Result<&str, CloudError> {
-        self.account
-            .get_or_try_init(|| async {
-                let empty = json!({});
-                let answer: Answer<Caller> = self
-                    .paced(region, "GetCallerIdentity", 0, || {
-                        self.client
-                            .call(STS, "GetCallerIdentity", Some(region), &empty)
-                    })
-                    .await?;
-                Ok::<_, CloudError>(answer.body.account_id)
-            })
-            .await
-            .map(String::as_str)
-    }
-
-    /// TagResources or UnTagResources (`action`) of `ids` with `body` besides the resource
-    /// list, nine resources a call; the resources the answer lists as failed fail alone.
-    async fn tag_call(
-        &self,
-        region: &str,
-        ids: &[String],
-        action: &'static str,
-        body: Value,
-    ) -> ActionReport {
-        let account = match self.account(region).await {
-            Ok(account) => account.to_string(),
-            Err(error) => return all_failed(ids, &error),
-        };
-        let name = |id: &str| format!("qcs::cvm:{region}:uin/{account}:instance/{id}");
-        self.batched(
-            region,
-            action,
-            ids.to_vec(),
-            RESOURCES_PER_TAG_CALL,
-            |batch| {
-                let mut body = body.clone();
-                body["ResourceList"] = json!(batch.iter().map(|id| name(id)).collect::<Vec<_>>());
-                async move {
-                    let answer: Answer<TagAnswer> =
-                        self.client.call(TAG, action, None, &body).await?;
-                    let refused = answer
-                        .body
-                        .failed_resources
-                        .into_iter()
-                        .filter_map(|f| {
-                            let id = f.resource.rsplit('/').next()?.to_string();
-                            let error = CloudError::coded(
-                                super::client::kind_of(&f.code),
-                                action,
-                                &f.code,
-                                f.message,
-                            );
-                            Some((id, error))
-                        })
-                        .collect();
-                    Ok(Accepted {
-                        request_id: answer.request_id,
-                        refused,
-                    })
-                }
-            },
-        )
-        .await
     }
 }
 
