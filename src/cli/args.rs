@@ -166,8 +166,9 @@ pub(super) struct Connected<P> {
 /// Which cloud: `EBB_CLOUD`.
 #[derive(Args, Clone)]
 pub(super) struct CloudChoiceArg {
-    /// The cloud: aws, alibaba, or sim:FLEET_FILE (a simulated fleet seeded from a fleet
-    /// snapshot, whose on-demand prices also fill in what --prices lacks).
+    /// The cloud: aws, alibaba, tencent (Tencent Cloud CVM), or sim:FLEET_FILE (a simulated
+    /// fleet seeded from a fleet snapshot, whose on-demand prices also fill in what --prices
+    /// lacks).
     #[arg(long, env = "EBB_CLOUD", default_value = "aws", value_parser = parse_cloud)]
     pub(super) cloud: CloudChoice,
 }
@@ -224,6 +225,20 @@ pub(super) struct CloudArgs {
     /// defaults: API=BURST/RATE[:BURST/RATE] (requests, then instances), comma-separated.
     #[arg(long, env = "EBB_EC2_RATE_LIMITS", default_value = "", value_name = "LIMITS", value_parser = parse_rate_limits)]
     pub(super) ec2_rate_limits: RateLimits,
+    /// With --cloud tencent: the address every Tencent Cloud API is asked at instead of
+    /// SERVICE.tencentcloudapi.com (a test double on this machine).
+    #[arg(long, env = "EBB_TENCENT_ENDPOINT", value_name = "URL")]
+    pub(super) tencent_endpoint: Option<reqwest::Url>,
+    /// With --cloud tencent: the secret id (without it and the key, the CAM role of the
+    /// instance ebb runs on).
+    #[arg(long, env = "TENCENTCLOUD_SECRET_ID", hide_env_values = true)]
+    pub(super) tencent_secret_id: Option<String>,
+    /// With --cloud tencent: the secret key of the secret id.
+    #[arg(long, env = "TENCENTCLOUD_SECRET_KEY", hide_env_values = true)]
+    pub(super) tencent_secret_key: Option<String>,
+    /// With --cloud tencent: the session token of temporary keys (STS).
+    #[arg(long, env = "TENCENTCLOUD_SESSION_TOKEN", hide_env_values = true)]
+    pub(super) tencent_session_token: Option<String>,
     #[command(flatten)]
     pub(super) alibaba: AlibabaArgs,
 }
@@ -289,6 +304,9 @@ pub(super) enum CloudChoice {
     Aws,
     /// Alibaba Cloud ECS and CloudMonitor.
     Alibaba,
+    /// Tencent Cloud CVM and Cloud Monitor, with TENCENTCLOUD_SECRET_ID and
+    /// TENCENTCLOUD_SECRET_KEY or the instance's CAM role.
+    Tencent,
     /// A simulated fleet seeded from this snapshot.
     Sim(PathBuf),
 }
@@ -297,12 +315,13 @@ pub(super) fn parse_cloud(s: &str) -> Result<CloudChoice, String> {
     match s {
         "aws" => return Ok(CloudChoice::Aws),
         "alibaba" => return Ok(CloudChoice::Alibaba),
+        "tencent" => return Ok(CloudChoice::Tencent),
         _ => {}
     }
     match s.strip_prefix("sim:") {
         Some(file) if !file.is_empty() => Ok(CloudChoice::Sim(file.into())),
         _ => Err(format!(
-            "\"{s}\" is not a cloud: aws, alibaba, or sim:FLEET_FILE for a simulated fleet"
+            "\"{s}\" is not a cloud: aws, alibaba, tencent, or sim:FLEET_FILE for a simulated fleet"
         )),
     }
 }

@@ -9,6 +9,7 @@ use crate::cloud::alibaba::{self, AlibabaProvider};
 use crate::cloud::aws::{self, AwsProvider};
 use crate::cloud::pacing::Pacer;
 use crate::cloud::sim::SimProvider;
+use crate::cloud::tencent::{self, TencentProvider};
 use crate::cloud::{PriceTable, Provider};
 use crate::snapshot;
 use anyhow::Result;
@@ -60,6 +61,21 @@ impl CloudArgs {
         matches!(self.choice.cloud, CloudChoice::Alibaba) && !loopback
     }
 
+    /// Whether the chosen cloud is Tencent Cloud at an endpoint off this machine: the real one
+    /// unless `EBB_TENCENT_ENDPOINT` names a loopback address, as for a test double.
+    pub(super) fn is_remote_tencent(&self) -> bool {
+        let loopback = self
+            .tencent_endpoint
+            .as_ref()
+            .is_some_and(|url| match url.host() {
+                Some(url::Host::Domain("localhost")) => true,
+                Some(url::Host::Ipv4(ip)) => ip.is_loopback(),
+                Some(url::Host::Ipv6(ip)) => ip.is_loopback(),
+                _ => false,
+            });
+        matches!(self.choice.cloud, CloudChoice::Tencent) && !loopback
+    }
+
     /// Connects the provider (a simulated fleet runs on `clock`) and runs `command` on it.
     pub(super) async fn run<C: OnCloud>(self, clock: Clock, command: C) -> Result<C::Output> {
         match self.choice.cloud {
@@ -101,6 +117,36 @@ impl CloudArgs {
                 let provider = AlibabaProvider::connect(settings, clock)?;
                 let cloud = Connected {
                     call_limit: Some(provider.timeout()),
+                    pacer: Some(provider.pacer().clone()),
+                    provider,
+                };
+                command.on(cloud).await
+            }
+            CloudChoice::Tencent => {
+                let on_demand = match &self.prices.prices {
+                    Some(file) => crate::cloud::prices::load(file)?,
+                    None => PriceTable::default(),
+                };
+                let settings = tencent::Settings {
+                    regions: self.regions,
+                    managed_tag: self.managed_tag.0,
+                    endpoint: self.tencent_endpoint,
+                    keys: match (self.tencent_secret_id, self.tencent_secret_key) {
+                        (Some(id), Some(key)) => Some(
+                            tencent::Keys::fixed(&id, &key).with_token(self.tencent_session_token),
+                        ),
+                        (None, None) => None,
+                        _ => anyhow::bail!(
+                            "set both TENCENTCLOUD_SECRET_ID and TENCENTCLOUD_SECRET_KEY, or \
+                             neither to use the instance's CAM role"
+                        ),
+                    },
+                    on_demand,
+                    gpu_metric: tencent::GpuMetric::default(),
+                };
+                let provider = TencentProvider::connect(settings)?;
+                let cloud = Connected {
+                    call_limit: Some(tencent::CALL_LIMIT),
                     pacer: Some(provider.pacer().clone()),
                     provider,
                 };

@@ -297,6 +297,13 @@ pub(super) async fn tick(
              emulator on this machine"
         );
     }
+    if at.is_some() && !reconcile.dry_run && reconcile.cloud.is_remote_tencent() {
+        bail!(
+            "--at acts on Tencent Cloud as if it were then: a past or future time stops and \
+             starts by other hours; add --dry-run to see what that tick would decide, or point \
+             EBB_TENCENT_ENDPOINT at a test double on this machine"
+        );
+    }
     let at = at.unwrap_or_else(Utc::now);
     let metrics = crate::metrics::Metrics::default();
     let publisher = checkpoints

@@ -108,8 +108,8 @@ impl ServeArgs {
                 (CloudChoice::Sim(_), start, speed) => {
                     Clock::simulated(start.unwrap_or_else(Utc::now), speed.unwrap_or(1.0))
                 }
-                (CloudChoice::Aws | CloudChoice::Alibaba, None, None) => Clock::System,
-                (CloudChoice::Aws | CloudChoice::Alibaba, _, _) => bail!(
+                (CloudChoice::Aws | CloudChoice::Alibaba | CloudChoice::Tencent, None, None) => Clock::System,
+                (CloudChoice::Aws | CloudChoice::Alibaba | CloudChoice::Tencent, _, _) => bail!(
                     "--clock-start and --clock-speed need EBB_CLOUD=sim:FLEET_FILE: a real cloud runs on real time"
                 ),
             },
@@ -119,7 +119,7 @@ impl ServeArgs {
 
 /// Serves until SIGTERM or Ctrl-C; SIGHUP asks for a tick now.
 pub(super) async fn run(args: ServeArgs) -> Result<ExitCode> {
-    if let (CloudChoice::Sim(_) | CloudChoice::Alibaba, Some(_)) =
+    if let (CloudChoice::Sim(_) | CloudChoice::Alibaba | CloudChoice::Tencent, Some(_)) =
         (&args.reconcile.cloud.choice.cloud, &args.interruption_queue)
     {
         bail!("--interruption-queue needs EBB_CLOUD=aws: it reads EC2's spot warnings from SQS");

@@ -3,7 +3,8 @@
 //! Scaling groups ebb manages and sets their capacity, through EKS for a managed node group's.
 //!
 //! [`aws`] is the EC2 and CloudWatch implementation, [`alibaba`] the Alibaba Cloud ECS and
-//! CloudMonitor one. Every call that changes an instance
+//! CloudMonitor one, [`tencent`] Tencent Cloud's (CVM and Cloud Monitor). Every call that
+//! changes an instance
 //! reports per instance ([`ActionReport`]): one instance EC2 refuses never blocks the others.
 
 pub mod alibaba;
@@ -16,6 +17,7 @@ pub mod prices;
 pub mod prometheus;
 mod redact;
 pub mod sim;
+pub mod tencent;
 
 pub use error::{CloudError, ErrorKind};
 pub use launch::{
@@ -26,9 +28,7 @@ pub use node_groups::{NodeGroupUpdate, UpdateStatus};
 pub use prices::{PriceTable, PricesError};
 pub use redact::redact_userinfo;
 
-use crate::fleet::{
-    Capacity, Instance, NodeGroup, Sample, ScalingGroup, StoppedMode, TypeFacts,
-};
+use crate::fleet::{Capacity, Instance, NodeGroup, Sample, ScalingGroup, StoppedMode, TypeFacts};
 use chrono::{DateTime, Utc};
 use std::collections::{BTreeMap, HashMap};
 use std::future::Future;

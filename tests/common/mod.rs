@@ -16,6 +16,7 @@ pub mod prometheus;
 pub mod replica;
 pub mod savings;
 pub mod sim_ec2;
+pub mod tencent_fake;
 pub mod time;
 pub mod webhook;
 pub mod world;

@@ -192,6 +192,8 @@ fn secrets_are_hidden_from_help() {
         "EBB_API_TOKENS",
         "EBB_WEBHOOK_URL",
         "EBB_EVENTS_URL",
+        "TENCENTCLOUD_SECRET_KEY",
+        "TENCENTCLOUD_SESSION_TOKEN",
     ] {
         assert!(
             settings[secret].hidden,

@@ -35,4 +35,5 @@ mod snooze;
 mod spot_faults;
 mod spot_proofs;
 mod store;
+mod tencent;
 mod timeouts;

@@ -1,0 +1,191 @@
+//! Where the Tencent Cloud credentials come from: the keys the command line read
+//! (`TENCENTCLOUD_SECRET_ID`, `TENCENTCLOUD_SECRET_KEY` and, for temporary ones,
+//! `TENCENTCLOUD_SESSION_TOKEN`); or else the CAM role bound to the instance ebb runs on, whose temporary keys the metadata server hands
+//! out (`http://metadata.tencentyun.com/latest/meta-data/cam/security-credentials/ROLE`) and
+//! which are fetched again before they expire. They are kept in memory only, never written.
+
+use crate::cloud::{CloudError, ErrorKind};
+use serde::Deserialize;
+use std::fmt;
+use std::time::Duration;
+use tokio::sync::Mutex;
+
+/// The metadata server's CAM role credentials, under the role's name.
+const ROLE_CREDENTIALS: &str =
+    "http://metadata.tencentyun.com/latest/meta-data/cam/security-credentials/";
+
+/// How long before temporary keys expire they are fetched again.
+const REFRESH_BEFORE: i64 = 300;
+
+/// A secret id and key, with a session token when they are temporary.
+#[derive(Clone)]
+pub struct Keys {
+    /// The secret id (`AKID...`), sent in the `Authorization` header.
+    pub(super) id: String,
+    /// The secret key, only ever used to sign.
+    pub(super) key: String,
+    /// `X-TC-Token`, for temporary keys (STS or a CAM role).
+    pub(super) token: Option<String>,
+    /// When temporary keys expire, in seconds since 1970.
+    expires: Option<i64>,
+}
+
+impl Keys {
+    /// Lasting keys: a secret id and key without a token.
+    pub fn fixed(id: &str, key: &str) -> Keys {
+        Keys {
+            id: id.to_string(),
+            key: key.to_string(),
+            token: None,
+            expires: None,
+        }
+    }
+
+    /// The same keys with the session token of temporary ones.
+    pub fn with_token(self, token: Option<String>) -> Keys {
+        Keys { token, ..self }
+    }
+}
+
+impl fmt::Debug for Keys {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // The secret key and the token never reach a log.
+        f.debug_struct("Keys")
+            .field("id", &self.id)
+            .field("expires", &self.expires)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Where the keys come from.
+#[derive(Debug)]
+pub(super) enum Source {
+    /// Fixed keys, from the environment.
+    Fixed(Keys),
+    /// The instance's CAM role, through the metadata server.
+    Role {
+        /// The client that asks the metadata server.
+        http: reqwest::Client,
+        /// The keys fetched last.
+        cached: Mutex<Option<Keys>>,
+    },
+}
+
+/// The metadata server's answer for a role.
+#[derive(Deserialize)]
+#[serde(rename_all = "PascalCase")]
+struct RoleKeys {
+    tmp_secret_id: String,
+    tmp_secret_key: String,
+    token: String,
+    expired_time: i64,
+}
+
+impl Source {
+    /// `keys`, or else the instance's CAM role.
+    pub(super) fn new(keys: Option<Keys>) -> Source {
+        match keys {
+            Some(keys) => Source::Fixed(keys),
+            None => Source::Role {
+                http: reqwest::Client::builder()
+                    .connect_timeout(Duration::from_secs(2))
+                    .timeout(Duration::from_secs(5))
+                    .build()
+                    .unwrap_or_default(),
+                cached: Mutex::new(None),
+            },
+        }
+    }
+
+    /// Keys valid for at least a few more minutes, `now` in seconds since 1970.
+    pub(super) async fn keys(&self, now: i64) -> Result<Keys, CloudError> {
+        match self {
+            Source::Fixed(keys) => Ok(keys.clone()),
+            Source::Role { http, cached } => {
+                let mut cached = cached.lock().await;
+                if let Some(keys) = cached.as_ref() {
+                    if keys.expires.is_some_and(|e| e - REFRESH_BEFORE > now) {
+                        return Ok(keys.clone());
+                    }
+                }
+                let keys = role_keys(http).await?;
+                *cached = Some(keys.clone());
+                Ok(keys)
+            }
+        }
+    }
+}
+
+/// The first CAM role the metadata server names, and its temporary keys.
+async fn role_keys(http: &reqwest::Client) -> Result<Keys, CloudError> {
+    let missing = |why: String| {
+        CloudError::new(
+            ErrorKind::Credentials,
+            "credentials",
+            format!(
+                "no Tencent Cloud credentials: set TENCENTCLOUD_SECRET_ID and \
+                 TENCENTCLOUD_SECRET_KEY, or bind a CAM role to the instance ebb runs on ({why})"
+            ),
+        )
+    };
+    let get = |url: String| async move {
+        let answer = http.get(url).send().await.map_err(|e| e.to_string())?;
+        let answer = answer.error_for_status().map_err(|e| e.to_string())?;
+        answer.text().await.map_err(|e| e.to_string())
+    };
+    let roles = get(ROLE_CREDENTIALS.to_string()).await.map_err(missing)?;
+    let role = roles
+        .lines()
+        .map(str::trim)
+        .find(|l| !l.is_empty())
+        .ok_or_else(|| missing("the metadata server names no CAM role".to_string()))?;
+    let text = get(format!("{ROLE_CREDENTIALS}{role}"))
+        .await
+        .map_err(missing)?;
+    role_keys_of(&text)
+        .map_err(|e| missing(format!("the role's credentials could not be read: {e}")))
+}
+
+/// The temporary keys of the metadata server's answer for a role.
+fn role_keys_of(text: &str) -> Result<Keys, serde_json::Error> {
+    let keys: RoleKeys = serde_json::from_str(text)?;
+    Ok(Keys {
+        id: keys.tmp_secret_id,
+        key: keys.tmp_secret_key,
+        token: Some(keys.token),
+        expires: Some(keys.expired_time),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An answer of the metadata server in the shape the CVM documentation gives ("Managing
+    /// Instance Roles"); the values are made up.
+    const ROLE_ANSWER: &str = r#"{
+        "TmpSecretId": "AKIDoQMxkMNGUu6-0Cc9",
+        "TmpSecretKey": "5OdwIsnTNS9ItB8Ts3fPxkRSX0Wx",
+        "ExpiredTime": 1615590047,
+        "Expiration": "2021-03-12T23:00:47Z",
+        "Token": "T2ZfkWwDWhTXbNN8pa",
+        "Code": "Success"
+    }"#;
+
+    #[tokio::test]
+    async fn role_keys_are_read_and_kept_until_shortly_before_they_expire() {
+        let keys = role_keys_of(ROLE_ANSWER).unwrap();
+        assert_eq!(keys.id, "AKIDoQMxkMNGUu6-0Cc9");
+        assert_eq!(keys.token.as_deref(), Some("T2ZfkWwDWhTXbNN8pa"));
+        let source = Source::new(None);
+        let Source::Role { cached, .. } = &source else {
+            panic!("no keys given: the CAM role");
+        };
+        *cached.lock().await = Some(keys);
+        let in_time = source.keys(1615590047 - REFRESH_BEFORE - 1).await.unwrap();
+        assert_eq!(in_time.id, "AKIDoQMxkMNGUu6-0Cc9");
+        let text = format!("{:?}", in_time);
+        assert!(!text.contains("5OdwIsnTNS9ItB8Ts3fPxkRSX0Wx"), "{text}");
+        assert!(!text.contains("T2ZfkWwDWhTXbNN8pa"), "{text}");
+    }
+}
