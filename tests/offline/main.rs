@@ -10,6 +10,7 @@ mod common;
 
 mod aws_mocks;
 mod cli;
+mod cloudwatch_gpus;
 mod decider;
 mod deploy;
 mod docs;
@@ -19,6 +20,7 @@ mod events;
 mod fuzz_policy;
 mod group_plan;
 mod groups;
+mod idle_memory;
 mod late_start;
 mod owners;
 mod policy;
