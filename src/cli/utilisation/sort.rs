@@ -28,9 +28,9 @@ const SPILL_FAILED: &str =
 /// What the reader of each run holds in memory.
 const RUN_BUFFER: usize = 256 * 1024;
 
-/// Whether each instance's rows in the file at `path` come together (its header skipped). A
-/// byte scan of the first column only, without the CSV parser: about a tenth of what reading
-/// the file takes. A quoted first column is taken as not grouped, which the sort handles.
+/// Whether each instance's rows in the file at `path` come together (its header skipped): a
+/// byte scan of the first column only, without the CSV parser or the times. A quoted first
+/// column is taken as not grouped, which the sort handles.
 pub(super) fn grouped(path: &Path) -> Result<bool> {
     let file = File::open(path)
         .with_context(|| format!("cannot read utilisation file {}", path.display()))?;
