@@ -13,9 +13,10 @@ mod binary;
 #[allow(dead_code)]
 mod common;
 
-use binary::{demo_prices, demo_recording, run_binary, FROM};
+use binary::{demo_prices, demo_recording_in, run_binary, FROM};
 use common::{measuring, root, snapshot};
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
+use ebb::cloud::sim::RowOrder;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
@@ -38,7 +39,7 @@ fn advise(c: &mut Criterion) {
     let fleet = snapshot(n, dir.path());
     let util = dir.path().join("util.csv");
     let made = Instant::now();
-    let samples = demo_recording(&fleet, days, &util);
+    let samples = demo_recording_in(&fleet, days, &util, RowOrder::ByInstance);
     eprintln!(
         "advise: {n} instances × {days} days: {samples} samples generated in {:.1} s",
         made.elapsed().as_secs_f64()

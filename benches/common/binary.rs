@@ -2,6 +2,7 @@
 //! `advise.rs`): the demo fleet's recording and prices, and a run of the binary measured.
 
 use super::common::root;
+use ebb::cloud::sim::RowOrder;
 use std::io::BufWriter;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -29,19 +30,15 @@ pub fn demo_prices(dir: &Path) -> PathBuf {
     path
 }
 
-/// Writes the generated recording of `fleet` over `days`; how many samples.
-pub fn demo_recording(fleet: &Path, days: i64, path: &Path) -> u64 {
+/// Writes the generated recording of `fleet` over `days` with its rows in `order` (instance by
+/// instance as `ebb metrics export` writes, or in time order as Prometheus dumps); how many
+/// samples.
+pub fn demo_recording_in(fleet: &Path, days: i64, path: &Path, order: RowOrder) -> u64 {
     let (fleet, behaviours) = ebb::snapshot::load_simulation(fleet).unwrap();
     let from = ebb::when::parse_time(FROM).unwrap();
     let mut out = BufWriter::new(std::fs::File::create(path).unwrap());
-    ebb::cloud::sim::write_utilisation(
-        &fleet,
-        &behaviours,
-        from,
-        from + chrono::Duration::days(days),
-        &mut out,
-    )
-    .unwrap()
+    let span = (from, from + chrono::Duration::days(days));
+    ebb::cloud::sim::write_utilisation_in(order, &fleet, &behaviours, span, &mut out).unwrap()
 }
 
 /// The CPU seconds (user and system, all threads) process `pid` has used so far.

@@ -1,6 +1,9 @@
 //! The utilisation CSV that `ebb metrics export` writes and `ebb replay` reads: a header, then
 //! `instance,time,gpu_util` with the optional `gpu_mem_mib` and `gpus_busy` columns, read a row
-//! at a time into each instance's [`Recording`].
+//! at a time into each instance's [`Recording`]. A file whose rows come instance by instance
+//! (as the export writes them) is streamed; any other order is sorted first ([`sort`]).
+
+mod sort;
 
 use crate::fleet::{Instance, Sample};
 use crate::replay::Recording;
@@ -119,9 +122,25 @@ impl RowReader {
 }
 
 /// Reads the CSV at `path`, handing each instance's recording to `each` once its rows end.
-/// Instances found are taken out of `unseen`; each must be in the fleet file `fleet`, and its
-/// rows together.
+/// Instances found are taken out of `unseen`; each must be in the fleet file `fleet`. Rows
+/// may come in any order: a file whose instances' rows are together is streamed in its order,
+/// any other is sorted by instance through temporary files (a month of a large fleet is
+/// never in memory at once).
 pub(super) fn read_utilisation(
+    path: &Path,
+    fleet: &Path,
+    unseen: &mut HashMap<&str, &Instance>,
+    each: impl FnMut(Recording) -> Result<()>,
+) -> Result<()> {
+    if sort::grouped(path)? {
+        read_grouped(path, fleet, unseen, each)
+    } else {
+        sort::read_sorted(path, fleet, unseen, each)
+    }
+}
+
+/// [`read_utilisation`] of a file whose instances' rows are together, in its order.
+fn read_grouped(
     path: &Path,
     fleet: &Path,
     unseen: &mut HashMap<&str, &Instance>,
@@ -158,8 +177,9 @@ pub(super) fn read_utilisation(
                 each(Recording::new(inst, samples))?;
             }
             if done.contains(id) {
+                // The order pass found them together: the file changed while it was read.
                 bail!(
-                    "{file}:{line}: the rows of instance {id} are not together (it appeared before other instances' rows): sort the file by instance"
+                    "{file}:{line}: the rows of instance {id} are not together though they were when the file was first read: is something writing the file? Replay a copy that no longer changes"
                 );
             }
             let Some(inst) = unseen.remove(id) else {

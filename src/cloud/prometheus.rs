@@ -1,13 +1,17 @@
 //! GPU utilisation from Prometheus (`EBB_METRICS=prometheus:URL`), where GPU teams already
-//! scrape NVIDIA's DCGM exporter: one range query per tick for the whole fleet, instead of a
-//! CloudWatch read (billed per metric) per region.
+//! scrape NVIDIA's DCGM exporter: three range queries per tick for the whole fleet, instead of
+//! a CloudWatch read (billed per metric) per region.
 //!
 //! The default query is the busiest GPU of each instance in each period,
 //! `max by (LABEL) (max_over_time(DCGM_FI_DEV_GPU_UTIL[5m]))`, where `LABEL` is the label that
 //! carries the EC2 instance id (`instance_id` by default; exporters and relabelling differ).
-//! An answer that is not a complete success (an error, a warning such as a partial response, a
-//! series without the label, the same instance twice, a value that is not a percentage) is a
-//! failed read, never idleness.
+//! Beside it, the GPU memory used, `max by (LABEL) (max_over_time(DCGM_FI_DEV_FB_USED[5m]))`
+//! (MiB, the GPU that held the most), and how many GPUs were busy,
+//! `sum by (LABEL) (max_over_time(DCGM_FI_DEV_GPU_UTIL[5m]) >= bool 5)` (a `bool` comparison,
+//! so that no busy GPU is a 0, not a missing series). An answer of any of the three that is
+//! not a complete success (an error, a warning such as a partial response, a series without
+//! the label, the same instance twice, a value out of range) is a failed read, never idleness;
+//! an instance the memory or count answers do not name has no memory or count.
 //!
 //! Credentials go in a file, not the URL: a bearer token (`EBB_PROMETHEUS_BEARER_TOKEN_FILE`)
 //! or `user:password` for basic authentication (`EBB_PROMETHEUS_BASIC_AUTH_FILE`), read again
@@ -15,7 +19,7 @@
 //! information, should one be given anyway.
 
 use super::{redact_userinfo, CloudError};
-use crate::fleet::Sample;
+use crate::fleet::{Sample, GPU_BUSY_PERCENT};
 use chrono::{DateTime, Utc};
 use serde::Deserialize;
 use std::collections::HashMap;
@@ -159,16 +163,59 @@ impl Prometheus {
         &self.settings
     }
 
-    /// GPU utilisation of every instance the query answers for, from `from` to `to`: one
-    /// reading per step, oldest first, by instance id.
+    /// The GPU memory query: the most any GPU of each instance held in each period, MiB.
+    fn memory_query(&self) -> String {
+        format!(
+            "max by ({}) (max_over_time(DCGM_FI_DEV_FB_USED[{}s]))",
+            self.settings.label,
+            self.settings.step.as_secs().max(1)
+        )
+    }
+
+    /// The busy GPUs query: how many GPUs of each instance were at or above
+    /// [`GPU_BUSY_PERCENT`] in each period.
+    fn busy_query(&self) -> String {
+        format!(
+            "sum by ({}) (max_over_time(DCGM_FI_DEV_GPU_UTIL[{}s]) >= bool {GPU_BUSY_PERCENT})",
+            self.settings.label,
+            self.settings.step.as_secs().max(1)
+        )
+    }
+
+    /// GPU readings of every instance the utilisation query answers for, from `from` to `to`:
+    /// one per step, oldest first, by instance id, with the memory and busy count where their
+    /// queries answer for the instance at that time.
     pub async fn gpu_utilisation(
         &self,
         from: DateTime<Utc>,
         to: DateTime<Utc>,
     ) -> Result<HashMap<String, Vec<Sample>>, CloudError> {
+        let label = &self.settings.label;
+        let (util, memory, busy) = futures_util::try_join!(
+            self.range(self.settings.query(), from, to),
+            self.range(self.memory_query(), from, to),
+            self.range(self.busy_query(), from, to),
+        )?;
+        let percent = |v: f64| (0.0..=100.0).contains(&v);
+        let util = series(util, label, "a GPU utilisation in percent", percent)?;
+        let count = |v: f64| v >= 0.0 && v <= f64::from(u16::MAX) && v.fract() == 0.0;
+        let memory = series(memory, label, "a GPU memory in MiB", |v| {
+            v >= 0.0 && v <= f64::from(u32::MAX)
+        })?;
+        let busy = series(busy, label, "a count of GPUs", count)?;
+        Ok(combined(util, &memory, &busy))
+    }
+
+    /// The answer to the range `query` from `from` to `to`.
+    async fn range(
+        &self,
+        query: String,
+        from: DateTime<Utc>,
+        to: DateTime<Utc>,
+    ) -> Result<Answer, CloudError> {
         let url = format!("{}/api/v1/query_range", self.settings.url);
         let form = [
-            ("query", self.settings.query()),
+            ("query", query),
             ("start", from.timestamp().to_string()),
             ("end", to.timestamp().to_string()),
             ("step", format!("{}s", self.settings.step.as_secs().max(1))),
@@ -192,17 +239,50 @@ impl Prometheus {
                 e.without_url()
             ))
         })?;
-        let answer: Answer = serde_json::from_str(&body).map_err(|e| {
+        serde_json::from_str(&body).map_err(|e| {
             failed(format!(
                 "{shown} answered {status} with something that is not Prometheus's JSON: {e}"
             ))
-        })?;
-        samples(answer, &self.settings.label)
+        })
     }
 }
 
-/// The samples of a complete answer, by the instance `label` names.
-fn samples(answer: Answer, label: &str) -> Result<HashMap<String, Vec<Sample>>, CloudError> {
+/// Each instance's points of one query, oldest first.
+type Points = HashMap<String, Vec<(DateTime<Utc>, f64)>>;
+
+/// The utilisation `util` with, at each of its times, the `memory` and `busy` count of the
+/// same instance and time when their answers have them.
+fn combined(util: Points, memory: &Points, busy: &Points) -> HashMap<String, Vec<Sample>> {
+    let at = |points: Option<&Vec<(DateTime<Utc>, f64)>>, t: DateTime<Utc>| {
+        let points = points?;
+        let k = points.binary_search_by_key(&t, |(at, _)| *at).ok()?;
+        Some(points[k].1)
+    };
+    util.into_iter()
+        .map(|(id, points)| {
+            let (memory, busy) = (memory.get(&id), busy.get(&id));
+            let samples = points
+                .into_iter()
+                .map(|(t, percent)| Sample {
+                    at: t,
+                    percent,
+                    memory_mib: at(memory, t).map(|m| m.round() as u32),
+                    gpus_busy: at(busy, t).map(|b| b as u16),
+                })
+                .collect();
+            (id, samples)
+        })
+        .collect()
+}
+
+/// The points of a complete answer, by the instance `label` names, each value `valid` (it
+/// is `what`).
+fn series(
+    answer: Answer,
+    label: &str,
+    what: &str,
+    valid: impl Fn(f64) -> bool,
+) -> Result<Points, CloudError> {
     if answer.status != "success" {
         return Err(failed(format!(
             "the query failed: {}",
@@ -233,20 +313,20 @@ fn samples(answer: Answer, label: &str) -> Result<HashMap<String, Vec<Sample>>, 
             )));
         };
         let mut samples = Vec::with_capacity(series.values.len());
-        for (at, value) in &series.values {
-            let percent: f64 = value.parse().unwrap_or(f64::NAN);
+        for (at, text) in &series.values {
+            let value: f64 = text.parse().unwrap_or(f64::NAN);
             let at = DateTime::from_timestamp_millis((at * 1000.0).round() as i64);
             match at {
-                Some(at) if (0.0..=100.0).contains(&percent) => {
-                    samples.push(Sample::new(at, percent))
-                }
+                Some(at) if valid(value) => samples.push((at, value)),
                 _ => {
                     return Err(failed(format!(
-                    "instance {id} has a reading that is not a GPU utilisation in percent: {value}"
-                )))
+                        "instance {id} has a reading that is not {what}: {text}"
+                    )))
                 }
             }
         }
+        // Prometheus answers in time order; the look-ups by time rely on it.
+        samples.sort_by_key(|(at, _)| *at);
         if readings.insert(id.clone(), samples).is_some() {
             return Err(failed(format!(
                 "instance {id} has more than one series: the query must aggregate by {label}"
@@ -260,8 +340,18 @@ fn samples(answer: Answer, label: &str) -> Result<HashMap<String, Vec<Sample>>, 
 mod tests {
     use super::*;
 
-    fn parse(json: &str) -> Result<HashMap<String, Vec<Sample>>, CloudError> {
-        samples(serde_json::from_str(json).unwrap(), "instance_id")
+    fn parse(json: &str) -> Result<Points, CloudError> {
+        parse_as(json, |v| (0.0..=100.0).contains(&v))
+    }
+
+    /// The points of `json`, each value `valid`.
+    fn parse_as(json: &str, valid: fn(f64) -> bool) -> Result<Points, CloudError> {
+        series(
+            serde_json::from_str(json).unwrap(),
+            "instance_id",
+            "a GPU utilisation in percent",
+            valid,
+        )
     }
 
     #[test]
@@ -272,8 +362,58 @@ mod tests {
         )
         .unwrap();
         assert_eq!(got["i-1"].len(), 2);
+        assert_eq!(got["i-1"][1].1, 97.5);
+        assert_eq!(got["i-1"][0].0.timestamp(), 1_764_493_200);
+    }
+
+    #[test]
+    fn memory_and_busy_counts_join_the_utilisation_of_the_same_instance_and_time() {
+        let util = parse(
+            r#"{"status":"success","data":{"resultType":"matrix","result":[
+                {"metric":{"instance_id":"i-1"},"values":[[1764493200,"3"],[1764493500,"97.5"],[1764493800,"40"]]},
+                {"metric":{"instance_id":"i-2"},"values":[[1764493200,"0"]]}]}}"#,
+        )
+        .unwrap();
+        let memory = parse_as(
+            r#"{"status":"success","data":{"resultType":"matrix","result":[
+                {"metric":{"instance_id":"i-1"},"values":[[1764493200,"12288"],[1764493500,"40960.4"]]}]}}"#,
+            |v| v >= 0.0,
+        )
+        .unwrap();
+        let busy = parse(
+            r#"{"status":"success","data":{"resultType":"matrix","result":[
+                {"metric":{"instance_id":"i-1"},"values":[[1764493200,"0"],[1764493800,"3"]]}]}}"#,
+        )
+        .unwrap();
+        let got = combined(util, &memory, &busy);
+        let i1: Vec<(Option<u32>, Option<u16>)> = got["i-1"]
+            .iter()
+            .map(|s| (s.memory_mib, s.gpus_busy))
+            .collect();
+        assert_eq!(
+            i1,
+            [(Some(12288), Some(0)), (Some(40960), None), (None, Some(3))]
+        );
         assert_eq!(got["i-1"][1].percent, 97.5);
-        assert_eq!(got["i-1"][0].at.timestamp(), 1_764_493_200);
+        assert_eq!(
+            (got["i-2"][0].memory_mib, got["i-2"][0].gpus_busy),
+            (None, None)
+        );
+    }
+
+    #[test]
+    fn the_memory_and_busy_queries_take_the_label_and_the_step() {
+        let mut settings = PrometheusSettings::new("http://p:9090");
+        settings.label = "host_id".into();
+        let p = Prometheus::new(settings).unwrap();
+        assert_eq!(
+            p.memory_query(),
+            "max by (host_id) (max_over_time(DCGM_FI_DEV_FB_USED[300s]))"
+        );
+        assert_eq!(
+            p.busy_query(),
+            "sum by (host_id) (max_over_time(DCGM_FI_DEV_GPU_UTIL[300s]) >= bool 5)"
+        );
     }
 
     #[test]

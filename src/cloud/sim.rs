@@ -8,13 +8,14 @@
 
 mod behaviour;
 mod calls;
+mod gpus;
 mod groups;
 mod scaling;
 mod spot;
 mod workload;
 
 pub use behaviour::{Behaviour, Run, Usage};
-pub use workload::write_utilisation;
+pub use workload::{write_utilisation, write_utilisation_in, RowOrder};
 
 use super::pacing::{Key, Pacer, RateLimits};
 use super::{
@@ -277,6 +278,7 @@ impl Provider for SimProvider {
                 .copied()
                 .collect();
             if let Some(since) = sim.running_since {
+                let shape = gpus::shape_of(&sim.instance.instance_type);
                 // Readings at the end of each period in which the instance ran.
                 let first = from.max(since).timestamp().div_euclid(READING_PERIOD) + 1;
                 let mut slot = first * READING_PERIOD;
@@ -286,8 +288,8 @@ impl Provider for SimProvider {
                 samples.reserve_exact(usize::try_from(slots).unwrap_or(0));
                 while slot <= to.timestamp() {
                     let at = DateTime::from_timestamp(slot, 0).unwrap_or(to);
-                    if let Some(percent) = sim.behaviour.percent(sim.seed, at) {
-                        samples.push(Sample::new(at, percent));
+                    if let Some(s) = gpus::reading(&sim.behaviour, sim.seed, at, shape) {
+                        samples.push(s);
                     }
                     slot += READING_PERIOD;
                 }

@@ -293,6 +293,9 @@ pub enum IdleAction {
 pub struct IdleRule {
     /// Utilisation threshold in percent; every sample must be below it.
     pub gpu_below: f64,
+    /// GPU memory threshold, MiB: when set, every sample must also hold less than this on its
+    /// fullest GPU (a notebook holding a model but computing nothing is not idle).
+    pub gpu_memory_below: Option<u32>,
     /// How long the GPUs must have been below the threshold.
     pub window: Duration,
     /// No idle stop this soon after the instance started.

@@ -201,6 +201,10 @@ fn idle_schema() -> Value {
                 percent("Idle when every GPU sample is below this percentage"),
             ),
             (
+                "gpu_memory_below",
+                json!({"type": "integer", "minimum": 1, "description": "MiB: idle only when every sample also holds less than this on its fullest GPU (unset: memory is not looked at)"}),
+            ),
+            (
                 "for",
                 duration("How long the GPUs must have been below the threshold"),
             ),

@@ -7,6 +7,7 @@ use crate::fleet::Sample;
 use chrono::{DateTime, Duration, DurationRound, Timelike, Utc};
 use futures_util::TryStreamExt as _;
 use std::collections::{BTreeMap, HashMap};
+use std::sync::LazyLock;
 
 /// Readings in an hour's row: one every five minutes.
 const SLOTS: usize = 12;
@@ -20,20 +21,92 @@ fn slot_of(t: DateTime<Utc>) -> (DateTime<Utc>, usize) {
     (hour, (t.minute() / 5) as usize)
 }
 
+/// An hour's row: each slot's utilisation, memory and busy GPUs.
+#[derive(Debug, Default)]
+struct Row {
+    percent: [Option<f32>; SLOTS],
+    memory_mib: [Option<i32>; SLOTS],
+    gpus_busy: [Option<i16>; SLOTS],
+}
+
 /// The rows `readings` (by instance) make: by instance and hour, each slot's reading (the
 /// latest, if two fall in one slot).
-fn rows_of<'a>(
-    readings: &[(&'a str, &[Sample])],
-) -> BTreeMap<(&'a str, DateTime<Utc>), [Option<f32>; SLOTS]> {
-    let mut rows: BTreeMap<(&str, DateTime<Utc>), [Option<f32>; SLOTS]> = BTreeMap::new();
+fn rows_of<'a>(readings: &[(&'a str, &[Sample])]) -> BTreeMap<(&'a str, DateTime<Utc>), Row> {
+    let mut rows: BTreeMap<(&str, DateTime<Utc>), Row> = BTreeMap::new();
     for (id, samples) in readings {
         for s in *samples {
             let (hour, slot) = slot_of(s.at);
-            rows.entry((id, hour)).or_default()[slot] = Some(s.percent as f32);
+            let row = rows.entry((id, hour)).or_default();
+            row.percent[slot] = Some(s.percent as f32);
+            row.memory_mib[slot] = s.memory_mib.map(|m| i32::try_from(m).unwrap_or(i32::MAX));
+            row.gpus_busy[slot] = s.gpus_busy.map(|b| i16::try_from(b).unwrap_or(i16::MAX));
         }
     }
     rows
 }
+
+/// The statement that keeps rows: from one array per column and slot, which UNNEST reads
+/// once, in step. A flat array sliced twelve at a time made Postgres scan it from its start for
+/// every row (an array with NULLs has no fixed offsets): 2-3 s a statement, about ten times as
+/// long as now. A slot read again replaces the kept one, its memory and count with it; a row
+/// without memory (or counts) keeps NULL rather than twelve NULLs.
+static INSERT: LazyLock<String> = LazyLock::new(|| {
+    let slots =
+        |prefix: &str| -> Vec<String> { (1..=SLOTS).map(|k| format!("r.{prefix}{k}")).collect() };
+    let (p, m, b) = (slots("p"), slots("m"), slots("b"));
+    let names: Vec<String> = [&p, &m, &b]
+        .iter()
+        .flat_map(|v| v.iter().map(|s| s.trim_start_matches("r.").to_string()))
+        .collect();
+    let types: Vec<String> = (0..SLOTS)
+        .map(|k| format!("${}::real[]", k + 3))
+        .chain((0..SLOTS).map(|k| format!("${}::integer[]", k + 3 + SLOTS)))
+        .chain((0..SLOTS).map(|k| format!("${}::smallint[]", k + 3 + 2 * SLOTS)))
+        .collect();
+    let kept = |column: &str| -> String {
+        let each: Vec<String> = (1..=SLOTS)
+            .map(|k| {
+                format!(
+                    "CASE WHEN excluded.percent[{k}] IS NULL THEN gpu_readings.{column}[{k}] ELSE excluded.{column}[{k}] END"
+                )
+            })
+            .collect();
+        format!(
+            "{column} = CASE WHEN excluded.{column} IS NULL AND gpu_readings.{column} IS NULL THEN NULL ELSE ARRAY[{}] END",
+            each.join(", ")
+        )
+    };
+    let percent: Vec<String> = (1..=SLOTS)
+        .map(|k| format!("coalesce(excluded.percent[{k}], gpu_readings.percent[{k}])"))
+        .collect();
+    let has = 3 + 3 * SLOTS;
+    format!(
+        "INSERT INTO gpu_readings (instance, hour, percent, memory_mib, gpus_busy)
+         SELECT r.instance, r.hour, ARRAY[{}],
+                CASE WHEN r.has_memory THEN ARRAY[{}] END,
+                CASE WHEN r.has_busy THEN ARRAY[{}] END
+         FROM UNNEST($1::text[], $2::timestamptz[], {}, ${has}::boolean[], ${}::boolean[])
+              AS r(instance, hour, {}, has_memory, has_busy)
+         ON CONFLICT (instance, hour) DO UPDATE SET percent = ARRAY[{}], {}, {}",
+        p.join(", "),
+        m.join(", "),
+        b.join(", "),
+        types.join(", "),
+        has + 1,
+        names.join(", "),
+        percent.join(", "),
+        kept("memory_mib"),
+        kept("gpus_busy"),
+    )
+});
+
+/// The columns of a kept row: its hour, and the twelve slots of each reading.
+type Kept = (
+    DateTime<Utc>,
+    Vec<Option<f32>>,
+    Option<Vec<Option<i32>>>,
+    Option<Vec<Option<i16>>>,
+);
 
 impl Store {
     /// Keeps GPU `readings`, by instance (those a tick read); a reading already kept for the
@@ -45,39 +118,35 @@ impl Store {
         for chunk in rows.chunks(ROWS_PER_STATEMENT) {
             let ids: Vec<&str> = chunk.iter().map(|((id, _), _)| *id).collect();
             let hours: Vec<DateTime<Utc>> = chunk.iter().map(|((_, h), _)| *h).collect();
-            // One array a slot, which UNNEST reads once, in step. A flat array sliced twelve at
-            // a time made Postgres scan it from its start for every row (an array with NULLs
-            // has no fixed offsets): 2-3 s a statement, about ten times as long as now.
-            let slots: [Vec<Option<f32>>; SLOTS] =
-                std::array::from_fn(|k| chunk.iter().map(|(_, s)| s[k]).collect());
-            let mut insert = sqlx::query(
-                "INSERT INTO gpu_readings (instance, hour, percent)
-                 SELECT r.instance, r.hour, ARRAY[r.s1, r.s2, r.s3, r.s4, r.s5, r.s6, r.s7, r.s8,
-                                                  r.s9, r.s10, r.s11, r.s12]
-                 FROM UNNEST($1::text[], $2::timestamptz[], $3::real[], $4::real[], $5::real[],
-                             $6::real[], $7::real[], $8::real[], $9::real[], $10::real[],
-                             $11::real[], $12::real[], $13::real[], $14::real[])
-                      AS r(instance, hour, s1, s2, s3, s4, s5, s6, s7, s8, s9, s10, s11, s12)
-                 ON CONFLICT (instance, hour) DO UPDATE SET percent = ARRAY[
-                     coalesce(excluded.percent[1], gpu_readings.percent[1]),
-                     coalesce(excluded.percent[2], gpu_readings.percent[2]),
-                     coalesce(excluded.percent[3], gpu_readings.percent[3]),
-                     coalesce(excluded.percent[4], gpu_readings.percent[4]),
-                     coalesce(excluded.percent[5], gpu_readings.percent[5]),
-                     coalesce(excluded.percent[6], gpu_readings.percent[6]),
-                     coalesce(excluded.percent[7], gpu_readings.percent[7]),
-                     coalesce(excluded.percent[8], gpu_readings.percent[8]),
-                     coalesce(excluded.percent[9], gpu_readings.percent[9]),
-                     coalesce(excluded.percent[10], gpu_readings.percent[10]),
-                     coalesce(excluded.percent[11], gpu_readings.percent[11]),
-                     coalesce(excluded.percent[12], gpu_readings.percent[12])]",
-            )
-            .bind(&ids)
-            .bind(&hours);
-            for slot in &slots {
+            let percent: [Vec<Option<f32>>; SLOTS] =
+                std::array::from_fn(|k| chunk.iter().map(|(_, r)| r.percent[k]).collect());
+            let memory: [Vec<Option<i32>>; SLOTS] =
+                std::array::from_fn(|k| chunk.iter().map(|(_, r)| r.memory_mib[k]).collect());
+            let busy: [Vec<Option<i16>>; SLOTS] =
+                std::array::from_fn(|k| chunk.iter().map(|(_, r)| r.gpus_busy[k]).collect());
+            let has_memory: Vec<bool> = chunk
+                .iter()
+                .map(|(_, r)| r.memory_mib.iter().any(Option::is_some))
+                .collect();
+            let has_busy: Vec<bool> = chunk
+                .iter()
+                .map(|(_, r)| r.gpus_busy.iter().any(Option::is_some))
+                .collect();
+            let mut insert = sqlx::query(INSERT.as_str()).bind(&ids).bind(&hours);
+            for slot in &percent {
                 insert = insert.bind(slot);
             }
-            insert.execute(&self.pool).await?;
+            for slot in &memory {
+                insert = insert.bind(slot);
+            }
+            for slot in &busy {
+                insert = insert.bind(slot);
+            }
+            insert
+                .bind(&has_memory)
+                .bind(&has_busy)
+                .execute(&self.pool)
+                .await?;
         }
         Ok(rows.len())
     }
@@ -89,8 +158,8 @@ impl Store {
         from: DateTime<Utc>,
         to: DateTime<Utc>,
     ) -> Result<Vec<Sample>> {
-        let rows: Vec<(DateTime<Utc>, Vec<Option<f32>>)> = sqlx::query_as(
-            "SELECT hour, percent FROM gpu_readings
+        let rows: Vec<Kept> = sqlx::query_as(
+            "SELECT hour, percent, memory_mib, gpus_busy FROM gpu_readings
              WHERE instance = $1 AND hour > $2 - interval '1 hour' AND hour < $3 ORDER BY hour",
         )
         .bind(instance)
@@ -100,7 +169,7 @@ impl Store {
         .await?;
         Ok(rows
             .into_iter()
-            .flat_map(|(hour, slots)| samples(hour, slots))
+            .flat_map(samples)
             .filter(|s| s.at >= from && s.at < to)
             .collect())
     }
@@ -114,8 +183,17 @@ impl Store {
         from: DateTime<Utc>,
         to: DateTime<Utc>,
     ) -> Result<HashMap<String, Vec<Sample>>> {
-        let mut rows = sqlx::query_as::<_, (String, DateTime<Utc>, Vec<Option<f32>>)>(
-            "SELECT instance, hour, percent FROM gpu_readings
+        let mut rows = sqlx::query_as::<
+            _,
+            (
+                String,
+                DateTime<Utc>,
+                Vec<Option<f32>>,
+                Option<Vec<Option<i32>>>,
+                Option<Vec<Option<i16>>>,
+            ),
+        >(
+            "SELECT instance, hour, percent, memory_mib, gpus_busy FROM gpu_readings
              WHERE instance = ANY($1::text[]) AND hour > $2::timestamptz - interval '1 hour'
                AND hour <= $3::timestamptz
              ORDER BY instance, hour",
@@ -125,8 +203,9 @@ impl Store {
         .bind(to)
         .fetch(&self.pool);
         let mut kept: HashMap<String, Vec<Sample>> = HashMap::new();
-        while let Some((instance, hour, slots)) = rows.try_next().await? {
-            let within = samples(hour, slots).filter(|s| s.at >= from && s.at <= to);
+        while let Some((instance, hour, percent, memory, busy)) = rows.try_next().await? {
+            let within =
+                samples((hour, percent, memory, busy)).filter(|s| s.at >= from && s.at <= to);
             match kept.get_mut(&instance) {
                 Some(found) => found.extend(within),
                 None => {
@@ -147,15 +226,24 @@ impl Store {
         since: DateTime<Utc>,
         mut each: impl FnMut(&str, Sample),
     ) -> Result<u64> {
-        let mut rows = sqlx::query_as::<_, (String, DateTime<Utc>, Vec<Option<f32>>)>(
-            "SELECT instance, hour, percent FROM gpu_readings
+        let mut rows = sqlx::query_as::<
+            _,
+            (
+                String,
+                DateTime<Utc>,
+                Vec<Option<f32>>,
+                Option<Vec<Option<i32>>>,
+                Option<Vec<Option<i16>>>,
+            ),
+        >(
+            "SELECT instance, hour, percent, memory_mib, gpus_busy FROM gpu_readings
              WHERE hour > $1 - interval '1 hour' ORDER BY instance, hour",
         )
         .bind(since)
         .fetch(&self.pool);
         let mut written = 0;
-        while let Some((instance, hour, slots)) = rows.try_next().await? {
-            for s in samples(hour, slots).filter(|s| s.at >= since) {
+        while let Some((instance, hour, percent, memory, busy)) = rows.try_next().await? {
+            for s in samples((hour, percent, memory, busy)).filter(|s| s.at >= since) {
                 each(&instance, s);
                 written += 1;
             }
@@ -165,9 +253,16 @@ impl Store {
 }
 
 /// The readings of an hour's row.
-fn samples(hour: DateTime<Utc>, slots: Vec<Option<f32>>) -> impl Iterator<Item = Sample> {
-    slots.into_iter().enumerate().filter_map(move |(k, p)| {
-        p.map(|p| Sample::new(hour + Duration::minutes(5 * k as i64), f64::from(p)))
+fn samples((hour, percent, memory, busy): Kept) -> impl Iterator<Item = Sample> {
+    percent.into_iter().enumerate().filter_map(move |(k, p)| {
+        let memory = memory.as_ref().and_then(|m| m.get(k).copied().flatten());
+        let busy = busy.as_ref().and_then(|b| b.get(k).copied().flatten());
+        Some(Sample {
+            at: hour + Duration::minutes(5 * k as i64),
+            percent: f64::from(p?),
+            memory_mib: memory.and_then(|m| u32::try_from(m).ok()),
+            gpus_busy: busy.and_then(|b| u16::try_from(b).ok()),
+        })
     })
 }
 
@@ -187,13 +282,19 @@ mod tests {
             (t("2026-11-30T10:00:00Z"), 11)
         );
         assert_eq!(slot_of(t("2026-11-30T10:07:00Z")).1, 1);
-        let back: Vec<Sample> = samples(t("2026-11-30T10:00:00Z"), {
-            let mut v = vec![None; 12];
-            v[3] = Some(42.0);
-            v
-        })
-        .collect();
+        let mut percent = vec![None; 12];
+        percent[3] = Some(42.0);
+        percent[4] = Some(1.0);
+        let mut memory = vec![None; 12];
+        memory[3] = Some(12_288);
+        let back: Vec<Sample> =
+            samples((t("2026-11-30T10:00:00Z"), percent, Some(memory), None)).collect();
         assert_eq!(back[0].at, t("2026-11-30T10:15:00Z"));
         assert_eq!(back[0].percent, 42.0);
+        assert_eq!(
+            (back[0].memory_mib, back[0].gpus_busy),
+            (Some(12_288), None)
+        );
+        assert_eq!((back[1].memory_mib, back[1].gpus_busy), (None, None));
     }
 }

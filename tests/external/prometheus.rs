@@ -1,7 +1,8 @@
 //! GPU utilisation from a real Prometheus server (`EBB_METRICS=prometheus:URL`): DCGM's
-//! `DCGM_FI_DEV_GPU_UTIL` history written with promtool, one range query a tick for the whole
-//! fleet, and an answer that cannot be used (unreachable server, a label that names no
-//! instance) a failed read: nothing is stopped for idleness then.
+//! `DCGM_FI_DEV_GPU_UTIL` and `DCGM_FI_DEV_FB_USED` history written with promtool, range
+//! queries a tick for the whole fleet (the busiest GPU, the memory of the fullest, how many
+//! GPUs were busy), and an answer that cannot be used (unreachable server, a label that names
+//! no instance) a failed read: nothing is stopped for idleness then.
 
 use crate::common;
 
@@ -30,8 +31,9 @@ instances:
 
 const NOW: &str = "2026-11-30T14:00:00Z";
 
-/// Two hours of history before [`NOW`]: i-busy has one GPU at 97 % and three at 1 %; i-idle's
-/// only GPU sits at 2 %. The exporter labels the EC2 instance id `instance_id`.
+/// Two hours of history before [`NOW`]: i-busy has one GPU at 97 % and three at 1 %, its GPUs
+/// holding 30,000, 20,000, 0 and 0 MiB; i-idle's only GPU sits at 2 %, its memory not
+/// exported. The exporter labels the EC2 instance id `instance_id`.
 async fn server() -> Server {
     let now = t(NOW).timestamp();
     let history = dcgm_history(
@@ -45,11 +47,24 @@ async fn server() -> Server {
         now - 7200,
         now,
     );
-    Server::with_history(&history).await
+    // DCGM's frame buffer used, MiB, beside it in the same OpenMetrics text.
+    let mut text = history.trim_end().trim_end_matches("# EOF").to_string();
+    text.push_str("# HELP DCGM_FI_DEV_FB_USED Framebuffer memory used (in MiB).\n# TYPE DCGM_FI_DEV_FB_USED gauge\n");
+    for (gpu, mib) in [(0, 30_000), (1, 20_000), (2, 0), (3, 0)] {
+        let mut at = now - 7200;
+        while at <= now {
+            text.push_str(&format!(
+                "DCGM_FI_DEV_FB_USED{{gpu=\"{gpu}\",instance_id=\"i-busy\"}} {mib} {at}\n"
+            ));
+            at += 60;
+        }
+    }
+    text.push_str("# EOF\n");
+    Server::with_history(&text).await
 }
 
 #[tokio::test]
-async fn one_range_query_gives_the_busiest_gpu_of_each_instance() {
+async fn range_queries_give_each_instance_s_busiest_gpu_memory_and_busy_gpus() {
     let server = server().await;
     let prometheus = Prometheus::new(PrometheusSettings::new(&server.url)).unwrap();
     let now = t(NOW);
@@ -63,6 +78,17 @@ async fn one_range_query_gives_the_busiest_gpu_of_each_instance() {
     assert!(read["i-busy"].iter().all(|s| s.percent == 97.0));
     assert!(read["i-idle"].iter().all(|s| s.percent == 2.0));
     assert_eq!(read["i-idle"].last().unwrap().at, now);
+    // The fullest GPU's memory, and one GPU of four busy; none of one, memory not exported.
+    assert!(
+        read["i-busy"]
+            .iter()
+            .all(|s| s.memory_mib == Some(30_000) && s.gpus_busy == Some(1)),
+        "{:?}",
+        read["i-busy"]
+    );
+    assert!(read["i-idle"]
+        .iter()
+        .all(|s| s.memory_mib.is_none() && s.gpus_busy == Some(0)));
 }
 
 /// The simulated fleet, reading GPU utilisation from `prometheus`.

@@ -389,7 +389,7 @@ fn an_unreachable_database_is_a_one_line_error() {
 #[sqlx::test(migrations = false)]
 async fn migrate_applies_then_reports_current(pool: PgPool) {
     let url = database_url(&pool);
-    assert!(out(&mei(&url).run(&["migrate"])).starts_with("ok: 21 migration(s) applied"));
+    assert!(out(&mei(&url).run(&["migrate"])).starts_with("ok: 22 migration(s) applied"));
     assert!(out(&mei(&url).run(&["migrate"])).starts_with("ok: 0 migration(s) applied"));
 }
 
@@ -458,20 +458,31 @@ async fn metrics_export_writes_the_kept_readings_as_csv(pool: PgPool) {
     let url = database_url(&pool);
     let store = Store::from_pool(pool);
     let now = Utc::now();
-    let recent = ebb::fleet::Sample::new(now - Duration::hours(1), 87.5);
+    let recent = ebb::fleet::Sample {
+        memory_mib: Some(12_288),
+        gpus_busy: Some(3),
+        ..ebb::fleet::Sample::new(now - Duration::hours(1), 87.5)
+    };
+    let older = ebb::fleet::Sample::new(now - Duration::minutes(30), 1.0);
     let old = ebb::fleet::Sample::new(now - Duration::days(40), 3.0);
     store
-        .record_gpu_readings(&[("i-0a", &[old, recent])])
+        .record_gpu_readings(&[("i-0a", &[old, recent, older])])
         .await
         .unwrap();
 
     let csv = out(&mei(&url).run(&["metrics", "export", "--since", "30d"]));
-    let at = chrono::DurationRound::duration_trunc(recent.at, Duration::minutes(5)).unwrap();
+    let at = |s: ebb::fleet::Sample| {
+        chrono::DurationRound::duration_trunc(s.at, Duration::minutes(5))
+            .unwrap()
+            .to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+    };
+    // Memory and busy GPUs where the source gave them, empty where it did not.
     assert_eq!(
         csv,
         format!(
-            "instance,time,gpu_util,gpu_mem_mib,gpus_busy\ni-0a,{},87.5,,\n",
-            at.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+            "instance,time,gpu_util,gpu_mem_mib,gpus_busy\ni-0a,{},87.5,12288,3\ni-0a,{},1.0,,\n",
+            at(recent),
+            at(older)
         )
     );
     let bad = mei(&url).run(&["metrics", "export", "--since", "yesterday"]);

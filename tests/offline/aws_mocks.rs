@@ -16,7 +16,7 @@ use ebb::cloud::aws::{AwsProvider, Scope, Settings};
 use ebb::cloud::{ErrorKind, Provider, StopKind};
 use std::time::Duration;
 
-const REGION: &str = "us-east-1";
+pub(crate) const REGION: &str = "us-east-1";
 
 type HttpResponse = Response<SdkBody>;
 
@@ -36,7 +36,7 @@ fn interceptor(mode: RuleMode, rules: &[&Rule]) -> MockResponseInterceptor {
 }
 
 /// A provider whose EC2 answers with `ec2` rules and CloudWatch with `cloudwatch` rules.
-fn provider(mode: RuleMode, ec2: &[&Rule], cloudwatch: &[&Rule]) -> AwsProvider {
+pub(crate) fn provider(mode: RuleMode, ec2: &[&Rule], cloudwatch: &[&Rule]) -> AwsProvider {
     let credentials = Credentials::new("AKIDEXAMPLE", "secret", None, None, "test");
     let ec2 = aws_sdk_ec2::Client::from_conf(
         aws_sdk_ec2::Config::builder()
@@ -449,24 +449,30 @@ fn at(text: &str) -> SmithyTime {
     SmithyTime::from_secs(t.timestamp())
 }
 
-/// Whether `input` asks what ebb's adapter should: the per-instance aggregate of the agent's
-/// metric, its `Maximum` over five minutes (the busiest GPU, not the average of them).
-fn asks_for_the_busiest_gpu(input: &GetMetricDataInput) -> bool {
+/// Whether `input` asks what ebb's adapter should of instances whose GPUs it does not know: per
+/// instance, the aggregate of the agent's utilisation (`i<n>`) and of its memory (`m<n>`), each
+/// its `Maximum` over five minutes (the busiest GPU, not the average of them; the fullest).
+pub(crate) fn asks_for_the_busiest_gpu(input: &GetMetricDataInput) -> bool {
     input.metric_data_queries().iter().all(|q| {
         let Some(stat) = q.metric_stat() else {
             return false;
         };
         let metric = stat.metric().unwrap();
+        let name = match &q.id().unwrap()[..1] {
+            "i" => "nvidia_smi_utilization_gpu",
+            "m" => "nvidia_smi_memory_used",
+            _ => return false,
+        };
         stat.stat() == Some("Maximum")
             && stat.period() == Some(300)
             && metric.namespace() == Some("CWAgent")
-            && metric.metric_name() == Some("nvidia_smi_utilization_gpu")
+            && metric.metric_name() == Some(name)
             && metric.dimensions().len() == 1
             && metric.dimensions()[0].name() == Some("InstanceId")
     })
 }
 
-fn result(id: &str, points: &[(&str, f64)], status: StatusCode) -> MetricDataResult {
+pub(crate) fn result(id: &str, points: &[(&str, f64)], status: StatusCode) -> MetricDataResult {
     let mut r = MetricDataResult::builder()
         .id(id)
         .label("nvidia_smi_utilization_gpu")
@@ -495,6 +501,12 @@ async fn gpu_readings_keep_gaps_merge_pages_and_take_the_busiest_gpu() {
                     StatusCode::PartialData,
                 ))
                 .metric_data_results(result("i1", &[], StatusCode::Complete))
+                .metric_data_results(result(
+                    "m0",
+                    &[("2026-11-30T11:05:00Z", 30_000.0)],
+                    StatusCode::Complete,
+                ))
+                .metric_data_results(result("m1", &[], StatusCode::Complete))
                 .next_token("page-2")
                 .build()
         })
@@ -506,6 +518,11 @@ async fn gpu_readings_keep_gaps_merge_pages_and_take_the_busiest_gpu() {
                         ("2026-11-30T11:20:00Z", 3.0),
                         ("2026-11-30T11:15:00Z", 96.0),
                     ],
+                    StatusCode::Complete,
+                ))
+                .metric_data_results(result(
+                    "m0",
+                    &[("2026-11-30T11:20:00Z", 512.0)],
                     StatusCode::Complete,
                 ))
                 .build()
@@ -537,6 +554,15 @@ async fn gpu_readings_keep_gaps_merge_pages_and_take_the_busiest_gpu() {
     );
     assert!(readings.samples.get("i-b").is_none_or(Vec::is_empty));
     assert_eq!(pages.num_calls(), 2);
+    // The memory of the fullest GPU joins by time, over pages; GPUs never listed: no count.
+    let memory: Vec<Option<u32>> = readings.samples["i-a"]
+        .iter()
+        .map(|s| s.memory_mib)
+        .collect();
+    assert_eq!(memory, [None, Some(30_000), None, Some(512)]);
+    assert!(readings.samples["i-a"]
+        .iter()
+        .all(|s| s.gpus_busy.is_none()));
 }
 
 #[tokio::test]
@@ -568,9 +594,9 @@ async fn gpu_readings_for_n_instances_cost_one_call_per_500() {
     assert_eq!(readings.samples.len(), 1_200);
     assert!(readings.unread.is_empty());
     assert!(readings.samples.values().all(|r| r.len() == 1));
-    // ⌈1200/500⌉.
-    assert_eq!(provider.calls()["GetMetricData"], 3);
-    assert_eq!(each.num_calls(), 3);
+    // Two queries an instance (utilisation and memory): ⌈2400/500⌉.
+    assert_eq!(provider.calls()["GetMetricData"], 5);
+    assert_eq!(each.num_calls(), 5);
 }
 
 #[tokio::test]
@@ -594,26 +620,30 @@ async fn a_query_that_does_not_end_complete_leaves_its_instance_unread() {
                     )
                     .build()
             };
-            GetMetricDataOutput::builder()
-                .metric_data_results(result(
-                    "i0",
-                    &[("2026-11-30T11:00:00Z", 97.0)],
-                    StatusCode::Complete,
-                ))
-                .metric_data_results(failed("i1", StatusCode::InternalError, "InternalError"))
-                .metric_data_results(failed("i2", StatusCode::Forbidden, "Forbidden"))
-                .metric_data_results(result(
-                    "i3",
-                    &[("2026-11-30T11:00:00Z", 96.0)],
-                    StatusCode::PartialData,
-                ))
-                .metric_data_results(result(
-                    "i5",
-                    &[("2026-11-30T11:00:00Z", 95.0)],
-                    StatusCode::PartialData,
-                ))
-                .next_token("page-2")
-                .build()
+            let mut out = GetMetricDataOutput::builder();
+            // Their memory is complete: the utilisation's status alone decides.
+            for n in 0..6 {
+                out = out.metric_data_results(result(&format!("m{n}"), &[], StatusCode::Complete));
+            }
+            out.metric_data_results(result(
+                "i0",
+                &[("2026-11-30T11:00:00Z", 97.0)],
+                StatusCode::Complete,
+            ))
+            .metric_data_results(failed("i1", StatusCode::InternalError, "InternalError"))
+            .metric_data_results(failed("i2", StatusCode::Forbidden, "Forbidden"))
+            .metric_data_results(result(
+                "i3",
+                &[("2026-11-30T11:00:00Z", 96.0)],
+                StatusCode::PartialData,
+            ))
+            .metric_data_results(result(
+                "i5",
+                &[("2026-11-30T11:00:00Z", 95.0)],
+                StatusCode::PartialData,
+            ))
+            .next_token("page-2")
+            .build()
         })
         .output(|| {
             GetMetricDataOutput::builder()

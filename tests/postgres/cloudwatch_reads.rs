@@ -287,8 +287,10 @@ async fn each_instance_is_asked_once_a_period_from_what_postgres_holds(pool: PgP
     // its start is covered) from its five-minute period on.
     let first = plane.tick("2026-11-30T11:00:30Z").await;
     let calls = cloudwatch.take();
-    assert_eq!(calls.len(), 3, "⌈1200/500⌉ calls: {calls:?}");
-    assert_eq!(metrics(&calls), 1_200);
+    // Two metrics an instance (the busiest GPU and the memory; their GPUs are not listed, so
+    // none one by one): ⌈2400/500⌉ calls.
+    assert_eq!(calls.len(), 5, "⌈2400/500⌉ calls: {calls:?}");
+    assert_eq!(metrics(&calls), 2_400);
     assert!(calls.iter().all(|c| c.start == t("2026-11-30T10:20:00Z")));
     assert!(calls.iter().all(|c| c.end == t("2026-11-30T11:00:30Z")));
     assert_eq!(decided(&first, "idle"), 1_200, "{}", first.headline());
@@ -306,22 +308,22 @@ async fn each_instance_is_asked_once_a_period_from_what_postgres_holds(pool: PgP
         );
     }
 
-    // The next period: one metric per instance again, from the newest period kept (11:00,
-    // asked again: it was still open when read), in the same three calls.
+    // The next period: two metrics per instance again, from the newest period kept (11:00,
+    // asked again: it was still open when read), in the same five calls.
     let next = plane.tick("2026-11-30T11:05:30Z").await;
     let calls = cloudwatch.take();
-    assert_eq!(calls.len(), 3);
-    assert_eq!(metrics(&calls), 1_200);
+    assert_eq!(calls.len(), 5);
+    assert_eq!(metrics(&calls), 2_400);
     assert!(calls.iter().all(|c| c.start == t("2026-11-30T11:00:00Z")));
     assert_eq!(decided(&next, "idle"), 1_200);
-    assert_eq!(plane.reconciler.provider().calls()["GetMetricData"], 6);
+    assert_eq!(plane.reconciler.provider().calls()["GetMetricData"], 10);
 
     // A new leader (a restart, a failover) holds nothing in memory: it asks each instance
     // once, from the newest period Postgres holds, then nothing more in that period.
     let successor = Plane::new(&store, plane.hand_over(), 1_200, &cloudwatch).await;
     let report = successor.tick("2026-11-30T11:06:30Z").await;
     let calls = cloudwatch.take();
-    assert_eq!(metrics(&calls), 1_200);
+    assert_eq!(metrics(&calls), 2_400);
     assert!(calls.iter().all(|c| c.start == t("2026-11-30T11:05:00Z")));
     assert_eq!(decided(&report, "idle"), 1_200);
     successor.tick("2026-11-30T11:07:30Z").await;
@@ -341,7 +343,7 @@ async fn a_failed_read_leaves_the_instances_unread_and_is_asked_again(pool: PgPo
     // period could not be read, so idle is unknown: no stop.
     cloudwatch.failing.store(true, Ordering::SeqCst);
     let failed = plane.tick("2026-11-30T11:05:30Z").await;
-    assert_eq!(metrics(&cloudwatch.take()), 3);
+    assert_eq!(metrics(&cloudwatch.take()), 6);
     assert_eq!(
         decided(&failed, "metrics_unreadable"),
         3,
@@ -362,7 +364,7 @@ async fn a_failed_read_leaves_the_instances_unread_and_is_asked_again(pool: PgPo
     cloudwatch.failing.store(false, Ordering::SeqCst);
     let again = plane.tick("2026-11-30T11:06:30Z").await;
     let calls = cloudwatch.take();
-    assert_eq!(metrics(&calls), 3);
+    assert_eq!(metrics(&calls), 6);
     assert!(calls.iter().all(|c| c.start == t("2026-11-30T11:00:00Z")));
     assert_eq!(decided(&again, "idle"), 3);
     plane.tick("2026-11-30T11:07:30Z").await;
@@ -425,12 +427,12 @@ async fn a_gap_in_the_readings_is_missing_coverage_until_late_datapoints_fill_it
     }
 
     // The agent's buffered datapoints reach CloudWatch late. With a gap in what is kept, the
-    // next period asks for the whole window again (still one metric an instance), the gap is
+    // next period asks for the whole window again (still two metrics an instance), the gap is
     // filled, and the instances are idle again.
     cloudwatch.silent.lock().unwrap().clear();
     let filled = plane.tick("2026-11-30T11:20:30Z").await;
     let calls = cloudwatch.take();
-    assert_eq!(metrics(&calls), 2);
+    assert_eq!(metrics(&calls), 4);
     assert!(
         calls.iter().all(|c| c.start == t("2026-11-30T10:40:00Z")),
         "{calls:?}"
@@ -528,7 +530,7 @@ async fn a_failed_query_at_the_close_stops_nothing(pool: PgPool, status: StatusC
 
     *cloudwatch.query_status.lock().unwrap() = Some(status.clone());
     let closed = plane.tick("2026-11-30T11:05:30Z").await;
-    assert_eq!(metrics(&cloudwatch.take()), 2);
+    assert_eq!(metrics(&cloudwatch.take()), 4);
     assert_eq!(acted(&closed), 0, "{status:?}: {:?}", closed.decided);
     assert_eq!(
         decided(&closed, "metrics_unreadable"),
@@ -548,7 +550,7 @@ async fn a_failed_query_at_the_close_stops_nothing(pool: PgPool, status: StatusC
     *cloudwatch.query_status.lock().unwrap() = None;
     let again = plane.tick("2026-11-30T11:06:30Z").await;
     let calls = cloudwatch.take();
-    assert_eq!(metrics(&calls), 2);
+    assert_eq!(metrics(&calls), 4);
     assert!(calls.iter().all(|c| c.start == t("2026-11-30T11:00:00Z")));
     assert_eq!(decided(&again, "busy_deferred"), 2, "{:?}", again.decided);
     assert_eq!(acted(&again), 0);
@@ -576,7 +578,7 @@ async fn a_failed_query_is_not_missing_metrics(pool: PgPool, status: StatusCode)
     *cloudwatch.query_status.lock().unwrap() = Some(status.clone());
     let plane = Plane::with_policy(&store, leader, 2, &cloudwatch, IDLE_WHEN_MISSING).await;
     let failed = plane.tick("2026-11-30T11:00:30Z").await;
-    assert_eq!(metrics(&cloudwatch.take()), 2);
+    assert_eq!(metrics(&cloudwatch.take()), 4);
     assert_eq!(acted(&failed), 0, "{status:?}: {:?}", failed.decided);
     assert_eq!(decided(&failed, "idle_metrics_missing"), 0);
     assert_eq!(
@@ -588,7 +590,7 @@ async fn a_failed_query_is_not_missing_metrics(pool: PgPool, status: StatusCode)
 
     *cloudwatch.query_status.lock().unwrap() = None;
     let again = plane.tick("2026-11-30T11:01:30Z").await;
-    assert_eq!(metrics(&cloudwatch.take()), 2);
+    assert_eq!(metrics(&cloudwatch.take()), 4);
     assert_eq!(decided(&again, "not_idle"), 2, "{:?}", again.decided);
 }
 

@@ -16,6 +16,7 @@ mod console_groups;
 mod demo;
 mod events;
 mod fallback;
+mod gpu_signals;
 mod groups;
 mod history;
 mod late_start;

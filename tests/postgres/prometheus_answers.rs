@@ -129,3 +129,104 @@ async fn an_answer_with_warnings_is_a_failed_read_not_idleness(pool: PgPool) {
         "{error}"
     );
 }
+
+/// A server answering each of the three queries a tick sends for i-idle over the hour before
+/// [`NOW`]: utilisation at 2 %, GPU memory `memory` MiB (with `warnings` on that answer only),
+/// no busy GPU.
+fn by_query(memory: &'static str, warnings: &'static [&'static str]) -> axum::Router {
+    let now = t(NOW).timestamp();
+    let matrix = move |value: &str| -> serde_json::Value {
+        let values: Vec<serde_json::Value> = (0..=12)
+            .map(|k| serde_json::json!([now - 3600 + 300 * k, value]))
+            .collect();
+        serde_json::json!({
+            "status": "success",
+            "data": {
+                "resultType": "matrix",
+                "result": [{"metric": {"instance_id": "i-idle"}, "values": values}],
+            },
+        })
+    };
+    let answer = move |axum::extract::Query(q): axum::extract::Query<
+        std::collections::HashMap<String, String>,
+    >| async move {
+        let query = q.get("query").cloned().unwrap_or_default();
+        let body = if query.contains("DCGM_FI_DEV_FB_USED") {
+            let mut body = matrix(memory);
+            if !warnings.is_empty() {
+                body["warnings"] = serde_json::json!(warnings);
+            }
+            body
+        } else if query.starts_with("sum by") {
+            matrix("0")
+        } else {
+            matrix("2")
+        };
+        axum::Json(body)
+    };
+    axum::Router::new().route("/api/v1/query_range", get(answer))
+}
+
+/// One tick at [`NOW`] under `policy`, reading from `router`; the report and the store.
+async fn tick_on(pool: PgPool, router: axum::Router, policy: &str) -> (TickReport, Store) {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, router).await });
+    let options = Options {
+        prometheus: Some(Prometheus::new(PrometheusSettings::new(&url)).unwrap()),
+        ..Options::default()
+    };
+    let store = Store::from_pool(pool);
+    let mut world = SimWorld::plan(FLEET)
+        .policy("idle.yaml", policy)
+        .clock(Clock::Fixed(t(NOW)))
+        .options(options)
+        .start(store.clone())
+        .await;
+    (world.tick(NOW).await, store)
+}
+
+#[sqlx::test(migrations = false)]
+async fn dcgm_memory_and_busy_gpus_are_kept_and_a_held_model_is_not_idle(pool: PgPool) {
+    // 12 GiB held on a GPU at 2 %: under gpu_memory_below 2048 MiB, not idle.
+    let policy = POLICY.replace("for: 45m}", "for: 45m, gpu_memory_below: 2048}");
+    let (report, store) = tick_on(pool, by_query("12288", &[]), &policy).await;
+    assert!(report.gpu_read_failures.is_empty(), "{report:?}");
+    assert_eq!(
+        stopped(&report),
+        Vec::<&str>::new(),
+        "{}",
+        report.headline()
+    );
+    let not_idle: usize = report
+        .decided
+        .iter()
+        .filter(|((_, code), _)| *code == "not_idle")
+        .map(|(_, n)| n)
+        .sum();
+    assert_eq!(not_idle, 1, "{:?}", report.decided);
+    // Kept in Postgres with the utilisation: the last 15 minutes of the read.
+    let kept = store
+        .gpu_readings("i-idle", t(NOW) - chrono::Duration::minutes(15), t(NOW))
+        .await
+        .unwrap();
+    assert!(!kept.is_empty());
+    assert!(
+        kept.iter()
+            .all(|s| s.memory_mib == Some(12_288) && s.gpus_busy == Some(0)),
+        "{kept:?}"
+    );
+}
+
+#[sqlx::test(migrations = false)]
+async fn a_partial_memory_answer_is_a_failed_read(pool: PgPool) {
+    let warnings: &[&str] = &["partial response: store eu-1 is unavailable"];
+    let (report, _) = tick_on(pool, by_query("0", warnings), POLICY).await;
+    assert!(report.actions.is_empty(), "{}", report.headline());
+    assert_eq!(report.gpu_read_failures.len(), 1);
+    assert!(
+        report.gpu_read_failures[0].error.contains("partial"),
+        "{:?}",
+        report.gpu_read_failures
+    );
+}

@@ -162,6 +162,9 @@ struct Known {
     scope: usize,
     /// Whether it was launched with hibernation configured.
     hibernation: bool,
+    /// How many GPUs its type has, when known: how many GPUs' readings make its count of
+    /// busy GPUs.
+    gpus: Option<u32>,
 }
 
 /// EC2 and CloudWatch, in several regions and accounts.
@@ -373,16 +376,27 @@ mod tests {
             metrics["append_dimensions"]["InstanceId"],
             "${aws:InstanceId}"
         );
-        assert!(metrics["aggregation_dimensions"]
-            .as_array()
-            .unwrap()
-            .contains(&serde_json::json!(["InstanceId"])));
+        // The busiest GPU and the memory by instance; each GPU by instance and index.
+        for dimensions in [
+            serde_json::json!(["InstanceId"]),
+            serde_json::json!(["InstanceId", "index"]),
+        ] {
+            assert!(metrics["aggregation_dimensions"]
+                .as_array()
+                .unwrap()
+                .contains(&dimensions));
+        }
         let measured = metrics["metrics_collected"]["nvidia_gpu"]["measurement"]
             .as_array()
             .unwrap();
         // The agent names nvidia_gpu measurements `nvidia_smi_<measurement>`.
-        assert!(measured
-            .iter()
-            .any(|m| format!("nvidia_smi_{}", m.as_str().unwrap()) == metric.name));
+        for read in [metric.name.as_str(), "nvidia_smi_memory_used"] {
+            assert!(
+                measured
+                    .iter()
+                    .any(|m| format!("nvidia_smi_{}", m.as_str().unwrap()) == read),
+                "{read}"
+            );
+        }
     }
 }

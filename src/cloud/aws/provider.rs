@@ -4,7 +4,7 @@
 //! `artifacts.rs`.
 
 use super::ec2::{add_offers, from_ec2, spot_price_request, Accepted, NOT_CONFIGURED};
-use super::metrics::{gpu_queries, QUERIES_PER_CALL};
+use super::metrics::{calls, gpu_queries};
 use super::spot::{
     image_request, launch_spec_of, not_found, run_request, snapshots, status, Placement,
 };
@@ -63,6 +63,7 @@ impl Provider for AwsProvider {
                             Known {
                                 scope: index,
                                 hibernation,
+                                gpus: instance.gpus.as_ref().map(|g| g.count),
                             },
                         );
                         inventory.instances.push(instance);
@@ -138,8 +139,8 @@ impl Provider for AwsProvider {
         Ok(found)
     }
 
-    /// GetMetricData, [`QUERIES_PER_CALL`] instances a call, with the clients of the account
-    /// that listed each.
+    /// GetMetricData, up to 500 queries a call (two an instance, and one a GPU of an instance
+    /// with several), with the clients of the account that listed each.
     async fn gpu_utilisation(
         &self,
         region: &str,
@@ -158,7 +159,8 @@ impl Provider for AwsProvider {
         let mut readings = GpuReadings::default();
         for (index, ids) in groups {
             let cloudwatch = &self.scopes[index].cloudwatch;
-            for chunk in ids.chunks(QUERIES_PER_CALL) {
+            let targets = self.gpu_targets(ids);
+            for chunk in calls(&targets) {
                 let queries = gpu_queries(metric, period, chunk);
                 self.read_metric_pages(cloudwatch, queries, chunk, (from, to), &mut readings)
                     .await?;

@@ -141,7 +141,7 @@ fn hm(h: u32, m: u32) -> NaiveTime {
 }
 
 /// A number in [0, 1) from `seed` and `slot` (splitmix64).
-fn unit(seed: u64, slot: u64) -> f64 {
+pub(super) fn unit(seed: u64, slot: u64) -> f64 {
     let mut z = seed ^ slot.wrapping_mul(0x9e37_79b9_7f4a_7c15);
     z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
     z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);

@@ -62,7 +62,27 @@ impl Eval<'_> {
             });
             return Err((Code::MetricsUnreadable, why));
         }
-        let coverage = idle_coverage(&self.inst.gpu_util, now, rule);
+        let mut coverage = idle_coverage(&self.inst.gpu_util, now, rule);
+        if let (Some(limit), false) = (
+            rule.gpu_memory_below,
+            matches!(coverage, Coverage::Busy { .. }),
+        ) {
+            match memory_held(&self.inst.gpu_util, now, rule.window, limit) {
+                Memory::Held { at, mib } => {
+                    let why = self.text(|| format!(
+                        "GPU memory {mib} MiB in use at {}, not below gpu_memory_below {limit} MiB: a model is loaded",
+                        self.at(at)
+                    ));
+                    trace.note(|| format!("idle rule (memory below {limit} MiB): {why}"));
+                    return Err((Code::NotIdle, why));
+                }
+                // Below the utilisation threshold, but memory unknown: as short of data.
+                Memory::Unknown(samples) if matches!(coverage, Coverage::Idle { .. }) => {
+                    coverage = Coverage::Missing(Gap::NoMemory(samples));
+                }
+                Memory::Unknown(_) | Memory::Below => {}
+            }
+        }
         trace.note(|| {
             format!(
                 "idle rule ({}% for {}): {}",
@@ -168,6 +188,8 @@ pub enum Gap {
     Between(Duration),
     /// The newest sample is this old.
     Stale(Duration),
+    /// This many samples without the GPU memory that `gpu_memory_below` looks at.
+    NoMemory(usize),
 }
 
 impl std::fmt::Display for Gap {
@@ -177,6 +199,10 @@ impl std::fmt::Display for Gap {
             Gap::LateFirst(d) => write!(f, "first sample {} after the window starts", span(d)),
             Gap::Between(d) => write!(f, "a gap of {} in the samples", span(d)),
             Gap::Stale(d) => write!(f, "newest sample {} old", span(d)),
+            Gap::NoMemory(n) => write!(
+                f,
+                "{n} samples without a GPU memory reading, which gpu_memory_below needs"
+            ),
         }
     }
 }
@@ -190,6 +216,36 @@ impl Coverage {
             }
             Coverage::Missing(why) => format!("not covered by data: {why}"),
         }
+    }
+}
+
+/// What the GPU memory of a window's samples says against `gpu_memory_below`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Memory {
+    /// The newest sample holding at least the limit: when, and how much.
+    Held { at: DateTime<Utc>, mib: u32 },
+    /// Every sample below the limit, or the window empty.
+    Below,
+    /// None at or above the limit, but this many samples without a memory reading.
+    Unknown(usize),
+}
+
+/// The memory of the samples of `[now - length, now]` against `limit` MiB.
+fn memory_held(samples: &[Sample], now: DateTime<Utc>, length: Duration, limit: u32) -> Memory {
+    let start = now - length;
+    let lo = samples.partition_point(|s| s.at < start);
+    let hi = samples.partition_point(|s| s.at <= now);
+    let window = &samples[lo..hi.max(lo)];
+    if let Some((s, mib)) = window
+        .iter()
+        .rev()
+        .find_map(|s| s.memory_mib.filter(|m| *m >= limit).map(|m| (s, m)))
+    {
+        return Memory::Held { at: s.at, mib };
+    }
+    match window.iter().filter(|s| s.memory_mib.is_none()).count() {
+        0 => Memory::Below,
+        n => Memory::Unknown(n),
     }
 }
 

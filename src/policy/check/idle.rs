@@ -22,6 +22,21 @@ impl Checker {
                 None
             }
         };
+        let gpu_memory_below = match f.get("gpu_memory_below") {
+            Some((v, p)) => match self.integer(v, &p, "a whole number of MiB") {
+                Some(n) if (1..=i64::from(u32::MAX)).contains(&n) => Some(Some(n as u32)),
+                Some(_) => {
+                    self.problem(
+                        &p,
+                        "gpu_memory_below must be a number of MiB above 0 (like 2048 for 2 GiB)"
+                            .into(),
+                    );
+                    None
+                }
+                None => None,
+            },
+            None => Some(None),
+        };
         let window = match f.get("for") {
             Some((v, p)) => self.duration(v, &p, "for"),
             None => {
@@ -84,6 +99,7 @@ impl Checker {
             min_gap: min_gap?,
             capacity_memory: capacity_memory?,
             gpu_below: gpu_below?,
+            gpu_memory_below: gpu_memory_below?,
             window: window?,
             grace_after_start: grace_after_start?,
             missing_metrics: missing_metrics?,

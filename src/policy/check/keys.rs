@@ -33,6 +33,7 @@ pub const PERIOD: &[&str] = &["days", "start", "stop"];
 pub const CRON: &[&str] = &["start", "stop"];
 pub const IDLE: &[&str] = &[
     "gpu_below",
+    "gpu_memory_below",
     "for",
     "grace_after_start",
     "missing_metrics",
