@@ -215,7 +215,8 @@ fn validate(text: &str) -> (bool, Vec<String>) {
 
 #[test]
 fn validate_checks_workdays_like_dates() {
-    assert_eq!(validate(GOOD).0, true, "{:?}", validate(GOOD).1);
+    let (ok, lines) = validate(GOOD);
+    assert!(ok, "{lines:?}");
     // The same error for a bad date under `dates` and under `workdays`.
     let (_, in_dates) = validate(&GOOD.replace("2026-10-01..2026-10-07", "2026-13-01"));
     let (ok, in_workdays) = validate(&GOOD.replace("\"2026-09-20\"", "\"2026-13-01\""));
