@@ -6,7 +6,7 @@
 
 use chrono::{DateTime, Duration, Utc};
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughput};
-use ebb::fleet::{Instance, InstanceState, Lifecycle, Sample};
+use ebb::fleet::{Billing, Instance, InstanceState, Lifecycle, Sample};
 use ebb::store::{NewAuditEntry, Outcome, Store};
 use sqlx::{Connection, PgConnection};
 use std::time::Instant;
@@ -59,6 +59,7 @@ fn fleet(n: usize) -> Vec<Instance> {
             gpus: None,
             gpu_util: Vec::<Sample>::new(),
             via_role: None,
+            billing: Billing::EC2,
         })
         .collect()
 }

@@ -9,8 +9,8 @@ use crate::cloud::sim::Behaviour;
 use crate::engine::{GroupMemory, InstanceFacts, Override, Prior};
 use crate::fleet::owner::ASG_TAG;
 use crate::fleet::{
-    Capacity, Fleet, GroupMember, Instance, InstanceState, Lifecycle, Owner, Prices, Sample,
-    ScalingGroup, Tags,
+    Billing, Capacity, Charge, Cloud, Fleet, GroupMember, Instance, InstanceState, Lifecycle,
+    Owner, Prices, Sample, ScalingGroup, StoppedMode, Tags,
 };
 use chrono::{DateTime, Utc};
 use serde::Deserialize;
@@ -139,6 +139,19 @@ struct SnapshotInstance {
     /// The role of `EBB_ROLE_ARNS` that listed it: an instance of another account.
     #[serde(default)]
     via_role: Option<String>,
+    /// The cloud it is in (`aws` by default).
+    #[serde(default = "aws")]
+    cloud: Cloud,
+    /// How it is paid for (`pay-as-you-go` by default).
+    #[serde(default = "pay_as_you_go")]
+    charge: Charge,
+    /// For a stopped instance, how its cloud says it is billed (for EC2, `no-charge` when
+    /// not given).
+    #[serde(default)]
+    stopped_mode: Option<StoppedMode>,
+    /// Its cloud is taking this preemptible instance back (a recycling lock).
+    #[serde(default)]
+    recycling: bool,
     /// How the simulated provider makes it behave; other readers ignore it.
     #[serde(default)]
     sim: Option<Behaviour>,
@@ -200,6 +213,14 @@ impl<'de> Deserialize<'de> for TagValue {
 
 fn on_demand() -> Lifecycle {
     Lifecycle::OnDemand
+}
+
+fn aws() -> Cloud {
+    Cloud::Aws
+}
+
+fn pay_as_you_go() -> Charge {
+    Charge::PayAsYouGo
 }
 
 /// Why a snapshot could not be read.
@@ -326,6 +347,19 @@ impl Snapshot {
                         .collect();
                     tags.extend(absent);
                 }
+                let billing = Billing {
+                    stopped_mode: match (i.state, i.cloud) {
+                        (InstanceState::Stopped, Cloud::Aws) => {
+                            Some(i.stopped_mode.unwrap_or(StoppedMode::NoCharge))
+                        }
+                        (InstanceState::Stopped, _) => {
+                            Some(i.stopped_mode.unwrap_or(StoppedMode::Unknown))
+                        }
+                        _ => None,
+                    },
+                    recycling: i.recycling,
+                    ..Billing::of(i.cloud, i.charge, &i.instance_type)
+                };
                 Instance {
                     id: i.id,
                     region: i.region,
@@ -338,6 +372,7 @@ impl Snapshot {
                     gpus: None,
                     gpu_util,
                     via_role: i.via_role.map(Into::into),
+                    billing,
                 }
             })
             .collect::<Vec<Instance>>();

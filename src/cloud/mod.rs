@@ -24,7 +24,7 @@ pub use node_groups::{NodeGroupUpdate, UpdateStatus};
 pub use prices::{OnDemandPrices, PricesError};
 pub use redact::redact_userinfo;
 
-use crate::fleet::{Capacity, Instance, NodeGroup, Sample, ScalingGroup};
+use crate::fleet::{Capacity, Instance, NodeGroup, Sample, ScalingGroup, StoppedMode};
 use chrono::{DateTime, Utc};
 use std::collections::{BTreeMap, HashMap};
 use std::future::Future;
@@ -111,6 +111,11 @@ pub struct Done {
     /// The instance was already stopped when the stop arrived (EC2's previous state): the call
     /// changed nothing, so the stop is not ebb's.
     pub already: bool,
+    /// For a stop: how the cloud says the instance is billed once stopped, read back after
+    /// the call (EC2: always [`StoppedMode::NoCharge`]; Alibaba and Tencent report the mode
+    /// the stop took, [`StoppedMode::Charging`] for a family or account that cannot stop
+    /// without charge). `None` for every other call.
+    pub stopped_mode: Option<StoppedMode>,
 }
 
 /// One instance the cloud refused a change for.

@@ -41,7 +41,8 @@ pub struct Rate {
 }
 
 impl Rate {
-    const fn of(burst: f64, per_second: f64) -> Rate {
+    /// A bucket of `burst` tokens filled by `per_second`.
+    pub const fn of(burst: f64, per_second: f64) -> Rate {
         Rate { burst, per_second }
     }
 }
@@ -55,10 +56,12 @@ pub struct Limit {
     pub instances: Option<Rate>,
 }
 
-/// EC2's rate limits, by API.
+/// A cloud's rate limits, by API (EC2's by default).
 #[derive(Debug, Clone, PartialEq)]
 pub struct RateLimits {
     by_api: BTreeMap<String, Limit>,
+    /// The limit of an API not in `by_api`.
+    otherwise: Limit,
 }
 
 /// EC2's published default for mutating calls without a bucket of their own.
@@ -85,14 +88,26 @@ impl Default for RateLimits {
                 ("StopInstances".to_string(), stop),
                 ("TerminateInstances".to_string(), stop),
             ]),
+            otherwise: MUTATING,
         }
     }
 }
 
 impl RateLimits {
+    /// Another cloud's limits: `by_api`, and `otherwise` for every other API.
+    pub fn new<'a>(by_api: impl IntoIterator<Item = (&'a str, Limit)>, otherwise: Limit) -> Self {
+        RateLimits {
+            by_api: by_api
+                .into_iter()
+                .map(|(api, limit)| (api.to_string(), limit))
+                .collect(),
+            otherwise,
+        }
+    }
+
     /// The buckets of `api`.
     pub fn of(&self, api: &str) -> Limit {
-        self.by_api.get(api).copied().unwrap_or(MUTATING)
+        self.by_api.get(api).copied().unwrap_or(self.otherwise)
     }
 }
 

@@ -23,7 +23,7 @@ use super::{
 };
 use crate::clock::Clock;
 use crate::fleet::{
-    Capacity, Fleet, Instance, InstanceState, NodeGroup, Prices, Sample, ScalingGroup,
+    Capacity, Fleet, Instance, InstanceState, NodeGroup, Prices, Sample, ScalingGroup, StoppedMode,
 };
 use behaviour::seed;
 use calls::{wrong_state, Metering, RateLimited};
@@ -79,12 +79,22 @@ impl Simulated {
             if at <= now {
                 self.instance.state = to;
                 self.instance.state_since = Some(at);
+                self.instance.billing.stopped_mode =
+                    (to == InstanceState::Stopped).then(|| self.stopped_mode());
                 self.transition = None;
                 if to == InstanceState::Running {
                     self.running_since = Some(at);
                     self.instance.launched_at = Some(at);
                 }
             }
+        }
+    }
+
+    /// How its cloud bills it once stopped: as its billing says a stop saves.
+    fn stopped_mode(&self) -> StoppedMode {
+        match self.instance.billing.stop_saves() {
+            true => StoppedMode::NoCharge,
+            false => StoppedMode::Charging,
         }
     }
 
@@ -98,6 +108,7 @@ impl Simulated {
     ) {
         self.instance.state = through;
         self.instance.state_since = Some(now);
+        self.instance.billing.stopped_mode = None;
         self.transition = Some((to, now + takes));
         if to == InstanceState::Stopped {
             self.running_since = None;

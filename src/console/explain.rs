@@ -7,7 +7,7 @@
 //! (unknown, so no stop) rather than as a read that found nothing.
 
 use crate::engine::{self, InstanceFacts, Override, Prior};
-use crate::fleet::{Fleet, Instance, InstanceState, Lifecycle, Sample};
+use crate::fleet::{Billing, Fleet, Instance, InstanceState, Lifecycle, Sample};
 use crate::policy::PolicySet;
 use crate::store::{InstanceRecord, OverrideRecord};
 use chrono::{DateTime, Utc};
@@ -41,6 +41,7 @@ fn fleet_of(
         gpus: None,
         gpu_util: readings.to_vec(),
         via_role: None,
+        billing: Billing::ec2(state == InstanceState::Stopped),
     };
     let mut fleet = Fleet::default();
     let idle_rule = set

@@ -7,7 +7,7 @@
 use super::rules::{governing_position, owned_code};
 use super::{Code, RECENT};
 use crate::fleet::{
-    Capacity, Fleet, Instance, InstanceState, Lifecycle, Owner, OwnerKind, ScalingGroup,
+    Billing, Capacity, Fleet, Instance, InstanceState, Lifecycle, Owner, OwnerKind, ScalingGroup,
 };
 use crate::policy::{Policy, PolicySet};
 use chrono::{DateTime, Utc};
@@ -296,6 +296,7 @@ fn as_instance(group: &ScalingGroup, ty: &str) -> Instance {
         gpus: None,
         gpu_util: Vec::new(),
         via_role: None,
+        billing: Billing::EC2,
     }
 }
 

@@ -276,6 +276,15 @@ codes! {
     /// A replacement ebb launched (its migration's launch id and ebb's client token for it)
     /// that its migration does not track is terminated.
     SpotOrphan = "spot_orphan",
+    /// A subscription instance (Alibaba `PrePaid`, Tencent `PREPAID`): a stop saves nothing, so
+    /// it is never stopped, hibernated or given notice.
+    SubscriptionNoSaving = "subscription_no_saving",
+    /// Its family cannot stop without charge (local disks, persistent memory: the families
+    /// file): not stopped unless the policy sets `stop.allow_charging_stop: true`.
+    ChargingStopRefused = "charging_stop_refused",
+    /// Its cloud has locked this preemptible instance for recycling (an interruption
+    /// warning): left alone, and reported.
+    RecyclingWarned = "recycling_warned",
 }
 
 impl fmt::Display for Code {

@@ -2,9 +2,11 @@
 //! depends on no other module of ebb; the snapshot file a fleet can be read from has a module
 //! of its own.
 
+pub mod billing;
 pub mod group;
 pub mod owner;
 
+pub use billing::{Billing, Charge, Cloud, StopSaving, StoppedMode};
 pub use group::{Capacity, GroupMember, NodeGroup, ScalingGroup};
 pub use owner::{Owner, OwnerKind};
 
@@ -141,6 +143,8 @@ pub struct Instance {
     /// did: an instance listed through a role is in another account, where ebb's images and
     /// launches do not reach (shared with every instance that role listed).
     pub via_role: Option<Arc<str>>,
+    /// How its cloud bills it and what a stop of it saves ([`Billing::EC2`] for EC2).
+    pub billing: Billing,
 }
 
 impl Instance {

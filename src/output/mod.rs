@@ -2,7 +2,7 @@
 //! people.
 
 use crate::engine::Decision;
-use crate::fleet::{Instance, Owner};
+use crate::fleet::{Charge, Cloud, Instance, Owner, StoppedMode};
 use crate::reconcile::TickReport;
 use crate::spot::{self, Interruption, Step};
 use crate::store::{AuditEntry, MigrationRecord, OverrideRecord};
@@ -358,6 +358,16 @@ struct SnapshotItem<'a> {
     owner: Option<Owner>,
     #[serde(skip_serializing_if = "Option::is_none")]
     via_role: Option<&'a str>,
+    /// Written for clouds other than EC2.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    cloud: Option<Cloud>,
+    /// Written for a subscription.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    charge: Option<Charge>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    stopped_mode: Option<StoppedMode>,
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    recycling: bool,
 }
 
 /// Instances as a fleet snapshot that `ebb plan --fleet` reads (without GPU readings).
@@ -377,6 +387,10 @@ pub fn snapshot_json(instances: &[Instance]) -> String {
             tags: &i.tags,
             owner: i.owner(),
             via_role: i.via_role.as_deref(),
+            cloud: (i.billing.cloud != Cloud::Aws).then_some(i.billing.cloud),
+            charge: (i.billing.charge != Charge::PayAsYouGo).then_some(i.billing.charge),
+            stopped_mode: i.billing.stopped_mode,
+            recycling: i.billing.recycling,
         })
         .collect();
     let mut text = serde_json::to_string_pretty(&serde_json::json!({ "instances": items }))

@@ -138,6 +138,8 @@ pub struct Policy {
     pub spot: Option<SpotRule>,
     /// How starts go when EC2 has no capacity.
     pub start: Option<StartRule>,
+    /// How stops go where a stop may keep charging (Alibaba, Tencent).
+    pub stop: Option<StopRule>,
     /// Decide and audit, but never act.
     pub dry_run: bool,
     /// Where the policy is written.
@@ -334,6 +336,15 @@ pub struct StartRule {
     /// Instance types to change a stopped instance to, in order, when EC2 has no capacity for
     /// its own: the next one with capacity is started.
     pub fallback_types: Vec<String>,
+}
+
+/// How stops go on clouds where a stop may keep the instance billed.
+#[derive(Debug, Clone, Default)]
+pub struct StopRule {
+    /// Stop an instance even when its family cannot stop without charge (the families file:
+    /// local disks, persistent memory), where the stop keeps it billed; otherwise such a stop
+    /// is refused (`charging_stop_refused`).
+    pub allow_charging_stop: bool,
 }
 
 /// The idle threshold in percent when a policy has no idle rule.

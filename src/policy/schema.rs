@@ -331,6 +331,14 @@ fn policy_schema() -> Value {
             json!({"type": "array", "items": {"type": "string", "pattern": "^[A-Za-z0-9-]+\\.[A-Za-z0-9-]+$"}, "description": "Types to change a stopped instance to, in order, when EC2 has no capacity for its own"}),
         )],
     );
+    let stop = object(
+        keys::STOP,
+        &[],
+        &[(
+            "allow_charging_stop",
+            json!({"type": "boolean", "default": false, "description": "Stop an instance even when its family cannot stop without charge (Alibaba, Tencent: local disks), though the stop keeps it billed"}),
+        )],
+    );
     object(
         keys::POLICY,
         &["name", "match"],
@@ -350,6 +358,7 @@ fn policy_schema() -> Value {
             ("notify", notify),
             ("spot", spot),
             ("start", start),
+            ("stop", stop),
             ("dry_run", json!({"type": "boolean", "default": false})),
         ],
     )

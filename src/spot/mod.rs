@@ -353,6 +353,7 @@ mod tests {
             gpus: None,
             gpu_util: Vec::new(),
             via_role: None,
+            billing: crate::fleet::Billing::ec2(true),
         }
     }
 

@@ -3,7 +3,7 @@
 
 use super::{Result, Store};
 use crate::engine::{InstanceFacts, Override, Prior};
-use crate::fleet::{Instance, InstanceState, Lifecycle, Tags};
+use crate::fleet::{Billing, Instance, InstanceState, Lifecycle, Tags};
 use crate::names::ACTOR;
 use chrono::{DateTime, Utc};
 use sqlx::types::Json;
@@ -114,6 +114,7 @@ impl Store {
                 gpus: None,
                 gpu_util: Vec::new(),
                 via_role: None,
+                billing: Billing::ec2(state == InstanceState::Stopped),
             });
         }
         let overrides: Vec<(String, DateTime<Utc>, String, String)> = sqlx::query_as(

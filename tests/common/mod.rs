@@ -18,7 +18,7 @@ pub mod world;
 
 use chrono::{DateTime, Utc};
 use ebb::engine::{decide, Decision, InstanceFacts, Override, Prior};
-use ebb::fleet::{Fleet, Instance, InstanceState, Lifecycle, Prices, Sample};
+use ebb::fleet::{Billing, Fleet, Instance, InstanceState, Lifecycle, Prices, Sample};
 use ebb::policy::PolicySet;
 use std::collections::{BTreeMap, HashMap};
 
@@ -53,6 +53,7 @@ pub fn instance(id: &str, tags: &[(&str, &str)]) -> Instance {
         gpus: None,
         gpu_util: Vec::new(),
         via_role: None,
+        billing: Billing::EC2,
     }
 }
 

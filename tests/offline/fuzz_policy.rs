@@ -23,7 +23,7 @@
 
 use chrono::{DateTime, Duration, TimeZone, Utc};
 use ebb::engine::{self, InstanceFacts, Override, Prior};
-use ebb::fleet::{Fleet, Instance, InstanceState, Lifecycle, Price, Prices, Sample, Tags};
+use ebb::fleet::{Billing, Fleet, Instance, InstanceState, Lifecycle, Price, Prices, Sample, Tags};
 use ebb::policy::yaml::Position;
 use ebb::policy::{self, LoadError, PolicySet};
 use ebb::snapshot;
@@ -1453,6 +1453,7 @@ impl FleetSpec {
                     gpus: None,
                     gpu_util,
                     via_role: None,
+                    billing: Billing::ec2(s.state == InstanceState::Stopped),
                 }
             })
             .collect();

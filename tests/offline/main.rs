@@ -9,6 +9,7 @@
 mod common;
 
 mod aws_mocks;
+mod billing;
 mod cli;
 mod decider;
 mod deploy;

@@ -5,7 +5,7 @@
 use super::{cloud_error, once_sent, to_chrono, to_smithy, AwsProvider, Scope};
 use crate::cloud::pacing::Key;
 use crate::cloud::{ActionReport, CloudError, Done, Failed, TypePrice};
-use crate::fleet::{Gpus, Instance, InstanceState, Lifecycle};
+use crate::fleet::{Billing, Gpus, Instance, InstanceState, Lifecycle, StoppedMode};
 use aws_sdk_ec2::operation::describe_spot_price_history::builders::DescribeSpotPriceHistoryFluentBuilder;
 use aws_sdk_ec2::operation::RequestId;
 use aws_sdk_ec2::types::{
@@ -288,6 +288,8 @@ impl AwsProvider {
                     instance,
                     request_id: accepted.request_id.clone(),
                     fallback: None,
+                    // EC2 never bills a stopped instance's compute.
+                    stopped_mode: (operation == "StopInstances").then_some(StoppedMode::NoCharge),
                 })),
                 Err(error) if error.kind.is_whole_call() => {
                     let unsent = error.for_unsent();
@@ -372,6 +374,7 @@ pub(super) fn from_ec2(
             gpus: None,
             gpu_util: Vec::new(),
             via_role: via_role.cloned(),
+            billing: Billing::ec2(state == InstanceState::Stopped),
         },
         hibernation,
     ))

@@ -166,7 +166,9 @@ impl SimProvider {
                 Some(i) => {
                     let sim = &mut fleet.instances[i];
                     sim.advance(now);
+                    // What the cloud reports once the stop is through, read back at once.
                     change(sim, now)
+                        .map(|()| (operation == "StopInstances").then(|| sim.stopped_mode()))
                 }
                 None => Err((
                     "InvalidInstanceID.NotFound",
@@ -174,11 +176,12 @@ impl SimProvider {
                 )),
             };
             match result {
-                Ok(()) => report.done.push(Done {
+                Ok(stopped_mode) => report.done.push(Done {
                     instance: id.clone(),
                     request_id: Some(request_id.clone()),
                     fallback: None,
                     already: false,
+                    stopped_mode,
                 }),
                 Err((code, message)) => report.failed.push(Failed {
                     instance: id.clone(),

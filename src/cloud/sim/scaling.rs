@@ -8,7 +8,7 @@ use super::behaviour::seed;
 use super::spot::TERMINATE_TAKES;
 use super::{SimFleet, SimProvider, Simulated, START_TAKES};
 use crate::fleet::owner::ASG_TAG;
-use crate::fleet::{GroupMember, Instance, InstanceState, Lifecycle};
+use crate::fleet::{Billing, GroupMember, Instance, InstanceState, Lifecycle};
 use chrono::{DateTime, Utc};
 
 impl SimFleet {
@@ -118,6 +118,7 @@ fn launch_copy(template: &Simulated, name: &str, n: usize, now: DateTime<Utc>) -
             gpus: template.instance.gpus.clone(),
             gpu_util: Vec::new(),
             via_role: None,
+            billing: Billing::EC2,
         },
     };
     sim.begin(

@@ -6,7 +6,7 @@ use crate::cloud::{
     ActionReport, Artifact, ArtifactKind, CloudError, Image, ImageMade, ImageState, InstanceStatus,
     Launch, LaunchSpec, Market,
 };
-use crate::fleet::{Instance, InstanceState, Lifecycle};
+use crate::fleet::{Billing, Instance, InstanceState, Lifecycle};
 use crate::names::LAUNCH_TAG;
 use chrono::{DateTime, Duration, Utc};
 
@@ -213,6 +213,7 @@ impl SimProvider {
                 gpus,
                 gpu_util: Vec::new(),
                 via_role: None,
+                billing: Billing::EC2,
             },
         };
         sim.begin(

@@ -49,7 +49,7 @@ pub fn write_utilisation(
 mod tests {
     use super::super::Usage;
     use super::*;
-    use crate::fleet::{Instance, InstanceState, Lifecycle};
+    use crate::fleet::{Billing, Instance, InstanceState, Lifecycle};
 
     fn instance(id: &str) -> Instance {
         Instance {
@@ -64,6 +64,7 @@ mod tests {
             gpus: None,
             gpu_util: Vec::new(),
             via_role: None,
+            billing: Billing::ec2(true),
         }
     }
 

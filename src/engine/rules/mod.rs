@@ -4,9 +4,12 @@
 //! [`Eval`], which applies the policy's rules in their order (`order`): starts at the opening
 //! (`start`), stops outside work hours with their notices (`stop`) unless a person started the
 //! instance after the close (`late_start`), the idle rule (`idle`) and
-//! spot moves (`spot`), each subject to what protects an instance (`protection`); then an
-//! instance something else owns is left alone whatever they asked (`owned`).
+//! spot moves (`spot`), each subject to what protects an instance (`protection`); then what
+//! the instance's billing allows (`billing`: no stop of a subscription or of a family that
+//! cannot stop without charge, nothing on an instance being recycled), and an instance
+//! something else owns is left alone whatever they asked (`owned`).
 
+mod billing;
 mod eval;
 mod idle;
 mod late_start;
@@ -204,6 +207,7 @@ impl<'a> Context<'a> {
             facts: self.prior.facts(&inst.id),
         };
         let v = one_time_spot(eval.run(trace), inst, self, trace);
+        let v = billing::allowed(v, inst, policy, self, trace);
         let v = owned::owned(v, inst, self, trace);
         (Some(policy), withdrawn_notice(v, inst, self, trace))
     }
@@ -292,7 +296,9 @@ fn withdrawn_notice(v: Verdict, inst: &Instance, ctx: &Context, trace: &mut Trac
         v.code,
         Code::NoticePending | Code::BusyDeferred | Code::MetricsUnreadable
     );
-    if v.action != Action::None || stands || inst.state != InstanceState::Running {
+    // An instance being recycled is left alone, notice and all.
+    let alone = v.code == Code::RecyclingWarned;
+    if v.action != Action::None || stands || alone || inst.state != InstanceState::Running {
         return v;
     }
     trace.note(|| format!("the notice {STOP_AT_TAG}={stop_at} no longer holds"));

@@ -2,7 +2,7 @@
 
 use super::text::span;
 use super::{Eval, CLOCK_SKEW};
-use crate::fleet::Lifecycle;
+use crate::fleet::{Cloud, Lifecycle};
 use crate::names::{CHECKPOINT_AT_TAG, INTERRUPTIBLE_TAG, MIGRATING_TAG, MIGRATION_TAG};
 use crate::policy::SpotRule;
 use chrono::{DateTime, Duration, Utc};
@@ -23,6 +23,14 @@ impl Eval<'_> {
     /// `Ok` with the reason when the instance should move to spot now, `Err` with why not.
     pub(super) fn spot(&self, rule: &SpotRule) -> Result<String, String> {
         let inst = self.inst;
+        if inst.billing.cloud != Cloud::Aws {
+            return Err(self.text(|| {
+                format!(
+                    "spot migration is AWS-only: not available for {}",
+                    inst.billing.cloud.display_name()
+                )
+            }));
+        }
         if inst.tag(INTERRUPTIBLE_TAG) != Some("true") {
             return Err(self.text(|| "tag ebb:interruptible is not \"true\"".into()));
         }

@@ -13,6 +13,7 @@ pub const POLICY: &[&str] = &[
     "notify",
     "spot",
     "start",
+    "stop",
     "dry_run",
 ];
 pub const MATCH: &[&str] = &["regions", "tags", "instance_types"];
@@ -42,6 +43,7 @@ pub const IDLE: &[&str] = &[
 ];
 pub const NOTIFY: &[&str] = &["before"];
 pub const START: &[&str] = &["fallback_types"];
+pub const STOP: &[&str] = &["allow_charging_stop"];
 pub const SPOT: &[&str] = &[
     "min_savings",
     "checkpoint_max_age",

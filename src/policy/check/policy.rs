@@ -29,6 +29,7 @@ impl Checker {
         let notify = f.get("notify").and_then(|(v, p)| self.notify(v, &p));
         let spot = f.get("spot").and_then(|(v, p)| self.spot(v, &p));
         let start = f.get("start").and_then(|(v, p)| self.start(v, &p));
+        let stop = f.get("stop").and_then(|(v, p)| self.stop(v, &p));
         let dry_run = f
             .get("dry_run")
             .and_then(|(v, p)| self.boolean(v, &p))
@@ -63,6 +64,7 @@ impl Checker {
             notify,
             spot,
             start,
+            stop,
             dry_run,
             source: Source {
                 file: PathBuf::new(),

@@ -1,8 +1,9 @@
-//! The `start` section: how a start goes on when EC2 has no capacity for the instance's type.
+//! The `start` section, how a start goes on when EC2 has no capacity for the instance's type,
+//! and the `stop` section, how stops go where a stop may keep charging.
 
 use super::{keys, Checker};
 use crate::policy::yaml::{Step, Value};
-use crate::policy::StartRule;
+use crate::policy::{StartRule, StopRule};
 
 impl Checker {
     /// A policy's `start` rule.
@@ -23,6 +24,18 @@ impl Checker {
             None => Vec::new(),
         };
         Some(StartRule { fallback_types })
+    }
+
+    /// A policy's `stop` rule.
+    pub(super) fn stop(&mut self, v: &Value, path: &[Step]) -> Option<StopRule> {
+        let f = self.fields(v, path, "a stop rule", keys::STOP)?;
+        let allow_charging_stop = match f.get("allow_charging_stop") {
+            Some((v, p)) => self.boolean(v, &p)?,
+            None => false,
+        };
+        Some(StopRule {
+            allow_charging_stop,
+        })
     }
 }
 

@@ -1,0 +1,301 @@
+//! How the cloud bills an instance and what a stop of it saves, filled in by its provider: on
+//! EC2 a stop ends the compute charges; on Alibaba Cloud ECS and Tencent Cloud CVM only a stop
+//! in the no-charge mode does, and not for every family or a subscription.
+
+use serde::{Deserialize, Serialize};
+use std::sync::LazyLock;
+use wildmatch::WildMatch;
+
+/// The cloud an instance is in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Cloud {
+    /// Amazon EC2.
+    Aws,
+    /// Alibaba Cloud ECS.
+    Alibaba,
+    /// Tencent Cloud CVM.
+    Tencent,
+}
+
+impl Cloud {
+    /// The name `--cloud` and the families file use.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Cloud::Aws => "aws",
+            Cloud::Alibaba => "alibaba",
+            Cloud::Tencent => "tencent",
+        }
+    }
+
+    /// The name people know it by.
+    pub fn display_name(self) -> &'static str {
+        match self {
+            Cloud::Aws => "AWS EC2",
+            Cloud::Alibaba => "Alibaba Cloud ECS",
+            Cloud::Tencent => "Tencent Cloud CVM",
+        }
+    }
+}
+
+/// How an instance is paid for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Charge {
+    /// By the time it runs (EC2 on-demand and spot, Alibaba `PostPaid`, Tencent
+    /// `POSTPAID_BY_HOUR` and `SPOTPAID`): a stop can save.
+    PayAsYouGo,
+    /// Paid ahead for a term (Alibaba `PrePaid`, 包年包月; Tencent `PREPAID`): a stop saves
+    /// nothing, so ebb never stops one.
+    Subscription,
+}
+
+impl Charge {
+    /// The snapshot's name of the charge type.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Charge::PayAsYouGo => "pay-as-you-go",
+            Charge::Subscription => "subscription",
+        }
+    }
+}
+
+/// What a stop of an instance's family saves.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum StopSaving {
+    /// Any stop ends the compute charges (EC2).
+    Ends,
+    /// A stop in the cloud's no-charge mode ends them (Alibaba `StoppedMode=StopCharging`,
+    /// Tencent `StoppedMode=STOP_CHARGING`), which ebb always asks for.
+    InNoChargeMode,
+    /// The family cannot be stopped without charge (local disks, persistent memory): a stop
+    /// keeps the compute billed. The pattern of [`charging_family`] that lists it.
+    KeepsCharging {
+        /// The family pattern, as the families file writes it (`ecs.i2*`).
+        family: &'static str,
+    },
+}
+
+/// How a stopped instance is billed, as its cloud reports it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum StoppedMode {
+    /// Its compute is not billed (EC2's stopped instances, Alibaba `StopCharging`, Tencent
+    /// `STOP_CHARGING`).
+    NoCharge,
+    /// It is billed as if it ran (Alibaba `KeepCharging`, Tencent `KEEP_CHARGING`): the stop
+    /// saved nothing.
+    Charging,
+    /// The cloud did not say, or said something ebb does not know: no saving is counted.
+    Unknown,
+}
+
+impl StoppedMode {
+    /// The stable name used in JSON, tables and the audit log.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            StoppedMode::NoCharge => "no-charge",
+            StoppedMode::Charging => "charging",
+            StoppedMode::Unknown => "unknown",
+        }
+    }
+}
+
+/// How the cloud bills one instance and what stopping it saves, filled in by its provider.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Billing {
+    /// The cloud it is in.
+    pub cloud: Cloud,
+    /// How it is paid for.
+    pub charge: Charge,
+    /// What a stop of its family saves.
+    pub stop_saving: StopSaving,
+    /// For a stopped instance, how the cloud says it is billed now; `None` while it is not
+    /// stopped.
+    pub stopped_mode: Option<StoppedMode>,
+    /// The cloud has marked this preemptible instance to be taken back soon (Alibaba's
+    /// `OperationLocks` with `LockReason=Recycling`, about five minutes before): an
+    /// interruption warning, and ebb leaves the instance alone.
+    pub recycling: bool,
+}
+
+impl Billing {
+    /// An EC2 instance that is not stopped: paid by the hour, any stop ends its compute
+    /// charges.
+    pub const EC2: Billing = Billing {
+        cloud: Cloud::Aws,
+        charge: Charge::PayAsYouGo,
+        stop_saving: StopSaving::Ends,
+        stopped_mode: None,
+        recycling: false,
+    };
+
+    /// An EC2 instance, stopped or not as `stopped` says: a stopped one is not billed for
+    /// compute.
+    pub fn ec2(stopped: bool) -> Billing {
+        Billing {
+            stopped_mode: stopped.then_some(StoppedMode::NoCharge),
+            ..Billing::EC2
+        }
+    }
+
+    /// An instance of `cloud` of type `instance_type`, paid as `charge`: what a stop of it
+    /// saves from the families file, not stopped, no lock.
+    pub fn of(cloud: Cloud, charge: Charge, instance_type: &str) -> Billing {
+        let stop_saving = match cloud {
+            Cloud::Aws => StopSaving::Ends,
+            _ => match charging_family(cloud, instance_type) {
+                Some(family) => StopSaving::KeepsCharging { family },
+                None => StopSaving::InNoChargeMode,
+            },
+        };
+        Billing {
+            cloud,
+            charge,
+            stop_saving,
+            stopped_mode: None,
+            recycling: false,
+        }
+    }
+
+    /// Whether a stop ends the instance's compute charges when ebb asks for it: pay-as-you-go,
+    /// and a family that can stop without charge.
+    pub fn stop_saves(&self) -> bool {
+        self.charge == Charge::PayAsYouGo
+            && !matches!(self.stop_saving, StopSaving::KeepsCharging { .. })
+    }
+}
+
+/// One line of the families file: a family pattern of a cloud that cannot stop without charge.
+struct ChargingFamily {
+    cloud: Cloud,
+    pattern: &'static str,
+    glob: WildMatch,
+}
+
+/// The families file, compiled in.
+const FAMILIES_FILE: &str = include_str!("no_charge_stop_exceptions.txt");
+
+/// The families file, parsed once.
+static FAMILIES: LazyLock<Vec<ChargingFamily>> = LazyLock::new(|| parse_families(FAMILIES_FILE));
+
+/// The lines of the families file. A line naming a cloud ebb does not know is a mistake in a
+/// file compiled in, which the tests catch; it is skipped.
+fn parse_families(text: &'static str) -> Vec<ChargingFamily> {
+    text.lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && !l.starts_with('#'))
+        .filter_map(|line| {
+            let mut words = line.split_whitespace();
+            let cloud = match words.next()? {
+                "alibaba" => Cloud::Alibaba,
+                "tencent" => Cloud::Tencent,
+                _ => return None,
+            };
+            let pattern = words.next()?;
+            Some(ChargingFamily {
+                cloud,
+                pattern,
+                glob: WildMatch::new(pattern),
+            })
+        })
+        .collect()
+}
+
+/// The family of `instance_type`: the type without its size (everything before the last
+/// `.`): `ecs.gn7i-c8g1.2xlarge` is `ecs.gn7i-c8g1`, `GN7.2XLARGE32` is `GN7`.
+pub fn family_of(instance_type: &str) -> &str {
+    instance_type
+        .rsplit_once('.')
+        .map_or(instance_type, |(family, _)| family)
+}
+
+/// The pattern of the families file that lists `instance_type` of `cloud` as a family that
+/// cannot stop without charge, if one does.
+pub fn charging_family(cloud: Cloud, instance_type: &str) -> Option<&'static str> {
+    let family = family_of(instance_type);
+    FAMILIES
+        .iter()
+        .find(|f| f.cloud == cloud && f.glob.matches(family))
+        .map(|f| f.pattern)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_line_of_the_families_file_is_read() {
+        let lines = FAMILIES_FILE
+            .lines()
+            .map(str::trim)
+            .filter(|l| !l.is_empty() && !l.starts_with('#'))
+            .count();
+        assert_eq!(FAMILIES.len(), lines, "a line names an unknown cloud");
+        assert!(FAMILIES.iter().all(|f| !f.pattern.is_empty()));
+        for cloud in [Cloud::Alibaba, Cloud::Tencent] {
+            assert!(
+                FAMILIES.iter().any(|f| f.cloud == cloud),
+                "{cloud:?} has families"
+            );
+        }
+    }
+
+    #[test]
+    fn local_disk_families_are_listed_and_cloud_disk_ones_are_not() {
+        assert_eq!(
+            charging_family(Cloud::Alibaba, "ecs.i2g.2xlarge"),
+            Some("ecs.i2*")
+        );
+        assert_eq!(
+            charging_family(Cloud::Alibaba, "ecs.d1ne.4xlarge"),
+            Some("ecs.d1*")
+        );
+        assert_eq!(
+            charging_family(Cloud::Alibaba, "ecs.gn5-c8g1.2xlarge"),
+            None,
+            "the family is the type before its size: ecs.gn5-c8g1 is not ecs.gn5"
+        );
+        assert_eq!(
+            charging_family(Cloud::Alibaba, "ecs.gn5.2xlarge"),
+            Some("ecs.gn5")
+        );
+        assert_eq!(
+            charging_family(Cloud::Alibaba, "ecs.gn7i-c8g1.2xlarge"),
+            None
+        );
+        assert_eq!(charging_family(Cloud::Alibaba, "ecs.ic5.large"), None);
+        assert_eq!(
+            charging_family(Cloud::Alibaba, "ecs.gn5i-c4g1.xlarge"),
+            None
+        );
+        assert_eq!(
+            charging_family(Cloud::Tencent, "IT5.4XLARGE64"),
+            Some("IT5*")
+        );
+        assert_eq!(charging_family(Cloud::Tencent, "GN7.2XLARGE32"), None);
+        assert_eq!(
+            charging_family(Cloud::Aws, "i3.xlarge"),
+            None,
+            "EC2 lists none"
+        );
+    }
+
+    #[test]
+    fn a_stop_saves_only_on_pay_as_you_go_families_that_stop_without_charge() {
+        let gpu = Billing::of(Cloud::Alibaba, Charge::PayAsYouGo, "ecs.gn7i-c8g1.2xlarge");
+        assert_eq!(gpu.stop_saving, StopSaving::InNoChargeMode);
+        assert!(gpu.stop_saves());
+        let local = Billing::of(Cloud::Alibaba, Charge::PayAsYouGo, "ecs.i2.xlarge");
+        assert!(!local.stop_saves());
+        let prepaid = Billing::of(
+            Cloud::Alibaba,
+            Charge::Subscription,
+            "ecs.gn7i-c8g1.2xlarge",
+        );
+        assert!(!prepaid.stop_saves());
+        assert!(Billing::EC2.stop_saves());
+        assert_eq!(Billing::ec2(true).stopped_mode, Some(StoppedMode::NoCharge));
+        assert_eq!(Billing::ec2(false).stopped_mode, None);
+    }
+}

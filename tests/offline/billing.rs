@@ -1,0 +1,275 @@
+//! What an instance's billing allows the engine: no stop of a subscription, no stop of a family
+//! that cannot stop without charge unless the policy allows it, nothing on an instance being
+//! recycled, and spot moves only on EC2. 2026-11-30 is a Monday.
+
+use crate::common;
+
+use common::*;
+use ebb::engine::{Action, Code, InstanceFacts};
+use ebb::fleet::{Billing, Charge, Cloud, Instance, InstanceState, Lifecycle};
+
+/// Beijing office hours on weekdays, with a notice before each stop when `notice`.
+fn office(notice: bool, extra: &str) -> ebb::policy::PolicySet {
+    let notify = if notice {
+        "    notify: {before: 15m}\n"
+    } else {
+        ""
+    };
+    policies(&format!(
+        r#"
+policies:
+  - name: gpu-office
+    match: {{tags: {{team: ml}}}}
+    work_hours:
+      timezone: Asia/Shanghai
+      periods: [{{days: mon-fri, start: "09:00", stop: "19:00"}}]
+{notify}{extra}"#
+    ))
+}
+
+/// A running Alibaba box of `instance_type` paid as `charge`.
+fn alibaba(instance_type: &str, charge: Charge) -> Instance {
+    let mut i = instance("i-bp1", &[("team", "ml")]);
+    i.region = "cn-hangzhou".into();
+    i.instance_type = instance_type.into();
+    i.billing = Billing::of(Cloud::Alibaba, charge, instance_type);
+    i
+}
+
+/// 22:00 in Beijing on a Monday: outside hours.
+const NIGHT: &str = "2026-11-30T14:00:00Z";
+
+#[test]
+fn a_pay_as_you_go_gpu_box_is_stopped_after_hours() {
+    let box_ = alibaba("ecs.gn7i-c8g1.2xlarge", Charge::PayAsYouGo);
+    let d = World::with(vec![box_]).one(NIGHT, &office(false, ""));
+    assert_eq!((d.action, d.code), (Action::Stop, Code::OutsideHours));
+}
+
+#[test]
+fn a_subscription_box_is_never_stopped_nor_given_notice() {
+    let w = World::with(vec![alibaba("ecs.gn7i-c8g1.2xlarge", Charge::Subscription)]);
+    for set in [office(false, ""), office(true, "")] {
+        let d = w.one(NIGHT, &set);
+        assert_eq!(
+            (d.action, d.code),
+            (Action::None, Code::SubscriptionNoSaving)
+        );
+        assert!(d.reason.contains("a stop saves nothing"), "{}", d.reason);
+        assert!(d.reason.contains("the policy alone would"), "{}", d.reason);
+    }
+    let hibernating = policies(
+        r#"
+policies:
+  - name: gpu-office
+    match: {tags: {team: ml}}
+    work_hours:
+      timezone: Asia/Shanghai
+      outside_hours: hibernate
+      periods: [{days: mon-fri, start: "09:00", stop: "19:00"}]
+"#,
+    );
+    let d = w.one(NIGHT, &hibernating);
+    assert_eq!(d.action, Action::None);
+    // In hours nothing is asked, and the code stays the rules' own.
+    let d = w.one("2026-11-30T03:00:00Z", &office(false, ""));
+    assert_eq!((d.action, d.code), (Action::None, Code::InHours));
+}
+
+#[test]
+fn a_subscription_box_stopped_by_ebb_is_still_started_at_the_opening() {
+    let mut box_ = alibaba("ecs.gn7i-c8g1.2xlarge", Charge::Subscription);
+    box_.state = InstanceState::Stopped;
+    let w = World::with(vec![box_]).facts(
+        "i-bp1",
+        InstanceFacts {
+            stopped_by_ebb_at: Some(t("2026-11-27T11:05:00Z")),
+            ..Default::default()
+        },
+    );
+    let d = w.one("2026-11-30T01:02:00Z", &office(false, ""));
+    assert_eq!((d.action, d.code), (Action::Start, Code::StartAtOpen));
+}
+
+#[test]
+fn a_local_disk_family_is_refused_unless_the_policy_allows_a_charging_stop() {
+    let w = World::with(vec![alibaba("ecs.i2g.2xlarge", Charge::PayAsYouGo)]);
+    let d = w.one(NIGHT, &office(false, ""));
+    assert_eq!(
+        (d.action, d.code),
+        (Action::None, Code::ChargingStopRefused)
+    );
+    assert!(d.reason.contains("family ecs.i2*"), "{}", d.reason);
+    assert!(
+        d.reason.contains("stop.allow_charging_stop: true"),
+        "{}",
+        d.reason
+    );
+    let d = w.one(NIGHT, &office(true, ""));
+    assert_eq!(d.code, Code::ChargingStopRefused, "no notice either");
+    let allowed = office(false, "    stop: {allow_charging_stop: true}\n");
+    let d = w.one(NIGHT, &allowed);
+    assert_eq!((d.action, d.code), (Action::Stop, Code::OutsideHours));
+    let not_allowed = office(false, "    stop: {allow_charging_stop: false}\n");
+    assert_eq!(w.one(NIGHT, &not_allowed).code, Code::ChargingStopRefused);
+}
+
+#[test]
+fn a_recycling_lock_leaves_the_instance_alone_and_says_so() {
+    let mut box_ = alibaba("ecs.gn7i-c8g1.2xlarge", Charge::PayAsYouGo);
+    box_.lifecycle = Lifecycle::Spot;
+    box_.billing.recycling = true;
+    box_.tags
+        .insert("ebb:stop-at".into(), "2026-11-30T11:00:00Z".into());
+    let w = World::with(vec![box_]);
+    let d = w.one(NIGHT, &office(false, ""));
+    assert_eq!((d.action, d.code), (Action::None, Code::RecyclingWarned));
+    assert!(d.reason.contains("recycling"), "{}", d.reason);
+    // In hours too, where the rules would withdraw the stale notice: left alone.
+    let d = w.one("2026-11-30T03:00:00Z", &office(false, ""));
+    assert_eq!((d.action, d.code), (Action::None, Code::RecyclingWarned));
+}
+
+#[test]
+fn spot_migration_is_aws_only_and_plan_says_so() {
+    let set = policies(
+        r#"
+policies:
+  - name: training
+    match: {tags: {team: ml}}
+    spot:
+      min_savings: 10%
+      checkpoint_max_age: 30m
+"#,
+    );
+    let mut box_ = alibaba("ecs.gn7i-c8g1.2xlarge", Charge::PayAsYouGo);
+    box_.tags.insert("ebb:interruptible".into(), "true".into());
+    box_.tags
+        .insert("ebb:checkpoint-at".into(), "2026-11-30T11:50:00Z".into());
+    let w = World::with(vec![box_]).price("cn-hangzhou", "ecs.gn7i-c8g1.2xlarge", 10.0, 2.0);
+    let d = w.one("2026-11-30T12:00:00Z", &set);
+    assert_eq!(d.action, Action::None);
+    assert!(
+        d.reason
+            .contains("spot migration is AWS-only: not available for Alibaba Cloud ECS"),
+        "{}",
+        d.reason
+    );
+}
+
+#[test]
+fn the_decider_agrees_on_every_billing_code() {
+    let mut fleet = vec![
+        alibaba("ecs.gn7i-c8g1.2xlarge", Charge::Subscription),
+        alibaba("ecs.i2g.2xlarge", Charge::PayAsYouGo),
+        alibaba("ecs.gn7i-c8g1.2xlarge", Charge::PayAsYouGo),
+    ];
+    fleet[1].id = "i-bp2".into();
+    fleet[2].id = "i-bp3".into();
+    fleet[2].billing.recycling = true;
+    let w = World::with(fleet);
+    let set = office(false, "");
+    let (f, prior) = w.fleet();
+    let briefs = ebb::engine::Decider::new(&set).decide(t(NIGHT), &f, &prior);
+    let codes: Vec<Code> = briefs.iter().map(|b| b.code).collect();
+    assert_eq!(
+        codes,
+        [
+            Code::SubscriptionNoSaving,
+            Code::ChargingStopRefused,
+            Code::RecyclingWarned
+        ]
+    );
+}
+
+#[test]
+fn a_snapshot_says_each_instances_cloud_charge_and_stopped_mode() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("fleet.yaml");
+    std::fs::write(
+        &file,
+        r#"
+instances:
+  - {id: i-ec2, region: us-east-1, type: g5.xlarge, state: stopped}
+  - {id: i-bp1, region: cn-hangzhou, type: ecs.i2g.2xlarge, state: stopped, cloud: alibaba,
+     charge: subscription, stopped_mode: charging}
+  - {id: i-bp2, region: cn-hangzhou, type: ecs.gn7i-c8g1.2xlarge, state: running, cloud: alibaba,
+     lifecycle: spot, recycling: true}
+"#,
+    )
+    .unwrap();
+    let (fleet, _) = ebb::snapshot::load_snapshot(&file).unwrap();
+    let [ec2, local, spot] = &fleet.instances[..] else {
+        panic!("three instances")
+    };
+    assert_eq!(
+        ec2.billing,
+        Billing::ec2(true),
+        "EC2 by default, its stop ends charges"
+    );
+    assert_eq!(local.billing.cloud, Cloud::Alibaba);
+    assert_eq!(local.billing.charge, Charge::Subscription);
+    assert_eq!(
+        local.billing.stop_saving,
+        ebb::fleet::StopSaving::KeepsCharging { family: "ecs.i2*" }
+    );
+    assert_eq!(
+        local.billing.stopped_mode,
+        Some(ebb::fleet::StoppedMode::Charging)
+    );
+    assert!(spot.billing.recycling);
+    assert_eq!(spot.billing.stopped_mode, None, "not stopped");
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_simulated_cloud_reports_each_stops_stopped_mode() {
+    use ebb::cloud::{sim::SimProvider, Provider, StopKind};
+    use ebb::fleet::StoppedMode;
+    let local = alibaba("ecs.i2g.2xlarge", Charge::PayAsYouGo);
+    let mut gpu = alibaba("ecs.gn7i-c8g1.2xlarge", Charge::PayAsYouGo);
+    gpu.id = "i-bp2".into();
+    let ec2 = instance("i-ec2", &[]);
+    let fleet = ebb::fleet::Fleet {
+        instances: vec![local, gpu, ec2],
+        ..Default::default()
+    };
+    let clock = ebb::clock::Clock::simulated(t("2026-11-30T12:00:00Z"), 1.0);
+    let sim = SimProvider::new(fleet, Default::default(), clock);
+    let mut report = sim
+        .stop(
+            "cn-hangzhou",
+            &["i-bp1".into(), "i-bp2".into()],
+            StopKind::Stop,
+        )
+        .await;
+    report.done.extend(
+        sim.stop("us-east-1", &["i-ec2".into()], StopKind::Stop)
+            .await
+            .done,
+    );
+    let modes: Vec<(&str, Option<StoppedMode>)> = report
+        .done
+        .iter()
+        .map(|d| (d.instance.as_str(), d.stopped_mode))
+        .collect();
+    assert_eq!(
+        modes,
+        [
+            ("i-bp1", Some(StoppedMode::Charging)),
+            ("i-bp2", Some(StoppedMode::NoCharge)),
+            ("i-ec2", Some(StoppedMode::NoCharge))
+        ]
+    );
+    tokio::time::sleep(std::time::Duration::from_secs(600)).await;
+    let listed = sim.instances().await.instances;
+    let stopped: Vec<Option<StoppedMode>> = listed.iter().map(|i| i.billing.stopped_mode).collect();
+    assert_eq!(
+        stopped,
+        [
+            Some(StoppedMode::Charging),
+            Some(StoppedMode::NoCharge),
+            Some(StoppedMode::NoCharge)
+        ],
+        "the listing reports the mode once stopped"
+    );
+}
