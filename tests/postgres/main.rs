@@ -9,6 +9,7 @@ mod common;
 
 mod acting;
 mod api;
+mod charging_stops;
 mod cloudwatch_reads;
 mod console;
 mod console_groups;
