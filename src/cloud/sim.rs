@@ -91,9 +91,10 @@ impl Simulated {
         }
     }
 
-    /// How its cloud bills it once stopped: as its billing says a stop saves.
+    /// How its cloud bills it once stopped: as its billing says a stop saves, unless its
+    /// account keeps stopped instances billed (`stops_keep_charging`).
     fn stopped_mode(&self) -> StoppedMode {
-        match self.instance.billing.stop_saves() {
+        match self.instance.billing.stop_saves() && !self.behaviour.stops_keep_charging {
             true => StoppedMode::NoCharge,
             false => StoppedMode::Charging,
         }

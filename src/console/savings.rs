@@ -121,6 +121,9 @@ fn headline(r: &Report) -> Markup {
             @if t.unpriced_stopped_hours > 0.0 {
                 dt { "Not priced" } dd { (hours(t.unpriced_stopped_hours)) " of instance types the price table lacks (EBB_PRICES)" }
             }
+            @if t.charging_stopped_hours > 0.0 {
+                dt { "Still charging" } dd { (hours(t.charging_stopped_hours)) " of stops their cloud still billed: no saving" }
+            }
             dt { "On spot" } dd { (usd(t.spot_saved_usd)) ": " (hours(t.spot_hours)) " of replacements on spot, " (count(t.spot_moves, "move", "moves")) }
             dt { "People's overrides" } dd { (t.overrides) " made, " (hours(t.override_hours)) " in force" }
             dt { "People's starts" } dd { (count(t.people_starts, "instance", "instances")) " started by someone else while ebb's stop was ebb's last action on it" }

@@ -201,6 +201,13 @@ codes! {
     /// A start EC2 refused for lack of capacity (`InsufficientInstanceCapacity`): an outcome's
     /// code, retried sooner than other failures.
     InsufficientCapacity = "insufficient_capacity",
+    /// A stop (or hibernation) that went through, but the stopped mode read back after it says
+    /// the cloud still bills the instance (a family or account that cannot stop without
+    /// charge): an outcome's code; the stop counts no saving.
+    StoppedStillCharging = "stopped_still_charging",
+    /// A stop that went through, but the cloud did not say how it bills the stopped instance:
+    /// an outcome's code; the stop counts no saving.
+    StoppedBillingUnknown = "stopped_billing_unknown",
     /// EC2 had no capacity for the instance's type: it is changed to the next of the policy's
     /// `start.fallback_types`, and started as that.
     FallbackType = "fallback_type",

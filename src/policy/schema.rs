@@ -137,6 +137,10 @@ fn work_hours_schema() -> Value {
                 json!({"type": "array", "items": {"type": "string"}, "description": "Calendars whose dates open no window"}),
             ),
             (
+                "workdays",
+                json!({"type": "array", "items": {"type": "string"}, "description": "Calendars whose working days open as the weekday they name (periods only)"}),
+            ),
+            (
                 "outside_hours",
                 choice(
                     &["stop", "hibernate", "none"],
@@ -378,23 +382,64 @@ fn policy_schema() -> Value {
     )
 }
 
-/// The schema of one calendar.
+/// A date or an inclusive range of dates.
+const DATE_RANGE: &str = "^[0-9]{4}-[0-9]{2}-[0-9]{2}(\\.\\.[0-9]{4}-[0-9]{2}-[0-9]{2})?$";
+
+/// One day, as `workday_as` and a working day's `as` take it.
+fn weekday(description: &str) -> Value {
+    json!({
+        "enum": [
+            "mon", "tue", "wed", "thu", "fri", "sat", "sun", "monday", "tuesday", "wednesday",
+            "thursday", "friday", "saturday", "sunday"
+        ],
+        "default": "mon",
+        "description": description,
+    })
+}
+
+/// The schema of one calendar: `dates`, `workdays`, or both.
 fn calendar_schema() -> Value {
-    object(
+    let date = json!({"type": "string", "pattern": DATE_RANGE});
+    let workday = object(
+        keys::WORKDAY,
+        &["date"],
+        &[
+            ("date", date.clone()),
+            (
+                "as",
+                weekday("The weekday whose periods open on these dates"),
+            ),
+        ],
+    );
+    let mut calendar = object(
         keys::CALENDAR,
-        &["dates"],
+        &[],
         &[
             ("description", json!({"type": "string"})),
             (
                 "dates",
                 json!({
                     "type": "array",
-                    "items": {"type": "string", "pattern": "^[0-9]{4}-[0-9]{2}-[0-9]{2}(\\.\\.[0-9]{4}-[0-9]{2}-[0-9]{2})?$"},
-                    "description": "Dates (YYYY-MM-DD) and inclusive ranges (YYYY-MM-DD..YYYY-MM-DD)"
+                    "items": date,
+                    "description": "Dates (YYYY-MM-DD) and inclusive ranges (YYYY-MM-DD..YYYY-MM-DD) that open no window"
                 }),
             ),
+            (
+                "workdays",
+                json!({
+                    "type": "array",
+                    "items": {"oneOf": [date, workday]},
+                    "description": "Working days whatever their weekday (make-up workdays, 调休): dates, ranges, or {date, as} naming the weekday whose periods open on them"
+                }),
+            ),
+            (
+                "workday_as",
+                weekday("The weekday whose periods open on the workdays that name none"),
+            ),
         ],
-    )
+    );
+    calendar["anyOf"] = json!([{"required": ["dates"]}, {"required": ["workdays"]}]);
+    calendar
 }
 
 /// The whole schema, a policy file, with keys in insertion order.

@@ -129,6 +129,9 @@ pub struct Reconciler<P> {
     /// Instances whose start EC2 refused for lack of capacity, told to the webhook since their
     /// last start (kept in memory: a restart may tell once more).
     capacity_told: std::sync::Mutex<HashSet<String>>,
+    /// Instances whose stop went through but still charges, told to the webhook since a stop
+    /// of theirs last saved (kept in memory: a restart may tell once more).
+    charging_told: std::sync::Mutex<HashSet<String>>,
     /// Spot migrations' alerts told to the webhook, by migration, while they last.
     alerts_told: std::sync::Mutex<HashSet<(i64, crate::spot::Alert)>>,
     /// The instances whose GPU utilisation was read in the current five-minute period.
@@ -148,6 +151,7 @@ impl<P: Provider> Reconciler<P> {
             ticks: AtomicU64::new(0),
             orphans_swept: std::sync::Mutex::new(None),
             capacity_told: std::sync::Mutex::default(),
+            charging_told: std::sync::Mutex::default(),
             alerts_told: std::sync::Mutex::default(),
             gpu_asked: read::Asked::default(),
             catalogue_looked: std::sync::Mutex::default(),

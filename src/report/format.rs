@@ -8,7 +8,7 @@ use std::fmt::Write as _;
 type Column = fn(&Measures) -> String;
 
 /// The columns after a row's name, with how each is read from the measures.
-const COLUMNS: [(&str, Column); 15] = [
+const COLUMNS: [(&str, Column); 16] = [
     ("saved_usd", |m| format!("{:.2}", m.saved_usd)),
     ("stopped_saved_usd", |m| {
         format!("{:.2}", m.stopped_saved_usd)
@@ -19,6 +19,9 @@ const COLUMNS: [(&str, Column); 15] = [
     ("stopped_hours", |m| format!("{:.2}", m.stopped_hours)),
     ("unpriced_stopped_hours", |m| {
         format!("{:.2}", m.unpriced_stopped_hours)
+    }),
+    ("charging_stopped_hours", |m| {
+        format!("{:.2}", m.charging_stopped_hours)
     }),
     ("spot_moves", |m| m.spot_moves.to_string()),
     ("spot_hours", |m| format!("{:.2}", m.spot_hours)),
@@ -86,6 +89,13 @@ pub fn table(r: &Report) -> String {
             out,
             "{:.2} stopped hours are of instance types the price table lacks and count no dollars (set EBB_PRICES)",
             t.unpriced_stopped_hours
+        );
+    }
+    if t.charging_stopped_hours > 0.0 {
+        let _ = writeln!(
+            out,
+            "{:.2} stopped hours are of stops their cloud still billed (stopped, still charging) and count no dollars",
+            t.charging_stopped_hours
         );
     }
     let header: Vec<String> = std::iter::once("GROUP".to_string())

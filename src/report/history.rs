@@ -26,6 +26,10 @@ pub struct ActionRecord {
     pub action: EbbAction,
     /// The policy it did it for.
     pub policy: Option<String>,
+    /// For a stop or hibernation, whether it ended the instance's compute charges: `false`
+    /// when the stopped mode read back after it said the cloud still bills the instance, or
+    /// did not say (outcome codes `stopped_still_charging`, `stopped_billing_unknown`).
+    pub saves: bool,
 }
 
 /// A state the instance was seen entering.

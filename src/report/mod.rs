@@ -10,7 +10,9 @@
 //!   started it, or it was seen `pending` or `running`; or until it was seen terminated,
 //!   shutting down or gone (after that it costs nothing, whoever stopped it); or the window's
 //!   end. Those hours, clipped to the window, are its **stopped hours**, and times the
-//!   instance's on-demand price (the price table, by region and type) its **stopped savings**.
+//!   instance's on-demand price (the price table, by region and type) its **stopped savings**;
+//!   a stop its cloud still bills (the stopped mode read back after it said so, or did not say)
+//!   saves nothing: its hours are **charging stopped hours**.
 //!   A stop before the window whose instance was still stopped at its start counts from the
 //!   start; only stops inside the window are counted as stops.
 //! - A **person's start** is the end of such a stretch by the instance being seen running
@@ -129,6 +131,9 @@ pub struct Measures {
     pub stopped_hours: f64,
     /// Of those, the hours of instances the price table has no price for (no dollars).
     pub unpriced_stopped_hours: f64,
+    /// Of those, the hours of stops the cloud still billed, or did not say it did not (no
+    /// dollars: a stop that still charges saves nothing).
+    pub charging_stopped_hours: f64,
     /// Spot migrations planned inside the window.
     pub spot_moves: u64,
     /// Hours replacements ran on spot.
@@ -154,6 +159,7 @@ impl Measures {
         self.hibernations += o.hibernations;
         self.stopped_hours += o.stopped_hours;
         self.unpriced_stopped_hours += o.unpriced_stopped_hours;
+        self.charging_stopped_hours += o.charging_stopped_hours;
         self.spot_moves += o.spot_moves;
         self.spot_hours += o.spot_hours;
         self.overrides += o.overrides;
@@ -172,6 +178,7 @@ impl Measures {
             &mut self.spot_saved_usd,
             &mut self.stopped_hours,
             &mut self.unpriced_stopped_hours,
+            &mut self.charging_stopped_hours,
             &mut self.spot_hours,
             &mut self.override_hours,
             &mut self.group_saved_usd,
@@ -283,11 +290,13 @@ impl Happening<'_> {
     }
 }
 
-/// A stretch an ebb stop keeps going: since when, by which action and policy.
+/// A stretch an ebb stop keeps going: since when, by which action and policy, and whether the
+/// stop ended the compute charges.
 struct Stopped<'a> {
     at: DateTime<Utc>,
     action: EbbAction,
     policy: Option<&'a str>,
+    saves: bool,
 }
 
 /// How a stopped stretch ended.
@@ -332,6 +341,7 @@ fn stops(
                             at: a.at,
                             action: a.action,
                             policy: a.policy.as_deref(),
+                            saves: a.saves,
                         });
                     }
                     None
@@ -388,6 +398,8 @@ fn stretch(
         tally.add(to.date_naive(), s.policy, info, m);
     }
     if let Some(span) = window.clip(s.at, to) {
+        // A stop its cloud still bills saves nothing, priced or not.
+        let rate = if s.saves { rate } else { Some(0.0) };
         tally.add_span(span, s.policy, info, |h| {
             let saved = rate.map(|r| r * h).unwrap_or(0.0);
             Measures {
@@ -395,6 +407,7 @@ fn stretch(
                 stopped_saved_usd: saved,
                 stopped_hours: h,
                 unpriced_stopped_hours: if rate.is_none() { h } else { 0.0 },
+                charging_stopped_hours: if s.saves { 0.0 } else { h },
                 ..Measures::default()
             }
         });

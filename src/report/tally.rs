@@ -163,6 +163,7 @@ impl Measures {
             (&mut self.spot_saved_usd, o.spot_saved_usd),
             (&mut self.stopped_hours, o.stopped_hours),
             (&mut self.unpriced_stopped_hours, o.unpriced_stopped_hours),
+            (&mut self.charging_stopped_hours, o.charging_stopped_hours),
             (&mut self.spot_hours, o.spot_hours),
             (&mut self.override_hours, o.override_hours),
             (&mut self.group_saved_usd, o.group_saved_usd),

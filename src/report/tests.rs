@@ -12,6 +12,7 @@ fn action(instance: &str, at: &str, action: EbbAction, policy: &str) -> ActionRe
         at: t(at),
         action,
         policy: Some(policy.into()),
+        saves: true,
     }
 }
 
@@ -203,6 +204,35 @@ fn an_instance_the_price_table_lacks_counts_hours_but_no_dollars() {
     assert_eq!(r.total.stopped_hours, 5.0);
     assert_eq!(r.total.unpriced_stopped_hours, 5.0);
     assert_eq!(r.total.saved_usd, 0.0);
+}
+
+#[test]
+fn a_stop_its_cloud_still_bills_counts_its_hours_and_no_dollars() {
+    // i-ten ($10/h) stopped at 10:00 but still charging, and i-two ($2/h) stopped at 10:00
+    // without charge; the window ends at 15:00: 5 h each, $10 saved, 5 h still charging.
+    let charging = ActionRecord {
+        saves: false,
+        ..action("i-ten", "2026-11-30T10:00:00Z", EbbAction::Stop, "office")
+    };
+    let h = history(
+        vec![
+            charging,
+            action("i-two", "2026-11-30T10:00:00Z", EbbAction::Stop, "office"),
+        ],
+        vec![],
+    );
+    let r = compute(
+        &h,
+        window("2026-11-30T00:00:00Z", "2026-11-30T15:00:00Z"),
+        None,
+        &price,
+    );
+    assert_eq!(r.total.stops, 2);
+    assert_eq!(r.total.stopped_hours, 10.0);
+    assert_eq!(r.total.charging_stopped_hours, 5.0);
+    assert_eq!(r.total.unpriced_stopped_hours, 0.0);
+    assert_eq!(r.total.saved_usd, 10.0);
+    assert!(table(&r).contains("5.00 stopped hours are of stops their cloud still billed"));
 }
 
 #[test]

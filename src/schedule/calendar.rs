@@ -1,23 +1,45 @@
-//! Calendars of dates that schedules skip (holidays, shutdowns).
+//! Calendars of dates that schedules skip (holidays, shutdowns) and of working days whatever
+//! their weekday (make-up workdays, China's 调休).
 
-use chrono::NaiveDate;
+use chrono::{NaiveDate, Weekday};
 use std::fmt;
 use std::str::FromStr;
 
-/// A named list of dates, such as public holidays.
+/// A named list of dates, such as public holidays, and of working days, such as the weekend
+/// days a government moves work to.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Calendar {
     /// The name policies refer to the calendar by.
     pub name: String,
-    /// The dates in the calendar.
+    /// The dates on which a window does not open (`dates:`).
     pub dates: Vec<DateRange>,
+    /// The dates that are working days whatever their weekday (`workdays:`).
+    pub workdays: Vec<Workday>,
 }
 
 impl Calendar {
-    /// Whether `date` is in one of the calendar's ranges.
+    /// Whether `date` is in one of the calendar's ranges of skipped dates.
     pub fn contains(&self, date: NaiveDate) -> bool {
         self.dates.iter().any(|range| range.contains(date))
     }
+
+    /// The weekday whose hours `date` opens with, when it is one of the calendar's working days.
+    pub fn working_day(&self, date: NaiveDate) -> Option<Weekday> {
+        self.workdays
+            .iter()
+            .find(|w| w.dates.contains(date))
+            .map(|w| w.as_day)
+    }
+}
+
+/// Dates that are working days whatever their weekday: windows open on them as on `as_day`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Workday {
+    /// The working days.
+    pub dates: DateRange,
+    /// The weekday whose periods open on them (the calendar's `workday_as`, Monday by default,
+    /// or the entry's `as`).
+    pub as_day: Weekday,
 }
 
 /// An inclusive range of dates; a single date is a range of one day.

@@ -61,28 +61,48 @@ pub enum DayParseError {
     },
 }
 
+/// The number (Monday 0) of the day named `token`, an item of `input`.
+fn day_number(input: &str, token: &str) -> Result<u32, DayParseError> {
+    let token = token.trim();
+    if token.is_empty() {
+        return Err(DayParseError::Empty {
+            input: input.to_owned(),
+        });
+    }
+    let lower = token.to_ascii_lowercase();
+    SHORT_NAMES
+        .iter()
+        .zip(FULL_NAMES)
+        .position(|(short, full)| lower == *short || lower == full)
+        .and_then(|n| u32::try_from(n).ok())
+        .ok_or_else(|| DayParseError::UnknownDay {
+            input: input.to_owned(),
+            token: token.to_owned(),
+        })
+}
+
+/// One day, `mon` or `monday` in any case, as a calendar's `workday_as` names it.
+pub fn parse_day(s: &str) -> Result<Weekday, DayParseError> {
+    let n = day_number(s, s)?;
+    u8::try_from(n)
+        .ok()
+        .and_then(|n| Weekday::try_from(n).ok())
+        .ok_or_else(|| DayParseError::UnknownDay {
+            input: s.to_owned(),
+            token: s.trim().to_owned(),
+        })
+}
+
+/// The short name of `day`, as policies write it (`mon`).
+pub fn day_name(day: Weekday) -> &'static str {
+    SHORT_NAMES[day.num_days_from_monday() as usize]
+}
+
 impl FromStr for DaySet {
     type Err = DayParseError;
 
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        let day = |token: &str| -> Result<u32, DayParseError> {
-            let token = token.trim();
-            if token.is_empty() {
-                return Err(DayParseError::Empty {
-                    input: s.to_owned(),
-                });
-            }
-            let lower = token.to_ascii_lowercase();
-            SHORT_NAMES
-                .iter()
-                .zip(FULL_NAMES)
-                .position(|(short, full)| lower == *short || lower == full)
-                .and_then(|n| u32::try_from(n).ok())
-                .ok_or_else(|| DayParseError::UnknownDay {
-                    input: s.to_owned(),
-                    token: token.to_owned(),
-                })
-        };
+        let day = |token: &str| day_number(s, token);
         let mut bits = 0u8;
         for item in s.split(',') {
             let mut ends = item.split('-');

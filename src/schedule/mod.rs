@@ -15,12 +15,12 @@ mod periods;
 mod time_of_day;
 pub mod zone;
 
-pub use calendar::{Calendar, CalendarError, DateRange};
+pub use calendar::{Calendar, CalendarError, DateRange, Workday};
 pub use cron_events::{CronError, CronEvents};
-pub use days::{DayParseError, DaySet};
+pub use days::{day_name, parse_day, DayParseError, DaySet};
 pub use time_of_day::{TimeOfDay, TimeOfDayError};
 
-use chrono::{DateTime, Utc};
+use chrono::{DateTime, NaiveDate, Utc, Weekday};
 use chrono_tz::Tz;
 use std::sync::Arc;
 
@@ -68,15 +68,37 @@ pub enum Hours {
     },
 }
 
-/// A policy's work hours in its time zone, with the calendars whose dates it skips.
+/// A policy's work hours in its time zone, with the calendars whose dates it skips and those
+/// whose working days it opens on.
 #[derive(Debug, Clone)]
 pub struct Schedule {
     /// The IANA zone the times are written in.
     pub timezone: Tz,
     /// When hours open and close.
     pub hours: Hours,
-    /// Dates on which a window does not open (a window that starts on one stays closed).
+    /// Calendars whose `dates` open no window (a window that starts on one stays closed).
     pub skip: Vec<Arc<Calendar>>,
+    /// Calendars whose `workdays` open as working days: a period whose `days` leave out the
+    /// date's weekday opens on it when they include the weekday the calendar gives. Periods only
+    /// (the checker refuses them with cron events, which name their own dates).
+    pub workdays: Vec<Arc<Calendar>>,
+}
+
+/// How a calendar changes the windows of one local date.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DateRule<'a> {
+    /// No window opens on the date: one of the calendar's `dates`.
+    Skipped {
+        /// The calendar's name.
+        calendar: &'a str,
+    },
+    /// A working day whatever its weekday: one of the calendar's `workdays`.
+    WorkingDay {
+        /// The calendar's name.
+        calendar: &'a str,
+        /// The weekday whose periods open on the date.
+        as_day: Weekday,
+    },
 }
 
 /// Where an instant falls in a schedule.
@@ -101,8 +123,26 @@ impl Schedule {
         }
     }
 
+    /// How the calendars change the windows that start on local `date`, if they do. A working
+    /// day wins over a skipped date of another calendar: a stop on a working day loses work, an
+    /// open holiday only costs its hours.
+    pub fn date_rule(&self, date: NaiveDate) -> Option<DateRule<'_>> {
+        let working = self.workdays.iter().find_map(|c| {
+            c.working_day(date).map(|as_day| DateRule::WorkingDay {
+                calendar: &c.name,
+                as_day,
+            })
+        });
+        working.or_else(|| {
+            self.skip
+                .iter()
+                .find(|c| c.contains(date))
+                .map(|c| DateRule::Skipped { calendar: &c.name })
+        })
+    }
+
     /// Whether a window that starts on `date` (local) is skipped by a calendar.
-    fn skips(&self, date: chrono::NaiveDate) -> bool {
-        self.skip.iter().any(|c| c.contains(date))
+    fn skips(&self, date: NaiveDate) -> bool {
+        matches!(self.date_rule(date), Some(DateRule::Skipped { .. }))
     }
 }

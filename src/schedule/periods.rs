@@ -2,7 +2,8 @@
 //! windows.
 //!
 //! Each period gives one window per local date whose weekday it lists (and no calendar skips),
-//! from `date + start` to `date + stop`, or to the next day's `stop` for an overnight period.
+//! or whose working-day weekday it lists (a calendar's make-up workday), from `date + start` to
+//! `date + stop`, or to the next day's `stop` for an overnight period.
 //! Windows are turned into instants with [`zone::resolve`]; overlapping or touching windows
 //! merge, so `since` and `next` are always real changes of state.
 //!
@@ -10,7 +11,7 @@
 //! monotonic: a window of date `d` opens no earlier than `d 00:00` and closes no later than
 //! `(d + 2) 00:00` (a `24:00-24:00` window), in wall-clock time.
 
-use super::{zone, Period, Schedule, ScheduleStatus, HORIZON_DAYS};
+use super::{zone, DateRule, Period, Schedule, ScheduleStatus, HORIZON_DAYS};
 use chrono::{DateTime, Datelike, NaiveDate, NaiveDateTime, TimeDelta, Utc};
 use chrono_tz::Tz;
 use std::iter::successors;
@@ -48,13 +49,17 @@ fn closes_by(tz: Tz, date: NaiveDate) -> DateTime<Utc> {
 
 /// The non-empty windows that open on local `date`, in order of opening.
 fn windows_on(schedule: &Schedule, periods: &[Period], date: NaiveDate) -> Vec<Window> {
-    if schedule.skips(date) {
-        return Vec::new();
-    }
+    let as_day = match schedule.date_rule(date) {
+        Some(DateRule::Skipped { .. }) => return Vec::new(),
+        Some(DateRule::WorkingDay { as_day, .. }) => Some(as_day),
+        None => None,
+    };
     let tz = schedule.timezone;
     let mut windows: Vec<Window> = periods
         .iter()
-        .filter(|p| p.days.contains(date.weekday()))
+        .filter(|p| {
+            p.days.contains(date.weekday()) || as_day.is_some_and(|day| p.days.contains(day))
+        })
         .filter_map(|p| {
             let start = i64::from(p.start.minutes());
             let mut stop = i64::from(p.stop.minutes());

@@ -40,9 +40,9 @@ const ACTIONS: &str = concat!(
          UNION
          SELECT id FROM instances WHERE gone_at IS NULL AND stopped_by_ebb_at < $1
      )
-     SELECT last.instance, last.at, last.action, last.policy
+     SELECT last.instance, last.at, last.action, last.policy, last.code
      FROM candidates AS c CROSS JOIN LATERAL (
-         SELECT instance, at, action, policy FROM audit_log
+         SELECT instance, at, action, policy, code FROM audit_log
          WHERE instance = c.instance AND at < $1 AND ",
     ebb_actions!(),
     "
@@ -50,7 +50,7 @@ const ACTIONS: &str = concat!(
      ) AS last
      WHERE last.action <> 'start'
      UNION ALL
-     SELECT instance, at, action, policy FROM audit_log
+     SELECT instance, at, action, policy, code FROM audit_log
      WHERE at >= $1 AND at < $2 AND instance IS NOT NULL AND ",
     ebb_actions!()
 );
@@ -86,6 +86,15 @@ const GROUP_CHANGES: &str = "SELECT region, name, at, scale_down, up_desired, to
          ORDER BY region, name, at DESC
      ) AS last
      WHERE last.scale_down";
+
+/// A row of [`ACTIONS`]: instance, time, action, policy, the outcome's code.
+type ActionRow = (
+    String,
+    DateTime<Utc>,
+    String,
+    Option<String>,
+    Option<String>,
+);
 
 /// A row of [`GROUP_CHANGES`].
 type GroupRow = (
@@ -208,7 +217,7 @@ impl Store {
         since: DateTime<Utc>,
         until: DateTime<Utc>,
     ) -> Result<Vec<ActionRecord>> {
-        let rows: Vec<(String, DateTime<Utc>, String, Option<String>)> = sqlx::query_as(ACTIONS)
+        let rows: Vec<ActionRow> = sqlx::query_as(ACTIONS)
             .persistent(false)
             .bind(since)
             .bind(until)
@@ -216,18 +225,24 @@ impl Store {
             .await?;
         Ok(rows
             .into_iter()
-            .filter_map(|(instance, at, action, policy)| {
+            .filter_map(|(instance, at, action, policy, code)| {
                 let action = match action.as_str() {
                     "stop" => EbbAction::Stop,
                     "hibernate" => EbbAction::Hibernate,
                     "start" => EbbAction::Start,
                     _ => return None,
                 };
+                // A stop the cloud still bills, or did not say how it bills, saves nothing.
+                let saves = !matches!(
+                    code.as_deref(),
+                    Some("stopped_still_charging" | "stopped_billing_unknown")
+                );
                 Some(ActionRecord {
                     instance,
                     at,
                     action,
                     policy,
+                    saves,
                 })
             })
             .collect())

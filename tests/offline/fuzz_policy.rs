@@ -59,6 +59,10 @@ const KEYS: &[&str] = &[
     "stop",
     "cron",
     "skip",
+    "workdays",
+    "workday_as",
+    "date",
+    "as",
     "outside_hours",
     "start_at_open",
     "busy_defers_stop",
@@ -108,8 +112,8 @@ const KEYS: &[&str] = &[
 /// Policy names; few, so that duplicates across policies and files happen.
 const POLICY_NAMES: &[&str] = &["a", "b", "research-dev-hours", "notebooks-idle", " ", ""];
 
-/// Calendar names; the first two are those of `policies/calendars.yaml`.
-const CALENDAR_NAMES: &[&str] = &["cn-holidays", "us-holidays", "x", ""];
+/// Calendar names; the first three are those of `policies/calendars.yaml`.
+const CALENDAR_NAMES: &[&str] = &["cn-holidays", "us-holidays", "cn-workdays", "x", ""];
 
 /// Tag keys shared by policies and fleets, including the ones ebb reads itself.
 const TAG_KEYS: &[&str] = &[
@@ -725,15 +729,25 @@ fn policy_file(w: Wild) -> BoxedStrategy<Value> {
     ])
 }
 
-/// `calendars:`: names to lists of dates.
+/// `calendars:`: names to lists of dates and of working days.
 fn calendars(w: Wild) -> BoxedStrategy<Value> {
+    let date = || w.leaf(valid_date(), date_text());
+    let day = || {
+        w.leaf(
+            select(DAY_NAMES).prop_map(String::from).boxed(),
+            days_text(),
+        )
+    };
+    let workday = prop_oneof![
+        3 => date(),
+        1 => w.mapping(vec![("date", w.required(), date()), ("as", 0.7, day())]),
+    ]
+    .boxed();
     let calendar = w.mapping(vec![
         ("description", 0.3, w.field(string(text()))),
-        (
-            "dates",
-            w.required(),
-            w.field(w.seq(w.leaf(valid_date(), date_text()), 0..4)),
-        ),
+        ("dates", w.required(), w.field(w.seq(date(), 0..4))),
+        ("workdays", 0.3, w.field(w.seq(workday, 0..4))),
+        ("workday_as", 0.2, day()),
     ]);
     let name = match w {
         Wild::No => select(vec!["x", "y"])
@@ -848,6 +862,7 @@ fn work_hours(w: Wild) -> BoxedStrategy<Value> {
             ("periods", periods, w.field(w.seq(period.clone(), 1..4))),
             ("cron", cron_, w.field(cron.clone())),
             ("skip", 0.3, w.field(w.seq(pick(CALENDAR_NAMES), 0..3))),
+            ("workdays", 0.2, w.field(w.seq(pick(CALENDAR_NAMES), 0..2))),
             (
                 "outside_hours",
                 0.5,

@@ -33,3 +33,4 @@ mod replay_groups;
 mod schedule;
 mod settings;
 mod structure;
+mod workdays;

@@ -1,4 +1,5 @@
-//! Work-hour schedules: parsing, DST rules, skipped dates, and properties of `status`.
+//! Work-hour schedules: parsing, DST rules, skipped dates and working days, and properties of
+//! `status`.
 
 use chrono::{DateTime, NaiveDate, TimeDelta, Utc, Weekday};
 use chrono_tz::Tz;
@@ -28,6 +29,7 @@ fn periods(tz: Tz, list: &[(&str, &str, &str)]) -> Schedule {
         timezone: tz,
         hours: Hours::Periods(list.iter().map(|(d, a, b)| period(d, a, b)).collect()),
         skip: Vec::new(),
+        workdays: Vec::new(),
     }
 }
 
@@ -39,6 +41,7 @@ fn cron(tz: Tz, start: &str, stop: &str) -> Schedule {
             stop: stop.parse().unwrap(),
         },
         skip: Vec::new(),
+        workdays: Vec::new(),
     }
 }
 
@@ -46,6 +49,7 @@ fn skipping(mut schedule: Schedule, dates: &[&str]) -> Schedule {
     schedule.skip.push(Arc::new(Calendar {
         name: "holidays".into(),
         dates: dates.iter().map(|d| d.parse().unwrap()).collect(),
+        workdays: Vec::new(),
     }));
     schedule
 }
@@ -172,6 +176,7 @@ fn date_ranges_parse_single_dates_and_ranges() {
     let calendar = Calendar {
         name: "shutdown".into(),
         dates: vec![one, "2026-12-24..2026-12-26".parse().unwrap()],
+        workdays: Vec::new(),
     };
     assert!(calendar.contains(date("2026-10-01")));
     assert!(!calendar.contains(date("2026-10-02")));
@@ -778,6 +783,7 @@ fn period_schedules() -> impl Strategy<Value = Schedule> {
         timezone: tz,
         hours: Hours::Periods(list.iter().map(|(d, a, b)| period(d, a, b)).collect()),
         skip: Vec::new(),
+        workdays: Vec::new(),
     })
 }
 
@@ -829,11 +835,26 @@ fn calendars() -> impl Strategy<Value = Vec<String>> {
     prop::collection::vec(range, 0..4)
 }
 
+/// Schedules with skipped dates and make-up workdays (which periods open as the weekday given).
 fn skipping_schedules() -> impl Strategy<Value = Schedule> {
-    (schedules(), calendars()).prop_map(|(schedule, dates)| {
-        let dates: Vec<&str> = dates.iter().map(String::as_str).collect();
-        skipping(schedule, &dates)
-    })
+    (schedules(), calendars(), calendars(), 0..7u8).prop_map(
+        |(schedule, dates, workdays, as_day)| {
+            let dates: Vec<&str> = dates.iter().map(String::as_str).collect();
+            let mut schedule = skipping(schedule, &dates);
+            schedule.workdays.push(Arc::new(Calendar {
+                name: "makeup".into(),
+                dates: Vec::new(),
+                workdays: workdays
+                    .iter()
+                    .map(|d| Workday {
+                        dates: d.parse().unwrap(),
+                        as_day: Weekday::try_from(as_day).unwrap(),
+                    })
+                    .collect(),
+            }));
+            schedule
+        },
+    )
 }
 
 /// Checks the four properties of `status` at `now`, sampling the interval up to `next` at the

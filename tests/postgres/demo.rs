@@ -325,10 +325,10 @@ async fn serve_the_day(url: &str) {
     .await;
     // The plan and the replica's state through the API, while it runs.
     let plan = serve.get("/v1/plan").await;
-    // The demo fleet's 34 instances (the inference group's two evening members among them,
+    // The demo fleet's 39 instances (the inference group's two evening members among them,
     // ended), the group's two morning members, and the spot instance the checkpointing job
     // moved to.
-    assert_eq!(plan.as_array().unwrap().len(), 37, "{plan}");
+    assert_eq!(plan.as_array().unwrap().len(), 42, "{plan}");
     let ready = serve.get("/readyz").await;
     assert_eq!(ready["role"], "leader", "{ready}");
     assert_eq!(ready["last_tick"], "2026-12-01T13:00:00Z", "{ready}");

@@ -10,6 +10,7 @@ mod common;
 mod acting;
 mod alibaba;
 mod api;
+mod charging_stops;
 mod cloudwatch_reads;
 mod console;
 mod console_groups;

@@ -30,6 +30,10 @@ pub struct Behaviour {
     /// When its owner starts it, if it is stopped, on weekdays (local time, `HH:MM`).
     #[serde(default, deserialize_with = "time_of_day")]
     pub owner_starts_at: Option<NaiveTime>,
+    /// Its cloud keeps billing it when stopped although its family could stop without charge
+    /// (an account where the no-charge mode is off): the stopped mode read back says so.
+    #[serde(default)]
+    pub stops_keep_charging: bool,
 }
 
 /// A GPU usage pattern.

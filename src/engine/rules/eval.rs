@@ -6,7 +6,7 @@ use super::text::local;
 use super::{Context, InstanceFacts};
 use crate::fleet::Instance;
 use crate::policy::Policy;
-use crate::schedule::ScheduleStatus;
+use crate::schedule::{day_name, zone, DateRule, ScheduleStatus};
 use chrono::{DateTime, Duration, Utc};
 use chrono_tz::Tz;
 
@@ -55,6 +55,32 @@ impl Eval<'_> {
             .next
             .filter(|_| !st.in_hours && wh.start_ahead > Duration::zero())?;
         (self.now() >= open - wh.start_ahead).then_some(open)
+    }
+
+    /// What a calendar makes of the day of the hours, for reasons: `; 2026-09-20 (sun) is a
+    /// working day (调休) by cn-workdays: hours as on mon`, or empty. The day is the one the
+    /// current window opened on, in hours, and today outside them.
+    pub(super) fn day_note(&self) -> String {
+        let (Some(wh), Some(st)) = (&self.policy.work_hours, self.status) else {
+            return String::new();
+        };
+        let schedule = &wh.schedule;
+        let day = match st.since {
+            Some(opened) if st.in_hours => opened,
+            _ => self.now(),
+        };
+        let date = zone::local_date(schedule.timezone, day);
+        let weekday = day_name(chrono::Datelike::weekday(&date));
+        match schedule.date_rule(date) {
+            Some(DateRule::WorkingDay { calendar, as_day }) => format!(
+                "; {date} ({weekday}) is a working day (调休) by {calendar}: hours as on {}",
+                day_name(as_day)
+            ),
+            Some(DateRule::Skipped { calendar }) => {
+                format!("; {date} ({weekday}) is skipped by {calendar}")
+            }
+            None => String::new(),
+        }
     }
 
     /// `t` as reasons show it, in the policy's time zone.

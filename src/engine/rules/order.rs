@@ -49,15 +49,16 @@ impl Eval<'_> {
     fn describe_hours(&self, wh: &WorkHours, st: ScheduleStatus) -> String {
         let when = |t: Option<DateTime<Utc>>| t.map_or("beyond the horizon".into(), |t| self.at(t));
         let tz = wh.schedule.timezone.name();
+        let day = self.day_note();
         if st.in_hours {
             format!(
-                "work hours ({tz}): open since {}, close {}",
+                "work hours ({tz}): open since {}, close {}{day}",
                 when(st.since),
                 when(st.next)
             )
         } else if let Some(open) = self.opening_ahead() {
             format!(
-                "work hours ({tz}): closed since {}, open {}; starting {} ahead of {}: stopped instances start, running ones are not stopped",
+                "work hours ({tz}): closed since {}, open {}; starting {} ahead of {}: stopped instances start, running ones are not stopped{day}",
                 when(st.since),
                 self.at(open),
                 span(wh.start_ahead),
@@ -65,7 +66,7 @@ impl Eval<'_> {
             )
         } else {
             format!(
-                "work hours ({tz}): closed since {}, open {}",
+                "work hours ({tz}): closed since {}, open {}{day}",
                 when(st.since),
                 when(st.next)
             )
@@ -236,7 +237,7 @@ impl Eval<'_> {
                     let close = st
                         .next
                         .map_or(String::new(), |t| format!(" (close {})", self.at(t)));
-                    format!("in work hours{close}")
+                    format!("in work hours{close}{}", self.day_note())
                 });
                 verdict(Action::None, Code::InHours, reason)
             }

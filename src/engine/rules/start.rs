@@ -32,7 +32,7 @@ impl Eval<'_> {
                 let closed = st
                     .since
                     .map_or(String::new(), |t| format!(" (closed {})", self.at(t)));
-                format!("stopped, outside work hours{closed}")
+                format!("stopped, outside work hours{closed}{}", self.day_note())
             });
             return verdict(Action::None, Code::StoppedOutsideHours, reason);
         }
@@ -64,7 +64,14 @@ impl Eval<'_> {
             )
         });
         let start = |how: &dyn Fn() -> String| {
-            let reason = self.text(|| format!("{}; {}", self.opening_texts(wh, opening).1, how()));
+            let reason = self.text(|| {
+                format!(
+                    "{}{}; {}",
+                    self.opening_texts(wh, opening).1,
+                    self.day_note(),
+                    how()
+                )
+            });
             verdict(Action::Start, code, reason)
         };
         let none = |code: Code, reason: &dyn Fn() -> String| {

@@ -29,8 +29,10 @@ impl Eval<'_> {
         trace: &mut Trace,
     ) -> Verdict {
         let closed = || {
-            st.since
-                .map_or(String::new(), |t| format!(" (closed {})", self.at(t)))
+            let since = st
+                .since
+                .map_or(String::new(), |t| format!(" (closed {})", self.at(t)));
+            since + &self.day_note()
         };
         if let Some(p) = protection {
             return verdict(Action::None, p.code, p.reason);

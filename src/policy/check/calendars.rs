@@ -1,10 +1,15 @@
-//! The `calendars` section: named lists of dates that work hours can skip.
+//! The `calendars` section: named lists of dates that work hours can skip, and of working days
+//! that open whatever their weekday.
 
-use super::{child, keys, CalendarDef, Checker};
+use super::{child, keys, CalendarDef, Checker, Fields};
 use crate::policy::yaml::{self, Step, Value};
-use crate::schedule::{Calendar, DateRange};
+use crate::schedule::{parse_day, Calendar, DateRange, Workday};
+use chrono::Weekday;
 use std::str::FromStr;
 use std::sync::Arc;
+
+/// What a `dates` or `workdays` list holds, for "expected ..." messages.
+const DATE_LIST: &str = "a list of dates (YYYY-MM-DD or YYYY-MM-DD..YYYY-MM-DD)";
 
 impl Checker {
     /// The file's `calendars`; a calendar with a problem is left out.
@@ -20,48 +25,152 @@ impl Checker {
                 continue;
             };
             let cpath = child(path, Step::Value(name.clone()));
-            let Some(f) = self.fields(body, &cpath, "a calendar", keys::CALENDAR) else {
-                continue;
-            };
-            if let Some((v, p)) = f.get("description") {
-                self.string(v, &p, "text");
-            }
-            let Some((dv, dp)) = f.get("dates") else {
-                self.missing(
-                    &cpath,
-                    "dates",
-                    format!("calendar \"{name}\" needs \"dates\""),
-                );
-                continue;
-            };
-            let Some(items) = self.seq(
-                dv,
-                &dp,
-                "a list of dates (YYYY-MM-DD or YYYY-MM-DD..YYYY-MM-DD)",
-            ) else {
-                continue;
-            };
-            let mut dates = Vec::new();
-            let mut ok = true;
-            for (i, item) in items.iter().enumerate() {
-                match self.parsed(
-                    item,
-                    &child(&dp, Step::Index(i)),
-                    "a date",
-                    DateRange::from_str,
-                ) {
-                    Some(d) => dates.push(d),
-                    None => ok = false,
-                }
-            }
-            if ok {
-                let key = Step::Key(name.clone());
+            if let Some(calendar) = self.calendar(name.clone(), body, &cpath) {
                 out.push(CalendarDef {
-                    calendar: Arc::new(Calendar { name, dates }),
-                    path: child(path, key),
+                    calendar: Arc::new(calendar),
+                    path: child(path, Step::Key(name)),
                 });
             }
         }
         out
+    }
+
+    /// One calendar: `dates`, `workdays` (with `workday_as`), or both.
+    fn calendar(&mut self, name: String, body: &Value, path: &[Step]) -> Option<Calendar> {
+        let f = self.fields(body, path, "a calendar", keys::CALENDAR)?;
+        if let Some((v, p)) = f.get("description") {
+            self.string(v, &p, "text");
+        }
+        if f.get("dates").is_none() && f.get("workdays").is_none() {
+            if !["dates", "workdays"]
+                .iter()
+                .any(|k| self.misspelt.contains(&(path.to_vec(), k.to_string())))
+            {
+                self.problem(
+                    path,
+                    format!("calendar \"{name}\" needs \"dates\" (days that open no window) or \"workdays\" (working days whatever their weekday)"),
+                );
+            }
+            return None;
+        }
+        let dates = match f.get("dates") {
+            Some((v, p)) => self.date_list(v, &p),
+            None => Some(Vec::new()),
+        };
+        let workday_as = match f.get("workday_as") {
+            Some((v, p)) => self.weekday(v, &p),
+            None => Some(Weekday::Mon),
+        };
+        // The entries are checked even when workday_as is wrong, so every problem is reported.
+        let default = workday_as.unwrap_or(Weekday::Mon);
+        let workdays = match f.get("workdays") {
+            Some((v, p)) => self.workdays(v, &p, default),
+            None => Some(Vec::new()),
+        };
+        let (dates, workdays, _) = (dates?, workdays?, workday_as?);
+        if !self.disjoint(&name, &f, &dates, &workdays) {
+            return None;
+        }
+        Some(Calendar {
+            name,
+            dates,
+            workdays,
+        })
+    }
+
+    /// A list of dates and ranges; `None` when any item is not one.
+    fn date_list(&mut self, v: &Value, path: &[Step]) -> Option<Vec<DateRange>> {
+        let items = self.seq(v, path, DATE_LIST)?;
+        let mut dates = Vec::new();
+        let mut ok = true;
+        for (i, item) in items.iter().enumerate() {
+            match self.date_range(item, &child(path, Step::Index(i))) {
+                Some(d) => dates.push(d),
+                None => ok = false,
+            }
+        }
+        ok.then_some(dates)
+    }
+
+    fn date_range(&mut self, v: &Value, path: &[Step]) -> Option<DateRange> {
+        self.parsed(v, path, "a date", DateRange::from_str)
+    }
+
+    /// `workdays`: dates and ranges like `dates`, each opening as `default`, or mappings
+    /// `{date: ..., as: sat}` that name their own weekday.
+    fn workdays(&mut self, v: &Value, path: &[Step], default: Weekday) -> Option<Vec<Workday>> {
+        let items = self.seq(v, path, DATE_LIST)?;
+        let mut workdays = Vec::new();
+        let mut ok = true;
+        for (i, item) in items.iter().enumerate() {
+            let ip = child(path, Step::Index(i));
+            let workday = match item {
+                Value::Mapping(_) => self.workday_entry(item, &ip, default),
+                _ => self.date_range(item, &ip).map(|dates| Workday {
+                    dates,
+                    as_day: default,
+                }),
+            };
+            match workday {
+                Some(w) => workdays.push(w),
+                None => ok = false,
+            }
+        }
+        ok.then_some(workdays)
+    }
+
+    /// One `{date: ..., as: ...}` entry of `workdays`.
+    fn workday_entry(&mut self, v: &Value, path: &[Step], default: Weekday) -> Option<Workday> {
+        let f = self.fields(v, path, "a working day", keys::WORKDAY)?;
+        let dates = match f.get("date") {
+            Some((v, p)) => self.date_range(v, &p),
+            None => {
+                self.missing(
+                    path,
+                    "date",
+                    "a working day needs \"date\" (YYYY-MM-DD or YYYY-MM-DD..YYYY-MM-DD)".into(),
+                );
+                None
+            }
+        };
+        let as_day = match f.get("as") {
+            Some((v, p)) => self.weekday(v, &p),
+            None => Some(default),
+        };
+        Some(Workday {
+            dates: dates?,
+            as_day: as_day?,
+        })
+    }
+
+    /// One day like `mon`.
+    fn weekday(&mut self, v: &Value, path: &[Step]) -> Option<Weekday> {
+        self.parsed(v, path, "a day like mon", parse_day)
+    }
+
+    /// Whether no date is both skipped and a working day in one calendar, which would say two
+    /// things of one day; reported at `workdays` when it is.
+    fn disjoint(
+        &mut self,
+        name: &str,
+        f: &Fields,
+        dates: &[DateRange],
+        workdays: &[Workday],
+    ) -> bool {
+        let clash = workdays.iter().find_map(|w| {
+            dates
+                .iter()
+                .find(|d| d.first <= w.dates.last && w.dates.first <= d.last)
+                .map(|d| (*d, w.dates))
+        });
+        let Some((skipped, working)) = clash else {
+            return true;
+        };
+        let at = f.get("workdays").map(|(_, p)| p).unwrap_or_default();
+        self.problem(
+            &at,
+            format!("calendar \"{name}\": {working} is a working day and {skipped} a skipped date; a date is one or the other (remove it from \"dates\" or \"workdays\")"),
+        );
+        false
     }
 }

@@ -1,7 +1,8 @@
 //! The keys each mapping of a policy file may have; the JSON Schema is built from the same lists.
 
 pub const FILE: &[&str] = &["calendars", "policies"];
-pub const CALENDAR: &[&str] = &["description", "dates"];
+pub const CALENDAR: &[&str] = &["description", "dates", "workdays", "workday_as"];
+pub const WORKDAY: &[&str] = &["date", "as"];
 pub const POLICY: &[&str] = &[
     "name",
     "description",
@@ -21,6 +22,7 @@ pub const WORK_HOURS: &[&str] = &[
     "periods",
     "cron",
     "skip",
+    "workdays",
     "outside_hours",
     "start_at_open",
     "busy_defers_stop",

@@ -43,12 +43,21 @@ pub(super) struct CalendarDef {
     pub path: Vec<Step>,
 }
 
-/// A policy whose own fields are valid, waiting for its `skip` calendars.
+/// The calendar names a policy's work hours give, each with its path, resolved across files.
+#[derive(Default)]
+pub(super) struct CalendarRefs {
+    /// Calendars whose dates are skipped (`skip`).
+    pub skip: Vec<(String, Vec<Step>)>,
+    /// Calendars whose working days open (`workdays`).
+    pub workdays: Vec<(String, Vec<Step>)>,
+}
+
+/// A policy whose own fields are valid, waiting for its calendars.
 pub(super) struct Draft {
     pub name: String,
     index: usize,
     policy: Option<Policy>,
-    skip: Vec<(String, Vec<Step>)>,
+    calendars: CalendarRefs,
 }
 
 impl Draft {
@@ -61,7 +70,8 @@ impl Draft {
         ]
     }
 
-    /// Attaches the calendars named in `skip`; `None` when the policy had problems of its own.
+    /// Attaches the calendars named in `skip` and `workdays`; `None` when the policy had
+    /// problems of its own.
     pub fn resolve(
         self,
         calendars: &BTreeMap<String, Arc<Calendar>>,
@@ -69,23 +79,18 @@ impl Draft {
         line: usize,
     ) -> Result<Policy, Vec<PathProblem>> {
         let mut problems = Vec::new();
-        let mut skip = Vec::new();
-        for (name, path) in self.skip {
-            match calendars.get(&name) {
-                Some(c) => skip.push(c.clone()),
-                None => problems.push(PathProblem {
-                    path,
-                    message: format!(
-                        "unknown calendar \"{name}\"{}",
-                        suggest(&name, calendars.keys().map(String::as_str))
-                    ),
-                }),
-            }
-        }
+        let skip = named(calendars, self.calendars.skip, Use::Skip, &mut problems);
+        let workdays = named(
+            calendars,
+            self.calendars.workdays,
+            Use::Workdays,
+            &mut problems,
+        );
         match self.policy {
             Some(mut policy) if problems.is_empty() => {
                 if let Some(wh) = &mut policy.work_hours {
                     wh.schedule.skip = skip;
+                    wh.schedule.workdays = workdays;
                 }
                 policy.source = Source {
                     file: file.to_path_buf(),
@@ -96,6 +101,53 @@ impl Draft {
             _ => Err(problems),
         }
     }
+}
+
+/// How work hours use a calendar they name.
+#[derive(Clone, Copy)]
+enum Use {
+    /// Under `skip`: its dates open no window.
+    Skip,
+    /// Under `workdays`: its working days open.
+    Workdays,
+}
+
+/// The calendars of `names`, with a problem for each unknown name and each calendar that has
+/// nothing for its use (working days only, named under `skip`, or the other way round: the
+/// list it was meant for is elsewhere).
+fn named(
+    calendars: &BTreeMap<String, Arc<Calendar>>,
+    names: Vec<(String, Vec<Step>)>,
+    under: Use,
+    problems: &mut Vec<PathProblem>,
+) -> Vec<Arc<Calendar>> {
+    let mut found = Vec::new();
+    for (name, path) in names {
+        let Some(c) = calendars.get(&name) else {
+            problems.push(PathProblem {
+                path,
+                message: format!(
+                    "unknown calendar \"{name}\"{}",
+                    suggest(&name, calendars.keys().map(String::as_str))
+                ),
+            });
+            continue;
+        };
+        let misplaced = match under {
+            Use::Skip if c.dates.is_empty() && !c.workdays.is_empty() => Some(format!(
+                "calendar \"{name}\" has working days and no dates to skip: name it under \"workdays\""
+            )),
+            Use::Workdays if c.workdays.is_empty() && !c.dates.is_empty() => Some(format!(
+                "calendar \"{name}\" has dates to skip and no working days: name it under \"skip\""
+            )),
+            _ => None,
+        };
+        match misplaced {
+            Some(message) => problems.push(PathProblem { path, message }),
+            None => found.push(c.clone()),
+        }
+    }
+    found
 }
 
 /// Parses and checks one file. `Err` is a YAML syntax error, which stops this file only.

@@ -1,7 +1,7 @@
 //! One entry of `policies`: its name, priority and `match`, with each rule section read by its
 //! own checker.
 
-use super::{child, keys, Checker, Draft, Fields};
+use super::{child, keys, CalendarRefs, Checker, Draft, Fields};
 use crate::policy::yaml::{self, Step, Value};
 use crate::policy::{IdleWhen, LateStart, Match, Notify, Policy, Source, TagMatch, TypeGlob};
 use std::collections::BTreeMap;
@@ -21,10 +21,10 @@ impl Checker {
             .and_then(|(v, p)| self.integer(v, &p, "a whole number"))
             .unwrap_or(0);
         let matcher = self.policy_match(&f, path);
-        let mut skip = Vec::new();
+        let mut calendars = CalendarRefs::default();
         let work_hours = f
             .get("work_hours")
-            .and_then(|(v, p)| self.work_hours(v, &p, &mut skip));
+            .and_then(|(v, p)| self.work_hours(v, &p, &mut calendars));
         let idle = f.get("idle").and_then(|(v, p)| self.idle(v, &p));
         let notify = f.get("notify").and_then(|(v, p)| self.notify(v, &p));
         let spot = f.get("spot").and_then(|(v, p)| self.spot(v, &p));
@@ -75,7 +75,7 @@ impl Checker {
             name,
             index,
             policy,
-            skip,
+            calendars,
         })
     }
 

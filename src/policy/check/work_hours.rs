@@ -1,7 +1,7 @@
-//! The `work_hours` section: time zone, periods or cron events, skipped calendars, and what
-//! happens at the edges of the hours.
+//! The `work_hours` section: time zone, periods or cron events, the calendars of skipped dates
+//! and of working days, and what happens at the edges of the hours.
 
-use super::{child, keys, suggest, Checker, Fields};
+use super::{child, keys, suggest, CalendarRefs, Checker, Fields};
 use crate::policy::yaml::{Step, Value};
 use crate::policy::{LateStart, OutsideHours, StartAtOpen, WorkHours};
 use crate::schedule::{CronEvents, DaySet, Hours, Period, Schedule, TimeOfDay};
@@ -13,25 +13,24 @@ use std::str::FromStr;
 const MAX_START_AHEAD: Duration = Duration::hours(12);
 
 impl Checker {
-    /// A policy's `work_hours`; the calendar names of `skip` go to `skip`, resolved later.
+    /// A policy's `work_hours`; the calendar names of `skip` and `workdays` go to `calendars`,
+    /// resolved later.
     pub(super) fn work_hours(
         &mut self,
         v: &Value,
         path: &[Step],
-        skip: &mut Vec<(String, Vec<Step>)>,
+        calendars: &mut CalendarRefs,
     ) -> Option<WorkHours> {
         let f = self.fields(v, path, "work hours", keys::WORK_HOURS)?;
         let timezone = self.timezone(&f, path);
         let hours = self.hours(&f, path);
-        if let Some((v, p)) = f.get("skip") {
-            if let Some(names) = self.strings(v, &p, "a list of calendar names") {
-                skip.extend(
-                    names
-                        .into_iter()
-                        .enumerate()
-                        .map(|(i, n)| (n, child(&p, Step::Index(i)))),
-                );
-            }
+        calendars.skip = self.calendar_names(&f, "skip");
+        calendars.workdays = self.calendar_names(&f, "workdays");
+        if let (Some(Hours::Cron { .. }), Some((_, p))) = (&hours, f.get("workdays")) {
+            self.problem(
+                &p,
+                "workdays is for periods: cron events open on the dates their expressions name (add the working days to them, or write periods)".into(),
+            );
         }
         let outside_hours = f
             .get("outside_hours")
@@ -81,6 +80,7 @@ impl Checker {
                 timezone: timezone?,
                 hours: hours?,
                 skip: Vec::new(),
+                workdays: Vec::new(),
             },
             outside_hours: outside_hours?,
             start_at_open: start_at_open?,
@@ -89,6 +89,21 @@ impl Checker {
             start_ahead: start_ahead?,
             late_start: late_start?,
         })
+    }
+
+    /// The calendar names under `key`, each with its path.
+    fn calendar_names(&mut self, f: &Fields, key: &str) -> Vec<(String, Vec<Step>)> {
+        let Some((v, p)) = f.get(key) else {
+            return Vec::new();
+        };
+        let names = self
+            .strings(v, &p, "a list of calendar names")
+            .unwrap_or_default();
+        names
+            .into_iter()
+            .enumerate()
+            .map(|(i, n)| (n, child(&p, Step::Index(i))))
+            .collect()
     }
 
     /// `late_start`: `keep` (the default), `enforce`, or `{idle_for: 2h}` (kept, and idle

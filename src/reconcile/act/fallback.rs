@@ -131,7 +131,8 @@ impl<P: Provider> Reconciler<P> {
                 .first()
                 .map_or(ErrorKind::Other, |f| f.error.kind)),
         };
-        self.record(&[d], answers, tick).await?;
+        self.record(&[d], answers, &super::outcomes::Billings::new(), tick)
+            .await?;
         Ok(Some(result))
     }
 }

@@ -5,8 +5,9 @@
 //! Here, the order of it; by concern: `choose.rs` what is acted on this tick, `dry_run.rs` the
 //! dry runs' audit rows, `calls.rs` the cloud call each action makes and how calls are grouped,
 //! `outcomes.rs` what a call did, written with what ebb remembers of it, and the notices it
-//! posts, `fallback.rs` a start refused for lack of capacity, tried again on other types,
-//! `restore.rs` an instance moved to another type that way changed back before a later start.
+//! posts, `stopped.rs` what the cloud says of a stopped instance's billing, `fallback.rs` a
+//! start refused for lack of capacity, tried again on other types, `restore.rs` an instance
+//! moved to another type that way changed back before a later start.
 
 use super::{ActionOutcome, Reconciler, TickContext};
 use crate::cloud::Provider;
@@ -16,8 +17,9 @@ use crate::names::ACTOR;
 use crate::store::{NewAuditEntry, Outcome, OverrideRecord, StoreError};
 use calls::{groups, CloudCall};
 use chrono::SecondsFormat;
-use outcomes::outcome_entries;
+use outcomes::{outcome_entries, Billings};
 use std::collections::HashMap;
+use stopped::mark_stopped;
 use tracing::Instrument as _;
 
 mod calls;
@@ -27,6 +29,7 @@ mod fallback;
 mod notice;
 mod outcomes;
 mod restore;
+mod stopped;
 
 impl TickContext<'_> {
     /// The audit row of `d` with `outcome`, at the tick's time and policy version.
@@ -122,7 +125,7 @@ impl<P: Provider> Reconciler<P> {
             CloudCall::Start => self.restore_types(&group, tick).await?,
             _ => Default::default(),
         };
-        let group = self.still_unprotected(call, group, tick).await;
+        let (group, billings) = self.still_unprotected(call, group, tick).await;
         if group.is_empty() {
             return Ok(());
         }
@@ -158,11 +161,12 @@ impl<P: Provider> Reconciler<P> {
             .filter_map(|i| Some((i.entry.instance.as_deref()?, i.seq)))
             .collect();
         let cloud = self.call(call, &group, tick.now).await;
-        let answers = outcome_entries(&group, &cloud, |d, outcome| NewAuditEntry {
+        let mut answers = outcome_entries(&group, &cloud, |d, outcome| NewAuditEntry {
             intent_seq: seq_of.get(d.instance.as_str()).copied(),
             ..tick.entry(d, outcome, false)
         });
-        self.record(&group, answers, tick).await?;
+        mark_stopped(&group, &mut answers, &cloud, &billings);
+        self.record(&group, answers, &billings, tick).await?;
         if call == CloudCall::Start {
             self.settle_restored(&restored, &cloud).await?;
             self.fall_back(&group, &cloud, tick).await?;
@@ -170,18 +174,19 @@ impl<P: Provider> Reconciler<P> {
         Ok(())
     }
 
-    /// The decisions of `group` whose instances may still be acted on by `call`. For a stop
-    /// (or its notice), the instances are read again from the cloud first, and those whose tags
-    /// now forbid it (`ebb:keep-until`, `ebb:skip`), or that are no longer listed, are left
-    /// out; a read that fails leaves the whole group out, since unknown means no stop.
+    /// The decisions of `group` whose instances may still be acted on by `call`, with how the
+    /// cloud bills them. For a stop (or its notice), the instances are read again from the
+    /// cloud first, and those whose tags now forbid it (`ebb:keep-until`, `ebb:skip`), or that
+    /// are no longer listed, are left out; a read that fails leaves the whole group out, since
+    /// unknown means no stop.
     async fn still_unprotected<'d>(
         &self,
         call: CloudCall,
         group: Vec<&'d Decision>,
         tick: &mut TickContext<'_>,
-    ) -> Vec<&'d Decision> {
+    ) -> (Vec<&'d Decision>, Billings) {
         if !call.stops() {
-            return group;
+            return (group, Billings::new());
         }
         let region = group[0].region.as_str();
         let ids: Vec<String> = group.iter().map(|d| d.instance.clone()).collect();
@@ -194,9 +199,10 @@ impl<P: Provider> Reconciler<P> {
                     );
                     tick.not_done(d, detail);
                 }
-                return Vec::new();
+                return (Vec::new(), Billings::new());
             }
         };
+        let billings = fresh.iter().map(|i| (i.id.clone(), i.billing)).collect();
         let fresh: HashMap<&str, &Instance> = fresh.iter().map(|i| (i.id.as_str(), i)).collect();
         let mut still = Vec::with_capacity(group.len());
         for d in group {
@@ -211,6 +217,6 @@ impl<P: Provider> Reconciler<P> {
                 },
             }
         }
-        still
+        (still, billings)
     }
 }

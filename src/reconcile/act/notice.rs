@@ -2,9 +2,11 @@
 //! whom it is for (its `ebb:owner` tag), and how to keep it running: with `EBB_PUBLIC_URL`,
 //! snooze links to the console (`src/snooze.rs`), otherwise the command that makes an override.
 
+use super::stopped::{public_ip_text, releases_public_ip};
 use super::Reconciler;
 use crate::cloud::Provider;
 use crate::engine::{self, Decision};
+use crate::fleet::Billing;
 use crate::names::{ACTOR, OWNER_TAG};
 use crate::reconcile::TickContext;
 use crate::snooze::{self, Keep, Link};
@@ -12,17 +14,24 @@ use crate::webhook::{Button, Message};
 use chrono::{DateTime, Duration, SecondsFormat, Utc};
 
 impl<P: Provider> Reconciler<P> {
-    /// The notice of `d`'s coming stop, given at the tick's time, with its snooze links.
-    pub(super) async fn notice(&self, d: &Decision, tick: &TickContext<'_>) -> Message {
+    /// The notice of `d`'s coming stop, given at the tick's time, with its snooze links; for an
+    /// instance billed as `billing` whose stop releases its public IP, it says so.
+    pub(super) async fn notice(
+        &self,
+        d: &Decision,
+        billing: Option<&Billing>,
+        tick: &TickContext<'_>,
+    ) -> Message {
         let owner = self.owner_of(&d.instance).await;
         let buttons = match &self.options.public_url {
             Some(base) => self.snooze_links(base, d, owner.as_deref(), tick).await,
             None => Vec::new(),
         };
-        Message {
-            text: notice_text(d, owner.as_deref(), !buttons.is_empty()),
-            buttons,
+        let mut text = notice_text(d, owner.as_deref(), !buttons.is_empty());
+        if let Some(b) = billing.filter(|b| releases_public_ip(Some(b))) {
+            text.push_str(&format!(" When it stops, {}.", public_ip_text(b)));
         }
+        Message { text, buttons }
     }
 
     /// The instance's `ebb:owner` tag as last listed, if it has one.

@@ -11,13 +11,15 @@ use std::collections::HashMap;
 
 impl<P: Provider> Reconciler<P> {
     /// Writes the outcomes of `group`'s call (`answers`, one per decision) with what ebb
-    /// remembers of it (one transaction), then posts its notices and reports it. A lost answer
+    /// remembers of it (one transaction), then posts its notices (`billings`: how the cloud
+    /// bills the instances, for what a stop does to their public IP) and reports it. A lost answer
     /// writes nothing: its intent stays open, and a later tick resolves it from the instance's
     /// state once the call can no longer be in flight (`reconcile/resolve.rs`).
     pub(super) async fn record(
         &self,
         group: &[&Decision],
         answers: Vec<Answer>,
+        billings: &Billings,
         tick: &mut TickContext<'_>,
     ) -> Result<(), StoreError> {
         let now = tick.now;
@@ -58,11 +60,13 @@ impl<P: Provider> Reconciler<P> {
             if let (Outcome::Succeeded, Action::Notify, Some(webhook)) =
                 (o.outcome, d.action, &self.options.webhook)
             {
-                webhook.send_message(self.notice(d, tick).await);
+                let billing = billings.get(&d.instance);
+                webhook.send_message(self.notice(d, billing, tick).await);
             }
             if d.action == Action::Start {
                 self.tell_of_capacity(d, o);
             }
+            self.tell_of_charging(d, o);
             let done = ActionOutcome {
                 decision: (*d).clone(),
                 outcome: o.outcome,
@@ -101,6 +105,9 @@ impl<P: Provider> Reconciler<P> {
         }
     }
 }
+
+/// How the instances of a call are billed, by id, as read again right before it.
+pub(super) type Billings = HashMap<String, crate::fleet::Billing>;
 
 /// What became of one decision's call.
 #[derive(Debug)]

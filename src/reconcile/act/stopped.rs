@@ -1,0 +1,105 @@
+//! After a stop: what the cloud says of the stopped instance's billing, read back after the
+//! call ([`Done::stopped_mode`]). A stop that still charges is audited as such ("stopped, still
+//! charging", code `stopped_still_charging`), which `ebb report` counts as no saving, and is
+//! told to the webhook once per instance; a stop without charge on a cloud that then releases
+//! the instance's public IP says so.
+
+use super::outcomes::{Answer, Billings};
+use super::Reconciler;
+use crate::cloud::{ActionReport, Done, Provider};
+use crate::engine::{Action, Code, Decision};
+use crate::fleet::{Billing, Cloud, StoppedMode};
+use crate::store::{NewAuditEntry, Outcome};
+use std::collections::HashMap;
+
+/// Whether a stop of an instance billed as `billing` releases its public IP: a stop without
+/// charge on Alibaba Cloud ECS or Tencent Cloud CVM gives up the public IP the cloud assigned
+/// (an EIP stays), so it has another one after its next start.
+pub(super) fn releases_public_ip(billing: Option<&Billing>) -> bool {
+    billing.is_some_and(|b| b.cloud != Cloud::Aws && b.stop_saves())
+}
+
+/// What a notice or a stop's outcome says of the public IP of an instance billed as `billing`.
+pub(super) fn public_ip_text(billing: &Billing) -> String {
+    format!(
+        "the public IP will change; use an EIP to keep one ({} releases the public IP of an instance stopped without charge)",
+        billing.cloud.display_name()
+    )
+}
+
+/// The succeeded stops and hibernations of `answers` (one per decision of `group`), marked by
+/// the stopped mode `cloud` read back for each: still charging or not said, their code and
+/// reason say so; without charge, on a cloud that releases the public IP, the reason says it.
+pub(super) fn mark_stopped(
+    group: &[&Decision],
+    answers: &mut [Answer],
+    cloud: &ActionReport,
+    billings: &Billings,
+) {
+    let done: HashMap<&str, &Done> = cloud
+        .done
+        .iter()
+        .map(|d| (d.instance.as_str(), d))
+        .collect();
+    for (d, answer) in group.iter().zip(answers.iter_mut()) {
+        let Answer::Outcome(o) = answer else {
+            continue;
+        };
+        let stopped = matches!(d.action, Action::Stop | Action::Hibernate);
+        if !stopped || o.outcome != Outcome::Succeeded {
+            continue;
+        }
+        let billing = billings.get(&d.instance);
+        let name = billing.map_or("the cloud", |b| b.cloud.display_name());
+        let mode = done.get(d.instance.as_str()).and_then(|x| x.stopped_mode);
+        let (code, note) = match mode {
+            Some(StoppedMode::Charging) => (
+                Some(Code::StoppedStillCharging),
+                format!("stopped, still charging: {name} reports the stopped instance billed as if it ran (its family or account cannot stop without charge), so this stop saves nothing"),
+            ),
+            Some(StoppedMode::Unknown) => (
+                Some(Code::StoppedBillingUnknown),
+                format!("stopped, billing unknown: {name} did not say how it bills the stopped instance, so this stop counts no saving"),
+            ),
+            Some(StoppedMode::NoCharge) if releases_public_ip(billing) => (
+                None,
+                format!(
+                    "stopped without charge; {}",
+                    billing.map(public_ip_text).unwrap_or_default()
+                ),
+            ),
+            _ => continue,
+        };
+        if let Some(code) = code {
+            o.code = Some(code.as_str().to_string());
+        }
+        o.reason = format!("{}; {note}", o.reason);
+    }
+}
+
+impl<P: Provider> Reconciler<P> {
+    /// Posts to the webhook, once until a stop of it saves again, that a stop of `d` went
+    /// through but its cloud still bills the instance (`outcome`): its people believe it saves.
+    pub(super) fn tell_of_charging(&self, d: &Decision, outcome: &NewAuditEntry) {
+        let stopped = matches!(d.action, Action::Stop | Action::Hibernate);
+        if !stopped || outcome.outcome != Outcome::Succeeded {
+            return;
+        }
+        let mut told = self.charging_told.lock().unwrap_or_else(|e| e.into_inner());
+        if outcome.code.as_deref() != Some(Code::StoppedStillCharging.as_str()) {
+            told.remove(&d.instance);
+            return;
+        }
+        let Some(webhook) = &self.options.webhook else {
+            return;
+        };
+        if told.insert(d.instance.clone()) {
+            webhook.send(format!(
+                "ebb stopped {} ({}), policy {}, but it is still charging: its cloud bills it while stopped, so the stop saves nothing. Its family or account cannot stop without charge (Alibaba's economical mode, Tencent's stop without charge); exclude it from the policy, or change its type or billing. No further notice until a stop of it saves.",
+                d.instance,
+                d.region,
+                d.policy.as_deref().unwrap_or("-"),
+            ));
+        }
+    }
+}
