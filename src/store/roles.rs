@@ -57,6 +57,8 @@ pub const RUNTIME_PRIVILEGES: &[(&str, &str)] = &[
     ("event_cursor", "SELECT, INSERT, UPDATE"),
     ("snooze_key", "SELECT, INSERT"),
     ("snooze_links_used", "SELECT, INSERT, DELETE"),
+    ("report_days", "SELECT, INSERT"),
+    ("report_rollup", "SELECT, INSERT, UPDATE"),
 ];
 
 /// Tables the reader role gets no privilege on: what they hold is for the running service
