@@ -114,8 +114,8 @@ impl TickContext<'_> {
     /// What a spot migration's step gets of this tick.
     fn for_migration(&mut self) -> spot::drive::Tick<'_> {
         spot::drive::Tick {
-            now: self.now,
-            timers: self.timers,
+            at: self.now,
+            now: self.timers,
             version: self.version,
             leader: self.leader,
         }

@@ -33,11 +33,11 @@ use chrono::{DateTime, Utc};
 pub struct Tick<'a> {
     /// The tick's time: of its audit rows, the prices it reads and the tags and overrides in
     /// force.
+    pub at: DateTime<Utc>,
+    /// Now for the migration's waits and the times it records: the database's clock against a
+    /// real cloud (`reconcile::Timers`), so that no replica whose host's clock runs ahead
+    /// terminates an original or deletes an image early; otherwise the tick's time.
     pub now: DateTime<Utc>,
-    /// The time the migration's waits and recorded times run on: the database's clock
-    /// against a real cloud (`reconcile::Timers`), so that no replica whose host's clock runs
-    /// ahead terminates an original or deletes an image early.
-    pub timers: DateTime<Utc>,
     /// The policy-set version, for the audit log.
     pub version: &'a str,
     /// The leadership this tick acts under.
@@ -145,12 +145,12 @@ impl<'a, P: Provider> Run<'a, P> {
     /// Now on the timers' clock: what every wait of the migration is measured by, and every
     /// time it records.
     fn now(&self) -> DateTime<Utc> {
-        self.tick.timers
+        self.tick.now
     }
 
     /// The tick's own time: its audit rows', and what tags, overrides and prices are judged at.
     fn tick_now(&self) -> DateTime<Utc> {
-        self.tick.now
+        self.tick.at
     }
 
     /// A step before `done`: undone when a protection or the policy forbids the move now, held
