@@ -13,6 +13,8 @@ CREATE TABLE report_days (
     stopped_hours double precision NOT NULL,
     PRIMARY KEY (day, instance, policy)
 );
+-- Whether an instance has rows in a window, for the tag keys a report offers.
+CREATE INDEX report_days_instance ON report_days (instance, day);
 
 CREATE TABLE report_rollup (
     only_row boolean PRIMARY KEY DEFAULT true CHECK (only_row),
