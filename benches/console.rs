@@ -8,6 +8,11 @@
 //! readings), so each row has its decision, reason, policy and next change. `cargo bench --bench
 //! console` measures 10,000; the test run (`cargo test --benches`) renders each page once on
 //! 1,000, so the bench keeps working.
+//!
+//! `console_savings_page` measures `GET /savings` over 30 days (and by a tag) for the same
+//! fleet with 30 days of history: every instance stopped by ebb each evening and started each
+//! morning (600,000 audit rows and as many state changes for 10,000 instances), those days
+//! rolled up as the leader rolls them up (`report_days`).
 
 mod common;
 
@@ -34,20 +39,44 @@ const CONSOLE_DATABASE: Database = (
     ],
 );
 
+const SAVINGS_DATABASE: Database = (
+    "ebb_bench_savings",
+    [
+        "DROP DATABASE IF EXISTS ebb_bench_savings WITH (FORCE)",
+        "CREATE DATABASE ebb_bench_savings",
+    ],
+);
+
+/// Days of history of the savings page's fleet.
+const DAYS: i32 = 30;
+
 /// What the server keeps alive: the tick's reconciler and leadership, as `ebb serve`'s.
 type Kept = (Reconciler<SimProvider>, Leadership);
 
 /// The console's routes for the fleet of `n` on a free port, after one tick wrote it; the
 /// base URL.
 fn serve(rt: &Runtime, n: usize) -> (String, Kept) {
+    let start = ebb::when::parse_time(START).unwrap();
+    serve_on(rt, n, CONSOLE_DATABASE, start, |_| {})
+}
+
+/// [`serve`] on `db`, with `history` written after the tick, serving at `now`.
+fn serve_on(
+    rt: &Runtime,
+    n: usize,
+    db: Database,
+    now: chrono::DateTime<chrono::Utc>,
+    history: impl FnOnce(&ebb::store::Store),
+) -> (String, Kept) {
     let dir = tempfile::tempdir().unwrap();
-    let url = database(rt, CONSOLE_DATABASE);
+    let url = database(rt, db);
     let fleet = snapshot(n, dir.path());
     let start = ebb::when::parse_time(START).unwrap();
-    let clock = Clock::Fixed(start);
-    let (reconciler, mut leader) = reconciler(rt, &url, &fleet, clock);
+    let clock = Clock::Fixed(now);
+    let (reconciler, mut leader) = reconciler(rt, &url, &fleet, Clock::Fixed(start));
     let report = rt.block_on(reconciler.tick(start, &mut leader)).unwrap();
     assert_eq!(report.instances, n, "{report:?}");
+    history(reconciler.store());
     // The readers' pool is made lazily, on the runtime.
     let _runtime = rt.enter();
     let state = ApiState {
@@ -62,7 +91,9 @@ fn serve(rt: &Runtime, n: usize) -> (String, Kept) {
             public_reads: true,
             ..ApiLimits::default()
         },
-        prices: Default::default(),
+        prices: Arc::new(
+            ebb::cloud::prices::load(&common::root().join("deploy/prices.yaml")).unwrap(),
+        ),
         change_budgets: Default::default(),
         audit_verified: Default::default(),
     };
@@ -107,5 +138,85 @@ fn fleet_page(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, fleet_page);
+/// [`DAYS`] days from the day after [`START`]: each instance stopped by ebb at 19:00 (seen
+/// stopped at 19:05) and started at 08:00 the next morning (seen running at 08:05), written
+/// as the audit log and the syncs keep them; then rolled up as the leader does.
+fn evenings_off(rt: &Runtime, store: &ebb::store::Store, now: chrono::DateTime<chrono::Utc>) {
+    let first = ebb::when::parse_time(START).unwrap().date_naive();
+    let first = ebb::report::midnight(first);
+    rt.block_on(async {
+        let pool = store.pool();
+        sqlx::query(
+            "INSERT INTO audit_log (seq, at, actor, instance, region, action, outcome, policy,
+                 code, reason, dry_run, prev_hash, hash)
+             SELECT (SELECT coalesce(max(seq), 0) FROM audit_log)
+                        + row_number() OVER (ORDER BY at, id),
+                    at, 'scheduler', id, region, action, 'succeeded', 'office',
+                    'outside_hours', 'outside work hours', false,
+                    decode(repeat('00', 32), 'hex'), decode(repeat('00', 32), 'hex')
+             FROM (
+                 SELECT i.id, i.region, $1 + make_interval(days => d) + interval '19 hours' AS at,
+                        'stop' AS action
+                 FROM instances AS i, generate_series(1, $2) AS d
+                 UNION ALL
+                 SELECT i.id, i.region, $1 + make_interval(days => d + 1) + interval '8 hours',
+                        'start'
+                 FROM instances AS i, generate_series(1, $2) AS d
+             ) AS happened",
+        )
+        .bind(first)
+        .bind(DAYS)
+        .execute(pool)
+        .await
+        .unwrap();
+        sqlx::query(
+            "INSERT INTO instance_events (instance, at, from_state, to_state, cause)
+             SELECT i.id, $1 + make_interval(days => d) + interval '19 hours 5 minutes',
+                    'running', 'stopped', 'observed'
+             FROM instances AS i, generate_series(1, $2) AS d
+             UNION ALL
+             SELECT i.id, $1 + make_interval(days => d + 1) + interval '8 hours 5 minutes',
+                    'stopped', 'running', 'observed'
+             FROM instances AS i, generate_series(1, $2) AS d",
+        )
+        .bind(first)
+        .bind(DAYS)
+        .execute(pool)
+        .await
+        .unwrap();
+        sqlx::query("ANALYZE").execute(pool).await.unwrap();
+        let rolled = store.roll_up_report_days(now, 400).await.unwrap();
+        assert!(rolled >= DAYS as u32, "{rolled} days rolled up");
+    });
+}
+
+fn savings_page(c: &mut Criterion) {
+    let rt = Runtime::new().unwrap();
+    let n = if measuring() { 10_000 } else { 1_000 };
+    let start = ebb::when::parse_time(START).unwrap();
+    let now = ebb::report::midnight(start.date_naive()) + chrono::Duration::days(DAYS as i64 + 2);
+    let (base, _kept) = serve_on(&rt, n, SAVINGS_DATABASE, now, |store| {
+        evenings_off(&rt, store, now)
+    });
+    let http = reqwest::Client::new();
+    let mut group = c.benchmark_group(format!("console_savings_page/{n}"));
+    group.sample_size(10);
+    for (name, path) in [("30d", "/savings"), ("30d_by_team", "/savings?by=team")] {
+        group.bench_function(name, |b| {
+            b.iter(|| rt.block_on(savings(&http, &base, path)));
+        });
+    }
+    group.finish();
+}
+
+/// The savings page at `path`, which must show the stops' policy.
+async fn savings(http: &reqwest::Client, base: &str, path: &str) -> usize {
+    let r = http.get(format!("{base}{path}")).send().await.unwrap();
+    assert_eq!(r.status(), 200, "{path}");
+    let html = r.text().await.unwrap();
+    assert!(html.contains("office"), "{path}: {html}");
+    html.len()
+}
+
+criterion_group!(benches, fleet_page, savings_page);
 criterion_main!(benches);

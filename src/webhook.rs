@@ -180,7 +180,10 @@ impl Webhook {
     }
 
     /// Queues `message`; never waits.
-    pub fn send_message(&self, message: Message) {
+    pub fn send_message(&self, mut message: Message) {
+        // Its text may quote a cloud's or a read's error; the chat it goes to is no place for
+        // a key or a token. The buttons carry ebb's own signed links, kept whole.
+        message.text = crate::cloud::redact_secrets(&message.text);
         if let Err(err) = self.queue.try_send(message) {
             tracing::error!(error = %err, "webhook notice dropped");
         }

@@ -513,17 +513,15 @@ impl ApiState {
         window: crate::report::Window,
         by: Option<&str>,
     ) -> Result<crate::report::Report, StoreError> {
-        let history = self
-            .store
-            .report_history(window.since, window.until)
-            .await?;
         let by = by
             .map(str::trim)
             .filter(|b| !b.is_empty())
             .map(str::to_string);
+        // Whole past days come from their rollups, summed by the database.
+        let parts = self.store.report_parts(window, by.as_deref()).await?;
         let prices = self.prices.clone();
         let compute = move || {
-            crate::report::compute(&history, window, by.as_deref(), &|region, ty| {
+            crate::report::compute_parts(&parts, window, by.as_deref(), &|region, ty| {
                 prices.get(region, ty)
             })
         };

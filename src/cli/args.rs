@@ -6,7 +6,7 @@ use crate::cloud::aws;
 use crate::cloud::pacing::{Pacer, RateLimits};
 use crate::cloud::{PriceTable, Provider};
 use crate::control::Tasks;
-use crate::reconcile::{Options, Pacing, PolicySource, Reconciler};
+use crate::reconcile::{Options, Pacing, PolicySource, Reconciler, Timers};
 use crate::store::{AuditFilter, Outcome, Store};
 use crate::webhook::{Poster, Webhook};
 use crate::{engine, fleet, policy, snapshot, webhook, when};
@@ -77,11 +77,13 @@ pub(super) const WEBHOOK_DRAIN: std::time::Duration = std::time::Duration::from_
 impl ReconcileArgs {
     /// The reconciler over `store` and `cloud` (connected from [`ReconcileArgs::cloud`]), and
     /// the webhook poster to drain before exit. Webhook notices are reported into `tasks`.
+    /// `time_given`: the ticks' time is set by hand (`ebb tick --at`), not the system clock's.
     pub(super) fn reconciler<P: Provider>(
         self,
         store: Store,
         cloud: Connected<P>,
         tasks: Tasks,
+        time_given: bool,
     ) -> Result<(Reconciler<P>, Option<Poster>)> {
         let (webhook, poster) = self
             .webhook_url
@@ -94,6 +96,15 @@ impl ReconcileArgs {
         });
         let in_flight_for =
             chrono::Duration::from_std(in_flight).context("the tick deadline is too long")?;
+        // A real cloud's timers run on the database's clock, which every replica shares (even
+        // for a dry run at another time, which still resolves intents). The simulated fleet's
+        // run on its simulated clock, in one process, and so do an emulator's when the ticks'
+        // time is set by hand, as its tests do.
+        let emulated_time = time_given && !self.cloud.is_remote_aws();
+        let timers = match cloud.call_limit {
+            Some(_) if !emulated_time => Timers::Database,
+            _ => Timers::Tick,
+        };
         // Half the deadline for waiting on EC2's token buckets leaves the rest for the tick.
         let pacing = cloud.pacer.map(|pacer| Pacing {
             pacer,
@@ -106,6 +117,7 @@ impl ReconcileArgs {
             webhook,
             public_url: self.public_url,
             in_flight_for,
+            timers,
             pacing,
             prometheus: self.gpu_source.prometheus()?,
         };

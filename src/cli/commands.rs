@@ -304,6 +304,7 @@ pub(super) async fn tick(
              EBB_TENCENT_ENDPOINT at a test double on this machine"
         );
     }
+    let time_given = at.is_some();
     let at = at.unwrap_or_else(Utc::now);
     let metrics = crate::metrics::Metrics::default();
     let publisher = checkpoints
@@ -313,6 +314,7 @@ pub(super) async fn tick(
     let cloud = reconcile.cloud.clone();
     let command = Tick {
         at,
+        time_given,
         reconcile,
         store,
         publisher,
@@ -323,6 +325,8 @@ pub(super) async fn tick(
 /// `ebb tick` once the store is open.
 struct Tick {
     at: DateTime<Utc>,
+    /// `--at` set it.
+    time_given: bool,
     reconcile: ReconcileArgs,
     store: Store,
     publisher: Option<Arc<Publisher>>,
@@ -335,7 +339,7 @@ impl OnCloud for Tick {
         let (at, deadline) = (self.at, self.reconcile.tick_deadline);
         let (reconciler, poster) =
             self.reconcile
-                .reconciler(self.store, cloud, Tasks::default())?;
+                .reconciler(self.store, cloud, Tasks::default(), self.time_given)?;
         let Some(mut leader) = reconciler.store().try_lead(&replica_name()).await? else {
             bail!("another ebb is the leader and acting (ebb serve?); this tick did nothing");
         };

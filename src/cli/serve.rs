@@ -168,9 +168,10 @@ impl OnCloud for Serving {
             args.reconcile.cloud.regions.clone(),
             args.reconcile.cloud.role_arns.clone(),
         );
+        let time_given = !matches!(clock, Clock::System);
         let (reconciler, poster) =
             args.reconcile
-                .reconciler(store, cloud, control.tasks.clone())?;
+                .reconciler(store, cloud, control.tasks.clone(), time_given)?;
         let checkpoints = args
             .checkpoints
             .publisher(

@@ -78,6 +78,22 @@ impl ErrorKind {
     pub fn may_have_landed(self) -> bool {
         self == ErrorKind::Unanswered
     }
+
+    /// Its stable name, which begins every stored error ([`CloudError::stored`]).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ErrorKind::Throttled => "throttled",
+            ErrorKind::Credentials => "credentials",
+            ErrorKind::AccessDenied => "access_denied",
+            ErrorKind::InsufficientCapacity => "insufficient_capacity",
+            ErrorKind::NotFound => "not_found",
+            ErrorKind::InvalidState => "invalid_state",
+            ErrorKind::HibernationUnsupported => "hibernation_unsupported",
+            ErrorKind::Unavailable => "unavailable",
+            ErrorKind::Unanswered => "unanswered",
+            ErrorKind::Other => "other",
+        }
+    }
 }
 
 /// A failed cloud call: the operation, the AWS error code and message, and the request id.
@@ -172,6 +188,13 @@ impl CloudError {
         CloudError::new(ErrorKind::Unavailable, self.operation, message)
     }
 
+    /// What ebb stores of it (audit rows, migrations, notices): its kind's stable code, then
+    /// the summary, in which the service's message has every secret-looking word hidden
+    /// ([`crate::cloud::redact_secrets`]): `access_denied: StopInstances failed: ...`.
+    pub fn stored(&self) -> String {
+        format!("{}: {self}", self.kind.as_str())
+    }
+
     /// The same error, with the request id of the call that failed.
     pub fn with_request_id(self, request_id: impl Into<String>) -> Self {
         CloudError {
@@ -188,7 +211,9 @@ impl fmt::Display for CloudError {
             write!(f, ": {code}")?;
         }
         if !self.message.is_empty() {
-            write!(f, ": {}", self.message)?;
+            // A service's message may quote an ARN with its account, a signed URL or a key:
+            // never shown as it came.
+            write!(f, ": {}", super::redact_secrets(&self.message))?;
         }
         if let Some(id) = &self.request_id {
             write!(f, " (request id {id})")?;

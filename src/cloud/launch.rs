@@ -23,7 +23,10 @@ pub struct LaunchSpec {
     pub instance_profile: Option<String>,
     /// Its key pair.
     pub key_name: Option<String>,
-    /// Its user data, base64 as EC2 returns and takes it.
+    /// Its user data, base64 as EC2 returns and takes it. It often holds secrets, so it is
+    /// never stored with the rest: [`crate::cloud::Provider::user_data`] reads it again from
+    /// the instance right before each launch.
+    #[serde(skip)]
     pub user_data: Option<String>,
     /// Its tags, without the ones AWS reserves (`aws:*`).
     pub tags: BTreeMap<String, String>,

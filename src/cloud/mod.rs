@@ -26,7 +26,7 @@ pub use launch::{
 };
 pub use node_groups::{NodeGroupUpdate, UpdateStatus};
 pub use prices::{PriceTable, PricesError};
-pub use redact::redact_userinfo;
+pub use redact::{redact_secrets, redact_userinfo};
 
 use crate::fleet::{Capacity, Instance, NodeGroup, Sample, ScalingGroup, StoppedMode, TypeFacts};
 use chrono::{DateTime, Utc};
@@ -205,12 +205,20 @@ pub trait Provider: Send + Sync {
         keys: &[String],
     ) -> impl Future<Output = ActionReport> + Send;
 
-    /// How instance `id` was launched: what a replacement copies.
+    /// How instance `id` was launched: what a replacement copies, but its user data.
     fn launch_spec(
         &self,
         region: &str,
         id: &str,
     ) -> impl Future<Output = Result<LaunchSpec, CloudError>> + Send;
+
+    /// The user data of instance `id`, base64, if it has any: read right before a launch
+    /// copies it, since it is never stored.
+    fn user_data(
+        &self,
+        region: &str,
+        id: &str,
+    ) -> impl Future<Output = Result<Option<String>, CloudError>> + Send;
 
     /// The current status of instances; an id EC2 no longer knows is absent.
     fn describe(

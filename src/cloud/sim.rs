@@ -419,6 +419,11 @@ impl Provider for SimProvider {
         self.sim_launch_spec(region, id)
     }
 
+    async fn user_data(&self, region: &str, id: &str) -> Result<Option<String>, CloudError> {
+        // The simulated instances have none; an unknown one is an error, as in EC2.
+        self.sim_launch_spec(region, id).map(|spec| spec.user_data)
+    }
+
     async fn describe(
         &self,
         region: &str,

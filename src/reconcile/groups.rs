@@ -189,7 +189,7 @@ impl<P: Provider> Reconciler<P> {
                 Outcome::Failed,
                 d.memory.clone(),
                 err.request_id.clone(),
-                Some(err.to_string()),
+                Some(err.stored()),
             ),
         };
         tracing::info!(
@@ -230,9 +230,12 @@ impl<P: Provider> Reconciler<P> {
         pending: &PendingChange,
         tick: &mut TickContext<'_>,
     ) -> Result<(), StoreError> {
+        let recorded = self.store.intents_recorded(&[pending.seq]).await?;
+        let since = self.intent_since(pending.at, recorded.get(&pending.seq).copied());
+        let in_flight = tick.timers < since + self.options.in_flight_for;
         let end = match group.node_group() {
-            Some(ng) => self.node_group_end(group, &ng, pending, tick.now).await,
-            None if tick.now < pending.at + self.options.in_flight_for => None,
+            Some(ng) => self.node_group_end(group, &ng, pending, in_flight).await,
+            None if in_flight => None,
             None => Some(landed(group, memory, pending)),
         };
         let Some(end) = end else {

@@ -37,7 +37,9 @@ impl<P: Provider> Reconciler<P> {
     /// listed by `ebb migrations --orphans`. A region that cannot be read is tried again at
     /// the next sweep.
     async fn sweep_lost_launches(&self, tick: &mut TickContext<'_>) -> Result<(), StoreError> {
-        let now = tick.now;
+        // A warned replacement's notice window ends on the timers' clock, like every wait
+        // before a termination.
+        let now = tick.timers;
         {
             let mut swept = self.orphans_swept.lock().expect("sweep time poisoned");
             if swept.is_some_and(|t| now - t < spot::orphans::SWEEP_EVERY && now >= t) {
@@ -104,7 +106,8 @@ impl<P: Provider> Reconciler<P> {
         fleet: &Fleet,
         tick: &mut TickContext<'_>,
     ) -> Result<(), StoreError> {
-        let now = tick.now;
+        // The row's times are what its steps are later timed from.
+        let now = tick.timers;
         for d in decisions {
             let Some(policy) = &d.policy else { continue };
             let on_demand = fleet

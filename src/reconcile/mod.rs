@@ -57,6 +57,29 @@ pub struct Options {
     pub pacing: Option<Pacing>,
     /// Where GPU utilisation is read from when not from the provider (CloudWatch).
     pub prometheus: Option<crate::cloud::prometheus::Prometheus>,
+    /// The clock that times what cannot be undone: the in-flight window before a lost
+    /// answer is resolved, and the spot migrations' waits before an original is terminated or
+    /// an image deleted.
+    pub timers: Timers,
+}
+
+/// The clock a tick's irreversible timers run on.
+///
+/// Against a real cloud, replicas on several hosts write and read the same times: measured on
+/// each host's own clock, a replica whose clock runs hours ahead would resolve another's
+/// intent while its call may still land, or delete an image early. So every such time is the
+/// database's, compared with the database's. The simulated fleet lives in one process on the
+/// simulated clock, where a week passes in minutes, and its calls are never in flight: its
+/// timers run on the tick's own time.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Timers {
+    /// The tick's `now`: the simulated fleet, an EC2 emulator on this machine under `ebb tick
+    /// --at` (whose tests set the time), and tests on a paused clock.
+    #[default]
+    Tick,
+    /// The database's `now()`, read at the start of each tick; an intent's age is the
+    /// database's now less the database's time when the intent was committed.
+    Database,
 }
 
 /// How a tick keeps its actions within the cloud's rate limits.
@@ -75,6 +98,9 @@ pub struct Pacing {
 struct TickContext<'a> {
     /// The tick's time: of its decisions, audit rows and intents.
     now: DateTime<Utc>,
+    /// The time its irreversible timers run on ([`Timers`]): the database's at the tick's
+    /// start, or `now`. Spot migrations' steps are timed and recorded on it.
+    timers: DateTime<Utc>,
     /// The version of the policy set in force, for the audit log.
     version: &'a str,
     /// The policy set in force.
@@ -89,7 +115,8 @@ impl TickContext<'_> {
     /// What a spot migration's step gets of this tick.
     fn for_migration(&mut self) -> spot::drive::Tick<'_> {
         spot::drive::Tick {
-            now: self.now,
+            at: self.now,
+            now: self.timers,
             version: self.version,
             leader: self.leader,
         }
@@ -208,11 +235,16 @@ impl<P: Provider> Reconciler<P> {
         let set: &PolicySet = &loaded.set;
         let version = set.version.to_string();
 
-        let (mut fleet, open, complete) = self.list(&version, now, &mut report).await?;
+        let timers = match self.options.timers {
+            Timers::Tick => now,
+            Timers::Database => self.store.database_now().await?,
+        };
+        let (mut fleet, open, complete) = self.list(&version, now, timers, &mut report).await?;
         report.gpu_read_failures = self.read(set, &mut fleet, now).await?;
         let decisions = self.decide(set, &fleet, now, &mut report).await?;
         let mut acting = TickContext {
             now,
+            timers,
             version: &version,
             set,
             leader,
@@ -245,6 +277,7 @@ impl<P: Provider> Reconciler<P> {
         &self,
         version: &str,
         now: DateTime<Utc>,
+        timers: DateTime<Utc>,
         report: &mut TickReport,
     ) -> Result<(Fleet, HashSet<String>, Vec<String>), TickError> {
         let inventory = self.provider.instances().await;
@@ -260,7 +293,7 @@ impl<P: Provider> Reconciler<P> {
         self.store
             .sync_inventory(&inventory.complete_regions, &inventory.instances, now)
             .await?;
-        let resolution = self.resolve_interrupted(&inventory, now).await?;
+        let resolution = self.resolve_interrupted(&inventory, now, timers).await?;
         report.resolved = resolution.resolved;
         report.awaiting = resolution.open.len();
         self.store

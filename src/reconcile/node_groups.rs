@@ -14,7 +14,6 @@ use crate::cloud::{Provider, UpdateStatus};
 use crate::engine::GroupMemory;
 use crate::fleet::{NodeGroup, ScalingGroup};
 use crate::store::{NewAuditEntry, Outcome, PendingChange, StoreError, INTERRUPTED};
-use chrono::{DateTime, Utc};
 
 impl<P: Provider> Reconciler<P> {
     /// Right after the call that changed node group `ng` (of `group`) answered: its update id
@@ -33,7 +32,9 @@ impl<P: Provider> Reconciler<P> {
                 .group_update_started(&group.region, &group.name, pending.seq, update)
                 .await?;
         }
-        let Some(end) = self.node_group_end(group, ng, pending, pending.at).await else {
+        // Right after the call, it is in flight unless nothing ever is (the simulated fleet).
+        let in_flight = self.options.in_flight_for > chrono::Duration::zero();
+        let Some(end) = self.node_group_end(group, ng, pending, in_flight).await else {
             return Ok(());
         };
         let memory = match end.outcome {
@@ -61,15 +62,15 @@ impl<P: Provider> Reconciler<P> {
         Ok(())
     }
 
-    /// How node group `ng`'s pending change ended, at `now`, if it did: as DescribeUpdate says
-    /// of its update; unread (or without an update id), from the node group's scaling config
-    /// once the call can no longer be in flight. `None` leaves it pending.
+    /// How node group `ng`'s pending change ended, if it did: as DescribeUpdate says of its
+    /// update; unread (or without an update id), from the node group's scaling config once the
+    /// call can no longer be in flight (`in_flight` false). `None` leaves it pending.
     pub(super) async fn node_group_end(
         &self,
         group: &ScalingGroup,
         ng: &NodeGroup,
         pending: &PendingChange,
-        now: DateTime<Utc>,
+        in_flight: bool,
     ) -> Option<End> {
         let unread = match &pending.update {
             Some(update) => {
@@ -108,7 +109,7 @@ impl<P: Provider> Reconciler<P> {
             }
             None => "no update id was kept (the call's answer was lost, or the tick stopped around the call)".to_string(),
         };
-        if now < pending.at + self.options.in_flight_for {
+        if in_flight {
             tracing::warn!(group = %group.name, region = %group.region, node_group = %ng, why = %unread, "node group change unknown, resolved later");
             return None;
         }

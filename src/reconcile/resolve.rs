@@ -1,7 +1,7 @@
 //! Crash resolution: an intent left without an outcome (the process died between the intent and
 //! the cloud call's outcome) is resolved from the instance's real state, never by acting again.
 
-use super::Reconciler;
+use super::{Reconciler, Timers};
 use crate::cloud::{Inventory, Provider};
 use crate::engine::Action;
 use crate::fleet::{Instance, InstanceState};
@@ -22,17 +22,21 @@ pub(super) struct Resolution {
 
 impl<P: Provider> Reconciler<P> {
     /// Resolves intents left without an outcome from what the inventory shows now: those old
-    /// enough that no call of theirs can still be in flight ([`super::Options::in_flight_for`]).
+    /// enough that no call of theirs can still be in flight ([`super::Options::in_flight_for`]),
+    /// by the clock of [`super::Options::timers`], which reads `timers` now.
     pub(super) async fn resolve_interrupted(
         &self,
         inventory: &Inventory,
         now: DateTime<Utc>,
+        timers: DateTime<Utc>,
     ) -> Result<Resolution, StoreError> {
         let pending = self.store.pending_intents().await?;
         let mut found = Resolution::default();
         if pending.is_empty() {
             return Ok(found);
         }
+        let seqs: Vec<i64> = pending.iter().map(|p| p.seq).collect();
+        let recorded = self.store.intents_recorded(&seqs).await?;
         let listed: HashMap<&str, &Instance> = inventory
             .instances
             .iter()
@@ -46,17 +50,18 @@ impl<P: Provider> Reconciler<P> {
                 continue;
             };
             let action = Action::parse(&e.action);
+            let since = self.intent_since(e.at, recorded.get(&intent.seq).copied());
             let resolved = if e.dry_run {
                 // Nothing was ever to be done; only its `skipped` outcome was lost.
                 Some((Outcome::Skipped, "dry run, nothing done".to_string()))
-            } else if !is_migration_step(action) && now < e.at + self.options.in_flight_for {
+            } else if !is_migration_step(action) && timers < since + self.options.in_flight_for {
                 // A deposed leader's call, or one of a tick abandoned at its deadline, may
                 // still land: resolved now, it could be called failed and then happen.
                 None
             } else {
                 resolution(
                     action,
-                    e.at,
+                    since,
                     e.region.as_deref(),
                     listed.get(id).copied(),
                     inventory,
@@ -87,6 +92,21 @@ impl<P: Provider> Reconciler<P> {
         }
         found.resolved = self.store.append_outcomes(&outcomes, &done).await?;
         Ok(found)
+    }
+}
+
+impl<P: Provider> Reconciler<P> {
+    /// When an intent made at `at` (the tick's time) was committed, on the clock of
+    /// [`super::Options::timers`]: the database's time of its commit, `recorded`, or `at`.
+    pub(super) fn intent_since(
+        &self,
+        at: DateTime<Utc>,
+        recorded: Option<DateTime<Utc>>,
+    ) -> DateTime<Utc> {
+        match (self.options.timers, recorded) {
+            (Timers::Database, Some(recorded)) => recorded,
+            _ => at,
+        }
     }
 }
 

@@ -34,6 +34,7 @@
 mod format;
 mod groups;
 mod history;
+mod rollup;
 mod tally;
 
 pub use format::{csv, table};
@@ -42,6 +43,7 @@ pub use history::{
     ActionRecord, EbbAction, GroupChange, History, InstanceInfo, OverrideSpan, SpotMove,
     StateChange,
 };
+pub use rollup::{compute_parts, midnight, roll_up, Parts, RolledDay, RolledSum};
 
 use chrono::{DateTime, Duration, NaiveDate, Utc};
 use serde::Serialize;
@@ -315,6 +317,20 @@ fn stops(
     price: &dyn Fn(&str, &str) -> Option<f64>,
     tally: &mut Tally,
 ) {
+    stretches(history, window.until, |instance, s, to, end| {
+        let info = history.instances.get(instance);
+        let rate = info.and_then(|i| price(&i.region, &i.instance_type));
+        stretch(s, to, end, window, info, rate, tally);
+    });
+}
+
+/// Calls `each` with every stopped stretch of `history`'s instances: the instance, the
+/// stretch, when it ended (`until` for one still open) and how.
+fn stretches<'h>(
+    history: &'h History,
+    until: DateTime<Utc>,
+    mut each: impl FnMut(&'h str, &Stopped<'h>, DateTime<Utc>, End),
+) {
     let mut by_instance: BTreeMap<&str, Vec<Happening>> = BTreeMap::new();
     for a in &history.actions {
         by_instance
@@ -329,8 +345,6 @@ fn stops(
     }
     for (instance, mut list) in by_instance {
         list.sort_by_key(|h| (h.at(), matches!(h, Happening::Seen(_))));
-        let info = history.instances.get(instance);
-        let rate = info.and_then(|i| price(&i.region, &i.instance_type));
         let mut open: Option<Stopped> = None;
         for h in &list {
             let ended = match h {
@@ -354,20 +368,13 @@ fn stops(
             };
             if let Some(end) = ended {
                 if let Some(s) = open.take() {
-                    stretch(&s, h.at(), end, window, info, rate, tally);
+                    each(instance, &s, h.at(), end);
                 }
             }
         }
         if let Some(s) = open {
-            stretch(
-                &s,
-                window.until.max(s.at),
-                End::Quiet,
-                window,
-                info,
-                rate,
-                tally,
-            );
+            let to = until.max(s.at);
+            each(instance, &s, to, End::Quiet);
         }
     }
 }

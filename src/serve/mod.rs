@@ -10,6 +10,8 @@ mod interruptions;
 mod listener;
 mod policy_watcher;
 mod pruner;
+mod rollup;
+mod sessions;
 mod tick_loop;
 mod tick_requests;
 
@@ -18,6 +20,8 @@ pub use events::{
     EventSender, EventsConfig, EventsError, EventsStatus, FIRST_BACKOFF, MAX_BACKOFF,
 };
 pub use listener::HttpLimits;
+pub use rollup::{ReportRollup, RollupError, RollupStatus};
+pub use sessions::{SessionPruneError, SessionPruner, SessionsPruned};
 
 use crate::api::{self, ApiLimits, ApiState, ChangeBudgets, Tokens};
 use crate::checkpoint::Publisher;
@@ -46,6 +50,12 @@ const EVENTS_POLL: Duration = Duration::from_secs(2);
 
 /// How often the leader prunes old history (real time).
 const PRUNE_EVERY: Duration = Duration::from_secs(3600);
+
+/// How often each replica forgets expired console logins (real time).
+const SESSIONS_PRUNE_EVERY: Duration = Duration::from_secs(600);
+
+/// How often the leader rolls up the report's past days (real time).
+const ROLLUP_EVERY: Duration = Duration::from_secs(900);
 
 /// Connections of the API's and the console's own pool: apart from the control loop's, so a
 /// flood of reads cannot take a connection a tick needs.
@@ -189,7 +199,7 @@ pub async fn run<P: Provider>(
 }
 
 /// Starts every background task but the tick loop, each under the driver: the tick requests of
-/// other replicas, the policy watcher, the pruner, with a queue the interruption reader and
+/// other replicas, the policy watcher, the pruner, the report's roll-up, the session pruner, with a queue the interruption reader and
 /// with a receiver the event sender.
 fn spawn_background<P: Provider>(
     reconciler: &Reconciler<P>,
@@ -224,6 +234,16 @@ fn spawn_background<P: Provider>(
             );
             let tasks = tasks.clone();
             async move { drive(task, PRUNE_EVERY, None, &tasks, pending()).await }
+        }),
+        tokio::spawn({
+            let task = ReportRollup::new(reconciler.store().clone(), clock, control.clone());
+            let tasks = tasks.clone();
+            async move { drive(task, ROLLUP_EVERY, None, &tasks, pending()).await }
+        }),
+        tokio::spawn({
+            let task = SessionPruner::new(reconciler.store().clone());
+            let tasks = tasks.clone();
+            async move { drive(task, SESSIONS_PRUNE_EVERY, None, &tasks, pending()).await }
         }),
     ];
     if let Some(config) = events {

@@ -10,9 +10,11 @@
 use super::audit_entry::{AuditEntry, NewAuditEntry, Outcome};
 use super::inventory::{micros, remember_in, ActionDone};
 use super::{Result, Store};
+use crate::cloud::redact_secrets;
 use chrono::{DateTime, Utc};
 use sha2::{Digest, Sha256};
 use sqlx::{PgConnection, Postgres, QueryBuilder};
+use std::collections::HashMap;
 
 /// The hash of a row: sha256 of the previous hash and the canonical form of every column.
 fn chain_hash(prev_hash: &[u8], seq: i64, e: &NewAuditEntry) -> Vec<u8> {
@@ -160,8 +162,12 @@ pub(super) async fn append_in(
     let mut rows = Vec::with_capacity(entries.len());
     for e in entries {
         seq += 1;
+        // The log is append-only and read by every reader: an error quoted in a reason, or
+        // stored as the error, never keeps a key, token, signed URL or account id.
         let entry = NewAuditEntry {
             at: micros(e.at),
+            reason: redact_secrets(&e.reason),
+            error: e.error.as_deref().map(redact_secrets),
             ..e.clone()
         };
         let hash = chain_hash(&prev, seq, &entry);
@@ -325,6 +331,28 @@ impl Store {
         .fetch_all(&self.pool)
         .await?;
         Ok(rows.into_iter().map(from_row).collect())
+    }
+
+    /// When each of the open intents `seqs` was committed, on the database's clock (an
+    /// intent closed since is absent): what an intent's in-flight window is measured from
+    /// when the replicas' own clocks may disagree ([`crate::reconcile::Timers::Database`]).
+    pub async fn intents_recorded(&self, seqs: &[i64]) -> Result<HashMap<i64, DateTime<Utc>>> {
+        if seqs.is_empty() {
+            return Ok(HashMap::new());
+        }
+        let rows: Vec<(i64, DateTime<Utc>)> =
+            sqlx::query_as("SELECT seq, recorded_at FROM open_intents WHERE seq = ANY($1)")
+                .bind(seqs)
+                .fetch_all(&self.pool)
+                .await?;
+        Ok(rows.into_iter().collect())
+    }
+
+    /// The database's clock: one clock for every replica, whatever their hosts' say.
+    pub async fn database_now(&self) -> Result<DateTime<Utc>> {
+        Ok(sqlx::query_scalar("SELECT now()")
+            .fetch_one(&self.pool)
+            .await?)
     }
 
     /// Recomputes the whole chain, in pages, and reports the first row that does not match.

@@ -585,7 +585,11 @@ async fn record_decisions_in(
     let policies: Vec<Option<&str>> = decisions.iter().map(|d| d.policy.as_deref()).collect();
     let actions: Vec<&str> = decisions.iter().map(|d| d.action.as_str()).collect();
     let codes: Vec<&str> = decisions.iter().map(|d| d.code.as_str()).collect();
-    let reasons: Vec<&str> = decisions.iter().map(|d| d.reason.as_str()).collect();
+    // A reason may quote a read's error: kept without anything secret-looking in it.
+    let reasons: Vec<String> = decisions
+        .iter()
+        .map(|d| crate::cloud::redact_secrets(&d.reason))
+        .collect();
     let done = sqlx::query(
         "UPDATE instances AS i SET policy = n.policy, decided_action = n.action,
                     decided_code = n.code, decided_reason = n.reason, decided_since = $6

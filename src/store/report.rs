@@ -123,6 +123,25 @@ impl Store {
         since: DateTime<Utc>,
         until: DateTime<Utc>,
     ) -> Result<History> {
+        let stops = self.report_stop_history(since, until).await?;
+        let rest = self.report_other_history(since, until).await?;
+        let mut instances = rest.instances;
+        instances.extend(stops.instances);
+        Ok(History {
+            actions: stops.actions,
+            changes: stops.changes,
+            instances,
+            ..rest
+        })
+    }
+
+    /// The part of a report's history over `[since, until)` that ebb's stops make: its
+    /// actions, the state changes of their instances, and those instances' facts.
+    pub async fn report_stop_history(
+        &self,
+        since: DateTime<Utc>,
+        until: DateTime<Utc>,
+    ) -> Result<History> {
         let (since, until) = (micros(since), micros(until));
         let actions = self.report_actions(since, until).await?;
         let mut first: BTreeMap<&str, DateTime<Utc>> = BTreeMap::new();
@@ -146,6 +165,23 @@ impl Store {
                 to_state,
             })
             .collect();
+        let instances = self.report_facts(&ids).await?;
+        Ok(History {
+            actions,
+            changes,
+            instances,
+            ..History::default()
+        })
+    }
+
+    /// The rest of a report's history over `[since, until)`: spot migrations, overrides and
+    /// groups' changes, and the facts of the instances they name.
+    pub async fn report_other_history(
+        &self,
+        since: DateTime<Utc>,
+        until: DateTime<Utc>,
+    ) -> Result<History> {
+        let (since, until) = (micros(since), micros(until));
         let migrations = self.migrations_between(since, until).await?;
         let overrides: Vec<(String, DateTime<Utc>, DateTime<Utc>)> = sqlx::query_as(
             "SELECT instance, created_at, least(until, revoked_at) FROM overrides
@@ -156,16 +192,13 @@ impl Store {
         .bind(until)
         .fetch_all(&self.pool)
         .await?;
-        let mut named: Vec<&str> = ids;
-        named.extend(migrations.iter().map(|m| m.original.as_str()));
+        let mut named: Vec<&str> = migrations.iter().map(|m| m.original.as_str()).collect();
         named.extend(overrides.iter().map(|(i, ..)| i.as_str()));
         named.sort_unstable();
         named.dedup();
         let instances = self.report_facts(&named).await?;
         let groups = self.report_group_changes(since, until).await?;
         Ok(History {
-            actions,
-            changes,
             instances,
             migrations,
             overrides: overrides
@@ -177,6 +210,7 @@ impl Store {
                 })
                 .collect(),
             groups,
+            ..History::default()
         })
     }
 

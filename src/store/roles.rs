@@ -58,6 +58,8 @@ pub const RUNTIME_PRIVILEGES: &[(&str, &str)] = &[
     ("snooze_key", "SELECT, INSERT"),
     ("snooze_links_used", "SELECT, INSERT, DELETE"),
     ("instance_types", "SELECT, INSERT, UPDATE"),
+    ("report_days", "SELECT, INSERT"),
+    ("report_rollup", "SELECT, INSERT, UPDATE"),
 ];
 
 /// Tables the reader role gets no privilege on: what they hold is for the running service

@@ -14,9 +14,7 @@ impl Store {
         binding: &[u8],
         lasts: chrono::Duration,
     ) -> Result<()> {
-        sqlx::query("DELETE FROM console_sessions WHERE expires_at <= now()")
-            .execute(&self.pool)
-            .await?;
+        self.prune_console_sessions().await?;
         sqlx::query(
             "INSERT INTO console_sessions (id_hash, token_binding, expires_at) \
              VALUES ($1, $2, now() + make_interval(secs => $3))",
@@ -27,6 +25,16 @@ impl Store {
         .execute(&self.pool)
         .await?;
         Ok(())
+    }
+
+    /// Deletes the logins that have expired: how many.
+    pub async fn prune_console_sessions(&self) -> Result<u64> {
+        Ok(
+            sqlx::query("DELETE FROM console_sessions WHERE expires_at <= now()")
+                .execute(&self.pool)
+                .await?
+                .rows_affected(),
+        )
     }
 
     /// The token binding of the unexpired login with id hash `id_hash`, if there is one.

@@ -9,7 +9,7 @@ use super::audit_entry::NewAuditEntry;
 use super::inventory::micros;
 use super::wake::wake_leader;
 use super::{Page, Result, Store, StoreError};
-use crate::cloud::{LaunchSpec, Market};
+use crate::cloud::{redact_secrets, LaunchSpec, Market};
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use sqlx::types::Json;
@@ -352,6 +352,17 @@ impl Store {
         migration: &MigrationRecord,
         audit: &[NewAuditEntry],
     ) -> Result<()> {
+        // Any reader may read the row: an error quoted in it keeps no secret.
+        let error = migration.error.as_deref().map(redact_secrets);
+        let steps: Vec<Step> = migration
+            .steps
+            .0
+            .iter()
+            .map(|s| Step {
+                detail: redact_secrets(&s.detail),
+                ..s.clone()
+            })
+            .collect();
         let mut tx = self.pool.begin().await?;
         sqlx::query(
             "UPDATE spot_migrations SET state = $2, current = $3, market = $4, image = $5,
@@ -375,9 +386,9 @@ impl Store {
         .bind(migration.launches)
         .bind(migration.saved_before)
         .bind(&migration.interruptions)
-        .bind(&migration.steps)
+        .bind(Json(&steps))
         .bind(&migration.launch_spec)
-        .bind(&migration.error)
+        .bind(&error)
         .bind(micros(migration.state_since))
         .bind(migration.running_since.map(micros))
         .bind(migration.original_terminated_at.map(micros))

@@ -821,6 +821,10 @@ impl<P: Provider> Provider for Intercept<P> {
         self.run(call, self.inner.launch_spec(region, id)).await
     }
 
+    async fn user_data(&self, region: &str, id: &str) -> Result<Option<String>, CloudError> {
+        self.inner.user_data(region, id).await
+    }
+
     async fn describe(
         &self,
         region: &str,

@@ -314,6 +314,37 @@ impl Setup {
             .await
     }
 
+    /// [`Setup::trainer`], launched with `user_data` (base64).
+    async fn trainer_with_user_data(&self, user_data: &str) -> String {
+        let checkpoint =
+            (self.t0 - Duration::minutes(5)).to_rfc3339_opts(SecondsFormat::Secs, true);
+        let tags = [
+            ("workload", "training"),
+            ("ebb:interruptible", "true"),
+            ("ebb:checkpoint-at", checkpoint.as_str()),
+            ("ebb:managed", self.f.managed.as_str()),
+        ];
+        let mut spec = aws_sdk_ec2::types::TagSpecification::builder()
+            .resource_type(aws_sdk_ec2::types::ResourceType::Instance);
+        for (key, value) in tags {
+            spec = spec.tags(Tag::builder().key(key).value(value).build());
+        }
+        let out = self
+            .f
+            .ec2
+            .run_instances()
+            .image_id(&self.f.image)
+            .instance_type(aws_sdk_ec2::types::InstanceType::G5Xlarge)
+            .min_count(1)
+            .max_count(1)
+            .user_data(user_data)
+            .tag_specifications(spec.build())
+            .send()
+            .await
+            .unwrap();
+        out.instances()[0].instance_id().unwrap().to_string()
+    }
+
     /// A tick `minutes` after the first; `false` when it hung at an injected crash.
     async fn tick(&mut self, minutes: i64) -> bool {
         let at = self.t0 + Duration::minutes(minutes);
@@ -1742,5 +1773,53 @@ async fn an_original_whose_image_is_gone_or_snapshot_failed_is_kept(pool: PgPool
     assert!(
         texts.iter().any(|t| t.contains("not completed")),
         "{texts:#?}"
+    );
+}
+
+/// An instance's user data often holds secrets, and every reader may read `spot_migrations`:
+/// it is never stored with the launch settings, and is read again from the original right
+/// before the launch, so the replacement still boots with it.
+#[sqlx::test(migrations = false)]
+async fn user_data_is_never_stored_yet_the_replacement_is_launched_with_it(pool: PgPool) {
+    let mut s = Setup::new(pool.clone()).await;
+    // "#!/bin/sh\nexport HF_TOKEN=hf_not_for_readers\n"
+    let user_data = "IyEvYmluL3NoCmV4cG9ydCBIRl9UT0tFTj1oZl9ub3RfZm9yX3JlYWRlcnMK";
+    let original = s.trainer_with_user_data(user_data).await;
+    assert!(s.tick(0).await);
+    assert!(s.tick(1).await);
+    let stored = || async {
+        let rows: Vec<String> = sqlx::query_scalar(
+            "SELECT coalesce(launch_spec::text, '') || steps::text FROM spot_migrations",
+        )
+        .fetch_all(&pool)
+        .await
+        .unwrap();
+        rows.concat()
+    };
+    let kept = stored().await;
+    assert!(
+        kept.contains("security_groups"),
+        "the settings were read: {kept}"
+    );
+    assert!(
+        !kept.contains(user_data) && !kept.contains("user_data"),
+        "{kept}"
+    );
+
+    s.until(&original, 2, State::Done).await;
+    let replacement = s.migration(&original).await.current.unwrap();
+    let read =
+        s.f.ec2
+            .describe_instance_attribute()
+            .instance_id(&replacement)
+            .attribute(aws_sdk_ec2::types::InstanceAttributeName::UserData)
+            .send()
+            .await
+            .unwrap();
+    assert_eq!(read.user_data().and_then(|v| v.value()), Some(user_data));
+    let kept = stored().await;
+    assert!(
+        !kept.contains(user_data) && !kept.contains("user_data"),
+        "{kept}"
     );
 }

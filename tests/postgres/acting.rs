@@ -14,7 +14,7 @@ use ebb::clock::Clock;
 use ebb::cloud::sim::SimProvider;
 use ebb::cloud::{CloudError, Provider, StopKind};
 use ebb::fleet::InstanceState;
-use ebb::reconcile::{Options, Reconciler, TickReport};
+use ebb::reconcile::{Options, Reconciler, TickReport, Timers};
 use ebb::store::{ActionDone, AuditFilter, Leadership, NewAuditEntry, Outcome, Store};
 use sqlx::PgPool;
 use std::collections::BTreeMap;
@@ -569,4 +569,41 @@ async fn a_call_that_never_landed_is_resolved_once_it_cannot_be_in_flight(pool: 
         ["i-west", "i-east"],
         "decided again, stopped once"
     );
+}
+
+/// Against a real cloud, an intent's in-flight window runs on the database's clock
+/// (`Timers::Database`): a replica whose host clock runs hours ahead (here the tick's `now`,
+/// five hours past the intent) still leaves a call alone until the database has seen the
+/// window pass since the intent was committed. On the tick's own clock it was resolved at once.
+#[sqlx::test(migrations = false)]
+async fn a_clock_running_hours_ahead_resolves_no_intent_before_the_databases_window(pool: PgPool) {
+    let s = Setup::with(
+        pool.clone(),
+        Options {
+            in_flight_for: IN_FLIGHT,
+            timers: Timers::Database,
+            ..Options::default()
+        },
+    )
+    .await;
+    intent_in_flight(&s).await;
+
+    let report = s.tick("2026-12-01T01:00:00Z").await.unwrap();
+    assert_eq!(report.awaiting, 1, "{:?}", report.resolved);
+    assert!(report.resolved.is_empty(), "{:?}", report.resolved);
+    assert_eq!(
+        s.stop_calls(),
+        ["i-west"],
+        "i-east's stop is not made twice"
+    );
+
+    // The database's clock passes the window since the intent's commit.
+    sqlx::query("UPDATE open_intents SET recorded_at = recorded_at - interval '8 minutes'")
+        .execute(&pool)
+        .await
+        .unwrap();
+    let report = s.tick("2026-12-01T01:05:00Z").await.unwrap();
+    assert_eq!(report.resolved.len(), 1);
+    assert_eq!(report.resolved[0].entry.outcome, Outcome::Failed);
+    assert_eq!(s.stop_calls(), ["i-west", "i-east"]);
 }

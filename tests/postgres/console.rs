@@ -1482,3 +1482,47 @@ async fn the_instance_page_says_what_ebb_explain_says_now(pool: PgPool) {
     assert_eq!(held.decision.action, Action::None, "{held}");
     shows(&console.page("/instances/i-1").await, &held);
 }
+
+/// Expired logins go without anyone logging in: the session pruner, a background task of
+/// every replica, deletes them at each activation (every 10 minutes), and only them.
+#[sqlx::test(migrations = false)]
+async fn the_session_pruner_deletes_expired_logins_without_a_new_login(pool: PgPool) {
+    use ebb::serve::{BackgroundTask as _, SessionPruner, SessionsPruned};
+    let store = Store::from_pool(pool.clone());
+    store.migrate().await.unwrap();
+    let lasts = chrono::Duration::hours(1);
+    store
+        .start_console_session(&[1; 32], &[1; 32], lasts)
+        .await
+        .unwrap();
+    store
+        .start_console_session(&[2; 32], &[2; 32], lasts)
+        .await
+        .unwrap();
+    sqlx::query(
+        "UPDATE console_sessions SET expires_at = now() - interval '1 second' WHERE id_hash = $1",
+    )
+    .bind([1u8; 32].as_slice())
+    .execute(&pool)
+    .await
+    .unwrap();
+
+    let mut pruner = SessionPruner::new(store.clone());
+    assert_eq!(
+        pruner.activate().await.unwrap(),
+        SessionsPruned { sessions: 1 }
+    );
+    assert_eq!(
+        store.console_session(&[2; 32]).await.unwrap(),
+        Some(vec![2; 32])
+    );
+    let left: Vec<Vec<u8>> = sqlx::query_scalar("SELECT id_hash FROM console_sessions")
+        .fetch_all(&pool)
+        .await
+        .unwrap();
+    assert_eq!(left, [vec![2u8; 32]]);
+    assert_eq!(
+        pruner.activate().await.unwrap(),
+        SessionsPruned { sessions: 0 }
+    );
+}

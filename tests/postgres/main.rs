@@ -30,6 +30,7 @@ mod pacing;
 mod prometheus_answers;
 mod replay_store;
 mod report;
+mod report_rollup;
 mod retry;
 mod roles;
 mod secrets;

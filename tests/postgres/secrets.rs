@@ -87,3 +87,65 @@ async fn a_prometheus_urls_credentials_reach_no_reader(pool: PgPool) {
         assert!(!text.contains("s3cr3t-pw"), "{place}: {text}");
     }
 }
+
+/// A cloud's error text as EC2 may word it: the caller's ARN with its account, an access key,
+/// a session token and a presigned URL.
+const LEAKY: &str = "User: arn:aws:sts::123456789012:assumed-role/ebb/worker is not authorized \
+    (key AKIAIOSFODNN7EXAMPLE, token IQoJb3JpZ2luX2VjEJr//////////wEaCXVzLWVhc3QtMSJHMEUCIQD6m7oRw0, \
+    see https://bucket.s3.amazonaws.com/report?X-Amz-Credential=AKIAIOSFODNN7EXAMPLE&X-Amz-Signature=9f8e7d)";
+
+/// A failed call's outcome keeps a stable code (the error's kind) and a summary of the error
+/// with every secret-looking word taken out, never the cloud's text as it came: the audit log
+/// is append-only and every reader reads it.
+#[sqlx::test(migrations = false)]
+async fn a_failed_calls_stored_error_is_a_code_and_a_redacted_summary(pool: PgPool) {
+    let mut world = SimWorld::plan(FLEET)
+        .policy("office.yaml", POLICY)
+        .clock(Clock::Fixed(common::t(NOW)))
+        .start(Store::from_pool(pool))
+        .await;
+    let denied = ebb::cloud::CloudError::coded(
+        ebb::cloud::ErrorKind::AccessDenied,
+        "StopInstances",
+        "UnauthorizedOperation",
+        LEAKY,
+    );
+    world
+        .reconciler
+        .provider()
+        .refuse(common::intercept::Method::Stop, denied);
+    let report = world.tick(NOW).await;
+    assert_eq!(
+        report.actions[0].outcome,
+        Outcome::Failed,
+        "{}",
+        report.headline()
+    );
+
+    let audit = world.store.audit(&AuditFilter::default()).await.unwrap();
+    let failed = audit
+        .iter()
+        .find(|r| r.entry.outcome == Outcome::Failed)
+        .expect("the failed stop's outcome");
+    let error = failed.entry.error.as_deref().unwrap();
+    assert!(
+        error.starts_with("access_denied: StopInstances failed: UnauthorizedOperation: User: arn:aws:sts::***:assumed-role/ebb/worker is not authorized"),
+        "{error}"
+    );
+    for secret in [
+        "123456789012",
+        "AKIAIOSFODNN7EXAMPLE",
+        "IQoJb3JpZ2luX2VjEJr",
+        "X-Amz-Signature",
+        "9f8e7d",
+    ] {
+        assert!(
+            !format!("{audit:?}").contains(secret),
+            "{secret}: {audit:?}"
+        );
+        assert!(
+            !format!("{report:?}").contains(secret),
+            "{secret}: {report:?}"
+        );
+    }
+}

@@ -249,6 +249,7 @@ pub(super) struct World {
     reconciler: Reconciler<Intercept<Ec2>>,
     leader: Option<Leadership>,
     clock: Clock,
+    options: Options,
 }
 
 impl World {
@@ -277,7 +278,20 @@ impl World {
             reconciler,
             leader,
             clock,
+            options: Options::default(),
         }
+    }
+
+    /// The same world, its control loop (and any made after a kill) run with `options`.
+    pub(super) fn with_options(mut self, options: Options) -> World {
+        self.reconciler = Reconciler::new(
+            self.cloud.clone(),
+            self.store.clone(),
+            self.policies.clone(),
+            options.clone(),
+        );
+        self.options = options;
+        self
     }
 
     /// One tick now; `false` when the process was killed in it, after which a new reconciler
@@ -301,7 +315,7 @@ impl World {
                 self.cloud.clone(),
                 self.store.clone(),
                 self.policies.clone(),
-                Options::default(),
+                self.options.clone(),
             );
             self.leader = Some(lead(&self.store).await);
         }

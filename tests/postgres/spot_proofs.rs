@@ -12,6 +12,7 @@ use common::time::on_paused_time;
 use ebb::cloud::{CloudError, Provider};
 use ebb::fleet::InstanceState;
 use ebb::names::MIGRATING_TAG;
+use ebb::reconcile::{Options, Timers};
 use ebb::spot::State;
 use sqlx::PgPool;
 use std::collections::BTreeMap;
@@ -98,5 +99,83 @@ async fn a_move_cut_off_after_its_tag_or_stop_is_rolled_back_when_it_is_cancelle
         }
         dbs.pool.close().await;
         assert!(failures.is_empty(), "{failures:#?}");
+    });
+}
+
+/// Whether the original is terminated (or gone from EC2's answers).
+async fn terminated(w: &World) -> bool {
+    matches!(
+        w.state_of(ORIGINAL).await,
+        None | Some(InstanceState::Terminated | InstanceState::ShuttingDown)
+    )
+}
+
+/// Ticks `w` every 5 minutes of its clock for `hours`.
+async fn tick_for(w: &mut World, hours: u32) {
+    for _ in 0..hours * 12 {
+        w.tick().await;
+        tokio::time::advance(std::time::Duration::from_secs(300)).await;
+    }
+}
+
+/// Against a real cloud a migration's waits run on the database's clock
+/// (`Timers::Database`): on a host whose clock runs hours past the database's, the moved
+/// original is not terminated before the database has seen `keep_original_for` (30 minutes)
+/// pass. On the tick's own clock the same four hours terminate it; once the database's clock
+/// has passed the wait (the migration's recorded times moved an hour back), it goes too.
+#[sqlx::test(migrations = false)]
+async fn a_clock_running_hours_ahead_terminates_no_original_before_the_databases_wait(
+    pool: PgPool,
+) {
+    let url = common::database_url(&pool);
+    on_paused_time(|| async move {
+        let (dbs, dir) = setup(&url).await;
+        let mut tick_clock = World::new(dbs.fresh().await, dir.path()).await;
+        tick_for(&mut tick_clock, 4).await;
+        assert!(
+            terminated(&tick_clock).await,
+            "terminated on the tick's clock"
+        );
+        drop(tick_clock);
+
+        let database_clock = Options {
+            timers: Timers::Database,
+            ..Options::default()
+        };
+        let store = dbs.fresh().await;
+        let mut w = World::new(store, dir.path())
+            .await
+            .with_options(database_clock);
+        tick_for(&mut w, 4).await;
+        let m = w.migration().await.unwrap();
+        assert_eq!(m.state, State::Done, "{:?}", m.steps.0.last());
+        let current = m.current.clone().unwrap();
+        assert_eq!(w.state_of(&current).await, Some(InstanceState::Running));
+        assert_eq!(
+            w.state_of(ORIGINAL).await,
+            Some(InstanceState::Stopped),
+            "kept: the database's clock has not seen keep_original_for pass"
+        );
+
+        sqlx::query(
+            "UPDATE spot_migrations SET
+                 state_since = state_since - interval '1 hour',
+                 running_since = running_since - interval '1 hour',
+                 steps = (SELECT jsonb_agg(jsonb_set(s, '{at}',
+                              to_jsonb(to_char(((s->>'at')::timestamptz - interval '1 hour')
+                                  AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"'))))
+                          FROM jsonb_array_elements(steps) AS s)",
+        )
+        .execute(&dbs.pool)
+        .await
+        .unwrap();
+        tick_for(&mut w, 1).await;
+        assert!(
+            terminated(&w).await,
+            "terminated once the database's clock passed the wait"
+        );
+        let broken = check(&w, &w.migration().await.unwrap()).await;
+        assert!(broken.is_empty(), "{broken:#?}");
+        dbs.pool.close().await;
     });
 }

@@ -380,8 +380,8 @@ impl Provider for AwsProvider {
         .await
     }
 
-    /// DescribeInstances of the instance, DescribeInstanceAttribute for its user data, and
-    /// DescribeSubnets for a subnet of its VPC in every zone.
+    /// DescribeInstances of the instance and DescribeSubnets for a subnet of its VPC in every
+    /// zone.
     async fn launch_spec(&self, region: &str, id: &str) -> Result<LaunchSpec, CloudError> {
         let scope = self.scope_of(region, id, "DescribeInstances")?;
         self.count("DescribeInstances");
@@ -400,9 +400,14 @@ impl Provider for AwsProvider {
             .next()
             .ok_or_else(|| not_found("DescribeInstances", id))?;
         let placement = Placement::of(id, instance)?;
-        let user_data = self.user_data(scope, id).await?;
         let subnets_by_zone = self.subnets_by_zone(scope, &placement).await?;
-        launch_spec_of(id, instance, placement, user_data, subnets_by_zone)
+        launch_spec_of(id, instance, placement, subnets_by_zone)
+    }
+
+    /// DescribeInstanceAttribute (userData) of the instance.
+    async fn user_data(&self, region: &str, id: &str) -> Result<Option<String>, CloudError> {
+        let scope = self.scope_of(region, id, "DescribeInstanceAttribute")?;
+        self.user_data_of(scope, id).await
     }
 
     /// DescribeInstances filtered by id, so that an id EC2 does not know is absent rather

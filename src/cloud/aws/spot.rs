@@ -53,13 +53,12 @@ fn missing(id: &str, what: &str) -> CloudError {
     CloudError::other("DescribeInstances", message)
 }
 
-/// How `instance` (`id`, at `placement`) was launched, with its user data and a subnet in
-/// each zone.
+/// How `instance` (`id`, at `placement`) was launched, with a subnet in each zone; its user
+/// data is read at each launch instead.
 pub(super) fn launch_spec_of(
     id: &str,
     instance: &aws_sdk_ec2::types::Instance,
     placement: Placement,
-    user_data: Option<String>,
     subnets_by_zone: BTreeMap<String, String>,
 ) -> Result<LaunchSpec, CloudError> {
     let mut tags = tag_map(instance.tags());
@@ -82,7 +81,7 @@ pub(super) fn launch_spec_of(
             .and_then(|p| p.arn())
             .map(str::to_string),
         key_name: instance.key_name().map(str::to_string),
-        user_data,
+        user_data: None,
         tags,
         volumes: instance
             .block_device_mappings()
@@ -184,7 +183,7 @@ impl AwsProvider {
     }
 
     /// DescribeInstanceAttribute: the user data of `id`, base64, if it has any.
-    pub(super) async fn user_data(
+    pub(super) async fn user_data_of(
         &self,
         scope: &Scope,
         id: &str,

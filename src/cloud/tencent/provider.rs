@@ -474,6 +474,10 @@ impl Provider for TencentProvider {
         Err(aws_only("launch_spec"))
     }
 
+    async fn user_data(&self, _region: &str, _id: &str) -> Result<Option<String>, CloudError> {
+        Err(aws_only("user_data"))
+    }
+
     async fn describe(
         &self,
         _region: &str,

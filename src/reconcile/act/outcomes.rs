@@ -177,7 +177,7 @@ pub(super) fn outcome_entries(
                 (None, Some(failed)) if failed.error.kind == ErrorKind::InsufficientCapacity => {
                     NewAuditEntry {
                         request_id: failed.error.request_id.clone(),
-                        error: Some(failed.error.to_string()),
+                        error: Some(failed.error.stored()),
                         code: Some(Code::InsufficientCapacity.as_str().to_string()),
                         reason: format!(
                             "{}; EC2 has no capacity for it now: tried again at every tick, {CAPACITY_EVERY_TICK} times, then every {} minutes",
@@ -189,7 +189,7 @@ pub(super) fn outcome_entries(
                 }
                 (None, Some(failed)) => NewAuditEntry {
                     request_id: failed.error.request_id.clone(),
-                    error: Some(failed.error.to_string()),
+                    error: Some(failed.error.stored()),
                     ..entry(d, Outcome::Failed)
                 },
                 (None, None) => NewAuditEntry {

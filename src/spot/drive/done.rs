@@ -239,7 +239,7 @@ impl<P: Provider> Run<'_, P> {
             .iter()
             .find(|i| i.id == id)
             .ok_or_else(|| "it is no longer listed as managed".to_string())?;
-        if let Some(why) = crate::engine::tags_forbid_stop(inst, self.now()) {
+        if let Some(why) = crate::engine::tags_forbid_stop(inst, self.tick_now()) {
             return Err(why);
         }
         if inst.tag(INTERRUPTIBLE_TAG) != Some("true") {

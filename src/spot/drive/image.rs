@@ -60,7 +60,10 @@ impl<P: Provider> Run<'_, P> {
             Some(rule) if !rule.instance_types.is_empty() => rule.instance_types.clone(),
             _ => vec![spec.instance_type.clone()],
         };
-        let prices = self.p.prices(&self.m.region, &types, self.now()).await?;
+        let prices = self
+            .p
+            .prices(&self.m.region, &types, self.tick_now())
+            .await?;
         let on_demand = self.m.on_demand_price.or_else(|| {
             prices
                 .iter()

@@ -3,7 +3,7 @@
 
 use super::super::{prove_replacement, Target, LAUNCH_TIMEOUT};
 use super::Run;
-use crate::cloud::{CloudError, InstanceStatus, Launch, LaunchSpec, Market, Provider};
+use crate::cloud::{CloudError, ErrorKind, InstanceStatus, Launch, LaunchSpec, Market, Provider};
 use crate::engine::{Action, Code};
 use crate::fleet::{InstanceState, Lifecycle};
 use crate::names::{LAUNCH_TAG, MIGRATED_FROM_TAG, MIGRATING_TAG, MIGRATION_TAG, STOP_AT_TAG};
@@ -68,7 +68,6 @@ impl<P: Provider> Run<'_, P> {
         // the migration ids come from.
         let launch_id = format!("{}-{}-{n}", self.m.original, self.m.id);
         let place = Placement::new(&spec, target, self.m.on_demand_price);
-        let spec_for_launch = spec.clone();
         let found = match self
             .p
             .find_tagged(&self.m.region, LAUNCH_TAG, &launch_id)
@@ -109,6 +108,22 @@ impl<P: Provider> Run<'_, P> {
             let (market, place) = as_launched(&s, &spec, place);
             return self.record_launch(s, n, market, place).await;
         }
+        let source = self.user_data_source();
+        let user_data = match self.p.user_data(&self.m.region, &source).await {
+            Ok(user_data) => user_data,
+            // Gone from EC2 (a replacement reclaimed long ago): the workload's disks are in
+            // the image; what its user data did at first boot is done on them.
+            Err(e) if e.kind == ErrorKind::NotFound => None,
+            Err(e) => {
+                return self.wait(format!(
+                    "cannot read the user data of {source} to launch with: {e}"
+                ))
+            }
+        };
+        let spec_for_launch = LaunchSpec {
+            user_data,
+            ..spec.clone()
+        };
         match self
             .launch_new(spec_for_launch, &place, market, action, &launch_id)
             .await?
@@ -128,6 +143,20 @@ impl<P: Provider> Run<'_, P> {
                     .await
             }
             Err(why) => self.roll_back(format!("{why}; the move is undone")).await,
+        }
+    }
+
+    /// The instance whose user data a launch copies (it is never stored): the original while
+    /// ebb holds it, else the newest replacement, which was launched with it.
+    fn user_data_source(&self) -> String {
+        let newest = self
+            .m
+            .current
+            .clone()
+            .or_else(|| self.m.interruptions.0.last().map(|i| i.instance.clone()));
+        match newest {
+            Some(replacement) if !self.m.holds_original() => replacement,
+            _ => self.m.original.clone(),
         }
     }
 

@@ -31,7 +31,12 @@ use chrono::{DateTime, Utc};
 /// What one tick lends every migration step: its time, the policy version in force, and the
 /// leader's session, whose fence commits each call's intent.
 pub struct Tick<'a> {
-    /// Now.
+    /// The tick's time: of its audit rows, the prices it reads and the tags and overrides in
+    /// force.
+    pub at: DateTime<Utc>,
+    /// Now for the migration's waits and the times it records: the database's clock against a
+    /// real cloud (`reconcile::Timers`), so that no replica whose host's clock runs ahead
+    /// terminates an original or deletes an image early; otherwise the tick's time.
     pub now: DateTime<Utc>,
     /// The policy-set version, for the audit log.
     pub version: &'a str,
@@ -137,8 +142,15 @@ impl<'a, P: Provider> Run<'a, P> {
         }
     }
 
+    /// Now on the timers' clock: what every wait of the migration is measured by, and every
+    /// time it records.
     fn now(&self) -> DateTime<Utc> {
         self.tick.now
+    }
+
+    /// The tick's own time: its audit rows', and what tags, overrides and prices are judged at.
+    fn tick_now(&self) -> DateTime<Utc> {
+        self.tick.at
     }
 
     /// A step before `done`: undone when a protection or the policy forbids the move now, held
@@ -168,7 +180,7 @@ impl<'a, P: Provider> Run<'a, P> {
 
     fn entry(&self, action: Action, outcome: Outcome, code: Code, reason: &str) -> NewAuditEntry {
         NewAuditEntry {
-            at: self.now(),
+            at: self.tick_now(),
             actor: ACTOR.to_string(),
             instance: Some(self.m.original.clone()),
             region: Some(self.m.region.clone()),
@@ -195,7 +207,7 @@ impl<'a, P: Provider> Run<'a, P> {
         reason: &str,
     ) -> Result<Result<i64, String>, StoreError> {
         let entry = self.entry(action, Outcome::Intent, code, reason);
-        let fenced = self.tick.leader.fence(vec![entry], self.now()).await?;
+        let fenced = self.tick.leader.fence(vec![entry], self.tick_now()).await?;
         if let Some((_, o)) = fenced.protected.first() {
             return Ok(Err(format!(
                 "an override by {} until {} protects it: {}",
@@ -230,7 +242,7 @@ impl<'a, P: Provider> Run<'a, P> {
     ) {
         let (outcome, reason, error) = match result {
             Ok(detail) => (Outcome::Succeeded, detail.to_string(), None),
-            Err(e) => (Outcome::Failed, e.to_string(), Some(e.to_string())),
+            Err(e) => (Outcome::Failed, e.to_string(), Some(e.stored())),
         };
         let mut entry = self.entry(action, outcome, code, &reason);
         entry.intent_seq = Some(seq);

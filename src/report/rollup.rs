@@ -1,0 +1,171 @@
+//! Daily rollups: ebb's stopped stretches summed for each instance and whole UTC day, once the
+//! day is over, so that a report reads a day's stops as one row per instance rather than
+//! every stop, start and state change of it. What scales with the fleet and the window (the
+//! stretches) is rolled up; spot migrations, overrides and groups' changes, a few rows each,
+//! are always worked out from what happened. A day's figures cannot change once it has ended:
+//! every stop, start and state change is recorded at the time it happens, never back-dated.
+//!
+//! [`roll_up`] makes a day's rows from the day's history; [`compute_parts`] makes a report from
+//! the rolled days' sums and the history of the rest, as [`compute`] would from the history of
+//! the whole window (`tests/postgres/report_rollup.rs` checks that they agree).
+
+use super::tally::{finish, Tally};
+use super::{
+    groups, overrides, spot, stops, stretches, End, History, InstanceInfo, Measures, Report, Window,
+};
+use chrono::{DateTime, NaiveDate, Utc};
+use std::collections::{BTreeMap, BTreeSet};
+
+/// What ebb's stops came to on one instance on one day, for one policy.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RolledDay {
+    /// The UTC day.
+    pub day: NaiveDate,
+    /// The instance.
+    pub instance: String,
+    /// The stop's policy.
+    pub policy: Option<String>,
+    /// ebb's stops that day.
+    pub stops: u64,
+    /// ebb's hibernations that day.
+    pub hibernations: u64,
+    /// Stretches a person ended that day.
+    pub people_starts: u64,
+    /// Hours of that day the instance was kept stopped.
+    pub stopped_hours: f64,
+}
+
+/// The rows of `day` from `history`, read over that day (`Store::report_stop_history`).
+pub fn roll_up(history: &History, day: NaiveDate) -> Vec<RolledDay> {
+    let since = midnight(day);
+    let window = Window {
+        since,
+        until: day.succ_opt().map_or(since, midnight),
+    };
+    let mut rows: BTreeMap<(&str, Option<&str>), RolledDay> = BTreeMap::new();
+    stretches(history, window.until, |instance, s, to, end| {
+        let row = rows
+            .entry((instance, s.policy))
+            .or_insert_with(|| RolledDay {
+                day,
+                instance: instance.to_string(),
+                policy: s.policy.map(str::to_string),
+                stops: 0,
+                hibernations: 0,
+                people_starts: 0,
+                stopped_hours: 0.0,
+            });
+        if window.contains(s.at) {
+            match s.action {
+                super::EbbAction::Hibernate => row.hibernations += 1,
+                _ => row.stops += 1,
+            }
+        }
+        if end == End::Person && window.contains(to) {
+            row.people_starts += 1;
+        }
+        if let Some((from, to)) = window.clip(s.at, to) {
+            row.stopped_hours += super::hours(to - from);
+        }
+    });
+    rows.into_values()
+        .filter(|r| r.stops + r.hibernations + r.people_starts > 0 || r.stopped_hours > 0.0)
+        .collect()
+}
+
+/// Rolled days summed by day, policy, region, type and value of the report's `by` tag: what a
+/// report reads of them.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RolledSum {
+    /// The UTC day.
+    pub day: NaiveDate,
+    /// The stops' policy.
+    pub policy: Option<String>,
+    /// The instances' region.
+    pub region: String,
+    /// The instances' type.
+    pub instance_type: String,
+    /// The instances' value of the `by` tag, as last listed (`None` without it, or without
+    /// `by`).
+    pub tag: Option<String>,
+    /// ebb's stops.
+    pub stops: u64,
+    /// ebb's hibernations.
+    pub hibernations: u64,
+    /// Stretches people ended.
+    pub people_starts: u64,
+    /// Hours kept stopped.
+    pub stopped_hours: f64,
+}
+
+/// What a report is worked out from when its whole past days are rolled up.
+#[derive(Debug, Clone, Default)]
+pub struct Parts {
+    /// The stops' history of each part of the window outside the rolled days, with that part.
+    pub stops: Vec<(History, Window)>,
+    /// Spot migrations, overrides and groups' changes over the whole window.
+    pub rest: History,
+    /// The rolled days inside the window, summed.
+    pub rolled: Vec<RolledSum>,
+    /// The tag keys of the rolled days' instances.
+    pub rolled_tag_keys: Vec<String>,
+}
+
+/// The report of `parts` over `window`, as [`super::compute`] makes it from the whole window's
+/// history.
+pub fn compute_parts(
+    parts: &Parts,
+    window: Window,
+    by: Option<&str>,
+    price: &dyn Fn(&str, &str) -> Option<f64>,
+) -> Report {
+    let mut tally = Tally::new(by);
+    for (history, part) in &parts.stops {
+        stops(history, *part, price, &mut tally);
+    }
+    for r in &parts.rolled {
+        let info = InstanceInfo {
+            region: r.region.clone(),
+            instance_type: r.instance_type.clone(),
+            tags: match (by, &r.tag) {
+                (Some(key), Some(value)) => BTreeMap::from([(key.to_string(), value.clone())]),
+                _ => BTreeMap::new(),
+            },
+            policy: None,
+        };
+        let rate = price(&r.region, &r.instance_type);
+        let h = r.stopped_hours;
+        let saved = rate.map_or(0.0, |rate| rate * h);
+        let m = Measures {
+            saved_usd: saved,
+            stopped_saved_usd: saved,
+            stops: r.stops,
+            hibernations: r.hibernations,
+            people_starts: r.people_starts,
+            stopped_hours: h,
+            unpriced_stopped_hours: if rate.is_none() { h } else { 0.0 },
+            ..Measures::default()
+        };
+        tally.add(r.day, r.policy.as_deref(), Some(&info), m);
+    }
+    spot(&parts.rest, window, &mut tally);
+    overrides(&parts.rest, window, &mut tally);
+    let groups = groups::groups(&parts.rest, window, price, &mut tally);
+    let mut report = finish(tally, window);
+    report.groups = groups;
+    let keys: BTreeSet<String> = parts
+        .stops
+        .iter()
+        .map(|(h, _)| h)
+        .chain([&parts.rest])
+        .flat_map(History::tag_keys)
+        .chain(parts.rolled_tag_keys.iter().cloned())
+        .collect();
+    report.tag_keys = keys.into_iter().collect();
+    report
+}
+
+/// The start of `day`, in UTC.
+pub fn midnight(day: NaiveDate) -> DateTime<Utc> {
+    day.and_time(chrono::NaiveTime::MIN).and_utc()
+}

@@ -1,0 +1,213 @@
+//! The report's daily rollups (`report_days`, migration 0022): each whole UTC day's stopped
+//! stretches, one row per instance and policy, made once the day is over by the leader
+//! (`serve`'s report rollup task, [`Store::roll_up_report_days`]), oldest day first, a few
+//! days an activation. `report_rollup.rolled_until` is the first day not rolled up yet: every
+//! day before it (from the first stop ebb recorded) has its rows. A report reads the rolled days
+//! of its window summed in one statement, and only the rest of the window's stops from the
+//! audit log ([`Store::report_parts`]).
+
+use super::{Result, Store};
+use crate::report::{midnight, roll_up, Parts, RolledSum, Window};
+use chrono::{DateTime, Duration, NaiveDate, Utc};
+
+/// How long after a day's end it is rolled up: a tick under way at midnight may still record
+/// an outcome of the day before, within its deadline.
+pub const ROLL_UP_AFTER: Duration = Duration::hours(1);
+
+/// A row of the rolled days' sums: day, policy, region, type, tag value, stops,
+/// hibernations, people's starts, hours.
+type SumRow = (
+    NaiveDate,
+    String,
+    String,
+    String,
+    Option<String>,
+    i64,
+    i64,
+    i64,
+    f64,
+);
+
+impl Store {
+    /// Rolls up, oldest first, at most `max_days` whole days not rolled up yet that ended at
+    /// least [`ROLL_UP_AFTER`] before `now`, each day in one transaction; how many it rolled.
+    pub async fn roll_up_report_days(&self, now: DateTime<Utc>, max_days: u32) -> Result<u32> {
+        let rolled_until: Option<NaiveDate> =
+            sqlx::query_scalar("SELECT rolled_until FROM report_rollup")
+                .fetch_optional(&self.pool)
+                .await?;
+        let first = match rolled_until {
+            Some(day) => day,
+            None => {
+                // The predicate of migration 0010's partial index on ebb's actions.
+                let first: Option<DateTime<Utc>> = sqlx::query_scalar(
+                    "SELECT min(at) FROM audit_log
+                     WHERE actor = 'scheduler' AND NOT dry_run AND outcome = 'succeeded'
+                       AND action IN ('stop', 'hibernate', 'start')",
+                )
+                .fetch_one(&self.pool)
+                .await?;
+                match first {
+                    Some(at) => at.date_naive(),
+                    None => return Ok(0),
+                }
+            }
+        };
+        // Days before this one ended at least ROLL_UP_AFTER ago.
+        let end = (now - ROLL_UP_AFTER).date_naive();
+        let mut rolled = 0;
+        let mut day = first;
+        while day < end && rolled < max_days {
+            self.roll_up_day(day).await?;
+            rolled += 1;
+            day = day.succ_opt().unwrap_or(end);
+        }
+        Ok(rolled)
+    }
+
+    /// Rolls up `day`: its rows, and the rollup moved past it, in one transaction.
+    async fn roll_up_day(&self, day: NaiveDate) -> Result<()> {
+        let since = midnight(day);
+        let history = self
+            .report_stop_history(since, since + Duration::days(1))
+            .await?;
+        let rows = roll_up(&history, day);
+        let mut tx = self.pool.begin().await?;
+        sqlx::query(
+            "INSERT INTO report_days (day, instance, policy, stops, hibernations, people_starts,
+                 stopped_hours)
+             SELECT $1, * FROM UNNEST($2::text[], $3::text[], $4::int[], $5::int[], $6::int[],
+                 $7::float8[])
+             ON CONFLICT (day, instance, policy) DO NOTHING",
+        )
+        .bind(day)
+        .bind(rows.iter().map(|r| r.instance.as_str()).collect::<Vec<_>>())
+        .bind(
+            rows.iter()
+                .map(|r| r.policy.as_deref().unwrap_or(""))
+                .collect::<Vec<_>>(),
+        )
+        .bind(rows.iter().map(|r| r.stops as i32).collect::<Vec<_>>())
+        .bind(
+            rows.iter()
+                .map(|r| r.hibernations as i32)
+                .collect::<Vec<_>>(),
+        )
+        .bind(
+            rows.iter()
+                .map(|r| r.people_starts as i32)
+                .collect::<Vec<_>>(),
+        )
+        .bind(rows.iter().map(|r| r.stopped_hours).collect::<Vec<_>>())
+        .execute(&mut *tx)
+        .await?;
+        sqlx::query(
+            "INSERT INTO report_rollup (rolled_until) VALUES ($1)
+             ON CONFLICT (only_row) DO UPDATE SET rolled_until = greatest(
+                 report_rollup.rolled_until, excluded.rolled_until)",
+        )
+        .bind(day.succ_opt().unwrap_or(day))
+        .execute(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
+    /// What a report over `window`, grouped by the tag `by` too when given, is worked out
+    /// from: the rolled days inside it summed, the stops of the rest of it, and its spot
+    /// migrations, overrides and groups' changes.
+    pub async fn report_parts(&self, window: Window, by: Option<&str>) -> Result<Parts> {
+        let rolled_until: Option<NaiveDate> =
+            sqlx::query_scalar("SELECT rolled_until FROM report_rollup")
+                .fetch_optional(&self.pool)
+                .await?;
+        let first_whole = {
+            let day = window.since.date_naive();
+            if midnight(day) == window.since {
+                day
+            } else {
+                day.succ_opt().unwrap_or(day)
+            }
+        };
+        let last_end = window.until.date_naive();
+        let rolled_end = rolled_until.map_or(first_whole, |r| r.min(last_end));
+        let rest = self
+            .report_other_history(window.since, window.until)
+            .await?;
+        if rolled_end <= first_whole {
+            let stops = self.report_stop_history(window.since, window.until).await?;
+            return Ok(Parts {
+                stops: vec![(stops, window)],
+                rest,
+                ..Parts::default()
+            });
+        }
+        let (from, to) = (midnight(first_whole), midnight(rolled_end));
+        let mut stops = Vec::new();
+        for part in [
+            Window {
+                since: window.since,
+                until: from,
+            },
+            Window {
+                since: to,
+                until: window.until,
+            },
+        ] {
+            if part.until > part.since {
+                let history = self.report_stop_history(part.since, part.until).await?;
+                stops.push((history, part));
+            }
+        }
+        let rows: Vec<SumRow> = sqlx::query_as(
+            "SELECT r.day, r.policy, i.region, i.instance_type,
+                    CASE WHEN $3::text IS NULL THEN NULL ELSE i.tags ->> $3 END AS tag,
+                    sum(r.stops)::bigint, sum(r.hibernations)::bigint,
+                    sum(r.people_starts)::bigint, sum(r.stopped_hours)
+             FROM report_days AS r JOIN instances AS i ON i.id = r.instance
+             WHERE r.day >= $1 AND r.day < $2
+             GROUP BY 1, 2, 3, 4, 5",
+        )
+        .persistent(false)
+        .bind(first_whole)
+        .bind(rolled_end)
+        .bind(by)
+        .fetch_all(&self.pool)
+        .await?;
+        let rolled = rows
+            .into_iter()
+            .map(
+                |(day, policy, region, instance_type, tag, stops, hib, people, hours)| RolledSum {
+                    day,
+                    policy: (!policy.is_empty()).then_some(policy),
+                    region,
+                    instance_type,
+                    tag,
+                    stops: stops as u64,
+                    hibernations: hib as u64,
+                    people_starts: people as u64,
+                    stopped_hours: hours,
+                },
+            )
+            .collect();
+        // One look-up by index per instance, rather than the window's rows made distinct.
+        let rolled_tag_keys: Vec<String> = sqlx::query_scalar(
+            "SELECT DISTINCT k FROM instances AS i, jsonb_object_keys(i.tags) AS k
+             WHERE EXISTS (SELECT 1 FROM report_days AS r
+                           WHERE r.instance = i.id AND r.day >= $1 AND r.day < $2)
+               AND k NOT LIKE 'ebb:%'
+             ORDER BY k",
+        )
+        .persistent(false)
+        .bind(first_whole)
+        .bind(rolled_end)
+        .fetch_all(&self.pool)
+        .await?;
+        Ok(Parts {
+            stops,
+            rest,
+            rolled,
+            rolled_tag_keys,
+        })
+    }
+}
