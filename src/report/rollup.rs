@@ -31,7 +31,8 @@ pub struct RolledDay {
     pub hibernations: u64,
     /// Stretches a person ended that day.
     pub people_starts: u64,
-    /// Hours of that day the instance was kept stopped.
+    /// Hours of that day the instance was kept stopped by a stop that ended its charges (a
+    /// stop its cloud still bills is counted in `stops` alone).
     pub stopped_hours: f64,
 }
 
@@ -64,7 +65,8 @@ pub fn roll_up(history: &History, day: NaiveDate) -> Vec<RolledDay> {
         if end == End::Person && window.contains(to) {
             row.people_starts += 1;
         }
-        if let Some((from, to)) = window.clip(s.at, to) {
+        // A stop its cloud still bills saved nothing: its hours are not rolled up as saved.
+        if let (true, Some((from, to))) = (s.saves, window.clip(s.at, to)) {
             row.stopped_hours += super::hours(to - from);
         }
     });

@@ -236,6 +236,30 @@ fn a_stop_its_cloud_still_bills_counts_its_hours_and_no_dollars() {
 }
 
 #[test]
+fn a_day_rolled_up_counts_a_stop_its_cloud_still_bills_but_not_its_hours_as_saved() {
+    // As above, over the whole day: i-ten's stop is counted, its 14 h are not rolled as saved.
+    let charging = ActionRecord {
+        saves: false,
+        ..action("i-ten", "2026-11-30T10:00:00Z", EbbAction::Stop, "office")
+    };
+    let h = history(
+        vec![
+            charging,
+            action("i-two", "2026-11-30T10:00:00Z", EbbAction::Stop, "office"),
+        ],
+        vec![],
+    );
+    let day = chrono::NaiveDate::from_ymd_opt(2026, 11, 30).unwrap();
+    let rows = super::roll_up(&h, day);
+    let hours = |id: &str| {
+        let row = rows.iter().find(|r| r.instance == id).unwrap();
+        (row.stops, row.stopped_hours)
+    };
+    assert_eq!(hours("i-ten"), (1, 0.0));
+    assert_eq!(hours("i-two"), (1, 14.0));
+}
+
+#[test]
 fn spot_savings_count_the_hours_on_spot_inside_the_window() {
     // Running on spot since 10:00 at $14/h against $40/h on demand; the window ends at 20:00:
     // 10 h x $26 = $260, and the $50 earlier replacements saved (08:00 to 09:30) as well: $310.
