@@ -505,7 +505,7 @@ pub struct ReportQuery {
 
 impl ApiState {
     /// What ebb saved over `window`, grouped by the tag `by` too when given, priced by the
-    /// on-demand price table: what `GET /v1/report` and the console's `/savings` show. The
+    /// price table: what `GET /v1/report` and the console's `/savings` show. The
     /// calculation runs on the blocking pool, not on the runtime's workers the leader's tick
     /// and the health checks need.
     pub async fn report(
@@ -515,18 +515,14 @@ impl ApiState {
     ) -> Result<crate::report::Report, StoreError> {
         let history = self
             .store
-            .report_history(window.since, window.until)
+            .report_history(window.since, window.until, &self.prices.commitments)
             .await?;
         let by = by
             .map(str::trim)
             .filter(|b| !b.is_empty())
             .map(str::to_string);
         let prices = self.prices.clone();
-        let compute = move || {
-            crate::report::compute(&history, window, by.as_deref(), &|region, ty| {
-                prices.get(region, ty)
-            })
-        };
+        let compute = move || crate::report::compute(&history, window, by.as_deref(), &prices);
         match tokio::task::spawn_blocking(compute).await {
             Ok(report) => Ok(report),
             // As if it had run here: a panic stays a panic.

@@ -50,9 +50,11 @@ pub(super) async fn run(args: ReportArgs) -> Result<ExitCode> {
     };
     let prices = price_table(args.prices.prices.as_deref(), &args.cloud.cloud)?;
     let store = args.db.open().await?;
-    let history = store.report_history(window.since, window.until).await?;
+    let history = store
+        .report_history(window.since, window.until, &prices.commitments)
+        .await?;
     let by = args.by.as_deref().map(str::trim).filter(|b| !b.is_empty());
-    let r = report::compute(&history, window, by, &|region, ty| prices.get(region, ty));
+    let r = report::compute(&history, window, by, &prices);
     match args.format {
         ReportFormat::Table => print!("{}", report::table(&r)),
         ReportFormat::Csv => print!("{}", report::csv(&r)),

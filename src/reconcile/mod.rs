@@ -22,13 +22,14 @@ pub use report::{
 
 use crate::cloud::Provider;
 use crate::engine::{self, Decision};
+use crate::fleet::money::Attached;
 use crate::fleet::Fleet;
 use crate::names::ACTOR;
 use crate::policy::PolicySet;
 use crate::spot;
 use crate::store::{Leadership, Store};
 use chrono::{DateTime, SecondsFormat, Utc};
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use tracing::Instrument as _;
@@ -130,6 +131,9 @@ pub struct Reconciler<P> {
     alerts_told: std::sync::Mutex<HashSet<(i64, crate::spot::Alert)>>,
     /// The instances whose GPU utilisation was read in the current five-minute period.
     gpu_asked: read::Asked,
+    /// The volumes and Elastic IPs last kept in Postgres, by instance: only changes are
+    /// written (kept in memory: a new leader writes them all once).
+    attached_kept: std::sync::Mutex<HashMap<String, Attached>>,
 }
 
 impl<P: Provider> Reconciler<P> {
@@ -145,6 +149,7 @@ impl<P: Provider> Reconciler<P> {
             capacity_told: std::sync::Mutex::default(),
             alerts_told: std::sync::Mutex::default(),
             gpu_asked: read::Asked::default(),
+            attached_kept: std::sync::Mutex::default(),
         }
     }
 
@@ -248,6 +253,7 @@ impl<P: Provider> Reconciler<P> {
         self.store
             .sync_inventory(&inventory.complete_regions, &inventory.instances, now)
             .await?;
+        self.keep_attached(&inventory.attached).await?;
         let resolution = self.resolve_interrupted(&inventory, now).await?;
         report.resolved = resolution.resolved;
         report.awaiting = resolution.open.len();
@@ -259,6 +265,25 @@ impl<P: Provider> Reconciler<P> {
             ..Fleet::default()
         };
         Ok((fleet, resolution.open, inventory.complete_regions))
+    }
+
+    /// Keeps in Postgres the volumes and Elastic IPs read that changed since the last kept.
+    async fn keep_attached(&self, read: &HashMap<String, Attached>) -> Result<(), TickError> {
+        let changed: HashMap<String, Attached> = {
+            let kept = self.attached_kept.lock().unwrap_or_else(|e| e.into_inner());
+            read.iter()
+                .filter(|(id, a)| kept.get(*id) != Some(*a))
+                .map(|(id, a)| (id.clone(), a.clone()))
+                .collect()
+        };
+        if changed.is_empty() {
+            return Ok(());
+        }
+        self.store.keep_attached(&changed).await?;
+        let mut kept = self.attached_kept.lock().unwrap_or_else(|e| e.into_inner());
+        kept.retain(|id, _| read.contains_key(id));
+        kept.extend(changed);
+        Ok(())
     }
 
     /// Decides for every listed instance from what ebb remembers, and records the decisions.

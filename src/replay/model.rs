@@ -10,6 +10,7 @@ use crate::engine::{self, Action, Brief, Decider, InstanceFacts, Prior, RECENT};
 use crate::fleet::{Fleet, Instance, InstanceState, Lifecycle, Prices, Sample};
 use crate::names::{MIGRATION_TAG, STOP_AT_TAG};
 use crate::policy::PolicySet;
+use crate::report::money::HourlyUse;
 use chrono::{DateTime, Duration, SecondsFormat, Utc};
 
 /// The replacement a modelled spot move launches is tagged as a migration's: what the engine
@@ -35,10 +36,13 @@ struct Modelled<'r> {
     /// The recording showed demand while it was stopped: a person starts it at the next tick.
     demand_while_stopped: bool,
     tally: Tally,
+    /// Hours running on demand, hour by hour from the hour of the replay's start: what
+    /// commitments apply to.
+    on_demand: HourlyUse,
 }
 
-/// Replays `chunk` under `set`: one tally per instance. `prior` holds what ebb remembers and
-/// is updated with the facts the modelled actions leave.
+/// Replays `chunk` under `set`: one tally per instance, with its hours running on demand.
+/// `prior` holds what ebb remembers and is updated with the facts the modelled actions leave.
 pub(super) fn run(
     set: &PolicySet,
     prior: &mut Prior,
@@ -47,7 +51,7 @@ pub(super) fn run(
     rates: &[f64],
     o: &Options,
     prices: &Prices,
-) -> Vec<Tally> {
+) -> Vec<(Tally, HourlyUse)> {
     // The engine needs no sample older than the longest idle window (a late start's too), and
     // the busy check's last RECENT.
     let lookback = set
@@ -82,6 +86,7 @@ pub(super) fn run(
             facts: prior.facts(&r.instance.id),
             demand_while_stopped: false,
             tally: Tally::default(),
+            on_demand: HourlyUse::starting(o.from),
         })
         .collect();
     let mut groups = Groups::of(&fleet.instances);
@@ -111,10 +116,13 @@ pub(super) fn run(
                 m.scaled(view, t, to);
             }
             m.account(view.state, t, end, length);
+            if view.state == InstanceState::Running && view.lifecycle == Lifecycle::OnDemand {
+                m.on_demand.add(&view.region, &view.instance_type, t, end);
+            }
         }
         t = end;
     }
-    models.into_iter().map(|m| m.tally).collect()
+    models.into_iter().map(|m| (m.tally, m.on_demand)).collect()
 }
 
 /// The engine's view of `inst` at the start: transitions settled, no samples yet.

@@ -6,6 +6,7 @@
 //! newer than this binary) is a [`StoreError`] with a one-line message; no caller acts without
 //! a store.
 
+mod attached;
 mod audit;
 mod audit_entry;
 mod console;
@@ -21,6 +22,7 @@ mod readings;
 mod report;
 mod retention;
 mod roles;
+mod running;
 mod sessions;
 mod snooze;
 pub mod spot;

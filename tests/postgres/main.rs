@@ -10,6 +10,7 @@ mod common;
 mod acting;
 mod api;
 mod cloudwatch_reads;
+mod commitments;
 mod console;
 mod console_groups;
 mod demo;

@@ -16,6 +16,7 @@
 //! which overflowed tokio's and the tests' 2 MiB stacks.
 
 mod artifacts;
+mod attached;
 mod ec2;
 mod errors;
 mod groups;

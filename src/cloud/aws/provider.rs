@@ -31,14 +31,25 @@ impl Provider for AwsProvider {
     /// Every scope listed at once; a scope that fails is reported and leaves its region
     /// incomplete.
     async fn instances(&self) -> Inventory {
-        let listings =
-            futures_util::future::join_all(self.scopes.iter().map(|s| self.list_scope(s))).await;
+        let listings = futures_util::future::join_all(self.scopes.iter().map(|s| async move {
+            let listing = self.list_scope(s).await;
+            let attached = match &listing {
+                Ok(instances) => {
+                    let ids: Vec<String> = instances.iter().map(|(i, _)| i.id.clone()).collect();
+                    self.attached(s, &ids).await
+                }
+                Err(_) => HashMap::new(),
+            };
+            (listing, attached)
+        }))
+        .await;
         let mut inventory = Inventory::default();
         let mut known = HashMap::new();
         let mut incomplete = BTreeSet::new();
         let mut failed_scopes = BTreeSet::new();
         let mut listed_twice = 0usize;
-        for (index, (scope, listing)) in self.scopes.iter().zip(listings).enumerate() {
+        for (index, (scope, (listing, attached))) in self.scopes.iter().zip(listings).enumerate() {
+            inventory.attached.extend(attached);
             match listing {
                 Ok(instances) => {
                     for (instance, hibernation) in instances {

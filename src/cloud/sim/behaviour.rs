@@ -30,6 +30,11 @@ pub struct Behaviour {
     /// When its owner starts it, if it is stopped, on weekdays (local time, `HH:MM`).
     #[serde(default, deserialize_with = "time_of_day")]
     pub owner_starts_at: Option<NaiveTime>,
+    /// Its EBS volumes and Elastic IPs (what it pays while stopped); without it, one 100 GiB
+    /// gp3 root volume and no Elastic IP, a common GPU box's. `volumes: null` simulates a
+    /// failed read.
+    #[serde(default)]
+    pub attached: Option<crate::fleet::money::Attached>,
 }
 
 /// A GPU usage pattern.
@@ -80,6 +85,19 @@ fn time_of_day<'de, D: serde::Deserializer<'de>>(de: D) -> Result<Option<NaiveTi
 }
 
 impl Behaviour {
+    /// Its volumes and Elastic IPs, as the simulated cloud lists them.
+    pub fn attached(&self) -> crate::fleet::money::Attached {
+        self.attached
+            .clone()
+            .unwrap_or_else(|| crate::fleet::money::Attached {
+                volumes: Some(vec![crate::fleet::money::Volume {
+                    volume_type: "gp3".into(),
+                    size_gib: 100,
+                }]),
+                elastic_ips: Some(0),
+            })
+    }
+
     /// Whether its owner starts it at `at`: a weekday, at or after `owner_starts_at`, and not
     /// on a day the owner already did (`last`).
     pub(super) fn owner_arrives(
