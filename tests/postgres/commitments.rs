@@ -119,6 +119,11 @@ async fn history(store: &Store, busy_g_ten: bool) {
 
 /// `ebb report --format json --by team` over the window, with [`PRICES`].
 fn report(pool: &PgPool) -> Value {
+    serde_json::from_str(&report_as(pool, "json")).unwrap()
+}
+
+/// `ebb report --format FORMAT --by team` over the window, with [`PRICES`].
+fn report_as(pool: &PgPool, format: &str) -> String {
     let dir = tempfile::tempdir().unwrap();
     let prices = dir.path().join("prices.yaml");
     std::fs::write(&prices, PRICES).unwrap();
@@ -126,7 +131,7 @@ fn report(pool: &PgPool) -> Value {
         .env("EBB_PRICES", &prices)
         .env_remove("EBB_CLOUD")
         .run(&[
-            "report", "--since", SINCE, "--until", UNTIL, "--by", "team", "--format", "json",
+            "report", "--since", SINCE, "--until", UNTIL, "--by", "team", "--format", format,
             "--at", UNTIL,
         ]);
     assert!(
@@ -134,7 +139,7 @@ fn report(pool: &PgPool) -> Value {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    serde_json::from_slice(&out.stdout).unwrap()
+    String::from_utf8(out.stdout).unwrap()
 }
 
 /// The measures of the team `value` in a report's JSON.
@@ -179,6 +184,12 @@ async fn a_reserved_box_stopped_saves_gross_but_not_net_and_disks_are_subtracted
     assert_eq!(plain["saved_usd"], 24.0);
     assert_eq!(plain["commitment_covered_usd"], 0.0);
     assert_eq!(plain["net_saved_usd"], 23.46);
+    // The table says the same, gross to net, in words.
+    let text = report_as(&pool, "table");
+    assert!(
+        text.contains("\ngross $144.00, net $22.50: less $120.00 of stopped hours reservations and Savings Plans would have covered ($72.00 of commitment left unused by the stops), less $1.50 the stopped boxes still paid for their volumes and Elastic IPs\n"),
+        "{text}"
+    );
 }
 
 #[sqlx::test]

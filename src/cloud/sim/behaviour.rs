@@ -183,6 +183,21 @@ mod tests {
     }
 
     #[test]
+    fn a_simulated_box_has_a_root_volume_unless_its_block_says_otherwise() {
+        let root = Behaviour::default().attached();
+        let volumes = root.volumes.unwrap();
+        assert_eq!(
+            (volumes[0].volume_type.as_str(), volumes[0].size_gib),
+            ("gp3", 100)
+        );
+        assert_eq!(root.elastic_ips, Some(0));
+        let unread: Behaviour =
+            crate::policy::yaml::from_str("attached: {volumes: null, elastic_ips: 2}").unwrap();
+        assert_eq!(unread.attached().volumes, None);
+        assert_eq!(unread.attached().elastic_ips, Some(2));
+    }
+
+    #[test]
     fn notebook_work_is_bursty_in_office_hours_and_idle_after() {
         let b = Behaviour {
             usage: Usage::Notebook,
