@@ -712,7 +712,13 @@ async fn the_listing_reads_each_instances_volumes_and_elastic_ips() {
     assert_eq!(bare.volumes.as_ref().map(Vec::len), Some(1), "{bare:?}");
     assert!(bare.volumes.as_ref().unwrap()[0].size_gib > 0);
     assert_eq!(bare.elastic_ips, Some(0));
-    // One call of each for the region's two instances.
+    // One call of each for the region's two instances; read in full, they are not asked
+    // again at the next listing.
+    let calls = provider.calls();
+    assert_eq!(calls["DescribeVolumes"], 1);
+    assert_eq!(calls["DescribeAddresses"], 1);
+    let again = provider.instances().await;
+    assert_eq!(again.attached[&with_disk], inventory.attached[&with_disk]);
     let calls = provider.calls();
     assert_eq!(calls["DescribeVolumes"], 1);
     assert_eq!(calls["DescribeAddresses"], 1);

@@ -1,7 +1,9 @@
 //! What a listed instance keeps paying for while stopped: its EBS volumes (DescribeVolumes)
 //! and its Elastic IPs (DescribeAddresses), read with the listing. A call that fails leaves
 //! those facts of the instances it was for unread (`None`), never empty: a report then says
-//! their cost is unknown rather than zero.
+//! their cost is unknown rather than zero. What was read in full is read again only after
+//! [`READ_AGAIN_AFTER`]: disks and addresses change rarely, and a fleet of thousands would
+//! otherwise cost two calls per 200 instances at every tick.
 
 use super::{cloud_error, AwsProvider, Scope};
 use crate::fleet::money::{Attached, Volume};
@@ -12,13 +14,47 @@ use std::collections::HashMap;
 /// Instance ids per filter (EC2 takes at most 200 values in one filter).
 const IDS_PER_CALL: usize = 200;
 
+/// How long what was read of an instance's volumes and addresses is used before reading them
+/// again.
+const READ_AGAIN_AFTER: std::time::Duration = std::time::Duration::from_secs(3600);
+
 impl AwsProvider {
-    /// The volumes and Elastic IPs of `ids`, listed in `scope`: one entry per id.
+    /// The volumes and Elastic IPs of `ids`, listed in `scope`: one entry per id, read again
+    /// for those not read in full within [`READ_AGAIN_AFTER`].
     pub(super) async fn attached(
         &self,
         scope: &Scope,
         ids: &[String],
     ) -> HashMap<String, Attached> {
+        let now = tokio::time::Instant::now();
+        let mut fresh = HashMap::new();
+        let mut stale = Vec::new();
+        {
+            let cache = self.attached.lock().expect("attachment cache poisoned");
+            for id in ids {
+                match cache.get(id) {
+                    Some((at, a)) if now.duration_since(*at) < READ_AGAIN_AFTER => {
+                        fresh.insert(id.clone(), a.clone());
+                    }
+                    _ => stale.push(id.clone()),
+                }
+            }
+        }
+        let read = self.read_attached(scope, &stale).await;
+        let mut cache = self.attached.lock().expect("attachment cache poisoned");
+        // What is due to be read again is let go: gone instances leave nothing behind.
+        cache.retain(|_, (at, _)| now.duration_since(*at) < READ_AGAIN_AFTER);
+        for (id, a) in &read {
+            if a.volumes.is_some() && a.elastic_ips.is_some() {
+                cache.insert(id.clone(), (now, a.clone()));
+            }
+        }
+        fresh.extend(read);
+        fresh
+    }
+
+    /// DescribeVolumes and DescribeAddresses of `ids`, 200 at a time.
+    async fn read_attached(&self, scope: &Scope, ids: &[String]) -> HashMap<String, Attached> {
         let mut out: HashMap<String, Attached> = ids
             .iter()
             .map(|id| {
