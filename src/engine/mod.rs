@@ -367,6 +367,10 @@ pub struct Override {
     pub by: String,
 }
 
+/// How far back a start refused for lack of capacity can count (`idle.capacity_memory` at
+/// most): what the store loads for [`Prior::last_capacity_failure`].
+pub use crate::policy::MAX_CAPACITY_MEMORY;
+
 /// Everything ebb knows from before this decision.
 #[derive(Debug, Clone, Default)]
 pub struct Prior {

@@ -1,7 +1,7 @@
 //! The starts EC2 refused for lack of capacity, by region and type, for `idle.min_gap`.
 
 use super::{Result, Store};
-use crate::policy::MAX_CAPACITY_MEMORY;
+use crate::engine::MAX_CAPACITY_MEMORY;
 use chrono::{DateTime, Utc};
 use std::collections::HashMap;
 
