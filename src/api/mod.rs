@@ -505,7 +505,7 @@ pub struct ReportQuery {
 
 impl ApiState {
     /// What ebb saved over `window`, grouped by the tag `by` too when given, priced by the
-    /// on-demand price table: what `GET /v1/report` and the console's `/savings` show. The
+    /// price table: what `GET /v1/report` and the console's `/savings` show. The
     /// calculation runs on the blocking pool, not on the runtime's workers the leader's tick
     /// and the health checks need.
     pub async fn report(
@@ -517,14 +517,14 @@ impl ApiState {
             .map(str::trim)
             .filter(|b| !b.is_empty())
             .map(str::to_string);
-        // Whole past days come from their rollups, summed by the database.
-        let parts = self.store.report_parts(window, by.as_deref()).await?;
+        // Whole past days come from their rollups, summed by the database, unless the net
+        // needs every hour.
+        let input = self
+            .store
+            .report_input(window, by.as_deref(), &self.prices)
+            .await?;
         let prices = self.prices.clone();
-        let compute = move || {
-            crate::report::compute_parts(&parts, window, by.as_deref(), &|region, ty| {
-                prices.get(region, ty)
-            })
-        };
+        let compute = move || input.compute(window, by.as_deref(), &prices);
         match tokio::task::spawn_blocking(compute).await {
             Ok(report) => Ok(report),
             // As if it had run here: a panic stays a panic.

@@ -101,7 +101,8 @@ pub(super) async fn run(args: &AdviseArgs) -> Result<ExitCode> {
             )
         }
     };
-    add_prices(&args.prices, &mut fleet)?;
+    // Advise sizes commitments from the table's rates, not the ones held.
+    let _held = add_prices(&args.prices, &mut fleet)?;
     let on_demand: BTreeMap<String, BTreeMap<String, f64>> = fleet
         .prices
         .iter()

@@ -7,9 +7,11 @@ use super::args::{DbArgs, PolicyDirs, PricesArg};
 use super::replay_store;
 use super::utilisation::read_utilisation;
 use crate::engine::Prior;
+use crate::fleet::money::PriceTable;
 use crate::fleet::{Fleet, Instance, GPU_BUSY_PERCENT};
 use crate::policy::PolicySet;
-use crate::replay::{InstanceOutcome, Options, Recording, Replayer, Report, CHUNK};
+use crate::replay::{InstanceOutcome, OnDemandUse, Options, Recording, Replayer, Report, CHUNK};
+use crate::report::money::HourlyUse;
 use crate::store::Store;
 use crate::{policy, snapshot, when};
 use anyhow::{bail, Context as _, Result};
@@ -20,6 +22,9 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
 use std::sync::Mutex;
+
+/// What a replay worker gives back: its instances' outcomes and their hours on demand summed.
+type Replayed = (Vec<InstanceOutcome>, OnDemandUse);
 
 /// The flags of `ebb replay`.
 #[derive(clap::Args)]
@@ -142,7 +147,7 @@ pub(super) async fn run(args: &ReplayArgs) -> Result<ExitCode> {
             )
         }
     };
-    add_prices(&args.prices, &mut fleet)?;
+    let table = add_prices(&args.prices, &mut fleet)?;
     let options = Options {
         from: args.from,
         to: args.to,
@@ -172,6 +177,10 @@ pub(super) async fn run(args: &ReplayArgs) -> Result<ExitCode> {
             feed,
         )
     })?;
+    let mut report = report;
+    if let Some(table) = &table {
+        report.apply_commitments(table);
+    }
     print!(
         "{}",
         match args.format {
@@ -184,18 +193,20 @@ pub(super) async fn run(args: &ReplayArgs) -> Result<ExitCode> {
 }
 
 /// `--prices` filling in the on-demand prices the fleet leaves out (all of them, from
-/// Postgres: there they are the control plane's `EBB_PRICES`).
-pub(super) fn add_prices(prices: &PricesArg, fleet: &mut Fleet) -> Result<()> {
-    if let Some(path) = &prices.prices {
-        for (region, types) in crate::cloud::prices::load(path)?.prices {
-            let prices = fleet.prices.entry(region).or_default();
-            for (instance_type, price) in types {
-                let known = prices.entry(instance_type).or_default();
-                known.on_demand.get_or_insert(price);
-            }
+/// Postgres: there they are the control plane's `EBB_PRICES`); the table, for its commitments.
+pub(super) fn add_prices(prices: &PricesArg, fleet: &mut Fleet) -> Result<Option<PriceTable>> {
+    let Some(path) = &prices.prices else {
+        return Ok(None);
+    };
+    let table = crate::cloud::prices::load(path)?;
+    for (region, types) in &table.prices {
+        let prices = fleet.prices.entry(region.clone()).or_default();
+        for (instance_type, price) in types {
+            let known = prices.entry(instance_type.clone()).or_default();
+            known.on_demand.get_or_insert(*price);
         }
     }
-    Ok(())
+    Ok(Some(table))
 }
 
 /// Replays the recording on one worker per core while it is read.
@@ -209,9 +220,14 @@ fn replay_all(
     feed: impl FnOnce(&SyncSender<Vec<Recording>>) -> Result<()>,
 ) -> Result<Report> {
     let workers = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let replay = |chunks: &Mutex<Receiver<Vec<Recording>>>| -> Result<Vec<InstanceOutcome>> {
+    let replay = |chunks: &Mutex<Receiver<Vec<Recording>>>| -> Result<Replayed> {
         let mut replayer = Replayer::new(options, set, baseline, &fleet.prices, prior);
         let mut outcomes = Vec::new();
+        // Summed as the chunks go: an instance's hours by hour are not kept.
+        let mut on_demand = OnDemandUse {
+            policies: HourlyUse::starting(options.from),
+            always_on: HourlyUse::starting(options.from),
+        };
         loop {
             // The lock is held only while waiting for the next chunk, not while replaying it.
             let next = chunks
@@ -219,10 +235,16 @@ fn replay_all(
                 .map_err(|_| anyhow::anyhow!("a replay worker failed"))?
                 .recv();
             let Ok(chunk) = next else {
-                return Ok(outcomes);
+                return Ok((outcomes, on_demand));
             };
             match replayer.replay(&chunk) {
-                Ok(more) => outcomes.extend(more),
+                Ok(mut more) => {
+                    for used in more.iter_mut().filter_map(|o| o.on_demand.take()) {
+                        on_demand.policies.merge(&used.policies);
+                        on_demand.always_on.merge(&used.always_on);
+                    }
+                    outcomes.extend(more);
+                }
                 Err(err) => {
                     // Drained, so that the reader never waits on a queue no one empties.
                     while chunks.lock().is_ok_and(|c| c.recv().is_ok()) {}
@@ -242,10 +264,11 @@ fn replay_all(
         let read = feed(&send);
         drop(send);
         for handle in handles {
-            let outcomes = handle
+            let (outcomes, on_demand) = handle
                 .join()
                 .unwrap_or_else(|panic| std::panic::resume_unwind(panic))?;
             report.add(outcomes);
+            report.add_on_demand(&on_demand);
         }
         read
     })?;

@@ -53,6 +53,9 @@ pub struct Inventory {
     pub complete_regions: Vec<String>,
     /// Regions (or accounts in them) that could not be listed, with why.
     pub failures: Vec<ScopeFailure>,
+    /// What listed instances keep paying for while stopped (volumes, Elastic IPs), by id; an
+    /// instance absent, or a fact `None`, was not read.
+    pub attached: HashMap<String, crate::fleet::money::Attached>,
 }
 
 /// A region of one account that could not be listed.

@@ -218,11 +218,13 @@ impl Provider for SimProvider {
         let now = self.clock.now();
         let mut fleet = self.fleet();
         let mut regions = BTreeSet::new();
+        let mut attached = HashMap::with_capacity(fleet.instances.len());
         let instances = fleet
             .instances
             .iter_mut()
             .map(|sim| {
                 sim.advance(now);
+                attached.insert(sim.instance.id.clone(), sim.behaviour.attached());
                 if !regions.contains(&sim.instance.region) {
                     regions.insert(sim.instance.region.clone());
                 }
@@ -234,6 +236,7 @@ impl Provider for SimProvider {
             instances,
             complete_regions: regions.into_iter().collect(),
             failures: Vec::new(),
+            attached,
         }
     }
 

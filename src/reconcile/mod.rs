@@ -23,13 +23,14 @@ pub use report::{
 
 use crate::cloud::Provider;
 use crate::engine::{self, Decision};
+use crate::fleet::money::Attached;
 use crate::fleet::Fleet;
 use crate::names::ACTOR;
 use crate::policy::PolicySet;
 use crate::spot;
 use crate::store::{Leadership, Store};
 use chrono::{DateTime, SecondsFormat, Utc};
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use tracing::Instrument as _;
@@ -165,6 +166,9 @@ pub struct Reconciler<P> {
     gpu_asked: read::Asked,
     /// When the kept instance catalogue's age was last looked at.
     catalogue_looked: std::sync::Mutex<Option<DateTime<Utc>>>,
+    /// The volumes and Elastic IPs last kept in Postgres, by instance: only changes are
+    /// written (kept in memory: a new leader writes them all once).
+    attached_kept: std::sync::Mutex<HashMap<String, Attached>>,
 }
 
 impl<P: Provider> Reconciler<P> {
@@ -182,6 +186,7 @@ impl<P: Provider> Reconciler<P> {
             alerts_told: std::sync::Mutex::default(),
             gpu_asked: read::Asked::default(),
             catalogue_looked: std::sync::Mutex::default(),
+            attached_kept: std::sync::Mutex::default(),
         }
     }
 
@@ -293,6 +298,7 @@ impl<P: Provider> Reconciler<P> {
         self.store
             .sync_inventory(&inventory.complete_regions, &inventory.instances, now)
             .await?;
+        self.keep_attached(&inventory.attached).await?;
         let resolution = self.resolve_interrupted(&inventory, now, timers).await?;
         report.resolved = resolution.resolved;
         report.awaiting = resolution.open.len();
@@ -304,6 +310,25 @@ impl<P: Provider> Reconciler<P> {
             ..Fleet::default()
         };
         Ok((fleet, resolution.open, inventory.complete_regions))
+    }
+
+    /// Keeps in Postgres the volumes and Elastic IPs read that changed since the last kept.
+    async fn keep_attached(&self, read: &HashMap<String, Attached>) -> Result<(), TickError> {
+        let changed: HashMap<String, Attached> = {
+            let kept = self.attached_kept.lock().unwrap_or_else(|e| e.into_inner());
+            read.iter()
+                .filter(|(id, a)| kept.get(*id) != Some(*a))
+                .map(|(id, a)| (id.clone(), a.clone()))
+                .collect()
+        };
+        if changed.is_empty() {
+            return Ok(());
+        }
+        self.store.keep_attached(&changed).await?;
+        let mut kept = self.attached_kept.lock().unwrap_or_else(|e| e.into_inner());
+        kept.retain(|id, _| read.contains_key(id));
+        kept.extend(changed);
+        Ok(())
     }
 
     /// Decides for every listed instance from what ebb remembers, and records the decisions.

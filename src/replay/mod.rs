@@ -17,11 +17,12 @@ mod model;
 mod report;
 
 pub use model::Played;
-pub use report::{InstanceOutcome, Report, Scenarios, Tally};
+pub use report::{InstanceOutcome, OnDemandUse, Report, Scenarios, Tally};
 
 use crate::engine::{self, Prior, RECENT};
 use crate::fleet::{Instance, InstanceState, Lifecycle, Prices, Sample};
 use crate::policy::{LateStart, PolicySet};
+use crate::report::money::HourlyUse;
 use chrono::{DateTime, Duration, Utc};
 use std::borrow::Cow;
 
@@ -165,8 +166,8 @@ impl<'a> Replayer<'a> {
             .map(|r| busy_spans(&r.samples, o.busy_threshold))
             .collect();
         let chunk_refs: Vec<&Recording> = chunk.iter().collect();
-        let run = |s: &mut Scenario| -> Vec<Tally> {
-            let played = model::run(
+        let run = |s: &mut Scenario| -> Vec<Played> {
+            model::run(
                 &s.set,
                 &mut s.prior,
                 &chunk_refs,
@@ -175,12 +176,16 @@ impl<'a> Replayer<'a> {
                 &o,
                 self.prices,
                 false,
-            );
-            played.into_iter().map(|p| p.tally).collect()
+            )
         };
-        let policies = run(&mut self.policies);
-        let baseline = self.baseline.as_mut().map(run);
-        let late_start_enforce = self.late_start_enforce.as_mut().map(run);
+        let tallies = |run: Vec<Played>| run.into_iter().map(|p| p.tally).collect();
+        let (policies, mut on_demand): (Vec<Tally>, Vec<HourlyUse>) = run(&mut self.policies)
+            .into_iter()
+            .map(|p| (p.tally, p.on_demand))
+            .unzip();
+        let baseline: Option<Vec<Tally>> = self.baseline.as_mut().map(run).map(tallies);
+        let late_start_enforce: Option<Vec<Tally>> =
+            self.late_start_enforce.as_mut().map(run).map(tallies);
         Ok(chunk
             .iter()
             .enumerate()
@@ -193,7 +198,20 @@ impl<'a> Replayer<'a> {
                     ),
                     false => Default::default(),
                 };
+                let mut always_on_demand = HourlyUse::starting(o.from);
+                if live && r.instance.lifecycle == Lifecycle::OnDemand {
+                    always_on_demand.add(
+                        &r.instance.region,
+                        &r.instance.instance_type,
+                        o.from,
+                        o.to,
+                    );
+                }
                 InstanceOutcome {
+                    on_demand: Some(Box::new(OnDemandUse {
+                        policies: std::mem::take(&mut on_demand[i]),
+                        always_on: always_on_demand,
+                    })),
                     instance: r.instance.id.clone(),
                     policy: engine::governing_policy(&self.policies.set, &r.instance)
                         .map(|p| p.name.clone()),

@@ -10,6 +10,7 @@ use crate::engine::{self, Action, Brief, Decider, InstanceFacts, Prior, RECENT};
 use crate::fleet::{Fleet, Instance, InstanceState, Lifecycle, Prices, Sample};
 use crate::names::{MIGRATION_TAG, STOP_AT_TAG};
 use crate::policy::PolicySet;
+use crate::report::money::HourlyUse;
 use chrono::{DateTime, Duration, SecondsFormat, Utc};
 
 /// The replacement a modelled spot move launches is tagged as a migration's: what the engine
@@ -37,20 +38,26 @@ struct Modelled<'r> {
     tally: Tally,
     /// When it ran, touching stretches merged (kept only when asked for).
     running: Option<Vec<Span>>,
+    /// Hours running on demand, hour by hour from the hour of the replay's start: what
+    /// commitments apply to.
+    on_demand: HourlyUse,
 }
 
-/// What one scenario did to one instance: its measures, and when it ran when that was asked
-/// for (`advise` prices each hour of it).
+/// What one scenario did to one instance: its measures, its hours running on demand, and when
+/// it ran when that was asked for (`advise` prices each hour of it).
 #[derive(Debug, Clone, Default)]
 pub struct Played {
     /// The measures.
     pub tally: Tally,
+    /// Hours running on demand, hour by hour from the hour of the replay's start.
+    pub on_demand: HourlyUse,
     /// The stretches of time it ran, in order (empty unless asked for).
     pub running: Vec<Span>,
 }
 
-/// Replays `chunk` under `set`: one outcome per instance, with when it ran if `keep_running`.
-/// `prior` holds what ebb remembers and is updated with the facts the modelled actions leave.
+/// Replays `chunk` under `set`: one outcome per instance, with its hours running on demand and
+/// when it ran if `keep_running`. `prior` holds what ebb remembers and is updated with the
+/// facts the modelled actions leave.
 #[allow(clippy::too_many_arguments)]
 pub(super) fn run(
     set: &PolicySet,
@@ -97,6 +104,7 @@ pub(super) fn run(
             demand_while_stopped: false,
             tally: Tally::default(),
             running: keep_running.then(Vec::new),
+            on_demand: HourlyUse::starting(o.from),
         })
         .collect();
     let mut groups = Groups::of(&fleet.instances);
@@ -126,6 +134,9 @@ pub(super) fn run(
                 m.scaled(view, t, to);
             }
             m.account(view.state, t, end, length);
+            if view.state == InstanceState::Running && view.lifecycle == Lifecycle::OnDemand {
+                m.on_demand.add(&view.region, &view.instance_type, t, end);
+            }
         }
         t = end;
     }
@@ -133,6 +144,7 @@ pub(super) fn run(
         .into_iter()
         .map(|m| Played {
             tally: m.tally,
+            on_demand: m.on_demand,
             running: m.running.unwrap_or_default(),
         })
         .collect()

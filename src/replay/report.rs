@@ -1,6 +1,8 @@
 //! The measures of a replay, summed over instances and policies, and how they are shown:
 //! JSON, a table, and a pull-request comment in Markdown.
 
+use crate::fleet::money::PriceTable;
+use crate::report::money::HourlyUse;
 use chrono::{DateTime, SecondsFormat, Utc};
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
@@ -145,6 +147,51 @@ pub struct InstanceOutcome {
     pub policy: Option<String>,
     /// What each scenario did to it.
     pub scenarios: Scenarios,
+    /// Its hours on demand, for the commitments (taken out when the report adds it).
+    pub on_demand: Option<Box<OnDemandUse>>,
+}
+
+/// Hours running on demand under the policies and always on, by hour: what the commitments
+/// held apply to.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct OnDemandUse {
+    /// Under the policies given.
+    pub policies: HourlyUse,
+    /// Always on.
+    pub always_on: HourlyUse,
+}
+
+/// From gross to net: what the commitments held make of the policies' savings against always
+/// on.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Net {
+    /// The savings at on-demand (and spot) prices.
+    pub gross_usd: f64,
+    /// The on-demand dollars of the hours the policies stopped that commitments would have
+    /// covered: not saved.
+    pub commitment_covered_usd: f64,
+    /// The commitment dollars left unused because of the stops.
+    pub unused_commitment_usd: f64,
+    /// Gross less what commitments covered.
+    pub net_usd: f64,
+}
+
+impl Net {
+    fn json(&self) -> Value {
+        json!({
+            "gross_savings_usd": round(self.gross_usd, 4),
+            "commitment_covered_usd": round(self.commitment_covered_usd, 4),
+            "unused_commitment_usd": round(self.unused_commitment_usd, 4),
+            "net_savings_usd": round(self.net_usd, 4),
+        })
+    }
+
+    fn line(&self) -> String {
+        format!(
+            "Gross ${:.2}, net ${:.2}: less ${:.2} of stopped hours the commitments held would have covered (${:.2} of commitment left unused by the stops).",
+            self.gross_usd, self.net_usd, self.commitment_covered_usd, self.unused_commitment_usd
+        )
+    }
 }
 
 /// A whole replay: the total, per policy and per instance.
@@ -158,6 +205,10 @@ pub struct Report {
     pub by_policy: BTreeMap<Option<String>, Scenarios>,
     /// Each instance, in the order added.
     pub instances: Vec<InstanceOutcome>,
+    /// Every instance's hours on demand, summed.
+    on_demand: OnDemandUse,
+    /// Gross to net, once [`Report::apply_commitments`] found commitments held.
+    pub net: Option<Net>,
 }
 
 /// A row of the Markdown comparison: its name, the measure, and its decimal places.
@@ -175,12 +226,47 @@ impl Report {
             total: Scenarios::default(),
             by_policy: BTreeMap::new(),
             instances: Vec::new(),
+            on_demand: OnDemandUse {
+                policies: HourlyUse::starting(from),
+                always_on: HourlyUse::starting(from),
+            },
+            net: None,
         }
+    }
+
+    /// Adds hours on demand summed apart from their outcomes.
+    pub fn add_on_demand(&mut self, used: &OnDemandUse) {
+        self.on_demand.policies.merge(&used.policies);
+        self.on_demand.always_on.merge(&used.always_on);
+    }
+
+    /// Works out gross to net with the commitments `table` holds (none held: nothing).
+    pub fn apply_commitments(&mut self, table: &PriceTable) {
+        if table.commitments.is_empty() || self.to <= self.from {
+            self.net = None;
+            return;
+        }
+        let first = self.on_demand.policies.first_hour;
+        let hours = (self.to.timestamp() - 1).div_euclid(3600) - first + 1;
+        let policies = self.on_demand.policies.bill(table, hours);
+        let always_on = self.on_demand.always_on.bill(table, hours);
+        let gross = self.total.savings(&self.total.policies);
+        let covered = always_on.covered_usd - policies.covered_usd;
+        self.net = Some(Net {
+            gross_usd: gross,
+            commitment_covered_usd: covered,
+            unused_commitment_usd: always_on.commitment_used_usd - policies.commitment_used_usd,
+            net_usd: gross - covered,
+        });
     }
 
     /// Adds the outcomes of a chunk.
     pub fn add(&mut self, outcomes: Vec<InstanceOutcome>) {
-        for o in outcomes {
+        for mut o in outcomes {
+            if let Some(used) = o.on_demand.take() {
+                self.on_demand.policies.merge(&used.policies);
+                self.on_demand.always_on.merge(&used.always_on);
+            }
             self.total += o.scenarios;
             *self.by_policy.entry(o.policy.clone()).or_default() += o.scenarios;
             self.instances.push(o);
@@ -201,6 +287,7 @@ impl Report {
             "from": from,
             "to": to,
             "scenarios": self.total.json(),
+            "commitments": self.net.map(|n| n.json()),
             "policies": self.by_policy.iter().map(|(p, s)| json!({
                 "policy": p,
                 "scenarios": s.json(),
@@ -264,6 +351,9 @@ impl Report {
                 tally.unserved_busy_s as f64 / 3600.0,
                 tally.wrongful_stops,
             );
+        }
+        if let Some(net) = &self.net {
+            let _ = writeln!(out, "\n{}", net.line());
         }
         let _ = writeln!(
             out,
@@ -330,6 +420,9 @@ impl Report {
             t.oracle.cost_usd,
             t.savings(&t.policies)
         );
+        if let Some(net) = &self.net {
+            let _ = writeln!(out, "{}\n", net.line());
+        }
         if let Some(e) = t.late_start_enforce {
             let _ = writeln!(
                 out,
@@ -413,7 +506,67 @@ mod tests {
                 always_on: tally(10, 10.0),
                 oracle: tally(2, 2.0),
             },
+            on_demand: None,
         }
+    }
+
+    #[test]
+    fn a_stop_a_reservation_covers_saves_gross_but_not_net() {
+        use crate::fleet::money::{
+            CommitmentRates, HeldCommitments, ReservedInstances, Term, TermRates,
+        };
+        // One g.a ($10/h on demand, $6/h reserved) running 24 h always on, 12 h under the
+        // policies; one g.a reservation held. Gross: $240 − $120 = $120. Always on, the
+        // reservation covers all 24 h ($240); under the policies 12 h ($120): the 12 stopped
+        // hours ($120) were covered, so the net is $0, and 12 h × $6 = $72 of the reservation
+        // went unused because of the stops.
+        let from: DateTime<Utc> = "2026-11-30T00:00:00Z".parse().unwrap();
+        let to = from + chrono::Duration::hours(24);
+        let mut report = Report::new(from, to);
+        let mut used = OnDemandUse {
+            policies: HourlyUse::starting(from),
+            always_on: HourlyUse::starting(from),
+        };
+        used.policies
+            .add("r", "g.a", from, from + chrono::Duration::hours(12));
+        used.always_on.add("r", "g.a", from, to);
+        let mut o = outcome("i-a", Some("office"), tally(12, 120.0));
+        o.scenarios.always_on = tally(24, 240.0);
+        o.on_demand = Some(Box::new(used));
+        report.add(vec![o]);
+        let one = |rate| TermRates {
+            one_year: Some(rate),
+            three_years: None,
+        };
+        let table = PriceTable {
+            prices: [("r".to_string(), [("g.a".to_string(), 10.0)].into())].into(),
+            reserved: Some(CommitmentRates {
+                rates: [("r".to_string(), [("g.a".to_string(), one(6.0))].into())].into(),
+                ..CommitmentRates::default()
+            }),
+            commitments: HeldCommitments {
+                reserved_instances: vec![ReservedInstances {
+                    instance_type: "g.a".into(),
+                    region: "r".into(),
+                    count: 1,
+                    term: Term::OneYear,
+                }],
+                savings_plans: vec![],
+            },
+            ..PriceTable::default()
+        };
+        report.apply_commitments(&table);
+        let net = report.net.unwrap();
+        assert_eq!(net.gross_usd, 120.0);
+        assert_eq!(net.commitment_covered_usd, 120.0);
+        assert_eq!(net.unused_commitment_usd, 72.0);
+        assert_eq!(net.net_usd, 0.0);
+        let json: Value = serde_json::from_str(&report.json()).unwrap();
+        assert_eq!(json["commitments"]["net_savings_usd"], 0.0);
+        assert!(report.table().contains("Gross $120.00, net $0.00"));
+        // Without commitments held, no gross-to-net line.
+        report.apply_commitments(&PriceTable::default());
+        assert_eq!(report.net, None);
     }
 
     #[test]

@@ -8,7 +8,7 @@ use std::fmt::Write as _;
 type Column = fn(&Measures) -> String;
 
 /// The columns after a row's name, with how each is read from the measures.
-const COLUMNS: [(&str, Column); 16] = [
+const COLUMNS: [(&str, Column); 21] = [
     ("saved_usd", |m| format!("{:.2}", m.saved_usd)),
     ("stopped_saved_usd", |m| {
         format!("{:.2}", m.stopped_saved_usd)
@@ -31,6 +31,19 @@ const COLUMNS: [(&str, Column); 16] = [
     ("group_saved_usd", |m| format!("{:.2}", m.group_saved_usd)),
     ("group_scale_downs", |m| m.group_scale_downs.to_string()),
     ("group_hours", |m| format!("{:.2}", m.group_hours)),
+    ("net_saved_usd", |m| net(m.net_saved_usd)),
+    ("commitment_covered_usd", |m| {
+        format!("{:.2}", m.commitment_covered_usd)
+    }),
+    ("unused_commitment_usd", |m| {
+        format!("{:.2}", m.unused_commitment_usd)
+    }),
+    ("stopped_box_cost_usd", |m| {
+        format!("{:.2}", m.stopped_box_cost_usd)
+    }),
+    ("unknown_box_cost_hours", |m| {
+        format!("{:.2}", m.unknown_box_cost_hours)
+    }),
 ];
 
 /// The rows of a report: (group, name, measures): the total, each policy, each tag value, each
@@ -74,6 +87,7 @@ pub fn table(r: &Report) -> String {
         t.override_hours,
         count(t.people_starts, "instance", "instances"),
     );
+    let _ = writeln!(out, "{}", gross_to_net(t));
     if t.group_scale_downs > 0 || t.group_hours > 0.0 {
         let _ = writeln!(
             out,
@@ -152,6 +166,32 @@ pub fn csv(r: &Report) -> String {
         out.push('\n');
     }
     out
+}
+
+/// The net, or `unknown`.
+fn net(v: Option<f64>) -> String {
+    v.map_or_else(|| "unknown".to_string(), |v| format!("{v:.2}"))
+}
+
+/// How the report gets from gross to net, in a line: what commitments would have covered of
+/// the stopped hours and what the stopped boxes still paid.
+pub fn gross_to_net(t: &Measures) -> String {
+    let mut line = format!(
+        "gross ${:.2}, net ${}: less ${:.2} of stopped hours reservations and Savings Plans would have covered (${:.2} of commitment left unused by the stops), less ${:.2} the stopped boxes still paid for their volumes and Elastic IPs",
+        t.saved_usd,
+        net(t.net_saved_usd),
+        t.commitment_covered_usd,
+        t.unused_commitment_usd,
+        t.stopped_box_cost_usd,
+    );
+    if t.unknown_box_cost_hours > 0.0 {
+        let _ = write!(
+            line,
+            "; the net is unknown: {:.2} stopped hours are of boxes whose volumes or Elastic IPs could not be read or are not priced (while_stopped in the price table)",
+            t.unknown_box_cost_hours
+        );
+    }
+    line
 }
 
 /// "1 stop", "2 stops".

@@ -54,6 +54,8 @@ pub struct InstanceInfo {
     pub tags: BTreeMap<String, String>,
     /// The policy of its last decision.
     pub policy: Option<String>,
+    /// Its volumes and Elastic IPs as last read: what it pays while stopped.
+    pub attached: crate::fleet::money::Attached,
 }
 
 /// A spot migration, as far as its savings go.
@@ -124,6 +126,20 @@ impl GroupChange {
     }
 }
 
+/// A stretch of time an instance ran (was seen pending or running), inside the window: the
+/// usage commitments apply to before the stopped hours.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RunningSpan {
+    /// Its region.
+    pub region: String,
+    /// Its type.
+    pub instance_type: String,
+    /// From.
+    pub from: DateTime<Utc>,
+    /// To.
+    pub to: DateTime<Utc>,
+}
+
 /// Everything a report is worked out from.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct History {
@@ -141,6 +157,9 @@ pub struct History {
     /// The groups' changes in the window, and each group's last one before it when that was a
     /// scale-down, in any order.
     pub groups: Vec<GroupChange>,
+    /// What ran in the window, in the regions and of the types the commitments held may
+    /// cover (read only when some are held).
+    pub running: Vec<RunningSpan>,
 }
 
 impl History {

@@ -34,18 +34,21 @@
 mod format;
 mod groups;
 mod history;
+pub mod money;
 mod rollup;
 mod tally;
 
-pub use format::{csv, table};
+pub use format::{csv, gross_to_net, table};
 pub use groups::GroupMeasures;
 pub use history::{
-    ActionRecord, EbbAction, GroupChange, History, InstanceInfo, OverrideSpan, SpotMove,
-    StateChange,
+    ActionRecord, EbbAction, GroupChange, History, InstanceInfo, OverrideSpan, RunningSpan,
+    SpotMove, StateChange,
 };
 pub use rollup::{compute_parts, midnight, roll_up, Parts, RolledDay, RolledSum};
 
+use crate::fleet::money::PriceTable;
 use chrono::{DateTime, Duration, NaiveDate, Utc};
+use money::Span;
 use serde::Serialize;
 use std::collections::BTreeMap;
 use tally::{finish, Tally};
@@ -117,8 +120,24 @@ impl Window {
 /// The measures of a report, for the whole fleet or one group.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct Measures {
-    /// Dollars saved: stopped savings, spot savings and group savings.
+    /// Dollars saved, gross: stopped savings, spot savings and group savings, every stopped
+    /// hour at its on-demand price.
     pub saved_usd: f64,
+    /// Dollars saved, net: gross less what commitments would have covered of the stopped hours
+    /// and less what the stopped boxes still paid. `None` (null) when some stopped box's cost
+    /// is unknown (`unknown_box_cost_hours`).
+    pub net_saved_usd: Option<f64>,
+    /// On-demand dollars of stopped hours that reservations or Savings Plans would have
+    /// covered: paid anyway, so not saved.
+    pub commitment_covered_usd: f64,
+    /// Commitment dollars (at the commitments' rates) those hours would have used: paid and
+    /// left unused because of the stops.
+    pub unused_commitment_usd: f64,
+    /// What stopped boxes still paid while stopped: their EBS volumes and Elastic IPs.
+    pub stopped_box_cost_usd: f64,
+    /// Stopped hours of boxes whose volumes or addresses could not be read, or that the price
+    /// table does not price: their cost is unknown, and so is the net.
+    pub unknown_box_cost_hours: f64,
     /// Dollars saved by ebb's stops.
     pub stopped_saved_usd: f64,
     /// Dollars saved on spot.
@@ -155,6 +174,10 @@ pub struct Measures {
 impl Measures {
     fn add(&mut self, o: &Measures) {
         self.saved_usd += o.saved_usd;
+        self.commitment_covered_usd += o.commitment_covered_usd;
+        self.unused_commitment_usd += o.unused_commitment_usd;
+        self.stopped_box_cost_usd += o.stopped_box_cost_usd;
+        self.unknown_box_cost_hours += o.unknown_box_cost_hours;
         self.stopped_saved_usd += o.stopped_saved_usd;
         self.spot_saved_usd += o.spot_saved_usd;
         self.stops += o.stops;
@@ -172,10 +195,18 @@ impl Measures {
         self.group_hours += o.group_hours;
     }
 
-    /// Dollars and hours to the cent and the hundredth of an hour, for people and JSON.
+    /// Dollars and hours to the cent and the hundredth of an hour, for people and JSON, and
+    /// the net worked out from the gross.
     fn round(&mut self) {
+        let net = self.saved_usd - self.commitment_covered_usd - self.stopped_box_cost_usd;
+        self.net_saved_usd =
+            (self.unknown_box_cost_hours < 0.005).then_some((net * 100.0).round() / 100.0);
         for v in [
             &mut self.saved_usd,
+            &mut self.commitment_covered_usd,
+            &mut self.unused_commitment_usd,
+            &mut self.stopped_box_cost_usd,
+            &mut self.unknown_box_cost_hours,
             &mut self.stopped_saved_usd,
             &mut self.spot_saved_usd,
             &mut self.stopped_hours,
@@ -257,23 +288,38 @@ fn hours(d: Duration) -> f64 {
     d.num_milliseconds() as f64 / 3_600_000.0
 }
 
-/// The report of `history` over `window`, grouped by the tag `by` when given; `price` is the
-/// on-demand $/hour of an instance type in a region, when known.
-pub fn compute(
-    history: &History,
-    window: Window,
-    by: Option<&str>,
-    price: &dyn Fn(&str, &str) -> Option<f64>,
-) -> Report {
+/// The report of `history` over `window`, grouped by the tag `by` when given, priced by
+/// `prices`: on-demand prices for the gross, the commitments held and what a stopped box still
+/// pays for the net.
+pub fn compute(history: &History, window: Window, by: Option<&str>, prices: &PriceTable) -> Report {
+    let price = |region: &str, ty: &str| prices.get(region, ty);
     let mut tally = Tally::new(by);
-    stops(history, window, price, &mut tally);
+    stops(history, window, prices, &mut tally);
     spot(history, window, &mut tally);
     overrides(history, window, &mut tally);
-    let groups = groups::groups(history, window, price, &mut tally);
+    let groups = groups::groups(history, window, &price, &mut tally);
     let mut report = finish(tally, window);
     report.groups = groups;
     report.tag_keys = history.tag_keys();
     report
+}
+
+/// What a report is worked out from (`Store::report_input`).
+pub enum Input {
+    /// The window's whole history, for a price table that nets by the hour.
+    History(History),
+    /// Whole past days from their rollups, the rest from the history.
+    Parts(Parts),
+}
+
+impl Input {
+    /// The report over `window`, grouped by the tag `by` when given, priced by `prices`.
+    pub fn compute(&self, window: Window, by: Option<&str>, prices: &PriceTable) -> Report {
+        match self {
+            Input::History(history) => compute(history, window, by, prices),
+            Input::Parts(parts) => compute_parts(parts, window, by, prices),
+        }
+    }
 }
 
 /// What happened to an instance, in time order: ebb's actions before state changes seen at
@@ -310,18 +356,34 @@ enum End {
     Person,
 }
 
-/// The stopped stretches of every instance: hours, dollars, stops and people's starts.
-fn stops(
-    history: &History,
-    window: Window,
-    price: &dyn Fn(&str, &str) -> Option<f64>,
-    tally: &mut Tally,
-) {
+/// A stopped stretch inside the window, kept for the commitments' hour-by-hour pass.
+struct Kept<'a> {
+    span: (DateTime<Utc>, DateTime<Utc>),
+    policy: Option<&'a str>,
+    info: &'a InstanceInfo,
+}
+
+/// The stopped stretches of every instance: hours, dollars, stops and people's starts; then
+/// what commitments would have covered of them.
+fn stops(history: &History, window: Window, prices: &PriceTable, tally: &mut Tally) {
+    let mut kept = Vec::new();
     stretches(history, window.until, |instance, s, to, end| {
         let info = history.instances.get(instance);
-        let rate = info.and_then(|i| price(&i.region, &i.instance_type));
-        stretch(s, to, end, window, info, rate, tally);
+        let costs = Costs {
+            rate: info.and_then(|i| prices.get(&i.region, &i.instance_type)),
+            while_stopped: info.and_then(|i| prices.stopped_cost(&i.region, &i.attached)),
+        };
+        let span = stretch(s, to, end, window, info, costs, tally);
+        // A stop its cloud still bills saved nothing for a commitment to cover.
+        if s.saves {
+            kept.extend(span.zip(info).map(|(span, info)| Kept {
+                span,
+                policy: s.policy,
+                info,
+            }));
+        }
     });
+    covered(history, &kept, prices, tally);
 }
 
 /// Calls `each` with every stopped stretch of `history`'s instances: the instance, the
@@ -379,16 +441,65 @@ fn stretches<'h>(
     }
 }
 
-/// Adds one stopped stretch from `s.at` to `to`, ended as `end`.
+/// What commitments would have covered of the `kept` stretches, hour by hour, given what ran
+/// beside them: not saved (net), and the commitment it leaves unused.
+fn covered(history: &History, kept: &[Kept], prices: &PriceTable, tally: &mut Tally) {
+    if prices.commitments.is_empty() || kept.is_empty() {
+        return;
+    }
+    let running: Vec<Span> = history
+        .running
+        .iter()
+        .map(|r| Span {
+            region: &r.region,
+            instance_type: &r.instance_type,
+            from: r.from,
+            to: r.to,
+        })
+        .collect();
+    let stopped: Vec<Span> = kept
+        .iter()
+        .map(|k| Span {
+            region: &k.info.region,
+            instance_type: &k.info.instance_type,
+            from: k.span.0,
+            to: k.span.1,
+        })
+        .collect();
+    for (k, hours) in kept
+        .iter()
+        .zip(money::cover_spans(prices, &running, &stopped))
+    {
+        for (at, c) in hours {
+            let m = Measures {
+                commitment_covered_usd: c.covered_usd,
+                unused_commitment_usd: c.unused_commitment_usd,
+                ..Measures::default()
+            };
+            tally.add(at.max(k.span.0).date_naive(), k.policy, Some(k.info), m);
+        }
+    }
+}
+
+/// What an instance's stopped hour is worth: its on-demand $/hour (the gross), and what it
+/// still pays while stopped, when known.
+#[derive(Clone, Copy)]
+struct Costs {
+    rate: Option<f64>,
+    while_stopped: Option<f64>,
+}
+
+/// Adds one stopped stretch from `s.at` to `to`, ended as `end`; the part of it inside the
+/// window.
 fn stretch(
     s: &Stopped,
     to: DateTime<Utc>,
     end: End,
     window: Window,
     info: Option<&InstanceInfo>,
-    rate: Option<f64>,
+    costs: Costs,
     tally: &mut Tally,
-) {
+) -> Option<(DateTime<Utc>, DateTime<Utc>)> {
     if window.contains(s.at) {
         let m = Measures {
             stops: u64::from(s.action == EbbAction::Stop),
@@ -404,21 +515,27 @@ fn stretch(
         };
         tally.add(to.date_naive(), s.policy, info, m);
     }
-    if let Some(span) = window.clip(s.at, to) {
-        // A stop its cloud still bills saves nothing, priced or not.
-        let rate = if s.saves { rate } else { Some(0.0) };
-        tally.add_span(span, s.policy, info, |h| {
-            let saved = rate.map(|r| r * h).unwrap_or(0.0);
-            Measures {
-                saved_usd: saved,
-                stopped_saved_usd: saved,
-                stopped_hours: h,
-                unpriced_stopped_hours: if rate.is_none() { h } else { 0.0 },
-                charging_stopped_hours: if s.saves { 0.0 } else { h },
-                ..Measures::default()
-            }
-        });
-    }
+    let span = window.clip(s.at, to)?;
+    // A stop its cloud still bills saves nothing, priced or not.
+    let rate = if s.saves { costs.rate } else { Some(0.0) };
+    tally.add_span(span, s.policy, info, |h| {
+        let saved = rate.map(|r| r * h).unwrap_or(0.0);
+        Measures {
+            saved_usd: saved,
+            stopped_saved_usd: saved,
+            stopped_hours: h,
+            unpriced_stopped_hours: if rate.is_none() { h } else { 0.0 },
+            charging_stopped_hours: if s.saves { 0.0 } else { h },
+            stopped_box_cost_usd: costs.while_stopped.map(|c| c * h).unwrap_or(0.0),
+            unknown_box_cost_hours: if costs.while_stopped.is_none() {
+                h
+            } else {
+                0.0
+            },
+            ..Measures::default()
+        }
+    });
+    Some(span)
 }
 
 /// What spot migrations saved in the window.

@@ -13,6 +13,7 @@ use super::tally::{finish, Tally};
 use super::{
     groups, overrides, spot, stops, stretches, End, History, InstanceInfo, Measures, Report, Window,
 };
+use crate::fleet::money::PriceTable;
 use chrono::{DateTime, NaiveDate, Utc};
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -114,16 +115,18 @@ pub struct Parts {
 }
 
 /// The report of `parts` over `window`, as [`super::compute`] makes it from the whole window's
-/// history.
+/// history, for a price table without commitments or stopped boxes' costs
+/// ([`PriceTable::nets_by_the_hour`]).
 pub fn compute_parts(
     parts: &Parts,
     window: Window,
     by: Option<&str>,
-    price: &dyn Fn(&str, &str) -> Option<f64>,
+    prices: &PriceTable,
 ) -> Report {
+    let price = |region: &str, ty: &str| prices.get(region, ty);
     let mut tally = Tally::new(by);
     for (history, part) in &parts.stops {
-        stops(history, *part, price, &mut tally);
+        stops(history, *part, prices, &mut tally);
     }
     for r in &parts.rolled {
         let info = InstanceInfo {
@@ -134,8 +137,9 @@ pub fn compute_parts(
                 _ => BTreeMap::new(),
             },
             policy: None,
+            attached: Default::default(),
         };
-        let rate = price(&r.region, &r.instance_type);
+        let rate = prices.get(&r.region, &r.instance_type);
         let h = r.stopped_hours;
         let saved = rate.map_or(0.0, |rate| rate * h);
         let m = Measures {
@@ -146,13 +150,15 @@ pub fn compute_parts(
             people_starts: r.people_starts,
             stopped_hours: h,
             unpriced_stopped_hours: if rate.is_none() { h } else { 0.0 },
+            // Read only when the table prices no stopped box (`nets_by_the_hour`).
+            unknown_box_cost_hours: h,
             ..Measures::default()
         };
         tally.add(r.day, r.policy.as_deref(), Some(&info), m);
     }
     spot(&parts.rest, window, &mut tally);
     overrides(&parts.rest, window, &mut tally);
-    let groups = groups::groups(&parts.rest, window, price, &mut tally);
+    let groups = groups::groups(&parts.rest, window, &price, &mut tally);
     let mut report = finish(tally, window);
     report.groups = groups;
     let keys: BTreeSet<String> = parts

@@ -159,6 +159,10 @@ impl Measures {
     fn remove(&mut self, o: &Measures) {
         for (v, by) in [
             (&mut self.saved_usd, o.saved_usd),
+            (&mut self.commitment_covered_usd, o.commitment_covered_usd),
+            (&mut self.unused_commitment_usd, o.unused_commitment_usd),
+            (&mut self.stopped_box_cost_usd, o.stopped_box_cost_usd),
+            (&mut self.unknown_box_cost_hours, o.unknown_box_cost_hours),
             (&mut self.stopped_saved_usd, o.stopped_saved_usd),
             (&mut self.spot_saved_usd, o.spot_saved_usd),
             (&mut self.stopped_hours, o.stopped_hours),

@@ -32,15 +32,16 @@ fn info(instance_type: &str, team: Option<&str>) -> InstanceInfo {
             .map(|v| [("team".to_string(), v.to_string())].into())
             .unwrap_or_default(),
         policy: Some("office".into()),
+        attached: Default::default(),
     }
 }
 
 /// $2/h for g.two, $10/h for g.ten; nothing else is priced.
-fn price(region: &str, ty: &str) -> Option<f64> {
-    match (region, ty) {
-        ("us-east-1", "g.two") => Some(2.0),
-        ("us-east-1", "g.ten") => Some(10.0),
-        _ => None,
+fn prices() -> PriceTable {
+    let types = [("g.two", 2.0), ("g.ten", 10.0)].map(|(t, p)| (t.to_string(), p));
+    PriceTable {
+        prices: [("us-east-1".to_string(), types.into())].into(),
+        ..PriceTable::default()
     }
 }
 
@@ -85,7 +86,7 @@ fn a_stop_until_a_persons_start_the_next_morning_is_14_hours_and_28_dollars() {
         &h,
         window("2026-11-30T00:00:00Z", "2026-12-02T00:00:00Z"),
         None,
-        &price,
+        &prices(),
     );
     assert_eq!(r.total.stopped_hours, 14.0);
     assert_eq!(r.total.stopped_saved_usd, 28.0);
@@ -117,7 +118,7 @@ fn ebbs_own_start_ends_the_stretch_and_is_no_persons_start() {
         &h,
         window("2026-11-30T00:00:00Z", "2026-12-02T00:00:00Z"),
         None,
-        &price,
+        &prices(),
     );
     assert_eq!(r.total.stopped_hours, 13.0);
     assert_eq!(r.total.saved_usd, 26.0);
@@ -140,7 +141,7 @@ fn the_window_clips_a_stop_before_its_start_and_a_stretch_past_its_end() {
         &h,
         window("2026-11-30T00:00:00Z", "2026-11-30T23:00:00Z"),
         None,
-        &price,
+        &prices(),
     );
     assert_eq!(r.total.stopped_hours, 11.0);
     assert_eq!(r.total.saved_usd, 22.0);
@@ -152,7 +153,7 @@ fn the_window_clips_a_stop_before_its_start_and_a_stretch_past_its_end() {
         &h,
         window("2026-11-30T00:00:00Z", "2026-11-30T12:00:00Z"),
         None,
-        &price,
+        &prices(),
     );
     assert_eq!((r.total.stopped_hours, r.total.stops), (8.0, 0));
 }
@@ -176,7 +177,7 @@ fn termination_ends_a_stretch_and_hibernations_count_apart() {
         &h,
         window("2026-11-30T00:00:00Z", "2026-12-01T00:00:00Z"),
         None,
-        &price,
+        &prices(),
     );
     assert_eq!(r.total.stopped_hours, 2.0);
     assert_eq!(r.total.saved_usd, 20.0);
@@ -199,7 +200,7 @@ fn an_instance_the_price_table_lacks_counts_hours_but_no_dollars() {
         &h,
         window("2026-11-30T00:00:00Z", "2026-11-30T15:00:00Z"),
         None,
-        &price,
+        &prices(),
     );
     assert_eq!(r.total.stopped_hours, 5.0);
     assert_eq!(r.total.unpriced_stopped_hours, 5.0);
@@ -225,7 +226,7 @@ fn a_stop_its_cloud_still_bills_counts_its_hours_and_no_dollars() {
         &h,
         window("2026-11-30T00:00:00Z", "2026-11-30T15:00:00Z"),
         None,
-        &price,
+        &prices(),
     );
     assert_eq!(r.total.stops, 2);
     assert_eq!(r.total.stopped_hours, 10.0);
@@ -280,7 +281,7 @@ fn spot_savings_count_the_hours_on_spot_inside_the_window() {
         &h,
         window("2026-11-30T00:00:00Z", "2026-11-30T20:00:00Z"),
         Some("team"),
-        &price,
+        &prices(),
     );
     assert_eq!(r.total.spot_hours, 10.0);
     assert_eq!(r.total.spot_saved_usd, 310.0);
@@ -293,7 +294,7 @@ fn spot_savings_count_the_hours_on_spot_inside_the_window() {
         &h,
         window("2026-11-30T12:00:00Z", "2026-11-30T20:00:00Z"),
         None,
-        &price,
+        &prices(),
     );
     assert_eq!((r.total.spot_saved_usd, r.total.spot_moves), (208.0, 0));
     // From 09:00: the earlier $50 spread over 08:00-09:30 counts for its last half hour,
@@ -302,7 +303,7 @@ fn spot_savings_count_the_hours_on_spot_inside_the_window() {
         &h,
         window("2026-11-30T09:00:00Z", "2026-11-30T20:00:00Z"),
         None,
-        &price,
+        &prices(),
     );
     assert_eq!(r.total.spot_saved_usd, 276.67);
 }
@@ -326,7 +327,7 @@ fn overrides_count_when_made_and_their_hours_in_force_inside_the_window() {
         &h,
         window("2026-11-30T00:00:00Z", "2026-12-01T00:00:00Z"),
         Some("team"),
-        &price,
+        &prices(),
     );
     assert_eq!((r.total.overrides, r.total.override_hours), (1, 6.0));
     let by_team: Vec<(Option<&str>, u64, f64)> = r
@@ -358,7 +359,7 @@ fn grouping_by_a_tag_puts_untagged_instances_last() {
         &h,
         window("2026-11-30T00:00:00Z", "2026-11-30T12:00:00Z"),
         Some("team"),
-        &price,
+        &prices(),
     );
     let by_team: Vec<(Option<&str>, f64, f64)> = r
         .tags
@@ -444,7 +445,7 @@ fn a_stretch_of_many_days_adds_its_whole_days_as_one_run() {
         &h,
         window("2025-01-01T06:00:00Z", "2026-02-05T06:00:00Z"),
         Some("team"),
-        &price,
+        &prices(),
     );
     assert_eq!(r.days.len(), 401);
     assert_eq!(r.total.stopped_hours, 9_588.0);
@@ -479,7 +480,7 @@ fn a_run_of_whole_days_ends_where_its_stretch_ends() {
         &h,
         window("2026-01-01T00:00:00Z", "2026-01-08T00:00:00Z"),
         Some("team"),
-        &price,
+        &prices(),
     );
     let hours: Vec<f64> = r.days.iter().map(|d| d.measures.stopped_hours).collect();
     assert_eq!(hours, [6.0, 24.0, 24.0, 24.0, 8.0, 0.0, 0.0]);
@@ -525,7 +526,7 @@ fn a_groups_scale_down_saves_its_removed_members_hours_until_the_restore() {
         &h,
         window("2026-11-30T00:00:00Z", "2026-12-01T21:00:00Z"),
         None,
-        &price,
+        &prices(),
     );
     assert_eq!(r.total.group_scale_downs, 2);
     assert_eq!(r.total.group_hours, 48.0);
@@ -567,7 +568,7 @@ fn a_group_down_before_the_window_counts_from_its_start_but_not_as_a_scale_down(
         &h,
         window("2026-11-30T00:00:00Z", "2026-12-01T00:00:00Z"),
         None,
-        &price,
+        &prices(),
     );
     assert_eq!(r.total.group_scale_downs, 0);
     assert_eq!(r.total.group_hours, 27.0);

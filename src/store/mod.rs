@@ -6,6 +6,7 @@
 //! newer than this binary) is a [`StoreError`] with a one-line message; no caller acts without
 //! a store.
 
+mod attached;
 mod audit;
 mod audit_entry;
 mod capacity;
@@ -25,6 +26,7 @@ mod report;
 mod report_days;
 mod retention;
 mod roles;
+mod running;
 mod sessions;
 mod snooze;
 pub mod spot;

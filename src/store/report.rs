@@ -10,6 +10,7 @@
 
 use super::inventory::micros;
 use super::{Result, Store};
+use crate::fleet::money::HeldCommitments;
 use crate::report::{
     ActionRecord, EbbAction, GroupChange, History, InstanceInfo, OverrideSpan, SpotMove,
     StateChange,
@@ -67,10 +68,12 @@ const CHANGES: &str = "SELECT e.instance, e.at, e.to_state
 
 /// The facts of each instance `$1`, each by its primary key: for thousands of ids the planner
 /// would rather scan the table, which grows with every instance ever seen.
-const FACTS: &str = "SELECT i.id, i.region, i.instance_type, i.tags, i.policy
+const FACTS: &str = "SELECT i.id, i.region, i.instance_type, i.tags, i.policy, i.volumes,
+            i.elastic_ips
      FROM UNNEST($1::text[]) AS n(id)
      CROSS JOIN LATERAL (
-         SELECT id, region, instance_type, tags, policy FROM instances WHERE id = n.id OFFSET 0
+         SELECT id, region, instance_type, tags, policy, volumes, elastic_ips FROM instances
+         WHERE id = n.id OFFSET 0
      ) AS i";
 
 /// The groups' changes in `[since, until)`, and each group's last change before `since` when
@@ -114,23 +117,29 @@ type InstanceRow = (
     String,
     Json<BTreeMap<String, String>>,
     Option<String>,
+    Option<Json<Vec<crate::fleet::money::Volume>>>,
+    Option<i32>,
 );
 
 impl Store {
-    /// What a report over `[since, until)` is worked out from.
+    /// What a report over `[since, until)` is worked out from; what ran in it too, where the
+    /// commitments `held` can cover it.
     pub async fn report_history(
         &self,
         since: DateTime<Utc>,
         until: DateTime<Utc>,
+        held: &HeldCommitments,
     ) -> Result<History> {
         let stops = self.report_stop_history(since, until).await?;
         let rest = self.report_other_history(since, until).await?;
+        let running = self.report_running(since, until, held).await?;
         let mut instances = rest.instances;
         instances.extend(stops.instances);
         Ok(History {
             actions: stops.actions,
             changes: stops.changes,
             instances,
+            running,
             ..rest
         })
     }
@@ -291,15 +300,21 @@ impl Store {
             .await?;
         Ok(facts
             .into_iter()
-            .map(|(id, region, instance_type, tags, policy)| {
-                let info = InstanceInfo {
-                    region,
-                    instance_type,
-                    tags: tags.0,
-                    policy,
-                };
-                (id, info)
-            })
+            .map(
+                |(id, region, instance_type, tags, policy, volumes, elastic_ips)| {
+                    let info = InstanceInfo {
+                        region,
+                        instance_type,
+                        tags: tags.0,
+                        policy,
+                        attached: crate::fleet::money::Attached {
+                            volumes: volumes.map(|v| v.0),
+                            elastic_ips: elastic_ips.and_then(|n| u32::try_from(n).ok()),
+                        },
+                    };
+                    (id, info)
+                },
+            )
             .collect())
     }
 

@@ -7,7 +7,8 @@
 //! audit log ([`Store::report_parts`]).
 
 use super::{Result, Store};
-use crate::report::{midnight, roll_up, Parts, RolledSum, Window};
+use crate::fleet::money::PriceTable;
+use crate::report::{midnight, roll_up, Input, Parts, RolledSum, Window};
 use chrono::{DateTime, Duration, NaiveDate, Utc};
 
 /// How long after a day's end it is rolled up: a tick under way at midnight may still record
@@ -111,6 +112,26 @@ impl Store {
         .await?;
         tx.commit().await?;
         Ok(())
+    }
+
+    /// What a report over `window`, grouped by the tag `by` too when given and priced by
+    /// `prices`, is worked out from: the whole history when the table nets by the hour
+    /// (commitments, stopped boxes' costs), else the rolled days and the rest
+    /// ([`Store::report_parts`]).
+    pub async fn report_input(
+        &self,
+        window: Window,
+        by: Option<&str>,
+        prices: &PriceTable,
+    ) -> Result<Input> {
+        if prices.nets_by_the_hour() {
+            let held = &prices.commitments;
+            let history = self
+                .report_history(window.since, window.until, held)
+                .await?;
+            return Ok(Input::History(history));
+        }
+        Ok(Input::Parts(self.report_parts(window, by).await?))
     }
 
     /// What a report over `window`, grouped by the tag `by` too when given, is worked out

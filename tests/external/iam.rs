@@ -343,6 +343,8 @@ fn the_policies_grant_every_call_the_code_makes_and_nothing_else() {
     // The scan finds each kind of call ebb makes (or it would pass on finding none).
     for action in [
         "ec2:DescribeInstances",
+        "ec2:DescribeVolumes",
+        "ec2:DescribeAddresses",
         "ec2:StopInstances",
         "ec2:RunInstances",
         "cloudwatch:GetMetricData",

@@ -644,3 +644,82 @@ async fn a_stopped_instance_changes_type() {
     assert_eq!(instance.instance_type, "g6.2xlarge");
     assert_eq!(provider.calls()["ModifyInstanceAttribute"], 1);
 }
+
+#[tokio::test]
+async fn the_listing_reads_each_instances_volumes_and_elastic_ips() {
+    let f = Fixture::new("ap-southeast-3").await;
+    let with_disk = f.launch(G5).await;
+    let bare = f.launch(G5).await;
+    // A 500 GiB gp3 data volume and an Elastic IP on the first; the second has only the root
+    // volume moto gives every instance.
+    let zone = f
+        .ec2
+        .describe_instances()
+        .instance_ids(&with_disk)
+        .send()
+        .await
+        .unwrap()
+        .reservations()[0]
+        .instances()[0]
+        .placement()
+        .and_then(|p| p.availability_zone())
+        .unwrap()
+        .to_string();
+    let volume = f
+        .ec2
+        .create_volume()
+        .availability_zone(zone)
+        .size(500)
+        .volume_type(aws_sdk_ec2::types::VolumeType::Gp3)
+        .send()
+        .await
+        .unwrap();
+    f.ec2
+        .attach_volume()
+        .volume_id(volume.volume_id().unwrap())
+        .instance_id(&with_disk)
+        .device("/dev/sdf")
+        .send()
+        .await
+        .unwrap();
+    let address = f.ec2.allocate_address().send().await.unwrap();
+    f.ec2
+        .associate_address()
+        .allocation_id(address.allocation_id().unwrap())
+        .instance_id(&with_disk)
+        .send()
+        .await
+        .unwrap();
+
+    let provider = f.provider().await;
+    let inventory = provider.instances().await;
+    assert!(inventory.failures.is_empty(), "{:?}", inventory.failures);
+    let disk = &inventory.attached[&with_disk];
+    let volumes = disk.volumes.as_ref().expect("volumes read");
+    assert!(
+        volumes
+            .iter()
+            .any(|v| v.volume_type == "gp3" && v.size_gib == 500),
+        "{volumes:?}"
+    );
+    assert_eq!(
+        volumes.len(),
+        2,
+        "the root volume and the data volume: {volumes:?}"
+    );
+    assert_eq!(disk.elastic_ips, Some(1));
+    let bare = &inventory.attached[&bare];
+    assert_eq!(bare.volumes.as_ref().map(Vec::len), Some(1), "{bare:?}");
+    assert!(bare.volumes.as_ref().unwrap()[0].size_gib > 0);
+    assert_eq!(bare.elastic_ips, Some(0));
+    // One call of each for the region's two instances; read in full, they are not asked
+    // again at the next listing.
+    let calls = provider.calls();
+    assert_eq!(calls["DescribeVolumes"], 1);
+    assert_eq!(calls["DescribeAddresses"], 1);
+    let again = provider.instances().await;
+    assert_eq!(again.attached[&with_disk], inventory.attached[&with_disk]);
+    let calls = provider.calls();
+    assert_eq!(calls["DescribeVolumes"], 1);
+    assert_eq!(calls["DescribeAddresses"], 1);
+}

@@ -201,10 +201,10 @@ impl Evening {
         };
         let history = self
             .store
-            .report_history(window.since, window.until)
+            .report_history(window.since, window.until, &Default::default())
             .await
             .unwrap();
-        let report = compute(&history, window, None, &|_, _| Some(1.0));
+        let report = compute(&history, window, None, &Default::default());
         assert_eq!(report.total.stops, 1, "{name}: {:?}", report.total);
         assert!(
             report.total.stopped_hours > 13.0,

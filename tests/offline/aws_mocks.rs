@@ -367,6 +367,57 @@ fn listing(instances: &'static [(&'static str, bool)]) -> Rule {
     })
 }
 
+/// DescribeVolumes and DescribeAddresses, which the listing also calls, answering nothing.
+fn no_attachments() -> [Rule; 2] {
+    [
+        mock!(aws_sdk_ec2::Client::describe_volumes).then_output(|| {
+            aws_sdk_ec2::operation::describe_volumes::DescribeVolumesOutput::builder().build()
+        }),
+        mock!(aws_sdk_ec2::Client::describe_addresses).then_output(|| {
+            aws_sdk_ec2::operation::describe_addresses::DescribeAddressesOutput::builder().build()
+        }),
+    ]
+}
+
+#[tokio::test]
+async fn a_failed_volume_read_leaves_the_volumes_unknown_and_the_instances_listed() {
+    let listed = listing(&[("i-1", false)]);
+    let types = mock!(aws_sdk_ec2::Client::describe_instance_types).then_output(|| {
+        aws_sdk_ec2::operation::describe_instance_types::DescribeInstanceTypesOutput::builder()
+            .build()
+    });
+    let volumes = mock!(aws_sdk_ec2::Client::describe_volumes)
+        .sequence()
+        .http_response(ec2_error(
+            403,
+            "UnauthorizedOperation",
+            "You are not authorized to perform this operation.",
+        ))
+        .repeatedly()
+        .build();
+    let addresses = mock!(aws_sdk_ec2::Client::describe_addresses).then_output(|| {
+        aws_sdk_ec2::operation::describe_addresses::DescribeAddressesOutput::builder()
+            .addresses(
+                aws_sdk_ec2::types::Address::builder()
+                    .instance_id("i-1")
+                    .build(),
+            )
+            .build()
+    });
+    let provider = provider(
+        RuleMode::MatchAny,
+        &[&listed, &types, &volumes, &addresses],
+        &[],
+    );
+    let inventory = provider.instances().await;
+    assert!(inventory.failures.is_empty(), "{:?}", inventory.failures);
+    assert_eq!(inventory.instances.len(), 1);
+    // Unread, not "no volumes": a report then says the stopped box's cost is unknown.
+    let attached = &inventory.attached["i-1"];
+    assert_eq!(attached.volumes, None);
+    assert_eq!(attached.elastic_ips, Some(1));
+}
+
 #[tokio::test]
 async fn hibernation_falls_back_to_a_stop_and_says_why() {
     let listed = listing(&[("i-configured", true), ("i-plain", false)]);
@@ -390,9 +441,10 @@ async fn hibernation_falls_back_to_a_stop_and_says_why() {
         .http_response(ec2_changed("StopInstances", &[]))
         .repeatedly()
         .build();
+    let [volumes, addresses] = no_attachments();
     let provider = provider(
         RuleMode::MatchAny,
-        &[&listed, &types, &refused, &stopped],
+        &[&listed, &types, &refused, &stopped, &volumes, &addresses],
         &[],
     );
     provider.instances().await;
@@ -432,7 +484,12 @@ async fn a_failed_gpu_fact_lookup_does_not_hide_the_instances() {
         ))
         .repeatedly()
         .build();
-    let provider = provider(RuleMode::MatchAny, &[&listed, &types], &[]);
+    let [volumes, addresses] = no_attachments();
+    let provider = provider(
+        RuleMode::MatchAny,
+        &[&listed, &types, &volumes, &addresses],
+        &[],
+    );
     let inventory = provider.instances().await;
     assert!(inventory.failures.is_empty(), "{:?}", inventory.failures);
     assert_eq!(inventory.complete_regions, [REGION]);

@@ -10,9 +10,10 @@ use aws_sdk_cloudwatch::types::StatusCode;
 use aws_smithy_mocks::{mock, Rule, RuleMode};
 use ebb::cloud::Provider;
 
-/// DescribeInstances listing `i-quad` (a g5.12xlarge) and `i-one` (a g5.xlarge), and
-/// DescribeInstanceTypes giving them four GPUs and one.
-fn listing() -> (Rule, Rule) {
+/// DescribeInstances listing `i-quad` (a g5.12xlarge) and `i-one` (a g5.xlarge),
+/// DescribeInstanceTypes giving them four GPUs and one, and no volumes nor Elastic IPs (the
+/// listing reads those too).
+fn listing() -> [Rule; 4] {
     use aws_sdk_ec2::operation::describe_instance_types::DescribeInstanceTypesOutput;
     use aws_sdk_ec2::operation::describe_instances::DescribeInstancesOutput;
     use aws_sdk_ec2::types::{
@@ -63,7 +64,13 @@ fn listing() -> (Rule, Rule) {
             .instance_types(info(InstanceType::G5Xlarge, 1))
             .build()
     });
-    (instances, types)
+    let volumes = mock!(aws_sdk_ec2::Client::describe_volumes).then_output(|| {
+        aws_sdk_ec2::operation::describe_volumes::DescribeVolumesOutput::builder().build()
+    });
+    let addresses = mock!(aws_sdk_ec2::Client::describe_addresses).then_output(|| {
+        aws_sdk_ec2::operation::describe_addresses::DescribeAddressesOutput::builder().build()
+    });
+    [instances, types, volumes, addresses]
 }
 
 /// Whether the call asks, for the first instance (the four-GPU box), each GPU by index, and
@@ -122,8 +129,12 @@ fn answer(gpu_status: StatusCode, gpu: GpuPoints) -> Rule {
 }
 
 async fn read(cloudwatch: &Rule) -> ebb::cloud::GpuReadings {
-    let (instances, types) = listing();
-    let provider = provider(RuleMode::MatchAny, &[&instances, &types], &[cloudwatch]);
+    let [instances, types, volumes, addresses] = listing();
+    let provider = provider(
+        RuleMode::MatchAny,
+        &[&instances, &types, &volumes, &addresses],
+        &[cloudwatch],
+    );
     let inventory = provider.instances().await;
     assert_eq!(inventory.instances.len(), 2);
     provider

@@ -790,3 +790,42 @@ prices:
         }
     }
 }
+
+/// The office box of [`an_office_box_under_office_hours_matches_the_hand_calculation`] with a
+/// reservation of its type held ($0.60/h): always on it would have run 120 h, all covered
+/// ($120 at $1/h on demand, $72 of the reservation used); under the policies 50 h ($50
+/// covered, $30 used). The 70 h the policies stop are gross savings ($70) that the
+/// reservation would have covered: net $0, and 70 × $0.60 = $42 of it unused because of the
+/// stops.
+#[test]
+fn a_reservation_covering_the_stopped_hours_leaves_no_net_savings() {
+    let (from, to) = ("2026-11-30T00:00:00Z", "2026-12-05T00:00:00Z");
+    let d = files(
+        OFFICE,
+        OFFICE_FLEET,
+        &trace("i-office", from, to, busy_in(OFFICE_BUSY)),
+    );
+    let prices = d.path().join("prices.yaml");
+    std::fs::write(
+        &prices,
+        "source: test\nas_of: today\nprices:\n  us-east-1: {g5.xlarge: 1.0}\n\
+         reserved:\n  source: test\n  as_of: today\n  rates:\n    us-east-1: {g5.xlarge: {1y: 0.6}}\n\
+         commitments:\n  reserved_instances:\n    - {instance_type: g5.xlarge, region: us-east-1, count: 1, term: 1y}\n",
+    )
+    .unwrap();
+    let r = replay(d.path(), from, to, &["--prices", prices.to_str().unwrap()]);
+    let c = &r["commitments"];
+    let close = |key: &str, want: f64, within: f64| {
+        let got = c[key].as_f64().unwrap();
+        assert!(
+            (got - want).abs() <= within,
+            "{key}: {got} against {want}: {r:#}"
+        );
+    };
+    close("gross_savings_usd", 70.0, TICK_H);
+    close("commitment_covered_usd", 70.0, TICK_H);
+    close("unused_commitment_usd", 42.0, 0.6 * TICK_H);
+    close("net_savings_usd", 0.0, 1e-9);
+    // Without commitments held, nothing of the kind.
+    assert_eq!(replay(d.path(), from, to, &[])["commitments"], Value::Null);
+}

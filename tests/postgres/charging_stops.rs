@@ -107,15 +107,23 @@ async fn hangzhou_stops_say_their_billing_and_a_charging_one_saves_nothing(pool:
     // The report: three stops, an hour of each by 12:05, the charging one's worth nothing.
     let history = w
         .store
-        .report_history(t("2026-11-30T00:00:00Z"), t("2026-11-30T12:05:00Z"))
+        .report_history(
+            t("2026-11-30T00:00:00Z"),
+            t("2026-11-30T12:05:00Z"),
+            &Default::default(),
+        )
         .await
         .unwrap();
     let window = Window {
         since: t("2026-11-30T00:00:00Z"),
         until: t("2026-11-30T12:05:00Z"),
     };
-    let price = |_: &str, ty: &str| (ty == "ecs.gn7i-c8g1.2xlarge").then_some(1.5);
-    let r = report::compute(&history, window, None, &price);
+    let price = [("ecs.gn7i-c8g1.2xlarge".to_string(), 1.5)].into();
+    let prices = ebb::cloud::PriceTable {
+        prices: [("cn-hangzhou".to_string(), price)].into(),
+        ..Default::default()
+    };
+    let r = report::compute(&history, window, None, &prices);
     assert_eq!(r.total.stops, 3);
     assert_eq!(r.total.stopped_hours, 3.0);
     assert_eq!(r.total.charging_stopped_hours, 1.0);

@@ -159,6 +159,13 @@ fn provider(n: usize, cloudwatch: &Arc<CloudWatch>) -> AwsProvider {
         .with_max_attempts(3)
         .with_initial_backoff(std::time::Duration::from_millis(1))
         .with_max_backoff(std::time::Duration::from_millis(5));
+    // The listing also reads the instances' volumes and Elastic IPs: none here.
+    let volumes = mock!(aws_sdk_ec2::Client::describe_volumes).then_output(|| {
+        aws_sdk_ec2::operation::describe_volumes::DescribeVolumesOutput::builder().build()
+    });
+    let addresses = mock!(aws_sdk_ec2::Client::describe_addresses).then_output(|| {
+        aws_sdk_ec2::operation::describe_addresses::DescribeAddressesOutput::builder().build()
+    });
     let types = mock!(aws_sdk_ec2::Client::describe_instance_types).then_output(|| {
         aws_sdk_ec2::operation::describe_instance_types::DescribeInstanceTypesOutput::builder()
             .build()
@@ -169,7 +176,7 @@ fn provider(n: usize, cloudwatch: &Arc<CloudWatch>) -> AwsProvider {
             .region(Region::new(REGION))
             .credentials_provider(credentials.clone())
             .http_client(create_mock_http_client())
-            .interceptor(interceptor(&[&listing(n), &types]))
+            .interceptor(interceptor(&[&listing(n), &types, &volumes, &addresses]))
             .retry_config(retry.clone())
             .build(),
     );

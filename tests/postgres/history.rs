@@ -386,7 +386,11 @@ async fn a_report_reads_its_window_not_the_whole_history(pool: PgPool) {
 
     let store = Store::connect(&url).await.unwrap();
     let history = store
-        .report_history(t("2026-10-15T00:00:00Z"), t("2026-11-14T00:00:00Z"))
+        .report_history(
+            t("2026-10-15T00:00:00Z"),
+            t("2026-11-14T00:00:00Z"),
+            &Default::default(),
+        )
         .await
         .unwrap();
     store.pool().close().await;

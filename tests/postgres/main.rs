@@ -12,6 +12,7 @@ mod alibaba;
 mod api;
 mod charging_stops;
 mod cloudwatch_reads;
+mod commitments;
 mod console;
 mod console_groups;
 mod demo;

@@ -27,14 +27,13 @@ async fn both(
         until: t(until),
     };
     let prices = price_table();
-    let price = |region: &str, ty: &str| prices.get(region, ty);
     let parts = store.report_parts(window, by).await.unwrap();
-    let rolled = compute_parts(&parts, window, by, &price);
+    let rolled = compute_parts(&parts, window, by, &prices);
     let whole = store
-        .report_history(window.since, window.until)
+        .report_history(window.since, window.until, &Default::default())
         .await
         .unwrap();
-    let by_day = compute(&whole, window, by, &price);
+    let by_day = compute(&whole, window, by, &prices);
     (
         serde_json::to_value(rolled).unwrap(),
         serde_json::to_value(by_day).unwrap(),

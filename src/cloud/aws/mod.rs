@@ -16,6 +16,7 @@
 //! which overflowed tokio's and the tests' 2 MiB stacks.
 
 mod artifacts;
+mod attached;
 pub mod catalogue;
 mod ec2;
 mod errors;
@@ -177,6 +178,8 @@ pub struct AwsProvider {
     groups: RwLock<HashMap<(String, String), usize>>,
     /// GPU facts by (region, instance type); `None` for types without GPUs.
     gpu_types: Mutex<HashMap<(String, String), Option<Gpus>>>,
+    /// Each instance's volumes and Elastic IPs, when last read in full (`attached.rs`).
+    attached: Mutex<HashMap<String, (tokio::time::Instant, crate::fleet::money::Attached)>>,
     calls: Mutex<BTreeMap<&'static str, u64>>,
     /// The token buckets its calls that change something wait for.
     pacer: Arc<Pacer>,
@@ -280,6 +283,7 @@ impl AwsProvider {
             known: RwLock::default(),
             groups: RwLock::default(),
             gpu_types: Mutex::default(),
+            attached: Mutex::default(),
             calls: Mutex::default(),
         }
     }

@@ -41,13 +41,15 @@ impl Provider for AwsProvider {
     /// incomplete.
     async fn instances(&self) -> Inventory {
         let listings =
-            futures_util::future::join_all(self.scopes.iter().map(|s| self.list_scope(s))).await;
+            futures_util::future::join_all(self.scopes.iter().map(|s| self.list_with_attached(s)))
+                .await;
         let mut inventory = Inventory::default();
         let mut known = HashMap::new();
         let mut incomplete = BTreeSet::new();
         let mut failed_scopes = BTreeSet::new();
         let mut listed_twice = 0usize;
-        for (index, (scope, listing)) in self.scopes.iter().zip(listings).enumerate() {
+        for (index, (scope, (listing, attached))) in self.scopes.iter().zip(listings).enumerate() {
+            inventory.attached.extend(attached);
             match listing {
                 Ok(instances) => {
                     for (instance, hibernation) in instances {

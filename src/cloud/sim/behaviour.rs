@@ -34,6 +34,11 @@ pub struct Behaviour {
     /// (an account where the no-charge mode is off): the stopped mode read back says so.
     #[serde(default)]
     pub stops_keep_charging: bool,
+    /// Its EBS volumes and Elastic IPs (what it pays while stopped); without it, one 100 GiB
+    /// gp3 root volume and no Elastic IP, a common GPU box's. `volumes: null` simulates a
+    /// failed read.
+    #[serde(default)]
+    pub attached: Option<crate::fleet::money::Attached>,
 }
 
 /// A GPU usage pattern.
@@ -84,6 +89,19 @@ fn time_of_day<'de, D: serde::Deserializer<'de>>(de: D) -> Result<Option<NaiveTi
 }
 
 impl Behaviour {
+    /// Its volumes and Elastic IPs, as the simulated cloud lists them.
+    pub fn attached(&self) -> crate::fleet::money::Attached {
+        self.attached
+            .clone()
+            .unwrap_or_else(|| crate::fleet::money::Attached {
+                volumes: Some(vec![crate::fleet::money::Volume {
+                    volume_type: "gp3".into(),
+                    size_gib: 100,
+                }]),
+                elastic_ips: Some(0),
+            })
+    }
+
     /// Whether its owner starts it at `at`: a weekday, at or after `owner_starts_at`, and not
     /// on a day the owner already did (`last`).
     pub(super) fn owner_arrives(
@@ -166,6 +184,21 @@ mod tests {
 
     fn at(s: &str) -> DateTime<Utc> {
         DateTime::parse_from_rfc3339(s).unwrap().with_timezone(&Utc)
+    }
+
+    #[test]
+    fn a_simulated_box_has_a_root_volume_unless_its_block_says_otherwise() {
+        let root = Behaviour::default().attached();
+        let volumes = root.volumes.unwrap();
+        assert_eq!(
+            (volumes[0].volume_type.as_str(), volumes[0].size_gib),
+            ("gp3", 100)
+        );
+        assert_eq!(root.elastic_ips, Some(0));
+        let unread: Behaviour =
+            crate::policy::yaml::from_str("attached: {volumes: null, elastic_ips: 2}").unwrap();
+        assert_eq!(unread.attached().volumes, None);
+        assert_eq!(unread.attached().elastic_ips, Some(2));
     }
 
     #[test]

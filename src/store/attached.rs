@@ -1,0 +1,40 @@
+//! What listed instances keep paying for while stopped (their EBS volumes and Elastic IPs),
+//! kept on their inventory rows for `ebb report` (migration 0023).
+
+use super::{Result, Store};
+use crate::fleet::money::Attached;
+use std::collections::HashMap;
+
+impl Store {
+    /// Keeps what was read of each instance's volumes and Elastic IPs. A fact not read this
+    /// time (`None`) leaves the one read before; never read, it stays unknown (NULL). Rows
+    /// are written only when a fact changed.
+    pub async fn keep_attached(&self, attached: &HashMap<String, Attached>) -> Result<()> {
+        if attached.is_empty() {
+            return Ok(());
+        }
+        let mut ids = Vec::with_capacity(attached.len());
+        let mut volumes = Vec::with_capacity(attached.len());
+        let mut elastic_ips = Vec::with_capacity(attached.len());
+        for (id, a) in attached {
+            ids.push(id.as_str());
+            volumes.push(a.volumes.as_ref().map(|v| serde_json::json!(v)));
+            elastic_ips.push(a.elastic_ips.map(|n| i32::try_from(n).unwrap_or(i32::MAX)));
+        }
+        sqlx::query(
+            "UPDATE instances AS i
+             SET volumes = coalesce(n.volumes, i.volumes),
+                 elastic_ips = coalesce(n.elastic_ips, i.elastic_ips)
+             FROM UNNEST($1::text[], $2::jsonb[], $3::int[]) AS n(id, volumes, elastic_ips)
+             WHERE i.id = n.id
+               AND (coalesce(n.volumes, i.volumes) IS DISTINCT FROM i.volumes
+                    OR coalesce(n.elastic_ips, i.elastic_ips) IS DISTINCT FROM i.elastic_ips)",
+        )
+        .bind(&ids)
+        .bind(&volumes)
+        .bind(&elastic_ips)
+        .execute(&self.pool)
+        .await?;
+        Ok(())
+    }
+}

@@ -1,0 +1,108 @@
+//! What ran over a report's window (`report::RunningSpan`): the usage commitments apply to
+//! before ebb's stopped hours, read from the instances' state changes, only in the regions the
+//! commitments held can cover, and only when some are held.
+
+use super::inventory::micros;
+use super::{Result, Store};
+use crate::fleet::money::{HeldCommitments, PlanKind};
+use crate::report::RunningSpan;
+use chrono::{DateTime, Utc};
+
+/// Each instance of the regions `$3` (all when NULL) known in `[$1, $2)`: its facts, its state
+/// before `$1` (its last change before it), and its changes inside, in time order.
+const RUNNING: &str = "SELECT i.region, i.instance_type, i.state, i.first_seen_at, b.to_state,
+            coalesce(w.ats, '{}'), coalesce(w.froms, '{}'), coalesce(w.tos, '{}')
+     FROM instances AS i
+     LEFT JOIN LATERAL (
+         SELECT to_state FROM instance_events
+         WHERE instance = i.id AND at < $1 ORDER BY at DESC LIMIT 1
+     ) AS b ON true
+     LEFT JOIN LATERAL (
+         SELECT array_agg(at ORDER BY at) AS ats, array_agg(from_state ORDER BY at) AS froms,
+                array_agg(to_state ORDER BY at) AS tos
+         FROM instance_events WHERE instance = i.id AND at >= $1 AND at < $2
+     ) AS w ON true
+     WHERE ($3::text[] IS NULL OR i.region = ANY($3))
+       AND i.first_seen_at < $2 AND (i.gone_at IS NULL OR i.gone_at > $1)";
+
+/// A row of [`RUNNING`].
+type Row = (
+    String,
+    String,
+    String,
+    DateTime<Utc>,
+    Option<String>,
+    Vec<DateTime<Utc>>,
+    Vec<String>,
+    Vec<String>,
+);
+
+/// Whether an instance in `state` is billed as running.
+fn runs(state: &str) -> bool {
+    matches!(state, "pending" | "running")
+}
+
+impl Store {
+    /// The stretches instances ran in `[since, until)`, in the regions `held` can cover; none
+    /// when nothing is held.
+    pub(super) async fn report_running(
+        &self,
+        since: DateTime<Utc>,
+        until: DateTime<Utc>,
+        held: &HeldCommitments,
+    ) -> Result<Vec<RunningSpan>> {
+        if held.is_empty() {
+            return Ok(Vec::new());
+        }
+        let regions: Option<Vec<&str>> = if held
+            .savings_plans
+            .iter()
+            .any(|p| p.kind == PlanKind::Compute)
+        {
+            None
+        } else {
+            let ri = held.reserved_instances.iter().map(|r| r.region.as_str());
+            let plans = held
+                .savings_plans
+                .iter()
+                .filter_map(|p| p.region.as_deref());
+            Some(ri.chain(plans).collect())
+        };
+        let (since, until) = (micros(since), micros(until));
+        let rows: Vec<Row> = sqlx::query_as(RUNNING)
+            .persistent(false)
+            .bind(since)
+            .bind(until)
+            .bind(regions)
+            .fetch_all(&self.pool)
+            .await?;
+        let mut spans = Vec::new();
+        for (region, instance_type, now, first_seen, before, ats, froms, tos) in rows {
+            let mut state = before.or_else(|| froms.first().cloned()).unwrap_or(now);
+            let mut from = since.max(first_seen);
+            for (at, to) in ats.into_iter().zip(tos) {
+                if runs(&state) && !runs(&to) && at > from {
+                    spans.push(RunningSpan {
+                        region: region.clone(),
+                        instance_type: instance_type.clone(),
+                        from,
+                        to: at,
+                    });
+                }
+                if !runs(&state) && runs(&to) {
+                    from = at;
+                }
+                state = to;
+            }
+            if runs(&state) && until > from {
+                spans.push(RunningSpan {
+                    region,
+                    instance_type,
+                    from,
+                    to: until,
+                });
+            }
+        }
+        Ok(spans)
+    }
+}
