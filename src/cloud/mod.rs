@@ -9,6 +9,7 @@
 
 pub mod alibaba;
 pub mod aws;
+mod batches;
 mod error;
 mod launch;
 mod node_groups;
@@ -104,6 +105,23 @@ pub struct ActionReport {
     pub done: Vec<Done>,
     /// The instances it refused, each with its own error.
     pub failed: Vec<Failed>,
+}
+
+impl ActionReport {
+    /// Every id of `ids` failed with `error`: a call refused before it was made, or one the
+    /// cloud refused as a whole.
+    pub fn all_failed(ids: &[String], error: &CloudError) -> ActionReport {
+        ActionReport {
+            done: Vec::new(),
+            failed: ids
+                .iter()
+                .map(|instance| Failed {
+                    instance: instance.clone(),
+                    error: error.clone(),
+                })
+                .collect(),
+        }
+    }
 }
 
 /// One instance the cloud accepted a change for.

@@ -260,7 +260,8 @@ async fn the_simulated_cloud_reports_each_stops_stopped_mode() {
             ("i-ec2", Some(StoppedMode::NoCharge))
         ]
     );
-    tokio::time::sleep(std::time::Duration::from_secs(600)).await;
+    // The paused clock moved on past the stops, which take time on the simulated clock.
+    tokio::time::advance(std::time::Duration::from_secs(600)).await;
     let listed = sim.instances().await.instances;
     let stopped: Vec<Option<StoppedMode>> = listed.iter().map(|i| i.billing.stopped_mode).collect();
     assert_eq!(

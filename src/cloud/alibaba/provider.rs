@@ -26,20 +26,6 @@ fn aws_only(operation: &'static str) -> CloudError {
     )
 }
 
-/// Every id of `ids` failed with `error`.
-fn all_failed(ids: &[String], error: &CloudError) -> ActionReport {
-    ActionReport {
-        done: Vec::new(),
-        failed: ids
-            .iter()
-            .map(|id| Failed {
-                instance: id.clone(),
-                error: error.clone(),
-            })
-            .collect(),
-    }
-}
-
 impl AlibabaProvider {
     /// DescribeInstances with the managed tag, and `extra` parameters, every page: a page that
     /// fails fails the listing.
@@ -154,7 +140,9 @@ impl AlibabaProvider {
         let answer = match self.call(Product::Ecs, region, action, &params).await {
             Ok(answer) => answer,
             Err(error) => {
-                report.failed.extend(all_failed(batch, &error).failed);
+                report
+                    .failed
+                    .extend(ActionReport::all_failed(batch, &error).failed);
                 return;
             }
         };
@@ -251,7 +239,7 @@ impl Provider for AlibabaProvider {
     async fn stop(&self, region: &str, ids: &[String], kind: StopKind) -> ActionReport {
         let listed = match self.describe_ids(region, ids).await {
             Ok(listed) => listed,
-            Err(error) => return all_failed(ids, &error),
+            Err(error) => return ActionReport::all_failed(ids, &error),
         };
         let by_id: HashMap<&str, &Instance> = listed.iter().map(|i| (i.id.as_str(), i)).collect();
         let mut report = ActionReport::default();
@@ -329,7 +317,7 @@ impl Provider for AlibabaProvider {
 
     /// Not done on Alibaba Cloud: a start that finds no stock is retried as it is.
     async fn set_type(&self, _region: &str, id: &str, _instance_type: &str) -> ActionReport {
-        all_failed(
+        ActionReport::all_failed(
             &[id.to_string()],
             &CloudError::other(
                 "ModifyInstanceSpec",
@@ -422,7 +410,7 @@ impl Provider for AlibabaProvider {
     }
 
     async fn terminate(&self, _region: &str, ids: &[String]) -> ActionReport {
-        all_failed(ids, &aws_only("terminate"))
+        ActionReport::all_failed(ids, &aws_only("terminate"))
     }
 
     async fn deregister_image(&self, _region: &str, _image: &str) -> Result<(), CloudError> {
@@ -506,7 +494,9 @@ impl AlibabaProvider {
                     stopped_mode: None,
                 }));
             }
-            Err(error) => report.failed.extend(all_failed(batch, &error).failed),
+            Err(error) => report
+                .failed
+                .extend(ActionReport::all_failed(batch, &error).failed),
         }
     }
 }

@@ -3,8 +3,9 @@
 //! instances as ebb sees them.
 
 use super::{cloud_error, once_sent, to_chrono, to_smithy, AwsProvider, Scope};
+use crate::cloud::batches::split_on_failure;
 use crate::cloud::pacing::Key;
-use crate::cloud::{ActionReport, CloudError, Done, Failed, TypePrice};
+use crate::cloud::{ActionReport, CloudError, Done, TypePrice};
 use crate::fleet::{Billing, Gpus, Instance, InstanceState, Lifecycle, StoppedMode};
 use aws_sdk_ec2::operation::describe_spot_price_history::builders::DescribeSpotPriceHistoryFluentBuilder;
 use aws_sdk_ec2::operation::RequestId;
@@ -253,11 +254,8 @@ impl AwsProvider {
         report
     }
 
-    /// Runs `call` on batches of `ids`. A batch that fails is split in halves until the ids
-    /// that fail are alone, so one bad id costs about 2·log2(batch) extra calls and never
-    /// blocks the rest. An error about the call as a whole (throttled after every retry, bad
-    /// credentials, service down, an answer lost) fails every remaining id at once instead:
-    /// splitting would only add load, or send again what may have been carried out. Each call waits for its tokens in the scope's buckets of `operation`.
+    /// Runs `call` on batches of `ids`, split on failure (`cloud::batches`). Each call waits for
+    /// its tokens in the scope's buckets of `operation`.
     pub(super) async fn batched<F, Fut>(
         &self,
         scope: &Scope,
@@ -269,52 +267,28 @@ impl AwsProvider {
         F: Fn(Vec<String>) -> Fut,
         Fut: Future<Output = Result<Accepted, CloudError>>,
     {
-        let mut report = ActionReport::default();
-        let mut work: Vec<Vec<String>> = ids
-            .chunks(self.settings.batch_size.max(1))
-            .rev()
-            .map(<[String]>::to_vec)
-            .collect();
         let key = Key {
             account: scope.account.clone(),
             region: scope.region.clone(),
             api: operation,
         };
-        while let Some(mut batch) = work.pop() {
-            let paced = self.pacer.call(&key, batch.len(), || call(batch.clone()));
-            match paced.await {
-                Ok(accepted) => report.done.extend(batch.into_iter().map(|instance| Done {
-                    already: accepted.already.contains(&instance),
-                    instance,
-                    request_id: accepted.request_id.clone(),
-                    fallback: None,
-                    // EC2 never bills a stopped instance's compute.
-                    stopped_mode: (operation == "StopInstances").then_some(StoppedMode::NoCharge),
-                })),
-                Err(error) if error.kind.is_whole_call() => {
-                    let unsent = error.for_unsent();
-                    let rest = work.drain(..).rev().flatten().map(|instance| Failed {
-                        instance,
-                        error: unsent.clone(),
-                    });
-                    let this = batch.into_iter().map(|instance| Failed {
-                        instance,
-                        error: error.clone(),
-                    });
-                    report.failed.extend(this.chain(rest));
-                }
-                Err(error) if batch.len() == 1 => report.failed.push(Failed {
-                    instance: batch.remove(0),
-                    error,
-                }),
-                Err(_) => {
-                    let second = batch.split_off(batch.len() / 2);
-                    work.push(second);
-                    work.push(batch);
-                }
-            }
-        }
-        report
+        let (key, call) = (&key, &call);
+        let paced = |batch: Vec<String>| async move {
+            self.pacer
+                .call(key, batch.len(), || call(batch.clone()))
+                .await
+        };
+        let accept = |batch: Vec<String>, accepted: Accepted, report: &mut ActionReport| {
+            report.done.extend(batch.into_iter().map(|instance| Done {
+                already: accepted.already.contains(&instance),
+                instance,
+                request_id: accepted.request_id.clone(),
+                fallback: None,
+                // EC2 never bills a stopped instance's compute.
+                stopped_mode: (operation == "StopInstances").then_some(StoppedMode::NoCharge),
+            }))
+        };
+        split_on_failure(&ids, self.settings.batch_size, paced, accept).await
     }
 }
 

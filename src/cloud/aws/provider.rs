@@ -351,14 +351,7 @@ impl Provider for AwsProvider {
                 "DeleteTags",
                 "no tag keys to remove: DeleteTags without keys removes every tag",
             );
-            let failed = ids.iter().map(|instance| Failed {
-                instance: instance.clone(),
-                error: error.clone(),
-            });
-            return ActionReport {
-                failed: failed.collect(),
-                ..ActionReport::default()
-            };
+            return ActionReport::all_failed(ids, &error);
         }
         let tags: Vec<Tag> = keys.iter().map(|k| Tag::builder().key(k).build()).collect();
         self.in_scopes(region, ids, "DeleteTags", |scope, batch| {

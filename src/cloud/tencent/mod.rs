@@ -20,6 +20,7 @@ mod tags;
 
 pub use credentials::Keys;
 
+use super::batches::split_on_failure;
 use super::pacing::{Key, Limit, Pacer, Rate, RateLimits};
 use super::{ActionReport, CloudError, Done, Failed, PriceTable};
 use crate::clock::Clock;
@@ -177,10 +178,8 @@ impl TencentProvider {
         self.pacer.call(&key, instances, call).await
     }
 
-    /// Runs `call` on batches of `ids` of `region`, `size` at a time, each paced. A batch that
-    /// fails is split in halves until the ids that fail are alone, so one bad id never blocks
-    /// the rest; an error about the call as a whole (throttled after every retry, bad
-    /// credentials, service down, an answer lost) fails every remaining id at once instead.
+    /// Runs `call` on batches of `ids` of `region`, `size` at a time, each paced and split on
+    /// failure (`cloud::batches`).
     async fn batched<F, Fut>(
         &self,
         region: &str,
@@ -193,68 +192,29 @@ impl TencentProvider {
         F: Fn(Vec<String>) -> Fut,
         Fut: Future<Output = Result<Accepted, CloudError>>,
     {
-        let mut report = ActionReport::default();
-        let mut work: Vec<Vec<String>> = ids.chunks(size.max(1)).rev().map(<[_]>::to_vec).collect();
-        while let Some(mut batch) = work.pop() {
-            match self
-                .paced(region, api, batch.len(), || call(batch.clone()))
+        let call = &call;
+        let paced = |batch: Vec<String>| async move {
+            self.paced(region, api, batch.len(), || call(batch.clone()))
                 .await
-            {
-                Ok(accepted) => {
-                    for instance in batch {
-                        match accepted.refused.get(&instance) {
-                            Some(error) => report.failed.push(Failed {
-                                instance,
-                                error: error.clone(),
-                            }),
-                            None => report.done.push(Done {
-                                instance,
-                                request_id: accepted.request_id.clone(),
-                                fallback: None,
-                                already: false,
-                                stopped_mode: None,
-                            }),
-                        }
-                    }
-                }
-                Err(error) if error.kind.is_whole_call() => {
-                    let unsent = error.for_unsent();
-                    let rest = work.drain(..).rev().flatten().map(|instance| Failed {
-                        instance,
-                        error: unsent.clone(),
-                    });
-                    let this = batch.into_iter().map(|instance| Failed {
+        };
+        let accept = |batch: Vec<String>, accepted: Accepted, report: &mut ActionReport| {
+            for instance in batch {
+                match accepted.refused.get(&instance) {
+                    Some(error) => report.failed.push(Failed {
                         instance,
                         error: error.clone(),
-                    });
-                    report.failed.extend(this.chain(rest));
-                }
-                Err(error) if batch.len() == 1 => report.failed.push(Failed {
-                    instance: batch.remove(0),
-                    error,
-                }),
-                Err(_) => {
-                    let second = batch.split_off(batch.len() / 2);
-                    work.push(second);
-                    work.push(batch);
+                    }),
+                    None => report.done.push(Done {
+                        instance,
+                        request_id: accepted.request_id.clone(),
+                        fallback: None,
+                        already: false,
+                        stopped_mode: None,
+                    }),
                 }
             }
-        }
-        report
-    }
-}
-
-/// Every id of `ids` failed with `error`.
-pub(super) fn all_failed(ids: &[String], error: &CloudError) -> ActionReport {
-    ActionReport {
-        failed: ids
-            .iter()
-            .map(|instance| Failed {
-                instance: instance.clone(),
-                error: error.clone(),
-            })
-            .collect(),
-        ..ActionReport::default()
+        };
+        split_on_failure(&ids, size, paced, accept).await
     }
 }
 

@@ -5,7 +5,7 @@ use super::api::{
     INSTANCES_PER_CALL, INSTANCES_PER_MONITOR_CALL,
 };
 use super::client::{Answer, CVM, MONITOR};
-use super::{all_failed, Accepted, Known, TencentProvider};
+use super::{Accepted, Known, TencentProvider};
 use crate::cloud::{
     ActionReport, Artifact, CloudError, ErrorKind, Failed, GpuReadings, Image, ImageMade,
     InstanceStatus, Inventory, Launch, LaunchSpec, NodeGroupUpdate, Provider, ScopeFailure,
@@ -439,7 +439,7 @@ impl Provider for TencentProvider {
 
     /// Not on Tencent Cloud: fallback types are AWS-only.
     async fn set_type(&self, _region: &str, id: &str, _instance_type: &str) -> ActionReport {
-        all_failed(&[id.to_string()], &aws_only("ResetInstancesType"))
+        ActionReport::all_failed(&[id.to_string()], &aws_only("ResetInstancesType"))
     }
 
     /// TagResources with each instance's six-segment name.
@@ -464,7 +464,7 @@ impl Provider for TencentProvider {
     async fn untag(&self, region: &str, ids: &[String], keys: &[String]) -> ActionReport {
         if keys.is_empty() {
             let error = CloudError::other("UnTagResources", "no tag keys to remove");
-            return all_failed(ids, &error);
+            return ActionReport::all_failed(ids, &error);
         }
         self.tag_call(region, ids, "UnTagResources", json!({ "TagKeys": keys }))
             .await
@@ -518,7 +518,7 @@ impl Provider for TencentProvider {
     }
 
     async fn terminate(&self, _region: &str, ids: &[String]) -> ActionReport {
-        all_failed(ids, &aws_only("terminate"))
+        ActionReport::all_failed(ids, &aws_only("terminate"))
     }
 
     async fn deregister_image(&self, _region: &str, _image: &str) -> Result<(), CloudError> {

@@ -3,7 +3,7 @@
 
 use super::api::{Caller, TagAnswer, RESOURCES_PER_TAG_CALL};
 use super::client::{kind_of, Answer, STS, TAG};
-use super::{all_failed, Accepted, TencentProvider};
+use super::{Accepted, TencentProvider};
 use crate::cloud::{ActionReport, CloudError};
 use serde_json::{json, Value};
 
@@ -36,7 +36,7 @@ impl TencentProvider {
     ) -> ActionReport {
         let account = match self.account(region).await {
             Ok(account) => account.to_string(),
-            Err(error) => return all_failed(ids, &error),
+            Err(error) => return ActionReport::all_failed(ids, &error),
         };
         let name = |id: &str| format!("qcs::cvm:{region}:uin/{account}:instance/{id}");
         self.batched(
