@@ -153,7 +153,8 @@ struct SnapshotInstance {
     /// Its cloud is taking this preemptible instance back (a recycling lock).
     #[serde(default)]
     recycling: bool,
-    /// Its EBS volumes, what it still pays for while stopped; not given, unknown.
+    /// Its EBS volumes, what it still pays for while stopped (`ebb replay`'s net, and the
+    /// simulated cloud's listing when its `sim:` gives none); not given, unknown.
     #[serde(default)]
     volumes: Option<Vec<Volume>>,
     /// How many Elastic IPs are associated with it; not given, unknown.
@@ -344,6 +345,9 @@ impl Snapshot {
                         volumes: i.volumes,
                         elastic_ips: i.elastic_ips,
                     };
+                    // The simulated cloud lists them too, unless its `sim:` says otherwise.
+                    let b = behaviours.entry(i.id.clone()).or_insert_with(Behaviour::default);
+                    b.attached.get_or_insert_with(|| a.clone());
                     attached.insert(i.id.clone(), a);
                 }
                 let mut gpu_util: Vec<Sample> = i
