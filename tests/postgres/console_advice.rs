@@ -2,7 +2,7 @@
 //! instances synced as ticks sync them, eight days of GPU readings kept) whose advice has a
 //! right-sizing, commitments sized after and before the policies, and a policy change with its
 //! YAML diff; fewer than 7 days of readings, said as such; a window ebb tracked nothing in;
-//! and the report windows' limits.
+//! the report windows' limits, and the page's own limit on instance-days.
 
 use crate::common;
 
@@ -50,7 +50,8 @@ async fn console(pool: &PgPool, now: &str) -> (String, Store, tempfile::TempDir)
     store.migrate().await.unwrap();
     let policies = tempfile::tempdir().unwrap();
     std::fs::write(policies.path().join("p.yaml"), POLICY).unwrap();
-    let prices = policies.path().join("prices.yaml");
+    let elsewhere = tempfile::tempdir().unwrap();
+    let prices = elsewhere.path().join("prices.yaml");
     std::fs::write(&prices, PRICES).unwrap();
     let table = ebb::cloud::prices::load(&prices).unwrap();
     let clock = ebb::clock::Clock::Fixed(t(now));
@@ -188,7 +189,7 @@ async fn the_advice_page_says_when_it_has_less_than_a_week_and_refuses_unbounded
     .await;
     assert_eq!(status, StatusCode::OK, "{html}");
     assert!(
-        html.contains("Fewer than 7 days of GPU readings in this window (the longest of any instance covers 72 h)"),
+        html.contains("Fewer than 7 days of GPU readings in this window (the longest of any instance covers 3.0 days)"),
         "{html}"
     );
     assert!(!html.contains("id=\"rightsize\""), "{html}");
@@ -206,4 +207,19 @@ async fn the_advice_page_says_when_it_has_less_than_a_week_and_refuses_unbounded
     let (status, body) = get(&base, "/advice?since=1d&until=9999-12-31T00:00:00Z").await;
     assert_eq!(status, StatusCode::BAD_REQUEST);
     assert!(body.contains("is after now"), "{body}");
+    // 101 instances over 400 days is more than the page works out (40,000 instance-days):
+    // refused before any reading is read, pointing at ebb advise.
+    let many: Vec<_> = (0..101)
+        .map(|n| instance(&format!("i-many{n:03}"), &[("team", "ml")]))
+        .collect();
+    store
+        .sync_inventory(&["us-east-1".to_string()], &many, t("2025-11-01T00:00:00Z"))
+        .await
+        .unwrap();
+    let (status, body) = get(&base, "/advice?since=400d").await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+    assert!(
+        body.contains("101 instances over 400 days is more than the console works out (at most 40000 instance-days)"),
+        "{body}"
+    );
 }
