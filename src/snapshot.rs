@@ -346,7 +346,9 @@ impl Snapshot {
                         elastic_ips: i.elastic_ips,
                     };
                     // The simulated cloud lists them too, unless its `sim:` says otherwise.
-                    let b = behaviours.entry(i.id.clone()).or_insert_with(Behaviour::default);
+                    let b = behaviours
+                        .entry(i.id.clone())
+                        .or_insert_with(Behaviour::default);
                     b.attached.get_or_insert_with(|| a.clone());
                     attached.insert(i.id.clone(), a);
                 }

@@ -124,12 +124,10 @@ pub fn advise_all(
         &feed,
         || Advisor::new(inputs, &candidates, prior),
         |advisor: &mut Advisor, chunk: &[Recording]| {
-            advisor
-                .advise(chunk)
-                .map_err(|error| AdviseError::Replay {
-                    source_name: source_name.to_string(),
-                    error,
-                })
+            advisor.advise(chunk).map_err(|error| AdviseError::Replay {
+                source_name: source_name.to_string(),
+                error,
+            })
         },
     )?;
     let mut advice = super::empty(inputs, candidates.len());

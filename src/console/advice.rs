@@ -8,8 +8,8 @@
 //! closed browser) at the next chunk of instances.
 
 use super::{given, instance_link, ok, scroll, Nav, PageError, PageResult};
-use crate::advise::run::{self, AdviseError};
 use crate::advise::rightsize::MIN_RECORDED;
+use crate::advise::run::{self, AdviseError};
 use crate::advise::{Advice, Inputs};
 use crate::api::ApiState;
 use crate::fleet::GPU_BUSY_PERCENT;
@@ -88,9 +88,10 @@ pub(super) async fn page(
     }
     let mut catalogue = crate::advise::catalogue::shipped();
     catalogue.update(state.store.instance_types().await?);
-    let permit = ADVISING.acquire().await.map_err(|_| {
-        PageError::new(StatusCode::SERVICE_UNAVAILABLE, "ebb is shutting down")
-    })?;
+    let permit = ADVISING
+        .acquire()
+        .await
+        .map_err(|_| PageError::new(StatusCode::SERVICE_UNAVAILABLE, "ebb is shutting down"))?;
     let given_up = Arc::new(AtomicBool::new(false));
     let _guard = GiveUpOnDrop(given_up.clone());
     let store = state.store.clone();
@@ -136,14 +137,7 @@ pub(super) async fn page(
         };
         // Half the cores: the other half stays with the tick and the API.
         let workers = std::thread::available_parallelism().map_or(1, |n| n.get() / 2);
-        run::advise_all(
-            "the fleet in Postgres",
-            &inputs,
-            set,
-            &prior,
-            workers,
-            feed,
-        )
+        run::advise_all("the fleet in Postgres", &inputs, set, &prior, workers, feed)
     };
     let advice = match tokio::task::spawn_blocking(compute).await {
         Ok(advice) => advice,
@@ -153,7 +147,10 @@ pub(super) async fn page(
     let advice = advice.map_err(|err| {
         tracing::error!(error = %err, "the console's advice failed");
         match err {
-            AdviseError::Replay { .. } => PageError::new(StatusCode::SERVICE_UNAVAILABLE, format!("{err}: add the type to the price table (EBB_PRICES)")),
+            AdviseError::Replay { .. } => PageError::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                format!("{err}: add the type to the price table (EBB_PRICES)"),
+            ),
             _ => PageError::new(
                 StatusCode::SERVICE_UNAVAILABLE,
                 "the advice could not be worked out; the error is in ebb's log",

@@ -6,6 +6,9 @@ use crate::fleet::money::{Attached, Volume};
 use sqlx::types::Json;
 use std::collections::HashMap;
 
+/// An instance's id, its volumes and its Elastic IPs as kept (NULL: never read).
+type AttachedRow = (String, Option<Json<Vec<Volume>>>, Option<i32>);
+
 impl Store {
     /// Keeps what was read of each instance's volumes and Elastic IPs. A fact not read this
     /// time (`None`) leaves the one read before; never read, it stays unknown (NULL). Rows
@@ -42,7 +45,7 @@ impl Store {
     /// What was last read of the volumes and Elastic IPs of each of `ids` that ebb has read
     /// any of: what `ebb replay` from Postgres nets a stopped box's hours with.
     pub async fn attached_of(&self, ids: &[String]) -> Result<HashMap<String, Attached>> {
-        let rows: Vec<(String, Option<Json<Vec<Volume>>>, Option<i32>)> = sqlx::query_as(
+        let rows: Vec<AttachedRow> = sqlx::query_as(
             "SELECT id, volumes, elastic_ips FROM instances
              WHERE id = ANY($1::text[]) AND (volumes IS NOT NULL OR elastic_ips IS NOT NULL)",
         )

@@ -133,7 +133,10 @@ fn a_stopped_box_s_volume_and_address_are_subtracted_from_the_net() {
             < 1e-3,
         "{net}"
     );
-    assert!((got("net_savings_usd") - 65.8144).abs() <= tick_h * 1.06, "{net}");
+    assert!(
+        (got("net_savings_usd") - 65.8144).abs() <= tick_h * 1.06,
+        "{net}"
+    );
     assert_eq!(got("commitment_covered_usd"), 0.0);
     assert_eq!(got("unknown_box_cost_hours"), 0.0);
     assert!(

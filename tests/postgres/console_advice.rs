@@ -167,7 +167,10 @@ async fn the_advice_page_shows_a_right_sizing_the_commitments_and_a_policy_chang
         assert!(html.contains(shown), "/advice lacks {shown:?}:\n{html}");
     }
     // The busy single-GPU boxes are not resized.
-    assert!(!html.contains("<a href=\"/instances/i-serving1\">i-serving1</a></th>"), "{html}");
+    assert!(
+        !html.contains("<a href=\"/instances/i-serving1\">i-serving1</a></th>"),
+        "{html}"
+    );
     assert!(!html.contains("Fewer than 7 days"), "{html}");
 }
 

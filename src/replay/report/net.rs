@@ -72,8 +72,7 @@ impl Report {
     /// Works out gross to net with the commitments `table` holds and what it says a stopped
     /// box pays, for the volumes and Elastic IPs `fleet` knows (none of either: nothing).
     pub fn apply_prices(&mut self, table: &PriceTable, fleet: &Fleet) {
-        if (table.commitments.is_empty() && table.while_stopped.is_none()) || self.to <= self.from
-        {
+        if (table.commitments.is_empty() && table.while_stopped.is_none()) || self.to <= self.from {
             self.net = None;
             return;
         }
@@ -198,8 +197,13 @@ mod tests {
         let paid = 12.0 * (40.0 / 730.0 + 0.005);
         assert_eq!(net.gross_usd, 12.0);
         assert!((net.stopped_box_cost_usd - paid).abs() < 1e-9, "{net:?}");
-        assert!((net.net_usd.unwrap() - (12.0 - paid)).abs() < 1e-9, "{net:?}");
-        assert!(report.table().contains("less $0.72 the stopped boxes still paid"));
+        assert!(
+            (net.net_usd.unwrap() - (12.0 - paid)).abs() < 1e-9,
+            "{net:?}"
+        );
+        assert!(report
+            .table()
+            .contains("less $0.72 the stopped boxes still paid"));
         // A second box stopped 6 hours whose volumes were never read: the net is unknown.
         inst.id = "i-b".into();
         fleet.instances.push(inst);
