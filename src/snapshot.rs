@@ -7,6 +7,7 @@
 
 use crate::cloud::sim::Behaviour;
 use crate::engine::{GroupMemory, InstanceFacts, Override, Prior};
+use crate::fleet::money::{Attached, Volume};
 use crate::fleet::owner::ASG_TAG;
 use crate::fleet::{
     Billing, Capacity, Charge, Cloud, Fleet, GroupMember, Instance, InstanceState, Lifecycle,
@@ -152,6 +153,13 @@ struct SnapshotInstance {
     /// Its cloud is taking this preemptible instance back (a recycling lock).
     #[serde(default)]
     recycling: bool,
+    /// Its EBS volumes, what it still pays for while stopped (`ebb replay`'s net, and the
+    /// simulated cloud's listing when its `sim:` gives none); not given, unknown.
+    #[serde(default)]
+    volumes: Option<Vec<Volume>>,
+    /// How many Elastic IPs are associated with it; not given, unknown.
+    #[serde(default)]
+    elastic_ips: Option<u32>,
     /// How the simulated provider makes it behave; other readers ignore it.
     #[serde(default)]
     sim: Option<Behaviour>,
@@ -312,6 +320,7 @@ impl Snapshot {
         let mut facts = HashMap::with_capacity(self.instances.len());
         let mut behaviours = HashMap::new();
         let mut gpu_unread = HashMap::new();
+        let mut attached = HashMap::new();
         let instances = self
             .instances
             .into_iter()
@@ -330,6 +339,18 @@ impl Snapshot {
                 }
                 if let Some(why) = i.gpu_read_error {
                     gpu_unread.insert(i.id.clone(), why.into());
+                }
+                if i.volumes.is_some() || i.elastic_ips.is_some() {
+                    let a = Attached {
+                        volumes: i.volumes,
+                        elastic_ips: i.elastic_ips,
+                    };
+                    // The simulated cloud lists them too, unless its `sim:` says otherwise.
+                    let b = behaviours
+                        .entry(i.id.clone())
+                        .or_insert_with(Behaviour::default);
+                    b.attached.get_or_insert_with(|| a.clone());
+                    attached.insert(i.id.clone(), a);
                 }
                 let mut gpu_util: Vec<Sample> = i
                     .gpu_util
@@ -386,6 +407,7 @@ impl Snapshot {
                 instances,
                 prices: self.prices,
                 gpu_unread,
+                attached,
             },
             Prior::new(
                 facts,

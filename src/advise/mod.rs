@@ -16,6 +16,7 @@ pub mod catalogue;
 pub mod commitments;
 mod output;
 pub mod rightsize;
+pub mod run;
 pub mod tuning;
 
 pub use commitments::{Basis, Commitment, HourlySpend, Term};
@@ -143,6 +144,9 @@ pub struct Advice {
     pub policy_changes: Vec<PolicyChange>,
     /// Commitments, once [`Advice::finish`] has sized them.
     pub commitments: Vec<Commitment>,
+    /// The longest recording of any instance, first reading to last: under
+    /// [`rightsize::MIN_RECORDED`], nothing is resized.
+    pub longest_recorded: Duration,
 }
 
 impl Advice {
@@ -155,7 +159,13 @@ impl Advice {
             roles: Roles::default(),
             policy_changes: Vec::new(),
             commitments: Vec::new(),
+            longest_recorded: Duration::zero(),
         }
+    }
+
+    /// The period advised on.
+    pub fn period(&self) -> Period {
+        self.period
     }
 
     /// Adds a worker's share.
@@ -182,6 +192,7 @@ impl Advice {
         self.roles.commit.extend(other.roles.commit);
         self.roles.schedule.extend(other.roles.schedule);
         self.roles.spot.extend(other.roles.spot);
+        self.longest_recorded = self.longest_recorded.max(other.longest_recorded);
     }
 
     /// Chooses the policy changes among `candidates` and sizes the commitments; orders every
@@ -286,6 +297,8 @@ impl<'a> Advisor<'a> {
         let period = self.inputs.period();
         let tally = &played.tally;
         if let Some(load) = Load::of(&r.samples) {
+            let longest = &mut self.advice.longest_recorded;
+            *longest = (*longest).max(load.recorded);
             let sizing = Sizing {
                 catalogue: self.inputs.catalogue,
                 on_demand: self.inputs.on_demand,

@@ -406,7 +406,7 @@ impl OnCloud for Inventory {
         print!(
             "{}",
             match self.format {
-                Format::Json => output::snapshot_json(&inventory.instances),
+                Format::Json => output::snapshot_json(&inventory.instances, &inventory.attached),
                 Format::Table => output::instances_table(&inventory.instances, &Local),
             }
         );

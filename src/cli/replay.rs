@@ -155,7 +155,7 @@ pub(super) async fn run(args: &ReplayArgs) -> Result<ExitCode> {
         busy_threshold: args.busy_threshold,
     };
     let sets: Vec<&PolicySet> = std::iter::once(&set).chain(baseline.as_ref()).collect();
-    let span = replay_store::readings_span(args.from, args.to, &sets);
+    let span = crate::replay::readings_span(args.from, args.to, &sets);
     // The replay blocks this thread on its workers, and a Postgres source on its queries.
     let report = tokio::task::block_in_place(|| {
         let feed = |send: &SyncSender<Vec<Recording>>| match &source {
@@ -179,7 +179,7 @@ pub(super) async fn run(args: &ReplayArgs) -> Result<ExitCode> {
     })?;
     let mut report = report;
     if let Some(table) = &table {
-        report.apply_commitments(table);
+        report.apply_prices(table, &fleet);
     }
     print!(
         "{}",

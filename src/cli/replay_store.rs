@@ -3,33 +3,16 @@
 //! read a chunk of instances at a time (by instance, in id order) and handed to the same
 //! workers the files feed. A month of a large fleet is never in memory at once.
 
-use crate::engine::{Prior, RECENT};
+use crate::engine::Prior;
 use crate::fleet::{Fleet, Instance};
-use crate::policy::PolicySet;
-use crate::replay::{Recording, CHUNK, WRONGFUL_WITHIN};
+use crate::replay::{self, Recording};
 use crate::store::Store;
 use anyhow::{Context as _, Result};
-use chrono::{DateTime, Duration, Utc};
+use chrono::{DateTime, Utc};
 use std::sync::mpsc::SyncSender;
 
-/// The span of readings a replay from `from` to `to` reads: back far enough that the first
-/// tick's longest idle window (of `sets`) is covered, on past `to` as far as a stop's demand
-/// coming back is looked for.
-pub(super) fn readings_span(
-    from: DateTime<Utc>,
-    to: DateTime<Utc>,
-    sets: &[&PolicySet],
-) -> (DateTime<Utc>, DateTime<Utc>) {
-    let longest = sets
-        .iter()
-        .flat_map(|set| &set.policies)
-        .filter_map(|p| p.idle.as_ref().map(|i| i.window))
-        .max()
-        .unwrap_or(Duration::zero());
-    (from - longest - RECENT, to + WRONGFUL_WITHIN + RECENT)
-}
-
-/// The fleet at `from` and what ebb remembered of it then, from `store`.
+/// The fleet at `from` and what ebb remembered of it then, from `store`, with the volumes and
+/// Elastic IPs last read of each instance (ebb keeps no history of them).
 pub(super) async fn fleet_at(store: &Store, from: DateTime<Utc>) -> Result<(Fleet, Prior)> {
     let (instances, prior) = store
         .fleet_at(from)
@@ -41,8 +24,14 @@ pub(super) async fn fleet_at(store: &Store, from: DateTime<Utc>) -> Result<(Flee
             from.to_rfc3339()
         );
     }
+    let ids: Vec<String> = instances.iter().map(|i| i.id.clone()).collect();
+    let attached = store
+        .attached_of(&ids)
+        .await
+        .context("cannot read the instances' volumes from Postgres")?;
     let fleet = Fleet {
         instances,
+        attached,
         ..Fleet::default()
     };
     Ok((fleet, prior))
@@ -58,17 +47,16 @@ pub(super) fn stream_chunks(
     span: (DateTime<Utc>, DateTime<Utc>),
     send: &SyncSender<Vec<Recording>>,
 ) -> Result<()> {
-    for chunk in instances.chunks(CHUNK) {
-        let ids: Vec<String> = chunk.iter().map(|i| i.id.clone()).collect();
-        let mut readings = runtime
-            .block_on(store.gpu_readings_of(&ids, span.0, span.1))
-            .context("cannot read the GPU readings from Postgres")?;
-        let recordings = chunk
-            .iter()
-            .map(|inst| Recording::new(inst, readings.remove(&inst.id).unwrap_or_default()))
-            .collect();
-        send.send(recordings)
-            .map_err(|_| anyhow::anyhow!("the replay stopped early"))?;
-    }
-    Ok(())
+    replay::in_chunks(
+        instances,
+        |ids| {
+            runtime
+                .block_on(store.gpu_readings_of(ids, span.0, span.1))
+                .context("cannot read the GPU readings from Postgres")
+        },
+        |recordings| {
+            send.send(recordings)
+                .map_err(|_| anyhow::anyhow!("the replay stopped early"))
+        },
+    )
 }

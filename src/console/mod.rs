@@ -7,6 +7,7 @@
 //! browser logs in with an API token ([`login`], [`session`]) to read private pages and, with
 //! the `override` scope, to make and revoke overrides from an instance's page.
 
+mod advice;
 mod audit;
 mod chart;
 mod explain;
@@ -52,6 +53,7 @@ pub fn router(state: ApiState) -> Router {
         .route("/migrations", get(migrations::page))
         .route("/savings", get(savings::page))
         .route("/policies", get(policies::page))
+        .route("/advice", get(advice::page))
         .route_layer(axum::middleware::from_fn_with_state(
             state.clone(),
             session::require_read,
@@ -92,17 +94,19 @@ enum Nav {
     Migrations,
     Savings,
     Policies,
+    Advice,
     /// A page outside the bar (one instance, an error).
     Other,
 }
 
 impl Nav {
-    const BAR: [(Nav, &'static str, &'static str); 5] = [
+    const BAR: [(Nav, &'static str, &'static str); 6] = [
         (Nav::Fleet, "/", "Fleet"),
         (Nav::Audit, "/audit", "Audit log"),
         (Nav::Migrations, "/migrations", "Spot moves"),
         (Nav::Savings, "/savings", "Savings"),
         (Nav::Policies, "/policies", "Policies"),
+        (Nav::Advice, "/advice", "Advice"),
     ];
 }
 

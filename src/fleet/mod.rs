@@ -30,6 +30,10 @@ pub struct Fleet {
     /// nothing, unlike a read that succeeded and found no samples: whether it is idle or busy
     /// is unknown.
     pub gpu_unread: HashMap<String, Arc<str>>,
+    /// What instances keep paying for while stopped (their volumes and Elastic IPs), by id,
+    /// where known: from a snapshot's `volumes` and `elastic_ips`, or as Postgres keeps them.
+    /// An instance absent, or a fact `None`, was not read.
+    pub attached: HashMap<String, money::Attached>,
 }
 
 /// $/hour prices: region → instance type → price.

@@ -2,6 +2,7 @@
 //! people.
 
 use crate::engine::Decision;
+use crate::fleet::money::{Attached, Volume};
 use crate::fleet::{Charge, Cloud, Instance, Owner, StoppedMode};
 use crate::reconcile::TickReport;
 use crate::spot::{self, Interruption, Step};
@@ -368,10 +369,16 @@ struct SnapshotItem<'a> {
     stopped_mode: Option<StoppedMode>,
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     recycling: bool,
+    /// Written when read: what it pays for while stopped, for `ebb replay`'s net.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    volumes: Option<&'a [Volume]>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    elastic_ips: Option<u32>,
 }
 
-/// Instances as a fleet snapshot that `ebb plan --fleet` reads (without GPU readings).
-pub fn snapshot_json(instances: &[Instance]) -> String {
+/// Instances as a fleet snapshot that `ebb plan --fleet` reads (without GPU readings), with
+/// the volumes and Elastic IPs of `attached` where they were read.
+pub fn snapshot_json(instances: &[Instance], attached: &HashMap<String, Attached>) -> String {
     let rfc3339 =
         |t: Option<DateTime<Utc>>| t.map(|t| t.to_rfc3339_opts(SecondsFormat::Secs, true));
     let items: Vec<SnapshotItem> = instances
@@ -391,6 +398,8 @@ pub fn snapshot_json(instances: &[Instance]) -> String {
             charge: (i.billing.charge != Charge::PayAsYouGo).then_some(i.billing.charge),
             stopped_mode: i.billing.stopped_mode,
             recycling: i.billing.recycling,
+            volumes: attached.get(&i.id).and_then(|a| a.volumes.as_deref()),
+            elastic_ips: attached.get(&i.id).and_then(|a| a.elastic_ips),
         })
         .collect();
     let mut text = serde_json::to_string_pretty(&serde_json::json!({ "instances": items }))

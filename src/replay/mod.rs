@@ -17,7 +17,7 @@ mod model;
 mod report;
 
 pub use model::Played;
-pub use report::{InstanceOutcome, OnDemandUse, Report, Scenarios, Tally};
+pub use report::{InstanceOutcome, Net, OnDemandUse, Report, Scenarios, Tally};
 
 use crate::engine::{self, Prior, RECENT};
 use crate::fleet::{Instance, InstanceState, Lifecycle, Prices, Sample};
@@ -25,6 +25,7 @@ use crate::policy::{LateStart, PolicySet};
 use crate::report::money::HourlyUse;
 use chrono::{DateTime, Duration, Utc};
 use std::borrow::Cow;
+use std::collections::HashMap;
 
 /// How a replay runs.
 #[derive(Debug, Clone, Copy)]
@@ -71,6 +72,44 @@ impl Recording {
             samples,
         }
     }
+}
+
+/// The span of readings a replay from `from` to `to` needs: back far enough that the first
+/// tick's longest idle window (of `sets`) is covered, on past `to` as far as a stop's demand
+/// coming back is looked for.
+pub fn readings_span(
+    from: DateTime<Utc>,
+    to: DateTime<Utc>,
+    sets: &[&PolicySet],
+) -> (DateTime<Utc>, DateTime<Utc>) {
+    let longest = sets
+        .iter()
+        .flat_map(|set| &set.policies)
+        .filter_map(|p| p.idle.as_ref().map(|i| i.window))
+        .max()
+        .unwrap_or(Duration::zero());
+    (from - longest - RECENT, to + WRONGFUL_WITHIN + RECENT)
+}
+
+/// The recordings of `instances`, [`CHUNK`] at a time: `read` gives the readings of a chunk's
+/// ids (by id; an instance without any is recorded with none), `send` takes each chunk's
+/// recordings. The reading is the caller's (Postgres, for `ebb replay` and `ebb advise`
+/// without files, and the console's `/advice`).
+pub fn in_chunks<E>(
+    instances: &[Instance],
+    mut read: impl FnMut(&[String]) -> Result<HashMap<String, Vec<Sample>>, E>,
+    mut send: impl FnMut(Vec<Recording>) -> Result<(), E>,
+) -> Result<(), E> {
+    for chunk in instances.chunks(CHUNK) {
+        let ids: Vec<String> = chunk.iter().map(|i| i.id.clone()).collect();
+        let mut readings = read(&ids)?;
+        let recordings = chunk
+            .iter()
+            .map(|inst| Recording::new(inst, readings.remove(&inst.id).unwrap_or_default()))
+            .collect();
+        send(recordings)?;
+    }
+    Ok(())
 }
 
 /// Why a chunk could not be replayed.

@@ -88,7 +88,7 @@ pub(super) fn run(
     let mut fleet = Fleet {
         instances: chunk.iter().map(|r| initial_view(&r.instance)).collect(),
         prices: prices.clone(),
-        gpu_unread: Default::default(),
+        ..Fleet::default()
     };
     let mut models: Vec<Modelled> = chunk
         .iter()

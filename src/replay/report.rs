@@ -1,7 +1,10 @@
 //! The measures of a replay, summed over instances and policies, and how they are shown:
-//! JSON, a table, and a pull-request comment in Markdown.
+//! JSON, a table, and a pull-request comment in Markdown; from gross to net in [`net`].
 
-use crate::fleet::money::PriceTable;
+mod net;
+
+pub use net::Net;
+
 use crate::report::money::HourlyUse;
 use chrono::{DateTime, SecondsFormat, Utc};
 use serde_json::{json, Value};
@@ -161,39 +164,6 @@ pub struct OnDemandUse {
     pub always_on: HourlyUse,
 }
 
-/// From gross to net: what the commitments held make of the policies' savings against always
-/// on.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Net {
-    /// The savings at on-demand (and spot) prices.
-    pub gross_usd: f64,
-    /// The on-demand dollars of the hours the policies stopped that commitments would have
-    /// covered: not saved.
-    pub commitment_covered_usd: f64,
-    /// The commitment dollars left unused because of the stops.
-    pub unused_commitment_usd: f64,
-    /// Gross less what commitments covered.
-    pub net_usd: f64,
-}
-
-impl Net {
-    fn json(&self) -> Value {
-        json!({
-            "gross_savings_usd": round(self.gross_usd, 4),
-            "commitment_covered_usd": round(self.commitment_covered_usd, 4),
-            "unused_commitment_usd": round(self.unused_commitment_usd, 4),
-            "net_savings_usd": round(self.net_usd, 4),
-        })
-    }
-
-    fn line(&self) -> String {
-        format!(
-            "Gross ${:.2}, net ${:.2}: less ${:.2} of stopped hours the commitments held would have covered (${:.2} of commitment left unused by the stops).",
-            self.gross_usd, self.net_usd, self.commitment_covered_usd, self.unused_commitment_usd
-        )
-    }
-}
-
 /// A whole replay: the total, per policy and per instance.
 #[derive(Debug, Clone)]
 pub struct Report {
@@ -207,7 +177,8 @@ pub struct Report {
     pub instances: Vec<InstanceOutcome>,
     /// Every instance's hours on demand, summed.
     on_demand: OnDemandUse,
-    /// Gross to net, once [`Report::apply_commitments`] found commitments held.
+    /// Gross to net, once [`Report::apply_prices`] found commitments held or stopped boxes'
+    /// costs priced.
     pub net: Option<Net>,
 }
 
@@ -238,26 +209,6 @@ impl Report {
     pub fn add_on_demand(&mut self, used: &OnDemandUse) {
         self.on_demand.policies.merge(&used.policies);
         self.on_demand.always_on.merge(&used.always_on);
-    }
-
-    /// Works out gross to net with the commitments `table` holds (none held: nothing).
-    pub fn apply_commitments(&mut self, table: &PriceTable) {
-        if table.commitments.is_empty() || self.to <= self.from {
-            self.net = None;
-            return;
-        }
-        let first = self.on_demand.policies.first_hour;
-        let hours = (self.to.timestamp() - 1).div_euclid(3600) - first + 1;
-        let policies = self.on_demand.policies.bill(table, hours);
-        let always_on = self.on_demand.always_on.bill(table, hours);
-        let gross = self.total.savings(&self.total.policies);
-        let covered = always_on.covered_usd - policies.covered_usd;
-        self.net = Some(Net {
-            gross_usd: gross,
-            commitment_covered_usd: covered,
-            unused_commitment_usd: always_on.commitment_used_usd - policies.commitment_used_usd,
-            net_usd: gross - covered,
-        });
     }
 
     /// Adds the outcomes of a chunk.
@@ -486,6 +437,8 @@ impl Report {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::fleet::money::PriceTable;
+    use crate::fleet::Fleet;
 
     fn tally(running_h: i64, cost_usd: f64) -> Tally {
         Tally {
@@ -555,17 +508,17 @@ mod tests {
             },
             ..PriceTable::default()
         };
-        report.apply_commitments(&table);
+        report.apply_prices(&table, &Fleet::default());
         let net = report.net.unwrap();
         assert_eq!(net.gross_usd, 120.0);
         assert_eq!(net.commitment_covered_usd, 120.0);
         assert_eq!(net.unused_commitment_usd, 72.0);
-        assert_eq!(net.net_usd, 0.0);
+        assert_eq!(net.net_usd, Some(0.0));
         let json: Value = serde_json::from_str(&report.json()).unwrap();
         assert_eq!(json["commitments"]["net_savings_usd"], 0.0);
         assert!(report.table().contains("Gross $120.00, net $0.00"));
         // Without commitments held, no gross-to-net line.
-        report.apply_commitments(&PriceTable::default());
+        report.apply_prices(&PriceTable::default(), &Fleet::default());
         assert_eq!(report.net, None);
     }
 

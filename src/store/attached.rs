@@ -2,8 +2,12 @@
 //! kept on their inventory rows for `ebb report` (migration 0023).
 
 use super::{Result, Store};
-use crate::fleet::money::Attached;
+use crate::fleet::money::{Attached, Volume};
+use sqlx::types::Json;
 use std::collections::HashMap;
+
+/// An instance's id, its volumes and its Elastic IPs as kept (NULL: never read).
+type AttachedRow = (String, Option<Json<Vec<Volume>>>, Option<i32>);
 
 impl Store {
     /// Keeps what was read of each instance's volumes and Elastic IPs. A fact not read this
@@ -36,5 +40,27 @@ impl Store {
         .execute(&self.pool)
         .await?;
         Ok(())
+    }
+
+    /// What was last read of the volumes and Elastic IPs of each of `ids` that ebb has read
+    /// any of: what `ebb replay` from Postgres nets a stopped box's hours with.
+    pub async fn attached_of(&self, ids: &[String]) -> Result<HashMap<String, Attached>> {
+        let rows: Vec<AttachedRow> = sqlx::query_as(
+            "SELECT id, volumes, elastic_ips FROM instances
+             WHERE id = ANY($1::text[]) AND (volumes IS NOT NULL OR elastic_ips IS NOT NULL)",
+        )
+        .bind(ids)
+        .fetch_all(&self.pool)
+        .await?;
+        Ok(rows
+            .into_iter()
+            .map(|(id, volumes, elastic_ips)| {
+                let attached = Attached {
+                    volumes: volumes.map(|v| v.0),
+                    elastic_ips: elastic_ips.and_then(|n| u32::try_from(n).ok()),
+                };
+                (id, attached)
+            })
+            .collect())
     }
 }

@@ -137,6 +137,7 @@ impl World {
             instances: self.instances.clone(),
             prices: self.prices.clone(),
             gpu_unread: self.gpu_unread.clone(),
+            ..Fleet::default()
         };
         let prior = Prior::new(self.facts.clone(), self.overrides.clone())
             .with_capacity_failures(self.capacity_failures.clone());

@@ -29,6 +29,7 @@ mod owners;
 mod policy;
 mod policy_check;
 mod replay;
+mod replay_disks;
 mod replay_groups;
 mod schedule;
 mod settings;

@@ -14,6 +14,7 @@ mod charging_stops;
 mod cloudwatch_reads;
 mod commitments;
 mod console;
+mod console_advice;
 mod console_groups;
 mod demo;
 mod events;

@@ -30,16 +30,30 @@ policies:
 "#;
 
 /// The same instances at [`FROM`] as a snapshot: what ebb tracked then, in the states it had
-/// then, with ebb's stop of i-office remembered (so the opening starts it).
+/// then, with ebb's stop of i-office remembered (so the opening starts it), and the volumes
+/// and Elastic IPs ticks kept of them.
 const SNAPSHOT: &str = "instances:
   - {id: i-notebook, region: us-east-1, type: g5.xlarge, state: running,
-     state_since: 2026-11-29T17:00:00Z, tags: {team: research}}
+     state_since: 2026-11-29T17:00:00Z, tags: {team: research},
+     volumes: [{volume_type: gp3, size_gib: 500}], elastic_ips: 1}
   - {id: i-office, region: us-east-1, type: g5.xlarge, state: stopped,
      state_since: 2026-11-29T17:00:00Z, stopped_by_ebb_at: 2026-11-29T16:59:00Z,
-     tags: {team: office}}
+     tags: {team: office}, volumes: [{volume_type: gp3, size_gib: 500}], elastic_ips: 1}
   - {id: i-person, region: us-east-1, type: g5.xlarge, state: stopped,
-     state_since: 2026-11-29T17:00:00Z, tags: {team: research}}
+     state_since: 2026-11-29T17:00:00Z, tags: {team: research},
+     volumes: [{volume_type: gp3, size_gib: 500}], elastic_ips: 1}
 ";
+
+/// 500 GiB of gp3 and an Elastic IP, as a tick keeps what it read.
+fn disk_and_address() -> ebb::fleet::money::Attached {
+    ebb::fleet::money::Attached {
+        volumes: Some(vec![ebb::fleet::money::Volume {
+            volume_type: "gp3".into(),
+            size_gib: 500,
+        }]),
+        elastic_ips: Some(1),
+    }
+}
 
 fn out(o: &Output) -> String {
     assert!(
@@ -136,6 +150,11 @@ async fn record_a_day(store: &Store) {
         .sync_inventory(&region, &later, t("2026-11-30T09:10:00Z"))
         .await
         .unwrap();
+    let kept = ["i-notebook", "i-office", "i-person", "i-late", "i-gone"]
+        .into_iter()
+        .map(|id| (id.to_string(), disk_and_address()))
+        .collect();
+    store.keep_attached(&kept).await.unwrap();
     let day = |busy| readings("2026-11-30T05:00:00Z", "2026-11-30T21:00:00Z", busy);
     let notebook_day = day(("2026-11-30T10:00:00Z", "2026-11-30T10:30:00Z"));
     let office_day = day(("2026-11-30T09:00:00Z", "2026-11-30T17:00:00Z"));
@@ -203,6 +222,10 @@ async fn replay_from_postgres_equals_the_replay_of_the_export_and_a_snapshot(poo
     let files: serde_json::Value = serde_json::from_str(&from_files).unwrap();
     let postgres: serde_json::Value = serde_json::from_str(&from_postgres).unwrap();
     assert_eq!(postgres, files, "{from_postgres}\n{from_files}");
+    // Both nets subtract what the stopped boxes still paid for the disks and addresses kept.
+    let net = &postgres["commitments"];
+    assert!(net["stopped_box_cost_usd"].as_f64().unwrap() > 0.0, "{net}");
+    assert!(net["net_savings_usd"].is_number(), "{net}");
 
     // And the report is about something: the three instances tracked at --from, i-office
     // started at the opening (ebb's stop remembered), i-person's demand unserved until a
