@@ -5,12 +5,16 @@
 //! decisions. `ebb plan`, the reconciler and the tests all call it; [`explain`] runs the same
 //! evaluation with a trace of every rule's verdict.
 
+mod early;
 mod explain;
+mod reserve;
 mod group;
 mod next;
 mod rules;
 
+pub use early::{latest_starts, whole_minutes, StartRates, TokenRate, MAX_EARLY};
 pub use explain::{explain, Explanation};
+pub use reserve::{reservations, Reserve, RESERVATION_LASTS};
 pub use group::{
     decide_group, GroupAction, GroupDecision, GroupMemory, NODE_GROUP_LEAST_MAX, OFF_CAPACITY,
 };
@@ -22,7 +26,7 @@ use crate::policy::{Policy, PolicySet};
 use crate::schedule::ScheduleStatus;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::fmt;
 
 /// What ebb does to an instance.
@@ -49,6 +53,12 @@ pub enum Action {
     FallbackOnDemand,
     /// Change a stopped instance's type (a start falling back to another type).
     Resize,
+    /// Make a capacity reservation for a stopped instance's start (`start.reserve_capacity`).
+    ReserveCapacity,
+    /// Make a stopped instance start into a capacity reservation, or into open capacity again.
+    TargetReservation,
+    /// Cancel a capacity reservation ebb made.
+    CancelReservation,
 }
 
 impl Action {
@@ -65,6 +75,9 @@ impl Action {
             Action::RelaunchSpot => "relaunch_spot",
             Action::FallbackOnDemand => "fallback_on_demand",
             Action::Resize => "resize",
+            Action::ReserveCapacity => "reserve_capacity",
+            Action::TargetReservation => "target_reservation",
+            Action::CancelReservation => "cancel_reservation",
         }
     }
 
@@ -81,6 +94,9 @@ impl Action {
             Action::RelaunchSpot,
             Action::FallbackOnDemand,
             Action::Resize,
+            Action::ReserveCapacity,
+            Action::TargetReservation,
+            Action::CancelReservation,
         ]
         .into_iter()
         .find(|a| a.as_str() == name)
@@ -217,6 +233,16 @@ codes! {
     /// An instance ebb changed to a fallback type is changed back to its own type before a
     /// start (`start.restore_type`).
     RestoreType = "restore_type",
+    /// A capacity reservation made for an instance whose start EC2 refused for lack of capacity
+    /// within the capacity memory, and the instance made to start into it
+    /// (`start.reserve_capacity`).
+    CapacityReserved = "capacity_reserved",
+    /// The capacity reservation ebb made for an instance's start cancelled: the instance runs,
+    /// or the reservation's deadline passed.
+    ReservationCancelled = "reservation_cancelled",
+    /// An instance whose capacity reservation ebb cancelled made to start into open capacity
+    /// again, before its next start.
+    ReservationReleased = "reservation_released",
     /// `start_at_open: never`.
     StartNever = "start_never",
     /// Stopped by someone other than ebb: a person's stop sticks.
@@ -378,6 +404,15 @@ pub struct Prior {
     overrides: HashMap<String, Vec<Override>>,
     /// The last start EC2 refused for lack of capacity, by region and instance type.
     capacity_failures: HashMap<(String, String), DateTime<Utc>>,
+    /// The buckets starts wait for, when known: with them, starts that the buckets cannot all
+    /// make by an opening begin early enough that they are.
+    start_rates: Option<StartRates>,
+    /// The instances ebb changed to a fallback type, which `start.restore_type` changes back
+    /// (a ModifyInstanceAttribute call) before their start.
+    moved_types: HashSet<String>,
+    /// The starts EC2 refused for lack of capacity, by instance, oldest first, within
+    /// [`MAX_CAPACITY_MEMORY`]: what `start.reserve_capacity` weighs.
+    refused_starts: HashMap<String, Vec<DateTime<Utc>>>,
 }
 
 impl Prior {
@@ -391,7 +426,41 @@ impl Prior {
             facts,
             overrides: by_instance,
             capacity_failures: HashMap::new(),
+            start_rates: None,
+            moved_types: HashSet::new(),
+            refused_starts: HashMap::new(),
         }
+    }
+
+    /// With the starts EC2 refused for lack of capacity, by instance, oldest first.
+    pub fn with_refused_starts(mut self, refused: HashMap<String, Vec<DateTime<Utc>>>) -> Self {
+        self.refused_starts = refused;
+        self
+    }
+
+    /// The starts of `instance` EC2 refused for lack of capacity, oldest first.
+    pub fn refused_starts(&self, instance: &str) -> &[DateTime<Utc>] {
+        self.refused_starts.get(instance).map_or(&[], Vec::as_slice)
+    }
+
+    /// With the buckets starts wait for in every account and region (EC2's StartInstances and
+    /// ModifyInstanceAttribute), and the instances whose type is changed back before their
+    /// start: what the early start of many starts due at one opening is worked out from.
+    pub fn with_start_rates(mut self, rates: StartRates, moved_types: HashSet<String>) -> Self {
+        self.start_rates = Some(rates);
+        self.moved_types = moved_types;
+        self
+    }
+
+    /// The buckets starts wait for, when known.
+    pub fn start_rates(&self) -> Option<&StartRates> {
+        self.start_rates.as_ref()
+    }
+
+    /// Whether ebb changed `instance` to a fallback type (its own type comes back before a
+    /// start under `start.restore_type`).
+    pub fn moved_type(&self, instance: &str) -> bool {
+        self.moved_types.contains(instance)
     }
 
     /// With the last start EC2 refused for lack of capacity, by region and instance type: what

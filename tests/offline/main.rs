@@ -17,6 +17,7 @@ mod cloudwatch_gpus;
 mod decider;
 mod deploy;
 mod docs;
+mod early_start;
 mod eks_mocks;
 mod engine;
 mod events;

@@ -13,7 +13,7 @@ use crate::cloud::pacing::Key;
 use crate::cloud::{
     ActionReport, Artifact, CloudError, ErrorKind, Failed, GpuReadings, Image, ImageMade,
     ImageState, InstanceStatus, Inventory, Launch, LaunchSpec, NodeGroupUpdate, Provider,
-    ScopeFailure, StopKind, TypePrice,
+    Reservation, ReservationRequest, ScopeFailure, StopKind, TypePrice,
 };
 use crate::fleet::{Capacity, Instance, NodeGroup, ScalingGroup, TypeFacts};
 use aws_sdk_ec2::error::ProvideErrorMetadata;
@@ -634,5 +634,53 @@ impl Provider for AwsProvider {
         node_group: &NodeGroup,
     ) -> Result<Capacity, CloudError> {
         self.node_group_scaling(region, group, node_group).await
+    }
+
+    /// DescribeInstances, then CreateCapacityReservation (`reservations.rs`).
+    async fn reserve_capacity(
+        &self,
+        region: &str,
+        request: &ReservationRequest,
+    ) -> Result<Reservation, CloudError> {
+        self.create_reservation(region, request).await
+    }
+
+    /// DescribeCapacityReservations, every page (`reservations.rs`).
+    async fn reservations(
+        &self,
+        region: &str,
+        instance: &str,
+        token: &str,
+    ) -> Result<Vec<Reservation>, CloudError> {
+        self.tagged_reservations(region, instance, token).await
+    }
+
+    /// ModifyInstanceCapacityReservationAttributes (`reservations.rs`).
+    async fn target_reservation(
+        &self,
+        region: &str,
+        instance: &str,
+        reservation: Option<&str>,
+    ) -> ActionReport {
+        self.retarget(region, instance, reservation).await
+    }
+
+    /// DescribeInstances (`reservations.rs`).
+    async fn reservation_target(
+        &self,
+        region: &str,
+        instance: &str,
+    ) -> Result<Option<String>, CloudError> {
+        self.target_of(region, instance).await
+    }
+
+    /// CancelCapacityReservation (`reservations.rs`).
+    async fn cancel_reservation(
+        &self,
+        region: &str,
+        instance: &str,
+        reservation: &str,
+    ) -> Result<(), CloudError> {
+        self.cancel(region, instance, reservation).await
     }
 }

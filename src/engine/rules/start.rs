@@ -7,7 +7,7 @@ use chrono::{DateTime, Utc};
 
 /// The opening a stopped instance is considered for.
 #[derive(Clone, Copy)]
-enum Opening {
+pub(super) enum Opening {
     /// In work hours: the window opened then (`None`: always open).
     Opened(Option<DateTime<Utc>>),
     /// In the lead time of `start_ahead`: the window opens then.
@@ -41,15 +41,20 @@ impl Eval<'_> {
 
     /// A stopped instance in work hours, or in the lead time before them: whether
     /// `start_at_open` starts it, by who stopped it and when.
-    fn start_at_open(&self, wh: &WorkHours, opening: Opening, trace: &mut Trace) -> Verdict {
+    pub(super) fn start_at_open(
+        &self,
+        wh: &WorkHours,
+        opening: Opening,
+        trace: &mut Trace,
+    ) -> Verdict {
         let (code, since) = match opening {
             Opening::Opened(since) => (Code::StartAtOpen, since),
             Opening::Ahead(open) => (Code::StartAhead, Some(open)),
         };
         let opened_text = || self.opening_texts(wh, opening).0;
         // The window, for who stopped or started an instance in it, begins with its lead time:
-        // a start made ahead of the opening is this window's.
-        let window_start = since.map(|o| o - wh.start_ahead);
+        // a start made ahead of the opening (early too) is this window's.
+        let window_start = since.map(|o| o - self.lead());
         let before_opening = |t: DateTime<Utc>| window_start.is_none_or(|o| t < o);
         let f = self.facts;
         trace.note(|| {
@@ -123,15 +128,12 @@ impl Eval<'_> {
                 (opened.clone(), format!("work hours {opened}"))
             }
             Opening::Ahead(open) => (
+                format!("opens {}, started {} ahead", self.at(open), span(self.lead())),
                 format!(
-                    "opens {}, started {} ahead",
+                    "starting {} ahead of {}{}",
+                    span(self.lead()),
                     self.at(open),
-                    span(wh.start_ahead)
-                ),
-                format!(
-                    "starting {} ahead of {}",
-                    span(wh.start_ahead),
-                    self.at(open)
+                    self.early_note()
                 ),
             ),
         }
