@@ -12,7 +12,8 @@ use super::inventory::micros;
 use super::{Result, Store};
 use crate::fleet::money::HeldCommitments;
 use crate::report::{
-    ActionRecord, EbbAction, GroupChange, History, InstanceInfo, OverrideSpan, SpotMove,
+    ActionRecord, EbbAction, GroupChange, History, InstanceInfo, OverrideSpan, ReservationSpan,
+    SpotMove,
     StateChange,
 };
 use chrono::{DateTime, Utc};
@@ -201,8 +202,21 @@ impl Store {
         .bind(until)
         .fetch_all(&self.pool)
         .await?;
+        let reservations: Vec<(String, String, String, DateTime<Utc>, Option<DateTime<Utc>>)> =
+            sqlx::query_as(
+                "SELECT instance, region, instance_type, made_at, cancelled_at
+                 FROM capacity_reservations
+                 WHERE made_at IS NOT NULL AND instance_type IS NOT NULL AND made_at < $2
+                   AND (cancelled_at IS NULL OR cancelled_at > $1)",
+            )
+            .persistent(false)
+            .bind(since)
+            .bind(until)
+            .fetch_all(&self.pool)
+            .await?;
         let mut named: Vec<&str> = migrations.iter().map(|m| m.original.as_str()).collect();
         named.extend(overrides.iter().map(|(i, ..)| i.as_str()));
+        named.extend(reservations.iter().map(|(i, ..)| i.as_str()));
         named.sort_unstable();
         named.dedup();
         let instances = self.report_facts(&named).await?;
@@ -219,6 +233,16 @@ impl Store {
                 })
                 .collect(),
             groups,
+            reservations: reservations
+                .into_iter()
+                .map(|(instance, region, instance_type, from, to)| ReservationSpan {
+                    instance,
+                    region,
+                    instance_type,
+                    from,
+                    to,
+                })
+                .collect(),
             ..History::default()
         })
     }

@@ -113,7 +113,7 @@ impl AwsProvider {
             .await?;
         out.capacity_reservation()
             .and_then(reservation)
-            .ok_or_else(|| CloudError::other(OP, "EC2 answered without the reservation".into()))
+            .ok_or_else(|| CloudError::other(OP, "EC2 answered without the reservation"))
     }
 
     /// DescribeCapacityReservations, every page, of the account of `instance`; those tagged

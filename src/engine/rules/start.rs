@@ -51,7 +51,7 @@ impl Eval<'_> {
             Opening::Opened(since) => (Code::StartAtOpen, since),
             Opening::Ahead(open) => (Code::StartAhead, Some(open)),
         };
-        let opened_text = || self.opening_texts(wh, opening).0;
+        let opened_text = || self.opening_texts(opening).0;
         // The window, for who stopped or started an instance in it, begins with its lead time:
         // a start made ahead of the opening (early too) is this window's.
         let window_start = since.map(|o| o - self.lead());
@@ -72,7 +72,7 @@ impl Eval<'_> {
             let reason = self.text(|| {
                 format!(
                     "{}{}; {}",
-                    self.opening_texts(wh, opening).1,
+                    self.opening_texts(opening).1,
                     self.day_note(),
                     how()
                 )
@@ -119,7 +119,7 @@ impl Eval<'_> {
         }
     }
     /// How `opening` reads in a verdict: the window's text and the reason's headline.
-    fn opening_texts(&self, wh: &WorkHours, opening: Opening) -> (String, String) {
+    fn opening_texts(&self, opening: Opening) -> (String, String) {
         match opening {
             Opening::Opened(since) => {
                 let opened = since.map_or("always open".to_string(), |t| {
