@@ -2,7 +2,7 @@
 //! instance, its policy and the pass. Each rule's file adds its own methods to [`Eval`];
 //! the order in which they judge is in `order.rs`.
 
-use super::early::Early;
+use super::lead::Early;
 use super::text::local;
 use super::{Context, InstanceFacts};
 use crate::fleet::Instance;

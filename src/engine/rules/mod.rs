@@ -14,6 +14,7 @@ mod early;
 mod eval;
 mod idle;
 mod late_start;
+mod lead;
 mod matching;
 mod order;
 mod owned;
@@ -77,7 +78,7 @@ pub struct Context<'a> {
     reasons: bool,
     /// Each policy's early start at its next opening, by position in the set (empty when the
     /// buckets are not known).
-    early: Vec<Option<early::Early>>,
+    early: Vec<Option<lead::Early>>,
 }
 
 /// The outcome of a rule before it becomes a [`Decision`].
