@@ -152,7 +152,7 @@ async fn a_box_refused_twice_starts_into_a_reservation_that_is_then_cancelled(po
 
 #[sqlx::test(migrations = false)]
 async fn without_refused_starts_nothing_is_reserved(pool: PgPool) {
-    let mut w = SimWorld::plan(&FLEET.replace("no_capacity_for: [g5.2xlarge]", "usage: idle"))
+    let mut w = SimWorld::plan(&FLEET.replace(", no_capacity_for: [g5.2xlarge]", ""))
         .policy("office.yaml", &POLICY.replace("RESERVE", "true"))
         .start(Store::from_pool(pool))
         .await;
