@@ -29,6 +29,7 @@ mod late_start;
 mod owners;
 mod policy;
 mod policy_check;
+mod reservation_mocks;
 mod replay;
 mod replay_groups;
 mod schedule;

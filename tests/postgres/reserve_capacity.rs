@@ -148,6 +148,28 @@ async fn a_box_refused_twice_starts_into_a_reservation_that_is_then_cancelled(po
     // Nothing more to do for it.
     let report = w.tick("2026-12-02T08:47:00Z").await;
     assert!(report.actions.is_empty(), "{report:?}");
+    // The report counts the minute it was held (at $72.72/h: $1.212), off the net.
+    let window = ebb::report::Window {
+        since: t("2026-12-02T00:00:00Z"),
+        until: t("2026-12-03T00:00:00Z"),
+    };
+    let history = w
+        .store
+        .report_history(window.since, window.until, &Default::default())
+        .await
+        .unwrap();
+    let prices = ebb::fleet::money::PriceTable {
+        prices: [(
+            "us-east-1".to_string(),
+            [("g5.2xlarge".to_string(), 1.212 * 60.0)].into(),
+        )]
+        .into(),
+        ..Default::default()
+    };
+    let report = ebb::report::compute(&history, window, None, &prices);
+    assert_eq!(report.total.reservation_hours, 0.02, "{:?}", report.total);
+    assert_eq!(report.total.reservation_cost_usd, 1.21, "{:?}", report.total);
+    assert_eq!(report.total.net_saved_usd, Some(-1.21), "{:?}", report.total);
 }
 
 #[sqlx::test(migrations = false)]
