@@ -117,4 +117,3 @@ impl Prior {
             .max_by_key(|o| o.until)
     }
 }
-

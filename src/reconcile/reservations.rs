@@ -153,7 +153,12 @@ impl<P: Provider> Reconciler<P> {
                 .await?;
         }
         let reason = format!("capacity reservation {id} cancelled: {why}");
-        let d = step_decision(row, Action::CancelReservation, Code::ReservationCancelled, reason);
+        let d = step_decision(
+            row,
+            Action::CancelReservation,
+            Code::ReservationCancelled,
+            reason,
+        );
         let call = || async {
             let answer = self
                 .provider
@@ -233,7 +238,10 @@ impl<P: Provider> Reconciler<P> {
                 };
                 match found.iter().find(|r| r.state.ended()) {
                     Some(r) => Resolved::done(
-                        format!("found capacity reservation {} ended after an interruption", r.id),
+                        format!(
+                            "found capacity reservation {} ended after an interruption",
+                            r.id
+                        ),
                         ReservationStep::Cancelled,
                         None,
                     ),

@@ -44,7 +44,9 @@ const COLUMNS: [(&str, Column); 23] = [
     ("unknown_box_cost_hours", |m| {
         format!("{:.2}", m.unknown_box_cost_hours)
     }),
-    ("reservation_hours", |m| format!("{:.2}", m.reservation_hours)),
+    ("reservation_hours", |m| {
+        format!("{:.2}", m.reservation_hours)
+    }),
     ("reservation_cost_usd", |m| {
         format!("{:.2}", m.reservation_cost_usd)
     }),

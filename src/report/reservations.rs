@@ -8,7 +8,12 @@ use super::{History, Measures, Window};
 use crate::fleet::money::PriceTable;
 
 /// Adds the reservations of `history` held inside `window` to `tally`.
-pub(super) fn reservations(history: &History, window: Window, prices: &PriceTable, tally: &mut Tally) {
+pub(super) fn reservations(
+    history: &History,
+    window: Window,
+    prices: &PriceTable,
+    tally: &mut Tally,
+) {
     for r in &history.reservations {
         let info = history.instances.get(&r.instance);
         let policy = info.and_then(|i| i.policy.as_deref());

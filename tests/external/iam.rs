@@ -491,7 +491,10 @@ fn changes_are_only_to_managed_instances() {
                 .any(|r| matches(r, "arn:aws:ec2:eu-west-1:111111111111:instance/i-1"));
             // What CreateImage makes, and the reservations an instance is made to start into,
             // have statements of their own (below).
-            let beside = ["ec2:CreateImage", "ec2:ModifyInstanceCapacityReservationAttributes"];
+            let beside = [
+                "ec2:CreateImage",
+                "ec2:ModifyInstanceCapacityReservationAttributes",
+            ];
             if beside.contains(&action) && !on_instances {
                 continue;
             }

@@ -82,7 +82,9 @@ fn starts_beyond_the_burst_begin_early_by_what_the_bucket_takes_to_refill() {
         .iter()
         .all(|d| d.action == Action::None));
     let d = at("2026-11-30T08:53:00Z");
-    assert!(d.iter().all(|d| (d.action, d.code) == (Action::Start, Code::StartAhead)));
+    assert!(d
+        .iter()
+        .all(|d| (d.action, d.code) == (Action::Start, Code::StartAhead)));
     assert_eq!(
         d[0].reason,
         "starting 7m ahead of 09:00 UTC; started 2m early: 125 starts due by 09:00 UTC exceed \
@@ -91,7 +93,11 @@ fn starts_beyond_the_burst_begin_early_by_what_the_bucket_takes_to_refill() {
     // One more second of starts than the bucket refills in two minutes: three minutes early.
     let world = stopped(World::default(), "i-office", "office", 126);
     let d = decisions(&world, "2026-11-30T08:52:00Z", &[]);
-    assert!(d.iter().all(|d| d.action == Action::Start), "{}", d[0].reason);
+    assert!(
+        d.iter().all(|d| d.action == Action::Start),
+        "{}",
+        d[0].reason
+    );
 }
 
 #[test]
@@ -103,13 +109,34 @@ fn earlier_openings_go_first_and_the_later_ones_borrow_nothing_from_them() {
     let world = stopped(World::default(), "i-office", "office", 65);
     let world = stopped(world, "i-late", "late", 65);
     let d = decisions(&world, "2026-11-30T08:54:00Z", &[]);
-    let office: Vec<_> = d.iter().filter(|d| d.instance.starts_with("i-office")).collect();
-    let late: Vec<_> = d.iter().filter(|d| d.instance.starts_with("i-late")).collect();
-    assert!(office.iter().all(|d| d.action == Action::Start), "{}", office[0].reason);
-    assert!(late.iter().all(|d| d.action == Action::None), "{}", late[0].reason);
+    let office: Vec<_> = d
+        .iter()
+        .filter(|d| d.instance.starts_with("i-office"))
+        .collect();
+    let late: Vec<_> = d
+        .iter()
+        .filter(|d| d.instance.starts_with("i-late"))
+        .collect();
+    assert!(
+        office.iter().all(|d| d.action == Action::Start),
+        "{}",
+        office[0].reason
+    );
+    assert!(
+        late.iter().all(|d| d.action == Action::None),
+        "{}",
+        late[0].reason
+    );
     let d = decisions(&world, "2026-11-30T09:09:00Z", &[]);
-    let late: Vec<_> = d.iter().filter(|d| d.instance.starts_with("i-late")).collect();
-    assert!(late.iter().all(|d| d.action == Action::Start), "{}", late[0].reason);
+    let late: Vec<_> = d
+        .iter()
+        .filter(|d| d.instance.starts_with("i-late"))
+        .collect();
+    assert!(
+        late.iter().all(|d| d.action == Action::Start),
+        "{}",
+        late[0].reason
+    );
     assert!(
         late[0].reason.contains(
             "started 1m early: 65 starts due by 09:10 UTC exceed EC2's StartInstances rate"
@@ -128,7 +155,11 @@ fn type_changes_back_count_against_modify_instance_attributes_bucket() {
     let ids: Vec<String> = (0..70).map(|i| format!("i-late-{i:03}")).collect();
     let moved: Vec<&str> = ids.iter().map(String::as_str).collect();
     let d = decisions(&world, "2026-11-30T09:07:00Z", &moved);
-    assert!(d.iter().all(|d| d.action == Action::Start), "{}", d[0].reason);
+    assert!(
+        d.iter().all(|d| d.action == Action::Start),
+        "{}",
+        d[0].reason
+    );
     assert!(
         d[0].reason.contains(
             "started 3m early: 70 starts due by 09:10 UTC exceed EC2's \
@@ -139,10 +170,22 @@ fn type_changes_back_count_against_modify_instance_attributes_bucket() {
     );
     // Without the type changes, StartInstances' bucket alone: 2 min early.
     let d = decisions(&world, "2026-11-30T09:07:00Z", &[]);
-    assert!(d.iter().all(|d| d.action == Action::None), "{}", d[0].reason);
+    assert!(
+        d.iter().all(|d| d.action == Action::None),
+        "{}",
+        d[0].reason
+    );
     let d = decisions(&world, "2026-11-30T09:08:00Z", &[]);
-    assert!(d.iter().all(|d| d.action == Action::Start), "{}", d[0].reason);
-    assert!(d[0].reason.contains("StartInstances rate"), "{}", d[0].reason);
+    assert!(
+        d.iter().all(|d| d.action == Action::Start),
+        "{}",
+        d[0].reason
+    );
+    assert!(
+        d[0].reason.contains("StartInstances rate"),
+        "{}",
+        d[0].reason
+    );
 }
 
 #[test]
@@ -160,9 +203,21 @@ fn a_box_started_early_is_kept_running_and_still_counts() {
         world.facts.insert(format!("i-office-{n:03}"), facts);
     }
     let d = decisions(&world, "2026-11-30T08:54:00Z", &[]);
-    assert!(d[..60].iter().all(|d| d.action == Action::None), "{}", d[0].reason);
-    assert!(d[..60].iter().all(|d| d.code == Code::StartAheadKept), "{}", d[0].reason);
-    assert!(d[60..].iter().all(|d| d.action == Action::Start), "{}", d[60].reason);
+    assert!(
+        d[..60].iter().all(|d| d.action == Action::None),
+        "{}",
+        d[0].reason
+    );
+    assert!(
+        d[..60].iter().all(|d| d.code == Code::StartAheadKept),
+        "{}",
+        d[0].reason
+    );
+    assert!(
+        d[60..].iter().all(|d| d.action == Action::Start),
+        "{}",
+        d[60].reason
+    );
 }
 
 /// A snapshot of `n` office boxes ebb stopped on Friday, with the policies in `policies/`.

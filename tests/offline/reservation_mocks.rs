@@ -11,9 +11,8 @@ use aws_sdk_ec2::operation::describe_capacity_reservations::DescribeCapacityRese
 use aws_sdk_ec2::operation::describe_instances::DescribeInstancesOutput;
 use aws_sdk_ec2::operation::modify_instance_capacity_reservation_attributes::ModifyInstanceCapacityReservationAttributesOutput;
 use aws_sdk_ec2::types::{
-    CapacityReservation, CapacityReservationPreference, CapacityReservationState,
-    EndDateType, Instance, InstanceMatchCriteria, InstanceType, Placement, Reservation,
-    ResourceType, Tag,
+    CapacityReservation, CapacityReservationPreference, CapacityReservationState, EndDateType,
+    Instance, InstanceMatchCriteria, InstanceType, Placement, Reservation, ResourceType, Tag,
 };
 use aws_smithy_mocks::{mock, RuleMode};
 use aws_smithy_runtime_api::http::{Response, StatusCode};
@@ -94,7 +93,10 @@ async fn a_reservation_is_asked_for_the_instances_type_zone_and_platform_tagged_
     assert_eq!(made.id, "cr-1");
     assert_eq!(made.token.as_deref(), Some(TOKEN));
     assert_eq!(made.state, ReservationState::Active);
-    assert_eq!((made.instance_type.as_str(), made.zone.as_str()), ("g5.2xlarge", "us-east-1b"));
+    assert_eq!(
+        (made.instance_type.as_str(), made.zone.as_str()),
+        ("g5.2xlarge", "us-east-1b")
+    );
 }
 
 #[tokio::test]
@@ -102,7 +104,10 @@ async fn a_lost_answer_to_the_reservation_is_unknown_and_not_sent_again() {
     let create = mock!(aws_sdk_ec2::Client::create_capacity_reservation)
         .sequence()
         .http_response(|| {
-            Response::new(StatusCode::try_from(503).unwrap(), SdkBody::from("unavailable"))
+            Response::new(
+                StatusCode::try_from(503).unwrap(),
+                SdkBody::from("unavailable"),
+            )
         })
         .times(1)
         .http_response(|| panic!("sent again after an answer was lost"))
@@ -113,7 +118,10 @@ async fn a_lost_answer_to_the_reservation_is_unknown_and_not_sent_again() {
         token: TOKEN.into(),
         ends_at: ends(),
     };
-    let err = provider.reserve_capacity(REGION, &request).await.unwrap_err();
+    let err = provider
+        .reserve_capacity(REGION, &request)
+        .await
+        .unwrap_err();
     assert_eq!(err.kind, ErrorKind::Unanswered, "{err}");
 }
 
@@ -161,11 +169,20 @@ async fn the_instance_is_made_to_start_into_it_then_into_open_capacity_and_it_is
         });
     let cancel = mock!(aws_sdk_ec2::Client::cancel_capacity_reservation)
         .match_requests(|r| r.capacity_reservation_id() == Some("cr-1"))
-        .then_output(|| CancelCapacityReservationOutput::builder().r#return(true).build());
+        .then_output(|| {
+            CancelCapacityReservationOutput::builder()
+                .r#return(true)
+                .build()
+        });
     let provider = provider(RuleMode::MatchAny, &[&target, &open, &cancel], &[]);
-    let into = provider.target_reservation(REGION, "i-0a", Some("cr-1")).await;
+    let into = provider
+        .target_reservation(REGION, "i-0a", Some("cr-1"))
+        .await;
     assert_eq!(into.done.len(), 1, "{:?}", into.failed);
-    provider.cancel_reservation(REGION, "i-0a", "cr-1").await.unwrap();
+    provider
+        .cancel_reservation(REGION, "i-0a", "cr-1")
+        .await
+        .unwrap();
     let back = provider.target_reservation(REGION, "i-0a", None).await;
     assert_eq!(back.done.len(), 1, "{:?}", back.failed);
 }

@@ -61,8 +61,15 @@ async fn refused_twice(pool: PgPool) -> SimWorld {
         .unwrap();
     for morning in ["2026-11-30T08:45:00Z", "2026-12-01T08:45:00Z"] {
         let report = w.tick(morning).await;
-        let start = report.actions.iter().find(|a| a.decision.action.as_str() == "start");
-        assert_eq!(start.map(|a| a.outcome), Some(Outcome::Failed), "{report:?}");
+        let start = report
+            .actions
+            .iter()
+            .find(|a| a.decision.action.as_str() == "start");
+        assert_eq!(
+            start.map(|a| a.outcome),
+            Some(Outcome::Failed),
+            "{report:?}"
+        );
     }
     let policy = w.dir.path().join("policies/office.yaml");
     std::fs::write(policy, POLICY.replace("RESERVE", "true")).unwrap();
@@ -83,7 +90,11 @@ fn steps(rows: &[AuditEntry]) -> Vec<(String, Outcome, String)> {
     rows.iter()
         .map(|r| {
             let e = &r.entry;
-            (e.action.clone(), e.outcome, e.code.clone().unwrap_or_default())
+            (
+                e.action.clone(),
+                e.outcome,
+                e.code.clone().unwrap_or_default(),
+            )
         })
         .collect()
 }
@@ -116,20 +127,39 @@ async fn a_box_refused_twice_starts_into_a_reservation_that_is_then_cancelled(po
         ),
         "{reserved}"
     );
-    let held = w.cloud().inner.reservations("us-east-1", "i-0a", "ebb-i-0a-1796201100").await;
+    let held = w
+        .cloud()
+        .inner
+        .reservations("us-east-1", "i-0a", "ebb-i-0a-1796201100")
+        .await;
     let held = held.unwrap();
     assert_eq!(held.len(), 1, "one reservation, tagged with ebb's token");
     assert_eq!(held[0].instance_type, "g5.2xlarge");
     assert!(!held[0].state.ended());
     assert_eq!(
-        w.cloud().inner.reservation_target("us-east-1", "i-0a").await.unwrap(),
+        w.cloud()
+            .inner
+            .reservation_target("us-east-1", "i-0a")
+            .await
+            .unwrap(),
         Some(held[0].id.clone())
     );
     // The next tick finds it running: the reservation is cancelled.
     let report = w.tick("2026-12-02T08:46:00Z").await;
-    let cancel = report.actions.iter().find(|a| a.decision.action.as_str() == "cancel_reservation");
-    assert_eq!(cancel.map(|a| a.outcome), Some(Outcome::Succeeded), "{report:?}");
-    let held = w.cloud().inner.reservations("us-east-1", "i-0a", "ebb-i-0a-1796201100").await;
+    let cancel = report
+        .actions
+        .iter()
+        .find(|a| a.decision.action.as_str() == "cancel_reservation");
+    assert_eq!(
+        cancel.map(|a| a.outcome),
+        Some(Outcome::Succeeded),
+        "{report:?}"
+    );
+    let held = w
+        .cloud()
+        .inner
+        .reservations("us-east-1", "i-0a", "ebb-i-0a-1796201100")
+        .await;
     assert!(held.unwrap()[0].state.ended());
     let row = |a: &str, o: Outcome, c: &str| (a.to_string(), o, c.to_string());
     assert_eq!(
@@ -138,11 +168,23 @@ async fn a_box_refused_twice_starts_into_a_reservation_that_is_then_cancelled(po
             row("reserve_capacity", Outcome::Intent, "capacity_reserved"),
             row("reserve_capacity", Outcome::Succeeded, "capacity_reserved"),
             row("target_reservation", Outcome::Intent, "capacity_reserved"),
-            row("target_reservation", Outcome::Succeeded, "capacity_reserved"),
+            row(
+                "target_reservation",
+                Outcome::Succeeded,
+                "capacity_reserved"
+            ),
             row("start", Outcome::Intent, "start_ahead"),
             row("start", Outcome::Succeeded, "start_ahead"),
-            row("cancel_reservation", Outcome::Intent, "reservation_cancelled"),
-            row("cancel_reservation", Outcome::Succeeded, "reservation_cancelled"),
+            row(
+                "cancel_reservation",
+                Outcome::Intent,
+                "reservation_cancelled"
+            ),
+            row(
+                "cancel_reservation",
+                Outcome::Succeeded,
+                "reservation_cancelled"
+            ),
         ]
     );
     // Nothing more to do for it.
@@ -168,8 +210,17 @@ async fn a_box_refused_twice_starts_into_a_reservation_that_is_then_cancelled(po
     };
     let report = ebb::report::compute(&history, window, None, &prices);
     assert_eq!(report.total.reservation_hours, 0.02, "{:?}", report.total);
-    assert_eq!(report.total.reservation_cost_usd, 1.21, "{:?}", report.total);
-    assert_eq!(report.total.net_saved_usd, Some(-1.21), "{:?}", report.total);
+    assert_eq!(
+        report.total.reservation_cost_usd, 1.21,
+        "{:?}",
+        report.total
+    );
+    assert_eq!(
+        report.total.net_saved_usd,
+        Some(-1.21),
+        "{:?}",
+        report.total
+    );
 }
 
 #[sqlx::test(migrations = false)]
@@ -188,9 +239,17 @@ async fn without_refused_starts_nothing_is_reserved(pool: PgPool) {
         .await
         .unwrap();
     let report = w.tick("2026-12-02T08:45:00Z").await;
-    let done: Vec<&str> = report.actions.iter().map(|a| a.decision.action.as_str()).collect();
+    let done: Vec<&str> = report
+        .actions
+        .iter()
+        .map(|a| a.decision.action.as_str())
+        .collect();
     assert_eq!(done, ["start"], "{report:?}");
-    assert!(w.cloud().calls().iter().all(|c| c.method != Method::ReserveCapacity));
+    assert!(w
+        .cloud()
+        .calls()
+        .iter()
+        .all(|c| c.method != Method::ReserveCapacity));
 }
 
 /// Where the tick is killed: right before `method`'s call is made (its intent committed), or
@@ -217,15 +276,17 @@ fn arm(w: &SimWorld, kill: Kill, killed: oneshot::Sender<()>) {
                 None::<Answer>
             }
         }),
-        Kill::After(method) => w.cloud().after_async(method, move |call: Call, answer: Answer| {
-            let hang = ours(&call) && fire().is_some();
-            async move {
-                if hang {
-                    std::future::pending::<()>().await;
+        Kill::After(method) => w
+            .cloud()
+            .after_async(method, move |call: Call, answer: Answer| {
+                let hang = ours(&call) && fire().is_some();
+                async move {
+                    if hang {
+                        std::future::pending::<()>().await;
+                    }
+                    answer
                 }
-                answer
-            }
-        }),
+            }),
     }
 }
 
@@ -251,7 +312,8 @@ async fn killed_at(pool: PgPool, kill: Kill) {
     }
     // The killed tick's work is gone; later ticks (the in-flight window is 0 here) settle it.
     for later in 1..=6 {
-        w.tick_at(at + chrono::Duration::minutes(minute + later)).await;
+        w.tick_at(at + chrono::Duration::minutes(minute + later))
+            .await;
     }
     let all = rows(&w.store).await;
     // Every intent has exactly one outcome.
@@ -272,19 +334,34 @@ async fn killed_at(pool: PgPool, kill: Kill) {
             steps(&all)
         );
     }
-    assert!(w.store.pending_intents().await.unwrap().is_empty(), "{kill:?}");
+    assert!(
+        w.store.pending_intents().await.unwrap().is_empty(),
+        "{kill:?}"
+    );
     // One reservation made, cancelled; the box started once and runs.
-    let made = w.cloud().inner.reservations("us-east-1", "i-0a", "ebb-i-0a-1796201100").await;
+    let made = w
+        .cloud()
+        .inner
+        .reservations("us-east-1", "i-0a", "ebb-i-0a-1796201100")
+        .await;
     let made = made.unwrap();
     assert_eq!(made.len(), 1, "{kill:?}: {made:?}");
-    assert!(made[0].state.ended(), "{kill:?}: {made:?}; {:#?}", steps(&all));
+    assert!(
+        made[0].state.ended(),
+        "{kill:?}: {made:?}; {:#?}",
+        steps(&all)
+    );
     let started = all
         .iter()
         .filter(|r| r.entry.action == "start" && r.entry.outcome == Outcome::Succeeded)
         .count();
     assert_eq!(started, 1, "{kill:?}: {:#?}", steps(&all));
     let listed = w.cloud().inner.instances().await.instances;
-    assert_ne!(listed[0].state, ebb::fleet::InstanceState::Stopped, "{kill:?}");
+    assert_ne!(
+        listed[0].state,
+        ebb::fleet::InstanceState::Stopped,
+        "{kill:?}"
+    );
 }
 
 macro_rules! kill_matrix {

@@ -5,9 +5,7 @@
 
 use super::ec2::{add_offers, from_ec2, spot_price_request, Accepted, NOT_CONFIGURED};
 use super::metrics::{calls, gpu_queries};
-use super::spot::{
-    launch_spec_of, not_found, run_request, snapshots, status, Placement,
-};
+use super::spot::{launch_spec_of, not_found, run_request, snapshots, status, Placement};
 use super::{cloud_error, once_sent, tag_map, AwsProvider, Known};
 use crate::cloud::pacing::Key;
 use crate::cloud::{

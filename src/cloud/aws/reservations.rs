@@ -72,7 +72,12 @@ impl AwsProvider {
         };
         let tags = TagSpecification::builder()
             .resource_type(ResourceType::CapacityReservation)
-            .tags(Tag::builder().key(RESERVATION_TAG).value(&request.token).build())
+            .tags(
+                Tag::builder()
+                    .key(RESERVATION_TAG)
+                    .value(&request.token)
+                    .build(),
+            )
             .tags(
                 Tag::builder()
                     .key(RESERVED_FOR_TAG)
@@ -107,10 +112,7 @@ impl AwsProvider {
                     .map_err(|e| cloud_error(OP, e))
             }
         };
-        let out = self
-            .pacer
-            .call(&Self::key_of(scope, OP), 1, send)
-            .await?;
+        let out = self.pacer.call(&Self::key_of(scope, OP), 1, send).await?;
         out.capacity_reservation()
             .and_then(reservation)
             .ok_or_else(|| CloudError::other(OP, "EC2 answered without the reservation"))
@@ -199,7 +201,10 @@ impl AwsProvider {
         instance: &str,
     ) -> Result<Option<String>, CloudError> {
         let scope = self.scope_of(region, instance, "DescribeInstances")?;
-        let filter = Filter::builder().name("instance-id").values(instance).build();
+        let filter = Filter::builder()
+            .name("instance-id")
+            .values(instance)
+            .build();
         let found = self.instances_where(scope, filter).await?;
         let Some(found) = found.first() else {
             let message = format!("instance {instance} is not found");

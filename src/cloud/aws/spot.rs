@@ -3,9 +3,7 @@
 
 use super::ec2::{lifecycle_of, state_of};
 use super::{cloud_error, tag_map, AwsProvider, Scope};
-use crate::cloud::{
-    CloudError, ErrorKind, ImageMade, InstanceStatus, Launch, LaunchSpec, Market,
-};
+use crate::cloud::{CloudError, ErrorKind, ImageMade, InstanceStatus, Launch, LaunchSpec, Market};
 use aws_sdk_ec2::error::ProvideErrorMetadata;
 use aws_sdk_ec2::operation::create_image::builders::CreateImageFluentBuilder;
 use aws_sdk_ec2::operation::run_instances::builders::RunInstancesFluentBuilder;

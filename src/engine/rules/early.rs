@@ -4,8 +4,8 @@
 //! policy's starts begin so that all of them are made by their opening, in the order of the
 //! openings (`engine::latest_starts`).
 
-use super::start::Opening;
 use super::lead::Early;
+use super::start::Opening;
 use super::{governing, Action, Context, Eval, Trace};
 use crate::engine::early::{latest_starts, whole_minutes, StartRates, TokenRate, MAX_EARLY};
 use crate::fleet::{Instance, InstanceState};
@@ -21,7 +21,11 @@ struct Due {
 }
 
 /// Each policy's early start (by position in the set), for the fleet at `ctx`'s time.
-pub(super) fn plan(ctx: &Context, instances: &[Instance], rates: &StartRates) -> Vec<Option<Early>> {
+pub(super) fn plan(
+    ctx: &Context,
+    instances: &[Instance],
+    rates: &StartRates,
+) -> Vec<Option<Early>> {
     let mut buckets: HashMap<(Option<&str>, &str), Vec<Due>> = HashMap::new();
     for inst in instances {
         if let Some(due) = due_start(ctx, inst) {
@@ -92,9 +96,9 @@ fn due_start(ctx: &Context, inst: &Instance) -> Option<Due> {
                 .action
                 == Action::Start
         }
-        InstanceState::Pending | InstanceState::Running => facts
-            .started_by_ebb_at
-            .is_some_and(|t| t >= at - MAX_EARLY),
+        InstanceState::Pending | InstanceState::Running => {
+            facts.started_by_ebb_at.is_some_and(|t| t >= at - MAX_EARLY)
+        }
         _ => false,
     };
     due.then(|| Due {

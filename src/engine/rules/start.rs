@@ -128,7 +128,11 @@ impl Eval<'_> {
                 (opened.clone(), format!("work hours {opened}"))
             }
             Opening::Ahead(open) => (
-                format!("opens {}, started {} ahead", self.at(open), span(self.lead())),
+                format!(
+                    "opens {}, started {} ahead",
+                    self.at(open),
+                    span(self.lead())
+                ),
                 format!(
                     "starting {} ahead of {}{}",
                     span(self.lead()),

@@ -19,8 +19,8 @@ use crate::store::{NewAuditEntry, Outcome, OverrideRecord, StoreError};
 use calls::{groups, CloudCall};
 use chrono::SecondsFormat;
 use outcomes::{outcome_entries, Billings};
-use std::collections::HashMap;
 pub(super) use reserve::as_report;
+use std::collections::HashMap;
 use stopped::mark_stopped;
 use tracing::Instrument as _;
 

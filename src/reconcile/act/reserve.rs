@@ -233,7 +233,10 @@ impl<P: Provider> Reconciler<P> {
             reason: format!("made to start into capacity reservation {id}, made for this start"),
             ..d.clone()
         };
-        let call = || self.provider.target_reservation(&d.region, &d.instance, Some(id));
+        let call = || {
+            self.provider
+                .target_reservation(&d.region, &d.instance, Some(id))
+        };
         if self.one_call(&target, tick, call).await? != Some(Ok(())) {
             return Ok(false);
         }
@@ -260,7 +263,10 @@ impl<P: Provider> Reconciler<P> {
             ),
             ..d.clone()
         };
-        let call = || self.provider.target_reservation(&d.region, &d.instance, None);
+        let call = || {
+            self.provider
+                .target_reservation(&d.region, &d.instance, None)
+        };
         if self.one_call(&release, tick, call).await? != Some(Ok(())) {
             return Ok(false);
         }
