@@ -1,11 +1,24 @@
-"""moto's server, with the one EC2 behaviour ebb relies on that moto lacks.
+"""moto's server, with the EC2 behaviours ebb relies on that moto lacks.
 
 CreateImage with a TagSpecification for `snapshot` tags the snapshots the call makes (EC2 does;
 moto raises NotImplementedError). ebb tags its images' snapshots that way, because its IAM policy
-lets it tag a snapshot only in the CreateImage call that makes it. Arguments are moto.server's.
+lets it tag a snapshot only in the CreateImage call that makes it.
+
+On-Demand Capacity Reservations (moto has none): CreateCapacityReservation (its client token
+makes a repeated call the same reservation; its TagSpecifications tag it), DescribeCapacity-
+Reservations, CancelCapacityReservation, ModifyInstanceCapacityReservationAttributes (only of a
+stopped instance, and only to a reservation that exists and is active), and the instance's
+CapacityReservationSpecification in DescribeInstances. Arguments are moto.server's.
 """
 
+import datetime
+import itertools
+
+from moto.core.exceptions import ServiceException
+from moto.core.responses import ActionResult, EmptyResult
 from moto.ec2.models.amis import AmiBackend
+from moto.ec2.models.instances import Instance
+from moto.ec2.responses import EC2Response
 from moto.server import main
 
 _create_image = AmiBackend.create_image
@@ -22,6 +35,117 @@ def create_image(self, instance_id, name, description, tag_specifications):
 
 
 AmiBackend.create_image = create_image
+
+# Reservations by (account, region), then id; ids count up.
+_RESERVATIONS = {}
+_IDS = itertools.count(1)
+
+
+class _Refused(ServiceException):
+    def __init__(self, code, message):
+        super().__init__(code, message)
+
+
+def _reservations(response):
+    return _RESERVATIONS.setdefault((response.current_account, response.region), {})
+
+
+def _public(r):
+    return {k: v for k, v in r.items() if not k.startswith("_")}
+
+
+def create_capacity_reservation(self):
+    token = self._get_param("ClientToken")
+    held = _reservations(self)
+    for r in held.values():
+        if token and r["_token"] == token:
+            return ActionResult({"CapacityReservation": _public(r)})
+    tags = []
+    for spec in self._get_param("TagSpecifications", []):
+        if spec.get("ResourceType") == "capacity-reservation":
+            tags.extend({"Key": t["Key"], "Value": t.get("Value", "")} for t in spec.get("Tags", []))
+    now = datetime.datetime.now(datetime.timezone.utc)
+    rid = f"cr-{next(_IDS):017x}"
+    r = {
+        "CapacityReservationId": rid,
+        "OwnerId": self.current_account,
+        "InstanceType": self._get_param("InstanceType"),
+        "InstancePlatform": self._get_param("InstancePlatform"),
+        "AvailabilityZone": self._get_param("AvailabilityZone"),
+        "Tenancy": self._get_param("Tenancy", "default"),
+        "TotalInstanceCount": int(self._get_param("InstanceCount", 1)),
+        "AvailableInstanceCount": int(self._get_param("InstanceCount", 1)),
+        "InstanceMatchCriteria": self._get_param("InstanceMatchCriteria", "open"),
+        "EndDateType": self._get_param("EndDateType", "unlimited"),
+        "EndDate": self._get_param("EndDate"),
+        "State": "active",
+        "StartDate": now,
+        "CreateDate": now,
+        "Tags": tags,
+        "_token": token,
+    }
+    held[rid] = r
+    return ActionResult({"CapacityReservation": _public(r)})
+
+
+def describe_capacity_reservations(self):
+    wanted = set(self._get_param("CapacityReservationIds", []))
+    found = [
+        _public(r)
+        for rid, r in sorted(_reservations(self).items())
+        if not wanted or rid in wanted
+    ]
+    return ActionResult({"CapacityReservations": found})
+
+
+def cancel_capacity_reservation(self):
+    rid = self._get_param("CapacityReservationId")
+    r = _reservations(self).get(rid)
+    if r is None:
+        raise _Refused(
+            "InvalidCapacityReservationId.NotFound",
+            f"The capacity reservation ID '{rid}' does not exist",
+        )
+    if r["State"] != "active":
+        raise _Refused(
+            "IncorrectState", f"The capacity reservation '{rid}' is in state {r['State']}"
+        )
+    r["State"] = "cancelled"
+    return ActionResult({"Return": True})
+
+
+def modify_instance_capacity_reservation_attributes(self):
+    instance = self.ec2_backend.get_instance(self._get_param("InstanceId"))
+    spec = self._get_param("CapacityReservationSpecification", {})
+    if instance.state != "stopped":
+        raise _Refused(
+            "IncorrectInstanceState",
+            f"The instance '{instance.id}' is not in the 'stopped' state.",
+        )
+    target = (spec.get("CapacityReservationTarget") or {}).get("CapacityReservationId")
+    if target is not None:
+        r = _reservations(self).get(target)
+        if r is None or r["State"] != "active":
+            raise _Refused(
+                "InvalidCapacityReservationId.NotFound",
+                f"The capacity reservation ID '{target}' does not exist or is not active",
+            )
+        instance._ebb_reservation = {"CapacityReservationTarget": {"CapacityReservationId": target}}
+    else:
+        preference = spec.get("CapacityReservationPreference", "open")
+        instance._ebb_reservation = {"CapacityReservationPreference": preference}
+    return ActionResult({"Return": True})
+
+
+EC2Response.create_capacity_reservation = create_capacity_reservation
+EC2Response.describe_capacity_reservations = describe_capacity_reservations
+EC2Response.cancel_capacity_reservation = cancel_capacity_reservation
+EC2Response.modify_instance_capacity_reservation_attributes = (
+    modify_instance_capacity_reservation_attributes
+)
+Instance.capacity_reservation_specification = property(
+    lambda self: getattr(self, "_ebb_reservation", {"CapacityReservationPreference": "open"})
+)
 
 if __name__ == "__main__":
     main()

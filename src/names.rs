@@ -30,3 +30,11 @@ pub const MIGRATED_FROM_TAG: &str = "ebb:migrated-from";
 /// The tag on images and snapshots ebb made (the instance they were made of): the IAM policy
 /// lets ebb delete only those.
 pub const IMAGE_OF_TAG: &str = "ebb:image-of";
+
+/// The tag ebb puts on a capacity reservation it makes, in the CreateCapacityReservation call
+/// itself: the reservation's token (also its client token). Only a reservation carrying the
+/// token ebb recorded is ever adopted or cancelled as ebb's.
+pub const RESERVATION_TAG: &str = "ebb:reservation";
+
+/// The tag naming the instance a capacity reservation ebb made is for.
+pub const RESERVED_FOR_TAG: &str = "ebb:reserved-for";

@@ -544,6 +544,9 @@ impl Input {
         let set = policy::load(&self.policies.policies)
             .context("policies are not valid (run ebb validate)")?;
         let (fleet, prior, groups) = snapshot::load_snapshot_groups(&self.fleet)?;
+        // EC2's published buckets: starts they cannot all make by an opening begin early.
+        let rates = crate::reconcile::start_rates(&RateLimits::default());
+        let prior = prior.with_start_rates(rates, Default::default());
         Ok((self.at.unwrap_or_else(Utc::now), set, fleet, prior, groups))
     }
 }

@@ -17,6 +17,7 @@ pub mod pacing;
 pub mod prices;
 pub mod prometheus;
 mod redact;
+mod reservation;
 pub mod sim;
 pub mod tencent;
 
@@ -28,6 +29,7 @@ pub use launch::{
 pub use node_groups::{NodeGroupUpdate, UpdateStatus};
 pub use prices::{PriceTable, PricesError};
 pub use redact::{redact_secrets, redact_userinfo};
+pub use reservation::{Reservation, ReservationRequest, ReservationState};
 
 use crate::fleet::{Capacity, Instance, NodeGroup, Sample, ScalingGroup, StoppedMode, TypeFacts};
 use chrono::{DateTime, Utc};
@@ -373,4 +375,49 @@ pub trait Provider: Send + Sync {
         group: &str,
         node_group: &NodeGroup,
     ) -> impl Future<Output = Result<Capacity, CloudError>> + Send;
+
+    /// Makes a targeted On-Demand Capacity Reservation for one instance of `request.instance`'s
+    /// type, zone and platform (read from it first), ending at `request.ends_at`, tagged
+    /// `ebb:reservation` with the token (EC2's CreateCapacityReservation, the token as its
+    /// client token, the tags in the call). A cloud without reservations refuses.
+    fn reserve_capacity(
+        &self,
+        region: &str,
+        request: &ReservationRequest,
+    ) -> impl Future<Output = Result<Reservation, CloudError>> + Send;
+
+    /// The reservations tagged `ebb:reservation=token`, in the account of `instance`
+    /// (DescribeCapacityReservations): what a lost answer is resolved from.
+    fn reservations(
+        &self,
+        region: &str,
+        instance: &str,
+        token: &str,
+    ) -> impl Future<Output = Result<Vec<Reservation>, CloudError>> + Send;
+
+    /// Makes stopped instance `instance` start into reservation `reservation`, or, with
+    /// `None`, into any open capacity again (ModifyInstanceCapacityReservationAttributes).
+    fn target_reservation(
+        &self,
+        region: &str,
+        instance: &str,
+        reservation: Option<&str>,
+    ) -> impl Future<Output = ActionReport> + Send;
+
+    /// The reservation instance `instance` is made to start into, if one is targeted
+    /// (DescribeInstances).
+    fn reservation_target(
+        &self,
+        region: &str,
+        instance: &str,
+    ) -> impl Future<Output = Result<Option<String>, CloudError>> + Send;
+
+    /// Cancels reservation `reservation`, made in the account of `instance`
+    /// (CancelCapacityReservation).
+    fn cancel_reservation(
+        &self,
+        region: &str,
+        instance: &str,
+        reservation: &str,
+    ) -> impl Future<Output = Result<(), CloudError>> + Send;
 }

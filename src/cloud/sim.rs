@@ -10,6 +10,7 @@ mod behaviour;
 mod calls;
 mod gpus;
 mod groups;
+mod reservations;
 mod scaling;
 mod spot;
 mod workload;
@@ -20,7 +21,8 @@ pub use workload::{write_utilisation, write_utilisation_in, RowOrder};
 use super::pacing::{Key, Pacer, RateLimits};
 use super::{
     ActionReport, Artifact, CloudError, GpuReadings, Image, ImageMade, InstanceStatus, Inventory,
-    Launch, LaunchSpec, NodeGroupUpdate, Provider, StopKind, TypePrice,
+    Launch, LaunchSpec, NodeGroupUpdate, Provider, Reservation, ReservationRequest, StopKind,
+    TypePrice,
 };
 use crate::clock::Clock;
 use crate::fleet::{
@@ -59,6 +61,8 @@ struct Simulated {
     owner_came: Option<NaiveDate>,
     /// The code of the reason for its last state change, when EC2 would give one.
     reason: Option<&'static str>,
+    /// The capacity reservation it starts into, when one is targeted.
+    reservation: Option<String>,
 }
 
 impl Simulated {
@@ -140,6 +144,8 @@ struct SimFleet {
     requests: u64,
     /// Images made by spot migrations, by id.
     images: HashMap<String, spot::SimImage>,
+    /// Capacity reservations, in the order they were made.
+    reservations: Vec<Reservation>,
 }
 
 impl SimProvider {
@@ -166,6 +172,7 @@ impl SimProvider {
                     recorded: std::mem::take(&mut instance.gpu_util),
                     owner_came,
                     reason: None,
+                    reservation: None,
                     instance,
                 }
             })
@@ -183,6 +190,7 @@ impl SimProvider {
                 by_id,
                 requests: 0,
                 images: HashMap::new(),
+                reservations: Vec::new(),
             }),
             groups: Mutex::default(),
             updates: Mutex::default(),
@@ -354,10 +362,12 @@ impl Provider for SimProvider {
     }
 
     async fn start(&self, region: &str, ids: &[String]) -> ActionReport {
+        let held = self.held();
         self.act("StartInstances", region, ids, |sim, now| match sim.instance.state {
             InstanceState::Stopped
-                if sim.start_failures > 0
-                    || sim.behaviour.no_capacity_for.contains(&sim.instance.instance_type) =>
+                if !sim.reserved(&held)
+                    && (sim.start_failures > 0
+                        || sim.behaviour.no_capacity_for.contains(&sim.instance.instance_type)) =>
             {
                 sim.start_failures = sim.start_failures.saturating_sub(1);
                 Err((
@@ -539,5 +549,50 @@ impl Provider for SimProvider {
         node_group: &NodeGroup,
     ) -> Result<Capacity, CloudError> {
         self.sim_node_group_capacity(region, node_group)
+    }
+
+    async fn reserve_capacity(
+        &self,
+        region: &str,
+        request: &ReservationRequest,
+    ) -> Result<Reservation, CloudError> {
+        self.admit(region, "CreateCapacityReservation", 1)?;
+        self.sim_reserve(region, request)
+    }
+
+    async fn reservations(
+        &self,
+        _region: &str,
+        _instance: &str,
+        token: &str,
+    ) -> Result<Vec<Reservation>, CloudError> {
+        Ok(self.sim_reservations(token))
+    }
+
+    async fn target_reservation(
+        &self,
+        region: &str,
+        instance: &str,
+        reservation: Option<&str>,
+    ) -> ActionReport {
+        self.sim_target(region, instance, reservation).await
+    }
+
+    async fn reservation_target(
+        &self,
+        _region: &str,
+        instance: &str,
+    ) -> Result<Option<String>, CloudError> {
+        self.sim_target_of(instance)
+    }
+
+    async fn cancel_reservation(
+        &self,
+        region: &str,
+        _instance: &str,
+        reservation: &str,
+    ) -> Result<(), CloudError> {
+        self.admit(region, "CancelCapacityReservation", 1)?;
+        self.sim_cancel(reservation)
     }
 }

@@ -5,16 +5,22 @@
 //! decisions. `ebb plan`, the reconciler and the tests all call it; [`explain`] runs the same
 //! evaluation with a trace of every rule's verdict.
 
+mod early;
 mod explain;
 mod group;
 mod next;
+mod prior;
+mod reserve;
 mod rules;
 
+pub use early::{latest_starts, whole_minutes, StartRates, TokenRate, MAX_EARLY};
 pub use explain::{explain, Explanation};
 pub use group::{
     decide_group, GroupAction, GroupDecision, GroupMemory, NODE_GROUP_LEAST_MAX, OFF_CAPACITY,
 };
 pub use next::{next_change, next_opening, NextChange};
+pub use prior::Prior;
+pub use reserve::{reservations, Reserve, RESERVATION_LASTS};
 pub use rules::{owned_code, tags_forbid_stop, RECENT};
 
 use crate::fleet::{Fleet, Instance};
@@ -22,7 +28,6 @@ use crate::policy::{Policy, PolicySet};
 use crate::schedule::ScheduleStatus;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
-use std::collections::HashMap;
 use std::fmt;
 
 /// What ebb does to an instance.
@@ -49,6 +54,12 @@ pub enum Action {
     FallbackOnDemand,
     /// Change a stopped instance's type (a start falling back to another type).
     Resize,
+    /// Make a capacity reservation for a stopped instance's start (`start.reserve_capacity`).
+    ReserveCapacity,
+    /// Make a stopped instance start into a capacity reservation, or into open capacity again.
+    TargetReservation,
+    /// Cancel a capacity reservation ebb made.
+    CancelReservation,
 }
 
 impl Action {
@@ -65,6 +76,9 @@ impl Action {
             Action::RelaunchSpot => "relaunch_spot",
             Action::FallbackOnDemand => "fallback_on_demand",
             Action::Resize => "resize",
+            Action::ReserveCapacity => "reserve_capacity",
+            Action::TargetReservation => "target_reservation",
+            Action::CancelReservation => "cancel_reservation",
         }
     }
 
@@ -81,6 +95,9 @@ impl Action {
             Action::RelaunchSpot,
             Action::FallbackOnDemand,
             Action::Resize,
+            Action::ReserveCapacity,
+            Action::TargetReservation,
+            Action::CancelReservation,
         ]
         .into_iter()
         .find(|a| a.as_str() == name)
@@ -217,6 +234,16 @@ codes! {
     /// An instance ebb changed to a fallback type is changed back to its own type before a
     /// start (`start.restore_type`).
     RestoreType = "restore_type",
+    /// A capacity reservation made for an instance whose start EC2 refused for lack of capacity
+    /// within the capacity memory, and the instance made to start into it
+    /// (`start.reserve_capacity`).
+    CapacityReserved = "capacity_reserved",
+    /// The capacity reservation ebb made for an instance's start cancelled: the instance runs,
+    /// or the reservation's deadline passed.
+    ReservationCancelled = "reservation_cancelled",
+    /// An instance whose capacity reservation ebb cancelled made to start into open capacity
+    /// again, before its next start.
+    ReservationReleased = "reservation_released",
     /// `start_at_open: never`.
     StartNever = "start_never",
     /// Stopped by someone other than ebb: a person's stop sticks.
@@ -370,76 +397,6 @@ pub struct Override {
 /// How far back a start refused for lack of capacity can count (`idle.capacity_memory` at
 /// most): what the store loads for [`Prior::last_capacity_failure`].
 pub use crate::policy::MAX_CAPACITY_MEMORY;
-
-/// Everything ebb knows from before this decision.
-#[derive(Debug, Clone, Default)]
-pub struct Prior {
-    facts: HashMap<String, InstanceFacts>,
-    overrides: HashMap<String, Vec<Override>>,
-    /// The last start EC2 refused for lack of capacity, by region and instance type.
-    capacity_failures: HashMap<(String, String), DateTime<Utc>>,
-}
-
-impl Prior {
-    /// Prior facts by instance id, and overrides (expired ones are ignored when deciding).
-    pub fn new(facts: HashMap<String, InstanceFacts>, overrides: Vec<Override>) -> Self {
-        let mut by_instance: HashMap<String, Vec<Override>> = HashMap::new();
-        for o in overrides {
-            by_instance.entry(o.instance.clone()).or_default().push(o);
-        }
-        Prior {
-            facts,
-            overrides: by_instance,
-            capacity_failures: HashMap::new(),
-        }
-    }
-
-    /// With the last start EC2 refused for lack of capacity, by region and instance type: what
-    /// `idle.min_gap` weighs before an idle stop.
-    pub fn with_capacity_failures(
-        mut self,
-        failures: HashMap<(String, String), DateTime<Utc>>,
-    ) -> Self {
-        self.capacity_failures = failures;
-        self
-    }
-
-    /// When EC2 last refused a start of `instance_type` in `region` for lack of capacity.
-    pub fn last_capacity_failure(
-        &self,
-        region: &str,
-        instance_type: &str,
-    ) -> Option<DateTime<Utc>> {
-        self.capacity_failures
-            .get(&(region.to_string(), instance_type.to_string()))
-            .copied()
-    }
-
-    /// Replaces what ebb remembers about `instance`: `ebb replay` models the facts its
-    /// simulated actions leave, tick after tick.
-    pub fn set_facts(&mut self, instance: &str, facts: InstanceFacts) {
-        match self.facts.get_mut(instance) {
-            Some(f) => *f = facts,
-            None => {
-                self.facts.insert(instance.to_string(), facts);
-            }
-        }
-    }
-
-    /// The facts about `instance` (all empty when ebb knows nothing).
-    pub fn facts(&self, instance: &str) -> InstanceFacts {
-        self.facts.get(instance).copied().unwrap_or_default()
-    }
-
-    /// The override protecting `instance` at `now` that lasts longest, if any.
-    pub fn active_override(&self, instance: &str, now: DateTime<Utc>) -> Option<&Override> {
-        self.overrides
-            .get(instance)?
-            .iter()
-            .filter(|o| o.until > now)
-            .max_by_key(|o| o.until)
-    }
-}
 
 /// The policy that governs `instance`: the matching one of highest priority; none when the
 /// instance is tagged `ebb:skip=true`, nothing matches, or several match at the top priority.

@@ -353,6 +353,10 @@ pub struct StartRule {
     /// Whether an instance ebb changed to one of the fallback types is changed back to its own
     /// type at a later start (and falls back again if its own still has no capacity).
     pub restore_type: bool,
+    /// Whether an instance whose start EC2 refused for lack of capacity within the capacity
+    /// memory (`idle.capacity_memory`, by default 7 days) starts into a targeted On-Demand
+    /// Capacity Reservation made for it at its start, cancelled once it runs.
+    pub reserve_capacity: bool,
 }
 
 /// How stops go on clouds where a stop may keep the instance billed.

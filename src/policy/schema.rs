@@ -347,6 +347,10 @@ fn policy_schema() -> Value {
                 "restore_type",
                 json!({"type": "boolean", "description": "Change an instance ebb moved to a fallback type back to its own type at a later start"}),
             ),
+            (
+                "reserve_capacity",
+                json!({"type": "boolean", "default": false, "description": "Start an instance whose start EC2 refused for lack of capacity within idle.capacity_memory (default 7d) into a capacity reservation made for it, cancelled once it runs"}),
+            ),
         ],
     );
     let stop = object(

@@ -13,6 +13,7 @@ mod migrations;
 mod node_groups;
 mod read;
 mod report;
+mod reservations;
 mod resolve;
 
 /// The policy files a [`Reconciler`] is made with, re-exported for its callers.
@@ -260,6 +261,9 @@ impl<P: Provider> Reconciler<P> {
                 .await?;
         }
         self.groups(set, &fleet, &complete, &mut acting).await?;
+        if !self.options.dry_run {
+            self.reservations(&fleet, &complete, &mut acting).await?;
+        }
         // Acting needs only the decisions. The listing and its readings are the largest data of
         // a tick, and the first tick of a large fleet acts on tens of thousands of instances.
         drop(fleet);
@@ -339,10 +343,26 @@ impl<P: Provider> Reconciler<P> {
         now: DateTime<Utc>,
         report: &mut TickReport,
     ) -> Result<Vec<Decision>, TickError> {
-        let prior = self.store.prior(now).await?;
+        let mut prior = self.store.prior(now).await?;
+        if let Some(pacing) = &self.options.pacing {
+            let moved = self.store.moved_types().await?;
+            prior = prior.with_start_rates(start_rates(pacing.pacer.limits()), moved);
+        }
         let decisions = engine::decide(now, set, fleet, &prior);
         self.store.record_decisions(&decisions, now).await?;
         report.count(fleet, &decisions);
         Ok(decisions)
+    }
+}
+
+/// The buckets a start waits for, from a cloud's rate limits, as the engine takes them: EC2
+/// meters StartInstances by instance (its request bucket serves whole batches), and a type
+/// changed back before a start is a ModifyInstanceAttribute call of its own.
+pub fn start_rates(limits: &crate::cloud::pacing::RateLimits) -> engine::StartRates {
+    let rate = |r: crate::cloud::pacing::Rate| engine::TokenRate::of(r.burst, r.per_second);
+    let start = limits.of("StartInstances");
+    engine::StartRates {
+        start: rate(start.instances.unwrap_or(start.requests)),
+        modify: rate(limits.of("ModifyInstanceAttribute").requests),
     }
 }

@@ -50,6 +50,12 @@ impl<P: Provider> Reconciler<P> {
                 continue;
             };
             let action = Action::parse(&e.action);
+            if super::reservations::is_reservation_step(action) {
+                // Resolved from the reservations EC2 holds (`reservations.rs`); the instance
+                // is left alone meanwhile.
+                found.open.insert(id.to_string());
+                continue;
+            }
             let since = self.intent_since(e.at, recorded.get(&intent.seq).copied());
             let resolved = if e.dry_run {
                 // Nothing was ever to be done; only its `skipped` outcome was lost.

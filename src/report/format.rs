@@ -8,7 +8,7 @@ use std::fmt::Write as _;
 type Column = fn(&Measures) -> String;
 
 /// The columns after a row's name, with how each is read from the measures.
-const COLUMNS: [(&str, Column); 21] = [
+const COLUMNS: [(&str, Column); 23] = [
     ("saved_usd", |m| format!("{:.2}", m.saved_usd)),
     ("stopped_saved_usd", |m| {
         format!("{:.2}", m.stopped_saved_usd)
@@ -43,6 +43,12 @@ const COLUMNS: [(&str, Column); 21] = [
     }),
     ("unknown_box_cost_hours", |m| {
         format!("{:.2}", m.unknown_box_cost_hours)
+    }),
+    ("reservation_hours", |m| {
+        format!("{:.2}", m.reservation_hours)
+    }),
+    ("reservation_cost_usd", |m| {
+        format!("{:.2}", m.reservation_cost_usd)
     }),
 ];
 
@@ -96,6 +102,13 @@ pub fn table(r: &Report) -> String {
             count(r.groups.len() as u64, "group", "groups"),
             count(t.group_scale_downs, "scale-down", "scale-downs"),
             t.group_hours,
+        );
+    }
+    if t.reservation_hours > 0.0 {
+        let _ = writeln!(
+            out,
+            "capacity reservations for starts (start.reserve_capacity): {:.2} h held, ${:.2} at on-demand prices, taken off the net",
+            t.reservation_hours, t.reservation_cost_usd,
         );
     }
     if t.unpriced_stopped_hours > 0.0 {

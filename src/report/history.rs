@@ -140,6 +140,22 @@ pub struct RunningSpan {
     pub to: DateTime<Utc>,
 }
 
+/// A capacity reservation ebb made for a start (`start.reserve_capacity`): billed at the
+/// on-demand rate of its type from its making to its cancellation.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ReservationSpan {
+    /// The instance it was made for.
+    pub instance: String,
+    /// Its region.
+    pub region: String,
+    /// The type it held.
+    pub instance_type: String,
+    /// When ebb learnt it was made.
+    pub from: DateTime<Utc>,
+    /// When ebb learnt it was cancelled; `None` while it is held.
+    pub to: Option<DateTime<Utc>>,
+}
+
 /// Everything a report is worked out from.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct History {
@@ -160,6 +176,8 @@ pub struct History {
     /// What ran in the window, in the regions and of the types the commitments held may
     /// cover (read only when some are held).
     pub running: Vec<RunningSpan>,
+    /// The capacity reservations ebb held at some time in the window.
+    pub reservations: Vec<ReservationSpan>,
 }
 
 impl History {

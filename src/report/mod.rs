@@ -35,14 +35,15 @@ mod format;
 mod groups;
 mod history;
 pub mod money;
+mod reservations;
 mod rollup;
 mod tally;
 
 pub use format::{csv, gross_to_net, table};
 pub use groups::GroupMeasures;
 pub use history::{
-    ActionRecord, EbbAction, GroupChange, History, InstanceInfo, OverrideSpan, RunningSpan,
-    SpotMove, StateChange,
+    ActionRecord, EbbAction, GroupChange, History, InstanceInfo, OverrideSpan, ReservationSpan,
+    RunningSpan, SpotMove, StateChange,
 };
 pub use rollup::{compute_parts, midnight, roll_up, Parts, RolledDay, RolledSum};
 
@@ -169,6 +170,10 @@ pub struct Measures {
     pub group_scale_downs: u64,
     /// Instance-hours the members removed by those scale-downs did not run.
     pub group_hours: f64,
+    /// Hours capacity reservations ebb made for starts were held (`start.reserve_capacity`).
+    pub reservation_hours: f64,
+    /// What they cost: those hours at their types' on-demand prices, taken off the net.
+    pub reservation_cost_usd: f64,
 }
 
 impl Measures {
@@ -193,12 +198,17 @@ impl Measures {
         self.group_saved_usd += o.group_saved_usd;
         self.group_scale_downs += o.group_scale_downs;
         self.group_hours += o.group_hours;
+        self.reservation_hours += o.reservation_hours;
+        self.reservation_cost_usd += o.reservation_cost_usd;
     }
 
     /// Dollars and hours to the cent and the hundredth of an hour, for people and JSON, and
     /// the net worked out from the gross.
     fn round(&mut self) {
-        let net = self.saved_usd - self.commitment_covered_usd - self.stopped_box_cost_usd;
+        let net = self.saved_usd
+            - self.commitment_covered_usd
+            - self.stopped_box_cost_usd
+            - self.reservation_cost_usd;
         self.net_saved_usd =
             (self.unknown_box_cost_hours < 0.005).then_some((net * 100.0).round() / 100.0);
         for v in [
@@ -216,6 +226,8 @@ impl Measures {
             &mut self.override_hours,
             &mut self.group_saved_usd,
             &mut self.group_hours,
+            &mut self.reservation_hours,
+            &mut self.reservation_cost_usd,
         ] {
             *v = (*v * 100.0).round() / 100.0;
         }
@@ -297,6 +309,7 @@ pub fn compute(history: &History, window: Window, by: Option<&str>, prices: &Pri
     stops(history, window, prices, &mut tally);
     spot(history, window, &mut tally);
     overrides(history, window, &mut tally);
+    reservations::reservations(history, window, prices, &mut tally);
     let groups = groups::groups(history, window, &price, &mut tally);
     let mut report = finish(tally, window);
     report.groups = groups;

@@ -172,6 +172,8 @@ impl Measures {
             (&mut self.override_hours, o.override_hours),
             (&mut self.group_saved_usd, o.group_saved_usd),
             (&mut self.group_hours, o.group_hours),
+            (&mut self.reservation_hours, o.reservation_hours),
+            (&mut self.reservation_cost_usd, o.reservation_cost_usd),
         ] {
             *v -= by;
             if v.abs() < RESIDUE {

@@ -526,7 +526,10 @@ impl Store {
             })
             .collect();
         let refused = self.capacity_failures(now).await?;
-        Ok(Prior::new(facts, overrides).with_capacity_failures(refused))
+        let refused_starts = self.refused_starts(now).await?;
+        Ok(Prior::new(facts, overrides)
+            .with_capacity_failures(refused)
+            .with_refused_starts(refused_starts))
     }
 
     /// The live instances a person started (see [`InstanceFacts::started_by_person_at`]): a

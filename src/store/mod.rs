@@ -24,6 +24,7 @@ mod pages;
 mod readings;
 mod report;
 mod report_days;
+mod reservations;
 mod retention;
 mod roles;
 mod running;
@@ -44,6 +45,7 @@ pub use overrides::{OverrideRecord, OverrideRefused, OverrideRequest, MAX_REASON
 pub use own_types::MovedType;
 pub use pages::Page;
 pub use report_days::ROLL_UP_AFTER;
+pub use reservations::{ReservationRow, ReservationStep};
 pub use retention::Pruned;
 pub use roles::{Grant, RUNTIME_PRIVILEGES};
 pub use spot::MigrationRecord;

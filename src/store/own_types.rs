@@ -3,7 +3,7 @@
 //! type a refused start was for.
 
 use super::{Result, Store};
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 /// An instance ebb changed to a fallback type: the type it had, and the one ebb gave it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -47,6 +47,17 @@ impl Store {
             .into_iter()
             .map(|(id, own, fallback)| (id, MovedType { own, fallback }))
             .collect())
+    }
+
+    /// Every instance ebb changed to a fallback type: what a start changes back first under
+    /// `start.restore_type`, for the early start's count of ModifyInstanceAttribute calls.
+    pub async fn moved_types(&self) -> Result<HashSet<String>> {
+        let ids: Vec<String> = sqlx::query_scalar(
+            "SELECT id FROM instances WHERE own_type IS NOT NULL AND fallback_type IS NOT NULL",
+        )
+        .fetch_all(&self.pool)
+        .await?;
+        Ok(ids.into_iter().collect())
     }
 
     /// Forgets instance `id`'s own type: it runs as it again, or a person changed its type.

@@ -12,8 +12,8 @@ use super::inventory::micros;
 use super::{Result, Store};
 use crate::fleet::money::HeldCommitments;
 use crate::report::{
-    ActionRecord, EbbAction, GroupChange, History, InstanceInfo, OverrideSpan, SpotMove,
-    StateChange,
+    ActionRecord, EbbAction, GroupChange, History, InstanceInfo, OverrideSpan, ReservationSpan,
+    SpotMove, StateChange,
 };
 use chrono::{DateTime, Utc};
 use sqlx::types::Json;
@@ -121,6 +121,9 @@ type InstanceRow = (
     Option<i32>,
 );
 
+/// A capacity reservation as a report reads it: instance, region, type, made, cancelled.
+type HeldReservation = (String, String, String, DateTime<Utc>, Option<DateTime<Utc>>);
+
 impl Store {
     /// What a report over `[since, until)` is worked out from; what ran in it too, where the
     /// commitments `held` can cover it.
@@ -201,8 +204,20 @@ impl Store {
         .bind(until)
         .fetch_all(&self.pool)
         .await?;
+        let reservations: Vec<HeldReservation> = sqlx::query_as(
+            "SELECT instance, region, instance_type, made_at, cancelled_at
+                 FROM capacity_reservations
+                 WHERE made_at IS NOT NULL AND instance_type IS NOT NULL AND made_at < $2
+                   AND (cancelled_at IS NULL OR cancelled_at > $1)",
+        )
+        .persistent(false)
+        .bind(since)
+        .bind(until)
+        .fetch_all(&self.pool)
+        .await?;
         let mut named: Vec<&str> = migrations.iter().map(|m| m.original.as_str()).collect();
         named.extend(overrides.iter().map(|(i, ..)| i.as_str()));
+        named.extend(reservations.iter().map(|(i, ..)| i.as_str()));
         named.sort_unstable();
         named.dedup();
         let instances = self.report_facts(&named).await?;
@@ -219,6 +234,18 @@ impl Store {
                 })
                 .collect(),
             groups,
+            reservations: reservations
+                .into_iter()
+                .map(
+                    |(instance, region, instance_type, from, to)| ReservationSpan {
+                        instance,
+                        region,
+                        instance_type,
+                        from,
+                        to,
+                    },
+                )
+                .collect(),
             ..History::default()
         })
     }

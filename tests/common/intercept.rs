@@ -12,7 +12,8 @@
 use chrono::{DateTime, Utc};
 use ebb::cloud::{
     ActionReport, Artifact, CloudError, Failed, GpuReadings, Image, ImageMade, InstanceStatus,
-    Inventory, Launch, LaunchSpec, NodeGroupUpdate, Provider, ScopeFailure, StopKind, TypePrice,
+    Inventory, Launch, LaunchSpec, NodeGroupUpdate, Provider, Reservation, ReservationRequest,
+    ScopeFailure, StopKind, TypePrice,
 };
 use ebb::fleet::{Capacity, Instance, NodeGroup, ScalingGroup};
 use std::collections::BTreeMap;
@@ -51,11 +52,16 @@ pub enum Method {
     SetNodeGroupCapacity,
     NodeGroupUpdate,
     NodeGroupCapacity,
+    ReserveCapacity,
+    Reservations,
+    TargetReservation,
+    ReservationTarget,
+    CancelReservation,
 }
 
 impl Method {
     /// Every method.
-    pub const ALL: [Method; 25] = [
+    pub const ALL: [Method; 30] = [
         Method::Instances,
         Method::Reread,
         Method::GpuUtilisation,
@@ -81,6 +87,11 @@ impl Method {
         Method::SetNodeGroupCapacity,
         Method::NodeGroupUpdate,
         Method::NodeGroupCapacity,
+        Method::ReserveCapacity,
+        Method::Reservations,
+        Method::TargetReservation,
+        Method::ReservationTarget,
+        Method::CancelReservation,
     ];
 
     /// Its name in the trait (`gpu_utilisation`).
@@ -111,6 +122,11 @@ impl Method {
             Method::SetNodeGroupCapacity => "set_node_group_capacity",
             Method::NodeGroupUpdate => "node_group_update",
             Method::NodeGroupCapacity => "node_group_capacity",
+            Method::ReserveCapacity => "reserve_capacity",
+            Method::Reservations => "reservations",
+            Method::TargetReservation => "target_reservation",
+            Method::ReservationTarget => "reservation_target",
+            Method::CancelReservation => "cancel_reservation",
         }
     }
 
@@ -122,7 +138,8 @@ impl Method {
             | Method::LaunchSpec
             | Method::Describe
             | Method::FindTagged
-            | Method::MigrationArtifacts => "DescribeInstances",
+            | Method::MigrationArtifacts
+            | Method::ReservationTarget => "DescribeInstances",
             Method::GpuUtilisation => "GetMetricData",
             Method::Prices => "DescribeSpotPriceHistory",
             Method::InterruptionConfirmed => "DescribeSpotInstanceRequests",
@@ -142,6 +159,10 @@ impl Method {
             Method::SetNodeGroupCapacity => "UpdateNodegroupConfig",
             Method::NodeGroupUpdate => "DescribeUpdate",
             Method::NodeGroupCapacity => "DescribeNodegroup",
+            Method::ReserveCapacity => "CreateCapacityReservation",
+            Method::Reservations => "DescribeCapacityReservations",
+            Method::TargetReservation => "ModifyInstanceCapacityReservationAttributes",
+            Method::CancelReservation => "CancelCapacityReservation",
         }
     }
 
@@ -161,6 +182,9 @@ impl Method {
                 | Method::DeleteSnapshot
                 | Method::SetGroupCapacity
                 | Method::SetNodeGroupCapacity
+                | Method::ReserveCapacity
+                | Method::TargetReservation
+                | Method::CancelReservation
         )
     }
 }
@@ -294,6 +318,29 @@ pub enum Call {
         group: String,
         node_group: NodeGroup,
     },
+    ReserveCapacity {
+        region: String,
+        request: ReservationRequest,
+    },
+    Reservations {
+        region: String,
+        instance: String,
+        token: String,
+    },
+    TargetReservation {
+        region: String,
+        instance: String,
+        reservation: Option<String>,
+    },
+    ReservationTarget {
+        region: String,
+        instance: String,
+    },
+    CancelReservation {
+        region: String,
+        instance: String,
+        reservation: String,
+    },
 }
 
 impl Call {
@@ -325,6 +372,11 @@ impl Call {
             Call::SetNodeGroupCapacity { .. } => Method::SetNodeGroupCapacity,
             Call::NodeGroupUpdate { .. } => Method::NodeGroupUpdate,
             Call::NodeGroupCapacity { .. } => Method::NodeGroupCapacity,
+            Call::ReserveCapacity { .. } => Method::ReserveCapacity,
+            Call::Reservations { .. } => Method::Reservations,
+            Call::TargetReservation { .. } => Method::TargetReservation,
+            Call::ReservationTarget { .. } => Method::ReservationTarget,
+            Call::CancelReservation { .. } => Method::CancelReservation,
         }
     }
 
@@ -355,7 +407,12 @@ impl Call {
             | Call::SetGroupCapacity { region, .. }
             | Call::SetNodeGroupCapacity { region, .. }
             | Call::NodeGroupUpdate { region, .. }
-            | Call::NodeGroupCapacity { region, .. } => Some(region),
+            | Call::NodeGroupCapacity { region, .. }
+            | Call::ReserveCapacity { region, .. }
+            | Call::Reservations { region, .. }
+            | Call::TargetReservation { region, .. }
+            | Call::ReservationTarget { region, .. }
+            | Call::CancelReservation { region, .. } => Some(region),
         }
     }
 
@@ -386,6 +443,11 @@ impl Call {
                 vec![id.clone()]
             }
             Call::FindTagged { key, value, .. } => vec![format!("{key}={value}")],
+            Call::ReserveCapacity { request, .. } => vec![request.instance.clone()],
+            Call::Reservations { instance, .. }
+            | Call::TargetReservation { instance, .. }
+            | Call::ReservationTarget { instance, .. }
+            | Call::CancelReservation { instance, .. } => vec![instance.clone()],
             Call::Image { image, .. } | Call::DeregisterImage { image, .. } => vec![image.clone()],
             Call::Launch { launch, .. } => vec![launch.image.clone()],
             Call::DeleteSnapshot { snapshot, .. } => vec![snapshot.clone()],
@@ -409,7 +471,8 @@ impl Call {
             | Method::SetType
             | Method::Tag
             | Method::Untag
-            | Method::Terminate => Answer::Report(ActionReport {
+            | Method::Terminate
+            | Method::TargetReservation => Answer::Report(ActionReport {
                 done: Vec::new(),
                 failed: self
                     .ids()
@@ -438,6 +501,10 @@ impl Call {
             }
             Method::NodeGroupUpdate => Answer::Update(Err(error)),
             Method::NodeGroupCapacity => Answer::Capacity(Err(error)),
+            Method::ReserveCapacity => Answer::Reserved(Err(error)),
+            Method::Reservations => Answer::Reservations(Err(error)),
+            Method::ReservationTarget => Answer::Requested(Err(error)),
+            Method::CancelReservation => Answer::Done(Err(error)),
         }
     }
 }
@@ -463,6 +530,8 @@ pub enum Answer {
     Requested(Result<Option<String>, CloudError>),
     Update(Result<NodeGroupUpdate, CloudError>),
     Capacity(Result<Capacity, CloudError>),
+    Reserved(Result<Reservation, CloudError>),
+    Reservations(Result<Vec<Reservation>, CloudError>),
 }
 
 /// A return type of [`Provider`], to and from its [`Answer`].
@@ -508,6 +577,8 @@ answers! {
     Requested: Result<Option<String>, CloudError>,
     Update: Result<NodeGroupUpdate, CloudError>,
     Capacity: Result<Capacity, CloudError>,
+    Reserved: Result<Reservation, CloudError>,
+    Reservations: Result<Vec<Reservation>, CloudError>,
 }
 
 /// One call as the log keeps it.
@@ -999,6 +1070,77 @@ impl<P: Provider> Provider for Intercept<P> {
             node_group: node_group.clone(),
         };
         let forward = self.inner.node_group_capacity(region, group, node_group);
+        self.run(call, forward).await
+    }
+
+    async fn reserve_capacity(
+        &self,
+        region: &str,
+        request: &ReservationRequest,
+    ) -> Result<Reservation, CloudError> {
+        let call = Call::ReserveCapacity {
+            region: region.into(),
+            request: request.clone(),
+        };
+        self.run(call, self.inner.reserve_capacity(region, request))
+            .await
+    }
+
+    async fn reservations(
+        &self,
+        region: &str,
+        instance: &str,
+        token: &str,
+    ) -> Result<Vec<Reservation>, CloudError> {
+        let call = Call::Reservations {
+            region: region.into(),
+            instance: instance.into(),
+            token: token.into(),
+        };
+        self.run(call, self.inner.reservations(region, instance, token))
+            .await
+    }
+
+    async fn target_reservation(
+        &self,
+        region: &str,
+        instance: &str,
+        reservation: Option<&str>,
+    ) -> ActionReport {
+        let call = Call::TargetReservation {
+            region: region.into(),
+            instance: instance.into(),
+            reservation: reservation.map(str::to_string),
+        };
+        let forward = self.inner.target_reservation(region, instance, reservation);
+        self.run(call, forward).await
+    }
+
+    async fn reservation_target(
+        &self,
+        region: &str,
+        instance: &str,
+    ) -> Result<Option<String>, CloudError> {
+        let call = Call::ReservationTarget {
+            region: region.into(),
+            instance: instance.into(),
+        };
+        self.run(call, self.inner.reservation_target(region, instance))
+            .await
+    }
+
+    async fn cancel_reservation(
+        &self,
+        region: &str,
+        instance: &str,
+        reservation: &str,
+    ) -> Result<(), CloudError> {
+        let call = Call::CancelReservation {
+            region: region.into(),
+            instance: instance.into(),
+            reservation: reservation.into(),
+        };
+        let forward = self.inner.cancel_reservation(region, instance, reservation);
         self.run(call, forward).await
     }
 }

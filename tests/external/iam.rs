@@ -91,6 +91,10 @@ const ALLOWED_FINDINGS: &[(&str, &str)] = &[
     (RUNTIME, "RESOURCE_MISMATCH LaunchReplacementsTaggedAsSuch"),
     (RUNTIME, "RESOURCE_MISMATCH LaunchOnlyFromImagesEbbMade"),
     (RUNTIME, "RESOURCE_MISMATCH LaunchIntoTheOriginalsNetwork"),
+    (
+        RUNTIME,
+        "RESOURCE_MISMATCH TargetAndCancelOnlyReservationsEbbMade",
+    ),
 ];
 
 fn repo(path: &str) -> PathBuf {
@@ -467,6 +471,7 @@ fn changes_are_only_to_managed_instances() {
         "ec2:StopInstances",
         "ec2:StartInstances",
         "ec2:ModifyInstanceAttribute",
+        "ec2:ModifyInstanceCapacityReservationAttributes",
         "ec2:TerminateInstances",
         "ec2:DescribeInstanceAttribute",
         "ec2:CreateImage",
@@ -484,7 +489,13 @@ fn changes_are_only_to_managed_instances() {
             let on_instances = resources(statement)
                 .iter()
                 .any(|r| matches(r, "arn:aws:ec2:eu-west-1:111111111111:instance/i-1"));
-            if action == "ec2:CreateImage" && !on_instances {
+            // What CreateImage makes, and the reservations an instance is made to start into,
+            // have statements of their own (below).
+            let beside = [
+                "ec2:CreateImage",
+                "ec2:ModifyInstanceCapacityReservationAttributes",
+            ];
+            if beside.contains(&action) && !on_instances {
                 continue;
             }
             assert_eq!(
@@ -636,6 +647,50 @@ fn snapshots_are_tagged_only_by_the_create_image_call_that_makes_them() {
     // The code tags the snapshots in that call.
     let spot = read(&repo("src/cloud/aws/spot.rs"));
     assert!(spot.contains(".tag_specifications(tagged(ResourceType::Snapshot))"));
+}
+
+#[test]
+fn capacity_reservations_are_made_tagged_as_ebbs_and_only_those_are_targeted_or_cancelled() {
+    let runtime = policy(RUNTIME);
+    let reservations = ["arn:aws:ec2:*:${ACCOUNT_ID}:capacity-reservation/*"];
+    let made = granting(&runtime, "ec2:CreateCapacityReservation");
+    assert_eq!(made.len(), 1);
+    assert_eq!(resources(made[0]), reservations);
+    let key = format!("aws:RequestTag/{}", ebb::names::RESERVATION_TAG);
+    assert_eq!(condition(made[0], "Null", &key), ["false"], "{}", made[0]);
+    // Its tags only in the call that makes it, and only ebb's.
+    let tagged: Vec<&Value> = granting(&runtime, "ec2:CreateTags")
+        .into_iter()
+        .filter(|s| resources(s) == reservations)
+        .collect();
+    assert_eq!(tagged.len(), 1);
+    assert_eq!(
+        condition(tagged[0], "StringEquals", "ec2:CreateAction"),
+        ["CreateCapacityReservation"]
+    );
+    assert_eq!(
+        condition(tagged[0], "ForAllValues:StringEquals", "aws:TagKeys"),
+        [ebb::names::RESERVATION_TAG, ebb::names::RESERVED_FOR_TAG]
+    );
+    // Targeted and cancelled: only reservations carrying ebb's tag.
+    let key = format!("aws:ResourceTag/{}", ebb::names::RESERVATION_TAG);
+    for action in [
+        "ec2:CancelCapacityReservation",
+        "ec2:ModifyInstanceCapacityReservationAttributes",
+    ] {
+        let on_reservations: Vec<&Value> = granting(&runtime, action)
+            .into_iter()
+            .filter(|s| resources(s) == reservations)
+            .collect();
+        assert_eq!(on_reservations.len(), 1, "{action}");
+        assert_eq!(
+            condition(on_reservations[0], "Null", &key),
+            ["false"],
+            "{action}"
+        );
+    }
+    let cancels = granting(&runtime, "ec2:CancelCapacityReservation");
+    assert!(cancels.iter().all(|s| resources(s) == reservations));
 }
 
 #[test]
@@ -823,6 +878,8 @@ fn the_example_scp_lets_only_ebb_write_its_tags() {
         ebb::names::LAUNCH_TAG,
         ebb::names::MIGRATED_FROM_TAG,
         ebb::names::IMAGE_OF_TAG,
+        ebb::names::RESERVATION_TAG,
+        ebb::names::RESERVED_FOR_TAG,
     ] {
         assert_eq!(scp_writers(&scp, key), ebb_roles, "{key}");
     }

@@ -645,6 +645,59 @@ async fn a_stopped_instance_changes_type() {
     assert_eq!(provider.calls()["ModifyInstanceAttribute"], 1);
 }
 
+/// `start.reserve_capacity`'s calls against moto (capacity reservations from
+/// scripts/moto_server.py): a targeted reservation of the stopped instance's type and zone,
+/// tagged with the token in the call and made once for one token, the instance made to start
+/// into it and back into open capacity, the reservation cancelled.
+#[tokio::test]
+async fn a_capacity_reservation_is_made_once_per_token_targeted_and_cancelled() {
+    let f = Fixture::new("ap-northeast-2").await;
+    let region = f.region;
+    let id = f.launch(G5).await;
+    let provider = f.provider().await;
+    provider.instances().await;
+    let stopped = provider
+        .stop(region, std::slice::from_ref(&id), StopKind::Stop)
+        .await;
+    assert!(stopped.failed.is_empty(), "{:?}", stopped.failed);
+    let token = format!("ebb-{id}-1796201100");
+    let request = ebb::cloud::ReservationRequest {
+        instance: id.clone(),
+        token: token.clone(),
+        ends_at: chrono::Utc::now() + chrono::Duration::hours(1),
+    };
+    let made = provider.reserve_capacity(region, &request).await.unwrap();
+    let again = provider.reserve_capacity(region, &request).await.unwrap();
+    assert_eq!(
+        made.id, again.id,
+        "the client token makes it the same reservation"
+    );
+    assert_eq!(made.token.as_deref(), Some(token.as_str()));
+    assert_eq!(made.instance_type, "g5.xlarge");
+    let found = provider.reservations(region, &id, &token).await.unwrap();
+    assert_eq!(found.len(), 1);
+    let into = provider
+        .target_reservation(region, &id, Some(&made.id))
+        .await;
+    assert!(into.failed.is_empty(), "{:?}", into.failed);
+    assert_eq!(
+        provider.reservation_target(region, &id).await.unwrap(),
+        Some(made.id.clone())
+    );
+    provider
+        .cancel_reservation(region, &id, &made.id)
+        .await
+        .unwrap();
+    let found = provider.reservations(region, &id, &token).await.unwrap();
+    assert!(found[0].state.ended(), "{found:?}");
+    let back = provider.target_reservation(region, &id, None).await;
+    assert!(back.failed.is_empty(), "{:?}", back.failed);
+    assert_eq!(
+        provider.reservation_target(region, &id).await.unwrap(),
+        None
+    );
+}
+
 #[tokio::test]
 async fn the_listing_reads_each_instances_volumes_and_elastic_ips() {
     let f = Fixture::new("ap-southeast-3").await;

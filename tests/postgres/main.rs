@@ -33,6 +33,7 @@ mod prometheus_answers;
 mod replay_store;
 mod report;
 mod report_rollup;
+mod reserve_capacity;
 mod retry;
 mod roles;
 mod secrets;

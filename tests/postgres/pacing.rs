@@ -159,3 +159,47 @@ async fn burst(url: &str) {
     assert_eq!(count(Outcome::Failed), 200);
     assert_eq!(throttled_rows(&w.store).await, 200);
 }
+
+#[sqlx::test(migrations = false)]
+async fn more_starts_than_the_buckets_serve_by_the_opening_begin_early_and_are_all_made_by_it(
+    pool: PgPool,
+) {
+    let url = common::database_url(&pool);
+    on_paused_time(|| early_start(&url));
+}
+
+/// 2000 boxes due at 09:00, ticks every minute: EC2's instance bucket (1000, then 2 a second)
+/// makes them all by 09:00 only from 08:52 on (500 s), so the engine begins them at 08:51 (whole
+/// minutes), and each tick takes what the buckets serve (the request bucket: 5 calls of 100).
+async fn early_start(url: &str) {
+    const N: usize = 2000;
+    let (mut w, clock) = office(url, N, true).await;
+    tokio::time::advance(Duration::from_secs(50 * 60)).await;
+    assert_eq!(clock.now(), t("2026-11-30T08:50:00Z"));
+    let report = w.tick_at(clock.now()).await;
+    assert!(report.actions.is_empty(), "nothing yet at 08:50");
+    let mut started = 0;
+    let mut first = None;
+    while clock.now() < t("2026-11-30T09:00:00Z") {
+        tokio::time::advance(Duration::from_secs(60)).await;
+        let report = w.tick_at(clock.now()).await;
+        for a in &report.actions {
+            assert_eq!(a.outcome, Outcome::Succeeded, "{a:?}");
+            first.get_or_insert((clock.now(), a.decision.reason.clone()));
+            started += 1;
+        }
+    }
+    let (at, reason) = first.expect("starts before the opening");
+    assert_eq!(at, t("2026-11-30T08:51:00Z"));
+    assert!(
+        reason.starts_with(
+            "starting 9m ahead of 09:00 UTC; started 9m early: 2000 starts due by 09:00 UTC \
+             exceed EC2's StartInstances rate (1000 at once, then 2/s)"
+        ),
+        "{reason}"
+    );
+    assert_eq!(started, N, "every start made by the opening");
+    let listed = w.cloud().instances().await.instances;
+    assert!(listed.iter().all(|i| i.state != InstanceState::Stopped));
+    assert_eq!(throttled_rows(&w.store).await, 0);
+}

@@ -7,8 +7,8 @@ use super::ecs::{gpus_of, instance_of, items, outcomes};
 use super::{numbered, AlibabaProvider, IDS_PER_CALL, RESOURCES_PER_TAG_CALL};
 use crate::cloud::{
     ActionReport, Artifact, CloudError, Done, ErrorKind, Failed, GpuReadings, Image, ImageMade,
-    InstanceStatus, Inventory, Launch, LaunchSpec, NodeGroupUpdate, Provider, ScopeFailure,
-    StopKind, TypePrice,
+    InstanceStatus, Inventory, Launch, LaunchSpec, NodeGroupUpdate, Provider, Reservation,
+    ReservationRequest, ScopeFailure, StopKind, TypePrice,
 };
 use crate::fleet::{Capacity, Instance, NodeGroup, ScalingGroup, StopSaving, StoppedMode};
 use chrono::{DateTime, Utc};
@@ -467,6 +467,49 @@ impl Provider for AlibabaProvider {
         _node_group: &NodeGroup,
     ) -> Result<Capacity, CloudError> {
         Err(aws_only("node_group_capacity"))
+    }
+
+    async fn reserve_capacity(
+        &self,
+        _region: &str,
+        _request: &ReservationRequest,
+    ) -> Result<Reservation, CloudError> {
+        Err(aws_only("reserve_capacity"))
+    }
+
+    async fn reservations(
+        &self,
+        _region: &str,
+        _instance: &str,
+        _token: &str,
+    ) -> Result<Vec<Reservation>, CloudError> {
+        Err(aws_only("reservations"))
+    }
+
+    async fn target_reservation(
+        &self,
+        _region: &str,
+        instance: &str,
+        _reservation: Option<&str>,
+    ) -> ActionReport {
+        ActionReport::all_failed(&[instance.to_string()], &aws_only("target_reservation"))
+    }
+
+    async fn reservation_target(
+        &self,
+        _region: &str,
+        _instance: &str,
+    ) -> Result<Option<String>, CloudError> {
+        Err(aws_only("reservation_target"))
+    }
+
+    async fn cancel_reservation(
+        &self,
+        _region: &str,
+        _instance: &str,
+        _reservation: &str,
+    ) -> Result<(), CloudError> {
+        Err(aws_only("cancel_reservation"))
     }
 }
 

@@ -24,6 +24,7 @@ mod groups;
 mod metrics;
 mod node_groups;
 mod provider;
+mod reservations;
 mod spot;
 pub mod warnings;
 

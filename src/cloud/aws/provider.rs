@@ -5,18 +5,15 @@
 
 use super::ec2::{add_offers, from_ec2, spot_price_request, Accepted, NOT_CONFIGURED};
 use super::metrics::{calls, gpu_queries};
-use super::spot::{
-    image_request, launch_spec_of, not_found, run_request, snapshots, status, Placement,
-};
+use super::spot::{launch_spec_of, not_found, run_request, snapshots, status, Placement};
 use super::{cloud_error, once_sent, tag_map, AwsProvider, Known};
 use crate::cloud::pacing::Key;
 use crate::cloud::{
     ActionReport, Artifact, CloudError, ErrorKind, Failed, GpuReadings, Image, ImageMade,
     ImageState, InstanceStatus, Inventory, Launch, LaunchSpec, NodeGroupUpdate, Provider,
-    ScopeFailure, StopKind, TypePrice,
+    Reservation, ReservationRequest, ScopeFailure, StopKind, TypePrice,
 };
 use crate::fleet::{Capacity, Instance, NodeGroup, ScalingGroup, TypeFacts};
-use aws_sdk_ec2::error::ProvideErrorMetadata;
 use aws_sdk_ec2::operation::RequestId;
 use aws_sdk_ec2::types::{AttributeValue, Filter, ImageState as Ec2ImageState, Tag};
 use chrono::{DateTime, Utc};
@@ -424,45 +421,23 @@ impl Provider for AwsProvider {
         Ok(found.iter().filter_map(status).collect())
     }
 
-    /// DescribeSpotInstanceRequests of the instance's request, in ebb's own account.
+    /// DescribeSpotInstanceRequests of the instance's request, in ebb's own account
+    /// (`spot.rs`).
     async fn interruption_confirmed(&self, region: &str, id: &str) -> Result<bool, CloudError> {
-        let scope = self.scope_of(region, "", "DescribeSpotInstanceRequests")?;
-        self.count("DescribeSpotInstanceRequests");
-        let out = scope
-            .ec2
-            .describe_spot_instance_requests()
-            .filters(Filter::builder().name("instance-id").values(id).build())
-            .send()
-            .boxed()
-            .await
-            .map_err(|e| cloud_error("DescribeSpotInstanceRequests", e))?;
-        Ok(out.spot_instance_requests().iter().any(|r| {
-            r.status()
-                .and_then(|s| s.code())
-                .is_some_and(|c| c.starts_with("marked-for-"))
-        }))
+        self.marked_for_interruption(region, id).await
     }
 
-    /// DescribeInstances by tag, in ebb's own account.
+    /// DescribeInstances by tag, in ebb's own account (`spot.rs`).
     async fn find_tagged(
         &self,
         region: &str,
         key: &str,
         value: &str,
     ) -> Result<Option<InstanceStatus>, CloudError> {
-        let scope = self.scope_of(region, "", "DescribeInstances")?;
-        let filter = Filter::builder()
-            .name(format!("tag:{key}"))
-            .values(value)
-            .build();
-        let found = self.instances_where(scope, filter).await?;
-        Ok(found
-            .iter()
-            .max_by_key(|i| i.launch_time().map(|t| (t.secs(), t.subsec_nanos())))
-            .and_then(status))
+        self.newest_tagged(region, key, value).await
     }
 
-    /// DescribeImages by name first, then CreateImage.
+    /// DescribeImages by name first, then CreateImage (`spot.rs`).
     async fn create_image(
         &self,
         region: &str,
@@ -470,26 +445,7 @@ impl Provider for AwsProvider {
         name: &str,
         tags: &BTreeMap<String, String>,
     ) -> Result<ImageMade, CloudError> {
-        let scope = self.scope_of(region, id, "CreateImage")?;
-        let named = self.images_named(scope, name).await?;
-        if !named.is_empty() {
-            return Ok(ImageMade::Named(named));
-        }
-        self.count("CreateImage");
-        match image_request(scope, id, name, tags).send().boxed().await {
-            Ok(out) => out
-                .image_id()
-                .map(|i| ImageMade::Made(i.to_string()))
-                .ok_or_else(|| not_found("CreateImage", name)),
-            // Made since the look-up: by an attempt whose answer was lost, or by anyone.
-            Err(e)
-                if e.as_service_error().and_then(ProvideErrorMetadata::code)
-                    == Some("InvalidAMIName.Duplicate") =>
-            {
-                Ok(ImageMade::Named(self.images_named(scope, name).await?))
-            }
-            Err(e) => Err(cloud_error("CreateImage", e)),
-        }
+        self.make_image(region, id, name, tags).await
     }
 
     /// DescribeImages of the image, with its state and tags, and DescribeSnapshots for the
@@ -634,5 +590,53 @@ impl Provider for AwsProvider {
         node_group: &NodeGroup,
     ) -> Result<Capacity, CloudError> {
         self.node_group_scaling(region, group, node_group).await
+    }
+
+    /// DescribeInstances, then CreateCapacityReservation (`reservations.rs`).
+    async fn reserve_capacity(
+        &self,
+        region: &str,
+        request: &ReservationRequest,
+    ) -> Result<Reservation, CloudError> {
+        self.create_reservation(region, request).await
+    }
+
+    /// DescribeCapacityReservations, every page (`reservations.rs`).
+    async fn reservations(
+        &self,
+        region: &str,
+        instance: &str,
+        token: &str,
+    ) -> Result<Vec<Reservation>, CloudError> {
+        self.tagged_reservations(region, instance, token).await
+    }
+
+    /// ModifyInstanceCapacityReservationAttributes (`reservations.rs`).
+    async fn target_reservation(
+        &self,
+        region: &str,
+        instance: &str,
+        reservation: Option<&str>,
+    ) -> ActionReport {
+        self.retarget(region, instance, reservation).await
+    }
+
+    /// DescribeInstances (`reservations.rs`).
+    async fn reservation_target(
+        &self,
+        region: &str,
+        instance: &str,
+    ) -> Result<Option<String>, CloudError> {
+        self.target_of(region, instance).await
+    }
+
+    /// CancelCapacityReservation (`reservations.rs`).
+    async fn cancel_reservation(
+        &self,
+        region: &str,
+        instance: &str,
+        reservation: &str,
+    ) -> Result<(), CloudError> {
+        self.cancel(region, instance, reservation).await
     }
 }

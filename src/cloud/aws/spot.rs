@@ -3,7 +3,8 @@
 
 use super::ec2::{lifecycle_of, state_of};
 use super::{cloud_error, tag_map, AwsProvider, Scope};
-use crate::cloud::{CloudError, ErrorKind, InstanceStatus, Launch, LaunchSpec, Market};
+use crate::cloud::{CloudError, ErrorKind, ImageMade, InstanceStatus, Launch, LaunchSpec, Market};
+use aws_sdk_ec2::error::ProvideErrorMetadata;
 use aws_sdk_ec2::operation::create_image::builders::CreateImageFluentBuilder;
 use aws_sdk_ec2::operation::run_instances::builders::RunInstancesFluentBuilder;
 use aws_sdk_ec2::types::{
@@ -160,6 +161,79 @@ pub(super) fn run_request(scope: &Scope, launch: &Launch) -> RunInstancesFluentB
 }
 
 impl AwsProvider {
+    /// DescribeSpotInstanceRequests of the instance's request, in ebb's own account: whether
+    /// EC2 marked it for an interruption.
+    pub(super) async fn marked_for_interruption(
+        &self,
+        region: &str,
+        id: &str,
+    ) -> Result<bool, CloudError> {
+        let scope = self.scope_of(region, "", "DescribeSpotInstanceRequests")?;
+        self.count("DescribeSpotInstanceRequests");
+        let out = scope
+            .ec2
+            .describe_spot_instance_requests()
+            .filters(Filter::builder().name("instance-id").values(id).build())
+            .send()
+            .boxed()
+            .await
+            .map_err(|e| cloud_error("DescribeSpotInstanceRequests", e))?;
+        Ok(out.spot_instance_requests().iter().any(|r| {
+            r.status()
+                .and_then(|s| s.code())
+                .is_some_and(|c| c.starts_with("marked-for-"))
+        }))
+    }
+
+    /// DescribeInstances by tag, in ebb's own account: the newest launch.
+    pub(super) async fn newest_tagged(
+        &self,
+        region: &str,
+        key: &str,
+        value: &str,
+    ) -> Result<Option<InstanceStatus>, CloudError> {
+        let scope = self.scope_of(region, "", "DescribeInstances")?;
+        let filter = Filter::builder()
+            .name(format!("tag:{key}"))
+            .values(value)
+            .build();
+        let found = self.instances_where(scope, filter).await?;
+        Ok(found
+            .iter()
+            .max_by_key(|i| i.launch_time().map(|t| (t.secs(), t.subsec_nanos())))
+            .and_then(status))
+    }
+
+    /// DescribeImages by name first, then CreateImage.
+    pub(super) async fn make_image(
+        &self,
+        region: &str,
+        id: &str,
+        name: &str,
+        tags: &BTreeMap<String, String>,
+    ) -> Result<ImageMade, CloudError> {
+        let scope = self.scope_of(region, id, "CreateImage")?;
+        let named = self.images_named(scope, name).await?;
+        if !named.is_empty() {
+            return Ok(ImageMade::Named(named));
+        }
+        self.count("CreateImage");
+        match image_request(scope, id, name, tags).send().boxed().await {
+            Ok(out) => out
+                .image_id()
+                .map(|i| ImageMade::Made(i.to_string()))
+                .ok_or_else(|| not_found("CreateImage", name)),
+            // Made since the look-up: by an attempt whose answer was lost, or by anyone.
+            Err(e)
+                if e.as_service_error().and_then(ProvideErrorMetadata::code)
+                    == Some("InvalidAMIName.Duplicate") =>
+            {
+                Ok(ImageMade::Named(self.images_named(scope, name).await?))
+            }
+            Err(e) => Err(cloud_error("CreateImage", e)),
+        }
+    }
+
     /// The clients of the account that listed `id` (ebb's own when it was never listed).
     pub(super) fn scope_of<'a>(
         &'a self,

@@ -106,6 +106,7 @@ fn launch_copy(template: &Simulated, name: &str, n: usize, now: DateTime<Utc>) -
         recorded: Vec::new(),
         owner_came: None,
         reason: None,
+        reservation: None,
         instance: Instance {
             id,
             region: template.instance.region.clone(),

@@ -198,6 +198,7 @@ impl SimProvider {
             recorded: Vec::new(),
             owner_came: None,
             reason: None,
+            reservation: None,
             instance: Instance {
                 id: id.clone(),
                 region: region.to_string(),

@@ -8,8 +8,8 @@ use super::client::{Answer, CVM, MONITOR};
 use super::{Accepted, Known, TencentProvider};
 use crate::cloud::{
     ActionReport, Artifact, CloudError, ErrorKind, Failed, GpuReadings, Image, ImageMade,
-    InstanceStatus, Inventory, Launch, LaunchSpec, NodeGroupUpdate, Provider, ScopeFailure,
-    StopKind, TypePrice,
+    InstanceStatus, Inventory, Launch, LaunchSpec, NodeGroupUpdate, Provider, Reservation,
+    ReservationRequest, ScopeFailure, StopKind, TypePrice,
 };
 use crate::fleet::{
     Capacity, Charge, Instance, NodeGroup, Sample, ScalingGroup, StopSaving, StoppedMode,
@@ -575,5 +575,48 @@ impl Provider for TencentProvider {
         _node_group: &NodeGroup,
     ) -> Result<Capacity, CloudError> {
         Err(aws_only("node_group_capacity"))
+    }
+
+    async fn reserve_capacity(
+        &self,
+        _region: &str,
+        _request: &ReservationRequest,
+    ) -> Result<Reservation, CloudError> {
+        Err(aws_only("reserve_capacity"))
+    }
+
+    async fn reservations(
+        &self,
+        _region: &str,
+        _instance: &str,
+        _token: &str,
+    ) -> Result<Vec<Reservation>, CloudError> {
+        Err(aws_only("reservations"))
+    }
+
+    async fn target_reservation(
+        &self,
+        _region: &str,
+        instance: &str,
+        _reservation: Option<&str>,
+    ) -> ActionReport {
+        ActionReport::all_failed(&[instance.to_string()], &aws_only("target_reservation"))
+    }
+
+    async fn reservation_target(
+        &self,
+        _region: &str,
+        _instance: &str,
+    ) -> Result<Option<String>, CloudError> {
+        Err(aws_only("reservation_target"))
+    }
+
+    async fn cancel_reservation(
+        &self,
+        _region: &str,
+        _instance: &str,
+        _reservation: &str,
+    ) -> Result<(), CloudError> {
+        Err(aws_only("cancel_reservation"))
     }
 }

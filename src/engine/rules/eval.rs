@@ -2,6 +2,7 @@
 //! instance, its policy and the pass. Each rule's file adds its own methods to [`Eval`];
 //! the order in which they judge is in `order.rs`.
 
+use super::lead::Early;
 use super::text::local;
 use super::{Context, InstanceFacts};
 use crate::fleet::Instance;
@@ -22,6 +23,9 @@ pub(super) struct Eval<'a> {
     pub(super) inst: &'a Instance,
     /// What ebb remembers about it.
     pub(super) facts: InstanceFacts,
+    /// How much earlier than `start_ahead` its policy's starts at the next opening begin, when
+    /// the buckets cannot make them all by it (`early.rs`).
+    pub(super) early: Option<Early>,
 }
 
 impl Eval<'_> {
@@ -48,13 +52,29 @@ impl Eval<'_> {
     /// it: the lead time in which stopped instances start and running ones are not stopped
     /// for being outside hours.
     pub(super) fn opening_ahead(&self) -> Option<DateTime<Utc>> {
-        let (Some(wh), Some(st)) = (&self.policy.work_hours, self.status) else {
-            return None;
-        };
+        let st = self.status?;
+        let lead = self.lead();
         let open = st
             .next
-            .filter(|_| !st.in_hours && wh.start_ahead > Duration::zero())?;
-        (self.now() >= open - wh.start_ahead).then_some(open)
+            .filter(|_| !st.in_hours && lead > Duration::zero())?;
+        (self.now() >= open - lead).then_some(open)
+    }
+
+    /// How long before the next opening stopped instances start: `start_ahead`, and earlier
+    /// when the buckets cannot make all the starts due by the opening.
+    pub(super) fn lead(&self) -> Duration {
+        let ahead = self
+            .policy
+            .work_hours
+            .as_ref()
+            .map_or(Duration::zero(), |wh| wh.start_ahead);
+        ahead + self.early.map_or(Duration::zero(), |e| e.lead)
+    }
+
+    /// `; started 4m early: ...` when the starts at the next opening begin early, else empty.
+    pub(super) fn early_note(&self) -> String {
+        self.early
+            .map_or(String::new(), |e| format!("; {}", e.text(|t| self.at(t))))
     }
 
     /// What a calendar makes of the day of the hours, for reasons: `; 2026-09-20 (sun) is a

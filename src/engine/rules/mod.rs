@@ -10,9 +10,11 @@
 //! something else owns is left alone whatever they asked (`owned`).
 
 mod billing;
+mod early;
 mod eval;
 mod idle;
 mod late_start;
+mod lead;
 mod matching;
 mod order;
 mod owned;
@@ -74,6 +76,9 @@ pub struct Context<'a> {
     /// Whether verdicts carry their reason text; without it (a replay, which prints none) they
     /// are the same verdicts with an empty reason.
     reasons: bool,
+    /// Each policy's early start at its next opening, by position in the set (empty when the
+    /// buckets are not known).
+    early: Vec<Option<lead::Early>>,
 }
 
 /// The outcome of a rule before it becomes a [`Decision`].
@@ -123,7 +128,9 @@ impl<'a> Context<'a> {
             gpu_unread: &fleet.gpu_unread,
             prior,
             reasons: true,
+            early: Vec::new(),
         }
+        .with_early_starts(fleet)
     }
 
     /// A pass that writes no reasons, with `statuses` the schedules' status at `now` (one for
@@ -143,7 +150,17 @@ impl<'a> Context<'a> {
             gpu_unread: &fleet.gpu_unread,
             prior,
             reasons: false,
+            early: Vec::new(),
         }
+        .with_early_starts(fleet)
+    }
+
+    /// With each policy's early start worked out over `fleet`, when the buckets are known.
+    fn with_early_starts(mut self, fleet: &Fleet) -> Self {
+        if let Some(rates) = self.prior.start_rates() {
+            self.early = early::plan(&self, &fleet.instances, rates);
+        }
+        self
     }
 
     /// The reason text `text` makes, or an empty one when this pass writes no reasons.
@@ -205,6 +222,7 @@ impl<'a> Context<'a> {
             status: self.statuses[first],
             inst,
             facts: self.prior.facts(&inst.id),
+            early: self.early.get(first).copied().flatten(),
         };
         let v = one_time_spot(eval.run(trace), inst, self, trace);
         let v = billing::allowed(v, inst, policy, self, trace);

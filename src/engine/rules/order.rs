@@ -58,11 +58,12 @@ impl Eval<'_> {
             )
         } else if let Some(open) = self.opening_ahead() {
             format!(
-                "work hours ({tz}): closed since {}, open {}; starting {} ahead of {}: stopped instances start, running ones are not stopped{day}",
+                "work hours ({tz}): closed since {}, open {}; starting {} ahead of {}{}: stopped instances start, running ones are not stopped{day}",
                 when(st.since),
                 self.at(open),
-                span(wh.start_ahead),
-                self.at(open)
+                span(self.lead()),
+                self.at(open),
+                self.early_note()
             )
         } else {
             format!(
@@ -209,15 +210,15 @@ impl Eval<'_> {
 
     /// Running in the lead time before an opening: not stopped for being outside hours.
     fn kept_for_opening(&self) -> Verdict {
-        let lead = self.policy.work_hours.as_ref().map(|wh| wh.start_ahead);
         verdict(
             Action::None,
             Code::StartAheadKept,
             self.text(|| {
                 let open = self.opening_ahead().map_or(String::new(), |t| self.at(t));
                 format!(
-                    "outside work hours, but they open {open} and start_ahead is {}: kept running for the opening",
-                    span(lead.unwrap_or_default())
+                    "outside work hours, but they open {open} and start_ahead is {}{}: kept running for the opening",
+                    span(self.lead()),
+                    self.early_note()
                 )
             }),
         )

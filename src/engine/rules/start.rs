@@ -7,7 +7,7 @@ use chrono::{DateTime, Utc};
 
 /// The opening a stopped instance is considered for.
 #[derive(Clone, Copy)]
-enum Opening {
+pub(super) enum Opening {
     /// In work hours: the window opened then (`None`: always open).
     Opened(Option<DateTime<Utc>>),
     /// In the lead time of `start_ahead`: the window opens then.
@@ -41,15 +41,20 @@ impl Eval<'_> {
 
     /// A stopped instance in work hours, or in the lead time before them: whether
     /// `start_at_open` starts it, by who stopped it and when.
-    fn start_at_open(&self, wh: &WorkHours, opening: Opening, trace: &mut Trace) -> Verdict {
+    pub(super) fn start_at_open(
+        &self,
+        wh: &WorkHours,
+        opening: Opening,
+        trace: &mut Trace,
+    ) -> Verdict {
         let (code, since) = match opening {
             Opening::Opened(since) => (Code::StartAtOpen, since),
             Opening::Ahead(open) => (Code::StartAhead, Some(open)),
         };
-        let opened_text = || self.opening_texts(wh, opening).0;
+        let opened_text = || self.opening_texts(opening).0;
         // The window, for who stopped or started an instance in it, begins with its lead time:
-        // a start made ahead of the opening is this window's.
-        let window_start = since.map(|o| o - wh.start_ahead);
+        // a start made ahead of the opening (early too) is this window's.
+        let window_start = since.map(|o| o - self.lead());
         let before_opening = |t: DateTime<Utc>| window_start.is_none_or(|o| t < o);
         let f = self.facts;
         trace.note(|| {
@@ -67,7 +72,7 @@ impl Eval<'_> {
             let reason = self.text(|| {
                 format!(
                     "{}{}; {}",
-                    self.opening_texts(wh, opening).1,
+                    self.opening_texts(opening).1,
                     self.day_note(),
                     how()
                 )
@@ -114,7 +119,7 @@ impl Eval<'_> {
         }
     }
     /// How `opening` reads in a verdict: the window's text and the reason's headline.
-    fn opening_texts(&self, wh: &WorkHours, opening: Opening) -> (String, String) {
+    fn opening_texts(&self, opening: Opening) -> (String, String) {
         match opening {
             Opening::Opened(since) => {
                 let opened = since.map_or("always open".to_string(), |t| {
@@ -126,12 +131,13 @@ impl Eval<'_> {
                 format!(
                     "opens {}, started {} ahead",
                     self.at(open),
-                    span(wh.start_ahead)
+                    span(self.lead())
                 ),
                 format!(
-                    "starting {} ahead of {}",
-                    span(wh.start_ahead),
-                    self.at(open)
+                    "starting {} ahead of {}{}",
+                    span(self.lead()),
+                    self.at(open),
+                    self.early_note()
                 ),
             ),
         }

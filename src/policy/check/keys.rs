@@ -45,7 +45,7 @@ pub const IDLE: &[&str] = &[
     "capacity_memory",
 ];
 pub const NOTIFY: &[&str] = &["before"];
-pub const START: &[&str] = &["fallback_types", "restore_type"];
+pub const START: &[&str] = &["fallback_types", "restore_type", "reserve_capacity"];
 pub const STOP: &[&str] = &["allow_charging_stop"];
 pub const SPOT: &[&str] = &[
     "min_savings",

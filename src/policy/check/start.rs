@@ -27,9 +27,14 @@ impl Checker {
             Some((v, p)) => self.boolean(v, &p)?,
             None => false,
         };
+        let reserve_capacity = match f.get("reserve_capacity") {
+            Some((v, p)) => self.boolean(v, &p)?,
+            None => false,
+        };
         Some(StartRule {
             fallback_types,
             restore_type,
+            reserve_capacity,
         })
     }
 

@@ -33,11 +33,15 @@ impl CloudCall {
             Action::Notify => Some(CloudCall::Notice),
             Action::WithdrawNotice => Some(CloudCall::Withdraw),
             // Spot moves and relaunches are the migrations' (a dry run of a move is audited
-            // here), a resize is a refused start's fallback's, and nothing calls nothing.
+            // here), a resize is a refused start's fallback's, a reservation step a start's
+            // (`reserve.rs`) or the reservations phase's, and nothing calls nothing.
             Action::MigrateToSpot
             | Action::RelaunchSpot
             | Action::FallbackOnDemand
             | Action::Resize
+            | Action::ReserveCapacity
+            | Action::TargetReservation
+            | Action::CancelReservation
             | Action::None => None,
         }
     }

@@ -101,7 +101,7 @@ impl<P: Provider> Reconciler<P> {
     /// One fenced action on `d`'s instance: its intent, the `call`, its outcome. `None` when
     /// no intent could be written; otherwise whether the call succeeded, or the kind of its
     /// error.
-    pub(super) async fn one_call<F, Fut>(
+    pub(in crate::reconcile) async fn one_call<F, Fut>(
         &self,
         d: &Decision,
         tick: &mut TickContext<'_>,

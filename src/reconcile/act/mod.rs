@@ -7,7 +7,8 @@
 //! `outcomes.rs` what a call did, written with what ebb remembers of it, and the notices it
 //! posts, `stopped.rs` what the cloud says of a stopped instance's billing, `fallback.rs` a
 //! start refused for lack of capacity, tried again on other types, `restore.rs` an instance
-//! moved to another type that way changed back before a later start.
+//! moved to another type that way changed back before a later start, `reserve.rs` a capacity
+//! reservation made for a start that EC2 refused before.
 
 use super::{ActionOutcome, Reconciler, TickContext};
 use crate::cloud::Provider;
@@ -18,6 +19,7 @@ use crate::store::{NewAuditEntry, Outcome, OverrideRecord, StoreError};
 use calls::{groups, CloudCall};
 use chrono::SecondsFormat;
 use outcomes::{outcome_entries, Billings};
+pub(super) use reserve::as_report;
 use std::collections::HashMap;
 use stopped::mark_stopped;
 use tracing::Instrument as _;
@@ -28,6 +30,7 @@ mod dry_run;
 mod fallback;
 mod notice;
 mod outcomes;
+mod reserve;
 mod restore;
 mod stopped;
 
@@ -124,6 +127,22 @@ impl<P: Provider> Reconciler<P> {
         let restored = match call {
             CloudCall::Start => self.restore_types(&group, tick).await?,
             _ => Default::default(),
+        };
+        let group = match call {
+            CloudCall::Start => {
+                let waiting = self.reserve_for(&group, tick).await?;
+                let (wait, go): (Vec<&Decision>, Vec<&Decision>) = group
+                    .into_iter()
+                    .partition(|d| waiting.contains(&d.instance));
+                for d in wait {
+                    let why = "its capacity reservation (start.reserve_capacity) is not ready: \
+                               a step's answer is not in, or the instance changed since the \
+                               listing; it starts at a later tick";
+                    tick.not_done(d, why.to_string());
+                }
+                go
+            }
+            _ => group,
         };
         let (group, billings) = self.still_unprotected(call, group, tick).await;
         if group.is_empty() {
