@@ -19,6 +19,7 @@ pub use workload::{write_utilisation, write_utilisation_in, RowOrder};
 
 use super::pacing::{Key, Pacer, RateLimits};
 use super::{
+    PlacementScores,
     ActionReport, Artifact, CloudError, GpuReadings, Image, ImageMade, InstanceStatus, Inventory,
     Launch, LaunchSpec, NodeGroupUpdate, Provider, StopKind, TypePrice,
 };
@@ -539,5 +540,14 @@ impl Provider for SimProvider {
         node_group: &NodeGroup,
     ) -> Result<Capacity, CloudError> {
         self.sim_node_group_capacity(region, node_group)
+    }
+
+    /// The simulated fleet has no placement scores: an empty answer, every pool unscored.
+    async fn placement_scores(
+        &self,
+        _region: &str,
+        _types: &[String],
+    ) -> Result<PlacementScores, CloudError> {
+        Ok(PlacementScores::new())
     }
 }

@@ -21,6 +21,7 @@ mod mine;
 mod override_forms;
 mod overrides;
 mod policies;
+mod pools;
 mod quick_keep;
 mod savings;
 mod session;
@@ -50,6 +51,7 @@ pub fn router(state: ApiState) -> Router {
         .route("/instances/{id}", get(instance::page))
         .route("/groups/{region}/{name}", get(group::page))
         .route("/migrations", get(migrations::page))
+        .route("/pools", get(pools::page))
         .route("/savings", get(savings::page))
         .route("/policies", get(policies::page))
         .route_layer(axum::middleware::from_fn_with_state(
@@ -90,6 +92,7 @@ enum Nav {
     Fleet,
     Audit,
     Migrations,
+    Pools,
     Savings,
     Policies,
     /// A page outside the bar (one instance, an error).
@@ -97,10 +100,11 @@ enum Nav {
 }
 
 impl Nav {
-    const BAR: [(Nav, &'static str, &'static str); 5] = [
+    const BAR: [(Nav, &'static str, &'static str); 6] = [
         (Nav::Fleet, "/", "Fleet"),
         (Nav::Audit, "/audit", "Audit log"),
         (Nav::Migrations, "/migrations", "Spot moves"),
+        (Nav::Pools, "/pools", "Spot pools"),
         (Nav::Savings, "/savings", "Savings"),
         (Nav::Policies, "/policies", "Policies"),
     ];

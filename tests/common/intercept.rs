@@ -12,7 +12,8 @@
 use chrono::{DateTime, Utc};
 use ebb::cloud::{
     ActionReport, Artifact, CloudError, Failed, GpuReadings, Image, ImageMade, InstanceStatus,
-    Inventory, Launch, LaunchSpec, NodeGroupUpdate, Provider, ScopeFailure, StopKind, TypePrice,
+    Inventory, Launch, LaunchSpec, NodeGroupUpdate, PlacementScores, Provider, ScopeFailure,
+    StopKind, TypePrice,
 };
 use ebb::fleet::{Capacity, Instance, NodeGroup, ScalingGroup};
 use std::collections::BTreeMap;
@@ -51,11 +52,12 @@ pub enum Method {
     SetNodeGroupCapacity,
     NodeGroupUpdate,
     NodeGroupCapacity,
+    PlacementScores,
 }
 
 impl Method {
     /// Every method.
-    pub const ALL: [Method; 25] = [
+    pub const ALL: [Method; 26] = [
         Method::Instances,
         Method::Reread,
         Method::GpuUtilisation,
@@ -81,6 +83,7 @@ impl Method {
         Method::SetNodeGroupCapacity,
         Method::NodeGroupUpdate,
         Method::NodeGroupCapacity,
+        Method::PlacementScores,
     ];
 
     /// Its name in the trait (`gpu_utilisation`).
@@ -111,6 +114,7 @@ impl Method {
             Method::SetNodeGroupCapacity => "set_node_group_capacity",
             Method::NodeGroupUpdate => "node_group_update",
             Method::NodeGroupCapacity => "node_group_capacity",
+            Method::PlacementScores => "placement_scores",
         }
     }
 
@@ -142,6 +146,7 @@ impl Method {
             Method::SetNodeGroupCapacity => "UpdateNodegroupConfig",
             Method::NodeGroupUpdate => "DescribeUpdate",
             Method::NodeGroupCapacity => "DescribeNodegroup",
+            Method::PlacementScores => "GetSpotPlacementScores",
         }
     }
 
@@ -294,6 +299,10 @@ pub enum Call {
         group: String,
         node_group: NodeGroup,
     },
+    PlacementScores {
+        region: String,
+        types: Vec<String>,
+    },
 }
 
 impl Call {
@@ -325,6 +334,7 @@ impl Call {
             Call::SetNodeGroupCapacity { .. } => Method::SetNodeGroupCapacity,
             Call::NodeGroupUpdate { .. } => Method::NodeGroupUpdate,
             Call::NodeGroupCapacity { .. } => Method::NodeGroupCapacity,
+            Call::PlacementScores { .. } => Method::PlacementScores,
         }
     }
 
@@ -355,7 +365,8 @@ impl Call {
             | Call::SetGroupCapacity { region, .. }
             | Call::SetNodeGroupCapacity { region, .. }
             | Call::NodeGroupUpdate { region, .. }
-            | Call::NodeGroupCapacity { region, .. } => Some(region),
+            | Call::NodeGroupCapacity { region, .. }
+            | Call::PlacementScores { region, .. } => Some(region),
         }
     }
 
@@ -366,7 +377,8 @@ impl Call {
             Call::Instances
             | Call::Prices { .. }
             | Call::MigrationArtifacts { .. }
-            | Call::ScalingGroups { .. } => Vec::new(),
+            | Call::ScalingGroups { .. }
+            | Call::PlacementScores { .. } => Vec::new(),
             Call::SetGroupCapacity { name, .. }
             | Call::SetNodeGroupCapacity { group: name, .. }
             | Call::NodeGroupUpdate { group: name, .. }
@@ -438,6 +450,7 @@ impl Call {
             }
             Method::NodeGroupUpdate => Answer::Update(Err(error)),
             Method::NodeGroupCapacity => Answer::Capacity(Err(error)),
+            Method::PlacementScores => Answer::Scores(Err(error)),
         }
     }
 }
@@ -463,6 +476,7 @@ pub enum Answer {
     Requested(Result<Option<String>, CloudError>),
     Update(Result<NodeGroupUpdate, CloudError>),
     Capacity(Result<Capacity, CloudError>),
+    Scores(Result<PlacementScores, CloudError>),
 }
 
 /// A return type of [`Provider`], to and from its [`Answer`].
@@ -508,6 +522,7 @@ answers! {
     Requested: Result<Option<String>, CloudError>,
     Update: Result<NodeGroupUpdate, CloudError>,
     Capacity: Result<Capacity, CloudError>,
+    Scores: Result<PlacementScores, CloudError>,
 }
 
 /// One call as the log keeps it.
@@ -999,6 +1014,19 @@ impl<P: Provider> Provider for Intercept<P> {
             node_group: node_group.clone(),
         };
         let forward = self.inner.node_group_capacity(region, group, node_group);
+        self.run(call, forward).await
+    }
+
+    async fn placement_scores(
+        &self,
+        region: &str,
+        types: &[String],
+    ) -> Result<PlacementScores, CloudError> {
+        let call = Call::PlacementScores {
+            region: region.into(),
+            types: types.to_vec(),
+        };
+        let forward = self.inner.placement_scores(region, types);
         self.run(call, forward).await
     }
 }

@@ -1071,6 +1071,54 @@ async fn reclaims_relaunch_on_spot_elsewhere_then_fall_back_to_on_demand(pool: P
 }
 
 #[sqlx::test(migrations = false)]
+async fn a_pool_reclaimed_within_avoid_reclaimed_for_is_skipped_and_the_launch_says_why(
+    pool: PgPool,
+) {
+    let mut s = Setup::new(pool).await;
+    let original = s.trainer(0).await;
+    let before = s.ec2(&original).await;
+    let zone = before
+        .placement()
+        .and_then(|p| p.availability_zone())
+        .unwrap()
+        .to_string();
+    // Without history the move goes to g5.xlarge in the original's zone (every moto spot price
+    // is the same; see the first test). The queue told ebb that EC2 reclaimed a g5.xlarge
+    // there ten minutes ago: within avoid_reclaimed_for (1 h by default).
+    sqlx::query(
+        "INSERT INTO pool_events (at, kind, account, region, zone, instance_type, instance)
+         VALUES ($1, 'interruption', '', $2, $3, 'g5.xlarge', 'i-0someone')",
+    )
+    .bind(s.t0 - Duration::minutes(10))
+    .bind(REGION)
+    .bind(&zone)
+    .execute(s.store.pool())
+    .await
+    .unwrap();
+    assert!(s.tick(0).await);
+    s.until(&original, 1, State::Done).await;
+    let m = s.migration(&original).await;
+    assert_ne!(
+        (m.instance_type.as_deref(), m.zone.as_deref()),
+        (Some("g5.xlarge"), Some(zone.as_str())),
+        "the reclaimed pool is skipped"
+    );
+    let reason: String = sqlx::query_scalar(
+        "SELECT reason FROM audit_log
+         WHERE action = 'migrate_to_spot' AND outcome = 'intent' AND reason LIKE 'launch spot%'",
+    )
+    .fetch_one(s.store.pool())
+    .await
+    .unwrap();
+    assert!(reason.contains("ranked by expected cost: "), "{reason}");
+    assert!(reason.contains("/h expected"), "{reason}");
+    assert!(
+        reason.contains(&format!("g5.xlarge in {zone} reclaimed 1")),
+        "{reason}"
+    );
+}
+
+#[sqlx::test(migrations = false)]
 async fn a_replacement_terminated_by_a_person_ends_the_migration(pool: PgPool) {
     let mut s = Setup::new(pool).await;
     let original = s.trainer(0).await;

@@ -6,6 +6,7 @@ use super::client::Product;
 use super::ecs::{gpus_of, instance_of, items, outcomes};
 use super::{numbered, AlibabaProvider, IDS_PER_CALL, RESOURCES_PER_TAG_CALL};
 use crate::cloud::{
+    PlacementScores,
     ActionReport, Artifact, CloudError, Done, ErrorKind, Failed, GpuReadings, Image, ImageMade,
     InstanceStatus, Inventory, Launch, LaunchSpec, NodeGroupUpdate, Provider, ScopeFailure,
     StopKind, TypePrice,
@@ -467,6 +468,14 @@ impl Provider for AlibabaProvider {
         _node_group: &NodeGroup,
     ) -> Result<Capacity, CloudError> {
         Err(aws_only("node_group_capacity"))
+    }
+
+    async fn placement_scores(
+        &self,
+        _region: &str,
+        _types: &[String],
+    ) -> Result<PlacementScores, CloudError> {
+        Err(aws_only("placement_scores"))
     }
 }
 

@@ -11,6 +11,7 @@ use super::spot::{
 use super::{cloud_error, once_sent, tag_map, AwsProvider, Known};
 use crate::cloud::pacing::Key;
 use crate::cloud::{
+    PlacementScores,
     ActionReport, Artifact, CloudError, ErrorKind, Failed, GpuReadings, Image, ImageMade,
     ImageState, InstanceStatus, Inventory, Launch, LaunchSpec, NodeGroupUpdate, Provider,
     ScopeFailure, StopKind, TypePrice,
@@ -634,5 +635,14 @@ impl Provider for AwsProvider {
         node_group: &NodeGroup,
     ) -> Result<Capacity, CloudError> {
         self.node_group_scaling(region, group, node_group).await
+    }
+
+    /// GetSpotPlacementScores, one call per type (`placement.rs`).
+    async fn placement_scores(
+        &self,
+        region: &str,
+        types: &[String],
+    ) -> Result<PlacementScores, CloudError> {
+        self.spot_placement_scores(region, types).await
     }
 }

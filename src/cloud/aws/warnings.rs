@@ -80,10 +80,9 @@ impl Accepted {
     /// The warnings of `regions`, in the account of the queue at `queue_url` and those of
     /// `role_arns`.
     pub fn new(regions: Vec<String>, queue_url: &str, role_arns: &[String]) -> Accepted {
-        // https://sqs.REGION.amazonaws.com/ACCOUNT/NAME; arn:aws:iam::ACCOUNT:role/NAME
-        let queue_account = queue_url.trim_end_matches('/').rsplit('/').nth(1);
+        // arn:aws:iam::ACCOUNT:role/NAME
         let role_accounts = role_arns.iter().filter_map(|arn| arn.split(':').nth(4));
-        let accounts = queue_account
+        let accounts = queue_account(queue_url)
             .into_iter()
             .chain(role_accounts)
             .filter(|a| !a.is_empty())
@@ -91,6 +90,11 @@ impl Accepted {
             .collect();
         Accepted { regions, accounts }
     }
+}
+
+/// The account of the queue at `url` (`https://sqs.REGION.amazonaws.com/ACCOUNT/NAME`).
+fn queue_account(url: &str) -> Option<&str> {
+    url.trim_end_matches('/').rsplit('/').nth(1)
 }
 
 #[derive(Deserialize)]
@@ -173,6 +177,11 @@ impl InterruptionQueue {
         };
         let accepted = Accepted::new(regions, &url, role_arns);
         InterruptionQueue::new(aws_sdk_sqs::Client::new(&config), url, accepted)
+    }
+
+    /// The queue's own account, from its URL (`https://sqs.REGION.amazonaws.com/ACCOUNT/NAME`).
+    pub fn account(&self) -> Option<&str> {
+        queue_account(&self.url)
     }
 
     /// The queue at `url`, through `sqs`, taking the warnings `accepted` says.

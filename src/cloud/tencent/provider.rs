@@ -7,6 +7,7 @@ use super::api::{
 use super::client::{Answer, CVM, MONITOR};
 use super::{Accepted, Known, TencentProvider};
 use crate::cloud::{
+    PlacementScores,
     ActionReport, Artifact, CloudError, ErrorKind, Failed, GpuReadings, Image, ImageMade,
     InstanceStatus, Inventory, Launch, LaunchSpec, NodeGroupUpdate, Provider, ScopeFailure,
     StopKind, TypePrice,
@@ -575,5 +576,13 @@ impl Provider for TencentProvider {
         _node_group: &NodeGroup,
     ) -> Result<Capacity, CloudError> {
         Err(aws_only("node_group_capacity"))
+    }
+
+    async fn placement_scores(
+        &self,
+        _region: &str,
+        _types: &[String],
+    ) -> Result<PlacementScores, CloudError> {
+        Err(aws_only("placement_scores"))
     }
 }
