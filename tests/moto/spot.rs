@@ -9,14 +9,15 @@ use aws_sdk_ec2::types::{Filter, Tag};
 use chrono::{DateTime, Duration, SecondsFormat, Utc};
 use common::intercept::{Answer, Call, Intercept, Method};
 use common::moto::{self, Fixture};
-use ebb::cloud::aws::warnings::{Accepted, InterruptionQueue};
+use ebb::cloud::aws::warnings::{Accepted, InterruptionQueue, Signal};
 use ebb::cloud::aws::AwsProvider;
 use ebb::cloud::{CloudError, ErrorKind, Provider, SPOT_TERMINATION};
 use ebb::reconcile::{Options, PolicySource, Reconciler};
+use ebb::fleet::PoolEventKind;
 use ebb::spot::State;
 use ebb::store::{
-    AuditFilter, Leadership, MigrationRecord, NewAuditEntry, Outcome, Store, StoreError,
-    Verification,
+    AuditFilter, Leadership, MigrationRecord, NewAuditEntry, Outcome, QueuedPoolEvent, Store,
+    StoreError, Verification,
 };
 use sqlx::PgPool;
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -1116,6 +1117,78 @@ async fn a_pool_reclaimed_within_avoid_reclaimed_for_is_skipped_and_the_launch_s
         reason.contains(&format!("g5.xlarge in {zone} reclaimed 1")),
         "{reason}"
     );
+}
+
+#[sqlx::test(migrations = false)]
+async fn a_rebalance_recommendation_from_the_queue_is_kept_in_its_pools_history(pool: PgPool) {
+    let mut s = Setup::new(pool).await;
+    let original = s.trainer(0).await;
+    assert!(s.tick(0).await);
+    s.until(&original, 1, State::Done).await;
+    let m = s.migration(&original).await;
+    let current = m.current.clone().unwrap();
+
+    let sqs = aws_sdk_sqs::Client::new(&moto::emulator(REGION).await);
+    let name = format!("ebb-spot-rebalance-{}", s.f.managed);
+    let url = sqs
+        .create_queue()
+        .queue_name(&name)
+        .send()
+        .await
+        .unwrap()
+        .queue_url()
+        .unwrap()
+        .to_string();
+    let event = serde_json::json!({
+        "version": "0",
+        "id": "6a7e8feb-0000-0000-0000-000000000000",
+        "detail-type": "EC2 Instance Rebalance Recommendation",
+        "source": "aws.ec2",
+        "account": "123456789012",
+        "time": s.t0.to_rfc3339_opts(SecondsFormat::Secs, true),
+        "region": REGION,
+        "resources": [format!("arn:aws:ec2:{REGION}a:instance/{current}")],
+        "detail": {"instance-id": current}
+    });
+    let mut forged = event.clone();
+    forged["source"] = "my.app".into();
+    for body in [event.to_string(), forged.to_string()] {
+        sqs.send_message()
+            .queue_url(&url)
+            .message_body(body)
+            .send()
+            .await
+            .unwrap();
+    }
+    let accepted = Accepted::new(vec![REGION.to_string()], &url, &[]);
+    let queue = InterruptionQueue::new(sqs.clone(), url.clone(), accepted);
+    let batch = queue.receive().await.unwrap();
+    assert_eq!(batch.warnings.len(), 1, "the forged message is dropped");
+    let w = &batch.warnings[0];
+    assert_eq!(w.signal, Signal::Rebalance);
+    assert_eq!(queue.account(), Some(w.account.as_str()), "moto's account");
+    // As serve keeps it: ebb's own account is empty.
+    let kept = s
+        .store
+        .record_pool_events(&[QueuedPoolEvent {
+            kind: PoolEventKind::Rebalance,
+            instance: w.instance.clone(),
+            region: w.region.clone(),
+            account: String::new(),
+            at: w.at,
+        }])
+        .await
+        .unwrap();
+    assert_eq!(kept, 1);
+    // Not a warning: the migration does not relaunch for it.
+    assert!(s.store.spot_warnings(&[current.clone()]).await.unwrap().is_empty());
+    let pools = s.store.pool_history(s.t0).await.unwrap().summaries(s.t0);
+    let pool = pools
+        .iter()
+        .find(|p| p.rebalances.day == 1)
+        .unwrap_or_else(|| panic!("{pools:#?}"));
+    assert_eq!(Some(&pool.pool.zone), m.zone.as_ref());
+    assert_eq!(Some(&pool.pool.instance_type), m.instance_type.as_ref());
 }
 
 #[sqlx::test(migrations = false)]

@@ -27,6 +27,7 @@ mod idle_memory;
 mod late_start;
 mod owners;
 mod policy;
+mod placement_scores;
 mod policy_check;
 mod replay;
 mod replay_groups;
