@@ -98,8 +98,8 @@ impl Store {
         .fetch_all(&self.pool)
         .await?;
         // A start's type is the instance's own (a fallback changes it after the refusal); a
-        // spot launch's type and zone are in its intent's reason ("launch spot TYPE in ZONE
-        // (SUBNET) ..."), which ebb writes.
+        // spot launch's type and zone are in its intent's reason ("migration ID: launch spot
+        // TYPE in ZONE (SUBNET) ..."), which ebb writes.
         let refused: Vec<Row> = sqlx::query_as(
             "SELECT a.at, 'capacity_error', '', i.region, '',
                     COALESCE(i.own_type, i.instance_type), a.instance
@@ -109,7 +109,7 @@ impl Store {
              UNION ALL
              SELECT a.at, 'capacity_error', '', COALESCE(a.region, ''), p.m[2], p.m[1], a.instance
              FROM audit_log a JOIN audit_log intent ON intent.seq = a.intent_seq,
-                  regexp_match(intent.reason, '^launch spot (\\S+) in (\\S+) \\(') AS p(m)
+                  regexp_match(intent.reason, '^migration [0-9]+: launch spot (\\S+) in (\\S+) \\(') AS p(m)
              WHERE p.m IS NOT NULL
                AND a.outcome = 'failed' AND a.action IN ('migrate_to_spot', 'relaunch_spot')
                AND a.error LIKE 'insufficient_capacity:%' AND a.at > $1 AND a.at <= $2",

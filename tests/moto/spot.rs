@@ -1106,7 +1106,7 @@ async fn a_pool_reclaimed_within_avoid_reclaimed_for_is_skipped_and_the_launch_s
     );
     let reason: String = sqlx::query_scalar(
         "SELECT reason FROM audit_log
-         WHERE action = 'migrate_to_spot' AND outcome = 'intent' AND reason LIKE 'launch spot%'",
+         WHERE action = 'migrate_to_spot' AND outcome = 'intent' AND reason LIKE '%: launch spot%'",
     )
     .fetch_one(s.store.pool())
     .await

@@ -62,7 +62,7 @@ async fn history(store: &Store) {
         t(30),
         "ebb",
         "relaunch_spot",
-        "launch spot g5.xlarge in us-east-1c (subnet-c) at $0.300/h from ami-1".into(),
+        "migration 1: launch spot g5.xlarge in us-east-1c (subnet-c) at $0.300/h from ami-1".into(),
     );
     intent.outcome = Outcome::Intent;
     intent.instance = Some("i-0train".into());
