@@ -19,9 +19,8 @@ pub use workload::{write_utilisation, write_utilisation_in, RowOrder};
 
 use super::pacing::{Key, Pacer, RateLimits};
 use super::{
-    PlacementScores,
     ActionReport, Artifact, CloudError, GpuReadings, Image, ImageMade, InstanceStatus, Inventory,
-    Launch, LaunchSpec, NodeGroupUpdate, Provider, StopKind, TypePrice,
+    Launch, LaunchSpec, NodeGroupUpdate, PlacementScores, Provider, StopKind, TypePrice,
 };
 use crate::clock::Clock;
 use crate::fleet::{

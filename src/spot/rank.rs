@@ -175,9 +175,8 @@ pub fn rank(inputs: &Inputs) -> Ranking {
         .collect();
     let pools = offers.len().max(1) as f64;
     let region_rate = (reclaims.len() as f64 + 1.0) / (pools * window_hours + 1.0 / PRIOR_RATE);
-    let lost_hours = (inputs.since_checkpoint.max(Duration::zero()) + RELAUNCH).num_seconds()
-        as f64
-        / 3600.0;
+    let lost_hours =
+        (inputs.since_checkpoint.max(Duration::zero()) + RELAUNCH).num_seconds() as f64 / 3600.0;
     let mut ranking = Ranking::default();
     for (instance_type, zone, price) in offers {
         let in_pool = || {
@@ -225,9 +224,9 @@ pub fn rank(inputs: &Inputs) -> Ranking {
     }
     // Stable: on a tie the original's zone, then the order of the prices.
     ranking.ranked.sort_by(|a, b| {
-        a.expected.total_cmp(&b.expected).then(
-            (a.target.zone != inputs.own_zone).cmp(&(b.target.zone != inputs.own_zone)),
-        )
+        a.expected
+            .total_cmp(&b.expected)
+            .then((a.target.zone != inputs.own_zone).cmp(&(b.target.zone != inputs.own_zone)))
     });
     ranking.skipped.sort_by_key(|s| s.ago);
     ranking
@@ -311,7 +310,14 @@ mod tests {
         let avoid = [("p4de".to_string(), "z-a".to_string())];
         let t = rank(&Inputs { avoid: &avoid, ..i }).best().unwrap();
         assert_eq!((t.instance_type.as_str(), t.zone.as_str()), ("p4d", "z-b"));
-        assert_eq!(rank(&Inputs { max_price: 11.0, ..i }).best(), None);
+        assert_eq!(
+            rank(&Inputs {
+                max_price: 11.0,
+                ..i
+            })
+            .best(),
+            None
+        );
     }
 
     #[test]
@@ -365,13 +371,18 @@ mod tests {
             &[("us-east-1a", 10.0), ("us-east-1b", 14.0)],
         )];
         let history = PoolHistory {
-            events: vec![reclaim("p4d.24xlarge", "us-east-1a", "2026-12-04T11:40:00Z")],
+            events: vec![reclaim(
+                "p4d.24xlarge",
+                "us-east-1a",
+                "2026-12-04T11:40:00Z",
+            )],
         };
         let i = inputs(&prices, &subnets, &history);
         let best = rank(&i).best().unwrap();
         assert_eq!(best.zone, "us-east-1b");
         assert!(
-            best.why.ends_with("; p4d.24xlarge in us-east-1a reclaimed 20 min ago"),
+            best.why
+                .ends_with("; p4d.24xlarge in us-east-1a reclaimed 20 min ago"),
             "{}",
             best.why
         );
@@ -388,7 +399,10 @@ mod tests {
     fn a_high_placement_score_lowers_the_chance_of_an_interruption() {
         // Two pools at one price and no history: 1a scored 1, 1b scored 10.
         let subnets = subnets(&["us-east-1a", "us-east-1b"]);
-        let prices = [price("g5.xlarge", &[("us-east-1a", 0.5), ("us-east-1b", 0.5)])];
+        let prices = [price(
+            "g5.xlarge",
+            &[("us-east-1a", 0.5), ("us-east-1b", 0.5)],
+        )];
         let history = PoolHistory::default();
         let scores = BTreeMap::from([
             (("g5.xlarge".to_string(), "us-east-1a".to_string()), 1),

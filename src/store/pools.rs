@@ -130,19 +130,21 @@ impl Store {
             .into_iter()
             .chain(reclaims)
             .chain(refused)
-            .filter_map(|(at, kind, account, region, zone, instance_type, instance)| {
-                Some(PoolEvent {
-                    pool: Pool {
-                        account,
-                        region,
-                        zone,
-                        instance_type,
-                    },
-                    kind: PoolEventKind::parse(&kind)?,
-                    at,
-                    instance,
-                })
-            })
+            .filter_map(
+                |(at, kind, account, region, zone, instance_type, instance)| {
+                    Some(PoolEvent {
+                        pool: Pool {
+                            account,
+                            region,
+                            zone,
+                            instance_type,
+                        },
+                        kind: PoolEventKind::parse(&kind)?,
+                        at,
+                        instance,
+                    })
+                },
+            )
             .collect();
         Ok(PoolHistory { events })
     }

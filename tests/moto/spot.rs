@@ -12,8 +12,8 @@ use common::moto::{self, Fixture};
 use ebb::cloud::aws::warnings::{Accepted, InterruptionQueue, Signal};
 use ebb::cloud::aws::AwsProvider;
 use ebb::cloud::{CloudError, ErrorKind, Provider, SPOT_TERMINATION};
-use ebb::reconcile::{Options, PolicySource, Reconciler};
 use ebb::fleet::PoolEventKind;
+use ebb::reconcile::{Options, PolicySource, Reconciler};
 use ebb::spot::State;
 use ebb::store::{
     AuditFilter, Leadership, MigrationRecord, NewAuditEntry, Outcome, QueuedPoolEvent, Store,
@@ -1181,7 +1181,12 @@ async fn a_rebalance_recommendation_from_the_queue_is_kept_in_its_pools_history(
         .unwrap();
     assert_eq!(kept, 1);
     // Not a warning: the migration does not relaunch for it.
-    assert!(s.store.spot_warnings(&[current.clone()]).await.unwrap().is_empty());
+    assert!(s
+        .store
+        .spot_warnings(&[current.clone()])
+        .await
+        .unwrap()
+        .is_empty());
     let pools = s.store.pool_history(s.t0).await.unwrap().summaries(s.t0);
     let pool = pools
         .iter()

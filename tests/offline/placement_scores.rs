@@ -12,7 +12,10 @@ use aws_smithy_types::body::SdkBody;
 use ebb::cloud::{ErrorKind, Provider};
 
 fn zone(id: &str, name: &str) -> AvailabilityZone {
-    AvailabilityZone::builder().zone_id(id).zone_name(name).build()
+    AvailabilityZone::builder()
+        .zone_id(id)
+        .zone_name(name)
+        .build()
 }
 
 fn score(zone_id: &str, score: i32) -> SpotPlacementScore {
@@ -25,13 +28,12 @@ fn score(zone_id: &str, score: i32) -> SpotPlacementScore {
 
 #[tokio::test]
 async fn placement_scores_are_read_per_type_and_named_by_zone() {
-    let zones = mock!(aws_sdk_ec2::Client::describe_availability_zones)
-        .then_output(|| {
-            DescribeAvailabilityZonesOutput::builder()
-                .availability_zones(zone("use1-az4", "us-east-1a"))
-                .availability_zones(zone("use1-az6", "us-east-1b"))
-                .build()
-        });
+    let zones = mock!(aws_sdk_ec2::Client::describe_availability_zones).then_output(|| {
+        DescribeAvailabilityZonesOutput::builder()
+            .availability_zones(zone("use1-az4", "us-east-1a"))
+            .availability_zones(zone("use1-az6", "us-east-1b"))
+            .build()
+    });
     let g5 = mock!(aws_sdk_ec2::Client::get_spot_placement_scores)
         .match_requests(|r| {
             r.instance_types() == ["g5.xlarge".to_string()]
@@ -87,5 +89,8 @@ async fn a_denied_placement_score_call_is_an_error_not_an_empty_answer() {
         .await
         .unwrap_err();
     assert_eq!(error.kind, ErrorKind::AccessDenied);
-    assert!(error.to_string().contains("GetSpotPlacementScores"), "{error}");
+    assert!(
+        error.to_string().contains("GetSpotPlacementScores"),
+        "{error}"
+    );
 }
