@@ -1120,6 +1120,60 @@ async fn a_pool_reclaimed_within_avoid_reclaimed_for_is_skipped_and_the_launch_s
 }
 
 #[sqlx::test(migrations = false)]
+async fn with_placement_scores_a_well_scored_zone_wins_over_the_original_one(pool: PgPool) {
+    let mut s = Setup::new(pool).await;
+    std::fs::write(
+        s._dir.path().join("spot.yaml"),
+        format!("{POLICY}      placement_scores: true\n"),
+    )
+    .unwrap();
+    let original = s.trainer(0).await;
+    let own = s
+        .ec2(&original)
+        .await
+        .placement()
+        .and_then(|p| p.availability_zone())
+        .unwrap()
+        .to_string();
+    let other = if own == "us-east-1b" {
+        "us-east-1c"
+    } else {
+        "us-east-1b"
+    };
+    // Every moto spot price is the same, and no pool has a history: EC2 scores every pool 1
+    // but g5.xlarge in `other`, which it scores 10 (moto has no GetSpotPlacementScores).
+    let asked = Arc::new(Mutex::new(0));
+    let count = asked.clone();
+    let best = other.to_string();
+    s.reconciler
+        .provider()
+        .before(Method::PlacementScores, move |call| {
+            *count.lock().unwrap() += 1;
+            let Call::PlacementScores { types, .. } = call else {
+                return None;
+            };
+            let zones = ["us-east-1a", "us-east-1b", "us-east-1c", "us-east-1d"];
+            let scores = types
+                .iter()
+                .flat_map(|t| zones.iter().map(move |z| (t.clone(), z.to_string())))
+                .map(|(t, z)| {
+                    let score = if t == "g5.xlarge" && z == best { 10 } else { 1 };
+                    ((t, z), score)
+                })
+                .collect();
+            Some(Answer::Scores(Ok(scores)))
+        });
+    assert!(s.tick(0).await);
+    s.until(&original, 1, State::Done).await;
+    let m = s.migration(&original).await;
+    assert!(*asked.lock().unwrap() >= 1, "the scores were asked for");
+    assert_eq!(
+        (m.instance_type.as_deref(), m.zone.as_deref()),
+        (Some("g5.xlarge"), Some(other))
+    );
+}
+
+#[sqlx::test(migrations = false)]
 async fn a_rebalance_recommendation_from_the_queue_is_kept_in_its_pools_history(pool: PgPool) {
     let mut s = Setup::new(pool).await;
     let original = s.trainer(0).await;
