@@ -202,6 +202,25 @@ pub(super) async fn migrations(format: Format, db: &DbArgs) -> Result<ExitCode> 
     Ok(ExitCode::SUCCESS)
 }
 
+/// `ebb pools`: the pools' history counted back from `at` (default now).
+pub(super) async fn pools(
+    format: Format,
+    at: Option<DateTime<Utc>>,
+    db: &DbArgs,
+) -> Result<ExitCode> {
+    let store = db.open().await?;
+    let now = at.unwrap_or_else(Utc::now);
+    let pools = store.pool_history(now).await?.summaries(now);
+    print!(
+        "{}",
+        match format {
+            Format::Table => output::pools_table(&pools, now),
+            Format::Json => output::pools_json(&pools),
+        }
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
 /// `ebb migrations release ID`: the image migration `id` keeps goes at the leader's next tick.
 pub(super) async fn release(id: i64, actor: &ActorArg, db: &DbArgs) -> Result<ExitCode> {
     let store = db.open().await?;

@@ -124,6 +124,19 @@ enum Command {
         #[command(flatten)]
         db: DbArgs,
     },
+    /// The spot pools' history (DATABASE_URL): per account, region, zone and type, the
+    /// interruptions, rebalance recommendations and capacity errors ebb saw in the last 24 h,
+    /// 7 days and 30 days, and the last reclaim.
+    Pools {
+        /// Output format.
+        #[arg(long, value_enum, default_value_t = Format::Table)]
+        format: Format,
+        /// The time to count back from, RFC 3339 (default: now).
+        #[arg(long, value_name = "TS", value_parser = when::parse_time)]
+        at: Option<DateTime<Utc>>,
+        #[command(flatten)]
+        db: DbArgs,
+    },
     /// One reconcile pass (AWS credential chain, DATABASE_URL): decide, act, record; then exit.
     Tick {
         /// The decision time, RFC 3339 (default: now); for tests and replays.
@@ -245,6 +258,7 @@ async fn run(command: Command) -> anyhow::Result<ExitCode> {
             db,
             ..
         } => commands::orphans(cloud, format, &db).await,
+        Command::Pools { format, at, db } => commands::pools(format, at, &db).await,
         Command::Tick {
             at,
             reconcile,

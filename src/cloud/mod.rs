@@ -420,4 +420,15 @@ pub trait Provider: Send + Sync {
         instance: &str,
         reservation: &str,
     ) -> impl Future<Output = Result<(), CloudError>> + Send;
+    /// EC2's Spot Placement Scores (GetSpotPlacementScores, one zone each, a target capacity of
+    /// one instance) of each of `types` in `region`: 1 (unlikely to succeed) to 10 (very
+    /// likely), by type and zone name. A zone EC2 gives no score for is absent.
+    fn placement_scores(
+        &self,
+        region: &str,
+        types: &[String],
+    ) -> impl Future<Output = Result<PlacementScores, CloudError>> + Send;
 }
+
+/// Spot Placement Scores (1 to 10) by instance type and zone name.
+pub type PlacementScores = BTreeMap<(String, String), u8>;

@@ -21,8 +21,8 @@ pub use workload::{write_utilisation, write_utilisation_in, RowOrder};
 use super::pacing::{Key, Pacer, RateLimits};
 use super::{
     ActionReport, Artifact, CloudError, GpuReadings, Image, ImageMade, InstanceStatus, Inventory,
-    Launch, LaunchSpec, NodeGroupUpdate, Provider, Reservation, ReservationRequest, StopKind,
-    TypePrice,
+    Launch, LaunchSpec, NodeGroupUpdate, PlacementScores, Provider, Reservation,
+    ReservationRequest, StopKind, TypePrice,
 };
 use crate::clock::Clock;
 use crate::fleet::{
@@ -594,5 +594,14 @@ impl Provider for SimProvider {
     ) -> Result<(), CloudError> {
         self.admit(region, "CancelCapacityReservation", 1)?;
         self.sim_cancel(reservation)
+    }
+
+    /// The simulated fleet has no placement scores: an empty answer, every pool unscored.
+    async fn placement_scores(
+        &self,
+        _region: &str,
+        _types: &[String],
+    ) -> Result<PlacementScores, CloudError> {
+        Ok(PlacementScores::new())
     }
 }

@@ -22,6 +22,7 @@ mod mine;
 mod override_forms;
 mod overrides;
 mod policies;
+mod pools;
 mod quick_keep;
 mod savings;
 mod session;
@@ -51,6 +52,7 @@ pub fn router(state: ApiState) -> Router {
         .route("/instances/{id}", get(instance::page))
         .route("/groups/{region}/{name}", get(group::page))
         .route("/migrations", get(migrations::page))
+        .route("/pools", get(pools::page))
         .route("/savings", get(savings::page))
         .route("/policies", get(policies::page))
         .route("/advice", get(advice::page))
@@ -92,6 +94,7 @@ enum Nav {
     Fleet,
     Audit,
     Migrations,
+    Pools,
     Savings,
     Policies,
     Advice,
@@ -104,6 +107,7 @@ impl Nav {
         (Nav::Fleet, "/", "Fleet"),
         (Nav::Audit, "/audit", "Audit log"),
         (Nav::Migrations, "/migrations", "Spot moves"),
+        (Nav::Pools, "/pools", "Spot pools"),
         (Nav::Savings, "/savings", "Savings"),
         (Nav::Policies, "/policies", "Policies"),
         (Nav::Advice, "/advice", "Advice"),

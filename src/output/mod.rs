@@ -13,11 +13,13 @@ use std::collections::{BTreeMap, HashMap};
 
 mod audit_export;
 mod groups;
+mod pools;
 
 pub use audit_export::{
     audit_csv, audit_csv_rows, audit_json, audit_row_json, parse_audit_export, ExportError,
 };
 pub use groups::{group_explanation, plan_groups_table};
+pub use pools::{pools_json, pools_table};
 
 /// One element of `ebb plan --format json`: exactly the fields `ebb plan` promises in
 /// docs/commands.md#policies-plans-and-the-fleet.

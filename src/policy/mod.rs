@@ -342,6 +342,10 @@ pub struct SpotRule {
     /// How long the image is kept after the migration ended while it is the only copy of the
     /// workload's disks (the original gone).
     pub keep_image_for: Duration,
+    /// A pool (type and zone) interrupted this recently is not launched into.
+    pub avoid_reclaimed_for: Duration,
+    /// Whether EC2's Spot Placement Scores inform the chance of an interruption.
+    pub placement_scores: bool,
 }
 
 /// How a start refused for lack of capacity goes on.

@@ -298,6 +298,14 @@ fn spot_schema() -> Value {
                     "How long the image is kept after the migration ended while it is the only copy of the workload's disks (default 7d)",
                 ),
             ),
+            (
+                "avoid_reclaimed_for",
+                duration("A pool (type and zone) interrupted this recently is not launched into (default 1h)"),
+            ),
+            (
+                "placement_scores",
+                json!({"type": "boolean", "default": false, "description": "Weigh EC2's Spot Placement Scores into the chance of an interruption (needs ec2:GetSpotPlacementScores)"}),
+            ),
         ],
     )
 }

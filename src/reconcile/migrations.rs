@@ -5,12 +5,25 @@ use super::{MigrationStep, Reconciler, TickContext};
 use crate::cloud::Provider;
 use crate::engine::{Action, Decision, Override};
 use crate::fleet::{Fleet, Instance};
-use crate::names::ACTOR;
+use crate::names::{ACTOR, CHECKPOINT_AT_TAG};
 use crate::policy::PolicySet;
 use crate::spot::{self, drive};
-use crate::store::{NewAuditEntry, StoreError};
+use crate::store::{MigrationRecord, NewAuditEntry, StoreError};
+use chrono::{DateTime, Utc};
 use std::collections::{BTreeMap, HashMap};
 use tracing::Instrument as _;
+
+/// The job's last checkpoint (tag `ebb:checkpoint-at`) on the instance running `m`'s workload
+/// as listed: the current replacement, else the original. `None` when neither is listed or
+/// tagged with a time.
+fn checkpoint_at(listed: &HashMap<&str, &Instance>, m: &MigrationRecord) -> Option<DateTime<Utc>> {
+    [m.current.as_deref(), Some(m.original.as_str())]
+        .into_iter()
+        .flatten()
+        .filter_map(|id| listed.get(id)?.tag(CHECKPOINT_AT_TAG))
+        .find_map(|t| DateTime::parse_from_rfc3339(t.trim()).ok())
+        .map(|t| t.with_timezone(&Utc))
+}
 
 impl<P: Provider> Reconciler<P> {
     /// Advances every live spot migration by one step, then plans a migration for each
@@ -209,6 +222,7 @@ impl<P: Provider> Reconciler<P> {
                 decision: by_instance.get(m.original.as_str()).copied(),
                 warned: m.current.as_ref().is_some_and(|c| warned.contains(c)),
                 hold: &hold,
+                checkpoint_at: checkpoint_at(&listed, &m),
             };
             let (id, instance) = (m.id, m.original.clone());
             let span = tracing::info_span!(

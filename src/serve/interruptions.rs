@@ -2,9 +2,10 @@
 //! each one, which wakes the leader (on any replica: the store notifies through Postgres).
 
 use super::driver::BackgroundTask;
-use crate::cloud::aws::warnings::InterruptionQueue;
+use crate::cloud::aws::warnings::{InterruptionQueue, Signal};
 use crate::cloud::CloudError;
-use crate::store::{Store, StoreError};
+use crate::fleet::PoolEventKind;
+use crate::store::{QueuedPoolEvent, Store, StoreError};
 use serde::Serialize;
 use std::time::Duration;
 
@@ -31,14 +32,16 @@ pub struct WarningsRead {
     pub recorded: usize,
     /// Warnings for other instances, ignored.
     pub ignored: usize,
+    /// Interruption warnings and rebalance recommendations kept in the pools' history.
+    pub pool_events: u64,
 }
 
 impl std::fmt::Display for WarningsRead {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
             f,
-            "{} warnings recorded, {} ignored",
-            self.recorded, self.ignored
+            "{} warnings recorded, {} ignored, {} pool events kept",
+            self.recorded, self.ignored, self.pool_events
         )
     }
 }
@@ -66,9 +69,38 @@ impl BackgroundTask for InterruptionReader {
 
     async fn activate(&mut self) -> Result<WarningsRead, ReadError> {
         let batch = self.queue.receive().await.map_err(ReadError::Queue)?;
+        let own = self.queue.account();
+        let pool_events: Vec<QueuedPoolEvent> = batch
+            .warnings
+            .iter()
+            .map(|w| QueuedPoolEvent {
+                kind: match w.signal {
+                    Signal::Interruption => PoolEventKind::Interruption,
+                    Signal::Rebalance => PoolEventKind::Rebalance,
+                },
+                instance: w.instance.clone(),
+                region: w.region.clone(),
+                account: match Some(w.account.as_str()) == own {
+                    true => String::new(),
+                    false => w.account.clone(),
+                },
+                at: w.at,
+            })
+            .collect();
+        // Kept before the warnings: a failure leaves the messages in the queue for both.
+        let kept = match pool_events.is_empty() {
+            true => 0,
+            false => self
+                .store
+                .record_pool_events(&pool_events)
+                .await
+                .map_err(ReadError::Record)?,
+        };
+        // A rebalance recommendation is no reclaim: it does not make a migration relaunch.
         let rows: Vec<_> = batch
             .warnings
             .iter()
+            .filter(|w| w.signal == Signal::Interruption)
             .map(|w| (w.instance.clone(), w.region.clone(), w.at))
             .collect();
         let mut recorded = Vec::new();
@@ -97,6 +129,7 @@ impl BackgroundTask for InterruptionReader {
         Ok(WarningsRead {
             recorded: recorded.len(),
             ignored: rows.len() - recorded.len(),
+            pool_events: kept,
         })
     }
 

@@ -54,6 +54,8 @@ pub enum PruneStatus {
         events: u64,
         /// Spot interruption warnings deleted.
         warnings: u64,
+        /// The pools' interruptions and rebalance recommendations deleted.
+        pool_events: u64,
         /// Hours of one instance's GPU readings deleted.
         readings: u64,
     },
@@ -67,10 +69,11 @@ impl std::fmt::Display for PruneStatus {
                 before,
                 events,
                 warnings,
+                pool_events,
                 readings,
             } => write!(
                 f,
-                "deleted {events} instance state changes and {warnings} spot warnings from before {}, and {readings} hours of GPU readings",
+                "deleted {events} instance state changes, {warnings} spot warnings and {pool_events} pool events from before {}, and {readings} hours of GPU readings",
                 before.to_rfc3339_opts(SecondsFormat::Secs, true),
             ),
         }
@@ -84,7 +87,7 @@ pub struct PruneError(#[from] StoreError);
 
 impl BackgroundTask for Pruner {
     const NAME: &'static str = "pruner";
-    const DESCRIPTION: &'static str = "deletes instance state changes and spot warnings older than EBB_RETENTION and GPU readings older than EBB_METRICS_RETENTION (never the audit log)";
+    const DESCRIPTION: &'static str = "deletes instance state changes, spot warnings and the pools' events older than EBB_RETENTION and GPU readings older than EBB_METRICS_RETENTION (never the audit log)";
 
     type Status = PruneStatus;
     type Error = PruneError;
@@ -100,6 +103,7 @@ impl BackgroundTask for Pruner {
             before,
             events: pruned.events,
             warnings: pruned.warnings,
+            pool_events: pruned.pool_events,
             readings: pruned.readings,
         })
     }

@@ -6,13 +6,15 @@
 //! done`, or `rolled_back` / `failed`. Every step is written before the cloud is asked and is
 //! safe to repeat, so a crash at any point resumes without a second replacement.
 //!
-//! This module holds the decisions, which are pure: the cheapest acceptable type and zone, which
-//! reclaimed places to avoid, when to fall back to on-demand, and what has been saved.
+//! This module holds the decisions, which are pure: the acceptable type and zone of least
+//! expected cost ([`rank`]), which reclaimed places to avoid, when to fall back to on-demand,
+//! and what has been saved.
 
 pub mod drive;
 pub mod orphans;
+pub mod rank;
 
-use crate::cloud::{Image, ImageState, InstanceStatus, Market, TypePrice};
+use crate::cloud::{Image, ImageState, InstanceStatus, Market};
 use crate::engine::{governing_policy, Override};
 use crate::fleet::Instance;
 use crate::names::{IMAGE_OF_TAG, INTERRUPTIBLE_TAG, MIGRATION_TAG};
@@ -224,44 +226,8 @@ pub struct Target {
     pub subnet: String,
     /// Its spot $/hour now.
     pub price: f64,
-}
-
-/// The cheapest spot offer among `prices` in a zone with a subnet, not in `avoid`, at most
-/// `max_price`; on a tie the original's zone, then the order of `prices`.
-pub fn cheapest(
-    prices: &[TypePrice],
-    subnets_by_zone: &BTreeMap<String, String>,
-    avoid: &[(String, String)],
-    own_zone: &str,
-    max_price: f64,
-) -> Option<Target> {
-    prices
-        .iter()
-        .flat_map(|p| {
-            p.spot_by_zone
-                .iter()
-                .map(move |(zone, price)| (&p.instance_type, zone, *price))
-        })
-        .filter(|(ty, zone, price)| {
-            *price <= max_price
-                && !avoid
-                    .iter()
-                    .any(|(t, z)| t.as_str() == ty.as_str() && z.as_str() == zone.as_str())
-        })
-        .filter_map(|(ty, zone, price)| {
-            let subnet = subnets_by_zone.get(zone)?;
-            Some(Target {
-                instance_type: ty.clone(),
-                zone: zone.clone(),
-                subnet: subnet.clone(),
-                price,
-            })
-        })
-        .min_by(|a, b| {
-            a.price
-                .total_cmp(&b.price)
-                .then((a.zone != own_zone).cmp(&(b.zone != own_zone)))
-        })
+    /// Why it was chosen: the ranking ([`rank::Ranking::reason`]).
+    pub why: String,
 }
 
 /// The types and zones reclaimed within [`AVOID_FOR`] before `now`.
@@ -306,36 +272,6 @@ mod tests {
 
     fn at(s: &str) -> DateTime<Utc> {
         DateTime::parse_from_rfc3339(s).unwrap().with_timezone(&Utc)
-    }
-
-    fn price(ty: &str, zones: &[(&str, f64)]) -> TypePrice {
-        TypePrice {
-            instance_type: ty.into(),
-            on_demand: Some(40.0),
-            spot_by_zone: zones.iter().map(|(z, p)| (z.to_string(), *p)).collect(),
-        }
-    }
-
-    #[test]
-    fn the_cheapest_offer_wins_and_ties_stay_in_the_original_zone() {
-        let subnets: BTreeMap<String, String> = [("z-a", "s-a"), ("z-b", "s-b")]
-            .iter()
-            .map(|(z, s)| (z.to_string(), s.to_string()))
-            .collect();
-        let prices = [
-            price("p4d", &[("z-a", 14.0), ("z-b", 12.0), ("z-c", 5.0)]),
-            price("p4de", &[("z-a", 12.0)]),
-        ];
-        // z-c is cheapest but has no subnet; p4d in z-b and p4de in z-a tie: z-a is home.
-        let t = cheapest(&prices, &subnets, &[], "z-a", 100.0).unwrap();
-        assert_eq!(
-            (t.instance_type.as_str(), t.subnet.as_str()),
-            ("p4de", "s-a")
-        );
-        let avoid = [("p4de".to_string(), "z-a".to_string())];
-        let t = cheapest(&prices, &subnets, &avoid, "z-a", 100.0).unwrap();
-        assert_eq!((t.instance_type.as_str(), t.zone.as_str()), ("p4d", "z-b"));
-        assert_eq!(cheapest(&prices, &subnets, &[], "z-a", 11.0), None);
     }
 
     fn trainer(tags: &[(&str, &str)]) -> Instance {

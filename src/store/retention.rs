@@ -1,5 +1,5 @@
-//! Pruning what ebb keeps for a while: instance state changes, spot interruption warnings and
-//! GPU readings. Never the audit log, which is append-only.
+//! Pruning what ebb keeps for a while: instance state changes, spot interruption warnings, the
+//! pools' events and GPU readings. Never the audit log, which is append-only.
 
 use super::{Result, Store};
 use chrono::{DateTime, Utc};
@@ -15,13 +15,16 @@ pub struct Pruned {
     pub events: u64,
     /// Spot interruption warnings.
     pub warnings: u64,
+    /// The pools' interruptions and rebalance recommendations read from the queue.
+    pub pool_events: u64,
     /// Hours of one instance's GPU readings.
     pub readings: u64,
 }
 
 impl Store {
-    /// Deletes instance state changes and spot interruption warnings from before `before`, and
-    /// GPU readings of hours that ended before `readings_before`, in batches.
+    /// Deletes instance state changes, spot interruption warnings and the pools' events from
+    /// before `before`, and GPU readings of hours that ended before `readings_before`, in
+    /// batches.
     pub async fn prune(
         &self,
         before: DateTime<Utc>,
@@ -44,6 +47,11 @@ impl Store {
             }
         }
         pruned.warnings = sqlx::query("DELETE FROM spot_warnings WHERE warned_at < $1")
+            .bind(before)
+            .execute(&self.pool)
+            .await?
+            .rows_affected();
+        pruned.pool_events = sqlx::query("DELETE FROM pool_events WHERE at < $1")
             .bind(before)
             .execute(&self.pool)
             .await?

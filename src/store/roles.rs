@@ -61,6 +61,7 @@ pub const RUNTIME_PRIVILEGES: &[(&str, &str)] = &[
     ("report_days", "SELECT, INSERT"),
     ("report_rollup", "SELECT, INSERT, UPDATE"),
     ("capacity_reservations", "SELECT, INSERT, UPDATE"),
+    ("pool_events", "SELECT, INSERT, DELETE"),
 ];
 
 /// Tables the reader role gets no privilege on: what they hold is for the running service

@@ -12,8 +12,8 @@
 use chrono::{DateTime, Utc};
 use ebb::cloud::{
     ActionReport, Artifact, CloudError, Failed, GpuReadings, Image, ImageMade, InstanceStatus,
-    Inventory, Launch, LaunchSpec, NodeGroupUpdate, Provider, Reservation, ReservationRequest,
-    ScopeFailure, StopKind, TypePrice,
+    Inventory, Launch, LaunchSpec, NodeGroupUpdate, PlacementScores, Provider, Reservation,
+    ReservationRequest, ScopeFailure, StopKind, TypePrice,
 };
 use ebb::fleet::{Capacity, Instance, NodeGroup, ScalingGroup};
 use std::collections::BTreeMap;
@@ -57,11 +57,12 @@ pub enum Method {
     TargetReservation,
     ReservationTarget,
     CancelReservation,
+    PlacementScores,
 }
 
 impl Method {
     /// Every method.
-    pub const ALL: [Method; 30] = [
+    pub const ALL: [Method; 31] = [
         Method::Instances,
         Method::Reread,
         Method::GpuUtilisation,
@@ -92,6 +93,7 @@ impl Method {
         Method::TargetReservation,
         Method::ReservationTarget,
         Method::CancelReservation,
+        Method::PlacementScores,
     ];
 
     /// Its name in the trait (`gpu_utilisation`).
@@ -127,6 +129,7 @@ impl Method {
             Method::TargetReservation => "target_reservation",
             Method::ReservationTarget => "reservation_target",
             Method::CancelReservation => "cancel_reservation",
+            Method::PlacementScores => "placement_scores",
         }
     }
 
@@ -163,6 +166,7 @@ impl Method {
             Method::Reservations => "DescribeCapacityReservations",
             Method::TargetReservation => "ModifyInstanceCapacityReservationAttributes",
             Method::CancelReservation => "CancelCapacityReservation",
+            Method::PlacementScores => "GetSpotPlacementScores",
         }
     }
 
@@ -341,6 +345,10 @@ pub enum Call {
         instance: String,
         reservation: String,
     },
+    PlacementScores {
+        region: String,
+        types: Vec<String>,
+    },
 }
 
 impl Call {
@@ -377,6 +385,7 @@ impl Call {
             Call::TargetReservation { .. } => Method::TargetReservation,
             Call::ReservationTarget { .. } => Method::ReservationTarget,
             Call::CancelReservation { .. } => Method::CancelReservation,
+            Call::PlacementScores { .. } => Method::PlacementScores,
         }
     }
 
@@ -412,7 +421,8 @@ impl Call {
             | Call::Reservations { region, .. }
             | Call::TargetReservation { region, .. }
             | Call::ReservationTarget { region, .. }
-            | Call::CancelReservation { region, .. } => Some(region),
+            | Call::CancelReservation { region, .. }
+            | Call::PlacementScores { region, .. } => Some(region),
         }
     }
 
@@ -423,7 +433,8 @@ impl Call {
             Call::Instances
             | Call::Prices { .. }
             | Call::MigrationArtifacts { .. }
-            | Call::ScalingGroups { .. } => Vec::new(),
+            | Call::ScalingGroups { .. }
+            | Call::PlacementScores { .. } => Vec::new(),
             Call::SetGroupCapacity { name, .. }
             | Call::SetNodeGroupCapacity { group: name, .. }
             | Call::NodeGroupUpdate { group: name, .. }
@@ -505,6 +516,7 @@ impl Call {
             Method::Reservations => Answer::Reservations(Err(error)),
             Method::ReservationTarget => Answer::Requested(Err(error)),
             Method::CancelReservation => Answer::Done(Err(error)),
+            Method::PlacementScores => Answer::Scores(Err(error)),
         }
     }
 }
@@ -532,6 +544,7 @@ pub enum Answer {
     Capacity(Result<Capacity, CloudError>),
     Reserved(Result<Reservation, CloudError>),
     Reservations(Result<Vec<Reservation>, CloudError>),
+    Scores(Result<PlacementScores, CloudError>),
 }
 
 /// A return type of [`Provider`], to and from its [`Answer`].
@@ -579,6 +592,7 @@ answers! {
     Capacity: Result<Capacity, CloudError>,
     Reserved: Result<Reservation, CloudError>,
     Reservations: Result<Vec<Reservation>, CloudError>,
+    Scores: Result<PlacementScores, CloudError>,
 }
 
 /// One call as the log keeps it.
@@ -1141,6 +1155,19 @@ impl<P: Provider> Provider for Intercept<P> {
             reservation: reservation.into(),
         };
         let forward = self.inner.cancel_reservation(region, instance, reservation);
+        self.run(call, forward).await
+    }
+
+    async fn placement_scores(
+        &self,
+        region: &str,
+        types: &[String],
+    ) -> Result<PlacementScores, CloudError> {
+        let call = Call::PlacementScores {
+            region: region.into(),
+            types: types.to_vec(),
+        };
+        let forward = self.inner.placement_scores(region, types);
         self.run(call, forward).await
     }
 }

@@ -29,6 +29,7 @@ mod my_instances;
 mod node_groups;
 mod owners;
 mod pacing;
+mod pools;
 mod prometheus_answers;
 mod replay_store;
 mod report;

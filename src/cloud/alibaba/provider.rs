@@ -7,8 +7,8 @@ use super::ecs::{gpus_of, instance_of, items, outcomes};
 use super::{numbered, AlibabaProvider, IDS_PER_CALL, RESOURCES_PER_TAG_CALL};
 use crate::cloud::{
     ActionReport, Artifact, CloudError, Done, ErrorKind, Failed, GpuReadings, Image, ImageMade,
-    InstanceStatus, Inventory, Launch, LaunchSpec, NodeGroupUpdate, Provider, Reservation,
-    ReservationRequest, ScopeFailure, StopKind, TypePrice,
+    InstanceStatus, Inventory, Launch, LaunchSpec, NodeGroupUpdate, PlacementScores, Provider,
+    Reservation, ReservationRequest, ScopeFailure, StopKind, TypePrice,
 };
 use crate::fleet::{Capacity, Instance, NodeGroup, ScalingGroup, StopSaving, StoppedMode};
 use chrono::{DateTime, Utc};
@@ -510,6 +510,14 @@ impl Provider for AlibabaProvider {
         _reservation: &str,
     ) -> Result<(), CloudError> {
         Err(aws_only("cancel_reservation"))
+    }
+
+    async fn placement_scores(
+        &self,
+        _region: &str,
+        _types: &[String],
+    ) -> Result<PlacementScores, CloudError> {
+        Err(aws_only("placement_scores"))
     }
 }
 

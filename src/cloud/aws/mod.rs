@@ -23,6 +23,7 @@ mod errors;
 mod groups;
 mod metrics;
 mod node_groups;
+mod placement;
 mod provider;
 mod reservations;
 mod spot;

@@ -10,8 +10,8 @@ use super::{cloud_error, once_sent, tag_map, AwsProvider, Known};
 use crate::cloud::pacing::Key;
 use crate::cloud::{
     ActionReport, Artifact, CloudError, ErrorKind, Failed, GpuReadings, Image, ImageMade,
-    ImageState, InstanceStatus, Inventory, Launch, LaunchSpec, NodeGroupUpdate, Provider,
-    Reservation, ReservationRequest, ScopeFailure, StopKind, TypePrice,
+    ImageState, InstanceStatus, Inventory, Launch, LaunchSpec, NodeGroupUpdate, PlacementScores,
+    Provider, Reservation, ReservationRequest, ScopeFailure, StopKind, TypePrice,
 };
 use crate::fleet::{Capacity, Instance, NodeGroup, ScalingGroup, TypeFacts};
 use aws_sdk_ec2::operation::RequestId;
@@ -638,5 +638,14 @@ impl Provider for AwsProvider {
         reservation: &str,
     ) -> Result<(), CloudError> {
         self.cancel(region, instance, reservation).await
+    }
+
+    /// GetSpotPlacementScores, one call per type (`placement.rs`).
+    async fn placement_scores(
+        &self,
+        region: &str,
+        types: &[String],
+    ) -> Result<PlacementScores, CloudError> {
+        self.spot_placement_scores(region, types).await
     }
 }

@@ -8,8 +8,8 @@ use super::client::{Answer, CVM, MONITOR};
 use super::{Accepted, Known, TencentProvider};
 use crate::cloud::{
     ActionReport, Artifact, CloudError, ErrorKind, Failed, GpuReadings, Image, ImageMade,
-    InstanceStatus, Inventory, Launch, LaunchSpec, NodeGroupUpdate, Provider, Reservation,
-    ReservationRequest, ScopeFailure, StopKind, TypePrice,
+    InstanceStatus, Inventory, Launch, LaunchSpec, NodeGroupUpdate, PlacementScores, Provider,
+    Reservation, ReservationRequest, ScopeFailure, StopKind, TypePrice,
 };
 use crate::fleet::{
     Capacity, Charge, Instance, NodeGroup, Sample, ScalingGroup, StopSaving, StoppedMode,
@@ -618,5 +618,13 @@ impl Provider for TencentProvider {
         _reservation: &str,
     ) -> Result<(), CloudError> {
         Err(aws_only("cancel_reservation"))
+    }
+
+    async fn placement_scores(
+        &self,
+        _region: &str,
+        _types: &[String],
+    ) -> Result<PlacementScores, CloudError> {
+        Err(aws_only("placement_scores"))
     }
 }

@@ -54,4 +54,6 @@ pub const SPOT: &[&str] = &[
     "max_interruptions",
     "keep_original_for",
     "keep_image_for",
+    "avoid_reclaimed_for",
+    "placement_scores",
 ];

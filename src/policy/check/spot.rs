@@ -54,6 +54,14 @@ impl Checker {
             Some((v, p)) => self.duration(v, &p, "keep_image_for"),
             None => Some(Duration::days(7)),
         };
+        let avoid_reclaimed_for = match f.get("avoid_reclaimed_for") {
+            Some((v, p)) => self.duration(v, &p, "avoid_reclaimed_for"),
+            None => Some(Duration::hours(1)),
+        };
+        let placement_scores = match f.get("placement_scores") {
+            Some((v, p)) => self.boolean(v, &p),
+            None => Some(false),
+        };
         Some(SpotRule {
             min_savings: min_savings? / 100.0,
             checkpoint_max_age: checkpoint_max_age?,
@@ -61,6 +69,8 @@ impl Checker {
             max_interruptions: max_interruptions?,
             keep_original_for: keep_original_for?,
             keep_image_for: keep_image_for?,
+            avoid_reclaimed_for: avoid_reclaimed_for?,
+            placement_scores: placement_scores?,
         })
     }
 }

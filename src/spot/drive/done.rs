@@ -316,7 +316,7 @@ impl<P: Provider> Run<'_, P> {
                         .await
                 }
                 Ok(None) => self.m.market = Market::OnDemand,
-                Err(e) => return self.wait(format!("cannot read spot prices: {e}")),
+                Err(e) => return self.wait(format!("cannot rank the spot offers: {e}")),
             }
         }
         self.launch(Market::OnDemand, None, Action::FallbackOnDemand)

@@ -1,11 +1,14 @@
 //! `imaging`: once the image of the original is available, the first replacement goes to the
-//! cheapest acceptable spot offer.
+//! acceptable spot offer of least expected cost.
 
-use super::super::{avoided, cheapest, Target, IMAGE_TIMEOUT};
+use super::super::rank::{rank, Inputs};
+use super::super::{avoided, Target, IMAGE_TIMEOUT};
 use super::Run;
-use crate::cloud::{CloudError, ImageState, Market, Provider};
+use crate::cloud::{ImageState, Market, Provider};
 use crate::engine::Action;
+use crate::names::CHECKPOINT_AT_TAG;
 use crate::store::StoreError;
+use chrono::{DateTime, Utc};
 use sqlx::types::Json;
 
 impl<P: Provider> Run<'_, P> {
@@ -47,12 +50,14 @@ impl<P: Provider> Run<'_, P> {
                 )
                 .await
             }
-            Err(e) => self.wait(format!("cannot read spot prices: {e}")),
+            Err(e) => self.wait(format!("cannot rank the spot offers: {e}")),
         }
     }
 
-    /// The cheapest acceptable spot offer now, away from recently reclaimed types and zones.
-    pub(super) async fn spot_target(&self) -> Result<Option<Target>, CloudError> {
+    /// The acceptable spot offer of least expected cost now (`spot::rank`), away from the
+    /// pools reclaimed recently; why not when the prices, the pools' history or the placement
+    /// scores asked for cannot be read (nothing is launched on a partial view).
+    pub(super) async fn spot_target(&self) -> Result<Option<Target>, String> {
         let Some(Json(spec)) = &self.m.launch_spec else {
             return Ok(None);
         };
@@ -63,7 +68,8 @@ impl<P: Provider> Run<'_, P> {
         let prices = self
             .p
             .prices(&self.m.region, &types, self.tick_now())
-            .await?;
+            .await
+            .map_err(|e| format!("cannot read spot prices: {e}"))?;
         let on_demand = self.m.on_demand_price.or_else(|| {
             prices
                 .iter()
@@ -73,14 +79,45 @@ impl<P: Provider> Run<'_, P> {
         let (Some(on_demand), Some(rule)) = (on_demand, self.cx.rule) else {
             return Ok(None);
         };
-        let max_price = on_demand * (1.0 - rule.min_savings);
+        let history = self
+            .store
+            .pool_history(self.tick_now())
+            .await
+            .map_err(|e| format!("cannot read the pools' history: {e}"))?;
+        let scores = match rule.placement_scores {
+            true => Some(
+                self.p
+                    .placement_scores(&self.m.region, &types)
+                    .await
+                    .map_err(|e| format!("cannot read spot placement scores: {e}"))?,
+            ),
+            false => None,
+        };
+        // The job's last checkpoint as listed, else as the original was tagged when it was
+        // moved; unknown, the most the rule accepts.
+        let checkpoint = self.cx.checkpoint_at.or_else(|| {
+            spec.tags
+                .get(CHECKPOINT_AT_TAG)
+                .and_then(|t| DateTime::parse_from_rfc3339(t.trim()).ok())
+                .map(|t| t.with_timezone(&Utc))
+        });
+        let since_checkpoint =
+            checkpoint.map_or(rule.checkpoint_max_age, |at| self.tick_now() - at);
         let avoid = avoided(&self.m.interruptions.0, self.now());
-        Ok(cheapest(
-            &prices,
-            &spec.subnets_by_zone,
-            &avoid,
-            &spec.zone,
-            max_price,
-        ))
+        let ranking = rank(&Inputs {
+            region: &self.m.region,
+            prices: &prices,
+            subnets_by_zone: &spec.subnets_by_zone,
+            own_zone: &spec.zone,
+            max_price: on_demand * (1.0 - rule.min_savings),
+            on_demand,
+            since_checkpoint,
+            history: &history,
+            avoid: &avoid,
+            avoid_reclaimed_for: rule.avoid_reclaimed_for,
+            scores: scores.as_ref(),
+            now: self.tick_now(),
+        });
+        Ok(ranking.best())
     }
 }

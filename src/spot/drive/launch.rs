@@ -19,6 +19,8 @@ struct Placement {
     subnet: String,
     zone: String,
     price: Option<f64>,
+    /// Why there: the spot ranking, empty on-demand.
+    why: String,
 }
 
 impl Placement {
@@ -29,12 +31,14 @@ impl Placement {
                 subnet: t.subnet,
                 zone: t.zone,
                 price: Some(t.price),
+                why: t.why,
             },
             None => Placement {
                 instance_type: spec.instance_type.clone(),
                 subnet: spec.subnet.clone(),
                 zone: spec.zone.clone(),
                 price: on_demand_price,
+                why: String::new(),
             },
         }
     }
@@ -174,8 +178,12 @@ impl<P: Provider> Run<'_, P> {
         let price_text = place
             .price
             .map_or(String::new(), |p| format!(" at ${p:.3}/h"));
+        let ranked = match place.why.is_empty() {
+            true => String::new(),
+            false => format!("; ranked by expected cost: {}", place.why),
+        };
         let reason = format!(
-            "launch {} {} in {} ({}){price_text} from {}",
+            "launch {} {} in {} ({}){price_text} from {}{ranked}",
             market.as_str(),
             place.instance_type,
             place.zone,
@@ -357,6 +365,7 @@ fn as_launched(s: &InstanceStatus, spec: &LaunchSpec, chosen: Placement) -> (Mar
         price: chosen.price.filter(|_| same),
         instance_type: s.instance_type.clone(),
         zone: s.zone.clone(),
+        why: String::new(),
     };
     (market, place)
 }

@@ -56,6 +56,10 @@ pub struct Context<'a> {
     pub warned: bool,
     /// What protects the original this tick, and whether its policy still moves it.
     pub hold: &'a Hold,
+    /// The job's last checkpoint (tag `ebb:checkpoint-at`) on the workload's instance as
+    /// listed this tick (the current replacement, else the original), for the spot ranking's
+    /// work lost at an interruption.
+    pub checkpoint_at: Option<DateTime<Utc>>,
 }
 
 /// What one step of a migration came to.

@@ -22,6 +22,7 @@ pub async fn terminate_lost<P: Provider>(
         decision: None,
         warned: false,
         hold: &Hold::Unknown,
+        checkpoint_at: None,
     };
     let mut run = Run::new(provider, store, tick, m, cx);
     let id = &orphan.artifact.id;
