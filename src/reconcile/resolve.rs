@@ -137,8 +137,9 @@ fn noticed_since_intent(instance: &Instance, intent_at: DateTime<Utc>) -> bool {
         .is_some_and(|t| t.timestamp() >= intent_at.timestamp())
 }
 
-/// Whether `action` is a spot migration's step: its interrupted intent is closed at once, and
-/// the migration repeats the step from the state its row records.
+/// Whether `action` is a spot migration's step: its intent left open (a crash, or an answer
+/// lost: `spot::drive`) is closed at once, and the migration repeats the step from the state
+/// its row records, reading what the cloud shows first.
 fn is_migration_step(action: Option<Action>) -> bool {
     matches!(
         action,
@@ -159,7 +160,9 @@ fn resolution(
         // A migration step repeats from the state its row records.
         _ if is_migration_step(action) => (
             Outcome::Skipped,
-            format!("{INTERRUPTED}; the spot migration repeats the step from its recorded state"),
+            format!(
+                "{INTERRUPTED}, or its answer lost; the spot migration repeats the step from its recorded state and what the cloud shows"
+            ),
         ),
         None if region.is_some_and(|r| inventory.complete_regions.iter().any(|c| c == r)) => {
             (Outcome::Skipped, "the instance is gone".to_string())

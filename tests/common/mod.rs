@@ -6,6 +6,7 @@
 pub mod alibaba_fake;
 pub mod alibaba_fake_api;
 pub mod api;
+pub mod cloudwatch_fake;
 pub mod ec2_proxy;
 pub mod events;
 pub mod faulty;

@@ -10,6 +10,7 @@ mod audit_cli;
 mod aws;
 mod catalogue;
 mod crash;
+mod failed_metric_queries;
 mod faults;
 mod lost_answers;
 mod node_groups;

@@ -40,6 +40,7 @@ mod roles;
 mod secrets;
 mod snooze;
 mod spot_faults;
+mod spot_lost_answers;
 mod spot_proofs;
 mod store;
 mod tencent;

@@ -13,7 +13,8 @@
 //! - nothing is launched from an image ebb did not make, and nothing forged is acted on or
 //!   recorded as the migration's;
 //! - every replacement ebb launched is terminated or tracked by the migration;
-//! - every intent in the audit log has exactly one outcome, and the chain verifies;
+//! - every intent in the audit log has exactly one outcome, never `failed` for a call whose
+//!   answer was lost, and the chain verifies;
 //! - the migration ends `done` (its replacement running, or ended), `rolled_back` or
 //!   `failed`: never stuck half-way.
 //!
@@ -33,7 +34,7 @@ use ebb::fleet::InstanceState;
 use ebb::names::{LAUNCH_TAG, MIGRATED_FROM_TAG, MIGRATION_TAG};
 use ebb::reconcile::{Options, PolicySource, Reconciler};
 use ebb::spot::State;
-use ebb::store::{Leadership, MigrationRecord, Store, Verification};
+use ebb::store::{AuditFilter, Leadership, MigrationRecord, Outcome, Store, Verification};
 // The names are the test's own database names with a suffix.
 use sqlx::{AssertSqlSafe, PgPool};
 use std::collections::{BTreeMap, HashSet};
@@ -193,9 +194,9 @@ pub(super) struct Ran {
     /// The final state of the migration.
     state: State,
     /// Broken invariants.
-    broken: Vec<String>,
+    pub(super) broken: Vec<String>,
     /// How the migration ended, for the figures.
-    ending: String,
+    pub(super) ending: String,
     ticks: usize,
 }
 
@@ -633,6 +634,18 @@ pub(super) async fn check(w: &World, m: &MigrationRecord) -> Vec<String> {
     if !pending.is_empty() {
         let open: Vec<&str> = pending.iter().map(|e| e.entry.reason.as_str()).collect();
         broken.push(format!("intents without an outcome: {open:?}"));
+    }
+    // A call whose answer was lost may have been carried out: never recorded `failed`.
+    let filter = AuditFilter {
+        outcome: Some(Outcome::Failed),
+        ..AuditFilter::default()
+    };
+    for e in w.store.audit(&filter).await.unwrap() {
+        // Its kind, or its text where a step wrapped it in an error of its own.
+        let lost = |e: &str| e.starts_with("unanswered") || e.contains("the answer was lost");
+        if e.entry.error.as_deref().is_some_and(lost) {
+            broken.push(format!("a lost answer recorded failed: {}", e.entry.reason));
+        }
     }
     if !matches!(
         w.store.verify_audit().await.unwrap(),

@@ -185,6 +185,12 @@ impl<P: Provider> Run<'_, P> {
             .terminate(&self.m.region, std::slice::from_ref(&original))
             .await;
         match first_error(&report) {
+            // Terminated or not, the next tick sees it: gone, or still stopped and terminated then.
+            Some(e) if e.kind.may_have_landed() => {
+                self.outcome(seq, Action::MigrateToSpot, Code::SpotCleanup, Err(&e), None);
+                self.unanswered(format!("terminating the original {original}"), &e)
+                    .await
+            }
             Some(e) => {
                 self.outcome(seq, Action::MigrateToSpot, Code::SpotCleanup, Err(&e), None);
                 self.back_off();

@@ -142,6 +142,11 @@ impl<P: Provider> Run<'_, P> {
                 );
                 self.go(self.m.state, detail).await
             }
+            // Made or not, it is looked for by its tag when the step is repeated, and launched
+            // again under the same client token only when not found.
+            Ok(Err(e)) if e.kind.may_have_landed() => {
+                self.unanswered(format!("launch {launch_id}"), &e).await
+            }
             Ok(Err(e)) => {
                 self.launch_failed(format!("launch {launch_id} failed: {e}"))
                     .await

@@ -235,7 +235,10 @@ impl<'a, P: Provider> Run<'a, P> {
         self.m.retry_at.is_some_and(|t| self.now() < t)
     }
 
-    /// Notes the outcome of an intent.
+    /// Notes the outcome of an intent. An error that may have been carried out (its answer
+    /// lost: a timeout once sent, a connection lost after sending, a 5xx) is no outcome: the
+    /// intent stays open, the step is repeated from what the cloud shows ([`Self::unanswered`]),
+    /// and the next tick closes the intent (`reconcile/resolve.rs`), never as `failed`.
     fn outcome(
         &mut self,
         seq: i64,
@@ -244,6 +247,15 @@ impl<'a, P: Provider> Run<'a, P> {
         result: Result<&str, &CloudError>,
         request_id: Option<String>,
     ) {
+        if let Some(e) = result.err().filter(|e| e.kind.may_have_landed()) {
+            tracing::warn!(
+                migration = self.m.id,
+                intent = seq,
+                error = %e,
+                "the answer was lost: the call may have been carried out; its intent stays open"
+            );
+            return;
+        }
         let (outcome, reason, error) = match result {
             Ok(detail) => (Outcome::Succeeded, detail.to_string(), None),
             Err(e) => (Outcome::Failed, e.to_string(), Some(e.stored())),
@@ -294,11 +306,28 @@ impl<'a, P: Provider> Run<'a, P> {
         self.go(State::Failed, why).await
     }
 
+    /// The call of the step under way (`what`) lost its answer (`error`): it may have been
+    /// carried out, so nothing is decided from it and its intent stays open. The migration
+    /// keeps its state and the next tick repeats the step, which reads what the cloud shows
+    /// before it calls again: a tag, a stop or a termination made twice is harmless, an image
+    /// is found by its name and a launch by its tag.
+    async fn unanswered(&mut self, what: String, error: &CloudError) -> Result<(), StoreError> {
+        let detail = format!(
+            "{what}: not known whether it was carried out ({error}); the step is repeated at the next tick"
+        );
+        self.go(self.m.state, detail).await
+    }
+
     /// Nothing to do this tick.
     fn wait(&mut self, why: String) -> Result<(), StoreError> {
         tracing::debug!(migration = self.m.id, why = %why, "waiting");
         Ok(())
     }
+}
+
+/// The error of a one-instance call whose answer was lost: it may have been carried out.
+fn lost(report: &ActionReport) -> Option<CloudError> {
+    first_error(report).filter(|e| e.kind.may_have_landed())
 }
 
 fn first_error(report: &ActionReport) -> Option<CloudError> {

@@ -3,7 +3,7 @@
 
 use super::super::{image_tags, prove_image, STOP_TIMEOUT};
 use super::undo::Original;
-use super::Run;
+use super::{lost, Run};
 use crate::cloud::{CloudError, ImageMade, Provider, StopKind};
 use crate::engine::{Action, Code};
 use crate::fleet::InstanceState;
@@ -106,6 +106,9 @@ impl<P: Provider> Run<'_, P> {
         };
         let tags = BTreeMap::from([(MIGRATING_TAG.to_string(), self.m.id.to_string())]);
         let report = self.p.tag(&region, &ids, &tags).await;
+        if let Some(e) = lost(&report) {
+            return self.unanswered(format!("tagging {original}"), &e).await;
+        }
         let tagged = format!("tagged {original} {MIGRATING_TAG}={}", self.m.id);
         if let Err(e) = self.note(seq, Code::SpotStop, &report, tagged) {
             return self
@@ -121,6 +124,9 @@ impl<P: Provider> Run<'_, P> {
             Err(why) => return self.roll_back(format!("not stopped: {why}")).await,
         };
         let report = self.p.stop(&region, &ids, StopKind::Stop).await;
+        if let Some(e) = lost(&report) {
+            return self.unanswered(format!("stopping {original}"), &e).await;
+        }
         let detail = format!("stopping {original}");
         match self.note(seq, Code::SpotStop, &report, detail.clone()) {
             Ok(()) => self.go(State::Stopping, detail).await,
@@ -176,6 +182,12 @@ impl<P: Provider> Run<'_, P> {
         let image = match made {
             Ok(ImageMade::Made(image)) => Ok(image),
             Ok(ImageMade::Named(found)) => self.adopt_image(&name, found).await,
+            // Made or not, it is found by its name when the step is repeated.
+            Err(e) if e.kind.may_have_landed() => {
+                return self
+                    .unanswered(format!("imaging {original} as {name}"), &e)
+                    .await
+            }
             Err(e) => Err(e.to_string()),
         };
         match image {
