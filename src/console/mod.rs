@@ -103,7 +103,7 @@ enum Nav {
 }
 
 impl Nav {
-    const BAR: [(Nav, &'static str, &'static str); 6] = [
+    const BAR: [(Nav, &'static str, &'static str); 7] = [
         (Nav::Fleet, "/", "Fleet"),
         (Nav::Audit, "/audit", "Audit log"),
         (Nav::Migrations, "/migrations", "Spot moves"),
