@@ -2,7 +2,7 @@
 //! each one, which wakes the leader (on any replica: the store notifies through Postgres).
 
 use super::driver::BackgroundTask;
-use crate::cloud::aws::warnings::InterruptionQueue;
+use crate::cloud::aws::warnings::{InterruptionQueue, Signal};
 use crate::cloud::CloudError;
 use crate::store::{Store, StoreError};
 use serde::Serialize;
@@ -66,9 +66,11 @@ impl BackgroundTask for InterruptionReader {
 
     async fn activate(&mut self) -> Result<WarningsRead, ReadError> {
         let batch = self.queue.receive().await.map_err(ReadError::Queue)?;
+        // A rebalance recommendation is no reclaim: it does not make a migration relaunch.
         let rows: Vec<_> = batch
             .warnings
             .iter()
+            .filter(|w| w.signal == Signal::Interruption)
             .map(|w| (w.instance.clone(), w.region.clone(), w.at))
             .collect();
         let mut recorded = Vec::new();

@@ -1,9 +1,11 @@
-//! Spot interruption warnings, read from an SQS queue (`EBB_INTERRUPTION_QUEUE`).
+//! Spot interruption warnings and rebalance recommendations, read from an SQS queue
+//! (`EBB_INTERRUPTION_QUEUE`).
 //!
-//! EC2 warns two minutes before it takes spot capacity back. An EventBridge rule on
-//! `EC2 Spot Instance Interruption Warning` events sends the warnings to a queue, and ebb reads
-//! them there, so a migration launches the next replacement at once instead of at the first
-//! tick after the instance is gone.
+//! EC2 warns two minutes before it takes spot capacity back, and often recommends rebalancing
+//! 10 to 20 minutes before that. An EventBridge rule on `EC2 Spot Instance Interruption
+//! Warning` and `EC2 Instance Rebalance Recommendation` events sends both to a queue, and ebb
+//! reads them there: a migration launches the next replacement at once instead of at the first
+//! tick after the instance is gone, and both are kept in the pools' history (`ebb pools`).
 //!
 //! Anyone allowed to send to the queue could write a message that looks like a warning, so a
 //! message counts only when it says it comes from EC2 (`source: aws.ec2`) in a watched region
@@ -20,12 +22,24 @@ use serde::Deserialize;
 
 /// The EventBridge detail type of a warning.
 const DETAIL_TYPE: &str = "EC2 Spot Instance Interruption Warning";
+/// The EventBridge detail type of a rebalance recommendation.
+const REBALANCE_DETAIL_TYPE: &str = "EC2 Instance Rebalance Recommendation";
 /// The EventBridge source of EC2's events.
 const SOURCE: &str = "aws.ec2";
 /// How long one receive call waits for messages (SQS long polling, at most 20 s).
 const WAIT_SECONDS: i32 = 20;
 
-/// One warning: EC2 will reclaim `instance` within two minutes of `at`.
+/// What EC2 said of an instance.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Signal {
+    /// It will reclaim the instance within two minutes.
+    Interruption,
+    /// The instance is at elevated risk of interruption (a rebalance recommendation).
+    Rebalance,
+}
+
+/// One warning: EC2 will reclaim `instance` within two minutes of `at`, or (a rebalance
+/// recommendation) it is at elevated risk of being reclaimed.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Warning {
     /// The instance.
@@ -34,6 +48,10 @@ pub struct Warning {
     pub region: String,
     /// When EC2 gave the warning.
     pub at: DateTime<Utc>,
+    /// An interruption warning or a rebalance recommendation.
+    pub signal: Signal,
+    /// The account the event came from.
+    pub account: String,
 }
 
 /// An EventBridge event, as much of it as ebb reads.
@@ -85,12 +103,15 @@ struct Detail {
 pub fn parse(body: &str, accepted: &Accepted) -> Result<Warning, String> {
     let event: Event = serde_json::from_str(body)
         .map_err(|e| format!("not an EventBridge spot interruption warning ({e})"))?;
-    if event.detail_type != DETAIL_TYPE {
-        return Err(format!(
-            "detail-type \"{}\" is not a spot interruption warning",
-            event.detail_type
-        ));
-    }
+    let signal = match event.detail_type.as_str() {
+        DETAIL_TYPE => Signal::Interruption,
+        REBALANCE_DETAIL_TYPE => Signal::Rebalance,
+        other => {
+            return Err(format!(
+                "detail-type \"{other}\" is neither a spot interruption warning nor a rebalance recommendation"
+            ))
+        }
+    };
     if event.source != SOURCE {
         return Err(format!("source \"{}\" is not {SOURCE}", event.source));
     }
@@ -110,6 +131,8 @@ pub fn parse(body: &str, accepted: &Accepted) -> Result<Warning, String> {
         instance: event.detail.instance_id,
         region: event.region,
         at: event.time,
+        signal,
+        account: event.account,
     })
 }
 
@@ -235,14 +258,55 @@ mod tests {
                 instance: "i-1234567890abcdef0".into(),
                 region: "us-east-1".into(),
                 at: "2026-11-30T12:00:00Z".parse().unwrap(),
+                signal: Signal::Interruption,
+                account: "123456789012".into(),
             })
         );
         let other = body.replace("123456789012\",", "210987654321\",");
         assert!(parse(&other, &accepted).is_ok(), "a role's account");
-        let rebalance = body.replace(DETAIL_TYPE, "EC2 Instance Rebalance Recommendation");
+        let state_change = body.replace(DETAIL_TYPE, "EC2 Instance State-change Notification");
         for (refused, why) in [
-            (rebalance, "detail-type"),
+            (state_change, "detail-type"),
             ("not json".to_string(), "not an EventBridge"),
+            (body.replace("\"aws.ec2\"", "\"my.app\""), "source"),
+            (
+                body.replace("\"us-east-1\"", "\"eu-west-1\""),
+                "region eu-west-1",
+            ),
+            (
+                body.replace("123456789012\",", "999999999999\","),
+                "account 999999999999",
+            ),
+        ] {
+            let err = parse(&refused, &accepted).unwrap_err();
+            assert!(err.contains(why), "{err}");
+        }
+    }
+
+    #[test]
+    fn a_rebalance_recommendation_is_read_with_the_same_checks() {
+        // As EventBridge sends it (AWS documentation, "EC2 instance rebalance
+        // recommendations").
+        let body = r#"{
+            "version": "0",
+            "id": "12345678-1234-1234-1234-123456789012",
+            "detail-type": "EC2 Instance Rebalance Recommendation",
+            "source": "aws.ec2",
+            "account": "123456789012",
+            "time": "2026-11-30T12:00:00Z",
+            "region": "us-east-1",
+            "resources": ["arn:aws:ec2:us-east-1b:instance/i-1234567890abcdef0"],
+            "detail": {"instance-id": "i-1234567890abcdef0"}
+        }"#;
+        let accepted = Accepted::new(
+            vec!["us-east-1".into()],
+            "https://sqs.us-east-1.amazonaws.com/123456789012/ebb-spot-interruptions",
+            &[],
+        );
+        let w = parse(body, &accepted).unwrap();
+        assert_eq!(w.signal, Signal::Rebalance);
+        assert_eq!(w.instance, "i-1234567890abcdef0");
+        for (refused, why) in [
             (body.replace("\"aws.ec2\"", "\"my.app\""), "source"),
             (
                 body.replace("\"us-east-1\"", "\"eu-west-1\""),
