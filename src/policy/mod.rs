@@ -342,7 +342,13 @@ pub struct SpotRule {
     /// How long the image is kept after the migration ended while it is the only copy of the
     /// workload's disks (the original gone).
     pub keep_image_for: Duration,
+    /// How long a migration that fell back to on-demand (no capacity or acceptable offer, or
+    /// `max_interruptions` passed) runs there before spot is tried again.
+    pub back_to_spot_after: Duration,
 }
+
+/// The default `spot.back_to_spot_after`.
+pub const DEFAULT_BACK_TO_SPOT_AFTER: Duration = Duration::hours(24);
 
 /// How a start refused for lack of capacity goes on.
 #[derive(Debug, Clone)]

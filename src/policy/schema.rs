@@ -298,6 +298,12 @@ fn spot_schema() -> Value {
                     "How long the image is kept after the migration ended while it is the only copy of the workload's disks (default 7d)",
                 ),
             ),
+            (
+                "back_to_spot_after",
+                duration(
+                    "How long a migration that fell back to on-demand runs there before spot is tried again (default 24h)",
+                ),
+            ),
         ],
     )
 }

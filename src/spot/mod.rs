@@ -10,6 +10,7 @@
 //! reclaimed places to avoid, when to fall back to on-demand, and what has been saved.
 
 pub mod drive;
+pub mod early;
 pub mod orphans;
 
 use crate::cloud::{Image, ImageState, InstanceStatus, Market, TypePrice};

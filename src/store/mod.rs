@@ -24,6 +24,7 @@ mod pages;
 mod readings;
 mod report;
 mod report_days;
+mod rebalances;
 mod retention;
 mod roles;
 mod running;

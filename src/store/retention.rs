@@ -13,7 +13,7 @@ const ROWS_PER_DELETE: i64 = 10_000;
 pub struct Pruned {
     /// Instance state changes.
     pub events: u64,
-    /// Spot interruption warnings.
+    /// Spot interruption warnings and rebalance recommendations.
     pub warnings: u64,
     /// Hours of one instance's GPU readings.
     pub readings: u64,
@@ -48,6 +48,12 @@ impl Store {
             .execute(&self.pool)
             .await?
             .rows_affected();
+        pruned.warnings +=
+            sqlx::query("DELETE FROM spot_rebalances WHERE recommended_at < $1")
+                .bind(before)
+                .execute(&self.pool)
+                .await?
+                .rows_affected();
         loop {
             let deleted = sqlx::query(
                 "DELETE FROM gpu_readings WHERE (instance, hour) IN (

@@ -36,6 +36,7 @@ mod retry;
 mod roles;
 mod secrets;
 mod snooze;
+mod spot_early;
 mod spot_faults;
 mod spot_proofs;
 mod store;

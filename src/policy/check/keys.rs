@@ -54,4 +54,5 @@ pub const SPOT: &[&str] = &[
     "max_interruptions",
     "keep_original_for",
     "keep_image_for",
+    "back_to_spot_after",
 ];

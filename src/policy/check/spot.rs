@@ -2,7 +2,7 @@
 
 use super::{keys, Checker};
 use crate::policy::yaml::{Step, Value};
-use crate::policy::SpotRule;
+use crate::policy::{SpotRule, DEFAULT_BACK_TO_SPOT_AFTER};
 use chrono::Duration;
 
 impl Checker {
@@ -54,6 +54,16 @@ impl Checker {
             Some((v, p)) => self.duration(v, &p, "keep_image_for"),
             None => Some(Duration::days(7)),
         };
+        let back_to_spot_after = match f.get("back_to_spot_after") {
+            Some((v, p)) => match self.duration(v, &p, "back_to_spot_after") {
+                Some(d) if d <= Duration::zero() => {
+                    self.problem(&p, "back_to_spot_after must be longer than 0".into());
+                    None
+                }
+                other => other,
+            },
+            None => Some(DEFAULT_BACK_TO_SPOT_AFTER),
+        };
         Some(SpotRule {
             min_savings: min_savings? / 100.0,
             checkpoint_max_age: checkpoint_max_age?,
@@ -61,6 +71,7 @@ impl Checker {
             max_interruptions: max_interruptions?,
             keep_original_for: keep_original_for?,
             keep_image_for: keep_image_for?,
+            back_to_spot_after: back_to_spot_after?,
         })
     }
 }

@@ -53,6 +53,15 @@ impl<P: Provider> Run<'_, P> {
 
     /// The cheapest acceptable spot offer now, away from recently reclaimed types and zones.
     pub(super) async fn spot_target(&self) -> Result<Option<Target>, CloudError> {
+        self.spot_target_avoiding(&[]).await
+    }
+
+    /// The cheapest acceptable spot offer now, away from recently reclaimed types and zones and
+    /// from the types and zones of `also` (an early move's own pool).
+    pub(super) async fn spot_target_avoiding(
+        &self,
+        also: &[(String, String)],
+    ) -> Result<Option<Target>, CloudError> {
         let Some(Json(spec)) = &self.m.launch_spec else {
             return Ok(None);
         };
@@ -74,7 +83,8 @@ impl<P: Provider> Run<'_, P> {
             return Ok(None);
         };
         let max_price = on_demand * (1.0 - rule.min_savings);
-        let avoid = avoided(&self.m.interruptions.0, self.now());
+        let mut avoid = avoided(&self.m.interruptions.0, self.now());
+        avoid.extend_from_slice(also);
         Ok(cheapest(
             &prices,
             &spec.subnets_by_zone,
