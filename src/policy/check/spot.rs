@@ -55,13 +55,7 @@ impl Checker {
             None => Some(Duration::days(7)),
         };
         let back_to_spot_after = match f.get("back_to_spot_after") {
-            Some((v, p)) => match self.duration(v, &p, "back_to_spot_after") {
-                Some(d) if d <= Duration::zero() => {
-                    self.problem(&p, "back_to_spot_after must be longer than 0".into());
-                    None
-                }
-                other => other,
-            },
+            Some((v, p)) => self.duration(v, &p, "back_to_spot_after"),
             None => Some(DEFAULT_BACK_TO_SPOT_AFTER),
         };
         Some(SpotRule {
