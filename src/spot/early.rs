@@ -193,7 +193,10 @@ mod tests {
             image: None,
             ..m.clone()
         };
-        assert_eq!(due(&no_image, &rule(), None, at("2026-12-03T10:00:00Z")), None);
+        assert_eq!(
+            due(&no_image, &rule(), None, at("2026-12-03T10:00:00Z")),
+            None
+        );
         let ended = MigrationRecord {
             ended_at: Some(at("2026-12-01T11:00:00Z")),
             ..m

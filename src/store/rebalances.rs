@@ -45,11 +45,11 @@ impl Store {
 
     /// When EC2 last recommended rebalancing `instance`, if it did.
     pub async fn spot_rebalance(&self, instance: &str) -> Result<Option<DateTime<Utc>>> {
-        Ok(sqlx::query_scalar(
-            "SELECT recommended_at FROM spot_rebalances WHERE instance = $1",
+        Ok(
+            sqlx::query_scalar("SELECT recommended_at FROM spot_rebalances WHERE instance = $1")
+                .bind(instance)
+                .fetch_optional(&self.pool)
+                .await?,
         )
-        .bind(instance)
-        .fetch_optional(&self.pool)
-        .await?)
     }
 }

@@ -48,12 +48,11 @@ impl Store {
             .execute(&self.pool)
             .await?
             .rows_affected();
-        pruned.warnings +=
-            sqlx::query("DELETE FROM spot_rebalances WHERE recommended_at < $1")
-                .bind(before)
-                .execute(&self.pool)
-                .await?
-                .rows_affected();
+        pruned.warnings += sqlx::query("DELETE FROM spot_rebalances WHERE recommended_at < $1")
+            .bind(before)
+            .execute(&self.pool)
+            .await?
+            .rows_affected();
         loop {
             let deleted = sqlx::query(
                 "DELETE FROM gpu_readings WHERE (instance, hour) IN (

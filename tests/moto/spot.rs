@@ -1335,24 +1335,45 @@ async fn a_rebalance_recommendation_from_the_queue_moves_the_replacement_to_anot
     assert_eq!(recorded.unwrap(), vec![old.clone()]);
     queue.delete(batch).await.unwrap();
     // No warning and no reclaim: nothing is counted as an interruption.
-    assert!(s.store.spot_warnings(&[old.clone()]).await.unwrap().is_empty());
+    assert!(s
+        .store
+        .spot_warnings(std::slice::from_ref(&old))
+        .await
+        .unwrap()
+        .is_empty());
 
     // The job on the replacement checkpointed a minute ago.
     let checkpoint = (s.t0 + Duration::minutes(minute)).to_rfc3339_opts(SecondsFormat::Secs, true);
-    let tag = Tag::builder().key("ebb:checkpoint-at").value(checkpoint).build();
-    s.f.ec2.create_tags().resources(&old).tags(tag).send().await.unwrap();
+    let tag = Tag::builder()
+        .key("ebb:checkpoint-at")
+        .value(checkpoint)
+        .build();
+    s.f.ec2
+        .create_tags()
+        .resources(&old)
+        .tags(tag)
+        .send()
+        .await
+        .unwrap();
     let minute = s.until(&original, minute + 1, State::Launching).await;
     let m = s.migration(&original).await;
     let new = m.current.clone().unwrap();
     assert_ne!(new, old);
-    assert_eq!(m.outgoing.as_ref().map(|o| o.instance.as_str()), Some(old.as_str()));
+    assert_eq!(
+        m.outgoing.as_ref().map(|o| o.instance.as_str()),
+        Some(old.as_str())
+    );
     assert_ne!(
         (m.instance_type.clone(), m.zone.clone()),
         (first.instance_type.clone(), first.zone.clone()),
         "another pool"
     );
     assert!(m.interruptions.0.is_empty());
-    assert_eq!(state(&s.ec2(&old).await), "running", "kept until the new one is verified");
+    assert_eq!(
+        state(&s.ec2(&old).await),
+        "running",
+        "kept until the new one is verified"
+    );
     s.until(&original, minute + 1, State::Done).await;
     let m = s.migration(&original).await;
     assert_eq!(m.current.as_deref(), Some(new.as_str()));
@@ -1360,7 +1381,10 @@ async fn a_rebalance_recommendation_from_the_queue_moves_the_replacement_to_anot
     assert_eq!(state(&s.ec2(&new).await), "running");
     assert_eq!(state(&s.ec2(&old).await), "terminated");
     let codes = s.audit_codes(&original).await;
-    assert!(codes.iter().any(|(c, _)| c == "spot_rebalance"), "{codes:?}");
+    assert!(
+        codes.iter().any(|(c, _)| c == "spot_rebalance"),
+        "{codes:?}"
+    );
 }
 
 #[sqlx::test(migrations = false)]

@@ -147,7 +147,9 @@ fn back_to_spot_after_is_read_and_must_be_longer_than_zero() {
         panic!("back_to_spot_after: 0m must not load");
     };
     assert!(
-        problems[0].message.contains("back_to_spot_after must be longer than zero"),
+        problems[0]
+            .message
+            .contains("back_to_spot_after must be longer than zero"),
         "{problems:?}"
     );
 }

@@ -68,7 +68,11 @@ pub(super) async fn trigger(w: &World, path: Path, m: &MigrationRecord) -> bool 
                 .record_spot_rebalances(&[(current.clone(), REGION.to_string(), at)])
                 .await
                 .unwrap();
-            assert_eq!(recorded, [current], "a live migration's current replacement");
+            assert_eq!(
+                recorded,
+                [current],
+                "a live migration's current replacement"
+            );
             true
         }
         (Path::BackToSpot, Market::Spot) if first => {
@@ -131,7 +135,10 @@ async fn a_rebalance_recommendation_moves_the_replacement_to_another_pool_before
         assert_eq!(m.instance_type.as_deref(), Some("g5.2xlarge"), "{steps:#?}");
         assert!(m.interruptions.0.is_empty(), "moved before any reclaim");
         assert!(m.outgoing.is_none());
-        let verified = steps.iter().position(|s| s.starts_with("verified:")).unwrap();
+        let verified = steps
+            .iter()
+            .position(|s| s.starts_with("verified:"))
+            .unwrap();
         let moved = steps
             .iter()
             .rposition(|s| s.starts_with("verified:"))
@@ -141,7 +148,9 @@ async fn a_rebalance_recommendation_moves_the_replacement_to_another_pool_before
             .position(|s| s.contains("replaced early"))
             .unwrap_or_else(|| panic!("{steps:#?}"));
         assert!(verified < moved && moved < retired, "{steps:#?}");
-        assert!(steps.iter().any(|s| s.contains("EC2 recommended rebalancing")));
+        assert!(steps
+            .iter()
+            .any(|s| s.contains("EC2 recommended rebalancing")));
     });
 }
 
@@ -173,9 +182,7 @@ async fn after_a_fall_back_to_on_demand_the_workload_goes_back_to_spot_after_bac
 }
 
 #[sqlx::test(migrations = false)]
-async fn a_recommendation_for_an_instance_that_is_no_current_replacement_is_not_kept(
-    pool: PgPool,
-) {
+async fn a_recommendation_for_an_instance_that_is_no_current_replacement_is_not_kept(pool: PgPool) {
     let store = ebb::store::Store::from_pool(pool);
     store.migrate().await.unwrap();
     let at = "2026-11-30T12:00:00Z".parse().unwrap();

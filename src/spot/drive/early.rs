@@ -39,7 +39,11 @@ impl<P: Provider> Run<'_, P> {
         let why = early.describe(&s.id);
         // The job resumes from its last checkpoint: a move is worth it only when that is fresh.
         // Its tag is read again now (the job writes it as it goes).
-        let found = match self.p.reread(&self.m.region, &[s.id.clone()]).await {
+        let found = match self
+            .p
+            .reread(&self.m.region, std::slice::from_ref(&s.id))
+            .await
+        {
             Ok(found) => found.into_iter().find(|i| i.id == s.id),
             Err(e) => {
                 self.wait(format!("{why}; cannot read its checkpoint tag: {e}"))?;
@@ -169,7 +173,9 @@ impl<P: Provider> Run<'_, P> {
             }
             _ => {
                 let what = match &status {
-                    Some(s) if self.cx.warned => format!("{} (warned of an interruption)", s.state.as_str()),
+                    Some(s) if self.cx.warned => {
+                        format!("{} (warned of an interruption)", s.state.as_str())
+                    }
                     Some(s) => s.state.as_str().to_string(),
                     None => "unknown to EC2".to_string(),
                 };
@@ -190,7 +196,9 @@ impl<P: Provider> Run<'_, P> {
         );
         if let Err(e) = self.terminate_replacement(&old, code, &reason).await? {
             self.back_off();
-            return self.go(State::Done, format!("terminating {old} failed: {e}")).await;
+            return self
+                .go(State::Done, format!("terminating {old} failed: {e}"))
+                .await;
         }
         self.m.saved_before += saved_by(&outgoing, self.m.on_demand_price, self.now());
         self.m.outgoing = None;
@@ -272,7 +280,12 @@ fn saved_by(
     on_demand: Option<f64>,
     until: chrono::DateTime<chrono::Utc>,
 ) -> f64 {
-    match (outgoing.market, outgoing.running_since, on_demand, outgoing.price) {
+    match (
+        outgoing.market,
+        outgoing.running_since,
+        on_demand,
+        outgoing.price,
+    ) {
         (Market::Spot, Some(since), Some(on_demand), Some(price)) if until > since => {
             let hours = (until - since).num_seconds() as f64 / 3600.0;
             hours * (on_demand - price).max(0.0)
