@@ -316,6 +316,12 @@ codes! {
     /// A replacement ebb launched (its migration's launch id and ebb's client token for it)
     /// that its migration does not track is terminated.
     SpotOrphan = "spot_orphan",
+    /// EC2 recommended rebalancing a spot replacement whose job checkpointed recently: the next
+    /// one is launched in another pool now, and the old one terminated once it is verified.
+    SpotRebalance = "spot_rebalance",
+    /// A migration that fell back to on-demand tries spot again after `back_to_spot_after`:
+    /// the on-demand replacement is terminated once the spot one is verified.
+    SpotBackToSpot = "spot_back_to_spot",
     /// A subscription instance (Alibaba `PrePaid`, Tencent `PREPAID`): a stop saves nothing, so
     /// it is never stopped, hibernated or given notice.
     SubscriptionNoSaving = "subscription_no_saving",

@@ -346,7 +346,13 @@ pub struct SpotRule {
     pub avoid_reclaimed_for: Duration,
     /// Whether EC2's Spot Placement Scores inform the chance of an interruption.
     pub placement_scores: bool,
+    /// How long a migration that fell back to on-demand (no capacity or acceptable offer, or
+    /// `max_interruptions` passed) runs there before spot is tried again.
+    pub back_to_spot_after: Duration,
 }
+
+/// The default `spot.back_to_spot_after`.
+pub const DEFAULT_BACK_TO_SPOT_AFTER: Duration = Duration::hours(24);
 
 /// How a start refused for lack of capacity goes on.
 #[derive(Debug, Clone)]

@@ -306,6 +306,12 @@ fn spot_schema() -> Value {
                 "placement_scores",
                 json!({"type": "boolean", "default": false, "description": "Weigh EC2's Spot Placement Scores into the chance of an interruption (needs ec2:GetSpotPlacementScores)"}),
             ),
+            (
+                "back_to_spot_after",
+                duration(
+                    "How long a migration that fell back to on-demand runs there before spot is tried again (default 24h)",
+                ),
+            ),
         ],
     )
 }

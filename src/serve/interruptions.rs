@@ -2,7 +2,7 @@
 //! each one, which wakes the leader (on any replica: the store notifies through Postgres).
 
 use super::driver::BackgroundTask;
-use crate::cloud::aws::warnings::{InterruptionQueue, Signal};
+use crate::cloud::aws::warnings::{InterruptionQueue, Signal, Warning};
 use crate::cloud::CloudError;
 use crate::fleet::PoolEventKind;
 use crate::store::{QueuedPoolEvent, Store, StoreError};
@@ -28,9 +28,9 @@ impl InterruptionReader {
 /// What one read of the queue came to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub struct WarningsRead {
-    /// Warnings recorded for a live migration's replacement.
+    /// Warnings and rebalance recommendations recorded for a live migration's replacement.
     pub recorded: usize,
-    /// Warnings for other instances, ignored.
+    /// Warnings and rebalance recommendations for other instances, ignored.
     pub ignored: usize,
     /// Interruption warnings and rebalance recommendations kept in the pools' history.
     pub pool_events: u64,
@@ -55,6 +55,39 @@ pub enum ReadError {
     /// The warnings read could not be recorded; the queue shows them again.
     #[error("cannot record spot interruption warnings: {0}")]
     Record(#[source] StoreError),
+}
+
+impl InterruptionReader {
+    /// Records the rebalance recommendations among `signals` for instances that are a live
+    /// migration's current spot replacement, which may then move early (`spot::early`): how
+    /// many were recorded, and how many were for other instances and ignored.
+    async fn record_rebalances(&self, signals: &[Warning]) -> Result<(usize, usize), ReadError> {
+        let rows: Vec<_> = signals
+            .iter()
+            .filter(|w| w.signal == Signal::Rebalance)
+            .map(|w| (w.instance.clone(), w.region.clone(), w.at))
+            .collect();
+        if rows.is_empty() {
+            return Ok((0, 0));
+        }
+        let recorded = self
+            .store
+            .record_spot_rebalances(&rows)
+            .await
+            .map_err(ReadError::Record)?;
+        for (instance, region, at) in &rows {
+            if recorded.contains(instance) {
+                tracing::info!(instance, region, at = %at, "spot rebalance recommendation");
+            } else {
+                tracing::debug!(
+                    instance,
+                    region,
+                    "a rebalance recommendation for an instance that is no live migration's spot replacement is not acted on"
+                );
+            }
+        }
+        Ok((recorded.len(), rows.len() - recorded.len()))
+    }
 }
 
 impl BackgroundTask for InterruptionReader {
@@ -122,13 +155,14 @@ impl BackgroundTask for InterruptionReader {
                 );
             }
         }
+        let (rebalances, passed) = self.record_rebalances(&batch.warnings).await?;
         if let Err(err) = self.queue.delete(batch).await {
             // Recorded already: the queue shows them again, and recording twice is harmless.
             tracing::error!(error = %err, "cannot delete read spot interruption warnings");
         }
         Ok(WarningsRead {
-            recorded: recorded.len(),
-            ignored: rows.len() - recorded.len(),
+            recorded: recorded.len() + rebalances,
+            ignored: rows.len() - recorded.len() + passed,
             pool_events: kept,
         })
     }

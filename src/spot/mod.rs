@@ -11,6 +11,7 @@
 //! and what has been saved.
 
 pub mod drive;
+pub mod early;
 pub mod orphans;
 pub mod rank;
 

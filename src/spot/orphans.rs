@@ -44,7 +44,8 @@ pub struct Orphan {
 }
 
 /// The artifacts of `found` that none of `migrations` tracks at `now`: an instance that is no
-/// migration's current replacement (nor an interrupted one within its [`NOTICE_WINDOW`]), an
+/// migration's current replacement (nor the one an early move replaces, nor an interrupted one
+/// within its [`NOTICE_WINDOW`]), an
 /// image no migration keeps, a snapshot neither recorded by a migration nor of an image one
 /// keeps.
 pub fn orphans(
@@ -56,6 +57,7 @@ pub fn orphans(
     let tracks_instance = |id: &str| {
         migrations.iter().any(|m| {
             m.current.as_deref() == Some(id)
+                || m.outgoing.as_ref().is_some_and(|o| o.instance == id)
                 || m.interruptions
                     .0
                     .iter()

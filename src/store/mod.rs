@@ -23,6 +23,7 @@ mod own_types;
 mod pages;
 mod pools;
 mod readings;
+mod rebalances;
 mod report;
 mod report_days;
 mod reservations;

@@ -13,7 +13,7 @@ const ROWS_PER_DELETE: i64 = 10_000;
 pub struct Pruned {
     /// Instance state changes.
     pub events: u64,
-    /// Spot interruption warnings.
+    /// Spot interruption warnings and rebalance recommendations.
     pub warnings: u64,
     /// The pools' interruptions and rebalance recommendations read from the queue.
     pub pool_events: u64,
@@ -52,6 +52,11 @@ impl Store {
             .await?
             .rows_affected();
         pruned.pool_events = sqlx::query("DELETE FROM pool_events WHERE at < $1")
+            .bind(before)
+            .execute(&self.pool)
+            .await?
+            .rows_affected();
+        pruned.warnings += sqlx::query("DELETE FROM spot_rebalances WHERE recommended_at < $1")
             .bind(before)
             .execute(&self.pool)
             .await?

@@ -49,6 +49,7 @@ pub const RUNTIME_PRIVILEGES: &[(&str, &str)] = &[
     ),
     ("spot_migrations", "SELECT, INSERT, UPDATE"),
     ("spot_warnings", "SELECT, INSERT, UPDATE, DELETE"),
+    ("spot_rebalances", "SELECT, INSERT, UPDATE, DELETE"),
     ("gpu_readings", "SELECT, INSERT, UPDATE, DELETE"),
     ("console_sessions", "SELECT, INSERT, DELETE"),
     ("scaling_groups", "SELECT, INSERT, UPDATE"),

@@ -107,6 +107,29 @@ pub struct Interruption {
     pub zone: String,
 }
 
+/// The replacement an early move replaces (see `spot::early`): it keeps running until the new
+/// one is verified, and its facts are kept so that a new one that does not come up hands the
+/// workload back to it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Outgoing {
+    /// The replacement being replaced.
+    pub instance: String,
+    /// Its market.
+    pub market: Market,
+    /// Its type.
+    pub instance_type: Option<String>,
+    /// Its zone.
+    pub zone: Option<String>,
+    /// Its subnet.
+    pub subnet: Option<String>,
+    /// Its $/hour when launched.
+    pub price: Option<f64>,
+    /// Since when it runs.
+    pub running_since: Option<DateTime<Utc>>,
+    /// Why it is replaced, for people.
+    pub why: String,
+}
+
 /// A stored migration.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct MigrationRecord {
@@ -174,6 +197,17 @@ pub struct MigrationRecord {
     /// The EBS snapshots of the image, recorded once it is available; after the image is
     /// deregistered, those not deleted yet.
     pub snapshots: Vec<String>,
+    /// During an early move, the replacement being replaced: it runs until `current` is
+    /// verified.
+    #[serde(serialize_with = "inner_option")]
+    pub outgoing: Option<Json<Outgoing>>,
+}
+
+fn inner_option<T: Serialize, S: serde::Serializer>(
+    v: &Option<Json<T>>,
+    s: S,
+) -> std::result::Result<S::Ok, S::Error> {
+    v.as_ref().map(|v| &v.0).serialize(s)
 }
 
 fn inner<T: Serialize, S: serde::Serializer>(
@@ -229,6 +263,7 @@ struct MigrationRow {
     retry_at: Option<DateTime<Utc>>,
     image_kept_until: Option<DateTime<Utc>>,
     snapshots: Vec<String>,
+    outgoing: Option<Json<Outgoing>>,
 }
 
 impl MigrationRow {
@@ -271,6 +306,7 @@ impl MigrationRow {
             retry_at: self.retry_at,
             image_kept_until: self.image_kept_until,
             snapshots: self.snapshots,
+            outgoing: self.outgoing,
         })
     }
 }
@@ -286,7 +322,7 @@ macro_rules! columns {
         "id, original, region, policy, state, current, market, image, instance_type, zone, subnet,
          on_demand_price, price, launches, saved_before, interruptions, steps, launch_spec, error,
          created_at, state_since, running_since, original_terminated_at, original_returned_at,
-         ended_at, failures, retry_at, image_kept_until, snapshots"
+         ended_at, failures, retry_at, image_kept_until, snapshots, outgoing"
     };
 }
 
@@ -370,7 +406,8 @@ impl Store {
                  launches = $11, saved_before = $12, interruptions = $13, steps = $14,
                  launch_spec = $15, error = $16, state_since = $17, running_since = $18,
                  original_terminated_at = $19, original_returned_at = $20, ended_at = $21,
-                 failures = $22, retry_at = $23, image_kept_until = $24, snapshots = $25
+                 failures = $22, retry_at = $23, image_kept_until = $24, snapshots = $25,
+                 outgoing = $26
              WHERE id = $1",
         )
         .bind(migration.id)
@@ -398,6 +435,7 @@ impl Store {
         .bind(migration.retry_at.map(micros))
         .bind(migration.image_kept_until.map(micros))
         .bind(&migration.snapshots)
+        .bind(&migration.outgoing)
         .execute(&mut *tx)
         .await?;
         append_in(&mut tx, audit).await?;

@@ -103,6 +103,9 @@ struct State {
     deletions: Vec<Deletion>,
     violations: Vec<String>,
     now: Option<DateTime<Utc>>,
+    /// Whether a termination of a running replacement is checked to leave another copy of
+    /// the workload running ([`Faults::watch_copies`]).
+    copies: bool,
 }
 
 /// The faults and the witness's record, on one layer; clones share them.
@@ -191,6 +194,13 @@ impl<P: Provider + 'static> Faults<P> {
         let mut st = self.st();
         let next = st.calls;
         st.originals.insert(id.to_string(), Some(next));
+    }
+
+    /// From now on, a termination of a running replacement ebb launched must leave another
+    /// copy of its workload (the original, or another replacement of it) running: a
+    /// replacement is replaced only once its successor runs.
+    pub fn watch_copies(&self) {
+        self.st().copies = true;
     }
 
     /// `id` was made by someone else: ebb must never act on it or launch from it.
@@ -357,8 +367,39 @@ impl<P: Provider + 'static> Faults<P> {
         false
     }
 
+    /// Whether another copy of the workload of `original` than `but` (the original itself, or a
+    /// replacement ebb launched for it) runs.
+    async fn another_copy(&self, region: &str, original: &str, but: &str) -> bool {
+        let launched = self.launched();
+        let others = launched
+            .iter()
+            .filter(|(id, (of, _))| of == original && id.as_str() != but)
+            .map(|(id, _)| id.clone())
+            .chain((original != but).then(|| original.to_string()));
+        for id in others {
+            if self.running(&id, region).await {
+                return true;
+            }
+        }
+        false
+    }
+
     /// Checks termination call `index` before it is carried out.
     async fn witness_terminate(&self, index: usize, region: &str, ids: &[String]) {
+        let (copies, launched) = {
+            let st = self.st();
+            (st.copies, st.launched.clone())
+        };
+        for id in ids.iter().filter(|_| copies) {
+            let Some((original, _)) = launched.get(id) else {
+                continue;
+            };
+            if self.running(id, region).await && !self.another_copy(region, original, id).await {
+                self.st().violations.push(format!(
+                    "call {index} terminated running replacement {id} while no other copy of {original} ran"
+                ));
+            }
+        }
         for id in ids {
             let protection = {
                 let st = self.st();

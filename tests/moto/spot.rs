@@ -1464,6 +1464,109 @@ async fn a_warning_from_the_queue_relaunches_before_the_reclaim(pool: PgPool) {
     );
 }
 
+/// Issue 31: a rebalance recommendation from the queue, for a replacement whose job checkpointed
+/// recently, moves it to another spot pool before any warning; the old one runs until the new
+/// one is verified.
+#[sqlx::test(migrations = false)]
+async fn a_rebalance_recommendation_from_the_queue_moves_the_replacement_to_another_pool_first(
+    pool: PgPool,
+) {
+    let mut s = Setup::new(pool).await;
+    let original = s.trainer(0).await;
+    assert!(s.tick(0).await);
+    let minute = s.until(&original, 1, State::Done).await;
+    let first = s.migration(&original).await;
+    let old = first.current.clone().unwrap();
+
+    let sqs = aws_sdk_sqs::Client::new(&moto::emulator(REGION).await);
+    let name = format!("ebb-spot-rebalance-{}", s.f.managed);
+    let out = sqs.create_queue().queue_name(&name).send().await.unwrap();
+    let url = out.queue_url().unwrap().to_string();
+    let event = serde_json::json!({
+        "version": "0",
+        "id": "5f9f5a4c-0000-0000-0000-000000000001",
+        "detail-type": "EC2 Instance Rebalance Recommendation",
+        "source": "aws.ec2",
+        "account": "123456789012",
+        "time": s.t0.to_rfc3339_opts(SecondsFormat::Secs, true),
+        "region": REGION,
+        "resources": [format!("arn:aws:ec2:{REGION}a:instance/{old}")],
+        "detail": {"instance-id": old}
+    });
+    let mut forged = event.clone();
+    forged["source"] = "my.app".into();
+    for body in [event.to_string(), forged.to_string()] {
+        let send = sqs.send_message().queue_url(&url).message_body(body);
+        send.send().await.unwrap();
+    }
+    let accepted = Accepted::new(vec![REGION.to_string()], &url, &[]);
+    let queue = InterruptionQueue::new(sqs.clone(), url.clone(), accepted);
+    let batch = queue.receive().await.unwrap();
+    assert_eq!(batch.warnings.len(), 1, "the forged one is dropped");
+    let rows: Vec<_> = batch
+        .warnings
+        .iter()
+        .map(|w| (w.instance.clone(), w.region.clone(), w.at))
+        .collect();
+    // Kept only for a live migration's current replacement: not for the original.
+    let mut with_original = rows.clone();
+    with_original.push((original.clone(), REGION.to_string(), s.t0));
+    let recorded = s.store.record_spot_rebalances(&with_original).await;
+    assert_eq!(recorded.unwrap(), vec![old.clone()]);
+    queue.delete(batch).await.unwrap();
+    // No warning and no reclaim: nothing is counted as an interruption.
+    assert!(s
+        .store
+        .spot_warnings(std::slice::from_ref(&old))
+        .await
+        .unwrap()
+        .is_empty());
+
+    // The job on the replacement checkpointed a minute ago.
+    let checkpoint = (s.t0 + Duration::minutes(minute)).to_rfc3339_opts(SecondsFormat::Secs, true);
+    let tag = Tag::builder()
+        .key("ebb:checkpoint-at")
+        .value(checkpoint)
+        .build();
+    s.f.ec2
+        .create_tags()
+        .resources(&old)
+        .tags(tag)
+        .send()
+        .await
+        .unwrap();
+    let minute = s.until(&original, minute + 1, State::Launching).await;
+    let m = s.migration(&original).await;
+    let new = m.current.clone().unwrap();
+    assert_ne!(new, old);
+    assert_eq!(
+        m.outgoing.as_ref().map(|o| o.instance.as_str()),
+        Some(old.as_str())
+    );
+    assert_ne!(
+        (m.instance_type.clone(), m.zone.clone()),
+        (first.instance_type.clone(), first.zone.clone()),
+        "another pool"
+    );
+    assert!(m.interruptions.0.is_empty());
+    assert_eq!(
+        state(&s.ec2(&old).await),
+        "running",
+        "kept until the new one is verified"
+    );
+    s.until(&original, minute + 1, State::Done).await;
+    let m = s.migration(&original).await;
+    assert_eq!(m.current.as_deref(), Some(new.as_str()));
+    assert!(m.outgoing.is_none(), "{m:#?}");
+    assert_eq!(state(&s.ec2(&new).await), "running");
+    assert_eq!(state(&s.ec2(&old).await), "terminated");
+    let codes = s.audit_codes(&original).await;
+    assert!(
+        codes.iter().any(|(c, _)| c == "spot_rebalance"),
+        "{codes:?}"
+    );
+}
+
 #[sqlx::test(migrations = false)]
 async fn a_stored_state_or_market_this_ebb_does_not_know_is_an_error_naming_the_migration(
     pool: PgPool,

@@ -127,7 +127,31 @@ policies:
     assert_eq!(spot.min_savings, 0.4);
     assert_eq!(spot.max_interruptions, 3);
     assert_eq!(spot.keep_original_for, chrono::Duration::hours(6));
+    assert_eq!(spot.back_to_spot_after, chrono::Duration::hours(24));
     assert!(spot.instance_types.is_empty());
+}
+
+#[test]
+fn back_to_spot_after_is_read_and_must_be_longer_than_zero() {
+    let d = tempfile::tempdir().unwrap();
+    let spot = |after: &str| {
+        format!("policies:\n  - name: p\n    match: {{}}\n    spot: {{min_savings: 40%, checkpoint_max_age: 30m, back_to_spot_after: {after}}}\n")
+    };
+    write(d.path(), "p.yaml", &spot("6h"));
+    let set = policy::load(&[d.path().to_path_buf()]).unwrap();
+    let rule = set.policies[0].spot.as_ref().unwrap();
+    assert_eq!(rule.back_to_spot_after, chrono::Duration::hours(6));
+    write(d.path(), "p.yaml", &spot("0m"));
+    let Err(policy::LoadError::Invalid { problems }) = policy::load(&[d.path().to_path_buf()])
+    else {
+        panic!("back_to_spot_after: 0m must not load");
+    };
+    assert!(
+        problems[0]
+            .message
+            .contains("back_to_spot_after must be longer than zero"),
+        "{problems:?}"
+    );
 }
 
 #[test]

@@ -39,6 +39,7 @@ mod retry;
 mod roles;
 mod secrets;
 mod snooze;
+mod spot_early;
 mod spot_faults;
 mod spot_lost_answers;
 mod spot_proofs;

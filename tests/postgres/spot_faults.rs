@@ -96,6 +96,12 @@ pub(super) enum Path {
     /// A protection (`ebb:skip`) while the replacement is verified: the original started
     /// again, the replacement terminated, the tag removed, the image and snapshot deleted.
     Rollback,
+    /// After the move: a rebalance recommendation moves the replacement early to another pool
+    /// (`super::spot_early`).
+    Rebalance,
+    /// After a reclaim fell back to on-demand: back to spot after `back_to_spot_after`
+    /// (`super::spot_early`).
+    BackToSpot,
 }
 
 /// What is done at the chosen call.
@@ -195,6 +201,8 @@ pub(super) struct Ran {
     state: State,
     /// Broken invariants.
     pub(super) broken: Vec<String>,
+    /// The migration as the run left it.
+    pub(super) migration: MigrationRecord,
     /// How the migration ended, for the figures.
     pub(super) ending: String,
     ticks: usize,
@@ -243,13 +251,13 @@ pub(super) struct World {
     /// The fault layer over the simulated fleet with EC2's rules.
     pub(super) cloud: Intercept<Ec2>,
     /// The model of the EC2 rules.
-    ec2: SimEc2,
+    pub(super) ec2: SimEc2,
     pub(super) faults: Faults<Ec2>,
     pub(super) store: Store,
     policies: Arc<PolicySource>,
     reconciler: Reconciler<Intercept<Ec2>>,
     leader: Option<Leadership>,
-    clock: Clock,
+    pub(super) clock: Clock,
     options: Options,
 }
 
@@ -453,6 +461,7 @@ async fn trigger(w: &World, path: Path, m: &MigrationRecord) -> bool {
             w.faults.protected(ORIGINAL);
             true
         }
+        Path::Rebalance | Path::BackToSpot => super::spot_early::trigger(w, path, m).await,
         _ => false,
     }
 }
@@ -494,6 +503,7 @@ pub(super) async fn run(
     while idle_for < SETTLED && ticks < MAX_TICKS {
         ticks += 1;
         phases.push((w.cloud.calls().len(), seen.clone()));
+        super::spot_early::job(&w, path).await;
         w.tick().await;
         let m = w.migration().await;
         if let (Some(m), None) = (&m, base) {
@@ -550,6 +560,7 @@ pub(super) async fn run(
         phases,
         state: m.state,
         broken,
+        migration: m,
         ending,
         ticks,
     }
@@ -681,6 +692,7 @@ async fn check_artifacts(w: &World, m: &MigrationRecord) -> Vec<String> {
         .current
         .iter()
         .map(String::as_str)
+        .chain(m.outgoing.iter().map(|o| o.instance.as_str()))
         .chain(m.interruptions.0.iter().map(|i| i.instance.as_str()))
         .collect();
     for id in launched.keys() {
@@ -726,8 +738,9 @@ pub(super) async fn setup(url: &str) -> (Databases, tempfile::TempDir) {
 }
 
 /// The matrix of `path`: the clean run, then every injection at every call of its own part.
-async fn matrix(url: String, path: Path) {
+pub(super) async fn matrix(url: String, path: Path) {
     let (dbs, dir) = setup(&url).await;
+    super::spot_early::prepare(path, dir.path());
     let clean = run(&dbs, dir.path(), path, None).await;
     assert!(
         clean.broken.is_empty(),
@@ -735,7 +748,7 @@ async fn matrix(url: String, path: Path) {
         clean.broken
     );
     let expected = match path {
-        Path::Move | Path::Reclaim => State::Done,
+        Path::Move | Path::Reclaim | Path::Rebalance | Path::BackToSpot => State::Done,
         Path::Rollback => State::RolledBack,
     };
     assert_eq!(clean.state, expected, "{path:?} clean: {}", clean.ending);

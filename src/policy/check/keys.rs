@@ -56,4 +56,5 @@ pub const SPOT: &[&str] = &[
     "keep_image_for",
     "avoid_reclaimed_for",
     "placement_scores",
+    "back_to_spot_after",
 ];

@@ -2,7 +2,7 @@
 
 use super::{keys, Checker};
 use crate::policy::yaml::{Step, Value};
-use crate::policy::SpotRule;
+use crate::policy::{SpotRule, DEFAULT_BACK_TO_SPOT_AFTER};
 use chrono::Duration;
 
 impl Checker {
@@ -62,6 +62,10 @@ impl Checker {
             Some((v, p)) => self.boolean(v, &p),
             None => Some(false),
         };
+        let back_to_spot_after = match f.get("back_to_spot_after") {
+            Some((v, p)) => self.duration(v, &p, "back_to_spot_after"),
+            None => Some(DEFAULT_BACK_TO_SPOT_AFTER),
+        };
         Some(SpotRule {
             min_savings: min_savings? / 100.0,
             checkpoint_max_age: checkpoint_max_age?,
@@ -71,6 +75,7 @@ impl Checker {
             keep_image_for: keep_image_for?,
             avoid_reclaimed_for: avoid_reclaimed_for?,
             placement_scores: placement_scores?,
+            back_to_spot_after: back_to_spot_after?,
         })
     }
 }

@@ -64,6 +64,9 @@ impl<P: Provider> Run<'_, P> {
                 self.clean_up_original().await
             }
             Some(s) if matches!(s.state, InstanceState::Running | InstanceState::Pending) => {
+                if s.state == InstanceState::Running && self.early_move(&s).await? {
+                    return Ok(());
+                }
                 if self.image_left() && self.image_done_with() {
                     self.delete_image().await
                 } else {

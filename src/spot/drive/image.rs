@@ -58,6 +58,15 @@ impl<P: Provider> Run<'_, P> {
     /// pools reclaimed recently; why not when the prices, the pools' history or the placement
     /// scores asked for cannot be read (nothing is launched on a partial view).
     pub(super) async fn spot_target(&self) -> Result<Option<Target>, String> {
+        self.spot_target_avoiding(&[]).await
+    }
+
+    /// [`Self::spot_target`] away from the types and zones of `also` too (an early move's own
+    /// pool).
+    pub(super) async fn spot_target_avoiding(
+        &self,
+        also: &[(String, String)],
+    ) -> Result<Option<Target>, String> {
         let Some(Json(spec)) = &self.m.launch_spec else {
             return Ok(None);
         };
@@ -103,7 +112,8 @@ impl<P: Provider> Run<'_, P> {
         });
         let since_checkpoint =
             checkpoint.map_or(rule.checkpoint_max_age, |at| self.tick_now() - at);
-        let avoid = avoided(&self.m.interruptions.0, self.now());
+        let mut avoid = avoided(&self.m.interruptions.0, self.now());
+        avoid.extend_from_slice(also);
         let ranking = rank(&Inputs {
             region: &self.m.region,
             prices: &prices,

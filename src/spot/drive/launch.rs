@@ -321,6 +321,9 @@ impl<P: Provider> Run<'_, P> {
     /// migration rolls back to it; after that, a spot launch falls back to on-demand, and a
     /// failed on-demand launch is tried again after a wait.
     async fn launch_failed(&mut self, why: String) -> Result<(), StoreError> {
+        if self.m.outgoing.is_some() {
+            return self.abandon(why).await;
+        }
         if self.m.holds_original() {
             return self.roll_back(why).await;
         }

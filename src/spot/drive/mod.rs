@@ -12,6 +12,7 @@
 //! ending).
 
 mod done;
+mod early;
 mod image;
 mod launch;
 mod orphan;
@@ -87,6 +88,8 @@ pub async fn advance<P: Provider>(
         return Ok(run.advanced());
     }
     match run.m.state {
+        // An early move under way follows its own steps, whatever protects the original.
+        _ if run.m.outgoing.is_some() => run.moving().await?,
         State::Planned => run.planned().await?,
         State::Stopping | State::Imaging | State::Launching | State::Verifying => {
             run.before_done().await?

@@ -28,6 +28,11 @@ impl<P: Provider> Run<'_, P> {
     /// `rolling_back`, tried again after a growing wait; the replacement keeps running until
     /// then, as the workload may be on it. Only an original that is gone makes it `failed`.
     pub(super) async fn roll_back(&mut self, why: String) -> Result<(), StoreError> {
+        if self.m.outgoing.is_some() {
+            // An early move's failure is never undone through the original: the replacement it
+            // replaces still serves the workload.
+            return self.abandon(why).await;
+        }
         self.m.error = Some(why.clone());
         let original = self.m.original.clone();
         let state = match self.original().await {
