@@ -111,6 +111,8 @@ mod tests {
             max_interruptions: 3,
             keep_original_for: Duration::hours(6),
             keep_image_for: Duration::days(7),
+            avoid_reclaimed_for: Duration::hours(1),
+            placement_scores: false,
             back_to_spot_after: Duration::hours(24),
         }
     }
