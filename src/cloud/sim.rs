@@ -13,9 +13,11 @@ mod groups;
 mod scaling;
 mod spot;
 mod workload;
+mod zones;
 
 pub use behaviour::{Behaviour, Run, Usage};
 pub use workload::{write_utilisation, write_utilisation_in, RowOrder};
+pub use zones::{reclaims, SpotZone, SpotZones};
 
 use super::pacing::{Key, Pacer, RateLimits};
 use super::{
@@ -60,12 +62,19 @@ struct Simulated {
     owner_came: Option<NaiveDate>,
     /// The code of the reason for its last state change, when EC2 would give one.
     reason: Option<&'static str>,
+    /// Its availability zone.
+    zone: String,
+    /// How often its zone reclaims spot capacity (`spot_zones:`): a spot instance is reclaimed.
+    reclaim_every: Option<Duration>,
 }
 
 impl Simulated {
     /// Completes a state change that is due at `now`, and starts the instance if its owner
     /// arrives.
     fn advance(&mut self, now: DateTime<Utc>) {
+        if let Some(at) = self.reclaim_due(now) {
+            self.reclaimed(at);
+        }
         if let Some(today) = self.behaviour.owner_arrives(now, self.owner_came) {
             self.owner_came = Some(today);
             if self.instance.state == InstanceState::Stopped {
@@ -124,6 +133,8 @@ impl Simulated {
 pub struct SimProvider {
     clock: Clock,
     prices: Prices,
+    /// The spot zones of each region (`spot_zones:`).
+    zones: SpotZones,
     fleet: Mutex<SimFleet>,
     /// Its Auto Scaling groups.
     groups: Mutex<Vec<ScalingGroup>>,
@@ -167,6 +178,8 @@ impl SimProvider {
                     recorded: std::mem::take(&mut instance.gpu_util),
                     owner_came,
                     reason: None,
+                    zone: zones::default_zone(&instance.region, &SpotZones::new()),
+                    reclaim_every: None,
                     instance,
                 }
             })
@@ -179,6 +192,7 @@ impl SimProvider {
         SimProvider {
             clock,
             prices: fleet.prices,
+            zones: SpotZones::new(),
             fleet: Mutex::new(SimFleet {
                 instances,
                 by_id,
@@ -327,10 +341,7 @@ impl Provider for SimProvider {
                 TypePrice {
                     instance_type: t.clone(),
                     on_demand: price.on_demand,
-                    spot_by_zone: price
-                        .spot
-                        .map(|s| BTreeMap::from([(format!("{region}a"), s)]))
-                        .unwrap_or_default(),
+                    spot_by_zone: self.spot_by_zone(region, t, price.spot),
                 }
             })
             .collect())

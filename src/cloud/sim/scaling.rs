@@ -106,6 +106,9 @@ fn launch_copy(template: &Simulated, name: &str, n: usize, now: DateTime<Utc>) -
         recorded: Vec::new(),
         owner_came: None,
         reason: None,
+        // On-demand, in its template's zone: never reclaimed.
+        zone: template.zone.clone(),
+        reclaim_every: None,
         instance: Instance {
             id,
             region: template.instance.region.clone(),
