@@ -30,6 +30,7 @@ mod policy;
 mod policy_check;
 mod replay;
 mod replay_groups;
+mod replay_pools;
 mod schedule;
 mod settings;
 mod structure;
