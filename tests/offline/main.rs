@@ -33,5 +33,6 @@ mod replay_groups;
 mod replay_pools;
 mod schedule;
 mod settings;
+mod sim_zones;
 mod structure;
 mod workdays;
