@@ -21,9 +21,8 @@ pub use zones::{reclaims, SpotZone, SpotZones};
 
 use super::pacing::{Key, Pacer, RateLimits};
 use super::{
-    PlacementScores,
     ActionReport, Artifact, CloudError, GpuReadings, Image, ImageMade, InstanceStatus, Inventory,
-    Launch, LaunchSpec, NodeGroupUpdate, Provider, StopKind, TypePrice,
+    Launch, LaunchSpec, NodeGroupUpdate, PlacementScores, Provider, StopKind, TypePrice,
 };
 use crate::clock::Clock;
 use crate::fleet::{

@@ -13,8 +13,9 @@
 //! - each pool's rate, its own count shrunk toward the region's:
 //!   `(n + K × region) / (W + K)`, the region's rate counting as [`REGION_WEIGHT`] of watching;
 //! - with `spot.placement_scores`, EC2's score `s` (1 to 10) of the type in the zone counts as
-//!   [`SCORE_WEIGHT`] more of watching at `PRIOR_RATE × (11 − s) / 10` (a 10 is a tenth of the
-//!   prior rate, a 1 the prior rate itself).
+//!   [`SCORE_WEIGHT`] more of watching at the region's rate times `(11 − s) / 5.5` (a 10 is
+//!   0.18 times the region's rate, a 1 1.8 times, a 5.5 or a pool EC2 gave no score the
+//!   region's rate itself).
 //!
 //! The chance in the next hour is `1 − e^(−rate)`; the work lost is the time since the job's
 //! last checkpoint plus a relaunch ([`RELAUNCH`]). Without any history every pool has the same
@@ -211,9 +212,8 @@ pub fn rank(inputs: &Inputs) -> Ranking {
         .collect();
     let pools = offers.len().max(1) as f64;
     let region_rate = (reclaims.len() as f64 + 1.0) / (pools * window_hours + 1.0 / PRIOR_RATE);
-    let lost_hours = (inputs.since_checkpoint.max(Duration::zero()) + RELAUNCH).num_seconds()
-        as f64
-        / 3600.0;
+    let lost_hours =
+        (inputs.since_checkpoint.max(Duration::zero()) + RELAUNCH).num_seconds() as f64 / 3600.0;
     let mut ranking = Ranking::default();
     for (instance_type, zone, price) in offers {
         let in_pool = || {
@@ -237,12 +237,11 @@ pub fn rank(inputs: &Inputs) -> Ranking {
         }
         let mut events = in_pool().count() as f64 + REGION_WEIGHT * region_rate;
         let mut hours = window_hours + REGION_WEIGHT;
-        let score = inputs
-            .scores
-            .and_then(|s| s.get(&(instance_type.clone(), zone.clone())));
-        if let Some(score) = score {
-            let score = f64::from((*score).clamp(1, 10));
-            events += SCORE_WEIGHT * PRIOR_RATE * (11.0 - score) / 10.0;
+        if let Some(scores) = inputs.scores {
+            let factor = scores
+                .get(&(instance_type.clone(), zone.clone()))
+                .map_or(1.0, |s| (11.0 - f64::from((*s).clamp(1, 10))) / 5.5);
+            events += SCORE_WEIGHT * region_rate * factor;
             hours += SCORE_WEIGHT;
         }
         let chance = 1.0 - (-events / hours).exp();
@@ -261,9 +260,9 @@ pub fn rank(inputs: &Inputs) -> Ranking {
     }
     // Stable: on a tie the original's zone, then the order of the prices.
     ranking.ranked.sort_by(|a, b| {
-        a.expected.total_cmp(&b.expected).then(
-            (a.target.zone != inputs.own_zone).cmp(&(b.target.zone != inputs.own_zone)),
-        )
+        a.expected
+            .total_cmp(&b.expected)
+            .then((a.target.zone != inputs.own_zone).cmp(&(b.target.zone != inputs.own_zone)))
     });
     ranking.skipped.sort_by_key(|s| s.ago);
     ranking
@@ -347,7 +346,14 @@ mod tests {
         let avoid = [("p4de".to_string(), "z-a".to_string())];
         let t = rank(&Inputs { avoid: &avoid, ..i }).best().unwrap();
         assert_eq!((t.instance_type.as_str(), t.zone.as_str()), ("p4d", "z-b"));
-        assert_eq!(rank(&Inputs { max_price: 11.0, ..i }).best(), None);
+        assert_eq!(
+            rank(&Inputs {
+                max_price: 11.0,
+                ..i
+            })
+            .best(),
+            None
+        );
     }
 
     #[test]
@@ -401,13 +407,18 @@ mod tests {
             &[("us-east-1a", 10.0), ("us-east-1b", 14.0)],
         )];
         let history = PoolHistory {
-            events: vec![reclaim("p4d.24xlarge", "us-east-1a", "2026-12-04T11:40:00Z")],
+            events: vec![reclaim(
+                "p4d.24xlarge",
+                "us-east-1a",
+                "2026-12-04T11:40:00Z",
+            )],
         };
         let i = inputs(&prices, &subnets, &history);
         let best = rank(&i).best().unwrap();
         assert_eq!(best.zone, "us-east-1b");
         assert!(
-            best.why.ends_with("; p4d.24xlarge in us-east-1a reclaimed 20 min ago"),
+            best.why
+                .ends_with("; p4d.24xlarge in us-east-1a reclaimed 20 min ago"),
             "{}",
             best.why
         );
@@ -424,7 +435,10 @@ mod tests {
     fn a_high_placement_score_lowers_the_chance_of_an_interruption() {
         // Two pools at one price and no history: 1a scored 1, 1b scored 10.
         let subnets = subnets(&["us-east-1a", "us-east-1b"]);
-        let prices = [price("g5.xlarge", &[("us-east-1a", 0.5), ("us-east-1b", 0.5)])];
+        let prices = [price(
+            "g5.xlarge",
+            &[("us-east-1a", 0.5), ("us-east-1b", 0.5)],
+        )];
         let history = PoolHistory::default();
         let scores = BTreeMap::from([
             (("g5.xlarge".to_string(), "us-east-1a".to_string()), 1),
@@ -434,16 +448,27 @@ mod tests {
             scores: Some(&scores),
             ..inputs(&prices, &subnets, &history)
         });
-        // By hand: region rate 1 / (2 × 168 + 100) = 0.0022936 /h, worth 168 h;
-        //   1b: score 10 → 0.01 × 1/10 = 0.001 /h, worth 168 h:
-        //       (168 × 0.0022936 + 168 × 0.001) / (168 + 168 + 168) = 0.553321 / 504
-        //       = 0.0010979 /h
-        //   1a: score 1 → 0.01 /h: (0.385321 + 1.68) / 504 = 0.0040979 /h
+        // By hand: region rate 1 / (2 × 168 + 100) = 0.0022936 /h, worth 168 h, and the
+        // score worth 168 h more at the region's rate times (11 − s) / 5.5:
+        //   1b: score 10, factor 1 / 5.5 = 0.181818:
+        //       (168 × 0.0022936 + 168 × 0.0022936 × 0.181818) / (168 + 168 + 168)
+        //       = (0.385321 + 0.070058) / 504 = 0.00090353 /h
+        //   1a: score 1, factor 10 / 5.5 = 1.818182:
+        //       (0.385321 + 0.700584) / 504 = 0.00215458 /h
         let [b, a] = &ranking.ranked[..] else {
             panic!("{ranking:?}")
         };
         assert_eq!(b.target.zone, "us-east-1b");
-        assert!((b.chance - (1.0 - (-0.0010979f64).exp())).abs() < 1e-6);
-        assert!((a.chance - (1.0 - (-0.0040979f64).exp())).abs() < 1e-6);
+        assert!((b.chance - (1.0 - (-0.00090353f64).exp())).abs() < 1e-7);
+        assert!((a.chance - (1.0 - (-0.00215458f64).exp())).abs() < 1e-7);
+        // A pool EC2 gave no score counts at the region's rate: between the two.
+        let unscored = BTreeMap::from([(("g5.xlarge".to_string(), "us-east-1b".to_string()), 10)]);
+        let ranking = rank(&Inputs {
+            scores: Some(&unscored),
+            ..inputs(&prices, &subnets, &history)
+        });
+        let a = &ranking.ranked[1];
+        assert_eq!(a.target.zone, "us-east-1a");
+        assert!((a.chance - (1.0 - (-0.0022936f64 * 2.0 / 3.0).exp())).abs() < 1e-7);
     }
 }

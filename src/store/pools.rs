@@ -88,7 +88,7 @@ impl Store {
         .await?;
         let reclaims: Vec<Row> = sqlx::query_as(
             "SELECT (e->>'at')::timestamptz, 'interruption', '', m.region,
-                    COALESCE(e->>'zone', ''), e->>'instance_type', e->>'instance'
+                    COALESCE(e->>'zone', ''), COALESCE(e->>'instance_type', ''), e->>'instance'
              FROM spot_migrations m, jsonb_array_elements(m.interruptions) e
              WHERE (m.ended_at IS NULL OR m.ended_at > $1)
                AND (e->>'at')::timestamptz > $1 AND (e->>'at')::timestamptz <= $2",
@@ -98,19 +98,20 @@ impl Store {
         .fetch_all(&self.pool)
         .await?;
         // A start's type is the instance's own (a fallback changes it after the refusal); a
-        // spot launch's type and zone are in its intent's reason ("launch spot TYPE in ZONE
-        // (SUBNET) ..."), which ebb writes.
+        // spot launch's type and zone are in its intent's reason ("migration ID: launch spot
+        // TYPE in ZONE (SUBNET) ..."), which ebb writes.
         let refused: Vec<Row> = sqlx::query_as(
-            "SELECT a.at, 'capacity_error', '', a.region, '',
+            "SELECT a.at, 'capacity_error', '', i.region, '',
                     COALESCE(i.own_type, i.instance_type), a.instance
              FROM audit_log a JOIN instances i ON i.id = a.instance
              WHERE a.action = 'start' AND a.outcome = 'failed'
                AND a.code = 'insufficient_capacity' AND a.at > $1 AND a.at <= $2
              UNION ALL
-             SELECT a.at, 'capacity_error', '', a.region, p[2], p[1], a.instance
+             SELECT a.at, 'capacity_error', '', COALESCE(a.region, ''), p.m[2], p.m[1], a.instance
              FROM audit_log a JOIN audit_log intent ON intent.seq = a.intent_seq,
-                  regexp_match(intent.reason, '^launch spot (\\S+) in (\\S+) \\(') p
-             WHERE a.outcome = 'failed' AND a.action IN ('migrate_to_spot', 'relaunch_spot')
+                  regexp_match(intent.reason, '^migration [0-9]+: launch spot (\\S+) in (\\S+) \\(') AS p(m)
+             WHERE p.m IS NOT NULL
+               AND a.outcome = 'failed' AND a.action IN ('migrate_to_spot', 'relaunch_spot')
                AND a.error LIKE 'insufficient_capacity:%' AND a.at > $1 AND a.at <= $2",
         )
         .bind(since)
@@ -129,19 +130,21 @@ impl Store {
             .into_iter()
             .chain(reclaims)
             .chain(refused)
-            .filter_map(|(at, kind, account, region, zone, instance_type, instance)| {
-                Some(PoolEvent {
-                    pool: Pool {
-                        account,
-                        region,
-                        zone,
-                        instance_type,
-                    },
-                    kind: PoolEventKind::parse(&kind)?,
-                    at,
-                    instance,
-                })
-            })
+            .filter_map(
+                |(at, kind, account, region, zone, instance_type, instance)| {
+                    Some(PoolEvent {
+                        pool: Pool {
+                            account,
+                            region,
+                            zone,
+                            instance_type,
+                        },
+                        kind: PoolEventKind::parse(&kind)?,
+                        at,
+                        instance,
+                    })
+                },
+            )
             .collect();
         Ok(PoolHistory { events })
     }

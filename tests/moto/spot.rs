@@ -9,14 +9,15 @@ use aws_sdk_ec2::types::{Filter, Tag};
 use chrono::{DateTime, Duration, SecondsFormat, Utc};
 use common::intercept::{Answer, Call, Intercept, Method};
 use common::moto::{self, Fixture};
-use ebb::cloud::aws::warnings::{Accepted, InterruptionQueue};
+use ebb::cloud::aws::warnings::{Accepted, InterruptionQueue, Signal};
 use ebb::cloud::aws::AwsProvider;
 use ebb::cloud::{CloudError, ErrorKind, Provider, SPOT_TERMINATION};
+use ebb::fleet::PoolEventKind;
 use ebb::reconcile::{Options, PolicySource, Reconciler};
 use ebb::spot::State;
 use ebb::store::{
-    AuditFilter, Leadership, MigrationRecord, NewAuditEntry, Outcome, Store, StoreError,
-    Verification,
+    AuditFilter, Leadership, MigrationRecord, NewAuditEntry, Outcome, QueuedPoolEvent, Store,
+    StoreError, Verification,
 };
 use sqlx::PgPool;
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -1105,7 +1106,7 @@ async fn a_pool_reclaimed_within_avoid_reclaimed_for_is_skipped_and_the_launch_s
     );
     let reason: String = sqlx::query_scalar(
         "SELECT reason FROM audit_log
-         WHERE action = 'migrate_to_spot' AND outcome = 'intent' AND reason LIKE 'launch spot%'",
+         WHERE action = 'migrate_to_spot' AND outcome = 'intent' AND reason LIKE '%: launch spot%'",
     )
     .fetch_one(s.store.pool())
     .await
@@ -1116,6 +1117,137 @@ async fn a_pool_reclaimed_within_avoid_reclaimed_for_is_skipped_and_the_launch_s
         reason.contains(&format!("g5.xlarge in {zone} reclaimed 1")),
         "{reason}"
     );
+}
+
+#[sqlx::test(migrations = false)]
+async fn with_placement_scores_a_well_scored_zone_wins_over_the_original_one(pool: PgPool) {
+    let mut s = Setup::new(pool).await;
+    std::fs::write(
+        s._dir.path().join("spot.yaml"),
+        format!("{POLICY}      placement_scores: true\n"),
+    )
+    .unwrap();
+    let original = s.trainer(0).await;
+    let own = s
+        .ec2(&original)
+        .await
+        .placement()
+        .and_then(|p| p.availability_zone())
+        .unwrap()
+        .to_string();
+    let other = if own == "us-east-1b" {
+        "us-east-1c"
+    } else {
+        "us-east-1b"
+    };
+    // Every moto spot price is the same, and no pool has a history: EC2 scores every pool 1
+    // but g5.xlarge in `other`, which it scores 10 (moto has no GetSpotPlacementScores).
+    let asked = Arc::new(Mutex::new(0));
+    let count = asked.clone();
+    let best = other.to_string();
+    s.reconciler
+        .provider()
+        .before(Method::PlacementScores, move |call| {
+            *count.lock().unwrap() += 1;
+            let Call::PlacementScores { types, .. } = call else {
+                return None;
+            };
+            let zones = ["us-east-1a", "us-east-1b", "us-east-1c", "us-east-1d"];
+            let scores = types
+                .iter()
+                .flat_map(|t| zones.iter().map(move |z| (t.clone(), z.to_string())))
+                .map(|(t, z)| {
+                    let score = if t == "g5.xlarge" && z == best { 10 } else { 1 };
+                    ((t, z), score)
+                })
+                .collect();
+            Some(Answer::Scores(Ok(scores)))
+        });
+    assert!(s.tick(0).await);
+    s.until(&original, 1, State::Done).await;
+    let m = s.migration(&original).await;
+    assert!(*asked.lock().unwrap() >= 1, "the scores were asked for");
+    assert_eq!(
+        (m.instance_type.as_deref(), m.zone.as_deref()),
+        (Some("g5.xlarge"), Some(other))
+    );
+}
+
+#[sqlx::test(migrations = false)]
+async fn a_rebalance_recommendation_from_the_queue_is_kept_in_its_pools_history(pool: PgPool) {
+    let mut s = Setup::new(pool).await;
+    let original = s.trainer(0).await;
+    assert!(s.tick(0).await);
+    s.until(&original, 1, State::Done).await;
+    let m = s.migration(&original).await;
+    let current = m.current.clone().unwrap();
+
+    let sqs = aws_sdk_sqs::Client::new(&moto::emulator(REGION).await);
+    let name = format!("ebb-spot-rebalance-{}", s.f.managed);
+    let url = sqs
+        .create_queue()
+        .queue_name(&name)
+        .send()
+        .await
+        .unwrap()
+        .queue_url()
+        .unwrap()
+        .to_string();
+    let event = serde_json::json!({
+        "version": "0",
+        "id": "6a7e8feb-0000-0000-0000-000000000000",
+        "detail-type": "EC2 Instance Rebalance Recommendation",
+        "source": "aws.ec2",
+        "account": "123456789012",
+        "time": s.t0.to_rfc3339_opts(SecondsFormat::Secs, true),
+        "region": REGION,
+        "resources": [format!("arn:aws:ec2:{REGION}a:instance/{current}")],
+        "detail": {"instance-id": current}
+    });
+    let mut forged = event.clone();
+    forged["source"] = "my.app".into();
+    for body in [event.to_string(), forged.to_string()] {
+        sqs.send_message()
+            .queue_url(&url)
+            .message_body(body)
+            .send()
+            .await
+            .unwrap();
+    }
+    let accepted = Accepted::new(vec![REGION.to_string()], &url, &[]);
+    let queue = InterruptionQueue::new(sqs.clone(), url.clone(), accepted);
+    let batch = queue.receive().await.unwrap();
+    assert_eq!(batch.warnings.len(), 1, "the forged message is dropped");
+    let w = &batch.warnings[0];
+    assert_eq!(w.signal, Signal::Rebalance);
+    assert_eq!(queue.account(), Some(w.account.as_str()), "moto's account");
+    // As serve keeps it: ebb's own account is empty.
+    let kept = s
+        .store
+        .record_pool_events(&[QueuedPoolEvent {
+            kind: PoolEventKind::Rebalance,
+            instance: w.instance.clone(),
+            region: w.region.clone(),
+            account: String::new(),
+            at: w.at,
+        }])
+        .await
+        .unwrap();
+    assert_eq!(kept, 1);
+    // Not a warning: the migration does not relaunch for it.
+    assert!(s
+        .store
+        .spot_warnings(&[current.clone()])
+        .await
+        .unwrap()
+        .is_empty());
+    let pools = s.store.pool_history(s.t0).await.unwrap().summaries(s.t0);
+    let pool = pools
+        .iter()
+        .find(|p| p.rebalances.day == 1)
+        .unwrap_or_else(|| panic!("{pools:#?}"));
+    assert_eq!(Some(&pool.pool.zone), m.zone.as_ref());
+    assert_eq!(Some(&pool.pool.instance_type), m.instance_type.as_ref());
 }
 
 #[sqlx::test(migrations = false)]

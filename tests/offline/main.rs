@@ -26,6 +26,7 @@ mod groups;
 mod idle_memory;
 mod late_start;
 mod owners;
+mod placement_scores;
 mod policy;
 mod policy_check;
 mod replay;

@@ -62,7 +62,7 @@ async fn history(store: &Store) {
         t(30),
         "ebb",
         "relaunch_spot",
-        "launch spot g5.xlarge in us-east-1c (subnet-c) at $0.300/h from ami-1".into(),
+        "migration 1: launch spot g5.xlarge in us-east-1c (subnet-c) at $0.300/h from ami-1".into(),
     );
     intent.outcome = Outcome::Intent;
     intent.instance = Some("i-0train".into());
@@ -185,26 +185,36 @@ async fn ebb_pools_prints_the_pools_as_a_table_and_as_json(pool: PgPool) {
     let url = common::database_url(&pool);
     let at = "2026-12-04T12:00:00Z";
     let out = common::ebb_on(&url, &["pools", "--at", at]);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let table = String::from_utf8(out.stdout).unwrap();
     assert!(table.contains("INTERRUPTIONS"), "{table}");
     let row = table
         .lines()
         .find(|l| l.contains("us-east-1b"))
         .unwrap_or_else(|| panic!("{table}"));
-    for cell in ["own", "g5.2xlarge", "1/1/1", "2026-12-04T11:40:00Z (20 min ago)"] {
+    for cell in [
+        "own",
+        "g5.2xlarge",
+        "1/1/1",
+        "2026-12-04T11:40:00Z (20 min ago)",
+    ] {
         assert!(row.contains(cell), "{cell} in {row}");
     }
 
     let out = common::ebb_on(&url, &["pools", "--format", "json", "--at", at]);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let pools = json.as_array().unwrap();
     assert_eq!(pools.len(), 4);
-    let b = pools
-        .iter()
-        .find(|p| p["zone"] == "us-east-1b")
-        .unwrap();
+    let b = pools.iter().find(|p| p["zone"] == "us-east-1b").unwrap();
     assert_eq!(b["instance_type"], "g5.2xlarge");
     assert_eq!(b["account"], "");
     assert_eq!(b["interruptions"]["day"], 1);
@@ -224,7 +234,10 @@ async fn the_console_shows_each_pools_counts_and_last_reclaim(pool: PgPool) {
         "<th scope=\"row\">g6.xlarge in – (us-east-1)</th>",
         "2026-12-04 11:40",
     ] {
-        assert!(html.contains(shown), "the pools page lacks {shown:?}:\n{html}");
+        assert!(
+            html.contains(shown),
+            "the pools page lacks {shown:?}:\n{html}"
+        );
     }
     // The most recently reclaimed pool first.
     let b = html.find("g5.2xlarge in us-east-1b").unwrap();

@@ -66,7 +66,7 @@ async fn a_schema_newer_than_the_binary_is_refused(pool: PgPool) {
             err,
             StoreError::SchemaTooNew {
                 found: 99990101000000,
-                known: 29
+                known: 30
             }
         ),
         "{err}"

@@ -6,10 +6,9 @@ use super::client::Product;
 use super::ecs::{gpus_of, instance_of, items, outcomes};
 use super::{numbered, AlibabaProvider, IDS_PER_CALL, RESOURCES_PER_TAG_CALL};
 use crate::cloud::{
-    PlacementScores,
     ActionReport, Artifact, CloudError, Done, ErrorKind, Failed, GpuReadings, Image, ImageMade,
-    InstanceStatus, Inventory, Launch, LaunchSpec, NodeGroupUpdate, Provider, ScopeFailure,
-    StopKind, TypePrice,
+    InstanceStatus, Inventory, Launch, LaunchSpec, NodeGroupUpdate, PlacementScores, Provider,
+    ScopeFailure, StopKind, TypePrice,
 };
 use crate::fleet::{Capacity, Instance, NodeGroup, ScalingGroup, StopSaving, StoppedMode};
 use chrono::{DateTime, Utc};

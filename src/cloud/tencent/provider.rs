@@ -7,10 +7,9 @@ use super::api::{
 use super::client::{Answer, CVM, MONITOR};
 use super::{Accepted, Known, TencentProvider};
 use crate::cloud::{
-    PlacementScores,
     ActionReport, Artifact, CloudError, ErrorKind, Failed, GpuReadings, Image, ImageMade,
-    InstanceStatus, Inventory, Launch, LaunchSpec, NodeGroupUpdate, Provider, ScopeFailure,
-    StopKind, TypePrice,
+    InstanceStatus, Inventory, Launch, LaunchSpec, NodeGroupUpdate, PlacementScores, Provider,
+    ScopeFailure, StopKind, TypePrice,
 };
 use crate::fleet::{
     Capacity, Charge, Instance, NodeGroup, Sample, ScalingGroup, StopSaving, StoppedMode,
