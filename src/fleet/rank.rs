@@ -21,7 +21,7 @@
 //! last checkpoint plus a relaunch ([`RELAUNCH`]). Without any history every pool has the same
 //! chance, and the ranking is by price, as before.
 
-use super::{PoolEventKind, PoolHistory};
+use super::pools::{PoolEventKind, PoolHistory};
 use chrono::{DateTime, Duration, Utc};
 use std::collections::BTreeMap;
 
@@ -271,7 +271,7 @@ pub fn rank(inputs: &Inputs) -> Ranking {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::fleet::{Pool, PoolEvent};
+    use crate::fleet::pools::{Pool, PoolEvent};
 
     fn at(s: &str) -> DateTime<Utc> {
         s.parse().unwrap()

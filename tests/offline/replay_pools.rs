@@ -4,7 +4,7 @@
 //! every 10 days, with the interruption
 //! history the simulator reclaims by. Issue 31's "Done means": placed by expected cost, the
 //! jobs lose fewer GPU-hours of work and cost no more than placed cheapest first. The figures
-//! are BENCHMARKS.md's ("Spot placement by expected cost"): `cargo test --test offline
+//! are in BENCHMARKS.md, "Spot placement by expected cost (issue 31)": `cargo test --test offline
 //! two_zone -- --nocapture` prints them.
 
 use crate::common::ebb;

@@ -1,7 +1,6 @@
 //! Spot migrations on the simulated fleet: images take minutes, replacements start like any
 //! instance, terminations take half a minute.
 
-use super::zones::SUBNET_PREFIX;
 use super::{seed, SimProvider, Simulated, START_TAKES};
 use crate::cloud::{
     ActionReport, Artifact, ArtifactKind, CloudError, Image, ImageMade, ImageState, InstanceStatus,
@@ -13,6 +12,8 @@ use chrono::{DateTime, Duration, Utc};
 
 /// How long an image takes to become available.
 const IMAGE_TAKES: Duration = Duration::minutes(5);
+/// The simulated subnets are named after their zone: `subnet-sim-{zone}`.
+pub(super) const SUBNET_PREFIX: &str = "subnet-sim-";
 /// How long a termination takes.
 pub(super) const TERMINATE_TAKES: Duration = Duration::seconds(30);
 

@@ -8,7 +8,7 @@
 //! every spot instance of the pool running then is reclaimed. So a run is repeatable, and
 //! `ebb replay --interruptions` can be given the same history ([`reclaims`]).
 
-use super::spot::TERMINATE_TAKES;
+use super::spot::{SUBNET_PREFIX, TERMINATE_TAKES};
 use super::{seed, SimProvider, Simulated};
 use crate::cloud::SPOT_TERMINATION;
 use crate::fleet::{InstanceState, Lifecycle};
@@ -208,9 +208,6 @@ impl SimProvider {
         (zone, every)
     }
 }
-
-/// The simulated subnets are named after their zone: `subnet-sim-{zone}`.
-pub(super) const SUBNET_PREFIX: &str = "subnet-sim-";
 
 /// SplitMix64's finaliser: the seed's low bits, which the offset is taken from, spread.
 fn mix(mut x: u64) -> u64 {
