@@ -181,7 +181,11 @@ impl Pools {
         from: DateTime<Utc>,
         to: DateTime<Utc>,
     ) -> Option<DateTime<Utc>> {
-        let key = (region.to_string(), on.zone.clone(), on.instance_type.clone());
+        let key = (
+            region.to_string(),
+            on.zone.clone(),
+            on.instance_type.clone(),
+        );
         let times = self.by_pool.get(&key)?;
         let first = times.partition_point(|t| *t < from || *t <= on.since);
         times.get(first).copied().filter(|t| *t < to)
@@ -208,7 +212,15 @@ impl Pools {
             true => None,
             // The job starts again from its last checkpoint once relaunched.
             false => self
-                .place(choice, rule, region, &on.instance_type, on.on_demand, reclaimed, at)
+                .place(
+                    choice,
+                    rule,
+                    region,
+                    &on.instance_type,
+                    on.on_demand,
+                    reclaimed,
+                    at,
+                )
                 .map(|(mut next, price)| {
                     next.since = at + RELAUNCH;
                     (next, price)

@@ -408,9 +408,18 @@ impl Report {
         };
         let mut out = format!(
             "\n{:<18} {:>13} {:>10} {:>10} {:>12} {:>12} {:>14}\n",
-            "spot placement", "interruptions", "lost_h", "lost_gpu_h", "lost_usd", "cost_usd", "cost+lost_usd"
+            "spot placement",
+            "interruptions",
+            "lost_h",
+            "lost_gpu_h",
+            "lost_usd",
+            "cost_usd",
+            "cost+lost_usd"
         );
-        for (name, t) in [("expected_cost", self.total.policies), ("cheapest_first", cheapest)] {
+        for (name, t) in [
+            ("expected_cost", self.total.policies),
+            ("cheapest_first", cheapest),
+        ] {
             let _ = writeln!(
                 out,
                 "{name:<18} {:>13} {:>10.2} {:>10.2} {:>12.2} {:>12.2} {:>14.2}",

@@ -33,7 +33,9 @@ fn history(zones: &ebb::cloud::sim::SpotZones, from: DateTime<Utc>, to: DateTime
                 continue;
             };
             for instance_type in zone.spot.keys() {
-                for t in ebb::cloud::sim::reclaims(region, &zone.zone, instance_type, every, from, to) {
+                for t in
+                    ebb::cloud::sim::reclaims(region, &zone.zone, instance_type, every, from, to)
+                {
                     rows.push((t, region.clone(), zone.zone.clone(), instance_type.clone()));
                 }
             }
@@ -103,9 +105,7 @@ fn replay(format: &str, extra: &[&str]) -> String {
 }
 
 fn f(v: &Value, key: &str) -> f64 {
-    v[key]
-        .as_f64()
-        .unwrap_or_else(|| panic!("{key} in {v:#}"))
+    v[key].as_f64().unwrap_or_else(|| panic!("{key} in {v:#}"))
 }
 
 #[test]
@@ -131,8 +131,7 @@ fn a_month_of_two_zone_training_loses_less_work_and_costs_no_more_by_expected_co
 
 #[test]
 fn without_an_interruption_history_nothing_is_reclaimed_and_no_placement_is_compared() {
-    let json: Value =
-        serde_json::from_str(&replay("json", &["--no-interruptions"])).unwrap();
+    let json: Value = serde_json::from_str(&replay("json", &["--no-interruptions"])).unwrap();
     let s = &json["scenarios"];
     assert_eq!(s["policies"]["interruptions"], 0, "{s:#}");
     assert!(s.get("cheapest_first").is_none(), "{s:#}");

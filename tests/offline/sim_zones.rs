@@ -59,7 +59,10 @@ async fn a_spot_replacement_is_reclaimed_at_its_zones_rate_with_ec2s_reason() {
         ])
     );
     let spec = sim.launch_spec(region, "i-0trainer1").await.unwrap();
-    assert_eq!(spec.zone, "eu-central-1a", "the file's instances are in the first zone");
+    assert_eq!(
+        spec.zone, "eu-central-1a",
+        "the file's instances are in the first zone"
+    );
     assert_eq!(
         spec.subnets_by_zone.keys().collect::<Vec<_>>(),
         ["eu-central-1a", "eu-central-1b"]
@@ -92,8 +95,22 @@ async fn a_spot_replacement_is_reclaimed_at_its_zones_rate_with_ec2s_reason() {
     // at the moment the reclaim function gives; eu-central-1b has not.
     let later = at(T0) + Duration::hours(7);
     tokio::time::advance(std::time::Duration::from_secs(7 * 3600)).await;
-    let first = reclaims(region, "eu-central-1a", &ty, Duration::hours(3), at(T0), later)[0];
-    let never = reclaims(region, "eu-central-1b", &ty, Duration::days(10), at(T0), later);
+    let first = reclaims(
+        region,
+        "eu-central-1a",
+        &ty,
+        Duration::hours(3),
+        at(T0),
+        later,
+    )[0];
+    let never = reclaims(
+        region,
+        "eu-central-1b",
+        &ty,
+        Duration::days(10),
+        at(T0),
+        later,
+    );
     assert!(never.is_empty(), "{never:?}");
     let ids = [busy.id.clone(), quiet.id.clone()];
     let found = sim.describe(region, &ids).await.unwrap();
@@ -103,7 +120,11 @@ async fn a_spot_replacement_is_reclaimed_at_its_zones_rate_with_ec2s_reason() {
     assert_eq!(reclaimed.state_reason.as_deref(), Some(SPOT_TERMINATION));
     let listed = sim.instances().await;
     let gone = listed.instances.iter().find(|i| i.id == busy.id).unwrap();
-    assert_eq!(gone.state_since.unwrap() , first + Duration::seconds(30), "terminated 30 s after the reclaim");
+    assert_eq!(
+        gone.state_since.unwrap(),
+        first + Duration::seconds(30),
+        "terminated 30 s after the reclaim"
+    );
     assert_eq!(found[1].state, InstanceState::Running, "{:?}", found[1]);
     assert!(!found[1].reclaimed());
 }

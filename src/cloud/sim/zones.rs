@@ -151,8 +151,8 @@ impl SimProvider {
     pub fn with_zones(mut self, zones: SpotZones) -> Self {
         for sim in &mut self.fleet().instances {
             sim.zone = default_zone(&sim.instance.region, &zones);
-            sim.reclaim_every = declared(&zones, &sim.instance.region, &sim.zone)
-                .and_then(|z| z.reclaim_every);
+            sim.reclaim_every =
+                declared(&zones, &sim.instance.region, &sim.zone).and_then(|z| z.reclaim_every);
         }
         self.zones = zones;
         self
@@ -228,16 +228,37 @@ mod tests {
     fn a_pool_is_reclaimed_once_a_period_at_the_same_moments_every_time() {
         let (from, to) = (at("2026-11-01T00:00:00Z"), at("2026-12-01T00:00:00Z"));
         let every = Duration::hours(3);
-        let a = reclaims("eu-central-1", "eu-central-1a", "p4d.24xlarge", every, from, to);
+        let a = reclaims(
+            "eu-central-1",
+            "eu-central-1a",
+            "p4d.24xlarge",
+            every,
+            from,
+            to,
+        );
         // 30 days of 3-hour periods: one reclaim in each.
         assert_eq!(a.len(), 240);
         assert!(a.windows(2).all(|w| w[0] < w[1] && w[1] - w[0] < every * 2));
         assert_eq!(
             a,
-            reclaims("eu-central-1", "eu-central-1a", "p4d.24xlarge", every, from, to)
+            reclaims(
+                "eu-central-1",
+                "eu-central-1a",
+                "p4d.24xlarge",
+                every,
+                from,
+                to
+            )
         );
         // Another pool is reclaimed at other moments.
-        let b = reclaims("eu-central-1", "eu-central-1b", "p4d.24xlarge", every, from, to);
+        let b = reclaims(
+            "eu-central-1",
+            "eu-central-1b",
+            "p4d.24xlarge",
+            every,
+            from,
+            to,
+        );
         assert_ne!(a, b);
         // The first after a moment is the first of the list after it.
         let after = a[10] + Duration::seconds(1);
@@ -253,7 +274,14 @@ mod tests {
             Some(a[11])
         );
         assert_eq!(
-            first_reclaim("eu-central-1", "eu-central-1a", "p4d.24xlarge", None, from, to),
+            first_reclaim(
+                "eu-central-1",
+                "eu-central-1a",
+                "p4d.24xlarge",
+                None,
+                from,
+                to
+            ),
             None
         );
     }
