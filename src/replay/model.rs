@@ -216,6 +216,7 @@ impl Modelled<'_> {
     }
 
     /// Carries out `d` on the modelled instance, and remembers what ebb would.
+    #[allow(clippy::too_many_arguments)]
     fn apply(
         &mut self,
         d: &Brief,

@@ -110,6 +110,7 @@ impl Pools {
     /// its spot $/hour: the ranking's best offer, away from the pools in `reclaimed` (this
     /// job's reclaims: type, zone, when) of the last [`AVOID_FOR`]; `None` when no offer is
     /// acceptable.
+    #[allow(clippy::too_many_arguments)]
     pub(super) fn place(
         &self,
         choice: Choice,
