@@ -10,11 +10,13 @@
 //! or on-demand once the reclaims of 24 hours reach `max_interruptions` (or no offer is left),
 //! as a migration does.
 
+use super::report::Scenarios;
 use crate::fleet::rank::{rank, Inputs, TypePrice, AVOID_FOR, INTERRUPTION_WINDOW, RELAUNCH};
 use crate::fleet::{PoolEventKind, PoolHistory};
 use crate::policy::SpotRule;
 use chrono::{DateTime, Duration, Utc};
 use std::collections::BTreeMap;
+use std::fmt::Write as _;
 
 /// How a replay places its spot moves.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -234,4 +236,38 @@ impl Pools {
             next,
         }
     }
+}
+
+/// With `--interruptions`: the spot moves placed by expected cost (the policies) against
+/// by price alone, with what their reclaims lost.
+pub(super) fn table(total: &Scenarios) -> String {
+    let Some(cheapest) = total.cheapest_first else {
+        return String::new();
+    };
+    let mut out = format!(
+        "\n{:<18} {:>13} {:>10} {:>10} {:>12} {:>12} {:>14}\n",
+        "spot placement",
+        "interruptions",
+        "lost_h",
+        "lost_gpu_h",
+        "lost_usd",
+        "cost_usd",
+        "cost+lost_usd"
+    );
+    for (name, t) in [
+        ("expected_cost", total.policies),
+        ("cheapest_first", cheapest),
+    ] {
+        let _ = writeln!(
+            out,
+            "{name:<18} {:>13} {:>10.2} {:>10.2} {:>12.2} {:>12.2} {:>14.2}",
+            t.interruptions,
+            t.lost_work_s as f64 / 3600.0,
+            t.lost_gpu_s as f64 / 3600.0,
+            t.lost_work_usd,
+            t.cost_usd,
+            t.cost_usd + t.lost_work_usd
+        );
+    }
+    out
 }

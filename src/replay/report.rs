@@ -380,7 +380,7 @@ impl Report {
         if let Some(net) = &self.net {
             let _ = writeln!(out, "\n{}", net.line());
         }
-        out.push_str(&self.pools_table());
+        out.push_str(&super::pools::table(&self.total));
         let _ = writeln!(
             out,
             "\n{:<32} {:>12} {:>12} {:>10} {:>8}",
@@ -395,40 +395,6 @@ impl Report {
                 s.savings(&s.policies),
                 s.policies.unserved_busy_s as f64 / 3600.0,
                 s.policies.wrongful_stops
-            );
-        }
-        out
-    }
-
-    /// With `--interruptions`: the spot moves placed by expected cost (the policies) against
-    /// by price alone, with what their reclaims lost.
-    fn pools_table(&self) -> String {
-        let Some(cheapest) = self.total.cheapest_first else {
-            return String::new();
-        };
-        let mut out = format!(
-            "\n{:<18} {:>13} {:>10} {:>10} {:>12} {:>12} {:>14}\n",
-            "spot placement",
-            "interruptions",
-            "lost_h",
-            "lost_gpu_h",
-            "lost_usd",
-            "cost_usd",
-            "cost+lost_usd"
-        );
-        for (name, t) in [
-            ("expected_cost", self.total.policies),
-            ("cheapest_first", cheapest),
-        ] {
-            let _ = writeln!(
-                out,
-                "{name:<18} {:>13} {:>10.2} {:>10.2} {:>12.2} {:>12.2} {:>14.2}",
-                t.interruptions,
-                t.lost_work_s as f64 / 3600.0,
-                t.lost_gpu_s as f64 / 3600.0,
-                t.lost_work_usd,
-                t.cost_usd,
-                t.cost_usd + t.lost_work_usd
             );
         }
         out
