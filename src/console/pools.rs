@@ -20,7 +20,7 @@ fn cells(c: &Counts) -> Markup {
 pub(super) async fn page(State(state): State<ApiState>) -> PageResult {
     let now = state.clock.now();
     let mut pools = state.store.pool_history(now).await?.summaries(now);
-    pools.sort_by(|a, b| b.last_reclaim.cmp(&a.last_reclaim));
+    pools.sort_by_key(|p| std::cmp::Reverse(p.last_reclaim));
     let body = html! {
         @if pools.is_empty() {
             p { "No spot interruption, rebalance recommendation or capacity error in the last 30 days." }

@@ -1237,7 +1237,7 @@ async fn a_rebalance_recommendation_from_the_queue_is_kept_in_its_pools_history(
     // Not a warning: the migration does not relaunch for it.
     assert!(s
         .store
-        .spot_warnings(&[current.clone()])
+        .spot_warnings(std::slice::from_ref(&current))
         .await
         .unwrap()
         .is_empty());
