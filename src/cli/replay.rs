@@ -208,7 +208,7 @@ pub(super) async fn run(args: &ReplayArgs) -> Result<ExitCode> {
     print!(
         "{}",
         match args.format {
-            ReplayFormat::Table => report.table(),
+            ReplayFormat::Table => report.table() + &crate::replay::pools_table(&report.total),
             ReplayFormat::Json => report.json(),
             ReplayFormat::Markdown => report.markdown(),
         }

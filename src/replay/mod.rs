@@ -18,7 +18,7 @@ mod pools;
 mod report;
 
 pub use model::Played;
-pub use pools::{Choice, Pools};
+pub use pools::{table as pools_table, Choice, Pools};
 pub use report::{InstanceOutcome, OnDemandUse, Report, Scenarios, Tally};
 
 use crate::engine::{self, Prior, RECENT};

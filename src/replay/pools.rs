@@ -240,7 +240,7 @@ impl Pools {
 
 /// With `--interruptions`: the spot moves placed by expected cost (the policies) against
 /// by price alone, with what their reclaims lost.
-pub(super) fn table(total: &Scenarios) -> String {
+pub fn table(total: &Scenarios) -> String {
     let Some(cheapest) = total.cheapest_first else {
         return String::new();
     };

@@ -380,7 +380,6 @@ impl Report {
         if let Some(net) = &self.net {
             let _ = writeln!(out, "\n{}", net.line());
         }
-        out.push_str(&super::pools::table(&self.total));
         let _ = writeln!(
             out,
             "\n{:<32} {:>12} {:>12} {:>10} {:>8}",
