@@ -50,7 +50,10 @@ async fn a_spot_replacement_is_reclaimed_at_its_zones_rate_with_ec2s_reason() {
     let ty = "p4d.24xlarge".to_string();
 
     // Both zones are offered, at their own prices, with a subnet each.
-    let prices = sim.prices(region, &[ty.clone()], at(T0)).await.unwrap();
+    let prices = sim
+        .prices(region, std::slice::from_ref(&ty), at(T0))
+        .await
+        .unwrap();
     assert_eq!(
         prices[0].spot_by_zone,
         BTreeMap::from([
