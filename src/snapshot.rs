@@ -5,7 +5,7 @@
 //! It sits above [`crate::fleet`], [`crate::engine`] and [`crate::cloud::sim`] so that none of
 //! them needs to know the file format.
 
-use crate::cloud::sim::Behaviour;
+use crate::cloud::sim::{Behaviour, SpotZones};
 use crate::engine::{GroupMemory, InstanceFacts, Override, Prior};
 use crate::fleet::money::{Attached, Volume};
 use crate::fleet::owner::ASG_TAG;
@@ -31,6 +31,10 @@ struct Snapshot {
     /// The simulated fleet's Auto Scaling groups; other readers ignore them.
     #[serde(default)]
     groups: Vec<SnapshotGroup>,
+    /// The spot zones of each region, with their spot prices and reclaim rates: the simulated
+    /// fleet's, and the pools `ebb replay --interruptions` prices spot moves in.
+    #[serde(default)]
+    spot_zones: SpotZones,
 }
 
 /// An Auto Scaling group of the simulated fleet: its members are the snapshot's instances
@@ -254,15 +258,21 @@ pub enum SnapshotError {
 
 /// Reads a snapshot: JSON when the file ends in `.json` (fast for large fleets), YAML otherwise.
 pub fn load_snapshot(path: &Path) -> Result<(Fleet, Prior), SnapshotError> {
-    let (fleet, prior, _, _) = read_snapshot(path)?;
+    let (fleet, prior, _, _, _) = read_snapshot(path)?;
     Ok((fleet, prior))
+}
+
+/// Reads a snapshot with its spot zones (`spot_zones:`), for `ebb replay --interruptions`.
+pub fn load_snapshot_zones(path: &Path) -> Result<(Fleet, Prior, SpotZones), SnapshotError> {
+    let (fleet, prior, _, _, zones) = read_snapshot(path)?;
+    Ok((fleet, prior, zones))
 }
 
 /// Reads a snapshot with its Auto Scaling groups (`groups:`).
 pub fn load_snapshot_groups(
     path: &Path,
 ) -> Result<(Fleet, Prior, Vec<GroupSnapshot>), SnapshotError> {
-    let (fleet, prior, _, groups) = read_snapshot(path)?;
+    let (fleet, prior, _, groups, _) = read_snapshot(path)?;
     Ok((fleet, prior, groups))
 }
 
@@ -283,20 +293,29 @@ pub struct Simulation {
     /// Its Auto Scaling groups (`groups:`); the simulator finds their members by tag as they
     /// change.
     pub groups: Vec<ScalingGroup>,
+    /// Its spot zones (`spot_zones:`).
+    pub zones: SpotZones,
 }
 
 /// Reads a snapshot as the seed of the simulated provider: [`load_simulation`] and the groups.
 pub fn load_simulated(path: &Path) -> Result<Simulation, SnapshotError> {
-    let (fleet, _, behaviours, groups) = read_snapshot(path)?;
+    let (fleet, _, behaviours, groups, zones) = read_snapshot(path)?;
     Ok(Simulation {
         fleet,
         behaviours,
         groups: groups.into_iter().map(|g| g.group).collect(),
+        zones,
     })
 }
 
-/// A snapshot's fleet, prior facts, behaviours and groups.
-type Read = (Fleet, Prior, HashMap<String, Behaviour>, Vec<GroupSnapshot>);
+/// A snapshot's fleet, prior facts, behaviours, groups and spot zones.
+type Read = (
+    Fleet,
+    Prior,
+    HashMap<String, Behaviour>,
+    Vec<GroupSnapshot>,
+    SpotZones,
+);
 
 fn read_snapshot(path: &Path) -> Result<Read, SnapshotError> {
     let text = std::fs::read_to_string(path).map_err(|source| SnapshotError::Read {
@@ -423,6 +442,7 @@ impl Snapshot {
             ),
             behaviours,
             groups,
+            self.spot_zones,
         )
     }
 }

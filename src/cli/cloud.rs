@@ -158,6 +158,7 @@ impl CloudArgs {
                 let pacer = Arc::new(Pacer::new(self.ec2_rate_limits.clone(), &clock));
                 let sim = SimProvider::new(seed.fleet, seed.behaviours, clock)
                     .with_groups(seed.groups)
+                    .with_zones(seed.zones)
                     .metered(self.ec2_rate_limits)
                     .paced_by(pacer);
                 let cloud = Connected {

@@ -13,6 +13,7 @@ mod cloud;
 mod commands;
 mod db;
 mod gpu_source;
+mod interruptions;
 mod replay;
 mod replay_store;
 mod report;

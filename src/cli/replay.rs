@@ -4,13 +4,16 @@
 //! the workers share nothing), and the report it prints.
 
 use super::args::{DbArgs, PolicyDirs, PricesArg};
+use super::interruptions::read_pools;
 use super::replay_store;
 use super::utilisation::read_utilisation;
 use crate::engine::Prior;
 use crate::fleet::money::PriceTable;
 use crate::fleet::{Fleet, Instance, GPU_BUSY_PERCENT};
 use crate::policy::PolicySet;
-use crate::replay::{InstanceOutcome, OnDemandUse, Options, Recording, Replayer, Report, CHUNK};
+use crate::replay::{
+    InstanceOutcome, OnDemandUse, Options, Pools, Recording, Replayer, Report, CHUNK,
+};
 use crate::report::money::HourlyUse;
 use crate::store::Store;
 use crate::{policy, snapshot, when};
@@ -56,6 +59,15 @@ pub(super) struct ReplayArgs {
     /// A sample at or above this percent is demand.
     #[arg(long, value_name = "PERCENT", default_value_t = GPU_BUSY_PERCENT, value_parser = parse_percent)]
     busy_threshold: f64,
+    /// Spot interruptions as CSV (time,region,zone,instance_type): spot moves are placed in
+    /// the pools by expected cost and reclaimed at these times, beside a cheapest_first
+    /// scenario that places them by price alone.
+    #[arg(long, value_name = "FILE")]
+    interruptions: Option<PathBuf>,
+    /// With --interruptions, how often the jobs checkpoint (the work a reclaim loses is the
+    /// time since the last one); default: each policy's spot.checkpoint_max_age.
+    #[arg(long, value_name = "DURATION", requires = "interruptions", value_parser = parse_tick)]
+    checkpoint_every: Option<chrono::Duration>,
     /// Output format.
     #[arg(long, value_enum, default_value_t = ReplayFormat::Table)]
     format: ReplayFormat,
@@ -129,11 +141,13 @@ pub(super) async fn run(args: &ReplayArgs) -> Result<ExitCode> {
                 .context("--baseline-policies are not valid (run ebb validate on them)")?,
         ),
     };
+    let mut zones = Default::default();
     let (source, (mut fleet, prior)) = match (&args.fleet, &args.utilisation) {
-        (Some(fleet), Some(utilisation)) => (
-            Source::Files { fleet, utilisation },
-            snapshot::load_snapshot(fleet)?,
-        ),
+        (Some(fleet), Some(utilisation)) => (Source::Files { fleet, utilisation }, {
+            let (read, prior, spot_zones) = snapshot::load_snapshot_zones(fleet)?;
+            zones = spot_zones;
+            (read, prior)
+        }),
         _ => {
             let store = args
                 .db
@@ -148,6 +162,15 @@ pub(super) async fn run(args: &ReplayArgs) -> Result<ExitCode> {
         }
     };
     let table = add_prices(&args.prices, &mut fleet)?;
+    let pools = match &args.interruptions {
+        Some(path) => Some(read_pools(
+            path,
+            &fleet.prices,
+            &zones,
+            args.checkpoint_every,
+        )?),
+        None => None,
+    };
     let options = Options {
         from: args.from,
         to: args.to,
@@ -174,6 +197,7 @@ pub(super) async fn run(args: &ReplayArgs) -> Result<ExitCode> {
             baseline.as_ref(),
             &fleet,
             &prior,
+            pools.as_ref(),
             feed,
         )
     })?;
@@ -184,7 +208,7 @@ pub(super) async fn run(args: &ReplayArgs) -> Result<ExitCode> {
     print!(
         "{}",
         match args.format {
-            ReplayFormat::Table => report.table(),
+            ReplayFormat::Table => report.table() + &crate::replay::pools_table(&report.total),
             ReplayFormat::Json => report.json(),
             ReplayFormat::Markdown => report.markdown(),
         }
@@ -210,6 +234,7 @@ pub(super) fn add_prices(prices: &PricesArg, fleet: &mut Fleet) -> Result<Option
 }
 
 /// Replays the recording on one worker per core while it is read.
+#[allow(clippy::too_many_arguments)]
 fn replay_all(
     source: &str,
     options: Options,
@@ -217,11 +242,15 @@ fn replay_all(
     baseline: Option<&PolicySet>,
     fleet: &Fleet,
     prior: &Prior,
+    pools: Option<&Pools>,
     feed: impl FnOnce(&SyncSender<Vec<Recording>>) -> Result<()>,
 ) -> Result<Report> {
     let workers = std::thread::available_parallelism().map_or(1, |n| n.get());
     let replay = |chunks: &Mutex<Receiver<Vec<Recording>>>| -> Result<Replayed> {
         let mut replayer = Replayer::new(options, set, baseline, &fleet.prices, prior);
+        if let Some(pools) = pools {
+            replayer = replayer.with_pools(pools);
+        }
         let mut outcomes = Vec::new();
         // Summed as the chunks go: an instance's hours by hour are not kept.
         let mut on_demand = OnDemandUse {

@@ -72,23 +72,8 @@ pub struct ScopeFailure {
     pub error: CloudError,
 }
 
-/// The price of one instance type in one region.
-#[derive(Debug, Clone, PartialEq)]
-pub struct TypePrice {
-    /// The instance type.
-    pub instance_type: String,
-    /// On-demand $/hour, from the price table, when it lists the type.
-    pub on_demand: Option<f64>,
-    /// The current spot $/hour in each availability zone that sells it.
-    pub spot_by_zone: BTreeMap<String, f64>,
-}
-
-impl TypePrice {
-    /// The cheapest spot price over the zones.
-    pub fn cheapest_spot(&self) -> Option<f64> {
-        self.spot_by_zone.values().copied().reduce(f64::min)
-    }
-}
+// The price data belong to the pure core, which the spot ranking and the replay share.
+pub use crate::fleet::TypePrice;
 
 /// How [`Provider::stop`] stops instances.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

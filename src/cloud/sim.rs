@@ -14,9 +14,11 @@ mod reservations;
 mod scaling;
 mod spot;
 mod workload;
+mod zones;
 
 pub use behaviour::{Behaviour, Run, Usage};
 pub use workload::{write_utilisation, write_utilisation_in, RowOrder};
+pub use zones::{reclaims, SpotZone, SpotZones};
 
 use super::pacing::{Key, Pacer, RateLimits};
 use super::{
@@ -63,12 +65,19 @@ struct Simulated {
     reason: Option<&'static str>,
     /// The capacity reservation it starts into, when one is targeted.
     reservation: Option<String>,
+    /// Its availability zone.
+    zone: String,
+    /// How often its zone reclaims spot capacity (`spot_zones:`): a spot instance is reclaimed.
+    reclaim_every: Option<Duration>,
 }
 
 impl Simulated {
     /// Completes a state change that is due at `now`, and starts the instance if its owner
     /// arrives.
     fn advance(&mut self, now: DateTime<Utc>) {
+        if let Some(at) = self.reclaim_due(now) {
+            self.reclaimed(at);
+        }
         if let Some(today) = self.behaviour.owner_arrives(now, self.owner_came) {
             self.owner_came = Some(today);
             if self.instance.state == InstanceState::Stopped {
@@ -127,6 +136,8 @@ impl Simulated {
 pub struct SimProvider {
     clock: Clock,
     prices: Prices,
+    /// The spot zones of each region (`spot_zones:`).
+    zones: SpotZones,
     fleet: Mutex<SimFleet>,
     /// Its Auto Scaling groups.
     groups: Mutex<Vec<ScalingGroup>>,
@@ -173,6 +184,8 @@ impl SimProvider {
                     owner_came,
                     reason: None,
                     reservation: None,
+                    zone: zones::default_zone(&instance.region, &SpotZones::new()),
+                    reclaim_every: None,
                     instance,
                 }
             })
@@ -185,6 +198,7 @@ impl SimProvider {
         SimProvider {
             clock,
             prices: fleet.prices,
+            zones: SpotZones::new(),
             fleet: Mutex::new(SimFleet {
                 instances,
                 by_id,
@@ -334,10 +348,7 @@ impl Provider for SimProvider {
                 TypePrice {
                     instance_type: t.clone(),
                     on_demand: price.on_demand,
-                    spot_by_zone: price
-                        .spot
-                        .map(|s| BTreeMap::from([(format!("{region}a"), s)]))
-                        .unwrap_or_default(),
+                    spot_by_zone: self.spot_by_zone(region, t, price.spot),
                 }
             })
             .collect())

@@ -8,12 +8,14 @@ pub mod group;
 pub mod money;
 pub mod owner;
 pub mod pools;
+pub mod rank;
 
 pub use billing::{Billing, Charge, Cloud, StopSaving, StoppedMode};
 pub use catalogue::{Catalogue, TypeFacts};
 pub use group::{Capacity, GroupMember, NodeGroup, ScalingGroup};
 pub use owner::{Owner, OwnerKind};
 pub use pools::{Pool, PoolEvent, PoolEventKind, PoolHistory, PoolSummary};
+pub use rank::TypePrice;
 
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};

@@ -14,9 +14,11 @@
 
 mod groups;
 mod model;
+mod pools;
 mod report;
 
 pub use model::Played;
+pub use pools::{table as pools_table, Choice, Pools};
 pub use report::{InstanceOutcome, Net, OnDemandUse, Report, Scenarios, Tally};
 
 use crate::engine::{self, Prior, RECENT};
@@ -146,6 +148,9 @@ pub struct Replayer<'a> {
     baseline: Option<Scenario<'a>>,
     /// The policies with `late_start: enforce`, when some of them keep late starts.
     late_start_enforce: Option<Scenario<'a>>,
+    /// The spot pools, when modelled: the policies place by expected cost, and this scenario
+    /// replays them placing by price alone.
+    pools: Option<(&'a Pools, Scenario<'a>)>,
 }
 
 /// `set` with `late_start: enforce` in every policy, when some policy keeps people's starts
@@ -190,7 +195,19 @@ impl<'a> Replayer<'a> {
                 set: Cow::Owned(set),
                 prior: prior.clone(),
             }),
+            pools: None,
         }
+    }
+
+    /// The replay with spot moves placed in `pools` and reclaimed as their history says: the
+    /// policies by expected cost, and a `cheapest_first` scenario by price alone.
+    pub fn with_pools(mut self, pools: &'a Pools) -> Self {
+        let cheapest_first = Scenario {
+            set: self.policies.set.clone(),
+            prior: self.policies.prior.clone(),
+        };
+        self.pools = Some((pools, cheapest_first));
+        self
     }
 
     /// Replays `chunk` in every scenario: one outcome per instance, in chunk order.
@@ -205,7 +222,8 @@ impl<'a> Replayer<'a> {
             .map(|r| busy_spans(&r.samples, o.busy_threshold))
             .collect();
         let chunk_refs: Vec<&Recording> = chunk.iter().collect();
-        let run = |s: &mut Scenario| -> Vec<Played> {
+        let pools = self.pools.as_ref().map(|(p, _)| *p);
+        let run_placing = |s: &mut Scenario, choice: Choice| -> Vec<Played> {
             model::run(
                 &s.set,
                 &mut s.prior,
@@ -215,8 +233,10 @@ impl<'a> Replayer<'a> {
                 &o,
                 self.prices,
                 false,
+                pools.map(|p| (p, choice)),
             )
         };
+        let run = |s: &mut Scenario| run_placing(s, Choice::ExpectedCost);
         let tallies = |run: Vec<Played>| run.into_iter().map(|p| p.tally).collect();
         let (policies, mut on_demand): (Vec<Tally>, Vec<HourlyUse>) = run(&mut self.policies)
             .into_iter()
@@ -225,6 +245,11 @@ impl<'a> Replayer<'a> {
         let baseline: Option<Vec<Tally>> = self.baseline.as_mut().map(run).map(tallies);
         let late_start_enforce: Option<Vec<Tally>> =
             self.late_start_enforce.as_mut().map(run).map(tallies);
+        let cheapest_first: Option<Vec<Tally>> = self
+            .pools
+            .as_mut()
+            .map(|(_, s)| run_placing(s, Choice::CheapestFirst))
+            .map(tallies);
         Ok(chunk
             .iter()
             .enumerate()
@@ -258,6 +283,7 @@ impl<'a> Replayer<'a> {
                         policies: policies[i],
                         baseline: baseline.as_ref().map(|b| b[i]),
                         late_start_enforce: late_start_enforce.as_ref().map(|e| e[i]),
+                        cheapest_first: cheapest_first.as_ref().map(|c| c[i]),
                         always_on,
                         oracle,
                     },
@@ -319,6 +345,7 @@ impl<'a> PolicyRun<'a> {
             &o,
             self.prices,
             true,
+            None,
         ))
     }
 }

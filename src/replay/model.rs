@@ -5,6 +5,7 @@
 //! decisions (`super::groups`), and no person starts one alone.
 
 use super::groups::{Groups, Move};
+use super::pools::{Choice, OnSpot, Pools};
 use super::{demand_soon, settled, BusyCursor, Options, Recording, Span, Tally};
 use crate::engine::{self, Action, Brief, Decider, InstanceFacts, Prior, RECENT};
 use crate::fleet::{Fleet, Instance, InstanceState, Lifecycle, Prices, Sample};
@@ -41,6 +42,10 @@ struct Modelled<'r> {
     /// Hours running on demand, hour by hour from the hour of the replay's start: what
     /// commitments apply to.
     on_demand: HourlyUse,
+    /// Its spot replacement's pool, when the replay models pools.
+    on_spot: Option<OnSpot>,
+    /// The reclaims of its replacements: type, zone, when.
+    reclaimed: Vec<(String, String, DateTime<Utc>)>,
 }
 
 /// What one scenario did to one instance: its measures, its hours running on demand, and when
@@ -57,7 +62,8 @@ pub struct Played {
 
 /// Replays `chunk` under `set`: one outcome per instance, with its hours running on demand and
 /// when it ran if `keep_running`. `prior` holds what ebb remembers and is updated with the
-/// facts the modelled actions leave.
+/// facts the modelled actions leave. With `pools`, spot moves go into pools chosen so, and
+/// are reclaimed as their history says.
 #[allow(clippy::too_many_arguments)]
 pub(super) fn run(
     set: &PolicySet,
@@ -68,6 +74,7 @@ pub(super) fn run(
     o: &Options,
     prices: &Prices,
     keep_running: bool,
+    pools: Option<(&Pools, Choice)>,
 ) -> Vec<Played> {
     // The engine needs no sample older than the longest idle window (a late start's too), and
     // the busy check's last RECENT.
@@ -105,6 +112,8 @@ pub(super) fn run(
             tally: Tally::default(),
             running: keep_running.then(Vec::new),
             on_demand: HourlyUse::starting(o.from),
+            on_spot: None,
+            reclaimed: Vec::new(),
         })
         .collect();
     let mut groups = Groups::of(&fleet.instances);
@@ -128,7 +137,10 @@ pub(super) fn run(
         {
             // A person's start happened at this tick; ebb sees the instance next tick.
             if !person_started[i] {
-                m.apply(d, view, t, set, prices, prior);
+                m.apply(d, view, t, set, prices, prior, pools);
+            }
+            if let Some(pools) = pools {
+                m.reclaims(view, t, end, set, pools);
             }
             if let Some(to) = moves[i] {
                 m.scaled(view, t, to);
@@ -204,6 +216,7 @@ impl Modelled<'_> {
     }
 
     /// Carries out `d` on the modelled instance, and remembers what ebb would.
+    #[allow(clippy::too_many_arguments)]
     fn apply(
         &mut self,
         d: &Brief,
@@ -212,6 +225,7 @@ impl Modelled<'_> {
         set: &PolicySet,
         prices: &Prices,
         prior: &mut Prior,
+        pools: Option<(&Pools, Choice)>,
     ) {
         let running = view.state == InstanceState::Running;
         let before = self.facts;
@@ -245,7 +259,21 @@ impl Modelled<'_> {
                 self.facts.notified_at = None;
             }
             Action::MigrateToSpot if running => {
-                if let Some(spot) = spot_rate(set, prices, view) {
+                if let Some((pools, choice)) = pools {
+                    let placed = engine::governing_policy(set, view)
+                        .and_then(|p| p.spot.as_ref())
+                        .and_then(|rule| {
+                            let region = &view.region;
+                            let (ty, reclaimed) = (&view.instance_type, &self.reclaimed);
+                            pools.place(choice, rule, region, ty, self.rate, reclaimed, t)
+                        });
+                    // No acceptable offer: the migration rolls back, the instance stays.
+                    let Some((on_spot, price)) = placed else {
+                        return;
+                    };
+                    self.on_spot = Some(on_spot);
+                    self.rate = price;
+                } else if let Some(spot) = spot_rate(set, prices, view) {
                     self.rate = spot;
                 }
                 view.lifecycle = Lifecycle::Spot;
@@ -255,6 +283,43 @@ impl Modelled<'_> {
         }
         if self.facts != before {
             prior.set_facts(&view.id, self.facts);
+        }
+    }
+
+    /// Reclaims its spot replacement at each interruption of its pool within `[t, end)`: the
+    /// work lost is counted, and the job goes on where the ranking says (on-demand at the
+    /// on-demand rate once no spot is left to it).
+    fn reclaims(
+        &mut self,
+        view: &Instance,
+        t: DateTime<Utc>,
+        end: DateTime<Utc>,
+        set: &PolicySet,
+        (pools, choice): (&Pools, Choice),
+    ) {
+        let Some(rule) = engine::governing_policy(set, view).and_then(|p| p.spot.as_ref()) else {
+            return;
+        };
+        while let Some(on) = self.on_spot.take() {
+            let Some(at) = pools.next_reclaim(&view.region, &on, t, end) else {
+                self.on_spot = Some(on);
+                return;
+            };
+            self.reclaimed
+                .push((on.instance_type.clone(), on.zone.clone(), at));
+            let r = pools.reclaim(choice, rule, &view.region, &on, at, &self.reclaimed);
+            let lost = r.lost.num_seconds();
+            self.tally.interruptions += 1;
+            self.tally.lost_work_s += lost;
+            self.tally.lost_gpu_s += lost * i64::from(r.gpus);
+            self.tally.lost_work_usd += r.on_demand * lost as f64 / 3600.0;
+            match r.next {
+                Some((next, price)) => {
+                    self.rate = price;
+                    self.on_spot = Some(next);
+                }
+                None => self.rate = r.on_demand,
+            }
         }
     }
 

@@ -29,6 +29,14 @@ pub struct Tally {
     pub starts: u64,
     /// Stops followed by demand within 30 minutes.
     pub wrongful_stops: u64,
+    /// Spot replacements reclaimed (`--interruptions`).
+    pub interruptions: u64,
+    /// Seconds of work the reclaims lost: since the last checkpoint, and a relaunch.
+    pub lost_work_s: i64,
+    /// The same in GPU-seconds (times the GPUs of the reclaimed type).
+    pub lost_gpu_s: i64,
+    /// The lost work at the on-demand rate, in dollars.
+    pub lost_work_usd: f64,
 }
 
 impl AddAssign for Tally {
@@ -40,6 +48,10 @@ impl AddAssign for Tally {
         self.stops += o.stops;
         self.starts += o.starts;
         self.wrongful_stops += o.wrongful_stops;
+        self.interruptions += o.interruptions;
+        self.lost_work_s += o.lost_work_s;
+        self.lost_gpu_s += o.lost_gpu_s;
+        self.lost_work_usd += o.lost_work_usd;
     }
 }
 
@@ -63,6 +75,10 @@ impl Tally {
             "starts": self.starts,
             "unserved_busy_hours": hours(self.unserved_busy_s),
             "wrongful_stops": self.wrongful_stops,
+            "interruptions": self.interruptions,
+            "lost_work_hours": hours(self.lost_work_s),
+            "lost_gpu_hours": hours(self.lost_gpu_s),
+            "lost_work_usd": round(self.lost_work_usd, 4),
         }) else {
             unreachable!("json! of an object is an object")
         };
@@ -80,6 +96,9 @@ pub struct Scenarios {
     /// Under the policies given with `late_start: enforce` in each: what keeping people's late
     /// starts costs and serves. Only when some policy keeps them.
     pub late_start_enforce: Option<Tally>,
+    /// With `--interruptions`, the policies with each spot move placed by price alone (the
+    /// policies place by expected cost).
+    pub cheapest_first: Option<Tally>,
     /// Every instance running the whole period.
     pub always_on: Tally,
     /// Each instance running exactly while busy.
@@ -96,6 +115,9 @@ impl AddAssign for Scenarios {
         }
         if let Some(e) = o.late_start_enforce {
             *self.late_start_enforce.get_or_insert_with(Tally::default) += e;
+        }
+        if let Some(c) = o.cheapest_first {
+            *self.cheapest_first.get_or_insert_with(Tally::default) += c;
         }
     }
 }
@@ -136,6 +158,9 @@ impl Scenarios {
         }
         if let Some(e) = &self.late_start_enforce {
             map.insert("late_start_enforce".into(), self.policy_json(e));
+        }
+        if let Some(c) = &self.cheapest_first {
+            map.insert("cheapest_first".into(), self.policy_json(c));
         }
         Value::Object(map)
     }
@@ -456,6 +481,7 @@ mod tests {
                 policies,
                 baseline: None,
                 late_start_enforce: None,
+                cheapest_first: None,
                 always_on: tally(10, 10.0),
                 oracle: tally(2, 2.0),
             },

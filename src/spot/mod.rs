@@ -13,7 +13,9 @@
 pub mod drive;
 pub mod early;
 pub mod orphans;
-pub mod rank;
+// The ranking is pure data work, shared with `ebb replay`: it lives in the pure core.
+pub use crate::fleet::rank;
+pub use crate::fleet::rank::{Target, AVOID_FOR, INTERRUPTION_WINDOW};
 
 use crate::cloud::{Image, ImageState, InstanceStatus, Market};
 use crate::engine::{governing_policy, Override};
@@ -27,10 +29,6 @@ use std::collections::BTreeMap;
 // The persisted types of a migration belong to the store, which must not import this module.
 pub use crate::store::spot::{Interruption, State, Step};
 
-/// A type and zone that reclaimed a replacement is not used again for this long.
-pub const AVOID_FOR: Duration = Duration::hours(3);
-/// The window `max_interruptions` counts in.
-pub const INTERRUPTION_WINDOW: Duration = Duration::hours(24);
 /// After a migration was rolled back or failed, the instance is not planned again for this long.
 pub const RETRY_AFTER: Duration = Duration::hours(6);
 /// The original must have stopped within this long, or the migration rolls back.
@@ -214,21 +212,6 @@ pub const RETRY_MAX: Duration = Duration::hours(1);
 pub fn retry_wait(failures: i32) -> Duration {
     let doublings = failures.clamp(1, 12) - 1;
     (RETRY_FIRST * 2i32.pow(doublings as u32)).min(RETRY_MAX)
-}
-
-/// Where a replacement goes.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Target {
-    /// The instance type.
-    pub instance_type: String,
-    /// The zone.
-    pub zone: String,
-    /// The subnet in that zone.
-    pub subnet: String,
-    /// Its spot $/hour now.
-    pub price: f64,
-    /// Why it was chosen: the ranking ([`rank::Ranking::reason`]).
-    pub why: String,
 }
 
 /// The types and zones reclaimed within [`AVOID_FOR`] before `now`.

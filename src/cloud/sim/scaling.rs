@@ -107,6 +107,9 @@ fn launch_copy(template: &Simulated, name: &str, n: usize, now: DateTime<Utc>) -
         owner_came: None,
         reason: None,
         reservation: None,
+        // On-demand, in its template's zone: never reclaimed.
+        zone: template.zone.clone(),
+        reclaim_every: None,
         instance: Instance {
             id,
             region: template.instance.region.clone(),

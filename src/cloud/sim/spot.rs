@@ -12,6 +12,8 @@ use chrono::{DateTime, Duration, Utc};
 
 /// How long an image takes to become available.
 const IMAGE_TAKES: Duration = Duration::minutes(5);
+/// The simulated subnets are named after their zone: `subnet-sim-{zone}`.
+pub(super) const SUBNET_PREFIX: &str = "subnet-sim-";
 /// How long a termination takes.
 pub(super) const TERMINATE_TAKES: Duration = Duration::seconds(30);
 
@@ -24,17 +26,13 @@ pub(super) struct SimImage {
     ready_at: DateTime<Utc>,
 }
 
-fn zone(region: &str) -> String {
-    format!("{region}a")
-}
-
 fn status(sim: &Simulated) -> InstanceStatus {
     InstanceStatus {
         id: sim.instance.id.clone(),
         state: sim.instance.state,
         lifecycle: sim.instance.lifecycle,
         instance_type: sim.instance.instance_type.clone(),
-        zone: zone(&sim.instance.region),
+        zone: sim.zone.clone(),
         state_reason: sim.reason.map(str::to_string),
         image: None,
     }
@@ -55,11 +53,15 @@ impl SimProvider {
                     format!("The instance ID '{id}' does not exist"),
                 )
             })?;
-        let zone = zone(region);
-        let subnet = format!("subnet-sim-{zone}");
+        let zone = sim.zone.clone();
+        let subnet = format!("{SUBNET_PREFIX}{zone}");
         Ok(LaunchSpec {
             instance_type: sim.instance.instance_type.clone(),
-            subnets_by_zone: [(zone.clone(), subnet.clone())].into(),
+            subnets_by_zone: self
+                .zones_of(region, &zone)
+                .into_iter()
+                .map(|z| (z.clone(), format!("{SUBNET_PREFIX}{z}")))
+                .collect(),
             zone,
             subnet,
             security_groups: vec!["sg-sim".to_string()],
@@ -187,6 +189,7 @@ impl SimProvider {
         let behaviour = original.map(|s| s.behaviour.clone()).unwrap_or_default();
         let gpus = original.and_then(|s| s.instance.gpus.clone());
         let id = format!("i-{:017x}", seed(&launch.client_token) >> 4);
+        let (zone, every) = self.launch_zone(region, &launch.subnet, &launch.spec.subnets_by_zone);
         let mut tags = launch.spec.tags.clone();
         tags.extend(launch.tags.clone());
         let mut sim = Simulated {
@@ -199,6 +202,8 @@ impl SimProvider {
             owner_came: None,
             reason: None,
             reservation: None,
+            zone,
+            reclaim_every: every.filter(|_| launch.market == Market::Spot),
             instance: Instance {
                 id: id.clone(),
                 region: region.to_string(),

@@ -21,11 +21,47 @@
 //! last checkpoint plus a relaunch ([`RELAUNCH`]). Without any history every pool has the same
 //! chance, and the ranking is by price, as before.
 
-use super::Target;
-use crate::cloud::TypePrice;
-use crate::fleet::{PoolEventKind, PoolHistory};
+use super::pools::{PoolEventKind, PoolHistory};
 use chrono::{DateTime, Duration, Utc};
 use std::collections::BTreeMap;
+
+/// A type and zone that reclaimed a replacement is not used again for this long.
+pub const AVOID_FOR: Duration = Duration::hours(3);
+/// The window `max_interruptions` counts in.
+pub const INTERRUPTION_WINDOW: Duration = Duration::hours(24);
+
+/// The price of one instance type in one region.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TypePrice {
+    /// The instance type.
+    pub instance_type: String,
+    /// On-demand $/hour, from the price table, when it lists the type.
+    pub on_demand: Option<f64>,
+    /// The current spot $/hour in each availability zone that sells it.
+    pub spot_by_zone: BTreeMap<String, f64>,
+}
+
+impl TypePrice {
+    /// The cheapest spot price over the zones.
+    pub fn cheapest_spot(&self) -> Option<f64> {
+        self.spot_by_zone.values().copied().reduce(f64::min)
+    }
+}
+
+/// Where a replacement goes.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Target {
+    /// The instance type.
+    pub instance_type: String,
+    /// The zone.
+    pub zone: String,
+    /// The subnet in that zone.
+    pub subnet: String,
+    /// Its spot $/hour now.
+    pub price: f64,
+    /// Why it was chosen: the ranking ([`Ranking::reason`]).
+    pub why: String,
+}
 
 /// Interruptions per pool-hour assumed before ebb has seen any: one a hundred hours, a
 /// cautious figure for GPU spot capacity.
@@ -58,7 +94,7 @@ pub struct Inputs<'a> {
     pub since_checkpoint: Duration,
     /// What ebb saw in the pools (ebb's own account's count: account empty).
     pub history: &'a PoolHistory,
-    /// The types and zones this migration was reclaimed from within `spot::AVOID_FOR`.
+    /// The types and zones this migration was reclaimed from within [`AVOID_FOR`].
     pub avoid: &'a [(String, String)],
     /// A pool interrupted this recently is skipped (`spot.avoid_reclaimed_for`).
     pub avoid_reclaimed_for: Duration,
@@ -235,7 +271,7 @@ pub fn rank(inputs: &Inputs) -> Ranking {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::fleet::{Pool, PoolEvent};
+    use crate::fleet::pools::{Pool, PoolEvent};
 
     fn at(s: &str) -> DateTime<Utc> {
         s.parse().unwrap()
