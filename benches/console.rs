@@ -22,8 +22,8 @@ use ebb::api::{self, ApiLimits, ApiState, Tokens};
 use ebb::clock::Clock;
 use ebb::cloud::sim::SimProvider;
 use ebb::control::Control;
-use ebb::reconcile::Reconciler;
 use ebb::fleet::money::PriceTable;
+use ebb::reconcile::Reconciler;
 use ebb::store::Leadership;
 use std::sync::Arc;
 use std::time::Duration;
@@ -90,13 +90,13 @@ fn savings_price_tables() -> [(&'static str, PriceTable); 3] {
         t.remove("while_stopped");
     });
     let held = prices_changed(|t| {
-        let held: serde_yaml::Value = serde_yaml::from_str(
-            "reserved_instances:
-               - {instance_type: g5.xlarge, region: us-east-1, count: 500, term: 1y}
-               - {instance_type: g5.12xlarge, region: us-west-2, count: 100, term: 1y}
-             savings_plans:
-               - {kind: compute, hourly_usd: 200.0, term: 3y}",
-        )
+        let held: serde_yaml::Value = serde_yaml::from_str(concat!(
+            "reserved_instances:\n",
+            "  - {instance_type: g5.xlarge, region: us-east-1, count: 500, term: 1y}\n",
+            "  - {instance_type: g5.12xlarge, region: us-west-2, count: 100, term: 1y}\n",
+            "savings_plans:\n",
+            "  - {kind: compute, hourly_usd: 200.0, term: 3y}\n",
+        ))
         .unwrap();
         t.insert("commitments".into(), held);
     });
