@@ -5,7 +5,9 @@
 //!
 //! `cargo bench --bench advise` measures 10,000 instances × 30 days (`EBB_BENCH_ADVISE=NxD`
 //! picks another size); the test run (`cargo test --bench advise`) advises on 64 instances × 8
-//! days once and checks the report, so the bench keeps working.
+//! days once and checks the report, so the bench keeps working. `EBB_BENCH_INPUTS=DIR cargo
+//! bench --bench advise` writes the inputs to `DIR` and prints the command instead, so that
+//! one run can be timed from outside (each of criterion's runs takes a minute or more).
 
 // The shared helpers also make databases, which this benchmark does not need.
 #[path = "common/binary.rs"]
@@ -13,12 +15,12 @@ mod binary;
 #[allow(dead_code)]
 mod common;
 
-use binary::{demo_prices, demo_recording_in, run_binary, FROM};
-use common::{measuring, root, snapshot};
-use criterion::{criterion_group, criterion_main, Criterion, Throughput};
+use binary::{inputs_only, print_command, run_binary, write_inputs};
+use common::{measuring, root};
+use criterion::{criterion_group, Criterion, Throughput};
 use ebb::cloud::sim::RowOrder;
 use std::path::Path;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// The instances and days to advise on.
 fn size() -> (usize, i64) {
@@ -33,41 +35,21 @@ fn size() -> (usize, i64) {
     }
 }
 
+/// The `ebb advise` arguments over inputs written to `dir` for `n` instances and `days` days;
+/// how many samples they hold.
+fn advise_args(dir: &Path, n: usize, days: i64) -> (Vec<String>, u64) {
+    let (inputs, samples) = write_inputs(dir, n, days, RowOrder::ByInstance);
+    let policies = root().join("policies").to_str().unwrap().to_string();
+    let mut args: Vec<String> = vec!["advise".into(), "--policies".into(), policies];
+    args.extend(inputs);
+    args.extend(["--format".to_string(), "json".to_string()]);
+    (args, samples)
+}
+
 fn advise(c: &mut Criterion) {
     let (n, days) = size();
     let dir = tempfile::tempdir().unwrap();
-    let fleet = snapshot(n, dir.path());
-    let util = dir.path().join("util.csv");
-    let made = Instant::now();
-    let samples = demo_recording_in(&fleet, days, &util, RowOrder::ByInstance);
-    eprintln!(
-        "advise: {n} instances × {days} days: {samples} samples generated in {:.1} s",
-        made.elapsed().as_secs_f64()
-    );
-    let from = ebb::when::parse_time(FROM).unwrap();
-    let to = (from + chrono::Duration::days(days)).to_rfc3339();
-    let path = |p: &Path| p.to_str().unwrap().to_string();
-    let policies = path(&root().join("policies"));
-    let args: Vec<String> = [
-        "advise",
-        "--policies",
-        &policies,
-        "--fleet",
-        &path(&fleet),
-        "--utilisation",
-        &path(&util),
-        "--prices",
-        &path(&demo_prices(dir.path())),
-        "--from",
-        FROM,
-        "--to",
-        &to,
-        "--format",
-        "json",
-    ]
-    .iter()
-    .map(|s| s.to_string())
-    .collect();
+    let (args, samples) = advise_args(dir.path(), n, days);
     let mut group = c.benchmark_group("advise");
     group.sample_size(10);
     group.throughput(Throughput::Elements(samples));
@@ -94,4 +76,17 @@ fn advise(c: &mut Criterion) {
 }
 
 criterion_group!(benches, advise);
-criterion_main!(benches);
+
+/// With `EBB_BENCH_INPUTS=DIR`, writes the inputs of the chosen size to `DIR` and prints the
+/// command to run, for `/usr/bin/time -v`; otherwise runs the benchmark.
+fn main() {
+    if let Some(dir) = inputs_only() {
+        let (n, days) = size();
+        std::fs::create_dir_all(&dir).unwrap();
+        let (args, _) = advise_args(&dir, n, days);
+        print_command(&args);
+        return;
+    }
+    benches();
+    Criterion::default().configure_from_args().final_summary();
+}

@@ -22,6 +22,7 @@ use ebb::api::{self, ApiLimits, ApiState, Tokens};
 use ebb::clock::Clock;
 use ebb::cloud::sim::SimProvider;
 use ebb::control::Control;
+use ebb::fleet::money::PriceTable;
 use ebb::reconcile::Reconciler;
 use ebb::store::Leadership;
 use std::sync::Arc;
@@ -53,21 +54,70 @@ const DAYS: i32 = 30;
 /// What the server keeps alive: the tick's reconciler and leadership, as `ebb serve`'s.
 type Kept = (Reconciler<SimProvider>, Leadership);
 
-/// The console's routes for the fleet of `n` on a free port, after one tick wrote it; the
-/// base URL.
+/// The console's routes for the fleet of `n` on a free port, after one tick wrote it, with the
+/// shipped price table; the base URL.
 fn serve(rt: &Runtime, n: usize) -> (String, Kept) {
     let start = ebb::when::parse_time(START).unwrap();
-    serve_on(rt, n, CONSOLE_DATABASE, start, |_| {})
+    let (mut bases, kept) = serve_on(rt, n, CONSOLE_DATABASE, start, |_| {}, &[shipped_prices()]);
+    (bases.remove(0), kept)
 }
 
-/// [`serve`] on `db`, with `history` written after the tick, serving at `now`.
+/// The shipped price table (`deploy/prices.yaml`): with what a stopped box still pays, so a
+/// report nets by the hour from the whole history (`PriceTable::nets_by_the_hour`).
+fn shipped_prices() -> PriceTable {
+    ebb::cloud::prices::load(&common::root().join("deploy/prices.yaml")).unwrap()
+}
+
+/// The shipped price table changed by `change` (its YAML), loaded as `ebb serve` loads
+/// `EBB_PRICES`.
+fn prices_changed(change: impl FnOnce(&mut serde_yaml::Mapping)) -> PriceTable {
+    let shipped = std::fs::read_to_string(common::root().join("deploy/prices.yaml")).unwrap();
+    let mut table: serde_yaml::Value = serde_yaml::from_str(&shipped).unwrap();
+    change(table.as_mapping_mut().unwrap());
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("prices.yaml");
+    std::fs::write(&path, serde_yaml::to_string(&table).unwrap()).unwrap();
+    ebb::cloud::prices::load(&path).unwrap()
+}
+
+/// The price tables the savings page is measured with, by name: on-demand prices and rates
+/// only (no commitment held, no stopped box's cost: past days come from the rollups), the
+/// shipped table (stopped boxes' disks and IPs priced: the whole history, hour by hour), and
+/// the shipped table with commitments held (reserved instances of the demo fleet's types and
+/// a compute Savings Plan: the whole history, netted hour by hour).
+fn savings_price_tables() -> [(&'static str, PriceTable); 3] {
+    let rollups = prices_changed(|t| {
+        t.remove("while_stopped");
+    });
+    let held = prices_changed(|t| {
+        let held: serde_yaml::Value = serde_yaml::from_str(concat!(
+            "reserved_instances:\n",
+            "  - {instance_type: g5.xlarge, region: us-east-1, count: 500, term: 1y}\n",
+            "  - {instance_type: g5.12xlarge, region: us-west-2, count: 100, term: 1y}\n",
+            "savings_plans:\n",
+            "  - {kind: compute, hourly_usd: 200.0, term: 3y}\n",
+        ))
+        .unwrap();
+        t.insert("commitments".into(), held);
+    });
+    assert!(!rollups.nets_by_the_hour() && held.nets_by_the_hour());
+    [
+        ("rollups", rollups),
+        ("shipped", shipped_prices()),
+        ("commitments", held),
+    ]
+}
+
+/// [`serve`] on `db`, with `history` written after the tick, serving at `now`: one server for
+/// each price table of `tables`, in order; their base URLs.
 fn serve_on(
     rt: &Runtime,
     n: usize,
     db: Database,
     now: chrono::DateTime<chrono::Utc>,
     history: impl FnOnce(&ebb::store::Store),
-) -> (String, Kept) {
+    tables: &[PriceTable],
+) -> (Vec<String>, Kept) {
     let dir = tempfile::tempdir().unwrap();
     let url = database(rt, db);
     let fleet = snapshot(n, dir.path());
@@ -79,32 +129,36 @@ fn serve_on(
     history(reconciler.store());
     // The readers' pool is made lazily, on the runtime.
     let _runtime = rt.enter();
-    let state = ApiState {
-        // As `ebb serve`: the API's and the console's reads have a pool of their own.
-        store: reconciler.store().for_readers(4, Duration::from_secs(10)),
-        policies: reconciler.policies().clone(),
-        control: Arc::new(Control::default()),
-        tokens: Arc::new(Tokens::default()),
-        clock,
-        checkpoints: None,
-        limits: ApiLimits {
-            public_reads: true,
-            ..ApiLimits::default()
-        },
-        prices: Arc::new(
-            ebb::cloud::prices::load(&common::root().join("deploy/prices.yaml")).unwrap(),
-        ),
-        change_budgets: Default::default(),
-        audit_verified: Default::default(),
-    };
-    let routes = api::router(state.clone()).merge(ebb::console::router(state));
-    let base = rt.block_on(async {
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let base = format!("http://{}", listener.local_addr().unwrap());
-        tokio::spawn(async move { axum::serve(listener, routes).await });
-        base
-    });
-    (base, (reconciler, leader))
+    // As `ebb serve`: the API's and the console's reads have a pool of their own.
+    let readers = reconciler.store().for_readers(4, Duration::from_secs(10));
+    let bases = tables
+        .iter()
+        .map(|prices| {
+            let state = ApiState {
+                store: readers.clone(),
+                policies: reconciler.policies().clone(),
+                control: Arc::new(Control::default()),
+                tokens: Arc::new(Tokens::default()),
+                clock,
+                checkpoints: None,
+                limits: ApiLimits {
+                    public_reads: true,
+                    ..ApiLimits::default()
+                },
+                prices: Arc::new(prices.clone()),
+                change_budgets: Default::default(),
+                audit_verified: Default::default(),
+            };
+            let routes = api::router(state.clone()).merge(ebb::console::router(state));
+            rt.block_on(async {
+                let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+                let base = format!("http://{}", listener.local_addr().unwrap());
+                tokio::spawn(async move { axum::serve(listener, routes).await });
+                base
+            })
+        })
+        .collect();
+    (bases, (reconciler, leader))
 }
 
 /// The fleet page at `path`, which must list rows.
@@ -195,16 +249,25 @@ fn savings_page(c: &mut Criterion) {
     let n = if measuring() { 10_000 } else { 1_000 };
     let start = ebb::when::parse_time(START).unwrap();
     let now = ebb::report::midnight(start.date_naive()) + chrono::Duration::days(DAYS as i64 + 2);
-    let (base, _kept) = serve_on(&rt, n, SAVINGS_DATABASE, now, |store| {
-        evenings_off(&rt, store, now)
-    });
+    let tables = savings_price_tables();
+    let prices: Vec<PriceTable> = tables.iter().map(|(_, t)| t.clone()).collect();
+    let (bases, _kept) = serve_on(
+        &rt,
+        n,
+        SAVINGS_DATABASE,
+        now,
+        |store| evenings_off(&rt, store, now),
+        &prices,
+    );
     let http = reqwest::Client::new();
     let mut group = c.benchmark_group(format!("console_savings_page/{n}"));
     group.sample_size(10);
-    for (name, path) in [("30d", "/savings"), ("30d_by_team", "/savings?by=team")] {
-        group.bench_function(name, |b| {
-            b.iter(|| rt.block_on(savings(&http, &base, path)));
-        });
+    for ((table, _), base) in tables.iter().zip(&bases) {
+        for (name, path) in [("30d", "/savings"), ("30d_by_team", "/savings?by=team")] {
+            group.bench_function(format!("{table}/{name}"), |b| {
+                b.iter(|| rt.block_on(savings(&http, base, path)));
+            });
+        }
     }
     group.finish();
 }

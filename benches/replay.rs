@@ -9,6 +9,9 @@
 //! (`replay_time_ordered/`, as Prometheus or DCGM dumps are, which `ebb replay` sorts through
 //! temporary files first); the test run (`cargo test --benches`) replays 64 instances × 2 days
 //! once in each order and checks that both give the same report, so the bench keeps working.
+//! `EBB_BENCH_INPUTS=DIR cargo bench --bench replay` writes the inputs to `DIR` and prints the
+//! commands instead, so that a run can be timed from outside (`EBB_BENCH_ORDER=time` writes
+//! only the time-ordered recording).
 
 // The shared helpers also make databases, which this benchmark does not need.
 #[path = "common/binary.rs"]
@@ -16,12 +19,12 @@ mod binary;
 #[allow(dead_code)]
 mod common;
 
-use binary::{demo_prices, demo_recording_in, run_binary, FROM};
-use common::{measuring, root, snapshot};
-use criterion::{criterion_group, criterion_main, Criterion};
+use binary::{inputs_only, print_command, run_binary, write_inputs};
+use common::{measuring, root};
+use criterion::{criterion_group, Criterion};
 use ebb::cloud::sim::RowOrder;
 use std::path::Path;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// The instances and days to replay.
 fn size() -> (usize, i64) {
@@ -36,6 +39,22 @@ fn size() -> (usize, i64) {
     }
 }
 
+/// The `ebb replay` arguments (the example policies against themselves) over inputs written to
+/// `dir` for `n` instances and `days` days, the recording's rows in `order`; how many samples
+/// they hold.
+fn replay_args(dir: &Path, n: usize, days: i64, order: RowOrder) -> (Vec<String>, u64) {
+    let (inputs, samples) = write_inputs(dir, n, days, order);
+    let policies = root().join("policies").to_str().unwrap().to_string();
+    let mut args: Vec<String> = ["replay", "--policies", &policies]
+        .iter()
+        .chain(&["--baseline-policies", &policies])
+        .map(|s| s.to_string())
+        .collect();
+    args.extend(inputs);
+    args.extend(["--format".to_string(), "json".to_string()]);
+    (args, samples)
+}
+
 /// The benchmark `group` of replays of the recording written in `order`; the test run also
 /// checks that the report is the one of the recording instance by instance.
 fn replay_in(c: &mut Criterion, group: &str, order: RowOrder) {
@@ -44,55 +63,20 @@ fn replay_in(c: &mut Criterion, group: &str, order: RowOrder) {
     // Made on the first run only: a group the filter leaves out writes no 3 GB file.
     let made: std::cell::OnceCell<(Vec<String>, u64)> = std::cell::OnceCell::new();
     let setup = || {
-        let fleet = snapshot(n, dir.path());
-        let util = dir.path().join("util.csv");
-        let started = Instant::now();
-        let samples = demo_recording_in(&fleet, days, &util, order);
-        eprintln!(
-            "{group}: {n} instances × {days} days: {samples} samples generated in {:.1} s",
-            started.elapsed().as_secs_f64()
-        );
-        let from = ebb::when::parse_time(FROM).unwrap();
-        let to = (from + chrono::Duration::days(days)).to_rfc3339();
-        let path = |p: &Path| p.to_str().unwrap().to_string();
-        let policies = path(&root().join("policies"));
-        let prices = path(&demo_prices(dir.path()));
-        let args = |util: &Path| -> Vec<String> {
-            [
-                "replay",
-                "--policies",
-                &policies,
-                "--baseline-policies",
-                &policies,
-                "--fleet",
-                &path(&fleet),
-                "--utilisation",
-                &path(util),
-                "--prices",
-                &prices,
-                "--from",
-                FROM,
-                "--to",
-                &to,
-                "--format",
-                "json",
-            ]
-            .iter()
-            .map(|s| s.to_string())
-            .collect()
-        };
         if !measuring() && order != RowOrder::ByInstance {
-            // The same recording instance by instance replays the same.
-            let grouped = dir.path().join("grouped.csv");
-            demo_recording_in(&fleet, days, &grouped, RowOrder::ByInstance);
-            let (_, _, _, expected) = run_binary(&args(&grouped), dir.path());
-            let (_, _, _, got) = run_binary(&args(&util), dir.path());
+            // The same recording instance by instance (written first to the same files) replays
+            // the same.
+            let (args, _) = replay_args(dir.path(), n, days, RowOrder::ByInstance);
+            let (_, _, _, expected) = run_binary(&args, dir.path());
+            let made = replay_args(dir.path(), n, days, order);
+            let (_, _, _, got) = run_binary(&made.0, dir.path());
             assert_eq!(
                 got, expected,
                 "{group}: another report than instance by instance"
             );
+            return made;
         }
-        (args(&util), samples)
+        replay_args(dir.path(), n, days, order)
     };
     let mut group = c.benchmark_group(group);
     group.sample_size(10);
@@ -126,4 +110,28 @@ fn replay_time_ordered(c: &mut Criterion) {
 }
 
 criterion_group!(benches, replay, replay_time_ordered);
-criterion_main!(benches);
+
+/// With `EBB_BENCH_INPUTS=DIR`, writes the inputs of the chosen size to `DIR/by-instance/` and
+/// `DIR/by-time/` (or only the one `EBB_BENCH_ORDER=instance|time` names) and prints the
+/// command for each, for `/usr/bin/time -v`; otherwise runs the benchmarks.
+fn main() {
+    if let Some(dir) = inputs_only() {
+        let (n, days) = size();
+        let only = std::env::var("EBB_BENCH_ORDER").ok();
+        for (name, order) in [
+            ("instance", RowOrder::ByInstance),
+            ("time", RowOrder::ByTime),
+        ] {
+            if only.as_deref().is_some_and(|o| o != name) {
+                continue;
+            }
+            let dir = dir.join(format!("by-{name}"));
+            std::fs::create_dir_all(&dir).unwrap();
+            let (args, _) = replay_args(&dir, n, days, order);
+            print_command(&args);
+        }
+        return;
+    }
+    benches();
+    Criterion::default().configure_from_args().final_summary();
+}

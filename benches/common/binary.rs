@@ -41,6 +41,48 @@ pub fn demo_recording_in(fleet: &Path, days: i64, path: &Path, order: RowOrder) 
     ebb::cloud::sim::write_utilisation_in(order, &fleet, &behaviours, span, &mut out).unwrap()
 }
 
+/// The inputs of a run over the demo fleet copied to `n` instances and `days` days of its
+/// generated recording, written to `dir` (`fleet-N.json`, `util.csv` with its rows in `order`,
+/// `prices.yaml`): the arguments `--fleet … --utilisation … --prices … --from … --to …`, and
+/// how many samples the recording holds.
+pub fn write_inputs(dir: &Path, n: usize, days: i64, order: RowOrder) -> (Vec<String>, u64) {
+    let fleet = super::common::snapshot(n, dir);
+    let util = dir.join("util.csv");
+    let started = Instant::now();
+    let samples = demo_recording_in(&fleet, days, &util, order);
+    eprintln!(
+        "{n} instances × {days} days ({order:?}): {samples} samples generated in {:.1} s",
+        started.elapsed().as_secs_f64()
+    );
+    let from = ebb::when::parse_time(FROM).unwrap();
+    let to = (from + chrono::Duration::days(days)).to_rfc3339();
+    let path = |p: &Path| p.to_str().unwrap().to_string();
+    let args = [
+        "--fleet",
+        &path(&fleet),
+        "--utilisation",
+        &path(&util),
+        "--prices",
+        &path(&demo_prices(dir)),
+        "--from",
+        FROM,
+        "--to",
+        &to,
+    ];
+    (args.iter().map(|s| s.to_string()).collect(), samples)
+}
+
+/// `EBB_BENCH_INPUTS=DIR`: the directory to write a benchmark's inputs to (and print its
+/// command line for `/usr/bin/time` or `hyperfine`) instead of running criterion.
+pub fn inputs_only() -> Option<PathBuf> {
+    std::env::var_os("EBB_BENCH_INPUTS").map(PathBuf::from)
+}
+
+/// Prints the command line of the bench-profile binary with `args`, as a shell would take it.
+pub fn print_command(args: &[String]) {
+    println!("{} {}", env!("CARGO_BIN_EXE_ebb"), args.join(" "));
+}
+
 /// The CPU seconds (user and system, all threads) process `pid` has used so far.
 fn cpu_seconds(pid: u32) -> Option<f64> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
