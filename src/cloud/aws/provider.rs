@@ -1,7 +1,6 @@
-//! [`Provider`] on EC2 and CloudWatch: each method here is the calls it makes. What several of
-//! them share is in the files by concern: the scopes and batches of `ec2.rs`, the CloudWatch
-//! pages of `metrics.rs`, the requests and answers of migrations in `spot.rs` and
-//! `artifacts.rs`.
+//! [`Provider`] on EC2 and CloudWatch: each method here is the calls it makes. What several
+//! share is in the files by concern: `ec2.rs` (scopes, batches), `metrics.rs` (CloudWatch
+//! pages), `spot.rs` and `artifacts.rs` (migrations' requests and answers).
 
 use super::ec2::{add_offers, from_ec2, spot_price_request, Accepted, NOT_CONFIGURED};
 use super::metrics::{calls, gpu_queries};
