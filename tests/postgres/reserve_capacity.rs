@@ -224,6 +224,30 @@ async fn a_box_refused_twice_starts_into_a_reservation_that_is_then_cancelled(po
 }
 
 #[sqlx::test(migrations = false)]
+async fn a_refused_target_call_does_not_hold_the_start_back(pool: PgPool) {
+    let mut w = refused_twice(pool).await;
+    // ModifyInstanceCapacityReservationAttributes denied (an IAM policy not updated, say): the
+    // start is made all the same, rather than wait at every tick for a call never allowed.
+    w.cloud().refuse(
+        Method::TargetReservation,
+        ebb::cloud::CloudError::denied("ModifyInstanceCapacityReservationAttributes"),
+    );
+    let starts = |w: &SimWorld| w.cloud().ids_of(Method::Start).len();
+    let before = starts(&w);
+    let report = w.tick("2026-12-02T08:45:00Z").await;
+    assert_eq!(starts(&w), before + 1, "{report:?}");
+    let target = report
+        .actions
+        .iter()
+        .find(|a| a.decision.action.as_str() == "target_reservation");
+    assert_eq!(
+        target.map(|a| a.outcome),
+        Some(Outcome::Failed),
+        "{report:?}"
+    );
+}
+
+#[sqlx::test(migrations = false)]
 async fn without_refused_starts_nothing_is_reserved(pool: PgPool) {
     let mut w = SimWorld::plan(&FLEET.replace(", no_capacity_for: [g5.2xlarge]", ""))
         .policy("office.yaml", &POLICY.replace("RESERVE", "true"))

@@ -237,8 +237,13 @@ impl<P: Provider> Reconciler<P> {
             self.provider
                 .target_reservation(&d.region, &d.instance, Some(id))
         };
-        if self.one_call(&target, tick, call).await? != Some(Ok(())) {
-            return Ok(false);
+        match self.one_call(&target, tick, call).await? {
+            Some(Ok(())) => {}
+            // Refused (denied, say): the start goes on without the reservation rather than
+            // wait for a call that will never be allowed; the reservation is cancelled at
+            // its deadline.
+            Some(Err(kind)) if !kind.may_have_landed() => return Ok(true),
+            _ => return Ok(false),
         }
         self.store
             .set_reservation_step(&row.token, ReservationStep::Targeted, None, tick.now)
@@ -267,8 +272,11 @@ impl<P: Provider> Reconciler<P> {
             self.provider
                 .target_reservation(&d.region, &d.instance, None)
         };
-        if self.one_call(&release, tick, call).await? != Some(Ok(())) {
-            return Ok(false);
+        match self.one_call(&release, tick, call).await? {
+            Some(Ok(())) => {}
+            // Refused: the start is tried as it is rather than held back for good.
+            Some(Err(kind)) if !kind.may_have_landed() => return Ok(true),
+            _ => return Ok(false),
         }
         self.store
             .set_reservation_step(&row.token, ReservationStep::Released, None, tick.now)
