@@ -2,8 +2,6 @@
 //! reclaimed, often 10 to 20 minutes before its two-minute warning. Kept only for a live
 //! migration's current spot replacement, which may then move early (`spot::early`).
 
-use super::inventory::micros;
-use super::wake::wake_leader;
 use super::{Result, Store};
 use chrono::{DateTime, Utc};
 
@@ -16,31 +14,16 @@ impl Store {
         &self,
         recommendations: &[(String, String, DateTime<Utc>)],
     ) -> Result<Vec<String>> {
-        let mut tx = self.pool.begin().await?;
-        let mut recorded = Vec::new();
-        for (instance, region, at) in recommendations {
-            let done = sqlx::query(
-                "INSERT INTO spot_rebalances (instance, recommended_at)
-                 SELECT $1, $2 WHERE EXISTS (
-                     SELECT 1 FROM spot_migrations
-                     WHERE current = $1 AND region = $3 AND ended_at IS NULL AND market = 'spot'
-                       AND state NOT IN ('rolling_back', 'rolled_back', 'failed'))
-                 ON CONFLICT (instance) DO UPDATE SET recommended_at = EXCLUDED.recommended_at",
-            )
-            .bind(instance)
-            .bind(micros(*at))
-            .bind(region)
-            .execute(&mut *tx)
-            .await?;
-            if done.rows_affected() > 0 {
-                recorded.push(instance.clone());
-            }
-        }
-        if !recorded.is_empty() {
-            wake_leader(&mut tx).await?;
-        }
-        tx.commit().await?;
-        Ok(recorded)
+        self.record_for_live_replacements(
+            "INSERT INTO spot_rebalances (instance, recommended_at)
+             SELECT $1, $2 WHERE EXISTS (
+                 SELECT 1 FROM spot_migrations
+                 WHERE current = $1 AND region = $3 AND ended_at IS NULL AND market = 'spot'
+                   AND state NOT IN ('rolling_back', 'rolled_back', 'failed'))
+             ON CONFLICT (instance) DO UPDATE SET recommended_at = EXCLUDED.recommended_at",
+            recommendations,
+        )
+        .await
     }
 
     /// When EC2 last recommended rebalancing `instance`, if it did.

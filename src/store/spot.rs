@@ -515,22 +515,35 @@ impl Store {
         &self,
         warnings: &[(String, String, DateTime<Utc>)],
     ) -> Result<Vec<String>> {
+        self.record_for_live_replacements(
+            "INSERT INTO spot_warnings (instance, warned_at)
+             SELECT $1, $2 WHERE EXISTS (
+                 SELECT 1 FROM spot_migrations
+                 WHERE current = $1 AND region = $3 AND ended_at IS NULL
+                   AND state NOT IN ('rolling_back', 'rolled_back', 'failed'))
+             ON CONFLICT (instance) DO UPDATE SET warned_at = EXCLUDED.warned_at",
+            warnings,
+        )
+        .await
+    }
+
+    /// Runs `insert` (binding the instance, the time and the region, and inserting only for a
+    /// live migration's replacement) for each of `rows` in one transaction, and wakes the
+    /// leader when any was recorded; returns the instances recorded.
+    pub(super) async fn record_for_live_replacements(
+        &self,
+        insert: &str,
+        rows: &[(String, String, DateTime<Utc>)],
+    ) -> Result<Vec<String>> {
         let mut tx = self.pool.begin().await?;
         let mut recorded = Vec::new();
-        for (instance, region, at) in warnings {
-            let done = sqlx::query(
-                "INSERT INTO spot_warnings (instance, warned_at)
-                 SELECT $1, $2 WHERE EXISTS (
-                     SELECT 1 FROM spot_migrations
-                     WHERE current = $1 AND region = $3 AND ended_at IS NULL
-                       AND state NOT IN ('rolling_back', 'rolled_back', 'failed'))
-                 ON CONFLICT (instance) DO UPDATE SET warned_at = EXCLUDED.warned_at",
-            )
-            .bind(instance)
-            .bind(micros(*at))
-            .bind(region)
-            .execute(&mut *tx)
-            .await?;
+        for (instance, region, at) in rows {
+            let done = sqlx::query(insert)
+                .bind(instance)
+                .bind(micros(*at))
+                .bind(region)
+                .execute(&mut *tx)
+                .await?;
             if done.rows_affected() > 0 {
                 recorded.push(instance.clone());
             }
