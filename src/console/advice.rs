@@ -7,7 +7,7 @@
 //! blocking pool with half the cores, and given up when its request is (the time limit, a
 //! closed browser) at the next chunk of instances.
 
-use super::{given, instance_link, ok, scroll, Nav, PageError, PageResult};
+use super::{given, instance_link, ok, scroll, window_select, Nav, PageError, PageResult};
 use crate::advise::rightsize::MIN_RECORDED;
 use crate::advise::run::{self, AdviseError};
 use crate::advise::{Advice, Inputs};
@@ -193,20 +193,9 @@ fn usd(v: f64) -> String {
 
 /// The window form.
 fn form(since: &str, until: Option<&str>) -> Markup {
-    let known_window = WINDOWS.iter().any(|(v, _)| *v == since);
     html! {
         form.filters method="get" action="/advice" {
-            div {
-                label for="since" { "Window" }
-                select #since name="since" {
-                    @for (value, label) in WINDOWS {
-                        option value=(value) selected[value == since] { "the last " (label) }
-                    }
-                    @if !known_window {
-                        option value=(since) selected { "since " (since) }
-                    }
-                }
-            }
+            (window_select(&WINDOWS, since))
             @if let Some(u) = until { input type="hidden" name="until" value=(u); }
             button type="submit" { "Show" }
         }

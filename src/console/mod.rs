@@ -296,6 +296,25 @@ fn instance_link(id: &str) -> Markup {
     html! { a href=(instance_path(id)) { (id) } }
 }
 
+/// A report window's field: `windows` (value, label) as "the last …", and `since` as given
+/// when it is none of them.
+fn window_select(windows: &[(&str, &str)], since: &str) -> Markup {
+    let known_window = windows.iter().any(|(v, _)| *v == since);
+    html! {
+        div {
+            label for="since" { "Window" }
+            select #since name="since" {
+                @for (value, label) in windows {
+                    option value=(value) selected[*value == since] { "the last " (label) }
+                }
+                @if !known_window {
+                    option value=(since) selected { "since " (since) }
+                }
+            }
+        }
+    }
+}
+
 /// A wide table in a region that scrolls sideways on a narrow screen (and by keyboard).
 fn scroll(label: &str, table: Markup) -> Markup {
     html! {

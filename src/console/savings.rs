@@ -2,7 +2,7 @@
 //! `GET /v1/report`): dollars by policy and by a tag per day as stacked bar charts, and the
 //! measures in tables.
 
-use super::{given, ok, scroll, Nav, PageError, PageResult};
+use super::{given, ok, scroll, window_select, Nav, PageError, PageResult};
 use crate::api::ApiState;
 use crate::report::{Measures, Report, Window, NO_POLICY, UNTAGGED};
 use axum::extract::rejection::QueryRejection;
@@ -77,20 +77,9 @@ pub(super) async fn page(
 
 /// The window and tag form.
 fn form(since: &str, until: Option<&str>, by: Option<&str>, keys: &[String]) -> Markup {
-    let known_window = WINDOWS.iter().any(|(v, _)| *v == since);
     html! {
         form.filters method="get" action="/savings" {
-            div {
-                label for="since" { "Window" }
-                select #since name="since" {
-                    @for (value, label) in WINDOWS {
-                        option value=(value) selected[value == since] { "the last " (label) }
-                    }
-                    @if !known_window {
-                        option value=(since) selected { "since " (since) }
-                    }
-                }
-            }
+            (window_select(&WINDOWS, since))
             @if let Some(u) = until { input type="hidden" name="until" value=(u); }
             div {
                 label for="by" { "Group by tag" }
