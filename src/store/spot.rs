@@ -532,7 +532,7 @@ impl Store {
     /// leader when any was recorded; returns the instances recorded.
     pub(super) async fn record_for_live_replacements(
         &self,
-        insert: &str,
+        insert: &'static str,
         rows: &[(String, String, DateTime<Utc>)],
     ) -> Result<Vec<String>> {
         let mut tx = self.pool.begin().await?;
