@@ -517,14 +517,11 @@ impl ApiState {
             .map(str::trim)
             .filter(|b| !b.is_empty())
             .map(str::to_string);
-        // Whole past days come from their rollups, summed by the database, unless the net
-        // needs every hour.
-        let input = self
-            .store
-            .report_input(window, by.as_deref(), &self.prices)
-            .await?;
+        // Whole past days come from their rollups, summed by the database.
+        let held = &self.prices.commitments;
+        let parts = self.store.report_parts(window, by.as_deref(), held).await?;
         let prices = self.prices.clone();
-        let compute = move || input.compute(window, by.as_deref(), &prices);
+        let compute = move || crate::report::compute_parts(&parts, window, by.as_deref(), &prices);
         match tokio::task::spawn_blocking(compute).await {
             Ok(report) => Ok(report),
             // As if it had run here: a panic stays a panic.

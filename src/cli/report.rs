@@ -51,10 +51,8 @@ pub(super) async fn run(args: ReportArgs) -> Result<ExitCode> {
     let prices = price_table(args.prices.prices.as_deref(), &args.cloud.cloud)?;
     let store = args.db.open().await?;
     let by = args.by.as_deref().map(str::trim).filter(|b| !b.is_empty());
-    let r = store
-        .report_input(window, by, &prices)
-        .await?
-        .compute(window, by, &prices);
+    let parts = store.report_parts(window, by, &prices.commitments).await?;
+    let r = report::compute_parts(&parts, window, by, &prices);
     match args.format {
         ReportFormat::Table => print!("{}", report::table(&r)),
         ReportFormat::Csv => print!("{}", report::csv(&r)),

@@ -35,13 +35,6 @@ pub struct PriceTable {
 }
 
 impl PriceTable {
-    /// Whether a report's net needs every stopped stretch hour by hour: the table holds
-    /// commitments (which cover by the hour) or prices what a stopped box still pays (by its
-    /// volumes). Without either, whole past days can come from their rollups.
-    pub fn nets_by_the_hour(&self) -> bool {
-        !self.commitments.is_empty() || self.while_stopped.is_some()
-    }
-
     /// The on-demand $/hour of `instance_type` in `region`, when the table lists it.
     pub fn get(&self, region: &str, instance_type: &str) -> Option<f64> {
         self.prices.get(region)?.get(instance_type).copied()

@@ -31,6 +31,7 @@
 //!   overrides to the instance's last policy; a group's savings to its scale-down's. Tags are
 //!   the instance's as last listed (a group has none here).
 
+mod covered;
 mod format;
 mod groups;
 mod history;
@@ -39,6 +40,7 @@ mod reservations;
 mod rollup;
 mod tally;
 
+pub use covered::{HourlyTotals, Usage};
 pub use format::{csv, gross_to_net, table};
 pub use groups::GroupMeasures;
 pub use history::{
@@ -49,7 +51,7 @@ pub use rollup::{compute_parts, midnight, roll_up, Parts, RolledDay, RolledSum};
 
 use crate::fleet::money::PriceTable;
 use chrono::{DateTime, Duration, NaiveDate, Utc};
-use money::Span;
+use covered::Kept;
 use serde::Serialize;
 use std::collections::BTreeMap;
 use tally::{finish, Tally};
@@ -306,7 +308,16 @@ fn hours(d: Duration) -> f64 {
 pub fn compute(history: &History, window: Window, by: Option<&str>, prices: &PriceTable) -> Report {
     let price = |region: &str, ty: &str| prices.get(region, ty);
     let mut tally = Tally::new(by);
-    stops(history, window, prices, &mut tally);
+    let kept = stops(history, window, prices, &mut tally);
+    let running = history.running.iter();
+    covered::add_covered(
+        prices,
+        HourlyTotals::default(),
+        running,
+        &kept,
+        &[],
+        &mut tally,
+    );
     spot(history, window, &mut tally);
     overrides(history, window, &mut tally);
     reservations::reservations(history, window, prices, &mut tally);
@@ -315,24 +326,6 @@ pub fn compute(history: &History, window: Window, by: Option<&str>, prices: &Pri
     report.groups = groups;
     report.tag_keys = history.tag_keys();
     report
-}
-
-/// What a report is worked out from (`Store::report_input`).
-pub enum Input {
-    /// The window's whole history, for a price table that nets by the hour.
-    History(History),
-    /// Whole past days from their rollups, the rest from the history.
-    Parts(Parts),
-}
-
-impl Input {
-    /// The report over `window`, grouped by the tag `by` when given, priced by `prices`.
-    pub fn compute(&self, window: Window, by: Option<&str>, prices: &PriceTable) -> Report {
-        match self {
-            Input::History(history) => compute(history, window, by, prices),
-            Input::Parts(parts) => compute_parts(parts, window, by, prices),
-        }
-    }
 }
 
 /// What happened to an instance, in time order: ebb's actions before state changes seen at
@@ -369,16 +362,14 @@ enum End {
     Person,
 }
 
-/// A stopped stretch inside the window, kept for the commitments' hour-by-hour pass.
-struct Kept<'a> {
-    span: (DateTime<Utc>, DateTime<Utc>),
-    policy: Option<&'a str>,
-    info: &'a InstanceInfo,
-}
-
-/// The stopped stretches of every instance: hours, dollars, stops and people's starts; then
-/// what commitments would have covered of them.
-fn stops(history: &History, window: Window, prices: &PriceTable, tally: &mut Tally) {
+/// The stopped stretches of every instance: hours, dollars, stops and people's starts; those
+/// that saved, kept for the commitments.
+fn stops<'h>(
+    history: &'h History,
+    window: Window,
+    prices: &PriceTable,
+    tally: &mut Tally,
+) -> Vec<Kept<'h>> {
     let mut kept = Vec::new();
     stretches(history, window.until, |instance, s, to, end| {
         let info = history.instances.get(instance);
@@ -396,7 +387,7 @@ fn stops(history: &History, window: Window, prices: &PriceTable, tally: &mut Tal
             }));
         }
     });
-    covered(history, &kept, prices, tally);
+    kept
 }
 
 /// Calls `each` with every stopped stretch of `history`'s instances: the instance, the
@@ -450,46 +441,6 @@ fn stretches<'h>(
         if let Some(s) = open {
             let to = until.max(s.at);
             each(instance, &s, to, End::Quiet);
-        }
-    }
-}
-
-/// What commitments would have covered of the `kept` stretches, hour by hour, given what ran
-/// beside them: not saved (net), and the commitment it leaves unused.
-fn covered(history: &History, kept: &[Kept], prices: &PriceTable, tally: &mut Tally) {
-    if prices.commitments.is_empty() || kept.is_empty() {
-        return;
-    }
-    let running: Vec<Span> = history
-        .running
-        .iter()
-        .map(|r| Span {
-            region: &r.region,
-            instance_type: &r.instance_type,
-            from: r.from,
-            to: r.to,
-        })
-        .collect();
-    let stopped: Vec<Span> = kept
-        .iter()
-        .map(|k| Span {
-            region: &k.info.region,
-            instance_type: &k.info.instance_type,
-            from: k.span.0,
-            to: k.span.1,
-        })
-        .collect();
-    for (k, hours) in kept
-        .iter()
-        .zip(money::cover_spans(prices, &running, &stopped))
-    {
-        for (at, c) in hours {
-            let m = Measures {
-                commitment_covered_usd: c.covered_usd,
-                unused_commitment_usd: c.unused_commitment_usd,
-                ..Measures::default()
-            };
-            tally.add(at.max(k.span.0).date_naive(), k.policy, Some(k.info), m);
         }
     }
 }

@@ -13,7 +13,7 @@
 
 use crate::fleet::money::{CommitmentKind, PlanKind, PriceTable};
 use chrono::{DateTime, Utc};
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 
 /// One instance's use of (part of) an hour: running, or kept stopped by ebb.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -149,92 +149,18 @@ pub fn cover_hour(table: &PriceTable, running: &[HourUse], stopped: &[HourUse]) 
     apply(table, &mut left, stopped)
 }
 
-/// A stretch of time an instance of `instance_type` in `region` ran, or was kept stopped.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Span<'a> {
-    /// Its region.
-    pub region: &'a str,
-    /// Its type.
-    pub instance_type: &'a str,
-    /// From.
-    pub from: DateTime<Utc>,
-    /// To.
-    pub to: DateTime<Utc>,
-}
-
 /// Seconds in an hour: commitments apply an hour at a time.
-const HOUR: i64 = 3600;
+pub(super) const HOUR: i64 = 3600;
 
-/// The hours (by index since the epoch) `span` touches, with the part of each it covers.
-fn hours_of(span: &Span) -> impl Iterator<Item = (i64, f64)> {
-    let (from, to) = (span.from.timestamp(), span.to.timestamp());
+/// The hours (by index since the epoch) `[from, to)` touches, with the part of each it covers.
+pub(super) fn hours_of(from: DateTime<Utc>, to: DateTime<Utc>) -> impl Iterator<Item = (i64, f64)> {
+    let (from, to) = (from.timestamp(), to.timestamp());
     let first = from.div_euclid(HOUR);
     let last = (to - 1).div_euclid(HOUR);
     (first..=last).filter_map(move |h| {
         let part = (to.min((h + 1) * HOUR) - from.max(h * HOUR)) as f64 / HOUR as f64;
         (part > 0.0).then_some((h, part))
     })
-}
-
-/// For each of the `stopped` spans, what the commitments of `table` would have covered of it,
-/// hour by hour (the start of the hour and the [`Covered`]; hours with nothing covered left
-/// out), given the `running` spans of the same time. Without commitments, nothing.
-pub fn cover_spans(
-    table: &PriceTable,
-    running: &[Span],
-    stopped: &[Span],
-) -> Vec<Vec<(DateTime<Utc>, Covered)>> {
-    let mut out = vec![Vec::new(); stopped.len()];
-    if table.commitments.is_empty() {
-        return out;
-    }
-    // Each hour's stopped uses: which span, and how much of the hour.
-    let mut stopped_by_hour: BTreeMap<i64, Vec<(usize, f64)>> = BTreeMap::new();
-    for (i, span) in stopped.iter().enumerate() {
-        for (h, part) in hours_of(span) {
-            stopped_by_hour.entry(h).or_default().push((i, part));
-        }
-    }
-    // Each of those hours' running use, by region and type.
-    let mut running_by_hour: HashMap<i64, BTreeMap<(&str, &str), f64>> = HashMap::new();
-    for span in running {
-        for (h, part) in hours_of(span) {
-            if stopped_by_hour.contains_key(&h) {
-                *running_by_hour
-                    .entry(h)
-                    .or_default()
-                    .entry((span.region, span.instance_type))
-                    .or_default() += part;
-            }
-        }
-    }
-    for (h, pieces) in stopped_by_hour {
-        let running: Vec<HourUse> = running_by_hour
-            .get(&h)
-            .into_iter()
-            .flatten()
-            .map(|((region, instance_type), hours)| HourUse {
-                region,
-                instance_type,
-                hours: *hours,
-            })
-            .collect();
-        let uses: Vec<HourUse> = pieces
-            .iter()
-            .map(|(i, part)| HourUse {
-                region: stopped[*i].region,
-                instance_type: stopped[*i].instance_type,
-                hours: *part,
-            })
-            .collect();
-        let start = DateTime::from_timestamp(h * HOUR, 0).unwrap_or_default();
-        for ((i, _), covered) in pieces.iter().zip(cover_hour(table, &running, &uses)) {
-            if covered != Covered::default() {
-                out[*i].push((start, covered));
-            }
-        }
-    }
-    out
 }
 
 /// On-demand running hours by region and type, hour by hour from `first_hour` (hours since
@@ -275,18 +201,12 @@ impl HourlyUse {
         from: DateTime<Utc>,
         to: DateTime<Utc>,
     ) {
-        let span = Span {
-            region,
-            instance_type,
-            from,
-            to,
-        };
         let key = (region.to_string(), instance_type.to_string());
         let hours = match self.by_type.get_mut(&key) {
             Some(hours) => hours,
             None => self.by_type.entry(key).or_default(),
         };
-        for (h, part) in hours_of(&span) {
+        for (h, part) in hours_of(from, to) {
             let Ok(at) = usize::try_from(h - self.first_hour) else {
                 continue;
             };

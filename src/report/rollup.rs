@@ -1,6 +1,8 @@
 //! Daily rollups: ebb's stopped stretches summed for each instance and whole UTC day, once the
 //! day is over, so that a report reads a day's stops as one row per instance rather than
-//! every stop, start and state change of it. What scales with the fleet and the window (the
+//! every stop, start and state change of it; and the day's hourly totals of what ran and what
+//! ebb kept stopped, by region and type, which are all the commitments need
+//! (`report::covered`). What scales with the fleet and the window (the
 //! stretches) is rolled up; spot migrations, overrides and groups' changes, a few rows each,
 //! are always worked out from what happened. A day's figures cannot change once it has ended:
 //! every stop, start and state change is recorded at the time it happens, never back-dated.
@@ -11,9 +13,10 @@
 
 use super::tally::{finish, Tally};
 use super::{
-    groups, overrides, spot, stops, stretches, End, History, InstanceInfo, Measures, Report, Window,
+    covered, groups, overrides, spot, stops, stretches, End, History, HourlyTotals, InstanceInfo,
+    Measures, Report, Window,
 };
-use crate::fleet::money::PriceTable;
+use crate::fleet::money::{Attached, PriceTable};
 use chrono::{DateTime, NaiveDate, Utc};
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -32,19 +35,22 @@ pub struct RolledDay {
     pub hibernations: u64,
     /// Stretches a person ended that day.
     pub people_starts: u64,
-    /// Hours of that day the instance was kept stopped by a stop that ended its charges (a
-    /// stop its cloud still bills is counted in `stops` alone).
+    /// Hours of that day the instance was kept stopped by a stop that ended its charges.
     pub stopped_hours: f64,
+    /// Hours of that day the instance was kept stopped by a stop its cloud still bills.
+    pub charging_hours: f64,
 }
 
-/// The rows of `day` from `history`, read over that day (`Store::report_stop_history`).
-pub fn roll_up(history: &History, day: NaiveDate) -> Vec<RolledDay> {
+/// The rows of `day` from `history`, read over that day (`Store::report_stop_history`, with
+/// what ran that day in every region as its `running`), and that day's hourly totals.
+pub fn roll_up(history: &History, day: NaiveDate) -> (Vec<RolledDay>, HourlyTotals) {
     let since = midnight(day);
     let window = Window {
         since,
         until: day.succ_opt().map_or(since, midnight),
     };
     let mut rows: BTreeMap<(&str, Option<&str>), RolledDay> = BTreeMap::new();
+    let mut totals = HourlyTotals::default();
     stretches(history, window.until, |instance, s, to, end| {
         let row = rows
             .entry((instance, s.policy))
@@ -56,6 +62,7 @@ pub fn roll_up(history: &History, day: NaiveDate) -> Vec<RolledDay> {
                 hibernations: 0,
                 people_starts: 0,
                 stopped_hours: 0.0,
+                charging_hours: 0.0,
             });
         if window.contains(s.at) {
             match s.action {
@@ -66,14 +73,33 @@ pub fn roll_up(history: &History, day: NaiveDate) -> Vec<RolledDay> {
         if end == End::Person && window.contains(to) {
             row.people_starts += 1;
         }
-        // A stop its cloud still bills saved nothing: its hours are not rolled up as saved.
-        if let (true, Some((from, to))) = (s.saves, window.clip(s.at, to)) {
-            row.stopped_hours += super::hours(to - from);
+        let Some((from, to)) = window.clip(s.at, to) else {
+            return;
+        };
+        // A stop its cloud still bills saved nothing, and takes no commitment.
+        if !s.saves {
+            row.charging_hours += super::hours(to - from);
+            return;
+        }
+        row.stopped_hours += super::hours(to - from);
+        if let Some(info) = history.instances.get(instance) {
+            totals.add_span(&info.region, &info.instance_type, (from, to), false);
         }
     });
-    rows.into_values()
-        .filter(|r| r.stops + r.hibernations + r.people_starts > 0 || r.stopped_hours > 0.0)
-        .collect()
+    for r in &history.running {
+        if let Some(span) = window.clip(r.from, r.to) {
+            totals.add_span(&r.region, &r.instance_type, span, true);
+        }
+    }
+    let rows = rows
+        .into_values()
+        .filter(|r| {
+            r.stops + r.hibernations + r.people_starts > 0
+                || r.stopped_hours > 0.0
+                || r.charging_hours > 0.0
+        })
+        .collect();
+    (rows, totals)
 }
 
 /// Rolled days summed by day, policy, region, type and value of the report's `by` tag: what a
@@ -97,8 +123,12 @@ pub struct RolledSum {
     pub hibernations: u64,
     /// Stretches people ended.
     pub people_starts: u64,
-    /// Hours kept stopped.
+    /// Hours kept stopped by stops that ended the charges.
     pub stopped_hours: f64,
+    /// Hours kept stopped by stops the cloud still bills.
+    pub charging_hours: f64,
+    /// The instances' volumes and Elastic IPs, as last listed: what they paid stopped.
+    pub attached: Attached,
 }
 
 /// What a report is worked out from when its whole past days are rolled up.
@@ -112,11 +142,12 @@ pub struct Parts {
     pub rolled: Vec<RolledSum>,
     /// The tag keys of the rolled days' instances.
     pub rolled_tag_keys: Vec<String>,
+    /// The rolled days' hourly totals, for the commitments (read only when some are held).
+    pub hours: HourlyTotals,
 }
 
 /// The report of `parts` over `window`, as [`super::compute`] makes it from the whole window's
-/// history, for a price table without commitments or stopped boxes' costs
-/// ([`PriceTable::nets_by_the_hour`]).
+/// history.
 pub fn compute_parts(
     parts: &Parts,
     window: Window,
@@ -125,11 +156,14 @@ pub fn compute_parts(
 ) -> Report {
     let price = |region: &str, ty: &str| prices.get(region, ty);
     let mut tally = Tally::new(by);
+    let mut kept = Vec::new();
     for (history, part) in &parts.stops {
-        stops(history, *part, prices, &mut tally);
+        kept.extend(stops(history, *part, prices, &mut tally));
     }
-    for r in &parts.rolled {
-        let info = InstanceInfo {
+    let infos: Vec<InstanceInfo> = parts
+        .rolled
+        .iter()
+        .map(|r| InstanceInfo {
             region: r.region.clone(),
             instance_type: r.instance_type.clone(),
             tags: match (by, &r.tag) {
@@ -137,25 +171,21 @@ pub fn compute_parts(
                 _ => BTreeMap::new(),
             },
             policy: None,
-            attached: Default::default(),
-        };
-        let rate = prices.get(&r.region, &r.instance_type);
-        let h = r.stopped_hours;
-        let saved = rate.map_or(0.0, |rate| rate * h);
-        let m = Measures {
-            saved_usd: saved,
-            stopped_saved_usd: saved,
-            stops: r.stops,
-            hibernations: r.hibernations,
-            people_starts: r.people_starts,
-            stopped_hours: h,
-            unpriced_stopped_hours: if rate.is_none() { h } else { 0.0 },
-            // Read only when the table prices no stopped box (`nets_by_the_hour`).
-            unknown_box_cost_hours: h,
-            ..Measures::default()
-        };
-        tally.add(r.day, r.policy.as_deref(), Some(&info), m);
+            attached: r.attached.clone(),
+        })
+        .collect();
+    for (r, info) in parts.rolled.iter().zip(&infos) {
+        tally.add(
+            r.day,
+            r.policy.as_deref(),
+            Some(info),
+            rolled_measures(r, prices),
+        );
     }
+    let rolled: Vec<_> = parts.rolled.iter().zip(&infos).collect();
+    let running = parts.stops.iter().flat_map(|(h, _)| &h.running);
+    let totals = parts.hours.clone();
+    covered::add_covered(prices, totals, running, &kept, &rolled, &mut tally);
     spot(&parts.rest, window, &mut tally);
     overrides(&parts.rest, window, &mut tally);
     super::reservations::reservations(&parts.rest, window, prices, &mut tally);
@@ -172,6 +202,28 @@ pub fn compute_parts(
         .collect();
     report.tag_keys = keys.into_iter().collect();
     report
+}
+
+/// What a rolled day's row comes to, as `stretch` counts each stretch of the history.
+fn rolled_measures(r: &RolledSum, prices: &PriceTable) -> Measures {
+    let rate = prices.get(&r.region, &r.instance_type);
+    let box_cost = prices.stopped_cost(&r.region, &r.attached);
+    let (saving, charging) = (r.stopped_hours, r.charging_hours);
+    let all = saving + charging;
+    let saved = rate.map_or(0.0, |rate| rate * saving);
+    Measures {
+        saved_usd: saved,
+        stopped_saved_usd: saved,
+        stops: r.stops,
+        hibernations: r.hibernations,
+        people_starts: r.people_starts,
+        stopped_hours: all,
+        unpriced_stopped_hours: if rate.is_none() { saving } else { 0.0 },
+        charging_stopped_hours: charging,
+        stopped_box_cost_usd: box_cost.map_or(0.0, |c| c * all),
+        unknown_box_cost_hours: if box_cost.is_none() { all } else { 0.0 },
+        ..Measures::default()
+    }
 }
 
 /// The start of `day`, in UTC.

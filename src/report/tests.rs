@@ -237,8 +237,8 @@ fn a_stop_its_cloud_still_bills_counts_its_hours_and_no_dollars() {
 }
 
 #[test]
-fn a_day_rolled_up_counts_a_stop_its_cloud_still_bills_but_not_its_hours_as_saved() {
-    // As above, over the whole day: i-ten's stop is counted, its 14 h are not rolled as saved.
+fn a_day_rolled_up_counts_the_hours_of_a_stop_its_cloud_still_bills_apart_from_those_saved() {
+    // As above, over the whole day: i-ten's stop is counted, its 14 h are rolled as billed.
     let charging = ActionRecord {
         saves: false,
         ..action("i-ten", "2026-11-30T10:00:00Z", EbbAction::Stop, "office")
@@ -251,13 +251,13 @@ fn a_day_rolled_up_counts_a_stop_its_cloud_still_bills_but_not_its_hours_as_save
         vec![],
     );
     let day = chrono::NaiveDate::from_ymd_opt(2026, 11, 30).unwrap();
-    let rows = super::roll_up(&h, day);
+    let (rows, _) = super::roll_up(&h, day);
     let hours = |id: &str| {
         let row = rows.iter().find(|r| r.instance == id).unwrap();
-        (row.stops, row.stopped_hours)
+        (row.stops, row.stopped_hours, row.charging_hours)
     };
-    assert_eq!(hours("i-ten"), (1, 0.0));
-    assert_eq!(hours("i-two"), (1, 14.0));
+    assert_eq!(hours("i-ten"), (1, 0.0, 14.0));
+    assert_eq!(hours("i-two"), (1, 14.0, 0.0));
 }
 
 #[test]

@@ -1,33 +1,41 @@
-//! The report's daily rollups (`report_days`, migration 0022): each whole UTC day's stopped
-//! stretches, one row per instance and policy, made once the day is over by the leader
+//! The report's daily rollups (`report_days`, migration 0022, and `report_hours`, migration
+//! 0033): each whole UTC day's stopped stretches, one row per instance and policy, and its
+//! hourly totals of what ran and what ebb kept stopped, made once the day is over by the leader
 //! (`serve`'s report rollup task, [`Store::roll_up_report_days`]), oldest day first, a few
 //! days an activation. `report_rollup.rolled_until` is the first day not rolled up yet: every
 //! day before it (from the first stop ebb recorded) has its rows. A report reads the rolled days
-//! of its window summed in one statement, and only the rest of the window's stops from the
-//! audit log ([`Store::report_parts`]).
+//! of its window summed in one statement (and their hours, with commitments held), and only the
+//! rest of the window's stops from the audit log ([`Store::report_parts`]).
 
 use super::{Result, Store};
-use crate::fleet::money::PriceTable;
-use crate::report::{midnight, roll_up, Input, Parts, RolledSum, Window};
+use crate::fleet::money::{Attached, HeldCommitments, Volume};
+use crate::report::{midnight, roll_up, HourlyTotals, Parts, RolledSum, Usage, Window};
 use chrono::{DateTime, Duration, NaiveDate, Utc};
+use sqlx::types::Json;
 
 /// How long after a day's end it is rolled up: a tick under way at midnight may still record
 /// an outcome of the day before, within its deadline.
 pub const ROLL_UP_AFTER: Duration = Duration::hours(1);
 
-/// A row of the rolled days' sums: day, policy, region, type, tag value, stops,
-/// hibernations, people's starts, hours.
+/// A row of the rolled days' sums: day, policy, region, type, tag value, volumes, Elastic
+/// IPs, stops, hibernations, people's starts, hours that saved, hours still billed.
 type SumRow = (
     NaiveDate,
     String,
     String,
     String,
     Option<String>,
+    Option<Json<Vec<Volume>>>,
+    Option<i32>,
     i64,
     i64,
     i64,
     f64,
+    f64,
 );
+
+/// A row of the rolled hours: the hour, region, type, running and stopped instance-hours.
+type HourRow = (DateTime<Utc>, String, String, f64, f64);
 
 impl Store {
     /// Rolls up, oldest first, at most `max_days` whole days not rolled up yet that ended at
@@ -66,19 +74,18 @@ impl Store {
         Ok(rolled)
     }
 
-    /// Rolls up `day`: its rows, and the rollup moved past it, in one transaction.
+    /// Rolls up `day`: its rows and hours, and the rollup moved past it, in one transaction.
     async fn roll_up_day(&self, day: NaiveDate) -> Result<()> {
-        let since = midnight(day);
-        let history = self
-            .report_stop_history(since, since + Duration::days(1))
-            .await?;
-        let rows = roll_up(&history, day);
+        let (since, until) = (midnight(day), midnight(day) + Duration::days(1));
+        let mut history = self.report_stop_history(since, until).await?;
+        history.running = self.running_spans(since, until, None).await?;
+        let (rows, totals) = roll_up(&history, day);
         let mut tx = self.pool.begin().await?;
         sqlx::query(
             "INSERT INTO report_days (day, instance, policy, stops, hibernations, people_starts,
-                 stopped_hours)
+                 stopped_hours, charging_hours)
              SELECT $1, * FROM UNNEST($2::text[], $3::text[], $4::int[], $5::int[], $6::int[],
-                 $7::float8[])
+                 $7::float8[], $8::float8[])
              ON CONFLICT (day, instance, policy) DO NOTHING",
         )
         .bind(day)
@@ -100,6 +107,21 @@ impl Store {
                 .collect::<Vec<_>>(),
         )
         .bind(rows.iter().map(|r| r.stopped_hours).collect::<Vec<_>>())
+        .bind(rows.iter().map(|r| r.charging_hours).collect::<Vec<_>>())
+        .execute(&mut *tx)
+        .await?;
+        let hours: Vec<_> = totals.rows().collect();
+        sqlx::query(
+            "INSERT INTO report_hours (hour, region, instance_type, running_hours, stopped_hours)
+             SELECT * FROM UNNEST($1::timestamptz[], $2::text[], $3::text[], $4::float8[],
+                 $5::float8[])
+             ON CONFLICT (hour, region, instance_type) DO NOTHING",
+        )
+        .bind(hours.iter().map(|h| h.0).collect::<Vec<_>>())
+        .bind(hours.iter().map(|h| h.1).collect::<Vec<_>>())
+        .bind(hours.iter().map(|h| h.2).collect::<Vec<_>>())
+        .bind(hours.iter().map(|h| h.3.running).collect::<Vec<_>>())
+        .bind(hours.iter().map(|h| h.3.stopped).collect::<Vec<_>>())
         .execute(&mut *tx)
         .await?;
         sqlx::query(
@@ -114,30 +136,16 @@ impl Store {
         Ok(())
     }
 
-    /// What a report over `window`, grouped by the tag `by` too when given and priced by
-    /// `prices`, is worked out from: the whole history when the table nets by the hour
-    /// (commitments, stopped boxes' costs), else the rolled days and the rest
-    /// ([`Store::report_parts`]).
-    pub async fn report_input(
+    /// What a report over `window`, grouped by the tag `by` too when given, is worked out
+    /// from: the rolled days inside it summed, the stops of the rest of it, and its spot
+    /// migrations, overrides and groups' changes; with commitments `held`, the rolled days'
+    /// hours and what ran in the rest of it.
+    pub async fn report_parts(
         &self,
         window: Window,
         by: Option<&str>,
-        prices: &PriceTable,
-    ) -> Result<Input> {
-        if prices.nets_by_the_hour() {
-            let held = &prices.commitments;
-            let history = self
-                .report_history(window.since, window.until, held)
-                .await?;
-            return Ok(Input::History(history));
-        }
-        Ok(Input::Parts(self.report_parts(window, by).await?))
-    }
-
-    /// What a report over `window`, grouped by the tag `by` too when given, is worked out
-    /// from: the rolled days inside it summed, the stops of the rest of it, and its spot
-    /// migrations, overrides and groups' changes.
-    pub async fn report_parts(&self, window: Window, by: Option<&str>) -> Result<Parts> {
+        held: &HeldCommitments,
+    ) -> Result<Parts> {
         let rolled_until: Option<NaiveDate> =
             sqlx::query_scalar("SELECT rolled_until FROM report_rollup")
                 .fetch_optional(&self.pool)
@@ -156,7 +164,10 @@ impl Store {
             .report_other_history(window.since, window.until)
             .await?;
         if rolled_end <= first_whole {
-            let stops = self.report_stop_history(window.since, window.until).await?;
+            let mut stops = self.report_stop_history(window.since, window.until).await?;
+            stops.running = self
+                .report_running(window.since, window.until, held)
+                .await?;
             return Ok(Parts {
                 stops: vec![(stops, window)],
                 rest,
@@ -176,18 +187,21 @@ impl Store {
             },
         ] {
             if part.until > part.since {
-                let history = self.report_stop_history(part.since, part.until).await?;
+                let mut history = self.report_stop_history(part.since, part.until).await?;
+                history.running = self.report_running(part.since, part.until, held).await?;
                 stops.push((history, part));
             }
         }
         let rows: Vec<SumRow> = sqlx::query_as(
             "SELECT r.day, r.policy, i.region, i.instance_type,
                     CASE WHEN $3::text IS NULL THEN NULL ELSE i.tags ->> $3 END AS tag,
+                    i.volumes, i.elastic_ips,
                     sum(r.stops)::bigint, sum(r.hibernations)::bigint,
-                    sum(r.people_starts)::bigint, sum(r.stopped_hours)
+                    sum(r.people_starts)::bigint, sum(r.stopped_hours),
+                    sum(r.charging_hours)
              FROM report_days AS r JOIN instances AS i ON i.id = r.instance
              WHERE r.day >= $1 AND r.day < $2
-             GROUP BY 1, 2, 3, 4, 5",
+             GROUP BY 1, 2, 3, 4, 5, 6, 7",
         )
         .persistent(false)
         .bind(first_whole)
@@ -197,19 +211,26 @@ impl Store {
         .await?;
         let rolled = rows
             .into_iter()
-            .map(
-                |(day, policy, region, instance_type, tag, stops, hib, people, hours)| RolledSum {
+            .map(|row| {
+                let (day, policy, region, instance_type, tag, volumes, ips) =
+                    (row.0, row.1, row.2, row.3, row.4, row.5, row.6);
+                RolledSum {
                     day,
                     policy: (!policy.is_empty()).then_some(policy),
                     region,
                     instance_type,
                     tag,
-                    stops: stops as u64,
-                    hibernations: hib as u64,
-                    people_starts: people as u64,
-                    stopped_hours: hours,
-                },
-            )
+                    stops: row.7 as u64,
+                    hibernations: row.8 as u64,
+                    people_starts: row.9 as u64,
+                    stopped_hours: row.10,
+                    charging_hours: row.11,
+                    attached: Attached {
+                        volumes: volumes.map(|v| v.0),
+                        elastic_ips: ips.and_then(|n| u32::try_from(n).ok()),
+                    },
+                }
+            })
             .collect();
         // One look-up by index per instance, rather than the window's rows made distinct.
         let rolled_tag_keys: Vec<String> = sqlx::query_scalar(
@@ -224,11 +245,40 @@ impl Store {
         .bind(rolled_end)
         .fetch_all(&self.pool)
         .await?;
+        let hours = if held.is_empty() {
+            HourlyTotals::default()
+        } else {
+            self.rolled_hours(midnight(first_whole), midnight(rolled_end))
+                .await?
+        };
         Ok(Parts {
             stops,
             rest,
             rolled,
             rolled_tag_keys,
+            hours,
         })
+    }
+
+    /// The rolled hours in `[since, until)`.
+    async fn rolled_hours(
+        &self,
+        since: DateTime<Utc>,
+        until: DateTime<Utc>,
+    ) -> Result<HourlyTotals> {
+        let rows: Vec<HourRow> = sqlx::query_as(
+            "SELECT hour, region, instance_type, running_hours, stopped_hours FROM report_hours
+             WHERE hour >= $1 AND hour < $2",
+        )
+        .persistent(false)
+        .bind(since)
+        .bind(until)
+        .fetch_all(&self.pool)
+        .await?;
+        let mut totals = HourlyTotals::default();
+        for (hour, region, instance_type, running, stopped) in rows {
+            totals.add(hour, &region, &instance_type, Usage { running, stopped });
+        }
+        Ok(totals)
     }
 }

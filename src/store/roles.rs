@@ -61,6 +61,7 @@ pub const RUNTIME_PRIVILEGES: &[(&str, &str)] = &[
     ("instance_types", "SELECT, INSERT, UPDATE"),
     ("report_days", "SELECT, INSERT"),
     ("report_rollup", "SELECT, INSERT, UPDATE"),
+    ("report_hours", "SELECT, INSERT"),
     ("capacity_reservations", "SELECT, INSERT, UPDATE"),
     ("pool_events", "SELECT, INSERT, DELETE"),
 ];

@@ -1,6 +1,7 @@
 //! What ran over a report's window (`report::RunningSpan`): the usage commitments apply to
-//! before ebb's stopped hours, read from the instances' state changes, only in the regions the
-//! commitments held can cover, and only when some are held.
+//! before ebb's stopped hours, read from the instances' state changes: for a report, only in
+//! the regions the commitments held can cover, and only when some are held; for a day's
+//! rollup, everywhere, since the commitments are those of the report that reads it.
 
 use super::inventory::micros;
 use super::{Result, Store};
@@ -68,6 +69,16 @@ impl Store {
                 .filter_map(|p| p.region.as_deref());
             Some(ri.chain(plans).collect())
         };
+        self.running_spans(since, until, regions).await
+    }
+
+    /// The stretches instances of `regions` (all when `None`) ran in `[since, until)`.
+    pub(super) async fn running_spans(
+        &self,
+        since: DateTime<Utc>,
+        until: DateTime<Utc>,
+        regions: Option<Vec<&str>>,
+    ) -> Result<Vec<RunningSpan>> {
         let (since, until) = (micros(since), micros(until));
         let rows: Vec<Row> = sqlx::query_as(RUNNING)
             .persistent(false)
