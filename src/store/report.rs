@@ -16,6 +16,7 @@ use crate::report::{
     SpotMove, StateChange,
 };
 use chrono::{DateTime, Utc};
+use futures_util::TryFutureExt;
 use sqlx::types::Json;
 use std::collections::{BTreeMap, HashMap};
 
@@ -162,13 +163,15 @@ impl Store {
             *at = (*at).min(a.at);
         }
         let (ids, froms): (Vec<&str>, Vec<DateTime<Utc>>) = first.into_iter().unzip();
-        let changes: Vec<(String, DateTime<Utc>, String)> = sqlx::query_as(CHANGES)
+        let changes = sqlx::query_as::<_, (String, DateTime<Utc>, String)>(CHANGES)
             .persistent(false)
             .bind(&ids)
             .bind(&froms)
             .bind(until)
             .fetch_all(&self.pool)
-            .await?;
+            .err_into();
+        // Both read by the same instances, each on a connection of its own.
+        let (changes, instances) = tokio::try_join!(changes, self.report_facts(&ids))?;
         let changes = changes
             .into_iter()
             .map(|(instance, at, to_state)| StateChange {
@@ -177,7 +180,6 @@ impl Store {
                 to_state,
             })
             .collect();
-        let instances = self.report_facts(&ids).await?;
         Ok(History {
             actions,
             changes,

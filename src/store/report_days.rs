@@ -9,7 +9,7 @@
 
 use super::{Result, Store};
 use crate::fleet::money::{Attached, HeldCommitments, Volume};
-use crate::report::{midnight, roll_up, HourlyTotals, Parts, RolledSum, Usage, Window};
+use crate::report::{midnight, roll_up, History, HourlyTotals, Parts, RolledSum, Usage, Window};
 use chrono::{DateTime, Duration, NaiveDate, Utc};
 use sqlx::types::Json;
 
@@ -139,7 +139,8 @@ impl Store {
     /// What a report over `window`, grouped by the tag `by` too when given, is worked out
     /// from: the rolled days inside it summed, the stops of the rest of it, and its spot
     /// migrations, overrides and groups' changes; with commitments `held`, the rolled days'
-    /// hours and what ran in the rest of it.
+    /// hours and what ran in the rest of it. The reads are independent and run at once, each
+    /// on a connection of its own, so that the page waits for the longest, not their sum.
     pub async fn report_parts(
         &self,
         window: Window,
@@ -160,14 +161,9 @@ impl Store {
         };
         let last_end = window.until.date_naive();
         let rolled_end = rolled_until.map_or(first_whole, |r| r.min(last_end));
-        let rest = self
-            .report_other_history(window.since, window.until)
-            .await?;
+        let rest = self.report_other_history(window.since, window.until);
         if rolled_end <= first_whole {
-            let mut stops = self.report_stop_history(window.since, window.until).await?;
-            stops.running = self
-                .report_running(window.since, window.until, held)
-                .await?;
+            let (rest, stops) = tokio::try_join!(rest, self.part_history(window, held))?;
             return Ok(Parts {
                 stops: vec![(stops, window)],
                 rest,
@@ -175,23 +171,64 @@ impl Store {
             });
         }
         let (from, to) = (midnight(first_whole), midnight(rolled_end));
-        let mut stops = Vec::new();
-        for part in [
-            Window {
-                since: window.since,
-                until: from,
-            },
-            Window {
-                since: to,
-                until: window.until,
-            },
-        ] {
+        let head = Window {
+            since: window.since,
+            until: from,
+        };
+        let tail = Window {
+            since: to,
+            until: window.until,
+        };
+        let part = |part: Window| async move {
             if part.until > part.since {
-                let mut history = self.report_stop_history(part.since, part.until).await?;
-                history.running = self.report_running(part.since, part.until, held).await?;
-                stops.push((history, part));
+                Ok(Some((self.part_history(part, held).await?, part)))
+            } else {
+                Ok(None)
             }
-        }
+        };
+        let hours = async {
+            if held.is_empty() {
+                Ok(HourlyTotals::default())
+            } else {
+                self.rolled_hours(from, to).await
+            }
+        };
+        let (rest, head, tail, rolled, rolled_tag_keys, hours) = tokio::try_join!(
+            rest,
+            part(head),
+            part(tail),
+            self.rolled_sums(first_whole, rolled_end, by),
+            self.rolled_tag_keys(first_whole, rolled_end),
+            hours,
+        )?;
+        Ok(Parts {
+            stops: head.into_iter().chain(tail).collect(),
+            rest,
+            rolled,
+            rolled_tag_keys,
+            hours,
+        })
+    }
+
+    /// The stops of `part` of a window, with what ran in it in the regions commitments `held`
+    /// can cover.
+    async fn part_history(&self, part: Window, held: &HeldCommitments) -> Result<History> {
+        let (mut stops, running) = tokio::try_join!(
+            self.report_stop_history(part.since, part.until),
+            self.report_running(part.since, part.until, held),
+        )?;
+        stops.running = running;
+        Ok(stops)
+    }
+
+    /// The rolled days from `first` to before `end`, summed by day, policy, region, type,
+    /// value of the tag `by`, volumes and Elastic IPs.
+    async fn rolled_sums(
+        &self,
+        first: NaiveDate,
+        end: NaiveDate,
+        by: Option<&str>,
+    ) -> Result<Vec<RolledSum>> {
         let rows: Vec<SumRow> = sqlx::query_as(
             "SELECT r.day, r.policy, i.region, i.instance_type,
                     CASE WHEN $3::text IS NULL THEN NULL ELSE i.tags ->> $3 END AS tag,
@@ -204,12 +241,12 @@ impl Store {
              GROUP BY 1, 2, 3, 4, 5, 6, 7",
         )
         .persistent(false)
-        .bind(first_whole)
-        .bind(rolled_end)
+        .bind(first)
+        .bind(end)
         .bind(by)
         .fetch_all(&self.pool)
         .await?;
-        let rolled = rows
+        Ok(rows
             .into_iter()
             .map(|row| {
                 let (day, policy, region, instance_type, tag, volumes, ips) =
@@ -231,9 +268,14 @@ impl Store {
                     },
                 }
             })
-            .collect();
+            .collect())
+    }
+
+    /// The tag keys (ebb's own left out) of the instances with rolled days from `first` to
+    /// before `end`.
+    async fn rolled_tag_keys(&self, first: NaiveDate, end: NaiveDate) -> Result<Vec<String>> {
         // One look-up by index per instance, rather than the window's rows made distinct.
-        let rolled_tag_keys: Vec<String> = sqlx::query_scalar(
+        Ok(sqlx::query_scalar(
             "SELECT DISTINCT k FROM instances AS i, jsonb_object_keys(i.tags) AS k
              WHERE EXISTS (SELECT 1 FROM report_days AS r
                            WHERE r.instance = i.id AND r.day >= $1 AND r.day < $2)
@@ -241,23 +283,10 @@ impl Store {
              ORDER BY k",
         )
         .persistent(false)
-        .bind(first_whole)
-        .bind(rolled_end)
+        .bind(first)
+        .bind(end)
         .fetch_all(&self.pool)
-        .await?;
-        let hours = if held.is_empty() {
-            HourlyTotals::default()
-        } else {
-            self.rolled_hours(midnight(first_whole), midnight(rolled_end))
-                .await?
-        };
-        Ok(Parts {
-            stops,
-            rest,
-            rolled,
-            rolled_tag_keys,
-            hours,
-        })
+        .await?)
     }
 
     /// The rolled hours in `[since, until)`.

@@ -188,7 +188,10 @@ async fn commitments_and_stopped_boxes_costs_net_alike_from_the_rollups(pool: Pg
         ("unknown_box_cost_hours", 0.0),
     ] {
         let figure = total[name].as_f64().unwrap();
-        assert!((figure - hand).abs() < 0.005, "{name}: {figure} against {hand}");
+        assert!(
+            (figure - hand).abs() < 0.005,
+            "{name}: {figure} against {hand}"
+        );
     }
 
     for (since, until) in [
