@@ -11,7 +11,7 @@
 
 use super::money::{self, Covered, HourUse, HOUR};
 use super::tally::Tally;
-use super::{hours, midnight, InstanceInfo, Measures, RolledSum, RunningSpan};
+use super::{hours, InstanceInfo, Measures, RunningSpan};
 use crate::fleet::money::PriceTable;
 use chrono::{DateTime, NaiveDate, Utc};
 use std::collections::BTreeMap;
@@ -181,6 +181,19 @@ pub(super) struct Kept<'a> {
     pub(super) info: &'a InstanceInfo,
 }
 
+/// The hours a rolled day's row kept instances of `info`'s region and type stopped, by stops
+/// that ended their charges, for `policy`.
+pub(super) struct RolledStops<'a> {
+    /// The day.
+    pub(super) day: NaiveDate,
+    /// The stops' policy.
+    pub(super) policy: Option<&'a str>,
+    /// The instances' region, type and tag.
+    pub(super) info: &'a InstanceInfo,
+    /// The hours.
+    pub(super) hours: f64,
+}
+
 /// Adds to `tally` what the commitments of `prices` would have covered of the `kept` stretches
 /// and the `rolled` days, shared among them: every hour's totals are those of the rolled days
 /// (`totals`), what ran outside them (`running`) and the `kept` stretches. Nothing without
@@ -190,7 +203,7 @@ pub(super) fn add_covered<'r>(
     mut totals: HourlyTotals,
     running: impl Iterator<Item = &'r RunningSpan>,
     kept: &[Kept],
-    rolled: &[(&RolledSum, &InstanceInfo)],
+    rolled: &[RolledStops],
     tally: &mut Tally,
 ) {
     if prices.commitments.is_empty() {
@@ -207,12 +220,7 @@ pub(super) fn add_covered<'r>(
 
 /// Adds to `tally` each stretch's and each rolled day's share of what the commitments would
 /// have covered, by `covered`.
-fn add_shares(
-    covered: &CoveredByDay,
-    kept: &[Kept],
-    rolled: &[(&RolledSum, &InstanceInfo)],
-    tally: &mut Tally,
-) {
+fn add_shares(covered: &CoveredByDay, kept: &[Kept], rolled: &[RolledStops], tally: &mut Tally) {
     for k in kept {
         let (region, ty) = (&k.info.region, &k.info.instance_type);
         for (day, h) in days_of(k.span) {
@@ -221,10 +229,10 @@ fn add_shares(
             }
         }
     }
-    for (r, info) in rolled {
-        let share = covered.share(r.day, &r.region, &r.instance_type, r.stopped_hours);
-        if let Some(m) = share {
-            tally.add(r.day, r.policy.as_deref(), Some(info), m);
+    for r in rolled {
+        let (region, ty) = (&r.info.region, &r.info.instance_type);
+        if let Some(m) = covered.share(r.day, region, ty, r.hours) {
+            tally.add(r.day, r.policy, Some(r.info), m);
         }
     }
 }
@@ -237,7 +245,8 @@ fn days_of((from, to): (DateTime<Utc>, DateTime<Utc>)) -> impl Iterator<Item = (
             return None;
         }
         let day = at.date_naive();
-        let end = day.succ_opt().map_or(to, midnight).min(to);
+        let next = day.succ_opt().and_then(|d| d.and_hms_opt(0, 0, 0));
+        let end = next.map_or(to, |d| d.and_utc()).min(to);
         let piece = (day, hours(end - at));
         at = end;
         Some(piece)

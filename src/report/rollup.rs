@@ -11,10 +11,11 @@
 //! the rolled days' sums and the history of the rest, as [`compute`] would from the history of
 //! the whole window (`tests/postgres/report_rollup.rs` checks that they agree).
 
+use super::covered::{self, RolledStops};
 use super::tally::{finish, Tally};
 use super::{
-    covered, groups, overrides, spot, stops, stretches, End, History, HourlyTotals, InstanceInfo,
-    Measures, Report, Window,
+    groups, overrides, spot, stops, stretches, End, History, HourlyTotals, InstanceInfo, Measures,
+    Report, Window,
 };
 use crate::fleet::money::{Attached, PriceTable};
 use chrono::{DateTime, NaiveDate, Utc};
@@ -182,7 +183,17 @@ pub fn compute_parts(
             rolled_measures(r, prices),
         );
     }
-    let rolled: Vec<_> = parts.rolled.iter().zip(&infos).collect();
+    let rolled: Vec<RolledStops> = parts
+        .rolled
+        .iter()
+        .zip(&infos)
+        .map(|(r, info)| RolledStops {
+            day: r.day,
+            policy: r.policy.as_deref(),
+            info,
+            hours: r.stopped_hours,
+        })
+        .collect();
     let running = parts.stops.iter().flat_map(|(h, _)| &h.running);
     let totals = parts.hours.clone();
     covered::add_covered(prices, totals, running, &kept, &rolled, &mut tally);
