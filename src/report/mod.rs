@@ -1,8 +1,9 @@
 //! `ebb report`: what ebb really saved over a window of time, worked out from what the store
 //! recorded (ebb's stops and starts, the instances' observed state changes, spot migrations,
-//! overrides). Pure: no I/O, the window's end an argument; the store gathers the [`History`]
-//! (`Store::report_history`) and the command, the API and the console's `/savings` page call
-//! [`compute`].
+//! overrides). Pure: no I/O, the window's end an argument. The command, the API and the
+//! console's `/savings` page call [`compute_parts`] on what `Store::report_parts` reads (whole
+//! past days from their rollups); [`compute`] works out the same report from a window's whole
+//! [`History`] (`Store::report_history`), and is what the rollups are checked against.
 //!
 //! The definitions, which docs/replay-and-report.md's "Report: what ebb saved" repeats:
 //! - A **stop** is a stop or hibernation by ebb (the `scheduler` actor, not a dry run) that
