@@ -13,6 +13,7 @@ use crate::names::{IMAGE_OF_TAG, LAUNCH_TAG, MIGRATING_TAG, MIGRATION_TAG};
 use crate::spot::{prove_image, prove_replacement, State};
 use crate::store::{AuditEntry, NewAuditEntry, Outcome, StoreError, INTERRUPTED};
 use chrono::{DateTime, Utc};
+use sqlx::types::Json;
 
 /// An intent of a migration's step left open, past the window in which its call could land.
 #[derive(Debug, Clone)]
@@ -228,6 +229,12 @@ impl<P: Provider> Run<'_, P> {
                     _ if matches!(i.state, InstanceState::Stopping | InstanceState::Stopped)
                         && i.in_state_since(since) =>
                     {
+                        // A tick killed after the stop never saved how the original was
+                        // launched, which the rest of the move copies: read it now.
+                        if self.m.launch_spec.is_none() {
+                            let spec = self.p.launch_spec(&region, &original).await.ok()?;
+                            self.m.launch_spec = Some(Json(spec));
+                        }
                         Seen::landed(format!("found {original} {state}"), Effect::Stopped)
                     }
                     // Stopped before the intent: someone else's stop, which the step sees.
