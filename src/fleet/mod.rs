@@ -189,6 +189,14 @@ impl Instance {
         self.tags.get(key)
     }
 
+    /// Whether it entered its current state at or after `at`, by the cloud's state transition
+    /// time (EC2 gives it to the second); not when that time is unknown. What tells a stop made
+    /// by a call since an intent from one made earlier, by a person.
+    pub fn in_state_since(&self, at: DateTime<Utc>) -> bool {
+        self.state_since
+            .is_some_and(|t| t.timestamp() >= at.timestamp())
+    }
+
     /// What owns it besides ebb (an Auto Scaling group, Karpenter, ...), from its tags: ebb
     /// never acts on such an instance alone.
     pub fn owner(&self) -> Option<Owner> {

@@ -7,10 +7,11 @@ use crate::engine::{Action, Decision, Override};
 use crate::fleet::{Fleet, Instance};
 use crate::names::{ACTOR, CHECKPOINT_AT_TAG};
 use crate::policy::PolicySet;
-use crate::spot::{self, drive};
+use crate::spot;
+use crate::spot::drive::{self, Unanswered};
 use crate::store::{MigrationRecord, NewAuditEntry, StoreError};
 use chrono::{DateTime, Utc};
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use tracing::Instrument as _;
 
 /// The job's last checkpoint (tag `ebb:checkpoint-at`) on the instance running `m`'s workload
@@ -25,17 +26,30 @@ fn checkpoint_at(listed: &HashMap<&str, &Instance>, m: &MigrationRecord) -> Opti
         .map(|t| t.with_timezone(&Utc))
 }
 
+/// What crash resolution left to the migrations: the originals whose step's call may still
+/// land, and the intents past that window, each for its migration to resolve.
+struct Waiting<'a> {
+    open: &'a HashSet<String>,
+    unanswered: Vec<Unanswered>,
+}
+
 impl<P: Provider> Reconciler<P> {
     /// Advances every live spot migration by one step, then plans a migration for each
-    /// instance decided `migrate_to_spot` (the next tick checks again and starts it).
+    /// instance decided `migrate_to_spot` (the next tick checks again and starts it). A
+    /// migration whose original is `open` (a call of its step may still land) waits; one with
+    /// `unanswered` intents resolves them first.
     pub(super) async fn migrations(
         &self,
         set: &PolicySet,
         fleet: &Fleet,
         decisions: &[Decision],
+        open: &HashSet<String>,
+        unanswered: Vec<Unanswered>,
         tick: &mut TickContext<'_>,
     ) -> Result<(), StoreError> {
-        self.advance_migrations(set, fleet, decisions, tick).await?;
+        let waiting = Waiting { open, unanswered };
+        self.advance_migrations(set, fleet, decisions, waiting, tick)
+            .await?;
         let moving: Vec<&Decision> = decisions
             .iter()
             .filter(|d| d.action == Action::MigrateToSpot && !d.dry_run)
@@ -170,16 +184,28 @@ impl<P: Provider> Reconciler<P> {
     }
 
     /// Advances every live spot migration by one step, each with what protects its original
-    /// now (its tags as listed, the overrides in force, its policy).
+    /// now (its tags as listed, the overrides in force, its policy), and resolves the intents
+    /// of `waiting` first (also of a migration that ended or rolled back since).
     async fn advance_migrations(
         &self,
         set: &PolicySet,
         fleet: &Fleet,
         decisions: &[Decision],
+        waiting: Waiting<'_>,
         tick: &mut TickContext<'_>,
     ) -> Result<(), StoreError> {
         let now = tick.now;
-        let live = self.store.live_migrations().await?;
+        let mut live = self.store.live_migrations().await?;
+        let of: HashSet<i64> = waiting
+            .unanswered
+            .iter()
+            .filter_map(Unanswered::migration)
+            .filter(|id| !live.iter().any(|m| m.id == *id))
+            .collect();
+        if !of.is_empty() {
+            let others = self.store.migrations().await?;
+            live.extend(others.into_iter().filter(|m| of.contains(&m.id)));
+        }
         if live.is_empty() {
             return Ok(());
         }
@@ -205,6 +231,16 @@ impl<P: Provider> Reconciler<P> {
         let listed: HashMap<&str, &Instance> =
             fleet.instances.iter().map(|i| (i.id.as_str(), i)).collect();
         for m in live {
+            if waiting.open.contains(&m.original) {
+                // A call of its step may still land: nothing is done to it until it cannot.
+                continue;
+            }
+            let unanswered: Vec<Unanswered> = waiting
+                .unanswered
+                .iter()
+                .filter(|u| u.migration() == Some(m.id))
+                .cloned()
+                .collect();
             let hold = spot::hold(
                 listed.get(m.original.as_str()).copied(),
                 set,
@@ -233,7 +269,7 @@ impl<P: Provider> Reconciler<P> {
                 state = m.state.as_str(),
             );
             let step = tick.for_migration();
-            let done = drive::advance(&self.provider, &self.store, step, m, cx)
+            let done = drive::advance(&self.provider, &self.store, step, m, cx, &unanswered)
                 .instrument(span)
                 .await?;
             self.tell_of_alert(id, done.alert.as_ref());

@@ -245,7 +245,9 @@ impl<P: Provider> Reconciler<P> {
             Timers::Tick => now,
             Timers::Database => self.store.database_now().await?,
         };
-        let (mut fleet, open, complete) = self.list(&version, now, timers, &mut report).await?;
+        let (mut fleet, resolution, complete) =
+            self.list(&version, now, timers, &mut report).await?;
+        let open = resolution.open;
         report.gpu_read_failures = self.read(set, &mut fleet, now).await?;
         let decisions = self.decide(set, &fleet, now, &mut report).await?;
         let mut acting = TickContext {
@@ -257,7 +259,8 @@ impl<P: Provider> Reconciler<P> {
             report: &mut report,
         };
         if !self.options.dry_run {
-            self.migrations(set, &fleet, &decisions, &mut acting)
+            let unanswered = resolution.migration_steps;
+            self.migrations(set, &fleet, &decisions, &open, unanswered, &mut acting)
                 .await?;
         }
         self.groups(set, &fleet, &complete, &mut acting).await?;
@@ -280,15 +283,16 @@ impl<P: Provider> Reconciler<P> {
 
     /// Lists the instances and brings the store up to date with them: the inventory, the
     /// intents an interrupted tick left open, and the policy version in force. Returns the
-    /// fleet, the instances whose intents stay open (they are not acted on this tick), and the
-    /// regions listed completely.
+    /// fleet, what is left of the resolution (the instances whose intents stay open, not acted
+    /// on this tick, and the spot migrations' intents for their migrations to resolve), and
+    /// the regions listed completely.
     async fn list(
         &self,
         version: &str,
         now: DateTime<Utc>,
         timers: DateTime<Utc>,
         report: &mut TickReport,
-    ) -> Result<(Fleet, HashSet<String>, Vec<String>), TickError> {
+    ) -> Result<(Fleet, resolve::Resolution, Vec<String>), TickError> {
         let inventory = self.provider.instances().await;
         report.instances = inventory.instances.len();
         report.inventory_failures = inventory
@@ -303,8 +307,8 @@ impl<P: Provider> Reconciler<P> {
             .sync_inventory(&inventory.complete_regions, &inventory.instances, now)
             .await?;
         self.keep_attached(&inventory.attached).await?;
-        let resolution = self.resolve_interrupted(&inventory, now, timers).await?;
-        report.resolved = resolution.resolved;
+        let mut resolution = self.resolve_interrupted(&inventory, now, timers).await?;
+        report.resolved = std::mem::take(&mut resolution.resolved);
         report.awaiting = resolution.open.len();
         self.store
             .record_policy_version(version, ACTOR, now)
@@ -313,7 +317,7 @@ impl<P: Provider> Reconciler<P> {
             instances: inventory.instances,
             ..Fleet::default()
         };
-        Ok((fleet, resolution.open, inventory.complete_regions))
+        Ok((fleet, resolution, inventory.complete_regions))
     }
 
     /// Keeps in Postgres the volumes and Elastic IPs read that changed since the last kept.

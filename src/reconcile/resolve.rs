@@ -6,6 +6,7 @@ use crate::cloud::{Inventory, Provider};
 use crate::engine::Action;
 use crate::fleet::{Instance, InstanceState};
 use crate::names::STOP_AT_TAG;
+use crate::spot::drive::Unanswered;
 use crate::store::{ActionDone, AuditEntry, NewAuditEntry, Outcome, StoreError, INTERRUPTED};
 use chrono::{DateTime, SecondsFormat, Utc};
 use std::collections::{HashMap, HashSet};
@@ -18,6 +19,10 @@ pub(super) struct Resolution {
     /// Instances with an intent still open: its call may still be in flight, or its region
     /// could not be listed. Nothing is done to them until that intent has its outcome.
     pub(super) open: HashSet<String>,
+    /// Spot migrations' intents left open whose calls can no longer be in flight: each
+    /// migration resolves its own from what the cloud shows, before its next step
+    /// (`spot::drive`).
+    pub(super) migration_steps: Vec<Unanswered>,
 }
 
 impl<P: Provider> Reconciler<P> {
@@ -57,10 +62,20 @@ impl<P: Provider> Reconciler<P> {
                 continue;
             }
             let since = self.intent_since(e.at, recorded.get(&intent.seq).copied());
+            let in_flight = timers < since + self.options.in_flight_for;
+            if is_migration_step(action) && !e.dry_run {
+                // Left to its migration (`migrations.rs`), which waits while the call may land.
+                if in_flight {
+                    found.open.insert(id.to_string());
+                } else {
+                    found.migration_steps.push(Unanswered { intent, since });
+                }
+                continue;
+            }
             let resolved = if e.dry_run {
                 // Nothing was ever to be done; only its `skipped` outcome was lost.
                 Some((Outcome::Skipped, "dry run, nothing done".to_string()))
-            } else if !is_migration_step(action) && timers < since + self.options.in_flight_for {
+            } else if in_flight {
                 // A deposed leader's call, or one of a tick abandoned at its deadline, may
                 // still land: resolved now, it could be called failed and then happen.
                 None
@@ -116,17 +131,6 @@ impl<P: Provider> Reconciler<P> {
     }
 }
 
-/// Whether `instance`'s stop began at or after an intent made at `intent_at`, by the cloud's
-/// state transition time (EC2 gives it to the second). A stop that began earlier, or at an
-/// unknown time, was a person's: crediting it to ebb would have `start_at_open:
-/// stopped-by-ebb` start what a person stopped.
-fn stopped_since_intent(instance: &Instance, intent_at: DateTime<Utc>) -> bool {
-    let intent_second = intent_at.timestamp();
-    instance
-        .state_since
-        .is_some_and(|t| t.timestamp() >= intent_second)
-}
-
 /// Whether `instance`'s `ebb:stop-at` tag can be the notice of an intent made at `intent_at`:
 /// a notice announces a stop at or after the time it is given. ebb does not remove the tag, so
 /// one left by an earlier notice, whose stop time had passed, is not this one.
@@ -138,8 +142,9 @@ fn noticed_since_intent(instance: &Instance, intent_at: DateTime<Utc>) -> bool {
 }
 
 /// Whether `action` is a spot migration's step: its intent left open (a crash, or an answer
-/// lost: `spot::drive`) is closed at once, and the migration repeats the step from the state
-/// its row records, reading what the cloud shows first.
+/// lost: `spot::drive`) waits like any other until its call can no longer land, and is then
+/// resolved by its migration from what the cloud shows of that call (a tag, an image, a launch
+/// by its `ebb:launch` tag, ...), which the instance's state alone does not tell.
 fn is_migration_step(action: Option<Action>) -> bool {
     matches!(
         action,
@@ -157,23 +162,19 @@ fn resolution(
     inventory: &Inventory,
 ) -> Option<(Outcome, String)> {
     let resolved = match listed {
-        // A migration step repeats from the state its row records.
-        _ if is_migration_step(action) => (
-            Outcome::Skipped,
-            format!(
-                "{INTERRUPTED}, or its answer lost; the spot migration repeats the step from its recorded state and what the cloud shows"
-            ),
-        ),
         None if region.is_some_and(|r| inventory.complete_regions.iter().any(|c| c == r)) => {
             (Outcome::Skipped, "the instance is gone".to_string())
         }
         // Its region could not be listed: resolve it at a later tick.
         None => return None,
         Some(instance) => match (action, instance.state) {
+            // A stop that began before the intent, or at an unknown time, was a person's:
+            // crediting it to ebb would have `start_at_open: stopped-by-ebb` start what a
+            // person stopped.
             (
                 Some(Action::Stop | Action::Hibernate),
                 InstanceState::Stopping | InstanceState::Stopped,
-            ) if !stopped_since_intent(instance, intent_at) => (
+            ) if !instance.in_state_since(intent_at) => (
                 Outcome::Skipped,
                 format!(
                     "found {} after an interruption, stopped {}: not ebb's stop",

@@ -6,11 +6,12 @@
 use crate::common;
 
 use aws_sdk_ec2::types::{Filter, Tag};
-use chrono::{DateTime, Duration, SecondsFormat, Utc};
+use chrono::{DateTime, Duration, SecondsFormat, SubsecRound, Utc};
+use common::ec2_proxy::{Ec2Proxy, Fault, Injection};
 use common::intercept::{Answer, Call, Intercept, Method};
 use common::moto::{self, Fixture};
 use ebb::cloud::aws::warnings::{Accepted, InterruptionQueue, Signal};
-use ebb::cloud::aws::AwsProvider;
+use ebb::cloud::aws::{AwsProvider, Timeouts};
 use ebb::cloud::{CloudError, ErrorKind, Provider, SPOT_TERMINATION};
 use ebb::fleet::PoolEventKind;
 use ebb::reconcile::{Options, PolicySource, Reconciler};
@@ -262,6 +263,18 @@ impl Setup {
 
     /// A setup whose reconciler has `options`.
     async fn with(pool: PgPool, options: Options) -> Setup {
+        Setup::reaching(pool, options, None).await
+    }
+
+    /// A setup whose reconciler has `options` and reaches moto through a proxy that can lose
+    /// EC2's answers ([`Ec2Proxy`]), with the SDK's retries as `ebb tick` has them.
+    async fn through_proxy(pool: PgPool, options: Options) -> (Setup, Arc<Ec2Proxy>) {
+        let (proxy, endpoint) = Ec2Proxy::start(&std::env::var("AWS_ENDPOINT_URL").unwrap()).await;
+        (Setup::reaching(pool, options, Some(&endpoint)).await, proxy)
+    }
+
+    /// A setup whose reconciler has `options` and reaches moto at `endpoint`, when given.
+    async fn reaching(pool: PgPool, options: Options, endpoint: Option<&str>) -> Setup {
         let store = Store::from_pool(pool);
         store.migrate().await.unwrap();
         let f = Fixture::new(REGION).await;
@@ -269,7 +282,11 @@ impl Setup {
         std::fs::write(dir.path().join("spot.yaml"), POLICY).unwrap();
         let policies = Arc::new(PolicySource::new(vec![dir.path().to_path_buf()]));
         let faults = Arc::new(Faults::default());
-        let provider = faulty(f.provider().await, f.ec2.clone(), &faults);
+        let inner = match endpoint {
+            Some(endpoint) => crate::faults::provider(&f, endpoint, Timeouts::default()).await,
+            None => f.provider().await,
+        };
+        let provider = faulty(inner, f.ec2.clone(), &faults);
         let reconciler = Reconciler::new(provider, store.clone(), policies, options);
         let leader = store.try_lead("test").await.unwrap().unwrap();
         Setup {
@@ -464,6 +481,20 @@ impl Setup {
             .collect()
     }
 
+    /// The one intent without an outcome.
+    async fn open_intent(&self) -> ebb::store::AuditEntry {
+        let mut open = self.store.pending_intents().await.unwrap();
+        assert_eq!(open.len(), 1, "{open:#?}");
+        open.remove(0)
+    }
+
+    /// The outcome of intent `seq`.
+    async fn outcome_of(&self, seq: i64) -> NewAuditEntry {
+        let rows = self.store.audit(&AuditFilter::default()).await.unwrap();
+        let mut of = rows.into_iter().filter(|e| e.entry.intent_seq == Some(seq));
+        of.next().expect("an outcome").entry
+    }
+
     async fn audit_codes(&self, original: &str) -> Vec<(String, Outcome)> {
         let filter = AuditFilter {
             instance: Some(original.to_string()),
@@ -628,6 +659,121 @@ async fn a_crash_after_any_step_resumes_without_a_second_replacement(pool: PgPoo
     }
 }
 
+/// A lost answer to a step of a migration is unknown, not failed (issue 27), through the AWS
+/// adapter: a proxy in front of moto forwards the original's StopInstances, then the spot
+/// RunInstances, and drops each answer (the launch's retries answered 500, as EC2 may). Each
+/// intent stays open and nothing is done to the move within the in-flight window; the first
+/// tick past it resolves the intent `succeeded` from what EC2 shows (the original stopped, the
+/// instance carrying the launch's `ebb:launch` tag, recorded as the replacement), and the move
+/// completes with one replacement, the stop and the launch each made once.
+#[sqlx::test(migrations = false)]
+async fn a_stop_and_a_launch_whose_answers_are_lost_are_resolved_from_ec2_after_the_window(
+    pool: PgPool,
+) {
+    const IN_FLIGHT: i64 = 5;
+    let options = Options {
+        in_flight_for: Duration::minutes(IN_FLIGHT),
+        ..Options::default()
+    };
+    let (mut s, proxy) = Setup::through_proxy(pool, options).await;
+    // moto stamps a stop with the real time: the ticks run before it.
+    s.t0 = (Utc::now() - Duration::hours(1)).trunc_subsecs(0);
+    let original = s.trainer(0).await;
+    assert!(s.tick(0).await);
+    assert_eq!(s.migration(&original).await.state(), State::Planned);
+
+    // The stop is carried out, its answer dropped: unknown, its intent open.
+    proxy.inject(Injection {
+        action: "StopInstances",
+        fault: Fault::AnswerDropped,
+        times: 1,
+    });
+    assert!(s.tick(1).await);
+    assert_eq!(
+        proxy.retire().len(),
+        1,
+        "the stop's answer was never dropped"
+    );
+    assert_eq!(proxy.calls("StopInstances", &original), 1);
+    assert_eq!(state(&s.ec2(&original).await), "stopped");
+    let stop = s.open_intent().await;
+    assert!(stop.entry.reason.contains("stop "), "{stop:?}");
+    // Inside the window: nothing is done to the move.
+    for minute in [2, 4, 5] {
+        assert!(s.tick(minute).await);
+        assert_eq!(s.open_intent().await.seq, stop.seq, "+{minute} min");
+        assert_eq!(s.migration(&original).await.state(), State::Planned);
+    }
+    assert_eq!(proxy.requests("StopInstances"), 1);
+    assert_eq!(proxy.requests("CreateImage"), 0);
+    // Past it: resolved from the original's state, and the move goes on to its image.
+    assert!(s.tick(6).await);
+    let resolved = s.outcome_of(stop.seq).await;
+    assert_eq!(resolved.outcome, Outcome::Succeeded, "{resolved:?}");
+    assert_eq!(resolved.at, s.t0 + Duration::minutes(6));
+    assert_ne!(s.migration(&original).await.state(), State::Planned);
+    assert_eq!(proxy.requests("StopInstances"), 1, "stopped again");
+
+    // The launch is carried out, its answer dropped, and its retries answered 500.
+    proxy.inject(Injection {
+        action: "RunInstances",
+        fault: Fault::AnswerDropped,
+        times: 1,
+    });
+    proxy.inject(Injection {
+        action: "RunInstances",
+        fault: Fault::ServerError,
+        times: usize::MAX,
+    });
+    let mut minute = 7;
+    while proxy.requests("RunInstances") == 0 {
+        assert!(minute < 20, "never launched");
+        assert!(s.tick(minute).await);
+        minute += 1;
+    }
+    proxy.clear();
+    let attempts = proxy.requests("RunInstances");
+    let made = s.replacements(&original).await;
+    assert_eq!(made.len(), 1, "moto made one instance");
+    let launch = s.open_intent().await;
+    assert!(launch.entry.reason.contains("launch spot"), "{launch:?}");
+    let launched_at = minute - 1;
+    for minute in launched_at + 1..launched_at + IN_FLIGHT {
+        assert!(s.tick(minute).await);
+        assert_eq!(s.open_intent().await.seq, launch.seq, "+{minute} min");
+        assert_eq!(s.migration(&original).await.current, None);
+    }
+    // Past it: the instance carrying the launch's tag is the replacement.
+    assert!(s.tick(launched_at + IN_FLIGHT).await);
+    let resolved = s.outcome_of(launch.seq).await;
+    assert_eq!(resolved.outcome, Outcome::Succeeded, "{resolved:?}");
+    let replacement = made[0].instance_id().unwrap().to_string();
+    let m = s.migration(&original).await;
+    assert_eq!(m.current.as_deref(), Some(replacement.as_str()));
+    s.until(&original, launched_at + IN_FLIGHT + 1, State::Done)
+        .await;
+
+    let m = s.migration(&original).await;
+    assert_eq!(m.current.as_deref(), Some(replacement.as_str()));
+    assert_eq!(s.replacements(&original).await.len(), 1, "one replacement");
+    assert_eq!(proxy.requests("RunInstances"), attempts, "launched again");
+    assert_eq!(proxy.requests("StopInstances"), 1);
+    assert!(s.store.pending_intents().await.unwrap().is_empty());
+    let failed = AuditFilter {
+        outcome: Some(Outcome::Failed),
+        ..AuditFilter::default()
+    };
+    assert!(s.store.audit(&failed).await.unwrap().is_empty());
+    assert!(matches!(
+        s.store.verify_audit().await.unwrap(),
+        Verification::Intact { .. }
+    ));
+    eprintln!(
+        "spot lost answers: StopInstances 1 request, 1 carried out; RunInstances {attempts} request(s), 1 carried out; \
+         each intent open through the {IN_FLIGHT}-minute window, then succeeded; 1 replacement, failed 0"
+    );
+}
+
 /// Every call that changes EC2 has an intent of its own and exactly one outcome: the tag and
 /// the stop of the original are two actions, and so are the image's deregistration and the
 /// deletion of each of its snapshots.
@@ -730,8 +876,9 @@ async fn an_ambiguous_launch_is_found_and_adopted_never_left_untracked(pool: PgP
     let m = s.migration(&original).await;
     assert_eq!(m.current, None, "its answer was lost");
 
-    // The other type of the rule is the cheapest now.
-    *s.faults().tag_lag.lock().unwrap() = 1;
+    // The other type of the rule is the cheapest now, and EC2's listing lags behind the launch
+    // at both look-ups by tag: the lost answer's resolution, and the step's.
+    *s.faults().tag_lag.lock().unwrap() = 2;
     let other = if first_type == "g5.xlarge" {
         "g5.2xlarge"
     } else {

@@ -14,7 +14,9 @@
 //!   recorded as the migration's;
 //! - every replacement ebb launched is terminated or tracked by the migration;
 //! - every intent in the audit log has exactly one outcome, never `failed` for a call whose
-//!   answer was lost, and the chain verifies;
+//!   answer was lost, and the chain verifies; an intent left open (its answer lost, its
+//!   process killed) is resolved no sooner than the in-flight window after it, `succeeded`
+//!   when its call was carried out;
 //! - the migration ends `done` (its replacement running, or ended), `rolled_back` or
 //!   `failed`: never stuck half-way.
 //!
@@ -37,7 +39,7 @@ use ebb::spot::State;
 use ebb::store::{AuditFilter, Leadership, MigrationRecord, Outcome, Store, Verification};
 // The names are the test's own database names with a suffix.
 use sqlx::{AssertSqlSafe, PgPool};
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::Path as FsPath;
 use std::sync::Arc;
 
@@ -52,6 +54,9 @@ const SETTLED: Duration = Duration::hours(2);
 const MAX_TICKS: usize = 150;
 /// The policy's `keep_image_for`.
 const KEEP_IMAGE_FOR: Duration = Duration::hours(1);
+/// How long a call may still land after its intent (`Options::in_flight_for`): an intent left
+/// open is resolved no sooner.
+pub(super) const IN_FLIGHT: Duration = Duration::minutes(5);
 
 const POLICY: &str = r#"
 policies:
@@ -205,7 +210,42 @@ pub(super) struct Ran {
     pub(super) migration: MigrationRecord,
     /// How the migration ended, for the figures.
     pub(super) ending: String,
+    /// The intents resolved at a later tick than their own.
+    pub(super) resolved: Vec<Resolved>,
+    /// How many instances and images ebb made.
+    pub(super) made: (usize, usize),
     ticks: usize,
+}
+
+/// An intent left open and resolved at a later tick.
+#[derive(Debug)]
+pub(super) struct Resolved {
+    pub(super) outcome: Outcome,
+    /// How long after the intent.
+    pub(super) after: Duration,
+    /// The outcome's reason.
+    pub(super) reason: String,
+}
+
+/// The intents of the audit log resolved at a later tick than their own (every other outcome
+/// is written at its intent's tick).
+async fn resolutions(store: &Store) -> Vec<Resolved> {
+    let rows = store.audit(&AuditFilter::default()).await.unwrap();
+    let intents: HashMap<i64, DateTime<Utc>> = rows
+        .iter()
+        .filter(|r| r.entry.outcome == Outcome::Intent)
+        .map(|r| (r.seq, r.entry.at))
+        .collect();
+    rows.into_iter()
+        .filter_map(|r| {
+            let at = intents.get(&r.entry.intent_seq?)?;
+            (r.entry.at != *at).then(|| Resolved {
+                outcome: r.entry.outcome,
+                after: r.entry.at - *at,
+                reason: r.entry.reason,
+            })
+        })
+        .collect()
 }
 
 /// The test's database, emptied before each run.
@@ -271,11 +311,15 @@ impl World {
         let faults = Faults::on(&cloud);
         faults.original(ORIGINAL);
         let policies = Arc::new(PolicySource::new(vec![dir.join("policies")]));
+        let options = Options {
+            in_flight_for: IN_FLIGHT,
+            ..Options::default()
+        };
         let reconciler = Reconciler::new(
             cloud.clone(),
             store.clone(),
             policies.clone(),
-            Options::default(),
+            options.clone(),
         );
         let leader = Some(lead(&store).await);
         World {
@@ -287,7 +331,7 @@ impl World {
             reconciler,
             leader,
             clock,
-            options: Options::default(),
+            options,
         }
     }
 
@@ -545,6 +589,24 @@ pub(super) async fn run(
     let base = base.unwrap_or_else(|| panic!("{path:?}: the path's part never began"));
     let m = w.migration().await.expect("a migration");
     let mut broken = check(&w, &m).await;
+    let resolved = resolutions(&w.store).await;
+    let carried_out = matches!(inject, Some((_, Inject::Fault(Class::Lost | Class::Kill))));
+    for r in &resolved {
+        if r.after < IN_FLIGHT {
+            let after = r.after.num_seconds();
+            broken.push(format!(
+                "resolved {after} s after its intent, while its call could still land: {}",
+                r.reason
+            ));
+        }
+        if carried_out && r.outcome != Outcome::Succeeded {
+            let outcome = r.outcome;
+            broken.push(format!(
+                "a call carried out resolved {outcome}: {}",
+                r.reason
+            ));
+        }
+    }
     if ticks >= MAX_TICKS {
         broken.push(format!("never settled: still changing after {ticks} ticks"));
     }
@@ -552,6 +614,7 @@ pub(super) async fn run(
         broken.push(trace(&w, &m, base));
     }
     let ending = ending(&w, &m).await;
+    let made = (w.faults.launched().len(), w.faults.images().len());
     let calls = w.cloud.calls().split_off(base);
     let phases = phases.into_iter().filter(|(at, _)| *at >= base).collect();
     drop(w);
@@ -562,6 +625,8 @@ pub(super) async fn run(
         broken,
         migration: m,
         ending,
+        resolved,
+        made,
         ticks,
     }
 }

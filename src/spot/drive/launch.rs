@@ -2,6 +2,7 @@
 //! `verifying`: it must run, and still run a tick later.
 
 use super::super::{prove_replacement, Target, LAUNCH_TIMEOUT};
+use super::unknown::Landed;
 use super::Run;
 use crate::cloud::{CloudError, ErrorKind, InstanceStatus, Launch, LaunchSpec, Market, Provider};
 use crate::engine::{Action, Code};
@@ -72,6 +73,12 @@ impl<P: Provider> Run<'_, P> {
         // the migration ids come from.
         let launch_id = format!("{}-{}-{n}", self.m.original, self.m.id);
         let place = Placement::new(&spec, target, self.m.on_demand_price);
+        // Found by its tag and proven when its lost answer was resolved (`unknown.rs`), with
+        // its outcome written: recorded as it was launched.
+        if let Some(Landed::Launch(s)) = self.took(|l| matches!(l, Landed::Launch(_))) {
+            let (market, place) = as_launched(&s, &spec, place);
+            return self.record_launch(s, n, market, place).await;
+        }
         let found = match self
             .p
             .find_tagged(&self.m.region, LAUNCH_TAG, &launch_id)

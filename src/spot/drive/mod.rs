@@ -6,6 +6,10 @@
 //! between a call and the write that records it, the next tick redoes the step and finds what
 //! the first attempt made.
 //!
+//! A call whose answer was lost (or whose tick died after it) leaves its intent open; once it
+//! can no longer land, the migration resolves it from what the cloud shows before its next
+//! step (`unknown`), and a call found carried out is not made again.
+//!
 //! [`advance`] is the one entry. The steps are split by phase: `stop` (planned, stopping),
 //! `image` (imaging, choosing the spot offer), `launch` (launching, verifying), `done`
 //! (watching the replacement, reclaims, cleaning up the original) and `undo` (rolling back,
@@ -18,8 +22,10 @@ mod launch;
 mod orphan;
 mod stop;
 mod undo;
+mod unknown;
 
 pub use orphan::terminate_lost;
+pub use unknown::Unanswered;
 
 use super::{retry_wait, Alert, Hold, State, Step};
 use crate::cloud::{ActionReport, CloudError, InstanceStatus, Provider};
@@ -74,35 +80,49 @@ pub struct Advanced {
     pub alert: Option<(Alert, String)>,
 }
 
-/// Advances `m` by one step.
+/// Advances `m` by one step, once its `unanswered` intents are resolved from what the cloud
+/// shows; while one of them cannot be (a read fails), nothing else is done.
 pub async fn advance<P: Provider>(
     provider: &P,
     store: &Store,
     tick: Tick<'_>,
     m: MigrationRecord,
     cx: Context<'_>,
+    unanswered: &[Unanswered],
 ) -> Result<Advanced, StoreError> {
     let mut run = Run::new(provider, store, tick, m, cx);
-    if run.m.ended_at.is_some() {
-        run.expire_image().await?;
+    if !run.resolve(unanswered).await? {
+        run.flush().await?;
         return Ok(run.advanced());
     }
-    match run.m.state {
-        // An early move under way follows its own steps, whatever protects the original.
-        _ if run.m.outgoing.is_some() => run.moving().await?,
-        State::Planned => run.planned().await?,
-        State::Stopping | State::Imaging | State::Launching | State::Verifying => {
-            run.before_done().await?
-        }
-        State::Done => run.done().await?,
-        State::RollingBack if run.m.retry_at.is_some_and(|t| run.now() < t) => {}
-        State::RollingBack => {
-            let why = run.m.error.clone().unwrap_or_default();
-            run.roll_back(why).await?
-        }
-        State::RolledBack | State::Failed => {}
-    }
+    run.step().await?;
+    // The outcomes of resolved intents, when the step saved nothing after them.
+    run.flush().await?;
     Ok(run.advanced())
+}
+
+impl<P: Provider> Run<'_, P> {
+    /// The step the migration's state calls for.
+    async fn step(&mut self) -> Result<(), StoreError> {
+        if self.m.ended_at.is_some() {
+            return self.expire_image().await;
+        }
+        match self.m.state {
+            // An early move under way follows its own steps, whatever protects the original.
+            _ if self.m.outgoing.is_some() => self.moving().await,
+            State::Planned => self.planned().await,
+            State::Stopping | State::Imaging | State::Launching | State::Verifying => {
+                self.before_done().await
+            }
+            State::Done => self.done().await,
+            State::RollingBack if self.backing_off() => Ok(()),
+            State::RollingBack => {
+                let why = self.m.error.clone().unwrap_or_default();
+                self.roll_back(why).await
+            }
+            State::RolledBack | State::Failed => Ok(()),
+        }
+    }
 }
 
 /// One step of one migration: the migration as it changes, and the audit entries to write
@@ -117,6 +137,8 @@ struct Run<'a, P> {
     audit: Vec<NewAuditEntry>,
     happened: String,
     alert: Option<(Alert, String)>,
+    /// Calls of unanswered intents found carried out this tick: not made again.
+    landed: Vec<unknown::Landed>,
 }
 
 impl<'a, P: Provider> Run<'a, P> {
@@ -137,6 +159,7 @@ impl<'a, P: Provider> Run<'a, P> {
             audit: Vec::new(),
             happened: String::new(),
             alert: None,
+            landed: Vec::new(),
         }
     }
 
@@ -240,8 +263,8 @@ impl<'a, P: Provider> Run<'a, P> {
 
     /// Notes the outcome of an intent. An error that may have been carried out (its answer
     /// lost: a timeout once sent, a connection lost after sending, a 5xx) is no outcome: the
-    /// intent stays open, the step is repeated from what the cloud shows ([`Self::unanswered`]),
-    /// and the next tick closes the intent (`reconcile/resolve.rs`), never as `failed`.
+    /// intent stays open, the migration waits while the call may still land, and then resolves
+    /// it from what the cloud shows (`unknown.rs`), never `failed` while it could land.
     fn outcome(
         &mut self,
         seq: i64,
@@ -311,14 +334,22 @@ impl<'a, P: Provider> Run<'a, P> {
 
     /// The call of the step under way (`what`) lost its answer (`error`): it may have been
     /// carried out, so nothing is decided from it and its intent stays open. The migration
-    /// keeps its state and the next tick repeats the step, which reads what the cloud shows
-    /// before it calls again: a tag, a stop or a termination made twice is harmless, an image
-    /// is found by its name and a launch by its tag.
+    /// keeps its state; once the call can no longer land, the intent is resolved from what the
+    /// cloud shows (`unknown.rs`) and the step goes on from there.
     async fn unanswered(&mut self, what: String, error: &CloudError) -> Result<(), StoreError> {
         let detail = format!(
-            "{what}: not known whether it was carried out ({error}); the step is repeated at the next tick"
+            "{what}: not known whether it was carried out ({error}); resolved from what the cloud shows once it can no longer land"
         );
         self.go(self.m.state, detail).await
+    }
+
+    /// Saves the row with the audit entries not saved yet, if any.
+    async fn flush(&mut self) -> Result<(), StoreError> {
+        if self.audit.is_empty() {
+            return Ok(());
+        }
+        let audit = std::mem::take(&mut self.audit);
+        self.store.save_migration(&self.m, &audit).await
     }
 
     /// Nothing to do this tick.

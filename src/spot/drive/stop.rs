@@ -3,6 +3,7 @@
 
 use super::super::{image_tags, prove_image, STOP_TIMEOUT};
 use super::undo::Original;
+use super::unknown::Landed;
 use super::{lost, Run};
 use crate::cloud::{CloudError, ImageMade, Provider, StopKind};
 use crate::engine::{Action, Code};
@@ -97,23 +98,26 @@ impl<P: Provider> Run<'_, P> {
             "tag {original} {MIGRATING_TAG}={}, so that the rules leave it to the migration",
             self.m.id
         );
-        let seq = match self
-            .intent(Action::MigrateToSpot, Code::SpotStop, &reason)
-            .await?
-        {
-            Ok(seq) => seq,
-            Err(why) => return self.cancel(format!("not started: {why}")).await,
-        };
-        let tags = BTreeMap::from([(MIGRATING_TAG.to_string(), self.m.id.to_string())]);
-        let report = self.p.tag(&region, &ids, &tags).await;
-        if let Some(e) = lost(&report) {
-            return self.unanswered(format!("tagging {original}"), &e).await;
-        }
-        let tagged = format!("tagged {original} {MIGRATING_TAG}={}", self.m.id);
-        if let Err(e) = self.note(seq, Code::SpotStop, &report, tagged) {
-            return self
-                .roll_back(format!("tagging {original} failed: {e}"))
-                .await;
+        // Tagged already by a call whose answer was lost (`unknown.rs`): not tagged again.
+        if self.took(|l| matches!(l, Landed::Tag)).is_none() {
+            let seq = match self
+                .intent(Action::MigrateToSpot, Code::SpotStop, &reason)
+                .await?
+            {
+                Ok(seq) => seq,
+                Err(why) => return self.cancel(format!("not started: {why}")).await,
+            };
+            let tags = BTreeMap::from([(MIGRATING_TAG.to_string(), self.m.id.to_string())]);
+            let report = self.p.tag(&region, &ids, &tags).await;
+            if let Some(e) = lost(&report) {
+                return self.unanswered(format!("tagging {original}"), &e).await;
+            }
+            let tagged = format!("tagged {original} {MIGRATING_TAG}={}", self.m.id);
+            if let Err(e) = self.note(seq, Code::SpotStop, &report, tagged) {
+                return self
+                    .roll_back(format!("tagging {original} failed: {e}"))
+                    .await;
+            }
         }
         let reason = format!("stop {original} to image it (its guest shuts down normally, so the job can checkpoint)");
         let seq = match self

@@ -3,6 +3,7 @@
 //! kept after the end while it is the only copy of the workload's disks.
 
 use super::super::{current_savings, Alert};
+use super::unknown::Landed;
 use super::{first_error, request_id, Run};
 use crate::cloud::{ActionReport, Provider};
 use crate::engine::{Action, Code};
@@ -118,8 +119,12 @@ impl<P: Provider> Run<'_, P> {
         }
     }
 
-    /// StartInstances of the original, as an action.
+    /// StartInstances of the original, as an action; none when an earlier call whose answer
+    /// was lost is found to have started it (`unknown.rs`).
     async fn start_original(&mut self) -> Result<Result<(), String>, StoreError> {
+        if self.took(|l| matches!(l, Landed::Start)).is_some() {
+            return Ok(Ok(()));
+        }
         let original = self.m.original.clone();
         let reason = format!("roll back: start {original} again");
         let seq = self.unfenced_intent(Code::SpotRollback, &reason).await?;
@@ -135,29 +140,39 @@ impl<P: Provider> Run<'_, P> {
         ))
     }
 
-    /// TerminateInstances of a replacement ebb launched, as an action; on failure it stays
-    /// recorded, so that it is never left running untracked.
+    /// TerminateInstances of a replacement ebb launched, as an action (none when an earlier call
+    /// whose answer was lost is found to have terminated it); on failure it stays recorded, so
+    /// that it is never left running untracked.
     pub(super) async fn terminate_replacement(
         &mut self,
         id: &str,
         code: Code,
         reason: &str,
     ) -> Result<Result<(), String>, StoreError> {
-        let seq = self.unfenced_intent(code, reason).await?;
-        let report = self.p.terminate(&self.m.region, &[id.to_string()]).await;
-        let result = self.note(seq, code, &report, format!("terminated {id}"));
+        let landed = self.took(|l| matches!(l, Landed::Terminate(t) if t == id));
+        let result = match landed {
+            Some(_) => Ok(()),
+            None => {
+                let seq = self.unfenced_intent(code, reason).await?;
+                let report = self.p.terminate(&self.m.region, &[id.to_string()]).await;
+                self.note(seq, code, &report, format!("terminated {id}"))
+            }
+        };
         if result.is_ok() && self.m.current.as_deref() == Some(id) {
             self.m.current = None;
         }
         Ok(result)
     }
 
-    /// Removes the original's `ebb:migrating` tag, as an action, so that the rules govern it
-    /// again.
+    /// Removes the original's `ebb:migrating` tag, as an action (none when an earlier call
+    /// whose answer was lost is found to have removed it), so that the rules govern it again.
     pub(super) async fn untag_original(
         &mut self,
         code: Code,
     ) -> Result<Result<(), String>, StoreError> {
+        if self.took(|l| matches!(l, Landed::Untag)).is_some() {
+            return Ok(Ok(()));
+        }
         let original = self.m.original.clone();
         let reason = format!("remove the {MIGRATING_TAG} tag of {original}");
         let seq = self.unfenced_intent(code, &reason).await?;
