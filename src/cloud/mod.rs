@@ -142,7 +142,9 @@ pub struct Failed {
 /// A cloud ebb can watch and act on.
 ///
 /// Methods that change instances take one region and many ids, and never fail as a whole:
-/// each instance ends in [`ActionReport::done`] or [`ActionReport::failed`].
+/// each instance ends in [`ActionReport::done`] or [`ActionReport::failed`]. What only EC2 has
+/// in ebb (spot migration's images and launches, scaling groups, capacity reservations,
+/// placement scores) is refused by default, and lists nothing, for the clouds that lack it.
 pub trait Provider: Send + Sync {
     /// Lists the instances ebb manages in every region and account it watches.
     fn instances(&self) -> impl Future<Output = Inventory> + Send;
@@ -218,7 +220,10 @@ pub trait Provider: Send + Sync {
         &self,
         region: &str,
         id: &str,
-    ) -> impl Future<Output = Result<LaunchSpec, CloudError>> + Send;
+    ) -> impl Future<Output = Result<LaunchSpec, CloudError>> + Send {
+        let _ = (region, id);
+        async move { Err(aws_only("launch_spec")) }
+    }
 
     /// The user data of instance `id`, base64, if it has any: read right before a launch
     /// copies it, since it is never stored.
@@ -226,14 +231,20 @@ pub trait Provider: Send + Sync {
         &self,
         region: &str,
         id: &str,
-    ) -> impl Future<Output = Result<Option<String>, CloudError>> + Send;
+    ) -> impl Future<Output = Result<Option<String>, CloudError>> + Send {
+        let _ = (region, id);
+        async move { Err(aws_only("user_data")) }
+    }
 
     /// The current status of instances; an id EC2 no longer knows is absent.
     fn describe(
         &self,
         region: &str,
         ids: &[String],
-    ) -> impl Future<Output = Result<Vec<InstanceStatus>, CloudError>> + Send;
+    ) -> impl Future<Output = Result<Vec<InstanceStatus>, CloudError>> + Send {
+        let _ = (region, ids);
+        async move { Err(aws_only("describe")) }
+    }
 
     /// Whether EC2 itself says that it is taking spot instance `id` back: its spot request's
     /// status is `marked-for-termination` (or `-stop`, `-hibernation`). What confirms an
@@ -242,7 +253,10 @@ pub trait Provider: Send + Sync {
         &self,
         region: &str,
         id: &str,
-    ) -> impl Future<Output = Result<bool, CloudError>> + Send;
+    ) -> impl Future<Output = Result<bool, CloudError>> + Send {
+        let _ = (region, id);
+        async move { Err(aws_only("interruption_confirmed")) }
+    }
 
     /// The instance carrying tag `key=value`, if one was launched (the newest, if several).
     fn find_tagged(
@@ -250,7 +264,10 @@ pub trait Provider: Send + Sync {
         region: &str,
         key: &str,
         value: &str,
-    ) -> impl Future<Output = Result<Option<InstanceStatus>, CloudError>> + Send;
+    ) -> impl Future<Output = Result<Option<InstanceStatus>, CloudError>> + Send {
+        let _ = (region, key, value);
+        async move { Err(aws_only("find_tagged")) }
+    }
 
     /// Creates an image named `name` of instance `id` with all its volumes, tagged `tags`;
     /// makes nothing when images of that name exist already, and returns their ids instead
@@ -261,24 +278,37 @@ pub trait Provider: Send + Sync {
         id: &str,
         name: &str,
         tags: &BTreeMap<String, String>,
-    ) -> impl Future<Output = Result<ImageMade, CloudError>> + Send;
+    ) -> impl Future<Output = Result<ImageMade, CloudError>> + Send {
+        let _ = (region, id, name, tags);
+        async move { Err(aws_only("create_image")) }
+    }
 
     /// An image's state and snapshots; `None` when it does not exist.
     fn image(
         &self,
         region: &str,
         image: &str,
-    ) -> impl Future<Output = Result<Option<Image>, CloudError>> + Send;
+    ) -> impl Future<Output = Result<Option<Image>, CloudError>> + Send {
+        let _ = (region, image);
+        async move { Err(aws_only("image")) }
+    }
 
     /// Launches one instance; returns its status.
     fn launch(
         &self,
         region: &str,
         launch: &Launch,
-    ) -> impl Future<Output = Result<InstanceStatus, CloudError>> + Send;
+    ) -> impl Future<Output = Result<InstanceStatus, CloudError>> + Send {
+        let _ = (region, launch);
+        async move { Err(aws_only("launch")) }
+    }
 
     /// Terminates instances.
-    fn terminate(&self, region: &str, ids: &[String]) -> impl Future<Output = ActionReport> + Send;
+    fn terminate(&self, region: &str, ids: &[String]) -> impl Future<Output = ActionReport> + Send {
+        let _ = region;
+        let ids = ids.to_vec();
+        async move { ActionReport::all_failed(&ids, &aws_only("terminate")) }
+    }
 
     /// Deregisters an image (its snapshots stay: [`Provider::delete_snapshot`] each, after);
     /// an image already gone is not an error.
@@ -286,7 +316,10 @@ pub trait Provider: Send + Sync {
         &self,
         region: &str,
         image: &str,
-    ) -> impl Future<Output = Result<(), CloudError>> + Send;
+    ) -> impl Future<Output = Result<(), CloudError>> + Send {
+        let _ = (region, image);
+        async move { Err(aws_only("deregister_image")) }
+    }
 
     /// Deletes an EBS snapshot (EC2 refuses while a registered image uses it); one already gone
     /// is not an error.
@@ -294,7 +327,10 @@ pub trait Provider: Send + Sync {
         &self,
         region: &str,
         snapshot: &str,
-    ) -> impl Future<Output = Result<(), CloudError>> + Send;
+    ) -> impl Future<Output = Result<(), CloudError>> + Send {
+        let _ = (region, snapshot);
+        async move { Err(aws_only("delete_snapshot")) }
+    }
 
     /// Every instance (not terminated), image and snapshot in `region` of ebb's own account
     /// that carries one of ebb's migration tags (`ebb:launch`, `ebb:migration`,
@@ -302,7 +338,10 @@ pub trait Provider: Send + Sync {
     fn migration_artifacts(
         &self,
         region: &str,
-    ) -> impl Future<Output = Result<Vec<Artifact>, CloudError>> + Send;
+    ) -> impl Future<Output = Result<Vec<Artifact>, CloudError>> + Send {
+        let _ = region;
+        async move { Ok(Vec::new()) }
+    }
 
     /// The Auto Scaling groups of `region` that carry ebb's opt-in tag (on the group, which
     /// also covers a tag it propagates to its members), in every account ebb watches there,
@@ -311,7 +350,10 @@ pub trait Provider: Send + Sync {
     fn scaling_groups(
         &self,
         region: &str,
-    ) -> impl Future<Output = Result<Vec<ScalingGroup>, CloudError>> + Send;
+    ) -> impl Future<Output = Result<Vec<ScalingGroup>, CloudError>> + Send {
+        let _ = region;
+        async move { Ok(Vec::new()) }
+    }
 
     /// The accelerated instance types this cloud offers, type → facts, for the catalogue
     /// `ebb advise` chooses from. A cloud that cannot describe its types has none.
@@ -328,7 +370,10 @@ pub trait Provider: Send + Sync {
         region: &str,
         name: &str,
         capacity: Capacity,
-    ) -> impl Future<Output = Result<Option<String>, CloudError>> + Send;
+    ) -> impl Future<Output = Result<Option<String>, CloudError>> + Send {
+        let _ = (region, name, capacity);
+        async move { Err(aws_only("set_group_capacity")) }
+    }
 
     /// Sets the scaling config of EKS managed node group `node_group` (UpdateNodegroupConfig:
     /// min, desired and max), whose Auto Scaling group `group` of `region` was listed, through
@@ -340,7 +385,10 @@ pub trait Provider: Send + Sync {
         group: &str,
         node_group: &NodeGroup,
         capacity: Capacity,
-    ) -> impl Future<Output = Result<Option<String>, CloudError>> + Send;
+    ) -> impl Future<Output = Result<Option<String>, CloudError>> + Send {
+        let _ = (region, group, node_group, capacity);
+        async move { Err(aws_only("set_node_group_capacity")) }
+    }
 
     /// What EKS says of update `update` of `node_group` (DescribeUpdate). An update EKS does
     /// not find, or a status it does not name, is the `Err`: unknown, never done.
@@ -350,7 +398,10 @@ pub trait Provider: Send + Sync {
         group: &str,
         node_group: &NodeGroup,
         update: &str,
-    ) -> impl Future<Output = Result<NodeGroupUpdate, CloudError>> + Send;
+    ) -> impl Future<Output = Result<NodeGroupUpdate, CloudError>> + Send {
+        let _ = (region, group, node_group, update);
+        async move { Err(aws_only("node_group_update")) }
+    }
 
     /// The scaling config of `node_group` now (DescribeNodegroup): what a change whose update
     /// could not be followed is resolved from.
@@ -359,7 +410,10 @@ pub trait Provider: Send + Sync {
         region: &str,
         group: &str,
         node_group: &NodeGroup,
-    ) -> impl Future<Output = Result<Capacity, CloudError>> + Send;
+    ) -> impl Future<Output = Result<Capacity, CloudError>> + Send {
+        let _ = (region, group, node_group);
+        async move { Err(aws_only("node_group_capacity")) }
+    }
 
     /// Makes a targeted On-Demand Capacity Reservation for one instance of `request.instance`'s
     /// type, zone and platform (read from it first), ending at `request.ends_at`, tagged
@@ -369,7 +423,10 @@ pub trait Provider: Send + Sync {
         &self,
         region: &str,
         request: &ReservationRequest,
-    ) -> impl Future<Output = Result<Reservation, CloudError>> + Send;
+    ) -> impl Future<Output = Result<Reservation, CloudError>> + Send {
+        let _ = (region, request);
+        async move { Err(aws_only("reserve_capacity")) }
+    }
 
     /// The reservations tagged `ebb:reservation=token`, in the account of `instance`
     /// (DescribeCapacityReservations): what a lost answer is resolved from.
@@ -378,7 +435,10 @@ pub trait Provider: Send + Sync {
         region: &str,
         instance: &str,
         token: &str,
-    ) -> impl Future<Output = Result<Vec<Reservation>, CloudError>> + Send;
+    ) -> impl Future<Output = Result<Vec<Reservation>, CloudError>> + Send {
+        let _ = (region, instance, token);
+        async move { Err(aws_only("reservations")) }
+    }
 
     /// Makes stopped instance `instance` start into reservation `reservation`, or, with
     /// `None`, into any open capacity again (ModifyInstanceCapacityReservationAttributes).
@@ -387,7 +447,11 @@ pub trait Provider: Send + Sync {
         region: &str,
         instance: &str,
         reservation: Option<&str>,
-    ) -> impl Future<Output = ActionReport> + Send;
+    ) -> impl Future<Output = ActionReport> + Send {
+        let _ = (region, reservation);
+        let instance = [instance.to_string()];
+        async move { ActionReport::all_failed(&instance, &aws_only("target_reservation")) }
+    }
 
     /// The reservation instance `instance` is made to start into, if one is targeted
     /// (DescribeInstances).
@@ -395,7 +459,10 @@ pub trait Provider: Send + Sync {
         &self,
         region: &str,
         instance: &str,
-    ) -> impl Future<Output = Result<Option<String>, CloudError>> + Send;
+    ) -> impl Future<Output = Result<Option<String>, CloudError>> + Send {
+        let _ = (region, instance);
+        async move { Err(aws_only("reservation_target")) }
+    }
 
     /// Cancels reservation `reservation`, made in the account of `instance`
     /// (CancelCapacityReservation).
@@ -404,7 +471,10 @@ pub trait Provider: Send + Sync {
         region: &str,
         instance: &str,
         reservation: &str,
-    ) -> impl Future<Output = Result<(), CloudError>> + Send;
+    ) -> impl Future<Output = Result<(), CloudError>> + Send {
+        let _ = (region, instance, reservation);
+        async move { Err(aws_only("cancel_reservation")) }
+    }
     /// EC2's Spot Placement Scores (GetSpotPlacementScores, one zone each, a target capacity of
     /// one instance) of each of `types` in `region`: 1 (unlikely to succeed) to 10 (very
     /// likely), by type and zone name. A zone EC2 gives no score for is absent.
@@ -412,7 +482,19 @@ pub trait Provider: Send + Sync {
         &self,
         region: &str,
         types: &[String],
-    ) -> impl Future<Output = Result<PlacementScores, CloudError>> + Send;
+    ) -> impl Future<Output = Result<PlacementScores, CloudError>> + Send {
+        let _ = (region, types);
+        async move { Err(aws_only("placement_scores")) }
+    }
+}
+
+/// Why a call only EC2 has is refused by a cloud whose provider leaves it to the default.
+fn aws_only(operation: &'static str) -> CloudError {
+    CloudError::other(
+        operation,
+        "not available on this cloud: spot migration, images, scaling groups and capacity \
+         reservations are AWS-only in ebb",
+    )
 }
 
 /// Spot Placement Scores (1 to 10) by instance type and zone name.

@@ -6,25 +6,16 @@ use super::client::Product;
 use super::ecs::{gpus_of, instance_of, items, outcomes};
 use super::{numbered, AlibabaProvider, IDS_PER_CALL, RESOURCES_PER_TAG_CALL};
 use crate::cloud::{
-    ActionReport, Artifact, CloudError, Done, ErrorKind, Failed, GpuReadings, Image, ImageMade,
-    InstanceStatus, Inventory, Launch, LaunchSpec, NodeGroupUpdate, PlacementScores, Provider,
-    Reservation, ReservationRequest, ScopeFailure, StopKind, TypePrice,
+    ActionReport, CloudError, Done, ErrorKind, Failed, GpuReadings, Inventory, Provider,
+    ScopeFailure, StopKind, TypePrice,
 };
-use crate::fleet::{Capacity, Instance, NodeGroup, ScalingGroup, StopSaving, StoppedMode};
+use crate::fleet::{Instance, StopSaving, StoppedMode};
 use chrono::{DateTime, Utc};
 use serde_json::Value;
 use std::collections::{BTreeMap, HashMap};
 
 /// Instance types per DescribeInstanceTypes call: ECS's limit.
 const TYPES_PER_CALL: usize = 10;
-
-/// Why a method only EC2 has is refused.
-fn aws_only(operation: &'static str) -> CloudError {
-    CloudError::other(
-        operation,
-        "not available on Alibaba Cloud: spot migration, images and scaling groups are AWS-only in ebb",
-    )
-}
 
 impl AlibabaProvider {
     /// DescribeInstances with the managed tag, and `extra` parameters, every page: a page that
@@ -360,164 +351,6 @@ impl Provider for AlibabaProvider {
                 .await;
         }
         report
-    }
-
-    async fn launch_spec(&self, _region: &str, _id: &str) -> Result<LaunchSpec, CloudError> {
-        Err(aws_only("launch_spec"))
-    }
-
-    async fn user_data(&self, _region: &str, _id: &str) -> Result<Option<String>, CloudError> {
-        Err(aws_only("user_data"))
-    }
-
-    async fn describe(
-        &self,
-        _region: &str,
-        _ids: &[String],
-    ) -> Result<Vec<InstanceStatus>, CloudError> {
-        Err(aws_only("describe"))
-    }
-
-    async fn interruption_confirmed(&self, _region: &str, _id: &str) -> Result<bool, CloudError> {
-        Err(aws_only("interruption_confirmed"))
-    }
-
-    async fn find_tagged(
-        &self,
-        _region: &str,
-        _key: &str,
-        _value: &str,
-    ) -> Result<Option<InstanceStatus>, CloudError> {
-        Err(aws_only("find_tagged"))
-    }
-
-    async fn create_image(
-        &self,
-        _region: &str,
-        _id: &str,
-        _name: &str,
-        _tags: &BTreeMap<String, String>,
-    ) -> Result<ImageMade, CloudError> {
-        Err(aws_only("create_image"))
-    }
-
-    async fn image(&self, _region: &str, _image: &str) -> Result<Option<Image>, CloudError> {
-        Err(aws_only("image"))
-    }
-
-    async fn launch(&self, _region: &str, _launch: &Launch) -> Result<InstanceStatus, CloudError> {
-        Err(aws_only("launch"))
-    }
-
-    async fn terminate(&self, _region: &str, ids: &[String]) -> ActionReport {
-        ActionReport::all_failed(ids, &aws_only("terminate"))
-    }
-
-    async fn deregister_image(&self, _region: &str, _image: &str) -> Result<(), CloudError> {
-        Err(aws_only("deregister_image"))
-    }
-
-    async fn delete_snapshot(&self, _region: &str, _snapshot: &str) -> Result<(), CloudError> {
-        Err(aws_only("delete_snapshot"))
-    }
-
-    /// None: ebb makes no migration artifacts on this cloud.
-    async fn migration_artifacts(&self, _region: &str) -> Result<Vec<Artifact>, CloudError> {
-        Ok(Vec::new())
-    }
-
-    /// None: ebb scales no groups on this cloud.
-    async fn scaling_groups(&self, _region: &str) -> Result<Vec<ScalingGroup>, CloudError> {
-        Ok(Vec::new())
-    }
-
-    async fn set_group_capacity(
-        &self,
-        _region: &str,
-        _name: &str,
-        _capacity: Capacity,
-    ) -> Result<Option<String>, CloudError> {
-        Err(aws_only("set_group_capacity"))
-    }
-
-    async fn set_node_group_capacity(
-        &self,
-        _region: &str,
-        _group: &str,
-        _node_group: &NodeGroup,
-        _capacity: Capacity,
-    ) -> Result<Option<String>, CloudError> {
-        Err(aws_only("set_node_group_capacity"))
-    }
-
-    async fn node_group_update(
-        &self,
-        _region: &str,
-        _group: &str,
-        _node_group: &NodeGroup,
-        _update: &str,
-    ) -> Result<NodeGroupUpdate, CloudError> {
-        Err(aws_only("node_group_update"))
-    }
-
-    async fn node_group_capacity(
-        &self,
-        _region: &str,
-        _group: &str,
-        _node_group: &NodeGroup,
-    ) -> Result<Capacity, CloudError> {
-        Err(aws_only("node_group_capacity"))
-    }
-
-    async fn reserve_capacity(
-        &self,
-        _region: &str,
-        _request: &ReservationRequest,
-    ) -> Result<Reservation, CloudError> {
-        Err(aws_only("reserve_capacity"))
-    }
-
-    async fn reservations(
-        &self,
-        _region: &str,
-        _instance: &str,
-        _token: &str,
-    ) -> Result<Vec<Reservation>, CloudError> {
-        Err(aws_only("reservations"))
-    }
-
-    async fn target_reservation(
-        &self,
-        _region: &str,
-        instance: &str,
-        _reservation: Option<&str>,
-    ) -> ActionReport {
-        ActionReport::all_failed(&[instance.to_string()], &aws_only("target_reservation"))
-    }
-
-    async fn reservation_target(
-        &self,
-        _region: &str,
-        _instance: &str,
-    ) -> Result<Option<String>, CloudError> {
-        Err(aws_only("reservation_target"))
-    }
-
-    async fn cancel_reservation(
-        &self,
-        _region: &str,
-        _instance: &str,
-        _reservation: &str,
-    ) -> Result<(), CloudError> {
-        Err(aws_only("cancel_reservation"))
-    }
-
-    async fn placement_scores(
-        &self,
-        _region: &str,
-        _types: &[String],
-    ) -> Result<PlacementScores, CloudError> {
-        Err(aws_only("placement_scores"))
     }
 }
 
