@@ -1,5 +1,6 @@
 //! Cloud errors, sorted into the kinds the reconciler treats differently.
 
+use crate::fleet::Cloud;
 use std::fmt;
 
 /// What kind of failure a cloud error is.
@@ -109,6 +110,10 @@ pub struct CloudError {
     pub message: String,
     /// The request id, when the service answered.
     pub request_id: Option<String>,
+    /// The cloud whose API the call went to, so that a hint names its credentials, its
+    /// permissions and its endpoint setting; `None` where no cloud's API made it (the simulated
+    /// fleet, a Prometheus server), which gets hints that name no cloud.
+    pub cloud: Option<Cloud>,
 }
 
 impl CloudError {
@@ -121,6 +126,15 @@ impl CloudError {
             code: None,
             message: message.into(),
             request_id: None,
+            cloud: None,
+        }
+    }
+
+    /// The same error, as one `cloud`'s API gave it.
+    pub fn from_cloud(self, cloud: Cloud) -> Self {
+        CloudError {
+            cloud: Some(cloud),
+            ..self
         }
     }
 
@@ -218,23 +232,71 @@ impl fmt::Display for CloudError {
         if let Some(id) = &self.request_id {
             write!(f, " (request id {id})")?;
         }
+        let hints = Hints::of(self.cloud);
         match self.kind {
-            ErrorKind::Credentials => f.write_str(
-                "; check the AWS credentials ebb runs with (environment, profile, or role)",
-            ),
-            ErrorKind::AccessDenied => f.write_str(
-                "; ebb's role needs the permissions in deploy/iam-policy.json, and changes are \
-                 allowed only on instances carrying the management tag",
+            ErrorKind::Credentials => write!(f, "; check the {} ebb runs with", hints.credentials),
+            ErrorKind::AccessDenied => write!(
+                f,
+                "; {} needs the permissions in {}, and changes are allowed only on instances \
+                 carrying the management tag",
+                hints.role, hints.permissions
             ),
             ErrorKind::Unavailable => {
-                f.write_str("; check the network and AWS_ENDPOINT_URL, ebb will try again")
+                write!(
+                    f,
+                    "; check the network and {}, ebb will try again",
+                    hints.endpoint
+                )
             }
-            ErrorKind::Unanswered => f.write_str(
-                "; the answer was lost (check the network and AWS_ENDPOINT_URL): a change it \
-                 asked for may have been carried out, and is resolved from the instance's state \
-                 at a later tick",
+            ErrorKind::Unanswered => write!(
+                f,
+                "; the answer was lost (check the network and {}): a change it asked for may \
+                 have been carried out, and is resolved from the instance's state at a later tick",
+                hints.endpoint
             ),
             _ => Ok(()),
+        }
+    }
+}
+
+/// What a user checks when one cloud's calls fail: where ebb's credentials come from, who needs
+/// which permissions, and the setting that points ebb at the API.
+struct Hints {
+    credentials: &'static str,
+    role: &'static str,
+    permissions: &'static str,
+    endpoint: &'static str,
+}
+
+impl Hints {
+    fn of(cloud: Option<Cloud>) -> Hints {
+        match cloud {
+            Some(Cloud::Aws) => Hints {
+                credentials: "AWS credentials (environment, profile, or role)",
+                role: "ebb's IAM role",
+                permissions: "deploy/iam-policy.json",
+                endpoint: "AWS_ENDPOINT_URL",
+            },
+            Some(Cloud::Alibaba) => Hints {
+                credentials: "Alibaba Cloud credentials (ALIBABA_CLOUD_ACCESS_KEY_ID and \
+                              ALIBABA_CLOUD_ACCESS_KEY_SECRET, or the instance's RAM role)",
+                role: "ebb's RAM role",
+                permissions: "docs/alibaba.md",
+                endpoint: "EBB_ALIBABA_ENDPOINT",
+            },
+            Some(Cloud::Tencent) => Hints {
+                credentials: "Tencent Cloud credentials (TENCENTCLOUD_SECRET_ID and \
+                              TENCENTCLOUD_SECRET_KEY, or the instance's CAM role)",
+                role: "ebb's CAM role",
+                permissions: "docs/tencent.md",
+                endpoint: "EBB_TENCENT_ENDPOINT",
+            },
+            None => Hints {
+                credentials: "cloud credentials",
+                role: "ebb's role",
+                permissions: "the cloud's page in docs/",
+                endpoint: "the cloud's endpoint",
+            },
         }
     }
 }
@@ -244,6 +306,61 @@ impl std::error::Error for CloudError {}
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Each cloud's hints name its own credentials, permissions and endpoint, and no other
+    /// cloud's: an Alibaba user is not sent to check AWS credentials.
+    #[test]
+    fn hints_name_the_cloud_the_error_came_from() {
+        let alibaba = ["Alibaba", "ALIBABA", "RAM"];
+        let tencent = ["Tencent", "TENCENT", "CAM"];
+        let aws = ["AWS", "IAM"];
+        let rows = [
+            (
+                Some(Cloud::Aws),
+                ["AWS credentials", "iam-policy.json", "AWS_ENDPOINT_URL"],
+                [alibaba, tencent].concat(),
+            ),
+            (
+                Some(Cloud::Alibaba),
+                [
+                    "ALIBABA_CLOUD_ACCESS_KEY_ID",
+                    "docs/alibaba.md",
+                    "EBB_ALIBABA_ENDPOINT",
+                ],
+                [aws.as_slice(), &tencent].concat(),
+            ),
+            (
+                Some(Cloud::Tencent),
+                [
+                    "TENCENTCLOUD_SECRET_ID",
+                    "docs/tencent.md",
+                    "EBB_TENCENT_ENDPOINT",
+                ],
+                [aws.as_slice(), &alibaba].concat(),
+            ),
+            (
+                None,
+                ["cloud credentials", "docs/", "the cloud's endpoint"],
+                [aws.as_slice(), &alibaba, &tencent].concat(),
+            ),
+        ];
+        let kinds = [
+            ErrorKind::Credentials,
+            ErrorKind::AccessDenied,
+            ErrorKind::Unavailable,
+        ];
+        for (cloud, hints, foreign) in rows {
+            for (kind, hint) in kinds.into_iter().zip(hints) {
+                let mut error = CloudError::new(kind, "StopInstances", "refused");
+                error.cloud = cloud;
+                let shown = error.to_string();
+                assert!(shown.contains(hint), "{cloud:?}: {shown}");
+                for word in &foreign {
+                    assert!(!shown.contains(word), "{cloud:?} names {word}: {shown}");
+                }
+            }
+        }
+    }
 
     #[test]
     fn codes_sort_into_kinds() {
@@ -269,7 +386,9 @@ mod tests {
 
     #[test]
     fn access_denied_says_what_to_do() {
-        let e = CloudError::denied("StopInstances").with_request_id("req-1");
+        let e = CloudError::denied("StopInstances")
+            .with_request_id("req-1")
+            .from_cloud(Cloud::Aws);
         let text = e.to_string();
         assert!(text.starts_with("StopInstances failed: UnauthorizedOperation: You are not"));
         assert!(text.contains("(request id req-1)"));

@@ -129,7 +129,7 @@ impl TickContext<'_> {
 ///
 /// A tick ([`Reconciler::tick`]) runs these phases in order, each at home in one place of
 /// `src/reconcile/`:
-/// - **policies**, `policies.rs`: the files, loaded again only when they change
+/// - **policies**, `src/policy/source.rs`: the files, loaded again only when they change
 ///   ([`PolicySource`]);
 /// - **list**, `mod.rs` (`list`): the listing, the inventory synced, the policy version recorded;
 /// - **resolve**, `resolve.rs`: the intents an interrupted tick left open, from the instances'

@@ -16,6 +16,7 @@ mod cli;
 mod cloudwatch_gpus;
 mod decider;
 mod deploy;
+mod doc_names;
 mod docs;
 mod early_start;
 mod eks_mocks;

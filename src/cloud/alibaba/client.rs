@@ -6,6 +6,7 @@
 use super::credentials::Keyring;
 use super::sign::{self, Signed};
 use crate::cloud::{CloudError, ErrorKind};
+use crate::fleet::Cloud;
 use chrono::{DateTime, Utc};
 use serde_json::Value;
 use std::collections::BTreeMap;
@@ -66,6 +67,19 @@ impl Client {
     /// Calls `action` of `product` in `region` with `params` (POST, the parameters in the
     /// query, an empty body), signed for `now`; the answer's JSON.
     pub(super) async fn call(
+        &self,
+        product: Product,
+        region: &str,
+        action: &'static str,
+        params: &BTreeMap<String, String>,
+        now: DateTime<Utc>,
+    ) -> Result<Value, CloudError> {
+        self.send(product, region, action, params, now)
+            .await
+            .map_err(|e| e.from_cloud(Cloud::Alibaba))
+    }
+
+    async fn send(
         &self,
         product: Product,
         region: &str,
@@ -177,6 +191,7 @@ impl Client {
                 .get("Message")
                 .and_then(Value::as_str)
                 .map_or_else(|| format!("HTTP {status}"), str::to_string),
+            cloud: None,
             request_id: body
                 .get("RequestId")
                 .and_then(Value::as_str)

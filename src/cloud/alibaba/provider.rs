@@ -9,7 +9,7 @@ use crate::cloud::{
     ActionReport, CloudError, Done, ErrorKind, Failed, GpuReadings, Inventory, Provider,
     ScopeFailure, StopKind, TypePrice,
 };
-use crate::fleet::{Instance, StopSaving, StoppedMode};
+use crate::fleet::{Cloud, Instance, StopSaving, StoppedMode};
 use chrono::{DateTime, Utc};
 use serde_json::Value;
 use std::collections::{BTreeMap, HashMap};
@@ -157,7 +157,8 @@ impl AlibabaProvider {
                     error: CloudError {
                         request_id: request_id.clone(),
                         ..CloudError::coded(super::client::kind_of(code), action, code, message)
-                    },
+                    }
+                    .from_cloud(Cloud::Alibaba),
                 }),
                 // Accepted as a whole, but silent on this one: what became of it is unknown.
                 None => report.failed.push(Failed {
@@ -169,7 +170,8 @@ impl AlibabaProvider {
                             action,
                             "the answer does not mention this instance",
                         )
-                    },
+                    }
+                    .from_cloud(Cloud::Alibaba),
                 }),
             }
         }

@@ -7,6 +7,7 @@
 //! the last error speaks for the whole call.
 
 use crate::cloud::{CloudError, ErrorKind};
+use crate::fleet::Cloud;
 use aws_sdk_ec2::config::interceptors::InterceptorContext;
 use aws_sdk_ec2::config::retry::{ClassifyRetry, RetryAction};
 use aws_sdk_ec2::error::{ConnectorError, ProvideErrorMetadata, SdkError};
@@ -44,6 +45,7 @@ where
                 .unwrap_or_else(|| format!("HTTP {status}")),
             code,
             request_id,
+            cloud: Some(Cloud::Aws),
         };
     }
     let message = one_line(&err);
@@ -67,6 +69,7 @@ where
         code: None,
         message,
         request_id,
+        cloud: Some(Cloud::Aws),
     }
 }
 

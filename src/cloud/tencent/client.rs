@@ -14,6 +14,7 @@
 use super::credentials::Source;
 use super::sign::{Signed, CONTENT_TYPE};
 use crate::cloud::{CloudError, ErrorKind};
+use crate::fleet::Cloud;
 use serde::de::DeserializeOwned;
 use serde::Deserialize;
 use serde_json::Value;
@@ -107,6 +108,18 @@ impl Client {
 
     /// Calls `action` of `service` in `region` (`None` for the global services) with `body`.
     pub(super) async fn call<T: DeserializeOwned>(
+        &self,
+        service: Service,
+        action: &'static str,
+        region: Option<&str>,
+        body: &Value,
+    ) -> Result<Answer<T>, CloudError> {
+        self.send(service, action, region, body)
+            .await
+            .map_err(|e| e.from_cloud(Cloud::Tencent))
+    }
+
+    async fn send<T: DeserializeOwned>(
         &self,
         service: Service,
         action: &'static str,
@@ -329,5 +342,9 @@ mod tests {
             .await
             .unwrap_err();
         assert_eq!(error.kind, ErrorKind::Unavailable, "{error}");
+        // The hint is Tencent Cloud's: its endpoint setting, no other cloud's.
+        let shown = error.to_string();
+        assert!(shown.contains("EBB_TENCENT_ENDPOINT"), "{shown}");
+        assert!(!shown.contains("AWS"), "{shown}");
     }
 }

@@ -5,6 +5,7 @@ use super::api::{Caller, TagAnswer, RESOURCES_PER_TAG_CALL};
 use super::client::{kind_of, Answer, STS, TAG};
 use super::{Accepted, TencentProvider};
 use crate::cloud::{ActionReport, CloudError};
+use crate::fleet::Cloud;
 use serde_json::{json, Value};
 
 impl TencentProvider {
@@ -57,7 +58,8 @@ impl TencentProvider {
                         .filter_map(|f| {
                             let id = f.resource.rsplit('/').next()?.to_string();
                             let error =
-                                CloudError::coded(kind_of(&f.code), action, &f.code, f.message);
+                                CloudError::coded(kind_of(&f.code), action, &f.code, f.message)
+                                    .from_cloud(Cloud::Tencent);
                             Some((id, error))
                         })
                         .collect();
