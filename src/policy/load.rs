@@ -1,7 +1,7 @@
 //! Reading policy directories: files, version, and problems with their positions.
 
 use super::check::{check_file, CheckedFile};
-use super::yaml::{self, Position, Step};
+use super::yaml::{Position, Positions, Step};
 use super::{PolicySet, PolicyVersion, Problem};
 use sha2::{Digest, Sha256};
 use std::collections::BTreeMap;
@@ -56,7 +56,7 @@ pub fn load(paths: &[PathBuf]) -> Result<PolicySet, LoadError> {
         hasher.update((text.len() as u64).to_le_bytes());
         hasher.update(text.as_bytes());
         match check_file(file, &text) {
-            Ok(c) => checked.push((file.clone(), text, c)),
+            Ok(c) => checked.push((file.clone(), Positions::of(&text), c)),
             Err(p) => problems.push(p),
         }
     }
@@ -83,22 +83,22 @@ type Assembled = (
 /// Cross-file checks and name resolution: calendars are shared by all files, policy names are
 /// unique across them. Every file's own problems are located here too.
 fn assemble(
-    checked: Vec<(PathBuf, String, CheckedFile)>,
+    checked: Vec<(PathBuf, Positions, CheckedFile)>,
     problems: &mut Vec<Problem>,
 ) -> Assembled {
-    let locate = |file: &Path, text: &str, path: &[Step], message: String| {
-        Problem::new(file, yaml::locate(text, path), &message)
+    let locate = |file: &Path, positions: &Positions, path: &[Step], message: String| {
+        Problem::new(file, positions.locate(path), &message)
     };
     let mut calendars = BTreeMap::new();
     let mut calendar_at: BTreeMap<String, String> = BTreeMap::new();
-    for (file, text, c) in &checked {
+    for (file, positions, c) in &checked {
         for def in &c.calendars {
             let (name, path) = (&def.calendar.name, &def.path);
-            let here = place(file, yaml::locate(text, path));
+            let here = place(file, positions.locate(path));
             if let Some(first) = calendar_at.get(name) {
                 problems.push(locate(
                     file,
-                    text,
+                    positions,
                     path,
                     format!("duplicate calendar \"{name}\" (also defined at {first})"),
                 ));
@@ -110,13 +110,13 @@ fn assemble(
     }
     let mut policies = Vec::new();
     let mut policy_at: BTreeMap<String, String> = BTreeMap::new();
-    for (file, text, c) in checked {
+    for (file, positions, c) in checked {
         for p in &c.problems {
-            problems.push(locate(&file, &text, &p.path, p.message.clone()));
+            problems.push(locate(&file, &positions, &p.path, p.message.clone()));
         }
         for draft in c.policies {
             let name_path = draft.name_path();
-            let name_pos = yaml::locate(&text, &name_path);
+            let name_pos = positions.locate(&name_path);
             if let Some(first) = policy_at.get(&draft.name) {
                 let message = format!(
                     "duplicate policy name \"{}\" (also defined at {first})",
@@ -130,7 +130,7 @@ fn assemble(
                 Ok(policy) => policies.push(policy),
                 Err(unresolved) => {
                     for p in unresolved {
-                        problems.push(locate(&file, &text, &p.path, p.message));
+                        problems.push(locate(&file, &positions, &p.path, p.message));
                     }
                 }
             }

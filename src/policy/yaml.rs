@@ -1,12 +1,11 @@
 //! The one place that parses YAML, so the parser can be swapped (serde_yaml is unmaintained).
 //!
 //! Policies are checked by walking a parsed [`Value`] and collecting every problem, which needs
-//! each problem's line and column. serde_yaml keeps no positions in its values, but it attaches
-//! the position of the node being read to any error a `Deserialize` impl raises there. [`locate`]
-//! uses that: it reads the document again and fails on purpose at the node a path names.
+//! each problem's line and column. serde_yaml keeps no positions in its values: [`Positions`]
+//! reads the text once more with an event parser that does, and finds a path's node in that.
 
-use serde::de::{self, DeserializeSeed, IgnoredAny, MapAccess, SeqAccess, Visitor};
-use std::fmt;
+use yaml_rust2::parser::Event;
+use yaml_rust2::scanner::TScalarStyle;
 
 pub use serde_yaml::Value;
 
@@ -64,190 +63,135 @@ pub fn from_str<T: serde::de::DeserializeOwned>(text: &str) -> Result<T, String>
     serde_yaml::from_str(text).map_err(|e| e.to_string())
 }
 
-/// Finds the position of the node at `path` in `text`, or of the deepest ancestor that exists.
-pub fn locate(text: &str, path: &[Step]) -> Option<Position> {
-    (0..=path.len())
-        .rev()
-        .find_map(|len| locate_exact(text, &path[..len]))
+/// Where every node of one YAML text is, read in one pass, so that a file's many positions (a
+/// policy's line, each problem's) cost one reading of it rather than one each.
+///
+/// serde_yaml keeps no positions, so the text is read again by an event parser that marks
+/// each node where it starts. Positions are for messages and sources only: a text this reader
+/// cannot follow (which serde_yaml accepted) gives the positions read before it stopped.
+pub struct Positions {
+    root: Option<Node>,
 }
 
-const MARKER: &str = "\u{0}ebb-locate";
-
-fn locate_exact(text: &str, path: &[Step]) -> Option<Position> {
-    let de = serde_yaml::Deserializer::from_str(text);
-    match (Locate { path }).deserialize(de) {
-        // serde_yaml prefixes the message with the node's path, so look for the marker inside it.
-        Err(err) if err.to_string().contains(MARKER) => err.location().map(|l| Position {
-            line: l.line(),
-            column: l.column(),
-        }),
-        _ => None,
-    }
+/// A node's position, and its children's.
+struct Node {
+    at: Position,
+    children: Children,
 }
 
-/// Walks `path` and raises [`MARKER`] at the node it names; reaching the end of a node without
-/// finding the next step succeeds, which means "not found".
-struct Locate<'a> {
-    path: &'a [Step],
+enum Children {
+    Leaf,
+    /// Each entry's key text (`None` for a key that is not a scalar), the key's position, and
+    /// the value.
+    Map(Vec<(Option<String>, Position, Node)>),
+    Seq(Vec<Node>),
 }
 
-impl<'de> DeserializeSeed<'de> for Locate<'_> {
-    type Value = ();
-
-    fn deserialize<D: de::Deserializer<'de>>(self, de: D) -> Result<(), D::Error> {
-        de.deserialize_any(self)
-    }
+/// A mapping or sequence being read, and, in a mapping, the key read before its value.
+struct Open {
+    node: Node,
+    key: Option<(Option<String>, Position)>,
 }
 
-impl Locate<'_> {
-    fn here<E: de::Error>(&self) -> Result<(), E> {
-        if self.path.is_empty() {
-            Err(E::custom(MARKER))
-        } else {
-            Ok(())
-        }
-    }
-}
-
-macro_rules! scalar_visits {
-    ($($name:ident: $ty:ty),*) => {$(
-        fn $name<E: de::Error>(self, _: $ty) -> Result<(), E> {
-            self.here()
-        }
-    )*};
-}
-
-impl<'de> Visitor<'de> for Locate<'_> {
-    type Value = ();
-
-    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-        f.write_str("any YAML node")
-    }
-
-    scalar_visits!(visit_bool: bool, visit_i64: i64, visit_u64: u64, visit_f64: f64, visit_str: &str);
-
-    fn visit_unit<E: de::Error>(self) -> Result<(), E> {
-        self.here()
-    }
-
-    fn visit_none<E: de::Error>(self) -> Result<(), E> {
-        self.here()
-    }
-
-    fn visit_some<D: de::Deserializer<'de>>(self, de: D) -> Result<(), D::Error> {
-        de.deserialize_any(self)
-    }
-
-    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
-        self.here()?;
-        let (first, rest) = (&self.path[0], &self.path[1..]);
-        let mut index = 0;
-        loop {
-            let found = match first {
-                Step::Index(i) if *i == index => {
-                    seq.next_element_seed(Locate { path: rest })?.is_some()
-                }
-                _ => seq.next_element::<IgnoredAny>()?.is_some(),
+impl Positions {
+    /// Reads `text`.
+    pub fn of(text: &str) -> Positions {
+        let mut parser = yaml_rust2::parser::Parser::new_from_str(text);
+        let mut open: Vec<Open> = Vec::new();
+        let mut root = None;
+        while let Ok((event, mark)) = parser.next_token() {
+            let at = Position {
+                line: mark.line(),
+                column: mark.col() + 1,
             };
-            if !found {
-                return Ok(());
+            let (node, key) = match event {
+                Event::StreamEnd => break,
+                Event::MappingStart(..) | Event::SequenceStart(..) => {
+                    let children = match event {
+                        Event::MappingStart(..) => Children::Map(Vec::new()),
+                        _ => Children::Seq(Vec::new()),
+                    };
+                    let node = Node { at, children };
+                    open.push(Open { node, key: None });
+                    continue;
+                }
+                Event::MappingEnd | Event::SequenceEnd => match open.pop() {
+                    Some(done) => (done.node, None),
+                    None => break,
+                },
+                Event::Scalar(value, style, ..) => {
+                    let key = match (style, value.as_str()) {
+                        (TScalarStyle::Plain, "" | "~") => "null".to_string(),
+                        _ => value,
+                    };
+                    (Node::leaf(at), Some(key))
+                }
+                Event::Alias(_) => (Node::leaf(at), None),
+                _ => continue,
+            };
+            match open.last_mut() {
+                None => root = root.or(Some(node)),
+                Some(parent) => parent.attach(node, key),
             }
-            index += 1;
         }
+        Positions { root }
     }
 
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
-        self.here()?;
-        let (first, rest) = (&self.path[0], &self.path[1..]);
-        let wanted = match first {
-            Step::Value(k) | Step::Key(k) => Some(k.as_str()),
-            Step::Index(_) => None,
-        };
-        let fail_on_key = matches!(first, Step::Key(_)) && rest.is_empty();
-        while let Some(matched) = map.next_key_seed(KeyProbe {
-            wanted,
-            fail: fail_on_key,
-        })? {
-            if matched && matches!(first, Step::Value(_)) {
-                map.next_value_seed(Locate { path: rest })?;
-            } else {
-                map.next_value::<IgnoredAny>()?;
+    /// The position of the node at `path`, or of the deepest ancestor that exists.
+    pub fn locate(&self, path: &[Step]) -> Option<Position> {
+        let mut node = self.root.as_ref()?;
+        for step in path {
+            let next = match (&node.children, step) {
+                (Children::Seq(items), Step::Index(i)) => items.get(*i),
+                (Children::Map(entries), Step::Value(k) | Step::Key(k)) => {
+                    let Some((_, key_at, value)) =
+                        entries.iter().find(|(key, ..)| key.as_deref() == Some(k))
+                    else {
+                        break;
+                    };
+                    if matches!(step, Step::Key(_)) {
+                        return Some(*key_at);
+                    }
+                    Some(value)
+                }
+                _ => None,
+            };
+            match next {
+                Some(child) => node = child,
+                None => break,
             }
         }
-        Ok(())
+        Some(node.at)
     }
 }
 
-/// Reads a mapping key; tells whether it is the wanted one, or fails there when asked to. The
-/// failure must come from inside the key's own visit, so that serde_yaml marks it with the
-/// key's position rather than the mapping's.
-struct KeyProbe<'a> {
-    wanted: Option<&'a str>,
-    fail: bool,
-}
-
-impl KeyProbe<'_> {
-    fn probe<E: de::Error>(self, text: Option<String>) -> Result<bool, E> {
-        let matched = self.wanted.is_some() && text.as_deref() == self.wanted;
-        if matched && self.fail {
-            return Err(E::custom(MARKER));
+impl Node {
+    fn leaf(at: Position) -> Node {
+        Node {
+            at,
+            children: Children::Leaf,
         }
-        Ok(matched)
     }
 }
 
-impl<'de> DeserializeSeed<'de> for KeyProbe<'_> {
-    type Value = bool;
-
-    fn deserialize<D: de::Deserializer<'de>>(self, de: D) -> Result<bool, D::Error> {
-        de.deserialize_any(self)
-    }
-}
-
-/// Key texts as [`key_text`] gives them.
-impl<'de> Visitor<'de> for KeyProbe<'_> {
-    type Value = bool;
-
-    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-        f.write_str("a mapping key")
-    }
-
-    fn visit_str<E: de::Error>(self, v: &str) -> Result<bool, E> {
-        self.probe(Some(v.to_string()))
-    }
-
-    fn visit_bool<E: de::Error>(self, v: bool) -> Result<bool, E> {
-        self.probe(Some(v.to_string()))
-    }
-
-    fn visit_i64<E: de::Error>(self, v: i64) -> Result<bool, E> {
-        self.probe(Some(v.to_string()))
-    }
-
-    fn visit_u64<E: de::Error>(self, v: u64) -> Result<bool, E> {
-        self.probe(Some(v.to_string()))
-    }
-
-    fn visit_f64<E: de::Error>(self, v: f64) -> Result<bool, E> {
-        self.probe(Some(serde_yaml::Number::from(v).to_string()))
-    }
-
-    fn visit_unit<E: de::Error>(self) -> Result<bool, E> {
-        self.probe(Some("null".to_string()))
-    }
-
-    fn visit_none<E: de::Error>(self) -> Result<bool, E> {
-        self.probe(Some("null".to_string()))
-    }
-
-    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<bool, A::Error> {
-        while seq.next_element::<IgnoredAny>()?.is_some() {}
-        Ok(false)
-    }
-
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<bool, A::Error> {
-        while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
-        Ok(false)
+impl Open {
+    /// Adds a finished node: a sequence's next item, or a mapping's key or the value of the
+    /// key before it.
+    fn attach(&mut self, node: Node, key_text: Option<String>) {
+        match &mut self.node.children {
+            Children::Seq(items) => items.push(node),
+            Children::Map(entries) => match self.key.take() {
+                None => {
+                    // A block mapping is marked at its first key's `:`; it starts at the key.
+                    if entries.is_empty() {
+                        self.node.at = self.node.at.min(node.at);
+                    }
+                    self.key = Some((key_text, node.at));
+                }
+                Some((key, key_at)) => entries.push((key, key_at, node)),
+            },
+            Children::Leaf => {}
+        }
     }
 }
 
@@ -281,7 +225,8 @@ policies:
 
     #[test]
     fn locates_values_keys_and_flow_nodes() {
-        let at = |path: &[Step]| locate(DOC, path).map(|p| (p.line, p.column));
+        let positions = Positions::of(DOC);
+        let at = |path: &[Step]| positions.locate(path).map(|p| (p.line, p.column));
         assert_eq!(
             at(&[v("policies"), Step::Index(1), v("name")]),
             Some((4, 11))
@@ -310,13 +255,17 @@ policies:
     #[test]
     fn a_key_is_located_at_itself_not_at_its_mapping() {
         let doc = "policies: []\nfoo: 1\n";
-        let p = locate(doc, &[Step::Key("foo".into())]).unwrap();
+        let p = Positions::of(doc)
+            .locate(&[Step::Key("foo".into())])
+            .unwrap();
         assert_eq!((p.line, p.column), (2, 1));
     }
 
     #[test]
     fn a_missing_step_falls_back_to_the_deepest_ancestor() {
-        let p = locate(DOC, &[v("policies"), Step::Index(1), v("nope")]).unwrap();
+        let p = Positions::of(DOC)
+            .locate(&[v("policies"), Step::Index(1), v("nope")])
+            .unwrap();
         assert_eq!((p.line, p.column), (4, 5));
     }
 
