@@ -15,7 +15,7 @@ use ebb::cloud::{
     Inventory, Launch, LaunchSpec, NodeGroupUpdate, PlacementScores, Provider, Reservation,
     ReservationRequest, ScopeFailure, StopKind, TypePrice,
 };
-use ebb::fleet::{Capacity, Instance, NodeGroup, ScalingGroup};
+use ebb::fleet::{Capacity, Instance, NodeGroup, ScalingGroup, TypeFacts};
 use std::collections::BTreeMap;
 use std::future::Future;
 use std::pin::Pin;
@@ -37,6 +37,7 @@ pub enum Method {
     Tag,
     Untag,
     LaunchSpec,
+    UserData,
     Describe,
     InterruptionConfirmed,
     FindTagged,
@@ -58,11 +59,12 @@ pub enum Method {
     ReservationTarget,
     CancelReservation,
     PlacementScores,
+    InstanceTypes,
 }
 
 impl Method {
     /// Every method.
-    pub const ALL: [Method; 31] = [
+    pub const ALL: [Method; 33] = [
         Method::Instances,
         Method::Reread,
         Method::GpuUtilisation,
@@ -73,6 +75,7 @@ impl Method {
         Method::Tag,
         Method::Untag,
         Method::LaunchSpec,
+        Method::UserData,
         Method::Describe,
         Method::InterruptionConfirmed,
         Method::FindTagged,
@@ -94,6 +97,7 @@ impl Method {
         Method::ReservationTarget,
         Method::CancelReservation,
         Method::PlacementScores,
+        Method::InstanceTypes,
     ];
 
     /// Its name in the trait (`gpu_utilisation`).
@@ -109,6 +113,7 @@ impl Method {
             Method::Tag => "tag",
             Method::Untag => "untag",
             Method::LaunchSpec => "launch_spec",
+            Method::UserData => "user_data",
             Method::Describe => "describe",
             Method::InterruptionConfirmed => "interruption_confirmed",
             Method::FindTagged => "find_tagged",
@@ -130,6 +135,7 @@ impl Method {
             Method::ReservationTarget => "reservation_target",
             Method::CancelReservation => "cancel_reservation",
             Method::PlacementScores => "placement_scores",
+            Method::InstanceTypes => "instance_types",
         }
     }
 
@@ -144,6 +150,8 @@ impl Method {
             | Method::MigrationArtifacts
             | Method::ReservationTarget => "DescribeInstances",
             Method::GpuUtilisation => "GetMetricData",
+            Method::UserData => "DescribeInstanceAttribute",
+            Method::InstanceTypes => "DescribeInstanceTypes",
             Method::Prices => "DescribeSpotPriceHistory",
             Method::InterruptionConfirmed => "DescribeSpotInstanceRequests",
             Method::Stop => "StopInstances",
@@ -255,6 +263,10 @@ pub enum Call {
         region: String,
         id: String,
     },
+    UserData {
+        region: String,
+        id: String,
+    },
     Describe {
         region: String,
         ids: Vec<String>,
@@ -349,6 +361,7 @@ pub enum Call {
         region: String,
         types: Vec<String>,
     },
+    InstanceTypes,
 }
 
 impl Call {
@@ -386,13 +399,15 @@ impl Call {
             Call::ReservationTarget { .. } => Method::ReservationTarget,
             Call::CancelReservation { .. } => Method::CancelReservation,
             Call::PlacementScores { .. } => Method::PlacementScores,
+            Call::UserData { .. } => Method::UserData,
+            Call::InstanceTypes => Method::InstanceTypes,
         }
     }
 
     /// Its region (`None` for the listing of every region).
     pub fn region(&self) -> Option<&str> {
         match self {
-            Call::Instances => None,
+            Call::Instances | Call::InstanceTypes => None,
             Call::Reread { region, .. }
             | Call::GpuUtilisation { region, .. }
             | Call::Prices { region, .. }
@@ -402,6 +417,7 @@ impl Call {
             | Call::Tag { region, .. }
             | Call::Untag { region, .. }
             | Call::LaunchSpec { region, .. }
+            | Call::UserData { region, .. }
             | Call::Describe { region, .. }
             | Call::InterruptionConfirmed { region, .. }
             | Call::FindTagged { region, .. }
@@ -431,6 +447,7 @@ impl Call {
     pub fn ids(&self) -> Vec<String> {
         match self {
             Call::Instances
+            | Call::InstanceTypes
             | Call::Prices { .. }
             | Call::MigrationArtifacts { .. }
             | Call::ScalingGroups { .. }
@@ -450,6 +467,7 @@ impl Call {
             Call::SetType { id, .. }
             | Call::InterruptionConfirmed { id, .. }
             | Call::LaunchSpec { id, .. }
+            | Call::UserData { id, .. }
             | Call::CreateImage { id, .. } => {
                 vec![id.clone()]
             }
@@ -514,9 +532,10 @@ impl Call {
             Method::NodeGroupCapacity => Answer::Capacity(Err(error)),
             Method::ReserveCapacity => Answer::Reserved(Err(error)),
             Method::Reservations => Answer::Reservations(Err(error)),
-            Method::ReservationTarget => Answer::Requested(Err(error)),
+            Method::ReservationTarget | Method::UserData => Answer::Requested(Err(error)),
             Method::CancelReservation => Answer::Done(Err(error)),
             Method::PlacementScores => Answer::Scores(Err(error)),
+            Method::InstanceTypes => Answer::Types(Err(error)),
         }
     }
 }
@@ -545,6 +564,7 @@ pub enum Answer {
     Reserved(Result<Reservation, CloudError>),
     Reservations(Result<Vec<Reservation>, CloudError>),
     Scores(Result<PlacementScores, CloudError>),
+    Types(Result<BTreeMap<String, TypeFacts>, CloudError>),
 }
 
 /// A return type of [`Provider`], to and from its [`Answer`].
@@ -593,6 +613,7 @@ answers! {
     Reserved: Result<Reservation, CloudError>,
     Reservations: Result<Vec<Reservation>, CloudError>,
     Scores: Result<PlacementScores, CloudError>,
+    Types: Result<BTreeMap<String, TypeFacts>, CloudError>,
 }
 
 /// One call as the log keeps it.
@@ -907,7 +928,11 @@ impl<P: Provider> Provider for Intercept<P> {
     }
 
     async fn user_data(&self, region: &str, id: &str) -> Result<Option<String>, CloudError> {
-        self.inner.user_data(region, id).await
+        let call = Call::UserData {
+            region: region.into(),
+            id: id.into(),
+        };
+        self.run(call, self.inner.user_data(region, id)).await
     }
 
     async fn describe(
@@ -1169,5 +1194,10 @@ impl<P: Provider> Provider for Intercept<P> {
         };
         let forward = self.inner.placement_scores(region, types);
         self.run(call, forward).await
+    }
+
+    async fn instance_types(&self) -> Result<BTreeMap<String, TypeFacts>, CloudError> {
+        self.run(Call::InstanceTypes, self.inner.instance_types())
+            .await
     }
 }

@@ -97,3 +97,63 @@ async fn a_tick_keeps_the_catalogue_in_postgres_and_refreshes_it_daily(pool: sql
         .iter()
         .all(|(_, _, d)| *d == at("2026-12-01T21:00:00Z")));
 }
+
+/// The catalogue phase of a tick through the test layer over the AWS provider: a refused
+/// DescribeInstanceTypes keeps nothing and the tick goes on; the next look, an hour later, is
+/// forwarded to EC2 and keeps what it describes. Without the layer's forwarding the phase would
+/// get the trait's empty default and keep nothing either time.
+#[sqlx::test]
+async fn the_catalogue_phase_runs_under_the_fault_layer(pool: sqlx::PgPool) {
+    use crate::common::intercept::{Intercept, Method};
+    use ebb::cloud::CloudError;
+    use ebb::reconcile::{Options, PolicySource, Reconciler};
+    use ebb::store::Store;
+    use std::sync::Arc;
+
+    let f = crate::common::moto::Fixture::new("il-central-1").await;
+    let store = Store::from_pool(pool.clone());
+    store.migrate().await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("p.yaml"),
+        "policies:\n  - name: none\n    match: {tags: {team: nobody}}\n    idle: {gpu_below: 5, for: 1h}\n",
+    )
+    .unwrap();
+    let policies = Arc::new(PolicySource::new(vec![dir.path().to_path_buf()]));
+    let cloud = Intercept::new(f.provider().await);
+    let throttled = CloudError::throttled("DescribeInstanceTypes");
+    cloud.refuse_next(Method::InstanceTypes, 1, throttled);
+    let reconciler = Reconciler::new(cloud.clone(), store.clone(), policies, Options::default());
+    let mut leader = store.try_lead("test").await.unwrap().unwrap();
+    let kept = || async {
+        let count: (i64,) = sqlx::query_as("SELECT count(*) FROM instance_types")
+            .fetch_one(&pool)
+            .await
+            .unwrap();
+        count.0
+    };
+    let t0 = ebb::when::parse_time("2026-11-30T20:00:00Z").unwrap();
+    reconciler.tick(t0, &mut leader).await.unwrap();
+    assert_eq!(
+        cloud
+            .calls()
+            .iter()
+            .filter(|c| c.method == Method::InstanceTypes)
+            .count(),
+        1
+    );
+    assert_eq!(kept().await, 0, "a refused description keeps nothing");
+    reconciler
+        .tick(t0 + chrono::Duration::hours(2), &mut leader)
+        .await
+        .unwrap();
+    assert_eq!(
+        cloud
+            .calls()
+            .iter()
+            .filter(|c| c.method == Method::InstanceTypes)
+            .count(),
+        2
+    );
+    assert!(kept().await >= 40, "{} types kept", kept().await);
+}

@@ -851,3 +851,46 @@ fn log_lines_carry_errors_as_fields_not_in_the_message() {
         "log messages formatted with values (give them as fields: error = %err): {found:#?}"
     );
 }
+
+/// The names of the methods a trait's or an impl's block defines, from its opening line (found
+/// by `start`) to the first line that closes it at column 0.
+fn methods_of_block(text: &str, start: &str) -> BTreeSet<String> {
+    let from = text.find(start).unwrap_or_else(|| panic!("no `{start}`"));
+    let block = &text[from..];
+    let block = &block[..block.find("\n}").unwrap()];
+    block
+        .split("fn ")
+        .skip(1)
+        .filter_map(|rest| {
+            let name: String = rest
+                .chars()
+                .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+                .collect();
+            (!name.is_empty()).then_some(name)
+        })
+        .collect()
+}
+
+/// The test layer (`tests/common/intercept.rs`) intercepts every method of `Provider`: each has
+/// its `Method`, and the layer's impl defines it rather than leaving the trait's default, which
+/// would answer for the cloud (an empty catalogue, a refusal) without the test knowing.
+#[test]
+fn the_test_layer_intercepts_every_provider_method() {
+    let trait_text = std::fs::read_to_string(root().join("src/cloud/mod.rs")).unwrap();
+    let layer = std::fs::read_to_string(root().join("tests/common/intercept.rs")).unwrap();
+    let provider = methods_of_block(&trait_text, "pub trait Provider");
+    let forwarded = methods_of_block(&layer, "impl<P: Provider> Provider for Intercept<P>");
+    let named: BTreeSet<String> = layer
+        .split("=> \"")
+        .skip(1)
+        .filter_map(|rest| rest.split('"').next().map(str::to_string))
+        .collect();
+    assert!(provider.len() > 20, "{provider:?}");
+    let unforwarded: Vec<&String> = provider.difference(&forwarded).collect();
+    assert!(
+        unforwarded.is_empty(),
+        "not forwarded by the layer: {unforwarded:?}"
+    );
+    let unnamed: Vec<&String> = provider.difference(&named).collect();
+    assert!(unnamed.is_empty(), "no Method for: {unnamed:?}");
+}
