@@ -7,30 +7,27 @@
 //! and acted on; a [`snapshot`] file describes a fleet for `ebb plan`, `ebb explain` and the
 //! simulated cloud.
 //! Signed [`checkpoint`]s of the audit chain's head are kept outside the database.
+//!
+//! The workspace's crates are the module map's boundaries: `ebb-core` (crates/ebb-core) is the
+//! decision core, `ebb-cloud` (crates/ebb-cloud) the providers, and this crate the application
+//! (the control loop, the store, the API, the console and the command line). The core's and
+//! the providers' modules are re-exported here, at the paths the application names them by.
 
-pub mod advise;
+pub use ebb_cloud::{clock, cloud};
+pub use ebb_core::{advise, engine, fleet, names, policy, replay, report, schedule, snooze, when};
+
 pub mod api;
 pub mod checkpoint;
 pub mod cli;
-pub mod clock;
-pub mod cloud;
 pub mod console;
 pub mod control;
-pub mod engine;
 pub mod events;
-pub mod fleet;
 pub mod metrics;
-pub mod names;
 pub mod output;
-pub mod policy;
+pub mod policies;
 pub mod reconcile;
-pub mod replay;
-pub mod report;
-pub mod schedule;
 pub mod serve;
 pub mod snapshot;
-pub mod snooze;
 pub mod spot;
 pub mod store;
 pub mod webhook;
-pub mod when;

@@ -342,7 +342,7 @@ async fn readyz(
         }
         Err(_) => format!("no answer within {}s", DATABASE_CHECK.as_secs()),
     };
-    let (version, error) = match state.policies.current().await {
+    let (version, error) = match crate::policies::current(&state.policies).await {
         Ok(loaded) => (Some(loaded.set.version.to_string()), loaded.error),
         Err(err) => (None, Some(err.to_string())),
     };

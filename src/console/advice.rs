@@ -61,12 +61,15 @@ pub(super) async fn page(
     let window = Window::parse(&since, until.as_deref(), state.clock.now())
         .map_err(PageError::bad_request)?;
     let form = form(&since, until.as_deref());
-    let loaded = state.policies.current().await.map_err(|err| {
-        PageError::new(
+    let loaded =
+        crate::policies::current(&state.policies)
+            .await
+            .map_err(|err| {
+                PageError::new(
             StatusCode::SERVICE_UNAVAILABLE,
             format!("no valid policy set has been loaded, so there is nothing to advise on: {err}"),
         )
-    })?;
+            })?;
     let (instances, prior) = state.store.fleet_at(window.since).await?;
     if instances.is_empty() {
         let body = html! {

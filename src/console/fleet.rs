@@ -140,7 +140,10 @@ pub(super) async fn page(
         .collect();
     // The policies as loaded now, for each row's next scheduled change; none if they cannot
     // be read (the page still shows the fleet).
-    let set = state.policies.current().await.ok().map(|loaded| loaded.set);
+    let set = crate::policies::current(&state.policies)
+        .await
+        .ok()
+        .map(|loaded| loaded.set);
     let now = state.clock.now();
     let pages = ((found.total + PAGE - 1) / PAGE).max(1);
     let link = |page: i64, sort: FleetSort| {

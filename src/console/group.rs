@@ -59,7 +59,7 @@ pub(super) async fn page(
             (id, samples)
         })
         .collect();
-    let loaded = state.policies.current().await.ok();
+    let loaded = crate::policies::current(&state.policies).await.ok();
     let set = loaded.as_ref().map(|l| &*l.set);
     let decided = set.map(|set| decide_now(set, &group, &members, &readings, now));
     let body = html! {

@@ -117,7 +117,7 @@ async fn render(
         .iter()
         .find(|o| o.revoked_at.is_none() && o.until > now);
     let readings = store.gpu_readings(id, now - CHART_SPAN, now).await?;
-    let loaded = state.policies.current().await.ok();
+    let loaded = crate::policies::current(&state.policies).await.ok();
     let set = loaded.as_ref().map(|l| &*l.set);
     // The idle threshold of the policy that governed it at the last decision, as loaded now.
     let threshold = set.and_then(|set| {

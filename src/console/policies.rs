@@ -7,7 +7,7 @@ use axum::extract::State;
 use maud::html;
 
 pub(super) async fn page(State(state): State<ApiState>) -> PageResult {
-    let body = match state.policies.current().await {
+    let body = match crate::policies::current(&state.policies).await {
         Err(err) => html! {
             p.problem role="alert" {
                 "No valid policy set has been loaded, so ebb takes no action: " (err.to_string())

@@ -1,4 +1,4 @@
-//! The pages of a notice's snooze links (`src/snooze.rs`): `GET /snooze/{link}` says what the
+//! The pages of a notice's snooze links (`crates/ebb-core/src/snooze.rs`): `GET /snooze/{link}` says what the
 //! link will do and shows a button; only the button's `POST /snooze` makes the override, so
 //! that the link unfurlers of chat apps and the scanners of mail, which fetch every URL they
 //! see, change nothing.

@@ -129,7 +129,7 @@ impl TickContext<'_> {
 ///
 /// A tick ([`Reconciler::tick`]) runs these phases in order, each at home in one place of
 /// `src/reconcile/`:
-/// - **policies**, `src/policy/source.rs`: the files, loaded again only when they change
+/// - **policies**, `crates/ebb-core/src/policy/source.rs`: the files, loaded again only when they change
 ///   ([`PolicySource`]);
 /// - **list**, `mod.rs` (`list`): the listing, the inventory synced, the policy version recorded;
 /// - **resolve**, `resolve.rs`: the intents an interrupted tick left open, from the instances'
@@ -233,7 +233,9 @@ impl<P: Provider> Reconciler<P> {
             at: now,
             ..TickReport::default()
         };
-        let loaded = self.policies.current().await.map_err(TickError::Policies)?;
+        let loaded = crate::policies::current(&self.policies)
+            .await
+            .map_err(TickError::Policies)?;
         if let Some(err) = &loaded.error {
             tracing::error!(error = %err, "policies are not valid, acting on the last valid set");
         }

@@ -2,8 +2,9 @@
 //!
 //! - `deploy/iam-policy.json` (ebb's role) grants every AWS call the code makes and nothing
 //!   else but the permissions those calls need besides their own (`iam:PassRole`). The calls
-//!   are found in src/ itself: every fluent call `.operation()` of an AWS SDK client (the
-//!   operations are read from the SDK crates Cargo built ebb with), and the AssumeRole of
+//!   are found in the source itself (src/ and crates/ebb-cloud/src/): every fluent call
+//!   `.operation()` of an AWS SDK client (the operations are read from the SDK crates Cargo
+//!   built ebb with), and the AssumeRole of
 //!   `aws_config::sts::AssumeRoleProvider`, so a new call fails this test until the policy
 //!   grants it;
 //! - `deploy/iam-policy-audit-reader.json` grants what `ebb audit verify --checkpoints s3://...`
@@ -211,7 +212,7 @@ fn sdk_operations() -> BTreeMap<&'static str, BTreeMap<String, String>> {
 /// One AWS call in src/.
 #[derive(Debug, Clone)]
 struct Call {
-    /// `src/cloud/aws/ec2.rs:368`.
+    /// `crates/ebb-cloud/src/cloud/aws/ec2.rs:368`.
     place: String,
     /// The file, from the repository.
     file: String,
@@ -270,12 +271,14 @@ fn declared_function(line: &str) -> Option<&str> {
     (len > 0).then(|| &rest[..len])
 }
 
-/// Every AWS call in src/, with the IAM action it needs.
+/// Every AWS call in src/ and crates/ebb-cloud/src/, with the IAM action it needs.
 fn calls() -> Vec<Call> {
     let operations = sdk_operations();
     let renamed: BTreeMap<&str, &str> = IAM_NAME_OF.iter().copied().collect();
     let mut files = Vec::new();
+    // The application's own calls (the checkpoints' S3) and the providers'.
     rust_files(&repo("src"), &mut files);
+    rust_files(&repo("crates/ebb-cloud/src"), &mut files);
     files.sort();
     let mut calls = Vec::new();
     for path in files {
@@ -645,7 +648,7 @@ fn snapshots_are_tagged_only_by_the_create_image_call_that_makes_them() {
         }
     }
     // The code tags the snapshots in that call.
-    let spot = read(&repo("src/cloud/aws/spot.rs"));
+    let spot = read(&repo("crates/ebb-cloud/src/cloud/aws/spot.rs"));
     assert!(spot.contains(".tag_specifications(tagged(ResourceType::Snapshot))"));
 }
 

@@ -1019,3 +1019,78 @@ fn the_migrate_step_runs_as_the_owner_and_serve_as_the_runtime_role_it_grants() 
         );
     }
 }
+
+/// Every `.rs` file under `dir`.
+fn rust_files_under(dir: &Path) -> Vec<PathBuf> {
+    let mut files = Vec::new();
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            files.extend(rust_files_under(&path));
+        } else if path.extension().is_some_and(|e| e == "rs") {
+            files.push(path);
+        }
+    }
+    files
+}
+
+/// The build stage copies what `cargo build` reads: every crate of the workspace, and every
+/// file the source embeds with `include_str!` or `include_bytes!`. A file left out fails the
+/// image's build, which no other test runs.
+#[test]
+fn the_build_stage_copies_every_crate_and_embedded_file_the_build_reads() {
+    let stages = dockerfile_stages();
+    let copied: Vec<String> = stages[0]
+        .iter()
+        .filter(|i| i.keyword == "COPY" && !i.args.starts_with("--from"))
+        .flat_map(|i| {
+            let words: Vec<&str> = i.args.split_whitespace().collect();
+            words[..words.len() - 1]
+                .iter()
+                .map(|w| w.to_string())
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    let is_copied = |path: &str| {
+        copied
+            .iter()
+            .any(|c| c == path || (c.ends_with('/') && path.starts_with(c.as_str())))
+    };
+    let crates = crate::structure::workspace_members();
+    let mut read_by_build: Vec<String> = crates
+        .iter()
+        .filter(|m| *m != ".")
+        .map(|m| format!("{m}/"))
+        .collect();
+    let root = repo("");
+    for dir in crates.iter().map(|m| repo(m).join("src")) {
+        for file in rust_files_under(&dir) {
+            let text = read(&file);
+            for embedded in text.split("include_").skip(1).filter_map(|rest| {
+                let rest = rest
+                    .strip_prefix("str!(\"")
+                    .or(rest.strip_prefix("bytes!(\""))?;
+                rest.split('"').next()
+            }) {
+                let path = file.parent().unwrap().join(embedded);
+                let path = std::fs::canonicalize(&path)
+                    .unwrap_or_else(|e| panic!("{}: {embedded}: {e}", file.display()));
+                let relative = path
+                    .strip_prefix(std::fs::canonicalize(&root).unwrap())
+                    .unwrap();
+                read_by_build.push(relative.to_string_lossy().to_string());
+            }
+        }
+    }
+    assert!(
+        read_by_build
+            .iter()
+            .any(|p| p == "deploy/instance-types.yaml"),
+        "{read_by_build:?}"
+    );
+    let missing: Vec<&String> = read_by_build.iter().filter(|p| !is_copied(p)).collect();
+    assert!(
+        missing.is_empty(),
+        "the build stage does not copy {missing:?}"
+    );
+}

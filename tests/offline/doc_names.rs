@@ -1,6 +1,6 @@
 //! The names README.md and docs/ARCHITECTURE.md give in backticks exist: every file or folder
-//! path (`src/cloud/mod.rs`, `reconcile/act/`, `alibaba.rs`) is a file or folder of the
-//! repository, and every Rust path (`engine::decide`, `Provider::instances`,
+//! path (`crates/ebb-cloud/src/cloud/mod.rs`, `reconcile/act/`, `alibaba.rs`) is a file or
+//! folder of the repository, and every Rust path (`engine::decide`, `Provider::instances`,
 //! `ErrorKind::Unanswered`) names modules, types and items that ebb's source defines. A rename
 //! that leaves these pages behind fails here.
 //!
@@ -101,16 +101,22 @@ fn as_file_path(span: &str) -> Option<&str> {
     (plain && !placeholder && file_like && span.len() > 1).then_some(span)
 }
 
-/// Whether a path the docs give exists: from the root, or as the end of a longer path (docs
-/// often name `reconcile/act/fallback.rs` or `mod.rs` under the folder they are speaking of).
+/// Whether a path the docs give exists. One that starts at a top-level entry of the repository
+/// (`src/`, `crates/`, `deploy/`) is from the root; any other is the end of a longer path (docs
+/// name `reconcile/act/fallback.rs` or `mod.rs` under the folder they are speaking of).
 fn path_exists(path: &str, repository: &[String]) -> bool {
+    let first = path.split('/').next().unwrap_or_default();
+    let from_root = repository
+        .iter()
+        .any(|p| p == first || p.strip_suffix('/') == Some(first));
     repository
         .iter()
-        .any(|p| p == path || p.ends_with(&format!("/{path}")))
+        .any(|p| p == path || (!from_root && p.ends_with(&format!("/{path}"))))
 }
 
 /// The span as a Rust path of ebb's (`engine::decide`, `Store::open`), without a call's
-/// arguments or an `ebb::` prefix; `None` for another crate's paths and for anything else.
+/// arguments or the crate it starts from (`ebb::`, `crate::`); `None` for another crate's
+/// paths and for anything else.
 fn as_rust_path(span: &str) -> Option<Vec<String>> {
     let path = span.split('(').next()?.trim_end_matches("()");
     let segments: Vec<&str> = path.split("::").collect();
@@ -126,14 +132,17 @@ fn as_rust_path(span: &str) -> Option<Vec<String>> {
     }
     let segments: Vec<String> = segments
         .into_iter()
-        .skip_while(|s| *s == "ebb")
+        // The crate a path starts from: ebb's own, or one whose modules it re-exports.
+        .skip_while(|s| ["ebb", "crate", "ebb_core", "ebb_cloud"].contains(s))
         .map(str::to_string)
         .collect();
     let first = segments.first()?;
     (segments.len() >= 2 && !OTHER_CRATES.contains(&first.as_str())).then_some(segments)
 }
 
-/// ebb's Rust source, as (path relative to `src/`, text).
+/// ebb's Rust source, the `src/` of every crate of the workspace, as (path relative to its
+/// crate's `src/`, text): the application re-exports the other crates' modules at the same
+/// paths, so the docs name them as one tree.
 struct Source {
     files: Vec<(PathBuf, String)>,
 }
@@ -141,19 +150,31 @@ struct Source {
 impl Source {
     fn read() -> Source {
         let mut files = Vec::new();
-        let src = root().join("src");
+        let sources: Vec<String> = crate::structure::workspace_members()
+            .iter()
+            .map(|member| {
+                format!("{member}/src/")
+                    .trim_start_matches("./")
+                    .to_string()
+            })
+            .collect();
         for path in repository_paths() {
-            let full = root().join(&path);
-            if path.starts_with("src/") && path.ends_with(".rs") {
-                let relative = full.strip_prefix(&src).unwrap().to_path_buf();
-                files.push((relative, std::fs::read_to_string(&full).unwrap()));
+            let Some(src) = sources.iter().find(|src| path.starts_with(src.as_str())) else {
+                continue;
+            };
+            if path.ends_with(".rs") {
+                let relative = PathBuf::from(&path[src.len()..]);
+                files.push((
+                    relative,
+                    std::fs::read_to_string(root().join(&path)).unwrap(),
+                ));
             }
         }
         Source { files }
     }
 
-    /// Whether `segments` names a module under `src/`: `cloud::prices` is `src/cloud/prices.rs`
-    /// or `src/cloud/prices/mod.rs`.
+    /// Whether `segments` names a module: `cloud::prices` is `cloud/prices.rs` or
+    /// `cloud/prices/mod.rs` under a crate's `src/`.
     fn is_module(&self, segments: &[String]) -> bool {
         let folder = segments.join("/");
         self.files.iter().any(|(path, _)| {
@@ -248,11 +269,20 @@ fn every_path_and_rust_item_the_main_pages_name_exists() {
 #[test]
 fn the_name_check_finds_what_is_missing() {
     let repository = repository_paths();
-    assert!(path_exists("src/cloud/mod.rs", &repository));
+    assert!(path_exists(
+        "crates/ebb-cloud/src/cloud/mod.rs",
+        &repository
+    ));
+    assert!(path_exists("cloud/mod.rs", &repository));
+    // From the root: the application's `src/` has no cloud module.
+    assert!(!path_exists("src/cloud/mod.rs", &repository));
     assert!(path_exists("reconcile/act/", &repository));
-    assert!(!path_exists("src/cloud/nowhere.rs", &repository));
+    assert!(!path_exists(
+        "crates/ebb-cloud/src/cloud/nowhere.rs",
+        &repository
+    ));
     assert!(!path_exists("cloud/mod.rs/", &repository));
-    assert_eq!(as_file_path("src/cloud/NAME/"), None);
+    assert_eq!(as_file_path("crates/ebb-cloud/src/cloud/NAME/"), None);
     assert_eq!(as_file_path("GET /v1/status"), None);
     let source = Source::read();
     let check = |span: &str| source.check(&as_rust_path(span).unwrap());

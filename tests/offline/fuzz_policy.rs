@@ -1902,7 +1902,7 @@ fn assert_refused(result: Result<(), String>) {
 }
 
 /// Crash found by `snapshot_times_beyond_year_9999_never_panic`: `launched_at + grace_after_start`
-/// overflows (`DateTime + TimeDelta overflowed`, src/engine/rules.rs, the idle rule).
+/// overflows (`DateTime + TimeDelta overflowed`, crates/ebb-core/src/engine/rules.rs, the idle rule).
 #[test]
 fn launch_time_at_the_end_of_time() {
     assert_refused(plan_and_explain(
@@ -1914,7 +1914,7 @@ fn launch_time_at_the_end_of_time() {
 }
 
 /// Crash found by `snapshot_times_beyond_year_9999_never_panic`: `notified_at + before`
-/// overflows (`DateTime + TimeDelta overflowed`, src/engine/rules.rs, `with_notice`).
+/// overflows (`DateTime + TimeDelta overflowed`, crates/ebb-core/src/engine/rules.rs, `with_notice`).
 #[test]
 fn notice_time_at_the_end_of_time() {
     assert_refused(plan_and_explain(
@@ -1930,7 +1930,7 @@ fn notice_time_at_the_end_of_time() {
 
 /// Crash found by `snapshot_times_beyond_year_9999_never_panic`: a time near the end (start) of
 /// chrono's range shown in a zone east (west) of UTC is out of range (`Local time out of range
-/// for NaiveDateTime`, chrono's `naive_local` via `local` in src/engine/rules.rs): an ebb stop
+/// for NaiveDateTime`, chrono's `naive_local` via `local` in crates/ebb-core/src/engine/rules.rs): an ebb stop
 /// time, or the end of an override.
 #[test]
 fn times_at_the_ends_of_time_shown_in_a_zone() {

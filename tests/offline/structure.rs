@@ -14,6 +14,43 @@ fn root() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
 }
 
+/// The crates of the workspace, as the root Cargo.toml's `members` lists them (`.` the root).
+pub(crate) fn workspace_members() -> Vec<String> {
+    let manifest = std::fs::read_to_string(root().join("Cargo.toml")).unwrap();
+    let line = manifest
+        .lines()
+        .find(|l| l.starts_with("members = ["))
+        .expect("Cargo.toml: a [workspace] with members on one line");
+    line.split('"')
+        .skip(1)
+        .step_by(2)
+        .map(str::to_string)
+        .collect()
+}
+
+/// The `src/` folder of each crate of the workspace: one module tree, since the application
+/// re-exports the other crates' modules at the paths it names them by.
+fn source_roots() -> Vec<PathBuf> {
+    workspace_members()
+        .iter()
+        .map(|member| root().join(member).join("src"))
+        .collect()
+}
+
+/// Every `.rs` file of the workspace's crates.
+fn source_files() -> Vec<PathBuf> {
+    source_roots().iter().flat_map(|r| rust_files(r)).collect()
+}
+
+/// The source file or folder of module `path` (`["policy", "load"]`), in whichever crate has it.
+fn module_location(path: &str) -> PathBuf {
+    source_roots()
+        .into_iter()
+        .map(|r| r.join(path))
+        .find(|p| p.exists() || p.with_extension("rs").exists())
+        .unwrap_or_else(|| root().join("src").join(path))
+}
+
 /// Every `.rs` file under `dir`.
 fn rust_files(dir: &Path) -> Vec<PathBuf> {
     let mut files = Vec::new();
@@ -38,11 +75,15 @@ fn code(path: &Path) -> String {
     }
 }
 
-/// A file's module path from the crate root: `["store", "audit"]` for src/store/audit.rs,
+/// A file's module path from its crate's root: `["store", "audit"]` for src/store/audit.rs,
 /// `["store"]` for src/store/mod.rs (and for src/reconcile/act.rs, `["reconcile", "act"]`, the
 /// root of src/reconcile/act/), none for lib.rs.
 fn module_path(path: &Path) -> Vec<String> {
-    let relative = path.strip_prefix(root().join("src")).unwrap();
+    let relative = source_roots()
+        .iter()
+        .find_map(|r| path.strip_prefix(r).ok())
+        .unwrap_or_else(|| panic!("{} is in no crate's src/", path.display()))
+        .to_path_buf();
     let mut segments: Vec<String> = relative
         .iter()
         .map(|c| c.to_str().unwrap().to_string())
@@ -141,7 +182,7 @@ fn named_paths(code: &str) -> Vec<Vec<String>> {
     let mut paths = Vec::new();
     let mut at = 0;
     while at < text.len() {
-        let starts = ["crate::", "super::", "self::"]
+        let starts = ["crate::", "super::", "self::", "ebb_core::", "ebb_cloud::"]
             .iter()
             .any(|p| text[at..].starts_with(p.as_bytes()));
         let inside_a_word = at > 0 && {
@@ -163,7 +204,8 @@ fn named_paths(code: &str) -> Vec<Vec<String>> {
 /// `None` for a path that is not `crate::`, `super::` or `self::`, or climbs above the root.
 fn absolute(module: &[String], written: &[String]) -> Option<Vec<String>> {
     let (mut path, rest) = match written.first()?.as_str() {
-        "crate" => (Vec::new(), &written[1..]),
+        // The other crates' modules are re-exported at the same paths: one tree.
+        "crate" | "ebb_core" | "ebb_cloud" => (Vec::new(), &written[1..]),
         "self" => (module.to_vec(), &written[1..]),
         "super" => {
             let climbs = written.iter().take_while(|s| *s == "super").count();
@@ -202,7 +244,9 @@ fn brought_in(
         PathReader { text, at: offset }.tree(Vec::new(), &mut paths);
         for written in paths {
             let path = match written.first().map(String::as_str) {
-                Some("crate" | "self" | "super") => absolute(module, &written),
+                Some("crate" | "self" | "super" | "ebb_core" | "ebb_cloud") => {
+                    absolute(module, &written)
+                }
                 _ => Some(module.iter().chain(&written).cloned().collect()),
             };
             let Some(path) = path.filter(|p| p.len() > module.len() + 1 && p.starts_with(module))
@@ -278,13 +322,18 @@ fn folder_graphs_of(code: &BTreeMap<Vec<String>, String>) -> BTreeMap<Vec<String
     graphs
 }
 
-/// The import graph of each folder of `src/`, from its files' code before their test modules.
+/// The import graph of each folder of the crates' `src/`, from their files' code before their
+/// test modules. The crates' lib.rs files are one root file.
 fn folder_graphs() -> BTreeMap<Vec<String>, Graph> {
-    let code = rust_files(&root().join("src"))
+    let mut code: BTreeMap<Vec<String>, String> = BTreeMap::new();
+    for file in source_files()
         .into_iter()
         .filter(|f| !f.ends_with("src/main.rs"))
-        .map(|f| (module_path(&f), without_comments(&code(&f))))
-        .collect();
+    {
+        let text = code.entry(module_path(&file)).or_default();
+        text.push_str(&without_comments(&self::code(&file)));
+        text.push('\n');
+    }
     folder_graphs_of(&code)
 }
 
@@ -295,9 +344,9 @@ fn module_graph() -> Graph {
 
 /// The files of `folder`'s node `node`: `src/store/audit.rs`, `src/reconcile/act.rs + act/`.
 fn node_files(folder: &[String], node: &str) -> String {
-    let mut base = root().join("src");
-    base.extend(folder);
-    base.push(node);
+    let mut relative: Vec<&str> = folder.iter().map(String::as_str).collect();
+    relative.push(node);
+    let base = module_location(&relative.join("/"));
     let file = base.with_extension("rs");
     let name = |p: &Path| p.strip_prefix(root()).unwrap().display().to_string();
     match (file.exists(), base.is_dir()) {
@@ -362,6 +411,8 @@ struct MapRow {
     named: BTreeSet<String>,
     /// The modules the cell allows it to import.
     allowed: BTreeSet<String>,
+    /// The crate it is in (the last column).
+    krate: String,
 }
 
 /// docs/ARCHITECTURE.md's module map, lowest first. A "may import" cell is `—`, a list of
@@ -408,11 +459,13 @@ fn module_map() -> Vec<MapRow> {
                 "docs/ARCHITECTURE.md: {module}'s \"may import\" cell {cell:?} is not `—`, a list of modules, `everything` or `everything above but` a list"
             ),
         };
+        let krate = cells.get(4).map_or("", |c| c.trim_matches('`')).to_string();
         map.push(MapRow {
             module,
             cell: cell.to_string(),
             named,
             allowed,
+            krate,
         });
     }
     assert!(map.len() > 10, "docs/ARCHITECTURE.md's module map: {map:?}");
@@ -622,7 +675,7 @@ fn the_pure_core_does_no_io_but_loading_the_policy_files() {
     for module in [
         "policy", "schedule", "engine", "fleet", "names", "when", "replay", "report",
     ] {
-        let dir = root().join("src").join(module);
+        let dir = module_location(module);
         let files = match dir.is_dir() {
             true => rust_files(&dir),
             false => vec![dir.with_extension("rs")],
@@ -645,7 +698,7 @@ fn main_is_thin_and_files_stay_small() {
     let main = std::fs::read_to_string(root().join("src/main.rs")).unwrap();
     assert!(main.lines().count() <= 300, "src/main.rs is too long");
     let mut too_long = Vec::new();
-    for file in rust_files(&root().join("src")) {
+    for file in source_files() {
         // The JSON Schema literal may stay whole.
         if file.ends_with("policy/schema.rs") {
             continue;
@@ -660,7 +713,7 @@ fn main_is_thin_and_files_stay_small() {
 
 #[test]
 fn documents_referred_to_are_in_the_repository() {
-    let mut files = rust_files(&root().join("src"));
+    let mut files = source_files();
     files.extend(rust_files(&root().join("tests")));
     files.extend(rust_files(&root().join("benches")));
     for other in [
@@ -757,7 +810,7 @@ fn only_the_command_line_reads_the_environment() {
         "env::args",
     ];
     let mut found = Vec::new();
-    for file in rust_files(&root().join("src")) {
+    for file in source_files() {
         if file.starts_with(root().join("src/cli")) || file.ends_with("src/main.rs") {
             continue;
         }
@@ -841,7 +894,7 @@ fn log_lines_carry_errors_as_fields_not_in_the_message() {
                   tracing::info!(\"{}\", x);";
     assert_eq!(formatted_log_lines(sample).len(), 2);
     let mut found = Vec::new();
-    for file in rust_files(&root().join("src")) {
+    for file in source_files() {
         for line in formatted_log_lines(&code(&file)) {
             found.push(format!("{}: {line}", file.display()));
         }
@@ -876,7 +929,7 @@ fn methods_of_block(text: &str, start: &str) -> BTreeSet<String> {
 /// would answer for the cloud (an empty catalogue, a refusal) without the test knowing.
 #[test]
 fn the_test_layer_intercepts_every_provider_method() {
-    let trait_text = std::fs::read_to_string(root().join("src/cloud/mod.rs")).unwrap();
+    let trait_text = std::fs::read_to_string(module_location("cloud/mod.rs")).unwrap();
     let layer = std::fs::read_to_string(root().join("tests/common/intercept.rs")).unwrap();
     let provider = methods_of_block(&trait_text, "pub trait Provider");
     let forwarded = methods_of_block(&layer, "impl<P: Provider> Provider for Intercept<P>");
@@ -893,4 +946,109 @@ fn the_test_layer_intercepts_every_provider_method() {
     );
     let unnamed: Vec<&String> = provider.difference(&named).collect();
     assert!(unnamed.is_empty(), "no Method for: {unnamed:?}");
+}
+
+/// Each crate of the workspace by its package name: its `src/` folder.
+fn crate_sources() -> BTreeMap<String, PathBuf> {
+    workspace_members()
+        .iter()
+        .map(|member| {
+            let manifest = std::fs::read_to_string(root().join(member).join("Cargo.toml")).unwrap();
+            let name = manifest
+                .lines()
+                .find_map(|l| l.strip_prefix("name = \""))
+                .and_then(|rest| rest.split('"').next())
+                .unwrap_or_else(|| panic!("{member}/Cargo.toml has no name"))
+                .to_string();
+            (name, root().join(member).join("src"))
+        })
+        .collect()
+}
+
+/// The map's last column says where each module is, and the map names every module of every
+/// crate: a module moved between crates moves its row's crate too.
+#[test]
+fn each_module_is_in_the_crate_its_row_of_the_architecture_map_names() {
+    let sources = crate_sources();
+    assert!(sources.len() >= 3, "{sources:?}");
+    let map = module_map();
+    let mut wrong = Vec::new();
+    for row in &map {
+        let Some(src) = sources.get(&row.krate) else {
+            wrong.push(format!("{}: no crate {:?}", row.module, row.krate));
+            continue;
+        };
+        let here = src.join(&row.module);
+        if !here.is_dir() && !here.with_extension("rs").is_file() {
+            wrong.push(format!("{} is not in {}", row.module, src.display()));
+        }
+    }
+    let mapped: BTreeSet<&str> = map.iter().map(|row| row.module.as_str()).collect();
+    for top in module_graph().keys() {
+        if !mapped.contains(top.as_str()) {
+            wrong.push(format!("{top} has no row in the map"));
+        }
+    }
+    assert!(
+        wrong.is_empty(),
+        "docs/ARCHITECTURE.md's module map: {wrong:#?}"
+    );
+}
+
+/// The packages of Cargo.lock: each name → the names of its dependencies.
+fn locked_packages() -> BTreeMap<String, BTreeSet<String>> {
+    let lock = std::fs::read_to_string(root().join("Cargo.lock")).unwrap();
+    let mut packages: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for block in lock.split("[[package]]").skip(1) {
+        let name = block
+            .lines()
+            .find_map(|l| l.strip_prefix("name = \""))
+            .and_then(|rest| rest.split('"').next())
+            .unwrap()
+            .to_string();
+        let dependencies = block
+            .split("dependencies = [")
+            .nth(1)
+            .map(|list| list.split(']').next().unwrap_or_default())
+            .unwrap_or_default()
+            .split('"')
+            .skip(1)
+            .step_by(2)
+            // "name version" when two versions of a package are locked.
+            .map(|d| d.split(' ').next().unwrap().to_string());
+        packages.entry(name).or_default().extend(dependencies);
+    }
+    packages
+}
+
+/// What `cargo tree -p ebb-core` shows, read from Cargo.lock: the core links no cloud SDK, no
+/// HTTP stack, no database driver and no async runtime, and none of the crates above it.
+#[test]
+fn the_core_crate_links_no_cloud_sdk_http_stack_or_database_driver() {
+    let packages = locked_packages();
+    let mut seen = BTreeSet::new();
+    let mut queue = vec!["ebb-core".to_string()];
+    while let Some(name) = queue.pop() {
+        if seen.insert(name.clone()) {
+            queue.extend(packages.get(&name).into_iter().flatten().cloned());
+        }
+    }
+    assert!(
+        seen.contains("chrono") && seen.contains("serde_yaml"),
+        "{seen:?}"
+    );
+    let forbidden = [
+        "sqlx",
+        "reqwest",
+        "hyper",
+        "axum",
+        "tokio",
+        "ebb-cloud",
+        "ebb",
+    ];
+    let linked: Vec<&String> = seen
+        .iter()
+        .filter(|p| p.starts_with("aws-") || forbidden.contains(&p.as_str()))
+        .collect();
+    assert!(linked.is_empty(), "ebb-core links {linked:?}");
 }

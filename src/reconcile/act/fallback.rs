@@ -32,7 +32,7 @@ impl<P: Provider> Reconciler<P> {
         {
             return Ok(());
         }
-        let set = match self.policies.current().await {
+        let set = match crate::policies::current(&self.policies).await {
             Ok(loaded) => loaded.set,
             Err(err) => {
                 tracing::error!(error = %err, "no fallback types: the policies cannot be read");

@@ -1,6 +1,6 @@
 //! The notice of a coming stop, as the webhook posts it: which instance stops when and why,
 //! whom it is for (its `ebb:owner` tag), and how to keep it running: with `EBB_PUBLIC_URL`,
-//! snooze links to the console (`src/snooze.rs`), otherwise the command that makes an override.
+//! snooze links to the console (`crates/ebb-core/src/snooze.rs`), otherwise the command that makes an override.
 
 use super::stopped::{public_ip_text, releases_public_ip};
 use super::Reconciler;

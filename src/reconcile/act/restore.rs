@@ -23,7 +23,7 @@ impl<P: Provider> Reconciler<P> {
         tick: &mut TickContext<'_>,
     ) -> Result<HashSet<String>, StoreError> {
         let mut restored = HashSet::new();
-        let Ok(loaded) = self.policies.current().await else {
+        let Ok(loaded) = crate::policies::current(&self.policies).await else {
             return Ok(restored);
         };
         let ids: Vec<String> = group

@@ -4,7 +4,7 @@
 //! `{"Response": {...}}`, its `Error` (`Code`, `Message`) when the call failed, and always its
 //! `RequestId`.
 //!
-//! What an error proves of the call, as `src/cloud/aws/errors.rs` sorts AWS's: an answer that
+//! What an error proves of the call, as `crates/ebb-cloud/src/cloud/aws/errors.rs` sorts AWS's: an answer that
 //! refuses it (a code) was not carried out; a connection never made was not sent; anything else
 //! once the request may have left (a timeout, a lost connection, a 5xx, an answer that could not
 //! be read, an `InternalError`) is [`ErrorKind::Unanswered`], resolved later from the real

@@ -139,7 +139,7 @@ mod tests {
             ),
             ("i-dark".to_string(), Behaviour::default()),
         ]);
-        let at = |s: &str| crate::when::parse_time(s).unwrap();
+        let at = |s: &str| ebb_core::when::parse_time(s).unwrap();
         let mut csv = Vec::new();
         // Monday: 288 readings, stopped or not.
         let rows = write_utilisation(

@@ -3,7 +3,7 @@
 use crate::fleet::Catalogue;
 
 /// The shipped file's text.
-const SHIPPED: &str = include_str!("../../deploy/instance-types.yaml");
+const SHIPPED: &str = include_str!("../../../../deploy/instance-types.yaml");
 
 /// Reads a catalogue file's text; the error names the line and column.
 pub fn parse(text: &str) -> Result<Catalogue, String> {

@@ -366,8 +366,9 @@ mod tests {
     use serde_json::Value;
 
     fn deploy(file: &str) -> Value {
+        // The repository's deploy/, two levels above this crate.
         let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("deploy")
+            .join("../../deploy")
             .join(file);
         serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
     }

@@ -44,15 +44,6 @@ impl PolicySource {
         }
     }
 
-    /// The policies as the files are now, loaded on a blocking thread: reading and checking the
-    /// files, and asking git for the commit, must not hold up the async runtime.
-    pub async fn current(self: &Arc<Self>) -> Result<LoadedPolicies, LoadError> {
-        let source = self.clone();
-        tokio::task::spawn_blocking(move || source.load())
-            .await
-            .unwrap_or_else(|failed| std::panic::resume_unwind(failed.into_panic()))
-    }
-
     /// The policies as the files are now. The files are parsed, checked and versioned (which
     /// runs `git rev-parse`) only when their fingerprint changed since the last load; otherwise
     /// the set loaded then is returned. When the files are invalid, the last valid set stands
