@@ -96,14 +96,12 @@ struct Open {
 impl Positions {
     /// Reads `text`.
     pub fn of(text: &str) -> Positions {
+        let breaks = ExtraBreaks::of(text);
         let mut parser = yaml_rust2::parser::Parser::new_from_str(text);
         let mut open: Vec<Open> = Vec::new();
         let mut root = None;
         while let Ok((event, mark)) = parser.next_token() {
-            let at = Position {
-                line: mark.line(),
-                column: mark.col() + 1,
-            };
+            let at = breaks.position(mark.line(), mark.col());
             let (node, key) = match event {
                 Event::StreamEnd => break,
                 Event::MappingStart(..) | Event::SequenceStart(..) => {
@@ -129,10 +127,11 @@ impl Positions {
                 Event::Alias(_) => (Node::leaf(at), None),
                 _ => continue,
             };
-            match open.last_mut() {
-                None => root = root.or(Some(node)),
-                Some(parent) => parent.attach(node, key),
-            }
+            Open::finish(&mut open, &mut root, node, key);
+        }
+        // A text this reader stopped in: the nodes still open keep what was read of them.
+        while let Some(done) = open.pop() {
+            Open::finish(&mut open, &mut root, done.node, None);
         }
         Positions { root }
     }
@@ -165,6 +164,46 @@ impl Positions {
     }
 }
 
+/// The line breaks serde_yaml counts (libyaml reads YAML 1.1, where NEL, LS and PS end a line)
+/// and the event parser does not (YAML 1.2), each at the event parser's line and column: what
+/// turns its positions into serde_yaml's, the messages' other source. Its character index is
+/// not used: it drifts after some multi-byte characters.
+struct ExtraBreaks(Vec<(usize, usize)>);
+
+impl ExtraBreaks {
+    fn of(text: &str) -> ExtraBreaks {
+        let mut breaks = Vec::new();
+        let (mut line, mut column) = (1, 0);
+        let mut chars = text.chars().peekable();
+        while let Some(c) = chars.next() {
+            match c {
+                '\r' if chars.peek() == Some(&'\n') => {}
+                '\n' | '\r' => (line, column) = (line + 1, 0),
+                '\u{85}' | '\u{2028}' | '\u{2029}' => {
+                    breaks.push((line, column));
+                    column += 1;
+                }
+                _ => column += 1,
+            }
+        }
+        ExtraBreaks(breaks)
+    }
+
+    /// serde_yaml's position of what the event parser marks at `line` (from 1) and `column`
+    /// (from 0).
+    fn position(&self, line: usize, column: usize) -> Position {
+        let before = self.0.partition_point(|&(l, _)| l < line);
+        let on_line = self.0[before..]
+            .iter()
+            .take_while(|&&(l, c)| l == line && c < column);
+        let (count, last) = on_line.fold((0, None), |(n, _), &(_, c)| (n + 1, Some(c)));
+        Position {
+            line: line + before + count,
+            column: last.map_or(column + 1, |at| column - at),
+        }
+    }
+}
+
 impl Node {
     fn leaf(at: Position) -> Node {
         Node {
@@ -175,6 +214,14 @@ impl Node {
 }
 
 impl Open {
+    /// Adds a finished node to the innermost open one, or makes it the root.
+    fn finish(open: &mut [Open], root: &mut Option<Node>, node: Node, key: Option<String>) {
+        match open.last_mut() {
+            None => *root = root.take().or(Some(node)),
+            Some(parent) => parent.attach(node, key),
+        }
+    }
+
     /// Adds a finished node: a sequence's next item, or a mapping's key or the value of the
     /// key before it.
     fn attach(&mut self, node: Node, key_text: Option<String>) {
@@ -267,6 +314,42 @@ policies:
             .locate(&[v("policies"), Step::Index(1), v("nope")])
             .unwrap();
         assert_eq!((p.line, p.column), (4, 5));
+    }
+
+    #[test]
+    fn a_text_the_reader_stops_in_keeps_the_positions_read_before() {
+        let doc = "policies:\n  - name: a\n  - name: [b\n";
+        assert!(parse(doc).is_err(), "an unclosed flow sequence");
+        let p = Positions::of(doc)
+            .locate(&[v("policies"), Step::Index(0), v("name")])
+            .unwrap();
+        assert_eq!((p.line, p.column), (2, 11));
+    }
+
+    /// serde_yaml counts a line separator (U+2028) as a line break, as YAML 1.1 does; the event
+    /// parser does not. Positions count lines as the messages' other source does.
+    #[test]
+    fn lines_are_counted_as_serde_yaml_counts_them() {
+        let doc = "a: \"x\u{2028}y\"\nb: [1]\n";
+        // serde_yaml places its error at b's value, a sequence where a string was wanted.
+        let serde = serde_yaml::from_str::<std::collections::BTreeMap<String, String>>(doc)
+            .unwrap_err()
+            .location()
+            .unwrap();
+        let p = Positions::of(doc).locate(&[v("b")]).unwrap();
+        assert_eq!((p.line, p.column), (serde.line(), serde.column()));
+        assert_eq!((p.line, p.column), (3, 4));
+    }
+
+    /// The event parser's character index drifts after some multi-byte characters in a block
+    /// scalar; its lines and columns do not.
+    #[test]
+    fn multi_byte_characters_do_not_move_the_positions_after_them() {
+        let doc = "a:\n- ? |\n    \u{a1}\u{800}\u{800}\n  : null\nb:\n- null\n";
+        let p = Positions::of(doc)
+            .locate(&[v("b"), Step::Index(0)])
+            .unwrap();
+        assert_eq!((p.line, p.column), (6, 3));
     }
 
     #[test]
