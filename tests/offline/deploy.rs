@@ -1020,20 +1020,6 @@ fn the_migrate_step_runs_as_the_owner_and_serve_as_the_runtime_role_it_grants() 
     }
 }
 
-/// Every `.rs` file under `dir`.
-fn rust_files_under(dir: &Path) -> Vec<PathBuf> {
-    let mut files = Vec::new();
-    for entry in std::fs::read_dir(dir).unwrap() {
-        let path = entry.unwrap().path();
-        if path.is_dir() {
-            files.extend(rust_files_under(&path));
-        } else if path.extension().is_some_and(|e| e == "rs") {
-            files.push(path);
-        }
-    }
-    files
-}
-
 /// The build stage copies what `cargo build` reads: every crate of the workspace, and every
 /// file the source embeds with `include_str!` or `include_bytes!`. A file left out fails the
 /// image's build, which no other test runs.
@@ -1064,7 +1050,7 @@ fn the_build_stage_copies_every_crate_and_embedded_file_the_build_reads() {
         .collect();
     let root = repo("");
     for dir in crates.iter().map(|m| repo(m).join("src")) {
-        for file in rust_files_under(&dir) {
+        for file in crate::structure::rust_files(&dir) {
             let text = read(&file);
             for embedded in text.split("include_").skip(1).filter_map(|rest| {
                 let rest = rest
