@@ -132,28 +132,21 @@ async fn the_catalogue_phase_runs_under_the_fault_layer(pool: sqlx::PgPool) {
             .unwrap();
         count.0
     };
-    let t0 = ebb::when::parse_time("2026-11-30T20:00:00Z").unwrap();
-    reconciler.tick(t0, &mut leader).await.unwrap();
-    assert_eq!(
-        cloud
-            .calls()
+    let descriptions = || {
+        let calls = cloud.calls();
+        calls
             .iter()
             .filter(|c| c.method == Method::InstanceTypes)
-            .count(),
-        1
-    );
+            .count()
+    };
+    let t0 = ebb::when::parse_time("2026-11-30T20:00:00Z").unwrap();
+    reconciler.tick(t0, &mut leader).await.unwrap();
+    assert_eq!(descriptions(), 1);
     assert_eq!(kept().await, 0, "a refused description keeps nothing");
     reconciler
         .tick(t0 + chrono::Duration::hours(2), &mut leader)
         .await
         .unwrap();
-    assert_eq!(
-        cloud
-            .calls()
-            .iter()
-            .filter(|c| c.method == Method::InstanceTypes)
-            .count(),
-        2
-    );
+    assert_eq!(descriptions(), 2);
     assert!(kept().await >= 40, "{} types kept", kept().await);
 }

@@ -6,6 +6,7 @@
 //!
 //! Plain std: the files of the work tree, read as text.
 
+use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
 /// The pages checked: the two a newcomer reads first.
@@ -30,37 +31,24 @@ const OTHER_CRATES: &[&str] = &[
     "aws_sdk_ec2",
 ];
 
-/// Folders that hold no file of the repository: git's, and build output.
-const NOT_THE_REPOSITORY: &[&str] = &[".git", "target", "book"];
-
 fn root() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
 }
 
-/// Every file and folder of the work tree, relative to the root, folders ending in `/`.
+/// Every file of the work tree ([`crate::docs::repository_files`]) and every folder that holds
+/// one, relative to the root, folders ending in `/`.
 fn repository_paths() -> Vec<String> {
-    fn walk(dir: &Path, paths: &mut Vec<String>) {
-        for entry in std::fs::read_dir(dir).unwrap() {
-            let path = entry.unwrap().path();
-            let name = path.file_name().unwrap().to_string_lossy().to_string();
-            let relative = path
-                .strip_prefix(root())
-                .unwrap()
-                .to_string_lossy()
-                .to_string();
-            if path.is_dir() {
-                if !NOT_THE_REPOSITORY.contains(&name.as_str()) {
-                    paths.push(format!("{relative}/"));
-                    walk(&path, paths);
-                }
-            } else {
-                paths.push(relative);
+    let files = crate::docs::repository_files();
+    let mut paths: BTreeSet<String> = BTreeSet::new();
+    for file in &files {
+        for folder in file.ancestors().skip(1) {
+            if !folder.as_os_str().is_empty() {
+                paths.insert(format!("{}/", folder.display()));
             }
         }
+        paths.insert(file.display().to_string());
     }
-    let mut paths = Vec::new();
-    walk(root(), &mut paths);
-    paths
+    paths.into_iter().collect()
 }
 
 /// Every span between backticks on a page, inline code only (fenced blocks are skipped).

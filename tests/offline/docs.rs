@@ -23,7 +23,7 @@ fn root() -> &'static Path {
 }
 
 /// Every file of the work tree, relative to the root, but none under [`NOT_THE_REPOSITORY`].
-fn repository_files() -> Vec<PathBuf> {
+pub(crate) fn repository_files() -> Vec<PathBuf> {
     fn walk(dir: &Path, files: &mut Vec<PathBuf>) {
         for entry in std::fs::read_dir(dir).unwrap() {
             let path = entry.unwrap().path();
