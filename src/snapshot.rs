@@ -427,6 +427,7 @@ impl Snapshot {
                 prices: self.prices,
                 gpu_unread,
                 attached,
+                levers: crate::cloud::levers(),
             },
             Prior::new(
                 facts,

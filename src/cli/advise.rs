@@ -115,6 +115,7 @@ pub(super) async fn run(args: &AdviseArgs) -> Result<ExitCode> {
     }
     let inputs = Inputs {
         options: Options {
+            levers: crate::cloud::levers(),
             from: args.from,
             to: args.to,
             tick: args.tick,

@@ -10,7 +10,7 @@ use super::cloud::OnCloud;
 use super::serve::replica_name;
 use crate::checkpoint::Publisher;
 use crate::clock::Clock;
-use crate::cloud::Provider;
+use crate::cloud::{Provider, SpotMoves};
 use crate::control::Tasks;
 use crate::store::{Grant, MigrationRecord, Store};
 use crate::{engine, output, policy};
@@ -272,14 +272,17 @@ impl OnCloud for Orphans {
     async fn on<P: Provider>(self, cloud: Connected<P>) -> Result<ExitCode> {
         let mut found = Vec::new();
         let mut failed = false;
-        for region in &self.regions {
-            match cloud.provider.migration_artifacts(region).await {
-                Ok(artifacts) => found.extend(artifacts),
-                Err(e) => {
-                    eprintln!(
-                        "error: cannot list what carries ebb's migration tags in {region}: {e}"
-                    );
-                    failed = true;
+        // A cloud without spot moves has nothing ebb launched or imaged for a migration.
+        if let Some(spot) = cloud.provider.spot_moves() {
+            for region in &self.regions {
+                match spot.migration_artifacts(region).await {
+                    Ok(artifacts) => found.extend(artifacts),
+                    Err(e) => {
+                        eprintln!(
+                            "error: cannot list what carries ebb's migration tags in {region}: {e}"
+                        );
+                        failed = true;
+                    }
                 }
             }
         }

@@ -172,6 +172,7 @@ pub(super) async fn run(args: &ReplayArgs) -> Result<ExitCode> {
         None => None,
     };
     let options = Options {
+        levers: crate::cloud::levers(),
         from: args.from,
         to: args.to,
         tick: args.tick,

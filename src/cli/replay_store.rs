@@ -32,6 +32,7 @@ pub(super) async fn fleet_at(store: &Store, from: DateTime<Utc>) -> Result<(Flee
     let fleet = Fleet {
         instances,
         attached,
+        levers: crate::cloud::levers(),
         ..Fleet::default()
     };
     Ok((fleet, prior))

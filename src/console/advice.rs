@@ -108,6 +108,7 @@ pub(super) async fn page(
         let commitment_rates = run::plan_rates(&prices);
         let inputs = Inputs {
             options: Options {
+                levers: crate::cloud::levers(),
                 from: window.since,
                 to: window.until,
                 tick: chrono::Duration::minutes(5),

@@ -43,7 +43,10 @@ fn fleet_of(
         via_role: None,
         billing: Billing::ec2(state == InstanceState::Stopped),
     };
-    let mut fleet = Fleet::default();
+    let mut fleet = Fleet {
+        levers: crate::cloud::levers(),
+        ..Fleet::default()
+    };
     let idle_rule = set
         .policies
         .iter()

@@ -143,7 +143,10 @@ fn decide_now(
         .iter()
         .filter(|m| !matches!(m.state.as_str(), "shutting-down" | "terminated"))
         .collect();
-    let mut fleet = Fleet::default();
+    let mut fleet = Fleet {
+        levers: crate::cloud::levers(),
+        ..Fleet::default()
+    };
     for m in &live {
         let state: InstanceState =
             serde_json::from_value(m.state.clone().into()).unwrap_or(InstanceState::Pending);

@@ -4,7 +4,7 @@
 //! nothing else in the tick: `ebb advise` falls back on the catalogue shipped in the binary.
 
 use super::Reconciler;
-use crate::cloud::Provider;
+use crate::cloud::{Provider, TypeCatalogue};
 use chrono::{DateTime, Duration, Utc};
 
 /// How old the kept catalogue may be before it is described again.
@@ -16,6 +16,9 @@ const LOOK_EVERY: Duration = Duration::hours(1);
 impl<P: Provider> Reconciler<P> {
     /// Describes the catalogue again when the kept one is [`REFRESH_EVERY`] old.
     pub(super) async fn refresh_catalogue(&self, now: DateTime<Utc>) {
+        let Some(catalogue) = self.provider.type_catalogue() else {
+            return;
+        };
         {
             let mut looked = self
                 .catalogue_looked
@@ -36,7 +39,7 @@ impl<P: Provider> Reconciler<P> {
         if described.is_some_and(|at| now - at < REFRESH_EVERY) {
             return;
         }
-        match self.provider.instance_types().await {
+        match catalogue.instance_types().await {
             Ok(types) if types.is_empty() => {}
             Ok(types) => {
                 if let Err(err) = self.store.keep_instance_types(&types, now).await {

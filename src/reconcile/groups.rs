@@ -12,7 +12,7 @@
 //! says the update ended.
 
 use super::{Reconciler, TickContext};
-use crate::cloud::Provider;
+use crate::cloud::{Provider, ScalingGroups};
 use crate::engine::{decide_group, GroupAction, GroupDecision, GroupMemory};
 use crate::fleet::{Fleet, ScalingGroup};
 use crate::names::ACTOR;
@@ -34,8 +34,11 @@ impl<P: Provider> Reconciler<P> {
         regions: &[String],
         tick: &mut TickContext<'_>,
     ) -> Result<(), StoreError> {
+        let Some(scaling) = self.provider.groups() else {
+            return Ok(());
+        };
         for region in regions {
-            let groups = match self.provider.scaling_groups(region).await {
+            let groups = match scaling.scaling_groups(region).await {
                 Ok(groups) => groups,
                 Err(err) => {
                     // Unknown: no change, and no pending change resolved, in this region.
@@ -53,7 +56,8 @@ impl<P: Provider> Reconciler<P> {
                     let memory = kept
                         .map(|k| k.memory)
                         .expect("a pending change has its group");
-                    self.resolve_group(group, &memory, &pending, tick).await?;
+                    self.resolve_group(scaling, group, &memory, &pending, tick)
+                        .await?;
                     continue;
                 }
                 let memory = kept.map(|k| k.memory);
@@ -64,14 +68,15 @@ impl<P: Provider> Reconciler<P> {
                         .await?;
                 }
                 if d.action == GroupAction::ScaleDown {
-                    let again = self.decide_again(set, fleet, group, memory.as_ref(), tick.now);
+                    let again =
+                        self.decide_again(scaling, set, fleet, group, memory.as_ref(), tick.now);
                     if let Err(why) = again.await.and_then(|a| same(&d, &a)) {
                         tracing::info!(group = %group.name, region = %region, why = %why, "scale-down not done");
                         continue;
                     }
                 }
                 if d.action != GroupAction::None {
-                    self.act_on_scaling_group(group, &d, tick).await?;
+                    self.act_on_scaling_group(scaling, group, &d, tick).await?;
                 }
             }
         }
@@ -83,19 +88,16 @@ impl<P: Provider> Reconciler<P> {
     /// unknown means no scale-down.
     async fn decide_again(
         &self,
+        scaling: &P::ScalingGroups,
         set: &PolicySet,
         fleet: &Fleet,
         group: &ScalingGroup,
         memory: Option<&GroupMemory>,
         now: DateTime<Utc>,
     ) -> Result<GroupDecision, String> {
-        let fresh = self
-            .provider
-            .scaling_groups(&group.region)
-            .await
-            .map_err(|err| {
-                format!("could not read the group again ({err}); unknown means no scale-down")
-            })?;
+        let fresh = scaling.scaling_groups(&group.region).await.map_err(|err| {
+            format!("could not read the group again ({err}); unknown means no scale-down")
+        })?;
         let fresh = fresh
             .iter()
             .find(|g| g.name == group.name)
@@ -107,6 +109,7 @@ impl<P: Provider> Reconciler<P> {
     /// the call, and its one outcome (for a node group, once EKS says its update ended).
     async fn act_on_scaling_group(
         &self,
+        scaling: &P::ScalingGroups,
         group: &ScalingGroup,
         d: &GroupDecision,
         tick: &mut TickContext<'_>,
@@ -145,13 +148,11 @@ impl<P: Provider> Reconciler<P> {
         let node_group = group.node_group();
         let answer = match &node_group {
             Some(ng) => {
-                let call = self
-                    .provider
-                    .set_node_group_capacity(&d.region, &d.group, ng, to);
+                let call = scaling.set_node_group_capacity(&d.region, &d.group, ng, to);
                 call.await
             }
             None => {
-                let call = self.provider.set_group_capacity(&d.region, &d.group, to);
+                let call = scaling.set_group_capacity(&d.region, &d.group, to);
                 call.await
             }
         };
@@ -173,7 +174,7 @@ impl<P: Provider> Reconciler<P> {
                 update: update.clone(),
             };
             return self
-                .node_group_changed(group, ng, &d.memory, &pending, &intent)
+                .node_group_changed(scaling, group, ng, &d.memory, &pending, &intent)
                 .await;
         }
         let (outcome, memory, request_id, error) = match answer {
@@ -225,6 +226,7 @@ impl<P: Provider> Reconciler<P> {
     /// ([`Reconciler::node_group_end`]).
     async fn resolve_group(
         &self,
+        scaling: &P::ScalingGroups,
         group: &ScalingGroup,
         memory: &GroupMemory,
         pending: &PendingChange,
@@ -234,7 +236,10 @@ impl<P: Provider> Reconciler<P> {
         let since = self.intent_since(pending.at, recorded.get(&pending.seq).copied());
         let in_flight = tick.timers < since + self.options.in_flight_for;
         let end = match group.node_group() {
-            Some(ng) => self.node_group_end(group, &ng, pending, in_flight).await,
+            Some(ng) => {
+                self.node_group_end(scaling, group, &ng, pending, in_flight)
+                    .await
+            }
             None if in_flight => None,
             None => Some(landed(group, memory, pending)),
         };

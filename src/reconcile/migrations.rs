@@ -2,7 +2,7 @@
 //! `migrate_to_spot`, and every live migration advanced by one step (see [`crate::spot`]).
 
 use super::{MigrationStep, Reconciler, TickContext};
-use crate::cloud::Provider;
+use crate::cloud::{Provider, SpotMoves};
 use crate::engine::{Action, Decision, Override};
 use crate::fleet::{Fleet, Instance};
 use crate::names::{ACTOR, CHECKPOINT_AT_TAG};
@@ -47,15 +47,19 @@ impl<P: Provider> Reconciler<P> {
         unanswered: Vec<Unanswered>,
         tick: &mut TickContext<'_>,
     ) -> Result<(), StoreError> {
+        let Some(spot) = self.provider.spot_moves() else {
+            // The engine plans no move on a cloud without spot moves, so none is under way.
+            return Ok(());
+        };
         let waiting = Waiting { open, unanswered };
-        self.advance_migrations(set, fleet, decisions, waiting, tick)
+        self.advance_migrations(spot, set, fleet, decisions, waiting, tick)
             .await?;
         let moving: Vec<&Decision> = decisions
             .iter()
             .filter(|d| d.action == Action::MigrateToSpot && !d.dry_run)
             .collect();
         self.plan_migrations(&moving, fleet, tick).await?;
-        self.sweep_lost_launches(tick).await
+        self.sweep_lost_launches(spot, tick).await
     }
 
     /// At most once per [`spot::orphans::SWEEP_EVERY`], after the migrations moved on:
@@ -63,7 +67,11 @@ impl<P: Provider> Reconciler<P> {
     /// its migrations); anything else carrying ebb's migration tags is only logged, and
     /// listed by `ebb migrations --orphans`. A region that cannot be read is tried again at
     /// the next sweep.
-    async fn sweep_lost_launches(&self, tick: &mut TickContext<'_>) -> Result<(), StoreError> {
+    async fn sweep_lost_launches(
+        &self,
+        spot: &P::SpotMoves,
+        tick: &mut TickContext<'_>,
+    ) -> Result<(), StoreError> {
         // A warned replacement's notice window ends on the timers' clock, like every wait
         // before a termination.
         let now = tick.timers;
@@ -80,7 +88,7 @@ impl<P: Provider> Reconciler<P> {
         regions.dedup();
         let mut found = Vec::new();
         for region in regions {
-            match self.provider.migration_artifacts(region).await {
+            match spot.migration_artifacts(region).await {
                 Ok(artifacts) => found.extend(artifacts),
                 Err(e) => tracing::warn!(region, error = %e, "cannot look for lost launches"),
             }
@@ -109,6 +117,7 @@ impl<P: Provider> Reconciler<P> {
             let (id, instance) = (m.id, m.original.clone());
             let detail = drive::terminate_lost(
                 &self.provider,
+                spot,
                 &self.store,
                 tick.for_migration(),
                 m.clone(),
@@ -188,6 +197,7 @@ impl<P: Provider> Reconciler<P> {
     /// of `waiting` first (also of a migration that ended or rolled back since).
     async fn advance_migrations(
         &self,
+        spot: &P::SpotMoves,
         set: &PolicySet,
         fleet: &Fleet,
         decisions: &[Decision],
@@ -269,7 +279,7 @@ impl<P: Provider> Reconciler<P> {
                 state = m.state.as_str(),
             );
             let step = tick.for_migration();
-            let done = drive::advance(&self.provider, &self.store, step, m, cx, &unanswered)
+            let done = drive::advance(&self.provider, spot, &self.store, step, m, cx, &unanswered)
                 .instrument(span)
                 .await?;
             self.tell_of_alert(id, done.alert.as_ref());

@@ -317,6 +317,7 @@ impl<P: Provider> Reconciler<P> {
             .await?;
         let fleet = Fleet {
             instances: inventory.instances,
+            levers: crate::cloud::levers(),
             ..Fleet::default()
         };
         Ok((fleet, resolution, inventory.complete_regions))

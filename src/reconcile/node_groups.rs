@@ -10,7 +10,7 @@
 
 use super::groups::{End, SCALE_DOWN};
 use super::Reconciler;
-use crate::cloud::{Provider, UpdateStatus};
+use crate::cloud::{Provider, ScalingGroups, UpdateStatus};
 use crate::engine::GroupMemory;
 use crate::fleet::{NodeGroup, ScalingGroup};
 use crate::store::{NewAuditEntry, Outcome, PendingChange, StoreError, INTERRUPTED};
@@ -21,6 +21,7 @@ impl<P: Provider> Reconciler<P> {
     /// ended already (the intent `intent`'s, with `memory`).
     pub(super) async fn node_group_changed(
         &self,
+        scaling: &P::ScalingGroups,
         group: &ScalingGroup,
         ng: &NodeGroup,
         memory: &GroupMemory,
@@ -34,7 +35,10 @@ impl<P: Provider> Reconciler<P> {
         }
         // Right after the call, it is in flight unless nothing ever is (the simulated fleet).
         let in_flight = self.options.in_flight_for > chrono::Duration::zero();
-        let Some(end) = self.node_group_end(group, ng, pending, in_flight).await else {
+        let Some(end) = self
+            .node_group_end(scaling, group, ng, pending, in_flight)
+            .await
+        else {
             return Ok(());
         };
         let memory = match end.outcome {
@@ -67,6 +71,7 @@ impl<P: Provider> Reconciler<P> {
     /// call can no longer be in flight (`in_flight` false). `None` leaves it pending.
     pub(super) async fn node_group_end(
         &self,
+        scaling: &P::ScalingGroups,
         group: &ScalingGroup,
         ng: &NodeGroup,
         pending: &PendingChange,
@@ -74,8 +79,7 @@ impl<P: Provider> Reconciler<P> {
     ) -> Option<End> {
         let unread = match &pending.update {
             Some(update) => {
-                let read = self
-                    .provider
+                let read = scaling
                     .node_group_update(&group.region, &group.name, ng, update);
                 match read.await {
                     Ok(u) => {
@@ -113,10 +117,8 @@ impl<P: Provider> Reconciler<P> {
             tracing::warn!(group = %group.name, region = %group.region, node_group = %ng, why = %unread, "node group change unknown, resolved later");
             return None;
         }
-        let scaling = self
-            .provider
-            .node_group_capacity(&group.region, &group.name, ng);
-        let now_at = match scaling.await {
+        let config = scaling.node_group_capacity(&group.region, &group.name, ng);
+        let now_at = match config.await {
             Ok(capacity) => capacity,
             Err(err) => {
                 tracing::warn!(group = %group.name, region = %group.region, node_group = %ng, why = %unread, error = %err, "node group change unknown: its scaling config could not be read");

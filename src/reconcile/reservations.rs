@@ -7,7 +7,7 @@
 
 use super::act::as_report;
 use super::{Reconciler, TickContext};
-use crate::cloud::{Provider, Reservation};
+use crate::cloud::{CapacityReservations, Provider, Reservation};
 use crate::engine::{Action, Code, Decision};
 use crate::fleet::{Fleet, InstanceState};
 use crate::names::RESERVATION_TAG;
@@ -33,6 +33,10 @@ impl<P: Provider> Reconciler<P> {
         complete: &[String],
         tick: &mut TickContext<'_>,
     ) -> Result<(), StoreError> {
+        let Some(reserver) = self.provider.capacity_reservations() else {
+            // A cloud without reservations has none of ebb's to advance.
+            return Ok(());
+        };
         let rows = self.store.live_reservations().await?;
         if rows.is_empty() {
             return Ok(());
@@ -57,7 +61,8 @@ impl<P: Provider> Reconciler<P> {
                 let since = self.intent_since(intent.entry.at, recorded.get(&intent.seq).copied());
                 // A call still in flight may land after it is called failed.
                 if tick.timers >= since + self.options.in_flight_for {
-                    self.resolve_step(&row, step, intent, tick).await?;
+                    self.resolve_step(reserver, &row, step, intent, tick)
+                        .await?;
                 }
                 continue;
             }
@@ -79,10 +84,14 @@ impl<P: Provider> Reconciler<P> {
                 continue;
             };
             match step {
-                ReservationStep::Reserving => self.settle_unmade(&row, &why, tick).await?,
+                ReservationStep::Reserving => {
+                    self.settle_unmade(reserver, &row, &why, tick).await?
+                }
                 ReservationStep::Targeting
                 | ReservationStep::Targeted
-                | ReservationStep::Cancelling => self.cancel(&row, gone, &why, tick).await?,
+                | ReservationStep::Cancelling => {
+                    self.cancel(reserver, &row, gone, &why, tick).await?
+                }
                 ReservationStep::Cancelled if gone => {
                     let step = ReservationStep::Released;
                     self.store
@@ -100,12 +109,12 @@ impl<P: Provider> Reconciler<P> {
     /// the row ends.
     async fn settle_unmade(
         &self,
+        reserver: &P::CapacityReservations,
         row: &ReservationRow,
         why: &str,
         tick: &mut TickContext<'_>,
     ) -> Result<(), StoreError> {
-        let found = self
-            .provider
+        let found = reserver
             .reservations(&row.region, &row.instance, &row.token)
             .await;
         match found.map(|f| f.into_iter().find(|r| !r.state.ended())) {
@@ -119,7 +128,7 @@ impl<P: Provider> Reconciler<P> {
                     reservation_id: Some(r.id.clone()),
                     ..row.clone()
                 };
-                self.cancel(&row, false, why, tick).await
+                self.cancel(reserver, &row, false, why, tick).await
             }
             Ok(None) => {
                 let step = ReservationStep::Refused;
@@ -138,6 +147,7 @@ impl<P: Provider> Reconciler<P> {
     /// `gone`, otherwise `cancelled` (the instance still starts into it until its next start).
     async fn cancel(
         &self,
+        reserver: &P::CapacityReservations,
         row: &ReservationRow,
         gone: bool,
         why: &str,
@@ -160,8 +170,7 @@ impl<P: Provider> Reconciler<P> {
             reason,
         );
         let call = || async {
-            let answer = self
-                .provider
+            let answer = reserver
                 .cancel_reservation(&row.region, &row.instance, id)
                 .await;
             as_report(&row.instance, &answer)
@@ -182,6 +191,7 @@ impl<P: Provider> Reconciler<P> {
     /// now; the row moves on when the step was carried out. A read that fails leaves it open.
     async fn resolve_step(
         &self,
+        reserver: &P::CapacityReservations,
         row: &ReservationRow,
         step: ReservationStep,
         intent: &AuditEntry,
@@ -190,7 +200,7 @@ impl<P: Provider> Reconciler<P> {
         let (region, instance, token) = (&row.region, &row.instance, &row.token);
         let resolved = match Action::parse(&intent.entry.action) {
             Some(Action::ReserveCapacity) => {
-                let Ok(found) = self.provider.reservations(region, instance, token).await else {
+                let Ok(found) = reserver.reservations(region, instance, token).await else {
                     return Ok(());
                 };
                 match found.into_iter().next() {
@@ -209,7 +219,7 @@ impl<P: Provider> Reconciler<P> {
                 }
             }
             Some(Action::TargetReservation) => {
-                let Ok(target) = self.provider.reservation_target(region, instance).await else {
+                let Ok(target) = reserver.reservation_target(region, instance).await else {
                     return Ok(());
                 };
                 // A release (after a cancellation) targets nothing; a target, the reservation.
@@ -233,7 +243,7 @@ impl<P: Provider> Reconciler<P> {
                 }
             }
             Some(Action::CancelReservation) => {
-                let Ok(found) = self.provider.reservations(region, instance, token).await else {
+                let Ok(found) = reserver.reservations(region, instance, token).await else {
                     return Ok(());
                 };
                 match found.iter().find(|r| r.state.ended()) {

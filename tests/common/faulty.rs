@@ -6,7 +6,7 @@
 
 use super::intercept::{Answer, Call, Intercept, Method, Pending};
 use chrono::{DateTime, Utc};
-use ebb::cloud::{CloudError, ImageMade, Provider};
+use ebb::cloud::{CloudError, ImageMade, Provider, SpotMoves};
 use ebb::fleet::InstanceState;
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
@@ -127,7 +127,7 @@ impl<P> Clone for Faults<P> {
     }
 }
 
-impl<P: Provider + 'static> Faults<P> {
+impl<P: Provider + SpotMoves + 'static> Faults<P> {
     /// The faults and the witness on `layer`, which no call has gone through yet (calls are
     /// numbered as its log numbers them). Every call goes through until a fault is set.
     pub fn on(layer: &Intercept<P>) -> Self {

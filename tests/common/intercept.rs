@@ -6,14 +6,17 @@
 //!
 //! Scenarios the tests share are named here ([`Intercept::refuse`], [`Intercept::refuse_next`]);
 //! the EC2 rules of [`super::sim_ec2`] and the fault witness of [`super::faulty`] are hooks too.
-//! Adding a `Provider` method means adding it here: to [`Method`], [`Call`], [`Answer`] and the
-//! forwarding impl at the end.
+//! The layer implements [`Provider`] and every capability trait, each capability offered only
+//! when the provider under it has it. Adding a method to one of them means adding it here: to
+//! [`Method`], [`Call`], [`Answer`], and to the trait's impl at the end, which the compiler
+//! asks for (the traits have no default methods).
 
 use chrono::{DateTime, Utc};
 use ebb::cloud::{
-    ActionReport, Artifact, CloudError, Failed, GpuReadings, Image, ImageMade, InstanceStatus,
-    Inventory, Launch, LaunchSpec, NodeGroupUpdate, PlacementScores, Provider, Reservation,
-    ReservationRequest, ScopeFailure, StopKind, TypePrice,
+    ActionReport, Artifact, CapacityReservations, CloudError, Failed, GpuReadings, Image,
+    ImageMade, InstanceStatus, Inventory, Launch, LaunchSpec, NodeGroupUpdate, PlacementScores,
+    Provider, Reservation, ReservationRequest, Resize, ScalingGroups, ScopeFailure, SpotMoves,
+    StopKind, TypeCatalogue, TypePrice,
 };
 use ebb::fleet::{Capacity, Instance, NodeGroup, ScalingGroup, TypeFacts};
 use std::collections::BTreeMap;
@@ -826,6 +829,32 @@ fn owned(ids: &[String]) -> Vec<String> {
 }
 
 impl<P: Provider> Provider for Intercept<P> {
+    type Resize = Self;
+    type SpotMoves = Self;
+    type ScalingGroups = Self;
+    type CapacityReservations = Self;
+    type TypeCatalogue = Self;
+
+    fn resizer(&self) -> Option<&Self> {
+        self.inner.resizer().map(|_| self)
+    }
+
+    fn spot_moves(&self) -> Option<&Self> {
+        self.inner.spot_moves().map(|_| self)
+    }
+
+    fn groups(&self) -> Option<&Self> {
+        self.inner.groups().map(|_| self)
+    }
+
+    fn capacity_reservations(&self) -> Option<&Self> {
+        self.inner.capacity_reservations().map(|_| self)
+    }
+
+    fn type_catalogue(&self) -> Option<&Self> {
+        self.inner.type_catalogue().map(|_| self)
+    }
+
     async fn instances(&self) -> Inventory {
         self.run(Call::Instances, self.inner.instances()).await
     }
@@ -886,16 +915,6 @@ impl<P: Provider> Provider for Intercept<P> {
         self.run(call, self.inner.start(region, ids)).await
     }
 
-    async fn set_type(&self, region: &str, id: &str, instance_type: &str) -> ActionReport {
-        let call = Call::SetType {
-            region: region.into(),
-            id: id.into(),
-            instance_type: instance_type.into(),
-        };
-        self.run(call, self.inner.set_type(region, id, instance_type))
-            .await
-    }
-
     async fn tag(
         &self,
         region: &str,
@@ -918,13 +937,68 @@ impl<P: Provider> Provider for Intercept<P> {
         };
         self.run(call, self.inner.untag(region, ids, keys)).await
     }
+}
 
+impl<P: Provider> Intercept<P> {
+    /// The provider's resizes: the layer offers them only when the provider has them.
+    fn inner_resizer(&self) -> &P::Resize {
+        self.inner
+            .resizer()
+            .expect("the layer offers only what its provider has")
+    }
+
+    /// The provider's spot moves: the layer offers them only when the provider has them.
+    fn inner_spot_moves(&self) -> &P::SpotMoves {
+        self.inner
+            .spot_moves()
+            .expect("the layer offers only what its provider has")
+    }
+
+    /// The provider's scaling groups: the layer offers them only when the provider has them.
+    fn inner_groups(&self) -> &P::ScalingGroups {
+        self.inner
+            .groups()
+            .expect("the layer offers only what its provider has")
+    }
+
+    /// The provider's capacity reservations: the layer offers them only when the provider has them.
+    fn inner_capacity_reservations(&self) -> &P::CapacityReservations {
+        self.inner
+            .capacity_reservations()
+            .expect("the layer offers only what its provider has")
+    }
+
+    /// The provider's type catalogue: the layer offers them only when the provider has them.
+    fn inner_type_catalogue(&self) -> &P::TypeCatalogue {
+        self.inner
+            .type_catalogue()
+            .expect("the layer offers only what its provider has")
+    }
+}
+
+impl<P: Provider> Resize for Intercept<P> {
+    async fn set_type(&self, region: &str, id: &str, instance_type: &str) -> ActionReport {
+        let call = Call::SetType {
+            region: region.into(),
+            id: id.into(),
+            instance_type: instance_type.into(),
+        };
+        self.run(
+            call,
+            self.inner_resizer().set_type(region, id, instance_type),
+        )
+        .await
+    }
+}
+
+impl<P: Provider> SpotMoves for Intercept<P> {
     async fn launch_spec(&self, region: &str, id: &str) -> Result<LaunchSpec, CloudError> {
         let call = Call::LaunchSpec {
             region: region.into(),
             id: id.into(),
         };
-        self.run(call, self.inner.launch_spec(region, id)).await
+        self.run(call, self.inner_spot_moves().launch_spec(region, id))
+            .await
     }
 
     async fn user_data(&self, region: &str, id: &str) -> Result<Option<String>, CloudError> {
@@ -932,7 +1006,8 @@ impl<P: Provider> Provider for Intercept<P> {
             region: region.into(),
             id: id.into(),
         };
-        self.run(call, self.inner.user_data(region, id)).await
+        self.run(call, self.inner_spot_moves().user_data(region, id))
+            .await
     }
 
     async fn describe(
@@ -944,7 +1019,8 @@ impl<P: Provider> Provider for Intercept<P> {
             region: region.into(),
             ids: owned(ids),
         };
-        self.run(call, self.inner.describe(region, ids)).await
+        self.run(call, self.inner_spot_moves().describe(region, ids))
+            .await
     }
 
     async fn interruption_confirmed(&self, region: &str, id: &str) -> Result<bool, CloudError> {
@@ -952,8 +1028,11 @@ impl<P: Provider> Provider for Intercept<P> {
             region: region.into(),
             id: id.into(),
         };
-        self.run(call, self.inner.interruption_confirmed(region, id))
-            .await
+        self.run(
+            call,
+            self.inner_spot_moves().interruption_confirmed(region, id),
+        )
+        .await
     }
 
     async fn find_tagged(
@@ -967,8 +1046,11 @@ impl<P: Provider> Provider for Intercept<P> {
             key: key.into(),
             value: value.into(),
         };
-        self.run(call, self.inner.find_tagged(region, key, value))
-            .await
+        self.run(
+            call,
+            self.inner_spot_moves().find_tagged(region, key, value),
+        )
+        .await
     }
 
     async fn create_image(
@@ -984,8 +1066,11 @@ impl<P: Provider> Provider for Intercept<P> {
             name: name.into(),
             tags: tags.clone(),
         };
-        self.run(call, self.inner.create_image(region, id, name, tags))
-            .await
+        self.run(
+            call,
+            self.inner_spot_moves().create_image(region, id, name, tags),
+        )
+        .await
     }
 
     async fn image(&self, region: &str, image: &str) -> Result<Option<Image>, CloudError> {
@@ -993,7 +1078,8 @@ impl<P: Provider> Provider for Intercept<P> {
             region: region.into(),
             image: image.into(),
         };
-        self.run(call, self.inner.image(region, image)).await
+        self.run(call, self.inner_spot_moves().image(region, image))
+            .await
     }
 
     async fn launch(&self, region: &str, launch: &Launch) -> Result<InstanceStatus, CloudError> {
@@ -1001,7 +1087,8 @@ impl<P: Provider> Provider for Intercept<P> {
             region: region.into(),
             launch: Box::new(launch.clone()),
         };
-        self.run(call, self.inner.launch(region, launch)).await
+        self.run(call, self.inner_spot_moves().launch(region, launch))
+            .await
     }
 
     async fn terminate(&self, region: &str, ids: &[String]) -> ActionReport {
@@ -1009,7 +1096,8 @@ impl<P: Provider> Provider for Intercept<P> {
             region: region.into(),
             ids: owned(ids),
         };
-        self.run(call, self.inner.terminate(region, ids)).await
+        self.run(call, self.inner_spot_moves().terminate(region, ids))
+            .await
     }
 
     async fn deregister_image(&self, region: &str, image: &str) -> Result<(), CloudError> {
@@ -1017,8 +1105,11 @@ impl<P: Provider> Provider for Intercept<P> {
             region: region.into(),
             image: image.into(),
         };
-        self.run(call, self.inner.deregister_image(region, image))
-            .await
+        self.run(
+            call,
+            self.inner_spot_moves().deregister_image(region, image),
+        )
+        .await
     }
 
     async fn delete_snapshot(&self, region: &str, snapshot: &str) -> Result<(), CloudError> {
@@ -1026,22 +1117,42 @@ impl<P: Provider> Provider for Intercept<P> {
             region: region.into(),
             snapshot: snapshot.into(),
         };
-        self.run(call, self.inner.delete_snapshot(region, snapshot))
-            .await
+        self.run(
+            call,
+            self.inner_spot_moves().delete_snapshot(region, snapshot),
+        )
+        .await
     }
 
     async fn migration_artifacts(&self, region: &str) -> Result<Vec<Artifact>, CloudError> {
         let call = Call::MigrationArtifacts {
             region: region.into(),
         };
-        self.run(call, self.inner.migration_artifacts(region)).await
+        self.run(call, self.inner_spot_moves().migration_artifacts(region))
+            .await
     }
 
+    async fn placement_scores(
+        &self,
+        region: &str,
+        types: &[String],
+    ) -> Result<PlacementScores, CloudError> {
+        let call = Call::PlacementScores {
+            region: region.into(),
+            types: types.to_vec(),
+        };
+        let forward = self.inner_spot_moves().placement_scores(region, types);
+        self.run(call, forward).await
+    }
+}
+
+impl<P: Provider> ScalingGroups for Intercept<P> {
     async fn scaling_groups(&self, region: &str) -> Result<Vec<ScalingGroup>, CloudError> {
         let call = Call::ScalingGroups {
             region: region.into(),
         };
-        self.run(call, self.inner.scaling_groups(region)).await
+        self.run(call, self.inner_groups().scaling_groups(region))
+            .await
     }
 
     async fn set_group_capacity(
@@ -1055,8 +1166,12 @@ impl<P: Provider> Provider for Intercept<P> {
             name: name.into(),
             capacity,
         };
-        self.run(call, self.inner.set_group_capacity(region, name, capacity))
-            .await
+        self.run(
+            call,
+            self.inner_groups()
+                .set_group_capacity(region, name, capacity),
+        )
+        .await
     }
 
     async fn set_node_group_capacity(
@@ -1073,7 +1188,7 @@ impl<P: Provider> Provider for Intercept<P> {
             capacity,
         };
         let forward = self
-            .inner
+            .inner_groups()
             .set_node_group_capacity(region, group, node_group, capacity);
         self.run(call, forward).await
     }
@@ -1092,7 +1207,7 @@ impl<P: Provider> Provider for Intercept<P> {
             update: update.into(),
         };
         let forward = self
-            .inner
+            .inner_groups()
             .node_group_update(region, group, node_group, update);
         self.run(call, forward).await
     }
@@ -1108,10 +1223,14 @@ impl<P: Provider> Provider for Intercept<P> {
             group: group.into(),
             node_group: node_group.clone(),
         };
-        let forward = self.inner.node_group_capacity(region, group, node_group);
+        let forward = self
+            .inner_groups()
+            .node_group_capacity(region, group, node_group);
         self.run(call, forward).await
     }
+}
 
+impl<P: Provider> CapacityReservations for Intercept<P> {
     async fn reserve_capacity(
         &self,
         region: &str,
@@ -1121,8 +1240,12 @@ impl<P: Provider> Provider for Intercept<P> {
             region: region.into(),
             request: request.clone(),
         };
-        self.run(call, self.inner.reserve_capacity(region, request))
-            .await
+        self.run(
+            call,
+            self.inner_capacity_reservations()
+                .reserve_capacity(region, request),
+        )
+        .await
     }
 
     async fn reservations(
@@ -1136,8 +1259,12 @@ impl<P: Provider> Provider for Intercept<P> {
             instance: instance.into(),
             token: token.into(),
         };
-        self.run(call, self.inner.reservations(region, instance, token))
-            .await
+        self.run(
+            call,
+            self.inner_capacity_reservations()
+                .reservations(region, instance, token),
+        )
+        .await
     }
 
     async fn target_reservation(
@@ -1151,7 +1278,9 @@ impl<P: Provider> Provider for Intercept<P> {
             instance: instance.into(),
             reservation: reservation.map(str::to_string),
         };
-        let forward = self.inner.target_reservation(region, instance, reservation);
+        let forward =
+            self.inner_capacity_reservations()
+                .target_reservation(region, instance, reservation);
         self.run(call, forward).await
     }
 
@@ -1164,8 +1293,12 @@ impl<P: Provider> Provider for Intercept<P> {
             region: region.into(),
             instance: instance.into(),
         };
-        self.run(call, self.inner.reservation_target(region, instance))
-            .await
+        self.run(
+            call,
+            self.inner_capacity_reservations()
+                .reservation_target(region, instance),
+        )
+        .await
     }
 
     async fn cancel_reservation(
@@ -1179,25 +1312,19 @@ impl<P: Provider> Provider for Intercept<P> {
             instance: instance.into(),
             reservation: reservation.into(),
         };
-        let forward = self.inner.cancel_reservation(region, instance, reservation);
+        let forward =
+            self.inner_capacity_reservations()
+                .cancel_reservation(region, instance, reservation);
         self.run(call, forward).await
     }
+}
 
-    async fn placement_scores(
-        &self,
-        region: &str,
-        types: &[String],
-    ) -> Result<PlacementScores, CloudError> {
-        let call = Call::PlacementScores {
-            region: region.into(),
-            types: types.to_vec(),
-        };
-        let forward = self.inner.placement_scores(region, types);
-        self.run(call, forward).await
-    }
-
+impl<P: Provider> TypeCatalogue for Intercept<P> {
     async fn instance_types(&self) -> Result<BTreeMap<String, TypeFacts>, CloudError> {
-        self.run(Call::InstanceTypes, self.inner.instance_types())
-            .await
+        self.run(
+            Call::InstanceTypes,
+            self.inner_type_catalogue().instance_types(),
+        )
+        .await
     }
 }

@@ -24,7 +24,7 @@ pub mod world;
 
 use chrono::{DateTime, Utc};
 use ebb::engine::{decide, Decision, InstanceFacts, Override, Prior};
-use ebb::fleet::{Billing, Fleet, Instance, InstanceState, Lifecycle, Prices, Sample};
+use ebb::fleet::{Billing, Fleet, Instance, InstanceState, Levers, Lifecycle, Prices, Sample};
 use ebb::policy::PolicySet;
 use std::collections::{BTreeMap, HashMap};
 
@@ -93,6 +93,8 @@ pub struct World {
     pub gpu_unread: HashMap<String, std::sync::Arc<str>>,
     /// The last start refused for lack of capacity, by region and type.
     pub capacity_failures: HashMap<(String, String), DateTime<Utc>>,
+    /// What ebb can do on each cloud, when not what its providers implement.
+    pub levers: Option<Levers>,
 }
 
 impl World {
@@ -101,6 +103,12 @@ impl World {
             instances,
             ..Default::default()
         }
+    }
+
+    /// What ebb can do on each cloud: `levers` instead of what its providers implement.
+    pub fn levers(mut self, levers: Levers) -> Self {
+        self.levers = Some(levers);
+        self
     }
 
     pub fn facts(mut self, id: &str, f: InstanceFacts) -> Self {
@@ -138,6 +146,7 @@ impl World {
             instances: self.instances.clone(),
             prices: self.prices.clone(),
             gpu_unread: self.gpu_unread.clone(),
+            levers: self.levers.unwrap_or_else(ebb::cloud::levers),
             ..Fleet::default()
         };
         let prior = Prior::new(self.facts.clone(), self.overrides.clone())

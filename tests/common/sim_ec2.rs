@@ -9,7 +9,7 @@ use super::intercept::{Answer, Call, Intercept, Method};
 use ebb::cloud::sim::SimProvider;
 use ebb::cloud::{
     Artifact, ArtifactKind, CloudError, Done, ErrorKind, Image, ImageMade, InstanceStatus, Launch,
-    Provider, SPOT_TERMINATION,
+    Provider, SpotMoves, SPOT_TERMINATION,
 };
 use ebb::fleet::InstanceState;
 use ebb::names::{IMAGE_OF_TAG, LAUNCH_TAG, MIGRATION_TAG};

@@ -6,7 +6,7 @@ use aws_config::sts::AssumeRoleProvider;
 use aws_sdk_ec2::types::InstanceStateName;
 use common::moto::{emulator, launch_with, states, Fixture, Launch, G5};
 use ebb::cloud::aws::{AwsProvider, Settings};
-use ebb::cloud::{ErrorKind, Provider, StopKind};
+use ebb::cloud::{CapacityReservations, ErrorKind, Provider, Resize, StopKind};
 use ebb::fleet::{Instance, InstanceState, Lifecycle};
 use std::collections::{BTreeMap, BTreeSet};
 

@@ -12,7 +12,7 @@ use common::intercept::{Answer, Call, Intercept, Method};
 use common::moto::{self, Fixture};
 use ebb::cloud::aws::warnings::{Accepted, InterruptionQueue, Signal};
 use ebb::cloud::aws::{AwsProvider, Timeouts};
-use ebb::cloud::{CloudError, ErrorKind, Provider, SPOT_TERMINATION};
+use ebb::cloud::{CloudError, ErrorKind, SpotMoves, SPOT_TERMINATION};
 use ebb::fleet::PoolEventKind;
 use ebb::reconcile::{Options, PolicySource, Reconciler};
 use ebb::spot::State;

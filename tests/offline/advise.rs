@@ -110,6 +110,7 @@ fn commitments_are_sized_on_the_floor_the_policies_leave() {
     let catalogue = advise::catalogue::shipped();
     let inputs = Inputs {
         options: Options {
+            levers: ebb::cloud::levers(),
             from: at(from),
             to: at(to),
             tick: chrono::Duration::minutes(5),

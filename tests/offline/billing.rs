@@ -6,7 +6,8 @@ use crate::common;
 
 use common::*;
 use ebb::engine::{Action, Code, InstanceFacts};
-use ebb::fleet::{Billing, Charge, Cloud, Instance, InstanceState, Lifecycle};
+use ebb::fleet::{Billing, Charge, Cloud, Instance, InstanceState, Levers, Lifecycle};
+use ebb::policy::PolicySet;
 
 /// Beijing office hours on weekdays, with a notice before each stop when `notice`.
 fn office(notice: bool, extra: &str) -> ebb::policy::PolicySet {
@@ -130,8 +131,8 @@ fn a_recycling_lock_leaves_the_instance_alone_and_says_so() {
     assert_eq!((d.action, d.code), (Action::None, Code::RecyclingWarned));
 }
 
-#[test]
-fn spot_migration_is_aws_only_and_plan_says_so() {
+/// An interruptible Alibaba box whose spot price saves 80 %, and the policy that moves such boxes.
+fn alibaba_spot_candidate() -> (World, PolicySet) {
     let set = policies(
         r#"
 policies:
@@ -147,14 +148,32 @@ policies:
     box_.tags
         .insert("ebb:checkpoint-at".into(), "2026-11-30T11:50:00Z".into());
     let w = World::with(vec![box_]).price("cn-hangzhou", "ecs.gn7i-c8g1.2xlarge", 10.0, 2.0);
+    (w, set)
+}
+
+#[test]
+fn spot_migration_is_not_available_where_the_provider_has_no_spot_moves_and_plan_says_so() {
+    let (w, set) = alibaba_spot_candidate();
     let d = w.one("2026-11-30T12:00:00Z", &set);
     assert_eq!(d.action, Action::None);
     assert!(
-        d.reason
-            .contains("spot migration is AWS-only: not available for Alibaba Cloud ECS"),
+        d.reason.contains(
+            "spot migration is not available for Alibaba Cloud ECS: ebb cannot move its instances"
+        ),
         "{}",
         d.reason
     );
+}
+
+/// What a cloud can do reaches the engine as data: given spot moves, the same Alibaba box is
+/// moved, with no change to the engine.
+#[test]
+fn a_cloud_given_spot_moves_in_the_levers_has_its_boxes_moved() {
+    let (w, set) = alibaba_spot_candidate();
+    let mut levers = Levers::default();
+    levers.spot_moves.insert(Cloud::Alibaba);
+    let d = w.levers(levers).one("2026-11-30T12:00:00Z", &set);
+    assert_eq!(d.action, Action::MigrateToSpot, "{}", d.reason);
 }
 
 #[test]

@@ -14,7 +14,7 @@ use aws_smithy_mocks::{create_mock_http_client, mock, MockResponseInterceptor, R
 use aws_smithy_runtime_api::http::{Response, StatusCode as HttpStatus};
 use aws_smithy_types::body::SdkBody;
 use ebb::cloud::aws::{AwsProvider, Scope, Settings};
-use ebb::cloud::{ErrorKind, Provider, UpdateStatus};
+use ebb::cloud::{ErrorKind, ScalingGroups, UpdateStatus};
 use ebb::fleet::{Capacity, NodeGroup};
 
 const REGION: &str = "us-east-1";

@@ -9,7 +9,7 @@ use aws_sdk_ec2::types::{AvailabilityZone, SpotPlacementScore};
 use aws_smithy_mocks::{mock, RuleMode};
 use aws_smithy_runtime_api::http::{Response, StatusCode};
 use aws_smithy_types::body::SdkBody;
-use ebb::cloud::{ErrorKind, Provider};
+use ebb::cloud::{ErrorKind, SpotMoves};
 
 fn zone(id: &str, name: &str) -> AvailabilityZone {
     AvailabilityZone::builder()

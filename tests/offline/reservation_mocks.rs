@@ -18,7 +18,7 @@ use aws_smithy_mocks::{mock, RuleMode};
 use aws_smithy_runtime_api::http::{Response, StatusCode};
 use aws_smithy_types::body::SdkBody;
 use chrono::{DateTime, Utc};
-use ebb::cloud::{ErrorKind, Provider, ReservationRequest, ReservationState};
+use ebb::cloud::{CapacityReservations, ErrorKind, ReservationRequest, ReservationState};
 
 const TOKEN: &str = "ebb-i-0a-1796201100";
 

@@ -6,7 +6,7 @@
 use chrono::{DateTime, Duration, Utc};
 use ebb::clock::Clock;
 use ebb::cloud::sim::{reclaims, SimProvider};
-use ebb::cloud::{ImageMade, Launch, Market, Provider, SPOT_TERMINATION};
+use ebb::cloud::{ImageMade, Launch, Market, Provider, SpotMoves, SPOT_TERMINATION};
 use ebb::fleet::InstanceState;
 use std::collections::BTreeMap;
 

@@ -924,28 +924,109 @@ fn methods_of_block(text: &str, start: &str) -> BTreeSet<String> {
         .collect()
 }
 
-/// The test layer (`tests/common/intercept.rs`) intercepts every method of `Provider`: each has
-/// its `Method`, and the layer's impl defines it rather than leaving the trait's default, which
-/// would answer for the cloud (an empty catalogue, a refusal) without the test knowing.
+/// The traits of a cloud (`Provider` and each capability trait), by name: the calls each
+/// declares (its methods that return a future; `Provider`'s accessors of its capabilities are
+/// not calls), after checking that no method has a default body: a default would answer for a
+/// cloud (an empty list, a refusal) that does not implement the method.
+fn cloud_traits() -> BTreeMap<String, BTreeSet<String>> {
+    let mut traits = BTreeMap::new();
+    for file in ["cloud/mod.rs", "cloud/capability.rs"] {
+        let text = std::fs::read_to_string(module_location(file)).unwrap();
+        for (at, _) in text.match_indices("\npub trait ") {
+            let block = &text[at + 1..];
+            let block = &block[..block.find("\n}").unwrap()];
+            let name: String = block["pub trait ".len()..]
+                .chars()
+                .take_while(|c| c.is_ascii_alphanumeric())
+                .collect();
+            let body = &block[block.find('{').unwrap() + 1..];
+            assert!(
+                !body.contains('{'),
+                "{file}: a method of trait {name} has a default body; a cloud without the \
+                 method must not implement the trait instead"
+            );
+            let calls: BTreeSet<String> = body
+                .split(';')
+                .filter(|decl| decl.contains("impl Future"))
+                .filter_map(|decl| {
+                    let rest = &decl[decl.find("fn ")? + 3..];
+                    Some(
+                        rest.chars()
+                            .take_while(|c| *c == '_' || c.is_ascii_alphanumeric())
+                            .collect(),
+                    )
+                })
+                .collect();
+            traits.insert(name, calls);
+        }
+    }
+    traits
+}
+
+/// The test layer (`tests/common/intercept.rs`) implements `Provider` and every capability
+/// trait, and each call of them has its `Method`, so that hooks and faults reach it.
 #[test]
-fn the_test_layer_intercepts_every_provider_method() {
-    let trait_text = std::fs::read_to_string(module_location("cloud/mod.rs")).unwrap();
+fn the_test_layer_intercepts_every_call_of_every_cloud_trait() {
+    let traits = cloud_traits();
+    assert!(traits.len() >= 6, "{traits:?}");
+    assert!(
+        traits.values().map(BTreeSet::len).sum::<usize>() > 30,
+        "{traits:?}"
+    );
     let layer = std::fs::read_to_string(root().join("tests/common/intercept.rs")).unwrap();
-    let provider = methods_of_block(&trait_text, "pub trait Provider");
-    let forwarded = methods_of_block(&layer, "Provider for Intercept<P> {");
     let named: BTreeSet<String> = layer
         .split("=> \"")
         .skip(1)
         .filter_map(|rest| rest.split('"').next().map(str::to_string))
         .collect();
-    assert!(provider.len() > 20, "{provider:?}");
-    let unforwarded: Vec<&String> = provider.difference(&forwarded).collect();
-    assert!(
-        unforwarded.is_empty(),
-        "not forwarded by the layer: {unforwarded:?}"
-    );
-    let unnamed: Vec<&String> = provider.difference(&named).collect();
-    assert!(unnamed.is_empty(), "no Method for: {unnamed:?}");
+    for (name, calls) in &traits {
+        let forwarded = methods_of_block(&layer, &format!(" {name} for Intercept<P> {{"));
+        let unforwarded: Vec<&String> = calls.difference(&forwarded).collect();
+        assert!(
+            unforwarded.is_empty(),
+            "{name}: not forwarded by the layer: {unforwarded:?}"
+        );
+        let unnamed: Vec<&String> = calls.difference(&named).collect();
+        assert!(unnamed.is_empty(), "{name}: no Method for: {unnamed:?}");
+    }
+}
+
+/// What a cloud lacks is a trait its provider does not implement: no source says a call is
+/// not available on a cloud, and the clouds without spot moves name `Lacks` for them.
+#[test]
+fn no_cloud_refuses_a_call_for_lack_of_the_capability() {
+    for file in source_files() {
+        let text = std::fs::read_to_string(&file).unwrap();
+        for phrase in ["not available on", "is not supported on", "AWS-only"] {
+            assert!(
+                !text.contains(phrase),
+                "{} says \"{phrase}\": a cloud that lacks a capability does not implement its trait",
+                file.display()
+            );
+        }
+    }
+    for provider in ["cloud/alibaba/provider.rs", "cloud/tencent/provider.rs"] {
+        let text = std::fs::read_to_string(module_location(provider)).unwrap();
+        assert!(text.contains("type SpotMoves = Lacks;"), "{provider}");
+    }
+}
+
+/// The engine learns what a cloud can do from the levers it is given, never from which cloud
+/// an instance is in.
+#[test]
+fn the_engine_compares_no_instance_with_a_named_cloud() {
+    let engine = module_location("engine/mod.rs");
+    for file in rust_files(engine.parent().unwrap()) {
+        let text = std::fs::read_to_string(&file).unwrap();
+        let code = text.split("#[cfg(test)]").next().unwrap();
+        for named in ["Cloud::Aws", "Cloud::Alibaba", "Cloud::Tencent"] {
+            assert!(
+                !code.contains(named),
+                "{} names {named}: give the engine the capability as data (`Fleet::levers`)",
+                file.display()
+            );
+        }
+    }
 }
 
 /// Each crate of the workspace by its package name: its `src/` folder.

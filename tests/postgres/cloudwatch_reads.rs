@@ -19,6 +19,7 @@ use aws_smithy_mocks::{
 use chrono::{DateTime, Duration, Utc};
 use common::t;
 use ebb::cloud::aws::{AwsProvider, Scope, Settings};
+use ebb::cloud::SpotMoves;
 use ebb::reconcile::{Options, PolicySource, Reconciler, TickReport};
 use ebb::store::{Leadership, Store};
 use sqlx::PgPool;

@@ -9,7 +9,7 @@ use chrono::Duration;
 use common::groups::{inference_group, BOX_BESIDE, OFFICE_POLICY};
 use common::intercept::{Answer, Call, Intercept, Method};
 use common::world::SimWorld;
-use ebb::cloud::{CloudError, Provider};
+use ebb::cloud::{CloudError, ScalingGroups};
 use ebb::fleet::Capacity;
 use ebb::reconcile::{GroupCounts, Options};
 use ebb::store::{AuditFilter, Store};

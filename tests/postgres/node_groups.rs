@@ -11,7 +11,7 @@ use chrono::Duration;
 use common::groups::{inference_group, BOX_BESIDE, OFFICE_POLICY};
 use common::intercept::{Answer, Call, Intercept, Method};
 use common::world::SimWorld;
-use ebb::cloud::{CloudError, NodeGroupUpdate, Provider, UpdateStatus};
+use ebb::cloud::{CloudError, NodeGroupUpdate, ScalingGroups, UpdateStatus};
 use ebb::fleet::{Capacity, ScalingGroup};
 use ebb::reconcile::Options;
 use ebb::store::{AuditEntry, AuditFilter, Store};

@@ -13,7 +13,7 @@ use crate::common;
 use common::intercept::{Answer, Call, Method};
 use common::t;
 use common::world::SimWorld;
-use ebb::cloud::Provider;
+use ebb::cloud::{CapacityReservations, Provider};
 use ebb::store::{AuditEntry, AuditFilter, Outcome, Store};
 use sqlx::PgPool;
 use std::collections::HashMap;

@@ -31,7 +31,7 @@ use common::sim_ec2::{Ec2, SimEc2};
 use common::time::on_paused_time;
 use ebb::clock::Clock;
 use ebb::cloud::sim::SimProvider;
-use ebb::cloud::{ImageMade, Launch, Market, Provider};
+use ebb::cloud::{ImageMade, Launch, Market, Provider, SpotMoves};
 use ebb::fleet::InstanceState;
 use ebb::names::{LAUNCH_TAG, MIGRATED_FROM_TAG, MIGRATION_TAG};
 use ebb::reconcile::{Options, PolicySource, Reconciler};

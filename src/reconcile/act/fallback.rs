@@ -7,7 +7,7 @@
 
 use super::outcomes::outcome_entries;
 use super::{Reconciler, TickContext};
-use crate::cloud::{ActionReport, ErrorKind, Provider};
+use crate::cloud::{ActionReport, ErrorKind, Provider, Resize};
 use crate::engine::{Action, Code, Decision};
 use crate::fleet::InstanceState;
 use crate::policy::PolicySet;
@@ -25,6 +25,10 @@ impl<P: Provider> Reconciler<P> {
         cloud: &ActionReport,
         tick: &mut TickContext<'_>,
     ) -> Result<(), StoreError> {
+        let Some(resizer) = self.provider.resizer() else {
+            // A cloud without resizes has no other type to start an instance as.
+            return Ok(());
+        };
         if !cloud
             .failed
             .iter()
@@ -73,7 +77,7 @@ impl<P: Provider> Reconciler<P> {
                     ),
                     ..d.clone()
                 };
-                let call = || self.provider.set_type(region, &d.instance, to);
+                let call = || resizer.set_type(region, &d.instance, to);
                 if self.one_call(&resize, tick, call).await? != Some(Ok(())) {
                     break;
                 }

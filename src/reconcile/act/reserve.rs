@@ -8,7 +8,9 @@
 //! (the cancellation, lost answers) are `reconcile/reservations.rs`'s.
 
 use super::{Reconciler, TickContext};
-use crate::cloud::{ActionReport, CloudError, Done, Provider, Reservation, ReservationRequest};
+use crate::cloud::{
+    ActionReport, CapacityReservations, CloudError, Done, Provider, Reservation, ReservationRequest,
+};
 use crate::engine::{self, Action, Code, Decision, Prior, Reserve};
 use crate::fleet::InstanceState;
 use crate::names::SKIP_TAG;
@@ -46,6 +48,10 @@ impl<P: Provider> Reconciler<P> {
         tick: &mut TickContext<'_>,
     ) -> Result<HashSet<String>, StoreError> {
         let mut waiting = HashSet::new();
+        let Some(reserver) = self.provider.capacity_reservations() else {
+            // A cloud without reservations starts each instance on open capacity.
+            return Ok(waiting);
+        };
         let owned: Vec<Decision> = group.iter().map(|d| (*d).clone()).collect();
         let refused = self.store.refused_starts(tick.now).await?;
         let prior = Prior::default().with_refused_starts(refused);
@@ -96,14 +102,16 @@ impl<P: Provider> Reconciler<P> {
             let ready = match (row, plan) {
                 (Some(row), plan) => {
                     let released = row.step == Some(ReservationStep::Cancelled);
-                    let ready = self.step_before_start(d, row, tick).await?;
+                    let ready = self.step_before_start(reserver, d, row, tick).await?;
                     match plan {
                         // Back on open capacity: a new reservation for this start.
-                        Some(plan) if released && ready => self.reserve(d, plan, tick).await?,
+                        Some(plan) if released && ready => {
+                            self.reserve(reserver, d, plan, tick).await?
+                        }
                         _ => ready,
                     }
                 }
-                (None, Some(plan)) => self.reserve(d, plan, tick).await?,
+                (None, Some(plan)) => self.reserve(reserver, d, plan, tick).await?,
                 (None, None) => true,
             };
             if !ready {
@@ -117,6 +125,7 @@ impl<P: Provider> Reconciler<P> {
     /// Whether the start may go now.
     async fn reserve(
         &self,
+        reserver: &P::CapacityReservations,
         d: &Decision,
         plan: &Reserve,
         tick: &mut TickContext<'_>,
@@ -135,13 +144,14 @@ impl<P: Provider> Reconciler<P> {
             cancelled_at: None,
         };
         self.store.insert_reservation(&row).await?;
-        self.make(d, row, plan.reason.clone(), tick).await
+        self.make(reserver, d, row, plan.reason.clone(), tick).await
     }
 
     /// Makes `row`'s reservation (again, after an answer lost: its token makes it the same),
     /// then makes `d`'s instance start into it; whether the start may go now.
     async fn make(
         &self,
+        reserver: &P::CapacityReservations,
         d: &Decision,
         row: ReservationRow,
         reason: String,
@@ -161,7 +171,7 @@ impl<P: Provider> Reconciler<P> {
         let mut made: Option<Result<Reservation, CloudError>> = None;
         let slot = &mut made;
         let call = move || async move {
-            let answer = self.provider.reserve_capacity(&d.region, &request).await;
+            let answer = reserver.reserve_capacity(&d.region, &request).await;
             let report = as_report(&d.instance, &answer);
             *slot = Some(answer);
             report
@@ -178,7 +188,7 @@ impl<P: Provider> Reconciler<P> {
                     reservation_id: Some(r.id.clone()),
                     ..row
                 };
-                self.target(d, &row, tick).await
+                self.target(reserver, d, &row, tick).await
             }
             // Refused: the start goes on without a reservation.
             (Some(Err(kind)), _) if !kind.may_have_landed() => {
@@ -195,6 +205,7 @@ impl<P: Provider> Reconciler<P> {
     /// The step of an existing reservation before `d`'s start; whether the start may go now.
     async fn step_before_start(
         &self,
+        reserver: &P::CapacityReservations,
         d: &Decision,
         row: &ReservationRow,
         tick: &mut TickContext<'_>,
@@ -206,11 +217,11 @@ impl<P: Provider> Reconciler<P> {
                      (the same token makes it the same reservation)",
                     row.token
                 );
-                self.make(d, row.clone(), reason, tick).await
+                self.make(reserver, d, row.clone(), reason, tick).await
             }
-            Some(ReservationStep::Targeting) => self.target(d, row, tick).await,
+            Some(ReservationStep::Targeting) => self.target(reserver, d, row, tick).await,
             Some(ReservationStep::Targeted) => Ok(true),
-            Some(ReservationStep::Cancelled) => self.release(d, row, tick).await,
+            Some(ReservationStep::Cancelled) => self.release(reserver, d, row, tick).await,
             // Being cancelled, or a step this version does not know: the start waits;
             // `reservations.rs` settles it.
             _ => Ok(false),
@@ -220,6 +231,7 @@ impl<P: Provider> Reconciler<P> {
     /// Makes `d`'s instance start into `row`'s reservation; whether the start may go now.
     async fn target(
         &self,
+        reserver: &P::CapacityReservations,
         d: &Decision,
         row: &ReservationRow,
         tick: &mut TickContext<'_>,
@@ -233,10 +245,7 @@ impl<P: Provider> Reconciler<P> {
             reason: format!("made to start into capacity reservation {id}, made for this start"),
             ..d.clone()
         };
-        let call = || {
-            self.provider
-                .target_reservation(&d.region, &d.instance, Some(id))
-        };
+        let call = || reserver.target_reservation(&d.region, &d.instance, Some(id));
         match self.one_call(&target, tick, call).await? {
             Some(Ok(())) => {}
             // Refused (denied, say): the start goes on without the reservation rather than
@@ -255,6 +264,7 @@ impl<P: Provider> Reconciler<P> {
     /// the start may go now.
     async fn release(
         &self,
+        reserver: &P::CapacityReservations,
         d: &Decision,
         row: &ReservationRow,
         tick: &mut TickContext<'_>,
@@ -268,10 +278,7 @@ impl<P: Provider> Reconciler<P> {
             ),
             ..d.clone()
         };
-        let call = || {
-            self.provider
-                .target_reservation(&d.region, &d.instance, None)
-        };
+        let call = || reserver.target_reservation(&d.region, &d.instance, None);
         match self.one_call(&release, tick, call).await? {
             Some(Ok(())) => {}
             // Refused: the start is tried as it is rather than held back for good.

@@ -5,7 +5,7 @@
 //! the next start.
 
 use super::{Reconciler, TickContext};
-use crate::cloud::{ActionReport, Provider};
+use crate::cloud::{ActionReport, Provider, Resize};
 use crate::engine::{Action, Code, Decision};
 use crate::fleet::InstanceState;
 use crate::policy::PolicySet;
@@ -23,6 +23,10 @@ impl<P: Provider> Reconciler<P> {
         tick: &mut TickContext<'_>,
     ) -> Result<HashSet<String>, StoreError> {
         let mut restored = HashSet::new();
+        let Some(resizer) = self.provider.resizer() else {
+            // A cloud without resizes never had a type changed by ebb.
+            return Ok(restored);
+        };
         let Ok(loaded) = crate::policies::current(&self.policies).await else {
             return Ok(restored);
         };
@@ -76,7 +80,7 @@ impl<P: Provider> Reconciler<P> {
                 ),
                 ..(*d).clone()
             };
-            let call = || self.provider.set_type(region, &d.instance, &types.own);
+            let call = || resizer.set_type(region, &d.instance, &types.own);
             if self.one_call(&resize, tick, call).await? == Some(Ok(())) {
                 restored.insert(d.instance.clone());
             }

@@ -4,7 +4,7 @@
 
 use super::super::{current_savings, image_intact, recent_interruptions, Alert, Interruption};
 use super::{first_error, request_id, Run};
-use crate::cloud::{InstanceStatus, Market, Provider};
+use crate::cloud::{InstanceStatus, Market, Provider, SpotMoves};
 use crate::engine::{Action, Code};
 use crate::fleet::InstanceState;
 use crate::names::INTERRUPTIBLE_TAG;
@@ -34,7 +34,7 @@ impl<P: Provider> Run<'_, P> {
         let warned = match &status {
             Some(s) if self.cx.warned && running(s) => {
                 match self
-                    .p
+                    .spot
                     .interruption_confirmed(&self.m.region, &current)
                     .await
                 {
@@ -155,7 +155,7 @@ impl<P: Provider> Run<'_, P> {
         // Once the original is gone, the image is the only copy of its disks besides the
         // running spot instance: it must still be there, whoever cleans up images.
         let image = self.m.image.clone().unwrap_or_default();
-        let intact = match self.p.image(&self.m.region, &image).await {
+        let intact = match self.spot.image(&self.m.region, &image).await {
             Ok(found) => image_intact(found.as_ref(), &image, &self.m.snapshots),
             Err(e) => {
                 return self.wait(format!(
@@ -184,7 +184,7 @@ impl<P: Provider> Run<'_, P> {
             }
         };
         let report = self
-            .p
+            .spot
             .terminate(&self.m.region, std::slice::from_ref(&original))
             .await;
         match first_error(&report) {

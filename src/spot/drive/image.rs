@@ -4,7 +4,7 @@
 use super::super::rank::{rank, Inputs};
 use super::super::{avoided, Target, IMAGE_TIMEOUT};
 use super::Run;
-use crate::cloud::{ImageState, Market, Provider};
+use crate::cloud::{ImageState, Market, Provider, SpotMoves};
 use crate::engine::Action;
 use crate::names::CHECKPOINT_AT_TAG;
 use crate::store::StoreError;
@@ -15,7 +15,7 @@ impl<P: Provider> Run<'_, P> {
     /// `imaging`: once the image is available, launches the first replacement on spot.
     pub(super) async fn imaging(&mut self) -> Result<(), StoreError> {
         let image = self.m.image.clone().unwrap_or_default();
-        let snapshots = match self.p.image(&self.m.region, &image).await {
+        let snapshots = match self.spot.image(&self.m.region, &image).await {
             Ok(Some(found)) if found.state == ImageState::Available => found.snapshots,
             Ok(Some(found))
                 if found.state == ImageState::Pending
@@ -95,7 +95,7 @@ impl<P: Provider> Run<'_, P> {
             .map_err(|e| format!("cannot read the pools' history: {e}"))?;
         let scores = match rule.placement_scores {
             true => Some(
-                self.p
+                self.spot
                     .placement_scores(&self.m.region, &types)
                     .await
                     .map_err(|e| format!("cannot read spot placement scores: {e}"))?,

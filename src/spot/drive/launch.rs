@@ -4,7 +4,9 @@
 use super::super::{prove_replacement, Target, LAUNCH_TIMEOUT};
 use super::unknown::Landed;
 use super::Run;
-use crate::cloud::{CloudError, ErrorKind, InstanceStatus, Launch, LaunchSpec, Market, Provider};
+use crate::cloud::{
+    CloudError, ErrorKind, InstanceStatus, Launch, LaunchSpec, Market, Provider, SpotMoves,
+};
 use crate::engine::{Action, Code};
 use crate::fleet::{InstanceState, Lifecycle};
 use crate::names::{LAUNCH_TAG, MIGRATED_FROM_TAG, MIGRATING_TAG, MIGRATION_TAG, STOP_AT_TAG};
@@ -80,7 +82,7 @@ impl<P: Provider> Run<'_, P> {
             return self.record_launch(s, n, market, place).await;
         }
         let found = match self
-            .p
+            .spot
             .find_tagged(&self.m.region, LAUNCH_TAG, &launch_id)
             .await
         {
@@ -120,7 +122,7 @@ impl<P: Provider> Run<'_, P> {
             return self.record_launch(s, n, market, place).await;
         }
         let source = self.user_data_source();
-        let user_data = match self.p.user_data(&self.m.region, &source).await {
+        let user_data = match self.spot.user_data(&self.m.region, &source).await {
             Ok(user_data) => user_data,
             // Gone from EC2 (a replacement reclaimed long ago): the workload's disks are in
             // the image; what its user data did at first boot is done on them.
@@ -220,7 +222,7 @@ impl<P: Provider> Run<'_, P> {
             tags,
             client_token: format!("ebb-{launch_id}"),
         };
-        let result = self.p.launch(&self.m.region, &launch).await;
+        let result = self.spot.launch(&self.m.region, &launch).await;
         match &result {
             Ok(s) => self.outcome(seq, action, code, Ok(&format!("launched {}", s.id)), None),
             Err(e) => self.outcome(seq, action, code, Err(e), None),

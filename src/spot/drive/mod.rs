@@ -28,7 +28,7 @@ pub use orphan::terminate_lost;
 pub use unknown::Unanswered;
 
 use super::{retry_wait, Alert, Hold, State, Step};
-use crate::cloud::{ActionReport, CloudError, InstanceStatus, Provider};
+use crate::cloud::{ActionReport, CloudError, InstanceStatus, Provider, SpotMoves};
 use crate::engine::{Action, Code, Decision};
 use crate::names::ACTOR;
 use crate::policy::SpotRule;
@@ -84,13 +84,14 @@ pub struct Advanced {
 /// shows; while one of them cannot be (a read fails), nothing else is done.
 pub async fn advance<P: Provider>(
     provider: &P,
+    spot: &P::SpotMoves,
     store: &Store,
     tick: Tick<'_>,
     m: MigrationRecord,
     cx: Context<'_>,
     unanswered: &[Unanswered],
 ) -> Result<Advanced, StoreError> {
-    let mut run = Run::new(provider, store, tick, m, cx);
+    let mut run = Run::new(provider, spot, store, tick, m, cx);
     if !run.resolve(unanswered).await? {
         run.flush().await?;
         return Ok(run.advanced());
@@ -127,8 +128,10 @@ impl<P: Provider> Run<'_, P> {
 
 /// One step of one migration: the migration as it changes, and the audit entries to write
 /// with it.
-struct Run<'a, P> {
+struct Run<'a, P: Provider> {
     p: &'a P,
+    /// The cloud's spot moves: images, launches, terminations.
+    spot: &'a P::SpotMoves,
     store: &'a Store,
     tick: Tick<'a>,
     cx: Context<'a>,
@@ -145,6 +148,7 @@ impl<'a, P: Provider> Run<'a, P> {
     /// A step of `m` that has done nothing yet.
     fn new(
         p: &'a P,
+        spot: &'a P::SpotMoves,
         store: &'a Store,
         tick: Tick<'a>,
         m: MigrationRecord,
@@ -152,6 +156,7 @@ impl<'a, P: Provider> Run<'a, P> {
     ) -> Self {
         Run {
             p,
+            spot,
             store,
             tick,
             cx,
@@ -321,7 +326,10 @@ impl<'a, P: Provider> Run<'a, P> {
     }
 
     async fn status(&self, id: &str) -> Result<Option<InstanceStatus>, CloudError> {
-        let found = self.p.describe(&self.m.region, &[id.to_string()]).await?;
+        let found = self
+            .spot
+            .describe(&self.m.region, &[id.to_string()])
+            .await?;
         Ok(found.into_iter().find(|s| s.id == id))
     }
 

@@ -12,6 +12,7 @@ use crate::store::{MigrationRecord, Store, StoreError};
 /// the leader's session first and its outcome in `m`'s history; what happened.
 pub async fn terminate_lost<P: Provider>(
     provider: &P,
+    spot: &P::SpotMoves,
     store: &Store,
     tick: Tick<'_>,
     m: MigrationRecord,
@@ -24,7 +25,7 @@ pub async fn terminate_lost<P: Provider>(
         hold: &Hold::Unknown,
         checkpoint_at: None,
     };
-    let mut run = Run::new(provider, store, tick, m, cx);
+    let mut run = Run::new(provider, spot, store, tick, m, cx);
     let id = &orphan.artifact.id;
     let reason = format!("terminate {id}: {}", orphan.why);
     let detail = match run

@@ -5,7 +5,7 @@ use super::super::{image_tags, prove_image, STOP_TIMEOUT};
 use super::undo::Original;
 use super::unknown::Landed;
 use super::{lost, Run};
-use crate::cloud::{CloudError, ImageMade, Provider, StopKind};
+use crate::cloud::{CloudError, ImageMade, Provider, SpotMoves, StopKind};
 use crate::engine::{Action, Code};
 use crate::fleet::InstanceState;
 use crate::names::MIGRATING_TAG;
@@ -29,7 +29,7 @@ impl<P: Provider> Run<'_, P> {
         }
         if self.m.launch_spec.is_none() {
             let original = &self.m.original;
-            match self.p.launch_spec(&self.m.region, original).await {
+            match self.spot.launch_spec(&self.m.region, original).await {
                 Ok(spec) => self.m.launch_spec = Some(Json(spec)),
                 Err(e) => {
                     let why = format!("not started: cannot read how {original} was launched: {e}");
@@ -180,7 +180,7 @@ impl<P: Provider> Run<'_, P> {
         };
         let tags = image_tags(self.m.id, &original);
         let made = self
-            .p
+            .spot
             .create_image(&self.m.region, &original, &name, &tags)
             .await;
         let image = match made {
@@ -232,7 +232,7 @@ impl<P: Provider> Run<'_, P> {
             .map_or(Vec::new(), |s| s.0.volumes.clone());
         let mut refused = Vec::new();
         for id in found {
-            let proof = match self.p.image(&self.m.region, &id).await {
+            let proof = match self.spot.image(&self.m.region, &id).await {
                 Ok(Some(image)) => prove_image(&image, self.m.id, &self.m.original, &volumes),
                 Ok(None) => Err("it is gone".to_string()),
                 Err(e) => Err(format!("it cannot be read: {e}")),

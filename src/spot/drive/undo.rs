@@ -5,7 +5,7 @@
 use super::super::{current_savings, Alert};
 use super::unknown::Landed;
 use super::{first_error, request_id, Run};
-use crate::cloud::{ActionReport, Provider};
+use crate::cloud::{ActionReport, Provider, SpotMoves};
 use crate::engine::{Action, Code};
 use crate::fleet::InstanceState;
 use crate::names::MIGRATING_TAG;
@@ -154,7 +154,7 @@ impl<P: Provider> Run<'_, P> {
             Some(_) => Ok(()),
             None => {
                 let seq = self.unfenced_intent(code, reason).await?;
-                let report = self.p.terminate(&self.m.region, &[id.to_string()]).await;
+                let report = self.spot.terminate(&self.m.region, &[id.to_string()]).await;
                 self.note(seq, code, &report, format!("terminated {id}"))
             }
         };
@@ -205,7 +205,7 @@ impl<P: Provider> Run<'_, P> {
         if let Some(image) = &image {
             if self.m.snapshots.is_empty() {
                 // A row from before snapshots were recorded: learn them first.
-                match self.p.image(&region, image).await {
+                match self.spot.image(&region, image).await {
                     Ok(Some(found)) => self.m.snapshots = found.snapshots,
                     Ok(None) => {}
                     Err(e) => return Ok(Err(format!("reading image {image}: {e}"))),
@@ -217,7 +217,7 @@ impl<P: Provider> Run<'_, P> {
             self.store.save_migration(&self.m, &audit).await?;
             let reason = format!("deregister image {image}: {why}");
             let seq = self.unfenced_intent(code, &reason).await?;
-            let result = self.p.deregister_image(&region, image).await;
+            let result = self.spot.deregister_image(&region, image).await;
             let detail = format!("deregistered image {image}");
             let done = result.as_ref().map(|()| detail.as_str());
             self.outcome(seq, Action::MigrateToSpot, code, done, None);
@@ -232,7 +232,7 @@ impl<P: Provider> Run<'_, P> {
         while let Some(snapshot) = self.m.snapshots.first().cloned() {
             let reason = format!("delete snapshot {snapshot} of {of}: {why}");
             let seq = self.unfenced_intent(code, &reason).await?;
-            let result = self.p.delete_snapshot(&region, &snapshot).await;
+            let result = self.spot.delete_snapshot(&region, &snapshot).await;
             let detail = format!("deleted snapshot {snapshot}");
             let done = result.as_ref().map(|()| detail.as_str());
             self.outcome(seq, Action::MigrateToSpot, code, done, None);

@@ -7,7 +7,7 @@
 //! done by the step, never made again.
 
 use super::Run;
-use crate::cloud::{ArtifactKind, ImageState, InstanceStatus, Provider};
+use crate::cloud::{ArtifactKind, ImageState, InstanceStatus, Provider, SpotMoves};
 use crate::fleet::InstanceState;
 use crate::names::{IMAGE_OF_TAG, LAUNCH_TAG, MIGRATING_TAG, MIGRATION_TAG};
 use crate::spot::{prove_image, prove_replacement, State};
@@ -232,7 +232,7 @@ impl<P: Provider> Run<'_, P> {
                         // A tick killed after the stop never saved how the original was
                         // launched, which the rest of the move copies: read it now.
                         if self.m.launch_spec.is_none() {
-                            let spec = self.p.launch_spec(&region, &original).await.ok()?;
+                            let spec = self.spot.launch_spec(&region, &original).await.ok()?;
                             self.m.launch_spec = Some(Json(spec));
                         }
                         Seen::landed(format!("found {original} {state}"), Effect::Stopped)
@@ -269,14 +269,14 @@ impl<P: Provider> Run<'_, P> {
             }
             Call::Launch => self.seen_launch().await,
             Call::Image => self.seen_image().await,
-            Call::Deregister(image) => match self.p.image(&region, image).await.ok()? {
+            Call::Deregister(image) => match self.spot.image(&region, image).await.ok()? {
                 Some(found) if found.state != ImageState::Failed => {
                     Seen::absent(format!("image {image} is still registered"))
                 }
                 _ => Seen::landed(format!("found image {image} gone"), Effect::Deregistered),
             },
             Call::DeleteSnapshot(snapshot) => {
-                let artifacts = self.p.migration_artifacts(&region).await.ok()?;
+                let artifacts = self.spot.migration_artifacts(&region).await.ok()?;
                 let there = artifacts
                     .iter()
                     .any(|a| a.kind == ArtifactKind::Snapshot && a.id == *snapshot);
@@ -296,7 +296,7 @@ impl<P: Provider> Run<'_, P> {
     async fn seen_launch(&mut self) -> Option<Seen> {
         let launch_id = format!("{}-{}-{}", self.m.original, self.m.id, self.m.launches + 1);
         let found = self
-            .p
+            .spot
             .find_tagged(&self.m.region, LAUNCH_TAG, &launch_id)
             .await
             .ok()?;
@@ -316,7 +316,7 @@ impl<P: Provider> Run<'_, P> {
     /// An image: one carrying the migration's tags and proven made of the original's volumes.
     async fn seen_image(&mut self) -> Option<Seen> {
         let (id, original) = (self.m.id.to_string(), self.m.original.clone());
-        let artifacts = self.p.migration_artifacts(&self.m.region).await.ok()?;
+        let artifacts = self.spot.migration_artifacts(&self.m.region).await.ok()?;
         let volumes = self
             .m
             .launch_spec
@@ -328,7 +328,7 @@ impl<P: Provider> Run<'_, P> {
                 && a.tags.get(IMAGE_OF_TAG) == Some(&original)
         });
         for a in tagged {
-            let image = self.p.image(&self.m.region, &a.id).await.ok()?;
+            let image = self.spot.image(&self.m.region, &a.id).await.ok()?;
             if image.is_some_and(|i| prove_image(&i, self.m.id, &original, &volumes).is_ok()) {
                 let detail = format!("found image {} of {original}", a.id);
                 return Seen::landed(detail, Effect::Imaged(a.id));

@@ -1,15 +1,17 @@
 //! The cloud as the reconciler sees it: a [`Provider`] lists instances, reads their GPU
-//! utilisation and prices, and stops, hibernates, starts and tags them; it lists the Auto
-//! Scaling groups ebb manages and sets their capacity, through EKS for a managed node group's.
+//! utilisation and prices, and stops, hibernates, starts and tags them. What only some clouds
+//! can do (spot moves, scaling groups, capacity reservations, resizes, a type catalogue) is a
+//! trait of [`capability`] each cloud implements or lacks.
 //!
 //! [`aws`] is the EC2 and CloudWatch implementation, [`alibaba`] the Alibaba Cloud ECS and
 //! CloudMonitor one, [`tencent`] Tencent Cloud's (CVM and Cloud Monitor). Every call that
-//! changes an instance
-//! reports per instance ([`ActionReport`]): one instance EC2 refuses never blocks the others.
+//! changes an instance reports per instance ([`ActionReport`]): one instance a cloud refuses
+//! never blocks the others.
 
 pub mod alibaba;
 pub mod aws;
 mod batches;
+pub mod capability;
 mod error;
 mod launch;
 mod node_groups;
@@ -21,6 +23,9 @@ mod reservation;
 pub mod sim;
 pub mod tencent;
 
+pub use capability::{
+    CapacityReservations, Lacks, Resize, ScalingGroups, SpotMoves, TypeCatalogue,
+};
 pub use error::{CloudError, ErrorKind};
 pub use launch::{
     Artifact, ArtifactKind, Image, ImageMade, ImageState, InstanceStatus, Launch, LaunchSpec,
@@ -31,8 +36,9 @@ pub use prices::{PriceTable, PricesError};
 pub use redact::{redact_secrets, redact_userinfo};
 pub use reservation::{Reservation, ReservationRequest, ReservationState};
 
-use crate::fleet::{Capacity, Instance, NodeGroup, Sample, ScalingGroup, StoppedMode, TypeFacts};
+use crate::fleet::{Cloud, Instance, Levers, Sample, StoppedMode};
 use chrono::{DateTime, Utc};
+use std::any::TypeId;
 use std::collections::{BTreeMap, HashMap};
 use std::future::Future;
 
@@ -139,13 +145,39 @@ pub struct Failed {
     pub error: CloudError,
 }
 
-/// A cloud ebb can watch and act on.
+/// A cloud ebb can watch and act on: what every cloud does (list, read again, read GPUs and
+/// prices, stop, start, tag), and an accessor for each capability some clouds have (in
+/// [`capability`]), which answers `None` on a cloud whose type for it is [`Lacks`].
 ///
 /// Methods that change instances take one region and many ids, and never fail as a whole:
-/// each instance ends in [`ActionReport::done`] or [`ActionReport::failed`]. What only EC2 has
-/// in ebb (spot migration's images and launches, scaling groups, capacity reservations,
-/// placement scores) is refused by default, and lists nothing, for the clouds that lack it.
+/// each instance ends in [`ActionReport::done`] or [`ActionReport::failed`].
 pub trait Provider: Send + Sync {
+    /// Changing a stopped instance's type.
+    type Resize: Resize;
+    /// Spot migration's calls.
+    type SpotMoves: SpotMoves;
+    /// Scaling groups and node groups.
+    type ScalingGroups: ScalingGroups;
+    /// Capacity reservations.
+    type CapacityReservations: CapacityReservations;
+    /// The type catalogue.
+    type TypeCatalogue: TypeCatalogue;
+
+    /// Its resizes, if it has them.
+    fn resizer(&self) -> Option<&Self::Resize>;
+
+    /// Its spot moves, if it has them.
+    fn spot_moves(&self) -> Option<&Self::SpotMoves>;
+
+    /// Its scaling groups, if it has them.
+    fn groups(&self) -> Option<&Self::ScalingGroups>;
+
+    /// Its capacity reservations, if it has them.
+    fn capacity_reservations(&self) -> Option<&Self::CapacityReservations>;
+
+    /// Its type catalogue, if it can describe its types.
+    fn type_catalogue(&self) -> Option<&Self::TypeCatalogue>;
+
     /// Lists the instances ebb manages in every region and account it watches.
     fn instances(&self) -> impl Future<Output = Inventory> + Send;
 
@@ -190,15 +222,6 @@ pub trait Provider: Send + Sync {
     /// Starts instances.
     fn start(&self, region: &str, ids: &[String]) -> impl Future<Output = ActionReport> + Send;
 
-    /// Changes a stopped instance's type (EC2's ModifyInstanceAttribute), for a start that
-    /// falls back to another type.
-    fn set_type(
-        &self,
-        region: &str,
-        id: &str,
-        instance_type: &str,
-    ) -> impl Future<Output = ActionReport> + Send;
-
     /// Sets tags on instances.
     fn tag(
         &self,
@@ -214,288 +237,50 @@ pub trait Provider: Send + Sync {
         ids: &[String],
         keys: &[String],
     ) -> impl Future<Output = ActionReport> + Send;
-
-    /// How instance `id` was launched: what a replacement copies, but its user data.
-    fn launch_spec(
-        &self,
-        region: &str,
-        id: &str,
-    ) -> impl Future<Output = Result<LaunchSpec, CloudError>> + Send {
-        let _ = (region, id);
-        async move { Err(aws_only("launch_spec")) }
-    }
-
-    /// The user data of instance `id`, base64, if it has any: read right before a launch
-    /// copies it, since it is never stored.
-    fn user_data(
-        &self,
-        region: &str,
-        id: &str,
-    ) -> impl Future<Output = Result<Option<String>, CloudError>> + Send {
-        let _ = (region, id);
-        async move { Err(aws_only("user_data")) }
-    }
-
-    /// The current status of instances; an id EC2 no longer knows is absent.
-    fn describe(
-        &self,
-        region: &str,
-        ids: &[String],
-    ) -> impl Future<Output = Result<Vec<InstanceStatus>, CloudError>> + Send {
-        let _ = (region, ids);
-        async move { Err(aws_only("describe")) }
-    }
-
-    /// Whether EC2 itself says that it is taking spot instance `id` back: its spot request's
-    /// status is `marked-for-termination` (or `-stop`, `-hibernation`). What confirms an
-    /// interruption warning, whose message anyone allowed to send to the queue could write.
-    fn interruption_confirmed(
-        &self,
-        region: &str,
-        id: &str,
-    ) -> impl Future<Output = Result<bool, CloudError>> + Send {
-        let _ = (region, id);
-        async move { Err(aws_only("interruption_confirmed")) }
-    }
-
-    /// The instance carrying tag `key=value`, if one was launched (the newest, if several).
-    fn find_tagged(
-        &self,
-        region: &str,
-        key: &str,
-        value: &str,
-    ) -> impl Future<Output = Result<Option<InstanceStatus>, CloudError>> + Send {
-        let _ = (region, key, value);
-        async move { Err(aws_only("find_tagged")) }
-    }
-
-    /// Creates an image named `name` of instance `id` with all its volumes, tagged `tags`;
-    /// makes nothing when images of that name exist already, and returns their ids instead
-    /// (the caller proves one is its own before adopting it).
-    fn create_image(
-        &self,
-        region: &str,
-        id: &str,
-        name: &str,
-        tags: &BTreeMap<String, String>,
-    ) -> impl Future<Output = Result<ImageMade, CloudError>> + Send {
-        let _ = (region, id, name, tags);
-        async move { Err(aws_only("create_image")) }
-    }
-
-    /// An image's state and snapshots; `None` when it does not exist.
-    fn image(
-        &self,
-        region: &str,
-        image: &str,
-    ) -> impl Future<Output = Result<Option<Image>, CloudError>> + Send {
-        let _ = (region, image);
-        async move { Err(aws_only("image")) }
-    }
-
-    /// Launches one instance; returns its status.
-    fn launch(
-        &self,
-        region: &str,
-        launch: &Launch,
-    ) -> impl Future<Output = Result<InstanceStatus, CloudError>> + Send {
-        let _ = (region, launch);
-        async move { Err(aws_only("launch")) }
-    }
-
-    /// Terminates instances.
-    fn terminate(&self, region: &str, ids: &[String]) -> impl Future<Output = ActionReport> + Send {
-        let _ = region;
-        let ids = ids.to_vec();
-        async move { ActionReport::all_failed(&ids, &aws_only("terminate")) }
-    }
-
-    /// Deregisters an image (its snapshots stay: [`Provider::delete_snapshot`] each, after);
-    /// an image already gone is not an error.
-    fn deregister_image(
-        &self,
-        region: &str,
-        image: &str,
-    ) -> impl Future<Output = Result<(), CloudError>> + Send {
-        let _ = (region, image);
-        async move { Err(aws_only("deregister_image")) }
-    }
-
-    /// Deletes an EBS snapshot (EC2 refuses while a registered image uses it); one already gone
-    /// is not an error.
-    fn delete_snapshot(
-        &self,
-        region: &str,
-        snapshot: &str,
-    ) -> impl Future<Output = Result<(), CloudError>> + Send {
-        let _ = (region, snapshot);
-        async move { Err(aws_only("delete_snapshot")) }
-    }
-
-    /// Every instance (not terminated), image and snapshot in `region` of ebb's own account
-    /// that carries one of ebb's migration tags (`ebb:launch`, `ebb:migration`,
-    /// `ebb:image-of`), whoever made it.
-    fn migration_artifacts(
-        &self,
-        region: &str,
-    ) -> impl Future<Output = Result<Vec<Artifact>, CloudError>> + Send {
-        let _ = region;
-        async move { Ok(Vec::new()) }
-    }
-
-    /// The Auto Scaling groups of `region` that carry ebb's opt-in tag (on the group, which
-    /// also covers a tag it propagates to its members), in every account ebb watches there,
-    /// with their capacity and members. A failure in any account is the `Err`: a group not
-    /// listed is unknown, never gone.
-    fn scaling_groups(
-        &self,
-        region: &str,
-    ) -> impl Future<Output = Result<Vec<ScalingGroup>, CloudError>> + Send {
-        let _ = region;
-        async move { Ok(Vec::new()) }
-    }
-
-    /// The accelerated instance types this cloud offers, type → facts, for the catalogue
-    /// `ebb advise` chooses from. A cloud that cannot describe its types has none.
-    fn instance_types(
-        &self,
-    ) -> impl Future<Output = Result<BTreeMap<String, TypeFacts>, CloudError>> + Send {
-        async { Ok(BTreeMap::new()) }
-    }
-
-    /// Sets the capacity of group `name` in `region` (UpdateAutoScalingGroup), through the
-    /// account that listed it; returns the call's request id.
-    fn set_group_capacity(
-        &self,
-        region: &str,
-        name: &str,
-        capacity: Capacity,
-    ) -> impl Future<Output = Result<Option<String>, CloudError>> + Send {
-        let _ = (region, name, capacity);
-        async move { Err(aws_only("set_group_capacity")) }
-    }
-
-    /// Sets the scaling config of EKS managed node group `node_group` (UpdateNodegroupConfig:
-    /// min, desired and max), whose Auto Scaling group `group` of `region` was listed, through
-    /// the account that listed it; returns EKS's update id, whose end
-    /// [`Provider::node_group_update`] tells.
-    fn set_node_group_capacity(
-        &self,
-        region: &str,
-        group: &str,
-        node_group: &NodeGroup,
-        capacity: Capacity,
-    ) -> impl Future<Output = Result<Option<String>, CloudError>> + Send {
-        let _ = (region, group, node_group, capacity);
-        async move { Err(aws_only("set_node_group_capacity")) }
-    }
-
-    /// What EKS says of update `update` of `node_group` (DescribeUpdate). An update EKS does
-    /// not find, or a status it does not name, is the `Err`: unknown, never done.
-    fn node_group_update(
-        &self,
-        region: &str,
-        group: &str,
-        node_group: &NodeGroup,
-        update: &str,
-    ) -> impl Future<Output = Result<NodeGroupUpdate, CloudError>> + Send {
-        let _ = (region, group, node_group, update);
-        async move { Err(aws_only("node_group_update")) }
-    }
-
-    /// The scaling config of `node_group` now (DescribeNodegroup): what a change whose update
-    /// could not be followed is resolved from.
-    fn node_group_capacity(
-        &self,
-        region: &str,
-        group: &str,
-        node_group: &NodeGroup,
-    ) -> impl Future<Output = Result<Capacity, CloudError>> + Send {
-        let _ = (region, group, node_group);
-        async move { Err(aws_only("node_group_capacity")) }
-    }
-
-    /// Makes a targeted On-Demand Capacity Reservation for one instance of `request.instance`'s
-    /// type, zone and platform (read from it first), ending at `request.ends_at`, tagged
-    /// `ebb:reservation` with the token (EC2's CreateCapacityReservation, the token as its
-    /// client token, the tags in the call). A cloud without reservations refuses.
-    fn reserve_capacity(
-        &self,
-        region: &str,
-        request: &ReservationRequest,
-    ) -> impl Future<Output = Result<Reservation, CloudError>> + Send {
-        let _ = (region, request);
-        async move { Err(aws_only("reserve_capacity")) }
-    }
-
-    /// The reservations tagged `ebb:reservation=token`, in the account of `instance`
-    /// (DescribeCapacityReservations): what a lost answer is resolved from.
-    fn reservations(
-        &self,
-        region: &str,
-        instance: &str,
-        token: &str,
-    ) -> impl Future<Output = Result<Vec<Reservation>, CloudError>> + Send {
-        let _ = (region, instance, token);
-        async move { Err(aws_only("reservations")) }
-    }
-
-    /// Makes stopped instance `instance` start into reservation `reservation`, or, with
-    /// `None`, into any open capacity again (ModifyInstanceCapacityReservationAttributes).
-    fn target_reservation(
-        &self,
-        region: &str,
-        instance: &str,
-        reservation: Option<&str>,
-    ) -> impl Future<Output = ActionReport> + Send {
-        let _ = (region, reservation);
-        let instance = [instance.to_string()];
-        async move { ActionReport::all_failed(&instance, &aws_only("target_reservation")) }
-    }
-
-    /// The reservation instance `instance` is made to start into, if one is targeted
-    /// (DescribeInstances).
-    fn reservation_target(
-        &self,
-        region: &str,
-        instance: &str,
-    ) -> impl Future<Output = Result<Option<String>, CloudError>> + Send {
-        let _ = (region, instance);
-        async move { Err(aws_only("reservation_target")) }
-    }
-
-    /// Cancels reservation `reservation`, made in the account of `instance`
-    /// (CancelCapacityReservation).
-    fn cancel_reservation(
-        &self,
-        region: &str,
-        instance: &str,
-        reservation: &str,
-    ) -> impl Future<Output = Result<(), CloudError>> + Send {
-        let _ = (region, instance, reservation);
-        async move { Err(aws_only("cancel_reservation")) }
-    }
-    /// EC2's Spot Placement Scores (GetSpotPlacementScores, one zone each, a target capacity of
-    /// one instance) of each of `types` in `region`: 1 (unlikely to succeed) to 10 (very
-    /// likely), by type and zone name. A zone EC2 gives no score for is absent.
-    fn placement_scores(
-        &self,
-        region: &str,
-        types: &[String],
-    ) -> impl Future<Output = Result<PlacementScores, CloudError>> + Send {
-        let _ = (region, types);
-        async move { Err(aws_only("placement_scores")) }
-    }
 }
 
-/// Why a call only EC2 has is refused by a cloud whose provider leaves it to the default.
-fn aws_only(operation: &'static str) -> CloudError {
-    CloudError::other(
-        operation,
-        "not available on this cloud: spot migration, images, scaling groups and capacity \
-         reservations are AWS-only in ebb",
-    )
+/// What ebb can do on each cloud, from what the cloud's provider implements: a provider whose
+/// [`Provider::SpotMoves`] is not [`Lacks`] moves instances to spot capacity.
+pub fn levers() -> Levers {
+    let mut levers = Levers::default();
+    for (cloud, moves) in [
+        (
+            Cloud::Aws,
+            has::<<aws::AwsProvider as Provider>::SpotMoves>(),
+        ),
+        (
+            Cloud::Alibaba,
+            has::<<alibaba::AlibabaProvider as Provider>::SpotMoves>(),
+        ),
+        (
+            Cloud::Tencent,
+            has::<<tencent::TencentProvider as Provider>::SpotMoves>(),
+        ),
+    ] {
+        if moves {
+            levers.spot_moves.insert(cloud);
+        }
+    }
+    levers
+}
+
+/// Whether capability type `C` is one a provider has.
+fn has<C: 'static>() -> bool {
+    TypeId::of::<C>() != TypeId::of::<Lacks>()
 }
 
 /// Spot Placement Scores (1 to 10) by instance type and zone name.
 pub type PlacementScores = BTreeMap<(String, String), u8>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_levers_are_what_each_clouds_provider_implements() {
+        let spot_moves = levers().spot_moves;
+        assert!(spot_moves.contains(Cloud::Aws));
+        assert!(!spot_moves.contains(Cloud::Alibaba));
+        assert!(!spot_moves.contains(Cloud::Tencent));
+    }
+}

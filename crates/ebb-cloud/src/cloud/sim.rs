@@ -23,13 +23,11 @@ pub use zones::{reclaims, SpotZone, SpotZones};
 use super::pacing::{Key, Pacer, RateLimits};
 use super::{
     ActionReport, Artifact, CloudError, GpuReadings, Image, ImageMade, InstanceStatus, Inventory,
-    Launch, LaunchSpec, NodeGroupUpdate, PlacementScores, Provider, Reservation,
-    ReservationRequest, StopKind, TypePrice,
+    Launch, LaunchSpec, PlacementScores, Provider, Reservation, StopKind, TypePrice,
 };
 use crate::clock::Clock;
-use crate::fleet::{
-    Capacity, Fleet, Instance, InstanceState, NodeGroup, Prices, Sample, ScalingGroup, StoppedMode,
-};
+use crate::cloud::{Lacks, Resize, SpotMoves};
+use crate::fleet::{Fleet, Instance, InstanceState, Prices, Sample, ScalingGroup, StoppedMode};
 use behaviour::seed;
 use calls::{wrong_state, Metering, RateLimited};
 use chrono::{DateTime, Duration, NaiveDate, Utc};
@@ -236,6 +234,32 @@ impl SimProvider {
 }
 
 impl Provider for SimProvider {
+    type Resize = Self;
+    type SpotMoves = Self;
+    type ScalingGroups = Self;
+    type CapacityReservations = Self;
+    type TypeCatalogue = Lacks;
+
+    fn resizer(&self) -> Option<&Self> {
+        Some(self)
+    }
+
+    fn spot_moves(&self) -> Option<&Self> {
+        Some(self)
+    }
+
+    fn groups(&self) -> Option<&Self> {
+        Some(self)
+    }
+
+    fn capacity_reservations(&self) -> Option<&Self> {
+        Some(self)
+    }
+
+    fn type_catalogue(&self) -> Option<&Lacks> {
+        None
+    }
+
     async fn instances(&self) -> Inventory {
         let now = self.clock.now();
         let mut fleet = self.fleet();
@@ -399,23 +423,6 @@ impl Provider for SimProvider {
         .await
     }
 
-    async fn set_type(&self, region: &str, id: &str, instance_type: &str) -> ActionReport {
-        let ids = [id.to_string()];
-        self.act(
-            "ModifyInstanceAttribute",
-            region,
-            &ids,
-            |sim, _| match sim.instance.state {
-                InstanceState::Stopped => {
-                    sim.instance.instance_type = instance_type.to_string();
-                    Ok(())
-                }
-                _ => Err(wrong_state(sim)),
-            },
-        )
-        .await
-    }
-
     async fn tag(
         &self,
         region: &str,
@@ -438,7 +445,28 @@ impl Provider for SimProvider {
         })
         .await
     }
+}
 
+impl Resize for SimProvider {
+    async fn set_type(&self, region: &str, id: &str, instance_type: &str) -> ActionReport {
+        let ids = [id.to_string()];
+        self.act(
+            "ModifyInstanceAttribute",
+            region,
+            &ids,
+            |sim, _| match sim.instance.state {
+                InstanceState::Stopped => {
+                    sim.instance.instance_type = instance_type.to_string();
+                    Ok(())
+                }
+                _ => Err(wrong_state(sim)),
+            },
+        )
+        .await
+    }
+}
+
+impl SpotMoves for SimProvider {
     async fn launch_spec(&self, region: &str, id: &str) -> Result<LaunchSpec, CloudError> {
         self.sim_launch_spec(region, id)
     }
@@ -518,93 +546,6 @@ impl Provider for SimProvider {
 
     async fn migration_artifacts(&self, region: &str) -> Result<Vec<Artifact>, CloudError> {
         Ok(self.sim_artifacts(region))
-    }
-
-    async fn scaling_groups(&self, region: &str) -> Result<Vec<ScalingGroup>, CloudError> {
-        Ok(self.sim_groups(region))
-    }
-
-    async fn set_group_capacity(
-        &self,
-        region: &str,
-        name: &str,
-        capacity: Capacity,
-    ) -> Result<Option<String>, CloudError> {
-        self.sim_set_group(region, name, capacity)
-    }
-
-    async fn set_node_group_capacity(
-        &self,
-        region: &str,
-        _group: &str,
-        node_group: &NodeGroup,
-        capacity: Capacity,
-    ) -> Result<Option<String>, CloudError> {
-        self.sim_set_node_group(region, node_group, capacity)
-    }
-
-    async fn node_group_update(
-        &self,
-        _region: &str,
-        _group: &str,
-        _node_group: &NodeGroup,
-        update: &str,
-    ) -> Result<NodeGroupUpdate, CloudError> {
-        self.sim_node_group_update(update)
-    }
-
-    async fn node_group_capacity(
-        &self,
-        region: &str,
-        _group: &str,
-        node_group: &NodeGroup,
-    ) -> Result<Capacity, CloudError> {
-        self.sim_node_group_capacity(region, node_group)
-    }
-
-    async fn reserve_capacity(
-        &self,
-        region: &str,
-        request: &ReservationRequest,
-    ) -> Result<Reservation, CloudError> {
-        self.admit(region, "CreateCapacityReservation", 1)?;
-        self.sim_reserve(region, request)
-    }
-
-    async fn reservations(
-        &self,
-        _region: &str,
-        _instance: &str,
-        token: &str,
-    ) -> Result<Vec<Reservation>, CloudError> {
-        Ok(self.sim_reservations(token))
-    }
-
-    async fn target_reservation(
-        &self,
-        region: &str,
-        instance: &str,
-        reservation: Option<&str>,
-    ) -> ActionReport {
-        self.sim_target(region, instance, reservation).await
-    }
-
-    async fn reservation_target(
-        &self,
-        _region: &str,
-        instance: &str,
-    ) -> Result<Option<String>, CloudError> {
-        self.sim_target_of(instance)
-    }
-
-    async fn cancel_reservation(
-        &self,
-        region: &str,
-        _instance: &str,
-        reservation: &str,
-    ) -> Result<(), CloudError> {
-        self.admit(region, "CancelCapacityReservation", 1)?;
-        self.sim_cancel(reservation)
     }
 
     /// The simulated fleet has no placement scores: an empty answer, every pool unscored.

@@ -5,6 +5,7 @@
 pub mod billing;
 pub mod catalogue;
 pub mod group;
+pub mod levers;
 pub mod money;
 pub mod owner;
 pub mod pools;
@@ -13,6 +14,7 @@ pub mod rank;
 pub use billing::{Billing, Charge, Cloud, StopSaving, StoppedMode};
 pub use catalogue::{Catalogue, TypeFacts};
 pub use group::{Capacity, GroupMember, NodeGroup, ScalingGroup};
+pub use levers::{Clouds, Levers};
 pub use owner::{Owner, OwnerKind};
 pub use pools::{Pool, PoolEvent, PoolEventKind, PoolHistory, PoolSummary};
 pub use rank::TypePrice;
@@ -38,6 +40,8 @@ pub struct Fleet {
     /// where known: from a snapshot's `volumes` and `elastic_ips`, or as Postgres keeps them.
     /// An instance absent, or a fact `None`, was not read.
     pub attached: HashMap<String, money::Attached>,
+    /// What ebb can do on each cloud beyond stopping and starting (the default: nothing).
+    pub levers: Levers,
 }
 
 /// $/hour prices: region → instance type → price.

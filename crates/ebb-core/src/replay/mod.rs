@@ -22,7 +22,7 @@ pub use pools::{table as pools_table, Choice, Pools};
 pub use report::{InstanceOutcome, Net, OnDemandUse, Report, Scenarios, Tally};
 
 use crate::engine::{self, Prior, RECENT};
-use crate::fleet::{Instance, InstanceState, Lifecycle, Prices, Sample};
+use crate::fleet::{Instance, InstanceState, Levers, Lifecycle, Prices, Sample};
 use crate::policy::{LateStart, PolicySet};
 use crate::report::money::HourlyUse;
 use chrono::{DateTime, Duration, Utc};
@@ -40,6 +40,8 @@ pub struct Options {
     pub tick: Duration,
     /// A sample at or above this percent is demand.
     pub busy_threshold: f64,
+    /// What ebb can do on each cloud (a spot move is replayed only where it has them).
+    pub levers: Levers,
 }
 
 /// A stop followed by demand within this long is wrongful: it cut off someone's work.
@@ -544,6 +546,7 @@ mod tests {
             to: at("2026-12-01T00:00:00Z"),
             tick: Duration::minutes(5),
             busy_threshold: 5.0,
+            levers: Levers::default(),
         };
         // Busy 09:00-11:00 and 11:20-12:00.
         let spans = vec![

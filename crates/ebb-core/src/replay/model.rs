@@ -95,6 +95,7 @@ pub(super) fn run(
     let mut fleet = Fleet {
         instances: chunk.iter().map(|r| initial_view(&r.instance)).collect(),
         prices: prices.clone(),
+        levers: o.levers,
         ..Fleet::default()
     };
     let mut models: Vec<Modelled> = chunk

@@ -5,8 +5,9 @@
 //! AccessKey or the instance's RAM role (`credentials.rs`), read into ebb's instances
 //! (`ecs.rs`) and GPU readings (`metrics.rs`). `provider.rs` holds the [`super::Provider`]
 //! methods. Every stop asks for the no-charge mode (`StoppedMode=StopCharging`) and reads back
-//! the mode the instance took. Spot migration, images and scaling groups are AWS-only: those
-//! methods refuse, and the engine never asks for them on this cloud.
+//! the mode the instance took. It implements no capability trait (spot moves, scaling groups,
+//! reservations, resizes, a type catalogue): it names [`super::Lacks`] for each, so the engine
+//! plans none of those here.
 //!
 //! It is tested against a fake written from Alibaba's documentation (`tests/common/alibaba_fake.rs`),
 //! not against Alibaba Cloud.

@@ -5,6 +5,7 @@
 use super::client::Product;
 use super::ecs::{gpus_of, instance_of, items, outcomes};
 use super::{numbered, AlibabaProvider, IDS_PER_CALL, RESOURCES_PER_TAG_CALL};
+use crate::cloud::Lacks;
 use crate::cloud::{
     ActionReport, CloudError, Done, ErrorKind, Failed, GpuReadings, Inventory, Provider,
     ScopeFailure, StopKind, TypePrice,
@@ -179,6 +180,32 @@ impl AlibabaProvider {
 }
 
 impl Provider for AlibabaProvider {
+    type Resize = Lacks;
+    type SpotMoves = Lacks;
+    type ScalingGroups = Lacks;
+    type CapacityReservations = Lacks;
+    type TypeCatalogue = Lacks;
+
+    fn resizer(&self) -> Option<&Lacks> {
+        None
+    }
+
+    fn spot_moves(&self) -> Option<&Lacks> {
+        None
+    }
+
+    fn groups(&self) -> Option<&Lacks> {
+        None
+    }
+
+    fn capacity_reservations(&self) -> Option<&Lacks> {
+        None
+    }
+
+    fn type_catalogue(&self) -> Option<&Lacks> {
+        None
+    }
+
     /// DescribeInstances with the managed tag in every region, every page; a region whose
     /// listing fails is left out of the complete regions.
     async fn instances(&self) -> Inventory {
@@ -214,7 +241,7 @@ impl Provider for AlibabaProvider {
         self.read_gpus(region, instances, from, to).await
     }
 
-    /// No prices: they serve the spot rule, which is AWS-only.
+    /// No prices: they serve the spot rule, and ebb has no spot moves on this cloud.
     async fn prices(
         &self,
         _region: &str,
@@ -306,17 +333,6 @@ impl Provider for AlibabaProvider {
                 .await;
         }
         report
-    }
-
-    /// Not done on Alibaba Cloud: a start that finds no stock is retried as it is.
-    async fn set_type(&self, _region: &str, id: &str, _instance_type: &str) -> ActionReport {
-        ActionReport::all_failed(
-            &[id.to_string()],
-            &CloudError::other(
-                "ModifyInstanceSpec",
-                "start.fallback_types is not supported on Alibaba Cloud",
-            ),
-        )
     }
 
     /// TagResources, 50 instances a call; a call succeeds or fails for all of them.

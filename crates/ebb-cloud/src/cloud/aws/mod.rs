@@ -17,6 +17,7 @@
 
 mod artifacts;
 mod attached;
+mod capabilities;
 pub mod catalogue;
 mod ec2;
 mod errors;
@@ -27,6 +28,7 @@ mod placement;
 mod provider;
 mod reservations;
 mod spot;
+mod spot_moves;
 pub mod warnings;
 
 use super::pacing::{Pacer, RateLimits};

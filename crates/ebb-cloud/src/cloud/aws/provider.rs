@@ -4,17 +4,15 @@
 
 use super::ec2::{add_offers, from_ec2, spot_price_request, Accepted, NOT_CONFIGURED};
 use super::metrics::{calls, gpu_queries};
-use super::spot::{launch_spec_of, not_found, run_request, snapshots, status, Placement};
-use super::{cloud_error, once_sent, tag_map, AwsProvider, Known};
-use crate::cloud::pacing::Key;
+use super::{cloud_error, once_sent, AwsProvider, Known};
+use crate::cloud::Resize;
 use crate::cloud::{
-    ActionReport, Artifact, CloudError, ErrorKind, Failed, GpuReadings, Image, ImageMade,
-    ImageState, InstanceStatus, Inventory, Launch, LaunchSpec, NodeGroupUpdate, PlacementScores,
-    Provider, Reservation, ReservationRequest, ScopeFailure, StopKind, TypePrice,
+    ActionReport, CloudError, ErrorKind, Failed, GpuReadings, Inventory, Provider, ScopeFailure,
+    StopKind, TypePrice,
 };
-use crate::fleet::{Capacity, Instance, NodeGroup, ScalingGroup, TypeFacts};
+use crate::fleet::Instance;
 use aws_sdk_ec2::operation::RequestId;
-use aws_sdk_ec2::types::{AttributeValue, Filter, ImageState as Ec2ImageState, Tag};
+use aws_sdk_ec2::types::{AttributeValue, Filter, Tag};
 use chrono::{DateTime, Utc};
 use futures_util::FutureExt as _;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -24,13 +22,30 @@ use std::sync::Arc;
 const IDS_PER_CALL: usize = 200;
 
 impl Provider for AwsProvider {
-    /// From the first region's scope: the types are the same in every region that offers them.
-    async fn instance_types(&self) -> Result<BTreeMap<String, TypeFacts>, CloudError> {
-        let Some(scope) = self.scopes.first() else {
-            return Ok(BTreeMap::new());
-        };
-        self.count("DescribeInstanceTypes");
-        super::catalogue::describe_families(&scope.ec2).await
+    type Resize = Self;
+    type SpotMoves = Self;
+    type ScalingGroups = Self;
+    type CapacityReservations = Self;
+    type TypeCatalogue = Self;
+
+    fn resizer(&self) -> Option<&Self> {
+        Some(self)
+    }
+
+    fn spot_moves(&self) -> Option<&Self> {
+        Some(self)
+    }
+
+    fn groups(&self) -> Option<&Self> {
+        Some(self)
+    }
+
+    fn capacity_reservations(&self) -> Option<&Self> {
+        Some(self)
+    }
+
+    fn type_catalogue(&self) -> Option<&Self> {
+        Some(self)
     }
 
     /// Every scope listed at once; a scope that fails is reported and leaves its region
@@ -279,33 +294,6 @@ impl Provider for AwsProvider {
         .await
     }
 
-    /// ModifyInstanceAttribute of the instance type, with the clients of the account that
-    /// listed it.
-    async fn set_type(&self, region: &str, id: &str, instance_type: &str) -> ActionReport {
-        let ids = [id.to_string()];
-        self.in_scopes(
-            region,
-            &ids,
-            "ModifyInstanceAttribute",
-            |scope, batch| async move {
-                self.count("ModifyInstanceAttribute");
-                let out = scope
-                    .ec2
-                    .modify_instance_attribute()
-                    .set_instance_id(batch.into_iter().next())
-                    .instance_type(AttributeValue::builder().value(instance_type).build())
-                    .customize()
-                    .config_override(once_sent())
-                    .send()
-                    .boxed()
-                    .await
-                    .map_err(|e| cloud_error("ModifyInstanceAttribute", e))?;
-                Ok(Accepted::of(out.request_id()))
-            },
-        )
-        .await
-    }
-
     /// CreateTags in batches.
     async fn tag(
         &self,
@@ -370,281 +358,33 @@ impl Provider for AwsProvider {
         })
         .await
     }
+}
 
-    /// DescribeInstances of the instance and DescribeSubnets for a subnet of its VPC in every
-    /// zone.
-    async fn launch_spec(&self, region: &str, id: &str) -> Result<LaunchSpec, CloudError> {
-        let scope = self.scope_of(region, id, "DescribeInstances")?;
-        self.count("DescribeInstances");
-        let out = scope
-            .ec2
-            .describe_instances()
-            .instance_ids(id)
-            .send()
-            .boxed()
-            .await
-            .map_err(|e| cloud_error("DescribeInstances", e))?;
-        let instance = out
-            .reservations()
-            .iter()
-            .flat_map(|r| r.instances())
-            .next()
-            .ok_or_else(|| not_found("DescribeInstances", id))?;
-        let placement = Placement::of(id, instance)?;
-        let subnets_by_zone = self.subnets_by_zone(scope, &placement).await?;
-        launch_spec_of(id, instance, placement, subnets_by_zone)
-    }
-
-    /// DescribeInstanceAttribute (userData) of the instance.
-    async fn user_data(&self, region: &str, id: &str) -> Result<Option<String>, CloudError> {
-        let scope = self.scope_of(region, id, "DescribeInstanceAttribute")?;
-        self.user_data_of(scope, id).await
-    }
-
-    /// DescribeInstances filtered by id, so that an id EC2 does not know is absent rather
-    /// than an error.
-    async fn describe(
-        &self,
-        region: &str,
-        ids: &[String],
-    ) -> Result<Vec<InstanceStatus>, CloudError> {
-        let Some(first) = ids.first() else {
-            return Ok(Vec::new());
-        };
-        let scope = self.scope_of(region, first, "DescribeInstances")?;
-        let filter = Filter::builder()
-            .name("instance-id")
-            .set_values(Some(ids.to_vec()))
-            .build();
-        let found = self.instances_where(scope, filter).await?;
-        Ok(found.iter().filter_map(status).collect())
-    }
-
-    /// DescribeSpotInstanceRequests of the instance's request, in ebb's own account
-    /// (`spot.rs`).
-    async fn interruption_confirmed(&self, region: &str, id: &str) -> Result<bool, CloudError> {
-        self.marked_for_interruption(region, id).await
-    }
-
-    /// DescribeInstances by tag, in ebb's own account (`spot.rs`).
-    async fn find_tagged(
-        &self,
-        region: &str,
-        key: &str,
-        value: &str,
-    ) -> Result<Option<InstanceStatus>, CloudError> {
-        self.newest_tagged(region, key, value).await
-    }
-
-    /// DescribeImages by name first, then CreateImage (`spot.rs`).
-    async fn create_image(
-        &self,
-        region: &str,
-        id: &str,
-        name: &str,
-        tags: &BTreeMap<String, String>,
-    ) -> Result<ImageMade, CloudError> {
-        self.make_image(region, id, name, tags).await
-    }
-
-    /// DescribeImages of the image, with its state and tags, and DescribeSnapshots for the
-    /// volumes its snapshots were taken from.
-    async fn image(&self, region: &str, image: &str) -> Result<Option<Image>, CloudError> {
-        let scope = self.scope_of(region, "", "DescribeImages")?;
-        let Some(found) = self.image_by_id(scope, image).await? else {
-            return Ok(None);
-        };
-        let snapshots = snapshots(&found);
-        let facts = self.snapshot_facts(scope, &snapshots).await?;
-        Ok(Some(Image {
-            state: match found.state() {
-                Some(Ec2ImageState::Available) => ImageState::Available,
-                Some(Ec2ImageState::Pending) | None => ImageState::Pending,
-                Some(_) => ImageState::Failed,
-            },
-            snapshot_volumes: facts.volumes,
-            completed_snapshots: facts.completed,
-            snapshots,
-            tags: tag_map(found.tags()),
-        }))
-    }
-
-    /// RunInstances of one instance, in the market asked, with the original's settings, in
-    /// ebb's own account.
-    async fn launch(&self, region: &str, launch: &Launch) -> Result<InstanceStatus, CloudError> {
-        let scope = self.scope_of(region, "", "RunInstances")?;
-        let request = run_request(scope, launch);
-        let key = Key {
-            account: scope.account.clone(),
-            region: scope.region.clone(),
-            api: "RunInstances",
-        };
-        // The client token makes a launch made again after a throttle the same launch.
-        let send = || {
-            self.count("RunInstances");
-            let request = request.clone();
-            async move {
-                request
-                    .send()
-                    .boxed()
-                    .await
-                    .map_err(|e| cloud_error("RunInstances", e))
-            }
-        };
-        // Boxed: a RunInstances request is large, and a migration step's future holds it.
-        let out = Box::pin(self.pacer.call(&key, 1, send)).await?;
-        out.instances()
-            .first()
-            .and_then(status)
-            .ok_or_else(|| not_found("RunInstances", &launch.client_token))
-    }
-
-    /// TerminateInstances in batches.
-    async fn terminate(&self, region: &str, ids: &[String]) -> ActionReport {
+impl Resize for AwsProvider {
+    /// ModifyInstanceAttribute of the instance type, with the clients of the account that
+    /// listed it.
+    async fn set_type(&self, region: &str, id: &str, instance_type: &str) -> ActionReport {
+        let ids = [id.to_string()];
         self.in_scopes(
             region,
-            ids,
-            "TerminateInstances",
+            &ids,
+            "ModifyInstanceAttribute",
             |scope, batch| async move {
-                self.count("TerminateInstances");
+                self.count("ModifyInstanceAttribute");
                 let out = scope
                     .ec2
-                    .terminate_instances()
-                    .set_instance_ids(Some(batch))
+                    .modify_instance_attribute()
+                    .set_instance_id(batch.into_iter().next())
+                    .instance_type(AttributeValue::builder().value(instance_type).build())
+                    .customize()
+                    .config_override(once_sent())
                     .send()
                     .boxed()
                     .await
-                    .map_err(|e| cloud_error("TerminateInstances", e))?;
+                    .map_err(|e| cloud_error("ModifyInstanceAttribute", e))?;
                 Ok(Accepted::of(out.request_id()))
             },
         )
         .await
-    }
-
-    /// DescribeImages first, then DeregisterImage (`artifacts.rs`).
-    async fn deregister_image(&self, region: &str, image: &str) -> Result<(), CloudError> {
-        self.deregister(region, image).await
-    }
-
-    /// DeleteSnapshot; `InvalidSnapshot.NotFound` is success (`artifacts.rs`).
-    async fn delete_snapshot(&self, region: &str, snapshot: &str) -> Result<(), CloudError> {
-        self.remove_snapshot(region, snapshot).await
-    }
-
-    /// DescribeInstances (tag `ebb:launch`, not terminated), DescribeImages (own, tag
-    /// `ebb:migration`) and DescribeSnapshots (own, tag `ebb:image-of`), every page of each,
-    /// in ebb's own account.
-    async fn migration_artifacts(&self, region: &str) -> Result<Vec<Artifact>, CloudError> {
-        let scope = self.scope_of(region, "", "DescribeInstances")?;
-        let mut found = self.tagged_launches(scope).await?;
-        found.extend(self.tagged_images(scope).await?);
-        found.extend(self.tagged_snapshots(scope).await?);
-        Ok(found)
-    }
-
-    /// DescribeAutoScalingGroups in every account watched in `region` (`groups.rs`).
-    async fn scaling_groups(&self, region: &str) -> Result<Vec<ScalingGroup>, CloudError> {
-        self.list_groups(region).await
-    }
-
-    /// UpdateAutoScalingGroup (`groups.rs`).
-    async fn set_group_capacity(
-        &self,
-        region: &str,
-        name: &str,
-        capacity: Capacity,
-    ) -> Result<Option<String>, CloudError> {
-        self.update_group(region, name, capacity).await
-    }
-
-    /// UpdateNodegroupConfig (`node_groups.rs`).
-    async fn set_node_group_capacity(
-        &self,
-        region: &str,
-        group: &str,
-        node_group: &NodeGroup,
-        capacity: Capacity,
-    ) -> Result<Option<String>, CloudError> {
-        self.update_node_group(region, group, node_group, capacity)
-            .await
-    }
-
-    /// DescribeUpdate (`node_groups.rs`).
-    async fn node_group_update(
-        &self,
-        region: &str,
-        group: &str,
-        node_group: &NodeGroup,
-        update: &str,
-    ) -> Result<NodeGroupUpdate, CloudError> {
-        self.describe_node_group_update(region, group, node_group, update)
-            .await
-    }
-
-    /// DescribeNodegroup (`node_groups.rs`).
-    async fn node_group_capacity(
-        &self,
-        region: &str,
-        group: &str,
-        node_group: &NodeGroup,
-    ) -> Result<Capacity, CloudError> {
-        self.node_group_scaling(region, group, node_group).await
-    }
-
-    /// DescribeInstances, then CreateCapacityReservation (`reservations.rs`).
-    async fn reserve_capacity(
-        &self,
-        region: &str,
-        request: &ReservationRequest,
-    ) -> Result<Reservation, CloudError> {
-        self.create_reservation(region, request).await
-    }
-
-    /// DescribeCapacityReservations, every page (`reservations.rs`).
-    async fn reservations(
-        &self,
-        region: &str,
-        instance: &str,
-        token: &str,
-    ) -> Result<Vec<Reservation>, CloudError> {
-        self.tagged_reservations(region, instance, token).await
-    }
-
-    /// ModifyInstanceCapacityReservationAttributes (`reservations.rs`).
-    async fn target_reservation(
-        &self,
-        region: &str,
-        instance: &str,
-        reservation: Option<&str>,
-    ) -> ActionReport {
-        self.retarget(region, instance, reservation).await
-    }
-
-    /// DescribeInstances (`reservations.rs`).
-    async fn reservation_target(
-        &self,
-        region: &str,
-        instance: &str,
-    ) -> Result<Option<String>, CloudError> {
-        self.target_of(region, instance).await
-    }
-
-    /// CancelCapacityReservation (`reservations.rs`).
-    async fn cancel_reservation(
-        &self,
-        region: &str,
-        instance: &str,
-        reservation: &str,
-    ) -> Result<(), CloudError> {
-        self.cancel(region, instance, reservation).await
-    }
-
-    /// GetSpotPlacementScores, one call per type (`placement.rs`).
-    async fn placement_scores(
-        &self,
-        region: &str,
-        types: &[String],
-    ) -> Result<PlacementScores, CloudError> {
-        self.spot_placement_scores(region, types).await
     }
 }

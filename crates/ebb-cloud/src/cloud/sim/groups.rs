@@ -5,6 +5,7 @@
 //! its update is `Successful`.
 
 use super::SimProvider;
+use crate::cloud::ScalingGroups;
 use crate::cloud::{CloudError, NodeGroupUpdate, UpdateStatus};
 use crate::fleet::{Capacity, NodeGroup, ScalingGroup};
 
@@ -120,4 +121,48 @@ fn node_group_not_found(operation: &'static str, node_group: &NodeGroup) -> Clou
         "ResourceNotFoundException",
         format!("No node group found for name: {}.", node_group.name),
     )
+}
+
+impl ScalingGroups for SimProvider {
+    async fn scaling_groups(&self, region: &str) -> Result<Vec<ScalingGroup>, CloudError> {
+        Ok(self.sim_groups(region))
+    }
+
+    async fn set_group_capacity(
+        &self,
+        region: &str,
+        name: &str,
+        capacity: Capacity,
+    ) -> Result<Option<String>, CloudError> {
+        self.sim_set_group(region, name, capacity)
+    }
+
+    async fn set_node_group_capacity(
+        &self,
+        region: &str,
+        _group: &str,
+        node_group: &NodeGroup,
+        capacity: Capacity,
+    ) -> Result<Option<String>, CloudError> {
+        self.sim_set_node_group(region, node_group, capacity)
+    }
+
+    async fn node_group_update(
+        &self,
+        _region: &str,
+        _group: &str,
+        _node_group: &NodeGroup,
+        update: &str,
+    ) -> Result<NodeGroupUpdate, CloudError> {
+        self.sim_node_group_update(update)
+    }
+
+    async fn node_group_capacity(
+        &self,
+        region: &str,
+        _group: &str,
+        node_group: &NodeGroup,
+    ) -> Result<Capacity, CloudError> {
+        self.sim_node_group_capacity(region, node_group)
+    }
 }

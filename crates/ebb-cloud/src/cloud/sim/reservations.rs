@@ -5,6 +5,7 @@
 
 use super::calls::wrong_state;
 use super::{SimProvider, Simulated};
+use crate::cloud::CapacityReservations;
 use crate::cloud::{ActionReport, CloudError, Reservation, ReservationRequest, ReservationState};
 use crate::fleet::InstanceState;
 use std::collections::HashMap;
@@ -119,5 +120,52 @@ impl Simulated {
             .as_ref()
             .and_then(|r| held.get(r))
             .is_some_and(|ty| *ty == self.instance.instance_type)
+    }
+}
+
+impl CapacityReservations for SimProvider {
+    async fn reserve_capacity(
+        &self,
+        region: &str,
+        request: &ReservationRequest,
+    ) -> Result<Reservation, CloudError> {
+        self.admit(region, "CreateCapacityReservation", 1)?;
+        self.sim_reserve(region, request)
+    }
+
+    async fn reservations(
+        &self,
+        _region: &str,
+        _instance: &str,
+        token: &str,
+    ) -> Result<Vec<Reservation>, CloudError> {
+        Ok(self.sim_reservations(token))
+    }
+
+    async fn target_reservation(
+        &self,
+        region: &str,
+        instance: &str,
+        reservation: Option<&str>,
+    ) -> ActionReport {
+        self.sim_target(region, instance, reservation).await
+    }
+
+    async fn reservation_target(
+        &self,
+        _region: &str,
+        instance: &str,
+    ) -> Result<Option<String>, CloudError> {
+        self.sim_target_of(instance)
+    }
+
+    async fn cancel_reservation(
+        &self,
+        region: &str,
+        _instance: &str,
+        reservation: &str,
+    ) -> Result<(), CloudError> {
+        self.admit(region, "CancelCapacityReservation", 1)?;
+        self.sim_cancel(reservation)
     }
 }

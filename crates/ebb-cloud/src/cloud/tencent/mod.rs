@@ -6,8 +6,8 @@
 //! API 3.0 (`client.rs`) signing with TC3-HMAC-SHA256 (`sign.rs`), with credentials from the
 //! environment or the instance's CAM role (`credentials.rs`). Every stop asks for
 //! `StoppedMode=STOP_CHARGING` and reads the stopped mode back; a subscription (`PREPAID`)
-//! instance is never stopped. Spot migration and Auto Scaling groups are AWS's only: those
-//! methods answer that Tencent Cloud has none of them for ebb.
+//! instance is never stopped. It implements no capability trait (spot moves, scaling groups,
+//! reservations, resizes, a type catalogue): it names [`super::Lacks`] for each.
 //!
 //! `provider.rs` holds the [`super::Provider`] methods; `api.rs` the calls' fields.
 

@@ -6,6 +6,7 @@ use super::api::{
 };
 use super::client::{Answer, CVM, MONITOR};
 use super::{Accepted, Known, TencentProvider};
+use crate::cloud::Lacks;
 use crate::cloud::{
     ActionReport, CloudError, ErrorKind, Failed, GpuReadings, Inventory, Provider, ScopeFailure,
     StopKind, TypePrice,
@@ -14,16 +15,6 @@ use crate::fleet::{Charge, Instance, Sample, StopSaving, StoppedMode};
 use chrono::{DateTime, Utc};
 use serde_json::{json, Value};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
-
-/// What ebb says of what Tencent Cloud has no counterpart of in ebb (spot migration, Auto
-/// Scaling groups, instance resizes).
-fn aws_only(operation: &'static str) -> CloudError {
-    CloudError::other(
-        operation,
-        "not available on Tencent Cloud: spot migration, fallback types and Auto Scaling groups \
-         are AWS-only in ebb",
-    )
-}
 
 /// What a stop of a subscription instance is refused with, before any call: it is paid for
 /// the term whether it runs or not.
@@ -249,6 +240,32 @@ impl TencentProvider {
 }
 
 impl Provider for TencentProvider {
+    type Resize = Lacks;
+    type SpotMoves = Lacks;
+    type ScalingGroups = Lacks;
+    type CapacityReservations = Lacks;
+    type TypeCatalogue = Lacks;
+
+    fn resizer(&self) -> Option<&Lacks> {
+        None
+    }
+
+    fn spot_moves(&self) -> Option<&Lacks> {
+        None
+    }
+
+    fn groups(&self) -> Option<&Lacks> {
+        None
+    }
+
+    fn capacity_reservations(&self) -> Option<&Lacks> {
+        None
+    }
+
+    fn type_catalogue(&self) -> Option<&Lacks> {
+        None
+    }
+
     /// Every region listed at once; a region that fails is reported and left incomplete.
     async fn instances(&self) -> Inventory {
         let regions = &self.settings.regions;
@@ -432,11 +449,6 @@ impl Provider for TencentProvider {
             },
         )
         .await
-    }
-
-    /// Not on Tencent Cloud: fallback types are AWS-only.
-    async fn set_type(&self, _region: &str, id: &str, _instance_type: &str) -> ActionReport {
-        ActionReport::all_failed(&[id.to_string()], &aws_only("ResetInstancesType"))
     }
 
     /// TagResources with each instance's six-segment name.

@@ -28,7 +28,7 @@ pub use owned::owned_code;
 pub use protection::tags_forbid_stop;
 
 use super::{Action, Brief, Code, Decision, InstanceFacts, Prior};
-use crate::fleet::{Fleet, Instance, InstanceState, Lifecycle, Prices};
+use crate::fleet::{Fleet, Instance, InstanceState, Levers, Lifecycle, Prices};
 use crate::names::{MIGRATION_TAG, SKIP_TAG, STOP_AT_TAG};
 use crate::policy::{Policy, PolicySet};
 use crate::schedule::ScheduleStatus;
@@ -71,6 +71,7 @@ pub struct Context<'a> {
     policies: &'a PolicySet,
     statuses: Vec<Option<ScheduleStatus>>,
     prices: &'a Prices,
+    levers: Levers,
     gpu_unread: &'a HashMap<String, Arc<str>>,
     prior: &'a Prior,
     /// Whether verdicts carry their reason text; without it (a replay, which prints none) they
@@ -125,6 +126,7 @@ impl<'a> Context<'a> {
             policies,
             statuses,
             prices: &fleet.prices,
+            levers: fleet.levers,
             gpu_unread: &fleet.gpu_unread,
             prior,
             reasons: true,
@@ -147,6 +149,7 @@ impl<'a> Context<'a> {
             policies,
             statuses,
             prices: &fleet.prices,
+            levers: fleet.levers,
             gpu_unread: &fleet.gpu_unread,
             prior,
             reasons: false,

@@ -2,7 +2,7 @@
 
 use super::text::span;
 use super::{Eval, CLOCK_SKEW};
-use crate::fleet::{Cloud, Lifecycle};
+use crate::fleet::Lifecycle;
 use crate::names::{CHECKPOINT_AT_TAG, INTERRUPTIBLE_TAG, MIGRATING_TAG, MIGRATION_TAG};
 use crate::policy::SpotRule;
 use chrono::{DateTime, Duration, Utc};
@@ -23,10 +23,10 @@ impl Eval<'_> {
     /// `Ok` with the reason when the instance should move to spot now, `Err` with why not.
     pub(super) fn spot(&self, rule: &SpotRule) -> Result<String, String> {
         let inst = self.inst;
-        if inst.billing.cloud != Cloud::Aws {
+        if !self.ctx.levers.spot_moves.contains(inst.billing.cloud) {
             return Err(self.text(|| {
                 format!(
-                    "spot migration is AWS-only: not available for {}",
+                    "spot migration is not available for {}: ebb cannot move its instances",
                     inst.billing.cloud.display_name()
                 )
             }));
