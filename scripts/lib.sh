@@ -140,6 +140,25 @@ need_parliament() {
   fi
 }
 
+# The clouds' official Python SDKs (Alibaba's ECS request models and the signer of its OpenAPI
+# core; Tencent's common signer and its CVM and Tag request models), which
+# tests/external/cloud_sdks.rs holds ebb's requests against: pinned, since the signatures and
+# the models are what the test compares with.
+need_cloud_sdks() {
+  local pins="alibabacloud_ecs20140526==7.11.8 alibabacloud_tea_openapi==0.4.6
+    tencentcloud-sdk-python-common==3.1.195 tencentcloud-sdk-python-cvm==3.1.178
+    tencentcloud-sdk-python-tag==3.1.109"
+  # shellcheck disable=SC2086 # one argument a pin
+  if ! python3 - $pins 2>/dev/null <<'PY'; then
+import importlib.metadata as m, sys
+sys.exit(any(m.version(name) != version for name, version in (p.split("==") for p in sys.argv[1:])))
+PY
+    echo "installing the clouds' Python SDKs (pip)..." >&2
+    # shellcheck disable=SC2086
+    python3 -m pip install --quiet --disable-pip-version-check $pins >&2
+  fi
+}
+
 stop_moto() {
   kill "$EBB_MOTO_PID" 2>/dev/null || true
   rm -f "$EBB_MOTO_LOG"

@@ -398,7 +398,7 @@ impl Snapshot {
                         _ => None,
                     },
                     recycling: i.recycling,
-                    ..Billing::of(i.cloud, i.charge, &i.instance_type)
+                    ..Billing::of(i.cloud, i.charge, &i.instance_type, None)
                 };
                 Instance {
                     id: i.id,

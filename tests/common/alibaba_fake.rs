@@ -35,6 +35,8 @@ pub struct FakeInstance {
     pub id: String,
     pub region: String,
     pub instance_type: String,
+    /// Its `InstanceTypeFamily` (`ecs.gn5` for `ecs.gn5-c4g1.xlarge`).
+    pub family: String,
     /// `Running`, `Stopped`, `Stopping`, `Starting`, `Pending`.
     pub status: String,
     /// `PostPaid` or `PrePaid`.
@@ -56,6 +58,17 @@ impl FakeInstance {
             id: id.to_string(),
             region: region.to_string(),
             instance_type: instance_type.to_string(),
+            // ECS's families are named before the size and the first dash: `ecs.gn5-c4g1.xlarge`
+            // is of `ecs.gn5`, `ecs.gn7i-c8g1.2xlarge` of `ecs.gn7i`.
+            family: instance_type
+                .split('.')
+                .take(2)
+                .collect::<Vec<_>>()
+                .join(".")
+                .split('-')
+                .next()
+                .unwrap()
+                .to_string(),
             status: "Running".to_string(),
             charge_type: "PostPaid".to_string(),
             spot_strategy: "NoSpot".to_string(),
@@ -71,8 +84,7 @@ impl FakeInstance {
     /// Whether its family has local disks or persistent memory (the economical mode
     /// documentation's list: the i and d series, gn5, re6p).
     pub fn local_storage(&self) -> bool {
-        let family = self.instance_type.rsplit_once('.').map_or("", |(f, _)| f);
-        let family = family.strip_prefix("ecs.").unwrap_or(family);
+        let family = self.family.strip_prefix("ecs.").unwrap_or(&self.family);
         let series = |p: char| {
             family.starts_with(p) && family[1..].starts_with(|c: char| c.is_ascii_digit())
         };
@@ -85,6 +97,8 @@ impl FakeInstance {
 pub struct Call {
     pub action: String,
     pub params: BTreeMap<String, String>,
+    /// Its headers as received (names lowercase), the signature among them.
+    pub headers: Vec<(String, String)>,
     /// Whether the fake accepted it.
     pub accepted: bool,
 }
@@ -249,11 +263,8 @@ fn verify(
     }
     let canonical_query: Vec<String> = query
         .iter()
-        // A parameter without a value is its name alone (as Alibaba's SDKs sign it).
-        .map(|(k, v)| match v.is_empty() {
-            true => percent(k),
-            false => format!("{}={}", percent(k), percent(v)),
-        })
+        // A parameter with an empty value is `name=`, as Alibaba's SDKs sign it.
+        .map(|(k, v)| format!("{}={}", percent(k), percent(v)))
         .collect();
     let canonical = format!(
         "POST\n/\n{}\n{canonical_headers}\n{signed}\n{body_hash}",
@@ -301,9 +312,14 @@ async fn answer(
     if lost {
         state.lose_answer_of = None;
     }
+    let received = headers
+        .iter()
+        .filter_map(|(name, value)| Some((name.to_string(), value.to_str().ok()?.to_string())))
+        .collect();
     state.calls.push(Call {
         action,
         params: query,
+        headers: received,
         accepted: result.is_ok(),
     });
     if lost {

@@ -23,6 +23,7 @@ fn list(query: &BTreeMap<String, String>, name: &str) -> Vec<String> {
 fn describe(i: &FakeInstance) -> Value {
     json!({
         "InstanceId": i.id, "RegionId": i.region, "InstanceType": i.instance_type,
+        "InstanceTypeFamily": i.family,
         "Status": i.status, "InstanceChargeType": i.charge_type,
         "SpotStrategy": i.spot_strategy, "StoppedMode": i.stopped_mode,
         "StartTime": "2026-11-30T01:00Z",

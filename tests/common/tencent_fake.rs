@@ -88,6 +88,9 @@ pub struct Call {
     pub action: String,
     /// The JSON body.
     pub body: Value,
+    /// The body as sent, and the headers (names lowercase), the signature among them.
+    pub raw: String,
+    pub headers: Vec<(String, String)>,
     /// The error code it answered with, if it refused.
     pub refused: Option<String>,
 }
@@ -355,7 +358,12 @@ async fn answer(State(shared): State<Shared>, headers: HeaderMap, body: String) 
     };
     let action = header("x-tc-action").to_string();
     let region = header("x-tc-region").to_string();
-    let body: Value = serde_json::from_str(&body).unwrap_or(Value::Null);
+    let received = headers
+        .iter()
+        .filter_map(|(name, value)| Some((name.to_string(), value.to_str().ok()?.to_string())))
+        .collect();
+    let raw = body;
+    let body: Value = serde_json::from_str(&raw).unwrap_or(Value::Null);
     let answered = if version_of(&service) != Some(header("x-tc-version")) {
         Err((
             "InvalidParameter".to_string(),
@@ -375,6 +383,8 @@ async fn answer(State(shared): State<Shared>, headers: HeaderMap, body: String) 
         service,
         action,
         body,
+        raw,
+        headers: received,
         refused,
     });
     Json(response)

@@ -1,11 +1,12 @@
 //! The integration tests that run other programs besides Postgres, each installed by
 //! `scripts/test`: headless Chromium (the console in a browser), a Prometheus server, the
-//! parliament IAM linter, PgBouncer in front of the tests' Postgres, and a Postgres of the
-//! test's own that accepts only TLS (`openssl`).
+//! parliament IAM linter, Alibaba Cloud's Python SDK, PgBouncer in front of the tests'
+//! Postgres, and a Postgres of the test's own that accepts only TLS (`openssl`).
 
 #[path = "../common/mod.rs"]
 mod common;
 
+mod cloud_sdks;
 mod console_browser;
 mod iam;
 mod pooler;

@@ -33,7 +33,7 @@ fn alibaba(instance_type: &str, charge: Charge) -> Instance {
     let mut i = instance("i-bp1", &[("team", "ml")]);
     i.region = "cn-hangzhou".into();
     i.instance_type = instance_type.into();
-    i.billing = Billing::of(Cloud::Alibaba, charge, instance_type);
+    i.billing = Billing::of(Cloud::Alibaba, charge, instance_type, None);
     i
 }
 

@@ -40,8 +40,9 @@ fn managed(id: &str, instance_type: &str) -> FakeInstance {
     )
 }
 
-/// The fake's fleet: a pay-as-you-go GPU box, a subscription one, a local-disk one, and a box
-/// not opted in.
+/// The fake's fleet: a pay-as-you-go GPU box, a subscription one, a local-disk one, a gn5 GPU
+/// box (local SSDs: family `ecs.gn5`, though its type names `ecs.gn5-c4g1`), and a box not
+/// opted in.
 fn fleet() -> Vec<FakeInstance> {
     let mut subscription = managed("i-bp1sub", "ecs.gn7i-c8g1.2xlarge");
     subscription.charge_type = "PrePaid".into();
@@ -49,6 +50,7 @@ fn fleet() -> Vec<FakeInstance> {
         managed("i-bp1gpu", "ecs.gn7i-c8g1.2xlarge"),
         subscription,
         managed("i-bp1local", "ecs.i2g.2xlarge"),
+        managed("i-bp1gn5", "ecs.gn5-c4g1.xlarge"),
         FakeInstance::new(
             "i-bp1other",
             REGION,
@@ -117,7 +119,7 @@ async fn inventory_lists_the_opted_in_boxes_with_their_billing_and_gpus(pool: Pg
         .collect();
     assert_eq!(
         ids,
-        ["i-bp1gpu", "i-bp1sub", "i-bp1local"],
+        ["i-bp1gpu", "i-bp1sub", "i-bp1local", "i-bp1gn5"],
         "only the opted-in boxes"
     );
     assert!(instances.iter().all(|i| i["cloud"] == "alibaba"));
@@ -129,7 +131,7 @@ async fn inventory_lists_the_opted_in_boxes_with_their_billing_and_gpus(pool: Pg
     assert_eq!(
         s.fake.accepted("DescribeInstanceTypes").len(),
         1,
-        "the two types asked in one call"
+        "the three types asked in one call"
     );
     let table = s.ebb().run(&["inventory"]);
     let table = String::from_utf8(table.stdout).unwrap();
@@ -170,6 +172,7 @@ async fn a_gpu_box_stops_without_charge_after_hours_and_starts_at_the_opening(po
     // neither was asked, and the fake never saw a stop of either.
     assert_eq!(s.fake.instance("i-bp1sub").status, "Running");
     assert_eq!(s.fake.instance("i-bp1local").status, "Running");
+    assert_eq!(s.fake.instance("i-bp1gn5").status, "Running");
     assert_eq!(s.fake.instance("i-bp1other").status, "Running");
 
     s.tick(MORNING);
@@ -221,6 +224,7 @@ async fn plan_says_why_the_subscription_and_the_local_disk_box_stay_up(pool: PgP
     assert_eq!(code("i-bp1gpu").as_deref(), Some("outside_hours"));
     assert_eq!(code("i-bp1sub").as_deref(), Some("subscription_no_saving"));
     assert_eq!(code("i-bp1local").as_deref(), Some("charging_stop_refused"));
+    assert_eq!(code("i-bp1gn5").as_deref(), Some("charging_stop_refused"));
     assert!(s.fake.accepted("StopInstances").is_empty());
 }
 

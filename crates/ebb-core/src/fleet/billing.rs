@@ -139,12 +139,13 @@ impl Billing {
         }
     }
 
-    /// An instance of `cloud` of type `instance_type`, paid as `charge`: what a stop of it
-    /// saves from the families file, not stopped, no lock.
-    pub fn of(cloud: Cloud, charge: Charge, instance_type: &str) -> Billing {
+    /// An instance of `cloud` of type `instance_type`, of `family` when the cloud says it
+    /// (Alibaba's `InstanceTypeFamily`), paid as `charge`: what a stop of it saves from the
+    /// families file, not stopped, no lock.
+    pub fn of(cloud: Cloud, charge: Charge, instance_type: &str, family: Option<&str>) -> Billing {
         let stop_saving = match cloud {
             Cloud::Aws => StopSaving::Ends,
-            _ => match charging_family(cloud, instance_type) {
+            _ => match charging_family(cloud, instance_type, family) {
                 Some(family) => StopSaving::KeepsCharging { family },
                 None => StopSaving::InNoChargeMode,
             },
@@ -202,21 +203,35 @@ fn parse_families(text: &'static str) -> Vec<ChargingFamily> {
         .collect()
 }
 
-/// The family of `instance_type`: the type without its size (everything before the last
-/// `.`): `ecs.gn7i-c8g1.2xlarge` is `ecs.gn7i-c8g1`, `GN7.2XLARGE32` is `GN7`.
-pub fn family_of(instance_type: &str) -> &str {
-    instance_type
+/// The families `instance_type` may be of, when the cloud does not say: the type without its
+/// size (`ecs.gn7i-c8g1.2xlarge` is `ecs.gn7i-c8g1`, `GN7.2XLARGE32` is `GN7`), and that
+/// before its first `-`, since Alibaba names most families so (`ecs.gn5-c4g1.xlarge` is of
+/// `ecs.gn5`) and some with a dash (`ecs.re6p-redis`).
+pub fn families_of(instance_type: &str) -> [&str; 2] {
+    let sized = instance_type
         .rsplit_once('.')
-        .map_or(instance_type, |(family, _)| family)
+        .map_or(instance_type, |(family, _)| family);
+    [
+        sized,
+        sized.split_once('-').map_or(sized, |(family, _)| family),
+    ]
 }
 
-/// The pattern of the families file that lists `instance_type` of `cloud` as a family that
-/// cannot stop without charge, if one does.
-pub fn charging_family(cloud: Cloud, instance_type: &str) -> Option<&'static str> {
-    let family = family_of(instance_type);
+/// The pattern of the families file that lists `family` of `cloud` as a family that cannot
+/// stop without charge, if one does. Without `family` (a cloud that does not say it), each
+/// family `instance_type` may be of is looked up: a stop that may keep charging is refused.
+pub fn charging_family(
+    cloud: Cloud,
+    instance_type: &str,
+    family: Option<&str>,
+) -> Option<&'static str> {
+    let candidates = match family {
+        Some(family) => [family, family],
+        None => families_of(instance_type),
+    };
     FAMILIES
         .iter()
-        .find(|f| f.cloud == cloud && f.glob.matches(family))
+        .find(|f| f.cloud == cloud && candidates.iter().any(|c| f.glob.matches(c)))
         .map(|f| f.pattern)
 }
 
@@ -244,38 +259,48 @@ mod tests {
     #[test]
     fn local_disk_families_are_listed_and_cloud_disk_ones_are_not() {
         assert_eq!(
-            charging_family(Cloud::Alibaba, "ecs.i2g.2xlarge"),
+            charging_family(Cloud::Alibaba, "ecs.i2g.2xlarge", None),
             Some("ecs.i2*")
         );
         assert_eq!(
-            charging_family(Cloud::Alibaba, "ecs.d1ne.4xlarge"),
+            charging_family(Cloud::Alibaba, "ecs.d1ne.4xlarge", None),
             Some("ecs.d1*")
         );
         assert_eq!(
-            charging_family(Cloud::Alibaba, "ecs.gn5-c8g1.2xlarge"),
-            None,
-            "the family is the type before its size: ecs.gn5-c8g1 is not ecs.gn5"
+            charging_family(Cloud::Alibaba, "ecs.gn5-c8g1.2xlarge", None),
+            Some("ecs.gn5"),
+            "ecs.gn5-c8g1.2xlarge is of family ecs.gn5"
         );
         assert_eq!(
-            charging_family(Cloud::Alibaba, "ecs.gn5.2xlarge"),
+            charging_family(Cloud::Alibaba, "ecs.gn5-c8g1.2xlarge", Some("ecs.gn5")),
+            Some("ecs.gn5"),
+            "the family ECS says"
+        );
+        assert_eq!(
+            charging_family(Cloud::Alibaba, "ecs.gn5i-c4g1.xlarge", Some("ecs.gn5i")),
+            None,
+            "gn5i has no local disks"
+        );
+        assert_eq!(
+            charging_family(Cloud::Alibaba, "ecs.gn5.2xlarge", None),
             Some("ecs.gn5")
         );
         assert_eq!(
-            charging_family(Cloud::Alibaba, "ecs.gn7i-c8g1.2xlarge"),
+            charging_family(Cloud::Alibaba, "ecs.gn7i-c8g1.2xlarge", None),
             None
         );
-        assert_eq!(charging_family(Cloud::Alibaba, "ecs.ic5.large"), None);
+        assert_eq!(charging_family(Cloud::Alibaba, "ecs.ic5.large", None), None);
         assert_eq!(
-            charging_family(Cloud::Alibaba, "ecs.gn5i-c4g1.xlarge"),
+            charging_family(Cloud::Alibaba, "ecs.gn5i-c4g1.xlarge", None),
             None
         );
         assert_eq!(
-            charging_family(Cloud::Tencent, "IT5.4XLARGE64"),
+            charging_family(Cloud::Tencent, "IT5.4XLARGE64", None),
             Some("IT5*")
         );
-        assert_eq!(charging_family(Cloud::Tencent, "GN7.2XLARGE32"), None);
+        assert_eq!(charging_family(Cloud::Tencent, "GN7.2XLARGE32", None), None);
         assert_eq!(
-            charging_family(Cloud::Aws, "i3.xlarge"),
+            charging_family(Cloud::Aws, "i3.xlarge", None),
             None,
             "EC2 lists none"
         );
@@ -283,15 +308,21 @@ mod tests {
 
     #[test]
     fn a_stop_saves_only_on_pay_as_you_go_families_that_stop_without_charge() {
-        let gpu = Billing::of(Cloud::Alibaba, Charge::PayAsYouGo, "ecs.gn7i-c8g1.2xlarge");
+        let gpu = Billing::of(
+            Cloud::Alibaba,
+            Charge::PayAsYouGo,
+            "ecs.gn7i-c8g1.2xlarge",
+            None,
+        );
         assert_eq!(gpu.stop_saving, StopSaving::InNoChargeMode);
         assert!(gpu.stop_saves());
-        let local = Billing::of(Cloud::Alibaba, Charge::PayAsYouGo, "ecs.i2.xlarge");
+        let local = Billing::of(Cloud::Alibaba, Charge::PayAsYouGo, "ecs.i2.xlarge", None);
         assert!(!local.stop_saves());
         let prepaid = Billing::of(
             Cloud::Alibaba,
             Charge::Subscription,
             "ecs.gn7i-c8g1.2xlarge",
+            None,
         );
         assert!(!prepaid.stop_saves());
         assert!(Billing::EC2.stop_saves());

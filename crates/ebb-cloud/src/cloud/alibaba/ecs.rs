@@ -80,7 +80,12 @@ pub(super) fn instance_of(region: &str, v: &Value) -> Option<Instance> {
         stopped_mode: (state == InstanceState::Stopped)
             .then(|| stopped_mode_of(text(v, "StoppedMode"))),
         recycling,
-        ..Billing::of(Cloud::Alibaba, charge, instance_type)
+        ..Billing::of(
+            Cloud::Alibaba,
+            charge,
+            instance_type,
+            text(v, "InstanceTypeFamily"),
+        )
     };
     Some(Instance {
         id: id.to_string(),
@@ -169,6 +174,22 @@ mod tests {
             i.billing.stop_saving,
             crate::fleet::StopSaving::KeepsCharging { .. }
         ));
+        // The family ECS says, not one guessed from the type: a family named here is trusted
+        // over the name (`ecs.gn5i-c4g1` is of `ecs.gn5i`, cloud disks only).
+        let gn5 = json!({"InstanceId": "i-4", "InstanceType": "ecs.gn5-c4g1.xlarge",
+            "InstanceTypeFamily": "ecs.gn5", "Status": "Running"});
+        let i = instance_of("cn-hangzhou", &gn5).unwrap();
+        assert_eq!(
+            i.billing.stop_saving,
+            crate::fleet::StopSaving::KeepsCharging { family: "ecs.gn5" }
+        );
+        let gn5i = json!({"InstanceId": "i-5", "InstanceType": "ecs.gn5i-c4g1.xlarge",
+            "InstanceTypeFamily": "ecs.gn5i", "Status": "Running"});
+        let i = instance_of("cn-hangzhou", &gn5i).unwrap();
+        assert_eq!(
+            i.billing.stop_saving,
+            crate::fleet::StopSaving::InNoChargeMode
+        );
         let unknown =
             json!({"InstanceId": "i-3", "InstanceType": "ecs.g7.large", "Status": "Deleted"});
         assert!(instance_of("cn-hangzhou", &unknown).is_none());

@@ -86,7 +86,7 @@ impl CvmInstance {
         let stopped = self.instance_state == "STOPPED";
         Billing {
             stopped_mode: stopped.then(|| stopped_mode(self.stop_charging_mode.as_deref())),
-            ..Billing::of(Cloud::Tencent, self.charge(), &self.instance_type)
+            ..Billing::of(Cloud::Tencent, self.charge(), &self.instance_type, None)
         }
     }
 

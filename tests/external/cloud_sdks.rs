@@ -1,0 +1,200 @@
+//! ebb's Alibaba Cloud and Tencent Cloud requests held against the clouds' official Python SDKs
+//! (`need_cloud_sdks` in scripts/lib.sh), not only against the fakes written from the same
+//! reading of the docs as the providers: each provider lists, tags and stops boxes on its fake
+//! (`tests/common/alibaba_fake.rs`, `tests/common/tencent_fake.rs`), and `alibaba_sdk.py` and
+//! `tencent_sdk.py` sign each request ebb sent with the SDK's signer and hold its parameters
+//! against the SDK's request models.
+//!
+//! The requests carry what ebb once signed differently from the Alibaba SDK: a managed tag with
+//! an empty value (`EBB_MANAGED_TAG=gpu-pool=`), non-ASCII tag values, and list parameters.
+
+use crate::common;
+
+use common::alibaba_fake::{Fake, FakeInstance, KEY_ID, KEY_SECRET};
+use common::tencent_fake::{self, TencentFake};
+use ebb::clock::Clock;
+use ebb::cloud::alibaba::{AlibabaProvider, CredentialSource, Credentials, Settings};
+use ebb::cloud::tencent::{self, GpuMetric, Keys, TencentProvider};
+use ebb::cloud::{Provider, StopKind};
+use serde_json::{json, Value};
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::process::{Command, Stdio};
+
+const REGION: &str = "cn-hangzhou";
+
+/// What an SDK makes of `input`, by `script` (`alibaba_sdk.py`, `tencent_sdk.py`).
+fn sdk(script: &str, input: &Value) -> Value {
+    let script = format!("{}/tests/external/{script}", env!("CARGO_MANIFEST_DIR"));
+    let mut child = Command::new("python3")
+        .arg(&script)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run python3");
+    let mut stdin = child.stdin.take().unwrap();
+    stdin.write_all(input.to_string().as_bytes()).unwrap();
+    drop(stdin);
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "{script} failed (is the SDK installed? scripts/test installs it):\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+#[tokio::test]
+async fn the_alibaba_requests_are_signed_and_named_as_the_official_sdk_makes_them() {
+    let pooled =
+        |id: &str| FakeInstance::new(id, REGION, "ecs.gn7i-c8g1.2xlarge", &[("gpu-pool", "")]);
+    let fake = Fake::start(vec![
+        pooled("i-bp1a"),
+        pooled("i-bp1b"),
+        FakeInstance::new(
+            "i-bp1other",
+            REGION,
+            "ecs.gn7i-c8g1.2xlarge",
+            &[("team", "ml")],
+        ),
+    ]);
+    let mut settings = Settings::new(
+        vec![REGION.to_string()],
+        Some(("gpu-pool".to_string(), String::new())),
+        CredentialSource::AccessKey(Credentials {
+            access_key_id: KEY_ID.to_string(),
+            access_key_secret: KEY_SECRET.to_string(),
+            security_token: None,
+        }),
+    );
+    settings.endpoint = Some(fake.url.parse().unwrap());
+    let provider = AlibabaProvider::connect(settings, Clock::System).unwrap();
+
+    // An empty-valued managed tag lists the boxes that carry it, and only those.
+    let inventory = provider.instances().await;
+    assert!(inventory.failures.is_empty(), "{:?}", inventory.failures);
+    let mut listed: Vec<&str> = inventory.instances.iter().map(|i| i.id.as_str()).collect();
+    listed.sort_unstable();
+    assert_eq!(listed, ["i-bp1a", "i-bp1b"]);
+
+    let ids = vec!["i-bp1a".to_string(), "i-bp1b".to_string()];
+    let tags = BTreeMap::from([("owner".to_string(), "张三 & 李四 (ml/视觉)".to_string())]);
+    let tagged = provider.tag(REGION, &ids, &tags).await;
+    assert!(tagged.failed.is_empty(), "{:?}", tagged.failed);
+    let stopped = provider.stop(REGION, &ids, StopKind::Stop).await;
+    assert!(stopped.failed.is_empty(), "{:?}", stopped.failed);
+
+    let calls = fake.state.lock().unwrap().calls.clone();
+    for action in ["DescribeInstances", "TagResources", "StopInstances"] {
+        assert!(calls.iter().any(|c| c.action == action), "no {action} sent");
+    }
+    let answer = sdk(
+        "alibaba_sdk.py",
+        &json!({
+            "secret": KEY_SECRET,
+            "calls": calls.iter().map(|c| json!({"params": c.params, "headers": c.headers})).collect::<Vec<_>>(),
+            "models": {
+                "DescribeInstances": {"region_id": REGION, "max_results": 100, "tag": [{"key": "gpu-pool", "value": ""}]},
+                "TagResources": {"region_id": REGION, "resource_type": "instance", "resource_id": ids, "tag": [{"key": "owner", "value": tags["owner"]}]},
+                "StopInstances": {"region_id": REGION, "instance_id": ids, "stopped_mode": "StopCharging", "force_stop": false, "batch_optimization": "SuccessFirst"},
+            },
+        }),
+    );
+
+    // The signature: the SDK's over the very request ebb sent.
+    for (call, by_sdk) in calls
+        .iter()
+        .zip(answer["authorizations"].as_array().unwrap())
+    {
+        let sent = call
+            .headers
+            .iter()
+            .find(|(name, _)| name == "authorization")
+            .map(|(_, value)| value.as_str());
+        assert_eq!(sent, by_sdk.as_str(), "{} {:?}", call.action, call.params);
+    }
+    // The parameters: the SDK model's names, list encoding and values (a boolean as ECS
+    // documents it, `false`; the SDK's Python writes `False`).
+    for (action, by_sdk) in answer["params"].as_object().unwrap() {
+        let sent = &calls.iter().find(|c| &c.action == action).unwrap().params;
+        let by_sdk: BTreeMap<String, String> = by_sdk
+            .as_object()
+            .unwrap()
+            .iter()
+            .map(|(k, v)| (k.clone(), v.as_str().unwrap().replace("False", "false")))
+            .collect();
+        assert_eq!(sent, &by_sdk, "{action}");
+    }
+}
+
+#[tokio::test]
+async fn the_tencent_requests_are_signed_and_named_as_the_official_sdk_makes_them() {
+    const REGION: &str = "ap-guangzhou";
+    let opted_in: &[(&str, &str)] = &[("ebb:managed", "true")];
+    let fake = TencentFake::start(vec![
+        tencent_fake::FakeInstance::gpu("ins-a", REGION, opted_in),
+        tencent_fake::FakeInstance::gpu("ins-b", REGION, opted_in),
+    ]);
+    let provider = TencentProvider::connect(tencent::Settings {
+        regions: vec![REGION.to_string()],
+        managed_tag: Some(("ebb:managed".to_string(), "true".to_string())),
+        endpoint: Some(fake.url.parse().unwrap()),
+        keys: Some(Keys::fixed(
+            tencent_fake::SECRET_ID,
+            tencent_fake::SECRET_KEY,
+        )),
+        on_demand: Default::default(),
+        gpu_metric: GpuMetric::default(),
+    })
+    .unwrap();
+    let inventory = provider.instances().await;
+    assert!(inventory.failures.is_empty(), "{:?}", inventory.failures);
+    assert_eq!(inventory.instances.len(), 2);
+    let ids = vec!["ins-a".to_string(), "ins-b".to_string()];
+    let tags = BTreeMap::from([("owner".to_string(), "张三 & 李四 (ml/视觉)".to_string())]);
+    let tagged = provider.tag(REGION, &ids, &tags).await;
+    assert!(tagged.failed.is_empty(), "{:?}", tagged.failed);
+    let stopped = provider.stop(REGION, &ids, StopKind::Stop).await;
+    assert!(stopped.failed.is_empty(), "{:?}", stopped.failed);
+
+    let calls = fake.state().calls.clone();
+    for action in ["DescribeInstances", "TagResources", "StopInstances"] {
+        assert!(calls.iter().any(|c| c.action == action), "no {action} sent");
+    }
+    let answer = sdk(
+        "tencent_sdk.py",
+        &json!({
+            "secret": tencent_fake::SECRET_KEY,
+            "calls": calls
+                .iter()
+                .map(|c| json!({"service": c.service, "action": c.action, "raw": c.raw, "headers": c.headers}))
+                .collect::<Vec<_>>(),
+        }),
+    );
+    for (call, by_sdk) in calls.iter().zip(answer.as_array().unwrap()) {
+        let sent = call
+            .headers
+            .iter()
+            .find(|(name, _)| name == "authorization")
+            .map(|(_, value)| value.as_str());
+        assert_eq!(
+            sent,
+            by_sdk["authorization"].as_str(),
+            "{} {}",
+            call.action,
+            call.raw
+        );
+        if by_sdk["body"].is_null() {
+            continue; // a service whose SDK the test does not install (STS)
+        }
+        assert_eq!(
+            by_sdk["unknown"],
+            json!([]),
+            "{}: {}",
+            call.action,
+            call.raw
+        );
+        assert_eq!(call.body, by_sdk["body"], "{}", call.action);
+    }
+}
