@@ -21,6 +21,7 @@ impl<P: Provider> Reconciler<P> {
         };
         {
             let mut looked = self
+                .memo
                 .catalogue_looked
                 .lock()
                 .expect("catalogue lock poisoned");

@@ -76,7 +76,7 @@ impl<P: Provider> Reconciler<P> {
         // before a termination.
         let now = tick.timers;
         {
-            let mut swept = self.orphans_swept.lock().expect("sweep time poisoned");
+            let mut swept = self.memo.orphans_swept.lock().expect("sweep time poisoned");
             if swept.is_some_and(|t| now - t < spot::orphans::SWEEP_EVERY && now >= t) {
                 return Ok(());
             }
@@ -301,7 +301,11 @@ impl<P: Provider> Reconciler<P> {
     /// Posts migration `id`'s alert to the webhook once, until a step of it comes without
     /// that alert (kept in memory: a restart may tell once more).
     fn tell_of_alert(&self, id: i64, alert: Option<&(spot::Alert, String)>) {
-        let mut told = self.alerts_told.lock().unwrap_or_else(|e| e.into_inner());
+        let mut told = self
+            .memo
+            .alerts_told
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
         for kind in spot::Alert::ALL {
             if alert.is_none_or(|(a, _)| *a != kind) {
                 told.remove(&(id, kind));

@@ -9,6 +9,7 @@
 mod act;
 mod catalogue;
 mod groups;
+mod memo;
 mod migrations;
 mod node_groups;
 mod read;
@@ -31,7 +32,7 @@ use crate::policy::PolicySet;
 use crate::spot;
 use crate::store::{Leadership, Store};
 use chrono::{DateTime, SecondsFormat, Utc};
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use tracing::Instrument as _;
@@ -146,6 +147,9 @@ impl TickContext<'_> {
 /// - **catalogue**, `catalogue.rs`: the instance catalogue described again when the kept one is
 ///   a day old;
 /// - **report**, `report.rs`: what the tick did ([`TickReport`]).
+///
+/// What it remembers in memory between ticks (economies, and messages not told twice) is one
+/// struct, `memo.rs`, with why each is kept.
 pub struct Reconciler<P> {
     provider: P,
     store: Store,
@@ -153,23 +157,8 @@ pub struct Reconciler<P> {
     options: Options,
     /// Ticks begun by this reconciler, for the logs' spans.
     ticks: AtomicU64,
-    /// When it last looked for replacements ebb launched and lost track of.
-    orphans_swept: std::sync::Mutex<Option<DateTime<Utc>>>,
-    /// Instances whose start EC2 refused for lack of capacity, told to the webhook since their
-    /// last start (kept in memory: a restart may tell once more).
-    capacity_told: std::sync::Mutex<HashSet<String>>,
-    /// Instances whose stop went through but still charges, told to the webhook since a stop
-    /// of theirs last saved (kept in memory: a restart may tell once more).
-    charging_told: std::sync::Mutex<HashSet<String>>,
-    /// Spot migrations' alerts told to the webhook, by migration, while they last.
-    alerts_told: std::sync::Mutex<HashSet<(i64, crate::spot::Alert)>>,
-    /// The instances whose GPU utilisation was read in the current five-minute period.
-    gpu_asked: read::Asked,
-    /// When the kept instance catalogue's age was last looked at.
-    catalogue_looked: std::sync::Mutex<Option<DateTime<Utc>>>,
-    /// The volumes and Elastic IPs last kept in Postgres, by instance: only changes are
-    /// written (kept in memory: a new leader writes them all once).
-    attached_kept: std::sync::Mutex<HashMap<String, Attached>>,
+    /// What it remembers between ticks.
+    memo: memo::Memo,
 }
 
 impl<P: Provider> Reconciler<P> {
@@ -181,13 +170,7 @@ impl<P: Provider> Reconciler<P> {
             policies,
             options,
             ticks: AtomicU64::new(0),
-            orphans_swept: std::sync::Mutex::new(None),
-            capacity_told: std::sync::Mutex::default(),
-            charging_told: std::sync::Mutex::default(),
-            alerts_told: std::sync::Mutex::default(),
-            gpu_asked: read::Asked::default(),
-            catalogue_looked: std::sync::Mutex::default(),
-            attached_kept: std::sync::Mutex::default(),
+            memo: memo::Memo::default(),
         }
     }
 
@@ -326,7 +309,11 @@ impl<P: Provider> Reconciler<P> {
     /// Keeps in Postgres the volumes and Elastic IPs read that changed since the last kept.
     async fn keep_attached(&self, read: &HashMap<String, Attached>) -> Result<(), TickError> {
         let changed: HashMap<String, Attached> = {
-            let kept = self.attached_kept.lock().unwrap_or_else(|e| e.into_inner());
+            let kept = self
+                .memo
+                .attached_kept
+                .lock()
+                .unwrap_or_else(|e| e.into_inner());
             read.iter()
                 .filter(|(id, a)| kept.get(*id) != Some(*a))
                 .map(|(id, a)| (id.clone(), a.clone()))
@@ -336,7 +323,11 @@ impl<P: Provider> Reconciler<P> {
             return Ok(());
         }
         self.store.keep_attached(&changed).await?;
-        let mut kept = self.attached_kept.lock().unwrap_or_else(|e| e.into_inner());
+        let mut kept = self
+            .memo
+            .attached_kept
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
         kept.retain(|id, _| read.contains_key(id));
         kept.extend(changed);
         Ok(())

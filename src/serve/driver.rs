@@ -27,7 +27,7 @@ pub trait BackgroundTask {
     type Error: std::error::Error;
 
     /// Does the task's work once: what it did, or why it failed. Safe to repeat.
-    fn activate(&mut self) -> impl Future<Output = Result<Self::Status, Self::Error>>;
+    fn activate(&mut self) -> impl Future<Output = Result<Self::Status, Self::Error>> + Send;
 
     /// How long to wait after a failed activation, when that differs from the period.
     fn retry_after_failure(&self) -> Option<Duration> {

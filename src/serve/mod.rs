@@ -1,8 +1,9 @@
 //! `ebb serve`: the control loop and the HTTP API in one process. Every background activity is
-//! one task type run by one [`driver`]: the tick loop, the policy watcher, the listener for tick
-//! requests from other replicas, the pruner of old history, and the spot interruption queue
-//! reader, and with `EBB_EVENTS_URL` the event sender (the webhook sender reports into the same
-//! statuses). `GET /v1/status` shows what each last did.
+//! one task type run by one [`driver`]: the tick loop, and, registered with their periods in
+//! `registry.rs`, the policy watcher, the listener for tick requests from other replicas, the
+//! pruner of old history, the report's roll-up, the session pruner, the spot interruption
+//! queue reader, and with `EBB_EVENTS_URL` the event sender (the webhook sender reports into
+//! the same statuses). `GET /v1/status` shows what each last did.
 
 mod driver;
 mod events;
@@ -10,6 +11,7 @@ mod interruptions;
 mod listener;
 mod policy_watcher;
 mod pruner;
+mod registry;
 mod rollup;
 mod sessions;
 mod tick_loop;
@@ -35,7 +37,8 @@ use interruptions::InterruptionReader;
 use policy_watcher::PolicyWatcher;
 use pruner::Pruner;
 pub use pruner::Retention;
-use std::future::{pending, Future};
+use registry::Registry;
+use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
@@ -183,9 +186,7 @@ pub async fn run<P: Provider>(
     drive(ticks, every, Some(&control.wake), &tasks, shutdown).await;
     tracing::info!("shut down");
 
-    for task in background {
-        task.abort();
-    }
+    background.stop();
     drop(stop_api);
     match tokio::time::timeout(API_DRAIN, api).await {
         Ok(Ok(())) => {}
@@ -198,9 +199,9 @@ pub async fn run<P: Provider>(
     Ok(())
 }
 
-/// Starts every background task but the tick loop, each under the driver: the tick requests of
-/// other replicas, the policy watcher, the pruner, the report's roll-up, the session pruner, with a queue the interruption reader and
-/// with a receiver the event sender.
+/// Registers every background task but the tick loop: the tick requests of other replicas, the
+/// policy watcher, the pruner, the report's roll-up, the session pruner, and with a receiver the
+/// event sender, with a queue the interruption reader.
 fn spawn_background<P: Provider>(
     reconciler: &Reconciler<P>,
     control: &Arc<Control>,
@@ -208,56 +209,37 @@ fn spawn_background<P: Provider>(
     retention: Retention,
     interruptions: Option<InterruptionQueue>,
     events: Option<EventsConfig>,
-) -> Vec<tokio::task::JoinHandle<()>> {
-    let tasks = control.tasks.clone();
-    let mut background = vec![
-        tokio::spawn({
-            let (task, tasks) = (
-                TickRequests::new(reconciler.store().clone(), control.clone()),
-                tasks.clone(),
-            );
-            async move { drive(task, Duration::ZERO, None, &tasks, pending()).await }
-        }),
-        tokio::spawn({
-            let (task, tasks) = (
-                PolicyWatcher::new(reconciler.policies().clone(), control.clone()),
-                tasks.clone(),
-            );
-            async move { drive(task, POLICY_POLL, None, &tasks, pending()).await }
-        }),
-        tokio::spawn({
-            let task = Pruner::new(
-                reconciler.store().clone(),
-                clock,
-                control.clone(),
-                retention,
-            );
-            let tasks = tasks.clone();
-            async move { drive(task, PRUNE_EVERY, None, &tasks, pending()).await }
-        }),
-        tokio::spawn({
-            let task = ReportRollup::new(reconciler.store().clone(), clock, control.clone());
-            let tasks = tasks.clone();
-            async move { drive(task, ROLLUP_EVERY, None, &tasks, pending()).await }
-        }),
-        tokio::spawn({
-            let task = SessionPruner::new(reconciler.store().clone());
-            let tasks = tasks.clone();
-            async move { drive(task, SESSIONS_PRUNE_EVERY, None, &tasks, pending()).await }
-        }),
-    ];
+) -> Registry {
+    let store = reconciler.store();
+    let mut registry = Registry::new(control.tasks.clone());
+    registry.register(
+        TickRequests::new(store.clone(), control.clone()),
+        Duration::ZERO,
+    );
+    registry.register(
+        PolicyWatcher::new(reconciler.policies().clone(), control.clone()),
+        POLICY_POLL,
+    );
+    registry.register(
+        Pruner::new(store.clone(), clock, control.clone(), retention),
+        PRUNE_EVERY,
+    );
+    registry.register(
+        ReportRollup::new(store.clone(), clock, control.clone()),
+        ROLLUP_EVERY,
+    );
+    registry.register(SessionPruner::new(store.clone()), SESSIONS_PRUNE_EVERY);
     if let Some(config) = events {
-        let task = EventSender::new(reconciler.store().clone(), control.clone(), config);
-        let tasks = tasks.clone();
-        background.push(tokio::spawn(async move {
-            drive(task, EVENTS_POLL, None, &tasks, pending()).await
-        }));
+        registry.register(
+            EventSender::new(store.clone(), control.clone(), config),
+            EVENTS_POLL,
+        );
     }
     if let Some(queue) = interruptions {
-        let task = InterruptionReader::new(queue, reconciler.store().clone());
-        background.push(tokio::spawn(async move {
-            drive(task, Duration::ZERO, None, &tasks, pending()).await
-        }));
+        registry.register(
+            InterruptionReader::new(queue, store.clone()),
+            Duration::ZERO,
+        );
     }
-    background
+    registry
 }

@@ -82,7 +82,11 @@ impl<P: Provider> Reconciler<P> {
     /// lack of capacity (`outcome`): people are waiting for the box, and it may stay stopped
     /// for a while.
     fn tell_of_capacity(&self, d: &Decision, outcome: &NewAuditEntry) {
-        let mut told = self.capacity_told.lock().unwrap_or_else(|e| e.into_inner());
+        let mut told = self
+            .memo
+            .capacity_told
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
         let refused = outcome.outcome == Outcome::Failed
             && outcome.code.as_deref() == Some(Code::InsufficientCapacity.as_str());
         if !refused {

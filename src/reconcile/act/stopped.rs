@@ -85,7 +85,11 @@ impl<P: Provider> Reconciler<P> {
         if !stopped || outcome.outcome != Outcome::Succeeded {
             return;
         }
-        let mut told = self.charging_told.lock().unwrap_or_else(|e| e.into_inner());
+        let mut told = self
+            .memo
+            .charging_told
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
         if outcome.code.as_deref() != Some(Code::StoppedStillCharging.as_str()) {
             told.remove(&d.instance);
             return;

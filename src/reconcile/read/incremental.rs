@@ -108,7 +108,7 @@ impl<P: Provider> Reconciler<P> {
             }
         };
         let period = period_of(now);
-        let done = self.gpu_asked.read_in(period, &ids);
+        let done = self.memo.gpu_asked.read_in(period, &ids);
         // The instances to ask for, by where their read starts.
         let mut starts: BTreeMap<DateTime<Utc>, Vec<usize>> = BTreeMap::new();
         for (&i, done) in positions.iter().zip(done) {

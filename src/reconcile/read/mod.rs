@@ -124,7 +124,7 @@ impl<P: Provider> Reconciler<P> {
             })
             .collect();
         self.store.record_gpu_readings(&recent).await?;
-        self.gpu_asked.mark(period_of(now), fresh.keys());
+        self.memo.gpu_asked.mark(period_of(now), fresh.keys());
         Ok(())
     }
 
