@@ -45,6 +45,39 @@ fn rows_of<'a>(readings: &[(&'a str, &[Sample])]) -> BTreeMap<(&'a str, DateTime
     rows
 }
 
+/// `readings` cut into runs of instances whose rows make about one statement: the rows of one
+/// run are built, written and dropped before the next, so that a first tick's readings of a
+/// large fleet (two hours of 100,000 instances) are never all held as rows at once.
+fn statements<'r, 'a>(
+    readings: &'r [(&'a str, &'r [Sample])],
+) -> impl Iterator<Item = &'r [(&'a str, &'r [Sample])]> {
+    let mut rest = readings;
+    std::iter::from_fn(move || {
+        if rest.is_empty() {
+            return None;
+        }
+        let (mut end, mut rows) = (0, 0);
+        while end < rest.len() && (end == 0 || rows + hours_of(rest[end].1) <= ROWS_PER_STATEMENT) {
+            rows += hours_of(rest[end].1);
+            end += 1;
+        }
+        let (run, after) = rest.split_at(end);
+        rest = after;
+        Some(run)
+    })
+}
+
+/// The rows `samples` (oldest first) make: the hours they fall in.
+fn hours_of(samples: &[Sample]) -> usize {
+    let mut hours = samples.iter().map(|s| slot_of(s.at).0);
+    let Some(mut last) = hours.next() else {
+        return 0;
+    };
+    1 + hours
+        .filter(|&hour| std::mem::replace(&mut last, hour) != hour)
+        .count()
+}
+
 /// The statement that keeps rows: from one array per column and slot, which UNNEST reads
 /// once, in step. A flat array sliced twelve at a time made Postgres scan it from its start for
 /// every row (an array with NULLs has no fixed offsets): 2-3 s a statement, about ten times as
@@ -113,8 +146,17 @@ impl Store {
     /// same five minutes is replaced, the others of its hour are kept. Returns how many hours
     /// of one instance were written.
     pub async fn record_gpu_readings(&self, readings: &[(&str, &[Sample])]) -> Result<usize> {
-        let rows = rows_of(readings);
-        let rows: Vec<_> = rows.into_iter().collect();
+        let mut written = 0;
+        for instances in statements(readings) {
+            let rows: Vec<_> = rows_of(instances).into_iter().collect();
+            self.write_rows(&rows).await?;
+            written += rows.len();
+        }
+        Ok(written)
+    }
+
+    /// Writes `rows`, [`ROWS_PER_STATEMENT`] a statement.
+    async fn write_rows(&self, rows: &[((&str, DateTime<Utc>), Row)]) -> Result<()> {
         for chunk in rows.chunks(ROWS_PER_STATEMENT) {
             let ids: Vec<&str> = chunk.iter().map(|((id, _), _)| *id).collect();
             let hours: Vec<DateTime<Utc>> = chunk.iter().map(|((_, h), _)| *h).collect();
@@ -148,7 +190,7 @@ impl Store {
                 .execute(&self.pool)
                 .await?;
         }
-        Ok(rows.len())
+        Ok(())
     }
 
     /// The readings kept of `instance` from `from` to `to`, oldest first.
@@ -296,5 +338,27 @@ mod tests {
             (Some(12_288), None)
         );
         assert_eq!((back[1].memory_mib, back[1].gpus_busy), (None, None));
+    }
+
+    #[test]
+    fn readings_are_written_a_statement_of_rows_at_a_time_each_instance_once() {
+        let t = |s: &str| s.parse::<DateTime<Utc>>().unwrap();
+        // Two hours of readings: 10:55 and 11:00 are two rows.
+        let two_hours = [
+            Sample::new(t("2026-11-30T10:55:00Z"), 1.0),
+            Sample::new(t("2026-11-30T11:00:00Z"), 2.0),
+        ];
+        assert_eq!(hours_of(&two_hours), 2);
+        assert_eq!(hours_of(&two_hours[..1]), 1);
+        assert_eq!(hours_of(&[]), 0);
+        let ids: Vec<String> = (0..6_001).map(|n| format!("i-{n}")).collect();
+        let readings: Vec<(&str, &[Sample])> =
+            ids.iter().map(|id| (id.as_str(), &two_hours[..])).collect();
+        let runs: Vec<usize> = statements(&readings).map(<[_]>::len).collect();
+        assert_eq!(
+            runs,
+            [5_000, 1_001],
+            "at most {ROWS_PER_STATEMENT} rows a run"
+        );
     }
 }

@@ -93,11 +93,29 @@ async fn the_alibaba_requests_are_signed_and_named_as_the_official_sdk_makes_the
         "alibaba_sdk.py",
         &json!({
             "secret": KEY_SECRET,
-            "calls": calls.iter().map(|c| json!({"params": c.params, "headers": c.headers})).collect::<Vec<_>>(),
+            "calls": calls
+                .iter()
+                .map(|c| json!({"params": c.params, "headers": c.headers}))
+                .collect::<Vec<_>>(),
             "models": {
-                "DescribeInstances": {"region_id": REGION, "max_results": 100, "tag": [{"key": "gpu-pool", "value": ""}]},
-                "TagResources": {"region_id": REGION, "resource_type": "instance", "resource_id": ids, "tag": [{"key": "owner", "value": tags["owner"]}]},
-                "StopInstances": {"region_id": REGION, "instance_id": ids, "stopped_mode": "StopCharging", "force_stop": false, "batch_optimization": "SuccessFirst"},
+                "DescribeInstances": {
+                    "region_id": REGION,
+                    "max_results": 100,
+                    "tag": [{"key": "gpu-pool", "value": ""}],
+                },
+                "TagResources": {
+                    "region_id": REGION,
+                    "resource_type": "instance",
+                    "resource_id": ids,
+                    "tag": [{"key": "owner", "value": tags["owner"]}],
+                },
+                "StopInstances": {
+                    "region_id": REGION,
+                    "instance_id": ids,
+                    "stopped_mode": "StopCharging",
+                    "force_stop": false,
+                    "batch_optimization": "SuccessFirst",
+                },
             },
         }),
     );
@@ -168,7 +186,14 @@ async fn the_tencent_requests_are_signed_and_named_as_the_official_sdk_makes_the
             "secret": tencent_fake::SECRET_KEY,
             "calls": calls
                 .iter()
-                .map(|c| json!({"service": c.service, "action": c.action, "raw": c.raw, "headers": c.headers}))
+                .map(|c| {
+                    json!({
+                        "service": c.service,
+                        "action": c.action,
+                        "raw": c.raw,
+                        "headers": c.headers,
+                    })
+                })
                 .collect::<Vec<_>>(),
         }),
     );

@@ -1,5 +1,5 @@
 //! What some clouds can do and others cannot, one trait per capability. A cloud's provider
-//! implements the ones it has and names [`Lacks`] for the others in [`Provider`]: nothing
+//! implements the ones it has and names [`Lacks`] for the others in [`super::Provider`]: nothing
 //! refuses at run time because a cloud lacks a method, and the engine learns what each cloud
 //! can do from [`super::levers`], data derived from those implementations.
 
@@ -16,7 +16,8 @@ use std::future::Future;
 #[derive(Debug)]
 pub enum Lacks {}
 
-/// Changing a stopped instance's type: what `start.fallback_types` uses when a start finds no capacity.
+/// Changing a stopped instance's type: what `start.fallback_types` uses when a start finds no
+/// capacity.
 pub trait Resize: Send + Sync {
     /// Changes a stopped instance's type (EC2's ModifyInstanceAttribute), for a start that
     /// falls back to another type.
@@ -28,7 +29,9 @@ pub trait Resize: Send + Sync {
     ) -> impl Future<Output = ActionReport> + Send;
 }
 
-/// Spot migration: what moves an on-demand instance to spot capacity and back (its launch, images and snapshots, the replacement's launch and end, and EC2's own word on an interruption).
+/// Spot migration: what moves an on-demand instance to spot capacity and back (how it was
+/// launched, its images and snapshots, the replacement's launch and end, and EC2's own word on
+/// an interruption).
 pub trait SpotMoves: Send + Sync {
     /// How instance `id` was launched: what a replacement copies, but its user data.
     fn launch_spec(
@@ -131,7 +134,8 @@ pub trait SpotMoves: Send + Sync {
     ) -> impl Future<Output = Result<PlacementScores, CloudError>> + Send;
 }
 
-/// Scaling groups and the managed node groups over them: what ebb acts on through their owner, never instance by instance.
+/// Scaling groups and the managed node groups over them: what ebb acts on through their owner,
+/// never instance by instance.
 pub trait ScalingGroups: Send + Sync {
     /// The Auto Scaling groups of `region` that carry ebb's opt-in tag (on the group, which
     /// also covers a tag it propagates to its members), in every account ebb watches there,
@@ -183,7 +187,8 @@ pub trait ScalingGroups: Send + Sync {
     ) -> impl Future<Output = Result<Capacity, CloudError>> + Send;
 }
 
-/// Capacity reservations ebb makes for the boxes whose start found no capacity (`start.reserve_capacity`).
+/// Capacity reservations ebb makes for the boxes whose start found no capacity
+/// (`start.reserve_capacity`).
 pub trait CapacityReservations: Send + Sync {
     /// Makes a targeted On-Demand Capacity Reservation for one instance of `request.instance`'s
     /// type, zone and platform (read from it first), ending at `request.ends_at`, tagged
