@@ -992,7 +992,8 @@ fn the_test_layer_intercepts_every_call_of_every_cloud_trait() {
 }
 
 /// What a cloud lacks is a trait its provider does not implement: no source says a call is
-/// not available on a cloud, and the clouds without spot moves name `Lacks` for them.
+/// not available on a cloud, and the clouds without spot moves name `Lacks` for them
+/// (`lacks!`).
 #[test]
 fn no_cloud_refuses_a_call_for_lack_of_the_capability() {
     for file in source_files() {
@@ -1007,7 +1008,7 @@ fn no_cloud_refuses_a_call_for_lack_of_the_capability() {
     }
     for provider in ["cloud/alibaba/provider.rs", "cloud/tencent/provider.rs"] {
         let text = std::fs::read_to_string(module_location(provider)).unwrap();
-        assert!(text.contains("type SpotMoves = Lacks;"), "{provider}");
+        assert!(text.contains("lacks!(SpotMoves, spot_moves);"), "{provider}");
     }
 }
 

@@ -16,6 +16,19 @@ use std::future::Future;
 #[derive(Debug)]
 pub enum Lacks {}
 
+/// In a `Provider` impl, names [`Lacks`] for capability `$capability` (the associated type)
+/// and answers `None` from its accessor `$accessor`: `lacks!(SpotMoves, spot_moves);`.
+macro_rules! lacks {
+    ($capability:ident, $accessor:ident) => {
+        type $capability = $crate::cloud::Lacks;
+
+        fn $accessor(&self) -> Option<&$crate::cloud::Lacks> {
+            None
+        }
+    };
+}
+pub(crate) use lacks;
+
 /// Changing a stopped instance's type: what `start.fallback_types` uses when a start finds no
 /// capacity.
 pub trait Resize: Send + Sync {

@@ -26,7 +26,8 @@ use super::{
     Launch, LaunchSpec, PlacementScores, Provider, Reservation, StopKind, TypePrice,
 };
 use crate::clock::Clock;
-use crate::cloud::{Lacks, Resize, SpotMoves};
+use crate::cloud::capability::lacks;
+use crate::cloud::{Resize, SpotMoves};
 use crate::fleet::{Fleet, Instance, InstanceState, Prices, Sample, ScalingGroup, StoppedMode};
 use behaviour::seed;
 use calls::{wrong_state, Metering, RateLimited};
@@ -238,7 +239,7 @@ impl Provider for SimProvider {
     type SpotMoves = Self;
     type ScalingGroups = Self;
     type CapacityReservations = Self;
-    type TypeCatalogue = Lacks;
+    lacks!(TypeCatalogue, type_catalogue);
 
     fn resizer(&self) -> Option<&Self> {
         Some(self)
@@ -254,10 +255,6 @@ impl Provider for SimProvider {
 
     fn capacity_reservations(&self) -> Option<&Self> {
         Some(self)
-    }
-
-    fn type_catalogue(&self) -> Option<&Lacks> {
-        None
     }
 
     async fn instances(&self) -> Inventory {

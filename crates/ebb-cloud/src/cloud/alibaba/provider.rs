@@ -5,7 +5,7 @@
 use super::client::Product;
 use super::ecs::{gpus_of, instance_of, items, outcomes};
 use super::{numbered, AlibabaProvider, IDS_PER_CALL, RESOURCES_PER_TAG_CALL};
-use crate::cloud::Lacks;
+use crate::cloud::capability::lacks;
 use crate::cloud::{
     ActionReport, CloudError, Done, ErrorKind, Failed, GpuReadings, Inventory, Provider,
     ScopeFailure, StopKind, TypePrice,
@@ -180,31 +180,11 @@ impl AlibabaProvider {
 }
 
 impl Provider for AlibabaProvider {
-    type Resize = Lacks;
-    type SpotMoves = Lacks;
-    type ScalingGroups = Lacks;
-    type CapacityReservations = Lacks;
-    type TypeCatalogue = Lacks;
-
-    fn resizer(&self) -> Option<&Lacks> {
-        None
-    }
-
-    fn spot_moves(&self) -> Option<&Lacks> {
-        None
-    }
-
-    fn groups(&self) -> Option<&Lacks> {
-        None
-    }
-
-    fn capacity_reservations(&self) -> Option<&Lacks> {
-        None
-    }
-
-    fn type_catalogue(&self) -> Option<&Lacks> {
-        None
-    }
+    lacks!(Resize, resizer);
+    lacks!(SpotMoves, spot_moves);
+    lacks!(ScalingGroups, groups);
+    lacks!(CapacityReservations, capacity_reservations);
+    lacks!(TypeCatalogue, type_catalogue);
 
     /// DescribeInstances with the managed tag in every region, every page; a region whose
     /// listing fails is left out of the complete regions.

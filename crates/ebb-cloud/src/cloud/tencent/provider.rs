@@ -6,7 +6,7 @@ use super::api::{
 };
 use super::client::{Answer, CVM, MONITOR};
 use super::{Accepted, Known, TencentProvider};
-use crate::cloud::Lacks;
+use crate::cloud::capability::lacks;
 use crate::cloud::{
     ActionReport, CloudError, ErrorKind, Failed, GpuReadings, Inventory, Provider, ScopeFailure,
     StopKind, TypePrice,
@@ -240,31 +240,11 @@ impl TencentProvider {
 }
 
 impl Provider for TencentProvider {
-    type Resize = Lacks;
-    type SpotMoves = Lacks;
-    type ScalingGroups = Lacks;
-    type CapacityReservations = Lacks;
-    type TypeCatalogue = Lacks;
-
-    fn resizer(&self) -> Option<&Lacks> {
-        None
-    }
-
-    fn spot_moves(&self) -> Option<&Lacks> {
-        None
-    }
-
-    fn groups(&self) -> Option<&Lacks> {
-        None
-    }
-
-    fn capacity_reservations(&self) -> Option<&Lacks> {
-        None
-    }
-
-    fn type_catalogue(&self) -> Option<&Lacks> {
-        None
-    }
+    lacks!(Resize, resizer);
+    lacks!(SpotMoves, spot_moves);
+    lacks!(ScalingGroups, groups);
+    lacks!(CapacityReservations, capacity_reservations);
+    lacks!(TypeCatalogue, type_catalogue);
 
     /// Every region listed at once; a region that fails is reported and left incomplete.
     async fn instances(&self) -> Inventory {
