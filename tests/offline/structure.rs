@@ -1008,7 +1008,10 @@ fn no_cloud_refuses_a_call_for_lack_of_the_capability() {
     }
     for provider in ["cloud/alibaba/provider.rs", "cloud/tencent/provider.rs"] {
         let text = std::fs::read_to_string(module_location(provider)).unwrap();
-        assert!(text.contains("lacks!(SpotMoves, spot_moves);"), "{provider}");
+        assert!(
+            text.contains("lacks!(SpotMoves, spot_moves);"),
+            "{provider}"
+        );
     }
 }
 
