@@ -29,6 +29,19 @@ macro_rules! lacks {
 }
 pub(crate) use lacks;
 
+/// In a `Provider` impl whose type implements capability `$capability` itself, names `Self`
+/// for it and answers `Some(self)` from its accessor `$accessor`: `has!(SpotMoves, spot_moves);`.
+macro_rules! has {
+    ($capability:ident, $accessor:ident) => {
+        type $capability = Self;
+
+        fn $accessor(&self) -> Option<&Self> {
+            Some(self)
+        }
+    };
+}
+pub(crate) use has;
+
 /// Changing a stopped instance's type: what `start.fallback_types` uses when a start finds no
 /// capacity.
 pub trait Resize: Send + Sync {

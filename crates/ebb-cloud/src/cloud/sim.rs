@@ -26,7 +26,7 @@ use super::{
     Launch, LaunchSpec, PlacementScores, Provider, Reservation, StopKind, TypePrice,
 };
 use crate::clock::Clock;
-use crate::cloud::capability::lacks;
+use crate::cloud::capability::{has, lacks};
 use crate::cloud::{Resize, SpotMoves};
 use crate::fleet::{Fleet, Instance, InstanceState, Prices, Sample, ScalingGroup, StoppedMode};
 use behaviour::seed;
@@ -235,27 +235,11 @@ impl SimProvider {
 }
 
 impl Provider for SimProvider {
-    type Resize = Self;
-    type SpotMoves = Self;
-    type ScalingGroups = Self;
-    type CapacityReservations = Self;
+    has!(Resize, resizer);
+    has!(SpotMoves, spot_moves);
+    has!(ScalingGroups, groups);
+    has!(CapacityReservations, capacity_reservations);
     lacks!(TypeCatalogue, type_catalogue);
-
-    fn resizer(&self) -> Option<&Self> {
-        Some(self)
-    }
-
-    fn spot_moves(&self) -> Option<&Self> {
-        Some(self)
-    }
-
-    fn groups(&self) -> Option<&Self> {
-        Some(self)
-    }
-
-    fn capacity_reservations(&self) -> Option<&Self> {
-        Some(self)
-    }
 
     async fn instances(&self) -> Inventory {
         let now = self.clock.now();

@@ -5,6 +5,7 @@
 use super::ec2::{add_offers, from_ec2, spot_price_request, Accepted, NOT_CONFIGURED};
 use super::metrics::{calls, gpu_queries};
 use super::{cloud_error, once_sent, AwsProvider, Known};
+use crate::cloud::capability::has;
 use crate::cloud::Resize;
 use crate::cloud::{
     ActionReport, CloudError, ErrorKind, Failed, GpuReadings, Inventory, Provider, ScopeFailure,
@@ -22,31 +23,11 @@ use std::sync::Arc;
 const IDS_PER_CALL: usize = 200;
 
 impl Provider for AwsProvider {
-    type Resize = Self;
-    type SpotMoves = Self;
-    type ScalingGroups = Self;
-    type CapacityReservations = Self;
-    type TypeCatalogue = Self;
-
-    fn resizer(&self) -> Option<&Self> {
-        Some(self)
-    }
-
-    fn spot_moves(&self) -> Option<&Self> {
-        Some(self)
-    }
-
-    fn groups(&self) -> Option<&Self> {
-        Some(self)
-    }
-
-    fn capacity_reservations(&self) -> Option<&Self> {
-        Some(self)
-    }
-
-    fn type_catalogue(&self) -> Option<&Self> {
-        Some(self)
-    }
+    has!(Resize, resizer);
+    has!(SpotMoves, spot_moves);
+    has!(ScalingGroups, groups);
+    has!(CapacityReservations, capacity_reservations);
+    has!(TypeCatalogue, type_catalogue);
 
     /// Every scope listed at once; a scope that fails is reported and leaves its region
     /// incomplete.
