@@ -16,6 +16,7 @@ mod read;
 mod report;
 mod reservations;
 mod resolve;
+mod stopping;
 
 /// The policy files a [`Reconciler`] is made with, re-exported for its callers.
 pub use crate::policy::PolicySource;
@@ -134,7 +135,7 @@ impl TickContext<'_> {
 ///   ([`PolicySource`]);
 /// - **list**, `mod.rs` (`list`): the listing, the inventory synced, the policy version recorded;
 /// - **resolve**, `resolve.rs`: the intents an interrupted tick left open, from the instances'
-///   real state;
+///   real state, and the stops accepted before their instances had stopped (`stopping.rs`);
 /// - **read**, `read/`: what the policies want read, GPU utilisation (incrementally from
 ///   CloudWatch, `read/incremental.rs`) and prices, the new readings kept;
 /// - **decide**, `mod.rs` (`decide`): `engine::decide`, the decisions recorded;

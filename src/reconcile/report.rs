@@ -27,8 +27,9 @@ pub struct ActionOutcome {
     /// The decision acted on.
     pub decision: Decision,
     /// Succeeded, failed, or skipped (a dry run, an override made since the decision, a box
-    /// already stopped); [`Outcome::Intent`] while unknown: the call's answer was lost, and its
-    /// intent stays open until the instance's state tells.
+    /// already stopped); [`Outcome::Intent`] while unknown (the call's answer was lost, and its
+    /// intent stays open until the instance's state tells) or while a stop the cloud accepted
+    /// is still stopping.
     pub outcome: Outcome,
     /// What the outcome row says: the reason, and what was done instead or the error.
     pub detail: String,
@@ -66,7 +67,8 @@ pub struct TickSummary {
     /// Actions skipped, or not taken in a dry run.
     pub skipped: usize,
     /// Actions whose answer was lost: unknown, resolved from the instances' state at a later
-    /// tick, never counted as failed.
+    /// tick, never counted as failed; and stops accepted whose instances were still stopping,
+    /// their outcomes written once they have stopped.
     pub unknown: usize,
     /// Actions left for the next tick by the cap.
     pub deferred: usize,
@@ -88,7 +90,7 @@ impl std::fmt::Display for TickSummary {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
             f,
-            "tick at {}: {} instances, {} actions ({} succeeded, {} failed, {} skipped or dry run, {} unknown, resolving), {} deferred by the cap, {} waiting for EC2's rate limits, {} held back after failures, {} interrupted actions resolved, {} instances awaiting an earlier call's outcome, {} instances with GPU utilisation unread",
+            "tick at {}: {} instances, {} actions ({} succeeded, {} failed, {} skipped or dry run, {} unknown or still stopping, resolving), {} deferred by the cap, {} waiting for EC2's rate limits, {} held back after failures, {} interrupted actions resolved, {} instances awaiting an earlier call's outcome, {} instances with GPU utilisation unread",
             self.at.to_rfc3339_opts(SecondsFormat::Secs, true),
             self.instances,
             self.actions,

@@ -1,10 +1,13 @@
 //! Crash resolution: an intent left without an outcome (the process died between the intent and
 //! the cloud call's outcome) is resolved from the instance's real state, never by acting again.
+//! A stop the cloud accepted before its instance had stopped is resolved here too, once it has
+//! stopped (`stopping.rs`).
 
+use super::act::{add_note, stopped_note};
 use super::{Reconciler, Timers};
 use crate::cloud::{Inventory, Provider};
 use crate::engine::Action;
-use crate::fleet::{Instance, InstanceState};
+use crate::fleet::{Instance, InstanceState, StoppedMode};
 use crate::names::STOP_AT_TAG;
 use crate::spot::drive::Unanswered;
 use crate::store::{ActionDone, AuditEntry, NewAuditEntry, Outcome, StoreError, INTERRUPTED};
@@ -42,6 +45,7 @@ impl<P: Provider> Reconciler<P> {
         }
         let seqs: Vec<i64> = pending.iter().map(|p| p.seq).collect();
         let recorded = self.store.intents_recorded(&seqs).await?;
+        let accepted = self.store.accepted_stops(&seqs).await?;
         let listed: HashMap<&str, &Instance> = inventory
             .instances
             .iter()
@@ -59,6 +63,29 @@ impl<P: Provider> Reconciler<P> {
                 // Resolved from the reservations EC2 holds (`reservations.rs`); the instance
                 // is left alone meanwhile.
                 found.open.insert(id.to_string());
+                continue;
+            }
+            if let Some(accepted) = accepted.get(&intent.seq) {
+                let region_listed = e
+                    .region
+                    .as_deref()
+                    .is_some_and(|r| inventory.complete_regions.iter().any(|c| c == r));
+                let listed = listed.get(id).copied();
+                match super::stopping::finished(&intent, accepted, listed, region_listed, now) {
+                    Some(outcome) => {
+                        if let Some(action) = action {
+                            done.push(ActionDone {
+                                instance: id.to_string(),
+                                action,
+                                at: e.at,
+                            });
+                        }
+                        outcomes.push(outcome);
+                    }
+                    None => {
+                        found.open.insert(id.to_string());
+                    }
+                }
                 continue;
             }
             let since = self.intent_since(e.at, recorded.get(&intent.seq).copied());
@@ -101,7 +128,7 @@ impl<P: Provider> Reconciler<P> {
                     });
                 }
             }
-            outcomes.push(NewAuditEntry {
+            let mut resolved = NewAuditEntry {
                 at: now,
                 outcome,
                 reason: format!("{}; {detail}", e.reason),
@@ -109,9 +136,18 @@ impl<P: Provider> Reconciler<P> {
                 request_id: None,
                 intent_seq: Some(intent.seq),
                 ..e.clone()
-            });
+            };
+            let stopped = matches!(action, Some(Action::Stop | Action::Hibernate));
+            if let (true, Outcome::Succeeded, Some(i)) = (stopped, outcome, listed.get(id)) {
+                let mode = i.billing.stopped_mode.unwrap_or(StoppedMode::Unknown);
+                add_note(&mut resolved, stopped_note(mode, Some(&i.billing)));
+            }
+            outcomes.push(resolved);
         }
         found.resolved = self.store.append_outcomes(&outcomes, &done).await?;
+        for outcome in &outcomes {
+            self.tell_of_charging(outcome);
+        }
         Ok(found)
     }
 }
@@ -189,10 +225,9 @@ fn resolution(
                         })
                 ),
             ),
-            (
-                Some(Action::Stop | Action::Hibernate),
-                InstanceState::Stopping | InstanceState::Stopped,
-            )
+            // How a stopped instance is billed is known once it has stopped.
+            (Some(Action::Stop | Action::Hibernate), InstanceState::Stopping) => return None,
+            (Some(Action::Stop | Action::Hibernate), InstanceState::Stopped)
             | (Some(Action::Start), InstanceState::Pending | InstanceState::Running) => (
                 Outcome::Succeeded,
                 format!("found {} after an interruption", instance.state.as_str()),

@@ -6,6 +6,7 @@
 //! newer than this binary) is a [`StoreError`] with a one-line message; no caller acts without
 //! a store.
 
+mod accepted;
 mod attached;
 mod audit;
 mod audit_entry;
@@ -36,6 +37,7 @@ pub mod spot;
 mod summary;
 mod wake;
 
+pub use accepted::AcceptedStop;
 pub use audit::{hex, unhex, verify_rows, AuditFilter, Verification, VerifiedHead};
 pub use audit_entry::{AuditEntry, NewAuditEntry, Outcome, INTERRUPTED};
 pub use console::{FleetFilter, FleetPage, FleetSort, InstanceEvent};

@@ -39,7 +39,10 @@ impl Grant {
 pub const RUNTIME_PRIVILEGES: &[(&str, &str)] = &[
     ("_sqlx_migrations", "SELECT"),
     ("audit_log", "SELECT, INSERT"),
-    ("open_intents", "SELECT, INSERT, DELETE"),
+    (
+        "open_intents",
+        "SELECT, INSERT, DELETE, UPDATE (accepted_reason, accepted_request_id)",
+    ),
     ("instances", "SELECT, INSERT, UPDATE"),
     ("region_syncs", "SELECT, INSERT, UPDATE"),
     ("instance_events", "SELECT, INSERT, DELETE"),

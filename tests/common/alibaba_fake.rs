@@ -49,6 +49,49 @@ pub struct FakeInstance {
     /// `OperationLocks` reasons (`Recycling`, `security`).
     pub locks: Vec<String>,
     pub tags: BTreeMap<String, String>,
+    /// A stop or start accepted and not finished yet.
+    pub under_way: Option<UnderWay>,
+}
+
+/// A stop or start ECS accepted: the instance shows `Stopping` or `Starting` (its stopped mode
+/// `Not-applicable`) until it is through, as ECS documents. The fake measures that time in
+/// reads of the instance: the read right after the call still shows it on its way, a later
+/// one shows where it ends.
+#[derive(Debug, Clone)]
+pub struct UnderWay {
+    /// The status it ends in.
+    pub status: String,
+    /// The stopped mode it ends in.
+    pub stopped_mode: String,
+    /// The reads that still show it on its way.
+    pub reads_left: u32,
+}
+
+impl FakeInstance {
+    /// What a read of it shows now: a change under way is through once enough reads saw it.
+    pub fn read(&mut self) {
+        let Some(under_way) = &mut self.under_way else {
+            return;
+        };
+        if under_way.reads_left > 0 {
+            under_way.reads_left -= 1;
+            return;
+        }
+        self.status = under_way.status.clone();
+        self.stopped_mode = under_way.stopped_mode.clone();
+        self.under_way = None;
+    }
+
+    /// Begins a change through `through` to `status` in `stopped_mode`.
+    pub fn begin(&mut self, through: &str, status: &str, stopped_mode: &str) {
+        self.status = through.to_string();
+        self.stopped_mode = "Not-applicable".to_string();
+        self.under_way = Some(UnderWay {
+            status: status.to_string(),
+            stopped_mode: stopped_mode.to_string(),
+            reads_left: 1,
+        });
+    }
 }
 
 impl FakeInstance {
@@ -74,6 +117,7 @@ impl FakeInstance {
             spot_strategy: "NoSpot".to_string(),
             stopped_mode: "Not-applicable".to_string(),
             locks: Vec::new(),
+            under_way: None,
             tags: tags
                 .iter()
                 .map(|(k, v)| (k.to_string(), v.to_string()))

@@ -38,15 +38,17 @@ pub fn act(
     action: &str,
     query: &BTreeMap<String, String>,
 ) -> Result<Value, Refusal> {
-    let region = query
-        .get("RegionId")
-        .cloned()
-        .ok_or_else(|| bad("MissingRegionId", "RegionId is mandatory for this action."))?;
+    let region = || {
+        query
+            .get("RegionId")
+            .cloned()
+            .ok_or_else(|| bad("MissingRegionId", "RegionId is mandatory for this action."))
+    };
     match action {
-        "DescribeInstances" => describe_instances(state, &region, query),
+        "DescribeInstances" => describe_instances(state, &region()?, query),
         "DescribeInstanceTypes" => Ok(describe_types(query)),
-        "StopInstances" | "StartInstances" => start_or_stop(state, &region, action, query),
-        "TagResources" | "UntagResources" => tags(state, &region, action, query),
+        "StopInstances" | "StartInstances" => start_or_stop(state, &region()?, action, query),
+        "TagResources" | "UntagResources" => tags(state, &region()?, action, query),
         "DescribeMetricList" => metrics(state, query),
         _ => Err(bad(
             "InvalidAction.NotFound",
@@ -56,7 +58,7 @@ pub fn act(
 }
 
 fn describe_instances(
-    state: &FakeState,
+    state: &mut FakeState,
     region: &str,
     query: &BTreeMap<String, String>,
 ) -> Result<Value, Refusal> {
@@ -86,23 +88,24 @@ fn describe_instances(
         return Err(bad("InvalidParameter", "MaxResults must be 1 to 100"));
     }
     let start: usize = query.get("NextToken").map_or(0, |t| t.parse().unwrap_or(0));
-    let matching: Vec<&FakeInstance> = state
+    let matching: Vec<usize> = state
         .instances
         .iter()
-        .filter(|i| i.region == region)
-        .filter(|i| ids.as_ref().is_none_or(|ids| ids.contains(&i.id)))
-        .filter(|i| match &tag {
+        .enumerate()
+        .filter(|(_, i)| i.region == region)
+        .filter(|(_, i)| ids.as_ref().is_none_or(|ids| ids.contains(&i.id)))
+        .filter(|(_, i)| match &tag {
             Some((k, Some(v))) => i.tags.get(k) == Some(v),
             Some((k, None)) => i.tags.contains_key(k),
             None => true,
         })
+        .map(|(n, _)| n)
         .collect();
-    let shown: Vec<Value> = matching
-        .iter()
-        .skip(start)
-        .take(page)
-        .map(|i| describe(i))
-        .collect();
+    let mut shown = Vec::new();
+    for &n in matching.iter().skip(start).take(page) {
+        state.instances[n].read();
+        shown.push(describe(&state.instances[n]));
+    }
     let next = (start + page < matching.len()).then(|| (start + page).to_string());
     Ok(json!({
         "RequestId": "fake-describe", "TotalCount": matching.len(),
@@ -180,20 +183,18 @@ fn start_or_stop(
                 "The current status of the resource does not support this operation.",
             ),
             Some(i) if action == "StartInstances" => {
-                i.status = "Running".to_string();
-                i.stopped_mode = "Not-applicable".to_string();
+                i.begin("Starting", "Running", "Not-applicable");
                 ("200", "success")
             }
             Some(i) => {
-                i.status = "Stopped".to_string();
                 // The economical mode's conditions: pay-as-you-go, no local storage. An
                 // instance that does not meet them is still stopped, and keeps charging.
-                i.stopped_mode = match mode {
+                let stopped_mode = match mode {
                     Some("KeepCharging") => "KeepCharging",
                     _ if i.charge_type == "PrePaid" || i.local_storage() => "Not-applicable",
                     _ => "StopCharging",
-                }
-                .to_string();
+                };
+                i.begin("Stopping", "Stopped", stopped_mode);
                 ("200", "success")
             }
         };

@@ -147,7 +147,7 @@ impl SimEc2 {
                                 request_id: None,
                                 fallback: None,
                                 already: false,
-                                stopped_mode: None,
+                                read_back: None,
                             });
                         }
                         None => report.failed.push(ebb::cloud::Failed {

@@ -49,9 +49,50 @@ pub struct FakeInstance {
     pub public_ip: Option<String>,
     /// Its tags.
     pub tags: BTreeMap<String, String>,
+    /// A stop or start accepted and not finished yet.
+    pub under_way: Option<UnderWay>,
+}
+
+/// A stop or start CVM accepted: the instance shows `STOPPING` or `STARTING` (its stopped mode
+/// `NOT_APPLICABLE`, "not in the shut-down state") until it is through, as CVM documents. The
+/// fake measures that time in reads of the instance: the read right after the call still shows
+/// it on its way, a later one shows where it ends.
+#[derive(Debug, Clone)]
+pub struct UnderWay {
+    state: String,
+    stopped_mode: String,
+    public_ip: Option<String>,
+    reads_left: u32,
 }
 
 impl FakeInstance {
+    /// What a read of it shows now: a change under way is through once enough reads saw it.
+    fn read(&mut self) {
+        let Some(under_way) = &mut self.under_way else {
+            return;
+        };
+        if under_way.reads_left > 0 {
+            under_way.reads_left -= 1;
+            return;
+        }
+        self.state = under_way.state.clone();
+        self.stopped_mode = under_way.stopped_mode.clone();
+        self.public_ip = under_way.public_ip.clone();
+        self.under_way = None;
+    }
+
+    /// Begins a change through `through` to `state`, in `stopped_mode`, with `public_ip`.
+    fn begin(&mut self, through: &str, state: &str, stopped_mode: &str, public_ip: Option<String>) {
+        self.state = through.to_string();
+        self.stopped_mode = "NOT_APPLICABLE".to_string();
+        self.under_way = Some(UnderWay {
+            state: state.to_string(),
+            stopped_mode: stopped_mode.to_string(),
+            public_ip,
+            reads_left: 1,
+        });
+    }
+
     /// A running pay-as-you-go GN7 (one T4) in `region` with a public IP and `tags`.
     pub fn gpu(id: &str, region: &str, tags: &[(&str, &str)]) -> FakeInstance {
         FakeInstance {
@@ -67,6 +108,7 @@ impl FakeInstance {
                 .iter()
                 .map(|(k, v)| (k.to_string(), v.to_string()))
                 .collect(),
+            under_way: None,
         }
     }
 }
@@ -429,7 +471,7 @@ impl FakeState {
         }
     }
 
-    fn describe(&self, region: &str, body: &Value) -> Answered {
+    fn describe(&mut self, region: &str, body: &Value) -> Answered {
         let ids = strings(body, "InstanceIds");
         let filters = body["Filters"].as_array().cloned().unwrap_or_default();
         if !ids.is_empty() && !filters.is_empty() {
@@ -446,12 +488,13 @@ impl FakeState {
             );
         }
         let offset = body["Offset"].as_u64().unwrap_or(0) as usize;
-        let matching: Vec<&FakeInstance> = self
+        let matching: Vec<usize> = self
             .instances
             .iter()
-            .filter(|i| i.region == region)
-            .filter(|i| ids.is_empty() || ids.contains(&i.id))
-            .filter(|i| {
+            .enumerate()
+            .filter(|(_, i)| i.region == region)
+            .filter(|(_, i)| ids.is_empty() || ids.contains(&i.id))
+            .filter(|(_, i)| {
                 filters.iter().all(|f| {
                     let values = strings(f, "Values");
                     match f["Name"].as_str().unwrap_or("").strip_prefix("tag:") {
@@ -460,12 +503,17 @@ impl FakeState {
                     }
                 })
             })
+            .map(|(n, _)| n)
             .collect();
+        for &n in matching.iter().skip(offset).take(limit) {
+            self.instances[n].read();
+        }
         let page: Vec<Value> = matching
             .iter()
             .skip(offset)
             .take(limit)
-            .map(|i| {
+            .map(|&n| {
+                let i = &self.instances[n];
                 json!({
                     "InstanceId": i.id, "InstanceType": i.instance_type,
                     "InstanceState": i.state, "InstanceChargeType": i.charge,
@@ -528,11 +576,11 @@ impl FakeState {
         }
         for &i in &targets {
             let instance = &mut self.instances[i];
-            instance.state = "STOPPED".to_string();
-            instance.stopped_mode = mode.to_string();
-            if mode == "STOP_CHARGING" {
-                instance.public_ip = None;
-            }
+            let public_ip = match mode {
+                "STOP_CHARGING" => None,
+                _ => instance.public_ip.clone(),
+            };
+            instance.begin("STOPPING", "STOPPED", mode, public_ip);
         }
         Ok(json!({}))
     }
@@ -551,11 +599,11 @@ impl FakeState {
         }
         for &i in &targets {
             let instance = &mut self.instances[i];
-            instance.state = "RUNNING".to_string();
-            instance.stopped_mode = "NOT_APPLICABLE".to_string();
-            if instance.public_ip.is_none() {
-                instance.public_ip = Some("198.51.100.7".to_string());
-            }
+            let public_ip = instance
+                .public_ip
+                .clone()
+                .or_else(|| Some("198.51.100.7".to_string()));
+            instance.begin("STARTING", "RUNNING", "NOT_APPLICABLE", public_ip);
         }
         Ok(json!({}))
     }

@@ -6,12 +6,14 @@ stdin and writes, as JSON on stdout:
   (alibabacloud_tea_openapi.utils.Utils.get_authorization) computes over the same method, path,
   query, signed headers (those the call's own Authorization names) and payload hash;
 - "params": for each action in "models", the query the SDK's request model of that action
-  (alibabacloud_ecs20140526.models) flattens to, from the keyword arguments given.
+  (alibabacloud_ecs20140526.models, or alibabacloud_cms20190101.models for CloudMonitor's
+  DescribeMetricList) flattens to, from the keyword arguments given.
 """
 
 import json
 import sys
 
+from alibabacloud_cms20190101 import models as cms_models
 from alibabacloud_ecs20140526 import models
 from alibabacloud_tea_openapi.utils import Utils
 from Tea.request import TeaRequest
@@ -40,7 +42,8 @@ def model_query(action, arguments):
             tag = getattr(models, f"{action}RequestTag")
             value = [tag(**t) for t in value]
         kwargs[name] = value
-    request = getattr(models, f"{action}Request")(**kwargs)
+    product = cms_models if action == "DescribeMetricList" else models
+    request = getattr(product, f"{action}Request")(**kwargs)
     return Utils.query(request.to_map())
 
 

@@ -3,7 +3,9 @@
 //! reading of the docs as the providers: each provider lists, tags and stops boxes on its fake
 //! (`tests/common/alibaba_fake.rs`, `tests/common/tencent_fake.rs`), and `alibaba_sdk.py` and
 //! `tencent_sdk.py` sign each request ebb sent with the SDK's signer and hold its parameters
-//! against the SDK's request models.
+//! against the SDK's request models: names, casing, list encoding and values, and no parameter
+//! the action does not define (Alibaba's DescribeInstanceTypes and CloudMonitor's
+//! DescribeMetricList take no `RegionId`).
 //!
 //! The requests carry what ebb once signed differently from the Alibaba SDK: a managed tag with
 //! an empty value (`EBB_MANAGED_TAG=gpu-pool=`), non-ASCII tag values, and list parameters.
@@ -84,11 +86,31 @@ async fn the_alibaba_requests_are_signed_and_named_as_the_official_sdk_makes_the
     assert!(tagged.failed.is_empty(), "{:?}", tagged.failed);
     let stopped = provider.stop(REGION, &ids, StopKind::Stop).await;
     assert!(stopped.failed.is_empty(), "{:?}", stopped.failed);
+    let (from, to) = (
+        chrono::DateTime::from_timestamp(1_764_500_000, 0).unwrap(),
+        chrono::DateTime::from_timestamp(1_764_503_600, 0).unwrap(),
+    );
+    provider
+        .gpu_utilisation(REGION, &ids, from, to)
+        .await
+        .unwrap();
 
     let calls = fake.state.lock().unwrap().calls.clone();
-    for action in ["DescribeInstances", "TagResources", "StopInstances"] {
+    let actions = [
+        "DescribeInstances",
+        "DescribeInstanceTypes",
+        "TagResources",
+        "StopInstances",
+        "DescribeMetricList",
+    ];
+    for action in actions {
         assert!(calls.iter().any(|c| c.action == action), "no {action} sent");
     }
+    let metrics = &calls
+        .iter()
+        .find(|c| c.action == "DescribeMetricList")
+        .unwrap()
+        .params;
     let answer = sdk(
         "alibaba_sdk.py",
         &json!({
@@ -115,6 +137,21 @@ async fn the_alibaba_requests_are_signed_and_named_as_the_official_sdk_makes_the
                     "stopped_mode": "StopCharging",
                     "force_stop": false,
                     "batch_optimization": "SuccessFirst",
+                },
+                // No region: the action defines none.
+                "DescribeInstanceTypes": {
+                    "instance_types": ["ecs.gn7i-c8g1.2xlarge"],
+                },
+                // CloudMonitor's, also without a region; the values are ebb's, the names the
+                // model's.
+                "DescribeMetricList": {
+                    "namespace": "acs_ecs_dashboard",
+                    "metric_name": "gpu_gpu_usedutilization",
+                    "period": metrics["Period"],
+                    "start_time": from.timestamp_millis().to_string(),
+                    "end_time": to.timestamp_millis().to_string(),
+                    "dimensions": metrics["Dimensions"],
+                    "length": metrics["Length"],
                 },
             },
         }),

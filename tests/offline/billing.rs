@@ -242,7 +242,7 @@ instances:
 
 #[tokio::test(start_paused = true)]
 async fn the_simulated_cloud_reports_each_stops_stopped_mode() {
-    use ebb::cloud::{sim::SimProvider, Provider, StopKind};
+    use ebb::cloud::{sim::SimProvider, Provider, StopKind, StopReadBack};
     use ebb::fleet::StoppedMode;
     let local = alibaba("ecs.i2g.2xlarge", Charge::PayAsYouGo);
     let mut gpu = alibaba("ecs.gn7i-c8g1.2xlarge", Charge::PayAsYouGo);
@@ -266,17 +266,17 @@ async fn the_simulated_cloud_reports_each_stops_stopped_mode() {
             .await
             .done,
     );
-    let modes: Vec<(&str, Option<StoppedMode>)> = report
+    let modes: Vec<(&str, Option<StopReadBack>)> = report
         .done
         .iter()
-        .map(|d| (d.instance.as_str(), d.stopped_mode))
+        .map(|d| (d.instance.as_str(), d.read_back))
         .collect();
     assert_eq!(
         modes,
         [
-            ("i-bp1", Some(StoppedMode::Charging)),
-            ("i-bp2", Some(StoppedMode::NoCharge)),
-            ("i-ec2", Some(StoppedMode::NoCharge))
+            ("i-bp1", Some(StopReadBack::Stopped(StoppedMode::Charging))),
+            ("i-bp2", Some(StopReadBack::Stopped(StoppedMode::NoCharge))),
+            ("i-ec2", Some(StopReadBack::Stopped(StoppedMode::NoCharge)))
         ]
     );
     // The paused clock moved on past the stops, which take time on the simulated clock.

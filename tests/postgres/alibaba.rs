@@ -27,8 +27,9 @@ policies:
 
 const REGION: &str = "cn-hangzhou";
 
-/// Monday 20:00 and Tuesday 09:05 in Beijing.
+/// Monday 20:00, 20:05 and Tuesday 09:05 in Beijing.
 const EVENING: &str = "2026-11-30T12:00:00Z";
+const LATER: &str = "2026-11-30T12:05:00Z";
 const MORNING: &str = "2026-12-01T01:05:00Z";
 
 fn managed(id: &str, instance_type: &str) -> FakeInstance {
@@ -88,6 +89,31 @@ impl Setup {
         let out = self.ebb().run(&["tick", "--at", at]);
         assert!(out.status.success(), "tick at {at} failed: {out:?}");
         String::from_utf8(out.stdout).unwrap()
+    }
+
+    /// The audit rows of `action` on `id`.
+    fn audit(&self, id: &str, action: &str) -> Vec<Value> {
+        let out = self.ebb().run(&[
+            "audit",
+            "--instance",
+            id,
+            "--action",
+            action,
+            "--format",
+            "json",
+        ]);
+        serde_json::from_slice(&out.stdout).unwrap()
+    }
+
+    /// The outcomes of the rows of ebb's stops of `id`, sorted.
+    fn stop_outcomes(&self, id: &str) -> Vec<String> {
+        let mut outcomes: Vec<String> = self
+            .audit(id, "stop")
+            .iter()
+            .map(|r| r["outcome"].as_str().unwrap().to_string())
+            .collect();
+        outcomes.sort();
+        outcomes
     }
 
     /// The instance ids of the fake's accepted calls of `action`.
@@ -163,11 +189,14 @@ async fn a_gpu_box_stops_without_charge_after_hours_and_starts_at_the_opening(po
     assert_eq!(stops.len(), 1, "one stop call: {stops:?}");
     assert_eq!(stops[0].params["StoppedMode"], "StopCharging");
     assert_eq!(s.acted_on("StopInstances"), ["i-bp1gpu"]);
+    // ECS answers the stop at once, but the instance is still stopping when ebb reads it back,
+    // and its stopped mode is "Not-applicable" until it has stopped: the stop's outcome waits.
     let gpu = s.fake.instance("i-bp1gpu");
     assert_eq!(
         (gpu.status.as_str(), gpu.stopped_mode.as_str()),
-        ("Stopped", "StopCharging")
+        ("Stopping", "Not-applicable")
     );
+    assert_eq!(s.stop_outcomes("i-bp1gpu"), ["intent"]);
     // A subscription saves nothing stopped; a local-disk family cannot stop without charge:
     // neither was asked, and the fake never saw a stop of either.
     assert_eq!(s.fake.instance("i-bp1sub").status, "Running");
@@ -175,9 +204,43 @@ async fn a_gpu_box_stops_without_charge_after_hours_and_starts_at_the_opening(po
     assert_eq!(s.fake.instance("i-bp1gn5").status, "Running");
     assert_eq!(s.fake.instance("i-bp1other").status, "Running");
 
+    // The next tick's listing finds it stopped without charge: the outcome is written then,
+    // with the mode read, never as "billing unknown".
+    s.tick(LATER);
+    let gpu = s.fake.instance("i-bp1gpu");
+    assert_eq!(
+        (gpu.status.as_str(), gpu.stopped_mode.as_str()),
+        ("Stopped", "StopCharging")
+    );
+    assert_eq!(s.stop_outcomes("i-bp1gpu"), ["intent", "succeeded"]);
+    let stops = s.audit("i-bp1gpu", "stop");
+    let done = stops.iter().find(|r| r["outcome"] == "succeeded").unwrap();
+    assert_eq!(done["code"], "outside_hours", "{done:#?}");
+    assert!(
+        done["reason"]
+            .as_str()
+            .unwrap()
+            .contains("; stopped without charge; the public IP will change"),
+        "{done:#?}"
+    );
+    assert_eq!(
+        s.fake.accepted("StopInstances").len(),
+        1,
+        "never sent again"
+    );
+
     s.tick(MORNING);
     assert_eq!(s.acted_on("StartInstances"), ["i-bp1gpu"]);
-    assert_eq!(s.fake.instance("i-bp1gpu").status, "Running");
+    assert_eq!(s.fake.instance("i-bp1gpu").status, "Starting");
+    // The night is counted as saved: stopped without charge from the outcome to the start.
+    let out = s.ebb().run(&[
+        "report", "--at", MORNING, "--since", EVENING, "--until", MORNING, "--format", "json",
+    ]);
+    assert!(out.status.success(), "{out:?}");
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(report["total"]["stops"], 1, "{report:#}");
+    assert_eq!(report["total"]["stopped_hours"], 13.0, "{report:#}");
+    assert_eq!(report["total"]["charging_stopped_hours"], 0.0, "{report:#}");
     let out = s
         .ebb()
         .run(&["audit", "--instance", "i-bp1gpu", "--format", "json"]);
@@ -256,7 +319,7 @@ async fn a_hundred_and_twenty_boxes_are_listed_in_pages_and_stopped_in_calls_of_
     assert_eq!(sizes.iter().sum::<usize>(), 120, "{sizes:?}");
     assert!(sizes.iter().all(|n| *n <= 100), "{sizes:?}");
     let state = s.fake.state.lock().unwrap();
-    assert!(state.instances.iter().all(|i| i.status == "Stopped"));
+    assert!(state.instances.iter().all(|i| i.status == "Stopping"));
     assert!(
         state.calls.iter().all(|c| c.accepted),
         "the fake refused nothing"
@@ -271,25 +334,12 @@ async fn a_stop_whose_answer_is_lost_is_unknown_then_resolved_from_the_state_nev
     s.fake.state.lock().unwrap().lose_answer_of = Some("StopInstances".into());
     // The tick reports the unanswered call; its exit code is not what this test is about.
     s.ebb().run(&["tick", "--at", EVENING]);
-    assert_eq!(s.fake.instance("i-bp1gpu").status, "Stopped", "carried out");
-    let outcomes = || -> Vec<String> {
-        let out = s.ebb().run(&[
-            "audit",
-            "--instance",
-            "i-bp1gpu",
-            "--action",
-            "stop",
-            "--format",
-            "json",
-        ]);
-        let rows: Vec<Value> = serde_json::from_slice(&out.stdout).unwrap();
-        let mut outcomes: Vec<String> = rows
-            .iter()
-            .map(|r| r["outcome"].as_str().unwrap().to_string())
-            .collect();
-        outcomes.sort();
-        outcomes
-    };
+    assert_eq!(
+        s.fake.instance("i-bp1gpu").status,
+        "Stopping",
+        "carried out"
+    );
+    let outcomes = || s.stop_outcomes("i-bp1gpu");
     assert_eq!(outcomes(), ["intent"], "unknown, never failed");
     // Past the time its call could still be in flight, the instance's state resolves it.
     // ECS reports no time a stop began, so a stop found done cannot be proven ebb's (it may

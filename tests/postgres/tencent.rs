@@ -25,9 +25,10 @@ policies:
       busy_defers_stop: false
 "#;
 
-/// Monday 20:00 and Tuesday 09:05 in Beijing.
+/// Monday 20:00, 20:05, 20:10 and Tuesday 09:05 in Beijing.
 const EVENING: &str = "2026-11-30T12:00:00Z";
 const LATER: &str = "2026-11-30T12:05:00Z";
+const LATEST: &str = "2026-11-30T12:10:00Z";
 const MORNING: &str = "2026-12-01T01:05:00Z";
 
 const REGION: &str = "ap-guangzhou";
@@ -174,27 +175,36 @@ async fn a_pay_as_you_go_box_stops_without_charge_and_starts_at_the_opening(pool
     .await;
 
     s.tick(EVENING);
-    let stopped = s.fake.instance("ins-research");
-    assert_eq!(stopped.state, "STOPPED");
-    assert_eq!(stopped.stopped_mode, "STOP_CHARGING");
-    assert_eq!(stopped.public_ip, None, "a stop without charge releases it");
+    // CVM accepts the stop, and the read right after it finds the instance still STOPPING,
+    // its stopped mode NOT_APPLICABLE ("not in the shut-down state"): the outcome waits.
+    let stopping = s.fake.instance("ins-research");
+    assert_eq!(stopping.state, "STOPPING");
+    assert_eq!(stopping.stopped_mode, "NOT_APPLICABLE");
     let stops = s.stops_of("ins-research");
     assert_eq!(stops.len(), 1);
     assert_eq!(stops[0]["StoppedMode"], "STOP_CHARGING");
     assert_eq!(s.fake.instance("ins-other").state, "RUNNING");
+    assert_eq!(outcomes(&s.audit("ins-research", "stop")), ["intent"]);
+
+    // The next listing finds it stopped without charge: the outcome is written with that mode.
+    let later = s.tick(LATER);
+    assert!(later.contains("0 actions"), "{later}");
+    assert!(later.contains("1 interrupted actions resolved"), "{later}");
+    assert_eq!(s.stops_of("ins-research").len(), 1, "no second stop");
+    let stopped = s.fake.instance("ins-research");
+    assert_eq!(stopped.state, "STOPPED");
+    assert_eq!(stopped.stopped_mode, "STOP_CHARGING");
+    assert_eq!(stopped.public_ip, None, "a stop without charge releases it");
     let rows = s.audit("ins-research", "stop");
     assert_eq!(outcomes(&rows), ["intent", "succeeded"]);
+    assert_eq!(rows[1]["code"], "outside_hours");
     let reason = rows[1]["reason"].as_str().unwrap();
-    assert!(reason.contains("STOP_CHARGING"), "{reason}");
+    assert!(reason.contains("stopped without charge"), "{reason}");
     assert!(reason.contains("use an EIP"), "{reason}");
     assert!(rows[1]["request_id"].as_str().unwrap().starts_with("fake-"));
 
-    let later = s.tick(LATER);
-    assert!(later.contains("0 actions"), "{later}");
-    assert_eq!(s.stops_of("ins-research").len(), 1, "no second stop");
-
     s.tick(MORNING);
-    assert_eq!(s.fake.instance("ins-research").state, "RUNNING");
+    assert_eq!(s.fake.instance("ins-research").state, "STARTING");
     assert_eq!(
         outcomes(&s.audit("ins-research", "start")),
         ["intent", "succeeded"]
@@ -238,8 +248,8 @@ async fn a_refused_mode_fails_alone_and_charges_nothing_more(pool: PgPool) {
     .await;
 
     let evening = s.tick_ran(EVENING);
-    assert!(evening.contains("1 succeeded, 1 failed"), "{evening}");
-    assert_eq!(s.fake.instance("ins-research").state, "STOPPED");
+    assert!(evening.contains("0 succeeded, 1 failed"), "{evening}");
+    assert_eq!(s.fake.instance("ins-research").state, "STOPPING");
     let refused = s.fake.instance("ins-no-mode");
     assert_eq!(
         refused.state, "RUNNING",
@@ -258,6 +268,7 @@ async fn a_refused_mode_fails_alone_and_charges_nothing_more(pool: PgPool) {
         error.contains("UnsupportedOperation.StoppedModeStopCharging"),
         "{error}"
     );
+    s.tick_ran(LATER);
     assert_eq!(
         outcomes(&s.audit("ins-research", "stop")),
         ["intent", "succeeded"],
@@ -306,6 +317,7 @@ async fn a_hundred_and_one_boxes_stop_in_calls_of_at_most_a_hundred(pool: PgPool
         .map(|c| c.body["InstanceIds"].as_array().unwrap().len())
         .collect();
     assert_eq!(sizes, [100, 1]);
+    s.tick(LATER);
     for id in &ids {
         assert_eq!(s.fake.instance(id).stopped_mode, "STOP_CHARGING", "{id}");
     }
@@ -402,7 +414,22 @@ async fn the_fake_refuses_what_the_service_refuses() {
         .await;
     assert_eq!(code(&answer), None, "{answer}");
     assert!(answer["Response"]["RequestId"].is_string());
-    assert_eq!(fake.instance("ins-ok").stopped_mode, "STOP_CHARGING");
+    // Stopping takes time: a read shows it on its way, a later one stopped without charge.
+    let read = || async {
+        let answer = fake
+            .ask(
+                "cvm",
+                "DescribeInstances",
+                REGION,
+                &serde_json::json!({"InstanceIds": ["ins-ok"]}),
+                SECRET_KEY,
+            )
+            .await;
+        let i = &answer["Response"]["InstanceSet"][0];
+        (i["InstanceState"].clone(), i["StopChargingMode"].clone())
+    };
+    assert_eq!(read().await, ("STOPPING".into(), "NOT_APPLICABLE".into()));
+    assert_eq!(read().await, ("STOPPED".into(), "STOP_CHARGING".into()));
 }
 
 /// With `busy_defers_stop`, GPU utilisation is read from Cloud Monitor's `GpuUtil`: the busy
@@ -430,7 +457,7 @@ async fn a_busy_gpu_read_from_cloud_monitor_defers_the_stop(pool: PgPool) {
 
     s.tick(EVENING);
     assert_eq!(s.fake.instance("ins-busy").state, "RUNNING");
-    assert_eq!(s.fake.instance("ins-idle").state, "STOPPED");
+    assert_eq!(s.fake.instance("ins-idle").state, "STOPPING");
     let reads = s.fake.calls("GetMonitorData");
     assert!(!reads.is_empty());
     assert!(reads.iter().all(|c| c.refused.is_none()), "{reads:?}");
@@ -460,12 +487,14 @@ async fn a_local_disk_family_is_refused_before_the_call_unless_allowed(pool: PgP
     )
     .unwrap();
     s.tick(LATER);
+    s.tick(LATEST);
     let stopped = s.fake.instance("ins-local");
     assert_eq!(stopped.state, "STOPPED");
     assert_eq!(stopped.stopped_mode, "KEEP_CHARGING");
     let rows = s.audit("ins-local", "stop");
     assert_eq!(outcomes(&rows), ["intent", "succeeded"]);
+    assert_eq!(rows[1]["code"], "stopped_still_charging");
     let reason = rows[1]["reason"].as_str().unwrap();
-    assert!(reason.contains("still charges"), "{reason}");
+    assert!(reason.contains("stopped, still charging"), "{reason}");
     assert!(s.ebb().run(&["audit", "verify"]).status.success());
 }

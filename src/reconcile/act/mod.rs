@@ -22,6 +22,7 @@ use outcomes::{outcome_entries, Billings};
 pub(super) use reserve::as_report;
 use std::collections::HashMap;
 use stopped::mark_stopped;
+pub(super) use stopped::{add_note, stopped_note};
 use tracing::Instrument as _;
 
 mod calls;

@@ -6,7 +6,7 @@ use super::Reconciler;
 use crate::cloud::{ActionReport, ErrorKind, Provider};
 use crate::engine::{Action, Code, Decision};
 use crate::reconcile::{ActionOutcome, TickContext};
-use crate::store::{ActionDone, NewAuditEntry, Outcome, StoreError};
+use crate::store::{AcceptedStop, ActionDone, NewAuditEntry, Outcome, StoreError};
 use std::collections::HashMap;
 
 impl<P: Provider> Reconciler<P> {
@@ -14,7 +14,9 @@ impl<P: Provider> Reconciler<P> {
     /// remembers of it (one transaction), then posts its notices (`billings`: how the cloud
     /// bills the instances, for what a stop does to their public IP) and reports it. A lost answer
     /// writes nothing: its intent stays open, and a later tick resolves it from the instance's
-    /// state once the call can no longer be in flight (`reconcile/resolve.rs`).
+    /// state once the call can no longer be in flight (`reconcile/resolve.rs`). A stop accepted
+    /// before its instance had stopped marks its intent accepted, in the same transaction, and
+    /// a later tick writes its outcome once the instance has stopped (`reconcile/stopping.rs`).
     pub(super) async fn record(
         &self,
         group: &[&Decision],
@@ -27,7 +29,7 @@ impl<P: Provider> Reconciler<P> {
             .iter()
             .filter_map(|a| match a {
                 Answer::Outcome(o) => Some((**o).clone()),
-                Answer::Lost(_) => None,
+                Answer::Lost(_) | Answer::Stopping(_) => None,
             })
             .collect();
         let done: Vec<ActionDone> = group
@@ -40,7 +42,20 @@ impl<P: Provider> Reconciler<P> {
                 at: now,
             })
             .collect();
-        self.store.append_outcomes(&outcomes, &done).await?;
+        let accepted: Vec<AcceptedStop> = answers
+            .iter()
+            .filter_map(|a| match a {
+                Answer::Stopping(row) => Some(AcceptedStop {
+                    intent_seq: row.intent_seq?,
+                    request_id: row.request_id.clone(),
+                    reason: row.reason.clone(),
+                }),
+                _ => None,
+            })
+            .collect();
+        self.store
+            .record_outcomes(&outcomes, &done, &accepted)
+            .await?;
         for (d, answer) in group.iter().zip(&answers) {
             let o = match answer {
                 Answer::Outcome(o) => o,
@@ -56,6 +71,16 @@ impl<P: Provider> Reconciler<P> {
                     tick.report.actions.push(unknown);
                     continue;
                 }
+                Answer::Stopping(_) => {
+                    let stopping = ActionOutcome {
+                        decision: (*d).clone(),
+                        outcome: Outcome::Intent,
+                        detail: "accepted, still stopping: its outcome, with how the cloud bills it stopped, is written once a later listing shows it stopped".to_string(),
+                    };
+                    stopping.log(now, false);
+                    tick.report.actions.push(stopping);
+                    continue;
+                }
             };
             if let (Outcome::Succeeded, Action::Notify, Some(webhook)) =
                 (o.outcome, d.action, &self.options.webhook)
@@ -66,7 +91,7 @@ impl<P: Provider> Reconciler<P> {
             if d.action == Action::Start {
                 self.tell_of_capacity(d, o);
             }
-            self.tell_of_charging(d, o);
+            self.tell_of_charging(o);
             let done = ActionOutcome {
                 decision: (*d).clone(),
                 outcome: o.outcome,
@@ -121,6 +146,10 @@ pub(super) enum Answer {
     /// No answer says whether the call was carried out (the error that says so): no outcome
     /// yet.
     Lost(String),
+    /// A stop the cloud accepted, of an instance not stopped yet when read back: its outcome
+    /// row, completed with how the cloud bills the stopped instance and written by a later
+    /// tick once a listing shows it stopped (`reconcile/stopping.rs`).
+    Stopping(Box<NewAuditEntry>),
 }
 
 impl Answer {
@@ -128,7 +157,7 @@ impl Answer {
     pub(super) fn outcome(&self) -> Option<Outcome> {
         match self {
             Answer::Outcome(o) => Some(o.outcome),
-            Answer::Lost(_) => None,
+            Answer::Lost(_) | Answer::Stopping(_) => None,
         }
     }
 }

@@ -29,7 +29,7 @@ pub(in crate::reconcile) fn as_report<T>(
                 request_id: None,
                 fallback: None,
                 already: false,
-                stopped_mode: None,
+                read_back: None,
             }],
             failed: Vec::new(),
         },

@@ -1,12 +1,13 @@
 //! After a stop: what the cloud says of the stopped instance's billing, read back after the
-//! call ([`Done::stopped_mode`]). A stop that still charges is audited as such ("stopped, still
+//! call ([`Done::read_back`]), or, when it had not stopped yet, from a later tick's listing
+//! (`reconcile/stopping.rs`). A stop that still charges is audited as such ("stopped, still
 //! charging", code `stopped_still_charging`), which `ebb report` counts as no saving, and is
 //! told to the webhook once per instance; a stop without charge on a cloud that then releases
 //! the instance's public IP says so.
 
 use super::outcomes::{Answer, Billings};
 use super::Reconciler;
-use crate::cloud::{ActionReport, Done, Provider};
+use crate::cloud::{ActionReport, Done, Provider, StopReadBack};
 use crate::engine::{Action, Code, Decision};
 use crate::fleet::{Billing, Cloud, StoppedMode};
 use crate::store::{NewAuditEntry, Outcome};
@@ -27,9 +28,51 @@ pub(super) fn public_ip_text(billing: &Billing) -> String {
     )
 }
 
+/// The code and the note after the reason of the outcome of a stop that `cloud` read back as
+/// `mode`, of an instance billed as `billing`: still charging or not said, the code says so;
+/// without charge, on a cloud that releases the public IP, the note says it; otherwise none.
+pub(in crate::reconcile) fn stopped_note(
+    mode: StoppedMode,
+    billing: Option<&Billing>,
+) -> Option<(Option<Code>, String)> {
+    let name = billing.map_or("the cloud", |b| b.cloud.display_name());
+    match mode {
+        StoppedMode::Charging => Some((
+            Some(Code::StoppedStillCharging),
+            format!("stopped, still charging: {name} reports the stopped instance billed as if it ran (its family or account cannot stop without charge), so this stop saves nothing"),
+        )),
+        StoppedMode::Unknown => Some((
+            Some(Code::StoppedBillingUnknown),
+            format!("stopped, billing unknown: {name} did not say how it bills the stopped instance, so this stop counts no saving"),
+        )),
+        StoppedMode::NoCharge if releases_public_ip(billing) => Some((
+            None,
+            format!(
+                "stopped without charge; {}",
+                billing.map(public_ip_text).unwrap_or_default()
+            ),
+        )),
+        StoppedMode::NoCharge => None,
+    }
+}
+
+/// Adds to `outcome` what `note` says (`stopped_note`).
+pub(in crate::reconcile) fn add_note(
+    outcome: &mut NewAuditEntry,
+    note: Option<(Option<Code>, String)>,
+) {
+    let Some((code, note)) = note else {
+        return;
+    };
+    if let Some(code) = code {
+        outcome.code = Some(code.as_str().to_string());
+    }
+    outcome.reason = format!("{}; {note}", outcome.reason);
+}
+
 /// The succeeded stops and hibernations of `answers` (one per decision of `group`), marked by
-/// the stopped mode `cloud` read back for each: still charging or not said, their code and
-/// reason say so; without charge, on a cloud that releases the public IP, the reason says it.
+/// what `cloud` read back of each: stopped, its stopped mode (`stopped_note`); not stopped yet,
+/// the outcome waits for a later tick's listing ([`Answer::Stopping`]).
 pub(super) fn mark_stopped(
     group: &[&Decision],
     answers: &mut [Answer],
@@ -49,39 +92,31 @@ pub(super) fn mark_stopped(
         if !stopped || o.outcome != Outcome::Succeeded {
             continue;
         }
-        let billing = billings.get(&d.instance);
-        let name = billing.map_or("the cloud", |b| b.cloud.display_name());
-        let mode = done.get(d.instance.as_str()).and_then(|x| x.stopped_mode);
-        let (code, note) = match mode {
-            Some(StoppedMode::Charging) => (
-                Some(Code::StoppedStillCharging),
-                format!("stopped, still charging: {name} reports the stopped instance billed as if it ran (its family or account cannot stop without charge), so this stop saves nothing"),
-            ),
-            Some(StoppedMode::Unknown) => (
-                Some(Code::StoppedBillingUnknown),
-                format!("stopped, billing unknown: {name} did not say how it bills the stopped instance, so this stop counts no saving"),
-            ),
-            Some(StoppedMode::NoCharge) if releases_public_ip(billing) => (
-                None,
-                format!(
-                    "stopped without charge; {}",
-                    billing.map(public_ip_text).unwrap_or_default()
-                ),
-            ),
-            _ => continue,
-        };
-        if let Some(code) = code {
-            o.code = Some(code.as_str().to_string());
+        match done.get(d.instance.as_str()).and_then(|x| x.read_back) {
+            Some(StopReadBack::Stopped(mode)) => {
+                add_note(o, stopped_note(mode, billings.get(&d.instance)))
+            }
+            Some(StopReadBack::Later) => {
+                let row = o.clone();
+                *answer = Answer::Stopping(row);
+            }
+            None => {}
         }
-        o.reason = format!("{}; {note}", o.reason);
     }
 }
 
 impl<P: Provider> Reconciler<P> {
-    /// Posts to the webhook, once until a stop of it saves again, that a stop of `d` went
-    /// through but its cloud still bills the instance (`outcome`): its people believe it saves.
-    pub(super) fn tell_of_charging(&self, d: &Decision, outcome: &NewAuditEntry) {
-        let stopped = matches!(d.action, Action::Stop | Action::Hibernate);
+    /// Posts to the webhook, once until a stop of it saves again, that a stop went through
+    /// but its cloud still bills the instance (`outcome`, the stop's outcome row): its people
+    /// believe it saves.
+    pub(in crate::reconcile) fn tell_of_charging(&self, outcome: &NewAuditEntry) {
+        let stopped = matches!(
+            Action::parse(&outcome.action),
+            Some(Action::Stop | Action::Hibernate)
+        );
+        let Some(instance) = outcome.instance.as_deref() else {
+            return;
+        };
         if !stopped || outcome.outcome != Outcome::Succeeded {
             return;
         }
@@ -91,18 +126,17 @@ impl<P: Provider> Reconciler<P> {
             .lock()
             .unwrap_or_else(|e| e.into_inner());
         if outcome.code.as_deref() != Some(Code::StoppedStillCharging.as_str()) {
-            told.remove(&d.instance);
+            told.remove(instance);
             return;
         }
         let Some(webhook) = &self.options.webhook else {
             return;
         };
-        if told.insert(d.instance.clone()) {
+        if told.insert(instance.to_string()) {
             webhook.send(format!(
-                "ebb stopped {} ({}), policy {}, but it is still charging: its cloud bills it while stopped, so the stop saves nothing. Its family or account cannot stop without charge (Alibaba's economical mode, Tencent's stop without charge); exclude it from the policy, or change its type or billing. No further notice until a stop of it saves.",
-                d.instance,
-                d.region,
-                d.policy.as_deref().unwrap_or("-"),
+                "ebb stopped {instance} ({}), policy {}, but it is still charging: its cloud bills it while stopped, so the stop saves nothing. Its family or account cannot stop without charge (Alibaba's economical mode, Tencent's stop without charge); exclude it from the policy, or change its type or billing. No further notice until a stop of it saves.",
+                outcome.region.as_deref().unwrap_or("-"),
+                outcome.policy.as_deref().unwrap_or("-"),
             ));
         }
     }

@@ -129,11 +129,29 @@ pub struct Done {
     /// The instance was already stopped when the stop arrived (EC2's previous state): the call
     /// changed nothing, so the stop is not ebb's.
     pub already: bool,
-    /// For a stop: how the cloud says the instance is billed once stopped, read back after
-    /// the call (EC2: always [`StoppedMode::NoCharge`]; Alibaba and Tencent report the mode
-    /// the stop took, [`StoppedMode::Charging`] for a family or account that cannot stop
-    /// without charge). `None` for every other call.
-    pub stopped_mode: Option<StoppedMode>,
+    /// For a stop: what a read right after the call found (EC2: always stopped without
+    /// charge; Alibaba and Tencent report the mode the stop took once it has stopped,
+    /// [`StoppedMode::Charging`] for a family or account that cannot stop without charge).
+    /// `None` for every other call.
+    pub read_back: Option<StopReadBack>,
+}
+
+/// What a read right after a stop found of the instance.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum StopReadBack {
+    /// Stopped, billed as the cloud says.
+    Stopped(StoppedMode),
+    /// Not stopped yet, or not read: Alibaba and Tencent say how a stopped instance is billed
+    /// only once it has stopped, so that is read from a later listing, and the stop's outcome
+    /// is written then (`reconcile/resolve.rs`).
+    Later,
+}
+
+impl StopReadBack {
+    /// What a read found from the stopped mode it listed, `None` while not stopped.
+    pub fn of(listed: Option<StoppedMode>) -> StopReadBack {
+        listed.map_or(StopReadBack::Later, StopReadBack::Stopped)
+    }
 }
 
 /// One instance the cloud refused a change for.

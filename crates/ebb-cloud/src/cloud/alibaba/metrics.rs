@@ -42,8 +42,8 @@ impl AlibabaProvider {
                 .iter()
                 .map(|id| serde_json::json!({ "instanceId": id }))
                 .collect();
+            // No `RegionId`: DescribeMetricList does not define one; the endpoint is the region's.
             let mut params = BTreeMap::from([
-                ("RegionId".to_string(), region.to_string()),
                 ("Namespace".to_string(), NAMESPACE.to_string()),
                 ("MetricName".to_string(), METRIC.to_string()),
                 ("Period".to_string(), PERIOD.to_string()),

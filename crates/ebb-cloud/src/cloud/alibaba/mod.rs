@@ -167,9 +167,13 @@ impl AlibabaProvider {
     }
 }
 
-/// `RegionId` and the numbered list `name.1`, `name.2`, ... of `values`.
-fn numbered(region: &str, name: &str, values: &[String]) -> BTreeMap<String, String> {
-    let mut params = BTreeMap::from([("RegionId".to_string(), region.to_string())]);
+/// `RegionId`, when the action takes one (`region`; DescribeInstanceTypes does not), and the
+/// numbered list `name.1`, `name.2`, ... of `values`.
+fn numbered(region: Option<&str>, name: &str, values: &[String]) -> BTreeMap<String, String> {
+    let mut params = BTreeMap::new();
+    if let Some(region) = region {
+        params.insert("RegionId".to_string(), region.to_string());
+    }
     for (i, v) in values.iter().enumerate() {
         params.insert(format!("{name}.{}", i + 1), v.clone());
     }

@@ -1,6 +1,6 @@
 //! The [`Provider`] methods of the Alibaba provider, each the ECS or CloudMonitor calls it
-//! makes. What only EC2 does (spot migration, images, scaling groups, EKS) is refused: the
-//! engine never asks for it on this cloud.
+//! makes. It implements no capability trait (`cloud/capability.rs`): it names `Lacks` for
+//! each.
 
 use super::client::Product;
 use super::ecs::{gpus_of, instance_of, items, outcomes};
@@ -8,7 +8,7 @@ use super::{numbered, AlibabaProvider, IDS_PER_CALL, RESOURCES_PER_TAG_CALL};
 use crate::cloud::capability::lacks;
 use crate::cloud::{
     ActionReport, CloudError, Done, ErrorKind, Failed, GpuReadings, Inventory, Provider,
-    ScopeFailure, StopKind, TypePrice,
+    ScopeFailure, StopKind, StopReadBack, TypePrice,
 };
 use crate::fleet::{Cloud, Instance, StopSaving, StoppedMode};
 use chrono::{DateTime, Utc};
@@ -88,7 +88,7 @@ impl AlibabaProvider {
             types
         };
         for batch in missing.chunks(TYPES_PER_CALL) {
-            let params = numbered(region, "InstanceTypes", batch);
+            let params = numbered(None, "InstanceTypes", batch);
             match self
                 .call(Product::Ecs, region, "DescribeInstanceTypes", &params)
                 .await
@@ -124,7 +124,7 @@ impl AlibabaProvider {
         extra: &[(&str, &str)],
         report: &mut ActionReport,
     ) {
-        let mut params = numbered(region, "InstanceId", batch);
+        let mut params = numbered(Some(region), "InstanceId", batch);
         params.insert("BatchOptimization".to_string(), "SuccessFirst".to_string());
         for (k, v) in extra {
             params.insert((*k).to_string(), (*v).to_string());
@@ -151,7 +151,7 @@ impl AlibabaProvider {
                     request_id: request_id.clone(),
                     fallback: None,
                     already: false,
-                    stopped_mode: None,
+                    read_back: None,
                 }),
                 Some(Some((code, message))) => report.failed.push(Failed {
                     instance: id.clone(),
@@ -276,28 +276,21 @@ impl Provider for AlibabaProvider {
                     .await;
             }
         }
-        // The mode each stop took, as ECS reports it now.
+        // The mode each stop took, as ECS reports it once the instance has stopped; one still
+        // stopping, or not read, is read again at a later tick.
         let stopped: Vec<String> = report.done.iter().map(|d| d.instance.clone()).collect();
         let modes: HashMap<String, StoppedMode> = match self.describe_ids(region, &stopped).await {
             Ok(found) => found
                 .into_iter()
-                .map(|i| {
-                    let mode = i.billing.stopped_mode.unwrap_or(StoppedMode::Unknown);
-                    (i.id, mode)
-                })
+                .filter_map(|i| Some((i.id, i.billing.stopped_mode?)))
                 .collect(),
             Err(error) => {
-                tracing::warn!(region, error = %error, "cannot read back the stopped mode");
+                tracing::warn!(region, error = %error, "cannot read back the stopped mode now");
                 HashMap::new()
             }
         };
         for d in &mut report.done {
-            d.stopped_mode = Some(
-                modes
-                    .get(&d.instance)
-                    .copied()
-                    .unwrap_or(StoppedMode::Unknown),
-            );
+            d.read_back = Some(StopReadBack::of(modes.get(&d.instance).copied()));
             if kind == StopKind::Hibernate {
                 d.fallback = Some("Alibaba Cloud ECS does not hibernate: stopped".to_string());
             }
@@ -324,7 +317,7 @@ impl Provider for AlibabaProvider {
     ) -> ActionReport {
         let mut report = ActionReport::default();
         for batch in ids.chunks(RESOURCES_PER_TAG_CALL) {
-            let mut params = numbered(region, "ResourceId", batch);
+            let mut params = numbered(Some(region), "ResourceId", batch);
             params.insert("ResourceType".to_string(), "instance".to_string());
             for (n, (k, v)) in tags.iter().enumerate() {
                 params.insert(format!("Tag.{}.Key", n + 1), k.clone());
@@ -340,7 +333,7 @@ impl Provider for AlibabaProvider {
     async fn untag(&self, region: &str, ids: &[String], keys: &[String]) -> ActionReport {
         let mut report = ActionReport::default();
         for batch in ids.chunks(RESOURCES_PER_TAG_CALL) {
-            let mut params = numbered(region, "ResourceId", batch);
+            let mut params = numbered(Some(region), "ResourceId", batch);
             params.insert("ResourceType".to_string(), "instance".to_string());
             for (n, k) in keys.iter().enumerate() {
                 params.insert(format!("TagKey.{}", n + 1), k.clone());
@@ -373,7 +366,7 @@ impl AlibabaProvider {
                     request_id: request_id.clone(),
                     fallback: None,
                     already: false,
-                    stopped_mode: None,
+                    read_back: None,
                 }));
             }
             Err(error) => report

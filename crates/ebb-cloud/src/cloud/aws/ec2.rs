@@ -5,7 +5,7 @@
 use super::{cloud_error, once_sent, to_chrono, to_smithy, AwsProvider, Scope};
 use crate::cloud::batches::split_on_failure;
 use crate::cloud::pacing::Key;
-use crate::cloud::{ActionReport, CloudError, Done, TypePrice};
+use crate::cloud::{ActionReport, CloudError, Done, StopReadBack, TypePrice};
 use crate::fleet::{Billing, Gpus, Instance, InstanceState, Lifecycle, StoppedMode};
 use aws_sdk_ec2::operation::describe_spot_price_history::builders::DescribeSpotPriceHistoryFluentBuilder;
 use aws_sdk_ec2::operation::RequestId;
@@ -279,13 +279,16 @@ impl AwsProvider {
                 .await
         };
         let accept = |batch: Vec<String>, accepted: Accepted, report: &mut ActionReport| {
-            report.done.extend(batch.into_iter().map(|instance| Done {
-                already: accepted.already.contains(&instance),
-                instance,
-                request_id: accepted.request_id.clone(),
-                fallback: None,
-                // EC2 never bills a stopped instance's compute.
-                stopped_mode: (operation == "StopInstances").then_some(StoppedMode::NoCharge),
+            report.done.extend(batch.into_iter().map(|instance| {
+                Done {
+                    already: accepted.already.contains(&instance),
+                    instance,
+                    request_id: accepted.request_id.clone(),
+                    fallback: None,
+                    // EC2 never bills a stopped instance's compute.
+                    read_back: (operation == "StopInstances")
+                        .then_some(StopReadBack::Stopped(StoppedMode::NoCharge)),
+                }
             }))
         };
         split_on_failure(&ids, self.settings.batch_size, paced, accept).await

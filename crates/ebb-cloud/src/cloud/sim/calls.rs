@@ -6,7 +6,7 @@
 
 use super::{SimProvider, Simulated};
 use crate::cloud::pacing::{Bucket, Key, Pacer, RateLimits};
-use crate::cloud::{ActionReport, CloudError, Done, ErrorKind, Failed};
+use crate::cloud::{ActionReport, CloudError, Done, ErrorKind, Failed, StopReadBack};
 use chrono::{DateTime, Utc};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -167,8 +167,10 @@ impl SimProvider {
                     let sim = &mut fleet.instances[i];
                     sim.advance(now);
                     // What the cloud reports once the stop is through, read back at once.
-                    change(sim, now)
-                        .map(|()| (operation == "StopInstances").then(|| sim.stopped_mode()))
+                    change(sim, now).map(|()| {
+                        (operation == "StopInstances")
+                            .then(|| StopReadBack::Stopped(sim.stopped_mode()))
+                    })
                 }
                 None => Err((
                     "InvalidInstanceID.NotFound",
@@ -176,12 +178,12 @@ impl SimProvider {
                 )),
             };
             match result {
-                Ok(stopped_mode) => report.done.push(Done {
+                Ok(read_back) => report.done.push(Done {
                     instance: id.clone(),
                     request_id: Some(request_id.clone()),
                     fallback: None,
                     already: false,
-                    stopped_mode,
+                    read_back,
                 }),
                 Err((code, message)) => report.failed.push(Failed {
                     instance: id.clone(),

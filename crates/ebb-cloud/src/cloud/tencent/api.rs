@@ -65,9 +65,6 @@ pub(super) struct CvmInstance {
     /// Its tags.
     #[serde(default)]
     pub tags: Option<Vec<CvmTag>>,
-    /// Its public IPs, released by a stop without charge.
-    #[serde(default)]
-    pub public_ip_addresses: Option<Vec<String>>,
 }
 
 impl CvmInstance {
@@ -97,21 +94,6 @@ impl CvmInstance {
             .flatten()
             .map(|t| (t.key.clone(), t.value.clone()))
             .collect()
-    }
-
-    /// Whether it has a public IP.
-    pub(super) fn has_public_ip(&self) -> bool {
-        self.public_ip_addresses
-            .as_ref()
-            .is_some_and(|ips| !ips.is_empty())
-    }
-
-    /// What the provider remembers of it.
-    pub(super) fn known(&self) -> super::Known {
-        super::Known {
-            billing: self.billing(),
-            public_ip: self.has_public_ip(),
-        }
     }
 
     /// The instance as ebb sees it in `region`; `None` in a state ebb does not follow (a launch
@@ -317,7 +299,6 @@ mod tests {
         assert_eq!(instance.billing.stopped_mode, Some(StoppedMode::NoCharge));
         assert!(instance.billing.stop_saves());
         assert_eq!(instance.tag("team"), Some("research"));
-        assert!(!cvm.has_public_ip());
     }
 
     #[test]

@@ -98,22 +98,14 @@ impl Default for GpuMetric {
 /// call can no longer be in flight.
 pub const CALL_LIMIT: Duration = Duration::from_secs(120);
 
-/// What the provider remembers of an instance from the last listing.
-#[derive(Debug, Clone, Copy)]
-struct Known {
-    /// How it is billed.
-    billing: Billing,
-    /// Whether it had a public IP, which a stop without charge releases.
-    public_ip: bool,
-}
-
 /// CVM, the Tag API and Cloud Monitor, in several regions of one account.
 #[derive(Debug)]
 pub struct TencentProvider {
     settings: Settings,
     client: Client,
     pacer: Arc<Pacer>,
-    known: RwLock<HashMap<String, Known>>,
+    /// How each instance of the last listing is billed, for what a stop of it may do.
+    known: RwLock<HashMap<String, Billing>>,
     /// GPU facts by (region, instance type); `None` for types without GPUs.
     gpu_types: Mutex<HashMap<(String, String), Option<Gpus>>>,
     /// The account's UIN, for the six-segment resource names, once asked.
@@ -209,7 +201,7 @@ impl TencentProvider {
                         request_id: accepted.request_id.clone(),
                         fallback: None,
                         already: false,
-                        stopped_mode: None,
+                        read_back: None,
                     }),
                 }
             }

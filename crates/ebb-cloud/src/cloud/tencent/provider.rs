@@ -1,17 +1,17 @@
 //! [`Provider`] on CVM, the Tag API and Cloud Monitor: each method here is the calls it makes.
 
 use super::api::{
-    stopped_mode, CvmInstance, Dimension, Filter, InstancePage, MonitorData, TagPair, TypeConfigs,
+    CvmInstance, Dimension, Filter, InstancePage, MonitorData, TagPair, TypeConfigs,
     INSTANCES_PER_CALL, INSTANCES_PER_MONITOR_CALL,
 };
 use super::client::{Answer, CVM, MONITOR};
-use super::{Accepted, Known, TencentProvider};
+use super::{Accepted, TencentProvider};
 use crate::cloud::capability::lacks;
 use crate::cloud::{
     ActionReport, CloudError, ErrorKind, Failed, GpuReadings, Inventory, Provider, ScopeFailure,
-    StopKind, TypePrice,
+    StopKind, StopReadBack, TypePrice,
 };
-use crate::fleet::{Charge, Instance, Sample, StopSaving, StoppedMode};
+use crate::fleet::{Billing, Charge, Instance, Sample, StopSaving, StoppedMode};
 use chrono::{DateTime, Utc};
 use serde_json::{json, Value};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -102,7 +102,7 @@ impl TencentProvider {
     }
 
     /// One region: every page, then GPU facts for the types not seen before.
-    async fn list_region(&self, region: &str) -> Result<Vec<(Instance, Known)>, CloudError> {
+    async fn list_region(&self, region: &str) -> Result<Vec<(Instance, Billing)>, CloudError> {
         let filters: Vec<Filter> = self
             .settings
             .managed_tag
@@ -121,7 +121,7 @@ impl TencentProvider {
             .filter_map(|i| {
                 let mut instance = i.to_instance(region)?;
                 instance.gpus = gpus.get(&i.instance_type).cloned().flatten();
-                Some((instance, i.known()))
+                Some((instance, i.billing()))
             })
             .collect())
     }
@@ -198,7 +198,8 @@ impl TencentProvider {
     }
 
     /// What each stopped instance's stopped mode says, read back after the stop: whether it
-    /// still charges, and whether its public IP went.
+    /// still charges. CVM says it only once the instance has stopped (`NOT_APPLICABLE` while
+    /// stopping), so one still stopping, or not read, is read again at a later tick.
     async fn read_back_stops(&self, region: &str, report: &mut ActionReport) {
         let ids: Vec<String> = report.done.iter().map(|d| d.instance.clone()).collect();
         if ids.is_empty() {
@@ -207,34 +208,16 @@ impl TencentProvider {
         let found = match self.describe_ids(region, &ids).await {
             Ok(found) => found,
             Err(error) => {
-                for done in &mut report.done {
-                    done.stopped_mode = Some(StoppedMode::Unknown);
-                    done.fallback = Some(format!(
-                        "stopped, but whether it still charges could not be read back ({error})"
-                    ));
-                }
-                return;
+                tracing::warn!(region, error = %error, "cannot read back the stopped mode now");
+                Vec::new()
             }
         };
-        let by_id: HashMap<&str, &CvmInstance> =
-            found.iter().map(|i| (i.instance_id.as_str(), i)).collect();
-        let known = self.known.read().expect("instance map poisoned");
+        let modes: HashMap<&str, StoppedMode> = found
+            .iter()
+            .filter_map(|i| Some((i.instance_id.as_str(), i.billing().stopped_mode?)))
+            .collect();
         for done in &mut report.done {
-            let mode = by_id
-                .get(done.instance.as_str())
-                .and_then(|i| i.stop_charging_mode.as_deref());
-            done.stopped_mode = Some(stopped_mode(mode));
-            let public_ip = known.get(&done.instance).is_some_and(|k| k.public_ip);
-            done.fallback = Some(match mode {
-                Some("STOP_CHARGING") if public_ip => "stopped without charge (STOP_CHARGING); \
-                     its public IP was released and will change at the start: use an EIP"
-                    .to_string(),
-                Some("STOP_CHARGING") => "stopped without charge (STOP_CHARGING)".to_string(),
-                Some(other) => format!(
-                    "stopped, but it still charges (stopped mode {other}): this stop saves nothing"
-                ),
-                None => "stopped, but CVM did not say whether it still charges".to_string(),
-            });
+            done.read_back = Some(StopReadBack::of(modes.get(done.instance.as_str()).copied()));
         }
     }
 }
@@ -285,7 +268,7 @@ impl Provider for TencentProvider {
             .iter()
             .filter(|i| self.managed(i))
             .filter_map(|i| {
-                known.insert(i.instance_id.clone(), i.known());
+                known.insert(i.instance_id.clone(), i.billing());
                 i.to_instance(region)
             })
             .collect())
@@ -372,10 +355,7 @@ impl Provider for TencentProvider {
         {
             let known = self.known.read().expect("instance map poisoned");
             for id in ids {
-                match known
-                    .get(id)
-                    .map(|k| (k.billing.charge, k.billing.stop_saving))
-                {
+                match known.get(id).map(|k| (k.charge, k.stop_saving)) {
                     Some((Charge::Subscription, _)) => subscriptions.push(id.clone()),
                     Some((_, StopSaving::KeepsCharging { .. })) => charging.push(id.clone()),
                     _ => no_charge.push(id.clone()),
