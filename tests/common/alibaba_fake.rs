@@ -19,7 +19,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use axum::Router;
 use hmac::{Hmac, Mac};
-use serde_json::json;
+use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
@@ -145,6 +145,8 @@ pub struct Call {
     pub headers: Vec<(String, String)>,
     /// Whether the fake accepted it.
     pub accepted: bool,
+    /// The answer's JSON body, as sent back (an error's too).
+    pub answer: Value,
 }
 
 /// What the fake holds.
@@ -158,6 +160,9 @@ pub struct FakeState {
     /// The next call of this action is carried out, but answered `500 InternalError`: an
     /// answer lost on the way back.
     pub lose_answer_of: Option<String>,
+    /// By action, how many of its next calls are refused for flow control
+    /// (`400 Throttling.User`, as ECS documents it), changing nothing.
+    pub throttle: BTreeMap<String, u32>,
 }
 
 /// A running fake; it stops with the test process.
@@ -326,9 +331,8 @@ fn verify(
     }
 }
 
-fn error(status: StatusCode, code: &str, message: &str) -> Response {
-    let body = json!({"RequestId": "fake-error", "Code": code, "Message": message});
-    (status, axum::Json(body)).into_response()
+fn error_body(code: &str, message: &str) -> Value {
+    json!({"RequestId": "fake-error", "Code": code, "Message": message})
 }
 
 async fn answer(
@@ -344,12 +348,21 @@ async fn answer(
         .unwrap_or("")
         .to_string();
     let mut state = state.lock().unwrap();
+    let throttled = state.throttle.get_mut(&action).filter(|n| **n > 0);
     let result = match verify(&headers, &query, &body) {
         Err(code) => Err((
             StatusCode::BAD_REQUEST,
             code,
             "the signature does not verify".to_string(),
         )),
+        Ok(()) if throttled.is_some() => {
+            throttled.into_iter().for_each(|left| *left -= 1);
+            Err((
+                StatusCode::BAD_REQUEST,
+                "Throttling.User",
+                "Request was denied due to user flow control.".to_string(),
+            ))
+        }
         Ok(()) => super::alibaba_fake_api::act(&mut state, &action, &query),
     };
     let lost = result.is_ok() && state.lose_answer_of.as_deref() == Some(action.as_str());
@@ -360,21 +373,24 @@ async fn answer(
         .iter()
         .filter_map(|(name, value)| Some((name.to_string(), value.to_str().ok()?.to_string())))
         .collect();
+    let accepted = result.is_ok();
+    let (status, answer) = match (lost, result) {
+        (true, _) => (
+            StatusCode::INTERNAL_SERVER_ERROR,
+            error_body(
+                "InternalError",
+                "The request processing has failed due to some unknown error.",
+            ),
+        ),
+        (false, Ok(body)) => (StatusCode::OK, body),
+        (false, Err((status, code, message))) => (status, error_body(code, &message)),
+    };
     state.calls.push(Call {
         action,
         params: query,
         headers: received,
-        accepted: result.is_ok(),
+        accepted,
+        answer: answer.clone(),
     });
-    if lost {
-        return error(
-            StatusCode::INTERNAL_SERVER_ERROR,
-            "InternalError",
-            "The request processing has failed due to some unknown error.",
-        );
-    }
-    match result {
-        Ok(body) => axum::Json(body).into_response(),
-        Err((status, code, message)) => error(status, code, &message),
-    }
+    (status, axum::Json(answer)).into_response()
 }

@@ -135,6 +135,8 @@ pub struct Call {
     pub headers: Vec<(String, String)>,
     /// The error code it answered with, if it refused.
     pub refused: Option<String>,
+    /// The answer, as sent back (a refusal's too).
+    pub answer: Value,
 }
 
 /// What the fake holds.
@@ -148,6 +150,9 @@ pub struct FakeState {
     pub calls: Vec<Call>,
     /// Requests refused for their signature or credentials, with the code.
     pub auth_refusals: Vec<String>,
+    /// By action, how many of its next calls are refused as over the rate limit
+    /// (`RequestLimitExceeded`, as CVM documents it), changing nothing.
+    pub throttle: BTreeMap<String, u32>,
     requests: u64,
 }
 
@@ -406,7 +411,14 @@ async fn answer(State(shared): State<Shared>, headers: HeaderMap, body: String) 
         .collect();
     let raw = body;
     let body: Value = serde_json::from_str(&raw).unwrap_or(Value::Null);
-    let answered = if version_of(&service) != Some(header("x-tc-version")) {
+    let throttled = state.throttle.get_mut(&action).filter(|n| **n > 0);
+    let answered = if let Some(left) = throttled {
+        *left -= 1;
+        Err((
+            "RequestLimitExceeded".to_string(),
+            "Your current request times equals to `20` in a second, which exceeds the frequency limit `20` for a second. Please reduce the frequency of calls.".to_string(),
+        ))
+    } else if version_of(&service) != Some(header("x-tc-version")) {
         Err((
             "InvalidParameter".to_string(),
             format!("{service} does not have version {}", header("x-tc-version")),
@@ -428,6 +440,7 @@ async fn answer(State(shared): State<Shared>, headers: HeaderMap, body: String) 
         raw,
         headers: received,
         refused,
+        answer: response.clone(),
     });
     Json(response)
 }

@@ -7,7 +7,10 @@ stdin and writes, as JSON on stdout:
   query, signed headers (those the call's own Authorization names) and payload hash;
 - "params": for each action in "models", the query the SDK's request model of that action
   (alibabacloud_ecs20140526.models, or alibabacloud_cms20190101.models for CloudMonitor's
-  DescribeMetricList) flattens to, from the keyword arguments given.
+  DescribeMetricList) flattens to, from the keyword arguments given;
+- "answer_unknown": for each accepted call's answer, the fields (as paths) that do not survive
+  a round trip through the SDK's response body model of its action (`from_map`, then
+  `to_map`): those the model does not define, nested ones included.
 """
 
 import json
@@ -47,11 +50,37 @@ def model_query(action, arguments):
     return Utils.query(request.to_map())
 
 
+def paths(value, prefix=""):
+    """Every key path of `value`, list items under `[]`."""
+    if isinstance(value, dict):
+        out = set()
+        for key, item in value.items():
+            out.add(prefix + key)
+            out |= paths(item, prefix + key + ".")
+        return out
+    if isinstance(value, list):
+        out = set()
+        for item in value:
+            out |= paths(item, prefix + "[].")
+        return out
+    return set()
+
+
+def answer_unknown(call):
+    if not call["accepted"]:
+        return []
+    product = cms_models if call["action"] == "DescribeMetricList" else models
+    body = getattr(product, call["action"] + "ResponseBody")()
+    body.from_map(call["answer"])
+    return sorted(paths(call["answer"]) - paths(body.to_map()))
+
+
 def main():
     given = json.load(sys.stdin)
     out = {
         "authorizations": [authorization(c, given["secret"]) for c in given["calls"]],
         "params": {a: model_query(a, kw) for a, kw in given["models"].items()},
+        "answer_unknown": {c["action"]: answer_unknown(c) for c in given["calls"]},
     }
     json.dump(out, sys.stdout)
 

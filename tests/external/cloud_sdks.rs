@@ -5,7 +5,9 @@
 //! `tencent_sdk.py` sign each request ebb sent with the SDK's signer and hold its parameters
 //! against the SDK's request models: names, casing, list encoding and values, and no parameter
 //! the action does not define (Alibaba's DescribeInstanceTypes and CloudMonitor's
-//! DescribeMetricList take no `RegionId`).
+//! DescribeMetricList take no `RegionId`). Each answer the fakes gave goes through the SDK's
+//! response model of its action, and a field the model does not define fails the test: the
+//! fakes answer in the shapes the clouds' own SDKs read.
 //!
 //! The requests carry what ebb once signed differently from the Alibaba SDK: a managed tag with
 //! an empty value (`EBB_MANAGED_TAG=gpu-pool=`), non-ASCII tag values, and list parameters.
@@ -117,7 +119,15 @@ async fn the_alibaba_requests_are_signed_and_named_as_the_official_sdk_makes_the
             "secret": KEY_SECRET,
             "calls": calls
                 .iter()
-                .map(|c| json!({"params": c.params, "headers": c.headers}))
+                .map(|c| {
+                    json!({
+                        "action": c.action,
+                        "params": c.params,
+                        "headers": c.headers,
+                        "accepted": c.accepted,
+                        "answer": c.answer,
+                    })
+                })
                 .collect::<Vec<_>>(),
             "models": {
                 "DescribeInstances": {
@@ -181,6 +191,14 @@ async fn the_alibaba_requests_are_signed_and_named_as_the_official_sdk_makes_the
             .collect();
         assert_eq!(sent, &by_sdk, "{action}");
     }
+    // The answers: every field the fake answers with is one the SDK's response model reads.
+    for (action, unknown) in answer["answer_unknown"].as_object().unwrap() {
+        assert_eq!(
+            unknown,
+            &json!([]),
+            "{action}'s answer has fields the SDK does not"
+        );
+    }
 }
 
 #[tokio::test]
@@ -229,6 +247,7 @@ async fn the_tencent_requests_are_signed_and_named_as_the_official_sdk_makes_the
                         "action": c.action,
                         "raw": c.raw,
                         "headers": c.headers,
+                        "answer": c.answer,
                     })
                 })
                 .collect::<Vec<_>>(),
@@ -258,5 +277,12 @@ async fn the_tencent_requests_are_signed_and_named_as_the_official_sdk_makes_the
             call.raw
         );
         assert_eq!(call.body, by_sdk["body"], "{}", call.action);
+        assert_eq!(
+            by_sdk["answer_unknown"],
+            json!([]),
+            "{}'s answer has fields the SDK does not: {}",
+            call.action,
+            call.answer
+        );
     }
 }

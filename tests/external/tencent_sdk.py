@@ -6,7 +6,10 @@ writes, as JSON on stdout, for each call:
   (tencentcloud.common.abstract_client.AbstractClient._get_tc3_signature) computes over the same
   body, content type, host, timestamp and service;
 - "body": the call's body read into the SDK's request model of its action and written back
-  (`_deserialize`, then `_serialize`), and "unknown": the fields the model does not define.
+  (`_deserialize`, then `_serialize`), and "unknown": the fields the model does not define;
+- "answer_unknown": for an answer the fake gave without refusing, what the SDK's response model
+  of the action says of the fields it does not define, nested ones included (`_deserialize`'s
+  warnings).
 """
 
 import datetime
@@ -49,6 +52,18 @@ def model_body(call):
     return request._serialize(allow_none=False), [str(w.message) for w in caught]
 
 
+def answer_unknown(call):
+    version = VERSIONS.get(call["service"])
+    if version is None or "Error" in call["answer"]["Response"]:
+        return []
+    models = importlib.import_module(f"tencentcloud.{call['service']}.{version}.models")
+    response = getattr(models, call["action"] + "Response")()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        response._deserialize(call["answer"]["Response"])
+    return [str(w.message) for w in caught]
+
+
 def main():
     given = json.load(sys.stdin)
     out = []
@@ -58,6 +73,7 @@ def main():
             "authorization": authorization(call, given["secret"]),
             "body": body,
             "unknown": unknown,
+            "answer_unknown": answer_unknown(call),
         })
     json.dump(out, sys.stdout)
 

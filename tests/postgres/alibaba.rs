@@ -352,3 +352,34 @@ async fn a_stop_whose_answer_is_lost_is_unknown_then_resolved_from_the_state_nev
         "never sent again"
     );
 }
+
+#[sqlx::test(migrations = false)]
+async fn a_stop_refused_for_flow_control_is_made_again_and_lands_once(pool: PgPool) {
+    let s = Setup::new(&pool).await;
+    // ECS refuses the next two stops with `Throttling.User`: it did nothing for them.
+    s.fake
+        .state
+        .lock()
+        .unwrap()
+        .throttle
+        .insert("StopInstances".into(), 2);
+    s.tick(EVENING);
+    let stops: Vec<bool> = s
+        .fake
+        .state
+        .lock()
+        .unwrap()
+        .calls
+        .iter()
+        .filter(|c| c.action == "StopInstances")
+        .map(|c| c.accepted)
+        .collect();
+    assert_eq!(
+        stops,
+        [false, false, true],
+        "made again after each throttle"
+    );
+    assert_eq!(s.fake.instance("i-bp1gpu").status, "Stopping");
+    s.tick(LATER);
+    assert_eq!(s.stop_outcomes("i-bp1gpu"), ["intent", "succeeded"]);
+}

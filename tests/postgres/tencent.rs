@@ -498,3 +498,29 @@ async fn a_local_disk_family_is_refused_before_the_call_unless_allowed(pool: PgP
     assert!(reason.contains("stopped, still charging"), "{reason}");
     assert!(s.ebb().run(&["audit", "verify"]).status.success());
 }
+
+#[sqlx::test(migrations = false)]
+async fn a_stop_over_the_rate_limit_is_made_again_and_lands_once(pool: PgPool) {
+    let s = Setup::new(
+        &pool,
+        vec![FakeInstance::gpu("ins-research", REGION, OPTED_IN)],
+    )
+    .await;
+    // CVM refuses the next two stops with `RequestLimitExceeded`: it did nothing for them.
+    s.fake.state().throttle.insert("StopInstances".into(), 2);
+    s.tick(EVENING);
+    let refused: Vec<Option<String>> = s
+        .fake
+        .calls("StopInstances")
+        .into_iter()
+        .map(|c| c.refused)
+        .collect();
+    let throttled = Some("RequestLimitExceeded".to_string());
+    assert_eq!(refused, [throttled.clone(), throttled, None]);
+    assert_eq!(s.fake.instance("ins-research").state, "STOPPING");
+    s.tick(LATER);
+    assert_eq!(
+        outcomes(&s.audit("ins-research", "stop")),
+        ["intent", "succeeded"]
+    );
+}
