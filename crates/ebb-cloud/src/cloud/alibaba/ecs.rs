@@ -60,9 +60,11 @@ pub(super) fn instance_of(region: &str, v: &Value) -> Option<Instance> {
     let id = text(v, "InstanceId")?;
     let instance_type = text(v, "InstanceType")?;
     let state = state_of(text(v, "Status")?)?;
+    // `PostPaid` is paid by the hour; `PrePaid`, and a charge type missing or unknown, as a
+    // subscription, which ebb never stops: unknown means no stop.
     let charge = match text(v, "InstanceChargeType") {
-        Some("PrePaid") => Charge::Subscription,
-        _ => Charge::PayAsYouGo,
+        Some("PostPaid") => Charge::PayAsYouGo,
+        _ => Charge::Subscription,
     };
     let lifecycle = match text(v, "SpotStrategy") {
         Some("SpotWithPriceLimit" | "SpotAsPriceGo") => Lifecycle::Spot,
@@ -170,6 +172,12 @@ mod tests {
         let i = instance_of("cn-hangzhou", &prepaid).unwrap();
         assert_eq!(i.billing.charge, Charge::Subscription);
         assert_eq!(i.billing.stopped_mode, None);
+        for unknown in [json!(null), json!("SomethingNew")] {
+            let said = json!({"InstanceId": "i-3", "InstanceType": "ecs.gn7i-c8g1.2xlarge",
+                "Status": "Running", "InstanceChargeType": unknown});
+            let i = instance_of("cn-hangzhou", &said).unwrap();
+            assert_eq!(i.billing.charge, Charge::Subscription, "{said}");
+        }
         assert!(matches!(
             i.billing.stop_saving,
             crate::fleet::StopSaving::KeepsCharging { .. }
