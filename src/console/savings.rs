@@ -119,6 +119,9 @@ fn headline(r: &Report) -> Markup {
             @if t.unpriced_stopped_hours > 0.0 {
                 dt { "Not priced" } dd { (hours(t.unpriced_stopped_hours)) " of instance types the price table lacks (EBB_PRICES)" }
             }
+            @for c in &r.other_currencies {
+                dt { "In " (c.currency) } dd { (c.currency) " " (format!("{:.2}", c.saved)) ": " (hours(c.priced_stopped_hours)) " kept stopped in regions priced in " (c.currency) " (" (c.source) ", as of " (c.as_of) "), never added to the dollars" }
+            }
             @if t.charging_stopped_hours > 0.0 {
                 dt { "Still charging" } dd { (hours(t.charging_stopped_hours)) " of stops their cloud still billed: no saving" }
             }
@@ -360,6 +363,7 @@ mod tests {
             days: vec![day("2026-11-30"), day("2026-12-01")],
             groups: Vec::new(),
             tag_keys: Vec::new(),
+            other_currencies: Vec::new(),
         };
         let s = series(&r, |d| &d.saved_by_tag);
         assert_eq!(

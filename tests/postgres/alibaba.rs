@@ -27,6 +27,19 @@ policies:
 
 const REGION: &str = "cn-hangzhou";
 
+/// A price table with the Hangzhou GPU box in yuan (a test figure, not Alibaba's price list).
+const YUAN_PRICES: &str = "source: test
+as_of: 2026-12-01
+prices: {}
+other_currencies:
+  CNY:
+    source: a test figure
+    as_of: 2026-12-01
+    prices:
+      cn-hangzhou:
+        ecs.gn7i-c8g1.2xlarge: 9.5
+";
+
 /// Monday 20:00, 20:05 and Tuesday 09:05 in Beijing.
 const EVENING: &str = "2026-11-30T12:00:00Z";
 const LATER: &str = "2026-11-30T12:05:00Z";
@@ -232,8 +245,12 @@ async fn a_gpu_box_stops_without_charge_after_hours_and_starts_at_the_opening(po
     s.tick(MORNING);
     assert_eq!(s.acted_on("StartInstances"), ["i-bp1gpu"]);
     assert_eq!(s.fake.instance("i-bp1gpu").status, "Starting");
-    // The night is counted as saved: stopped without charge from the outcome to the start.
-    let out = s.ebb().run(&[
+    // The night is counted as saved: stopped without charge from the outcome to the start,
+    // priced in yuan by the table's CNY prices, and no dollar of it.
+    let dir = tempfile::tempdir().unwrap();
+    let prices = dir.path().join("prices.yaml");
+    std::fs::write(&prices, YUAN_PRICES).unwrap();
+    let out = s.ebb().env("EBB_PRICES", &prices).run(&[
         "report", "--at", MORNING, "--since", EVENING, "--until", MORNING, "--format", "json",
     ]);
     assert!(out.status.success(), "{out:?}");
@@ -241,6 +258,11 @@ async fn a_gpu_box_stops_without_charge_after_hours_and_starts_at_the_opening(po
     assert_eq!(report["total"]["stops"], 1, "{report:#}");
     assert_eq!(report["total"]["stopped_hours"], 13.0, "{report:#}");
     assert_eq!(report["total"]["charging_stopped_hours"], 0.0, "{report:#}");
+    assert_eq!(report["total"]["saved_usd"], 0.0, "{report:#}");
+    let yuan = &report["other_currencies"][0];
+    assert_eq!(yuan["currency"], "CNY", "{report:#}");
+    assert_eq!(yuan["saved"], 123.5, "13 h at 9.5 CNY: {report:#}");
+    assert_eq!(yuan["priced_stopped_hours"], 13.0, "{report:#}");
     let out = s
         .ebb()
         .run(&["audit", "--instance", "i-bp1gpu", "--format", "json"]);

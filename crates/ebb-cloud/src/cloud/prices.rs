@@ -5,6 +5,7 @@
 pub use crate::fleet::money::PriceTable;
 
 use crate::fleet::money::{CommitmentKind, PlanKind};
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 /// Why the price table could not be read.
@@ -129,6 +130,36 @@ fn check(table: &PriceTable) -> Result<(), String> {
             ));
         }
     }
+    check_other_currencies(table)
+}
+
+/// The first table of another currency that is not one: a code that is not a currency other
+/// than the dollar, a table nested in it, a region priced in two currencies (its hours would
+/// be counted twice), or a figure that is not a price.
+fn check_other_currencies(table: &PriceTable) -> Result<(), String> {
+    let mut priced_in: BTreeMap<&str, &str> =
+        table.prices.keys().map(|r| (r.as_str(), "USD")).collect();
+    for (code, other) in &table.other_currencies {
+        let iso = code.len() == 3 && code.bytes().all(|b| b.is_ascii_uppercase());
+        if !iso || code == "USD" {
+            return Err(format!(
+                "other_currencies.{code}: name a currency other than the dollar by its ISO 4217 code, such as CNY"
+            ));
+        }
+        if !other.other_currencies.is_empty() {
+            return Err(format!(
+                "other_currencies.{code} holds other_currencies of its own: list each currency once, at the top"
+            ));
+        }
+        for region in other.prices.keys() {
+            if let Some(first) = priced_in.insert(region, code) {
+                return Err(format!(
+                    "{region} is priced in both {first} and {code}: price each region in the one currency its account is billed in"
+                ));
+            }
+        }
+        check(other).map_err(|e| format!("other_currencies.{code}.{e}"))?;
+    }
     Ok(())
 }
 
@@ -185,6 +216,32 @@ mod tests {
     }
 
     const ON_DEMAND: &str = "source: x\nas_of: y\nprices:\n  us-east-1:\n    g5.xlarge: 1.0\n";
+
+    #[test]
+    fn prices_in_another_currency_are_a_table_apart_and_a_region_has_one_currency() {
+        let cny = format!(
+            "{ON_DEMAND}other_currencies:\n  CNY:\n    source: z\n    as_of: w\n    prices:\n      cn-hangzhou:\n        ecs.gn7i-c8g1.2xlarge: 8.5\n"
+        );
+        let table = load_text(&cny).unwrap();
+        assert_eq!(table.get("cn-hangzhou", "ecs.gn7i-c8g1.2xlarge"), None);
+        let yuan = &table.other_currencies["CNY"];
+        assert_eq!(yuan.get("cn-hangzhou", "ecs.gn7i-c8g1.2xlarge"), Some(8.5));
+        let twice = cny.replace("cn-hangzhou", "us-east-1");
+        let err = load_text(&twice).unwrap_err();
+        assert!(
+            err.contains("us-east-1 is priced in both USD and CNY"),
+            "{err}"
+        );
+        let dollar = cny.replace("CNY", "USD");
+        let err = load_text(&dollar).unwrap_err();
+        assert!(err.contains("ISO 4217"), "{err}");
+        let negative = cny.replace("8.5", "-1");
+        let err = load_text(&negative).unwrap_err();
+        assert!(
+            err.contains("other_currencies.CNY.prices.cn-hangzhou"),
+            "{err}"
+        );
+    }
 
     #[test]
     fn a_table_of_on_demand_prices_alone_still_loads() {

@@ -32,6 +32,11 @@ pub struct PriceTable {
     /// What a stopped instance still pays.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub while_stopped: Option<StoppedCosts>,
+    /// Prices in other currencies than the dollar, by ISO 4217 code (`CNY` for an Alibaba
+    /// Cloud or Tencent Cloud account on their China sites): each a table of its own, never
+    /// added to the dollars, reported apart (`report::InCurrency`).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub other_currencies: BTreeMap<String, PriceTable>,
 }
 
 impl PriceTable {

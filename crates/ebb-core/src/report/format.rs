@@ -114,8 +114,12 @@ pub fn table(r: &Report) -> String {
     if t.unpriced_stopped_hours > 0.0 {
         let _ = writeln!(
             out,
-            "{:.2} stopped hours are of instance types the price table lacks and count no dollars (set EBB_PRICES)",
-            t.unpriced_stopped_hours
+            "{:.2} stopped hours are of instance types the price table lacks and count no dollars (set EBB_PRICES){}",
+            t.unpriced_stopped_hours,
+            match r.other_currencies.is_empty() {
+                true => "",
+                false => "; those of regions priced in another currency are counted in it below",
+            }
         );
     }
     if t.charging_stopped_hours > 0.0 {
@@ -123,6 +127,13 @@ pub fn table(r: &Report) -> String {
             out,
             "{:.2} stopped hours are of stops their cloud still billed (stopped, still charging) and count no dollars",
             t.charging_stopped_hours
+        );
+    }
+    for c in &r.other_currencies {
+        let _ = writeln!(
+            out,
+            "in {}, apart from the dollars (prices from {}, as of {}): {:.2} {} saved, {:.2} by keeping instances stopped {:.2} h, {:.2} by scaling groups down",
+            c.currency, c.source, c.as_of, c.saved, c.currency, c.stopped_saved, c.priced_stopped_hours, c.group_saved,
         );
     }
     let header: Vec<String> = std::iter::once("GROUP".to_string())

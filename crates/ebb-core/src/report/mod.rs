@@ -33,6 +33,7 @@
 //!   the instance's as last listed (a group has none here).
 
 mod covered;
+mod currencies;
 mod format;
 mod groups;
 mod history;
@@ -42,6 +43,8 @@ mod rollup;
 mod tally;
 
 pub use covered::{HourlyTotals, Usage};
+use currencies::in_other_currencies;
+pub use currencies::InCurrency;
 pub use format::{csv, gross_to_net, table};
 pub use groups::GroupMeasures;
 pub use history::{
@@ -292,6 +295,10 @@ pub struct Report {
     pub groups: Vec<GroupMeasures>,
     /// The tag keys of the instances in the report (ebb's own left out): what `by` may be.
     pub tag_keys: Vec<String>,
+    /// What was saved in each other currency the price table prices regions in
+    /// (`other_currencies`), apart: never added to the dollars, whose figures count those
+    /// regions' hours as unpriced.
+    pub other_currencies: Vec<InCurrency>,
 }
 
 /// The name of what no policy was recorded with.
@@ -326,6 +333,8 @@ pub fn compute(history: &History, window: Window, by: Option<&str>, prices: &Pri
     let mut report = finish(tally, window);
     report.groups = groups;
     report.tag_keys = history.tag_keys();
+    report.other_currencies =
+        in_other_currencies(prices, |table| compute(history, window, by, table));
     report
 }
 

@@ -212,6 +212,9 @@ pub fn compute_parts(
         .chain(parts.rolled_tag_keys.iter().cloned())
         .collect();
     report.tag_keys = keys.into_iter().collect();
+    report.other_currencies = super::currencies::in_other_currencies(prices, |table| {
+        compute_parts(parts, window, by, table)
+    });
     report
 }
 

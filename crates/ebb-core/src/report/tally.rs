@@ -294,5 +294,6 @@ pub(super) fn finish(mut tally: Tally, window: Window) -> Report {
         days,
         groups: Vec::new(),
         tag_keys: Vec::new(),
+        other_currencies: Vec::new(),
     }
 }

@@ -574,3 +574,65 @@ fn a_group_down_before_the_window_counts_from_its_start_but_not_as_a_scale_down(
     assert_eq!(r.total.group_hours, 27.0);
     assert_eq!(r.total.group_saved_usd, 54.0);
 }
+
+#[test]
+fn hours_priced_in_yuan_are_reported_in_yuan_and_never_added_to_the_dollars() {
+    // i-two (us-east-1, $2/h) and i-hz (cn-hangzhou, priced ¥9.5/h in the CNY table) are each
+    // stopped 10 h: $20 in dollars, whose hours of i-hz are unpriced; ¥95 in yuan, apart.
+    let mut h = history(
+        vec![
+            action("i-two", "2026-11-30T10:00:00Z", EbbAction::Stop, "office"),
+            action("i-hz", "2026-11-30T10:00:00Z", EbbAction::Stop, "office"),
+        ],
+        vec![
+            seen("i-two", "2026-11-30T20:00:00Z", "running"),
+            seen("i-hz", "2026-11-30T20:00:00Z", "running"),
+        ],
+    );
+    let hangzhou = InstanceInfo {
+        region: "cn-hangzhou".into(),
+        ..info("ecs.gn7i-c8g1.2xlarge", Some("vision"))
+    };
+    h.instances.insert("i-hz".into(), hangzhou);
+    let yuan = PriceTable {
+        source: "the account's bill".into(),
+        as_of: "2026-12-01".into(),
+        prices: [(
+            "cn-hangzhou".to_string(),
+            [("ecs.gn7i-c8g1.2xlarge".to_string(), 9.5)].into(),
+        )]
+        .into(),
+        ..PriceTable::default()
+    };
+    let both = PriceTable {
+        other_currencies: [("CNY".to_string(), yuan)].into(),
+        ..prices()
+    };
+    let r = compute(
+        &h,
+        window("2026-11-30T00:00:00Z", "2026-12-01T00:00:00Z"),
+        None,
+        &both,
+    );
+    assert_eq!(r.total.stopped_hours, 20.0);
+    assert_eq!(r.total.saved_usd, 20.0);
+    assert_eq!(r.total.unpriced_stopped_hours, 10.0);
+    assert_eq!(
+        r.other_currencies,
+        [InCurrency {
+            currency: "CNY".into(),
+            source: "the account's bill".into(),
+            as_of: "2026-12-01".into(),
+            saved: 95.0,
+            stopped_saved: 95.0,
+            group_saved: 0.0,
+            priced_stopped_hours: 10.0,
+        }]
+    );
+    let text = table(&r);
+    assert!(text.contains("ebb saved $20.00"), "{text}");
+    assert!(
+        text.contains("in CNY, apart from the dollars (prices from the account's bill, as of 2026-12-01): 95.00 CNY saved"),
+        "{text}"
+    );
+}
