@@ -7,6 +7,7 @@ use super::args::{DbArgs, PolicyDirs, PricesArg};
 use super::replay::{add_prices, parse_percent, parse_tick, stream_chunks, Source};
 use super::replay_store;
 use crate::advise::{self, Inputs};
+use crate::fleet::money::PriceTable;
 use crate::fleet::GPU_BUSY_PERCENT;
 use crate::replay::{Options, Recording};
 use crate::{policy, snapshot, when};
@@ -113,6 +114,10 @@ pub(super) async fn run(args: &AdviseArgs) -> Result<ExitCode> {
             .context("cannot read the instance catalogue from Postgres")?;
         catalogue.update(described);
     }
+    let subscription_tables: Vec<(&str, &PriceTable)> = table
+        .iter()
+        .flat_map(advise::run::subscription_tables)
+        .collect();
     let inputs = Inputs {
         options: Options {
             levers: crate::cloud::levers(),
@@ -127,6 +132,7 @@ pub(super) async fn run(args: &AdviseArgs) -> Result<ExitCode> {
         on_demand: &on_demand,
         commitment_rates: &commitment_rates,
         max_unserved: args.max_unserved,
+        subscription_tables: &subscription_tables,
     };
     let span = crate::replay::readings_span(args.from, args.to, &[&set]);
     let workers = std::thread::available_parallelism().map_or(1, |n| n.get());

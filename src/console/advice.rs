@@ -106,6 +106,7 @@ pub(super) async fn page(
         let replay_prices = run::replay_prices(&prices);
         let on_demand = run::on_demand(&replay_prices);
         let commitment_rates = run::plan_rates(&prices);
+        let subscription_tables = run::subscription_tables(&prices);
         let inputs = Inputs {
             options: Options {
                 levers: crate::cloud::levers(),
@@ -120,6 +121,7 @@ pub(super) async fn page(
             on_demand: &on_demand,
             commitment_rates: &commitment_rates,
             max_unserved: None,
+            subscription_tables: &subscription_tables,
         };
         let span = replay::readings_span(window.since, window.until, &[set]);
         let feed = |send: &SyncSender<Vec<Recording>>| {
@@ -206,7 +208,7 @@ fn form(since: &str, until: Option<&str>) -> Markup {
     }
 }
 
-/// The three sections.
+/// The four sections.
 fn sections(advice: &Advice) -> Markup {
     let roles = &advice.roles;
     html! {
@@ -286,6 +288,44 @@ fn sections(advice: &Advice) -> Markup {
                 dt { "Wrongful stops" } dd { (c.wrongful_stops) " (now " (c.current_wrongful_stops) ")" }
             }
             pre.diff { code { (c.yaml_diff) } }
+        }
+        h2 #subscriptions { "Subscriptions" }
+        p.note { "A month paid by the hour after the policies, against each subscription term of the price table (subscription); ebb never switches a box." }
+        @if advice.subscriptions.is_empty() {
+            p { "No box paid by the hour has subscription prices in the price table." }
+        } @else {
+            (scroll("Subscriptions", html! {
+                table {
+                    thead { tr {
+                        th scope="col" { "Instance" }
+                        th scope="col" { "Type" }
+                        th scope="col" { "Hours a month" }
+                        th scope="col" { "By the hour" }
+                        th scope="col" { "Advice" }
+                        th scope="col" { "Why" }
+                    } }
+                    tbody {
+                        @for s in &advice.subscriptions {
+                            tr {
+                                th scope="row" { (instance_link(&s.instance)) }
+                                td { (s.instance_type) }
+                                td.num { (format!("{:.0}", s.running_hours_a_month)) }
+                                td.num { (format!("{:.2} {}", s.pay_as_you_go_a_month, s.currency)) }
+                                td {
+                                    @match s.advised_months {
+                                        Some(m) => { (m) "-month subscription" }
+                                        None => "stay by the hour",
+                                    }
+                                }
+                                td {
+                                    (s.why)
+                                    @if let Some(a) = &s.action { " (" code { (a) } ")" }
+                                }
+                            }
+                        }
+                    }
+                }
+            }))
         }
     }
 }

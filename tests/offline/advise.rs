@@ -122,6 +122,7 @@ fn commitments_are_sized_on_the_floor_the_policies_leave() {
         on_demand: &on_demand,
         commitment_rates: &commitment_rates,
         max_unserved: None,
+        subscription_tables: &[],
     };
     let mut advisor = Advisor::new(&inputs, &[], &prior);
     advisor.advise(&recordings).unwrap();
@@ -459,4 +460,137 @@ fn an_eight_gpu_box_using_one_gpu_is_right_sized_and_a_busy_box_is_not() {
     ] {
         assert!(why.contains(part), "{part} in {why}");
     }
+}
+
+/// Two Alibaba boxes paid by the hour at 10 CNY/h, with subscriptions of their type at 5,000
+/// CNY a month for 1 month and 4,000 a month for 12, over the week from Monday 2026-11-30
+/// (168 hours); and one box already on a subscription.
+///
+/// The office box is busy 09:00-17:00 on weekdays, the serving ones always
+/// (`commitment_load`). By hand: `i-serving-allday` (no policy) runs all 168 hours, 730 h a month, 7,300 CNY paid by the
+/// hour: the 12-month term saves 3,300 a month (break-even 400 h), the 1-month one 2,300
+/// (break-even 500 h), so 12 months. `i-office` runs 08:00-18:00 on weekdays, 50 of the 168
+/// hours, 50 × 730 / 168 = 217.26 h a month, 2,172.62 CNY paid by the hour: under both
+/// break-evens, so it stays by the hour; a subscription would lose the 7,300 - 2,172.62 =
+/// 5,127.38 a month stopping saves. `i-serving-prepaid` is not paid by the hour: no advice.
+#[test]
+fn a_box_running_all_month_is_advised_a_subscription_and_one_stopped_nightly_is_not() {
+    let d = tempfile::tempdir().unwrap();
+    std::fs::create_dir(d.path().join("policies")).unwrap();
+    std::fs::write(d.path().join("policies/p.yaml"), OFFICE_POLICY).unwrap();
+    let box_of = |id: &str, team: &str, charge: &str| {
+        format!("  - {{id: {id}, region: cn-hangzhou, type: ecs.gn7i-c8g1.2xlarge, state: running, cloud: alibaba, charge: {charge}, tags: {{team: {team}}}}}\n")
+    };
+    let fleet = [
+        "instances:\n".to_string(),
+        box_of("i-serving-allday", "serving", "pay-as-you-go"),
+        box_of("i-office", "office", "pay-as-you-go"),
+        box_of("i-serving-prepaid", "serving", "subscription"),
+        "prices:\n  cn-hangzhou: {ecs.gn7i-c8g1.2xlarge: {on_demand: 10.0}}\n".to_string(),
+    ]
+    .concat();
+    std::fs::write(d.path().join("fleet.yaml"), fleet).unwrap();
+    let set = ebb::policy::load(&[d.path().join("policies")]).unwrap();
+    let (fleet, prior) = ebb::snapshot::load_snapshot(&d.path().join("fleet.yaml")).unwrap();
+    let (from, to) = ("2026-11-30T00:00:00Z", "2026-12-07T00:00:00Z");
+    let recordings: Vec<Recording> = fleet
+        .instances
+        .iter()
+        .map(|i| Recording::new(i, samples(from, to, |t| commitment_load(&i.id, t))))
+        .collect();
+    let yuan = ebb::cloud::PriceTable {
+        prices: [(
+            "cn-hangzhou".to_string(),
+            [("ecs.gn7i-c8g1.2xlarge".to_string(), 10.0)].into(),
+        )]
+        .into(),
+        subscription: [(
+            "cn-hangzhou".to_string(),
+            [(
+                "ecs.gn7i-c8g1.2xlarge".to_string(),
+                [(1, 5000.0), (12, 4000.0)].into(),
+            )]
+            .into(),
+        )]
+        .into(),
+        ..Default::default()
+    };
+    let tables = [("CNY", &yuan)];
+    let (on_demand, commitment_rates) = (BTreeMap::new(), BTreeMap::new());
+    let catalogue = advise::catalogue::shipped();
+    let inputs = Inputs {
+        options: Options {
+            levers: ebb::cloud::levers(),
+            from: at(from),
+            to: at(to),
+            tick: chrono::Duration::minutes(5),
+            busy_threshold: 5.0,
+        },
+        policies: &set,
+        prices: &fleet.prices,
+        catalogue: &catalogue,
+        on_demand: &on_demand,
+        commitment_rates: &commitment_rates,
+        max_unserved: None,
+        subscription_tables: &tables,
+    };
+    let mut advisor = Advisor::new(&inputs, &[], &prior);
+    advisor.advise(&recordings).unwrap();
+    let mut advice = advise::empty(&inputs, 0);
+    advice.merge(advisor.finish());
+    advice.finish(&[], None);
+    let close = |got: f64, want: f64, what: &str| {
+        assert!((got - want).abs() < 0.01, "{what}: {got}, by hand {want}");
+    };
+    let ids: Vec<&str> = advice
+        .subscriptions
+        .iter()
+        .map(|s| s.instance.as_str())
+        .collect();
+    assert_eq!(
+        ids,
+        ["i-office", "i-serving-allday"],
+        "none for the subscription box"
+    );
+    let allday = &advice.subscriptions[1];
+    assert_eq!(allday.currency, "CNY");
+    close(allday.running_hours_a_month, 730.0, "all day, hours");
+    close(allday.pay_as_you_go_a_month, 7300.0, "all day, by the hour");
+    assert_eq!(allday.advised_months, Some(12));
+    close(allday.terms[1].saving_a_month, 3300.0, "12 months, saving");
+    close(
+        allday.terms[1].break_even_hours,
+        400.0,
+        "12 months, break-even",
+    );
+    close(
+        allday.terms[0].break_even_hours,
+        500.0,
+        "1 month, break-even",
+    );
+    assert_eq!(
+        allday.action.as_deref(),
+        Some("ModifyInstanceChargeType InstanceChargeType=PrePaid Period=12 PeriodUnit=Month")
+    );
+    let office = &advice.subscriptions[0];
+    close(
+        office.running_hours_a_month,
+        50.0 * 730.0 / 168.0,
+        "office, hours",
+    );
+    close(office.pay_as_you_go_a_month, 2172.62, "office, by the hour");
+    assert_eq!(office.advised_months, None);
+    assert_eq!(office.action, None);
+    assert!(
+        office
+            .why
+            .contains("would lose the 5127.38 CNY a month that stopping it saves"),
+        "{}",
+        office.why
+    );
+    let json: Value = serde_json::from_str(&advice.json()).unwrap();
+    assert_eq!(json["subscriptions"][0]["advised_months"], Value::Null);
+    assert_eq!(json["subscriptions"][1]["advised_months"], 12);
+    assert!(advice.table().contains("12-month subscription"));
+    assert!(advice.markdown().contains("stay by the hour"));
 }

@@ -1,7 +1,7 @@
 //! The console's `/advice` page over real HTTP and a real Postgres: a hand-made history (the
 //! instances synced as ticks sync them, eight days of GPU readings kept) whose advice has a
-//! right-sizing, commitments sized after and before the policies, and a policy change with its
-//! YAML diff; fewer than 7 days of readings, said as such; a window ebb tracked nothing in;
+//! right-sizing, commitments sized after and before the policies, a policy change with its
+//! YAML diff, and the billing model of the boxes the price table prices a subscription for; fewer than 7 days of readings, said as such; a window ebb tracked nothing in;
 //! the report windows' limits, and the page's own limit on instance-days.
 
 use crate::common;
@@ -42,6 +42,9 @@ savings_plan:
   rates:
     us-east-1:
       g5.xlarge: {1y: 0.6}
+subscription:
+  us-east-1:
+    g5.xlarge: {12: 500.0}
 "#;
 
 /// The console with the policy and prices above, its clock at `now`.
@@ -163,12 +166,18 @@ async fn the_advice_page_shows_a_right_sizing_the_commitments_and_a_policy_chang
         "notebooks: <code>idle.for</code> 2h → 1h",
         "<pre class=\"diff\"><code>",
         "   - name: notebooks\n     idle:\n-      for: 2h\n+      for: 1h\n</code></pre>",
+        // The billing model: a box running every hour (730 h, $734.38 a month by the hour)
+        // against a $500 a month subscription; the notebook, stopped when idle, stays.
+        "<h2 id=\"subscriptions\">Subscriptions</h2>",
+        "<td class=\"num\">730</td><td class=\"num\">734.38 USD</td><td>12-month subscription</td>",
+        "<td>stay by the hour</td>",
     ] {
         assert!(html.contains(shown), "/advice lacks {shown:?}:\n{html}");
     }
     // The busy single-GPU boxes are not resized.
+    let rightsize = html.split("id=\"commitments\"").next().unwrap();
     assert!(
-        !html.contains("<a href=\"/instances/i-serving1\">i-serving1</a></th>"),
+        !rightsize.contains("<a href=\"/instances/i-serving1\">i-serving1</a></th>"),
         "{html}"
     );
     assert!(!html.contains("Fewer than 7 days"), "{html}");

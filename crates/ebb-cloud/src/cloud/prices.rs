@@ -73,6 +73,22 @@ fn check(table: &PriceTable) -> Result<(), String> {
             }
         }
     }
+    for (region, types) in &table.subscription {
+        for (ty, terms) in types {
+            for (months, price) in terms {
+                if !(1..=60).contains(months) {
+                    return Err(format!(
+                        "subscription.{region}.{ty}.{months} is not a term: give the term in months, 1 to 60"
+                    ));
+                }
+                if not_price(*price) {
+                    return Err(format!(
+                        "subscription.{region}.{ty}.{months} is {price}, not a price a month"
+                    ));
+                }
+            }
+        }
+    }
     if let Some(stopped) = &table.while_stopped {
         for (region, volumes) in &stopped.ebs_gb_month {
             if let Some((ty, price)) = volumes.iter().find(|(_, p)| not_price(**p)) {
@@ -241,6 +257,22 @@ mod tests {
             err.contains("other_currencies.CNY.prices.cn-hangzhou"),
             "{err}"
         );
+    }
+
+    #[test]
+    fn subscription_prices_are_by_the_terms_months() {
+        let monthly = format!(
+            "{ON_DEMAND}subscription:\n  us-east-1:\n    g5.xlarge: {{1: 600.0, 12: 450.0}}\n"
+        );
+        let table = load_text(&monthly).unwrap();
+        assert_eq!(table.subscription["us-east-1"]["g5.xlarge"][&12], 450.0);
+        let err = load_text(&monthly.replace("12:", "0:")).unwrap_err();
+        assert!(
+            err.contains("subscription.us-east-1.g5.xlarge.0 is not a term"),
+            "{err}"
+        );
+        let err = load_text(&monthly.replace("450.0", "-1")).unwrap_err();
+        assert!(err.contains("not a price a month"), "{err}");
     }
 
     #[test]

@@ -1,12 +1,14 @@
 //! `ebb advise`: what to change beyond stopping, worked out on the team's own recording with
-//! the replay's engine. Three sections:
+//! the replay's engine. Four sections:
 //!
 //! - **rightsize** (`rightsize`): the cheapest catalogue type that would have carried each
 //!   instance's GPU load, priced on the hours the policies leave it running;
 //! - **commitments** (`commitments`): the hourly commitment per region and term that saves the
 //!   most on the spend after the policies, beside the one sized on the spend before them;
 //! - **policy_changes** (`tuning`): one-key changes to each policy, each replayed on the
-//!   instances the policy governs, kept when they cut cost without serving less.
+//!   instances the policy governs, kept when they cut cost without serving less;
+//! - **subscriptions** (`subscriptions`): for each box paid by the hour that the price table
+//!   prices a subscription for, the month paid each way after the policies, and which to keep.
 //!
 //! Pure: the recording comes in a chunk at a time (as [`crate::replay`] takes it), once to
 //! survey when each policy's instances are busy ([`survey`]) and once to replay ([`Advisor`]);
@@ -17,13 +19,16 @@ pub mod commitments;
 mod output;
 pub mod rightsize;
 pub mod run;
+pub mod subscriptions;
 pub mod tuning;
 
 pub use commitments::{Basis, Commitment, HourlySpend, Term};
 pub use rightsize::{Load, Sizing, Suggestion};
+pub use subscriptions::{SubscriptionAdvice, TermPrice};
 pub use tuning::{BusyHours, Candidate, Compared, PolicyChange};
 
 use crate::engine;
+use crate::fleet::money::PriceTable;
 use crate::fleet::{Catalogue, Instance, InstanceState, Lifecycle, Prices};
 use crate::names::INTERRUPTIBLE_TAG;
 use crate::policy::PolicySet;
@@ -88,6 +93,9 @@ pub struct Inputs<'a> {
     pub commitment_rates: &'a BTreeMap<String, BTreeMap<String, PlanRates>>,
     /// Unserved demand a policy change may reach beyond the current policy's.
     pub max_unserved: Option<Duration>,
+    /// The price tables the billing model is advised from, each with its currency: a box is
+    /// priced by the first that prices both its hour and a subscription of its type.
+    pub subscription_tables: &'a [(&'a str, &'a PriceTable)],
 }
 
 impl Inputs<'_> {
@@ -147,6 +155,8 @@ pub struct Advice {
     /// The longest recording of any instance, first reading to last: under
     /// [`rightsize::MIN_RECORDED`], nothing is resized.
     pub longest_recorded: Duration,
+    /// The billing model of each box paid by the hour that a table prices a subscription for.
+    pub subscriptions: Vec<SubscriptionAdvice>,
 }
 
 impl Advice {
@@ -160,6 +170,7 @@ impl Advice {
             policy_changes: Vec::new(),
             commitments: Vec::new(),
             longest_recorded: Duration::zero(),
+            subscriptions: Vec::new(),
         }
     }
 
@@ -193,6 +204,7 @@ impl Advice {
         self.roles.schedule.extend(other.roles.schedule);
         self.roles.spot.extend(other.roles.spot);
         self.longest_recorded = self.longest_recorded.max(other.longest_recorded);
+        self.subscriptions.extend(other.subscriptions);
     }
 
     /// Chooses the policy changes among `candidates` and sizes the commitments; orders every
@@ -213,6 +225,8 @@ impl Advice {
                 .total_cmp(&a.monthly_savings_usd)
                 .then_with(|| a.instance.cmp(&b.instance))
         });
+        self.subscriptions
+            .sort_by(|a, b| a.instance.cmp(&b.instance));
         for list in [
             &mut self.roles.commit,
             &mut self.roles.schedule,
@@ -318,6 +332,10 @@ impl<'a> Advisor<'a> {
             roles.commit.push(inst.id.clone());
         } else {
             roles.schedule.push(inst.id.clone());
+        }
+        let tables = self.inputs.subscription_tables;
+        if let Some(s) = subscriptions::advise(inst, tally.running_s, &period, tables) {
+            self.advice.subscriptions.push(s);
         }
         let Some(rates) = self
             .inputs

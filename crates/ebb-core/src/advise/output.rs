@@ -1,7 +1,7 @@
 //! How the advice is shown: JSON, a table for a terminal, Markdown for a pull request or a
 //! monthly review.
 
-use super::{Advice, Commitment, PolicyChange, Suggestion};
+use super::{Advice, Commitment, PolicyChange, SubscriptionAdvice, Suggestion};
 use chrono::SecondsFormat;
 use serde_json::{json, Value};
 use std::fmt::Write as _;
@@ -48,6 +48,35 @@ fn change_json(c: &PolicyChange) -> Value {
     })
 }
 
+fn subscription_json(s: &SubscriptionAdvice) -> Value {
+    json!({
+        "instance": s.instance,
+        "region": s.region,
+        "type": s.instance_type,
+        "currency": s.currency,
+        "running_hours_a_month": round(s.running_hours_a_month, 2),
+        "pay_as_you_go_a_month": round(s.pay_as_you_go_a_month, 2),
+        "all_month_a_month": round(s.all_month_a_month, 2),
+        "terms": s.terms.iter().map(|t| json!({
+            "months": t.months,
+            "a_month": round(t.a_month, 2),
+            "break_even_hours": round(t.break_even_hours, 2),
+            "saving_a_month": round(t.saving_a_month, 2),
+        })).collect::<Vec<_>>(),
+        "advised_months": s.advised_months,
+        "why": s.why,
+        "action": s.action,
+    })
+}
+
+/// A subscription advice's verdict in a few words.
+fn verdict(s: &SubscriptionAdvice) -> String {
+    match s.advised_months {
+        Some(m) => format!("{m}-month subscription"),
+        None => "stay by the hour".to_string(),
+    }
+}
+
 impl Advice {
     fn period_text(&self) -> (String, String) {
         let t = |t: chrono::DateTime<chrono::Utc>| t.to_rfc3339_opts(SecondsFormat::Secs, true);
@@ -55,7 +84,7 @@ impl Advice {
     }
 
     /// `{"from", "to", "rightsize": [...], "commitments": [...], "policy_changes": [...],
-    /// "roles": {...}}`.
+    /// "roles": {...}, "subscriptions": [...]}`.
     pub fn json(&self) -> String {
         let (from, to) = self.period_text();
         let value = json!({
@@ -69,6 +98,7 @@ impl Advice {
                 "schedule": self.roles.schedule,
                 "spot": self.roles.spot,
             },
+            "subscriptions": self.subscriptions.iter().map(subscription_json).collect::<Vec<_>>(),
         });
         format!("{value:#}\n")
     }
@@ -126,6 +156,33 @@ impl Advice {
                 out,
                 "{:<28} {:<28} {:>8} {:>8} {:>12.2} {:>12.2}",
                 c.policy, c.key, c.from, c.to, c.monthly_savings_usd, c.unserved_busy_hours
+            );
+        }
+        out.push_str(
+            "
+subscriptions (figures a month, after the policies; ebb never switches)
+",
+        );
+        let _ = writeln!(
+            out,
+            "{:<20} {:<24} {:<4} {:>8} {:>12}  advice, why",
+            "instance", "type", "cur", "hours", "by_the_hour"
+        );
+        for s in &self.subscriptions {
+            let _ = writeln!(
+                out,
+                "{:<20} {:<24} {:<4} {:>8.0} {:>12.2}  {}: {}{}",
+                s.instance,
+                s.instance_type,
+                s.currency,
+                s.running_hours_a_month,
+                s.pay_as_you_go_a_month,
+                verdict(s),
+                s.why,
+                s.action
+                    .as_ref()
+                    .map(|a| format!(" ({a})"))
+                    .unwrap_or_default()
             );
         }
         out
@@ -191,6 +248,29 @@ impl Advice {
                 c.current_unserved_busy_hours,
                 c.yaml_diff
             );
+        }
+        out.push_str("\n#### Subscriptions\n\nA month paid by the hour after the policies, against each subscription term; ebb never switches a box.\n\n");
+        if self.subscriptions.is_empty() {
+            out.push_str("No box paid by the hour has subscription prices in the price table.\n");
+        } else {
+            out.push_str("| instance | type | hours a month | by the hour | advice | why |\n|---|---|---:|---:|---|---|\n");
+            for s in &self.subscriptions {
+                let _ = writeln!(
+                    out,
+                    "| `{}` | {} | {:.0} | {:.2} {} | {} | {}{} |",
+                    s.instance,
+                    s.instance_type,
+                    s.running_hours_a_month,
+                    s.pay_as_you_go_a_month,
+                    s.currency,
+                    verdict(s),
+                    s.why,
+                    s.action
+                        .as_ref()
+                        .map(|a| format!(" (`{a}`)"))
+                        .unwrap_or_default()
+                );
+            }
         }
         out
     }

@@ -93,6 +93,19 @@ pub fn plan_rates(table: &PriceTable) -> BTreeMap<String, BTreeMap<String, PlanR
         .collect()
 }
 
+/// `table` and each of its other currencies' tables, with their currencies: where the billing
+/// model's prices are looked up (`Inputs::subscription_tables`).
+pub fn subscription_tables(table: &PriceTable) -> Vec<(&str, &PriceTable)> {
+    std::iter::once(("USD", table))
+        .chain(
+            table
+                .other_currencies
+                .iter()
+                .map(|(code, other)| (code.as_str(), other)),
+        )
+        .collect()
+}
+
 /// The two passes over the recording `feed` sends (it is called twice), on `workers`
 /// threads: the survey of when each policy's instances are busy, then the replays of the
 /// policies and of every candidate change drawn from it. `source_name` names the recording in

@@ -32,6 +32,11 @@ pub struct PriceTable {
     /// What a stopped instance still pays.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub while_stopped: Option<StoppedCosts>,
+    /// Subscription prices (Alibaba's and Tencent's 包年包月): region → type → the term's
+    /// months (1, 3, 6, 12, ...) → what a month of it costs, in this table's currency. Only
+    /// `ebb advise` reads them, to compare a subscription with paying by the hour.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub subscription: ByRegionAndType<BTreeMap<u32, f64>>,
     /// Prices in other currencies than the dollar, by ISO 4217 code (`CNY` for an Alibaba
     /// Cloud or Tencent Cloud account on their China sites): each a table of its own, never
     /// added to the dollars, reported apart (`report::InCurrency`).
