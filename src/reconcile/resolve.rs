@@ -66,10 +66,7 @@ impl<P: Provider> Reconciler<P> {
                 continue;
             }
             if let Some(accepted) = accepted.get(&intent.seq) {
-                let region_listed = e
-                    .region
-                    .as_deref()
-                    .is_some_and(|r| inventory.complete_regions.iter().any(|c| c == r));
+                let region_listed = listed_completely(inventory, e.region.as_deref());
                 let listed = listed.get(id).copied();
                 match super::stopping::finished(&intent, accepted, listed, region_listed, now) {
                     Some(outcome) => {
@@ -188,6 +185,11 @@ fn is_migration_step(action: Option<Action>) -> bool {
     )
 }
 
+/// Whether `region` was listed completely: an instance missing from it is gone.
+fn listed_completely(inventory: &Inventory, region: Option<&str>) -> bool {
+    region.is_some_and(|r| inventory.complete_regions.iter().any(|c| c == r))
+}
+
 /// What an interrupted intent of `action`, made at `intent_at`, came to, from the instance as
 /// the inventory lists it now; `None` while its region could not be listed.
 fn resolution(
@@ -198,7 +200,7 @@ fn resolution(
     inventory: &Inventory,
 ) -> Option<(Outcome, String)> {
     let resolved = match listed {
-        None if region.is_some_and(|r| inventory.complete_regions.iter().any(|c| c == r)) => {
+        None if listed_completely(inventory, region) => {
             (Outcome::Skipped, "the instance is gone".to_string())
         }
         // Its region could not be listed: resolve it at a later tick.

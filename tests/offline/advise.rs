@@ -30,6 +30,20 @@ fn samples(
     out
 }
 
+/// The advice of `recordings` under `inputs`, with no candidate policy change, on one worker.
+fn advice_of(
+    inputs: &Inputs,
+    recordings: &[Recording],
+    prior: &ebb::engine::Prior,
+) -> advise::Advice {
+    let mut advisor = Advisor::new(inputs, &[], prior);
+    advisor.advise(recordings).unwrap();
+    let mut advice = advise::empty(inputs, 0);
+    advice.merge(advisor.finish());
+    advice.finish(&[], None);
+    advice
+}
+
 const OFFICE_POLICY: &str = "
 policies:
   - name: office
@@ -124,11 +138,7 @@ fn commitments_are_sized_on_the_floor_the_policies_leave() {
         max_unserved: None,
         subscription_tables: &[],
     };
-    let mut advisor = Advisor::new(&inputs, &[], &prior);
-    advisor.advise(&recordings).unwrap();
-    let mut advice = advise::empty(&inputs, 0);
-    advice.merge(advisor.finish());
-    advice.finish(&[], None);
+    let advice = advice_of(&inputs, &recordings, &prior);
     let find = |term, basis| {
         advice
             .commitments
@@ -534,11 +544,7 @@ fn a_box_running_all_month_is_advised_a_subscription_and_one_stopped_nightly_is_
         max_unserved: None,
         subscription_tables: &tables,
     };
-    let mut advisor = Advisor::new(&inputs, &[], &prior);
-    advisor.advise(&recordings).unwrap();
-    let mut advice = advise::empty(&inputs, 0);
-    advice.merge(advisor.finish());
-    advice.finish(&[], None);
+    let advice = advice_of(&inputs, &recordings, &prior);
     let close = |got: f64, want: f64, what: &str| {
         assert!((got - want).abs() < 0.01, "{what}: {got}, by hand {want}");
     };
