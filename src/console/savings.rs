@@ -108,11 +108,11 @@ fn headline(r: &Report) -> Markup {
         dl.facts {
             dt { "Gross" } dd { (usd(t.saved_usd)) ": every stopped hour at its on-demand price" }
             dt { "Covered by commitments" } dd { "−" (usd(t.commitment_covered_usd)) ": stopped hours reservations and Savings Plans would have covered, paid anyway (" (usd(t.unused_commitment_usd)) " of commitment left unused by the stops)" }
-            dt { "Still paid while stopped" } dd { "−" (usd(t.stopped_box_cost_usd)) ": the stopped boxes' volumes and Elastic IPs" }
-            dt { "Net" } dd {
-                @match t.net_saved_usd {
-                    Some(net) => strong { (usd(net)) },
-                    None => { strong { "unknown" } ": " (hours(t.unknown_box_cost_hours)) " stopped of boxes whose volumes or Elastic IPs could not be read or are not priced (while_stopped in the price table)" },
+            dt { "Net" } dd { strong { (usd(t.net_saved_usd)) } }
+            dt { "Still paid while stopped" } dd {
+                (usd(t.stopped_box_cost_usd)) ": the stopped boxes' volumes and Elastic IPs, paid whether they run or not, so not taken off the net"
+                @if t.unknown_box_cost_hours > 0.0 {
+                    "; unknown for " (hours(t.unknown_box_cost_hours)) " stopped of boxes whose volumes or Elastic IPs could not be read or are not priced (while_stopped in the price table)"
                 }
             }
             dt { "Kept stopped" } dd { (usd(t.stopped_saved_usd)) ": " (hours(t.stopped_hours)) " after " (count(t.stops, "stop", "stops")) " and " (count(t.hibernations, "hibernation", "hibernations")) }

@@ -153,7 +153,7 @@ fn team<'a>(json: &'a Value, value: &str) -> &'a Value {
 }
 
 #[sqlx::test]
-async fn a_reserved_box_stopped_saves_gross_but_not_net_and_disks_are_subtracted(pool: PgPool) {
+async fn a_reserved_box_stopped_saves_gross_but_not_net_and_disks_are_shown_apart(pool: PgPool) {
     let store = Store::from_pool(pool.clone());
     history(&store, false).await;
     let json = report(&pool);
@@ -168,26 +168,28 @@ async fn a_reserved_box_stopped_saves_gross_but_not_net_and_disks_are_subtracted
     assert_eq!(total["unused_commitment_usd"], 72.0);
     // Still paid while stopped: i-reserved 730 GiB × $0.08 / 730 h = $0.08/h, × 12 h = $0.96;
     // i-plain 365 GiB × $0.08 / 730 = $0.04/h plus one Elastic IP at $0.005/h = $0.045/h,
-    // × 12 h = $0.54; $1.50 in all.
+    // × 12 h = $0.54; $1.50 in all. Both pay it running too, so it is shown, not taken off.
     assert_eq!(total["stopped_box_cost_usd"], 1.5);
     assert_eq!(total["unknown_box_cost_hours"], 0.0);
-    // Net: $144 − $120 − $1.50 = $22.50.
-    assert_eq!(total["net_saved_usd"], 22.5);
+    // Net: $144 − $120 = $24.
+    assert_eq!(total["net_saved_usd"], 24.0);
     // The reserved box's stopped hours are gross savings, not net ones: $120 gross, $120
-    // covered, and its disks' $0.96 make its net −$0.96.
+    // covered, a net of $0.
     let reserved = team(&json, "reserved");
     assert_eq!(reserved["saved_usd"], 120.0);
     assert_eq!(reserved["commitment_covered_usd"], 120.0);
-    assert_eq!(reserved["net_saved_usd"], -0.96);
-    // The other box's: $24 − $0.54 = $23.46.
+    assert_eq!(reserved["net_saved_usd"], 0.0);
+    assert_eq!(reserved["stopped_box_cost_usd"], 0.96);
+    // The other box's: $24, its disks' $0.54 apart.
     let plain = team(&json, "plain");
     assert_eq!(plain["saved_usd"], 24.0);
     assert_eq!(plain["commitment_covered_usd"], 0.0);
-    assert_eq!(plain["net_saved_usd"], 23.46);
+    assert_eq!(plain["net_saved_usd"], 24.0);
+    assert_eq!(plain["stopped_box_cost_usd"], 0.54);
     // The table says the same, gross to net, in words.
     let text = report_as(&pool, "table");
     assert!(
-        text.contains("\ngross $144.00, net $22.50: less $120.00 of stopped hours reservations and Savings Plans would have covered ($72.00 of commitment left unused by the stops), less $1.50 the stopped boxes still paid for their volumes and Elastic IPs\n"),
+        text.contains("\ngross $144.00, net $24.00: less $120.00 of stopped hours reservations and Savings Plans would have covered ($72.00 of commitment left unused by the stops)\nstill paid while stopped: $1.50 for the stopped boxes' volumes and Elastic IPs, paid whether they run or not, so not taken off the net\n"),
         "{text}"
     );
 }
@@ -198,32 +200,39 @@ async fn a_reservation_that_another_running_box_uses_leaves_the_stop_a_real_savi
     history(&store, true).await;
     let json = report(&pool);
     // i-busy, a g.ten running all night, takes the one reservation whether or not i-reserved
-    // was stopped: the stop saves its whole $120, less its disks' $0.96 = $119.04. i-busy has
-    // no volumes read, but it was never stopped, so its cost does not matter.
+    // was stopped: the stop saves its whole $120. i-busy has no volumes read, but it was never
+    // stopped, so what it pays for them does not matter.
     let reserved = team(&json, "reserved");
     assert_eq!(reserved["commitment_covered_usd"], 0.0, "{json:#}");
     assert_eq!(reserved["unused_commitment_usd"], 0.0);
-    assert_eq!(reserved["net_saved_usd"], 119.04);
-    assert_eq!(json["total"]["net_saved_usd"], 142.5);
+    assert_eq!(reserved["net_saved_usd"], 120.0);
+    assert_eq!(json["total"]["net_saved_usd"], 144.0);
+    assert_eq!(json["total"]["unknown_box_cost_hours"], 0.0);
 }
 
 #[sqlx::test]
-async fn a_stopped_box_whose_volumes_were_never_read_makes_the_net_unknown(pool: PgPool) {
+async fn a_stopped_box_whose_volumes_were_never_read_paid_an_unknown_amount(pool: PgPool) {
     let store = Store::from_pool(pool.clone());
     history(&store, false).await;
     // i-plain's volumes are unread from now on: a failed read keeps what the last one found.
     let unread: HashMap<String, Attached> = [("i-plain".to_string(), Attached::default())].into();
     store.keep_attached(&unread).await.unwrap();
-    assert_eq!(team(&report(&pool), "plain")["net_saved_usd"], 23.46);
-    // Never read at all: the net is unknown, not a net with a zero cost.
+    assert_eq!(team(&report(&pool), "plain")["stopped_box_cost_usd"], 0.54);
+    // Never read at all: what it still paid is unknown, not zero; the net does not depend on
+    // it.
     sqlx::query("UPDATE instances SET volumes = NULL WHERE id = 'i-plain'")
         .execute(&pool)
         .await
         .unwrap();
     let json = report(&pool);
     let plain = team(&json, "plain");
-    assert_eq!(plain["net_saved_usd"], Value::Null, "{json:#}");
-    assert_eq!(plain["unknown_box_cost_hours"], 12.0);
-    assert_eq!(json["total"]["net_saved_usd"], Value::Null);
-    assert_eq!(team(&json, "reserved")["net_saved_usd"], -0.96);
+    assert_eq!(plain["unknown_box_cost_hours"], 12.0, "{json:#}");
+    assert_eq!(plain["stopped_box_cost_usd"], 0.0);
+    assert_eq!(plain["net_saved_usd"], 24.0);
+    assert_eq!(json["total"]["net_saved_usd"], 24.0);
+    assert!(
+        report_as(&pool, "table")
+            .contains("so not taken off the net, and unknown for 12.00 stopped hours"),
+        "the table says what is unknown"
+    );
 }

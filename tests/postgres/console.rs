@@ -550,9 +550,11 @@ async fn the_savings_page_charts_and_tables_the_reports_dollars(pool: PgPool) {
     for shown in [
         "<a href=\"/savings\" aria-current=\"page\">Savings</a>",
         "ebb saved <strong>$1090.00</strong>",
-        // Gross to net: the history's table prices no volumes, so the net is unknown.
+        // Gross to net: no commitments, so the net is the gross; the history's table prices no
+        // volumes, so what the stopped boxes still paid is unknown, and not taken off the net.
         "<dt>Gross</dt><dd>$1090.00: every stopped hour at its on-demand price</dd>",
-        "<dt>Net</dt><dd><strong>unknown</strong>: 33.00 h stopped",
+        "<dt>Net</dt><dd><strong>$1090.00</strong></dd>",
+        "not taken off the net; unknown for 33.00 h stopped",
         "<th scope=\"col\">Policy</th>",
         "<th scope=\"row\">office</th><td class=\"num\">$154.00</td>",
         "<th scope=\"row\">to-spot</th><td class=\"num\">$936.00</td>",

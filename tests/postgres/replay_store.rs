@@ -222,7 +222,7 @@ async fn replay_from_postgres_equals_the_replay_of_the_export_and_a_snapshot(poo
     let files: serde_json::Value = serde_json::from_str(&from_files).unwrap();
     let postgres: serde_json::Value = serde_json::from_str(&from_postgres).unwrap();
     assert_eq!(postgres, files, "{from_postgres}\n{from_files}");
-    // Both nets subtract what the stopped boxes still paid for the disks and addresses kept.
+    // Both say what the stopped boxes still paid for the disks and addresses kept.
     let net = &postgres["commitments"];
     assert!(net["stopped_box_cost_usd"].as_f64().unwrap() > 0.0, "{net}");
     assert!(net["net_savings_usd"].is_number(), "{net}");

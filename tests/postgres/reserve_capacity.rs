@@ -215,12 +215,7 @@ async fn a_box_refused_twice_starts_into_a_reservation_that_is_then_cancelled(po
         "{:?}",
         report.total
     );
-    assert_eq!(
-        report.total.net_saved_usd,
-        Some(-1.21),
-        "{:?}",
-        report.total
-    );
+    assert_eq!(report.total.net_saved_usd, -1.21, "{:?}", report.total);
 }
 
 #[sqlx::test(migrations = false)]

@@ -539,7 +539,7 @@ mod tests {
         assert_eq!(net.gross_usd, 120.0);
         assert_eq!(net.commitment_covered_usd, 120.0);
         assert_eq!(net.unused_commitment_usd, 72.0);
-        assert_eq!(net.net_usd, Some(0.0));
+        assert_eq!(net.net_usd, 0.0);
         let json: Value = serde_json::from_str(&report.json()).unwrap();
         assert_eq!(json["commitments"]["net_savings_usd"], 0.0);
         assert!(report.table().contains("Gross $120.00, net $0.00"));

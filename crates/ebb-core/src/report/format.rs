@@ -31,7 +31,7 @@ const COLUMNS: [(&str, Column); 23] = [
     ("group_saved_usd", |m| format!("{:.2}", m.group_saved_usd)),
     ("group_scale_downs", |m| m.group_scale_downs.to_string()),
     ("group_hours", |m| format!("{:.2}", m.group_hours)),
-    ("net_saved_usd", |m| net(m.net_saved_usd)),
+    ("net_saved_usd", |m| format!("{:.2}", m.net_saved_usd)),
     ("commitment_covered_usd", |m| {
         format!("{:.2}", m.commitment_covered_usd)
     }),
@@ -192,26 +192,23 @@ pub fn csv(r: &Report) -> String {
     out
 }
 
-/// The net, or `unknown`.
-fn net(v: Option<f64>) -> String {
-    v.map_or_else(|| "unknown".to_string(), |v| format!("{v:.2}"))
-}
-
 /// How the report gets from gross to net, in a line: what commitments would have covered of
-/// the stopped hours and what the stopped boxes still paid.
+/// the stopped hours; then what the stopped boxes still paid, which is not taken off the net
+/// because a box pays for its disks whether it runs or not.
 pub fn gross_to_net(t: &Measures) -> String {
     let mut line = format!(
-        "gross ${:.2}, net ${}: less ${:.2} of stopped hours reservations and Savings Plans would have covered (${:.2} of commitment left unused by the stops), less ${:.2} the stopped boxes still paid for their volumes and Elastic IPs",
-        t.saved_usd,
-        net(t.net_saved_usd),
-        t.commitment_covered_usd,
-        t.unused_commitment_usd,
-        t.stopped_box_cost_usd,
+        "gross ${:.2}, net ${:.2}: less ${:.2} of stopped hours reservations and Savings Plans would have covered (${:.2} of commitment left unused by the stops)",
+        t.saved_usd, t.net_saved_usd, t.commitment_covered_usd, t.unused_commitment_usd,
+    );
+    let _ = write!(
+        line,
+        "\nstill paid while stopped: ${:.2} for the stopped boxes' volumes and Elastic IPs, paid whether they run or not, so not taken off the net",
+        t.stopped_box_cost_usd
     );
     if t.unknown_box_cost_hours > 0.0 {
         let _ = write!(
             line,
-            "; the net is unknown: {:.2} stopped hours are of boxes whose volumes or Elastic IPs could not be read or are not priced (while_stopped in the price table)",
+            ", and unknown for {:.2} stopped hours of boxes whose volumes or Elastic IPs could not be read or are not priced (while_stopped in the price table)",
             t.unknown_box_cost_hours
         );
     }

@@ -131,19 +131,21 @@ pub struct Measures {
     /// hour at its on-demand price.
     pub saved_usd: f64,
     /// Dollars saved, net: gross less what commitments would have covered of the stopped hours
-    /// and less what the stopped boxes still paid. `None` (null) when some stopped box's cost
-    /// is unknown (`unknown_box_cost_hours`).
-    pub net_saved_usd: Option<f64>,
+    /// and less what the capacity reservations ebb held cost. What stopped boxes still pay
+    /// (`stopped_box_cost_usd`) is not taken off: a box pays for its disks whether it runs or
+    /// not, so they are no cost of stopping it.
+    pub net_saved_usd: f64,
     /// On-demand dollars of stopped hours that reservations or Savings Plans would have
     /// covered: paid anyway, so not saved.
     pub commitment_covered_usd: f64,
     /// Commitment dollars (at the commitments' rates) those hours would have used: paid and
     /// left unused because of the stops.
     pub unused_commitment_usd: f64,
-    /// What stopped boxes still paid while stopped: their EBS volumes and Elastic IPs.
+    /// What stopped boxes still paid while stopped: their EBS volumes and Elastic IPs, paid
+    /// whether they run or not, so shown apart from the net.
     pub stopped_box_cost_usd: f64,
     /// Stopped hours of boxes whose volumes or addresses could not be read, or that the price
-    /// table does not price: their cost is unknown, and so is the net.
+    /// table does not price: what they still paid is unknown (never zero).
     pub unknown_box_cost_hours: f64,
     /// Dollars saved by ebb's stops.
     pub stopped_saved_usd: f64,
@@ -211,12 +213,8 @@ impl Measures {
     /// Dollars and hours to the cent and the hundredth of an hour, for people and JSON, and
     /// the net worked out from the gross.
     fn round(&mut self) {
-        let net = self.saved_usd
-            - self.commitment_covered_usd
-            - self.stopped_box_cost_usd
-            - self.reservation_cost_usd;
-        self.net_saved_usd =
-            (self.unknown_box_cost_hours < 0.005).then_some((net * 100.0).round() / 100.0);
+        let net = self.saved_usd - self.commitment_covered_usd - self.reservation_cost_usd;
+        self.net_saved_usd = (net * 100.0).round() / 100.0;
         for v in [
             &mut self.saved_usd,
             &mut self.commitment_covered_usd,

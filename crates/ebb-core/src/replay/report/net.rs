@@ -1,6 +1,7 @@
 //! From gross to net: what the commitments held make of the policies' savings against always
-//! on, and what the boxes the policies kept stopped still paid for their volumes and Elastic
-//! IPs, priced as `ebb report` prices them ([`PriceTable::stopped_cost`]).
+//! on; and, apart from the net, what the boxes the policies kept stopped still paid for their
+//! volumes and Elastic IPs (paid whether they run or not), priced as `ebb report` prices them
+//! ([`PriceTable::stopped_cost`]).
 
 use super::{round, Report};
 use crate::fleet::money::PriceTable;
@@ -12,7 +13,7 @@ use std::collections::HashMap;
 const UNKNOWN_HOURS: f64 = 0.005;
 
 /// From gross to net: the policies' savings against always on, less what commitments would
-/// have covered of the hours they stopped, less what the stopped boxes still paid.
+/// have covered of the hours they stopped; and what the stopped boxes still paid.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Net {
     /// The savings at on-demand (and spot) prices.
@@ -24,14 +25,13 @@ pub struct Net {
     pub unused_commitment_usd: f64,
     /// What the instances still paid for their volumes and Elastic IPs over the hours the
     /// policies kept them stopped (not counted without `while_stopped` in the price table).
+    /// Not taken off the net: they pay it running too.
     pub stopped_box_cost_usd: f64,
     /// Hours the policies kept stopped instances whose volumes or Elastic IPs are not known
-    /// (not in the snapshot, never read) or not priced: while there are any, the net is
-    /// unknown.
+    /// (not in the snapshot, never read) or not priced: what those paid is unknown.
     pub unknown_box_cost_hours: f64,
-    /// Gross less what commitments covered and what the stopped boxes paid; `None` when some
-    /// stopped box's cost is unknown.
-    pub net_usd: Option<f64>,
+    /// Gross less what commitments covered.
+    pub net_usd: f64,
 }
 
 impl Net {
@@ -42,28 +42,26 @@ impl Net {
             "unused_commitment_usd": round(self.unused_commitment_usd, 4),
             "stopped_box_cost_usd": round(self.stopped_box_cost_usd, 4),
             "unknown_box_cost_hours": round(self.unknown_box_cost_hours, 4),
-            "net_savings_usd": self.net_usd.map(|n| round(n, 4)),
+            "net_savings_usd": round(self.net_usd, 4),
         })
     }
 
     pub(super) fn line(&self) -> String {
-        let net = match self.net_usd {
-            Some(n) => format!("net ${n:.2}"),
-            None => "net unknown".to_string(),
-        };
         let mut line = format!(
-            "Gross ${:.2}, {net}: less ${:.2} of stopped hours the commitments held would have covered (${:.2} of commitment left unused by the stops), less ${:.2} the stopped boxes still paid for their volumes and Elastic IPs.",
+            "Gross ${:.2}, net ${:.2}: less ${:.2} of stopped hours the commitments held would have covered (${:.2} of commitment left unused by the stops). Still paid while stopped: ${:.2} for the stopped boxes' volumes and Elastic IPs, paid whether they run or not, so not taken off the net",
             self.gross_usd,
+            self.net_usd,
             self.commitment_covered_usd,
             self.unused_commitment_usd,
             self.stopped_box_cost_usd
         );
-        if self.net_usd.is_none() {
+        if self.unknown_box_cost_hours >= UNKNOWN_HOURS {
             line.push_str(&format!(
-                " {:.2} stopped hours are of instances whose volumes or Elastic IPs are not known (volumes and elastic_ips in the fleet snapshot) or not priced (while_stopped in the price table).",
+                ", and unknown for {:.2} stopped hours of instances whose volumes or Elastic IPs are not known (volumes and elastic_ips in the fleet snapshot) or not priced (while_stopped in the price table)",
                 self.unknown_box_cost_hours
             ));
         }
+        line.push('.');
         line
     }
 }
@@ -89,7 +87,7 @@ impl Report {
             unused_commitment_usd: always_on.commitment_used_usd - policies.commitment_used_usd,
             stopped_box_cost_usd: paid,
             unknown_box_cost_hours: unknown,
-            net_usd: (unknown < UNKNOWN_HOURS).then_some(gross - covered - paid),
+            net_usd: gross - covered,
         });
     }
 
@@ -151,7 +149,7 @@ mod tests {
     }
 
     #[test]
-    fn a_stopped_box_pays_for_its_volume_and_an_unread_one_makes_the_net_unknown() {
+    fn a_stopped_box_pays_for_its_volume_apart_from_the_net_and_an_unread_one_is_unknown() {
         // i-a, $1/h, runs 12 of 24 hours under the policies: $12 gross. It keeps 500 GiB of
         // gp3 at $0.08 per GB-month of 730 hours ($40 a month, 40 / 730 $/h) and one Elastic
         // IP at $0.005/h: 12 × (40 / 730 + 0.005) = $0.7175 over its 12 stopped hours.
@@ -197,23 +195,25 @@ mod tests {
         let paid = 12.0 * (40.0 / 730.0 + 0.005);
         assert_eq!(net.gross_usd, 12.0);
         assert!((net.stopped_box_cost_usd - paid).abs() < 1e-9, "{net:?}");
-        assert!(
-            (net.net_usd.unwrap() - (12.0 - paid)).abs() < 1e-9,
-            "{net:?}"
-        );
+        // Paid running or stopped, the disks and the address are no cost of stopping: the net
+        // is the gross.
+        assert_eq!(net.net_usd, 12.0, "{net:?}");
         assert!(report
             .table()
-            .contains("less $0.72 the stopped boxes still paid"));
-        // A second box stopped 6 hours whose volumes were never read: the net is unknown.
+            .contains("Gross $12.00, net $12.00: less $0.00 of stopped hours the commitments held would have covered ($0.00 of commitment left unused by the stops). Still paid while stopped: $0.72 for the stopped boxes' volumes"));
+        // A second box stopped 6 hours whose volumes were never read: what it paid is unknown,
+        // the net is not.
         inst.id = "i-b".into();
         fleet.instances.push(inst);
         report.add(vec![outcome("i-b", 18, 24)]);
         report.apply_prices(&table, &fleet);
         let net = report.net.unwrap();
-        assert_eq!(net.net_usd, None);
+        assert_eq!(net.net_usd, 18.0);
         assert_eq!(net.unknown_box_cost_hours, 6.0);
         let json: Value = serde_json::from_str(&report.json()).unwrap();
-        assert_eq!(json["commitments"]["net_savings_usd"], Value::Null);
-        assert!(report.table().contains("net unknown"));
+        assert_eq!(json["commitments"]["net_savings_usd"], 18.0);
+        assert!(report
+            .table()
+            .contains("so not taken off the net, and unknown for 6.00 stopped hours"));
     }
 }
