@@ -8,7 +8,8 @@ On-Demand Capacity Reservations (moto has none): CreateCapacityReservation (its 
 makes a repeated call the same reservation; its TagSpecifications tag it), DescribeCapacity-
 Reservations, CancelCapacityReservation, ModifyInstanceCapacityReservationAttributes (only of a
 stopped instance, and only to a reservation that exists and is active), and the instance's
-CapacityReservationSpecification in DescribeInstances. Arguments are moto.server's.
+CapacityReservationSpecification and, while it runs in an active reservation it targets, its
+CapacityReservationId in DescribeInstances. Arguments are moto.server's.
 """
 
 import datetime
@@ -143,6 +144,22 @@ EC2Response.cancel_capacity_reservation = cancel_capacity_reservation
 EC2Response.modify_instance_capacity_reservation_attributes = (
     modify_instance_capacity_reservation_attributes
 )
+
+
+def _running_in(instance):
+    """The reservation a running instance targeted runs it, while that reservation is active."""
+    spec = getattr(instance, "_ebb_reservation", {})
+    target = (spec.get("CapacityReservationTarget") or {}).get("CapacityReservationId")
+    if target is None or instance.state != "running":
+        return None
+    for held in _RESERVATIONS.values():
+        r = held.get(target)
+        if r is not None and r["State"] == "active":
+            return target
+    return None
+
+
+Instance.capacity_reservation_id = property(_running_in)
 Instance.capacity_reservation_specification = property(
     lambda self: getattr(self, "_ebb_reservation", {"CapacityReservationPreference": "open"})
 )

@@ -10,8 +10,9 @@ use crate::engine::{GroupMemory, InstanceFacts, Override, Prior};
 use crate::fleet::money::{Attached, Volume};
 use crate::fleet::owner::ASG_TAG;
 use crate::fleet::{
-    Billing, Capacity, Charge, Cloud, Fleet, GroupMember, Instance, InstanceState, Lifecycle,
-    Owner, Prices, Sample, ScalingGroup, StoppedMode, Tags,
+    Billing, Capacity, Charge, Cloud, Fleet, GroupMember, HeldReservation, Instance, InstanceState,
+    Lifecycle, Owner, Prices, ReservationKind, ReservationTerms, Sample, ScalingGroup, StoppedMode,
+    Tags,
 };
 use chrono::{DateTime, Utc};
 use serde::Deserialize;
@@ -164,9 +165,38 @@ struct SnapshotInstance {
     /// How many Elastic IPs are associated with it; not given, unknown.
     #[serde(default)]
     elastic_ips: Option<u32>,
+    /// The capacity reservation held outside ebb that it runs in.
+    #[serde(default)]
+    capacity_reservation: Option<SnapshotReservation>,
     /// How the simulated provider makes it behave; other readers ignore it.
     #[serde(default)]
     sim: Option<Behaviour>,
+}
+
+/// A capacity reservation held outside ebb that an instance runs in, as a snapshot gives it.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SnapshotReservation {
+    id: String,
+    /// `capacity-reservation` or `capacity-block`; not given, what it is and its end were not
+    /// read.
+    #[serde(default)]
+    kind: Option<ReservationKind>,
+    /// When it ends; not given with a kind, it is held until cancelled.
+    #[serde(default)]
+    end: Option<Timestamp>,
+}
+
+impl SnapshotReservation {
+    fn held(self) -> HeldReservation {
+        HeldReservation {
+            id: self.id,
+            terms: self.kind.map(|kind| ReservationTerms {
+                kind,
+                end: self.end.map(|t| t.0),
+            }),
+        }
+    }
 }
 
 /// Tag values are text, but `true` or `3` written unquoted in YAML mean the same.
@@ -398,6 +428,7 @@ impl Snapshot {
                         _ => None,
                     },
                     recycling: i.recycling,
+                    reservation: i.capacity_reservation.map(SnapshotReservation::held),
                     ..Billing::of(i.cloud, i.charge, &i.instance_type, None)
                 };
                 Instance {

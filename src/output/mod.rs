@@ -3,7 +3,7 @@
 
 use crate::engine::Decision;
 use crate::fleet::money::{Attached, Volume};
-use crate::fleet::{Charge, Cloud, Instance, Owner, StoppedMode};
+use crate::fleet::{Charge, Cloud, HeldReservation, Instance, Owner, ReservationKind, StoppedMode};
 use crate::reconcile::TickReport;
 use crate::spot::{self, Interruption, Step};
 use crate::store::{AuditEntry, MigrationRecord, OverrideRecord};
@@ -376,6 +376,33 @@ struct SnapshotItem<'a> {
     volumes: Option<&'a [Volume]>,
     #[serde(skip_serializing_if = "Option::is_none")]
     elastic_ips: Option<u32>,
+    /// Written when it runs in a capacity reservation held outside ebb.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    capacity_reservation: Option<ReservationItem<'a>>,
+}
+
+/// A held capacity reservation as a fleet snapshot gives it: without `kind` when what it is
+/// could not be read.
+#[derive(Debug, Serialize)]
+struct ReservationItem<'a> {
+    id: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    kind: Option<ReservationKind>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    end: Option<String>,
+}
+
+impl<'a> ReservationItem<'a> {
+    fn of(held: &'a HeldReservation) -> ReservationItem<'a> {
+        ReservationItem {
+            id: &held.id,
+            kind: held.terms.map(|t| t.kind),
+            end: held
+                .terms
+                .and_then(|t| t.end)
+                .map(|t| t.to_rfc3339_opts(SecondsFormat::Secs, true)),
+        }
+    }
 }
 
 /// Instances as a fleet snapshot that `ebb plan --fleet` reads (without GPU readings), with
@@ -402,6 +429,7 @@ pub fn snapshot_json(instances: &[Instance], attached: &HashMap<String, Attached
             recycling: i.billing.recycling,
             volumes: attached.get(&i.id).and_then(|a| a.volumes.as_deref()),
             elastic_ips: attached.get(&i.id).and_then(|a| a.elastic_ips),
+            capacity_reservation: i.billing.reservation.as_ref().map(ReservationItem::of),
         })
         .collect();
     let mut text = serde_json::to_string_pretty(&serde_json::json!({ "instances": items }))

@@ -11,7 +11,7 @@ use sqlx::PgPool;
 /// Research boxes run 09:00–19:00 London time on weekdays; ebb starts in the morning only what
 /// it stopped. Their stops do not wait for a busy GPU: moto has no CloudWatch, and a stop that
 /// waits while busy also waits while the GPU cannot be read.
-const POLICY: &str = r#"
+pub(crate) const POLICY: &str = r#"
 policies:
   - name: research-hours
     match:
@@ -26,20 +26,20 @@ policies:
 "#;
 
 /// Monday evening and Tuesday morning (London is on UTC in winter).
-const EVENING: &str = "2026-11-30T20:00:00Z";
-const LATER: &str = "2026-11-30T20:05:00Z";
+pub(crate) const EVENING: &str = "2026-11-30T20:00:00Z";
+pub(crate) const LATER: &str = "2026-11-30T20:05:00Z";
 const MORNING: &str = "2026-12-01T09:05:00Z";
 
-struct Setup {
-    f: Fixture,
+pub(crate) struct Setup {
+    pub(crate) f: Fixture,
     /// The test database as the runtime role (`ebb migrate --grant-runtime`), which every
     /// command of these tests runs as.
     url: String,
-    policies: tempfile::TempDir,
+    pub(crate) policies: tempfile::TempDir,
 }
 
 impl Setup {
-    async fn new(pool: &PgPool, region: &'static str) -> Setup {
+    pub(crate) async fn new(pool: &PgPool, region: &'static str) -> Setup {
         let policies = tempfile::tempdir().unwrap();
         std::fs::write(policies.path().join("research.yaml"), POLICY).unwrap();
         Setup {
@@ -50,7 +50,7 @@ impl Setup {
     }
 
     /// `ebb` with this setup's database, region and management tag.
-    fn ebb(&self) -> Ebb {
+    pub(crate) fn ebb(&self) -> Ebb {
         Ebb::on(&self.url)
             .env("EBB_POLICIES", self.policies.path())
             .env("EBB_REGIONS", self.f.region)
@@ -61,7 +61,7 @@ impl Setup {
             )
     }
 
-    fn tick(&self, at: &str, extra: &[&str]) -> String {
+    pub(crate) fn tick(&self, at: &str, extra: &[&str]) -> String {
         let mut args = vec!["tick", "--at", at];
         args.extend_from_slice(extra);
         let out = self.ebb().run(&args);
@@ -84,7 +84,7 @@ impl Setup {
         serde_json::from_slice(&out.stdout).unwrap()
     }
 
-    async fn state(&self, id: &str) -> InstanceStateName {
+    pub(crate) async fn state(&self, id: &str) -> InstanceStateName {
         states(&self.f.ec2, &[id.to_string()]).await[id].clone()
     }
 }

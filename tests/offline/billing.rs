@@ -1,12 +1,16 @@
 //! What an instance's billing allows the engine: no stop of a subscription, no stop of a family
 //! that cannot stop without charge unless the policy allows it, nothing on an instance being
-//! recycled, and spot moves only on EC2. 2026-11-30 is a Monday.
+//! recycled, no stop of a box in a capacity reservation someone else holds unless the policy
+//! says so, and spot moves only on EC2. 2026-11-30 is a Monday.
 
 use crate::common;
 
 use common::*;
 use ebb::engine::{Action, Code, InstanceFacts};
-use ebb::fleet::{Billing, Charge, Cloud, Instance, InstanceState, Levers, Lifecycle};
+use ebb::fleet::{
+    Billing, Charge, Cloud, HeldReservation, Instance, InstanceState, Levers, Lifecycle,
+    ReservationKind, ReservationTerms,
+};
 use ebb::policy::PolicySet;
 
 /// Beijing office hours on weekdays, with a notice before each stop when `notice`.
@@ -131,6 +135,91 @@ fn a_recycling_lock_leaves_the_instance_alone_and_says_so() {
     assert_eq!((d.action, d.code), (Action::None, Code::RecyclingWarned));
 }
 
+/// A running EC2 box in a capacity reservation someone else holds, of `terms` (`None`: unread).
+fn reserved(terms: Option<ReservationTerms>) -> Instance {
+    let mut i = instance("i-reserved", &[("team", "ml")]);
+    i.billing.reservation = Some(HeldReservation {
+        id: "cr-0123".into(),
+        terms,
+    });
+    i
+}
+
+#[test]
+fn a_box_in_a_reservation_held_outside_ebb_is_not_stopped_unless_the_policy_says() {
+    let block = ReservationTerms {
+        kind: ReservationKind::CapacityBlock,
+        end: Some(t("2026-12-04T11:30:00Z")),
+    };
+    let w = World::with(vec![reserved(Some(block))]);
+    for set in [office(false, ""), office(true, "")] {
+        let d = w.one(NIGHT, &set);
+        assert_eq!((d.action, d.code), (Action::None, Code::ReservedNoSaving));
+        assert!(
+            d.reason
+                .contains("it runs in Capacity Block cr-0123 (ending 2026-12-04T11:30Z)"),
+            "{}",
+            d.reason
+        );
+        assert!(d.reason.contains("a stop saves nothing"), "{}", d.reason);
+        assert!(
+            d.reason.contains("stop.in_reservation: stop"),
+            "{}",
+            d.reason
+        );
+    }
+    // Asked for, the box is stopped to free the capacity.
+    let freed = office(false, "    stop: {in_reservation: stop}\n");
+    let d = w.one(NIGHT, &freed);
+    assert_eq!((d.action, d.code), (Action::Stop, Code::OutsideHours));
+    let kept = office(false, "    stop: {in_reservation: keep}\n");
+    assert_eq!(w.one(NIGHT, &kept).code, Code::ReservedNoSaving);
+    // A reservation whose terms could not be read still holds the stop back, and says so.
+    let d = World::with(vec![reserved(None)]).one(NIGHT, &office(false, ""));
+    assert_eq!(d.code, Code::ReservedNoSaving);
+    assert!(
+        d.reason
+            .contains("capacity reservation cr-0123 (its end could not be read)"),
+        "{}",
+        d.reason
+    );
+    // Without a reservation the same box is stopped.
+    let d = World::with(
+        vec![reserved(None)]
+            .into_iter()
+            .map(|mut i| {
+                i.billing.reservation = None;
+                i
+            })
+            .collect(),
+    )
+    .one(NIGHT, &office(false, ""));
+    assert_eq!(d.code, Code::OutsideHours);
+}
+
+#[test]
+fn in_reservation_takes_keep_or_stop_only() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("p.yaml"),
+        r#"
+policies:
+  - name: p
+    match: {tags: {team: ml}}
+    work_hours: {timezone: UTC, periods: [{days: mon-fri, start: "09:00", stop: "19:00"}]}
+    stop: {in_reservation: release}
+"#,
+    )
+    .unwrap();
+    let text = ebb::policy::load(&[dir.path().to_path_buf()])
+        .unwrap_err()
+        .to_string();
+    assert!(
+        text.contains("in_reservation: \"release\" is not one of: keep, stop"),
+        "{text}"
+    );
+}
+
 /// An interruptible Alibaba box whose spot price saves 80 %, and the policy that moves such boxes.
 fn alibaba_spot_candidate() -> (World, PolicySet) {
     let set = policies(
@@ -186,6 +275,7 @@ fn the_decider_agrees_on_every_billing_code() {
     fleet[1].id = "i-bp2".into();
     fleet[2].id = "i-bp3".into();
     fleet[2].billing.recycling = true;
+    fleet.push(reserved(None));
     let w = World::with(fleet);
     let set = office(false, "");
     let (f, prior) = w.fleet();
@@ -196,13 +286,14 @@ fn the_decider_agrees_on_every_billing_code() {
         [
             Code::SubscriptionNoSaving,
             Code::ChargingStopRefused,
-            Code::RecyclingWarned
+            Code::RecyclingWarned,
+            Code::ReservedNoSaving
         ]
     );
 }
 
 #[test]
-fn a_snapshot_says_each_instances_cloud_charge_and_stopped_mode() {
+fn a_snapshot_says_each_instances_cloud_charge_stopped_mode_and_reservation() {
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("fleet.yaml");
     std::fs::write(
@@ -214,13 +305,42 @@ instances:
      charge: subscription, stopped_mode: charging}
   - {id: i-bp2, region: cn-hangzhou, type: ecs.gn7i-c8g1.2xlarge, state: running, cloud: alibaba,
      lifecycle: spot, recycling: true}
+  - {id: i-block, region: us-east-1, type: p5.48xlarge, state: running,
+     capacity_reservation: {id: cr-1, kind: capacity-block, end: "2026-12-04T11:30:00Z"}}
+  - {id: i-unread, region: us-east-1, type: p5.48xlarge, state: running,
+     capacity_reservation: {id: cr-2}}
 "#,
     )
     .unwrap();
     let (fleet, _) = ebb::snapshot::load_snapshot(&file).unwrap();
-    let [ec2, local, spot] = &fleet.instances[..] else {
-        panic!("three instances")
+    let [ec2, local, spot, block, unread] = &fleet.instances[..] else {
+        panic!("five instances")
     };
+    assert_eq!(
+        block.billing.reservation,
+        Some(HeldReservation {
+            id: "cr-1".into(),
+            terms: Some(ReservationTerms {
+                kind: ReservationKind::CapacityBlock,
+                end: Some(t("2026-12-04T11:30:00Z")),
+            }),
+        })
+    );
+    assert_eq!(
+        unread.billing.reservation.as_ref().map(|r| r.terms),
+        Some(None),
+        "no kind: what it is was not read"
+    );
+    // And `ebb inventory --format json` writes them back the same.
+    let json = dir.path().join("fleet.json");
+    std::fs::write(
+        &json,
+        ebb::output::snapshot_json(&fleet.instances, &fleet.attached),
+    )
+    .unwrap();
+    let (again, _) = ebb::snapshot::load_snapshot(&json).unwrap();
+    assert_eq!(again.instances[3].billing, block.billing);
+    assert_eq!(again.instances[4].billing, unread.billing);
     assert_eq!(
         ec2.billing,
         Billing::ec2(true),

@@ -222,7 +222,10 @@ impl<P: Provider> Reconciler<P> {
                 return (Vec::new(), Billings::new());
             }
         };
-        let billings = fresh.iter().map(|i| (i.id.clone(), i.billing)).collect();
+        let billings = fresh
+            .iter()
+            .map(|i| (i.id.clone(), i.billing.clone()))
+            .collect();
         let fresh: HashMap<&str, &Instance> = fresh.iter().map(|i| (i.id.as_str(), i)).collect();
         let mut still = Vec::with_capacity(group.len());
         for d in group {

@@ -331,6 +331,9 @@ codes! {
     /// Its cloud has locked this preemptible instance for recycling (an interruption
     /// warning): left alone, and reported.
     RecyclingWarned = "recycling_warned",
+    /// It runs in a capacity reservation or Capacity Block held outside ebb, paid whether it
+    /// runs or not: not stopped unless the policy sets `stop.in_reservation: stop`.
+    ReservedNoSaving = "reserved_no_saving",
 }
 
 impl fmt::Display for Code {

@@ -2,6 +2,7 @@
 //! EC2 a stop ends the compute charges; on Alibaba Cloud ECS and Tencent Cloud CVM only a stop
 //! in the no-charge mode does, and not for every family or a subscription.
 
+use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use std::sync::LazyLock;
 use wildmatch::WildMatch;
@@ -101,8 +102,62 @@ impl StoppedMode {
     }
 }
 
-/// How the cloud bills one instance and what stopping it saves, filled in by its provider.
+/// A capacity reservation an instance runs in that ebb did not make (an On-Demand Capacity
+/// Reservation or a Capacity Block someone holds): paid whether the instance runs or not, so
+/// stopping the instance saves nothing while it lasts.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct HeldReservation {
+    /// Its id, from the instance's own listing (EC2's `CapacityReservationId`).
+    pub id: String,
+    /// What the cloud says of it; `None` when reading it failed.
+    pub terms: Option<ReservationTerms>,
+}
+
+/// What a held reservation is and when it ends.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct ReservationTerms {
+    /// What kind of reservation it is.
+    pub kind: ReservationKind,
+    /// When it ends; `None` for one held until it is cancelled.
+    pub end: Option<DateTime<Utc>>,
+}
+
+/// The kinds of capacity reservation EC2 has.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ReservationKind {
+    /// An On-Demand Capacity Reservation: held until cancelled or its end date.
+    CapacityReservation,
+    /// A Capacity Block for ML: bought for a fixed span.
+    CapacityBlock,
+}
+
+impl HeldReservation {
+    /// The reservation in words: its id, what it is and its end.
+    pub fn describe(&self) -> String {
+        let Some(terms) = self.terms else {
+            return format!(
+                "capacity reservation {} (its end could not be read)",
+                self.id
+            );
+        };
+        let what = match terms.kind {
+            ReservationKind::CapacityReservation => "capacity reservation",
+            ReservationKind::CapacityBlock => "Capacity Block",
+        };
+        match terms.end {
+            Some(end) => format!(
+                "{what} {} (ending {})",
+                self.id,
+                end.format("%Y-%m-%dT%H:%MZ")
+            ),
+            None => format!("{what} {} (held until cancelled)", self.id),
+        }
+    }
+}
+
+/// How the cloud bills one instance and what stopping it saves, filled in by its provider.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Billing {
     /// The cloud it is in.
     pub cloud: Cloud,
@@ -117,6 +172,8 @@ pub struct Billing {
     /// `OperationLocks` with `LockReason=Recycling`, about five minutes before): an
     /// interruption warning, and ebb leaves the instance alone.
     pub recycling: bool,
+    /// The capacity reservation held outside ebb that this running instance runs in, if any.
+    pub reservation: Option<HeldReservation>,
 }
 
 impl Billing {
@@ -128,6 +185,7 @@ impl Billing {
         stop_saving: StopSaving::Ends,
         stopped_mode: None,
         recycling: false,
+        reservation: None,
     };
 
     /// An EC2 instance, stopped or not as `stopped` says: a stopped one is not billed for
@@ -156,6 +214,7 @@ impl Billing {
             stop_saving,
             stopped_mode: None,
             recycling: false,
+            reservation: None,
         }
     }
 

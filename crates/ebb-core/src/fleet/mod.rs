@@ -11,7 +11,10 @@ pub mod owner;
 pub mod pools;
 pub mod rank;
 
-pub use billing::{Billing, Charge, Cloud, StopSaving, StoppedMode};
+pub use billing::{
+    Billing, Charge, Cloud, HeldReservation, ReservationKind, ReservationTerms, StopSaving,
+    StoppedMode,
+};
 pub use catalogue::{Catalogue, TypeFacts};
 pub use group::{Capacity, GroupMember, NodeGroup, ScalingGroup};
 pub use levers::{Clouds, Levers};

@@ -376,6 +376,20 @@ pub struct StopRule {
     /// local disks, persistent memory), where the stop keeps it billed; otherwise such a stop
     /// is refused (`charging_stop_refused`).
     pub allow_charging_stop: bool,
+    /// What to do with a box that runs in a capacity reservation held outside ebb, whose
+    /// stop saves nothing while the reservation lasts.
+    pub in_reservation: InReservation,
+}
+
+/// `stop.in_reservation`: whether a box running in a capacity reservation someone else holds
+/// (paid whether it runs or not) is stopped.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum InReservation {
+    /// Not stopped (`reserved_no_saving`): the stop would save nothing.
+    #[default]
+    Keep,
+    /// Stopped anyway, to free the capacity for other boxes.
+    Stop,
 }
 
 /// The idle threshold in percent when a policy has no idle rule.

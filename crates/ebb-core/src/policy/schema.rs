@@ -370,10 +370,16 @@ fn policy_schema() -> Value {
     let stop = object(
         keys::STOP,
         &[],
-        &[(
-            "allow_charging_stop",
-            json!({"type": "boolean", "default": false, "description": "Stop an instance even when its family cannot stop without charge (Alibaba, Tencent: local disks), though the stop keeps it billed"}),
-        )],
+        &[
+            (
+                "allow_charging_stop",
+                json!({"type": "boolean", "default": false, "description": "Stop an instance even when its family cannot stop without charge (Alibaba, Tencent: local disks), though the stop keeps it billed"}),
+            ),
+            (
+                "in_reservation",
+                json!({"enum": ["keep", "stop"], "default": "keep", "description": "A box running in a capacity reservation or Capacity Block held outside ebb (paid whether it runs or not): keep it running (a stop saves nothing), or stop it to free the capacity for other boxes"}),
+            ),
+        ],
     );
     object(
         keys::POLICY,

@@ -6,7 +6,9 @@ use super::{cloud_error, once_sent, to_chrono, to_smithy, AwsProvider, Scope};
 use crate::cloud::batches::split_on_failure;
 use crate::cloud::pacing::Key;
 use crate::cloud::{ActionReport, CloudError, Done, StopReadBack, TypePrice};
-use crate::fleet::{Billing, Gpus, Instance, InstanceState, Lifecycle, StoppedMode};
+use crate::fleet::{
+    Billing, Gpus, HeldReservation, Instance, InstanceState, Lifecycle, StoppedMode,
+};
 use aws_sdk_ec2::operation::describe_spot_price_history::builders::DescribeSpotPriceHistoryFluentBuilder;
 use aws_sdk_ec2::operation::RequestId;
 use aws_sdk_ec2::types::{
@@ -49,7 +51,8 @@ impl AwsProvider {
     }
 
     /// One account in one region: every page of DescribeInstances, then GPU facts for the
-    /// instance types not seen before in the region.
+    /// instance types not seen before in the region, then what the capacity reservations held
+    /// outside ebb that instances run in are.
     pub(super) async fn list_scope(
         &self,
         scope: &Scope,
@@ -88,6 +91,7 @@ impl AwsProvider {
         for (instance, _) in &mut listed {
             instance.gpus = gpus.get(&instance.instance_type).cloned().flatten();
         }
+        self.read_held_reservations(scope, &mut listed).await;
         Ok(listed)
     }
 
@@ -334,6 +338,15 @@ pub(super) fn from_ec2(
         .hibernation_options()
         .and_then(|h| h.configured())
         .unwrap_or(false);
+    // The reservation a running instance runs in; whose it is and its terms are read after.
+    let reservation = matches!(state, InstanceState::Pending | InstanceState::Running)
+        .then(|| instance.capacity_reservation_id())
+        .flatten()
+        .filter(|id| !id.is_empty())
+        .map(|id| HeldReservation {
+            id: id.to_string(),
+            terms: None,
+        });
     Some((
         Instance {
             id: instance.instance_id()?.to_string(),
@@ -351,7 +364,10 @@ pub(super) fn from_ec2(
             gpus: None,
             gpu_util: Vec::new(),
             via_role: via_role.cloned(),
-            billing: Billing::ec2(state == InstanceState::Stopped),
+            billing: Billing {
+                reservation,
+                ..Billing::ec2(state == InstanceState::Stopped)
+            },
         },
         hibernation,
     ))

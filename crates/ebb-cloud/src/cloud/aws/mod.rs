@@ -22,6 +22,7 @@ pub mod catalogue;
 mod ec2;
 mod errors;
 mod groups;
+mod held_reservations;
 mod metrics;
 mod node_groups;
 mod placement;

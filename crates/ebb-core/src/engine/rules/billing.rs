@@ -1,16 +1,19 @@
 //! What a cloud's billing allows, applied to every verdict under a policy after the rules: a
-//! stop that would save nothing is not made, and a preemptible instance the cloud is taking
-//! back is left alone.
+//! stop that would save nothing is not made (a subscription, a family that keeps charging, a
+//! box in a capacity reservation someone holds), and a preemptible instance the cloud is
+//! taking back is left alone.
 
 use super::{verdict, Action, Code, Context, Trace, Verdict};
 use crate::fleet::{Charge, Instance, StopSaving};
-use crate::policy::Policy;
+use crate::policy::{InReservation, Policy};
 
 /// `v` as the instance's billing allows it:
 /// - under a recycling lock, nothing (the cloud releases it within minutes);
 /// - on a subscription, no stop, hibernation or notice of one: a stop saves nothing;
 /// - for a family that cannot stop without charge, no stop unless the policy sets
-///   `stop.allow_charging_stop`.
+///   `stop.allow_charging_stop`;
+/// - in a capacity reservation held outside ebb, no stop unless the policy sets
+///   `stop.in_reservation: stop`.
 pub(super) fn allowed(
     v: Verdict,
     inst: &Instance,
@@ -49,6 +52,32 @@ pub(super) fn allowed(
                 )
             }),
         );
+    }
+    if let (true, Some(held)) = (v.action.stops(), &billing.reservation) {
+        let stop_anyway = policy
+            .stop
+            .as_ref()
+            .is_some_and(|s| s.in_reservation == InReservation::Stop);
+        trace.note(|| {
+            format!(
+                "runs in {}; stop.in_reservation is {}",
+                held.describe(),
+                if stop_anyway { "stop" } else { "keep" }
+            )
+        });
+        if !stop_anyway {
+            return verdict(
+                Action::None,
+                Code::ReservedNoSaving,
+                ctx.text(|| {
+                    format!(
+                        "it runs in {}, held outside ebb and paid whether the box runs or not: a stop saves nothing, so ebb does not stop it ({}); set stop.in_reservation: stop in the policy to stop it anyway and free the capacity for other boxes",
+                        held.describe(),
+                        policy_asks()
+                    )
+                }),
+            );
+        }
     }
     if let (true, StopSaving::KeepsCharging { family }) = (v.action.stops(), billing.stop_saving) {
         let allowed = policy.stop.as_ref().is_some_and(|s| s.allow_charging_stop);

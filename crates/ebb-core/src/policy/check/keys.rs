@@ -46,7 +46,7 @@ pub const IDLE: &[&str] = &[
 ];
 pub const NOTIFY: &[&str] = &["before"];
 pub const START: &[&str] = &["fallback_types", "restore_type", "reserve_capacity"];
-pub const STOP: &[&str] = &["allow_charging_stop"];
+pub const STOP: &[&str] = &["allow_charging_stop", "in_reservation"];
 pub const SPOT: &[&str] = &[
     "min_savings",
     "checkpoint_max_age",

@@ -3,7 +3,7 @@
 
 use super::{keys, Checker};
 use crate::policy::yaml::{Step, Value};
-use crate::policy::{StartRule, StopRule};
+use crate::policy::{InReservation, StartRule, StopRule};
 
 impl Checker {
     /// A policy's `start` rule.
@@ -45,8 +45,18 @@ impl Checker {
             Some((v, p)) => self.boolean(v, &p)?,
             None => false,
         };
+        let in_reservation = match f.get("in_reservation") {
+            Some((v, p)) => self.choice(
+                v,
+                &p,
+                "in_reservation",
+                &[("keep", InReservation::Keep), ("stop", InReservation::Stop)],
+            )?,
+            None => InReservation::Keep,
+        };
         Some(StopRule {
             allow_charging_stop,
+            in_reservation,
         })
     }
 }

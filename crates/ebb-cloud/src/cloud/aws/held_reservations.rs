@@ -1,0 +1,117 @@
+//! Capacity reservations held outside ebb that listed instances run in (On-Demand Capacity
+//! Reservations and Capacity Blocks, paid whether an instance runs in them or not). Which one
+//! comes from the instance's own listing (`CapacityReservationId`), so a decision needs no other
+//! call; what it is and when it ends comes from DescribeCapacityReservations of those ids. A
+//! failed or partial read leaves the terms unknown, which still keeps the box from being
+//! stopped; ebb's own reservations (`start.reserve_capacity`, tagged with its token) and those
+//! no longer active are not held.
+
+use super::{cloud_error, tag_map, to_chrono, AwsProvider, Scope};
+use crate::cloud::CloudError;
+use crate::fleet::{Instance, ReservationKind, ReservationTerms};
+use crate::names::RESERVATION_TAG;
+use aws_sdk_ec2::types::{
+    CapacityReservation, CapacityReservationState, CapacityReservationType, EndDateType,
+};
+use futures_util::FutureExt as _;
+use std::collections::{BTreeSet, HashMap};
+
+/// Reservation ids per DescribeCapacityReservations call.
+const IDS_PER_CALL: usize = 100;
+
+/// What a reservation the cloud answered for is to ebb: `None` when it is not held outside ebb
+/// (ebb's own, or no longer active); otherwise its terms.
+fn held_terms(r: &CapacityReservation) -> Option<ReservationTerms> {
+    let ebbs = tag_map(r.tags()).contains_key(RESERVATION_TAG);
+    if ebbs || r.state() != Some(&CapacityReservationState::Active) {
+        return None;
+    }
+    let kind = match r.reservation_type() {
+        Some(CapacityReservationType::CapacityBlock) => ReservationKind::CapacityBlock,
+        _ => ReservationKind::CapacityReservation,
+    };
+    // A Capacity Block always ends; an unlimited reservation has no end.
+    let ends =
+        kind == ReservationKind::CapacityBlock || r.end_date_type() == Some(&EndDateType::Limited);
+    Some(ReservationTerms {
+        kind,
+        end: ends.then(|| r.end_date().and_then(to_chrono)).flatten(),
+    })
+}
+
+impl AwsProvider {
+    /// Fills in the terms of the reservations `listed` instances run in, and forgets those that
+    /// are not held outside ebb. A read that fails is logged and leaves every term unknown.
+    pub(super) async fn read_held_reservations(
+        &self,
+        scope: &Scope,
+        listed: &mut [(Instance, bool)],
+    ) {
+        let ids: BTreeSet<String> = listed
+            .iter()
+            .filter_map(|(i, _)| Some(i.billing.reservation.as_ref()?.id.clone()))
+            .collect();
+        if ids.is_empty() {
+            return;
+        }
+        let answered = match self.reservation_terms(scope, ids).await {
+            Ok(answered) => answered,
+            Err(error) => {
+                tracing::warn!(
+                    region = %scope.region,
+                    %error,
+                    "could not read the capacity reservations instances run in: their ends are unknown, and the boxes in them are not stopped"
+                );
+                return;
+            }
+        };
+        for (instance, _) in listed {
+            let Some(held) = &mut instance.billing.reservation else {
+                continue;
+            };
+            match answered.get(&held.id) {
+                Some(Some(terms)) => held.terms = Some(*terms),
+                Some(None) => instance.billing.reservation = None,
+                // Not in the answer: unknown, so still held.
+                None => {}
+            }
+        }
+    }
+
+    /// DescribeCapacityReservations of `ids`, every page: for each reservation answered, its
+    /// terms when it is held outside ebb.
+    async fn reservation_terms(
+        &self,
+        scope: &Scope,
+        ids: BTreeSet<String>,
+    ) -> Result<HashMap<String, Option<ReservationTerms>>, CloudError> {
+        const OP: &str = "DescribeCapacityReservations";
+        let ids: Vec<String> = ids.into_iter().collect();
+        let mut answered = HashMap::new();
+        for batch in ids.chunks(IDS_PER_CALL) {
+            let mut next: Option<String> = None;
+            loop {
+                self.count(OP);
+                let out = scope
+                    .ec2
+                    .describe_capacity_reservations()
+                    .set_capacity_reservation_ids(Some(batch.to_vec()))
+                    .set_next_token(next.take())
+                    .send()
+                    .boxed()
+                    .await
+                    .map_err(|e| cloud_error(OP, e))?;
+                for r in out.capacity_reservations() {
+                    if let Some(id) = r.capacity_reservation_id() {
+                        answered.insert(id.to_string(), held_terms(r));
+                    }
+                }
+                match out.next_token() {
+                    Some(t) if !t.is_empty() => next = Some(t.to_string()),
+                    _ => break,
+                }
+            }
+        }
+        Ok(answered)
+    }
+}
