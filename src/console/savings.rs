@@ -108,6 +108,9 @@ fn headline(r: &Report) -> Markup {
         dl.facts {
             dt { "Gross" } dd { (usd(t.saved_usd)) ": every stopped hour at its on-demand price" }
             dt { "Covered by commitments" } dd { "−" (usd(t.commitment_covered_usd)) ": stopped hours reservations and Savings Plans would have covered, paid anyway (" (usd(t.unused_commitment_usd)) " of commitment left unused by the stops)" }
+            @if t.reserved_covered_usd > 0.0 {
+                dt { "Paid by reservations" } dd { "−" (usd(t.reserved_covered_usd)) ": stopped hours of boxes stopped inside capacity reservations held outside ebb (stop.in_reservation: stop), paid anyway" }
+            }
             dt { "Net" } dd { strong { (usd(t.net_saved_usd)) } }
             dt { "Still paid while stopped" } dd {
                 (usd(t.stopped_box_cost_usd)) ": the stopped boxes' volumes and Elastic IPs, paid whether they run or not, so not taken off the net"

@@ -13,7 +13,7 @@ use super::{Result, Store};
 use crate::fleet::money::HeldCommitments;
 use crate::report::{
     ActionRecord, EbbAction, GroupChange, History, InstanceInfo, OverrideSpan, ReservationSpan,
-    SpotMove, StateChange,
+    SpotMove, StateChange, StopSaved,
 };
 use chrono::{DateTime, Utc};
 use futures_util::TryFutureExt;
@@ -304,17 +304,12 @@ impl Store {
                     "start" => EbbAction::Start,
                     _ => return None,
                 };
-                // A stop the cloud still bills, or did not say how it bills, saves nothing.
-                let saves = !matches!(
-                    code.as_deref(),
-                    Some("stopped_still_charging" | "stopped_billing_unknown")
-                );
                 Some(ActionRecord {
                     instance,
                     at,
                     action,
                     policy,
-                    saves,
+                    saved: StopSaved::of_code(code.as_deref()),
                 })
             })
             .collect())

@@ -32,6 +32,7 @@ type SumRow = (
     i64,
     f64,
     f64,
+    f64,
 );
 
 /// A row of the rolled hours: the hour, region, type, running and stopped instance-hours.
@@ -83,9 +84,9 @@ impl Store {
         let mut tx = self.pool.begin().await?;
         sqlx::query(
             "INSERT INTO report_days (day, instance, policy, stops, hibernations, people_starts,
-                 stopped_hours, charging_hours)
+                 stopped_hours, charging_hours, reserved_hours)
              SELECT $1, * FROM UNNEST($2::text[], $3::text[], $4::int[], $5::int[], $6::int[],
-                 $7::float8[], $8::float8[])
+                 $7::float8[], $8::float8[], $9::float8[])
              ON CONFLICT (day, instance, policy) DO NOTHING",
         )
         .bind(day)
@@ -108,6 +109,7 @@ impl Store {
         )
         .bind(rows.iter().map(|r| r.stopped_hours).collect::<Vec<_>>())
         .bind(rows.iter().map(|r| r.charging_hours).collect::<Vec<_>>())
+        .bind(rows.iter().map(|r| r.reserved_hours).collect::<Vec<_>>())
         .execute(&mut *tx)
         .await?;
         let hours: Vec<_> = totals.rows().collect();
@@ -235,7 +237,7 @@ impl Store {
                     i.volumes, i.elastic_ips,
                     sum(r.stops)::bigint, sum(r.hibernations)::bigint,
                     sum(r.people_starts)::bigint, sum(r.stopped_hours),
-                    sum(r.charging_hours)
+                    sum(r.charging_hours), sum(r.reserved_hours)
              FROM report_days AS r JOIN instances AS i ON i.id = r.instance
              WHERE r.day >= $1 AND r.day < $2
              GROUP BY 1, 2, 3, 4, 5, 6, 7",
@@ -262,6 +264,7 @@ impl Store {
                     people_starts: row.9 as u64,
                     stopped_hours: row.10,
                     charging_hours: row.11,
+                    reserved_hours: row.12,
                     attached: Attached {
                         volumes: volumes.map(|v| v.0),
                         elastic_ips: ips.and_then(|n| u32::try_from(n).ok()),

@@ -2,7 +2,7 @@
 //! ebb: a box running in one is not stopped at the close (`reserved_no_saving`, the reason
 //! naming the reservation and its end) unless the policy sets `stop.in_reservation: stop`; a box
 //! in a reservation ebb made (tagged with its token) is not held; the inventory snapshot
-//! carries the reservation for `ebb plan`.
+//! carries the reservation for `ebb plan`; a stop inside it saves nothing in `ebb report`.
 
 use super::tick::{Setup, EVENING, LATER, POLICY};
 use crate::common;
@@ -76,7 +76,7 @@ async fn run_in_reservation(s: &Setup, id: &str, tags: &[(&str, &str)]) -> Strin
 
 #[sqlx::test(migrations = false)]
 async fn a_box_in_a_reservation_held_outside_ebb_is_kept_unless_the_policy_frees_it(pool: PgPool) {
-    let s = Setup::new(&pool, "us-west-1").await;
+    let s = Setup::new(&pool, "us-east-2").await;
     let held = s.f.launch(G5).await;
     let in_ebbs = s.f.launch(G5).await;
     let plain = s.f.launch(G5).await;
@@ -140,5 +140,34 @@ async fn a_box_in_a_reservation_held_outside_ebb_is_kept_unless_the_policy_frees
     let later = s.tick(LATER, &[]);
     assert!(later.contains("1 actions (1 succeeded"), "{later}");
     assert_eq!(s.state(&held).await, InstanceStateName::Stopped);
+    let stops = s.audit(&held, "stop");
+    assert_eq!(stops[1]["code"], "stopped_in_reservation", "{stops:#?}");
     assert!(s.ebb().run(&["audit", "verify"]).status.success());
+
+    // The report counts the three stops in the gross; the reservation paid for the held box's
+    // hours, so they come off the net: 3 h 55 min of its 11 h 55 min stopped to midnight.
+    let out = s.ebb().run(&[
+        "report",
+        "--since",
+        "2026-11-30T00:00:00Z",
+        "--until",
+        "2026-12-01T00:00:00Z",
+        "--format",
+        "json",
+    ]);
+    assert!(out.status.success(), "{out:?}");
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let total = |key: &str| report["total"][key].as_f64().unwrap();
+    assert_eq!(total("stopped_hours"), 11.92, "{report:#}");
+    let per_hour = total("saved_usd") / (4.0 + 4.0 + 235.0 / 60.0);
+    assert!(per_hour > 0.0, "g5.xlarge is priced in {}", s.f.region);
+    let reserved = total("reserved_covered_usd");
+    assert!(
+        (reserved - per_hour * 235.0 / 60.0).abs() < 0.01,
+        "{reserved} in {report:#}"
+    );
+    assert!(
+        (total("net_saved_usd") - (total("saved_usd") - reserved)).abs() < 0.011,
+        "{report:#}"
+    );
 }

@@ -70,7 +70,7 @@ impl Setup {
     }
 
     /// The audit rows about `instance` with `action`, as JSON objects.
-    fn audit(&self, instance: &str, action: &str) -> Vec<Value> {
+    pub(crate) fn audit(&self, instance: &str, action: &str) -> Vec<Value> {
         let out = self.ebb().run(&[
             "audit",
             "--instance",

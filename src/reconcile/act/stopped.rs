@@ -3,7 +3,8 @@
 //! (`reconcile/stopping.rs`). A stop that still charges is audited as such ("stopped, still
 //! charging", code `stopped_still_charging`), which `ebb report` counts as no saving, and is
 //! told to the webhook once per instance; a stop without charge on a cloud that then releases
-//! the instance's public IP says so.
+//! the instance's public IP says so; a stop inside a capacity reservation held outside ebb is
+//! audited as saving nothing (code `stopped_in_reservation`).
 
 use super::outcomes::{Answer, Billings};
 use super::Reconciler;
@@ -56,6 +57,20 @@ pub(in crate::reconcile) fn stopped_note(
     }
 }
 
+/// The code and note of a stop of an instance billed as `billing` inside a capacity
+/// reservation held outside ebb: it went through, and saves nothing while the reservation is
+/// paid.
+fn in_reservation_note(billing: Option<&Billing>) -> Option<(Option<Code>, String)> {
+    let held = billing?.reservation.as_ref()?;
+    Some((
+        Some(Code::StoppedInReservation),
+        format!(
+            "stopped inside {}, held outside ebb and paid whether the box runs or not: this stop frees the capacity for other boxes and saves nothing itself",
+            held.describe()
+        ),
+    ))
+}
+
 /// Adds to `outcome` what `note` says (`stopped_note`).
 pub(in crate::reconcile) fn add_note(
     outcome: &mut NewAuditEntry,
@@ -92,10 +107,10 @@ pub(super) fn mark_stopped(
         if !stopped || o.outcome != Outcome::Succeeded {
             continue;
         }
+        let billing = billings.get(&d.instance);
+        add_note(o, in_reservation_note(billing));
         match done.get(d.instance.as_str()).and_then(|x| x.read_back) {
-            Some(StopReadBack::Stopped(mode)) => {
-                add_note(o, stopped_note(mode, billings.get(&d.instance)))
-            }
+            Some(StopReadBack::Stopped(mode)) => add_note(o, stopped_note(mode, billing)),
             Some(StopReadBack::Later) => {
                 let row = o.clone();
                 *answer = Answer::Stopping(row);

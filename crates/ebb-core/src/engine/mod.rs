@@ -225,6 +225,10 @@ codes! {
     /// A stop that went through, but the cloud did not say how it bills the stopped instance:
     /// an outcome's code; the stop counts no saving.
     StoppedBillingUnknown = "stopped_billing_unknown",
+    /// A stop that went through of a box running in a capacity reservation held outside ebb
+    /// (`stop.in_reservation: stop`): an outcome's code; the reservation is paid whether the
+    /// box runs or not, so the stop counts no saving.
+    StoppedInReservation = "stopped_in_reservation",
     /// EC2 had no capacity for the instance's type: it is changed to the next of the policy's
     /// `start.fallback_types`, and started as that.
     FallbackType = "fallback_type",

@@ -8,7 +8,7 @@ use std::fmt::Write as _;
 type Column = fn(&Measures) -> String;
 
 /// The columns after a row's name, with how each is read from the measures.
-const COLUMNS: [(&str, Column); 23] = [
+const COLUMNS: [(&str, Column); 24] = [
     ("saved_usd", |m| format!("{:.2}", m.saved_usd)),
     ("stopped_saved_usd", |m| {
         format!("{:.2}", m.stopped_saved_usd)
@@ -37,6 +37,9 @@ const COLUMNS: [(&str, Column); 23] = [
     }),
     ("unused_commitment_usd", |m| {
         format!("{:.2}", m.unused_commitment_usd)
+    }),
+    ("reserved_covered_usd", |m| {
+        format!("{:.2}", m.reserved_covered_usd)
     }),
     ("stopped_box_cost_usd", |m| {
         format!("{:.2}", m.stopped_box_cost_usd)
@@ -193,13 +196,20 @@ pub fn csv(r: &Report) -> String {
 }
 
 /// How the report gets from gross to net, in a line: what commitments would have covered of
-/// the stopped hours; then what the stopped boxes still paid, which is not taken off the net
+/// the stopped hours, and what reservations held outside ebb paid for; then what the stopped boxes still paid, which is not taken off the net
 /// because a box pays for its disks whether it runs or not.
 pub fn gross_to_net(t: &Measures) -> String {
     let mut line = format!(
         "gross ${:.2}, net ${:.2}: less ${:.2} of stopped hours reservations and Savings Plans would have covered (${:.2} of commitment left unused by the stops)",
         t.saved_usd, t.net_saved_usd, t.commitment_covered_usd, t.unused_commitment_usd,
     );
+    if t.reserved_covered_usd > 0.0 {
+        let _ = write!(
+            line,
+            ", less ${:.2} of stopped hours capacity reservations held outside ebb paid for (stop.in_reservation: stop)",
+            t.reserved_covered_usd
+        );
+    }
     let _ = write!(
         line,
         "\nstill paid while stopped: ${:.2} for the stopped boxes' volumes and Elastic IPs, paid whether they run or not, so not taken off the net",

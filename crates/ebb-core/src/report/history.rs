@@ -26,10 +26,33 @@ pub struct ActionRecord {
     pub action: EbbAction,
     /// The policy it did it for.
     pub policy: Option<String>,
-    /// For a stop or hibernation, whether it ended the instance's compute charges: `false`
-    /// when the stopped mode read back after it said the cloud still bills the instance, or
-    /// did not say (outcome codes `stopped_still_charging`, `stopped_billing_unknown`).
-    pub saves: bool,
+    /// For a stop or hibernation, what its stopped hours come to, from its outcome's code.
+    pub saved: StopSaved,
+}
+
+/// What a stop's stopped hours come to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StopSaved {
+    /// They end the instance's compute charges: saved.
+    Saved,
+    /// The cloud still bills the stopped instance, or did not say how it bills it (outcome
+    /// codes `stopped_still_charging`, `stopped_billing_unknown`): no dollars at all.
+    Charging,
+    /// A capacity reservation held outside ebb that the box ran in is paid for them (outcome
+    /// code `stopped_in_reservation`): at on-demand prices in the gross, and taken off the net
+    /// as `reserved_covered_usd`.
+    Reserved,
+}
+
+impl StopSaved {
+    /// What the outcome code of a succeeded stop says its hours come to.
+    pub fn of_code(code: Option<&str>) -> StopSaved {
+        match code {
+            Some("stopped_still_charging" | "stopped_billing_unknown") => StopSaved::Charging,
+            Some("stopped_in_reservation") => StopSaved::Reserved,
+            _ => StopSaved::Saved,
+        }
+    }
 }
 
 /// A state the instance was seen entering.

@@ -49,7 +49,7 @@ pub use format::{csv, gross_to_net, table};
 pub use groups::GroupMeasures;
 pub use history::{
     ActionRecord, EbbAction, GroupChange, History, InstanceInfo, OverrideSpan, ReservationSpan,
-    RunningSpan, SpotMove, StateChange,
+    RunningSpan, SpotMove, StateChange, StopSaved,
 };
 pub use rollup::{compute_parts, midnight, roll_up, Parts, RolledDay, RolledSum};
 
@@ -130,8 +130,9 @@ pub struct Measures {
     /// Dollars saved, gross: stopped savings, spot savings and group savings, every stopped
     /// hour at its on-demand price.
     pub saved_usd: f64,
-    /// Dollars saved, net: gross less what commitments would have covered of the stopped hours
-    /// and less what the capacity reservations ebb held cost. What stopped boxes still pay
+    /// Dollars saved, net: gross less what commitments would have covered of the stopped hours,
+    /// less the stopped hours reservations held outside ebb paid for, and less what the
+    /// capacity reservations ebb held cost. What stopped boxes still pay
     /// (`stopped_box_cost_usd`) is not taken off: a box pays for its disks whether it runs or
     /// not, so they are no cost of stopping it.
     pub net_saved_usd: f64,
@@ -141,6 +142,9 @@ pub struct Measures {
     /// Commitment dollars (at the commitments' rates) those hours would have used: paid and
     /// left unused because of the stops.
     pub unused_commitment_usd: f64,
+    /// On-demand dollars of stopped hours of boxes stopped inside a capacity reservation held
+    /// outside ebb (`stop.in_reservation: stop`): the reservation is paid anyway, so not saved.
+    pub reserved_covered_usd: f64,
     /// What stopped boxes still paid while stopped: their EBS volumes and Elastic IPs, paid
     /// whether they run or not, so shown apart from the net.
     pub stopped_box_cost_usd: f64,
@@ -189,6 +193,7 @@ impl Measures {
         self.saved_usd += o.saved_usd;
         self.commitment_covered_usd += o.commitment_covered_usd;
         self.unused_commitment_usd += o.unused_commitment_usd;
+        self.reserved_covered_usd += o.reserved_covered_usd;
         self.stopped_box_cost_usd += o.stopped_box_cost_usd;
         self.unknown_box_cost_hours += o.unknown_box_cost_hours;
         self.stopped_saved_usd += o.stopped_saved_usd;
@@ -213,12 +218,16 @@ impl Measures {
     /// Dollars and hours to the cent and the hundredth of an hour, for people and JSON, and
     /// the net worked out from the gross.
     fn round(&mut self) {
-        let net = self.saved_usd - self.commitment_covered_usd - self.reservation_cost_usd;
+        let net = self.saved_usd
+            - self.commitment_covered_usd
+            - self.reserved_covered_usd
+            - self.reservation_cost_usd;
         self.net_saved_usd = (net * 100.0).round() / 100.0;
         for v in [
             &mut self.saved_usd,
             &mut self.commitment_covered_usd,
             &mut self.unused_commitment_usd,
+            &mut self.reserved_covered_usd,
             &mut self.stopped_box_cost_usd,
             &mut self.unknown_box_cost_hours,
             &mut self.stopped_saved_usd,
@@ -352,13 +361,13 @@ impl Happening<'_> {
     }
 }
 
-/// A stretch an ebb stop keeps going: since when, by which action and policy, and whether the
-/// stop ended the compute charges.
+/// A stretch an ebb stop keeps going: since when, by which action and policy, and what its
+/// hours come to.
 struct Stopped<'a> {
     at: DateTime<Utc>,
     action: EbbAction,
     policy: Option<&'a str>,
-    saves: bool,
+    saved: StopSaved,
 }
 
 /// How a stopped stretch ended.
@@ -386,8 +395,9 @@ fn stops<'h>(
             while_stopped: info.and_then(|i| prices.stopped_cost(&i.region, &i.attached)),
         };
         let span = stretch(s, to, end, window, info, costs, tally);
-        // A stop its cloud still bills saved nothing for a commitment to cover.
-        if s.saves {
+        // A stop its cloud still bills saved nothing for a commitment to cover, and the hours
+        // a held reservation paid for are covered already.
+        if s.saved == StopSaved::Saved {
             kept.extend(span.zip(info).map(|(span, info)| Kept {
                 span,
                 policy: s.policy,
@@ -429,7 +439,7 @@ fn stretches<'h>(
                             at: a.at,
                             action: a.action,
                             policy: a.policy.as_deref(),
-                            saves: a.saves,
+                            saved: a.saved,
                         });
                     }
                     None
@@ -489,15 +499,18 @@ fn stretch(
     }
     let span = window.clip(s.at, to)?;
     // A stop its cloud still bills saves nothing, priced or not.
-    let rate = if s.saves { costs.rate } else { Some(0.0) };
+    let charging = s.saved == StopSaved::Charging;
+    let rate = if charging { Some(0.0) } else { costs.rate };
+    let reserved = s.saved == StopSaved::Reserved;
     tally.add_span(span, s.policy, info, |h| {
         let saved = rate.map(|r| r * h).unwrap_or(0.0);
         Measures {
             saved_usd: saved,
             stopped_saved_usd: saved,
+            reserved_covered_usd: if reserved { saved } else { 0.0 },
             stopped_hours: h,
             unpriced_stopped_hours: if rate.is_none() { h } else { 0.0 },
-            charging_stopped_hours: if s.saves { 0.0 } else { h },
+            charging_stopped_hours: if charging { h } else { 0.0 },
             stopped_box_cost_usd: costs.while_stopped.map(|c| c * h).unwrap_or(0.0),
             unknown_box_cost_hours: if costs.while_stopped.is_none() {
                 h
@@ -597,5 +610,7 @@ fn overrides(history: &History, window: Window, tally: &mut Tally) {
     }
 }
 
+#[cfg(test)]
+mod reserved_tests;
 #[cfg(test)]
 mod tests;

@@ -15,7 +15,7 @@ use super::covered::{self, RolledStops};
 use super::tally::{finish, Tally};
 use super::{
     groups, overrides, spot, stops, stretches, End, History, HourlyTotals, InstanceInfo, Measures,
-    Report, Window,
+    Report, StopSaved, Window,
 };
 use crate::fleet::money::{Attached, PriceTable};
 use chrono::{DateTime, NaiveDate, Utc};
@@ -40,6 +40,9 @@ pub struct RolledDay {
     pub stopped_hours: f64,
     /// Hours of that day the instance was kept stopped by a stop its cloud still bills.
     pub charging_hours: f64,
+    /// Hours of that day the instance was kept stopped by a stop inside a capacity
+    /// reservation held outside ebb, which paid for them.
+    pub reserved_hours: f64,
 }
 
 /// The rows of `day` from `history`, read over that day (`Store::report_stop_history`, with
@@ -64,6 +67,7 @@ pub fn roll_up(history: &History, day: NaiveDate) -> (Vec<RolledDay>, HourlyTota
                 people_starts: 0,
                 stopped_hours: 0.0,
                 charging_hours: 0.0,
+                reserved_hours: 0.0,
             });
         if window.contains(s.at) {
             match s.action {
@@ -77,14 +81,18 @@ pub fn roll_up(history: &History, day: NaiveDate) -> (Vec<RolledDay>, HourlyTota
         let Some((from, to)) = window.clip(s.at, to) else {
             return;
         };
-        // A stop its cloud still bills saved nothing, and takes no commitment.
-        if !s.saves {
-            row.charging_hours += super::hours(to - from);
-            return;
-        }
-        row.stopped_hours += super::hours(to - from);
-        if let Some(info) = history.instances.get(instance) {
-            totals.add_span(&info.region, &info.instance_type, (from, to), false);
+        // A stop its cloud still bills saved nothing, and takes no commitment; nor do the hours
+        // a held reservation paid for.
+        let h = super::hours(to - from);
+        match s.saved {
+            StopSaved::Charging => row.charging_hours += h,
+            StopSaved::Reserved => row.reserved_hours += h,
+            StopSaved::Saved => {
+                row.stopped_hours += h;
+                if let Some(info) = history.instances.get(instance) {
+                    totals.add_span(&info.region, &info.instance_type, (from, to), false);
+                }
+            }
         }
     });
     for r in &history.running {
@@ -98,6 +106,7 @@ pub fn roll_up(history: &History, day: NaiveDate) -> (Vec<RolledDay>, HourlyTota
             r.stops + r.hibernations + r.people_starts > 0
                 || r.stopped_hours > 0.0
                 || r.charging_hours > 0.0
+                || r.reserved_hours > 0.0
         })
         .collect();
     (rows, totals)
@@ -128,6 +137,8 @@ pub struct RolledSum {
     pub stopped_hours: f64,
     /// Hours kept stopped by stops the cloud still bills.
     pub charging_hours: f64,
+    /// Hours kept stopped inside capacity reservations held outside ebb.
+    pub reserved_hours: f64,
     /// The instances' volumes and Elastic IPs, as last listed: what they paid stopped.
     pub attached: Attached,
 }
@@ -222,17 +233,23 @@ pub fn compute_parts(
 fn rolled_measures(r: &RolledSum, prices: &PriceTable) -> Measures {
     let rate = prices.get(&r.region, &r.instance_type);
     let box_cost = prices.stopped_cost(&r.region, &r.attached);
-    let (saving, charging) = (r.stopped_hours, r.charging_hours);
-    let all = saving + charging;
-    let saved = rate.map_or(0.0, |rate| rate * saving);
+    let (saving, charging, reserved) = (r.stopped_hours, r.charging_hours, r.reserved_hours);
+    let all = saving + charging + reserved;
+    let reserved_usd = rate.map_or(0.0, |rate| rate * reserved);
+    let saved = rate.map_or(0.0, |rate| rate * saving) + reserved_usd;
     Measures {
         saved_usd: saved,
         stopped_saved_usd: saved,
+        reserved_covered_usd: reserved_usd,
         stops: r.stops,
         hibernations: r.hibernations,
         people_starts: r.people_starts,
         stopped_hours: all,
-        unpriced_stopped_hours: if rate.is_none() { saving } else { 0.0 },
+        unpriced_stopped_hours: if rate.is_none() {
+            saving + reserved
+        } else {
+            0.0
+        },
         charging_stopped_hours: charging,
         stopped_box_cost_usd: box_cost.map_or(0.0, |c| c * all),
         unknown_box_cost_hours: if box_cost.is_none() { all } else { 0.0 },

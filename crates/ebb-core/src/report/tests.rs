@@ -12,7 +12,7 @@ fn action(instance: &str, at: &str, action: EbbAction, policy: &str) -> ActionRe
         at: t(at),
         action,
         policy: Some(policy.into()),
-        saves: true,
+        saved: StopSaved::Saved,
     }
 }
 
@@ -212,7 +212,7 @@ fn a_stop_its_cloud_still_bills_counts_its_hours_and_no_dollars() {
     // i-ten ($10/h) stopped at 10:00 but still charging, and i-two ($2/h) stopped at 10:00
     // without charge; the window ends at 15:00: 5 h each, $10 saved, 5 h still charging.
     let charging = ActionRecord {
-        saves: false,
+        saved: StopSaved::Charging,
         ..action("i-ten", "2026-11-30T10:00:00Z", EbbAction::Stop, "office")
     };
     let h = history(
@@ -240,7 +240,7 @@ fn a_stop_its_cloud_still_bills_counts_its_hours_and_no_dollars() {
 fn a_day_rolled_up_counts_the_hours_of_a_stop_its_cloud_still_bills_apart_from_those_saved() {
     // As above, over the whole day: i-ten's stop is counted, its 14 h are rolled as billed.
     let charging = ActionRecord {
-        saves: false,
+        saved: StopSaved::Charging,
         ..action("i-ten", "2026-11-30T10:00:00Z", EbbAction::Stop, "office")
     };
     let h = history(

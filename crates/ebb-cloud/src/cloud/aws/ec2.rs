@@ -91,7 +91,8 @@ impl AwsProvider {
         for (instance, _) in &mut listed {
             instance.gpus = gpus.get(&instance.instance_type).cloned().flatten();
         }
-        self.read_held_reservations(scope, &mut listed).await;
+        let mut instances: Vec<&mut Instance> = listed.iter_mut().map(|(i, _)| i).collect();
+        self.read_held_reservations(scope, &mut instances).await;
         Ok(listed)
     }
 

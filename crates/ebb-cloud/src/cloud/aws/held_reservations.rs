@@ -40,16 +40,13 @@ fn held_terms(r: &CapacityReservation) -> Option<ReservationTerms> {
 }
 
 impl AwsProvider {
-    /// Fills in the terms of the reservations `listed` instances run in, and forgets those that
-    /// are not held outside ebb. A read that fails is logged and leaves every term unknown.
-    pub(super) async fn read_held_reservations(
-        &self,
-        scope: &Scope,
-        listed: &mut [(Instance, bool)],
-    ) {
+    /// Fills in the terms of the reservations `listed` instances (of `scope`) run in, and
+    /// forgets those that are not held outside ebb. A read that fails is logged and leaves
+    /// every term unknown.
+    pub(super) async fn read_held_reservations(&self, scope: &Scope, listed: &mut [&mut Instance]) {
         let ids: BTreeSet<String> = listed
             .iter()
-            .filter_map(|(i, _)| Some(i.billing.reservation.as_ref()?.id.clone()))
+            .filter_map(|i| Some(i.billing.reservation.as_ref()?.id.clone()))
             .collect();
         if ids.is_empty() {
             return;
@@ -65,7 +62,7 @@ impl AwsProvider {
                 return;
             }
         };
-        for (instance, _) in listed {
+        for instance in listed {
             let Some(held) = &mut instance.billing.reservation else {
                 continue;
             };

@@ -95,7 +95,8 @@ impl Provider for AwsProvider {
     }
 
     /// DescribeInstances of `ids`, by the account that listed each, with the listing's
-    /// filters: an instance gone, terminated or no longer managed is absent.
+    /// filters: an instance gone, terminated or no longer managed is absent. The capacity
+    /// reservations held outside ebb that they run in are read as the listing reads them.
     async fn reread(&self, region: &str, ids: &[String]) -> Result<Vec<Instance>, CloudError> {
         let (groups, unwatched) = self.group_by_scope(region, ids, "DescribeInstances");
         if let Some(failed) = unwatched.failed.into_iter().next() {
@@ -123,11 +124,14 @@ impl Provider for AwsProvider {
                     .await
                     .map_err(|e| cloud_error("DescribeInstances", e))?;
                 let listed = out.reservations().iter().flat_map(|r| r.instances());
-                found.extend(
-                    listed
-                        .filter_map(|i| from_ec2(region, via_role.as_ref(), i))
-                        .map(|(i, _)| i),
-                );
+                let mut batch: Vec<Instance> = listed
+                    .filter_map(|i| from_ec2(region, via_role.as_ref(), i))
+                    .map(|(i, _)| i)
+                    .collect();
+                // As the listing has them, so that an outcome says what the stop was.
+                let mut refs: Vec<&mut Instance> = batch.iter_mut().collect();
+                self.read_held_reservations(scope, &mut refs).await;
+                found.extend(batch);
             }
         }
         Ok(found)
