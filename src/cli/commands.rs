@@ -68,7 +68,9 @@ pub(super) fn plan(input: &Input, format: Format) -> Result<ExitCode> {
             Format::Table => {
                 let groups: Vec<engine::GroupDecision> = groups
                     .iter()
-                    .map(|g| engine::decide_group(at, &set, &fleet, &g.group, g.memory.as_ref()))
+                    .map(|g| {
+                        engine::decide_group(at, &set, &fleet, &prior, &g.group, g.memory.as_ref())
+                    })
                     .collect();
                 output::plan_table(&decisions, &fleet.instances)
                     + &output::plan_groups_table(&groups)
@@ -95,7 +97,7 @@ pub(super) fn explain(instance: &str, input: &Input) -> Result<ExitCode> {
                 input.fleet.display()
             )
         })?;
-    let d = engine::decide_group(at, &set, &fleet, &g.group, g.memory.as_ref());
+    let d = engine::decide_group(at, &set, &fleet, &prior, &g.group, g.memory.as_ref());
     println!("{}", output::group_explanation(&g.group, &d, at));
     Ok(ExitCode::SUCCESS)
 }

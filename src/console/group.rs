@@ -7,7 +7,7 @@ use super::fleet::decision;
 use super::instance::audit_cells;
 use super::{instance_link, ok, scroll, time, zoned_time, Nav, PageError, PageResult};
 use crate::api::ApiState;
-use crate::engine::{decide_group, GroupAction, GroupDecision, RECENT};
+use crate::engine::{decide_group, GroupAction, GroupDecision, Prior, RECENT};
 use crate::fleet::{
     Billing, Fleet, GroupMember, Instance, InstanceState, Lifecycle, Sample, ScalingGroup,
 };
@@ -18,6 +18,7 @@ use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use chrono::{DateTime, Duration, Utc};
 use maud::{html, Markup};
+use std::collections::HashMap;
 
 /// The span of the capacity chart: a close and an opening of daily work hours.
 const CHART_SPAN: Duration = Duration::hours(48);
@@ -61,7 +62,8 @@ pub(super) async fn page(
         .collect();
     let loaded = crate::policies::current(&state.policies).await.ok();
     let set = loaded.as_ref().map(|l| &*l.set);
-    let decided = set.map(|set| decide_now(set, &group, &members, &readings, now));
+    let overrides = Prior::new(HashMap::new(), store.overrides_at(now).await?);
+    let decided = set.map(|set| decide_now(set, &group, &members, &readings, &overrides, now));
     let body = html! {
         (facts(&group))
         (window(&group, set, decided.as_ref(), now))
@@ -131,12 +133,14 @@ fn facts(g: &GroupRecord) -> Markup {
 
 /// The group as the engine sees it from what the store keeps: its tags and capacity as last
 /// listed, its live members with the GPU readings kept of the last [`RECENT`] (a running member
-/// without any is unread: unknown, so it holds a scale-down, as in a tick).
+/// without any is unread: unknown, so it holds a scale-down, as in a tick), and the overrides
+/// on them.
 fn decide_now(
     set: &PolicySet,
     group: &GroupRecord,
     members: &[InstanceRecord],
     readings: &[(String, Vec<Sample>)],
+    overrides: &Prior,
     now: DateTime<Utc>,
 ) -> GroupDecision {
     let live: Vec<&InstanceRecord> = members
@@ -201,7 +205,14 @@ fn decide_now(
             })
             .collect(),
     };
-    decide_group(now, set, &fleet, &listed, Some(&group.stored.memory))
+    decide_group(
+        now,
+        set,
+        &fleet,
+        overrides,
+        &listed,
+        Some(&group.stored.memory),
+    )
 }
 
 /// The governing policy's work hours (when it closes or opens next) and the decision now.

@@ -8,6 +8,7 @@ use super::override_forms::{self, OverrideForm};
 use super::session::Session;
 use super::{explain, layout, maybe_time, ok, scroll, time, Nav, PageError, PageResult};
 use crate::api::ApiState;
+use crate::fleet::OwnerKind;
 use crate::store::{
     AuditEntry, AuditFilter, InstanceEvent, InstanceRecord, Outcome, OverrideRecord,
 };
@@ -172,7 +173,15 @@ fn facts(i: &InstanceRecord) -> Markup {
             dt { "Region" } dd { (i.region) }
             dt { "State" } dd { span.state { (i.state) } " since " (time(i.state_since)) }
             dt { "Policy" } dd { (i.policy.as_deref().unwrap_or("none")) }
-            @if let Some(owner) = &i.owner { dt { "Owner" } dd { (owner.0) } }
+            @if let Some(owner) = &i.owner {
+                dt { "Owner" }
+                dd {
+                    (owner.0)
+                    @if matches!(owner.0.kind(), OwnerKind::Asg | OwnerKind::EksNodegroup) {
+                        ": ebb scales the group, never this member alone; an override on this member, or its ebb:keep-until or ebb:skip, holds the whole group's scale-down"
+                    }
+                }
+            }
             dt { "Launched" } dd { (maybe_time(i.launched_at)) }
             dt { "First seen" } dd { (time(i.first_seen_at)) }
             dt { "Last seen" } dd { (time(i.last_seen_at)) }

@@ -13,12 +13,13 @@
 
 use super::{Reconciler, TickContext};
 use crate::cloud::{Provider, ScalingGroups};
-use crate::engine::{decide_group, GroupAction, GroupDecision, GroupMemory};
+use crate::engine::{decide_group, Code, GroupAction, GroupDecision, GroupMemory, Prior};
 use crate::fleet::{Fleet, ScalingGroup};
 use crate::names::ACTOR;
 use crate::policy::PolicySet;
 use crate::store::{NewAuditEntry, Outcome, PendingChange, StoreError, INTERRUPTED};
 use chrono::{DateTime, SecondsFormat, Utc};
+use std::collections::HashMap;
 
 /// The audit action of a scale-down to the floor.
 pub(super) const SCALE_DOWN: &str = "scale_down_group";
@@ -37,6 +38,8 @@ impl<P: Provider> Reconciler<P> {
         let Some(scaling) = self.provider.groups() else {
             return Ok(());
         };
+        // The overrides on members hold a scale-down; read again right before each one.
+        let overrides = Prior::new(HashMap::new(), self.store.overrides_at(tick.now).await?);
         for region in regions {
             let groups = match scaling.scaling_groups(region).await {
                 Ok(groups) => groups,
@@ -61,7 +64,10 @@ impl<P: Provider> Reconciler<P> {
                     continue;
                 }
                 let memory = kept.map(|k| k.memory);
-                let d = decide_group(tick.now, set, fleet, group, memory.as_ref());
+                let d = decide_group(tick.now, set, fleet, &overrides, group, memory.as_ref());
+                if d.code == Code::GroupMemberProtected {
+                    tracing::info!(group = %group.name, region = %region, reason = %d.reason, "scale-down held");
+                }
                 if memory.as_ref() != Some(&d.memory) {
                     self.store
                         .remember_group(region, &group.name, &d.memory)
@@ -83,9 +89,9 @@ impl<P: Provider> Reconciler<P> {
         Ok(())
     }
 
-    /// The decision for `group` from the group read again right before a scale-down: people
-    /// change tags and capacity between a listing and the call. A failed read is an error:
-    /// unknown means no scale-down.
+    /// The decision for `group` from the group and the overrides read again right before a
+    /// scale-down: people change tags, overrides and capacity between a listing and the call.
+    /// A failed read is an error: unknown means no scale-down.
     async fn decide_again(
         &self,
         scaling: &P::ScalingGroups,
@@ -102,7 +108,11 @@ impl<P: Provider> Reconciler<P> {
             .iter()
             .find(|g| g.name == group.name)
             .ok_or("the group is no longer listed (gone, or no longer tagged for ebb)")?;
-        Ok(decide_group(now, set, fleet, fresh, memory))
+        let overrides = self.store.overrides_at(now).await.map_err(|err| {
+            format!("could not read the overrides again ({err}); unknown means no scale-down")
+        })?;
+        let prior = Prior::new(HashMap::new(), overrides);
+        Ok(decide_group(now, set, fleet, &prior, fresh, memory))
     }
 
     /// One change of `group`'s capacity: dry runs logged only; otherwise the fenced intent,

@@ -514,7 +514,17 @@ impl Store {
                 },
             )
             .collect();
-        let overrides = self
+        let overrides = self.overrides_at(now).await?;
+        let refused = self.capacity_failures(now).await?;
+        let refused_starts = self.refused_starts(now).await?;
+        Ok(Prior::new(facts, overrides)
+            .with_capacity_failures(refused)
+            .with_refused_starts(refused_starts))
+    }
+
+    /// The overrides active at `now`, as the engine takes them.
+    pub async fn overrides_at(&self, now: DateTime<Utc>) -> Result<Vec<Override>> {
+        Ok(self
             .active_overrides(now)
             .await?
             .into_iter()
@@ -524,12 +534,7 @@ impl Store {
                 reason: o.reason,
                 by: o.created_by,
             })
-            .collect();
-        let refused = self.capacity_failures(now).await?;
-        let refused_starts = self.refused_starts(now).await?;
-        Ok(Prior::new(facts, overrides)
-            .with_capacity_failures(refused)
-            .with_refused_starts(refused_starts))
+            .collect())
     }
 
     /// The live instances a person started (see [`InstanceFacts::started_by_person_at`]): a

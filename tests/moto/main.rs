@@ -12,6 +12,7 @@ mod catalogue;
 mod crash;
 mod failed_metric_queries;
 mod faults;
+mod group_protection;
 mod held_reservations;
 mod lost_answers;
 mod node_groups;

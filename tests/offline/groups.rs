@@ -7,7 +7,9 @@
 use crate::common;
 
 use common::*;
-use ebb::engine::{decide_group, Code, GroupAction, GroupMemory, NODE_GROUP_LEAST_MAX};
+use ebb::engine::{
+    decide_group, Code, GroupAction, GroupMemory, Override, Prior, NODE_GROUP_LEAST_MAX,
+};
 use ebb::fleet::{Capacity, Fleet, GroupMember, NodeGroup, ScalingGroup};
 
 /// Office hours 09:00-18:00 UTC on weekdays for g5 inference groups, busy GPUs deferring the
@@ -74,7 +76,7 @@ fn after_the_close_min_and_desired_go_to_zero_and_max_is_kept() {
     let set = policies(OFFICE);
     let g = group(UP, &["i-1", "i-2"]);
     let fleet = idle_fleet(&["i-1", "i-2"], "2026-11-30T18:04:00Z");
-    let d = decide_group(t(EVENING), &set, &fleet, &g, None);
+    let d = decide_group(t(EVENING), &set, &fleet, &Prior::default(), &g, None);
     assert_eq!(d.action, GroupAction::ScaleDown, "{}", d.reason);
     assert_eq!(d.code, Code::OutsideHours);
     let zero = Capacity {
@@ -95,7 +97,14 @@ fn in_hours_a_group_is_left_as_it_is() {
     let set = policies(OFFICE);
     let g = group(UP, &["i-1", "i-2"]);
     let fleet = idle_fleet(&["i-1", "i-2"], "2026-11-30T11:59:00Z");
-    let d = decide_group(t("2026-11-30T12:00:00Z"), &set, &fleet, &g, None);
+    let d = decide_group(
+        t("2026-11-30T12:00:00Z"),
+        &set,
+        &fleet,
+        &Prior::default(),
+        &g,
+        None,
+    );
     assert_eq!((d.action, d.code), (GroupAction::None, Code::InHours));
 }
 
@@ -105,7 +114,7 @@ fn a_busy_or_unread_member_defers_the_scale_down_until_max_defer() {
     let g = group(UP, &["i-1", "i-2"]);
     let mut busy = idle_fleet(&["i-1", "i-2"], "2026-11-30T18:04:00Z");
     busy.instances[1].gpu_util = samples(&[("2026-11-30T18:04:00Z", 90.0)]);
-    let d = decide_group(t(EVENING), &set, &busy, &g, None);
+    let d = decide_group(t(EVENING), &set, &busy, &Prior::default(), &g, None);
     assert_eq!((d.action, d.code), (GroupAction::None, Code::BusyDeferred));
     assert!(d.reason.contains("i-2"), "{}", d.reason);
 
@@ -113,7 +122,7 @@ fn a_busy_or_unread_member_defers_the_scale_down_until_max_defer() {
     unread
         .gpu_unread
         .insert("i-1".to_string(), "throttled".into());
-    let d = decide_group(t(EVENING), &set, &unread, &g, None);
+    let d = decide_group(t(EVENING), &set, &unread, &Prior::default(), &g, None);
     assert_eq!(
         (d.action, d.code),
         (GroupAction::None, Code::MetricsUnreadable)
@@ -121,7 +130,7 @@ fn a_busy_or_unread_member_defers_the_scale_down_until_max_defer() {
 
     // A member ebb did not list was not read: unknown, not idle.
     let unlisted = idle_fleet(&["i-1"], "2026-11-30T18:04:00Z");
-    let d = decide_group(t(EVENING), &set, &unlisted, &g, None);
+    let d = decide_group(t(EVENING), &set, &unlisted, &Prior::default(), &g, None);
     assert_eq!(
         (d.action, d.code),
         (GroupAction::None, Code::MetricsUnreadable)
@@ -130,7 +139,14 @@ fn a_busy_or_unread_member_defers_the_scale_down_until_max_defer() {
     // An hour after the close, busy or not, the group goes down.
     let mut late = idle_fleet(&["i-1", "i-2"], "2026-11-30T19:04:00Z");
     late.instances[0].gpu_util = samples(&[("2026-11-30T19:04:00Z", 90.0)]);
-    let d = decide_group(t("2026-11-30T19:05:00Z"), &set, &late, &g, None);
+    let d = decide_group(
+        t("2026-11-30T19:05:00Z"),
+        &set,
+        &late,
+        &Prior::default(),
+        &g,
+        None,
+    );
     assert_eq!(d.action, GroupAction::ScaleDown, "{}", d.reason);
 }
 
@@ -145,7 +161,14 @@ fn at_the_opening_the_capacity_found_is_restored_with_no_member_left() {
     // No members: the policy matches by the types remembered.
     let g = group(zero, &[]);
     let memory = down(EVENING);
-    let d = decide_group(t(MORNING), &set, &Fleet::default(), &g, Some(&memory));
+    let d = decide_group(
+        t(MORNING),
+        &set,
+        &Fleet::default(),
+        &Prior::default(),
+        &g,
+        Some(&memory),
+    );
     assert_eq!(d.action, GroupAction::Restore, "{}", d.reason);
     assert_eq!(d.code, Code::StartAtOpen);
     assert_eq!(d.to, Some(UP));
@@ -165,6 +188,7 @@ fn a_persons_change_while_down_sticks_until_the_opening() {
         t("2026-11-30T23:00:00Z"),
         &set,
         &Fleet::default(),
+        &Prior::default(),
         &g,
         Some(&memory),
     );
@@ -173,7 +197,14 @@ fn a_persons_change_while_down_sticks_until_the_opening() {
         night.memory, memory,
         "the up size is still the one found at the close"
     );
-    let d = decide_group(t(MORNING), &set, &Fleet::default(), &g, Some(&memory));
+    let d = decide_group(
+        t(MORNING),
+        &set,
+        &Fleet::default(),
+        &Prior::default(),
+        &g,
+        Some(&memory),
+    );
     assert_eq!(d.to, Some(UP));
 }
 
@@ -192,7 +223,7 @@ fn a_persons_change_while_up_is_the_new_up_size() {
     };
     let g = group(grown, &["i-1", "i-2", "i-3"]);
     let fleet = idle_fleet(&["i-1", "i-2", "i-3"], "2026-11-30T18:04:00Z");
-    let d = decide_group(t(EVENING), &set, &fleet, &g, Some(&was));
+    let d = decide_group(t(EVENING), &set, &fleet, &Prior::default(), &g, Some(&was));
     assert_eq!(d.memory.up, grown);
     assert_eq!(d.to.map(|c| c.max), Some(6));
 }
@@ -216,13 +247,21 @@ fn a_group_held_down_by_a_policy_that_no_longer_governs_it_is_restored() {
         t("2026-11-30T23:00:00Z"),
         &set,
         &Fleet::default(),
+        &Prior::default(),
         &g,
         Some(&memory),
     );
     assert_eq!((d.action, d.code), (GroupAction::Restore, Code::NoPolicy));
     assert_eq!(d.to, Some(UP));
     // Never seen down, the same group is left alone.
-    let d = decide_group(t("2026-11-30T23:00:00Z"), &set, &Fleet::default(), &g, None);
+    let d = decide_group(
+        t("2026-11-30T23:00:00Z"),
+        &set,
+        &Fleet::default(),
+        &Prior::default(),
+        &g,
+        None,
+    );
     assert_eq!(d.action, GroupAction::None);
 }
 
@@ -258,7 +297,7 @@ fn an_eks_node_group_is_scaled_down_through_eks_to_a_max_of_at_least_one() {
         })
     );
     let fleet = idle_fleet(&["i-1"], "2026-11-30T18:04:00Z");
-    let d = decide_group(t(EVENING), &set, &fleet, &g, None);
+    let d = decide_group(t(EVENING), &set, &fleet, &Prior::default(), &g, None);
     assert_eq!(d.action, GroupAction::ScaleDown, "{}", d.reason);
     let floor = Capacity {
         min: 0,
@@ -272,7 +311,14 @@ fn an_eks_node_group_is_scaled_down_through_eks_to_a_max_of_at_least_one() {
     let mut down = down(EVENING);
     down.up = one;
     let g = node_group(group(floor, &[]), true);
-    let d = decide_group(t(MORNING), &set, &Fleet::default(), &g, Some(&down));
+    let d = decide_group(
+        t(MORNING),
+        &set,
+        &Fleet::default(),
+        &Prior::default(),
+        &g,
+        Some(&down),
+    );
     assert_eq!((d.action, d.to), (GroupAction::Restore, Some(one)));
 }
 
@@ -287,10 +333,24 @@ fn a_remembered_max_of_zero_is_restored_as_one_for_a_node_group_and_as_zero_for_
     let mut memory = down(EVENING);
     memory.up = zero;
     let plain = group(zero, &[]);
-    let d = decide_group(t(MORNING), &set, &Fleet::default(), &plain, Some(&memory));
+    let d = decide_group(
+        t(MORNING),
+        &set,
+        &Fleet::default(),
+        &Prior::default(),
+        &plain,
+        Some(&memory),
+    );
     assert_eq!(d.to, Some(zero));
     let eks = node_group(group(zero, &[]), true);
-    let d = decide_group(t(MORNING), &set, &Fleet::default(), &eks, Some(&memory));
+    let d = decide_group(
+        t(MORNING),
+        &set,
+        &Fleet::default(),
+        &Prior::default(),
+        &eks,
+        Some(&memory),
+    );
     assert_eq!(d.to, Some(Capacity { max: 1, ..zero }));
 }
 
@@ -300,7 +360,7 @@ fn a_node_groups_group_without_its_cluster_is_left_to_eks() {
     let g = node_group(group(UP, &["i-1", "i-2"]), false);
     assert_eq!(g.node_group(), None, "no cluster to call EKS on");
     let fleet = idle_fleet(&["i-1", "i-2"], "2026-11-30T18:04:00Z");
-    let d = decide_group(t(EVENING), &set, &fleet, &g, None);
+    let d = decide_group(t(EVENING), &set, &fleet, &Prior::default(), &g, None);
     assert_eq!(
         (d.action, d.code),
         (GroupAction::None, Code::OwnedByEksNodegroup)
@@ -319,10 +379,120 @@ fn a_group_another_owner_tags_is_left_to_it() {
     .into_iter()
     .collect();
     let fleet = idle_fleet(&["i-1", "i-2"], "2026-11-30T18:04:00Z");
-    let d = decide_group(t(EVENING), &set, &fleet, &g, None);
+    let d = decide_group(t(EVENING), &set, &fleet, &Prior::default(), &g, None);
     assert_eq!(
         (d.action, d.code),
         (GroupAction::None, Code::OwnedByKarpenter)
     );
     assert!(d.reason.contains("gpu"), "{}", d.reason);
+}
+
+/// A scale-down ends members, so whatever protects one member, or the group, holds it: an
+/// override on a member, a member's `ebb:keep-until` in the future or `ebb:skip`, the group's
+/// `ebb:keep-until`, or a member not listed (what protects it is unknown). The reason names the
+/// member and the protection; once the protection is gone the group is scaled down.
+#[test]
+fn any_protection_of_a_member_or_the_group_holds_the_scale_down() {
+    let set = policies(OFFICE);
+    let g = group(UP, &["i-1", "i-2"]);
+    let fleet = idle_fleet(&["i-1", "i-2"], "2026-11-30T18:04:00Z");
+    let held = |fleet: &Fleet, prior: &Prior, g: &ScalingGroup| {
+        let d = decide_group(t(EVENING), &set, fleet, prior, g, None);
+        assert_eq!(
+            (d.action, d.code),
+            (GroupAction::None, Code::GroupMemberProtected),
+            "{}",
+            d.reason
+        );
+        assert_eq!(d.to, None);
+        d.reason
+    };
+    let override_on = |until: &str| {
+        Prior::new(
+            Default::default(),
+            vec![Override {
+                instance: "i-2".into(),
+                until: t(until),
+                reason: "training run until Friday".into(),
+                by: "alice".into(),
+            }],
+        )
+    };
+    let reason = held(&fleet, &override_on("2026-12-01T18:00:00Z"), &g);
+    assert!(
+        reason.contains(
+            "member i-2 has an override by alice until 2026-12-01T18:00:00Z: training run until Friday"
+        ),
+        "{reason}"
+    );
+    // An override that has ended holds nothing.
+    let d = decide_group(
+        t(EVENING),
+        &set,
+        &fleet,
+        &override_on("2026-11-30T18:00:00Z"),
+        &g,
+        None,
+    );
+    assert_eq!(d.action, GroupAction::ScaleDown, "{}", d.reason);
+
+    for (key, value, says) in [
+        (
+            "ebb:skip",
+            "true",
+            "member i-1 is protected (tagged ebb:skip=true)",
+        ),
+        (
+            "ebb:keep-until",
+            "2026-12-02T00:00:00Z",
+            "member i-1 is protected (kept by tag ebb:keep-until until 2026-12-02T00:00:00Z)",
+        ),
+        (
+            "ebb:keep-until",
+            "friday",
+            "member i-1 is protected (tag ebb:keep-until=\"friday\" is not an RFC 3339 time)",
+        ),
+    ] {
+        let mut tagged = fleet.clone();
+        tagged.instances[0].tags.insert(key.into(), value.into());
+        let reason = held(&tagged, &Prior::default(), &g);
+        assert!(reason.contains(says), "{reason}");
+    }
+    let mut past = fleet.clone();
+    past.instances[0]
+        .tags
+        .insert("ebb:keep-until".into(), "2026-11-30T12:00:00Z".into());
+    let d = decide_group(t(EVENING), &set, &past, &Prior::default(), &g, None);
+    assert_eq!(d.action, GroupAction::ScaleDown, "a keep-until in the past");
+
+    let mut kept_group = g.clone();
+    kept_group
+        .tags
+        .insert("ebb:keep-until".into(), "2026-12-01T09:00:00Z".into());
+    let reason = held(&fleet, &Prior::default(), &kept_group);
+    assert!(
+        reason.contains(
+            "the group is protected (kept by tag ebb:keep-until until 2026-12-01T09:00:00Z)"
+        ),
+        "{reason}"
+    );
+
+    let one_listed = idle_fleet(&["i-1"], "2026-11-30T18:04:00Z");
+    let lenient =
+        policies(&OFFICE.replace("      max_defer: 1h\n", "      busy_defers_stop: false\n"));
+    let d = decide_group(
+        t(EVENING),
+        &lenient,
+        &one_listed,
+        &Prior::default(),
+        &g,
+        None,
+    );
+    assert_eq!(d.code, Code::GroupMemberProtected, "{}", d.reason);
+    assert!(
+        d.reason
+            .contains("member i-2 was not listed: whether something protects it is unknown"),
+        "{}",
+        d.reason
+    );
 }

@@ -107,6 +107,12 @@ async fn owners_are_stored_with_the_tags_and_shown_by_the_api_and_the_console(po
         page.contains("<dt>Owner</dt><dd>Karpenter NodePool gpu</dd>"),
         "{page}"
     );
+    // A group's member says what an override on it does: it holds the whole group.
+    let page = get(format!("{base}/instances/i-member")).await;
+    assert!(
+        page.contains("an override on this member, or its ebb:keep-until or ebb:skip, holds the whole group's scale-down"),
+        "{page}"
+    );
 }
 
 /// Rows synced before migration 0012 have no owner, and an unchanged instance's row is not

@@ -4,8 +4,8 @@
 //! group of an EKS managed node group is changed through EKS, whose node groups keep a maximum
 //! of at least [`NODE_GROUP_LEAST_MAX`].
 
-use super::rules::{governing_position, owned_code};
-use super::{Code, RECENT};
+use super::rules::{governing_position, owned_code, tags_protect};
+use super::{Code, Prior, RECENT};
 use crate::fleet::{
     Billing, Capacity, Fleet, Instance, InstanceState, Lifecycle, Owner, OwnerKind, ScalingGroup,
 };
@@ -69,12 +69,13 @@ pub struct GroupDecision {
     pub reason: String,
 }
 
-/// Decides for `group` at `now` under `policies`, with the GPU readings of its members in
-/// `fleet` and what ebb remembers of it. Pure.
+/// Decides for `group` at `now` under `policies`, with the GPU readings and tags of its members
+/// in `fleet`, the overrides of `prior` and what ebb remembers of it. Pure.
 pub fn decide_group(
     now: DateTime<Utc>,
     policies: &PolicySet,
     fleet: &Fleet,
+    prior: &Prior,
     group: &ScalingGroup,
     memory: Option<&GroupMemory>,
 ) -> GroupDecision {
@@ -204,6 +205,17 @@ pub fn decide_group(
             }
         }
     }
+    // A scale-down ends members: any protection of one of them holds the whole group.
+    if let Some(why) = protected_member(now, prior, fleet, group) {
+        let reason = format!("outside work hours, but {why}; the group is not scaled down");
+        return decision(
+            GroupAction::None,
+            None,
+            Some(policy),
+            Code::GroupMemberProtected,
+            reason,
+        );
+    }
     let to = within_eks(
         node_group.is_some(),
         Capacity {
@@ -330,6 +342,41 @@ fn busy_member(
         if let Some(s) = busy {
             let why = format!("{} is busy ({}% ≥ {threshold}%)", member.id, s.percent);
             return Some((Code::BusyDeferred, why));
+        }
+    }
+    None
+}
+
+/// What holds a scale-down of `group` back at `now`, in words: `ebb:keep-until` on the group,
+/// an override on a member, a member's `ebb:skip` or `ebb:keep-until`, or a member that was not
+/// listed (what protects it is unknown).
+fn protected_member(
+    now: DateTime<Utc>,
+    prior: &Prior,
+    fleet: &Fleet,
+    group: &ScalingGroup,
+) -> Option<String> {
+    if let Some(why) = tags_protect(&group.tags, now) {
+        return Some(format!("the group is protected ({why})"));
+    }
+    for member in &group.members {
+        if let Some(o) = prior.active_override(&member.id, now) {
+            let by = if o.by.is_empty() { "someone" } else { &o.by };
+            return Some(format!(
+                "member {} has an override by {by} until {}: {}",
+                member.id,
+                o.until.to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+                o.reason
+            ));
+        }
+        let Some(inst) = fleet.instances.iter().find(|i| i.id == member.id) else {
+            return Some(format!(
+                "member {} was not listed: whether something protects it is unknown",
+                member.id
+            ));
+        };
+        if let Some(why) = tags_protect(&inst.tags, now) {
+            return Some(format!("member {} is protected ({why})", member.id));
         }
     }
     None

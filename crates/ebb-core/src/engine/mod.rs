@@ -169,6 +169,10 @@ codes! {
     KeepUntilInvalid = "keep_until_invalid",
     /// An override protects the instance.
     Override = "override",
+    /// An Auto Scaling group's scale-down is held: a member has an override, `ebb:keep-until`
+    /// in the future or `ebb:skip`, the group has `ebb:keep-until`, or a member was not listed
+    /// (what protects it is unknown). The reason names the member and the protection.
+    GroupMemberProtected = "group_member_protected",
     /// A member of an Auto Scaling group (`aws:autoscaling:groupName`): ebb never acts on it
     /// alone, the group would replace it.
     OwnedByAsg = "owned_by_asg",

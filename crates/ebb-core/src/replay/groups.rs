@@ -5,7 +5,7 @@
 //! scale-in would), the restore brings them all back. A group's members spread over chunks
 //! are modelled as one group per chunk: busy deferral then looks at the members of the chunk.
 
-use crate::engine::{decide_group, GroupAction, GroupMemory, OFF_CAPACITY};
+use crate::engine::{decide_group, GroupAction, GroupMemory, Prior, OFF_CAPACITY};
 use crate::fleet::{Capacity, Fleet, GroupMember, Instance, InstanceState, Owner, ScalingGroup};
 use crate::policy::PolicySet;
 use chrono::{DateTime, Utc};
@@ -72,19 +72,20 @@ impl Groups {
         self.member[i]
     }
 
-    /// Decides every group at `t` on the modelled `fleet` (the chunk's instances, in order);
-    /// returns what each instance's group does to it. A policy's `dry_run` is ignored, as
-    /// everywhere in the replay.
+    /// Decides every group at `t` on the modelled `fleet` (the chunk's instances, in order),
+    /// with the overrides of `prior`; returns what each instance's group does to it. A
+    /// policy's `dry_run` is ignored, as everywhere in the replay.
     pub(super) fn decide(
         &mut self,
         t: DateTime<Utc>,
         set: &PolicySet,
         fleet: &Fleet,
+        prior: &Prior,
     ) -> Vec<Option<Move>> {
         let mut moves = vec![None; self.member.len()];
         for g in &mut self.groups {
             let group = g.as_listed(&fleet.instances);
-            let d = decide_group(t, set, fleet, &group, g.memory.as_ref());
+            let d = decide_group(t, set, fleet, prior, &group, g.memory.as_ref());
             let mut memory = d.memory;
             let wanted = match d.action {
                 GroupAction::ScaleDown => {

@@ -127,7 +127,7 @@ pub(super) fn run(
             m.show_samples(view, t, lookback);
         }
         let decisions = decider.decide(t, &fleet, prior);
-        let moves = groups.decide(t, set, &fleet);
+        let moves = groups.decide(t, set, &fleet, prior);
         let end = (t + o.tick).min(o.to);
         let length = (end - t).num_seconds();
         for (i, ((m, view), d)) in models

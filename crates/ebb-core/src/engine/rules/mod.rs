@@ -26,6 +26,7 @@ mod text;
 
 pub use owned::owned_code;
 pub use protection::tags_forbid_stop;
+pub(crate) use protection::tags_protect;
 
 use super::{Action, Brief, Code, Decision, InstanceFacts, Prior};
 use crate::fleet::{Fleet, Instance, InstanceState, Levers, Lifecycle, Prices};

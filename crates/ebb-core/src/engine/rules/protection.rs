@@ -1,14 +1,14 @@
 //! What protects a running instance from stops: the `ebb:keep-until` tag or an override.
 
 use super::{verdict, Action, Code, Eval, Trace, Verdict};
-use crate::fleet::Instance;
+use crate::fleet::{Instance, Tags};
 use crate::names::{KEEP_UNTIL_TAG, SKIP_TAG};
 use chrono::{DateTime, SecondsFormat, Utc};
 
-/// The `ebb:keep-until` tag of `inst`: the time it holds, or the raw text when that is not an
+/// The `ebb:keep-until` tag of `tags`: the time it holds, or the raw text when that is not an
 /// RFC 3339 time; `None` without the tag.
-fn keep_until(inst: &Instance) -> Option<Result<DateTime<Utc>, &str>> {
-    let raw = inst.tag(KEEP_UNTIL_TAG)?;
+fn keep_until(tags: &Tags) -> Option<Result<DateTime<Utc>, &str>> {
+    let raw = tags.get(KEEP_UNTIL_TAG)?;
     Some(
         DateTime::parse_from_rfc3339(raw.trim())
             .map(|t| t.with_timezone(&Utc))
@@ -28,10 +28,16 @@ pub fn tags_forbid_stop(inst: &Instance, now: DateTime<Utc>) -> Option<String> {
             owner.kind().instead()
         ));
     }
-    if inst.tag(SKIP_TAG) == Some("true") {
+    tags_protect(&inst.tags, now)
+}
+
+/// Why `tags` (an instance's, or a group's) keep ebb from stopping or scaling down at `now`, if
+/// they do: `ebb:skip=true`, an `ebb:keep-until` in the future, or one that is not a time.
+pub(crate) fn tags_protect(tags: &Tags, now: DateTime<Utc>) -> Option<String> {
+    if tags.get(SKIP_TAG) == Some("true") {
         return Some("tagged ebb:skip=true".to_string());
     }
-    match keep_until(inst)? {
+    match keep_until(tags)? {
         Err(raw) => Some(format!(
             "tag ebb:keep-until=\"{raw}\" is not an RFC 3339 time"
         )),
@@ -62,7 +68,7 @@ impl Eval<'_> {
     /// `ebb:keep-until` or an override, when one protects the instance now.
     pub(super) fn protection(&self, trace: &mut Trace) -> Option<Protection> {
         let now = self.now();
-        let found = match keep_until(self.inst) {
+        let found = match keep_until(&self.inst.tags) {
             Some(Err(raw)) => Some(Protection {
                 code: Code::KeepUntilInvalid,
                 reason: self.text(|| format!(
