@@ -1,5 +1,6 @@
 //! Instances something else owns (an Auto Scaling group, an EKS node group, Karpenter,
-//! SkyPilot, Batch, a Spot Fleet, an EC2 Fleet, an unknown `aws:` tag): whatever a rule asks,
+//! SkyPilot, Batch, a Spot Fleet, an EC2 Fleet; Alibaba Cloud's ESS groups and ACK node pools;
+//! Tencent Cloud's AS groups and TKE node pools; an unknown system tag): whatever a rule asks,
 //! the engine does nothing to one alone and names its owner, and `ebb plan` shows them.
 //! 2026-11-30 is a Monday.
 
@@ -76,6 +77,59 @@ const OWNERS: &[OwnerCase] = &[
         Code::OwnedByUnknown,
         "tag aws:elasticmapreduce:job-flow-id=j-1",
     ),
+    // Alibaba Cloud: an ESS group's instance, an ACK node pool's node (also in the pool's ESS
+    // group: ACK wins), a cluster's node without a pool, an unknown system tag.
+    (
+        &[("acs:autoscaling:scalingGroupId", "asg-bp1ess")],
+        Code::OwnedByEss,
+        "Alibaba Cloud Auto Scaling group asg-bp1ess",
+    ),
+    (
+        &[
+            ("ack.aliyun.com", "c61da77e"),
+            ("ack.alibabacloud.com/nodepool-id", "np29c87"),
+            ("acs:autoscaling:scalingGroupId", "asg-bp1pool"),
+        ],
+        Code::OwnedByAck,
+        "ACK node pool np29c87 of cluster c61da77e",
+    ),
+    (
+        &[("ack.aliyun.com", "c61da77e")],
+        Code::OwnedByAck,
+        "ACK cluster c61da77e",
+    ),
+    (
+        &[("acs:ecs:somethingnew", "x")],
+        Code::OwnedByUnknown,
+        "tag acs:ecs:somethingnew=x",
+    ),
+    // Tencent Cloud: an AS group's instance, a TKE node pool's node (also in its AS group: TKE
+    // wins), an unknown system tag.
+    (
+        &[(
+            "tencentcloud:autoscaling:auto-scaling-group-id",
+            "asg-2tayppxt",
+        )],
+        Code::OwnedByTencentAs,
+        "Tencent Cloud Auto Scaling group asg-2tayppxt",
+    ),
+    (
+        &[
+            ("tke-clusterId", "cls-23iwxs1l"),
+            ("tke-nodepool-id", "np-8k2j"),
+            (
+                "tencentcloud:autoscaling:auto-scaling-group-id",
+                "asg-tkepool",
+            ),
+        ],
+        Code::OwnedByTke,
+        "TKE node pool np-8k2j of cluster cls-23iwxs1l",
+    ),
+    (
+        &[("tencentcloud:somethingnew", "y")],
+        Code::OwnedByUnknown,
+        "tag tencentcloud:somethingnew=y",
+    ),
 ];
 
 /// A dev box carrying `owner`'s tags.
@@ -117,6 +171,10 @@ fn reasons_say_what_each_owner_offers_instead() {
     assert!(reason(OWNERS[4].0).contains("autostop"));
     assert!(reason(OWNERS[5].0).contains("minimum vCPUs"));
     assert!(reason(OWNERS[6].0).contains("target capacity"));
+    assert!(reason(OWNERS[9].0).contains("scale the scaling group itself"));
+    assert!(reason(OWNERS[10].0).contains("scale the node pool itself"));
+    assert!(reason(OWNERS[13].0).contains("scale the scaling group itself"));
+    assert!(reason(OWNERS[14].0).contains("scale the node pool itself"));
 }
 
 #[test]

@@ -190,7 +190,20 @@ codes! {
     OwnedBySpotFleet = "owned_by_spot_fleet",
     /// An instance of an EC2 Fleet (`aws:ec2:fleet-id`): never acted on alone.
     OwnedByEc2Fleet = "owned_by_ec2_fleet",
-    /// An `aws:` tag that may mean an owner ebb does not know: never acted on alone.
+    /// An instance of an Alibaba Cloud Auto Scaling (ESS) group
+    /// (`acs:autoscaling:scalingGroupId`): never acted on alone.
+    OwnedByEss = "owned_by_ess",
+    /// A node of an ACK cluster or node pool (`ack.aliyun.com`,
+    /// `ack.alibabacloud.com/nodepool-id`): never acted on alone.
+    OwnedByAck = "owned_by_ack",
+    /// An instance of a Tencent Cloud Auto Scaling group
+    /// (`tencentcloud:autoscaling:auto-scaling-group-id`): never acted on alone.
+    OwnedByTencentAs = "owned_by_tencent_as",
+    /// A node of a TKE cluster or node pool (`tke-clusterId`, `tke-nodepool-id`): never acted
+    /// on alone.
+    OwnedByTke = "owned_by_tke",
+    /// A system tag (`aws:`, `acs:`, `tencentcloud:`) that may mean an owner ebb does not know:
+    /// never acted on alone.
     OwnedByUnknown = "owned_by_unknown",
     /// The GPU is busy; the scheduled stop waits.
     BusyDeferred = "busy_deferred",

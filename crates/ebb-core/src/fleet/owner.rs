@@ -1,6 +1,8 @@
-//! Who owns an instance besides ebb, read from its tags: an Auto Scaling group, an EKS managed
-//! node group, Karpenter, SkyPilot, AWS Batch, a Spot Fleet or an EC2 Fleet. Such an owner
-//! replaces or breaks an instance stopped under it, so ebb never acts on one alone.
+//! Who owns an instance besides ebb, read from its tags: on AWS an Auto Scaling group, an EKS
+//! managed node group, Karpenter, SkyPilot, AWS Batch, a Spot Fleet or an EC2 Fleet; on Alibaba
+//! Cloud an Auto Scaling (ESS) group or an ACK cluster's node pool; on Tencent Cloud an Auto
+//! Scaling group or a TKE cluster's node pool. Such an owner replaces or breaks an instance
+//! stopped under it, so ebb never acts on one alone.
 //!
 //! [`Owner::of`] is the one place an owner is derived from tags; everything else (the engine,
 //! the re-check before a call, spot migrations, the store, the output) asks it.
@@ -26,10 +28,23 @@ pub const BATCH_TAG: &str = "aws:batch:compute-environment";
 pub const SPOT_FLEET_TAG: &str = "aws:ec2spot:fleet-request-id";
 /// The tag an EC2 Fleet puts on the instances it launches.
 pub const EC2_FLEET_TAG: &str = "aws:ec2:fleet-id";
+/// The tag Alibaba Cloud Auto Scaling (ESS) puts on each instance of a scaling group: its id.
+pub const ESS_TAG: &str = "acs:autoscaling:scalingGroupId";
+/// The tag ACK puts on each node of a cluster: the cluster's id.
+pub const ACK_CLUSTER_TAG: &str = "ack.aliyun.com";
+/// The tag ACK puts on each node of a node pool: the node pool's id.
+pub const ACK_NODEPOOL_TAG: &str = "ack.alibabacloud.com/nodepool-id";
+/// The tag Tencent Cloud Auto Scaling puts on each instance of a scaling group: its id.
+pub const TENCENT_AS_TAG: &str = "tencentcloud:autoscaling:auto-scaling-group-id";
+/// The tag TKE puts on the resources of a cluster: the cluster's id.
+pub const TKE_CLUSTER_TAG: &str = "tke-clusterId";
+/// The tag TKE puts on each node of a node pool: the node pool's id.
+pub const TKE_NODEPOOL_TAG: &str = "tke-nodepool-id";
 
-/// The prefix of the tags only AWS can write: any of them that is not known to be harmless may
-/// mean an owner ebb has not heard of.
-const AWS_PREFIX: &str = "aws:";
+/// The prefixes of the tags only a cloud can write (AWS's, Alibaba Cloud's and Tencent Cloud's
+/// system tags): any of them that is not known to be harmless may mean an owner ebb has not
+/// heard of.
+const SYSTEM_PREFIXES: &[&str] = &["aws:", "acs:", "tencentcloud:"];
 
 /// The `aws:` tags known not to mean an owner: they record how an instance was made, and nothing
 /// replaces an instance that carries them when it stops. A plain CloudFormation instance stays
@@ -90,7 +105,44 @@ pub enum Owner {
         /// The fleet id (`fleet-...`).
         fleet: String,
     },
-    /// An `aws:` tag ebb does not know, which may mean an owner: taken as one.
+    /// An instance of an Alibaba Cloud Auto Scaling (ESS) scaling group, which replaces an
+    /// instance it finds unhealthy.
+    Ess {
+        /// The scaling group's id.
+        group: String,
+    },
+    /// A node of an ACK cluster, of a node pool when tagged (a node pool's instances are also
+    /// in its ESS scaling group, which ACK manages: ACK wins).
+    AckNode {
+        /// The cluster's id.
+        cluster: String,
+        /// The node pool's id, when tagged.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        nodepool: Option<String>,
+        /// The node pool's scaling group, when tagged.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        group: Option<String>,
+    },
+    /// An instance of a Tencent Cloud Auto Scaling group, which replaces an instance it finds
+    /// unhealthy.
+    TencentAs {
+        /// The scaling group's id.
+        group: String,
+    },
+    /// A node of a TKE cluster, of a node pool when tagged (a node pool's instances are also in
+    /// its Auto Scaling group, which TKE manages: TKE wins).
+    TkeNode {
+        /// The cluster's id.
+        cluster: String,
+        /// The node pool's id, when tagged.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        nodepool: Option<String>,
+        /// The node pool's scaling group, when tagged.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        group: Option<String>,
+    },
+    /// A system tag (`aws:`, `acs:`, `tencentcloud:`) ebb does not know, which may mean an
+    /// owner: taken as one.
     Unknown {
         /// The tag's key.
         tag: String,
@@ -116,18 +168,30 @@ pub enum OwnerKind {
     SpotFleet,
     /// [`Owner::Ec2Fleet`].
     Ec2Fleet,
+    /// [`Owner::Ess`].
+    Ess,
+    /// [`Owner::AckNode`].
+    AckNode,
+    /// [`Owner::TencentAs`].
+    TencentAs,
+    /// [`Owner::TkeNode`].
+    TkeNode,
     /// [`Owner::Unknown`].
     Unknown,
 }
 
 impl OwnerKind {
     /// Every kind, in the order owners are looked for.
-    pub const ALL: [OwnerKind; 8] = [
+    pub const ALL: [OwnerKind; 12] = [
         OwnerKind::EksNodegroup,
+        OwnerKind::AckNode,
+        OwnerKind::TkeNode,
         OwnerKind::Karpenter,
         OwnerKind::Batch,
         OwnerKind::Skypilot,
         OwnerKind::Asg,
+        OwnerKind::Ess,
+        OwnerKind::TencentAs,
         OwnerKind::SpotFleet,
         OwnerKind::Ec2Fleet,
         OwnerKind::Unknown,
@@ -143,6 +207,10 @@ impl OwnerKind {
             OwnerKind::Batch => "batch",
             OwnerKind::SpotFleet => "spot_fleet",
             OwnerKind::Ec2Fleet => "ec2_fleet",
+            OwnerKind::Ess => "ess",
+            OwnerKind::AckNode => "ack_node",
+            OwnerKind::TencentAs => "tencent_as",
+            OwnerKind::TkeNode => "tke_node",
             OwnerKind::Unknown => "unknown",
         }
     }
@@ -160,6 +228,12 @@ impl OwnerKind {
             OwnerKind::Skypilot => "use SkyPilot's autostop (sky autostop)",
             OwnerKind::Batch => "set the compute environment's minimum vCPUs to 0",
             OwnerKind::SpotFleet | OwnerKind::Ec2Fleet => "lower the fleet's target capacity",
+            OwnerKind::Ess | OwnerKind::TencentAs => {
+                "scale the scaling group itself (its minimum and desired capacity) off-hours"
+            }
+            OwnerKind::AckNode | OwnerKind::TkeNode => {
+                "scale the node pool itself (its desired nodes) off-hours"
+            }
             OwnerKind::Unknown => {
                 "find what set the tag and stop the instance through it, or remove the tag if nothing owns the instance"
             }
@@ -175,17 +249,21 @@ impl fmt::Display for OwnerKind {
 
 impl Owner {
     /// The owner `tags` name, if any. Several may: an EKS node group's instances are also
-    /// members of its Auto Scaling group, Karpenter and Batch launch through fleets; the most
-    /// specific wins (the order of [`OwnerKind::ALL`]). Any other `aws:` tag not in
+    /// members of its Auto Scaling group (an ACK or TKE node pool's, of its scaling group),
+    /// Karpenter and Batch launch through fleets; the most specific wins (the order of
+    /// [`OwnerKind::ALL`]). Any other system tag (`aws:`, `acs:`, `tencentcloud:`) not in
     /// [`NOT_OWNER_PREFIXES`] is an unknown owner, the first in key order.
     pub fn of<'a>(tags: impl IntoIterator<Item = (&'a str, &'a str)>) -> Option<Owner> {
         let (mut found, mut unknown): (Vec<Owner>, Option<Owner>) = (Vec::new(), None);
-        let (mut cluster, mut group) = (None, None);
+        // The tags that only name an owner together with others.
+        let (mut eks_cluster, mut asg) = (None, None);
+        let (mut ack_cluster, mut ack_pool, mut ess) = (None, None, None);
+        let (mut tke_cluster, mut tke_pool, mut tencent_as) = (None, None, None);
         for (key, value) in tags {
             let name = value.to_string();
             match key {
-                ASG_TAG => group = Some(name),
-                EKS_CLUSTER_TAG => cluster = Some(name),
+                ASG_TAG => asg = Some(name),
+                EKS_CLUSTER_TAG => eks_cluster = Some(name),
                 EKS_NODEGROUP_TAG => found.push(Owner::EksNodegroup {
                     cluster: String::new(),
                     nodegroup: name,
@@ -200,8 +278,14 @@ impl Owner {
                 }),
                 SPOT_FLEET_TAG => found.push(Owner::SpotFleet { request: name }),
                 EC2_FLEET_TAG => found.push(Owner::Ec2Fleet { fleet: name }),
-                _ if key.starts_with(AWS_PREFIX)
-                    && unknown.is_none()
+                ESS_TAG => ess = Some(name),
+                ACK_CLUSTER_TAG => ack_cluster = Some(name),
+                ACK_NODEPOOL_TAG => ack_pool = Some(name),
+                TENCENT_AS_TAG => tencent_as = Some(name),
+                TKE_CLUSTER_TAG => tke_cluster = Some(name),
+                TKE_NODEPOOL_TAG => tke_pool = Some(name),
+                _ if unknown.is_none()
+                    && SYSTEM_PREFIXES.iter().any(|p| key.starts_with(p))
                     && !NOT_OWNER_PREFIXES.iter().any(|p| key.starts_with(p)) =>
                 {
                     unknown = Some(Owner::Unknown {
@@ -212,11 +296,24 @@ impl Owner {
                 _ => {}
             }
         }
-        if let Some(group) = &group {
-            found.push(Owner::Asg {
-                group: group.clone(),
+        // A node pool's node without its cluster's tag is still the node pool's.
+        if ack_cluster.is_some() || ack_pool.is_some() {
+            found.push(Owner::AckNode {
+                cluster: ack_cluster.unwrap_or_default(),
+                nodepool: ack_pool,
+                group: ess.clone(),
             });
         }
+        if tke_cluster.is_some() || tke_pool.is_some() {
+            found.push(Owner::TkeNode {
+                cluster: tke_cluster.unwrap_or_default(),
+                nodepool: tke_pool,
+                group: tencent_as.clone(),
+            });
+        }
+        found.extend(asg.clone().map(|group| Owner::Asg { group }));
+        found.extend(ess.map(|group| Owner::Ess { group }));
+        found.extend(tencent_as.map(|group| Owner::TencentAs { group }));
         found.extend(unknown);
         let mut owner = found
             .into_iter()
@@ -227,8 +324,8 @@ impl Owner {
             ..
         } = &mut owner
         {
-            *c = cluster.unwrap_or_default();
-            *g = group;
+            *c = eks_cluster.unwrap_or_default();
+            *g = asg;
         }
         Some(owner)
     }
@@ -243,6 +340,10 @@ impl Owner {
             Owner::Batch { .. } => OwnerKind::Batch,
             Owner::SpotFleet { .. } => OwnerKind::SpotFleet,
             Owner::Ec2Fleet { .. } => OwnerKind::Ec2Fleet,
+            Owner::Ess { .. } => OwnerKind::Ess,
+            Owner::AckNode { .. } => OwnerKind::AckNode,
+            Owner::TencentAs { .. } => OwnerKind::TencentAs,
+            Owner::TkeNode { .. } => OwnerKind::TkeNode,
             Owner::Unknown { .. } => OwnerKind::Unknown,
         }
     }
@@ -272,6 +373,32 @@ impl Owner {
             } => vec![tag(BATCH_TAG, compute_environment)],
             Owner::SpotFleet { request } => vec![tag(SPOT_FLEET_TAG, request)],
             Owner::Ec2Fleet { fleet } => vec![tag(EC2_FLEET_TAG, fleet)],
+            Owner::Ess { group } => vec![tag(ESS_TAG, group)],
+            Owner::TencentAs { group } => vec![tag(TENCENT_AS_TAG, group)],
+            Owner::AckNode {
+                cluster,
+                nodepool,
+                group,
+            } => [
+                Some(tag(ACK_CLUSTER_TAG, cluster)),
+                nodepool.as_ref().map(|p| tag(ACK_NODEPOOL_TAG, p)),
+                group.as_ref().map(|g| tag(ESS_TAG, g)),
+            ]
+            .into_iter()
+            .flatten()
+            .collect(),
+            Owner::TkeNode {
+                cluster,
+                nodepool,
+                group,
+            } => [
+                Some(tag(TKE_CLUSTER_TAG, cluster)),
+                nodepool.as_ref().map(|p| tag(TKE_NODEPOOL_TAG, p)),
+                group.as_ref().map(|g| tag(TENCENT_AS_TAG, g)),
+            ]
+            .into_iter()
+            .flatten()
+            .collect(),
             Owner::Unknown { tag: key, value } => vec![tag(key, value)],
         }
     }
@@ -291,6 +418,16 @@ impl Owner {
             } => compute_environment.clone(),
             Owner::SpotFleet { request } => request.clone(),
             Owner::Ec2Fleet { fleet } => fleet.clone(),
+            Owner::Ess { group } | Owner::TencentAs { group } => group.clone(),
+            Owner::AckNode {
+                cluster, nodepool, ..
+            }
+            | Owner::TkeNode {
+                cluster, nodepool, ..
+            } => match nodepool {
+                Some(pool) => format!("{cluster}/{pool}"),
+                None => cluster.clone(),
+            },
             Owner::Unknown { value, .. } => value.clone(),
         }
     }
@@ -311,6 +448,20 @@ impl fmt::Display for Owner {
             } => write!(f, "AWS Batch compute environment {compute_environment}"),
             Owner::SpotFleet { request } => write!(f, "Spot Fleet request {request}"),
             Owner::Ec2Fleet { fleet } => write!(f, "EC2 Fleet {fleet}"),
+            Owner::Ess { group } => write!(f, "Alibaba Cloud Auto Scaling group {group}"),
+            Owner::TencentAs { group } => write!(f, "Tencent Cloud Auto Scaling group {group}"),
+            Owner::AckNode {
+                cluster,
+                nodepool: Some(pool),
+                ..
+            } => write!(f, "ACK node pool {pool} of cluster {cluster}"),
+            Owner::AckNode { cluster, .. } => write!(f, "ACK cluster {cluster}"),
+            Owner::TkeNode {
+                cluster,
+                nodepool: Some(pool),
+                ..
+            } => write!(f, "TKE node pool {pool} of cluster {cluster}"),
+            Owner::TkeNode { cluster, .. } => write!(f, "TKE cluster {cluster}"),
             Owner::Unknown { tag, value } => {
                 write!(f, "an owner ebb does not know (tag {tag}={value})")
             }
@@ -455,6 +606,22 @@ mod tests {
             },
             Owner::Ec2Fleet {
                 fleet: "fleet-1".into(),
+            },
+            Owner::Ess {
+                group: "asg-1".into(),
+            },
+            Owner::TencentAs {
+                group: "asg-2".into(),
+            },
+            Owner::AckNode {
+                cluster: "c1".into(),
+                nodepool: Some("np1".into()),
+                group: Some("asg-1".into()),
+            },
+            Owner::TkeNode {
+                cluster: "cls-1".into(),
+                nodepool: None,
+                group: None,
             },
             Owner::Unknown {
                 tag: "aws:emr:x".into(),

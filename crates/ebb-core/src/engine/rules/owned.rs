@@ -1,4 +1,4 @@
-//! Instances something else owns (an Auto Scaling group, Karpenter, ...): whatever a rule asks,
+//! Instances something else owns (an Auto Scaling group, Karpenter, an ACK node pool, ...): whatever a rule asks,
 //! ebb does nothing to one alone, since its owner would replace or break it. Applied to every
 //! verdict under a policy, after the rules, so that no rule can get past it.
 
@@ -15,6 +15,10 @@ pub fn owned_code(kind: OwnerKind) -> Code {
         OwnerKind::Batch => Code::OwnedByBatch,
         OwnerKind::SpotFleet => Code::OwnedBySpotFleet,
         OwnerKind::Ec2Fleet => Code::OwnedByEc2Fleet,
+        OwnerKind::Ess => Code::OwnedByEss,
+        OwnerKind::AckNode => Code::OwnedByAck,
+        OwnerKind::TencentAs => Code::OwnedByTencentAs,
+        OwnerKind::TkeNode => Code::OwnedByTke,
         OwnerKind::Unknown => Code::OwnedByUnknown,
     }
 }
