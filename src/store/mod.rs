@@ -35,6 +35,7 @@ mod sessions;
 mod snooze;
 pub mod spot;
 mod summary;
+mod sync_diff;
 mod wake;
 
 pub use accepted::AcceptedStop;

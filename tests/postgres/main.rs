@@ -46,3 +46,4 @@ mod spot_proofs;
 mod store;
 mod tencent;
 mod timeouts;
+mod unseen_restart;
