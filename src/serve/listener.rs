@@ -10,9 +10,19 @@
 //!   or has begun its next request head and not finished it within the header timeout.
 //!
 //! A request in flight is bounded by the routes' own time limit, not here. At most
-//! [`HttpLimits::max_connections`] connections are open at once: beyond that, new ones wait in
-//! the kernel's accept queue until one closes, which the timeouts above make soon.
+//! [`HttpLimits::max_connections`] connections are served at once. Past that, up to
+//! [`PROBE_SLOTS`] more are accepted for the health probes alone (`/healthz`, `/readyz`),
+//! each closed if its request head is not in within [`PROBE_HEADER_TIMEOUT`]: a Kubernetes
+//! probe with a 1 s timeout is answered while other clients hold every slot, so a flood of
+//! idle connections does not restart the pod or move leadership. Any other request on such a
+//! connection is answered 503 with `Retry-After`, and the connection closed. Beyond those,
+//! new connections wait in the kernel's accept queue until one closes, which the timeouts
+//! above make soon.
 
+use axum::extract::Request;
+use axum::http::{header, StatusCode};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
 use axum::Router;
 use hyper::body::Incoming;
 use hyper::server::conn::http1;
@@ -31,6 +41,16 @@ use tokio::time::Instant;
 /// How long the listener waits after a failed accept (out of file descriptors, say) before it
 /// accepts again, so that it does not spin.
 const ACCEPT_BACKOFF: Duration = Duration::from_millis(250);
+
+/// Connections accepted past the cap for the health probes alone.
+pub const PROBE_SLOTS: usize = 256;
+
+/// How long a connection accepted past the cap may take to send its request head: a probe
+/// sends it at once.
+pub const PROBE_HEADER_TIMEOUT: Duration = Duration::from_secs(1);
+
+/// The paths answered on a connection accepted past the cap.
+const PROBE_PATHS: [&str; 2] = ["/healthz", "/readyz"];
 
 /// How long a client may hold a connection, and how many it may hold.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -63,22 +83,32 @@ pub async fn serve(
     shutdown: impl Future<Output = ()>,
 ) {
     let slots = Arc::new(Semaphore::new(limits.max_connections as usize));
+    let probe_slots = Arc::new(Semaphore::new(PROBE_SLOTS));
+    let probes = routes.clone().layer(axum::middleware::from_fn(probes_only));
     let (stop, stopping) = watch::channel(false);
     let mut shutdown = pin!(shutdown);
     loop {
-        let slot = tokio::select! {
-            slot = slots.clone().acquire_owned() => slot.expect("the semaphore is never closed"),
+        // A slot of the cap when one is free; otherwise one for the probes.
+        let (slot, probes_only) = tokio::select! {
+            biased;
+            slot = slots.clone().acquire_owned() => (slot, false),
+            slot = probe_slots.clone().acquire_owned() => (slot, true),
             () = &mut shutdown => break,
         };
+        let slot = slot.expect("the semaphores are never closed");
         let accepted = tokio::select! {
             accepted = listener.accept() => accepted,
             () = &mut shutdown => break,
         };
         match accepted {
             Ok((stream, _)) => {
-                let (routes, stopping) = (routes.clone(), stopping.clone());
+                let (routes, limits) = match probes_only {
+                    false => (routes.clone(), limits),
+                    true => (probes.clone(), probe_limits(limits)),
+                };
+                let stopping = stopping.clone();
                 tokio::spawn(async move {
-                    connection(stream, routes, limits, stopping).await;
+                    connection(stream, routes, limits, !probes_only, stopping).await;
                     drop(slot);
                 });
             }
@@ -91,13 +121,39 @@ pub async fn serve(
     let _ = stop.send(true);
     // Every connection holds a slot until it closes.
     let _ = slots.acquire_many(limits.max_connections).await;
+    let _ = probe_slots.acquire_many(PROBE_SLOTS as u32).await;
 }
 
-/// Serves one connection until it closes, its watchdog expires, or the listener stops.
+/// The limits of a connection accepted past the cap: its head within
+/// [`PROBE_HEADER_TIMEOUT`].
+fn probe_limits(limits: HttpLimits) -> HttpLimits {
+    HttpLimits {
+        header_timeout: limits.header_timeout.min(PROBE_HEADER_TIMEOUT),
+        ..limits
+    }
+}
+
+/// On a connection accepted past the cap: the probes are answered, anything else is told to
+/// come back.
+async fn probes_only(request: Request, next: Next) -> Response {
+    if PROBE_PATHS.contains(&request.uri().path()) {
+        return next.run(request).await;
+    }
+    (
+        StatusCode::SERVICE_UNAVAILABLE,
+        [(header::RETRY_AFTER, "1")],
+        "ebb's API has every connection it serves at once open (EBB_HTTP_MAX_CONNECTIONS); try again shortly\n",
+    )
+        .into_response()
+}
+
+/// Serves one connection until it closes (after one answer unless `keep_alive`), its
+/// watchdog expires, or the listener stops.
 async fn connection(
     stream: TcpStream,
     routes: Router,
     limits: HttpLimits,
+    keep_alive: bool,
     mut stopping: watch::Receiver<bool>,
 ) {
     let activity = Arc::new(Activity::new(Instant::now()));
@@ -119,7 +175,7 @@ async fn connection(
     // The watchdog keeps time; hyper's own header timer would also cut kept-alive connections
     // at the header timeout.
     let conn = http1::Builder::new()
-        .keep_alive(true)
+        .keep_alive(keep_alive)
         .header_read_timeout(None::<Duration>)
         .serve_connection(io, service);
     let mut conn = pin!(conn);
@@ -403,22 +459,66 @@ mod tests {
         );
     }
 
+    /// Asks `path` on a new connection to `addr` and reads the whole answer (the server
+    /// closes connections accepted past the cap after one answer).
+    async fn ask_once(addr: std::net::SocketAddr, path: &str) -> String {
+        let mut stream = TcpStream::connect(addr).await.unwrap();
+        let head = format!("GET {path} HTTP/1.1\r\nHost: ebb\r\n\r\n");
+        stream.write_all(head.as_bytes()).await.unwrap();
+        let mut answer = Vec::new();
+        stream.read_to_end(&mut answer).await.unwrap();
+        String::from_utf8_lossy(&answer).into_owned()
+    }
+
+    // On the real clock with timeouts of an hour: were the probe to wait for a slot, it would
+    // wait that hour, and the test's own minute would run out. Nothing here is timed.
+    #[tokio::test]
+    async fn probes_are_answered_while_other_clients_hold_every_slot() {
+        let limits = HttpLimits {
+            header_timeout: Duration::from_secs(3600),
+            idle_timeout: Duration::from_secs(3600),
+            max_connections: 512,
+        };
+        let (addr, _stop) = listening(limits).await;
+        // 600 idle connections of another client: every slot of the cap taken, and more.
+        let mut held = Vec::new();
+        for _ in 0..600 {
+            held.push(TcpStream::connect(addr).await.unwrap());
+        }
+        let within = Duration::from_secs(60);
+        let answer = tokio::time::timeout(within, ask_once(addr, "/readyz"))
+            .await
+            .expect("the probe is answered while the cap is used up");
+        assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+        assert!(answer.ends_with("ready"), "{answer}");
+        // Anything else past the cap is told to come back, not queued.
+        let other = tokio::time::timeout(within, ask_once(addr, "/v1/instances"))
+            .await
+            .expect("answered, not queued");
+        assert!(other.starts_with("HTTP/1.1 503"), "{other}");
+        assert!(other.to_lowercase().contains("retry-after: 1"), "{other}");
+        // The served connections are still open: the cap's slots are theirs.
+        let mut first = held.swap_remove(0);
+        assert!(ask_ready(&mut first).await.starts_with("HTTP/1.1 200"));
+    }
+
     #[tokio::test(start_paused = true)]
-    async fn connections_past_the_cap_wait_until_one_closes() {
+    async fn a_connection_past_the_cap_that_sends_nothing_is_closed_at_the_probe_timeout() {
         let limits = HttpLimits {
             max_connections: 2,
             ..LIMITS
         };
         let (addr, _stop) = listening(limits).await;
-        let opened = Instant::now();
         let _held = [
             TcpStream::connect(addr).await.unwrap(),
             TcpStream::connect(addr).await.unwrap(),
         ];
-        // Connected by the kernel, but not served until a slot frees at the header timeout.
+        let opened = Instant::now();
         let mut third = TcpStream::connect(addr).await.unwrap();
-        assert!(ask_ready(&mut third).await.starts_with("HTTP/1.1 200"));
-        assert!(opened.elapsed() >= limits.header_timeout);
+        tokio::time::timeout(LIMITS.header_timeout, closed(&mut third))
+            .await
+            .expect("closed before the cap's header timeout");
+        assert!(opened.elapsed() >= PROBE_HEADER_TIMEOUT);
     }
 
     #[tokio::test(start_paused = true)]
