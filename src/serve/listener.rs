@@ -7,9 +7,12 @@
 //!
 //! - a new connection has not sent a whole request head within the header timeout;
 //! - a kept-alive connection has sent nothing for the idle timeout since its last response,
-//!   or has begun its next request head and not finished it within the header timeout.
+//!   or has begun its next request head and not finished it within the header timeout;
+//! - a response body being sent (a streamed export) has had nothing written for the idle
+//!   timeout: a slow reader keeps it open as long as it reads, a stalled one does not.
 //!
-//! A request in flight is bounded by the routes' own time limit, not here. At most
+//! A request in flight, until its response head, is bounded by the routes' own time limit, not
+//! here. At most
 //! [`HttpLimits::max_connections`] connections are served at once. Past that, up to
 //! [`PROBE_SLOTS`] more are accepted for the health probes alone (`/healthz`, `/readyz`),
 //! each closed if its request head is not in within [`PROBE_HEADER_TIMEOUT`]: a Kubernetes
@@ -19,6 +22,7 @@
 //! new connections wait in the kernel's accept queue until one closes, which the timeouts
 //! above make soon.
 
+use axum::body::{Body, Bytes};
 use axum::extract::Request;
 use axum::http::{header, StatusCode};
 use axum::middleware::Next;
@@ -160,12 +164,21 @@ async fn connection(
     let router = TowerToHyperService::new(routes);
     let on_request = activity.clone();
     let service = hyper::service::service_fn(move |request: hyper::Request<Incoming>| {
-        let busy = Busy::begin(on_request.clone());
+        let activity = on_request.clone();
+        let busy = Busy::begin(activity.clone());
         let answer = hyper::service::Service::call(&router, request);
         async move {
             let response = answer.await;
+            let sending = SendingGuard::begin(activity);
             drop(busy);
-            response
+            response.map(|r| {
+                r.map(|body| {
+                    Body::new(Sending {
+                        body,
+                        _sending: sending,
+                    })
+                })
+            })
         }
     });
     let io = TokioIo::new(Watched {
@@ -205,8 +218,12 @@ struct Activity(Mutex<Moments>);
 
 #[derive(Debug)]
 struct Moments {
-    /// Requests being answered.
+    /// Requests being answered, until their response heads.
     busy: usize,
+    /// Response bodies being sent.
+    sending: usize,
+    /// When bytes were last written to the connection.
+    last_write: Instant,
     /// When the connection opened, or its last answer was given.
     since: Instant,
     /// Whether it has been answered before (it is kept alive).
@@ -219,6 +236,8 @@ impl Activity {
     fn new(opened: Instant) -> Self {
         Activity(Mutex::new(Moments {
             busy: 0,
+            sending: 0,
+            last_write: opened,
             since: opened,
             answered: false,
             first_read: None,
@@ -237,6 +256,9 @@ impl Activity {
         let m = self.moments();
         if m.busy > 0 {
             return None;
+        }
+        if m.sending > 0 {
+            return Some(m.last_write.max(m.since) + limits.idle_timeout);
         }
         Some(match (m.answered, m.first_read) {
             (false, _) => m.since + limits.header_timeout,
@@ -262,6 +284,54 @@ impl Activity {
         if m.busy == 0 && m.first_read.is_none() {
             m.first_read = Some(Instant::now());
         }
+    }
+
+    fn wrote(&self) {
+        self.moments().last_write = Instant::now();
+    }
+}
+
+/// A response body being sent, from its head to its end (or its being dropped).
+struct SendingGuard(Arc<Activity>);
+
+impl SendingGuard {
+    fn begin(activity: Arc<Activity>) -> Self {
+        activity.moments().sending += 1;
+        SendingGuard(activity)
+    }
+}
+
+impl Drop for SendingGuard {
+    fn drop(&mut self) {
+        let mut m = self.0.moments();
+        m.sending -= 1;
+        m.since = Instant::now();
+    }
+}
+
+/// A response body that holds its [`SendingGuard`] until it is sent.
+struct Sending {
+    body: Body,
+    _sending: SendingGuard,
+}
+
+impl http_body::Body for Sending {
+    type Data = Bytes;
+    type Error = axum::Error;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<http_body::Frame<Bytes>, axum::Error>>> {
+        Pin::new(&mut self.body).poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.body.is_end_stream()
+    }
+
+    fn size_hint(&self) -> http_body::SizeHint {
+        self.body.size_hint()
     }
 }
 
@@ -312,7 +382,11 @@ impl AsyncWrite for Watched {
         cx: &mut Context<'_>,
         buf: &[u8],
     ) -> Poll<std::io::Result<usize>> {
-        Pin::new(&mut self.inner).poll_write(cx, buf)
+        let polled = Pin::new(&mut self.inner).poll_write(cx, buf);
+        if matches!(polled, Poll::Ready(Ok(n)) if n > 0) {
+            self.activity.wrote();
+        }
+        polled
     }
 
     fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
@@ -328,7 +402,11 @@ impl AsyncWrite for Watched {
         cx: &mut Context<'_>,
         bufs: &[std::io::IoSlice<'_>],
     ) -> Poll<std::io::Result<usize>> {
-        Pin::new(&mut self.inner).poll_write_vectored(cx, bufs)
+        let polled = Pin::new(&mut self.inner).poll_write_vectored(cx, bufs);
+        if matches!(polled, Poll::Ready(Ok(n)) if n > 0) {
+            self.activity.wrote();
+        }
+        polled
     }
 
     fn is_write_vectored(&self) -> bool {
@@ -352,9 +430,17 @@ mod tests {
     async fn listening(
         limits: HttpLimits,
     ) -> (std::net::SocketAddr, tokio::sync::oneshot::Sender<()>) {
+        let routes = Router::new().route("/readyz", get(|| async { "ready" }));
+        listening_to(routes, limits).await
+    }
+
+    /// A listener serving `routes`, on a local port, until the returned sender is dropped.
+    async fn listening_to(
+        routes: Router,
+        limits: HttpLimits,
+    ) -> (std::net::SocketAddr, tokio::sync::oneshot::Sender<()>) {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
-        let routes = Router::new().route("/readyz", get(|| async { "ready" }));
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
         tokio::spawn(serve(listener, routes, limits, async move {
             let _ = stopped.await;
@@ -519,6 +605,69 @@ mod tests {
             .await
             .expect("closed before the cap's header timeout");
         assert!(opened.elapsed() >= PROBE_HEADER_TIMEOUT);
+    }
+
+    /// `/export`: `parts` parts of a streamed body, one every 30 s, then its end, or, when
+    /// `stalls`, nothing more.
+    fn export(parts: usize, stalls: bool) -> Router {
+        let route = move || async move {
+            let body = futures_util::stream::unfold(0, move |n| async move {
+                if n == parts {
+                    if stalls {
+                        std::future::pending::<()>().await;
+                    }
+                    return None;
+                }
+                if n > 0 {
+                    tokio::time::sleep(Duration::from_secs(30)).await;
+                }
+                let part = Bytes::from(format!("part {n}\n"));
+                Some((Ok::<_, std::io::Error>(part), n + 1))
+            });
+            Body::from_stream(body)
+        };
+        Router::new().route("/export", get(route))
+    }
+
+    /// Asks `/export` on a new connection and reads until the body's end or the connection's.
+    async fn download(addr: std::net::SocketAddr) -> String {
+        let mut stream = TcpStream::connect(addr).await.unwrap();
+        stream
+            .write_all(b"GET /export HTTP/1.1\r\nHost: ebb\r\n\r\n")
+            .await
+            .unwrap();
+        let mut got = Vec::new();
+        let mut chunk = [0u8; 1024];
+        while !got.ends_with(b"0\r\n\r\n") {
+            match stream.read(&mut chunk).await {
+                Ok(0) | Err(_) => break,
+                Ok(n) => got.extend_from_slice(&chunk[..n]),
+            }
+        }
+        String::from_utf8_lossy(&got).into_owned()
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_body_streamed_for_longer_than_the_idle_timeout_is_sent_whole() {
+        // Six parts over 150 s, well past the 60 s idle timeout, each within it of the last.
+        let (addr, _stop) = listening_to(export(6, false), LIMITS).await;
+        let asked = Instant::now();
+        let got = download(addr).await;
+        assert!(got.contains("part 5\n"), "{got}");
+        assert!(got.ends_with("0\r\n\r\n"), "the body's end: {got}");
+        assert!(asked.elapsed() >= Duration::from_secs(150));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_body_that_stops_making_progress_is_closed_at_the_idle_timeout() {
+        let (addr, _stop) = listening_to(export(1, true), LIMITS).await;
+        let asked = Instant::now();
+        let got = tokio::time::timeout(LIMITS.idle_timeout * 3, download(addr))
+            .await
+            .expect("a stalled body's connection is closed");
+        assert!(got.contains("part 0\n"), "{got}");
+        assert!(!got.ends_with("0\r\n\r\n"), "not sent whole: {got}");
+        assert!(asked.elapsed() >= LIMITS.idle_timeout);
     }
 
     #[tokio::test(start_paused = true)]
