@@ -14,7 +14,9 @@
 //! the providers' modules are re-exported here, at the paths the application names them by.
 
 pub use ebb_cloud::{clock, cloud};
-pub use ebb_core::{advise, engine, fleet, names, policy, replay, report, schedule, snooze, when};
+pub use ebb_core::{
+    advise, engine, fleet, names, policy, replay, report, schedule, snooze, spreadsheet, when,
+};
 
 pub mod api;
 pub mod checkpoint;

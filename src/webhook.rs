@@ -88,10 +88,17 @@ impl Message {
             .iter()
             .map(|b| format!("{}: {}", b.label, b.url))
             .collect();
+        // The text carries tag values anyone can set (`ebb:owner`): escaped for the receiver,
+        // so that no `<!channel>`, `<url|label>` or `<at user_id="all">` in one is markup.
+        let escaped = match format {
+            Format::Plain | Format::Slack => slack_escaped(&self.text),
+            Format::Feishu => feishu_escaped(&self.text),
+            Format::Dingtalk => self.text.clone(),
+        };
         let text = if offers.is_empty() {
-            self.text.clone()
+            escaped.clone()
         } else {
-            format!("{} Keep it running {}", self.text, offers.join(" · "))
+            format!("{escaped} Keep it running {}", offers.join(" · "))
         };
         match format {
             Format::Plain => return serde_json::json!({ "text": text }),
@@ -105,7 +112,7 @@ impl Message {
         }
         let mut blocks = vec![serde_json::json!({
             "type": "section",
-            "text": {"type": "mrkdwn", "text": slack_escaped(&self.text)},
+            "text": {"type": "mrkdwn", "text": escaped},
         })];
         if !self.buttons.is_empty() {
             let buttons: Vec<serde_json::Value> = self
@@ -125,7 +132,26 @@ impl Message {
     }
 }
 
-/// `text` with the three characters Slack's mrkdwn reads as markup escaped.
+/// A client for posting to a receiver people configured (the webhook, the events endpoint):
+/// it follows no redirect, since one would re-post a notice and its signed snooze links to
+/// another host; a redirect is an answer that did not deliver.
+pub(crate) fn outbound_client(timeout: Duration) -> reqwest::Client {
+    let builder = || reqwest::Client::builder().redirect(reqwest::redirect::Policy::none());
+    builder()
+        .timeout(timeout)
+        .build()
+        .or_else(|_| builder().build())
+        .unwrap_or_default()
+}
+
+/// `text` as a Feishu text message shows it and reads no tag (`<at ...>`) in it: its angle
+/// brackets as the full-width ones, which Feishu has no escape for otherwise.
+fn feishu_escaped(text: &str) -> String {
+    text.replace('<', "＜").replace('>', "＞")
+}
+
+/// `text` with the three characters Slack's mrkdwn reads as markup escaped (Slack's and
+/// Mattermost's incoming webhooks read the plain `{"text"}` as mrkdwn too).
 fn slack_escaped(text: &str) -> String {
     text.replace('&', "&amp;")
         .replace('<', "&lt;")
@@ -153,10 +179,7 @@ impl Webhook {
     /// Starts posting to `url` in `format`, reporting each notice into `tasks`.
     pub fn start_as(url: reqwest::Url, format: Format, tasks: Tasks) -> (Webhook, Poster) {
         let (queue, mut notices) = mpsc::channel::<Message>(QUEUE);
-        let client = reqwest::Client::builder()
-            .timeout(TIMEOUT)
-            .build()
-            .unwrap_or_default();
+        let client = outbound_client(TIMEOUT);
         tasks.register(TASK, "posts notices of coming stops to EBB_WEBHOOK_URL");
         let task = tokio::spawn(async move {
             while let Some(message) = notices.recv().await {
@@ -259,6 +282,57 @@ mod tests {
         );
     }
 
+    #[tokio::test(start_paused = true)]
+    async fn a_redirect_is_not_followed_and_the_notice_is_not_delivered() {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        // Another host, which must never see the notice.
+        let elsewhere = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let there = elsewhere.local_addr().unwrap();
+        let reached = tokio::spawn(async move { elsewhere.accept().await.is_ok() });
+        // The receiver answers every post with a redirect there.
+        let receiver = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let here = receiver.local_addr().unwrap();
+        tokio::spawn(async move {
+            while let Ok((mut stream, _)) = receiver.accept().await {
+                let mut head = [0u8; 4096];
+                let _ = stream.read(&mut head).await;
+                let answer = format!(
+                    "HTTP/1.1 307 Temporary Redirect\r\nLocation: http://{there}/hook\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+                );
+                let _ = stream.write_all(answer.as_bytes()).await;
+            }
+        });
+        let url: reqwest::Url = format!("http://{here}/hook").parse().unwrap();
+        let body = serde_json::json!({"text": "a notice"});
+        let error = post(&outbound_client(TIMEOUT), &url, &body)
+            .await
+            .unwrap_err();
+        assert_eq!(error.last, "HTTP 307 Temporary Redirect", "{error}");
+        assert!(!reached.is_finished(), "the redirect was followed");
+        reached.abort();
+    }
+
+    #[test]
+    fn markup_in_a_tag_value_reaches_no_receiver_as_markup() {
+        // An owner tag set to ping everyone and to offer a false link.
+        let message = Message {
+            text: "ebb will stop i-0a of <!channel> <https://evil.example|Keep it running> <at user_id=\"all\">x</at>".into(),
+            buttons: Vec::new(),
+        };
+        for format in [Format::Plain, Format::Slack] {
+            let body = message.body(format);
+            let text = body["text"].as_str().unwrap();
+            assert!(!text.contains('<') && !text.contains('>'), "{text}");
+            assert!(text.contains("&lt;!channel&gt;"), "{text}");
+        }
+        let slack = message.body(Format::Slack);
+        let section = slack["blocks"][0]["text"]["text"].as_str().unwrap();
+        assert!(!section.contains('<'), "{section}");
+        let feishu = message.body(Format::Feishu);
+        let text = feishu["content"]["text"].as_str().unwrap();
+        assert!(!text.contains("<at"), "{text}");
+    }
+
     #[test]
     fn a_notice_is_plain_text_slack_blocks_with_buttons_or_a_chat_bots_text_message() {
         let message = Message {
@@ -274,7 +348,8 @@ mod tests {
                 },
             ],
         };
-        let text = "ebb will stop i-0a <soon> & then Keep it running for 2 hours: https://ebb.example/snooze/a · for a day: https://ebb.example/snooze/b";
+        let links = "Keep it running for 2 hours: https://ebb.example/snooze/a · for a day: https://ebb.example/snooze/b";
+        let text = format!("ebb will stop i-0a &lt;soon&gt; &amp; then {links}");
         assert_eq!(
             message.body(Format::Plain),
             serde_json::json!({ "text": text })
@@ -289,13 +364,15 @@ mod tests {
         assert_eq!(buttons[0]["type"], "button");
         assert_eq!(buttons[0]["text"]["text"], "Keep it running for 2 hours");
         assert_eq!(buttons[1]["url"], "https://ebb.example/snooze/b");
+        let feishu = format!("ebb will stop i-0a ＜soon＞ & then {links}");
         assert_eq!(
             message.body(Format::Feishu),
-            serde_json::json!({"msg_type": "text", "content": {"text": text}})
+            serde_json::json!({"msg_type": "text", "content": {"text": feishu}})
         );
+        let dingtalk = format!("ebb will stop i-0a <soon> & then {links}");
         assert_eq!(
             message.body(Format::Dingtalk),
-            serde_json::json!({"msgtype": "text", "text": {"content": text}})
+            serde_json::json!({"msgtype": "text", "text": {"content": dingtalk}})
         );
         let alone = Message {
             text: "plain".into(),

@@ -1,6 +1,7 @@
 //! The audit log as other tools read it: JSON and CSV exports, and reading an export back to
 //! verify its hash chain.
 
+use crate::spreadsheet::{cell_text, safe_cell};
 use crate::store::{hex, unhex, AuditEntry, NewAuditEntry, Outcome};
 use chrono::{DateTime, SecondsFormat, Utc};
 use serde::{Deserialize, Serialize};
@@ -101,10 +102,10 @@ struct ExportedRow {
 }
 
 impl ExportedRow {
-    /// The row with its text cells as they were before [`csv_cell`].
+    /// The row with its text cells as they were before [`safe_cell`].
     fn restored(mut self) -> Self {
         for text in [&mut self.actor, &mut self.action, &mut self.reason] {
-            *text = csv_text(std::mem::take(text));
+            *text = cell_text(std::mem::take(text));
         }
         for text in [
             &mut self.instance,
@@ -115,7 +116,7 @@ impl ExportedRow {
             &mut self.request_id,
             &mut self.error,
         ] {
-            *text = text.take().map(csv_text);
+            *text = text.take().map(cell_text);
         }
         self
     }
@@ -199,7 +200,7 @@ pub fn audit_json(entries: &[AuditEntry]) -> String {
 }
 
 /// Audit rows as CSV with a header row, the same fields as the JSON. Text cells a spreadsheet
-/// would read as a formula are neutralised ([`csv_cell`]).
+/// would read as a formula are neutralised ([`safe_cell`]).
 pub fn audit_csv(entries: &[AuditEntry]) -> Result<String, csv::Error> {
     audit_csv_rows(entries, true)
 }
@@ -219,12 +220,12 @@ pub fn audit_csv_rows(entries: &[AuditEntry], header: bool) -> Result<String, cs
     Ok(String::from_utf8_lossy(&bytes).into_owned())
 }
 
-/// `entry` with each text cell as [`csv_cell`] writes it.
+/// `entry` with each text cell as [`safe_cell`] writes it.
 fn for_csv(entry: &AuditEntry) -> AuditEntry {
     let mut entry = entry.clone();
     let e = &mut entry.entry;
     for text in [&mut e.actor, &mut e.action, &mut e.reason] {
-        *text = csv_cell(text);
+        *text = safe_cell(text);
     }
     for text in [
         &mut e.instance,
@@ -238,27 +239,9 @@ fn for_csv(entry: &AuditEntry) -> AuditEntry {
     .into_iter()
     .flatten()
     {
-        *text = csv_cell(text);
+        *text = safe_cell(text);
     }
     entry
-}
-
-/// A text cell that no spreadsheet runs as a formula: one beginning with `=`, `+`, `-`, `@`, a
-/// tab or a carriage return gets a leading `'` (OWASP's advice), and so does one beginning
-/// with `'`, so that [`csv_text`] reads every cell back exactly.
-fn csv_cell(text: &str) -> String {
-    match text.chars().next() {
-        Some('=' | '+' | '-' | '@' | '\t' | '\r' | '\'') => format!("'{text}"),
-        _ => text.to_string(),
-    }
-}
-
-/// A text cell as [`csv_cell`] wrote it, back as it was.
-fn csv_text(cell: String) -> String {
-    match cell.strip_prefix('\'') {
-        Some(text) => text.to_string(),
-        None => cell,
-    }
 }
 
 #[cfg(test)]

@@ -58,10 +58,7 @@ pub struct EventSender {
 impl EventSender {
     /// A sender of `store`'s outcomes as `config` says, while `control` says this replica leads.
     pub fn new(store: Store, control: Arc<Control>, config: EventsConfig) -> Self {
-        let client = reqwest::Client::builder()
-            .timeout(TIMEOUT)
-            .build()
-            .unwrap_or_default();
+        let client = crate::webhook::outbound_client(TIMEOUT);
         EventSender {
             store,
             control,

@@ -6,8 +6,8 @@
 //! [`when`]); the pure decision engine ([`engine`]) turns the policies, the [`fleet`] and what
 //! ebb did before into decisions, each with a stable code and a reason people can read. The
 //! calculations of `ebb replay` ([`replay`]), `ebb report` ([`report`]) and `ebb advise`
-//! ([`advise`]) are here too; [`names`] are the tags and labels ebb reads and writes, and
-//! [`snooze`] its signed links.
+//! ([`advise`]) are here too; [`names`] are the tags and labels ebb reads and writes,
+//! [`snooze`] its signed links, and [`spreadsheet`] the CSV cells it writes.
 
 pub mod advise;
 pub mod engine;
@@ -18,4 +18,5 @@ pub mod replay;
 pub mod report;
 pub mod schedule;
 pub mod snooze;
+pub mod spreadsheet;
 pub mod when;

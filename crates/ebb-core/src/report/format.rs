@@ -2,6 +2,7 @@
 //! [`Report`]'s own serialisation).
 
 use super::{Measures, Report, UNTAGGED};
+use crate::spreadsheet::safe_cell;
 use std::fmt::Write as _;
 
 /// How a column is read from the measures.
@@ -196,8 +197,9 @@ pub fn csv(r: &Report) -> String {
 }
 
 /// How the report gets from gross to net, in a line: what commitments would have covered of
-/// the stopped hours, and what reservations held outside ebb paid for; then what the stopped boxes still paid, which is not taken off the net
-/// because a box pays for its disks whether it runs or not.
+/// the stopped hours, and what reservations held outside ebb paid for; then what the stopped
+/// boxes still paid, which is not taken off the net because a box pays for its disks whether
+/// it runs or not.
 pub fn gross_to_net(t: &Measures) -> String {
     let mut line = format!(
         "gross ${:.2}, net ${:.2}: less ${:.2} of stopped hours reservations and Savings Plans would have covered (${:.2} of commitment left unused by the stops)",
@@ -230,11 +232,13 @@ fn count(n: u64, one: &str, many: &str) -> String {
     format!("{n} {}", if n == 1 { one } else { many })
 }
 
-/// A CSV field, quoted when it holds a comma, a quote or a line break.
+/// A CSV field that no spreadsheet runs as a formula ([`safe_cell`]: tag values are anyone's
+/// text), quoted when it holds a comma, a quote or a line break.
 fn field(text: &str) -> String {
+    let text = safe_cell(text);
     if text.contains([',', '"', '\n', '\r']) {
         format!("\"{}\"", text.replace('"', "\"\""))
     } else {
-        text.to_string()
+        text
     }
 }
