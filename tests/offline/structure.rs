@@ -641,7 +641,14 @@ fn the_pure_core_imports_only_pure_modules() {
     // The decision core does no I/O and takes `now` as an argument: no cloud, store, clock,
     // simulator or control loop.
     let pure = [
-        "policy", "schedule", "engine", "fleet", "names", "when", "report",
+        "policy",
+        "schedule",
+        "engine",
+        "fleet",
+        "names",
+        "when",
+        "report",
+        "spreadsheet",
     ];
     let graph = module_graph();
     // `replay` runs the engine on virtual time, and is as pure.

@@ -242,3 +242,19 @@ fn field(text: &str) -> String {
         text
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::field;
+
+    #[test]
+    fn a_name_or_tag_value_a_spreadsheet_would_run_is_neutralised() {
+        assert_eq!(
+            field("=HYPERLINK(\"http://evil.example\",\"ml\")"),
+            "\"'=HYPERLINK(\"\"http://evil.example\"\",\"\"ml\"\")\""
+        );
+        assert_eq!(field("@cmd"), "'@cmd");
+        assert_eq!(field("ml"), "ml");
+        assert_eq!(field("a,b"), "\"a,b\"");
+    }
+}

@@ -636,33 +636,3 @@ fn hours_priced_in_yuan_are_reported_in_yuan_and_never_added_to_the_dollars() {
         "{text}"
     );
 }
-
-#[test]
-fn a_tag_value_a_spreadsheet_would_run_is_neutralised_in_the_csv() {
-    // i-two's team is whatever someone tagged it: a formula, with a comma in it.
-    let mut h = history(
-        vec![action(
-            "i-two",
-            "2026-11-30T10:00:00Z",
-            EbbAction::Stop,
-            "office",
-        )],
-        vec![],
-    );
-    h.instances.get_mut("i-two").unwrap().tags = [(
-        "team".to_string(),
-        "=HYPERLINK(\"http://evil.example\",\"ml\")".to_string(),
-    )]
-    .into();
-    let r = compute(
-        &h,
-        window("2026-11-30T00:00:00Z", "2026-11-30T12:00:00Z"),
-        Some("team"),
-        &prices(),
-    );
-    let text = csv(&r);
-    assert!(
-        text.contains("\ntag:team,\"'=HYPERLINK(\"\"http://evil.example\"\",\"\"ml\"\")\",4.00,"),
-        "{text}"
-    );
-}
