@@ -2,7 +2,8 @@
 //! (`TENCENTCLOUD_SECRET_ID`, `TENCENTCLOUD_SECRET_KEY` and, for temporary ones,
 //! `TENCENTCLOUD_SESSION_TOKEN`); or else the CAM role bound to the instance ebb runs on, whose temporary keys the metadata server hands
 //! out (`http://metadata.tencentyun.com/latest/meta-data/cam/security-credentials/ROLE`) and
-//! which are fetched again before they expire. They are kept in memory only, never written.
+//! which are fetched again before they expire; while the metadata server does not answer,
+//! the keys held are used until they do expire. They are kept in memory only, never written.
 
 use crate::cloud::{CloudError, ErrorKind};
 use serde::Deserialize;
@@ -66,6 +67,8 @@ pub(super) enum Source {
     Role {
         /// The client that asks the metadata server.
         http: reqwest::Client,
+        /// Where the metadata server lists the role and its keys ([`ROLE_CREDENTIALS`]).
+        base: String,
         /// The keys fetched last.
         cached: Mutex<Option<Keys>>,
     },
@@ -92,32 +95,47 @@ impl Source {
                     .timeout(Duration::from_secs(5))
                     .build()
                     .unwrap_or_default(),
+                base: ROLE_CREDENTIALS.to_string(),
                 cached: Mutex::new(None),
             },
         }
     }
 
-    /// Keys valid for at least a few more minutes, `now` in seconds since 1970.
+    /// Keys valid for at least a few more minutes, `now` in seconds since 1970; or, while
+    /// fetching new ones fails, those held, until they expire.
     pub(super) async fn keys(&self, now: i64) -> Result<Keys, CloudError> {
         match self {
             Source::Fixed(keys) => Ok(keys.clone()),
-            Source::Role { http, cached } => {
+            Source::Role { http, base, cached } => {
                 let mut cached = cached.lock().await;
                 if let Some(keys) = cached.as_ref() {
                     if keys.expires.is_some_and(|e| e - REFRESH_BEFORE > now) {
                         return Ok(keys.clone());
                     }
                 }
-                let keys = role_keys(http).await?;
-                *cached = Some(keys.clone());
-                Ok(keys)
+                match role_keys(http, base).await {
+                    Ok(keys) => {
+                        *cached = Some(keys.clone());
+                        Ok(keys)
+                    }
+                    Err(err) => match cached
+                        .as_ref()
+                        .filter(|k| k.expires.is_some_and(|e| e > now))
+                    {
+                        Some(held) => {
+                            tracing::warn!(error = %err, "the CAM role's keys could not be fetched again; using those held until they expire");
+                            Ok(held.clone())
+                        }
+                        None => Err(err),
+                    },
+                }
             }
         }
     }
 }
 
 /// The first CAM role the metadata server names, and its temporary keys.
-async fn role_keys(http: &reqwest::Client) -> Result<Keys, CloudError> {
+async fn role_keys(http: &reqwest::Client, base: &str) -> Result<Keys, CloudError> {
     let missing = |why: String| {
         CloudError::new(
             ErrorKind::Credentials,
@@ -133,15 +151,13 @@ async fn role_keys(http: &reqwest::Client) -> Result<Keys, CloudError> {
         let answer = answer.error_for_status().map_err(|e| e.to_string())?;
         answer.text().await.map_err(|e| e.to_string())
     };
-    let roles = get(ROLE_CREDENTIALS.to_string()).await.map_err(missing)?;
+    let roles = get(base.to_string()).await.map_err(missing)?;
     let role = roles
         .lines()
         .map(str::trim)
         .find(|l| !l.is_empty())
         .ok_or_else(|| missing("the metadata server names no CAM role".to_string()))?;
-    let text = get(format!("{ROLE_CREDENTIALS}{role}"))
-        .await
-        .map_err(missing)?;
+    let text = get(format!("{base}{role}")).await.map_err(missing)?;
     role_keys_of(&text)
         .map_err(|e| missing(format!("the role's credentials could not be read: {e}")))
 }
@@ -187,5 +203,25 @@ mod tests {
         let text = format!("{:?}", in_time);
         assert!(!text.contains("5OdwIsnTNS9ItB8Ts3fPxkRSX0Wx"), "{text}");
         assert!(!text.contains("T2ZfkWwDWhTXbNN8pa"), "{text}");
+    }
+
+    #[tokio::test]
+    async fn held_keys_are_used_until_they_expire_while_the_metadata_server_does_not_answer() {
+        // A port nothing listens on: every fetch fails at once.
+        let closed = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap();
+        let source = Source::Role {
+            http: reqwest::Client::new(),
+            base: format!("http://{closed}/latest/meta-data/cam/security-credentials/"),
+            cached: Mutex::new(Some(role_keys_of(ROLE_ANSWER).unwrap())),
+        };
+        // Due for a refresh, which fails: the held keys, still valid, are used.
+        let due = 1615590047 - REFRESH_BEFORE + 1;
+        assert_eq!(source.keys(due).await.unwrap().id, "AKIDoQMxkMNGUu6-0Cc9");
+        // Expired: no keys, and the error says what to do.
+        let err = source.keys(1615590047 + 1).await.unwrap_err();
+        assert!(err.to_string().contains("bind a CAM role"), "{err}");
     }
 }
