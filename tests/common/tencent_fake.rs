@@ -153,6 +153,10 @@ pub struct FakeState {
     /// By action, how many of its next calls are refused as over the rate limit
     /// (`RequestLimitExceeded`, as CVM documents it), changing nothing.
     pub throttle: BTreeMap<String, u32>,
+    /// An instance terminated by someone right after the Nth DescribeInstances answer (from
+    /// 1): CVM pages by offset, so the pages after it shift.
+    pub gone_after_describe: Option<(usize, String)>,
+    describes: usize,
     requests: u64,
 }
 
@@ -537,7 +541,15 @@ impl FakeState {
                 })
             })
             .collect();
-        Ok(json!({ "TotalCount": matching.len(), "InstanceSet": page }))
+        let answer = json!({ "TotalCount": matching.len(), "InstanceSet": page });
+        self.describes += 1;
+        if let Some((after, id)) = &self.gone_after_describe {
+            if *after == self.describes {
+                let id = id.clone();
+                self.instances.retain(|i| i.id != id);
+            }
+        }
+        Ok(answer)
     }
 
     /// The instances `ids` of `region`, or the refusal of the whole call.

@@ -328,6 +328,39 @@ async fn a_hundred_and_one_boxes_stop_in_calls_of_at_most_a_hundred(pool: PgPool
     );
 }
 
+/// CVM pages by offset: an instance terminated while the pages are read shifts the later
+/// ones, and the first listing misses one that is still there. The listing is read again
+/// until two agree, so the inventory holds every instance that remains.
+#[sqlx::test(migrations = false)]
+async fn an_instance_gone_mid_listing_makes_no_other_one_missed(pool: PgPool) {
+    let ids: Vec<String> = (0..150).map(|n| format!("ins-{n:03}")).collect();
+    let boxes = ids
+        .iter()
+        .map(|id| FakeInstance::gpu(id, REGION, OPTED_IN))
+        .collect();
+    let s = Setup::new(&pool, boxes).await;
+    s.fake.state().gone_after_describe = Some((1, "ins-005".to_string()));
+    let out = s.ebb().run(&["inventory", "--format", "json"]);
+    assert!(out.status.success(), "{out:?}");
+    let listed: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let listed: std::collections::BTreeSet<&str> = listed["instances"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| i["id"].as_str().unwrap())
+        .collect();
+    let remaining: std::collections::BTreeSet<&str> = ids
+        .iter()
+        .map(String::as_str)
+        .filter(|id| *id != "ins-005")
+        .collect();
+    assert_eq!(
+        listed, remaining,
+        "ins-100 shifted onto the first page is not missed"
+    );
+    assert!(s.fake.calls("DescribeInstances").len() >= 4, "listed again");
+}
+
 /// The fake refuses what Tencent Cloud documents as refused, and changes nothing then.
 #[tokio::test]
 async fn the_fake_refuses_what_the_service_refuses() {

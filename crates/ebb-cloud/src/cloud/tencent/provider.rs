@@ -28,10 +28,44 @@ fn subscription_no_saving() -> CloudError {
     )
 }
 
+/// Listings of a region of several pages read before one is taken as whole.
+const LISTINGS: usize = 3;
+
 impl TencentProvider {
+    /// Every instance with `filters`. CVM pages by offset, so an instance made or gone while
+    /// the pages are read shifts the later pages, and one can be missed: a listing of more than
+    /// one page is read again until two in a row hold the same instances, at most
+    /// [`LISTINGS`] times; otherwise the region's read failed (unknown means no action).
+    async fn describe_all(
+        &self,
+        region: &str,
+        filters: &[Filter],
+    ) -> Result<Vec<CvmInstance>, CloudError> {
+        let ids = |listed: &[CvmInstance]| -> BTreeSet<String> {
+            listed.iter().map(|i| i.instance_id.clone()).collect()
+        };
+        let mut last = self.describe_pages(region, filters).await?;
+        if last.len() < INSTANCES_PER_CALL {
+            // Less than a page: one page, one answer.
+            return Ok(last);
+        }
+        for _ in 1..LISTINGS {
+            let next = self.describe_pages(region, filters).await?;
+            if ids(&next) == ids(&last) {
+                return Ok(next);
+            }
+            last = next;
+        }
+        Err(CloudError::new(
+            ErrorKind::Unanswered,
+            "DescribeInstances",
+            format!("the region's instances changed while they were listed, {LISTINGS} times in a row: no listing holds them all for sure"),
+        ))
+    }
+
     /// Every page of DescribeInstances with `filters`, 100 a page. A page that fails fails the
     /// whole listing: a partial answer is a failed read.
-    async fn describe_all(
+    async fn describe_pages(
         &self,
         region: &str,
         filters: &[Filter],
