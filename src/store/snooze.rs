@@ -39,7 +39,9 @@ impl Store {
     }
 
     /// Claims link `id` (of `instance`, expiring at `expires_at`) at `now`: `false` when it was
-    /// claimed before. Forgets the links expired by `now` on the way.
+    /// claimed before. Forgets the links expired by the database's clock on the way: a
+    /// replica whose own clock runs ahead must not forget a used link that can still be
+    /// pressed, which would let it be used again.
     pub async fn claim_snooze_link(
         &self,
         id: &str,
@@ -47,8 +49,7 @@ impl Store {
         expires_at: DateTime<Utc>,
         now: DateTime<Utc>,
     ) -> Result<bool> {
-        sqlx::query("DELETE FROM snooze_links_used WHERE expires_at <= $1")
-            .bind(now)
+        sqlx::query("DELETE FROM snooze_links_used WHERE expires_at <= now()")
             .execute(&self.pool)
             .await?;
         let claimed = sqlx::query(

@@ -348,3 +348,34 @@ async fn without_a_public_url_a_plain_notice_says_how_to_keep_it_by_command(pool
     assert!(text.contains("ebb override i-0a --until 4h"), "{text}");
     assert!(!text.contains("/snooze/"), "{text}");
 }
+
+/// A used link is forgotten only once it has expired by the database's clock: a replica whose
+/// clock runs hours ahead claims another link, and the first, which can still be pressed,
+/// stays used rather than becoming usable again.
+#[sqlx::test]
+async fn a_replica_ahead_of_the_database_forgets_no_used_link_that_still_works(pool: PgPool) {
+    let store = Store::from_pool(pool.clone());
+    let db_now: DateTime<Utc> = sqlx::query_scalar("SELECT now()")
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+    let expires = db_now + chrono::Duration::hours(1);
+    assert!(store
+        .claim_snooze_link("link-1", "i-1", expires, db_now)
+        .await
+        .unwrap());
+    // Another replica, two hours ahead, claims another link.
+    let ahead = db_now + chrono::Duration::hours(2);
+    assert!(store
+        .claim_snooze_link("link-2", "i-2", ahead + chrono::Duration::hours(1), ahead)
+        .await
+        .unwrap());
+    assert!(store.snooze_link_used("link-1").await.unwrap().is_some());
+    assert!(
+        !store
+            .claim_snooze_link("link-1", "i-1", expires, db_now)
+            .await
+            .unwrap(),
+        "a used link cannot be used again"
+    );
+}
