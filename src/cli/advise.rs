@@ -151,7 +151,7 @@ pub(super) async fn run(args: &AdviseArgs) -> Result<ExitCode> {
         };
         advise::run::advise_all(&source.name(), &inputs, &set, &prior, workers, feed)
     })?;
-    print!(
+    out!(
         "{}",
         match args.format {
             AdviseFormat::Table => advice.table(),

@@ -95,7 +95,7 @@ pub(super) async fn run(command: AuditCommand) -> Result<ExitCode> {
     match command {
         AuditCommand::Keygen { out } => {
             let public = checkpoint::keygen(&out)?;
-            println!(
+            outln!(
                 "ok: private key {} (keep it secret; EBB_AUDIT_KEY_FILE), public key {} \
                  (for ebb audit verify --public-key)",
                 out.display(),
@@ -115,7 +115,7 @@ async fn verify(args: VerifyArgs) -> Result<ExitCode> {
     let (rows, head) = match store.verify_audit().await? {
         Verification::Intact { rows, head } => (rows, head),
         Verification::Broken { seq, problem } => {
-            println!("audit row {seq} does not match: {problem}");
+            outln!("audit row {seq} does not match: {problem}");
             return Ok(ExitCode::from(1));
         }
     };
@@ -130,11 +130,11 @@ async fn verify(args: VerifyArgs) -> Result<ExitCode> {
         };
     }
     if problems.is_empty() {
-        println!("ok: {rows} audit rows, hash chain intact, head {head}{covered}");
+        outln!("ok: {rows} audit rows, hash chain intact, head {head}{covered}");
         return Ok(ExitCode::SUCCESS);
     }
     for p in &problems {
-        println!("{p}");
+        outln!("{p}");
     }
     Ok(ExitCode::from(1))
 }
@@ -195,11 +195,11 @@ fn verify_export(file: &Path) -> Result<ExitCode> {
         .with_context(|| format!("{} is not an ebb audit export", file.display()))?;
     match verify_rows(&rows) {
         Verification::Intact { rows, head } => {
-            println!("ok: {rows} exported audit rows match their hashes, last {head}");
+            outln!("ok: {rows} exported audit rows match their hashes, last {head}");
             Ok(ExitCode::SUCCESS)
         }
         Verification::Broken { seq, problem } => {
-            println!("exported audit row {seq} does not match: {problem}");
+            outln!("exported audit row {seq} does not match: {problem}");
             Ok(ExitCode::from(1))
         }
     }

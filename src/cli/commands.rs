@@ -38,7 +38,7 @@ fn count(n: usize, one: &str, many: &str) -> String {
 pub(super) fn validate(dirs: &[PathBuf]) -> Result<ExitCode> {
     match policy::load(dirs) {
         Ok(set) => {
-            println!(
+            outln!(
                 "ok: {} and {} valid, version {}",
                 count(set.policies.len(), "policy", "policies"),
                 count(set.calendars.len(), "calendar", "calendars"),
@@ -48,7 +48,7 @@ pub(super) fn validate(dirs: &[PathBuf]) -> Result<ExitCode> {
         }
         Err(policy::LoadError::Invalid { problems }) => {
             for p in &problems {
-                println!("{p}");
+                outln!("{p}");
             }
             eprintln!("{} found", count(problems.len(), "problem", "problems"));
             Ok(ExitCode::from(1))
@@ -61,7 +61,7 @@ pub(super) fn validate(dirs: &[PathBuf]) -> Result<ExitCode> {
 pub(super) fn plan(input: &Input, format: Format) -> Result<ExitCode> {
     let (at, set, fleet, prior, groups) = input.load()?;
     let decisions = engine::decide(at, &set, &fleet, &prior);
-    print!(
+    out!(
         "{}",
         match format {
             Format::Json => output::plan_json(&decisions, &fleet.instances),
@@ -84,7 +84,7 @@ pub(super) fn plan(input: &Input, format: Format) -> Result<ExitCode> {
 pub(super) fn explain(instance: &str, input: &Input) -> Result<ExitCode> {
     let (at, set, fleet, prior, groups) = input.load()?;
     if let Some(explanation) = engine::explain(at, &set, &fleet, &prior, instance) {
-        println!("{explanation}");
+        outln!("{explanation}");
         return Ok(ExitCode::SUCCESS);
     }
     // Not an instance: an Auto Scaling group of that name.
@@ -98,7 +98,7 @@ pub(super) fn explain(instance: &str, input: &Input) -> Result<ExitCode> {
             )
         })?;
     let d = engine::decide_group(at, &set, &fleet, &prior, &g.group, g.memory.as_ref());
-    println!("{}", output::group_explanation(&g.group, &d, at));
+    outln!("{}", output::group_explanation(&g.group, &d, at));
     Ok(ExitCode::SUCCESS)
 }
 
@@ -111,12 +111,12 @@ pub(super) async fn migrate(
 ) -> Result<ExitCode> {
     let store = db.connect().await?;
     let applied = store.migrate().await?;
-    println!("ok: {applied} migration(s) applied; the schema is current");
+    outln!("ok: {applied} migration(s) applied; the schema is current");
     let grants = (runtime.iter().map(|r| (r, Grant::Runtime)))
         .chain(readers.iter().map(|r| (r, Grant::Reader)));
     for (role, grant) in grants {
         store.grant(role, grant).await?;
-        println!("ok: role {role:?} has the {} privileges", grant.as_str());
+        outln!("ok: role {role:?} has the {} privileges", grant.as_str());
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -130,7 +130,7 @@ pub(super) async fn audit(filter: &AuditArgs) -> Result<ExitCode> {
         AuditFormat::Json => output::audit_json(&rows),
         AuditFormat::Csv => output::audit_csv(&rows)?,
     };
-    print!("{text}");
+    out!("{text}");
     Ok(ExitCode::SUCCESS)
 }
 
@@ -150,11 +150,11 @@ pub(super) async fn overrides(args: OverrideArgs) -> Result<ExitCode> {
         } else {
             store.active_overrides(now).await?
         };
-        print!("{}", output::overrides_table(&list, &Local, now));
+        out!("{}", output::overrides_table(&list, &Local, now));
     } else if let Some(id) = args.revoke {
         // Whoever holds DATABASE_URL can write the table anyway: the CLI revokes any override.
         let o = store.revoke_override(id, &actor, now, true).await?;
-        println!("revoked override {} of {}", o.id, o.instance);
+        outln!("revoked override {} of {}", o.id, o.instance);
         publish_after(publisher.as_deref(), &store).await;
     } else if let (Some(instance), Some(until), Some(reason)) =
         (args.instance, args.until, args.reason)
@@ -172,7 +172,7 @@ pub(super) async fn overrides(args: OverrideArgs) -> Result<ExitCode> {
                 now,
             )
             .await?;
-        println!(
+        outln!(
             "override {}: {} kept until {} ({})",
             o.id,
             o.instance,
@@ -194,7 +194,7 @@ pub(super) async fn migrations(format: Format, db: &DbArgs) -> Result<ExitCode> 
         .iter()
         .filter_map(|m| m.steps.0.last().map(|s| s.at))
         .fold(Utc::now(), DateTime::max);
-    print!(
+    out!(
         "{}",
         match format {
             Format::Table => output::migrations_table(&list, now),
@@ -213,7 +213,7 @@ pub(super) async fn pools(
     let store = db.open().await?;
     let now = at.unwrap_or_else(Utc::now);
     let pools = store.pool_history(now).await?.summaries(now);
-    print!(
+    out!(
         "{}",
         match format {
             Format::Table => output::pools_table(&pools, now),
@@ -228,7 +228,7 @@ pub(super) async fn release(id: i64, actor: &ActorArg, db: &DbArgs) -> Result<Ex
     let store = db.open().await?;
     match store.release_image(id, &actor.name(), Utc::now()).await? {
         Ok(m) => {
-            println!(
+            outln!(
                 "released image {} of migration {id} ({}): the leader deletes it with its snapshots at its next tick",
                 m.image.as_deref().unwrap_or_default(),
                 m.original
@@ -289,7 +289,7 @@ impl OnCloud for Orphans {
             }
         }
         let orphans = crate::spot::orphans::orphans(found, &self.migrations, Utc::now());
-        print!(
+        out!(
             "{}",
             match self.format {
                 Format::Table => output::orphans_table(&orphans),
@@ -383,7 +383,7 @@ impl OnCloud for Tick {
             poster.finish(WEBHOOK_DRAIN).await;
         }
         let report = report?;
-        print!("{}", output::tick_summary(&report));
+        out!("{}", output::tick_summary(&report));
         if let Some(err) = &report.policy_error {
             eprintln!("error: {err}");
         }
@@ -408,7 +408,7 @@ pub(super) async fn ready(mut listen: std::net::SocketAddr) -> Result<ExitCode> 
         .await
         .with_context(|| format!("cannot reach ebb serve at {url}"))?;
     let ready = answer.status().is_success();
-    println!("{}", answer.text().await.unwrap_or_default());
+    outln!("{}", answer.text().await.unwrap_or_default());
     Ok(found_problem(!ready))
 }
 
@@ -427,7 +427,7 @@ impl OnCloud for Inventory {
 
     async fn on<P: Provider>(self, cloud: Connected<P>) -> Result<ExitCode> {
         let inventory = cloud.provider.instances().await;
-        print!(
+        out!(
             "{}",
             match self.format {
                 Format::Json => output::snapshot_json(&inventory.instances, &inventory.attached),
@@ -455,7 +455,8 @@ pub(super) async fn export_readings(since: DateTime<Utc>, db: &DbArgs) -> Result
     let store = db.open().await?;
     let mut out = csv::Writer::from_writer(std::io::stdout().lock());
     out.write_record(["instance", "time", "gpu_util", "gpu_mem_mib", "gpus_busy"])?;
-    // The first write error (a closed pipe, a full disk) ends the export with its message.
+    // The first write error ends the export: quietly for a closed pipe (`| head`), with its
+    // message for any other (a full disk).
     let mut failed: Option<csv::Error> = None;
     store
         .each_gpu_reading(since, |instance, s| {
@@ -472,9 +473,15 @@ pub(super) async fn export_readings(since: DateTime<Utc>, db: &DbArgs) -> Result
             }
         })
         .await?;
+    let closed = |e: &std::io::Error| e.kind() == std::io::ErrorKind::BrokenPipe;
     if let Some(e) = failed {
+        if matches!(e.kind(), csv::ErrorKind::Io(io) if closed(io)) {
+            return Err(super::StdoutClosed.into());
+        }
         return Err(e).context("cannot write the readings");
     }
-    out.flush()?;
-    Ok(ExitCode::SUCCESS)
+    match out.flush() {
+        Err(e) if closed(&e) => Err(super::StdoutClosed.into()),
+        flushed => Ok(flushed.map(|()| ExitCode::SUCCESS)?),
+    }
 }

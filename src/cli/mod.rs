@@ -4,7 +4,23 @@
 //! Exit codes: 0 when the command did its job; 1 when it ran and found a problem (invalid
 //! policies, a broken audit chain, a failed action, a region that could not be listed, a
 //! replica that is not ready); 2 when it could not run (bad flags, no database, unreadable
-//! files), with one line `error: ...` on stderr saying what is wrong.
+//! files), with one line `error: ...` on stderr saying what is wrong. A reader of stdout that
+//! goes away (`ebb audit --format csv | head -1`) ends a command quietly with 0.
+
+/// `print!` to stdout that ends the command quietly, with exit 0, when stdout's reader has
+/// gone (`ebb audit --format csv | head`): no panic, no error line.
+macro_rules! out {
+    ($($arg:tt)*) => {
+        $crate::cli::write_out(format_args!($($arg)*))?
+    };
+}
+
+/// `println!` as [`out!`] writes.
+macro_rules! outln {
+    ($($arg:tt)*) => {
+        $crate::cli::write_out(format_args!("{}\n", format_args!($($arg)*)))?
+    };
+}
 
 mod advise;
 mod args;
@@ -208,10 +224,26 @@ pub async fn main() -> ExitCode {
     // compiler need not lay them all out inside main's.
     match Box::pin(run(cli.command)).await {
         Ok(code) => code,
+        Err(err) if err.is::<StdoutClosed>() => ExitCode::SUCCESS,
         Err(err) => {
             eprintln!("error: {err:#}");
             ExitCode::from(2)
         }
+    }
+}
+
+/// Stdout's reader has gone (a closed pipe): the command ends quietly.
+#[derive(Debug, thiserror::Error)]
+#[error("stdout was closed")]
+struct StdoutClosed;
+
+/// Writes `args` to stdout; a closed pipe is [`StdoutClosed`], which [`main`] ends quietly.
+pub(crate) fn write_out(args: std::fmt::Arguments<'_>) -> anyhow::Result<()> {
+    use std::io::Write;
+    let mut stdout = std::io::stdout().lock();
+    match stdout.write_fmt(args).and_then(|()| stdout.flush()) {
+        Err(err) if err.kind() == std::io::ErrorKind::BrokenPipe => Err(StdoutClosed.into()),
+        other => Ok(other?),
     }
 }
 
@@ -224,7 +256,7 @@ async fn run(command: Command) -> anyhow::Result<ExitCode> {
         Command::Advise(args) => advise::run(&args).await,
         Command::Explain { instance, input } => commands::explain(&instance, &input),
         Command::Schema => {
-            print!("{}", crate::policy::schema::schema_text());
+            out!("{}", crate::policy::schema::schema_text());
             Ok(ExitCode::SUCCESS)
         }
         Command::Migrate {

@@ -206,7 +206,7 @@ pub(super) async fn run(args: &ReplayArgs) -> Result<ExitCode> {
     if let Some(table) = &table {
         report.apply_prices(table, &fleet);
     }
-    print!(
+    out!(
         "{}",
         match args.format {
             ReplayFormat::Table => report.table() + &crate::replay::pools_table(&report.total),

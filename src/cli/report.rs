@@ -54,9 +54,9 @@ pub(super) async fn run(args: ReportArgs) -> Result<ExitCode> {
     let parts = store.report_parts(window, by, &prices.commitments).await?;
     let r = report::compute_parts(&parts, window, by, &prices);
     match args.format {
-        ReportFormat::Table => print!("{}", report::table(&r)),
-        ReportFormat::Csv => print!("{}", report::csv(&r)),
-        ReportFormat::Json => println!("{}", serde_json::to_string_pretty(&r)?),
+        ReportFormat::Table => out!("{}", report::table(&r)),
+        ReportFormat::Csv => out!("{}", report::csv(&r)),
+        ReportFormat::Json => outln!("{}", serde_json::to_string_pretty(&r)?),
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -969,3 +969,26 @@ async fn each_tick_that_appends_rows_publishes_a_checkpoint_of_the_head(pool: Pg
         "{text}"
     );
 }
+
+/// A reader that has gone (`ebb audit --format csv | head -1`) ends the command quietly: exit
+/// 0, nothing on stderr, no panic. The pipe's reading end is closed before ebb starts, so its
+/// first write meets a closed pipe, whatever the timing.
+#[sqlx::test]
+async fn a_closed_stdout_ends_the_audit_export_quietly(pool: PgPool) {
+    let url = database_url(&pool);
+    known(&pool, &["i-0abc"]).await;
+    out(&mei(&url).run(&["override", "i-0abc", "--until", "4h", "--reason", "demo"]));
+    for format in ["csv", "json", "table"] {
+        let (reader, writer) = std::io::pipe().unwrap();
+        drop(reader);
+        let o = mei(&url)
+            .command(&["audit", "--format", format])
+            .stdout(writer)
+            .stderr(std::process::Stdio::piped())
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(0), "{format}: {stderr}");
+        assert!(stderr.is_empty(), "{format}: {stderr}");
+    }
+}

@@ -611,3 +611,19 @@ fn plan_starts_ahead_of_the_opening_and_explain_says_so() {
         assert!(out.contains(needle), "{needle} missing from:\n{out}");
     }
 }
+
+/// Offline commands end quietly too when stdout's reader has gone (`ebb schema | head`).
+#[test]
+fn a_closed_stdout_ends_an_offline_command_quietly() {
+    let (reader, writer) = std::io::pipe().unwrap();
+    drop(reader);
+    let o = crate::common::Ebb::new()
+        .command(&["schema"])
+        .stdout(writer)
+        .stderr(std::process::Stdio::piped())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(0), "{stderr}");
+    assert!(stderr.is_empty(), "{stderr}");
+}
