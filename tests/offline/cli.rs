@@ -72,6 +72,17 @@ fn each_kind_of_bad_policy_is_reported_at_its_line_and_column() {
             "      timezone: Asia/Shangai",
             "8:17: unknown time zone \"Asia/Shangai\" (did you mean \"Asia/Shanghai\"?)",
         ),
+        // A name people write for China's zone, nearest in spelling to Brunei's.
+        (
+            "      timezone: Asia/Shanghai",
+            "      timezone: Asia/Beijing",
+            "8:17: unknown time zone \"Asia/Beijing\" (did you mean \"Asia/Shanghai\", China's zone?)",
+        ),
+        (
+            "      timezone: Asia/Shanghai",
+            "      timezone: CST",
+            "8:17: unknown time zone \"CST\" (did you mean \"Asia/Shanghai\" (China Standard Time) or \"America/Chicago\" (US Central)?)",
+        ),
         (
             "start: \"08:30\"",
             "start: \"25:00\"",

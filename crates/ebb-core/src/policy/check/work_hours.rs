@@ -12,6 +12,27 @@ use std::str::FromStr;
 /// The longest `start_ahead` a policy may ask for.
 const MAX_START_AHEAD: Duration = Duration::hours(12);
 
+/// Names people write for a zone that are not IANA names, and what they mean: the spelling
+/// closest to one of them is often another zone altogether ("Asia/Beijing" is nearest to
+/// "Asia/Brunei").
+const ZONE_ALIASES: &[(&str, &str)] = &[
+    ("Asia/Beijing", "\"Asia/Shanghai\", China's zone"),
+    ("Beijing", "\"Asia/Shanghai\", China's zone"),
+    ("China", "\"Asia/Shanghai\", China's zone"),
+    (
+        "CST",
+        "\"Asia/Shanghai\" (China Standard Time) or \"America/Chicago\" (US Central)",
+    ),
+    ("China Standard Time", "\"Asia/Shanghai\", China's zone"),
+    ("JST", "\"Asia/Tokyo\""),
+    ("KST", "\"Asia/Seoul\""),
+    ("PST", "\"America/Los_Angeles\""),
+    ("PDT", "\"America/Los_Angeles\""),
+    (
+        "IST",
+        "\"Asia/Kolkata\" (India), \"Europe/Dublin\" or \"Asia/Jerusalem\"",
+    ),
+];
 impl Checker {
     /// A policy's `work_hours`; the calendar names of `skip` and `workdays` go to `calendars`,
     /// resolved later.
@@ -150,10 +171,18 @@ impl Checker {
         match f.get("timezone") {
             Some((v, p)) => self.parsed(v, &p, "an IANA time zone name", |s| {
                 Tz::from_str(s).map_err(|_| {
-                    format!(
-                        "unknown time zone \"{s}\"{}",
-                        suggest(s, chrono_tz::TZ_VARIANTS.iter().map(|z| z.name()))
-                    )
+                    let alias = ZONE_ALIASES
+                        .iter()
+                        .find(|(name, _)| name.eq_ignore_ascii_case(s.trim()));
+                    match alias {
+                        Some((_, meant)) => {
+                            format!("unknown time zone \"{s}\" (did you mean {meant}?)")
+                        }
+                        None => format!(
+                            "unknown time zone \"{s}\"{}",
+                            suggest(s, chrono_tz::TZ_VARIANTS.iter().map(|z| z.name()))
+                        ),
+                    }
                 })
             }),
             None => {
