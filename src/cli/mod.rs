@@ -226,10 +226,24 @@ pub async fn main() -> ExitCode {
         Ok(code) => code,
         Err(err) if err.is::<StdoutClosed>() => ExitCode::SUCCESS,
         Err(err) => {
-            eprintln!("error: {err:#}");
+            eprintln!("error: {}", one_line(&err));
             ExitCode::from(2)
         }
     }
+}
+
+/// `err` and its causes in one line, each cause once: many errors already say their cause
+/// ("cannot read x: No such file"), and the chain would say it again.
+fn one_line(err: &anyhow::Error) -> String {
+    let mut text = err.to_string();
+    for cause in err.chain().skip(1) {
+        let cause = cause.to_string();
+        if !text.contains(&cause) {
+            text.push_str(": ");
+            text.push_str(&cause);
+        }
+    }
+    text
 }
 
 /// Stdout's reader has gone (a closed pipe): the command ends quietly.

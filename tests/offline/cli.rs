@@ -638,3 +638,20 @@ fn a_closed_stdout_ends_an_offline_command_quietly() {
     assert_eq!(o.status.code(), Some(0), "{stderr}");
     assert!(stderr.is_empty(), "{stderr}");
 }
+
+/// An error says its cause once: "cannot read x: No such file or directory", not twice.
+#[test]
+fn an_error_says_its_cause_once() {
+    let o = ebb(&["validate", "/nonexistent-policies"]);
+    assert_eq!(o.status.code(), Some(2), "{o:?}");
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(
+        stderr.matches("No such file or directory").count(),
+        1,
+        "{stderr}"
+    );
+    assert!(
+        stderr.starts_with("error: cannot read /nonexistent-policies"),
+        "{stderr}"
+    );
+}
