@@ -408,6 +408,9 @@ pub(super) struct AuditArgs {
     /// Only this outcome.
     #[arg(long, value_name = "O", value_parser = ["intent", "succeeded", "failed", "skipped"])]
     pub(super) outcome: Option<String>,
+    /// Only the newest N rows the filters select (still oldest first).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(i64).range(1..))]
+    pub(super) limit: Option<i64>,
     /// Output format.
     #[arg(long, value_enum, default_value_t = AuditFormat::Table)]
     pub(super) format: AuditFormat,
@@ -523,7 +526,7 @@ impl AuditArgs {
             policy: self.policy.clone(),
             action: self.action.clone(),
             outcome: self.outcome.as_deref().and_then(Outcome::parse),
-            limit: None,
+            limit: self.limit,
             after: None,
         }
     }

@@ -992,3 +992,30 @@ async fn a_closed_stdout_ends_the_audit_export_quietly(pool: PgPool) {
         assert!(stderr.is_empty(), "{format}: {stderr}");
     }
 }
+
+/// `--limit N`: the newest N rows the filters select, oldest first.
+#[sqlx::test]
+async fn audit_limit_gives_the_newest_rows(pool: PgPool) {
+    let url = database_url(&pool);
+    known(&pool, &["i-0abc"]).await;
+    for reason in ["first", "second", "third"] {
+        out(&mei(&url).run(&["override", "i-0abc", "--until", "4h", "--reason", reason]));
+    }
+    let rows: serde_json::Value = serde_json::from_str(&out(&mei(&url).run(&[
+        "audit", "--action", "override", "--limit", "2", "--format", "json",
+    ])))
+    .unwrap();
+    let reasons: Vec<&str> = rows
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["reason"].as_str().unwrap())
+        .collect();
+    assert_eq!(reasons.len(), 2, "{rows:#}");
+    assert!(
+        reasons[0].contains("second") && reasons[1].contains("third"),
+        "{reasons:?}"
+    );
+    let bad = mei(&url).run(&["audit", "--limit", "0"]);
+    assert_eq!(bad.status.code(), Some(2));
+}
