@@ -81,10 +81,13 @@ pub(super) fn plan(input: &Input, format: Format) -> Result<ExitCode> {
 }
 
 /// `ebb explain`: why one instance (or Auto Scaling group) of a snapshot gets its decision.
-pub(super) fn explain(instance: &str, input: &Input) -> Result<ExitCode> {
+pub(super) fn explain(instance: &str, input: &Input, format: Format) -> Result<ExitCode> {
     let (at, set, fleet, prior, groups) = input.load()?;
     if let Some(explanation) = engine::explain(at, &set, &fleet, &prior, instance) {
-        outln!("{explanation}");
+        match format {
+            Format::Table => outln!("{explanation}"),
+            Format::Json => out!("{}", output::explanation_json(&explanation)),
+        }
         return Ok(ExitCode::SUCCESS);
     }
     // Not an instance: an Auto Scaling group of that name.
@@ -98,7 +101,10 @@ pub(super) fn explain(instance: &str, input: &Input) -> Result<ExitCode> {
             )
         })?;
     let d = engine::decide_group(at, &set, &fleet, &prior, &g.group, g.memory.as_ref());
-    outln!("{}", output::group_explanation(&g.group, &d, at));
+    match format {
+        Format::Table => outln!("{}", output::group_explanation(&g.group, &d, at)),
+        Format::Json => out!("{}", output::group_explanation_json(&d)),
+    }
     Ok(ExitCode::SUCCESS)
 }
 

@@ -89,10 +89,13 @@ enum Command {
     Advise(advise::AdviseArgs),
     /// Show why ebb decides what it decides for one instance of a fleet snapshot.
     Explain {
-        /// The instance id.
+        /// The instance id (or an Auto Scaling group's name).
         instance: String,
         #[command(flatten)]
         input: Input,
+        /// Output format.
+        #[arg(long, value_enum, default_value_t = Format::Table)]
+        format: Format,
     },
     /// Print the JSON Schema of policy files.
     Schema,
@@ -268,7 +271,11 @@ async fn run(command: Command) -> anyhow::Result<ExitCode> {
         Command::Plan { input, format } => commands::plan(&input, format),
         Command::Replay(args) => replay::run(&args).await,
         Command::Advise(args) => advise::run(&args).await,
-        Command::Explain { instance, input } => commands::explain(&instance, &input),
+        Command::Explain {
+            instance,
+            input,
+            format,
+        } => commands::explain(&instance, &input, format),
         Command::Schema => {
             out!("{}", crate::policy::schema::schema_text());
             Ok(ExitCode::SUCCESS)

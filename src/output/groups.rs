@@ -6,13 +6,18 @@ use crate::engine::{GroupAction, GroupDecision};
 use crate::fleet::ScalingGroup;
 use chrono::{DateTime, Utc};
 
-/// A group action as `ebb plan` prints it: the audit action it becomes, or `none`.
-fn action_name(d: &GroupDecision) -> String {
-    let name = match d.action {
+/// The audit action a group action becomes, or `none`.
+pub(super) fn audit_action(action: GroupAction) -> &'static str {
+    match action {
         GroupAction::None => "none",
         GroupAction::ScaleDown => "scale_down_group",
         GroupAction::Restore => "restore_group",
-    };
+    }
+}
+
+/// A group action as `ebb plan` prints it: the audit action it becomes, or `none`.
+fn action_name(d: &GroupDecision) -> String {
+    let name = audit_action(d.action);
     if d.dry_run && d.action != GroupAction::None {
         format!("{name} (dry run)")
     } else {

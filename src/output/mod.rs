@@ -12,12 +12,14 @@ use serde::Serialize;
 use std::collections::{BTreeMap, HashMap};
 
 mod audit_export;
+mod explain;
 mod groups;
 mod pools;
 
 pub use audit_export::{
     audit_csv, audit_csv_rows, audit_json, audit_row_json, parse_audit_export, ExportError,
 };
+pub use explain::{explanation_json, group_explanation_json};
 pub use groups::{group_explanation, plan_groups_table};
 pub use pools::{pools_json, pools_table};
 

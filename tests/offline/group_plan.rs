@@ -133,6 +133,28 @@ fn explain_of_a_group_says_its_capacity_members_and_decision() {
     ] {
         assert!(out.contains(line), "{line} missing from:\n{out}");
     }
+    // As JSON: the decision's fields.
+    let policies = dir.path().join("policies");
+    let fleet = dir.path().join("fleet.yaml");
+    let o = ebb(&[
+        "explain",
+        "busy",
+        "--policies",
+        policies.to_str().unwrap(),
+        "--fleet",
+        fleet.to_str().unwrap(),
+        "--at",
+        "2026-11-30T18:05:00Z",
+        "--format",
+        "json",
+    ]);
+    assert!(o.status.success(), "{o:?}");
+    let json: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(json["group"], "busy", "{json:#}");
+    assert_eq!(json["region"], "eu-central-1");
+    assert_eq!(json["action"], "none");
+    assert_eq!(json["code"], "busy_deferred");
+    assert_eq!(json["to"], serde_json::Value::Null);
     let o = run("explain", Some("nothing"), "2026-11-30T18:05:00Z", &dir);
     assert_eq!(o.status.code(), Some(2), "{o:?}");
     let err = String::from_utf8(o.stderr).unwrap();

@@ -377,4 +377,25 @@ fn explain_names_the_owner() {
         out.contains("decision: none [owned_by_eks_nodegroup]"),
         "{out}"
     );
+    // The same as JSON, with the steps that led to it.
+    let o = ebb(&[
+        "explain",
+        "i-owned1",
+        "--policies",
+        dir.path().join("policies").to_str().unwrap(),
+        "--fleet",
+        dir.path().join("fleet.yaml").to_str().unwrap(),
+        "--at",
+        EVENING,
+        "--format",
+        "json",
+    ]);
+    assert!(o.status.success(), "{o:?}");
+    let json: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(json["instance"], "i-owned1", "{json:#}");
+    assert_eq!(json["action"], "none");
+    assert_eq!(json["code"], "owned_by_eks_nodegroup");
+    assert_eq!(json["owner"]["kind"], "eks_nodegroup");
+    assert_eq!(json["at"], EVENING);
+    assert!(!json["steps"].as_array().unwrap().is_empty(), "{json:#}");
 }
