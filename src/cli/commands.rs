@@ -35,7 +35,7 @@ fn count(n: usize, one: &str, many: &str) -> String {
 }
 
 /// `ebb validate`: every problem of the policy files, one per line.
-pub(super) fn validate(dirs: &[PathBuf]) -> Result<ExitCode> {
+pub(super) fn validate(dirs: &[PathBuf], at: DateTime<Utc>) -> Result<ExitCode> {
     match policy::load(dirs) {
         Ok(set) => {
             outln!(
@@ -44,6 +44,7 @@ pub(super) fn validate(dirs: &[PathBuf]) -> Result<ExitCode> {
                 count(set.calendars.len(), "calendar", "calendars"),
                 set.version
             );
+            warn_of_calendars(&set, at);
             Ok(ExitCode::SUCCESS)
         }
         Err(policy::LoadError::Invalid { problems }) => {
@@ -57,9 +58,20 @@ pub(super) fn validate(dirs: &[PathBuf]) -> Result<ExitCode> {
     }
 }
 
+/// Warns on stderr of each calendar of `set` that may have run out at `at`: valid policies
+/// that quietly stop skipping holidays are the failure people do not see.
+fn warn_of_calendars(set: &policy::PolicySet, at: DateTime<Utc>) {
+    for calendar in set.calendars.values() {
+        if let Some(why) = calendar.running_out(at.date_naive()) {
+            eprintln!("warning: {why}");
+        }
+    }
+}
+
 /// `ebb plan`: the decisions for a fleet snapshot.
 pub(super) fn plan(input: &Input, format: Format) -> Result<ExitCode> {
     let (at, set, fleet, prior, groups) = input.load()?;
+    warn_of_calendars(&set, at);
     let decisions = engine::decide(at, &set, &fleet, &prior);
     out!(
         "{}",

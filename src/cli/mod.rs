@@ -72,6 +72,9 @@ enum Command {
         /// Directories (every *.yaml and *.yml in them) or single files.
         #[arg(required = true, value_name = "DIR")]
         dirs: Vec<PathBuf>,
+        /// The day calendars are checked against for running out, RFC 3339 (default: now).
+        #[arg(long, value_name = "TS", value_parser = when::parse_time)]
+        at: Option<DateTime<Utc>>,
     },
     /// Decide offline what ebb would do to a fleet snapshot at a given time.
     Plan {
@@ -267,7 +270,7 @@ pub(crate) fn write_out(args: std::fmt::Arguments<'_>) -> anyhow::Result<()> {
 /// Runs one command.
 async fn run(command: Command) -> anyhow::Result<ExitCode> {
     match command {
-        Command::Validate { dirs } => commands::validate(&dirs),
+        Command::Validate { dirs, at } => commands::validate(&dirs, at.unwrap_or_else(Utc::now)),
         Command::Plan { input, format } => commands::plan(&input, format),
         Command::Replay(args) => replay::run(&args).await,
         Command::Advise(args) => advise::run(&args).await,

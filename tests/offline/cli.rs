@@ -655,3 +655,42 @@ fn an_error_says_its_cause_once() {
         "{stderr}"
     );
 }
+
+/// A calendar that names no date of the next year, from 1 November, or of this year, is
+/// warned of: the shipped China calendars hold 2026 only, so in December 2026 validate says
+/// so (and still exits 0); in June it says nothing.
+#[test]
+fn a_calendar_that_runs_out_is_warned_of() {
+    let policies = Path::new(env!("CARGO_MANIFEST_DIR")).join("policies");
+    let policies = policies.to_str().unwrap();
+    let o = ebb(&["validate", policies, "--at", "2026-12-06T00:00:00Z"]);
+    assert_eq!(o.status.code(), Some(0), "{o:?}");
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    for name in ["cn-holidays", "cn-workdays"] {
+        assert!(
+            stderr.contains(&format!(
+                "warning: calendar {name} names no date in 2027 yet"
+            )),
+            "{stderr}"
+        );
+    }
+    assert!(
+        !stderr.contains("us-holidays"),
+        "it has 2027-01-01: {stderr}"
+    );
+    let o = ebb(&["validate", policies, "--at", "2026-06-01T00:00:00Z"]);
+    assert_eq!(o.status.code(), Some(0), "{o:?}");
+    assert!(
+        o.stderr.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    // A year with none of its dates at all.
+    let o = ebb(&["validate", policies, "--at", "2027-03-01T00:00:00Z"]);
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        stderr
+            .contains("warning: calendar cn-holidays names no date in 2027: add this year's dates"),
+        "{stderr}"
+    );
+}

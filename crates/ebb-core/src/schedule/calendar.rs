@@ -1,7 +1,7 @@
 //! Calendars of dates that schedules skip (holidays, shutdowns) and of working days whatever
 //! their weekday (make-up workdays, China's 调休).
 
-use chrono::{NaiveDate, Weekday};
+use chrono::{Datelike, NaiveDate, Weekday};
 use std::fmt;
 use std::str::FromStr;
 
@@ -18,6 +18,37 @@ pub struct Calendar {
 }
 
 impl Calendar {
+    /// Why the calendar may have run out on `today`, if it may: it names no date in `today`'s
+    /// year, or, from 1 November, none in the next. A calendar of public holidays is written a
+    /// year at a time; one that has run out makes every holiday a working day without a word.
+    pub fn running_out(&self, today: NaiveDate) -> Option<String> {
+        let ranges = self
+            .dates
+            .iter()
+            .chain(self.workdays.iter().map(|w| &w.dates));
+        let years: Vec<(i32, i32)> = ranges.map(|r| (r.first.year(), r.last.year())).collect();
+        let names = |year: i32| {
+            years
+                .iter()
+                .any(|(first, last)| (*first..=*last).contains(&year))
+        };
+        let year = today.year();
+        if !names(year) {
+            return Some(format!(
+                "calendar {} names no date in {year}: add this year's dates, or every one of them is taken as an ordinary day",
+                self.name
+            ));
+        }
+        if today.month() >= 11 && !names(year + 1) {
+            return Some(format!(
+                "calendar {} names no date in {} yet: add next year's dates before the year ends, or every one of them is taken as an ordinary day",
+                self.name,
+                year + 1
+            ));
+        }
+        None
+    }
+
     /// Whether `date` is in one of the calendar's ranges of skipped dates.
     pub fn contains(&self, date: NaiveDate) -> bool {
         self.dates.iter().any(|range| range.contains(date))
