@@ -180,18 +180,6 @@ impl Events {
     }
 }
 
-/// In the sync's UPDATE (`i` the stored row, `n` the listed instance): ebb stopped it (its stop
-/// succeeded since the stored state was recorded) and the listing shows it up again without
-/// a listing in between that saw it stopped: started again since ebb's stop, by the launch
-/// time where the cloud gives one. The same test as [`StoredRow::restarted`].
-macro_rules! restarted {
-    () => {
-        "(i.stopped_by_ebb_at IS NOT NULL AND i.gone_at IS NULL
-          AND i.state IN ('pending', 'running') AND n.state IN ('pending', 'running')
-          AND (n.launched_at IS NULL OR n.launched_at > i.stopped_by_ebb_at))"
-    };
-}
-
 /// A stored row as read: id, fingerprint, state, gone, `stopped_by_ebb_at`.
 pub(super) type Row = (String, i64, String, bool, Option<DateTime<Utc>>);
 
@@ -206,8 +194,10 @@ pub(super) struct StoredRow {
 }
 
 impl StoredRow {
-    /// Whether `listed` was started again since ebb's stop, unseen stopped: the sync's
-    /// `restarted!` test.
+    /// Whether `listed` was started again since ebb's stop, unseen stopped: ebb's stop
+    /// succeeded since the stored state was recorded, and the listing shows it up again with
+    /// no listing in between that saw it stopped (by the launch time, where the cloud gives
+    /// one, later than the stop).
     fn restarted(&self, listed: &Instance) -> bool {
         let up = |state: &str| matches!(state, "pending" | "running");
         let Some(stopped) = self.stopped_by_ebb_at else {
@@ -227,6 +217,8 @@ pub(super) struct SyncDiff<'a> {
     new: Batch<'a>,
     /// Instances whose facts changed, or that came back after being gone.
     changed: Batch<'a>,
+    /// Of those, the ones started again since ebb's stop ([`StoredRow::restarted`]).
+    restarted: Vec<&'a str>,
     /// Ids no longer listed.
     gone: Vec<String>,
     /// The state changes among them.
@@ -256,6 +248,7 @@ impl<'a> SyncDiff<'a> {
                 // start is recorded, when it was (the launch time, where the cloud gives one).
                 Some(row) if row.restarted(i) => {
                     diff.changed.push(i, fp);
+                    diff.restarted.push(&i.id);
                     let at = i.launched_at.filter(|t| *t <= now);
                     diff.events.push_at(&i.id, "stopped", state, "observed", at);
                 }
@@ -309,33 +302,17 @@ impl<'a> SyncDiff<'a> {
                 .write(
                     conn,
                     now,
-                    concat!(
-                        "UPDATE instances AS i SET
+                    "UPDATE instances AS i SET
                      region = n.region, instance_type = n.instance_type, lifecycle = n.lifecycle,
                      launched_at = n.launched_at, tags = n.tags, fingerprint = n.fingerprint,
                      owner = n.owner, changed_at = $10, gone_at = NULL,
-                     state_since = CASE
-                         WHEN i.state <> n.state OR i.gone_at IS NOT NULL THEN $10
-                         WHEN ",
-                        restarted!(),
-                        " THEN least(coalesce(n.launched_at, $10), $10)
-                         ELSE i.state_since END,
-                     stopped_by_ebb_at = CASE
-                         WHEN n.state = 'running' AND i.state <> 'running' THEN NULL
-                         WHEN ",
-                        restarted!(),
-                        " THEN NULL
-                         ELSE i.stopped_by_ebb_at END,
+                     state_since = CASE WHEN i.state <> n.state OR i.gone_at IS NOT NULL
+                                        THEN $10 ELSE i.state_since END,
+                     stopped_by_ebb_at = CASE WHEN n.state = 'running' AND i.state <> 'running'
+                                              THEN NULL ELSE i.stopped_by_ebb_at END,
                      started_by_person_at = CASE
                          WHEN n.state NOT IN ('pending', 'running') OR i.gone_at IS NOT NULL
                              THEN NULL
-                         WHEN ",
-                        restarted!(),
-                        " THEN CASE
-                             WHEN EXISTS (SELECT 1 FROM open_intents o JOIN audit_log a USING (seq)
-                                          WHERE a.instance = i.id AND a.action = 'start')
-                                 THEN NULL
-                             ELSE least(coalesce(n.launched_at, $10), $10) END
                          WHEN i.state NOT IN ('stopped', 'stopping')
                              THEN i.started_by_person_at
                          WHEN coalesce(i.started_by_ebb_at >= i.state_since, false)
@@ -351,9 +328,27 @@ impl<'a> SyncDiff<'a> {
                       AS n(id, region, instance_type, state, lifecycle, launched_at, tags, fingerprint,
                            owner)
                  WHERE i.id = n.id",
-                    ),
                 )
                 .await?;
+        }
+        if !self.restarted.is_empty() {
+            // Started again since ebb's stop, unseen stopped (their new launch time written
+            // above): since the launch, by a person unless ebb's own start is in flight.
+            sqlx::query(
+                "UPDATE instances AS i SET
+                     state_since = least(coalesce(i.launched_at, $2), $2),
+                     stopped_by_ebb_at = NULL,
+                     started_by_person_at = CASE
+                         WHEN EXISTS (SELECT 1 FROM open_intents o JOIN audit_log a USING (seq)
+                                      WHERE a.instance = i.id AND a.action = 'start')
+                             THEN NULL
+                         ELSE least(coalesce(i.launched_at, $2), $2) END
+                 WHERE i.id = ANY($1)",
+            )
+            .bind(&self.restarted)
+            .bind(now)
+            .execute(&mut *conn)
+            .await?;
         }
         if !self.gone.is_empty() {
             sqlx::query("UPDATE instances SET gone_at = $2, changed_at = $2 WHERE id = ANY($1)")

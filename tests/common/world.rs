@@ -131,3 +131,11 @@ impl<P: Provider> SimWorld<P> {
         report
     }
 }
+
+impl SimWorld {
+    /// The state the simulated cloud lists `id` of `region` in now, read past the fault layer.
+    pub async fn state(&self, region: &str, id: &str) -> ebb::fleet::InstanceState {
+        let found = self.cloud().inner.reread(region, &[id.to_string()]).await;
+        found.unwrap()[0].state
+    }
+}

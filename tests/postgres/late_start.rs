@@ -233,19 +233,11 @@ async fn a_tick_keeps_a_persons_late_start_until_it_has_been_idle_for_an_hour(po
             .start(Store::from_pool(pool.clone()))
             .await;
         let minutes = |n: u64| tokio::time::advance(Duration::from_secs(60 * n));
-        let state = async |w: &SimWorld| {
-            let found = w
-                .cloud()
-                .inner
-                .reread("us-east-1", &["i-late".into()])
-                .await;
-            found.unwrap()[0].state
-        };
         w.tick_at(clock.now()).await;
         minutes(2).await;
         w.tick_at(clock.now()).await;
         assert_eq!(
-            state(&w).await,
+            w.state("us-east-1", "i-late").await,
             InstanceState::Stopped,
             "stopped at the close"
         );
@@ -256,7 +248,7 @@ async fn a_tick_keeps_a_persons_late_start_until_it_has_been_idle_for_an_hour(po
         for _ in 0..30 {
             minutes(5).await;
             w.tick_at(clock.now()).await;
-            if state(&w).await != InstanceState::Running {
+            if w.state("us-east-1", "i-late").await != InstanceState::Running {
                 stopped_at = Some(clock.now());
                 break;
             }

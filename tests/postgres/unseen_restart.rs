@@ -188,30 +188,22 @@ async fn a_box_restarted_before_the_next_listing_is_kept_as_a_persons_late_start
             .start(Store::from_pool(pool.clone()))
             .await;
         let minutes = |n: u64| tokio::time::advance(Duration::from_secs(60 * n));
-        let state = async |w: &SimWorld| {
-            let found = w
-                .cloud()
-                .inner
-                .reread("us-east-1", &["i-back".into()])
-                .await;
-            found.unwrap()[0].state
-        };
         w.tick_at(clock.now()).await;
         // The stop takes its time; then, before any tick, its person starts it again.
         minutes(1).await;
         assert_eq!(
-            state(&w).await,
+            w.state("us-east-1", "i-back").await,
             InstanceState::Stopped,
             "stopped at the close"
         );
         w.cloud().inner.start("us-east-1", &["i-back".into()]).await;
         minutes(1).await;
-        assert_eq!(state(&w).await, InstanceState::Running);
+        assert_eq!(w.state("us-east-1", "i-back").await, InstanceState::Running);
         for _ in 0..12 {
             minutes(5).await;
             w.tick_at(clock.now()).await;
             assert_eq!(
-                state(&w).await,
+                w.state("us-east-1", "i-back").await,
                 InstanceState::Running,
                 "at {}",
                 clock.now()
