@@ -7,6 +7,7 @@
 
 use crate::cloud::sim::{Behaviour, SpotZones};
 use crate::engine::{GroupMemory, InstanceFacts, Override, Prior};
+use crate::fleet::activity::{ActivityReadings, SignalReading};
 use crate::fleet::money::{Attached, Volume};
 use crate::fleet::owner::ASG_TAG;
 use crate::fleet::{
@@ -16,7 +17,7 @@ use crate::fleet::{
 };
 use chrono::{DateTime, Utc};
 use serde::Deserialize;
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
 
 /// A fleet snapshot file (docs/commands.md's "Fleet snapshot"): instances with prior facts,
@@ -133,6 +134,10 @@ struct SnapshotInstance {
     /// Why its GPU utilisation could not be read, to replay a tick whose read failed.
     #[serde(default)]
     gpu_read_error: Option<String>,
+    /// The readings of its activity signals read by the tick (Prometheus), by signal name; a
+    /// signal absent here was not read, which counts as in use.
+    #[serde(default)]
+    activity: BTreeMap<String, Vec<(Timestamp, f64)>>,
     #[serde(default)]
     stopped_by_ebb_at: Option<Timestamp>,
     #[serde(default)]
@@ -370,6 +375,7 @@ impl Snapshot {
         let mut behaviours = HashMap::new();
         let mut gpu_unread = HashMap::new();
         let mut attached = HashMap::new();
+        let mut activity = ActivityReadings::new();
         let instances = self
             .instances
             .into_iter()
@@ -388,6 +394,15 @@ impl Snapshot {
                 }
                 if let Some(why) = i.gpu_read_error {
                     gpu_unread.insert(i.id.clone(), why.into());
+                }
+                if !i.activity.is_empty() {
+                    let readings = i.activity.into_iter().map(|(name, points)| {
+                        let mut points: Vec<_> =
+                            points.into_iter().map(|(t, v)| (t.0, v)).collect();
+                        points.sort_by_key(|(t, _)| *t);
+                        (name, SignalReading::Points(points))
+                    });
+                    activity.insert(i.id.clone(), readings.collect());
                 }
                 if i.volumes.is_some() || i.elastic_ips.is_some() {
                     let a = Attached {
@@ -459,6 +474,7 @@ impl Snapshot {
                 gpu_unread,
                 attached,
                 levers: crate::cloud::levers(),
+                activity,
             },
             Prior::new(
                 facts,

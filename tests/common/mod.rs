@@ -95,6 +95,8 @@ pub struct World {
     pub capacity_failures: HashMap<(String, String), DateTime<Utc>>,
     /// What ebb can do on each cloud, when not what its providers implement.
     pub levers: Option<Levers>,
+    /// The activity signals read, by instance and signal name.
+    pub activity: ebb::fleet::activity::ActivityReadings,
 }
 
 impl World {
@@ -140,6 +142,18 @@ impl World {
         self
     }
 
+    /// What the signal `name` of `id` read.
+    pub fn reading(
+        mut self,
+        id: &str,
+        name: &str,
+        reading: ebb::fleet::activity::SignalReading,
+    ) -> Self {
+        let readings = self.activity.entry(id.to_string()).or_default();
+        readings.insert(name.to_string(), reading);
+        self
+    }
+
     /// The fleet and what ebb remembers, as the engine takes them.
     pub fn fleet(&self) -> (Fleet, Prior) {
         let fleet = Fleet {
@@ -147,6 +161,7 @@ impl World {
             prices: self.prices.clone(),
             gpu_unread: self.gpu_unread.clone(),
             levers: self.levers.unwrap_or_else(ebb::cloud::levers),
+            activity: self.activity.clone(),
             ..Fleet::default()
         };
         let prior = Prior::new(self.facts.clone(), self.overrides.clone())

@@ -159,3 +159,108 @@ async fn a_server_that_does_not_answer_is_a_failed_read_not_idleness(pool: PgPoo
     assert_eq!(decided(&report, "metrics_unreadable"), 2);
     assert!(report.gpu_read_failures[0].error.contains("cannot reach"));
 }
+
+/// Three GPU-idle boxes under a policy whose activity signal counts remote sessions
+/// (node_exporter's `node_logind_sessions`, summed by instance): idle for 45 minutes.
+const SESSIONS_POLICY: &str = r#"
+policies:
+  - name: idle-boxes
+    match: {tags: {team: research}}
+    idle:
+      gpu_below: 5
+      for: 45m
+      activity:
+        - prometheus:
+            name: sessions
+            query: 'sum by (instance_id) (node_logind_sessions{remote="true"})'
+            active_above: 0
+"#;
+
+const SESSIONS_FLEET: &str = r#"
+instances:
+  - {id: i-session, region: us-east-1, type: g5.xlarge, state: running, tags: {team: research}}
+  - {id: i-alone, region: us-east-1, type: g5.xlarge, state: running, tags: {team: research}}
+  - {id: i-unexported, region: us-east-1, type: g5.xlarge, state: running, tags: {team: research}}
+"#;
+
+/// Every GPU at 2 % from two hours before [`NOW`] to one hour after. i-session has a remote
+/// SSH session until 13:50 and none after; i-alone has none; i-unexported exports no sessions.
+async fn sessions_server() -> Server {
+    let now = t(NOW).timestamp();
+    let (from, to) = (now - 7200, now + 3600);
+    let history = dcgm_history(
+        &[
+            (r#"gpu="0",instance_id="i-session""#, 2.0),
+            (r#"gpu="0",instance_id="i-alone""#, 2.0),
+            (r#"gpu="0",instance_id="i-unexported""#, 2.0),
+        ],
+        from,
+        to,
+    );
+    let mut text = history.trim_end().trim_end_matches("# EOF").to_string();
+    text.push_str("# HELP node_logind_sessions Number of sessions registered in logind.\n# TYPE node_logind_sessions gauge\n");
+    let mut at = from;
+    while at <= to {
+        let open = if at <= now - 600 { 1 } else { 0 };
+        for (id, remote, n) in [
+            ("i-session", "true", open),
+            ("i-session", "false", 1),
+            ("i-alone", "true", 0),
+        ] {
+            text.push_str(&format!(
+                "node_logind_sessions{{class=\"user\",instance_id=\"{id}\",remote=\"{remote}\",seat=\"\",type=\"tty\"}} {n} {at}\n"
+            ));
+        }
+        at += 60;
+    }
+    text.push_str("# EOF\n");
+    Server::with_history(&text).await
+}
+
+#[sqlx::test(migrations = false)]
+async fn a_remote_session_keeps_a_gpu_idle_box_until_it_has_been_gone_for_the_window(pool: PgPool) {
+    let server = sessions_server().await;
+    let options = Options {
+        prometheus: Some(Prometheus::new(PrometheusSettings::new(&server.url)).unwrap()),
+        ..Options::default()
+    };
+    let mut world = SimWorld::plan(SESSIONS_FLEET)
+        .policy("idle.yaml", SESSIONS_POLICY)
+        .clock(Clock::Fixed(t(NOW)))
+        .options(options)
+        .start(Store::from_pool(pool))
+        .await;
+    let stopped = |report: &TickReport| -> Vec<String> {
+        report
+            .actions
+            .iter()
+            .filter(|a| a.outcome == Outcome::Succeeded)
+            .map(|a| a.decision.instance.clone())
+            .collect()
+    };
+    let report = world.tick(NOW).await;
+    assert!(report.gpu_read_failures.is_empty(), "{report:?}");
+    assert_eq!(stopped(&report), ["i-alone"], "{}", report.headline());
+    assert_eq!(
+        decided(&report, "in_use"),
+        1,
+        "i-session: a session at 13:50"
+    );
+    assert_eq!(decided(&report, "activity_unreadable"), 1, "i-unexported");
+    let alone = report
+        .actions
+        .iter()
+        .find(|a| a.decision.instance == "i-alone")
+        .unwrap();
+    assert!(
+        alone.decision.reason.contains("sessions: no use seen"),
+        "{}",
+        alone.decision.reason
+    );
+
+    // 14:40: the session ended 50 minutes ago, longer than the window. The box without a
+    // series is still kept.
+    let report = world.tick("2026-11-30T14:40:00Z").await;
+    assert_eq!(stopped(&report), ["i-session"], "{}", report.headline());
+    assert_eq!(decided(&report, "activity_unreadable"), 1, "i-unexported");
+}

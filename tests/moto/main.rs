@@ -6,6 +6,7 @@
 #[path = "../common/mod.rs"]
 mod common;
 
+mod activity;
 mod audit_cli;
 mod aws;
 mod catalogue;

@@ -8,6 +8,7 @@
 #[path = "../common/mod.rs"]
 mod common;
 
+mod activity;
 mod advise;
 mod aws_mocks;
 mod billing;

@@ -13,6 +13,9 @@ pub const KEEP_UNTIL_TAG: &str = "ebb:keep-until";
 pub const INTERRUPTIBLE_TAG: &str = "ebb:interruptible";
 /// The RFC 3339 time of the job's last checkpoint.
 pub const CHECKPOINT_AT_TAG: &str = "ebb:checkpoint-at";
+/// The RFC 3339 time the instance last said a person was using it: a heartbeat, kept as in
+/// use for the idle rule's `activity: [{heartbeat: {max_age}}]`.
+pub const ACTIVE_AT_TAG: &str = "ebb:active-at";
 /// Whom the instance's notices are for (an e-mail address or a chat handle): named in each
 /// notice, and the audit actor of an override made from one of its snooze links.
 pub const OWNER_TAG: &str = "ebb:owner";

@@ -1,5 +1,5 @@
-//! The tick's reads beyond the listing: GPU utilisation and prices, only for the instances whose
-//! governing policy looks at them. CloudWatch bills every metric read, and a large fleet's
+//! The tick's reads beyond the listing: GPU utilisation, activity signals and prices, only for
+//! the instances whose governing policy looks at them. CloudWatch bills every metric read, and a large fleet's
 //! readings are its largest data, so what to read is worked out from the policies and the
 //! listing before anything is decided.
 
@@ -14,6 +14,7 @@ use chrono::{DateTime, Duration, Utc};
 use incremental::{period_of, GpuRead};
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
+mod activity;
 mod incremental;
 
 pub(super) use incremental::Asked;
@@ -35,6 +36,9 @@ struct Wanted {
     pub readings: BTreeMap<String, (Vec<usize>, Duration)>,
     /// Prices: the instance types to price.
     pub prices: BTreeMap<String, BTreeSet<String>>,
+    /// Activity signals read from Prometheus, by query: the instances' positions with the
+    /// name of the signal, and the longest window.
+    pub activity: activity::Wanted,
 }
 
 /// What to read for `fleet` under `set`:
@@ -61,6 +65,7 @@ fn wanted(set: &PolicySet, fleet: &Fleet, started_by_person: &HashSet<String>) -
             let (positions, longest) = wanted.readings.entry(instance.region.clone()).or_default();
             positions.push(i);
             *longest = (*longest).max(window);
+            activity::want(&mut wanted.activity, policy, i, window);
         }
         if let Some(rule) = &policy.spot {
             if instance.lifecycle == Lifecycle::OnDemand
@@ -98,6 +103,13 @@ impl<P: Provider> Reconciler<P> {
         let started_by_person = self.store.started_by_person().await?;
         let wanted = wanted(set, fleet, &started_by_person);
         let read = self.read_gpu_utilisation(wanted.readings, fleet, now).await;
+        activity::read(
+            self.options.prometheus.as_ref(),
+            wanted.activity,
+            fleet,
+            now,
+        )
+        .await;
         self.read_prices(wanted.prices, fleet, now).await;
         self.keep_readings(fleet, &read.fresh, now).await?;
         Ok(read.failures)

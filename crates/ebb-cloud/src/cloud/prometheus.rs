@@ -206,6 +206,18 @@ impl Prometheus {
         Ok(combined(util, &memory, &busy))
     }
 
+    /// The values of the range `query` from `from` to `to` (one per step, oldest first), by
+    /// the instance the label names: an activity signal's readings.
+    pub async fn values(
+        &self,
+        query: &str,
+        from: DateTime<Utc>,
+        to: DateTime<Utc>,
+    ) -> Result<Points, CloudError> {
+        let answer = self.range(query.to_string(), from, to).await?;
+        series(answer, &self.settings.label, "a number", f64::is_finite)
+    }
+
     /// The answer to the range `query` from `from` to `to`.
     async fn range(
         &self,
@@ -248,7 +260,7 @@ impl Prometheus {
 }
 
 /// Each instance's points of one query, oldest first.
-type Points = HashMap<String, Vec<(DateTime<Utc>, f64)>>;
+pub type Points = HashMap<String, Vec<(DateTime<Utc>, f64)>>;
 
 /// The utilisation `util` with, at each of its times, the `memory` and `busy` count of the
 /// same instance and time when their answers have them.

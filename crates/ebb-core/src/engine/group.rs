@@ -4,7 +4,7 @@
 //! group of an EKS managed node group is changed through EKS, whose node groups keep a maximum
 //! of at least [`NODE_GROUP_LEAST_MAX`].
 
-use super::rules::{governing_position, owned_code, tags_protect};
+use super::rules::{activity_of, governing_position, owned_code, tags_protect, Activity};
 use super::{Code, Prior, RECENT};
 use crate::fleet::{
     Billing, Capacity, Fleet, Instance, InstanceState, Lifecycle, Owner, OwnerKind, ScalingGroup,
@@ -342,6 +342,19 @@ fn busy_member(
         if let Some(s) = busy {
             let why = format!("{} is busy ({}% ≥ {threshold}%)", member.id, s.percent);
             return Some((Code::BusyDeferred, why));
+        }
+        let text = |a: &Activity| a.text(|t| t.format("%Y-%m-%d %H:%M UTC").to_string());
+        match activity_of(policy, &fleet.activity, inst, now, RECENT) {
+            Activity::Unused(_) => {}
+            used @ Activity::Used(..) => {
+                return Some((Code::InUse, format!("{}: {}", member.id, text(&used))))
+            }
+            unread => {
+                return Some((
+                    Code::ActivityUnreadable,
+                    format!("{}: {}", member.id, text(&unread)),
+                ))
+            }
         }
     }
     None

@@ -287,6 +287,13 @@ codes! {
     /// is idle or busy is unknown, so it is not stopped for idleness, nor while its stop would
     /// wait for a busy GPU.
     MetricsUnreadable = "metrics_unreadable",
+    /// An activity signal of the idle rule (`idle.activity`) showed a person using the
+    /// instance: not idle, and a stop outside hours that waits while busy waits for it too.
+    InUse = "in_use",
+    /// An activity signal could not be read, or answered only in part: whether a person is
+    /// using the instance is unknown, so it is not stopped for idleness, nor while a stop
+    /// would wait while busy.
+    ActivityUnreadable = "activity_unreadable",
     /// Started too recently for the idle rule.
     IdleGrace = "idle_grace",
     /// Eligible for spot: move it.

@@ -2,6 +2,7 @@
 //! depends on no other module of ebb; the snapshot file a fleet can be read from has a module
 //! of its own.
 
+pub mod activity;
 pub mod billing;
 pub mod catalogue;
 pub mod group;
@@ -45,6 +46,8 @@ pub struct Fleet {
     pub attached: HashMap<String, money::Attached>,
     /// What ebb can do on each cloud beyond stopping and starting (the default: nothing).
     pub levers: Levers,
+    /// The activity signals read, beside the GPUs.
+    pub activity: activity::ActivityReadings,
 }
 
 /// $/hour prices: region → instance type → price.

@@ -312,6 +312,47 @@ pub struct IdleRule {
     pub min_gap: Option<Duration>,
     /// How far back a start refused for lack of capacity counts for `min_gap`.
     pub capacity_memory: Duration,
+    /// What else shows a person using the instance (`activity`): idle only when none of them
+    /// showed use either, and one that cannot be read counts as in use.
+    pub activity: Vec<Signal>,
+}
+
+/// A source of "this instance was in use at time t", beside its GPUs.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Signal {
+    /// What reasons, explain and replays call it: `name`, or the kind.
+    pub name: String,
+    /// Where its readings come from.
+    pub source: SignalSource,
+}
+
+/// Where an activity signal's readings come from.
+#[derive(Debug, Clone, PartialEq)]
+pub enum SignalSource {
+    /// The instance says it is in use: its tag `ebb:active-at` (RFC 3339), which keeps it while
+    /// younger than `max_age`.
+    Heartbeat {
+        /// How long a heartbeat keeps the instance.
+        max_age: Duration,
+    },
+    /// A PromQL query of the policy's own, one series per instance (labelled as the GPU
+    /// source's): in use at each reading above `active_above`.
+    Prometheus {
+        /// The query.
+        query: String,
+        /// In use above this.
+        active_above: f64,
+    },
+}
+
+impl SignalSource {
+    /// The kind, as policies write it.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            SignalSource::Heartbeat { .. } => "heartbeat",
+            SignalSource::Prometheus { .. } => "prometheus",
+        }
+    }
 }
 
 /// The default `idle.capacity_memory`.

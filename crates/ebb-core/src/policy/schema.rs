@@ -248,8 +248,46 @@ fn idle_schema() -> Value {
                 "capacity_memory",
                 duration("How far back (at most 30d, default 7d) a start refused for lack of capacity counts for min_gap"),
             ),
+            ("activity", activity_schema()),
         ],
     )
+}
+
+/// The schema of `idle.activity`: a list of one-key mappings, each a kind of signal.
+fn activity_schema() -> Value {
+    let name = json!({"type": "string", "pattern": "^[A-Za-z0-9_-]+$", "description": "What reasons and explain call the signal (default: its kind); each signal of a rule has its own"});
+    let heartbeat = object(
+        keys::HEARTBEAT,
+        &["max_age"],
+        &[
+            ("name", name.clone()),
+            (
+                "max_age",
+                duration("How long the instance's ebb:active-at tag (RFC 3339) keeps it in use"),
+            ),
+        ],
+    );
+    let prometheus = object(
+        keys::PROMETHEUS_SIGNAL,
+        &["query"],
+        &[
+            ("name", name),
+            (
+                "query",
+                json!({"type": "string", "minLength": 1, "description": "PromQL giving one series per instance, labelled as the GPU source's (EBB_PROMETHEUS_INSTANCE_LABEL)"}),
+            ),
+            (
+                "active_above",
+                json!({"type": "number", "default": 0, "description": "In use at each reading above this"}),
+            ),
+        ],
+    );
+    let one = |kind: &str, body: Value| json!({"type": "object", "additionalProperties": false, "required": [kind], "properties": {kind: body}});
+    json!({
+        "type": "array",
+        "description": "What else shows a person using the instance: idle only when no signal showed use for `for` either; a signal that cannot be read counts as in use",
+        "items": {"oneOf": [one("heartbeat", heartbeat), one("prometheus", prometheus)]},
+    })
 }
 
 /// The schema of the notice before a stop.

@@ -1,7 +1,7 @@
 //! The idle rule: whether the GPU samples show an instance idle over the rule's window.
 
 use super::text::{percent_text, span};
-use super::{verdict, Action, Code, Eval, Trace, Verdict, RECENT};
+use super::{verdict, Action, Activity, Code, Eval, Trace, Verdict, RECENT};
 use crate::fleet::Sample;
 use crate::policy::{IdleAction, IdleRule, MissingMetrics};
 use chrono::{DateTime, Duration, Utc};
@@ -92,6 +92,49 @@ impl Eval<'_> {
             )
         });
         let window = || span(rule.window);
+        // The GPUs alone would stop it: anything else showing use keeps it.
+        let gpu_would_stop = match coverage {
+            Coverage::Busy { .. } => false,
+            Coverage::Missing(_) => rule.missing_metrics == MissingMetrics::Idle,
+            Coverage::Idle { .. } => true,
+        };
+        let activity = self.activity(rule.window);
+        if !rule.activity.is_empty() {
+            trace.note(|| {
+                format!(
+                    "activity over {}: {}",
+                    window(),
+                    self.activity_lines(rule.window).join("; ")
+                )
+            });
+        }
+        let unused = match activity {
+            _ if !gpu_would_stop => String::new(),
+            Activity::Used(..) => {
+                return Err((
+                    Code::InUse,
+                    self.text(|| format!("GPU not busy, but {}", activity.text(|t| self.at(t)))),
+                ))
+            }
+            Activity::Unread(..) => {
+                return Err((
+                    Code::ActivityUnreadable,
+                    self.text(|| {
+                        format!(
+                            "GPU not busy, but {}, so no idle stop",
+                            activity.text(|t| self.at(t))
+                        )
+                    }),
+                ))
+            }
+            Activity::Unused(ref signals) if signals.is_empty() => String::new(),
+            Activity::Unused(_) => self.text(|| {
+                format!(
+                    "; no use in the window shown by {}",
+                    activity.text(|t| self.at(t))
+                )
+            }),
+        };
         match coverage {
             Coverage::Busy { at, percent } => Err((
                 Code::NotIdle,
@@ -101,7 +144,7 @@ impl Eval<'_> {
                 action,
                 Code::Idle,
                 self.text(|| format!(
-                    "GPU idle: {samples} samples over the last {}, max {}% < {}%",
+                    "GPU idle: {samples} samples over the last {}, max {}% < {}%{unused}",
                     window(),
                     percent_text(max),
                     rule.gpu_below
@@ -111,7 +154,7 @@ impl Eval<'_> {
                 MissingMetrics::Idle => Ok(verdict(
                     action,
                     Code::IdleMetricsMissing,
-                    self.text(|| format!("GPU metrics incomplete ({why}) and missing_metrics is idle; no sample ≥ {}%", rule.gpu_below)),
+                    self.text(|| format!("GPU metrics incomplete ({why}) and missing_metrics is idle; no sample ≥ {}%{unused}", rule.gpu_below)),
                 )),
                 MissingMetrics::Busy => Err((
                     Code::MetricsMissing,

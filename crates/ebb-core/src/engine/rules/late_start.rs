@@ -5,8 +5,8 @@
 use super::idle::{coverage, Coverage};
 use super::stop::NoticeFor;
 use super::text::{percent_text, span};
-use super::{verdict, Action, Code, Eval, Trace, Verdict};
-use crate::policy::{MissingMetrics, OutsideHours, WorkHours};
+use super::{verdict, Action, Activity, Code, Eval, Trace, Verdict};
+use crate::policy::{MissingMetrics, OutsideHours, SignalSource, WorkHours};
 use crate::schedule::ScheduleStatus;
 use chrono::{DateTime, Utc};
 
@@ -111,6 +111,19 @@ impl Eval<'_> {
             }
             idle => idle,
         };
+        match self.activity(idle_for) {
+            Activity::Unused(_) => {}
+            Activity::Used(signal, at) => {
+                let used = Activity::Used(signal, at);
+                // A heartbeat keeps it while fresh; a reading, for idle_for after it.
+                let until = match signal.source {
+                    SignalSource::Heartbeat { max_age } => at + max_age,
+                    SignalSource::Prometheus { .. } => at + idle_for,
+                };
+                return Some(kept(&|| used.text(|t| self.at(t)), Some(until), trace));
+            }
+            unread => return Some(kept(&|| unread.text(|t| self.at(t)), None, trace)),
+        }
         let action = match wh.outside_hours {
             OutsideHours::Hibernate => Action::Hibernate,
             _ => Action::Stop,

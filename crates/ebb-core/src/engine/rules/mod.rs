@@ -9,6 +9,7 @@
 //! cannot stop without charge, nothing on an instance being recycled), and an instance
 //! something else owns is left alone whatever they asked (`owned`).
 
+mod activity;
 mod billing;
 mod early;
 mod eval;
@@ -24,11 +25,13 @@ mod start;
 mod stop;
 mod text;
 
+pub(crate) use activity::{activity_of, Activity};
 pub use owned::owned_code;
 pub use protection::tags_forbid_stop;
 pub(crate) use protection::tags_protect;
 
 use super::{Action, Brief, Code, Decision, InstanceFacts, Prior};
+use crate::fleet::activity::ActivityReadings;
 use crate::fleet::{Fleet, Instance, InstanceState, Levers, Lifecycle, Prices};
 use crate::names::{MIGRATION_TAG, SKIP_TAG, STOP_AT_TAG};
 use crate::policy::{Policy, PolicySet};
@@ -74,6 +77,7 @@ pub struct Context<'a> {
     prices: &'a Prices,
     levers: Levers,
     gpu_unread: &'a HashMap<String, Arc<str>>,
+    activity: &'a ActivityReadings,
     prior: &'a Prior,
     /// Whether verdicts carry their reason text; without it (a replay, which prints none) they
     /// are the same verdicts with an empty reason.
@@ -129,6 +133,7 @@ impl<'a> Context<'a> {
             prices: &fleet.prices,
             levers: fleet.levers,
             gpu_unread: &fleet.gpu_unread,
+            activity: &fleet.activity,
             prior,
             reasons: true,
             early: Vec::new(),
@@ -152,6 +157,7 @@ impl<'a> Context<'a> {
             prices: &fleet.prices,
             levers: fleet.levers,
             gpu_unread: &fleet.gpu_unread,
+            activity: &fleet.activity,
             prior,
             reasons: false,
             early: Vec::new(),

@@ -2,7 +2,7 @@
 
 use super::protection::Protection;
 use super::text::{percent_text, span};
-use super::{verdict, Action, Code, Eval, Trace, Verdict, NOTICE_SLACK};
+use super::{verdict, Action, Activity, Code, Eval, Trace, Verdict, NOTICE_SLACK, RECENT};
 use crate::policy::{OutsideHours, WorkHours};
 use crate::schedule::ScheduleStatus;
 use chrono::{DateTime, Duration, Utc};
@@ -104,7 +104,39 @@ impl Eval<'_> {
                         )),
                     );
                 }
-                (None, None) => {}
+                // The GPUs are not busy: a person using the box defers the stop as they would.
+                (None, None) => match self.activity(RECENT) {
+                    Activity::Unused(_) => {}
+                    activity if past_deadline => {
+                        v.code = Code::MaxDeferReached;
+                        v.reason = self.text(|| {
+                            format!(
+                                "outside work hours{}; {} but max_defer {} has passed",
+                                closed(),
+                                activity.text(|t| self.at(t)),
+                                max_defer()
+                            )
+                        });
+                    }
+                    activity => {
+                        let code = match activity {
+                            Activity::Used(..) => Code::InUse,
+                            _ => Code::ActivityUnreadable,
+                        };
+                        return verdict(
+                            Action::None,
+                            code,
+                            self.text(|| {
+                                format!(
+                                    "outside work hours{}, but {}; stop deferred {}",
+                                    closed(),
+                                    activity.text(|t| self.at(t)),
+                                    until()
+                                )
+                            }),
+                        );
+                    }
+                },
             }
         }
         let notice = st.since.map_or(NoticeFor::Now, NoticeFor::Close);

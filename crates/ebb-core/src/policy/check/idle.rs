@@ -95,7 +95,12 @@ impl Checker {
             Some((v, p)) => self.capacity_memory(v, &p),
             None => Some(DEFAULT_CAPACITY_MEMORY),
         };
+        let activity = match f.get("activity") {
+            Some((v, p)) => self.activity(v, &p),
+            None => Some(Vec::new()),
+        };
         Some(IdleRule {
+            activity: activity?,
             min_gap: min_gap?,
             capacity_memory: capacity_memory?,
             gpu_below: gpu_below?,

@@ -43,7 +43,12 @@ pub const IDLE: &[&str] = &[
     "action",
     "min_gap",
     "capacity_memory",
+    "activity",
 ];
+/// The kinds of `idle.activity` signals, each a one-key mapping.
+pub const SIGNAL: &[&str] = &["heartbeat", "prometheus"];
+pub const HEARTBEAT: &[&str] = &["name", "max_age"];
+pub const PROMETHEUS_SIGNAL: &[&str] = &["name", "query", "active_above"];
 pub const NOTIFY: &[&str] = &["before"];
 pub const START: &[&str] = &["fallback_types", "restore_type", "reserve_capacity"];
 pub const STOP: &[&str] = &["allow_charging_stop", "in_reservation"];

@@ -4,6 +4,7 @@
 //! (`calendars`, `policy`, `work_hours`, `idle`, `spot`), all methods of one [`Checker`] that
 //! collects the problems, and `values` reads the plain values they share.
 
+mod activity;
 mod calendars;
 mod idle;
 pub(super) mod keys;

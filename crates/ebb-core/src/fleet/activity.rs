@@ -1,0 +1,20 @@
+//! What a pass read of the activity signals (`idle.activity`) that are not in the listing.
+//! A heartbeat is in the listing (the instance's `ebb:active-at` tag); a Prometheus signal is
+//! read by the tick.
+
+use chrono::{DateTime, Utc};
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+
+/// One signal's readings of one instance.
+#[derive(Debug, Clone, PartialEq)]
+pub enum SignalReading {
+    /// Its values, oldest first.
+    Points(Vec<(DateTime<Utc>, f64)>),
+    /// Why it could not be read: then whether the instance is in use is unknown.
+    Unread(Arc<str>),
+}
+
+/// Readings by instance id, then by signal name. A signal a policy lists that has no entry
+/// here was not read.
+pub type ActivityReadings = HashMap<String, BTreeMap<String, SignalReading>>;
