@@ -160,6 +160,21 @@ PY
   fi
 }
 
+# Jupyter Server with a Python kernel, for the idle rule's jupyter signal
+# (tests/common/jupyter.rs starts one per test): pip, pinned.
+need_jupyter() {
+  local pins="jupyter_server==2.17.0 jupyter_client==8.10.0 ipykernel==7.4.0"
+  # shellcheck disable=SC2086 # one argument a pin
+  if ! python3 - $pins 2>/dev/null <<'PY'; then
+import importlib.metadata as m, sys
+sys.exit(any(m.version(name) != version for name, version in (p.split("==") for p in sys.argv[1:])))
+PY
+    echo "installing Jupyter Server (pip)..." >&2
+    # shellcheck disable=SC2086
+    python3 -m pip install --quiet --disable-pip-version-check $pins >&2
+  fi
+}
+
 stop_moto() {
   kill "$EBB_MOTO_PID" 2>/dev/null || true
   rm -f "$EBB_MOTO_LOG"

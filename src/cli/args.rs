@@ -119,6 +119,7 @@ impl ReconcileArgs {
             in_flight_for,
             timers,
             pacing,
+            jupyter: Some(self.gpu_source.jupyter()?),
             prometheus: self.gpu_source.prometheus()?,
         };
         let policies = Arc::new(PolicySource::new(self.policies.policies));

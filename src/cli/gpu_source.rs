@@ -1,6 +1,8 @@
 //! Where GPU utilisation is read from: CloudWatch through the provider (the default), or a
-//! Prometheus server (`EBB_METRICS=prometheus:URL`).
+//! Prometheus server (`EBB_METRICS=prometheus:URL`); and the token the boxes' Jupyter Servers
+//! are asked with, for the idle rule's activity signals.
 
+use crate::cloud::jupyter::{Jupyter, JupyterToken};
 use crate::cloud::prometheus::{Prometheus, PrometheusAuth, PrometheusSettings};
 use crate::cloud::redact_userinfo;
 use anyhow::Result;
@@ -38,6 +40,22 @@ pub(super) struct GpuSourceArgs {
         conflicts_with = "prometheus_bearer_token_file"
     )]
     prometheus_basic_auth_file: Option<PathBuf>,
+    /// The token ebb asks the boxes' Jupyter Servers with (idle.activity's jupyter signal).
+    #[arg(
+        long,
+        env = "EBB_JUPYTER_TOKEN",
+        value_name = "TOKEN",
+        hide_env_values = true
+    )]
+    jupyter_token: Option<String>,
+    /// A file holding that token, read at every request.
+    #[arg(
+        long,
+        env = "EBB_JUPYTER_TOKEN_FILE",
+        value_name = "FILE",
+        conflicts_with = "jupyter_token"
+    )]
+    jupyter_token_file: Option<PathBuf>,
 }
 
 /// A GPU metric source.
@@ -63,6 +81,16 @@ fn parse_source(s: &str) -> Result<Source, String> {
 }
 
 impl GpuSourceArgs {
+    /// The client that asks the boxes' Jupyter Servers.
+    pub(super) fn jupyter(&self) -> Result<Jupyter> {
+        let token = self
+            .jupyter_token
+            .clone()
+            .map(JupyterToken::Value)
+            .or(self.jupyter_token_file.clone().map(JupyterToken::File));
+        Jupyter::new(token).map_err(anyhow::Error::msg)
+    }
+
     /// The Prometheus server to read from, when one is chosen.
     pub(super) fn prometheus(self) -> Result<Option<Prometheus>> {
         let Source::Prometheus(url) = self.metrics else {

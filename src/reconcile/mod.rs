@@ -61,6 +61,8 @@ pub struct Options {
     pub pacing: Option<Pacing>,
     /// Where GPU utilisation is read from when not from the provider (CloudWatch).
     pub prometheus: Option<crate::cloud::prometheus::Prometheus>,
+    /// The client that asks the boxes' Jupyter Servers, for `idle.activity`'s jupyter signals.
+    pub jupyter: Option<crate::cloud::jupyter::Jupyter>,
     /// The clock that times what cannot be undone: the in-flight window before a lost
     /// answer is resolved, and the spot migrations' waits before an original is terminated or
     /// an image deleted.

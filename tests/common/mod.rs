@@ -12,6 +12,7 @@ pub mod events;
 pub mod faulty;
 pub mod groups;
 pub mod intercept;
+pub mod jupyter;
 pub mod moto;
 pub mod prometheus;
 pub mod replica;

@@ -127,3 +127,146 @@ async fn a_fresh_heartbeat_keeps_a_gpu_idle_box_until_it_goes_stale(pool: PgPool
     assert_ne!(state(&f, &fresh).await, InstanceStateName::Running);
     assert_eq!(state(&f, &garbled).await, InstanceStateName::Running);
 }
+
+/// A listener on 127.0.0.1 that answers every request with `answer` (raw HTTP), or, without
+/// one, accepts and never answers: the faults a real Jupyter Server does not make. On a thread
+/// of its own, since the test waits for `ebb` without yielding.
+fn stub(answer: Option<&'static str>) -> String {
+    use std::io::{Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    std::thread::spawn(move || {
+        let mut held = Vec::new();
+        for mut socket in listener.incoming().flatten() {
+            let mut buf = [0u8; 4096];
+            let _ = socket.read(&mut buf);
+            match answer {
+                Some(text) => {
+                    let _ = socket.write_all(text.as_bytes());
+                }
+                None => held.push(socket),
+            }
+        }
+    });
+    url
+}
+
+/// A GPU-idle box whose Jupyter kernel ran code within the idle rule's `for` is kept; once the
+/// server shows no activity for `for` it is stopped, naming the signal. A busy kernel keeps its
+/// box however long ago it started. A server that refuses the connection, refuses the token
+/// (Jupyter answers 403), sends
+/// JSON that is not Jupyter's, or does not answer keeps its box too (`activity_unreadable`), and
+/// so does a box without the `ebb:jupyter` tag.
+#[sqlx::test(migrations = false)]
+async fn a_box_whose_jupyter_kernel_ran_code_within_the_window_is_kept(pool: PgPool) {
+    use common::jupyter::Server;
+    let f = Fixture::new("eu-north-1").await;
+    let url = common::migrated_for_runtime(&pool).await;
+    let policies = tempfile::tempdir().unwrap();
+    let policy = POLICY.replace("[{heartbeat: {max_age: 10m}}]", "[{jupyter: {}}]");
+    std::fs::write(policies.path().join("research.yaml"), policy).unwrap();
+    let token = policies.path().join("jupyter-token");
+    std::fs::write(&token, "t0ken\n").unwrap();
+
+    let (used, busy, other) = tokio::join!(
+        Server::start("t0ken"),
+        Server::start("t0ken"),
+        Server::start("another-token")
+    );
+    let kernel = used.kernel().await;
+    used.run(&kernel, "1 + 1", false);
+    let last = used.kernel_in(&kernel, "idle").await;
+    let sleeping = busy.kernel().await;
+    busy.run(&sleeping, "import time; time.sleep(600)", true);
+    busy.kernel_in(&sleeping, "busy").await;
+    let refused = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        format!("http://{}", l.local_addr().unwrap())
+    };
+    let malformed = stub(Some(
+        "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 14\r\nconnection: close\r\n\r\n{\"kernels\": 1}",
+    ));
+    let silent = stub(None);
+
+    let cloudwatch = CloudWatchFake::start();
+    let mut boxes = Vec::new();
+    for tag in [
+        Some(used.url.as_str()),
+        Some(busy.url.as_str()),
+        Some(other.url.as_str()),
+        Some(refused.as_str()),
+        Some(malformed.as_str()),
+        Some(silent.as_str()),
+        None,
+    ] {
+        let id = f.launch(G5).await;
+        cloudwatch.set(&id, Reading::Value(0.0));
+        if let Some(url) = tag {
+            let tag = Tag::builder().key("ebb:jupyter").value(url).build();
+            f.ec2
+                .create_tags()
+                .resources(&id)
+                .tags(tag)
+                .send()
+                .await
+                .unwrap();
+        }
+        boxes.push(id);
+    }
+    let ebb = Ebb::on(&url)
+        .env("EBB_POLICIES", policies.path())
+        .env("EBB_REGIONS", f.region)
+        .env("EBB_MANAGED_TAG", format!("ebb:managed={}", f.managed))
+        .env("AWS_ENDPOINT_URL_CLOUDWATCH", &cloudwatch.url)
+        .env("EBB_JUPYTER_TOKEN_FILE", &token)
+        .env(
+            "EBB_PRICES",
+            concat!(env!("CARGO_MANIFEST_DIR"), "/deploy/prices.yaml"),
+        );
+
+    // Five minutes after the kernel's last activity: within the 30-minute window.
+    tick(&ebb, last + Duration::minutes(5));
+    let (action, code, reason) = decided(&url, &boxes[0]).await;
+    assert_eq!(
+        (action.as_str(), code.as_str()),
+        ("none", "in_use"),
+        "{reason}"
+    );
+    assert!(reason.contains("jupyter showed activity at"), "{reason}");
+    assert_eq!(decided(&url, &boxes[1]).await.1, "in_use");
+    for (id, says) in [
+        (&boxes[2], "refused ebb (403 Forbidden)"),
+        (&boxes[3], "Connection refused"),
+        (&boxes[4], "not Jupyter's JSON"),
+        (&boxes[5], "did not answer within 5s"),
+        (&boxes[6], "no ebb:jupyter tag"),
+    ] {
+        let (action, code, reason) = decided(&url, id).await;
+        assert_eq!(
+            (action.as_str(), code.as_str()),
+            ("none", "activity_unreadable"),
+            "{reason}"
+        );
+        assert!(reason.contains(says), "{reason}");
+        assert!(!reason.contains("t0ken"), "{reason}");
+    }
+
+    // 35 minutes after it, nothing more ran: stopped, naming the signal. The busy kernel
+    // still keeps its box.
+    tick(&ebb, last + Duration::minutes(35));
+    let (action, code, reason) = decided(&url, &boxes[0]).await;
+    assert_eq!(
+        (action.as_str(), code.as_str()),
+        ("stop", "idle"),
+        "{reason}"
+    );
+    assert!(
+        reason.contains("no use in the window shown by jupyter: last use"),
+        "{reason}"
+    );
+    assert_ne!(state(&f, &boxes[0]).await, InstanceStateName::Running);
+    assert_eq!(decided(&url, &boxes[1]).await.1, "in_use");
+    for id in &boxes[1..] {
+        assert_eq!(state(&f, id).await, InstanceStateName::Running, "{id}");
+    }
+}

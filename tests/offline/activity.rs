@@ -269,7 +269,11 @@ fn signals_are_checked_when_the_policy_is_read() {
             "[{heartbeat: {max_age: 10m}}, {heartbeat: {max_age: 1h}}]",
             "two activity signals are named \"heartbeat\"",
         ),
-        ("[{jupyter: {}}]", "unknown key \"jupyter\""),
+        (
+            "[{jupyter: {url: \"http://10.0.0.1:8888\"}}]",
+            "unknown key \"url\"",
+        ),
+        ("[{notebook: {}}]", "unknown key \"notebook\""),
         (
             "[{heartbeat: {max_age: 10m}, prometheus: {query: up}}]",
             "a mapping of one kind",

@@ -16,6 +16,9 @@ pub const CHECKPOINT_AT_TAG: &str = "ebb:checkpoint-at";
 /// The RFC 3339 time the instance last said a person was using it: a heartbeat, kept as in
 /// use for the idle rule's `activity: [{heartbeat: {max_age}}]`.
 pub const ACTIVE_AT_TAG: &str = "ebb:active-at";
+/// The base URL of the instance's Jupyter Server, at a private address, for the idle rule's
+/// `activity: [{jupyter: {}}]`.
+pub const JUPYTER_TAG: &str = "ebb:jupyter";
 /// Whom the instance's notices are for (an e-mail address or a chat handle): named in each
 /// notice, and the audit actor of an override made from one of its snooze links.
 pub const OWNER_TAG: &str = "ebb:owner";

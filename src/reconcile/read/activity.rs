@@ -1,29 +1,49 @@
-//! Activity signals read from Prometheus (`idle.activity: [{prometheus: ...}]`): one range
-//! query per distinct query a tick, for every instance that wants it, from the server
-//! `EBB_METRICS=prometheus:URL` names. An instance the answer does not name, or a query that
-//! fails, is unread for that signal: in use, not idle.
+//! The activity signals a tick reads (`idle.activity`):
+//! - Prometheus: one range query per distinct query a tick, for every instance that wants it,
+//!   from the server `EBB_METRICS=prometheus:URL` names;
+//! - Jupyter: each instance's own server, at its `ebb:jupyter` tag, at most
+//!   [`JUPYTER_AT_ONCE`] at a time.
+//!
+//! An instance an answer does not name, a query or request that fails, or a box without the
+//! tag, is unread for that signal: in use, not idle.
 
 use super::READING_MARGIN;
+use crate::cloud::jupyter::Jupyter;
 use crate::cloud::prometheus::Prometheus;
 use crate::fleet::activity::SignalReading;
 use crate::fleet::Fleet;
+use crate::names::JUPYTER_TAG;
 use crate::policy::{Policy, SignalSource};
 use chrono::{DateTime, Duration, Utc};
+use futures_util::StreamExt;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-/// By query: the positions in the listing of the instances to read with their signal's name,
-/// and the longest window any of them needs.
-pub(super) type Wanted = BTreeMap<String, (Vec<(usize, String)>, Duration)>;
+/// How many Jupyter Servers a tick asks at once.
+const JUPYTER_AT_ONCE: usize = 32;
 
-/// Adds the Prometheus signals of `policy` for the instance at `position`, over `window`.
+/// The signals to read.
+#[derive(Debug, Default)]
+pub(super) struct Wanted {
+    /// By query: the positions in the listing of the instances to read with their signal's
+    /// name, and the longest window any of them needs.
+    prometheus: BTreeMap<String, (Vec<(usize, String)>, Duration)>,
+    /// The positions of the instances whose Jupyter Server to ask, with the signal's name.
+    jupyter: Vec<(usize, String)>,
+}
+
+/// Adds the signals of `policy` for the instance at `position`, over `window`.
 pub(super) fn want(wanted: &mut Wanted, policy: &Policy, position: usize, window: Duration) {
     let signals = policy.idle.iter().flat_map(|rule| &rule.activity);
     for signal in signals {
-        if let SignalSource::Prometheus { query, .. } = &signal.source {
-            let (positions, longest) = wanted.entry(query.clone()).or_default();
-            positions.push((position, signal.name.clone()));
-            *longest = (*longest).max(window);
+        match &signal.source {
+            SignalSource::Prometheus { query, .. } => {
+                let (positions, longest) = wanted.prometheus.entry(query.clone()).or_default();
+                positions.push((position, signal.name.clone()));
+                *longest = (*longest).max(window);
+            }
+            SignalSource::Jupyter => wanted.jupyter.push((position, signal.name.clone())),
+            SignalSource::Heartbeat { .. } => {}
         }
     }
 }
@@ -31,11 +51,13 @@ pub(super) fn want(wanted: &mut Wanted, policy: &Policy, position: usize, window
 /// Reads `wanted` into `fleet.activity`.
 pub(super) async fn read(
     prometheus: Option<&Prometheus>,
+    jupyter: Option<&Jupyter>,
     wanted: Wanted,
     fleet: &mut Fleet,
     now: DateTime<Utc>,
 ) {
-    for (query, (positions, window)) in wanted {
+    read_jupyter(jupyter, wanted.jupyter, fleet, now).await;
+    for (query, (positions, window)) in wanted.prometheus {
         let answer = match prometheus {
             Some(p) => p
                 .values(&query, now - window - READING_MARGIN, now)
@@ -59,5 +81,45 @@ pub(super) async fn read(
             }
             fleet.activity.entry(id).or_default().insert(name, reading);
         }
+    }
+}
+
+/// Asks the Jupyter Server of each instance at `positions` when a person last used it.
+async fn read_jupyter(
+    jupyter: Option<&Jupyter>,
+    positions: Vec<(usize, String)>,
+    fleet: &mut Fleet,
+    now: DateTime<Utc>,
+) {
+    let asked = positions.into_iter().map(|(i, name)| {
+        let instance = &fleet.instances[i];
+        let (id, tag) = (
+            instance.id.clone(),
+            instance.tag(JUPYTER_TAG).map(str::to_string),
+        );
+        async move {
+            let reading = match (jupyter, tag) {
+                (_, None) => Err(format!(
+                    "no {JUPYTER_TAG} tag says where its Jupyter Server is"
+                )),
+                (None, Some(_)) => Err("this process reads no Jupyter Server".to_string()),
+                (Some(client), Some(url)) => client.last_use(&url, now).await,
+            };
+            let reading = reading.map_or_else(
+                |why| SignalReading::Unread(why.into()),
+                SignalReading::LastUse,
+            );
+            (id, name, reading)
+        }
+    });
+    let read: Vec<_> = futures_util::stream::iter(asked)
+        .buffer_unordered(JUPYTER_AT_ONCE)
+        .collect()
+        .await;
+    for (id, name, reading) in read {
+        if let SignalReading::Unread(why) = &reading {
+            tracing::debug!(instance = %id, signal = %name, %why, "activity signal unread");
+        }
+        fleet.activity.entry(id).or_default().insert(name, reading);
     }
 }

@@ -36,8 +36,7 @@ struct Wanted {
     pub readings: BTreeMap<String, (Vec<usize>, Duration)>,
     /// Prices: the instance types to price.
     pub prices: BTreeMap<String, BTreeSet<String>>,
-    /// Activity signals read from Prometheus, by query: the instances' positions with the
-    /// name of the signal, and the longest window.
+    /// The activity signals to read.
     pub activity: activity::Wanted,
 }
 
@@ -105,6 +104,7 @@ impl<P: Provider> Reconciler<P> {
         let read = self.read_gpu_utilisation(wanted.readings, fleet, now).await;
         activity::read(
             self.options.prometheus.as_ref(),
+            self.options.jupyter.as_ref(),
             wanted.activity,
             fleet,
             now,

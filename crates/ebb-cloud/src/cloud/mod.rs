@@ -13,6 +13,7 @@ pub mod aws;
 mod batches;
 pub mod capability;
 mod error;
+pub mod jupyter;
 mod launch;
 mod node_groups;
 pub mod pacing;

@@ -1,6 +1,6 @@
 //! What a pass read of the activity signals (`idle.activity`) that are not in the listing.
-//! A heartbeat is in the listing (the instance's `ebb:active-at` tag); a Prometheus signal is
-//! read by the tick.
+//! A heartbeat is in the listing (the instance's `ebb:active-at` tag); Jupyter and Prometheus
+//! signals are read by the tick.
 
 use chrono::{DateTime, Utc};
 use std::collections::{BTreeMap, HashMap};
@@ -11,6 +11,9 @@ use std::sync::Arc;
 pub enum SignalReading {
     /// Its values, oldest first.
     Points(Vec<(DateTime<Utc>, f64)>),
+    /// When a person last used the instance, by a source that says so itself (Jupyter), if
+    /// ever.
+    LastUse(Option<DateTime<Utc>>),
     /// Why it could not be read: then whether the instance is in use is unknown.
     Unread(Arc<str>),
 }

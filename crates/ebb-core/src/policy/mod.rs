@@ -335,6 +335,9 @@ pub enum SignalSource {
         /// How long a heartbeat keeps the instance.
         max_age: Duration,
     },
+    /// The instance's Jupyter Server, at its `ebb:jupyter` tag: in use while a kernel is busy,
+    /// and at the last activity of a kernel or terminal.
+    Jupyter,
     /// A PromQL query of the policy's own, one series per instance (labelled as the GPU
     /// source's): in use at each reading above `active_above`.
     Prometheus {
@@ -350,6 +353,7 @@ impl SignalSource {
     pub fn kind(&self) -> &'static str {
         match self {
             SignalSource::Heartbeat { .. } => "heartbeat",
+            SignalSource::Jupyter => "jupyter",
             SignalSource::Prometheus { .. } => "prometheus",
         }
     }

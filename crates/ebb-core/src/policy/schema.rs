@@ -267,6 +267,7 @@ fn activity_schema() -> Value {
             ),
         ],
     );
+    let jupyter = object(keys::JUPYTER, &[], &[("name", name.clone())]);
     let prometheus = object(
         keys::PROMETHEUS_SIGNAL,
         &["query"],
@@ -286,7 +287,7 @@ fn activity_schema() -> Value {
     json!({
         "type": "array",
         "description": "What else shows a person using the instance: idle only when no signal showed use for `for` either; a signal that cannot be read counts as in use",
-        "items": {"oneOf": [one("heartbeat", heartbeat), one("prometheus", prometheus)]},
+        "items": {"oneOf": [one("heartbeat", heartbeat), one("jupyter", jupyter), one("prometheus", prometheus)]},
     })
 }
 

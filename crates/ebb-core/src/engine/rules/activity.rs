@@ -108,20 +108,30 @@ fn one<'a>(
             Ok(Some(at)) if now - at <= *max_age => return Activity::Used(signal, at),
             Ok(last) => last,
         },
-        SignalSource::Prometheus { active_above, .. } => {
+        SignalSource::Jupyter | SignalSource::Prometheus { .. } => {
             let reading = readings.get(&inst.id).and_then(|r| r.get(&signal.name));
             let points = match reading {
                 None => return Activity::Unread(signal, "not read".to_string()),
                 Some(SignalReading::Unread(why)) => {
                     return Activity::Unread(signal, why.to_string())
                 }
+                Some(SignalReading::LastUse(last)) => {
+                    if let Some(at) = last.filter(|at| *at >= now - length) {
+                        return Activity::Used(signal, at);
+                    }
+                    return Activity::Unused(vec![(signal, *last)]);
+                }
                 Some(SignalReading::Points(points)) => points,
+            };
+            let above = match signal.source {
+                SignalSource::Prometheus { active_above, .. } => active_above,
+                _ => 0.0,
             };
             let points = &points[..points.partition_point(|(at, _)| *at <= now)];
             let last = points
                 .iter()
                 .rev()
-                .find(|(_, v)| v > active_above)
+                .find(|(_, v)| *v > above)
                 .map(|(at, _)| *at);
             if let Some(at) = last.filter(|at| *at >= now - length) {
                 return Activity::Used(signal, at);
@@ -206,6 +216,9 @@ impl Activity<'_> {
                     at(*t),
                     span(max_age)
                 ),
+                SignalSource::Jupyter => {
+                    format!("in use: {} showed activity at {}", signal.name, at(*t))
+                }
                 SignalSource::Prometheus { active_above, .. } => {
                     format!("in use: {} above {active_above} at {}", signal.name, at(*t))
                 }

@@ -32,7 +32,7 @@ impl Checker {
 
     /// One signal: a mapping of one key, its kind, to its settings.
     fn signal(&mut self, v: &Value, path: &[Step]) -> Option<Signal> {
-        let what = "an activity signal (heartbeat or prometheus)";
+        let what = "an activity signal (heartbeat, jupyter or prometheus)";
         let f = self.fields(v, path, what, keys::SIGNAL)?;
         let mut kinds = f.entries.iter().map(|(k, _)| k.as_str());
         let (Some(kind), None) = (kinds.next(), kinds.next()) else {
@@ -62,6 +62,10 @@ impl Checker {
                 };
                 let name = self.signal_name(&f, kind);
                 (SignalSource::Heartbeat { max_age: max_age? }, name?)
+            }
+            "jupyter" => {
+                let f = self.fields(body, &at, "jupyter settings", keys::JUPYTER)?;
+                (SignalSource::Jupyter, self.signal_name(&f, kind)?)
             }
             _ => {
                 let f = self.fields(body, &at, "prometheus settings", keys::PROMETHEUS_SIGNAL)?;

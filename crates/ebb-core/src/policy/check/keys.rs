@@ -46,8 +46,9 @@ pub const IDLE: &[&str] = &[
     "activity",
 ];
 /// The kinds of `idle.activity` signals, each a one-key mapping.
-pub const SIGNAL: &[&str] = &["heartbeat", "prometheus"];
+pub const SIGNAL: &[&str] = &["heartbeat", "jupyter", "prometheus"];
 pub const HEARTBEAT: &[&str] = &["name", "max_age"];
+pub const JUPYTER: &[&str] = &["name"];
 pub const PROMETHEUS_SIGNAL: &[&str] = &["name", "query", "active_above"];
 pub const NOTIFY: &[&str] = &["before"];
 pub const START: &[&str] = &["fallback_types", "restore_type", "reserve_capacity"];
