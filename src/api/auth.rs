@@ -3,6 +3,7 @@
 //! changes. A token given no scopes has `read+override`, the rights every token had before
 //! scopes: it reads, makes overrides, revokes its own and asks for ticks.
 
+use super::heartbeat::HeartbeatKey;
 use super::{ApiError, ApiState};
 use crate::names;
 use axum::extract::FromRequestParts;
@@ -62,10 +63,12 @@ impl Scopes {
     }
 }
 
-/// The API tokens, by name, with their scopes; only their hashes are kept.
+/// The API tokens, by name, with their scopes (only their hashes are kept), and the key the
+/// instances' heartbeat tokens are made with.
 #[derive(Debug, Default)]
 pub struct Tokens {
     by_name: Vec<(String, [u8; 32], Scopes)>,
+    heartbeat_key: Option<HeartbeatKey>,
 }
 
 /// Why `EBB_API_TOKENS` cannot be used.
@@ -103,7 +106,10 @@ impl Tokens {
     pub fn parse(text: &str) -> Result<Tokens, TokensError> {
         let mut by_name: Vec<(String, [u8; 32], Scopes)> = Vec::new();
         if text.trim().is_empty() {
-            return Ok(Tokens { by_name });
+            return Ok(Tokens {
+                by_name,
+                heartbeat_key: None,
+            });
         }
         for (i, entry) in text.split(',').map(str::trim).enumerate() {
             let position = i + 1;
@@ -134,7 +140,23 @@ impl Tokens {
             }
             by_name.push((name.to_string(), hash, scopes));
         }
-        Ok(Tokens { by_name })
+        Ok(Tokens {
+            by_name,
+            heartbeat_key: None,
+        })
+    }
+
+    /// These tokens, and the instances' heartbeat tokens made with `key`.
+    pub fn with_heartbeat_key(self, key: Option<HeartbeatKey>) -> Tokens {
+        Tokens {
+            heartbeat_key: key,
+            ..self
+        }
+    }
+
+    /// The key heartbeat tokens are made with, when heartbeats through the API are on.
+    pub(super) fn heartbeat_key(&self) -> Option<&HeartbeatKey> {
+        self.heartbeat_key.as_ref()
     }
 
     /// How many tokens there are.

@@ -11,11 +11,13 @@
 
 mod auth;
 mod budgets;
+mod heartbeat;
 mod lists;
 mod overrides;
 
 pub use auth::{session_binding, Caller, Scope, Scopes, Tokens, TokensError};
 pub use budgets::ChangeBudgets;
+pub use heartbeat::HeartbeatKey;
 pub use overrides::{make_override, make_override_as, revoke_override};
 
 use crate::checkpoint::Publisher;
@@ -122,6 +124,7 @@ pub fn router(state: ApiState) -> Router {
         .route("/v1/overrides", post(overrides::create))
         .route("/v1/overrides/{id}", delete(overrides::revoke))
         .route("/v1/tick", post(tick))
+        .route("/v1/instances/{id}/activity", post(heartbeat::post))
         .merge(reads)
         .fallback(|| async { ApiError::new(StatusCode::NOT_FOUND, "no such route") })
         .with_state(state);

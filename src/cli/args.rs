@@ -213,6 +213,25 @@ pub(super) struct MaxOverrideArg {
     pub(super) max_override: std::time::Duration,
 }
 
+/// The key instances' heartbeat tokens are made with: `EBB_HEARTBEAT_KEY_FILE`.
+#[derive(Args, Clone)]
+pub(super) struct HeartbeatKeyArg {
+    /// A file holding the key instances' heartbeat tokens are made with (`ebb heartbeat-token`):
+    /// with it, POST /v1/instances/{id}/activity keeps a heartbeat for the idle rule's heartbeat
+    /// signal.
+    #[arg(long, env = "EBB_HEARTBEAT_KEY_FILE", value_name = "FILE")]
+    pub(super) heartbeat_key_file: Option<std::path::PathBuf>,
+}
+
+impl HeartbeatKeyArg {
+    /// The key, when a file is given.
+    pub(super) fn key(&self) -> anyhow::Result<Option<crate::api::HeartbeatKey>> {
+        let key = self.heartbeat_key_file.as_deref();
+        let key = key.map(crate::api::HeartbeatKey::from_file).transpose();
+        key.map_err(anyhow::Error::msg)
+    }
+}
+
 /// Where ebb looks in the cloud.
 #[derive(Args, Clone)]
 pub(super) struct CloudArgs {

@@ -102,6 +102,14 @@ enum Command {
     },
     /// Print the JSON Schema of policy files.
     Schema,
+    /// Print the heartbeat token of an instance: what it posts to
+    /// POST /v1/instances/{id}/activity with, good for its own heartbeats only.
+    HeartbeatToken {
+        /// The instance id.
+        instance: String,
+        #[command(flatten)]
+        key: args::HeartbeatKeyArg,
+    },
     /// Apply the database migrations (DATABASE_URL, as the owner of the tables); every other
     /// command refuses a schema that is not current. Run it again after each upgrade.
     Migrate {
@@ -281,6 +289,15 @@ async fn run(command: Command) -> anyhow::Result<ExitCode> {
         } => commands::explain(&instance, &input, format),
         Command::Schema => {
             out!("{}", crate::policy::schema::schema_text());
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::HeartbeatToken { instance, key } => {
+            let Some(key) = key.key()? else {
+                anyhow::bail!(
+                    "no key to make the token with: give the file ebb serve reads as --heartbeat-key-file or EBB_HEARTBEAT_KEY_FILE"
+                );
+            };
+            outln!("{}", key.token_of(&instance));
             Ok(ExitCode::SUCCESS)
         }
         Command::Migrate {

@@ -2,7 +2,8 @@
 
 use super::args::Connected;
 use super::args::{
-    parse_speed, price_table, CloudChoice, ListenArg, MaxOverrideArg, ReconcileArgs, WEBHOOK_DRAIN,
+    parse_speed, price_table, CloudChoice, HeartbeatKeyArg, ListenArg, MaxOverrideArg,
+    ReconcileArgs, WEBHOOK_DRAIN,
 };
 use super::cloud::OnCloud;
 use crate::api::{ApiLimits, Tokens};
@@ -59,6 +60,8 @@ pub(super) struct ServeArgs {
         default_value = ""
     )]
     pub(super) api_tokens: String,
+    #[command(flatten)]
+    pub(super) heartbeat_key: HeartbeatKeyArg,
     /// Let anyone read the API and the console without a token (a demo, or a network where
     /// everyone may see the fleet and the audit log); changes still need a token.
     #[arg(long, env = "EBB_API_PUBLIC_READS", default_value_t = false, action = clap::ArgAction::Set)]
@@ -124,7 +127,7 @@ pub(super) async fn run(args: ServeArgs) -> Result<ExitCode> {
     {
         bail!("--interruption-queue needs EBB_CLOUD=aws: it reads EC2's spot warnings from SQS");
     }
-    let tokens = Tokens::parse(&args.api_tokens)?;
+    let tokens = Tokens::parse(&args.api_tokens)?.with_heartbeat_key(args.heartbeat_key.key()?);
     let prices = price_table(
         args.reconcile.cloud.prices.prices.as_deref(),
         &args.reconcile.cloud.choice.cloud,

@@ -17,6 +17,7 @@ mod event_cursor;
 mod fleet_at;
 mod group_sizes;
 mod groups;
+mod heartbeats;
 mod inventory;
 mod leader;
 mod overrides;

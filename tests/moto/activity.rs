@@ -92,7 +92,7 @@ async fn a_fresh_heartbeat_keeps_a_gpu_idle_box_until_it_goes_stale(pool: PgPool
         ("none", "in_use"),
         "{reason}"
     );
-    assert!(reason.contains("heartbeat says"), "{reason}");
+    assert!(reason.contains("heartbeat heard at"), "{reason}");
     assert_eq!(state(&f, &fresh).await, InstanceStateName::Running);
 
     let (action, code, reason) = decided(&url, &stale).await;

@@ -393,3 +393,29 @@ policies:
     );
     assert_eq!(d.action, GroupAction::ScaleDown, "{}", d.reason);
 }
+
+#[test]
+fn ebb_heartbeat_token_prints_the_token_serve_checks() {
+    let dir = tempfile::tempdir().unwrap();
+    let key = dir.path().join("heartbeat.key");
+    std::fs::write(&key, "k3y-of-thirty-two-characters-or-more\n").unwrap();
+    let key_arg = key.to_str().unwrap();
+    let out =
+        common::Ebb::new().run(&["heartbeat-token", "i-0abc", "--heartbeat-key-file", key_arg]);
+    assert!(out.status.success(), "{out:?}");
+    let expected = ebb::api::HeartbeatKey::from_file(&key)
+        .unwrap()
+        .token_of("i-0abc");
+    assert_eq!(
+        String::from_utf8(out.stdout).unwrap(),
+        format!("{expected}\n")
+    );
+    // Without a key, a one-line error that says what to give.
+    let out = common::Ebb::new().run(&["heartbeat-token", "i-0abc"]);
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert!(
+        err.contains("EBB_HEARTBEAT_KEY_FILE") && err.lines().count() == 1,
+        "{err}"
+    );
+}

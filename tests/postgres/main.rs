@@ -21,6 +21,7 @@ mod events;
 mod fallback;
 mod gpu_signals;
 mod groups;
+mod heartbeat;
 mod history;
 mod late_start;
 mod leadership;

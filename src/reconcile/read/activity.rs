@@ -2,7 +2,9 @@
 //! - Prometheus: one range query per distinct query a tick, for every instance that wants it,
 //!   from the server `EBB_METRICS=prometheus:URL` names;
 //! - Jupyter: each instance's own server, at its `ebb:jupyter` tag, at most
-//!   [`JUPYTER_AT_ONCE`] at a time.
+//!   [`JUPYTER_AT_ONCE`] at a time;
+//! - heartbeats posted through the API, as Postgres keeps them (the `ebb:active-at` tag is in
+//!   the listing).
 //!
 //! An instance an answer does not name, a query or request that fails, or a box without the
 //! tag, is unread for that signal: in use, not idle.
@@ -16,7 +18,7 @@ use crate::names::JUPYTER_TAG;
 use crate::policy::{Policy, SignalSource};
 use chrono::{DateTime, Duration, Utc};
 use futures_util::StreamExt;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 /// How many Jupyter Servers a tick asks at once.
@@ -30,6 +32,20 @@ pub(super) struct Wanted {
     prometheus: BTreeMap<String, (Vec<(usize, String)>, Duration)>,
     /// The positions of the instances whose Jupyter Server to ask, with the signal's name.
     jupyter: Vec<(usize, String)>,
+    /// The positions of the instances whose heartbeats posted through the API to read, with
+    /// the signal's name.
+    heartbeat: Vec<(usize, String)>,
+}
+
+impl Wanted {
+    /// The ids of the instances whose posted heartbeats to read.
+    pub(super) fn heartbeat_ids(&self, fleet: &Fleet) -> Vec<String> {
+        let ids = self
+            .heartbeat
+            .iter()
+            .map(|(i, _)| fleet.instances[*i].id.clone());
+        ids.collect()
+    }
 }
 
 /// Adds the signals of `policy` for the instance at `position`, over `window`.
@@ -43,19 +59,28 @@ pub(super) fn want(wanted: &mut Wanted, policy: &Policy, position: usize, window
                 *longest = (*longest).max(window);
             }
             SignalSource::Jupyter => wanted.jupyter.push((position, signal.name.clone())),
-            SignalSource::Heartbeat { .. } => {}
+            SignalSource::Heartbeat { .. } => {
+                wanted.heartbeat.push((position, signal.name.clone()))
+            }
         }
     }
 }
 
-/// Reads `wanted` into `fleet.activity`.
+/// Reads `wanted` into `fleet.activity`, with the heartbeats posted through the API, by
+/// instance id, read from Postgres (`posted`).
 pub(super) async fn read(
     prometheus: Option<&Prometheus>,
     jupyter: Option<&Jupyter>,
     wanted: Wanted,
+    posted: HashMap<String, DateTime<Utc>>,
     fleet: &mut Fleet,
     now: DateTime<Utc>,
 ) {
+    for (i, name) in wanted.heartbeat {
+        let id = fleet.instances[i].id.clone();
+        let last = SignalReading::LastUse(posted.get(&id).copied());
+        fleet.activity.entry(id).or_default().insert(name, last);
+    }
     read_jupyter(jupyter, wanted.jupyter, fleet, now).await;
     for (query, (positions, window)) in wanted.prometheus {
         let answer = match prometheus {

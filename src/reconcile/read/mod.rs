@@ -102,10 +102,15 @@ impl<P: Provider> Reconciler<P> {
         let started_by_person = self.store.started_by_person().await?;
         let wanted = wanted(set, fleet, &started_by_person);
         let read = self.read_gpu_utilisation(wanted.readings, fleet, now).await;
+        let posted = self
+            .store
+            .heartbeats(&wanted.activity.heartbeat_ids(fleet))
+            .await?;
         activity::read(
             self.options.prometheus.as_ref(),
             self.options.jupyter.as_ref(),
             wanted.activity,
+            posted,
             fleet,
             now,
         )

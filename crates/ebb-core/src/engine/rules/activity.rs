@@ -103,11 +103,18 @@ fn one<'a>(
     length: Duration,
 ) -> Activity<'a> {
     let last = match &signal.source {
-        SignalSource::Heartbeat { max_age } => match heartbeat(inst, now) {
-            Err(why) => return Activity::Unread(signal, why),
-            Ok(Some(at)) if now - at <= *max_age => return Activity::Used(signal, at),
-            Ok(last) => last,
-        },
+        SignalSource::Heartbeat { max_age } => {
+            // The tag, or what the instance posted through the API, whichever is later.
+            let posted = match readings.get(&inst.id).and_then(|r| r.get(&signal.name)) {
+                Some(SignalReading::LastUse(at)) => at.map(|t| t.min(now)),
+                _ => None,
+            };
+            match heartbeat(inst, now).map(|tag| tag.max(posted)) {
+                Err(why) => return Activity::Unread(signal, why),
+                Ok(Some(at)) if now - at <= *max_age => return Activity::Used(signal, at),
+                Ok(last) => last,
+            }
+        }
         SignalSource::Jupyter | SignalSource::Prometheus { .. } => {
             let reading = readings.get(&inst.id).and_then(|r| r.get(&signal.name));
             let points = match reading {
@@ -211,7 +218,7 @@ impl Activity<'_> {
         match self {
             Activity::Used(signal, t) => match signal.source {
                 SignalSource::Heartbeat { max_age } => format!(
-                    "in use: {} says {} ({ACTIVE_AT_TAG}), within max_age {}",
+                    "in use: {} heard at {}, within max_age {}",
                     signal.name,
                     at(*t),
                     span(max_age)
