@@ -134,6 +134,17 @@ pub(super) async fn run(args: &ReplayArgs) -> Result<ExitCode> {
     }
     let set = policy::load(&args.policies.policies)
         .context("policies are not valid (run ebb validate)")?;
+    for p in &set.policies {
+        let signals = p.idle.iter().flat_map(|i| &i.activity);
+        let names: Vec<&str> = signals.map(|s| s.name.as_str()).collect();
+        if !names.is_empty() {
+            eprintln!(
+                "warning: policy {}: a replay has no history of its activity signals ({}): each counts as in use, so nothing is stopped for idleness under it here",
+                p.name,
+                names.join(", ")
+            );
+        }
+    }
     let baseline = match args.baseline.is_empty() {
         true => None,
         false => Some(

@@ -1,5 +1,5 @@
 //! Pruning what ebb keeps for a while: instance state changes, spot interruption warnings, the
-//! pools' events and GPU readings. Never the audit log, which is append-only.
+//! pools' events, GPU readings and posted heartbeats. Never the audit log, which is append-only.
 
 use super::{Result, Store};
 use chrono::{DateTime, Utc};
@@ -19,12 +19,14 @@ pub struct Pruned {
     pub pool_events: u64,
     /// Hours of one instance's GPU readings.
     pub readings: u64,
+    /// Instances' last heartbeats posted through the API.
+    pub heartbeats: u64,
 }
 
 impl Store {
     /// Deletes instance state changes, spot interruption warnings and the pools' events from
-    /// before `before`, and GPU readings of hours that ended before `readings_before`, in
-    /// batches.
+    /// before `before`, and GPU readings of hours that ended before `readings_before` and
+    /// heartbeats posted before it, in batches.
     pub async fn prune(
         &self,
         before: DateTime<Utc>,
@@ -58,6 +60,12 @@ impl Store {
             .rows_affected();
         pruned.warnings += sqlx::query("DELETE FROM spot_rebalances WHERE recommended_at < $1")
             .bind(before)
+            .execute(&self.pool)
+            .await?
+            .rows_affected();
+        // One row per instance: those of instances long gone go with the readings.
+        pruned.heartbeats = sqlx::query("DELETE FROM heartbeats WHERE at < $1")
+            .bind(readings_before)
             .execute(&self.pool)
             .await?
             .rows_affected();

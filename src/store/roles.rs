@@ -67,7 +67,7 @@ pub const RUNTIME_PRIVILEGES: &[(&str, &str)] = &[
     ("report_hours", "SELECT, INSERT"),
     ("capacity_reservations", "SELECT, INSERT, UPDATE"),
     ("pool_events", "SELECT, INSERT, DELETE"),
-    ("heartbeats", "SELECT, INSERT, UPDATE"),
+    ("heartbeats", "SELECT, INSERT, UPDATE, DELETE"),
 ];
 
 /// Tables the reader role gets no privilege on: what they hold is for the running service

@@ -829,3 +829,61 @@ fn a_reservation_covering_the_stopped_hours_leaves_no_net_savings() {
     // Without commitments held, nothing of the kind.
     assert_eq!(replay(d.path(), from, to, &[])["commitments"], Value::Null);
 }
+
+/// A replay has no history of the idle rule's activity signals: the same notebook under the
+/// same rule with a heartbeat signal is never stopped for idleness (each signal counts as in
+/// use, as a tick counts one it could not read), even with an `ebb:active-at` tag that a tick
+/// would find stale; and the replay says why on stderr. A replay never claims the stops the
+/// signals might have allowed.
+#[test]
+fn a_replay_counts_activity_signals_as_in_use_and_says_so() {
+    let (from, to) = ("2026-11-30T00:00:00Z", "2026-12-07T00:00:00Z");
+    let fleet = "
+instances:
+  - id: i-notebook
+    region: eu-central-1
+    type: g5.xlarge
+    state: running
+    launched_at: 2026-11-29T00:00:00Z
+    tags: {kind: notebook, 'ebb:active-at': '2026-11-01T00:00:00Z'}
+prices:
+  eu-central-1: {g5.xlarge: {on_demand: 2.0}}
+";
+    let used: &[(&str, &str)] = &[("2026-12-01T10:00:00Z", "2026-12-01T12:00:00Z")];
+    let policy = NOTEBOOK.replace(
+        "idle: {gpu_below: 5, for: 45m}",
+        "idle: {gpu_below: 5, for: 45m, activity: [{heartbeat: {max_age: 10m}}]}",
+    );
+    let d = files(
+        &policy,
+        fleet,
+        &trace("i-notebook", from, to, busy_in(used)),
+    );
+    let s = &replay(d.path(), from, to, &[])["scenarios"];
+    assert_eq!(s["policies"]["stops"], 0, "{}", s["policies"]);
+    assert_eq!(
+        s["policies"]["running_hours"],
+        s["always_on"]["running_hours"]
+    );
+    let p = |name: &str| d.path().join(name).to_str().unwrap().to_string();
+    let o = ebb(&[
+        "replay",
+        "--policies",
+        &p("policies"),
+        "--fleet",
+        &p("fleet.yaml"),
+        "--utilisation",
+        &p("util.csv"),
+        "--from",
+        from,
+        "--to",
+        to,
+    ]);
+    let err = String::from_utf8(o.stderr).unwrap();
+    assert!(
+        err.contains(
+            "policy notebooks: a replay has no history of its activity signals (heartbeat)"
+        ),
+        "{err}"
+    );
+}

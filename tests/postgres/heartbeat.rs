@@ -108,6 +108,18 @@ async fn a_box_s_own_token_keeps_its_heartbeat_and_nothing_else(pool: PgPool) {
     // Twenty minutes after it: stale, stopped.
     let report = world.tick_at(at + Duration::minutes(20)).await;
     assert_eq!(stopped(&report), ["i-nb"], "{}", report.headline());
+
+    // Kept as long as GPU readings are, then pruned with them.
+    let pruned = world.store.prune(at, at).await.unwrap();
+    assert_eq!(pruned.heartbeats, 0);
+    let later = at + Duration::seconds(1);
+    assert_eq!(world.store.prune(at, later).await.unwrap().heartbeats, 1);
+    assert!(world
+        .store
+        .heartbeats(&["i-nb".into()])
+        .await
+        .unwrap()
+        .is_empty());
 }
 
 #[sqlx::test(migrations = false)]

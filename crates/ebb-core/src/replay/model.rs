@@ -8,11 +8,14 @@ use super::groups::{Groups, Move};
 use super::pools::{Choice, OnSpot, Pools};
 use super::{demand_soon, settled, BusyCursor, Options, Recording, Span, Tally};
 use crate::engine::{self, Action, Brief, Decider, InstanceFacts, Prior, RECENT};
+use crate::fleet::activity::{ActivityReadings, SignalReading};
 use crate::fleet::{Fleet, Instance, InstanceState, Lifecycle, Prices, Sample};
 use crate::names::{MIGRATION_TAG, STOP_AT_TAG};
 use crate::policy::PolicySet;
 use crate::report::money::HourlyUse;
 use chrono::{DateTime, Duration, SecondsFormat, Utc};
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 
 /// The replacement a modelled spot move launches is tagged as a migration's: what the engine
 /// then knows it cannot stop (a one-time spot instance), as in production.
@@ -98,6 +101,7 @@ pub(super) fn run(
         levers: o.levers,
         ..Fleet::default()
     };
+    fleet.activity = no_activity_history(set, &fleet.instances);
     let mut models: Vec<Modelled> = chunk
         .iter()
         .enumerate()
@@ -379,4 +383,26 @@ fn spot_rate(set: &PolicySet, prices: &Prices, inst: &Instance) -> Option<f64> {
         .iter()
         .filter_map(|t| region.get(t)?.spot)
         .min_by(f64::total_cmp)
+}
+
+/// A replay has no history of the idle rule's activity signals: each is unknown for every
+/// instance, which counts as in use, as a tick counts a signal it could not read. So a replay
+/// never claims the stops the signals might have allowed.
+fn no_activity_history(set: &PolicySet, instances: &[Instance]) -> ActivityReadings {
+    let names: BTreeSet<&str> = set
+        .policies
+        .iter()
+        .flat_map(|p| p.idle.iter().flat_map(|i| &i.activity))
+        .map(|s| s.name.as_str())
+        .collect();
+    if names.is_empty() {
+        return ActivityReadings::new();
+    }
+    let why: Arc<str> = Arc::from("a replay has no history of it");
+    let unread = |name: &&str| (name.to_string(), SignalReading::Unread(why.clone()));
+    let readings: BTreeMap<String, SignalReading> = names.iter().map(unread).collect();
+    instances
+        .iter()
+        .map(|i| (i.id.clone(), readings.clone()))
+        .collect()
 }

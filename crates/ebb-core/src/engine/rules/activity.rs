@@ -107,6 +107,9 @@ fn one<'a>(
             // The tag, or what the instance posted through the API, whichever is later.
             let posted = match readings.get(&inst.id).and_then(|r| r.get(&signal.name)) {
                 Some(SignalReading::LastUse(at)) => at.map(|t| t.min(now)),
+                Some(SignalReading::Unread(why)) => {
+                    return Activity::Unread(signal, why.to_string())
+                }
                 _ => None,
             };
             match heartbeat(inst, now).map(|tag| tag.max(posted)) {
