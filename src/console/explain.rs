@@ -4,20 +4,24 @@
 //!
 //! The console calls no cloud API: it has no prices (a spot rule finds none, so it moves
 //! nothing), and an instance with an idle rule but no readings kept is explained as unread
-//! (unknown, so no stop) rather than as a read that found nothing.
+//! (unknown, so no stop) rather than as a read that found nothing. Of the idle rule's
+//! activity signals it has the heartbeats: the tag, and the last one posted; the others
+//! (Jupyter, Prometheus) are not kept, so they are unread here.
 
 use crate::engine::{self, InstanceFacts, Override, Prior};
+use crate::fleet::activity::SignalReading;
 use crate::fleet::{Billing, Fleet, Instance, InstanceState, Lifecycle, Sample};
-use crate::policy::PolicySet;
+use crate::policy::{PolicySet, SignalSource};
 use crate::store::{InstanceRecord, OverrideRecord};
 use chrono::{DateTime, Utc};
 use maud::{html, Markup};
 
-/// What `engine::explain` decides on for `record` at `now`, from what the store keeps; `None`
-/// when its state or lifecycle is one this ebb does not know.
+/// What `engine::explain` decides on for `record` at `now`, from what the store keeps (its GPU
+/// readings and last posted heartbeat); `None` when its state or lifecycle is one this ebb does
+/// not know.
 fn fleet_of(
     record: &InstanceRecord,
-    readings: &[Sample],
+    (readings, posted): (&[Sample], Option<DateTime<Utc>>),
     set: &PolicySet,
     overrides: &[OverrideRecord],
     now: DateTime<Utc>,
@@ -57,6 +61,21 @@ fn fleet_of(
             "ebb kept no GPU readings of it for the console".into(),
         );
     }
+    let governing = set
+        .policies
+        .iter()
+        .find(|p| record.policy.as_ref() == Some(&p.name));
+    for signal in governing
+        .iter()
+        .flat_map(|p| p.idle.iter().flat_map(|i| &i.activity))
+    {
+        let reading = match signal.source {
+            SignalSource::Heartbeat { .. } => SignalReading::LastUse(posted),
+            _ => SignalReading::Unread("ebb keeps no readings of it for the console".into()),
+        };
+        let readings = fleet.activity.entry(record.id.clone()).or_default();
+        readings.insert(signal.name.clone(), reading);
+    }
     fleet.instances.push(instance);
     let facts = InstanceFacts {
         stopped_by_ebb_at: record.stopped_by_ebb_at,
@@ -81,7 +100,7 @@ fn fleet_of(
 /// The section: each step of the explanation and the decision it comes to.
 pub(super) fn section(
     record: &InstanceRecord,
-    readings: &[Sample],
+    readings: (&[Sample], Option<DateTime<Utc>>),
     set: Option<&PolicySet>,
     overrides: &[OverrideRecord],
     now: DateTime<Utc>,

@@ -105,6 +105,21 @@ async fn a_box_s_own_token_keeps_its_heartbeat_and_nothing_else(pool: PgPool) {
         Some(&1),
         "{report:?}"
     );
+    // The console's "Why, now" reads the posted heartbeat too.
+    let policies = vec![world.dir.path().join("policies")];
+    let console = ebb::api::ApiState {
+        limits: common::api::public_reads(),
+        ..common::api::state(&world.store, policies, Clock::System)
+    };
+    let console = common::api::serve_with_console(console).await;
+    let page = http
+        .get(format!("{console}/instances/i-nb"))
+        .send()
+        .await
+        .unwrap();
+    let html = page.text().await.unwrap();
+    let why = &html[html.find("Why, now").expect("the explain section")..];
+    assert!(why.contains("in use: heartbeat heard at"), "{why}");
     // Twenty minutes after it: stale, stopped.
     let report = world.tick_at(at + Duration::minutes(20)).await;
     assert_eq!(stopped(&report), ["i-nb"], "{}", report.headline());
