@@ -24,6 +24,10 @@ use std::sync::Arc;
 /// How many Jupyter Servers a tick asks at once.
 const JUPYTER_AT_ONCE: usize = 32;
 
+/// How long a tick spends on Jupyter Servers in all: servers that do not answer must not hold
+/// the tick, and every other decision, past its deadline. One not asked by then is unread.
+const JUPYTER_BUDGET: std::time::Duration = std::time::Duration::from_secs(60);
+
 /// The signals to read.
 #[derive(Debug, Default)]
 pub(super) struct Wanted {
@@ -116,6 +120,7 @@ async fn read_jupyter(
     fleet: &mut Fleet,
     now: DateTime<Utc>,
 ) {
+    let deadline = tokio::time::Instant::now() + JUPYTER_BUDGET;
     let asked = positions.into_iter().map(|(i, name)| {
         let instance = &fleet.instances[i];
         let (id, tag) = (
@@ -128,7 +133,15 @@ async fn read_jupyter(
                     "no {JUPYTER_TAG} tag says where its Jupyter Server is"
                 )),
                 (None, Some(_)) => Err("this process reads no Jupyter Server".to_string()),
-                (Some(client), Some(url)) => client.last_use(&url, now).await,
+                (Some(client), Some(url)) => {
+                    let asked = tokio::time::timeout_at(deadline, client.last_use(&url, now));
+                    asked.await.unwrap_or_else(|_| {
+                        Err(format!(
+                            "not asked within the {}s a tick gives all Jupyter Servers",
+                            JUPYTER_BUDGET.as_secs()
+                        ))
+                    })
+                }
             };
             let reading = reading.map_or_else(
                 |why| SignalReading::Unread(why.into()),
@@ -146,5 +159,61 @@ async fn read_jupyter(
             tracing::debug!(instance = %id, signal = %name, %why, "activity signal unread");
         }
         fleet.activity.entry(id).or_default().insert(name, reading);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Servers that accept and never answer: the tick's Jupyter reads end within the budget
+    /// (and one request's time limit), every box unread, none idle.
+    #[tokio::test(start_paused = true)]
+    async fn servers_that_never_answer_hold_the_tick_no_longer_than_the_budget() {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        std::thread::spawn(move || {
+            let held: Vec<_> = listener.incoming().flatten().collect();
+            drop(held);
+        });
+        let mut fleet = Fleet::default();
+        let mut wanted = Vec::new();
+        for k in 0..1000 {
+            let mut tags = crate::fleet::Tags::default();
+            tags.insert(JUPYTER_TAG.to_string(), url.clone());
+            fleet.instances.push(crate::fleet::Instance {
+                id: format!("i-{k}"),
+                region: "us-east-1".into(),
+                instance_type: "g5.xlarge".into(),
+                state: crate::fleet::InstanceState::Running,
+                state_since: None,
+                lifecycle: crate::fleet::Lifecycle::OnDemand,
+                launched_at: None,
+                tags,
+                gpus: None,
+                gpu_util: Vec::new(),
+                via_role: None,
+                billing: crate::fleet::Billing::EC2,
+            });
+            wanted.push((k, "jupyter".to_string()));
+        }
+        let client = Jupyter::new(None).unwrap();
+        let started = tokio::time::Instant::now();
+        read_jupyter(Some(&client), wanted, &mut fleet, Utc::now()).await;
+        let took = started.elapsed();
+        // A minute, and the last request's own time limit.
+        assert!(took <= std::time::Duration::from_secs(66), "{took:?}");
+        let why = |r: &BTreeMap<String, SignalReading>| match &r["jupyter"] {
+            SignalReading::Unread(why) => Some(why.to_string()),
+            _ => None,
+        };
+        let unread: Vec<String> = fleet.activity.values().filter_map(why).collect();
+        assert_eq!(unread.len(), 1000);
+        assert!(
+            unread
+                .iter()
+                .any(|w| w.contains("not asked within the 60s")),
+            "the budget ended the reads"
+        );
     }
 }
