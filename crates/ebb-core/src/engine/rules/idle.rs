@@ -92,13 +92,12 @@ impl Eval<'_> {
             )
         });
         let window = || span(rule.window);
-        // The GPUs alone would stop it: anything else showing use keeps it.
+        // Whether the GPUs alone would stop it: then anything else showing use keeps it.
         let gpu_would_stop = match coverage {
             Coverage::Busy { .. } => false,
             Coverage::Missing(_) => rule.missing_metrics == MissingMetrics::Idle,
             Coverage::Idle { .. } => true,
         };
-        let activity = self.activity(rule.window);
         if !rule.activity.is_empty() {
             trace.note(|| {
                 format!(
@@ -108,15 +107,17 @@ impl Eval<'_> {
                 )
             });
         }
+        // Read only when the GPUs alone would stop it: a busy box needs no more.
+        let activity = gpu_would_stop.then(|| self.activity(rule.window));
         let unused = match activity {
-            _ if !gpu_would_stop => String::new(),
-            Activity::Used(..) => {
+            None => String::new(),
+            Some(activity @ Activity::Used(..)) => {
                 return Err((
                     Code::InUse,
                     self.text(|| format!("GPU not busy, but {}", activity.text(|t| self.at(t)))),
                 ))
             }
-            Activity::Unread(..) => {
+            Some(activity @ Activity::Unread(..)) => {
                 return Err((
                     Code::ActivityUnreadable,
                     self.text(|| {
@@ -127,8 +128,8 @@ impl Eval<'_> {
                     }),
                 ))
             }
-            Activity::Unused(ref signals) if signals.is_empty() => String::new(),
-            Activity::Unused(_) => self.text(|| {
+            Some(Activity::Unused(ref signals)) if signals.is_empty() => String::new(),
+            Some(ref activity) => self.text(|| {
                 format!(
                     "; no use in the window shown by {}",
                     activity.text(|t| self.at(t))
