@@ -6,7 +6,7 @@ use crate::cloud::aws;
 use crate::cloud::pacing::{Pacer, RateLimits};
 use crate::cloud::{PriceTable, Provider};
 use crate::control::Tasks;
-use crate::reconcile::{Options, Pacing, PolicySource, Reconciler, Timers};
+use crate::reconcile::{Options, Pacing, PolicySource, Reconciler};
 use crate::store::{AuditFilter, Outcome, Store};
 use crate::webhook::{Poster, Webhook};
 use crate::{engine, fleet, policy, snapshot, webhook, when};
@@ -96,15 +96,7 @@ impl ReconcileArgs {
         });
         let in_flight_for =
             chrono::Duration::from_std(in_flight).context("the tick deadline is too long")?;
-        // A real cloud's timers run on the database's clock, which every replica shares (even
-        // for a dry run at another time, which still resolves intents). The simulated fleet's
-        // run on its simulated clock, in one process, and so do an emulator's when the ticks'
-        // time is set by hand, as its tests do.
-        let emulated_time = time_given && !self.cloud.is_remote_aws();
-        let timers = match cloud.call_limit {
-            Some(_) if !emulated_time => Timers::Database,
-            _ => Timers::Tick,
-        };
+        let timers = self.cloud.timers(cloud.call_limit, time_given);
         // Half the deadline for waiting on EC2's token buckets leaves the rest for the tick.
         let pacing = cloud.pacer.map(|pacer| Pacing {
             pacer,

@@ -11,6 +11,7 @@ use crate::cloud::pacing::Pacer;
 use crate::cloud::sim::SimProvider;
 use crate::cloud::tencent::{self, TencentProvider};
 use crate::cloud::{PriceTable, Provider};
+use crate::reconcile::Timers;
 use crate::snapshot;
 use anyhow::Result;
 use std::sync::Arc;
@@ -74,6 +75,30 @@ impl CloudArgs {
                 _ => false,
             });
         matches!(self.choice.cloud, CloudChoice::Tencent) && !loopback
+    }
+
+    /// Whether the chosen cloud is a real one off this machine: not the simulated fleet, nor an
+    /// emulator or fake at a loopback address. Its timers then run on the database's clock,
+    /// even for `ebb tick --dry-run --at`.
+    pub(super) fn is_remote(&self) -> bool {
+        self.is_remote_aws() || self.is_remote_alibaba() || self.is_remote_tencent()
+    }
+
+    /// The clock the timers of a provider whose calls take up to `call_limit` run on, with the
+    /// ticks' time set by hand when `time_given`. A real cloud's run on the database's clock,
+    /// which every replica shares (even for a dry run at another time, which still resolves
+    /// intents). The simulated fleet's run on its simulated clock, in one process, and so do an
+    /// emulator's or a fake's when the ticks' time is set by hand, as their tests do.
+    pub(super) fn timers(
+        &self,
+        call_limit: Option<std::time::Duration>,
+        time_given: bool,
+    ) -> Timers {
+        let emulated_time = time_given && !self.is_remote();
+        match call_limit {
+            Some(_) if !emulated_time => Timers::Database,
+            _ => Timers::Tick,
+        }
     }
 
     /// Connects the provider (a simulated fleet runs on `clock`) and runs `command` on it.
@@ -168,6 +193,51 @@ impl CloudArgs {
                 };
                 command.on(cloud).await
             }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Command {
+        #[command(flatten)]
+        cloud: CloudArgs,
+    }
+
+    fn remote(args: &[&str]) -> bool {
+        let args = ["ebb"].iter().chain(args).copied();
+        Command::try_parse_from(args).unwrap().cloud.is_remote()
+    }
+
+    #[test]
+    fn alibaba_and_tencent_are_remote_unless_their_endpoint_is_on_this_machine() {
+        assert!(remote(&["--cloud", "alibaba"]));
+        assert!(remote(&["--cloud", "tencent"]));
+        let fake = "http://127.0.0.1:9";
+        assert!(!remote(&["--cloud", "alibaba", "--alibaba-endpoint", fake]));
+        assert!(!remote(&["--cloud", "tencent", "--tencent-endpoint", fake]));
+        let other = "https://ecs.cn-hangzhou.aliyuncs.com";
+        assert!(remote(&["--cloud", "alibaba", "--alibaba-endpoint", other]));
+    }
+
+    /// `ebb tick --dry-run --at` against the real Alibaba Cloud or Tencent Cloud resolves
+    /// intents on the database's clock, as against the real AWS; against a fake on this machine,
+    /// on the tick's.
+    #[test]
+    fn a_dry_run_at_another_time_on_a_real_china_cloud_times_on_the_database() {
+        let limit = Some(std::time::Duration::from_secs(60));
+        for cloud in ["alibaba", "tencent"] {
+            let args = Command::try_parse_from(["ebb", "--cloud", cloud]).unwrap();
+            assert_eq!(args.cloud.timers(limit, true), Timers::Database, "{cloud}");
+            assert_eq!(args.cloud.timers(limit, false), Timers::Database, "{cloud}");
+            let endpoint = format!("--{cloud}-endpoint");
+            let faked = ["ebb", "--cloud", cloud, &endpoint, "http://127.0.0.1:9"];
+            let args = Command::try_parse_from(faked).unwrap();
+            assert_eq!(args.cloud.timers(limit, true), Timers::Tick, "{cloud}");
         }
     }
 }
