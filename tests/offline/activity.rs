@@ -80,6 +80,11 @@ fn a_fresh_heartbeat_keeps_a_gpu_idle_box_and_a_stale_one_does_not() {
         reason.contains("heartbeat") && reason.contains("max_age 10m"),
         "{reason}"
     );
+    // Heard at 11:52, fresh for 10 minutes: the countdown people see.
+    assert!(
+        reason.contains("stopped at 12:02 UTC at the earliest"),
+        "{reason}"
+    );
 
     // Twelve minutes old: stale, so the GPU decides; the reason names every signal.
     let stale = notebook(Some("2026-11-30T11:48:00Z")).reading("i-nb", "sessions", sessions(None));
@@ -118,6 +123,11 @@ fn a_session_in_the_window_keeps_the_box_until_the_window_has_passed_it() {
     let (action, code, reason) = verdict(&w);
     assert_eq!((action, code), (Action::None, Code::InUse), "{reason}");
     assert!(reason.contains("sessions above 0"), "{reason}");
+    // Used at 11:40: idle for the 30-minute window from then.
+    assert!(
+        reason.contains("stopped at 12:10 UTC at the earliest"),
+        "{reason}"
+    );
     // At 12:15 the session is 35 minutes old, past the 30-minute window: stopped, naming it.
     let mut later = w;
     later.instances[0].gpu_util = steady("2026-11-30T11:25:00Z", "2026-11-30T12:15:00Z", 1.0);

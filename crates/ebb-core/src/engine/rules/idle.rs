@@ -3,7 +3,7 @@
 use super::text::{percent_text, span};
 use super::{verdict, Action, Activity, Code, Eval, Trace, Verdict, RECENT};
 use crate::fleet::Sample;
-use crate::policy::{IdleAction, IdleRule, MissingMetrics};
+use crate::policy::{IdleAction, IdleRule, MissingMetrics, SignalSource};
 use chrono::{DateTime, Duration, Utc};
 
 impl Eval<'_> {
@@ -111,11 +111,23 @@ impl Eval<'_> {
         let activity = gpu_would_stop.then(|| self.activity(rule.window));
         let unused = match activity {
             None => String::new(),
-            Some(activity @ Activity::Used(..)) => {
+            Some(activity @ Activity::Used(signal, at)) => {
+                // The countdown people see: a heartbeat keeps the box while fresh, any other
+                // use for the rule's window after it.
+                let earliest = match signal.source {
+                    SignalSource::Heartbeat { max_age } => at + max_age,
+                    _ => at + rule.window,
+                };
                 return Err((
                     Code::InUse,
-                    self.text(|| format!("GPU not busy, but {}", activity.text(|t| self.at(t)))),
-                ))
+                    self.text(|| {
+                        format!(
+                            "GPU not busy, but {}; if nothing more is used, stopped at {} at the earliest",
+                            activity.text(|t| self.at(t)),
+                            self.at(earliest)
+                        )
+                    }),
+                ));
             }
             Some(activity @ Activity::Unread(..)) => {
                 return Err((
