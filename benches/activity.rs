@@ -21,6 +21,8 @@ mod jupyter;
 #[allow(dead_code)]
 #[path = "../tests/common/prometheus.rs"]
 mod prometheus;
+#[path = "../tests/common/wait.rs"]
+mod wait;
 
 use chrono::{DateTime, Duration, Utc};
 use common::measuring;
@@ -30,27 +32,11 @@ use ebb::cloud::prometheus::{Prometheus, PrometheusSettings};
 use futures_util::StreamExt;
 use std::hint::black_box;
 use tokio::runtime::Runtime;
+// What the servers' helpers wait with, as `super::eventually`.
+use wait::eventually;
 
 /// As many servers as a tick asks at once (`JUPYTER_AT_ONCE`).
 const AT_ONCE: usize = 32;
-
-/// What the shared servers' helpers wait with.
-pub async fn eventually<T>(
-    limit: std::time::Duration,
-    every: std::time::Duration,
-    mut attempt: impl AsyncFnMut() -> Option<T>,
-) -> Option<T> {
-    let started = std::time::Instant::now();
-    loop {
-        if let Some(done) = attempt().await {
-            return Some(done);
-        }
-        if started.elapsed() >= limit {
-            return None;
-        }
-        tokio::time::sleep(every).await;
-    }
-}
 
 fn sizes() -> Vec<usize> {
     match measuring() {
