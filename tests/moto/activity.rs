@@ -2,7 +2,8 @@
 //! and the CloudWatch fake reading every GPU at 0 %. Each box says it is in use with its own
 //! `ebb:active-at` tag, as a box does with a role limited to that tag key. A fresh heartbeat
 //! keeps its box (`in_use`), a stale one does not, one that is not a time keeps its box
-//! (`activity_unreadable`), and the kept box is stopped once its heartbeat has gone stale.
+//! (`activity_unreadable`), and the kept box is stopped once its heartbeat has gone stale. A
+//! box's Jupyter Server, and a heartbeat posted to `ebb serve`'s API, keep their boxes too.
 
 use crate::common;
 
@@ -269,4 +270,113 @@ async fn a_box_whose_jupyter_kernel_ran_code_within_the_window_is_kept(pool: PgP
     for id in &boxes[1..] {
         assert_eq!(state(&f, id).await, InstanceStateName::Running, "{id}");
     }
+}
+
+/// The API heartbeat through the binaries: `ebb heartbeat-token` prints a box's token, and
+/// `ebb serve` (with `EBB_HEARTBEAT_KEY_FILE`) keeps the heartbeat the box posts with it, which
+/// keeps the GPU-idle box running at the next tick. The box matches the policy only once it
+/// has posted, so that serve's first tick, which comes at once, does not stop it before.
+#[sqlx::test(migrations = false)]
+async fn ebb_serve_keeps_a_heartbeat_posted_with_the_box_s_own_token(pool: PgPool) {
+    const TOKEN: &str = "ops-token-0123456789";
+    let f = Fixture::new("eu-west-2").await;
+    let url = common::migrated_for_runtime(&pool).await;
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir(dir.path().join("policies")).unwrap();
+    std::fs::write(dir.path().join("policies/research.yaml"), POLICY).unwrap();
+    let key = dir.path().join("heartbeat.key");
+    std::fs::write(&key, "k3y-of-thirty-two-characters-or-more\n").unwrap();
+    let cloudwatch = CloudWatchFake::start();
+    let quiet = common::moto::Launch {
+        tags: &[("team", "elsewhere")],
+        ..G5
+    };
+    let id = f.launch(quiet).await;
+    cloudwatch.set(&id, Reading::Value(0.0));
+
+    let printed = Ebb::new().run(&[
+        "heartbeat-token",
+        &id,
+        "--heartbeat-key-file",
+        key.to_str().unwrap(),
+    ]);
+    assert!(printed.status.success(), "{printed:?}");
+    let token = String::from_utf8(printed.stdout)
+        .unwrap()
+        .trim()
+        .to_string();
+
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let api = format!("http://127.0.0.1:{port}");
+    let mut serve = std::process::Command::new(env!("CARGO_BIN_EXE_ebb"))
+        .arg("serve")
+        .env("DATABASE_URL", &url)
+        .env("EBB_POLICIES", dir.path().join("policies"))
+        .env("EBB_REGIONS", f.region)
+        .env("EBB_MANAGED_TAG", format!("ebb:managed={}", f.managed))
+        .env("AWS_ENDPOINT_URL_CLOUDWATCH", &cloudwatch.url)
+        .env("EBB_TICK", "3600s")
+        .env("EBB_LISTEN", format!("127.0.0.1:{port}"))
+        .env("EBB_API_TOKENS", format!("ops:{TOKEN}"))
+        .env("EBB_HEARTBEAT_KEY_FILE", &key)
+        .env("EBB_LOG", "warn")
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let http = reqwest::Client::new();
+    let posted = common::eventually(
+        std::time::Duration::from_secs(60),
+        std::time::Duration::from_millis(100),
+        async || {
+            let post = http.post(format!("{api}/v1/instances/{id}/activity"));
+            let answer = post.bearer_auth(&token).send().await.ok()?;
+            Some(answer.status())
+        },
+    )
+    .await;
+    assert_eq!(posted, Some(reqwest::StatusCode::NO_CONTENT));
+
+    // Now it matches the policy: the tick asked for finds it GPU-idle but in use.
+    let tag = Tag::builder().key("team").value("research").build();
+    f.ec2
+        .create_tags()
+        .resources(&id)
+        .tags(tag)
+        .send()
+        .await
+        .unwrap();
+    let asked = http
+        .post(format!("{api}/v1/tick"))
+        .bearer_auth(TOKEN)
+        .send()
+        .await;
+    assert_eq!(asked.unwrap().status(), reqwest::StatusCode::ACCEPTED);
+    let decided = common::eventually(
+        std::time::Duration::from_secs(60),
+        std::time::Duration::from_millis(200),
+        async || {
+            let (_, code, reason) = decided_if_any(&url, &id).await?;
+            (code != "no_policy").then_some((code, reason))
+        },
+    )
+    .await;
+    let _ = serve.kill();
+    let _ = serve.wait();
+    let (code, reason) = decided.expect("no tick decided for the box");
+    assert_eq!(code, "in_use", "{reason}");
+    assert!(reason.contains("heartbeat heard at"), "{reason}");
+    assert_eq!(state(&f, &id).await, InstanceStateName::Running);
+}
+
+/// What the last tick decided for `id`, once one has.
+async fn decided_if_any(url: &str, id: &str) -> Option<(String, String, String)> {
+    let store = ebb::store::Store::connect(url).await.ok()?;
+    let page = ebb::store::Page::first(10_000);
+    let recorded = store.instances(false, &page).await.ok()?;
+    let r = recorded.into_iter().find(|r| r.id == id)?;
+    Some((r.decided_action?, r.decided_code?, r.decided_reason?))
 }
