@@ -160,8 +160,9 @@ async fn a_server_that_does_not_answer_is_a_failed_read_not_idleness(pool: PgPoo
     assert!(report.gpu_read_failures[0].error.contains("cannot reach"));
 }
 
-/// Three GPU-idle boxes under a policy whose activity signal counts remote sessions
-/// (node_exporter's `node_logind_sessions`, summed by instance): idle for 45 minutes.
+/// Three GPU-idle boxes under a policy whose activity signals count remote sessions
+/// (node_exporter's `node_logind_sessions`, summed by instance), one of them only above five:
+/// idle for 45 minutes.
 const SESSIONS_POLICY: &str = r#"
 policies:
   - name: idle-boxes
@@ -174,6 +175,10 @@ policies:
             name: sessions
             query: 'sum by (instance_id) (node_logind_sessions{remote="true"})'
             active_above: 0
+        - prometheus:
+            name: crowd
+            query: 'sum by (instance_id) (node_logind_sessions{remote="true"})'
+            active_above: 5
 "#;
 
 const SESSIONS_FLEET: &str = r#"
@@ -252,10 +257,11 @@ async fn a_remote_session_keeps_a_gpu_idle_box_until_it_has_been_gone_for_the_wi
         .iter()
         .find(|a| a.decision.instance == "i-alone")
         .unwrap();
+    // Two signals of one query: one range query, read for both.
+    let reason = &alone.decision.reason;
     assert!(
-        alone.decision.reason.contains("sessions: no use seen"),
-        "{}",
-        alone.decision.reason
+        reason.contains("sessions: no use seen, crowd: no use seen"),
+        "{reason}"
     );
 
     // 14:40: the session ended 50 minutes ago, longer than the window. The box without a

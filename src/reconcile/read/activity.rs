@@ -95,10 +95,11 @@ pub(super) async fn read(
             None => Err("no Prometheus server to ask: a prometheus signal reads the one EBB_METRICS=prometheus:URL names".to_string()),
         };
         let failed = answer.as_ref().err().map(|e| Arc::<str>::from(e.as_str()));
-        let mut found = answer.unwrap_or_default();
+        let found = answer.unwrap_or_default();
         for (i, name) in positions {
             let id = fleet.instances[i].id.clone();
-            let reading = match (&failed, found.remove(&id)) {
+            // Cloned, not taken: two signals of a policy may share a query.
+            let reading = match (&failed, found.get(&id).cloned()) {
                 (Some(why), _) => SignalReading::Unread(why.clone()),
                 (None, Some(points)) => SignalReading::Points(points),
                 (None, None) => {
