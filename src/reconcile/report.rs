@@ -1,6 +1,6 @@
 //! What a tick did, for `ebb tick`'s summary, the logs and the metrics.
 
-use crate::engine::Decision;
+use crate::engine::{Code, Decision};
 use crate::fleet::Fleet;
 use crate::metrics::{Metrics, TickCounts};
 use crate::policy::LoadError;
@@ -82,6 +82,9 @@ pub struct TickSummary {
     pub awaiting: usize,
     /// Instances whose GPU utilisation could not be read.
     pub gpu_unread: usize,
+    /// Instances kept because an activity signal of their idle rule could not be read
+    /// (`activity_unreadable`): a wrong token or query shows only as boxes never stopped.
+    pub activity_unread: usize,
     /// The Auto Scaling groups ebb manages.
     pub groups: GroupCounts,
 }
@@ -105,6 +108,13 @@ impl std::fmt::Display for TickSummary {
             self.awaiting,
             self.gpu_unread,
         )?;
+        if self.activity_unread > 0 {
+            write!(
+                f,
+                ", {} instances kept because an activity signal could not be read",
+                self.activity_unread
+            )?;
+        }
         let g = &self.groups;
         if *g != GroupCounts::default() {
             write!(
@@ -288,6 +298,12 @@ impl TickReport {
             resolved: self.resolved.len(),
             awaiting: self.awaiting,
             gpu_unread: self.gpu_unread(),
+            activity_unread: self
+                .decided
+                .iter()
+                .filter(|((_, code), _)| *code == Code::ActivityUnreadable.as_str())
+                .map(|(_, n)| n)
+                .sum(),
             groups: self.groups,
         }
     }
@@ -409,5 +425,20 @@ mod tests {
         }
         TickReport::default().record(&metrics, std::time::Duration::ZERO);
         assert!(metrics.encode().contains("ebb_gpu_unread_instances 0"));
+    }
+
+    #[test]
+    fn boxes_kept_by_an_unreadable_activity_signal_are_in_the_headline() {
+        let report = TickReport {
+            decided: [(("none", "activity_unreadable"), 2), (("stop", "idle"), 1)].into(),
+            ..TickReport::default()
+        };
+        let headline = report.headline();
+        assert!(
+            headline.contains(", 2 instances kept because an activity signal could not be read"),
+            "{headline}"
+        );
+        assert!(!report.failed(), "a box kept is not a failed tick");
+        assert!(!TickReport::default().headline().contains("activity"));
     }
 }

@@ -48,10 +48,12 @@ async fn decided(url: &str, id: &str) -> (String, String, String) {
     )
 }
 
-fn tick(ebb: &Ebb, at: DateTime<Utc>) {
+/// `ebb tick --at at`: its summary.
+fn tick(ebb: &Ebb, at: DateTime<Utc>) -> String {
     let at = at.to_rfc3339();
     let out = ebb.run(&["tick", "--at", &at]);
     assert!(out.status.success(), "tick at {at}: {out:?}");
+    String::from_utf8(out.stdout).unwrap()
 }
 
 async fn state(f: &Fixture, id: &str) -> InstanceStateName {
@@ -226,7 +228,9 @@ async fn a_box_whose_jupyter_kernel_ran_code_within_the_window_is_kept(pool: PgP
         );
 
     // Five minutes after the kernel's last activity: within the 30-minute window.
-    tick(&ebb, last + Duration::minutes(5));
+    let summary = tick(&ebb, last + Duration::minutes(5));
+    let unread = "5 instances kept because an activity signal could not be read";
+    assert!(summary.contains(unread), "{summary}");
     let (action, code, reason) = decided(&url, &boxes[0]).await;
     assert_eq!(
         (action.as_str(), code.as_str()),
