@@ -37,6 +37,7 @@ mod replay_disks;
 mod replay_groups;
 mod replay_pools;
 mod reservation_mocks;
+mod runtime_limit;
 mod schedule;
 mod settings;
 mod sim_zones;

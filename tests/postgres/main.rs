@@ -38,6 +38,7 @@ mod report_rollup;
 mod reserve_capacity;
 mod retry;
 mod roles;
+mod runtime_limit;
 mod secrets;
 mod snooze;
 mod spot_early;

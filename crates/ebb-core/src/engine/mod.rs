@@ -211,6 +211,11 @@ codes! {
     MaxDeferReached = "max_defer_reached",
     /// Work hours close soon: give notice.
     Notice = "notice",
+    /// The box nears (or passed) its policy's `runtime.max` from its last start: give notice.
+    RuntimeNotice = "runtime_notice",
+    /// The box ran past its policy's `runtime.max` from its last start and its notice was
+    /// served: stop, busy or not.
+    RuntimeExceeded = "runtime_exceeded",
     /// The notice before the close was missed: give it now, stop later.
     NoticeLate = "notice_late",
     /// Notice given; the stop waits until it is `before` old.

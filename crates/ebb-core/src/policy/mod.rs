@@ -140,6 +140,8 @@ pub struct Policy {
     pub start: Option<StartRule>,
     /// How stops go where a stop may keep charging (Alibaba, Tencent).
     pub stop: Option<StopRule>,
+    /// How long a box may run from its last start before it is stopped, busy or not.
+    pub runtime: Option<RuntimeLimit>,
     /// Decide and audit, but never act.
     pub dry_run: bool,
     /// Where the policy is written.
@@ -369,6 +371,20 @@ pub const MAX_CAPACITY_MEMORY: Duration = Duration::days(30);
 pub struct Notify {
     /// How long before the stop the notice goes out.
     pub before: Duration,
+}
+
+/// The default `runtime.notify_before`.
+pub const DEFAULT_RUNTIME_NOTICE: Duration = Duration::hours(1);
+
+/// A hard limit on how long a box runs from its last start: past it the box is stopped after
+/// its notice whether its GPUs are busy or not (work that runs away). An override or
+/// `ebb:keep-until` keeps it.
+#[derive(Debug, Clone)]
+pub struct RuntimeLimit {
+    /// The longest run from the last start.
+    pub max: Duration,
+    /// How long before `max` is reached the notice goes out.
+    pub notify_before: Duration,
 }
 
 /// Move interruptible work to spot capacity.

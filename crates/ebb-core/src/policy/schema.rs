@@ -420,6 +420,20 @@ fn policy_schema() -> Value {
             ),
         ],
     );
+    let runtime = object(
+        keys::RUNTIME,
+        &["max"],
+        &[
+            (
+                "max",
+                duration("How long a box may run from its last start; past it, it is stopped after its notice whether busy or not"),
+            ),
+            (
+                "notify_before",
+                duration("How long before max is reached the notice goes out (default 1h, or half of max when that is shorter); shorter than max"),
+            ),
+        ],
+    );
     object(
         keys::POLICY,
         &["name", "match"],
@@ -440,6 +454,7 @@ fn policy_schema() -> Value {
             ("spot", spot),
             ("start", start),
             ("stop", stop),
+            ("runtime", runtime),
             ("dry_run", json!({"type": "boolean", "default": false})),
         ],
     )

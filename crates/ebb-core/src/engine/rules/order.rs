@@ -74,11 +74,25 @@ impl Eval<'_> {
         }
     }
 
-    /// A running instance: stops outside work hours (a person's start after the close only once
-    /// it has gone idle), then the idle rule, the notice before the
-    /// close and the spot rule, in that order; the first that asks for an action decides.
+    /// A running instance: the runtime limit first (busy or not), then stops outside work hours
+    /// (a person's start after the close only once it has gone idle), the idle rule, the notice
+    /// before the close and the spot rule, in that order; the first that asks for an action
+    /// decides. A runtime stop whose notice is out stands when no other rule acts.
     fn running(&self, trace: &mut Trace) -> Verdict {
         let protection = self.protection(trace);
+        let runtime = match self.runtime_limit(protection.as_ref(), trace) {
+            Some(v) if v.action != Action::None || protection.is_some() => return v,
+            pending => pending,
+        };
+        let v = self.running_rules(protection, trace);
+        match runtime {
+            Some(pending) if v.action == Action::None => pending,
+            _ => v,
+        }
+    }
+
+    /// The rules after the runtime limit, for a running instance.
+    fn running_rules(&self, protection: Option<Protection>, trace: &mut Trace) -> Verdict {
         let threshold = self.policy.busy_threshold();
         let busy = self.busy_sample(threshold);
         trace.note(|| match (self.gpu_unread(), busy) {

@@ -14,6 +14,7 @@ pub const POLICY: &[&str] = &[
     "spot",
     "start",
     "stop",
+    "runtime",
     "dry_run",
 ];
 pub const MATCH: &[&str] = &["regions", "tags", "instance_types"];
@@ -53,6 +54,7 @@ pub const PROMETHEUS_SIGNAL: &[&str] = &["name", "query", "active_above"];
 pub const NOTIFY: &[&str] = &["before"];
 pub const START: &[&str] = &["fallback_types", "restore_type", "reserve_capacity"];
 pub const STOP: &[&str] = &["allow_charging_stop", "in_reservation"];
+pub const RUNTIME: &[&str] = &["max", "notify_before"];
 pub const SPOT: &[&str] = &[
     "min_savings",
     "checkpoint_max_age",

@@ -1,7 +1,7 @@
 //! Turning one parsed file into policies, collecting every problem with the path to its node.
 //!
 //! [`check_file`] walks the document; each section of a policy file has its own checker
-//! (`calendars`, `policy`, `work_hours`, `idle`, `spot`), all methods of one [`Checker`] that
+//! (`calendars`, `policy`, `work_hours`, `idle`, `spot`, `start`, `runtime`), all methods of one [`Checker`] that
 //! collects the problems, and `values` reads the plain values they share.
 
 mod activity;
@@ -9,6 +9,7 @@ mod calendars;
 mod idle;
 pub(super) mod keys;
 mod policy;
+mod runtime;
 mod spot;
 mod start;
 mod values;

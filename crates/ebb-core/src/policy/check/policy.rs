@@ -30,6 +30,7 @@ impl Checker {
         let spot = f.get("spot").and_then(|(v, p)| self.spot(v, &p));
         let start = f.get("start").and_then(|(v, p)| self.start(v, &p));
         let stop = f.get("stop").and_then(|(v, p)| self.stop(v, &p));
+        let runtime = f.get("runtime").and_then(|(v, p)| self.runtime(v, &p));
         let dry_run = f
             .get("dry_run")
             .and_then(|(v, p)| self.boolean(v, &p))
@@ -65,6 +66,7 @@ impl Checker {
             spot,
             start,
             stop,
+            runtime,
             dry_run,
             source: Source {
                 file: PathBuf::new(),
