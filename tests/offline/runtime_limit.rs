@@ -1,8 +1,11 @@
-//! The runtime limit (`runtime.max`): a box running that long from its last start is stopped
+//! The runtime limits. `runtime.max`: a box running that long from its last start is stopped
 //! after its notice whether busy or not, even outside hours while busy deferral would wait;
 //! a late notice delays the stop by `notify_before`; a protection, `ebb:skip` or an owner keeps
-//! it; a box whose last start is unknown is not stopped for its runtime. Through
-//! `engine::decide` and the replay's decider, which must agree. And the checks of the section.
+//! it; a box whose last start is unknown is not stopped for its runtime.
+//! `runtime.max_busy_without_checkpoint`: a box busy at every reading for that long whose
+//! `ebb:checkpoint-at` is older is stopped after its notice; a dip, a gap, an unread GPU, a
+//! fresh checkpoint or no tag at all keeps it. Through `engine::decide` and the replay's
+//! decider, which must agree. And the checks of the section.
 
 use crate::common;
 
@@ -179,6 +182,11 @@ fn the_runtime_section_is_checked_when_the_policy_is_read() {
         ("{max: 0s}", "runtime.max must be longer than zero"),
         ("{max: lots}", "is not a duration"),
         ("{max: 72h, notice: 1h}", "unknown key \"notice\""),
+        ("{notify_before: 10m}", "or \"max_busy_without_checkpoint\""),
+        (
+            "{max: 72h, max_busy_without_checkpoint: 30m, notify_before: 30m}",
+            "must be shorter than runtime.max and max_busy_without_checkpoint",
+        ),
     ] {
         let text = format!(
             "policies:\n  - name: p\n    match: {{tags: {{a: b}}}}\n    runtime: {runtime}\n"
@@ -211,4 +219,111 @@ fn the_runtime_section_is_checked_when_the_policy_is_read() {
         let d = w.one(&before.to_rfc3339(), &set);
         assert_eq!(d.action, Action::None, "{max}: {}", d.reason);
     }
+}
+
+/// No idle stop under 5 %, and a busy run may last 6 h past its last checkpoint.
+const CHECKPOINTS: &str = r#"
+policies:
+  - name: training
+    match: {tags: {team: ml}}
+    idle: {gpu_below: 5, for: 30m}
+    runtime: {max_busy_without_checkpoint: 6h, notify_before: 30m}
+"#;
+
+/// A box started Monday 00:00, at 100 % GPU every five minutes until noon, its last
+/// checkpoint at `checkpoint` (none with `None`).
+fn training(checkpoint: Option<&str>) -> World {
+    let tags: Vec<(&str, &str)> = checkpoint
+        .map(|at| ("ebb:checkpoint-at", at))
+        .into_iter()
+        .collect();
+    let mut w = busy_box(Some("2026-11-30T00:00:00Z"), &tags);
+    w.instances[0].gpu_util = steady("2026-11-30T00:00:00Z", "2026-11-30T12:00:00Z", 100.0);
+    w
+}
+
+fn checkpoint_verdict(w: &World, now: &str) -> (Action, Code, String) {
+    verdict_at(w, &policies(CHECKPOINTS), now)
+}
+
+#[test]
+fn a_box_busy_past_its_last_checkpoint_for_the_limit_is_stopped_after_notice() {
+    let w = training(Some("2026-11-30T05:00:00Z"));
+    let (action, code, reason) = checkpoint_verdict(&w, "2026-11-30T10:59:00Z");
+    assert_eq!(action, Action::None, "{code:?}: {reason}");
+    let d = w.one("2026-11-30T11:00:00Z", &policies(CHECKPOINTS));
+    assert_eq!(
+        (d.action, d.code),
+        (Action::Notify, Code::RuntimeNotice),
+        "{}",
+        d.reason
+    );
+    assert_eq!(d.stop_at, Some(t("2026-11-30T11:30:00Z")));
+    let w = noticed(w, "2026-11-30T11:00:00Z");
+    let (action, code, _) = checkpoint_verdict(&w, "2026-11-30T11:29:00Z");
+    assert_eq!((action, code), (Action::None, Code::NoticePending));
+    let (action, code, reason) = checkpoint_verdict(&w, "2026-11-30T11:30:00Z");
+    assert_eq!(
+        (action, code),
+        (Action::Stop, Code::CheckpointOverdue),
+        "{reason}"
+    );
+    assert!(
+        reason.contains("last checkpoint (ebb:checkpoint-at) was 05:00 UTC, 6h30m ago"),
+        "{reason}"
+    );
+    // A checkpoint since the notice: the work saves itself, nothing to stop.
+    let fresh = noticed(
+        training(Some("2026-11-30T11:10:00Z")),
+        "2026-11-30T11:00:00Z",
+    );
+    let (action, code, reason) = checkpoint_verdict(&fresh, "2026-11-30T11:30:00Z");
+    assert_eq!(action, Action::None, "{code:?}: {reason}");
+    assert_ne!(code, Code::NoticePending);
+}
+
+#[test]
+fn a_dip_a_gap_an_unread_gpu_or_no_checkpoint_tag_keeps_a_busy_box() {
+    let now = "2026-11-30T11:30:00Z";
+    let served = |w| noticed(w, "2026-11-30T11:00:00Z");
+    let stale = "2026-11-30T05:00:00Z";
+    let mut dip = training(Some(stale));
+    let at = dip.instances[0]
+        .gpu_util
+        .iter()
+        .position(|s| s.at == t("2026-11-30T08:00:00Z"));
+    dip.instances[0].gpu_util[at.unwrap()].percent = 2.0;
+    let mut gap = training(Some(stale));
+    gap.instances[0]
+        .gpu_util
+        .retain(|s| s.at < t("2026-11-30T07:00:00Z") || s.at > t("2026-11-30T07:30:00Z"));
+    let unread = training(Some(stale)).unread("i-train", "throttled");
+    let cases = [
+        ("a dip below 5 %", dip),
+        ("a 35-minute gap", gap),
+        ("an unread GPU", unread),
+        ("no checkpoint tag", training(None)),
+        (
+            "a checkpoint tag that is not a time",
+            training(Some("yesterday")),
+        ),
+    ];
+    for (what, w) in cases {
+        let (action, code, reason) = checkpoint_verdict(&served(w), now);
+        assert_eq!(action, Action::None, "{what}: {code:?}: {reason}");
+        assert_ne!(code, Code::NoticePending, "{what}");
+    }
+    let started_late = {
+        let mut w = training(Some(stale));
+        w.instances[0].launched_at = Some(t("2026-11-30T06:00:00Z"));
+        w
+    };
+    let (action, _, reason) = checkpoint_verdict(&served(started_late), now);
+    assert_eq!(action, Action::None, "started 5h30m ago: {reason}");
+    let (action, code, _) = checkpoint_verdict(&served(training(Some(stale))), now);
+    assert_eq!(
+        (action, code),
+        (Action::Stop, Code::CheckpointOverdue),
+        "the same box, none of those"
+    );
 }

@@ -1,7 +1,9 @@
-//! The runtime limit (`runtime.max`) on the simulated fleet, tick by tick with a real Postgres:
-//! a box running past it at 100 % GPU gets its notice `notify_before` ahead and is stopped at
+//! The runtime limits on the simulated fleet, tick by tick with a real Postgres: a box running
+//! past `runtime.max` at 100 % GPU gets its notice `notify_before` ahead and is stopped at
 //! the limit; one a person snoozed (an override, as a snooze link makes) is kept until the
-//! snooze ends, then warned again and stopped; the audit log says why and verifies.
+//! snooze ends, then warned again and stopped; the audit log says why and verifies. A box busy
+//! for `runtime.max_busy_without_checkpoint` past its last checkpoint is stopped after notice:
+//! the tick reads its GPUs over that long.
 
 use crate::common::{t, world::SimWorld};
 use ebb::clock::Clock;
@@ -164,4 +166,49 @@ async fn a_busy_box_past_its_runtime_is_stopped_after_notice_and_a_snoozed_one_w
         store.verify_audit().await.unwrap(),
         Verification::Intact { .. }
     ));
+}
+
+const CHECKPOINTS: &str = r#"
+policies:
+  - name: training
+    match: {tags: {team: ml}}
+    idle: {gpu_below: 5, for: 30m}
+    runtime: {max_busy_without_checkpoint: 6h, notify_before: 1h}
+"#;
+
+/// Busy since its start at midnight; its job last saved itself at 02:00.
+const STUCK: &str = r#"
+instances:
+  - {id: i-stuck, region: us-east-1, type: g5.xlarge, state: running, launched_at: "2026-11-30T00:00:00Z", tags: {team: ml, "ebb:checkpoint-at": "2026-11-30T02:00:00Z"}, sim: {usage: busy}}
+"#;
+
+#[sqlx::test(migrations = false)]
+async fn a_box_busy_for_hours_past_its_last_checkpoint_is_stopped_after_notice(pool: PgPool) {
+    let store = Store::from_pool(pool);
+    let mut w = SimWorld::plan(STUCK)
+        .policy("training.yaml", CHECKPOINTS)
+        .clock(Clock::Fixed(t("2026-12-01T00:00:00Z")))
+        .start(store.clone())
+        .await;
+    let report = w.tick("2026-11-30T07:55:00Z").await;
+    assert_eq!(acted(&report), [], "{:?}", report.actions);
+    // Six hours busy past the checkpoint: the tick read the GPUs over those six hours, not
+    // only the idle rule's half hour.
+    let report = w.tick("2026-11-30T08:00:00Z").await;
+    assert_eq!(acted(&report), [row("i-stuck", "notify", "runtime_notice")]);
+    assert_eq!(
+        report.actions[0].decision.stop_at,
+        Some(t("2026-11-30T09:00:00Z"))
+    );
+    let report = w.tick("2026-11-30T09:00:00Z").await;
+    assert_eq!(
+        acted(&report),
+        [row("i-stuck", "stop", "checkpoint_overdue")]
+    );
+    let (code, reason) = decided(&store, "i-stuck").await;
+    assert_eq!(code, "checkpoint_overdue");
+    assert!(
+        reason.contains("work that is not saving itself"),
+        "{reason}"
+    );
 }

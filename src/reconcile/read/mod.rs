@@ -44,7 +44,8 @@ struct Wanted {
 /// - GPU utilisation of the running instances whose governing policy looks at it (an idle
 ///   rule, or work hours whose stop waits while the GPU is busy), over its longest window,
 ///   and of those a person started (`started_by_person`) under a policy that keeps a late
-///   start until it is idle, over that window too;
+///   start until it is idle, over that window too, and under a policy with
+///   `runtime.max_busy_without_checkpoint`, over that;
 /// - prices for the running on-demand instances a spot rule may move (tagged
 ///   `ebb:interruptible=true`): their own type and the rule's acceptable types.
 fn wanted(set: &PolicySet, fleet: &Fleet, started_by_person: &HashSet<String>) -> Wanted {
@@ -60,10 +61,18 @@ fn wanted(set: &PolicySet, fleet: &Fleet, started_by_person: &HashSet<String>) -
             .late_start_idle()
             .filter(|_| started_by_person.contains(&instance.id))
             .map(|(window, _)| window);
-        if let Some(window) = reading_window(policy).into_iter().chain(late_start).max() {
+        let window = reading_window(policy).into_iter().chain(late_start).max();
+        // A limit on busy runs reads the GPUs over that run, not the activity signals.
+        let checkpoint = policy
+            .runtime
+            .as_ref()
+            .and_then(|r| r.max_busy_without_checkpoint);
+        if let Some(longest_here) = window.into_iter().chain(checkpoint).max() {
             let (positions, longest) = wanted.readings.entry(instance.region.clone()).or_default();
             positions.push(i);
-            *longest = (*longest).max(window);
+            *longest = (*longest).max(longest_here);
+        }
+        if let Some(window) = window {
             activity::want(&mut wanted.activity, policy, i, window);
         }
         if let Some(rule) = &policy.spot {

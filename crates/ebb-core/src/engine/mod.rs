@@ -211,11 +211,15 @@ codes! {
     MaxDeferReached = "max_defer_reached",
     /// Work hours close soon: give notice.
     Notice = "notice",
-    /// The box nears (or passed) its policy's `runtime.max` from its last start: give notice.
+    /// The box nears (or passed) its policy's `runtime.max` from its last start, or has been
+    /// busy past `runtime.max_busy_without_checkpoint` without a checkpoint: give notice.
     RuntimeNotice = "runtime_notice",
     /// The box ran past its policy's `runtime.max` from its last start and its notice was
     /// served: stop, busy or not.
     RuntimeExceeded = "runtime_exceeded",
+    /// The box has been busy for its policy's `runtime.max_busy_without_checkpoint` while its
+    /// `ebb:checkpoint-at` tag is older than that, and its notice was served: stop.
+    CheckpointOverdue = "checkpoint_overdue",
     /// The notice before the close was missed: give it now, stop later.
     NoticeLate = "notice_late",
     /// Notice given; the stop waits until it is `before` old.

@@ -376,15 +376,17 @@ pub struct Notify {
 /// The default `runtime.notify_before`.
 pub const DEFAULT_RUNTIME_NOTICE: Duration = Duration::hours(1);
 
-/// A hard limit on how long a box runs from its last start: past it the box is stopped after
-/// its notice whether its GPUs are busy or not (work that runs away). An override or
-/// `ebb:keep-until` keeps it.
+/// Hard limits on a run, for work that runs away: past one the box is stopped after its notice
+/// whether its GPUs are busy or not. An override or `ebb:keep-until` keeps it.
 #[derive(Debug, Clone)]
 pub struct RuntimeLimit {
     /// The longest run from the last start.
-    pub max: Duration,
-    /// How long before `max` is reached the notice goes out.
+    pub max: Option<Duration>,
+    /// How long before a stop the notice goes out.
     pub notify_before: Duration,
+    /// The longest a box may stay busy without its `ebb:checkpoint-at` tag moving: work that is
+    /// not saving itself.
+    pub max_busy_without_checkpoint: Option<Duration>,
 }
 
 /// Move interruptible work to spot capacity.

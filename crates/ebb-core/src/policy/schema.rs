@@ -420,9 +420,9 @@ fn policy_schema() -> Value {
             ),
         ],
     );
-    let runtime = object(
+    let mut runtime = object(
         keys::RUNTIME,
-        &["max"],
+        &[],
         &[
             (
                 "max",
@@ -430,10 +430,16 @@ fn policy_schema() -> Value {
             ),
             (
                 "notify_before",
-                duration("How long before max is reached the notice goes out (default 1h, or half of max when that is shorter); shorter than max"),
+                duration("How long before a runtime stop the notice goes out (default 1h, or half of the shorter limit when that is shorter); shorter than each limit"),
+            ),
+            (
+                "max_busy_without_checkpoint",
+                duration("How long a box may stay busy (every reading at or above the busy threshold) past an ebb:checkpoint-at tag that old; then it is stopped after its notice. A box without the tag is not judged"),
             ),
         ],
     );
+    runtime["anyOf"] =
+        json!([{"required": ["max"]}, {"required": ["max_busy_without_checkpoint"]}]);
     object(
         keys::POLICY,
         &["name", "match"],

@@ -79,18 +79,23 @@ pub(super) fn run(
     keep_running: bool,
     pools: Option<(&Pools, Choice)>,
 ) -> Vec<Played> {
-    // The engine needs no sample older than the longest idle window (a late start's too), and
-    // the busy check's last RECENT.
+    // The engine needs no sample older than the longest idle window (a late start's too, and
+    // a busy run's limit), and the busy check's last RECENT.
     let lookback = set
         .policies
         .iter()
         .flat_map(|p| {
             let late_start = p.late_start_idle().map(|(window, _)| window);
+            let busy_run = p
+                .runtime
+                .as_ref()
+                .and_then(|r| r.max_busy_without_checkpoint);
             p.idle
                 .as_ref()
                 .map(|i| i.window)
                 .into_iter()
                 .chain(late_start)
+                .chain(busy_run)
         })
         .max()
         .unwrap_or_else(Duration::zero)

@@ -4,8 +4,9 @@
 
 use super::lead::Early;
 use super::text::local;
-use super::{Context, InstanceFacts};
+use super::{Context, InstanceFacts, CLOCK_SKEW};
 use crate::fleet::Instance;
+use crate::names::CHECKPOINT_AT_TAG;
 use crate::policy::Policy;
 use crate::schedule::{day_name, zone, DateRule, ScheduleStatus};
 use chrono::{DateTime, Duration, Utc};
@@ -106,6 +107,25 @@ impl Eval<'_> {
     /// `t` as reasons show it, in the policy's time zone.
     pub(super) fn at(&self, t: DateTime<Utc>) -> String {
         local(t, self.tz(), self.now())
+    }
+
+    /// When the instance's job last saved itself (tag `ebb:checkpoint-at`), or why that is
+    /// unknown: no tag, one that is not a time, or one in the future (a clock error).
+    pub(super) fn last_checkpoint(&self) -> Result<DateTime<Utc>, String> {
+        let checkpoint = self.inst.tag(CHECKPOINT_AT_TAG).ok_or_else(|| {
+            self.text(|| "no ebb:checkpoint-at tag: the job's checkpoint age is unknown".into())
+        })?;
+        let at = DateTime::parse_from_rfc3339(checkpoint.trim())
+            .map_err(|_| {
+                self.text(|| {
+                    format!("tag ebb:checkpoint-at=\"{checkpoint}\" is not an RFC 3339 time")
+                })
+            })?
+            .with_timezone(&Utc);
+        if at > self.now() + CLOCK_SKEW {
+            return Err(self.text(|| format!("ebb:checkpoint-at {} is in the future", self.at(at))));
+        }
+        Ok(at)
     }
 
     /// The reason text `text` makes, or an empty one in a pass that writes no reasons.

@@ -288,10 +288,7 @@ enum Memory {
 
 /// The memory of the samples of `[now - length, now]` against `limit` MiB.
 fn memory_held(samples: &[Sample], now: DateTime<Utc>, length: Duration, limit: u32) -> Memory {
-    let start = now - length;
-    let lo = samples.partition_point(|s| s.at < start);
-    let hi = samples.partition_point(|s| s.at <= now);
-    let window = &samples[lo..hi.max(lo)];
+    let window = within(samples, now, length);
     if let Some((s, mib)) = window
         .iter()
         .rev()
@@ -319,30 +316,43 @@ pub(super) fn coverage(
     length: Duration,
     threshold: f64,
 ) -> Coverage {
-    let start = now - length;
-    let lo = samples.partition_point(|s| s.at < start);
-    let hi = samples.partition_point(|s| s.at <= now);
-    let window = &samples[lo..hi.max(lo)];
+    let window = within(samples, now, length);
     if let Some(s) = window.iter().rev().find(|s| s.percent >= threshold) {
         return Coverage::Busy {
             at: s.at,
             percent: s.percent,
         };
     }
-    let (Some(first), Some(last)) = (window.first(), window.last()) else {
-        return Coverage::Missing(Gap::NoSamples(length));
-    };
-    if first.at - start > RECENT {
-        return Coverage::Missing(Gap::LateFirst(first.at - start));
-    }
-    if let Some(w) = window.windows(2).find(|w| w[1].at - w[0].at > RECENT) {
-        return Coverage::Missing(Gap::Between(w[1].at - w[0].at));
-    }
-    if now - last.at > RECENT {
-        return Coverage::Missing(Gap::Stale(now - last.at));
+    if let Some(gap) = gap(window, now, length) {
+        return Coverage::Missing(gap);
     }
     Coverage::Idle {
         samples: window.len(),
         max: window.iter().map(|s| s.percent).fold(0.0, f64::max),
     }
+}
+
+/// The samples of `[now - length, now]`.
+pub(super) fn within(samples: &[Sample], now: DateTime<Utc>, length: Duration) -> &[Sample] {
+    let start = now - length;
+    let lo = samples.partition_point(|s| s.at < start);
+    let hi = samples.partition_point(|s| s.at <= now);
+    &samples[lo..hi.max(lo)]
+}
+
+/// Why `window`, the samples of `[now - length, now]`, does not cover it, if it does not: the
+/// first sample later than [`RECENT`] after the start, a gap over [`RECENT`], or the newest
+/// older than [`RECENT`].
+pub(super) fn gap(window: &[Sample], now: DateTime<Utc>, length: Duration) -> Option<Gap> {
+    let start = now - length;
+    let (Some(first), Some(last)) = (window.first(), window.last()) else {
+        return Some(Gap::NoSamples(length));
+    };
+    if first.at - start > RECENT {
+        return Some(Gap::LateFirst(first.at - start));
+    }
+    if let Some(w) = window.windows(2).find(|w| w[1].at - w[0].at > RECENT) {
+        return Some(Gap::Between(w[1].at - w[0].at));
+    }
+    (now - last.at > RECENT).then(|| Gap::Stale(now - last.at))
 }

@@ -1,9 +1,9 @@
 //! The spot rule: whether a running on-demand instance should move to spot capacity now.
 
 use super::text::span;
-use super::{Eval, CLOCK_SKEW};
+use super::Eval;
 use crate::fleet::Lifecycle;
-use crate::names::{CHECKPOINT_AT_TAG, INTERRUPTIBLE_TAG, MIGRATING_TAG, MIGRATION_TAG};
+use crate::names::{INTERRUPTIBLE_TAG, MIGRATING_TAG, MIGRATION_TAG};
 use crate::policy::SpotRule;
 use chrono::{DateTime, Duration, Utc};
 
@@ -122,19 +122,7 @@ impl Eval<'_> {
     /// the rule; otherwise why not.
     fn checkpoint(&self, rule: &SpotRule) -> Result<DateTime<Utc>, String> {
         let now = self.now();
-        let checkpoint = self.inst.tag(CHECKPOINT_AT_TAG).ok_or_else(|| {
-            self.text(|| "no ebb:checkpoint-at tag: the job's checkpoint age is unknown".into())
-        })?;
-        let at = DateTime::parse_from_rfc3339(checkpoint.trim())
-            .map_err(|_| {
-                self.text(|| {
-                    format!("tag ebb:checkpoint-at=\"{checkpoint}\" is not an RFC 3339 time")
-                })
-            })?
-            .with_timezone(&Utc);
-        if at > now + CLOCK_SKEW {
-            return Err(self.text(|| format!("ebb:checkpoint-at {} is in the future", self.at(at))));
-        }
+        let at = self.last_checkpoint()?;
         if now - at > rule.checkpoint_max_age {
             return Err(self.text(|| {
                 format!(

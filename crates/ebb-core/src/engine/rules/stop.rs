@@ -151,16 +151,28 @@ impl Eval<'_> {
         notice_for: NoticeFor,
         trace: &mut Trace,
     ) -> Verdict {
-        let Some(n) = &self.policy.notify else {
-            return stop;
-        };
+        match &self.policy.notify {
+            Some(n) => self.after_notice(stop, notice_for, n.before, trace),
+            None => stop,
+        }
+    }
+
+    /// Gates a stop behind a notice `before` ahead of it, as [`Eval::with_notice`] does with
+    /// the policy's.
+    pub(super) fn after_notice(
+        &self,
+        stop: Verdict,
+        notice_for: NoticeFor,
+        before: Duration,
+        trace: &mut Trace,
+    ) -> Verdict {
         let now = self.now();
         let counts = |sent: DateTime<Utc>| match notice_for {
-            NoticeFor::Close(close) => sent >= close - n.before,
-            NoticeFor::Now => sent >= now - n.before - NOTICE_SLACK,
+            NoticeFor::Close(close) => sent >= close - before,
+            NoticeFor::Now => sent >= now - before - NOTICE_SLACK,
         };
         match self.facts.notified_at.filter(|t| counts(*t)) {
-            Some(sent) if now >= sent + n.before => {
+            Some(sent) if now >= sent + before => {
                 trace.note(|| format!("notice sent {}, {} ago", self.at(sent), span(now - sent)));
                 Verdict {
                     reason: self.text(|| format!("{}; notice sent {}", stop.reason, self.at(sent))),
@@ -175,16 +187,15 @@ impl Eval<'_> {
                         "{}; notice sent {}, stop at {}",
                         stop.reason,
                         self.at(sent),
-                        self.at(sent + n.before)
+                        self.at(sent + before)
                     )
                 }),
             ),
             None => {
-                let stop_at = now + n.before;
-                let code = match (notice_for, stop.code) {
-                    (_, Code::Idle | Code::IdleMetricsMissing | Code::LateStartIdle) => {
-                        Code::IdleNotice
-                    }
+                let stop_at = now + before;
+                let code = match stop.code {
+                    Code::Idle | Code::IdleMetricsMissing | Code::LateStartIdle => Code::IdleNotice,
+                    Code::CheckpointOverdue => Code::RuntimeNotice,
                     _ => Code::NoticeLate,
                 };
                 Verdict {

@@ -54,7 +54,7 @@ pub const PROMETHEUS_SIGNAL: &[&str] = &["name", "query", "active_above"];
 pub const NOTIFY: &[&str] = &["before"];
 pub const START: &[&str] = &["fallback_types", "restore_type", "reserve_capacity"];
 pub const STOP: &[&str] = &["allow_charging_stop", "in_reservation"];
-pub const RUNTIME: &[&str] = &["max", "notify_before"];
+pub const RUNTIME: &[&str] = &["max", "notify_before", "max_busy_without_checkpoint"];
 pub const SPOT: &[&str] = &[
     "min_savings",
     "checkpoint_max_age",

@@ -1,36 +1,49 @@
-//! The `runtime` section: how long a box may run from its last start.
+//! The `runtime` section: how long a box may run from its last start, and stay busy without
+//! a checkpoint.
 
 use super::{child, keys, Checker};
 use crate::policy::yaml::{Step, Value};
 use crate::policy::{RuntimeLimit, DEFAULT_RUNTIME_NOTICE};
 
 impl Checker {
-    /// A policy's `runtime` limit.
+    /// A policy's `runtime` limits.
     pub(super) fn runtime(&mut self, v: &Value, path: &[Step]) -> Option<RuntimeLimit> {
         let f = self.fields(v, path, "a runtime limit", keys::RUNTIME)?;
-        let max = match f.get("max") {
-            Some((v, p)) => self.duration(v, &p, "runtime.max")?,
-            None => {
-                self.missing(
-                    path,
-                    "max",
-                    "runtime needs \"max\" (how long a box may run from its last start, like \"72h\")"
-                        .into(),
-                );
-                return None;
-            }
+        let mut limit = |key: &str| {
+            f.get(key)
+                .map(|(v, p)| self.duration(v, &p, &format!("runtime.{key}")))
         };
-        let notify_before = match f.get("notify_before") {
-            Some((v, p)) => self.duration(v, &p, "runtime.notify_before")?,
-            None => DEFAULT_RUNTIME_NOTICE.min(max / 2),
-        };
-        if notify_before >= max {
-            self.problem(
-                &child(path, Step::Value("notify_before".into())),
-                "runtime.notify_before must be shorter than runtime.max: the notice goes out that long before the limit is reached".into(),
+        let max = limit("max");
+        let busy = limit("max_busy_without_checkpoint");
+        if let (None, None) = (&max, &busy) {
+            self.missing(
+                path,
+                "max",
+                "runtime needs \"max\" (how long a box may run from its last start, like \"72h\") or \"max_busy_without_checkpoint\" (how long it may stay busy without its ebb:checkpoint-at tag moving)".into(),
             );
             return None;
         }
-        Some(RuntimeLimit { max, notify_before })
+        // A limit that is not a duration is reported already.
+        if max == Some(None) || busy == Some(None) {
+            return None;
+        }
+        let (max, busy) = (max.flatten(), busy.flatten());
+        let shortest = max.into_iter().chain(busy).min()?;
+        let notify_before = match f.get("notify_before") {
+            Some((v, p)) => self.duration(v, &p, "runtime.notify_before")?,
+            None => DEFAULT_RUNTIME_NOTICE.min(shortest / 2),
+        };
+        if notify_before >= shortest {
+            self.problem(
+                &child(path, Step::Value("notify_before".into())),
+                "runtime.notify_before must be shorter than runtime.max and max_busy_without_checkpoint: the notice goes out that long before the stop".into(),
+            );
+            return None;
+        }
+        Some(RuntimeLimit {
+            max,
+            notify_before,
+            max_busy_without_checkpoint: busy,
+        })
     }
 }
