@@ -6,7 +6,7 @@
 use super::args::{DbArgs, PolicyDirs, PricesArg};
 use super::interruptions::read_pools;
 use super::replay_store;
-use super::utilisation::read_utilisation;
+use super::utilisation::{self, read_utilisation};
 use crate::engine::Prior;
 use crate::fleet::money::PriceTable;
 use crate::fleet::{Fleet, Instance, GPU_BUSY_PERCENT};
@@ -123,6 +123,26 @@ impl Source<'_> {
     }
 }
 
+/// Warns of each policy whose activity signals the recording lacks (a file without their
+/// `activity:NAME` columns, or Postgres, which keeps no history of them): each counts as in
+/// use, so the policy stops nothing for idleness in the replay.
+fn warn_unrecorded_signals(set: &PolicySet, recorded: &[String]) {
+    for p in &set.policies {
+        let signals = p.idle.iter().flat_map(|i| &i.activity);
+        let names: Vec<&str> = signals
+            .map(|s| s.name.as_str())
+            .filter(|n| !recorded.iter().any(|r| r == n))
+            .collect();
+        if !names.is_empty() {
+            eprintln!(
+                "warning: policy {}: the recording has no history of its activity signals {} (a utilisation file's activity:NAME columns): each counts as in use, so nothing is stopped for idleness under it here",
+                p.name,
+                names.join(", ")
+            );
+        }
+    }
+}
+
 /// `ebb replay`: the measures of every scenario over the recording.
 pub(super) async fn run(args: &ReplayArgs) -> Result<ExitCode> {
     if args.to <= args.from {
@@ -134,17 +154,6 @@ pub(super) async fn run(args: &ReplayArgs) -> Result<ExitCode> {
     }
     let set = policy::load(&args.policies.policies)
         .context("policies are not valid (run ebb validate)")?;
-    for p in &set.policies {
-        let signals = p.idle.iter().flat_map(|i| &i.activity);
-        let names: Vec<&str> = signals.map(|s| s.name.as_str()).collect();
-        if !names.is_empty() {
-            eprintln!(
-                "warning: policy {}: a replay has no history of its activity signals ({}): each counts as in use, so nothing is stopped for idleness under it here",
-                p.name,
-                names.join(", ")
-            );
-        }
-    }
     let baseline = match args.baseline.is_empty() {
         true => None,
         false => Some(
@@ -172,6 +181,11 @@ pub(super) async fn run(args: &ReplayArgs) -> Result<ExitCode> {
             )
         }
     };
+    let recorded = match &args.utilisation {
+        Some(path) if args.fleet.is_some() => utilisation::recorded_signals(path)?,
+        _ => Vec::new(),
+    };
+    warn_unrecorded_signals(&set, &recorded);
     let table = add_prices(&args.prices, &mut fleet)?;
     let pools = match &args.interruptions {
         Some(path) => Some(read_pools(

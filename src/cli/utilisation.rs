@@ -1,12 +1,14 @@
 //! The utilisation CSV that `ebb metrics export` writes and `ebb replay` reads: a header, then
-//! `instance,time,gpu_util` with the optional `gpu_mem_mib` and `gpus_busy` columns, read a row
-//! at a time into each instance's [`Recording`]. A file whose rows come instance by instance
-//! (as the export writes them) is streamed; any other order is sorted first ([`sort`]).
+//! `instance,time,gpu_util` with the optional `gpu_mem_mib` and `gpus_busy` columns and an
+//! `activity:NAME` column for each activity signal recorded (the latest use it had shown by the
+//! row's time, RFC 3339; empty for none yet), read a row at a time into each instance's
+//! [`Recording`]. A file whose rows come instance by instance (as the export writes them) is
+//! streamed; any other order is sorted first ([`sort`]), which activity columns do not allow.
 
 mod sort;
 
 use crate::fleet::{Instance, Sample};
-use crate::replay::Recording;
+use crate::replay::{Recording, SignalRecording};
 use anyhow::{bail, Context as _, Result};
 use chrono::{DateTime, NaiveDate, NaiveTime, Utc};
 use std::collections::{HashMap, HashSet};
@@ -19,13 +21,18 @@ pub(super) const REQUIRED: [&str; 3] = ["instance", "time", "gpu_util"];
 /// (MiB, the GPU that held the most) and how many GPUs were busy.
 pub(super) const OPTIONAL: [&str; 2] = ["gpu_mem_mib", "gpus_busy"];
 
+/// How an activity signal's column is named: this, then the signal's name.
+pub(super) const ACTIVITY_PREFIX: &str = "activity:";
+
 /// Where the optional columns of a file are, by position.
-#[derive(Debug, Clone, Copy, Default)]
+#[derive(Debug, Clone, Default)]
 pub(super) struct Columns {
     /// The `gpu_mem_mib` column.
     memory: Option<usize>,
     /// The `gpus_busy` column.
     busy: Option<usize>,
+    /// The `activity:NAME` columns: each signal's name and position.
+    pub(super) activity: Vec<(String, usize)>,
 }
 
 impl Columns {
@@ -34,7 +41,7 @@ impl Columns {
         let names: Vec<&str> = header.iter().collect();
         let wrong = || {
             anyhow::anyhow!(
-                "{file}:1: the header is \"{}\"; it must be {}, optionally followed by {}",
+                "{file}:1: the header is \"{}\"; it must be {}, optionally followed by {} and an {ACTIVITY_PREFIX}NAME column for each activity signal recorded, each at most once",
                 names.join(","),
                 REQUIRED.join(","),
                 OPTIONAL.join(" and ")
@@ -45,6 +52,14 @@ impl Columns {
         }
         let mut columns = Columns::default();
         for (k, name) in names.iter().enumerate().skip(REQUIRED.len()) {
+            if let Some(signal) = name.strip_prefix(ACTIVITY_PREFIX) {
+                let known = columns.activity.iter().any(|(n, _)| n == signal);
+                if signal.trim().is_empty() || known {
+                    return Err(wrong());
+                }
+                columns.activity.push((signal.to_string(), k));
+                continue;
+            }
             let slot = match *name {
                 "gpu_mem_mib" => &mut columns.memory,
                 "gpus_busy" => &mut columns.busy,
@@ -119,6 +134,35 @@ impl RowReader {
             gpus_busy,
         })
     }
+
+    /// The last use each activity column of `row` (at `line`, its time `at`) says, in the
+    /// columns' order: a time no later than the row's, or none for an empty cell.
+    pub(super) fn uses(
+        &mut self,
+        row: &csv::StringRecord,
+        line: u64,
+        at: DateTime<Utc>,
+    ) -> Result<Vec<Option<DateTime<Utc>>>> {
+        let file = &self.file;
+        let mut uses = Vec::with_capacity(self.columns.activity.len());
+        for (name, k) in &self.columns.activity {
+            let text = &row[*k];
+            if text.is_empty() {
+                uses.push(None);
+                continue;
+            }
+            let used = self.times.read(text).with_context(|| {
+                format!("{file}:{line}: {ACTIVITY_PREFIX}{name} \"{text}\" is not an RFC 3339 time (the signal's last use by the row's time; leave it empty for none)")
+            })?;
+            if used > at {
+                bail!(
+                    "{file}:{line}: {ACTIVITY_PREFIX}{name} \"{text}\" is after the row's time: a cell holds the last use seen by then"
+                );
+            }
+            uses.push(Some(used));
+        }
+        Ok(uses)
+    }
 }
 
 /// Reads the CSV at `path`, handing each instance's recording to `each` once its rows end.
@@ -154,9 +198,11 @@ fn read_grouped(
     let header = reader
         .headers()
         .with_context(|| format!("{file}:1: cannot read the header"))?;
-    let mut rows = RowReader::new(file.clone(), Columns::of(header, &file)?);
+    let columns = Columns::of(header, &file)?;
+    let signals: Vec<String> = columns.activity.iter().map(|(n, _)| n.clone()).collect();
+    let mut rows = RowReader::new(file.clone(), columns);
     let mut done: HashSet<String> = HashSet::new();
-    let mut current: Option<(&Instance, Vec<Sample>)> = None;
+    let mut current: Option<(&Instance, Vec<Sample>, Uses)> = None;
     let mut row = csv::StringRecord::new();
     loop {
         let more = reader.read_record(&mut row).map_err(|e| {
@@ -171,10 +217,10 @@ fn read_grouped(
         }
         let line = row.position().map_or(0, |p| p.line());
         let id = &row[0];
-        if current.as_ref().is_none_or(|(inst, _)| inst.id != id) {
-            if let Some((inst, samples)) = current.take() {
+        if current.as_ref().is_none_or(|(inst, ..)| inst.id != id) {
+            if let Some((inst, samples, uses)) = current.take() {
                 done.insert(inst.id.clone());
-                each(Recording::new(inst, samples))?;
+                each(recording(inst, samples, &signals, uses))?;
             }
             if done.contains(id) {
                 // The order pass found them together: the file changed while it was read.
@@ -188,17 +234,48 @@ fn read_grouped(
                     fleet.display()
                 );
             };
-            current = Some((inst, Vec::new()));
+            current = Some((inst, Vec::new(), vec![Vec::new(); signals.len()]));
         }
         let sample = rows.sample(&row, line)?;
-        if let Some((_, samples)) = current.as_mut() {
+        let used = rows.uses(&row, line, sample.at)?;
+        if let Some((_, samples, uses)) = current.as_mut() {
             samples.push(sample);
+            for (column, last) in uses.iter_mut().zip(used) {
+                column.push((sample.at, last));
+            }
         }
     }
-    if let Some((inst, samples)) = current {
-        each(Recording::new(inst, samples))?;
+    if let Some((inst, samples, uses)) = current {
+        each(recording(inst, samples, &signals, uses))?;
     }
     Ok(())
+}
+
+/// Each activity column's rows of one instance: the row's time and the last use it says.
+type Uses = Vec<Vec<(DateTime<Utc>, Option<DateTime<Utc>>)>>;
+
+/// The recording of `inst`: its `samples`, and its `uses` of each of the `signals`.
+fn recording(inst: &Instance, samples: Vec<Sample>, signals: &[String], uses: Uses) -> Recording {
+    let activity = signals
+        .iter()
+        .zip(uses)
+        .map(|(name, rows)| SignalRecording::new(name, rows))
+        .collect();
+    Recording::new(inst, samples).with_activity(activity)
+}
+
+/// The activity signals the utilisation file at `path` records (its `activity:NAME` columns).
+pub(super) fn recorded_signals(path: &Path) -> Result<Vec<String>> {
+    let file = path.display().to_string();
+    let mut reader = csv::ReaderBuilder::new()
+        .has_headers(true)
+        .from_path(path)
+        .with_context(|| format!("cannot read utilisation file {file}"))?;
+    let header = reader
+        .headers()
+        .with_context(|| format!("{file}:1: cannot read the header"))?;
+    let columns = Columns::of(header, &file)?;
+    Ok(columns.activity.into_iter().map(|(n, _)| n).collect())
 }
 
 /// Reads the times of the CSV: the form `ebb metrics export` and the workload generator write

@@ -830,7 +830,7 @@ fn a_reservation_covering_the_stopped_hours_leaves_no_net_savings() {
     assert_eq!(replay(d.path(), from, to, &[])["commitments"], Value::Null);
 }
 
-/// A replay has no history of the idle rule's activity signals: the same notebook under the
+/// A recording without the idle rule's activity signals: the same notebook under the
 /// same rule with a heartbeat signal is never stopped for idleness (each signal counts as in
 /// use, as a tick counts one it could not read), even with an `ebb:active-at` tag that a tick
 /// would find stale; and the replay says why on stderr. A replay never claims the stops the
@@ -882,8 +882,145 @@ prices:
     let err = String::from_utf8(o.stderr).unwrap();
     assert!(
         err.contains(
-            "policy notebooks: a replay has no history of its activity signals (heartbeat)"
+            "policy notebooks: the recording has no history of its activity signals heartbeat"
         ),
         "{err}"
     );
+}
+
+/// The notebook's GPU busy Tuesday 10:00-12:00 and 13:00-14:00, and its Jupyter used 12:00-13:00
+/// between them (the `activity:jupyter` column: the last use by each row's time). Without the
+/// signal, the idle rule stops it at 12:45 and its person starts it again at 13:05, a wrongful
+/// stop; with it, it runs through. The replay plays the signal as recorded, and says what it
+/// prevented and what that cost against the same policies without it, which replay as the
+/// rule without signals does.
+#[test]
+fn a_recorded_activity_signal_prevents_a_stop_and_the_replay_says_what_it_cost() {
+    let (from, to) = ("2026-11-30T00:00:00Z", "2026-12-07T00:00:00Z");
+    let fleet = "
+instances:
+  - id: i-notebook
+    region: eu-central-1
+    type: g5.xlarge
+    state: running
+    launched_at: 2026-11-29T00:00:00Z
+    tags: {kind: notebook}
+prices:
+  eu-central-1: {g5.xlarge: {on_demand: 2.0}}
+";
+    let gpu: &[(&str, &str)] = &[
+        ("2026-12-01T10:00:00Z", "2026-12-01T12:00:00Z"),
+        ("2026-12-01T13:00:00Z", "2026-12-01T14:00:00Z"),
+    ];
+    let plain = trace("i-notebook", from, to, busy_in(gpu));
+    let (reading, read) = (at("2026-12-01T12:00:00Z"), at("2026-12-01T13:00:00Z"));
+    let mut csv = String::from("instance,time,gpu_util,activity:jupyter\n");
+    for row in plain.lines().skip(1) {
+        let t = at(row.split(',').nth(1).unwrap());
+        let last = match t {
+            t if t < reading => String::new(),
+            t if t < read => row.split(',').nth(1).unwrap().to_string(),
+            _ => "2026-12-01T12:55:00Z".to_string(),
+        };
+        csv.push_str(&format!("{row},{last}\n"));
+    }
+    let policy = NOTEBOOK.replace(
+        "idle: {gpu_below: 5, for: 45m}",
+        "idle: {gpu_below: 5, for: 45m, activity: [{jupyter: {}}]}",
+    );
+    let d = files(&policy, fleet, &csv);
+    let s = &replay(d.path(), from, to, &[])["scenarios"];
+    let without_signals = files(NOTEBOOK, fleet, &plain);
+    let w = &replay(without_signals.path(), from, to, &[])["scenarios"]["policies"];
+    let (with, without) = (&s["policies"], &s["without_activity"]);
+    for key in [
+        "stops",
+        "starts",
+        "wrongful_stops",
+        "running_hours",
+        "cost_usd",
+    ] {
+        assert_eq!(without[key], w[key], "{key}: {without} against {w}");
+    }
+    assert_eq!(
+        without["stops"].as_u64().unwrap() - with["stops"].as_u64().unwrap(),
+        1
+    );
+    assert_eq!(
+        (
+            with["wrongful_stops"].as_u64(),
+            without["wrongful_stops"].as_u64()
+        ),
+        (Some(0), Some(1)),
+        "{with} {without}"
+    );
+    let hours = |m: &Value, key: &str| m[key].as_f64().unwrap();
+    let kept = hours(with, "running_hours") - hours(without, "running_hours");
+    assert!((kept - 20.0 / 60.0).abs() < 0.02, "{kept}");
+    let cost = hours(with, "cost_usd") - hours(without, "cost_usd");
+    assert!((cost - 2.0 * 20.0 / 60.0).abs() < 0.04, "{cost}");
+
+    let p = |name: &str| d.path().join(name).to_str().unwrap().to_string();
+    let o = ebb(&[
+        "replay",
+        "--policies",
+        &p("policies"),
+        "--fleet",
+        &p("fleet.yaml"),
+        "--utilisation",
+        &p("util.csv"),
+        "--from",
+        from,
+        "--to",
+        to,
+    ]);
+    let (out, err) = (
+        String::from_utf8(o.stdout).unwrap(),
+        String::from_utf8(o.stderr).unwrap(),
+    );
+    assert!(
+        out.contains("The activity signals, against the same policies without them: stops prevented 1, running hours +0.3, cost +0.67 USD."),
+        "{out}"
+    );
+    assert!(!err.contains("no history of its activity signals"), "{err}");
+
+    // A use after its row's time, a repeated column, and rows out of order are refused.
+    let late = csv.replacen(",2026-12-01T12:55:00Z\n", ",2026-12-09T00:00:00Z\n", 1);
+    let twice = csv.replacen("activity:jupyter", "activity:jupyter,activity:jupyter", 1);
+    let mut rows: Vec<&str> = csv.lines().collect();
+    rows.swap(1, 2);
+    let unsorted = rows.join("\n") + "\n";
+    let other = "i-other,2026-11-30T00:00:00Z,1,\n";
+    let unsorted = unsorted.replacen("\n", &format!("\n{other}"), 1) + other;
+    for (file, says) in [
+        (
+            late,
+            "activity:jupyter \"2026-12-09T00:00:00Z\" is after the row's time",
+        ),
+        (
+            twice,
+            "an activity:NAME column for each activity signal recorded, each at most once",
+        ),
+        (
+            unsorted,
+            "which the activity:jupyter column needs: sort the file by instance",
+        ),
+    ] {
+        std::fs::write(d.path().join("util.csv"), &file).unwrap();
+        let o = ebb(&[
+            "replay",
+            "--policies",
+            &p("policies"),
+            "--fleet",
+            &p("fleet.yaml"),
+            "--utilisation",
+            &p("util.csv"),
+            "--from",
+            from,
+            "--to",
+            to,
+        ]);
+        let err = String::from_utf8(o.stderr).unwrap();
+        assert!(!o.status.success() && err.contains(says), "{says}: {err}");
+    }
 }

@@ -7,7 +7,7 @@
 //! runs are then merged, an instance at a time, in instance id order. A file small enough for
 //! one run is sorted in memory and writes nothing.
 
-use super::{Columns, RowReader, REQUIRED};
+use super::{Columns, RowReader, ACTIVITY_PREFIX, REQUIRED};
 use crate::fleet::{Instance, Sample};
 use crate::replay::Recording;
 use anyhow::{bail, Context as _, Result};
@@ -137,7 +137,13 @@ fn read_in_runs(
     let header = reader
         .headers()
         .with_context(|| format!("{file}:1: cannot read the header"))?;
-    let mut rows = RowReader::new(file.clone(), Columns::of(header, &file)?);
+    let columns = Columns::of(header, &file)?;
+    if let Some((name, _)) = columns.activity.first() {
+        bail!(
+            "{file}: the rows of each instance are not together, which the {ACTIVITY_PREFIX}{name} column needs: sort the file by instance (then time), as ebb metrics export writes it"
+        );
+    }
+    let mut rows = RowReader::new(file.clone(), columns);
     let mut buffer: Vec<Row> = Vec::with_capacity(run_rows.min(1 << 16));
     let mut runs: Vec<File> = Vec::new();
     let mut record = csv::StringRecord::new();

@@ -1,7 +1,8 @@
 //! `ebb replay`: what a policy set would have done over recorded GPU utilisation, against
 //! keeping every instance running (`always_on`) and running each exactly while it is busy
 //! (`oracle`), against the same policies stopping people's starts after the close at once
-//! (`late_start_enforce`), and against another policy set (`baseline`).
+//! (`late_start_enforce`), against the same policies without their activity signals
+//! (`without_activity`), and against another policy set (`baseline`).
 //!
 //! Pure, like the engine it runs: the recording and the snapshot come in as values, the
 //! measures go out as numbers. Instances are replayed a chunk at a time (decisions are per
@@ -12,11 +13,13 @@
 //! above the busy threshold; a sample stands for the time until the next one, at most
 //! [`RECENT`] (the engine's coverage rule).
 
+mod activity;
 mod groups;
 mod model;
 mod pools;
 mod report;
 
+pub use activity::SignalRecording;
 pub use model::Played;
 pub use pools::{table as pools_table, Choice, Pools};
 pub use report::{InstanceOutcome, Net, OnDemandUse, Report, Scenarios, Tally};
@@ -59,6 +62,8 @@ pub struct Recording {
     pub instance: Instance,
     /// Its samples, oldest first.
     pub samples: Vec<Sample>,
+    /// Its activity signals' recordings, by signal (none unless the recording has them).
+    pub activity: Vec<SignalRecording>,
 }
 
 impl Recording {
@@ -74,7 +79,13 @@ impl Recording {
                 ..instance.clone()
             },
             samples,
+            activity: Vec::new(),
         }
+    }
+
+    /// The recording with its activity signals' recordings.
+    pub fn with_activity(self, activity: Vec<SignalRecording>) -> Recording {
+        Recording { activity, ..self }
     }
 }
 
@@ -150,6 +161,8 @@ pub struct Replayer<'a> {
     baseline: Option<Scenario<'a>>,
     /// The policies with `late_start: enforce`, when some of them keep late starts.
     late_start_enforce: Option<Scenario<'a>>,
+    /// The policies without their idle rules' activity signals, when some have them.
+    without_activity: Option<Scenario<'a>>,
     /// The spot pools, when modelled: the policies place by expected cost, and this scenario
     /// replays them placing by price alone.
     pools: Option<(&'a Pools, Scenario<'a>)>,
@@ -170,6 +183,19 @@ fn enforcing_late_starts(set: &PolicySet) -> Option<PolicySet> {
         wh.late_start = LateStart::Enforce;
     }
     Some(enforcing)
+}
+
+/// `set` without its idle rules' activity signals, when some policy has them (otherwise it
+/// would replay the same).
+fn without_activity(set: &PolicySet) -> Option<PolicySet> {
+    if activity::signal_names(set).is_empty() {
+        return None;
+    }
+    let mut without = set.clone();
+    for idle in without.policies.iter_mut().filter_map(|p| p.idle.as_mut()) {
+        idle.activity.clear();
+    }
+    Some(without)
 }
 
 impl<'a> Replayer<'a> {
@@ -194,6 +220,10 @@ impl<'a> Replayer<'a> {
                 prior: prior.clone(),
             }),
             late_start_enforce: enforcing_late_starts(policies).map(|set| Scenario {
+                set: Cow::Owned(set),
+                prior: prior.clone(),
+            }),
+            without_activity: without_activity(policies).map(|set| Scenario {
                 set: Cow::Owned(set),
                 prior: prior.clone(),
             }),
@@ -247,6 +277,8 @@ impl<'a> Replayer<'a> {
         let baseline: Option<Vec<Tally>> = self.baseline.as_mut().map(run).map(tallies);
         let late_start_enforce: Option<Vec<Tally>> =
             self.late_start_enforce.as_mut().map(run).map(tallies);
+        let without_activity: Option<Vec<Tally>> =
+            self.without_activity.as_mut().map(run).map(tallies);
         let cheapest_first: Option<Vec<Tally>> = self
             .pools
             .as_mut()
@@ -285,6 +317,7 @@ impl<'a> Replayer<'a> {
                         policies: policies[i],
                         baseline: baseline.as_ref().map(|b| b[i]),
                         late_start_enforce: late_start_enforce.as_ref().map(|e| e[i]),
+                        without_activity: without_activity.as_ref().map(|w| w[i]),
                         cheapest_first: cheapest_first.as_ref().map(|c| c[i]),
                         always_on,
                         oracle,

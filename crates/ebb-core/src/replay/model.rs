@@ -4,18 +4,16 @@
 //! after the close, a late start). An Auto Scaling group's members move with their group's
 //! decisions (`super::groups`), and no person starts one alone.
 
+use super::activity::{self, SignalRecording};
 use super::groups::{Groups, Move};
 use super::pools::{Choice, OnSpot, Pools};
 use super::{demand_soon, settled, BusyCursor, Options, Recording, Span, Tally};
 use crate::engine::{self, Action, Brief, Decider, InstanceFacts, Prior, RECENT};
-use crate::fleet::activity::{ActivityReadings, SignalReading};
 use crate::fleet::{Fleet, Instance, InstanceState, Lifecycle, Prices, Sample};
 use crate::names::{MIGRATION_TAG, STOP_AT_TAG};
 use crate::policy::PolicySet;
 use crate::report::money::HourlyUse;
 use chrono::{DateTime, Duration, SecondsFormat, Utc};
-use std::collections::{BTreeMap, BTreeSet};
-use std::sync::Arc;
 
 /// The replacement a modelled spot move launches is tagged as a migration's: what the engine
 /// then knows it cannot stop (a one-time spot instance), as in production.
@@ -106,7 +104,9 @@ pub(super) fn run(
         levers: o.levers,
         ..Fleet::default()
     };
-    fleet.activity = no_activity_history(set, &fleet.instances);
+    let signals = activity::signal_names(set);
+    let recorded: Vec<&[SignalRecording]> = chunk.iter().map(|r| &r.activity[..]).collect();
+    let unknown = activity::Unknown::default();
     let mut models: Vec<Modelled> = chunk
         .iter()
         .enumerate()
@@ -135,6 +135,14 @@ pub(super) fn run(
             person_started[i] = !groups.is_member(i) && m.person_start(view, t, prior);
             m.show_samples(view, t, lookback);
         }
+        activity::readings_at(
+            &signals,
+            &fleet.instances,
+            &recorded,
+            t,
+            &unknown,
+            &mut fleet.activity,
+        );
         let decisions = decider.decide(t, &fleet, prior);
         let moves = groups.decide(t, set, &fleet, prior);
         let end = (t + o.tick).min(o.to);
@@ -388,26 +396,4 @@ fn spot_rate(set: &PolicySet, prices: &Prices, inst: &Instance) -> Option<f64> {
         .iter()
         .filter_map(|t| region.get(t)?.spot)
         .min_by(f64::total_cmp)
-}
-
-/// A replay has no history of the idle rule's activity signals: each is unknown for every
-/// instance, which counts as in use, as a tick counts a signal it could not read. So a replay
-/// never claims the stops the signals might have allowed.
-fn no_activity_history(set: &PolicySet, instances: &[Instance]) -> ActivityReadings {
-    let names: BTreeSet<&str> = set
-        .policies
-        .iter()
-        .flat_map(|p| p.idle.iter().flat_map(|i| &i.activity))
-        .map(|s| s.name.as_str())
-        .collect();
-    if names.is_empty() {
-        return ActivityReadings::new();
-    }
-    let why: Arc<str> = Arc::from("a replay has no history of it");
-    let unread = |name: &&str| (name.to_string(), SignalReading::Unread(why.clone()));
-    let readings: BTreeMap<String, SignalReading> = names.iter().map(unread).collect();
-    instances
-        .iter()
-        .map(|i| (i.id.clone(), readings.clone()))
-        .collect()
 }

@@ -96,6 +96,9 @@ pub struct Scenarios {
     /// Under the policies given with `late_start: enforce` in each: what keeping people's late
     /// starts costs and serves. Only when some policy keeps them.
     pub late_start_enforce: Option<Tally>,
+    /// Under the policies given without their idle rules' activity signals: the stops the
+    /// signals prevent and what keeping those boxes costs. Only when some policy has them.
+    pub without_activity: Option<Tally>,
     /// With `--interruptions`, the policies with each spot move placed by price alone (the
     /// policies place by expected cost).
     pub cheapest_first: Option<Tally>,
@@ -115,6 +118,9 @@ impl AddAssign for Scenarios {
         }
         if let Some(e) = o.late_start_enforce {
             *self.late_start_enforce.get_or_insert_with(Tally::default) += e;
+        }
+        if let Some(w) = o.without_activity {
+            *self.without_activity.get_or_insert_with(Tally::default) += w;
         }
         if let Some(c) = o.cheapest_first {
             *self.cheapest_first.get_or_insert_with(Tally::default) += c;
@@ -159,11 +165,26 @@ impl Scenarios {
         if let Some(e) = &self.late_start_enforce {
             map.insert("late_start_enforce".into(), self.policy_json(e));
         }
+        if let Some(w) = &self.without_activity {
+            map.insert("without_activity".into(), self.policy_json(w));
+        }
         if let Some(c) = &self.cheapest_first {
             map.insert("cheapest_first".into(), self.policy_json(c));
         }
         Value::Object(map)
     }
+}
+
+/// What the activity signals did, against the same policies without them: the stops they
+/// prevented and what keeping those boxes running cost. `None` without signals.
+fn activity_line(t: &Scenarios) -> Option<String> {
+    let w = t.without_activity?;
+    Some(format!(
+        "The activity signals, against the same policies without them: stops prevented {}, running hours {:+.1}, cost {:+.2} USD.",
+        w.stops.saturating_sub(t.policies.stops),
+        (t.policies.running_s - w.running_s) as f64 / 3600.0,
+        t.policies.cost_usd - w.cost_usd
+    ))
 }
 
 /// The outcome of one instance.
@@ -304,6 +325,7 @@ impl Report {
             t.late_start_enforce
                 .map(|e| ("late_start_enforce", e, true)),
         );
+        rows.extend(t.without_activity.map(|w| ("without_activity", w, true)));
         rows.extend(t.baseline.map(|b| ("baseline", b, true)));
         rows.push(("always_on", t.always_on, false));
         rows.push(("oracle", t.oracle, false));
@@ -330,6 +352,9 @@ impl Report {
         }
         if let Some(net) = &self.net {
             let _ = writeln!(out, "\n{}", net.line());
+        }
+        if let Some(line) = activity_line(t) {
+            let _ = writeln!(out, "\n{line}");
         }
         let _ = writeln!(
             out,
@@ -409,6 +434,9 @@ impl Report {
                 e.unserved_busy_s as f64 / 3600.0
             );
         }
+        if let Some(line) = activity_line(t) {
+            let _ = writeln!(out, "{line}\n");
+        }
         out.push_str(&self.most_changed(label));
         out
     }
@@ -481,6 +509,7 @@ mod tests {
                 policies,
                 baseline: None,
                 late_start_enforce: None,
+                without_activity: None,
                 cheapest_first: None,
                 always_on: tally(10, 10.0),
                 oracle: tally(2, 2.0),
