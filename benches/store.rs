@@ -60,6 +60,7 @@ fn fleet(n: usize) -> Vec<Instance> {
             gpu_util: Vec::<Sample>::new(),
             via_role: None,
             billing: Billing::EC2,
+            private_ip: None,
         })
         .collect()
 }

@@ -123,6 +123,9 @@ struct SnapshotInstance {
     lifecycle: Lifecycle,
     #[serde(default)]
     launched_at: Option<Timestamp>,
+    /// Its private IP address, where a Jupyter URL template finds its server.
+    #[serde(default)]
+    private_ip: Option<std::net::IpAddr>,
     #[serde(default, deserialize_with = "scalar_tags")]
     tags: Tags,
     /// What owns it besides ebb; without it, its tags say (an owner given here adds the tags
@@ -459,6 +462,7 @@ impl Snapshot {
                     gpu_util,
                     via_role: i.via_role.map(Into::into),
                     billing,
+                    private_ip: i.private_ip.map(|ip| ip.to_string()),
                 }
             })
             .collect::<Vec<Instance>>();

@@ -46,6 +46,7 @@ fn fleet_of(
         gpu_util: readings.to_vec(),
         via_role: None,
         billing: Billing::ec2(state == InstanceState::Stopped),
+        private_ip: None,
     };
     let mut fleet = Fleet {
         levers: crate::cloud::levers(),

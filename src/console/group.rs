@@ -182,6 +182,7 @@ fn decide_now(
             gpu_util: samples.unwrap_or_default(),
             via_role: None,
             billing: Billing::ec2(state == InstanceState::Stopped),
+            private_ip: None,
         });
     }
     let listed = ScalingGroup {

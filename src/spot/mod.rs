@@ -274,6 +274,7 @@ mod tests {
             gpu_util: Vec::new(),
             via_role: None,
             billing: crate::fleet::Billing::ec2(true),
+            private_ip: None,
         }
     }
 

@@ -115,6 +115,7 @@ impl Store {
                 gpu_util: Vec::new(),
                 via_role: None,
                 billing: Billing::ec2(state == InstanceState::Stopped),
+                private_ip: None,
             });
         }
         let overrides: Vec<(String, DateTime<Utc>, String, String)> = sqlx::query_as(

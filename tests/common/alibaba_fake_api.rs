@@ -27,6 +27,7 @@ fn describe(i: &FakeInstance) -> Value {
         "Status": i.status, "InstanceChargeType": i.charge_type,
         "SpotStrategy": i.spot_strategy, "StoppedMode": i.stopped_mode,
         "StartTime": "2026-11-30T01:00Z",
+        "VpcAttributes": {"PrivateIpAddress": {"IpAddress": [format!("172.16.0.{}", i.id.len())]}},
         "OperationLocks": {"LockReason": i.locks.iter().map(|l| json!({"LockReason": l})).collect::<Vec<_>>()},
         "Tags": {"Tag": i.tags.iter().map(|(k, v)| json!({"TagKey": k, "TagValue": v})).collect::<Vec<_>>()},
     })

@@ -64,6 +64,7 @@ pub fn instance(id: &str, tags: &[(&str, &str)]) -> Instance {
         gpu_util: Vec::new(),
         via_role: None,
         billing: Billing::EC2,
+        private_ip: None,
     }
 }
 

@@ -536,6 +536,7 @@ impl FakeState {
                     "InstanceState": i.state, "InstanceChargeType": i.charge,
                     "StopChargingMode": i.stopped_mode,
                     "PublicIpAddresses": i.public_ip.as_ref().map(|ip| vec![ip.clone()]),
+                    "PrivateIpAddresses": [format!("10.0.0.{}", n % 250 + 1)],
                     "Placement": {"Zone": format!("{region}-3")},
                     "Tags": i.tags.iter().map(|(k, v)| json!({"Key": k, "Value": v})).collect::<Vec<_>>(),
                 })

@@ -93,6 +93,10 @@ fn assert_listed_with_gpu_facts(instance: &Instance, region: &str) {
     assert_eq!(instance.region, region);
     assert_eq!(instance.state, InstanceState::Running);
     assert!(instance.launched_at.is_some());
+    // EC2's PrivateIpAddress, where a jupyter signal's url template finds the box's server.
+    let ip = instance.private_ip.as_deref();
+    let private = ip.and_then(|ip| ip.parse::<std::net::Ipv4Addr>().ok());
+    assert!(private.is_some_and(|ip| ip.is_private()), "{ip:?}");
     assert_eq!(instance.tag("team"), Some("research"));
     let gpus = instance.gpus.as_ref();
     match instance.instance_type.as_str() {

@@ -281,8 +281,17 @@ fn signals_are_checked_when_the_policy_is_read() {
         ),
         (
             "[{jupyter: {url: \"http://10.0.0.1:8888\"}}]",
-            "unknown key \"url\"",
+            "then {private_ip} as its host",
         ),
+        (
+            "[{jupyter: {url: \"http://{private_ip}.example.com:8888\"}}]",
+            "then {private_ip} as its host",
+        ),
+        (
+            "[{jupyter: {url: \"ftp://{private_ip}/\"}}]",
+            "must be http:// or https://",
+        ),
+        ("[{jupyter: {token: \"t0ken\"}}]", "unknown key \"token\""),
         ("[{notebook: {}}]", "unknown key \"notebook\""),
         (
             "[{heartbeat: {max_age: 10m}, prometheus: {query: up}}]",
@@ -428,4 +437,21 @@ fn ebb_heartbeat_token_prints_the_token_serve_checks() {
         err.contains("EBB_HEARTBEAT_KEY_FILE") && err.lines().count() == 1,
         "{err}"
     );
+}
+
+#[test]
+fn a_jupyter_url_template_takes_the_box_s_private_ip_as_its_host() {
+    let set = policies(
+        "policies:\n  - name: p\n    match: {tags: {a: b}}\n    idle: {gpu_below: 5, for: 30m, activity: [{jupyter: {url: \"https://{private_ip}:8888/lab/\"}}]}\n",
+    );
+    let ebb::policy::SignalSource::Jupyter {
+        url: Some(template),
+    } = &set.policies[0].idle.as_ref().unwrap().activity[0].source
+    else {
+        panic!("{:?}", set.policies[0].idle);
+    };
+    let v4 = ebb::policy::jupyter_url(template, "10.0.3.17");
+    assert_eq!(v4, "https://10.0.3.17:8888/lab/");
+    let v6 = ebb::policy::jupyter_url(template, "fd00::17");
+    assert_eq!(v6, "https://[fd00::17]:8888/lab/");
 }

@@ -1451,6 +1451,7 @@ impl FleetSpec {
                     gpu_util,
                     via_role: None,
                     billing: Billing::ec2(s.state == InstanceState::Stopped),
+                    private_ip: None,
                 }
             })
             .collect();

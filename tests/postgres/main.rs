@@ -23,6 +23,7 @@ mod gpu_signals;
 mod groups;
 mod heartbeat;
 mod history;
+mod jupyter_url;
 mod late_start;
 mod leadership;
 mod listener;

@@ -271,6 +271,7 @@ mod tests {
             gpus: None,
             gpu_util: Vec::new(),
             via_role: None,
+            private_ip: None,
         }
     }
 

@@ -1,21 +1,21 @@
 //! The activity signals a tick reads (`idle.activity`):
 //! - Prometheus: one range query per distinct query a tick, for every instance that wants it,
 //!   from the server `EBB_METRICS=prometheus:URL` names;
-//! - Jupyter: each instance's own server, at its `ebb:jupyter` tag, at most
-//!   [`JUPYTER_AT_ONCE`] at a time;
+//! - Jupyter: each instance's own server, at its `ebb:jupyter` tag or the signal's URL with its
+//!   private IP, at most [`JUPYTER_AT_ONCE`] at a time;
 //! - heartbeats posted through the API, as Postgres keeps them (the `ebb:active-at` tag is in
 //!   the listing).
 //!
-//! An instance an answer does not name, a query or request that fails, or a box without the
-//! tag, is unread for that signal: in use, not idle.
+//! An instance an answer does not name, a query or request that fails, or a box whose server's
+//! address is unknown, is unread for that signal: in use, not idle.
 
 use super::READING_MARGIN;
 use crate::cloud::jupyter::Jupyter;
 use crate::cloud::prometheus::Prometheus;
 use crate::fleet::activity::SignalReading;
-use crate::fleet::Fleet;
+use crate::fleet::{Fleet, Instance};
 use crate::names::JUPYTER_TAG;
-use crate::policy::{Policy, SignalSource};
+use crate::policy::{self, Policy, SignalSource};
 use chrono::{DateTime, Duration, Utc};
 use futures_util::StreamExt;
 use std::collections::{BTreeMap, HashMap};
@@ -34,8 +34,9 @@ pub(super) struct Wanted {
     /// By query: the positions in the listing of the instances to read with their signal's
     /// name, and the longest window any of them needs.
     prometheus: BTreeMap<String, (Vec<(usize, String)>, Duration)>,
-    /// The positions of the instances whose Jupyter Server to ask, with the signal's name.
-    jupyter: Vec<(usize, String)>,
+    /// The positions of the instances whose Jupyter Server to ask, with the signal's name and
+    /// its URL template.
+    jupyter: Vec<(usize, String, Option<String>)>,
     /// The positions of the instances whose heartbeats posted through the API to read, with
     /// the signal's name.
     heartbeat: Vec<(usize, String)>,
@@ -62,7 +63,11 @@ pub(super) fn want(wanted: &mut Wanted, policy: &Policy, position: usize, window
                 positions.push((position, signal.name.clone()));
                 *longest = (*longest).max(window);
             }
-            SignalSource::Jupyter => wanted.jupyter.push((position, signal.name.clone())),
+            SignalSource::Jupyter { url } => {
+                wanted
+                    .jupyter
+                    .push((position, signal.name.clone(), url.clone()))
+            }
             SignalSource::Heartbeat { .. } => {
                 wanted.heartbeat.push((position, signal.name.clone()))
             }
@@ -114,27 +119,42 @@ pub(super) async fn read(
     }
 }
 
+/// Where the Jupyter Server of `instance` is: its `ebb:jupyter` tag, else the signal's URL
+/// `template` with its private IP; or why that is unknown.
+fn jupyter_url(instance: &Instance, template: Option<&str>) -> Result<String, String> {
+    if let Some(tag) = instance.tag(JUPYTER_TAG) {
+        return Ok(tag.to_string());
+    }
+    match (template, &instance.private_ip) {
+        (Some(template), Some(ip)) => Ok(policy::jupyter_url(template, ip)),
+        (Some(_), None) => Err(format!(
+            "no {JUPYTER_TAG} tag, and its cloud gave no private IP for the signal's url"
+        )),
+        (None, _) => Err(format!(
+            "no {JUPYTER_TAG} tag says where its Jupyter Server is (or give the signal a url)"
+        )),
+    }
+}
+
 /// Asks the Jupyter Server of each instance at `positions` when a person last used it.
 async fn read_jupyter(
     jupyter: Option<&Jupyter>,
-    positions: Vec<(usize, String)>,
+    positions: Vec<(usize, String, Option<String>)>,
     fleet: &mut Fleet,
     now: DateTime<Utc>,
 ) {
     let deadline = tokio::time::Instant::now() + JUPYTER_BUDGET;
-    let asked = positions.into_iter().map(|(i, name)| {
+    let asked = positions.into_iter().map(|(i, name, template)| {
         let instance = &fleet.instances[i];
-        let (id, tag) = (
+        let (id, url) = (
             instance.id.clone(),
-            instance.tag(JUPYTER_TAG).map(str::to_string),
+            jupyter_url(instance, template.as_deref()),
         );
         async move {
-            let reading = match (jupyter, tag) {
-                (_, None) => Err(format!(
-                    "no {JUPYTER_TAG} tag says where its Jupyter Server is"
-                )),
-                (None, Some(_)) => Err("this process reads no Jupyter Server".to_string()),
-                (Some(client), Some(url)) => {
+            let reading = match (jupyter, url) {
+                (_, Err(why)) => Err(why),
+                (None, Ok(_)) => Err("this process reads no Jupyter Server".to_string()),
+                (Some(client), Ok(url)) => {
                     let asked = tokio::time::timeout_at(deadline, client.last_use(&url, now));
                     asked.await.unwrap_or_else(|_| {
                         Err(format!(
@@ -195,8 +215,9 @@ mod tests {
                 gpu_util: Vec::new(),
                 via_role: None,
                 billing: crate::fleet::Billing::EC2,
+                private_ip: None,
             });
-            wanted.push((k, "jupyter".to_string()));
+            wanted.push((k, "jupyter".to_string(), None));
         }
         let client = Jupyter::new(None).unwrap();
         let started = tokio::time::Instant::now();

@@ -4,7 +4,8 @@
 //! `GET /api/terminals` gives each terminal's `last_activity`. `/api/status` is not used: its
 //! `last_activity` counts API requests, ebb's own among them.
 //!
-//! The server's address is the instance's `ebb:jupyter` tag. ebb's token
+//! The server's address is the instance's `ebb:jupyter` tag, or the signal's `url` with the
+//! instance's private IP (`src/reconcile/read/activity.rs` makes it). ebb's token
 //! (`EBB_JUPYTER_TOKEN`, or the file `EBB_JUPYTER_TOKEN_FILE` names, read at every request)
 //! goes only to a private, loopback or link-local IP address, so that a tag cannot send it
 //! elsewhere; it is never logged nor quoted. TLS certificates are verified.
@@ -82,7 +83,7 @@ impl Jupyter {
         Ok(Jupyter { token, client })
     }
 
-    /// When a person last used the server at `base` (an `ebb:jupyter` tag), as of `now`: `now`
+    /// When a person last used the server at `base` (see [`private_base`]), as of `now`: `now`
     /// while a kernel is busy, else the latest activity of a kernel or terminal, `None` with
     /// neither. Anything short of complete answers is an error, said without the token.
     pub async fn last_use(
@@ -151,14 +152,14 @@ fn innermost(e: &(dyn std::error::Error + 'static)) -> String {
     cause.to_string()
 }
 
-/// `tag` as a base URL ebb may send its token to: http or https, to an IP address that is
-/// private, loopback or link-local, with a trailing `/` so that paths join beneath it.
-pub fn private_base(tag: &str) -> Result<Url, String> {
-    let mut url =
-        Url::parse(tag.trim()).map_err(|e| format!("ebb:jupyter={tag:?} is not a URL: {e}"))?;
+/// `base` (an `ebb:jupyter` tag, or a signal's url with the box's private IP) as a base URL ebb
+/// may send its token to: http or https, to an IP address that is private, loopback or
+/// link-local, with a trailing `/` so that paths join beneath it.
+pub fn private_base(base: &str) -> Result<Url, String> {
+    let mut url = Url::parse(base.trim()).map_err(|e| format!("{base:?} is not a URL: {e}"))?;
     if !matches!(url.scheme(), "http" | "https") || !url.username().is_empty() {
         return Err(format!(
-            "ebb:jupyter={tag:?} is not an http or https URL without credentials"
+            "{base:?} is not an http or https URL without credentials"
         ));
     }
     let private = match url.host() {
@@ -168,7 +169,7 @@ pub fn private_base(tag: &str) -> Result<Url, String> {
     };
     if !private {
         return Err(format!(
-            "ebb:jupyter={tag:?} is not at a private IP address: ebb sends its Jupyter token only to one"
+            "{base:?} is not at a private IP address: ebb sends its Jupyter token only to one"
         ));
     }
     if !url.path().ends_with('/') {

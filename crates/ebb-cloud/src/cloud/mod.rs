@@ -283,6 +283,15 @@ pub fn levers() -> Levers {
     levers
 }
 
+/// `text` as an instance's private IP address, written the standard way; `None` when a cloud's
+/// answer holds something that is not an address (then no URL is made from it).
+pub(crate) fn ip_text(text: &str) -> Option<String> {
+    text.trim()
+        .parse::<std::net::IpAddr>()
+        .ok()
+        .map(|ip| ip.to_string())
+}
+
 /// Whether capability type `C` is one a provider has.
 fn has<C: 'static>() -> bool {
     TypeId::of::<C>() != TypeId::of::<Lacks>()

@@ -309,6 +309,7 @@ fn as_instance(group: &ScalingGroup, ty: &str) -> Instance {
         gpu_util: Vec::new(),
         via_role: None,
         billing: Billing::EC2,
+        private_ip: None,
     }
 }
 

@@ -191,6 +191,9 @@ pub struct Instance {
     pub via_role: Option<Arc<str>>,
     /// How its cloud bills it and what a stop of it saves ([`Billing::EC2`] for EC2).
     pub billing: Billing,
+    /// Its primary private IP address in its network (`10.0.3.17`, `fd00::17`), when the cloud
+    /// gives one: where a policy's Jupyter URL template finds its server.
+    pub private_ip: Option<String>,
 }
 
 impl Instance {

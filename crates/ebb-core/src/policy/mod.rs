@@ -328,6 +328,18 @@ pub struct Signal {
     pub source: SignalSource,
 }
 
+/// What a jupyter signal's `url` names its host, which each box's private IP replaces.
+pub const PRIVATE_IP: &str = "{private_ip}";
+
+/// `template`, a jupyter signal's `url`, with `ip` (an IPv4 or IPv6 address) as its host.
+pub fn jupyter_url(template: &str, ip: &str) -> String {
+    let host = match ip.contains(':') {
+        true => format!("[{ip}]"),
+        false => ip.to_string(),
+    };
+    template.replacen(PRIVATE_IP, &host, 1)
+}
+
 /// Where an activity signal's readings come from.
 #[derive(Debug, Clone, PartialEq)]
 pub enum SignalSource {
@@ -337,9 +349,14 @@ pub enum SignalSource {
         /// How long a heartbeat keeps the instance.
         max_age: Duration,
     },
-    /// The instance's Jupyter Server, at its `ebb:jupyter` tag: in use while a kernel is busy,
-    /// and at the last activity of a kernel or terminal.
-    Jupyter,
+    /// The instance's Jupyter Server, at its `ebb:jupyter` tag or else at `url` with the
+    /// instance's private IP: in use while a kernel is busy, and at the last activity of a
+    /// kernel or terminal.
+    Jupyter {
+        /// Where a box's server is, its host [`PRIVATE_IP`]
+        /// (`http://{private_ip}:8888`), for boxes without the tag.
+        url: Option<String>,
+    },
     /// A PromQL query of the policy's own, one series per instance (labelled as the GPU
     /// source's): in use at each reading above `active_above`.
     Prometheus {
@@ -355,7 +372,7 @@ impl SignalSource {
     pub fn kind(&self) -> &'static str {
         match self {
             SignalSource::Heartbeat { .. } => "heartbeat",
-            SignalSource::Jupyter => "jupyter",
+            SignalSource::Jupyter { .. } => "jupyter",
             SignalSource::Prometheus { .. } => "prometheus",
         }
     }

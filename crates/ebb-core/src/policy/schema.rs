@@ -267,7 +267,17 @@ fn activity_schema() -> Value {
             ),
         ],
     );
-    let jupyter = object(keys::JUPYTER, &[], &[("name", name.clone())]);
+    let jupyter = object(
+        keys::JUPYTER,
+        &[],
+        &[
+            ("name", name.clone()),
+            (
+                "url",
+                json!({"type": "string", "pattern": "^https?://\\{private_ip\\}([:/].*)?$", "description": "Where a box without an ebb:jupyter tag has its Jupyter Server: {private_ip} is its private IP address", "examples": ["http://{private_ip}:8888"]}),
+            ),
+        ],
+    );
     let prometheus = object(
         keys::PROMETHEUS_SIGNAL,
         &["query"],

@@ -16,6 +16,18 @@ pub(super) fn items<'a>(body: &'a Value, outer: &str, inner: &str) -> &'a [Value
         .map_or(&[], Vec::as_slice)
 }
 
+/// The instance's first private address: in its VPC (`VpcAttributes.PrivateIpAddress`), or
+/// on the classic network (`InnerIpAddress`).
+fn private_ip(v: &Value) -> Option<String> {
+    let vpc = v
+        .get("VpcAttributes")
+        .map_or(&[][..], |a| items(a, "PrivateIpAddress", "IpAddress"));
+    let classic = items(v, "InnerIpAddress", "IpAddress");
+    vpc.iter()
+        .chain(classic)
+        .find_map(|ip| crate::cloud::ip_text(ip.as_str()?))
+}
+
 fn text<'a>(v: &'a Value, key: &str) -> Option<&'a str> {
     v.get(key).and_then(Value::as_str)
 }
@@ -105,6 +117,7 @@ pub(super) fn instance_of(region: &str, v: &Value) -> Option<Instance> {
         gpu_util: Vec::new(),
         via_role: None,
         billing,
+        private_ip: private_ip(v),
     })
 }
 
@@ -157,9 +170,12 @@ mod tests {
             "InstanceChargeType": "PostPaid", "SpotStrategy": "SpotAsPriceGo",
             "StoppedMode": "StopCharging", "StartTime": "2026-11-30T01:02Z",
             "OperationLocks": {"LockReason": [{"LockReason": "Recycling"}]},
-            "Tags": {"Tag": [{"TagKey": "ebb:managed", "TagValue": "true"}]}
+            "Tags": {"Tag": [{"TagKey": "ebb:managed", "TagValue": "true"}]},
+            "VpcAttributes": {"PrivateIpAddress": {"IpAddress": ["172.16.0.9"]}},
+            "InnerIpAddress": {"IpAddress": []}
         });
         let i = instance_of("cn-hangzhou", &v).unwrap();
+        assert_eq!(i.private_ip.as_deref(), Some("172.16.0.9"));
         assert_eq!(i.state, InstanceState::Stopped);
         assert_eq!(i.lifecycle, Lifecycle::Spot);
         assert_eq!(i.billing.charge, Charge::PayAsYouGo);
@@ -170,6 +186,7 @@ mod tests {
         let prepaid = json!({"InstanceId": "i-2", "InstanceType": "ecs.i2.xlarge",
             "Status": "Running", "InstanceChargeType": "PrePaid"});
         let i = instance_of("cn-hangzhou", &prepaid).unwrap();
+        assert_eq!(i.private_ip, None, "ECS said no address");
         assert_eq!(i.billing.charge, Charge::Subscription);
         assert_eq!(i.billing.stopped_mode, None);
         for unknown in [json!(null), json!("SomethingNew")] {

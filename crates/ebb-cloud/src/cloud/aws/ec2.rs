@@ -369,6 +369,7 @@ pub(super) fn from_ec2(
                 reservation,
                 ..Billing::ec2(state == InstanceState::Stopped)
             },
+            private_ip: instance.private_ip_address().and_then(|ip| ip.parse().ok()),
         },
         hibernation,
     ))

@@ -123,6 +123,7 @@ fn launch_copy(template: &Simulated, name: &str, n: usize, now: DateTime<Utc>) -
             gpu_util: Vec::new(),
             via_role: None,
             billing: Billing::EC2,
+            private_ip: None,
         },
     };
     sim.begin(

@@ -220,6 +220,7 @@ impl SimProvider {
                 gpu_util: Vec::new(),
                 via_role: None,
                 billing: Billing::EC2,
+                private_ip: None,
             },
         };
         sim.begin(

@@ -119,6 +119,7 @@ mod tests {
             gpu_util: Vec::new(),
             via_role: None,
             billing: Billing::ec2(true),
+            private_ip: None,
         }
     }
 

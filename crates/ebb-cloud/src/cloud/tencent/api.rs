@@ -65,6 +65,9 @@ pub(super) struct CvmInstance {
     /// Its tags.
     #[serde(default)]
     pub tags: Option<Vec<CvmTag>>,
+    /// Its private addresses in its VPC, the primary first.
+    #[serde(default)]
+    pub private_ip_addresses: Option<Vec<String>>,
 }
 
 impl CvmInstance {
@@ -124,6 +127,11 @@ impl CvmInstance {
             gpu_util: Vec::new(),
             via_role: None,
             billing: self.billing(),
+            private_ip: self
+                .private_ip_addresses
+                .iter()
+                .flatten()
+                .find_map(|ip| crate::cloud::ip_text(ip)),
         })
     }
 }
@@ -289,9 +297,11 @@ mod tests {
         let cvm = listed(
             r#"{"InstanceId":"ins-1","InstanceType":"GN7.2XLARGE32","InstanceState":"STOPPED",
                 "InstanceChargeType":"SPOTPAID","StopChargingMode":"STOP_CHARGING",
-                "Tags":[{"Key":"team","Value":"research"}],"PublicIpAddresses":null}"#,
+                "Tags":[{"Key":"team","Value":"research"}],"PublicIpAddresses":null,
+                "PrivateIpAddresses":["10.0.3.17"]}"#,
         );
         let instance = cvm.to_instance("ap-guangzhou").unwrap();
+        assert_eq!(instance.private_ip.as_deref(), Some("10.0.3.17"));
         assert_eq!(instance.state, InstanceState::Stopped);
         assert_eq!(instance.lifecycle, Lifecycle::Spot);
         assert_eq!(instance.billing.cloud, Cloud::Tencent);

@@ -118,7 +118,7 @@ fn one<'a>(
                 Ok(last) => last,
             }
         }
-        SignalSource::Jupyter | SignalSource::Prometheus { .. } => {
+        SignalSource::Jupyter { .. } | SignalSource::Prometheus { .. } => {
             let reading = readings.get(&inst.id).and_then(|r| r.get(&signal.name));
             let points = match reading {
                 None => return Activity::Unread(signal, "not read".to_string()),
@@ -226,7 +226,7 @@ impl Activity<'_> {
                     at(*t),
                     span(max_age)
                 ),
-                SignalSource::Jupyter => {
+                SignalSource::Jupyter { .. } => {
                     format!("in use: {} showed activity at {}", signal.name, at(*t))
                 }
                 SignalSource::Prometheus { active_above, .. } => {

@@ -2,7 +2,7 @@
 
 use super::{child, keys, Checker};
 use crate::policy::yaml::{Step, Value};
-use crate::policy::{Signal, SignalSource};
+use crate::policy::{Signal, SignalSource, PRIVATE_IP};
 
 impl Checker {
     /// The list of signals, each named once.
@@ -65,7 +65,14 @@ impl Checker {
             }
             "jupyter" => {
                 let f = self.fields(body, &at, "jupyter settings", keys::JUPYTER)?;
-                (SignalSource::Jupyter, self.signal_name(&f, kind)?)
+                let url = match f.get("url") {
+                    Some((v, p)) => {
+                        let url = self.string(v, &p, "a URL like \"http://{private_ip}:8888\"");
+                        Some(self.jupyter_template(url?, &p)?)
+                    }
+                    None => None,
+                };
+                (SignalSource::Jupyter { url }, self.signal_name(&f, kind)?)
             }
             _ => {
                 let f = self.fields(body, &at, "prometheus settings", keys::PROMETHEUS_SIGNAL)?;
@@ -100,6 +107,28 @@ impl Checker {
             }
         };
         Some(Signal { name, source })
+    }
+
+    /// A jupyter signal's `url`: `http://` or `https://`, then [`PRIVATE_IP`] as its whole
+    /// host, so that the token goes only to each box's own private address.
+    fn jupyter_template(&mut self, url: String, path: &[Step]) -> Option<String> {
+        let rest = url
+            .strip_prefix("http://")
+            .or_else(|| url.strip_prefix("https://"));
+        let host_is_ip = rest.is_some_and(|rest| {
+            rest.strip_prefix(PRIVATE_IP)
+                .is_some_and(|after| after.is_empty() || after.starts_with([':', '/']))
+        });
+        if !host_is_ip {
+            self.problem(
+                path,
+                format!(
+                    "url \"{url}\" must be http:// or https://, then {PRIVATE_IP} as its host (like \"http://{PRIVATE_IP}:8888\"): ebb sends its Jupyter token only to each box's own private address"
+                ),
+            );
+            return None;
+        }
+        Some(url)
     }
 
     /// `name`, or the kind.

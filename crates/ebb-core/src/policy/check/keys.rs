@@ -49,7 +49,7 @@ pub const IDLE: &[&str] = &[
 /// The kinds of `idle.activity` signals, each a one-key mapping.
 pub const SIGNAL: &[&str] = &["heartbeat", "jupyter", "prometheus"];
 pub const HEARTBEAT: &[&str] = &["name", "max_age"];
-pub const JUPYTER: &[&str] = &["name"];
+pub const JUPYTER: &[&str] = &["name", "url"];
 pub const PROMETHEUS_SIGNAL: &[&str] = &["name", "query", "active_above"];
 pub const NOTIFY: &[&str] = &["before"];
 pub const START: &[&str] = &["fallback_types", "restore_type", "reserve_capacity"];

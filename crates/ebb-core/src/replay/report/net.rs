@@ -177,6 +177,7 @@ mod tests {
             gpu_util: Vec::new(),
             via_role: None,
             billing: crate::fleet::Billing::EC2,
+            private_ip: None,
         };
         let attached = Attached {
             volumes: Some(vec![Volume {
