@@ -220,6 +220,7 @@ pub(super) async fn run(args: &ReplayArgs) -> Result<ExitCode> {
             &source.name(),
             options,
             &set,
+            !recorded.is_empty(),
             baseline.as_ref(),
             &fleet,
             &prior,
@@ -259,12 +260,15 @@ pub(super) fn add_prices(prices: &PricesArg, fleet: &mut Fleet) -> Result<Option
     Ok(Some(table))
 }
 
-/// Replays the recording on one worker per core while it is read.
+/// Replays the recording on one worker per core while it is read; against the policies
+/// without their activity signals too when `activity_recorded` (the file has some signal's
+/// column).
 #[allow(clippy::too_many_arguments)]
 fn replay_all(
     source: &str,
     options: Options,
     set: &PolicySet,
+    activity_recorded: bool,
     baseline: Option<&PolicySet>,
     fleet: &Fleet,
     prior: &Prior,
@@ -276,6 +280,9 @@ fn replay_all(
         let mut replayer = Replayer::new(options, set, baseline, &fleet.prices, prior);
         if let Some(pools) = pools {
             replayer = replayer.with_pools(pools);
+        }
+        if activity_recorded {
+            replayer = replayer.comparing_activity();
         }
         let mut outcomes = Vec::new();
         // Summed as the chunks go: an instance's hours by hour are not kept.

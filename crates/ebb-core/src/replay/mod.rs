@@ -223,12 +223,21 @@ impl<'a> Replayer<'a> {
                 set: Cow::Owned(set),
                 prior: prior.clone(),
             }),
-            without_activity: without_activity(policies).map(|set| Scenario {
-                set: Cow::Owned(set),
-                prior: prior.clone(),
-            }),
+            without_activity: None,
             pools: None,
         }
+    }
+
+    /// The replay with a `without_activity` scenario: the policies without their idle rules'
+    /// activity signals, when some have them. Only for a recording of some signal: without any,
+    /// every signal is unknown, and the comparison would take the stops unknown signals hold
+    /// back for stops the signals prevented.
+    pub fn comparing_activity(mut self) -> Self {
+        self.without_activity = without_activity(&self.policies.set).map(|set| Scenario {
+            set: Cow::Owned(set),
+            prior: self.policies.prior.clone(),
+        });
+        self
     }
 
     /// The replay with spot moves placed in `pools` and reclaimed as their history says: the
