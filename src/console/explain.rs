@@ -5,14 +5,16 @@
 //! The console calls no cloud API: it has no prices (a spot rule finds none, so it moves
 //! nothing), and an instance with an idle rule but no readings kept is explained as unread
 //! (unknown, so no stop) rather than as a read that found nothing. Of the idle rule's
-//! activity signals it has the heartbeats: the tag, and the last one posted; the others
-//! (Jupyter, Prometheus) are not kept, so they are unread here.
+//! activity signals it has the heartbeats (the tag, and the last one posted) and what the last
+//! tick read of the others (`activity_readings`), listed as read: a Jupyter Server's last use
+//! explains as read when that tick was within the last 10 minutes; a Prometheus signal's newest
+//! value alone cannot cover a window, so it explains as unread.
 
 use crate::engine::{self, InstanceFacts, Override, Prior};
 use crate::fleet::activity::SignalReading;
 use crate::fleet::{Billing, Fleet, Instance, InstanceState, Lifecycle, Sample};
 use crate::policy::{PolicySet, SignalSource};
-use crate::store::{InstanceRecord, OverrideRecord};
+use crate::store::{ActivityRecord, InstanceRecord, OverrideRecord};
 use chrono::{DateTime, Utc};
 use maud::{html, Markup};
 
@@ -21,7 +23,7 @@ use maud::{html, Markup};
 /// not know.
 fn fleet_of(
     record: &InstanceRecord,
-    (readings, posted): (&[Sample], Option<DateTime<Utc>>),
+    kept: &Kept,
     set: &PolicySet,
     overrides: &[OverrideRecord],
     now: DateTime<Utc>,
@@ -43,7 +45,7 @@ fn fleet_of(
             .map(|(k, v)| (k.clone(), v.clone()))
             .collect(),
         gpus: None,
-        gpu_util: readings.to_vec(),
+        gpu_util: kept.readings.to_vec(),
         via_role: None,
         billing: Billing::ec2(state == InstanceState::Stopped),
         private_ip: None,
@@ -56,7 +58,7 @@ fn fleet_of(
         .policies
         .iter()
         .any(|p| p.idle.is_some() && record.policy.as_ref() == Some(&p.name));
-    if readings.is_empty() && idle_rule {
+    if kept.readings.is_empty() && idle_rule {
         fleet.gpu_unread.insert(
             record.id.clone(),
             "ebb kept no GPU readings of it for the console".into(),
@@ -70,9 +72,11 @@ fn fleet_of(
         .iter()
         .flat_map(|p| p.idle.iter().flat_map(|i| &i.activity))
     {
-        let reading = match signal.source {
-            SignalSource::Heartbeat { .. } => SignalReading::LastUse(posted),
-            _ => SignalReading::Unread("ebb keeps no readings of it for the console".into()),
+        let read = kept.activity.iter().find(|r| r.signal == signal.name);
+        let reading = match (&signal.source, read) {
+            (SignalSource::Heartbeat { .. }, _) => SignalReading::LastUse(kept.posted),
+            (_, None) => SignalReading::Unread("ebb has kept no reading of it".into()),
+            (_, Some(r)) => kept_reading(r, now),
         };
         let readings = fleet.activity.entry(record.id.clone()).or_default();
         readings.insert(signal.name.clone(), reading);
@@ -98,21 +102,82 @@ fn fleet_of(
     Some((fleet, prior))
 }
 
+/// What the store keeps of an instance's readings: GPU, its last posted heartbeat, and what the
+/// last tick read of its other activity signals.
+pub(super) struct Kept<'a> {
+    /// GPU readings.
+    pub(super) readings: &'a [Sample],
+    /// The last heartbeat posted through the API.
+    pub(super) posted: Option<DateTime<Utc>>,
+    /// The activity signals the last tick asked a server for.
+    pub(super) activity: &'a [ActivityRecord],
+}
+
+/// `kept`, one signal's reading, as the engine takes it at `now`: a last use read within
+/// [`engine::RECENT`]; anything else is unknown here.
+fn kept_reading(kept: &ActivityRecord, now: DateTime<Utc>) -> SignalReading {
+    if let Some(why) = &kept.unread {
+        return SignalReading::Unread(why.as_str().into());
+    }
+    if kept.value.is_some() {
+        return SignalReading::Unread(
+            "ebb keeps only its newest value, which cannot cover the idle window".into(),
+        );
+    }
+    match now - kept.read_at <= engine::RECENT {
+        true => SignalReading::LastUse(kept.last_use),
+        false => SignalReading::Unread(
+            format!(
+                "last read {} UTC, over 10 minutes ago",
+                kept.read_at.format("%Y-%m-%d %H:%M:%S")
+            )
+            .into(),
+        ),
+    }
+}
+
+/// A line for each kept reading: what the last tick read of the signal, and when.
+fn signal_lines(kept: &[ActivityRecord]) -> Markup {
+    html! {
+        @if !kept.is_empty() {
+            p { "Activity signals, as the last tick read them:" }
+            ul.signals {
+                @for r in kept {
+                    li {
+                        code { (r.signal) } ": "
+                        @if let Some(why) = &r.unread {
+                            "could not be read (" (why) ")"
+                        } @else if let (Some(value), Some(at)) = (r.value, r.value_at) {
+                            (value) " at " (super::time(at))
+                        } @else if let Some(last) = r.last_use {
+                            "last used " (super::time(last))
+                        } @else {
+                            "no use seen"
+                        }
+                        ", read " (super::time(r.read_at))
+                    }
+                }
+            }
+        }
+    }
+}
+
 /// The section: each step of the explanation and the decision it comes to.
 pub(super) fn section(
     record: &InstanceRecord,
-    readings: (&[Sample], Option<DateTime<Utc>>),
+    kept: &Kept,
     set: Option<&PolicySet>,
     overrides: &[OverrideRecord],
     now: DateTime<Utc>,
 ) -> Markup {
     let explanation = set.and_then(|set| {
-        let (fleet, prior) = fleet_of(record, readings, set, overrides, now)?;
+        let (fleet, prior) = fleet_of(record, kept, set, overrides, now)?;
         engine::explain(now, set, &fleet, &prior, &record.id)
     });
     html! {
         section aria-labelledby="explain" {
             h2 #explain { "Why, now" }
+            (signal_lines(kept.activity))
             @match (&explanation, set) {
                 (Some(e), _) => {
                     p.note {

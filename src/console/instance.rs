@@ -119,6 +119,12 @@ async fn render(
         .find(|o| o.revoked_at.is_none() && o.until > now);
     let readings = store.gpu_readings(id, now - CHART_SPAN, now).await?;
     let posted = store.heartbeats(&[id.to_string()]).await?.remove(id);
+    let activity = store.activity_of(id).await?;
+    let kept = explain::Kept {
+        readings: &readings,
+        posted,
+        activity: &activity,
+    };
     let loaded = crate::policies::current(&state.policies).await.ok();
     let set = loaded.as_ref().map(|l| &*l.set);
     // The idle threshold of the policy that governed it at the last decision, as loaded now.
@@ -145,7 +151,7 @@ async fn render(
             h3 { "Protections" }
             (protections(&instance, active))
         }
-        (explain::section(&instance, (&readings, posted), set, &overrides, now))
+        (explain::section(&instance, &kept, set, &overrides, now))
         section aria-labelledby="chart" {
             h2 #chart { "The last 24 hours" }
             (super::chart::states(&instance, &events, &audit, now - CHART_SPAN, now))

@@ -1,6 +1,6 @@
 //! Deletes what ebb keeps for a while but not for ever: instance state changes and spot
-//! interruption warnings older than the retention (`EBB_RETENTION`), GPU readings and posted
-//! heartbeats older than theirs (`EBB_METRICS_RETENTION`). The audit log is never pruned. Only the leader prunes, so
+//! interruption warnings older than the retention (`EBB_RETENTION`), GPU readings, posted
+//! heartbeats and the last activity readings older than theirs (`EBB_METRICS_RETENTION`). The audit log is never pruned. Only the leader prunes, so
 //! replicas do not delete the same rows at once.
 
 use super::driver::BackgroundTask;
@@ -60,6 +60,8 @@ pub enum PruneStatus {
         readings: u64,
         /// Instances' last posted heartbeats deleted.
         heartbeats: u64,
+        /// Instances' last activity readings deleted.
+        activity: u64,
     },
 }
 
@@ -74,9 +76,10 @@ impl std::fmt::Display for PruneStatus {
                 pool_events,
                 readings,
                 heartbeats,
+                activity,
             } => write!(
                 f,
-                "deleted {events} instance state changes, {warnings} spot warnings and {pool_events} pool events from before {}, and {readings} hours of GPU readings and {heartbeats} heartbeats",
+                "deleted {events} instance state changes, {warnings} spot warnings and {pool_events} pool events from before {}, and {readings} hours of GPU readings, {heartbeats} heartbeats and {activity} activity readings",
                 before.to_rfc3339_opts(SecondsFormat::Secs, true),
             ),
         }
@@ -90,7 +93,7 @@ pub struct PruneError(#[from] StoreError);
 
 impl BackgroundTask for Pruner {
     const NAME: &'static str = "pruner";
-    const DESCRIPTION: &'static str = "deletes instance state changes, spot warnings and the pools' events older than EBB_RETENTION and GPU readings and posted heartbeats older than EBB_METRICS_RETENTION (never the audit log)";
+    const DESCRIPTION: &'static str = "deletes instance state changes, spot warnings and the pools' events older than EBB_RETENTION and GPU readings, posted heartbeats and activity readings older than EBB_METRICS_RETENTION (never the audit log)";
 
     type Status = PruneStatus;
     type Error = PruneError;
@@ -109,6 +112,7 @@ impl BackgroundTask for Pruner {
             pool_events: pruned.pool_events,
             readings: pruned.readings,
             heartbeats: pruned.heartbeats,
+            activity: pruned.activity,
         })
     }
 }

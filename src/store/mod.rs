@@ -7,6 +7,7 @@
 //! a store.
 
 mod accepted;
+mod activity;
 mod attached;
 mod audit;
 mod audit_entry;
@@ -40,6 +41,7 @@ mod sync_diff;
 mod wake;
 
 pub use accepted::AcceptedStop;
+pub use activity::ActivityRecord;
 pub use audit::{hex, unhex, verify_rows, AuditFilter, Verification, VerifiedHead};
 pub use audit_entry::{AuditEntry, NewAuditEntry, Outcome, INTERRUPTED};
 pub use console::{FleetFilter, FleetPage, FleetSort, InstanceEvent};

@@ -1,5 +1,5 @@
 //! Pruning what ebb keeps for a while: instance state changes, spot interruption warnings, the
-//! pools' events, GPU readings and posted heartbeats. Never the audit log, which is append-only.
+//! pools' events, GPU readings, posted heartbeats and the last activity readings. Never the audit log, which is append-only.
 
 use super::{Result, Store};
 use chrono::{DateTime, Utc};
@@ -21,12 +21,14 @@ pub struct Pruned {
     pub readings: u64,
     /// Instances' last heartbeats posted through the API.
     pub heartbeats: u64,
+    /// Instances' last activity readings kept for the console.
+    pub activity: u64,
 }
 
 impl Store {
     /// Deletes instance state changes, spot interruption warnings and the pools' events from
-    /// before `before`, and GPU readings of hours that ended before `readings_before` and
-    /// heartbeats posted before it, in batches.
+    /// before `before`, and GPU readings of hours that ended before `readings_before`, and
+    /// heartbeats posted and activity read before it, in batches.
     pub async fn prune(
         &self,
         before: DateTime<Utc>,
@@ -65,6 +67,11 @@ impl Store {
             .rows_affected();
         // One row per instance: those of instances long gone go with the readings.
         pruned.heartbeats = sqlx::query("DELETE FROM heartbeats WHERE at < $1")
+            .bind(readings_before)
+            .execute(&self.pool)
+            .await?
+            .rows_affected();
+        pruned.activity = sqlx::query("DELETE FROM activity_readings WHERE read_at < $1")
             .bind(readings_before)
             .execute(&self.pool)
             .await?

@@ -1,7 +1,8 @@
 //! A jupyter signal's `url` template on the simulated fleet with a real Jupyter Server: a box
 //! without the `ebb:jupyter` tag is asked at the template with its private IP, kept while its
 //! kernel ran code within the idle rule's window and stopped once it has not; a box whose cloud
-//! gave no private IP is kept as unreadable; the tag, where a box has one, wins.
+//! gave no private IP is kept as unreadable; the tag, where a box has one, wins. The console
+//! lists what the tick read of each box's signal, and explains with it.
 
 use crate::common::jupyter::Server;
 use crate::common::world::SimWorld;
@@ -84,6 +85,34 @@ instances:
     assert!(
         reason.contains(&format!("cannot reach {refused}/api/kernels")),
         "{reason}"
+    );
+
+    // The console lists what the tick read, and explains with it.
+    let console = tempfile::tempdir().unwrap();
+    std::fs::write(console.path().join("notebooks.yaml"), &policy).unwrap();
+    let base = crate::common::api::serve_with_console(ebb::api::ApiState {
+        limits: ebb::api::ApiLimits {
+            public_reads: true,
+            ..Default::default()
+        },
+        ..crate::common::api::state(
+            &store,
+            vec![console.path().to_path_buf()],
+            Clock::Fixed(last + Duration::minutes(6)),
+        )
+    })
+    .await;
+    let page = |id: &str| reqwest::get(format!("{base}/instances/{id}"));
+    let ip = page("i-ip").await.unwrap().text().await.unwrap();
+    assert!(ip.contains("<code>jupyter</code>: last used"), "{ip}");
+    assert!(
+        ip.contains("Decision: </strong>none <code>in_use</code>"),
+        "explained with the reading: {ip}"
+    );
+    let no_ip = page("i-no-ip").await.unwrap().text().await.unwrap();
+    assert!(
+        no_ip.contains("<code>jupyter</code>: could not be read (no ebb:jupyter tag, and its cloud gave no private IP"),
+        "{no_ip}"
     );
 
     let report = w.tick_at(last + Duration::minutes(31)).await;

@@ -16,6 +16,7 @@ use crate::fleet::activity::SignalReading;
 use crate::fleet::{Fleet, Instance};
 use crate::names::JUPYTER_TAG;
 use crate::policy::{self, Policy, SignalSource};
+use crate::store::ActivityRecord;
 use chrono::{DateTime, Duration, Utc};
 use futures_util::StreamExt;
 use std::collections::{BTreeMap, HashMap};
@@ -76,7 +77,8 @@ pub(super) fn want(wanted: &mut Wanted, policy: &Policy, position: usize, window
 }
 
 /// Reads `wanted` into `fleet.activity`, with the heartbeats posted through the API, by
-/// instance id, read from Postgres (`posted`).
+/// instance id, read from Postgres (`posted`); what was asked of a server (Jupyter,
+/// Prometheus), as the console keeps it.
 pub(super) async fn read(
     prometheus: Option<&Prometheus>,
     jupyter: Option<&Jupyter>,
@@ -84,13 +86,14 @@ pub(super) async fn read(
     posted: HashMap<String, DateTime<Utc>>,
     fleet: &mut Fleet,
     now: DateTime<Utc>,
-) {
+) -> Vec<ActivityRecord> {
+    let mut asked = Vec::new();
     for (i, name) in wanted.heartbeat {
         let id = fleet.instances[i].id.clone();
         let last = SignalReading::LastUse(posted.get(&id).copied());
         fleet.activity.entry(id).or_default().insert(name, last);
     }
-    read_jupyter(jupyter, wanted.jupyter, fleet, now).await;
+    read_jupyter(jupyter, wanted.jupyter, fleet, now, &mut asked).await;
     for (query, (positions, window)) in wanted.prometheus {
         let answer = match prometheus {
             Some(p) => p
@@ -114,9 +117,11 @@ pub(super) async fn read(
             if let SignalReading::Unread(why) = &reading {
                 tracing::debug!(instance = %id, signal = %name, %why, "activity signal unread");
             }
+            asked.push(ActivityRecord::of(&id, &name, &reading, now));
             fleet.activity.entry(id).or_default().insert(name, reading);
         }
     }
+    asked
 }
 
 /// Where the Jupyter Server of `instance` is: its `ebb:jupyter` tag, else the signal's URL
@@ -142,6 +147,7 @@ async fn read_jupyter(
     positions: Vec<(usize, String, Option<String>)>,
     fleet: &mut Fleet,
     now: DateTime<Utc>,
+    kept: &mut Vec<ActivityRecord>,
 ) {
     let deadline = tokio::time::Instant::now() + JUPYTER_BUDGET;
     let asked = positions.into_iter().map(|(i, name, template)| {
@@ -179,6 +185,7 @@ async fn read_jupyter(
         if let SignalReading::Unread(why) = &reading {
             tracing::debug!(instance = %id, signal = %name, %why, "activity signal unread");
         }
+        kept.push(ActivityRecord::of(&id, &name, &reading, now));
         fleet.activity.entry(id).or_default().insert(name, reading);
     }
 }
@@ -221,7 +228,14 @@ mod tests {
         }
         let client = Jupyter::new(None).unwrap();
         let started = tokio::time::Instant::now();
-        read_jupyter(Some(&client), wanted, &mut fleet, Utc::now()).await;
+        read_jupyter(
+            Some(&client),
+            wanted,
+            &mut fleet,
+            Utc::now(),
+            &mut Vec::new(),
+        )
+        .await;
         let took = started.elapsed();
         // A minute, and the last request's own time limit.
         assert!(took <= std::time::Duration::from_secs(66), "{took:?}");

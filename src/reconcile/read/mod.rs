@@ -115,7 +115,7 @@ impl<P: Provider> Reconciler<P> {
             .store
             .heartbeats(&wanted.activity.heartbeat_ids(fleet))
             .await?;
-        activity::read(
+        let asked = activity::read(
             self.options.prometheus.as_ref(),
             self.options.jupyter.as_ref(),
             wanted.activity,
@@ -124,6 +124,10 @@ impl<P: Provider> Reconciler<P> {
             now,
         )
         .await;
+        // For the console only: the tick decides on what it read, kept or not.
+        if let Err(err) = self.store.record_activity(&asked).await {
+            tracing::warn!(error = %err, "the activity readings could not be kept for the console");
+        }
         self.read_prices(wanted.prices, fleet, now).await;
         self.keep_readings(fleet, &read.fresh, now).await?;
         Ok(read.failures)
