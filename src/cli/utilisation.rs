@@ -191,14 +191,7 @@ fn read_grouped(
     mut each: impl FnMut(Recording) -> Result<()>,
 ) -> Result<()> {
     let file = path.display().to_string();
-    let mut reader = csv::ReaderBuilder::new()
-        .has_headers(true)
-        .from_path(path)
-        .with_context(|| format!("cannot read utilisation file {file}"))?;
-    let header = reader
-        .headers()
-        .with_context(|| format!("{file}:1: cannot read the header"))?;
-    let columns = Columns::of(header, &file)?;
+    let (mut reader, columns) = open(path, &file)?;
     let signals: Vec<String> = columns.activity.iter().map(|(n, _)| n.clone()).collect();
     let mut rows = RowReader::new(file.clone(), columns);
     let mut done: HashSet<String> = HashSet::new();
@@ -266,7 +259,13 @@ fn recording(inst: &Instance, samples: Vec<Sample>, signals: &[String], uses: Us
 
 /// The activity signals the utilisation file at `path` records (its `activity:NAME` columns).
 pub(super) fn recorded_signals(path: &Path) -> Result<Vec<String>> {
-    let file = path.display().to_string();
+    let (_, columns) = open(path, &path.display().to_string())?;
+    Ok(columns.activity.into_iter().map(|(n, _)| n).collect())
+}
+
+/// A reader of the utilisation file at `path` (named `file` in errors) past its header, and
+/// the header's columns.
+pub(super) fn open(path: &Path, file: &str) -> Result<(csv::Reader<std::fs::File>, Columns)> {
     let mut reader = csv::ReaderBuilder::new()
         .has_headers(true)
         .from_path(path)
@@ -274,8 +273,8 @@ pub(super) fn recorded_signals(path: &Path) -> Result<Vec<String>> {
     let header = reader
         .headers()
         .with_context(|| format!("{file}:1: cannot read the header"))?;
-    let columns = Columns::of(header, &file)?;
-    Ok(columns.activity.into_iter().map(|(n, _)| n).collect())
+    let columns = Columns::of(header, file)?;
+    Ok((reader, columns))
 }
 
 /// Reads the times of the CSV: the form `ebb metrics export` and the workload generator write

@@ -253,17 +253,8 @@ policies:
     idle: {gpu_below: 5, for: 45m}
 ";
 
-/// A notebook used Tuesday 10:00-12:00 and Thursday 14:00-16:00 under an idle rule (below 5 %
-/// for 45 minutes), $2/h, over a week. By hand: samples start Monday 00:00, so the 45-minute
-/// window is first covered at 00:35 (its first sample 10 minutes in): stopped then (35 min).
-/// Tuesday's 10:00 demand finds it stopped: 5 minutes unserved, its person starts it at 10:05;
-/// the last busy sample is 11:55, so the window is idle from 12:45: stopped (160 min, 45 idle).
-/// Thursday the same. Running 35 + 2 × 160 = 355 min, idle 35 + 2 × 45 = 125 min, unserved
-/// 10 min; 3 stops, 2 starts (a person's), none wrongful. The oracle runs 4 h.
-#[test]
-fn a_notebook_used_twice_a_week_under_an_idle_rule_matches_the_hand_calculation() {
-    let (from, to) = ("2026-11-30T00:00:00Z", "2026-12-07T00:00:00Z");
-    let fleet = "
+/// One notebook, running since before the replay, at $2/h.
+const NOTEBOOK_FLEET: &str = "
 instances:
   - id: i-notebook
     region: eu-central-1
@@ -274,6 +265,18 @@ instances:
 prices:
   eu-central-1: {g5.xlarge: {on_demand: 2.0}}
 ";
+
+/// A notebook used Tuesday 10:00-12:00 and Thursday 14:00-16:00 under an idle rule (below 5 %
+/// for 45 minutes), $2/h, over a week. By hand: samples start Monday 00:00, so the 45-minute
+/// window is first covered at 00:35 (its first sample 10 minutes in): stopped then (35 min).
+/// Tuesday's 10:00 demand finds it stopped: 5 minutes unserved, its person starts it at 10:05;
+/// the last busy sample is 11:55, so the window is idle from 12:45: stopped (160 min, 45 idle).
+/// Thursday the same. Running 35 + 2 × 160 = 355 min, idle 35 + 2 × 45 = 125 min, unserved
+/// 10 min; 3 stops, 2 starts (a person's), none wrongful. The oracle runs 4 h.
+#[test]
+fn a_notebook_used_twice_a_week_under_an_idle_rule_matches_the_hand_calculation() {
+    let (from, to) = ("2026-11-30T00:00:00Z", "2026-12-07T00:00:00Z");
+    let fleet = NOTEBOOK_FLEET;
     let used: &[(&str, &str)] = &[
         ("2026-12-01T10:00:00Z", "2026-12-01T12:00:00Z"),
         ("2026-12-03T14:00:00Z", "2026-12-03T16:00:00Z"),
@@ -900,17 +903,7 @@ prices:
 #[test]
 fn a_recorded_activity_signal_prevents_a_stop_and_the_replay_says_what_it_cost() {
     let (from, to) = ("2026-11-30T00:00:00Z", "2026-12-07T00:00:00Z");
-    let fleet = "
-instances:
-  - id: i-notebook
-    region: eu-central-1
-    type: g5.xlarge
-    state: running
-    launched_at: 2026-11-29T00:00:00Z
-    tags: {kind: notebook}
-prices:
-  eu-central-1: {g5.xlarge: {on_demand: 2.0}}
-";
+    let fleet = NOTEBOOK_FLEET;
     let gpu: &[(&str, &str)] = &[
         ("2026-12-01T10:00:00Z", "2026-12-01T12:00:00Z"),
         ("2026-12-01T13:00:00Z", "2026-12-01T14:00:00Z"),

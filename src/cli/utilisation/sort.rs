@@ -7,7 +7,7 @@
 //! runs are then merged, an instance at a time, in instance id order. A file small enough for
 //! one run is sorted in memory and writes nothing.
 
-use super::{Columns, RowReader, ACTIVITY_PREFIX, REQUIRED};
+use super::{open, RowReader, ACTIVITY_PREFIX, REQUIRED};
 use crate::fleet::{Instance, Sample};
 use crate::replay::Recording;
 use anyhow::{bail, Context as _, Result};
@@ -130,14 +130,7 @@ fn read_in_runs(
         .enumerate()
         .map(|(k, inst)| (inst.id.as_str(), k as u32))
         .collect();
-    let mut reader = csv::ReaderBuilder::new()
-        .has_headers(true)
-        .from_path(path)
-        .with_context(|| format!("cannot read utilisation file {file}"))?;
-    let header = reader
-        .headers()
-        .with_context(|| format!("{file}:1: cannot read the header"))?;
-    let columns = Columns::of(header, &file)?;
+    let (mut reader, columns) = open(path, &file)?;
     if let Some((name, _)) = columns.activity.first() {
         bail!(
             "{file}: the rows of each instance are not together, which the {ACTIVITY_PREFIX}{name} column needs: sort the file by instance (then time), as ebb metrics export writes it"
