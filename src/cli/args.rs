@@ -36,32 +36,45 @@ pub(super) struct ReconcileArgs {
     #[command(flatten)]
     pub(super) policies: PolicyDirs,
     /// Decide and audit, but change nothing.
-    #[arg(long, env = "EBB_DRY_RUN")]
+    #[arg(long, env = "EBB_DRY_RUN", help_heading = "Acting")]
     pub(super) dry_run: bool,
     /// At most this many actions a tick (starts, then notices, then stops); the rest wait.
-    #[arg(long, env = "EBB_MAX_ACTIONS_PER_TICK", value_name = "N")]
+    #[arg(
+        long,
+        env = "EBB_MAX_ACTIONS_PER_TICK",
+        value_name = "N",
+        help_heading = "Acting"
+    )]
     pub(super) max_actions: Option<usize>,
     /// How long a tick may run before it is abandoned (real time, also under a simulated
     /// clock). Under `serve`, the leader is not ready after three tick intervals without a
     /// completed tick, and not alive (/healthz fails) after twice this and an interval.
-    #[arg(long, env = "EBB_TICK_DEADLINE", default_value = "5m", value_parser = parse_deadline)]
+    #[arg(long, env = "EBB_TICK_DEADLINE", default_value = "5m", value_parser = parse_deadline,
+          help_heading = "Acting")]
     pub(super) tick_deadline: std::time::Duration,
     /// Post notices (Slack-compatible JSON) to this URL.
     #[arg(
         long,
         env = "EBB_WEBHOOK_URL",
         value_name = "URL",
-        hide_env_values = true
+        hide_env_values = true,
+        help_heading = "Notices"
     )]
     pub(super) webhook_url: Option<reqwest::Url>,
     /// The shape of the webhook's posts: plain ({"text": ...}, which Slack's and Mattermost's
     /// hooks take), slack (Block Kit, the snooze links as buttons), feishu or dingtalk (their
     /// custom bots' text messages).
-    #[arg(long, env = "EBB_WEBHOOK_FORMAT", value_enum, default_value_t = WebhookFormat::Plain)]
+    #[arg(long, env = "EBB_WEBHOOK_FORMAT", value_enum, default_value_t = WebhookFormat::Plain,
+          help_heading = "Notices")]
     pub(super) webhook_format: WebhookFormat,
     /// The address people reach this ebb's console at (https://ebb.example.com): each notice
     /// then carries signed links that keep the instance with one click.
-    #[arg(long, env = "EBB_PUBLIC_URL", value_name = "URL")]
+    #[arg(
+        long,
+        env = "EBB_PUBLIC_URL",
+        value_name = "URL",
+        help_heading = "Notices"
+    )]
     pub(super) public_url: Option<reqwest::Url>,
     #[command(flatten)]
     pub(super) cloud: CloudArgs,
@@ -193,7 +206,12 @@ pub(super) struct PricesArg {
 #[derive(Args, Clone, Copy)]
 pub(super) struct ListenArg {
     /// The HTTP API's and the web console's address (ebb ready asks it).
-    #[arg(long, env = "EBB_LISTEN", default_value = "127.0.0.1:8080")]
+    #[arg(
+        long,
+        env = "EBB_LISTEN",
+        default_value = "127.0.0.1:8080",
+        help_heading = "API and console"
+    )]
     pub(super) listen: std::net::SocketAddr,
 }
 
@@ -201,7 +219,8 @@ pub(super) struct ListenArg {
 #[derive(Args, Clone, Copy)]
 pub(super) struct MaxOverrideArg {
     /// The longest an override may last.
-    #[arg(long, env = "EBB_MAX_OVERRIDE", default_value = "7d", value_parser = humantime::parse_duration)]
+    #[arg(long, env = "EBB_MAX_OVERRIDE", default_value = "7d", value_parser = humantime::parse_duration,
+          help_heading = "Overrides")]
     pub(super) max_override: std::time::Duration,
 }
 
@@ -211,7 +230,12 @@ pub(super) struct HeartbeatKeyArg {
     /// A file holding the key instances' heartbeat tokens are made with (`ebb heartbeat-token`):
     /// with it, POST /v1/instances/{id}/activity keeps a heartbeat for the idle rule's heartbeat
     /// signal.
-    #[arg(long, env = "EBB_HEARTBEAT_KEY_FILE", value_name = "FILE")]
+    #[arg(
+        long,
+        env = "EBB_HEARTBEAT_KEY_FILE",
+        value_name = "FILE",
+        help_heading = "API and console"
+    )]
     pub(super) heartbeat_key_file: Option<std::path::PathBuf>,
 }
 
@@ -226,6 +250,7 @@ impl HeartbeatKeyArg {
 
 /// Where ebb looks in the cloud.
 #[derive(Args, Clone)]
+#[command(next_help_heading = "Cloud")]
 pub(super) struct CloudArgs {
     #[command(flatten)]
     pub(super) choice: CloudChoiceArg,

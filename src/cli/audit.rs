@@ -43,6 +43,7 @@ pub(super) struct VerifyArgs {
 
 /// Where checkpoints are published; both or neither.
 #[derive(Args, Clone, Debug)]
+#[command(next_help_heading = "Audit checkpoints")]
 pub(super) struct CheckpointArgs {
     /// The Ed25519 key (`ebb audit keygen`) that signs a checkpoint of the audit chain's head
     /// after every tick or change that appends rows.

@@ -6,6 +6,7 @@ use clap::Args;
 
 /// Where the database is and how long it may take (`DATABASE_URL`, `EBB_DB_*`).
 #[derive(Args, Clone, Debug)]
+#[command(next_help_heading = "Database")]
 pub(super) struct DbArgs {
     /// The Postgres to use: postgres://USER:PASSWORD@HOST:PORT/DATABASE (better set in the
     /// environment than on the command line, where other users' `ps` can see it).

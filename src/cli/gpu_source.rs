@@ -11,6 +11,7 @@ use std::path::PathBuf;
 
 /// The GPU metric source flags.
 #[derive(Args)]
+#[command(next_help_heading = "GPU metrics and activity signals")]
 pub(super) struct GpuSourceArgs {
     /// Where GPU utilisation is read from: cloudwatch, or prometheus:URL (one range query a
     /// tick for the whole fleet, over DCGM's DCGM_FI_DEV_GPU_UTIL by default).

@@ -24,32 +24,37 @@ use tokio::signal::unix::{signal, SignalKind};
 #[derive(Args)]
 pub(super) struct ServeArgs {
     /// Time between ticks.
-    #[arg(long, env = "EBB_TICK", default_value = "60s", value_parser = humantime::parse_duration)]
+    #[arg(long, env = "EBB_TICK", default_value = "60s", value_parser = humantime::parse_duration,
+          help_heading = "Serving")]
     pub(super) tick: std::time::Duration,
     /// How long instance state changes and spot interruption warnings are kept (the audit log
     /// is kept for ever).
-    #[arg(long, env = "EBB_RETENTION", default_value = "90d", value_parser = parse_retention)]
+    #[arg(long, env = "EBB_RETENTION", default_value = "90d", value_parser = parse_retention,
+          help_heading = "Serving")]
     pub(super) retention: std::time::Duration,
     /// How long GPU utilisation readings are kept (for the console's chart, `ebb metrics
     /// export` and replays).
-    #[arg(long, env = "EBB_METRICS_RETENTION", default_value = "35d", value_parser = parse_retention)]
+    #[arg(long, env = "EBB_METRICS_RETENTION", default_value = "35d", value_parser = parse_retention,
+          help_heading = "Serving")]
     pub(super) metrics_retention: std::time::Duration,
     /// This replica's name, shown as the leader's (default: host name and process id).
-    #[arg(long, env = "EBB_REPLICA")]
+    #[arg(long, env = "EBB_REPLICA", help_heading = "Serving")]
     pub(super) replica: Option<String>,
     #[command(flatten)]
     pub(super) listen: ListenArg,
     /// How long a client may take to send a request's headers, from opening its connection (or
     /// from the first byte of a later request on it); then the connection is closed.
-    #[arg(long, env = "EBB_HTTP_HEADER_TIMEOUT", default_value = "10s", value_parser = parse_http_timeout)]
+    #[arg(long, env = "EBB_HTTP_HEADER_TIMEOUT", default_value = "10s", value_parser = parse_http_timeout,
+          help_heading = "API and console")]
     pub(super) http_header_timeout: std::time::Duration,
     /// How long a kept-alive connection may wait for its next request before it is closed.
-    #[arg(long, env = "EBB_HTTP_IDLE_TIMEOUT", default_value = "60s", value_parser = parse_http_timeout)]
+    #[arg(long, env = "EBB_HTTP_IDLE_TIMEOUT", default_value = "60s", value_parser = parse_http_timeout,
+          help_heading = "API and console")]
     pub(super) http_idle_timeout: std::time::Duration,
     /// How many connections to the API and the console may be open at once; more wait until
     /// one closes.
     #[arg(long, env = "EBB_HTTP_MAX_CONNECTIONS", default_value_t = 512,
-          value_parser = clap::value_parser!(u32).range(1..=65_536))]
+          value_parser = clap::value_parser!(u32).range(1..=65_536), help_heading = "API and console")]
     pub(super) http_max_connections: u32,
     /// Tokens allowed to change things through the API: name:token,... (the name is the
     /// audit actor; tokens of 16 characters or more).
@@ -57,32 +62,42 @@ pub(super) struct ServeArgs {
         long,
         env = "EBB_API_TOKENS",
         hide_env_values = true,
-        default_value = ""
+        default_value = "",
+        help_heading = "API and console"
     )]
     pub(super) api_tokens: String,
     #[command(flatten)]
     pub(super) heartbeat_key: HeartbeatKeyArg,
     /// Let anyone read the API and the console without a token (a demo, or a network where
     /// everyone may see the fleet and the audit log); changes still need a token.
-    #[arg(long, env = "EBB_API_PUBLIC_READS", default_value_t = false, action = clap::ArgAction::Set)]
+    #[arg(long, env = "EBB_API_PUBLIC_READS", default_value_t = false, action = clap::ArgAction::Set,
+          help_heading = "API and console")]
     pub(super) api_public_reads: bool,
     #[command(flatten)]
     pub(super) max_override: MaxOverrideArg,
     /// Mark the console's login cookie `Secure` on every response: set it when a proxy in
     /// front of ebb terminates TLS (without it, the cookie is `Secure` only on requests the
     /// proxy marks `X-Forwarded-Proto: https`).
-    #[arg(long, env = "EBB_CONSOLE_SECURE_COOKIES", default_value_t = false, action = clap::ArgAction::Set)]
+    #[arg(long, env = "EBB_CONSOLE_SECURE_COOKIES", default_value_t = false, action = clap::ArgAction::Set,
+          help_heading = "API and console")]
     pub(super) console_secure_cookies: bool,
     /// With EBB_CLOUD=sim:FILE: the simulated clock's start, RFC 3339 (default: now).
-    #[arg(long, env = "EBB_CLOCK_START", value_name = "TS", value_parser = when::parse_time)]
+    #[arg(long, env = "EBB_CLOCK_START", value_name = "TS", value_parser = when::parse_time,
+          help_heading = "Simulated fleet")]
     pub(super) clock_start: Option<DateTime<Utc>>,
     /// With EBB_CLOUD=sim:FILE: how many times faster than real time the simulated clock
     /// runs (600: ten minutes a second). --tick counts in simulated time.
-    #[arg(long, env = "EBB_CLOCK_SPEED", value_name = "N", value_parser = parse_speed)]
+    #[arg(long, env = "EBB_CLOCK_SPEED", value_name = "N", value_parser = parse_speed,
+          help_heading = "Simulated fleet")]
     pub(super) clock_speed: Option<f64>,
     /// An SQS queue URL that EventBridge sends EC2 spot interruption warnings to: spot
     /// migrations then replace a reclaimed instance within seconds.
-    #[arg(long, env = "EBB_INTERRUPTION_QUEUE", value_name = "URL")]
+    #[arg(
+        long,
+        env = "EBB_INTERRUPTION_QUEUE",
+        value_name = "URL",
+        help_heading = "Cloud"
+    )]
     pub(super) interruption_queue: Option<String>,
     /// Post every outcome of the audit log (stops, starts, notices, overrides, ...) to this
     /// URL as a CloudEvents 1.0 JSON event, at least once and in order (docs/events.md).
@@ -90,12 +105,14 @@ pub(super) struct ServeArgs {
         long,
         env = "EBB_EVENTS_URL",
         value_name = "URL",
-        hide_env_values = true
+        hide_env_values = true,
+        help_heading = "Events"
     )]
     pub(super) events_url: Option<reqwest::Url>,
     /// The events' `source`: a URI naming this ebb deployment, like urn:ebb:prod or
     /// https://ebb.example.com.
-    #[arg(long, env = "EBB_EVENTS_SOURCE", value_name = "URI", default_value = "urn:ebb", value_parser = parse_source)]
+    #[arg(long, env = "EBB_EVENTS_SOURCE", value_name = "URI", default_value = "urn:ebb", value_parser = parse_source,
+          help_heading = "Events")]
     pub(super) events_source: String,
     #[command(flatten)]
     pub(super) reconcile: ReconcileArgs,

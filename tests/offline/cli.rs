@@ -694,3 +694,80 @@ fn a_calendar_that_runs_out_is_warned_of() {
         "{stderr}"
     );
 }
+
+/// Each flag of `ebb COMMAND --help`, by the heading it is listed under.
+fn flags_by_heading(command: &str) -> Vec<(String, Vec<String>)> {
+    let o = ebb(&[command, "--help"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let mut groups: Vec<(String, Vec<String>)> = Vec::new();
+    for line in stdout(&o).lines() {
+        if line.ends_with(':') && !line.starts_with(' ') {
+            groups.push((line.trim_end_matches(':').to_string(), Vec::new()));
+        } else if let Some(flag) = line
+            .split_whitespace()
+            // A flag's line (`--x`, or `-x, --x`), not a description that names one.
+            .take(2)
+            .find(|w| w.starts_with("--"))
+            .filter(|_| line.trim_start().starts_with('-'))
+        {
+            if let Some((_, flags)) = groups.last_mut() {
+                flags.push(flag.trim_end_matches(',').to_string());
+            }
+        }
+    }
+    groups
+}
+
+/// `serve` and `tick` have over 50 flags: each is listed under a heading that says what it is
+/// about, and no heading leaks onto the flags after it.
+#[test]
+fn serve_and_tick_list_their_flags_under_headings() {
+    let serve = flags_by_heading("serve");
+    let heading_of = |flag: &str| {
+        serve
+            .iter()
+            .find(|(_, flags)| flags.iter().any(|f| f == flag))
+            .map(|(h, _)| h.as_str())
+            .unwrap_or_else(|| panic!("{flag} is not listed: {serve:?}"))
+    };
+    for (flag, heading) in [
+        ("--policies", "Options"),
+        ("--tick", "Serving"),
+        ("--listen", "API and console"),
+        ("--api-tokens", "API and console"),
+        ("--heartbeat-key-file", "API and console"),
+        ("--max-override", "Overrides"),
+        ("--clock-speed", "Simulated fleet"),
+        ("--regions", "Cloud"),
+        ("--alibaba-ram-role", "Cloud"),
+        ("--interruption-queue", "Cloud"),
+        ("--events-url", "Events"),
+        ("--dry-run", "Acting"),
+        ("--webhook-url", "Notices"),
+        ("--public-url", "Notices"),
+        ("--jupyter-token-file", "GPU metrics and activity signals"),
+        ("--database-url", "Database"),
+        ("--audit-checkpoints", "Audit checkpoints"),
+    ] {
+        assert_eq!(heading_of(flag), heading, "{flag}");
+    }
+    let headings: Vec<&str> = serve.iter().map(|(h, _)| h.as_str()).collect();
+    let mut unique = headings.clone();
+    unique.dedup();
+    assert_eq!(
+        unique.len(),
+        headings.len(),
+        "one group per heading: {headings:?}"
+    );
+    let tick = flags_by_heading("tick");
+    let tick_heading = |flag: &str| {
+        tick.iter()
+            .find(|(_, f)| f.iter().any(|x| x == flag))
+            .map(|(h, _)| h.clone())
+    };
+    assert_eq!(tick_heading("--webhook-url").as_deref(), Some("Notices"));
+    assert_eq!(tick_heading("--database-url").as_deref(), Some("Database"));
+    // The offline commands' own flags stay under Options.
+    let plan = flags_by_heading("plan");
+    assert_eq!(plan.len(), 1, "{plan:?}");
+}
