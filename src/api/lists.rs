@@ -97,7 +97,7 @@ pub(super) async fn plan(
     }))
 }
 
-/// A page of the spot migrations, as `ebb migrations --format json` prints them.
+/// A page of the spot migrations, as `ebb spot-moves --format json` prints them.
 pub(super) async fn migrations(
     State(state): State<ApiState>,
     query: Result<Query<MigrationsQuery>, QueryRejection>,

@@ -501,7 +501,7 @@ impl OverrideArgs {
     }
 }
 
-/// Who asks for a change from the command line (`ebb override`, `ebb migrations release`).
+/// Who asks for a change from the command line (`ebb override`, `ebb spot-moves release`).
 #[derive(Args)]
 pub(super) struct ActorArg {
     /// Who is asking, for the audit log (default: the user, $USER, else cli).

@@ -202,7 +202,7 @@ pub(super) async fn overrides(args: OverrideArgs) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// `ebb migrations`: every spot migration.
+/// `ebb spot-moves`: every spot migration.
 pub(super) async fn migrations(format: Format, db: &DbArgs) -> Result<ExitCode> {
     let store = db.open().await?;
     let list = store.migrations().await?;
@@ -241,7 +241,7 @@ pub(super) async fn pools(
     Ok(ExitCode::SUCCESS)
 }
 
-/// `ebb migrations release ID`: the image migration `id` keeps goes at the leader's next tick.
+/// `ebb spot-moves release ID`: the image migration `id` keeps goes at the leader's next tick.
 pub(super) async fn release(id: i64, actor: &ActorArg, db: &DbArgs) -> Result<ExitCode> {
     let store = db.open().await?;
     match store.release_image(id, &actor.name(), Utc::now()).await? {
@@ -257,7 +257,7 @@ pub(super) async fn release(id: i64, actor: &ActorArg, db: &DbArgs) -> Result<Ex
     }
 }
 
-/// `ebb migrations --orphans`: what carries ebb's migration tags in EBB_REGIONS and every
+/// `ebb spot-moves --orphans`: what carries ebb's migration tags in EBB_REGIONS and every
 /// migration's region that no migration tracks. Exits 1 when something is found or a region
 /// cannot be read.
 pub(super) async fn orphans(mut cloud: CloudArgs, format: Format, db: &DbArgs) -> Result<ExitCode> {
@@ -279,7 +279,7 @@ pub(super) async fn orphans(mut cloud: CloudArgs, format: Format, db: &DbArgs) -
     cloud.run(Clock::System, command).await
 }
 
-/// `ebb migrations --orphans` once the migrations are read.
+/// `ebb spot-moves --orphans` once the migrations are read.
 struct Orphans {
     regions: Vec<String>,
     migrations: Vec<MigrationRecord>,

@@ -138,8 +138,13 @@ enum Command {
     /// dollars, spot savings, people's overrides and starts, by policy and by a tag.
     Report(report::ReportArgs),
     /// Show spot migrations (DATABASE_URL): state, current instance, savings, reclaims; or
-    /// release an image a migration keeps.
-    #[command(args_conflicts_with_subcommands = true)]
+    /// release an image a migration keeps. Named apart from `migrate`, the database's; the old
+    /// name `migrations` still works.
+    #[command(
+        name = "spot-moves",
+        alias = "migrations",
+        args_conflicts_with_subcommands = true
+    )]
     Migrations {
         #[command(subcommand)]
         command: Option<MigrationsCommand>,
@@ -199,14 +204,14 @@ enum Command {
         format: Format,
     },
 }
-/// `ebb migrations` commands.
+/// `ebb spot-moves` commands.
 #[derive(Subcommand)]
 enum MigrationsCommand {
     /// Let go of the image an ended migration keeps as the possible only copy of the workload's
     /// disks (its replacement ended for a cause ebb cannot know): the leader deletes it, with
     /// its snapshots, at its next tick.
     Release {
-        /// The migration's id (`ebb migrations`).
+        /// The migration's id (`ebb spot-moves`).
         id: i64,
         #[command(flatten)]
         actor: args::ActorArg,

@@ -63,7 +63,7 @@ pub fn plan_json(decisions: &[Decision], instances: &[Instance]) -> String {
     text
 }
 
-/// One spot migration as `ebb migrations --format json` and `GET /v1/migrations` show it.
+/// One spot migration as `ebb spot-moves --format json` and `GET /v1/migrations` show it.
 #[derive(Debug, Serialize)]
 pub struct MigrationView<'a> {
     /// Its id.
@@ -523,7 +523,7 @@ pub fn tick_summary(report: &TickReport) -> String {
     text
 }
 
-/// Untracked artifacts as a table for people (`ebb migrations --orphans`).
+/// Untracked artifacts as a table for people (`ebb spot-moves --orphans`).
 pub fn orphans_table(orphans: &[crate::spot::orphans::Orphan]) -> String {
     if orphans.is_empty() {
         return "nothing carries ebb's migration tags untracked\n".to_string();

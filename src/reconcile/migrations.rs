@@ -65,7 +65,7 @@ impl<P: Provider> Reconciler<P> {
     /// At most once per [`spot::orphans::SWEEP_EVERY`], after the migrations moved on:
     /// terminates every replacement ebb launched that no migration tracks (in the regions of
     /// its migrations); anything else carrying ebb's migration tags is only logged, and
-    /// listed by `ebb migrations --orphans`. A region that cannot be read is tried again at
+    /// listed by `ebb spot-moves --orphans`. A region that cannot be read is tried again at
     /// the next sweep.
     async fn sweep_lost_launches(
         &self,

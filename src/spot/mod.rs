@@ -170,7 +170,7 @@ pub enum Alert {
     /// The migration ended for a cause ebb cannot know (its replacement terminated by someone,
     /// or no longer known to EC2) with the original gone: the image may be the only copy of
     /// the workload's disks, and is kept until a person releases it
-    /// (`ebb migrations release ID`).
+    /// (`ebb spot-moves release ID`).
     ImageOnlyCopy,
 }
 

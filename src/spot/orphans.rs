@@ -1,5 +1,5 @@
 //! Untracked spend: instances, images and snapshots carrying ebb's migration tags that no
-//! migration tracks (`ebb migrations --orphans`). Pure: what the cloud listed and what the
+//! migration tracks (`ebb spot-moves --orphans`). Pure: what the cloud listed and what the
 //! store holds in, the orphans out.
 
 use crate::cloud::{Artifact, ArtifactKind};

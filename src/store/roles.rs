@@ -16,7 +16,7 @@ pub enum Grant {
     /// What `serve`, `tick` and `ebb override` do: reads, appends to the audit log, and the
     /// writes of the other tables ([`RUNTIME_PRIVILEGES`]).
     Runtime,
-    /// SELECT on every table: `ebb audit`, `ebb audit verify`, `ebb migrations`,
+    /// SELECT on every table: `ebb audit`, `ebb audit verify`, `ebb spot-moves`,
     /// `ebb override --list`, `ebb metrics export`.
     Reader,
 }

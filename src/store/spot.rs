@@ -462,7 +462,7 @@ impl Store {
     }
 
     /// A person lets go of the image that ended migration `id` keeps as the possible only copy
-    /// of the workload's disks (`ebb migrations release`): the leader deletes it at its next
+    /// of the workload's disks (`ebb spot-moves release`): the leader deletes it at its next
     /// tick. Audited as `by` in the same transaction; the leader is woken. `Ok(Err)` says why
     /// not when the migration keeps no image waiting for a release.
     pub async fn release_image(
@@ -485,7 +485,7 @@ impl Store {
         .await?;
         let Some(m) = row.map(MigrationRow::decode).transpose()? else {
             return Ok(Err(format!(
-                "migration {id} keeps no image waiting for a release (see `ebb migrations`)"
+                "migration {id} keeps no image waiting for a release (see `ebb spot-moves`)"
             )));
         };
         let image = m.image.as_deref().unwrap_or_default();

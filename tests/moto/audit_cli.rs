@@ -396,6 +396,8 @@ async fn migrate_applies_then_reports_current(pool: PgPool) {
 #[sqlx::test]
 async fn migrations_are_listed_with_state_savings_and_steps(pool: PgPool) {
     let url = database_url(&pool);
+    assert_eq!(out(&mei(&url).run(&["spot-moves"])), "no spot migrations\n");
+    // The command's old name still works.
     assert_eq!(out(&mei(&url).run(&["migrations"])), "no spot migrations\n");
     assert_eq!(
         out(&mei(&url).run(&["migrations", "--format", "json"])),
@@ -436,7 +438,7 @@ async fn migrations_are_listed_with_state_savings_and_steps(pool: PgPool) {
         .await
         .unwrap()
         .is_none());
-    let table = out(&mei(&url).run(&["migrations"]));
+    let table = out(&mei(&url).run(&["spot-moves"]));
     assert!(table.starts_with("ID"), "{table}");
     assert!(
         table.contains(&format!("{}   i-0train  planned", m.id)),
@@ -444,7 +446,7 @@ async fn migrations_are_listed_with_state_savings_and_steps(pool: PgPool) {
     );
     assert!(table.contains("$0.00"), "{table}");
     let json: serde_json::Value =
-        serde_json::from_str(&out(&mei(&url).run(&["migrations", "--format", "json"]))).unwrap();
+        serde_json::from_str(&out(&mei(&url).run(&["spot-moves", "--format", "json"]))).unwrap();
     let item = &json[0];
     assert_eq!(item["state"], "planned");
     assert_eq!(item["original"], "i-0train");

@@ -1035,7 +1035,7 @@ async fn orphans_list_ebbs_lost_launch_and_report_forgeries(pool: PgPool) {
     assert!(m.steps.0.last().unwrap().detail.contains(&lost), "{m:#?}");
 }
 
-/// `ebb migrations --orphans`, the built binary against moto and Postgres: an image tagged as a
+/// `ebb spot-moves --orphans`, the built binary against moto and Postgres: an image tagged as a
 /// migration's that no migration keeps is listed, not ebb's to act on, and the command exits 1.
 #[sqlx::test(migrations = false)]
 async fn ebb_migrations_orphans_lists_what_no_migration_tracks(pool: PgPool) {
@@ -1076,7 +1076,7 @@ async fn ebb_migrations_orphans_lists_what_no_migration_tracks(pool: PgPool) {
     );
     let run = |format: &str| {
         std::process::Command::new(env!("CARGO_BIN_EXE_ebb"))
-            .args(["migrations", "--orphans", "--format", format])
+            .args(["spot-moves", "--orphans", "--format", format])
             .env("DATABASE_URL", &url)
             .env("EBB_REGIONS", f.region)
             .output()
@@ -1963,7 +1963,7 @@ async fn a_replacement_ec2_no_longer_knows_leaves_the_image_kept_until_a_person_
     assert_eq!(m.image_kept_until, None, "no timer: {m:#?}");
     let last = &m.steps.0.last().unwrap().detail;
     assert!(
-        last.contains(&format!("ebb migrations release {}", m.id)),
+        last.contains(&format!("ebb spot-moves release {}", m.id)),
         "{last}"
     );
     assert_eq!(m.image.as_deref(), Some(image.as_str()));
@@ -1989,13 +1989,13 @@ async fn a_replacement_ec2_no_longer_knows_leaves_the_image_kept_until_a_person_
     assert_eq!(report.spot_alerts.get("image_only_copy"), Some(&1));
     assert!(s.image_exists(&image).await);
     assert_eq!(s.marked_snapshots(&original).await, snapshots);
-    let released = common::ebb_on(&url, &["migrations", "release", &m.id.to_string()]);
+    let released = common::ebb_on(&url, &["spot-moves", "release", &m.id.to_string()]);
     assert!(
         released.status.success(),
         "{}",
         String::from_utf8_lossy(&released.stderr)
     );
-    let again = common::ebb_on(&url, &["migrations", "release", &m.id.to_string()]);
+    let again = common::ebb_on(&url, &["spot-moves", "release", &m.id.to_string()]);
     assert_eq!(again.status.code(), Some(2), "released once only");
     assert!(s.tick(later + 1).await);
     assert!(!s.image_exists(&image).await);

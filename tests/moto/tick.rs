@@ -574,7 +574,7 @@ async fn an_override_while_a_move_stops_puts_the_workload_back_on_the_original(p
         })
         .await;
     let migration = || {
-        let out = s.ebb().run(&["migrations", "--format", "json"]);
+        let out = s.ebb().run(&["spot-moves", "--format", "json"]);
         assert!(out.status.success(), "{out:?}");
         let all: Vec<Value> = serde_json::from_slice(&out.stdout).unwrap();
         assert_eq!(all.len(), 1, "{all:?}");

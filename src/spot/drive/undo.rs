@@ -327,7 +327,7 @@ impl<P: Provider> Run<'_, P> {
     /// What is said of an image kept after the end until a person releases it.
     fn only_copy(&self) -> String {
         format!(
-            "the image {} may be the only copy of the disks of {}: it is kept until a person runs `ebb migrations release {}`",
+            "the image {} may be the only copy of the disks of {}: it is kept until a person runs `ebb spot-moves release {}`",
             self.m.image.as_deref().unwrap_or("(none)"),
             self.m.original,
             self.m.id

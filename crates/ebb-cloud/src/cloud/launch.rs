@@ -183,7 +183,7 @@ impl ArtifactKind {
 }
 
 /// A resource in ebb's own account carrying ebb's migration tags, whether or not a migration
-/// tracks it (`ebb migrations --orphans`).
+/// tracks it (`ebb spot-moves --orphans`).
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Artifact {
     /// Instance, image or snapshot.

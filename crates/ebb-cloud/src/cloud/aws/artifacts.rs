@@ -1,4 +1,4 @@
-//! What carries ebb's migration tags in ebb's own account, for `ebb migrations --orphans`:
+//! What carries ebb's migration tags in ebb's own account, for `ebb spot-moves --orphans`:
 //! instances, images and snapshots, every page of each; and the deletion of an image and of a
 //! snapshot.
 

@@ -25,7 +25,7 @@ impl Eval<'_> {
             return verdict(
                 Action::None,
                 Code::Migrating,
-                self.text(|| format!("spot migration {id} is under way (see ebb migrations)")),
+                self.text(|| format!("spot migration {id} is under way (see ebb spot-moves)")),
             );
         }
         match self.inst.state {
