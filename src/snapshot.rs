@@ -150,6 +150,9 @@ struct SnapshotInstance {
     /// When a person started it, while it runs since (what the inventory sync records).
     #[serde(default)]
     started_by_person_at: Option<Timestamp>,
+    /// Since when its stop outside hours has waited for its busy GPU, while it still waits.
+    #[serde(default)]
+    busy_deferred_since: Option<Timestamp>,
     /// The role of `EBB_ROLE_ARNS` that listed it: an instance of another account.
     #[serde(default)]
     via_role: Option<String>,
@@ -388,6 +391,7 @@ impl Snapshot {
                     started_by_ebb_at: i.started_by_ebb_at.map(|t| t.0),
                     notified_at: i.notified_at.map(|t| t.0),
                     started_by_person_at: i.started_by_person_at.map(|t| t.0),
+                    busy_deferred_since: i.busy_deferred_since.map(|t| t.0),
                 };
                 if f != InstanceFacts::default() {
                     facts.insert(i.id.clone(), f);

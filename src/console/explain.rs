@@ -87,6 +87,9 @@ fn fleet_of(
         started_by_ebb_at: record.started_by_ebb_at,
         notified_at: record.notified_at,
         started_by_person_at: record.started_by_person_at,
+        busy_deferred_since: (record.decided_code.as_deref() == Some("busy_deferred"))
+            .then_some(record.decided_since)
+            .flatten(),
     };
     let in_force = overrides
         .iter()

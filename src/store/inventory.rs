@@ -227,25 +227,29 @@ impl Store {
             Option<DateTime<Utc>>,
             Option<DateTime<Utc>>,
             Option<DateTime<Utc>>,
+            Option<DateTime<Utc>>,
         );
+        // The wait for a busy GPU is the last decision's, since it was first made.
         let rows: Vec<FactsRow> = sqlx::query_as(
-            "SELECT id, stopped_by_ebb_at, started_by_ebb_at, notified_at, started_by_person_at
+            "SELECT id, stopped_by_ebb_at, started_by_ebb_at, notified_at, started_by_person_at,
+                    CASE WHEN decided_code = 'busy_deferred' THEN decided_since END
              FROM instances
              WHERE gone_at IS NULL AND (stopped_by_ebb_at IS NOT NULL
                    OR started_by_ebb_at IS NOT NULL OR notified_at IS NOT NULL
-                   OR started_by_person_at IS NOT NULL)",
+                   OR started_by_person_at IS NOT NULL OR decided_code = 'busy_deferred')",
         )
         .fetch_all(&self.pool)
         .await?;
         let facts = rows
             .into_iter()
             .map(
-                |(id, stopped_by_ebb_at, started_by_ebb_at, notified_at, started_by_person_at)| {
+                |(id, stopped, started, notified, person, busy_deferred_since)| {
                     let f = InstanceFacts {
-                        stopped_by_ebb_at,
-                        started_by_ebb_at,
-                        notified_at,
-                        started_by_person_at,
+                        stopped_by_ebb_at: stopped,
+                        started_by_ebb_at: started,
+                        notified_at: notified,
+                        started_by_person_at: person,
+                        busy_deferred_since,
                     };
                     (id, f)
                 },

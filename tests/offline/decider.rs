@@ -64,6 +64,7 @@ fn the_replays_decider_decides_as_decide_does_tick_after_tick() {
                 started_by_ebb_at: (n % 3 == 0).then_some(t),
                 notified_at: (n % 5 == 0).then_some(t),
                 started_by_person_at: (n % 7 == 0).then_some(t),
+                busy_deferred_since: (n % 11 == 0).then_some(t),
             };
             (i.id.clone(), f)
         })

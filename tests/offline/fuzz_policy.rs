@@ -1418,6 +1418,7 @@ impl FleetSpec {
                         started_by_ebb_at: at(started),
                         notified_at: at(notified),
                         started_by_person_at: None,
+                        busy_deferred_since: None,
                     },
                 );
                 let tags: Tags = s

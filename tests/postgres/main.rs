@@ -50,3 +50,4 @@ mod store;
 mod tencent;
 mod timeouts;
 mod unseen_restart;
+mod why_late;

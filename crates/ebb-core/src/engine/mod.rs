@@ -425,6 +425,10 @@ pub struct InstanceFacts {
     /// When a person started it, if it is running since: it was seen stopped, then running,
     /// with no start of ebb's since the stop. Cleared when it stops again or ebb starts it.
     pub started_by_person_at: Option<DateTime<Utc>>,
+    /// Since when its stop outside hours has waited for its busy GPU, while the last decision
+    /// is still that wait (`busy_deferred`): what the stop's reason says it waited.
+    #[serde(default)]
+    pub busy_deferred_since: Option<DateTime<Utc>>,
 }
 
 /// A person's request to keep an instance from being stopped until a time.

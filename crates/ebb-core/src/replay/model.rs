@@ -8,7 +8,7 @@ use super::activity::{self, SignalRecording};
 use super::groups::{Groups, Move};
 use super::pools::{Choice, OnSpot, Pools};
 use super::{demand_soon, settled, BusyCursor, Options, Recording, Span, Tally};
-use crate::engine::{self, Action, Brief, Decider, InstanceFacts, Prior, RECENT};
+use crate::engine::{self, Action, Brief, Code, Decider, InstanceFacts, Prior, RECENT};
 use crate::fleet::{Fleet, Instance, InstanceState, Lifecycle, Prices, Sample};
 use crate::names::{MIGRATION_TAG, STOP_AT_TAG};
 use crate::policy::PolicySet;
@@ -299,6 +299,11 @@ impl Modelled<'_> {
             }
             _ => {}
         }
+        // As the store keeps it: the wait for a busy GPU is the decision's, since first made.
+        self.facts.busy_deferred_since = match d.code {
+            Code::BusyDeferred => self.facts.busy_deferred_since.or(Some(t)),
+            _ => None,
+        };
         if self.facts != before {
             prior.set_facts(&view.id, self.facts);
         }

@@ -139,6 +139,17 @@ impl Eval<'_> {
                 },
             }
         }
+        // Why late: the stop waited for a busy GPU since then.
+        if let Some(since) = self.facts.busy_deferred_since.filter(|t| *t <= self.now()) {
+            let stop = std::mem::take(&mut v.reason);
+            v.reason = self.text(|| {
+                format!(
+                    "{stop}; waited {} while the GPU was busy (since {})",
+                    span(self.now() - since),
+                    self.at(since)
+                )
+            });
+        }
         let notice = st.since.map_or(NoticeFor::Now, NoticeFor::Close);
         self.with_notice(v, notice, trace)
     }
