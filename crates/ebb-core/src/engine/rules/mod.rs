@@ -2,12 +2,12 @@
 //!
 //! [`Context::decide`] finds the governing policy (`matching`) and hands the instance to an
 //! [`Eval`], which applies the policy's rules in their order (`order`): starts at the opening
-//! (`start`), the runtime limit (`runtime`), stops outside work hours with their notices
+//! (`start`), the runtime limits (`runtime`), stops outside work hours with their notices
 //! (`stop`) unless a person started the instance after the close (`late_start`), the idle rule
-//! (`idle`) and spot moves (`spot`), each subject to what protects an instance (`protection`); then what
-//! the instance's billing allows (`billing`: no stop of a subscription or of a family that
-//! cannot stop without charge, nothing on an instance being recycled), and an instance
-//! something else owns is left alone whatever they asked (`owned`).
+//! (`idle`) and spot moves (`spot`), each subject to what protects an instance
+//! (`protection`); then what the instance's billing allows (`billing`: no stop of a
+//! subscription or of a family that cannot stop without charge, nothing on an instance being
+//! recycled), and an instance something else owns is left alone whatever they asked (`owned`).
 
 mod activity;
 mod billing;

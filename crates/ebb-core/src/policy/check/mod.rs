@@ -1,8 +1,9 @@
 //! Turning one parsed file into policies, collecting every problem with the path to its node.
 //!
 //! [`check_file`] walks the document; each section of a policy file has its own checker
-//! (`calendars`, `policy`, `work_hours`, `idle`, `spot`, `start`, `runtime`), all methods of one [`Checker`] that
-//! collects the problems, and `values` reads the plain values they share.
+//! (`calendars`, `policy`, `work_hours`, `idle`, `activity`, `spot`, `start`, `runtime`), all
+//! methods of one [`Checker`] that collects the problems, and `values` reads the plain values
+//! they share.
 
 mod activity;
 mod calendars;
