@@ -137,7 +137,7 @@ struct SnapshotInstance {
     /// Why its GPU utilisation could not be read, to replay a tick whose read failed.
     #[serde(default)]
     gpu_read_error: Option<String>,
-    /// The readings of its activity signals read by the tick (Prometheus), by signal name; a
+    /// The readings of its activity signals read by the tick (Prometheus, CloudWatch), by signal name; a
     /// signal absent here was not read, which counts as in use.
     #[serde(default)]
     activity: BTreeMap<String, Vec<(Timestamp, f64)>>,

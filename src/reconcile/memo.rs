@@ -25,6 +25,9 @@ pub(super) struct Memo {
     /// The instances whose GPU utilisation was read in the current five-minute period: a read
     /// is billed per metric, and a period is read once.
     pub(super) gpu_asked: read::Asked,
+    /// The CloudWatch activity signals read in the current five-minute period: billed per
+    /// metric too, and read once a period.
+    pub(super) metrics_read: read::MetricsRead,
     /// When the kept instance catalogue's age was last looked at: at most once an hour.
     pub(super) catalogue_looked: Mutex<Option<DateTime<Utc>>>,
     /// The volumes and Elastic IPs last kept in Postgres, by instance: only changes are

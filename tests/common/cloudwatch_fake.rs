@@ -6,10 +6,11 @@
 //! `/service/GraniteServiceVersion20100801/operation/GetMetricData` whose body is a CBOR map
 //! (`MetricDataQueries`, `StartTime`, `EndTime` as tag-1 epoch seconds), answered with a CBOR
 //! map of `MetricDataResults` and the `smithy-protocol: rpc-v2-cbor` header. Each query is
-//! answered by what the test set for the instance its `InstanceId` dimension names: a reading
-//! at every five-minute period of the window, a `Complete` result without readings, or no
-//! readings and a status of the test's choosing (`InternalError`, `Forbidden`), as CloudWatch
-//! marks a query it failed in an answer of HTTP 200. Signatures are not checked. It runs on a
+//! answered by what the test set for the instance its `InstanceId` dimension names, or for
+//! that instance's metric of the query's namespace, name and other dimensions: a reading at
+//! every five-minute period of the window (or one that changes at a time), a `Complete` result
+//! without readings, or no readings and a status of the test's choosing (`InternalError`,
+//! `Forbidden`), as CloudWatch marks a query it failed in an answer of HTTP 200. Signatures are not checked. It runs on a
 //! thread of its own, so that a test may block on the binary meanwhile.
 
 use axum::body::Bytes;
@@ -34,11 +35,20 @@ pub enum Reading {
     NoData,
     /// No readings, the query marked with this status (`InternalError`, `Forbidden`).
     Failed(&'static str),
+    /// `Complete`, at every five-minute period of the window `before` until epoch second
+    /// `at`, then `after`.
+    Changed { before: f64, at: i64, after: f64 },
 }
+
+/// A metric of one instance: its namespace, name and dimensions other than `InstanceId`.
+type MetricOf = (String, String, String, BTreeMap<String, String>);
 
 #[derive(Default)]
 struct Fake {
     readings: BTreeMap<String, Reading>,
+    /// What a metric's queries are answered with, when not the instance's reading; by
+    /// instance and metric name, with the namespace and dimensions that must match.
+    metrics: BTreeMap<(String, String), (MetricOf, Reading)>,
     /// Queries asked, by instance.
     asked: BTreeMap<String, usize>,
 }
@@ -81,6 +91,32 @@ impl CloudWatchFake {
         fake.readings.insert(instance.to_string(), reading);
     }
 
+    /// Answers the queries of `instance`'s metric `namespace`/`metric` whose other dimensions
+    /// are exactly `dimensions` with `reading` from now on; a query of that metric with other
+    /// dimensions or another namespace finds no data, as CloudWatch answers a metric it does
+    /// not have.
+    pub fn set_metric(
+        &self,
+        instance: &str,
+        (namespace, metric): (&str, &str),
+        dimensions: &[(&str, &str)],
+        reading: Reading,
+    ) {
+        let dimensions = dimensions
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        let of = (
+            instance.to_string(),
+            namespace.to_string(),
+            metric.to_string(),
+            dimensions,
+        );
+        let mut fake = self.state.lock().unwrap();
+        let key = (instance.to_string(), metric.to_string());
+        fake.metrics.insert(key, (of, reading));
+    }
+
     /// How many queries named `instance` so far.
     pub fn asked(&self, instance: &str) -> usize {
         let fake = self.state.lock().unwrap();
@@ -109,19 +145,27 @@ fn seconds(value: &Value) -> i64 {
     }
 }
 
-/// The instance a query's `InstanceId` dimension names.
-fn instance_of(query: &Value) -> String {
+/// The metric a query asks for; its instance is its `InstanceId` dimension.
+fn metric_of(query: &Value) -> MetricOf {
     let metric = field(query, "MetricStat").and_then(|s| field(s, "Metric"));
-    let dimensions = metric.and_then(|m| field(m, "Dimensions"));
-    dimensions
+    let text = |key: &str| {
+        let value = metric.and_then(|m| field(m, key)).and_then(Value::as_text);
+        value.unwrap_or_default().to_string()
+    };
+    let mut dimensions: BTreeMap<String, String> = metric
+        .and_then(|m| field(m, "Dimensions"))
         .and_then(Value::as_array)
         .into_iter()
         .flatten()
-        .find(|d| field(d, "Name").and_then(Value::as_text) == Some("InstanceId"))
-        .and_then(|d| field(d, "Value"))
-        .and_then(Value::as_text)
-        .expect("a query of an instance")
-        .to_string()
+        .map(|d| {
+            let text = |key| field(d, key).and_then(Value::as_text).unwrap().to_string();
+            (text("Name"), text("Value"))
+        })
+        .collect();
+    let instance = dimensions
+        .remove("InstanceId")
+        .expect("a query of an instance");
+    (instance, text("Namespace"), text("MetricName"), dimensions)
 }
 
 fn text(s: &str) -> Value {
@@ -140,25 +184,32 @@ async fn get_metric_data(State(state): State<Arc<Mutex<Fake>>>, body: Bytes) -> 
     let mut results = Vec::new();
     for query in &queries {
         let id = field(query, "Id").and_then(Value::as_text).unwrap();
-        let instance = instance_of(query);
+        let metric = metric_of(query);
+        let instance = metric.0.clone();
         *fake.asked.entry(instance.clone()).or_default() += 1;
-        let reading = fake
-            .readings
-            .get(&instance)
-            .cloned()
-            .unwrap_or(Reading::NoData);
+        let reading = match fake.metrics.get(&(instance.clone(), metric.2.clone())) {
+            Some((set, reading)) if *set == metric => reading.clone(),
+            Some(_) => Reading::NoData,
+            None => fake
+                .readings
+                .get(&instance)
+                .cloned()
+                .unwrap_or(Reading::NoData),
+        };
         let (status, value) = match reading {
-            Reading::Value(v) => ("Complete", Some(v)),
+            Reading::Value(v) => ("Complete", Some((v, i64::MAX, v))),
+            Reading::Changed { before, at, after } => ("Complete", Some((before, at, after))),
             Reading::NoData => ("Complete", None),
             Reading::Failed(status) => (status, None),
         };
         let (mut times, mut values) = (Vec::new(), Vec::new());
-        if let Some(v) = value {
+        if let Some((before, at, after)) = value {
             // Every period from the first whole one of the window to its end, newest first
             // (CloudWatch's default `TimestampDescending`).
             let mut period = end - end.rem_euclid(300);
             while period >= start {
                 times.push(Value::Tag(1, Box::new(Value::Integer(period.into()))));
+                let v = if period < at { before } else { after };
                 values.push(Value::Float(v));
                 period -= 300;
             }

@@ -14,9 +14,9 @@
 use chrono::{DateTime, Utc};
 use ebb::cloud::{
     ActionReport, Artifact, CapacityReservations, CloudError, Failed, GpuReadings, Image,
-    ImageMade, InstanceStatus, Inventory, Launch, LaunchSpec, NodeGroupUpdate, PlacementScores,
-    Provider, Reservation, ReservationRequest, Resize, ScalingGroups, ScopeFailure, SpotMoves,
-    StopKind, TypeCatalogue, TypePrice,
+    ImageMade, InstanceMetrics, InstanceStatus, Inventory, Launch, LaunchSpec, MetricAnswer,
+    MetricQuery, NodeGroupUpdate, PlacementScores, Provider, Reservation, ReservationRequest,
+    Resize, ScalingGroups, ScopeFailure, SpotMoves, StopKind, TypeCatalogue, TypePrice,
 };
 use ebb::fleet::{Capacity, Instance, NodeGroup, ScalingGroup, TypeFacts};
 use std::collections::BTreeMap;
@@ -63,11 +63,12 @@ pub enum Method {
     CancelReservation,
     PlacementScores,
     InstanceTypes,
+    MetricMaxima,
 }
 
 impl Method {
     /// Every method.
-    pub const ALL: [Method; 33] = [
+    pub const ALL: [Method; 34] = [
         Method::Instances,
         Method::Reread,
         Method::GpuUtilisation,
@@ -101,6 +102,7 @@ impl Method {
         Method::CancelReservation,
         Method::PlacementScores,
         Method::InstanceTypes,
+        Method::MetricMaxima,
     ];
 
     /// Its name in the trait (`gpu_utilisation`).
@@ -139,6 +141,7 @@ impl Method {
             Method::CancelReservation => "cancel_reservation",
             Method::PlacementScores => "placement_scores",
             Method::InstanceTypes => "instance_types",
+            Method::MetricMaxima => "metric_maxima",
         }
     }
 
@@ -152,7 +155,7 @@ impl Method {
             | Method::FindTagged
             | Method::MigrationArtifacts
             | Method::ReservationTarget => "DescribeInstances",
-            Method::GpuUtilisation => "GetMetricData",
+            Method::GpuUtilisation | Method::MetricMaxima => "GetMetricData",
             Method::UserData => "DescribeInstanceAttribute",
             Method::InstanceTypes => "DescribeInstanceTypes",
             Method::Prices => "DescribeSpotPriceHistory",
@@ -365,6 +368,12 @@ pub enum Call {
         types: Vec<String>,
     },
     InstanceTypes,
+    MetricMaxima {
+        region: String,
+        queries: Vec<MetricQuery>,
+        from: DateTime<Utc>,
+        to: DateTime<Utc>,
+    },
 }
 
 impl Call {
@@ -404,6 +413,7 @@ impl Call {
             Call::PlacementScores { .. } => Method::PlacementScores,
             Call::UserData { .. } => Method::UserData,
             Call::InstanceTypes => Method::InstanceTypes,
+            Call::MetricMaxima { .. } => Method::MetricMaxima,
         }
     }
 
@@ -441,7 +451,8 @@ impl Call {
             | Call::TargetReservation { region, .. }
             | Call::ReservationTarget { region, .. }
             | Call::CancelReservation { region, .. }
-            | Call::PlacementScores { region, .. } => Some(region),
+            | Call::PlacementScores { region, .. }
+            | Call::MetricMaxima { region, .. } => Some(region),
         }
     }
 
@@ -483,6 +494,9 @@ impl Call {
             Call::Image { image, .. } | Call::DeregisterImage { image, .. } => vec![image.clone()],
             Call::Launch { launch, .. } => vec![launch.image.clone()],
             Call::DeleteSnapshot { snapshot, .. } => vec![snapshot.clone()],
+            Call::MetricMaxima { queries, .. } => {
+                queries.iter().map(|q| q.instance.clone()).collect()
+            }
         }
     }
 
@@ -539,6 +553,7 @@ impl Call {
             Method::CancelReservation => Answer::Done(Err(error)),
             Method::PlacementScores => Answer::Scores(Err(error)),
             Method::InstanceTypes => Answer::Types(Err(error)),
+            Method::MetricMaxima => Answer::Maxima(Err(error)),
         }
     }
 }
@@ -568,6 +583,7 @@ pub enum Answer {
     Reservations(Result<Vec<Reservation>, CloudError>),
     Scores(Result<PlacementScores, CloudError>),
     Types(Result<BTreeMap<String, TypeFacts>, CloudError>),
+    Maxima(Result<Vec<MetricAnswer>, CloudError>),
 }
 
 /// A return type of [`Provider`], to and from its [`Answer`].
@@ -617,6 +633,7 @@ answers! {
     Reservations: Result<Vec<Reservation>, CloudError>,
     Scores: Result<PlacementScores, CloudError>,
     Types: Result<BTreeMap<String, TypeFacts>, CloudError>,
+    Maxima: Result<Vec<MetricAnswer>, CloudError>,
 }
 
 /// One call as the log keeps it.
@@ -834,6 +851,7 @@ impl<P: Provider> Provider for Intercept<P> {
     type ScalingGroups = Self;
     type CapacityReservations = Self;
     type TypeCatalogue = Self;
+    type InstanceMetrics = Self;
 
     fn resizer(&self) -> Option<&Self> {
         self.inner.resizer().map(|_| self)
@@ -853,6 +871,10 @@ impl<P: Provider> Provider for Intercept<P> {
 
     fn type_catalogue(&self) -> Option<&Self> {
         self.inner.type_catalogue().map(|_| self)
+    }
+
+    fn instance_metrics(&self) -> Option<&Self> {
+        self.inner.instance_metrics().map(|_| self)
     }
 
     async fn instances(&self) -> Inventory {
@@ -972,6 +994,13 @@ impl<P: Provider> Intercept<P> {
     fn inner_type_catalogue(&self) -> &P::TypeCatalogue {
         self.inner
             .type_catalogue()
+            .expect("the layer offers only what its provider has")
+    }
+
+    /// The provider's instance metrics: the layer offers them only when the provider has them.
+    fn inner_instance_metrics(&self) -> &P::InstanceMetrics {
+        self.inner
+            .instance_metrics()
             .expect("the layer offers only what its provider has")
     }
 }
@@ -1326,5 +1355,26 @@ impl<P: Provider> TypeCatalogue for Intercept<P> {
             self.inner_type_catalogue().instance_types(),
         )
         .await
+    }
+}
+
+impl<P: Provider> InstanceMetrics for Intercept<P> {
+    async fn metric_maxima(
+        &self,
+        region: &str,
+        queries: &[MetricQuery],
+        from: DateTime<Utc>,
+        to: DateTime<Utc>,
+    ) -> Result<Vec<MetricAnswer>, CloudError> {
+        let call = Call::MetricMaxima {
+            region: region.into(),
+            queries: queries.to_vec(),
+            from,
+            to,
+        };
+        let forward = self
+            .inner_instance_metrics()
+            .metric_maxima(region, queries, from, to);
+        self.run(call, forward).await
     }
 }

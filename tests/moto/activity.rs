@@ -3,7 +3,8 @@
 //! `ebb:active-at` tag, as a box does with a role limited to that tag key. A fresh heartbeat
 //! keeps its box (`in_use`), a stale one does not, one that is not a time keeps its box
 //! (`activity_unreadable`), and the kept box is stopped once its heartbeat has gone stale. A
-//! box's Jupyter Server, and a heartbeat posted to `ebb serve`'s API, keep their boxes too.
+//! box's Jupyter Server, a heartbeat posted to `ebb serve`'s API, and a CloudWatch metric of
+//! the policy's own keep their boxes too.
 
 use crate::common;
 
@@ -383,4 +384,118 @@ async fn decided_if_any(url: &str, id: &str) -> Option<(String, String, String)>
     let recorded = store.instances(false, &page).await.ok()?;
     let r = recorded.into_iter().find(|r| r.id == id)?;
     Some((r.decided_action?, r.decided_code?, r.decided_reason?))
+}
+
+const CLOUDWATCH_POLICY: &str = r#"
+policies:
+  - name: idle-research
+    match: {tags: {team: research}}
+    idle:
+      gpu_below: 5
+      for: 30m
+      activity:
+        - cloudwatch:
+            name: ssh
+            namespace: CWAgent
+            metric: procstat_lookup_pid_count
+            dimensions: {pattern: "sshd: .*@", pid_finder: native}
+"#;
+
+/// A CloudWatch metric of the policy's own (the agent's process count of SSH sessions) keeps a
+/// GPU-idle box while it showed use within `for`, then lets it be stopped, naming the signal;
+/// a query CloudWatch failed, and a metric the box does not publish with the policy's
+/// dimensions, keep their boxes (`activity_unreadable`).
+#[sqlx::test(migrations = false)]
+async fn a_cloudwatch_metric_keeps_a_gpu_idle_box_while_it_shows_use(pool: PgPool) {
+    let f = Fixture::new("ap-south-1").await;
+    let url = common::migrated_for_runtime(&pool).await;
+    let policies = tempfile::tempdir().unwrap();
+    std::fs::write(policies.path().join("research.yaml"), CLOUDWATCH_POLICY).unwrap();
+    let cloudwatch = CloudWatchFake::start();
+    let (used, quiet, failed, elsewhere) = (
+        f.launch(G5).await,
+        f.launch(G5).await,
+        f.launch(G5).await,
+        f.launch(G5).await,
+    );
+    let at = Utc::now() + Duration::hours(1);
+    let sessions = ("CWAgent", "procstat_lookup_pid_count");
+    let ours = [("pattern", "sshd: .*@"), ("pid_finder", "native")];
+    // A session until ten minutes before the tick, none after.
+    let ended = (at - Duration::minutes(10)).timestamp();
+    let changed = Reading::Changed {
+        before: 1.0,
+        at: ended,
+        after: 0.0,
+    };
+    cloudwatch.set_metric(&used, sessions, &ours, changed);
+    cloudwatch.set_metric(&quiet, sessions, &ours, Reading::Value(0.0));
+    cloudwatch.set_metric(&failed, sessions, &ours, Reading::Failed("InternalError"));
+    let theirs = [("pattern", "jupyter-lab"), ("pid_finder", "native")];
+    cloudwatch.set_metric(&elsewhere, sessions, &theirs, Reading::Value(3.0));
+    for id in [&used, &quiet, &failed, &elsewhere] {
+        cloudwatch.set(id, Reading::Value(0.0));
+    }
+    let ebb = Ebb::on(&url)
+        .env("EBB_POLICIES", policies.path())
+        .env("EBB_REGIONS", f.region)
+        .env("EBB_MANAGED_TAG", format!("ebb:managed={}", f.managed))
+        .env("AWS_ENDPOINT_URL_CLOUDWATCH", &cloudwatch.url)
+        .env(
+            "EBB_PRICES",
+            concat!(env!("CARGO_MANIFEST_DIR"), "/deploy/prices.yaml"),
+        );
+
+    tick(&ebb, at);
+    let (action, code, reason) = decided(&url, &used).await;
+    assert_eq!(
+        (action.as_str(), code.as_str()),
+        ("none", "in_use"),
+        "{reason}"
+    );
+    assert!(reason.contains("in use: ssh above 0 at"), "{reason}");
+    assert_eq!(state(&f, &used).await, InstanceStateName::Running);
+
+    let (action, code, reason) = decided(&url, &quiet).await;
+    assert_eq!(
+        (action.as_str(), code.as_str()),
+        ("stop", "idle"),
+        "{reason}"
+    );
+    assert!(reason.contains("ssh: no use seen"), "{reason}");
+    assert_ne!(state(&f, &quiet).await, InstanceStateName::Running);
+
+    let (action, code, reason) = decided(&url, &failed).await;
+    assert_eq!(
+        (action.as_str(), code.as_str()),
+        ("none", "activity_unreadable"),
+        "{reason}"
+    );
+    assert!(reason.contains("InternalError"), "{reason}");
+    let (action, code, reason) = decided(&url, &elsewhere).await;
+    assert_eq!(
+        (action.as_str(), code.as_str()),
+        ("none", "activity_unreadable"),
+        "{reason}"
+    );
+    assert!(reason.contains("readings incomplete"), "{reason}");
+    for id in [&failed, &elsewhere] {
+        assert_eq!(state(&f, id).await, InstanceStateName::Running);
+    }
+
+    // Half an hour on, the last session ended 40 minutes ago: the box is stopped, and the
+    // reason names the signal.
+    tick(&ebb, at + Duration::minutes(30));
+    let (action, code, reason) = decided(&url, &used).await;
+    assert_eq!(
+        (action.as_str(), code.as_str()),
+        ("stop", "idle"),
+        "{reason}"
+    );
+    assert!(
+        reason.contains("no use in the window shown by ssh"),
+        "{reason}"
+    );
+    assert_ne!(state(&f, &used).await, InstanceStateName::Running);
+    assert_eq!(state(&f, &failed).await, InstanceStateName::Running);
 }

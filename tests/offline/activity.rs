@@ -310,6 +310,27 @@ fn signals_are_checked_when_the_policy_is_read() {
             "{heartbeat: {max_age: 10m}}",
             "expected a list of activity signals",
         ),
+        ("[{cloudwatch: {namespace: CWAgent}}]", "needs \"metric\""),
+        (
+            "[{cloudwatch: {metric: procstat_lookup_pid_count}}]",
+            "needs \"namespace\"",
+        ),
+        (
+            "[{cloudwatch: {namespace: CWAgent, metric: m, dimensions: {InstanceId: i-1}}}]",
+            "leave out InstanceId",
+        ),
+        (
+            "[{cloudwatch: {namespace: CWAgent, metric: m, dimensions: [pattern]}}]",
+            "expected a mapping of dimension names",
+        ),
+        (
+            "[{cloudwatch: {namespace: \" \", metric: m}}]",
+            "the namespace is empty",
+        ),
+        (
+            "[{cloudwatch: {namespace: CWAgent, metric: m, statistic: Sum}}]",
+            "unknown key \"statistic\"",
+        ),
     ] {
         let text = format!(
             "policies:\n  - name: p\n    match: {{tags: {{a: b}}}}\n    idle: {{gpu_below: 5, for: 30m, activity: {activity}}}\n"

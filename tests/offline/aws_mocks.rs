@@ -656,6 +656,77 @@ async fn gpu_readings_for_n_instances_cost_one_call_per_500() {
     assert_eq!(each.num_calls(), 5);
 }
 
+/// The `cloudwatch` activity signals: 1,200 queries (two signals of 600 instances) in ⌈1200/500⌉
+/// calls, each query answered in its place with its own dimensions beside the instance's; one
+/// CloudWatch failed is an unread answer, the others still read.
+#[tokio::test]
+async fn instance_metrics_cost_one_call_per_500_queries_and_answer_each_in_order() {
+    use ebb::cloud::{InstanceMetrics, MetricQuery};
+    let each = mock!(aws_sdk_cloudwatch::Client::get_metric_data)
+        .match_requests(|input| input.metric_data_queries().len() <= 500)
+        .then_compute_output(|input| {
+            let mut out = GetMetricDataOutput::builder();
+            for q in input.metric_data_queries() {
+                let metric = q.metric_stat().and_then(|s| s.metric()).unwrap();
+                let dimension = |name: &str| {
+                    let found = metric.dimensions().iter().find(|d| d.name() == Some(name));
+                    found
+                        .and_then(|d| d.value())
+                        .unwrap_or_default()
+                        .to_string()
+                };
+                let (instance, pattern) = (dimension("InstanceId"), dimension("pattern"));
+                let status = match instance.as_str() {
+                    "i-00007" => StatusCode::InternalError,
+                    _ => StatusCode::Complete,
+                };
+                // The value says which query it answers: the instance's number, and the
+                // pattern's length.
+                let n: f64 = instance[2..].parse().unwrap();
+                let value = n * 100.0 + pattern.len() as f64;
+                let points = [("2026-11-30T11:00:00Z", value)];
+                out = out.metric_data_results(result(q.id().unwrap(), &points, status));
+            }
+            out.build()
+        });
+    let provider = provider(RuleMode::MatchAny, &[], &[&each]);
+    let query = |n: usize, pattern: &str| MetricQuery {
+        instance: format!("i-{n:05}"),
+        namespace: "CWAgent".into(),
+        metric: "procstat_lookup_pid_count".into(),
+        dimensions: [("pattern".to_string(), pattern.to_string())].into(),
+    };
+    let queries: Vec<MetricQuery> = (0..600)
+        .flat_map(|n| [query(n, "sshd"), query(n, "jupyter-lab")])
+        .collect();
+    let answers = provider
+        .metric_maxima(
+            REGION,
+            &queries,
+            "2026-11-30T10:00:00Z".parse().unwrap(),
+            "2026-11-30T11:30:00Z".parse().unwrap(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(answers.len(), 1_200);
+    for (k, answer) in answers.iter().enumerate() {
+        let (n, pattern) = (k / 2, if k % 2 == 0 { "sshd" } else { "jupyter-lab" });
+        match answer {
+            Err(why) => {
+                assert_eq!(n, 7, "{why}");
+                assert!(why.contains("InternalError"), "{why}");
+            }
+            Ok(points) => {
+                let value = (n * 100 + pattern.len()) as f64;
+                assert_eq!(points.iter().map(|p| p.1).collect::<Vec<_>>(), [value]);
+            }
+        }
+    }
+    assert_eq!(answers.iter().filter(|a| a.is_err()).count(), 2);
+    assert_eq!(provider.calls()["GetMetricData"], 3);
+    assert_eq!(each.num_calls(), 3);
+}
+
 #[tokio::test]
 async fn a_query_that_does_not_end_complete_leaves_its_instance_unread() {
     // One call for six instances, over two pages. CloudWatch answers HTTP 200 and marks

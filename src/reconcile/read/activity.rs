@@ -4,14 +4,16 @@
 //! - Jupyter: each instance's own server, at its `ebb:jupyter` tag or the signal's URL with its
 //!   private IP, at most [`JUPYTER_AT_ONCE`] at a time;
 //! - heartbeats posted through the API, as Postgres keeps them (the `ebb:active-at` tag is in
-//!   the listing).
+//!   the listing);
+//! - CloudWatch metrics, through the cloud's provider (`cloudwatch.rs`).
 //!
 //! An instance an answer does not name, a query or request that fails, or a box whose server's
 //! address is unknown, is unread for that signal: in use, not idle.
 
-use super::READING_MARGIN;
+use super::{cloudwatch, READING_MARGIN};
 use crate::cloud::jupyter::Jupyter;
 use crate::cloud::prometheus::Prometheus;
+use crate::cloud::MetricQuery;
 use crate::fleet::activity::SignalReading;
 use crate::fleet::{Fleet, Instance};
 use crate::names::JUPYTER_TAG;
@@ -41,6 +43,8 @@ pub(super) struct Wanted {
     /// The positions of the instances whose heartbeats posted through the API to read, with
     /// the signal's name.
     heartbeat: Vec<(usize, String)>,
+    /// The CloudWatch metrics to read.
+    pub(super) cloudwatch: Vec<cloudwatch::Want>,
 }
 
 impl Wanted {
@@ -54,8 +58,13 @@ impl Wanted {
     }
 }
 
-/// Adds the signals of `policy` for the instance at `position`, over `window`.
-pub(super) fn want(wanted: &mut Wanted, policy: &Policy, position: usize, window: Duration) {
+/// Adds the signals of `policy` for instance `id` at `position`, over `window`.
+pub(super) fn want(
+    wanted: &mut Wanted,
+    policy: &Policy,
+    (position, id): (usize, &str),
+    window: Duration,
+) {
     let signals = policy.idle.iter().flat_map(|rule| &rule.activity);
     for signal in signals {
         match &signal.source {
@@ -72,6 +81,22 @@ pub(super) fn want(wanted: &mut Wanted, policy: &Policy, position: usize, window
             SignalSource::Heartbeat { .. } => {
                 wanted.heartbeat.push((position, signal.name.clone()))
             }
+            SignalSource::Cloudwatch {
+                namespace,
+                metric,
+                dimensions,
+                ..
+            } => wanted.cloudwatch.push(cloudwatch::Want {
+                position,
+                name: signal.name.clone(),
+                query: MetricQuery {
+                    instance: id.to_string(),
+                    namespace: namespace.clone(),
+                    metric: metric.clone(),
+                    dimensions: dimensions.clone(),
+                },
+                window,
+            }),
         }
     }
 }

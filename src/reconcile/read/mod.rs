@@ -15,8 +15,10 @@ use incremental::{period_of, GpuRead};
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
 mod activity;
+mod cloudwatch;
 mod incremental;
 
+pub(super) use cloudwatch::MetricsRead;
 pub(super) use incremental::Asked;
 
 /// GPU readings are read this much further back than the longest idle window, so that the
@@ -73,7 +75,7 @@ fn wanted(set: &PolicySet, fleet: &Fleet, started_by_person: &HashSet<String>) -
             *longest = (*longest).max(longest_here);
         }
         if let Some(window) = window {
-            activity::want(&mut wanted.activity, policy, i, window);
+            activity::want(&mut wanted.activity, policy, (i, &instance.id), window);
         }
         if let Some(rule) = &policy.spot {
             if instance.lifecycle == Lifecycle::OnDemand
@@ -109,21 +111,33 @@ impl<P: Provider> Reconciler<P> {
         now: DateTime<Utc>,
     ) -> Result<Vec<ReadFailure>, TickError> {
         let started_by_person = self.store.started_by_person().await?;
-        let wanted = wanted(set, fleet, &started_by_person);
+        let mut wanted = wanted(set, fleet, &started_by_person);
         let read = self.read_gpu_utilisation(wanted.readings, fleet, now).await;
         let posted = self
             .store
             .heartbeats(&wanted.activity.heartbeat_ids(fleet))
             .await?;
-        let asked = activity::read(
-            self.options.prometheus.as_ref(),
-            self.options.jupyter.as_ref(),
-            wanted.activity,
-            posted,
+        let mut asked = Vec::new();
+        cloudwatch::read(
+            self.provider.instance_metrics(),
+            &self.memo.metrics_read,
+            std::mem::take(&mut wanted.activity.cloudwatch),
             fleet,
             now,
+            &mut asked,
         )
         .await;
+        asked.extend(
+            activity::read(
+                self.options.prometheus.as_ref(),
+                self.options.jupyter.as_ref(),
+                wanted.activity,
+                posted,
+                fleet,
+                now,
+            )
+            .await,
+        );
         // For the console only: the tick decides on what it read, kept or not.
         if let Err(err) = self.store.record_activity(&asked).await {
             tracing::warn!(error = %err, "the activity readings could not be kept for the console");

@@ -8,6 +8,7 @@ use super::{
     NodeGroupUpdate, PlacementScores, Reservation, ReservationRequest,
 };
 use crate::fleet::{Capacity, NodeGroup, ScalingGroup, TypeFacts};
+use chrono::{DateTime, Utc};
 use std::collections::BTreeMap;
 use std::future::Future;
 
@@ -41,6 +42,39 @@ macro_rules! has {
     };
 }
 pub(crate) use has;
+
+/// A metric of one instance in the cloud's monitoring service: its namespace, its name, and
+/// its dimensions beside the one that names the instance, which the provider adds.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct MetricQuery {
+    /// The instance.
+    pub instance: String,
+    /// The metric's namespace (`CWAgent`).
+    pub namespace: String,
+    /// The metric's name.
+    pub metric: String,
+    /// Its other dimensions.
+    pub dimensions: BTreeMap<String, String>,
+}
+
+/// One query's answer: its readings, oldest first, one per period; or why it could not be
+/// read (then its instance's use by it is unknown).
+pub type MetricAnswer = Result<Vec<(DateTime<Utc>, f64)>, String>;
+
+/// Reading any metric of an instance from the cloud's monitoring service (CloudWatch): what an
+/// idle rule's `cloudwatch` activity signal reads.
+pub trait InstanceMetrics: Send + Sync {
+    /// The `Maximum` of each of `queries` (instances of `region`) over each period of the GPU
+    /// metric, from `from` to `to`: one answer per query, in order. A query the service
+    /// answered only partly, or not at all, is an `Err` answer; a failed call is the `Err`.
+    fn metric_maxima(
+        &self,
+        region: &str,
+        queries: &[MetricQuery],
+        from: DateTime<Utc>,
+        to: DateTime<Utc>,
+    ) -> impl Future<Output = Result<Vec<MetricAnswer>, CloudError>> + Send;
+}
 
 /// Changing a stopped instance's type: what `start.fallback_types` uses when a start finds no
 /// capacity.
@@ -441,6 +475,18 @@ impl CapacityReservations for Lacks {
 
 impl TypeCatalogue for Lacks {
     async fn instance_types(&self) -> Result<BTreeMap<String, TypeFacts>, CloudError> {
+        match *self {}
+    }
+}
+
+impl InstanceMetrics for Lacks {
+    async fn metric_maxima(
+        &self,
+        _region: &str,
+        _queries: &[MetricQuery],
+        _from: DateTime<Utc>,
+        _to: DateTime<Utc>,
+    ) -> Result<Vec<MetricAnswer>, CloudError> {
         match *self {}
     }
 }

@@ -25,7 +25,8 @@ pub mod sim;
 pub mod tencent;
 
 pub use capability::{
-    CapacityReservations, Lacks, Resize, ScalingGroups, SpotMoves, TypeCatalogue,
+    CapacityReservations, InstanceMetrics, Lacks, MetricAnswer, MetricQuery, Resize, ScalingGroups,
+    SpotMoves, TypeCatalogue,
 };
 pub use error::{CloudError, ErrorKind};
 pub use launch::{
@@ -181,6 +182,8 @@ pub trait Provider: Send + Sync {
     type CapacityReservations: CapacityReservations;
     /// The type catalogue.
     type TypeCatalogue: TypeCatalogue;
+    /// Metrics of instances beside the GPUs'.
+    type InstanceMetrics: InstanceMetrics;
 
     /// Its resizes, if it has them.
     fn resizer(&self) -> Option<&Self::Resize>;
@@ -196,6 +199,9 @@ pub trait Provider: Send + Sync {
 
     /// Its type catalogue, if it can describe its types.
     fn type_catalogue(&self) -> Option<&Self::TypeCatalogue>;
+
+    /// Its instances' metrics in the cloud's monitoring service, if ebb reads them.
+    fn instance_metrics(&self) -> Option<&Self::InstanceMetrics>;
 
     /// Lists the instances ebb manages in every region and account it watches.
     fn instances(&self) -> impl Future<Output = Inventory> + Send;

@@ -240,6 +240,7 @@ impl Provider for SimProvider {
     has!(ScalingGroups, groups);
     has!(CapacityReservations, capacity_reservations);
     lacks!(TypeCatalogue, type_catalogue);
+    lacks!(InstanceMetrics, instance_metrics);
 
     async fn instances(&self) -> Inventory {
         let now = self.clock.now();

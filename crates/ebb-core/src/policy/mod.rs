@@ -365,6 +365,19 @@ pub enum SignalSource {
         /// In use above this.
         active_above: f64,
     },
+    /// A CloudWatch metric of the instance (its `InstanceId` dimension, which ebb adds, and
+    /// `dimensions`), read as its `Maximum` over each five-minute period: in use at each
+    /// reading above `active_above`.
+    Cloudwatch {
+        /// The metric's namespace (`CWAgent`, `AWS/EC2`).
+        namespace: String,
+        /// The metric's name (`procstat_lookup_pid_count`).
+        metric: String,
+        /// Its dimensions beside `InstanceId`, as the agent publishes them.
+        dimensions: BTreeMap<String, String>,
+        /// In use above this.
+        active_above: f64,
+    },
 }
 
 impl SignalSource {
@@ -374,6 +387,16 @@ impl SignalSource {
             SignalSource::Heartbeat { .. } => "heartbeat",
             SignalSource::Jupyter { .. } => "jupyter",
             SignalSource::Prometheus { .. } => "prometheus",
+            SignalSource::Cloudwatch { .. } => "cloudwatch",
+        }
+    }
+
+    /// Above what a reading of a metric shows use; `None` for a signal that gives no values.
+    pub fn active_above(&self) -> Option<f64> {
+        match self {
+            SignalSource::Prometheus { active_above, .. }
+            | SignalSource::Cloudwatch { active_above, .. } => Some(*active_above),
+            SignalSource::Heartbeat { .. } | SignalSource::Jupyter { .. } => None,
         }
     }
 }

@@ -282,10 +282,33 @@ fn activity_schema() -> Value {
         keys::PROMETHEUS_SIGNAL,
         &["query"],
         &[
-            ("name", name),
+            ("name", name.clone()),
             (
                 "query",
                 json!({"type": "string", "minLength": 1, "description": "PromQL giving one series per instance, labelled as the GPU source's (EBB_PROMETHEUS_INSTANCE_LABEL)"}),
+            ),
+            (
+                "active_above",
+                json!({"type": "number", "default": 0, "description": "In use at each reading above this"}),
+            ),
+        ],
+    );
+    let cloudwatch = object(
+        keys::CLOUDWATCH_SIGNAL,
+        &["namespace", "metric"],
+        &[
+            ("name", name),
+            (
+                "namespace",
+                json!({"type": "string", "minLength": 1, "description": "The metric's namespace", "examples": ["CWAgent", "AWS/EC2"]}),
+            ),
+            (
+                "metric",
+                json!({"type": "string", "minLength": 1, "description": "The metric's name, read as its Maximum over each five-minute period", "examples": ["procstat_lookup_pid_count"]}),
+            ),
+            (
+                "dimensions",
+                json!({"type": "object", "maxProperties": 29, "not": {"required": ["InstanceId"]}, "additionalProperties": {"type": ["string", "number", "boolean"]}, "description": "The metric's dimensions beside InstanceId, which ebb adds for each instance"}),
             ),
             (
                 "active_above",
@@ -297,7 +320,7 @@ fn activity_schema() -> Value {
     json!({
         "type": "array",
         "description": "What else shows a person using the instance: idle only when no signal showed use for `for` either; a signal that cannot be read counts as in use",
-        "items": {"oneOf": [one("heartbeat", heartbeat), one("jupyter", jupyter), one("prometheus", prometheus)]},
+        "items": {"oneOf": [one("heartbeat", heartbeat), one("jupyter", jupyter), one("prometheus", prometheus), one("cloudwatch", cloudwatch)]},
     })
 }
 

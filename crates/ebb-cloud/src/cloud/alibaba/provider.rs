@@ -185,6 +185,7 @@ impl Provider for AlibabaProvider {
     lacks!(ScalingGroups, groups);
     lacks!(CapacityReservations, capacity_reservations);
     lacks!(TypeCatalogue, type_catalogue);
+    lacks!(InstanceMetrics, instance_metrics);
 
     /// DescribeInstances with the managed tag in every region, every page; a region whose
     /// listing fails is left out of the complete regions.

@@ -109,21 +109,16 @@ impl AwsProvider {
             .collect()
     }
 
-    /// Runs `queries` (those of [`gpu_queries`] for `chunk`) over every page of the window,
-    /// and adds what they found of each instance of `chunk` to `readings`: its samples
-    /// (sorted, one per time) when each of its queries ended `Complete`, otherwise the
-    /// instance as unread.
-    pub(super) async fn read_metric_pages(
+    /// Runs `queries` over every page of the window `(from, to)`, giving each result to
+    /// `each`. A long window can need several pages; each page carries more points of the same
+    /// queries, and each query's status on its last page is its status.
+    pub(super) async fn metric_pages(
         &self,
         cloudwatch: &aws_sdk_cloudwatch::Client,
         queries: Vec<MetricDataQuery>,
-        chunk: &[Target],
         (from, to): (DateTime<Utc>, DateTime<Utc>),
-        readings: &mut GpuReadings,
+        mut each: impl FnMut(&MetricDataResult),
     ) -> Result<(), CloudError> {
-        // A long window can need several pages; each page carries more points of the same
-        // queries, and each query's status on its last page is its status.
-        let mut answers: BTreeMap<(usize, Signal), Answered> = BTreeMap::new();
         let mut token: Option<String> = None;
         loop {
             self.count("GetMetricData");
@@ -138,14 +133,31 @@ impl AwsProvider {
                 .boxed()
                 .await
                 .map_err(|e| cloud_error("GetMetricData", e))?;
-            for result in page.metric_data_results() {
-                add_result(result, chunk.len(), &mut answers);
-            }
+            page.metric_data_results().iter().for_each(&mut each);
             match page.next_token() {
                 Some(next) if !next.is_empty() => token = Some(next.to_string()),
-                _ => break,
+                _ => return Ok(()),
             }
         }
+    }
+
+    /// Runs `queries` (those of [`gpu_queries`] for `chunk`) over every page of the window,
+    /// and adds what they found of each instance of `chunk` to `readings`: its samples
+    /// (sorted, one per time) when each of its queries ended `Complete`, otherwise the
+    /// instance as unread.
+    pub(super) async fn read_metric_pages(
+        &self,
+        cloudwatch: &aws_sdk_cloudwatch::Client,
+        queries: Vec<MetricDataQuery>,
+        chunk: &[Target],
+        (from, to): (DateTime<Utc>, DateTime<Utc>),
+        readings: &mut GpuReadings,
+    ) -> Result<(), CloudError> {
+        let mut answers: BTreeMap<(usize, Signal), Answered> = BTreeMap::new();
+        self.metric_pages(cloudwatch, queries, (from, to), |result| {
+            add_result(result, chunk.len(), &mut answers)
+        })
+        .await?;
         for (n, target) in chunk.iter().enumerate() {
             let signals = std::iter::once(Signal::Busiest)
                 .chain(std::iter::once(Signal::Memory))
@@ -225,22 +237,40 @@ fn samples(target: &Target, mut points: BTreeMap<Signal, Points>) -> Vec<Sample>
 }
 
 /// The finite points of one query, in the order CloudWatch gave them.
-type Points = Vec<(DateTime<Utc>, f64)>;
+pub(super) type Points = Vec<(DateTime<Utc>, f64)>;
 
 /// What the pages of a GetMetricData call said of one query.
 #[derive(Debug, Default)]
-struct Answered {
+pub(super) struct Answered {
     /// Its finite points.
-    points: Points,
+    pub(super) points: Points,
     /// Its status on the last page that had it.
-    status: Option<StatusCode>,
+    pub(super) status: Option<StatusCode>,
     /// The messages CloudWatch gave with it.
     messages: Vec<String>,
 }
 
 impl Answered {
+    /// Adds what one page's `result` of this query says.
+    pub(super) fn add(&mut self, result: &MetricDataResult) {
+        self.status = result.status_code().cloned();
+        self.messages.extend(result.messages().iter().map(|m| {
+            format!("{} {}", m.code().unwrap_or(""), m.value().unwrap_or(""))
+                .trim()
+                .to_string()
+        }));
+        self.points.extend(
+            result
+                .timestamps()
+                .iter()
+                .zip(result.values())
+                .filter(|(_, v)| v.is_finite())
+                .filter_map(|(at, value)| Some((to_chrono(at)?, *value))),
+        );
+    }
+
     /// Why a query that did not end `Complete` is a failed read.
-    fn failure(&self) -> String {
+    pub(super) fn failure(&self) -> String {
         let status = self.status.as_ref().map_or("no status", |s| s.as_str());
         let said = if self.messages.is_empty() {
             String::new()
@@ -328,21 +358,7 @@ fn add_result(
     else {
         return;
     };
-    let answered = answers.entry(key).or_default();
-    answered.status = result.status_code().cloned();
-    answered.messages.extend(result.messages().iter().map(|m| {
-        format!("{} {}", m.code().unwrap_or(""), m.value().unwrap_or(""))
-            .trim()
-            .to_string()
-    }));
-    answered.points.extend(
-        result
-            .timestamps()
-            .iter()
-            .zip(result.values())
-            .filter(|(_, v)| v.is_finite())
-            .filter_map(|(at, value)| Some((to_chrono(at)?, *value))),
-    );
+    answers.entry(key).or_default().add(result);
 }
 
 #[cfg(test)]

@@ -23,6 +23,7 @@ mod ec2;
 mod errors;
 mod groups;
 mod held_reservations;
+mod instance_metrics;
 mod metrics;
 mod node_groups;
 mod placement;

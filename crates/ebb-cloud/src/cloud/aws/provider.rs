@@ -28,6 +28,7 @@ impl Provider for AwsProvider {
     has!(ScalingGroups, groups);
     has!(CapacityReservations, capacity_reservations);
     has!(TypeCatalogue, type_catalogue);
+    has!(InstanceMetrics, instance_metrics);
 
     /// Every scope listed at once; a scope that fails is reported and leaves its region
     /// incomplete.

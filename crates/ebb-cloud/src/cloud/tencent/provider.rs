@@ -262,6 +262,7 @@ impl Provider for TencentProvider {
     lacks!(ScalingGroups, groups);
     lacks!(CapacityReservations, capacity_reservations);
     lacks!(TypeCatalogue, type_catalogue);
+    lacks!(InstanceMetrics, instance_metrics);
 
     /// Every region listed at once; a region that fails is reported and left incomplete.
     async fn instances(&self) -> Inventory {

@@ -118,7 +118,9 @@ fn one<'a>(
                 Ok(last) => last,
             }
         }
-        SignalSource::Jupyter { .. } | SignalSource::Prometheus { .. } => {
+        SignalSource::Jupyter { .. }
+        | SignalSource::Prometheus { .. }
+        | SignalSource::Cloudwatch { .. } => {
             let reading = readings.get(&inst.id).and_then(|r| r.get(&signal.name));
             let points = match reading {
                 None => return Activity::Unread(signal, "not read".to_string()),
@@ -133,10 +135,7 @@ fn one<'a>(
                 }
                 Some(SignalReading::Points(points)) => points,
             };
-            let above = match signal.source {
-                SignalSource::Prometheus { active_above, .. } => active_above,
-                _ => 0.0,
-            };
+            let above = signal.source.active_above().unwrap_or(0.0);
             let points = &points[..points.partition_point(|(at, _)| *at <= now)];
             let last = points
                 .iter()
@@ -229,7 +228,8 @@ impl Activity<'_> {
                 SignalSource::Jupyter { .. } => {
                     format!("in use: {} showed activity at {}", signal.name, at(*t))
                 }
-                SignalSource::Prometheus { active_above, .. } => {
+                SignalSource::Prometheus { active_above, .. }
+                | SignalSource::Cloudwatch { active_above, .. } => {
                     format!("in use: {} above {active_above} at {}", signal.name, at(*t))
                 }
             },

@@ -118,7 +118,9 @@ impl Eval<'_> {
                 // A heartbeat keeps it while fresh; a reading, for idle_for after it.
                 let until = match signal.source {
                     SignalSource::Heartbeat { max_age } => at + max_age,
-                    SignalSource::Jupyter { .. } | SignalSource::Prometheus { .. } => at + idle_for,
+                    SignalSource::Jupyter { .. }
+                    | SignalSource::Prometheus { .. }
+                    | SignalSource::Cloudwatch { .. } => at + idle_for,
                 };
                 return Some(kept(&|| used.text(|t| self.at(t)), Some(until), trace));
             }

@@ -47,10 +47,12 @@ pub const IDLE: &[&str] = &[
     "activity",
 ];
 /// The kinds of `idle.activity` signals, each a one-key mapping.
-pub const SIGNAL: &[&str] = &["heartbeat", "jupyter", "prometheus"];
+pub const SIGNAL: &[&str] = &["heartbeat", "jupyter", "prometheus", "cloudwatch"];
 pub const HEARTBEAT: &[&str] = &["name", "max_age"];
 pub const JUPYTER: &[&str] = &["name", "url"];
 pub const PROMETHEUS_SIGNAL: &[&str] = &["name", "query", "active_above"];
+pub const CLOUDWATCH_SIGNAL: &[&str] =
+    &["name", "namespace", "metric", "dimensions", "active_above"];
 pub const NOTIFY: &[&str] = &["before"];
 pub const START: &[&str] = &["fallback_types", "restore_type", "reserve_capacity"];
 pub const STOP: &[&str] = &["allow_charging_stop", "in_reservation"];
