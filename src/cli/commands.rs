@@ -8,10 +8,12 @@ use super::args::{
 use super::audit::{publish_after, CheckpointArgs};
 use super::cloud::OnCloud;
 use super::serve::replica_name;
+use super::utilisation::ACTIVITY_PREFIX;
 use crate::checkpoint::Publisher;
 use crate::clock::Clock;
 use crate::cloud::{Provider, SpotMoves};
 use crate::control::Tasks;
+use crate::replay::SignalRecording;
 use crate::store::{Grant, MigrationRecord, Store};
 use crate::{engine, output, policy};
 use anyhow::{bail, Context as _, Result};
@@ -468,29 +470,67 @@ impl OnCloud for Inventory {
     }
 }
 
-/// `ebb metrics export`: the GPU readings kept since `since`, as CSV on standard output.
+/// How many instances `ebb metrics export` reads at a time.
+const EXPORT_CHUNK: usize = 100;
+
+/// A time as the export writes it.
+fn rfc3339(t: DateTime<Utc>) -> String {
+    t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+}
+
+/// `ebb metrics export`: the GPU readings kept since `since`, as CSV on standard output, with
+/// an `activity:NAME` column for each activity signal whose uses ebb kept (the latest use by
+/// each row's time). Read [`EXPORT_CHUNK`] instances at a time, so a month of a large fleet is
+/// never in memory at once.
 pub(super) async fn export_readings(since: DateTime<Utc>, db: &DbArgs) -> Result<ExitCode> {
     let store = db.open().await?;
+    let signals = store.activity_signals().await?;
     let mut out = csv::Writer::from_writer(std::io::stdout().lock());
-    out.write_record(["instance", "time", "gpu_util", "gpu_mem_mib", "gpus_busy"])?;
+    let mut header: Vec<String> = ["instance", "time", "gpu_util", "gpu_mem_mib", "gpus_busy"]
+        .map(String::from)
+        .to_vec();
+    header.extend(signals.iter().map(|s| format!("{ACTIVITY_PREFIX}{s}")));
+    out.write_record(&header)?;
+    // Readings newer than the export's start are not written.
+    let until = Utc::now();
+    let instances = store.instances_with_readings(since).await?;
     // The first write error ends the export: quietly for a closed pipe (`| head`), with its
     // message for any other (a full disk).
     let mut failed: Option<csv::Error> = None;
-    store
-        .each_gpu_reading(since, |instance, s| {
-            if failed.is_none() {
-                let at = s.at.to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
-                let percent = format!("{:.1}", s.percent);
-                // Empty when the source did not say.
-                let memory = s.memory_mib.map(|m| m.to_string()).unwrap_or_default();
-                let busy = s.gpus_busy.map(|b| b.to_string()).unwrap_or_default();
-                let row = [instance, &at, &percent, &memory, &busy];
-                if let Err(e) = out.write_record(row) {
+    'chunks: for chunk in instances.chunks(EXPORT_CHUNK) {
+        let mut readings = store.gpu_readings_of(chunk, since, until).await?;
+        let mut uses = store.activity_uses_of(chunk, until).await?;
+        for instance in chunk {
+            let samples = readings.remove(instance).unwrap_or_default();
+            let uses = uses.remove(instance).unwrap_or_default();
+            let times: Vec<DateTime<Utc>> = samples.iter().map(|s| s.at).collect();
+            let columns: Vec<Vec<String>> = signals
+                .iter()
+                .map(|name| {
+                    let kept = uses.get(name).map_or(&[][..], |u| &u[..]);
+                    let seen = SignalRecording::at_rows(name, &times, kept).seen;
+                    seen.iter()
+                        .map(|(_, last)| last.map(rfc3339).unwrap_or_default())
+                        .collect()
+                })
+                .collect();
+            for (k, s) in samples.iter().enumerate() {
+                let mut row = vec![
+                    instance.clone(),
+                    rfc3339(s.at),
+                    format!("{:.1}", s.percent),
+                    // Empty when the source did not say.
+                    s.memory_mib.map(|m| m.to_string()).unwrap_or_default(),
+                    s.gpus_busy.map(|b| b.to_string()).unwrap_or_default(),
+                ];
+                row.extend(columns.iter().map(|c| c[k].clone()));
+                if let Err(e) = out.write_record(&row) {
                     failed = Some(e);
+                    break 'chunks;
                 }
             }
-        })
-        .await?;
+        }
+    }
     let closed = |e: &std::io::Error| e.kind() == std::io::ErrorKind::BrokenPipe;
     if let Some(e) = failed {
         if matches!(e.kind(), csv::ErrorKind::Io(io) if closed(io)) {

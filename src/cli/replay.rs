@@ -124,8 +124,8 @@ impl Source<'_> {
 }
 
 /// Warns of each policy whose activity signals the recording lacks (a file without their
-/// `activity:NAME` columns, or Postgres, which keeps no history of them): each counts as in
-/// use, so the policy stops nothing for idleness in the replay.
+/// `activity:NAME` columns, or Postgres without their uses): each counts as in use, so the
+/// policy stops nothing for idleness in the replay.
 fn warn_unrecorded_signals(set: &PolicySet, recorded: &[String]) {
     for p in &set.policies {
         let signals = p.idle.iter().flat_map(|i| &i.activity);
@@ -181,9 +181,12 @@ pub(super) async fn run(args: &ReplayArgs) -> Result<ExitCode> {
             )
         }
     };
-    let recorded = match &args.utilisation {
-        Some(path) if args.fleet.is_some() => utilisation::recorded_signals(path)?,
-        _ => Vec::new(),
+    let recorded = match &source {
+        Source::Files { utilisation, .. } => utilisation::recorded_signals(utilisation)?,
+        Source::Store(store, _) => store
+            .activity_signals()
+            .await
+            .context("cannot read the activity signals ebb kept from Postgres")?,
     };
     warn_unrecorded_signals(&set, &recorded);
     let table = add_prices(&args.prices, &mut fleet)?;

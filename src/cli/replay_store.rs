@@ -52,8 +52,8 @@ pub(super) fn stream_chunks(
         instances,
         |ids| {
             runtime
-                .block_on(store.gpu_readings_of(ids, span.0, span.1))
-                .context("cannot read the GPU readings from Postgres")
+                .block_on(store.kept_of(ids, span))
+                .context("cannot read the GPU readings and activity from Postgres")
         },
         |recordings| {
             send.send(recordings)

@@ -132,7 +132,7 @@ pub(super) async fn page(
                         return Err(AdviseError::Read("the request was given up".into()));
                     }
                     runtime
-                        .block_on(store.gpu_readings_of(ids, span.0, span.1))
+                        .block_on(store.kept_of(ids, span))
                         .map_err(|e| AdviseError::Read(e.to_string()))
                 },
                 |recordings| {

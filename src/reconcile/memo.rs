@@ -28,6 +28,9 @@ pub(super) struct Memo {
     /// The CloudWatch activity signals read in the current five-minute period: billed per
     /// metric too, and read once a period.
     pub(super) metrics_read: read::MetricsRead,
+    /// The latest use of each instance's activity signal kept in Postgres, by instance and
+    /// signal: only newer ones are written.
+    pub(super) uses_kept: Mutex<HashMap<(String, String), DateTime<Utc>>>,
     /// When the kept instance catalogue's age was last looked at: at most once an hour.
     pub(super) catalogue_looked: Mutex<Option<DateTime<Utc>>>,
     /// The volumes and Elastic IPs last kept in Postgres, by instance: only changes are

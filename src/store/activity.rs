@@ -1,10 +1,17 @@
-//! The last reading of each activity signal a tick asked a server for (Jupyter, Prometheus),
-//! for the console: `activity_readings`, one row per instance and signal, replaced at each read
-//! and pruned with the GPU readings.
+//! The activity signals as ebb keeps them, both pruned with the GPU readings:
+//! - the last reading of each signal a tick asked a server for (Jupyter, Prometheus,
+//!   CloudWatch), for the console: `activity_readings`, one row per instance and signal,
+//!   replaced at each read;
+//! - when each signal showed use, for `ebb metrics export` and `ebb replay`: `activity_uses`,
+//!   the latest use of each five-minute slot.
 
 use super::{Result, Store};
 use crate::fleet::activity::SignalReading;
+use crate::fleet::activity::SignalUses;
+use crate::fleet::Sample;
 use chrono::{DateTime, Utc};
+use futures_util::TryStreamExt as _;
+use std::collections::HashMap;
 
 /// What a tick read of one signal of one instance, as kept.
 #[derive(Debug, Clone, PartialEq, sqlx::FromRow)]
@@ -110,5 +117,73 @@ impl Store {
         .bind(instance)
         .fetch_all(&self.pool)
         .await?)
+    }
+
+    /// Keeps `uses` (instance, signal, when it last showed use), each as the latest use of its
+    /// five-minute slot. One per instance and signal in a call.
+    pub async fn record_activity_uses(
+        &self,
+        uses: &[(String, String, DateTime<Utc>)],
+    ) -> Result<()> {
+        if uses.is_empty() {
+            return Ok(());
+        }
+        sqlx::query(
+            "INSERT INTO activity_uses (instance, signal, slot, used_at)
+             SELECT instance, signal, date_bin('5 minutes', used_at, '2000-01-01'), used_at
+             FROM UNNEST($1::text[], $2::text[], $3::timestamptz[]) AS u(instance, signal, used_at)
+             ON CONFLICT (instance, signal, slot)
+             DO UPDATE SET used_at = GREATEST(activity_uses.used_at, excluded.used_at)",
+        )
+        .bind(uses.iter().map(|u| u.0.as_str()).collect::<Vec<_>>())
+        .bind(uses.iter().map(|u| u.1.as_str()).collect::<Vec<_>>())
+        .bind(uses.iter().map(|u| u.2).collect::<Vec<_>>())
+        .execute(&self.pool)
+        .await?;
+        Ok(())
+    }
+
+    /// The uses kept of each of `instances` up to `to`; instances with none are left out.
+    pub async fn activity_uses_of(
+        &self,
+        instances: &[String],
+        to: DateTime<Utc>,
+    ) -> Result<HashMap<String, SignalUses>> {
+        let mut rows = sqlx::query_as::<_, (String, String, DateTime<Utc>)>(
+            "SELECT instance, signal, used_at FROM activity_uses
+             WHERE instance = ANY($1::text[]) AND used_at <= $2 ORDER BY used_at",
+        )
+        .bind(instances)
+        .bind(to)
+        .fetch(&self.pool);
+        let mut kept: HashMap<String, SignalUses> = HashMap::new();
+        while let Some((instance, signal, at)) = rows.try_next().await? {
+            kept.entry(instance)
+                .or_default()
+                .entry(signal)
+                .or_default()
+                .push(at);
+        }
+        Ok(kept)
+    }
+
+    /// The names of the signals whose uses are kept: `ebb metrics export`'s activity columns.
+    pub async fn activity_signals(&self) -> Result<Vec<String>> {
+        Ok(
+            sqlx::query_scalar("SELECT DISTINCT signal FROM activity_uses ORDER BY signal")
+                .fetch_all(&self.pool)
+                .await?,
+        )
+    }
+
+    /// What a replay reads of `instances` within `span`: their GPU readings, and the uses
+    /// their signals showed up to its end.
+    pub async fn kept_of(
+        &self,
+        instances: &[String],
+        (from, to): (DateTime<Utc>, DateTime<Utc>),
+    ) -> Result<(HashMap<String, Vec<Sample>>, HashMap<String, SignalUses>)> {
+        let readings = self.gpu_readings_of(instances, from, to).await?;
+        Ok((readings, self.activity_uses_of(instances, to).await?))
     }
 }

@@ -261,36 +261,16 @@ impl Store {
         Ok(kept)
     }
 
-    /// Every reading kept since `since`, by instance and time, to `each`: what `ebb metrics
-    /// export` writes. Streams, so a month of a large fleet is never in memory at once.
-    pub async fn each_gpu_reading(
-        &self,
-        since: DateTime<Utc>,
-        mut each: impl FnMut(&str, Sample),
-    ) -> Result<u64> {
-        let mut rows = sqlx::query_as::<
-            _,
-            (
-                String,
-                DateTime<Utc>,
-                Vec<Option<f32>>,
-                Option<Vec<Option<i32>>>,
-                Option<Vec<Option<i16>>>,
-            ),
-        >(
-            "SELECT instance, hour, percent, memory_mib, gpus_busy FROM gpu_readings
-             WHERE hour > $1 - interval '1 hour' ORDER BY instance, hour",
+    /// The instances with readings kept since `since`, in order: what `ebb metrics export`
+    /// reads a chunk at a time.
+    pub async fn instances_with_readings(&self, since: DateTime<Utc>) -> Result<Vec<String>> {
+        Ok(sqlx::query_scalar(
+            "SELECT DISTINCT instance FROM gpu_readings
+             WHERE hour > $1 - interval '1 hour' ORDER BY instance",
         )
         .bind(since)
-        .fetch(&self.pool);
-        let mut written = 0;
-        while let Some((instance, hour, percent, memory, busy)) = rows.try_next().await? {
-            for s in samples((hour, percent, memory, busy)).filter(|s| s.at >= since) {
-                each(&instance, s);
-                written += 1;
-            }
-        }
-        Ok(written)
+        .fetch_all(&self.pool)
+        .await?)
     }
 }
 

@@ -21,7 +21,8 @@ pub struct Pruned {
     pub readings: u64,
     /// Instances' last heartbeats posted through the API.
     pub heartbeats: u64,
-    /// Instances' last activity readings kept for the console.
+    /// Instances' last activity readings kept for the console, and the uses the signals
+    /// showed.
     pub activity: u64,
 }
 
@@ -72,6 +73,11 @@ impl Store {
             .await?
             .rows_affected();
         pruned.activity = sqlx::query("DELETE FROM activity_readings WHERE read_at < $1")
+            .bind(readings_before)
+            .execute(&self.pool)
+            .await?
+            .rows_affected();
+        pruned.activity += sqlx::query("DELETE FROM activity_uses WHERE used_at < $1")
             .bind(readings_before)
             .execute(&self.pool)
             .await?

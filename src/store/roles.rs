@@ -69,6 +69,7 @@ pub const RUNTIME_PRIVILEGES: &[(&str, &str)] = &[
     ("pool_events", "SELECT, INSERT, DELETE"),
     ("heartbeats", "SELECT, INSERT, UPDATE, DELETE"),
     ("activity_readings", "SELECT, INSERT, UPDATE, DELETE"),
+    ("activity_uses", "SELECT, INSERT, UPDATE, DELETE"),
 ];
 
 /// Tables the reader role gets no privilege on: what they hold is for the running service

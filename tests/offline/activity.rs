@@ -476,3 +476,44 @@ fn a_jupyter_url_template_takes_the_box_s_private_ip_as_its_host() {
     let v6 = ebb::policy::jupyter_url(template, "fd00::17");
     assert_eq!(v6, "https://[fd00::17]:8888/lab/");
 }
+
+/// What ebb keeps for `ebb metrics export`: each signal's latest use as read, the later of a
+/// heartbeat's tag and its posted beat, the latest reading above `active_above`, and nothing of
+/// a signal that could not be read or never showed use.
+#[test]
+fn the_last_use_of_each_signal_is_what_was_read_of_it() {
+    let set = policies(POLICY);
+    let w = notebook(Some("2026-11-30T11:40:00Z"));
+    let (mut fleet, _) = w.fleet();
+    let uses = |fleet: &ebb::fleet::Fleet| {
+        let inst = &fleet.instances[0];
+        let policy = ebb::engine::governing_policy(&set, inst).unwrap();
+        let found = ebb::engine::last_uses(policy, &fleet.activity, inst, t(NOW));
+        found
+            .into_iter()
+            .map(|(name, at)| (name.to_string(), at))
+            .collect::<Vec<_>>()
+    };
+    // Sessions unread: only the heartbeat's tag.
+    assert_eq!(
+        uses(&fleet),
+        [("heartbeat".into(), t("2026-11-30T11:40:00Z"))]
+    );
+    let readings = fleet.activity.entry("i-nb".into()).or_default();
+    readings.insert(
+        "heartbeat".into(),
+        SignalReading::LastUse(Some(t("2026-11-30T11:45:00Z"))),
+    );
+    readings.insert("sessions".into(), sessions(Some("2026-11-30T11:35:00Z")));
+    assert_eq!(
+        uses(&fleet),
+        [
+            ("heartbeat".into(), t("2026-11-30T11:45:00Z")),
+            ("sessions".into(), t("2026-11-30T11:35:00Z"))
+        ]
+    );
+    let readings = fleet.activity.get_mut("i-nb").unwrap();
+    readings.insert("sessions".into(), sessions(None));
+    readings.insert("heartbeat".into(), SignalReading::Unread("refused".into()));
+    assert!(uses(&fleet).is_empty(), "{:?}", uses(&fleet));
+}

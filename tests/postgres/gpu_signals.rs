@@ -78,11 +78,11 @@ async fn memory_and_busy_gpus_are_kept_replaced_with_their_slot_and_read_back(po
         .await
         .unwrap();
     assert_eq!(of["i-1"][3].memory_mib, Some(40_960));
-    let mut exported = Vec::new();
-    store
-        .each_gpu_reading(at(0), |_, s| exported.push((s.memory_mib, s.gpus_busy)))
-        .await
-        .unwrap();
+    assert_eq!(store.instances_with_readings(at(0)).await.unwrap(), ["i-1"]);
+    let exported: Vec<_> = of["i-1"]
+        .iter()
+        .map(|s| (s.memory_mib, s.gpus_busy))
+        .collect();
     assert_eq!(exported[0], (Some(12_288), Some(1)));
     assert_eq!(exported.len(), 4);
     // Pruned with their hour.

@@ -8,6 +8,7 @@
 mod common;
 
 mod acting;
+mod activity_export;
 mod alibaba;
 mod api;
 mod charging_stops;

@@ -23,7 +23,7 @@ fn regions() -> Vec<String> {
 #[sqlx::test(migrations = false)]
 async fn migrations_apply_to_an_empty_database_and_again_without_change(pool: PgPool) {
     let store = Store::from_pool(pool.clone());
-    assert_eq!(store.migrate().await.unwrap(), 33);
+    assert_eq!(store.migrate().await.unwrap(), 34);
     let tables: Vec<String> = sqlx::query_scalar(
         "SELECT table_name::text FROM information_schema.tables WHERE table_schema = 'public' ORDER BY 1",
     )
@@ -66,7 +66,7 @@ async fn a_schema_newer_than_the_binary_is_refused(pool: PgPool) {
             err,
             StoreError::SchemaTooNew {
                 found: 99990101000000,
-                known: 37
+                known: 38
             }
         ),
         "{err}"
@@ -829,13 +829,12 @@ async fn gpu_readings_are_kept_by_hour_merged_read_back_and_pruned(pool: PgPool)
         .unwrap()
         .is_empty());
 
-    let mut exported = Vec::new();
-    let n = store
-        .each_gpu_reading(at(5), |id, s| exported.push((id.to_string(), s.percent)))
-        .await
-        .unwrap();
-    assert_eq!(n, 3);
-    assert_eq!(exported[0], ("i-1".to_string(), 20.0));
+    // What the export reads: the instances with readings since, then theirs.
+    let ids = store.instances_with_readings(at(5)).await.unwrap();
+    assert_eq!(ids, ["i-1"]);
+    let exported = store.gpu_readings_of(&ids, at(5), at(600)).await.unwrap();
+    assert_eq!(exported["i-1"].len(), 3);
+    assert_eq!(exported["i-1"][0].percent, 20.0);
 
     // Readings of hours that ended before the cutoff go; the audit log is not touched.
     let pruned = store.prune(at(0), at(60)).await.unwrap();

@@ -14,10 +14,11 @@ use super::{cloudwatch, READING_MARGIN};
 use crate::cloud::jupyter::Jupyter;
 use crate::cloud::prometheus::Prometheus;
 use crate::cloud::MetricQuery;
+use crate::engine;
 use crate::fleet::activity::SignalReading;
 use crate::fleet::{Fleet, Instance};
 use crate::names::JUPYTER_TAG;
-use crate::policy::{self, Policy, SignalSource};
+use crate::policy::{self, Policy, PolicySet, SignalSource};
 use crate::store::ActivityRecord;
 use chrono::{DateTime, Duration, Utc};
 use futures_util::StreamExt;
@@ -147,6 +148,33 @@ pub(super) async fn read(
         }
     }
     asked
+}
+
+/// The latest use each activity signal read this tick showed of each instance of `fleet`
+/// under `set`, where newer than what `kept` (the uses this process kept before) says.
+pub(super) fn new_uses(
+    set: &PolicySet,
+    fleet: &Fleet,
+    now: DateTime<Utc>,
+    kept: &HashMap<(String, String), DateTime<Utc>>,
+) -> Vec<(String, String, DateTime<Utc>)> {
+    let mut fresh = Vec::new();
+    let read = fleet
+        .instances
+        .iter()
+        .filter(|i| fleet.activity.contains_key(&i.id));
+    for inst in read {
+        let Some(policy) = engine::governing_policy(set, inst) else {
+            continue;
+        };
+        for (name, at) in engine::last_uses(policy, &fleet.activity, inst, now) {
+            let key = (inst.id.clone(), name.to_string());
+            if kept.get(&key).is_none_or(|k| *k < at) {
+                fresh.push((key.0, key.1, at));
+            }
+        }
+    }
+    fresh
 }
 
 /// Where the Jupyter Server of `instance` is: its `ebb:jupyter` tag, else the signal's URL

@@ -142,9 +142,29 @@ impl<P: Provider> Reconciler<P> {
         if let Err(err) = self.store.record_activity(&asked).await {
             tracing::warn!(error = %err, "the activity readings could not be kept for the console");
         }
+        self.keep_uses(set, fleet, now).await;
         self.read_prices(wanted.prices, fleet, now).await;
         self.keep_readings(fleet, &read.fresh, now).await?;
         Ok(read.failures)
+    }
+
+    /// Keeps the uses the activity signals showed this tick, for `ebb metrics export` and
+    /// replays; only those newer than this process kept before. A failed write is not retried:
+    /// the tick decides on what it read, kept or not.
+    async fn keep_uses(&self, set: &PolicySet, fleet: &Fleet, now: DateTime<Utc>) {
+        let fresh = {
+            let kept = self.memo.uses_kept.lock().expect("kept uses poisoned");
+            activity::new_uses(set, fleet, now, &kept)
+        };
+        match self.store.record_activity_uses(&fresh).await {
+            Ok(()) => {
+                let mut kept = self.memo.uses_kept.lock().expect("kept uses poisoned");
+                kept.extend(fresh.into_iter().map(|(i, s, at)| ((i, s), at)));
+            }
+            Err(err) => {
+                tracing::warn!(error = %err, "the activity signals' uses could not be kept");
+            }
+        }
     }
 
     /// Keeps the GPU readings this tick read (those `fresh` names, from when they are new),

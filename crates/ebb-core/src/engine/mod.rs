@@ -21,7 +21,7 @@ pub use group::{
 pub use next::{next_change, next_opening, NextChange};
 pub use prior::Prior;
 pub use reserve::{reservations, Reserve, RESERVATION_LASTS};
-pub use rules::{owned_code, tags_forbid_stop, RECENT};
+pub use rules::{last_uses, owned_code, tags_forbid_stop, RECENT};
 
 use crate::fleet::{Fleet, Instance};
 use crate::policy::{Policy, PolicySet};

@@ -21,3 +21,7 @@ pub enum SignalReading {
 /// Readings by instance id, then by signal name. A signal a policy lists that has no entry
 /// here was not read.
 pub type ActivityReadings = HashMap<String, BTreeMap<String, SignalReading>>;
+
+/// When each activity signal showed an instance in use, oldest first, by signal name: what ebb
+/// keeps of the signals for `ebb metrics export` and replays.
+pub type SignalUses = BTreeMap<String, Vec<DateTime<Utc>>>;

@@ -38,6 +38,16 @@ impl SignalRecording {
         }
     }
 
+    /// The recording of signal `name` with a row at each of `times`: the latest of `uses`
+    /// (oldest first) at or before each, as `ebb metrics export` writes a signal's column.
+    pub fn at_rows(name: &str, times: &[DateTime<Utc>], uses: &[DateTime<Utc>]) -> Self {
+        let rows = times
+            .iter()
+            .map(|t| (*t, uses[..uses.partition_point(|u| u <= t)].last().copied()))
+            .collect();
+        SignalRecording::new(name, rows)
+    }
+
     /// What a tick at `t` reads of it: the last use as of the newest row at or before `t`, or
     /// unknown without one in the [`RECENT`] before `t`.
     fn reading_at(&self, t: DateTime<Utc>, unknown: &Unknown) -> SignalReading {

@@ -25,6 +25,7 @@ pub use pools::{table as pools_table, Choice, Pools};
 pub use report::{InstanceOutcome, Net, OnDemandUse, Report, Scenarios, Tally};
 
 use crate::engine::{self, Prior, RECENT};
+use crate::fleet::activity::SignalUses;
 use crate::fleet::{Instance, InstanceState, Levers, Lifecycle, Prices, Sample};
 use crate::policy::{LateStart, PolicySet};
 use crate::report::money::HourlyUse;
@@ -106,21 +107,36 @@ pub fn readings_span(
     (from - longest - RECENT, to + WRONGFUL_WITHIN + RECENT)
 }
 
-/// The recordings of `instances`, [`CHUNK`] at a time: `read` gives the readings of a chunk's
-/// ids (by id; an instance without any is recorded with none), `send` takes each chunk's
+/// What ebb kept of a chunk's instances, by instance id: their GPU readings, and the uses
+/// each activity signal showed.
+pub type Kept = (HashMap<String, Vec<Sample>>, HashMap<String, SignalUses>);
+
+/// The recordings of `instances`, [`CHUNK`] at a time: `read` gives what was kept of a chunk's
+/// ids (an instance without readings is recorded with none; its signals' uses are played at
+/// its readings' times, as `ebb metrics export` writes them), `send` takes each chunk's
 /// recordings. The reading is the caller's (Postgres, for `ebb replay` and `ebb advise`
 /// without files, and the console's `/advice`).
 pub fn in_chunks<E>(
     instances: &[Instance],
-    mut read: impl FnMut(&[String]) -> Result<HashMap<String, Vec<Sample>>, E>,
+    mut read: impl FnMut(&[String]) -> Result<Kept, E>,
     mut send: impl FnMut(Vec<Recording>) -> Result<(), E>,
 ) -> Result<(), E> {
     for chunk in instances.chunks(CHUNK) {
         let ids: Vec<String> = chunk.iter().map(|i| i.id.clone()).collect();
-        let mut readings = read(&ids)?;
+        let (mut readings, mut uses) = read(&ids)?;
         let recordings = chunk
             .iter()
-            .map(|inst| Recording::new(inst, readings.remove(&inst.id).unwrap_or_default()))
+            .map(|inst| {
+                let samples = readings.remove(&inst.id).unwrap_or_default();
+                let times: Vec<DateTime<Utc>> = samples.iter().map(|s| s.at).collect();
+                let activity = uses
+                    .remove(&inst.id)
+                    .unwrap_or_default()
+                    .iter()
+                    .map(|(name, used)| SignalRecording::at_rows(name, &times, used))
+                    .collect();
+                Recording::new(inst, samples).with_activity(activity)
+            })
             .collect();
         send(recordings)?;
     }

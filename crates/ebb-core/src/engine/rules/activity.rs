@@ -154,6 +154,39 @@ fn one<'a>(
     Activity::Unused(vec![(signal, last)])
 }
 
+/// When each of `policy`'s signals last showed `inst` in use, as read by `now` (a signal
+/// unread, or that never showed use, is left out): what ebb keeps for `ebb metrics export`.
+pub fn last_uses<'a>(
+    policy: &'a Policy,
+    readings: &ActivityReadings,
+    inst: &Instance,
+    now: DateTime<Utc>,
+) -> Vec<(&'a str, DateTime<Utc>)> {
+    let signals = policy.idle.as_ref().map_or(&[][..], |r| &r.activity[..]);
+    let read = |signal: &Signal| readings.get(&inst.id).and_then(|r| r.get(&signal.name));
+    let last = |signal: &Signal| match (&signal.source, read(signal)) {
+        (_, Some(SignalReading::Unread(_))) => None,
+        (SignalSource::Heartbeat { .. }, posted) => {
+            let posted = match posted {
+                Some(SignalReading::LastUse(at)) => *at,
+                _ => None,
+            };
+            heartbeat(inst, now).ok().flatten().max(posted)
+        }
+        (_, Some(SignalReading::LastUse(at))) => *at,
+        (source, Some(SignalReading::Points(points))) => {
+            let above = source.active_above().unwrap_or(0.0);
+            let points = &points[..points.partition_point(|(at, _)| *at <= now)];
+            points.iter().rev().find(|(_, v)| *v > above).map(|p| p.0)
+        }
+        (_, None) => None,
+    };
+    signals
+        .iter()
+        .filter_map(|signal| Some((signal.name.as_str(), last(signal)?.min(now))))
+        .collect()
+}
+
 /// Each signal of `policy` on its own line, for explain: what it says of `inst` over
 /// `[now - length, now]`.
 pub(crate) fn signal_lines(

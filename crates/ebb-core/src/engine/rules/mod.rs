@@ -26,6 +26,7 @@ mod start;
 mod stop;
 mod text;
 
+pub use activity::last_uses;
 pub(crate) use activity::{activity_of, Activity};
 pub use owned::owned_code;
 pub use protection::tags_forbid_stop;
