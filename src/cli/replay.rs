@@ -231,6 +231,16 @@ pub(super) async fn run(args: &ReplayArgs) -> Result<ExitCode> {
             feed,
         )
     })?;
+    let uncheckpointed = match &pools {
+        Some(pools) => crate::replay::without_checkpoints(pools, &set, &fleet.instances, args.from),
+        None => Vec::new(),
+    };
+    if !uncheckpointed.is_empty() {
+        eprintln!(
+            "warning: the recording shows no checkpoint of {} (no ebb:checkpoint-at at or before --from, no --checkpoint-every): the replay assumes they do not checkpoint, so no spot move is made for them",
+            uncheckpointed.join(", ")
+        );
+    }
     let mut report = report;
     if let Some(table) = &table {
         report.apply_prices(table, &fleet);
@@ -238,7 +248,8 @@ pub(super) async fn run(args: &ReplayArgs) -> Result<ExitCode> {
     out!(
         "{}",
         match args.format {
-            ReplayFormat::Table => report.table() + &crate::replay::pools_table(&report.total),
+            ReplayFormat::Table =>
+                report.table() + &crate::replay::pools_table(&report, &uncheckpointed),
             ReplayFormat::Json => report.json(),
             ReplayFormat::Markdown => report.markdown(),
         }

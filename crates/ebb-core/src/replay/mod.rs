@@ -21,8 +21,8 @@ mod report;
 
 pub use activity::SignalRecording;
 pub use model::Played;
-pub use pools::{table as pools_table, Choice, Pools};
-pub use report::{InstanceOutcome, Net, OnDemandUse, Report, Scenarios, Tally};
+pub use pools::{table as pools_table, without_checkpoints, Choice, Pools};
+pub use report::{InstanceOutcome, Net, OnDemandUse, Report, Scenarios, SpotPools, Tally};
 
 use crate::engine::{self, Prior, RECENT};
 use crate::fleet::activity::SignalUses;
@@ -295,20 +295,33 @@ impl<'a> Replayer<'a> {
         };
         let run = |s: &mut Scenario| run_placing(s, Choice::ExpectedCost);
         let tallies = |run: Vec<Played>| run.into_iter().map(|p| p.tally).collect();
-        let (policies, mut on_demand): (Vec<Tally>, Vec<HourlyUse>) = run(&mut self.policies)
-            .into_iter()
-            .map(|p| (p.tally, p.on_demand))
-            .unzip();
+        let mut spot_pools = vec![SpotPools::new(); chunk.len()];
+        let placed = |choice: Choice, played: Vec<Played>, pools: &mut Vec<SpotPools>| {
+            let mut tallies = Vec::with_capacity(played.len());
+            for (i, p) in played.into_iter().enumerate() {
+                for ((zone, ty), seconds) in p.spot_s {
+                    pools[i].insert((choice.name(), zone, ty), seconds);
+                }
+                tallies.push((p.tally, p.on_demand));
+            }
+            tallies
+        };
+        let policies = placed(
+            Choice::ExpectedCost,
+            run(&mut self.policies),
+            &mut spot_pools,
+        );
+        let (policies, mut on_demand): (Vec<Tally>, Vec<HourlyUse>) = policies.into_iter().unzip();
         let baseline: Option<Vec<Tally>> = self.baseline.as_mut().map(run).map(tallies);
         let late_start_enforce: Option<Vec<Tally>> =
             self.late_start_enforce.as_mut().map(run).map(tallies);
         let without_activity: Option<Vec<Tally>> =
             self.without_activity.as_mut().map(run).map(tallies);
-        let cheapest_first: Option<Vec<Tally>> = self
-            .pools
-            .as_mut()
-            .map(|(_, s)| run_placing(s, Choice::CheapestFirst))
-            .map(tallies);
+        let cheapest_first: Option<Vec<Tally>> = self.pools.as_mut().map(|(_, s)| {
+            let played = run_placing(s, Choice::CheapestFirst);
+            let placed = placed(Choice::CheapestFirst, played, &mut spot_pools);
+            placed.into_iter().map(|(tally, _)| tally).collect()
+        });
         Ok(chunk
             .iter()
             .enumerate()
@@ -331,6 +344,7 @@ impl<'a> Replayer<'a> {
                     );
                 }
                 InstanceOutcome {
+                    spot_pools: std::mem::take(&mut spot_pools[i]),
                     on_demand: Some(Box::new(OnDemandUse {
                         policies: std::mem::take(&mut on_demand[i]),
                         always_on: always_on_demand,

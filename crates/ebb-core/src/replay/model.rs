@@ -6,14 +6,15 @@
 
 use super::activity::{self, SignalRecording};
 use super::groups::{Groups, Move};
-use super::pools::{Choice, OnSpot, Pools};
+use super::pools::{Cadence, Choice, OnSpot, Pools};
 use super::{demand_soon, settled, BusyCursor, Options, Recording, Span, Tally};
 use crate::engine::{self, Action, Brief, Code, Decider, InstanceFacts, Prior, RECENT};
 use crate::fleet::{Fleet, Instance, InstanceState, Lifecycle, Prices, Sample};
-use crate::names::{MIGRATION_TAG, STOP_AT_TAG};
+use crate::names::{CHECKPOINT_AT_TAG, MIGRATION_TAG, STOP_AT_TAG};
 use crate::policy::PolicySet;
 use crate::report::money::HourlyUse;
 use chrono::{DateTime, Duration, SecondsFormat, Utc};
+use std::collections::BTreeMap;
 
 /// The replacement a modelled spot move launches is tagged as a migration's: what the engine
 /// then knows it cannot stop (a one-time spot instance), as in production.
@@ -47,6 +48,12 @@ struct Modelled<'r> {
     on_spot: Option<OnSpot>,
     /// The reclaims of its replacements: type, zone, when.
     reclaimed: Vec<(String, String, DateTime<Utc>)>,
+    /// How its job checkpoints, when the replay models pools and a cadence is known.
+    cadence: Option<Cadence>,
+    /// When its spot replacement fell back to on-demand, while it stays there.
+    fell_back_at: Option<DateTime<Utc>>,
+    /// Seconds on spot by pool (zone, type).
+    spot_s: BTreeMap<(String, String), i64>,
 }
 
 /// What one scenario did to one instance: its measures, its hours running on demand, and when
@@ -59,6 +66,8 @@ pub struct Played {
     pub on_demand: HourlyUse,
     /// The stretches of time it ran, in order (empty unless asked for).
     pub running: Vec<Span>,
+    /// Seconds on spot by pool (zone, type), when the replay models pools.
+    pub spot_s: BTreeMap<(String, String), i64>,
 }
 
 /// Replays `chunk` under `set`: one outcome per instance, with its hours running on demand and
@@ -124,6 +133,12 @@ pub(super) fn run(
             on_demand: HourlyUse::starting(o.from),
             on_spot: None,
             reclaimed: Vec::new(),
+            cadence: pools.and_then(|(pools, _)| {
+                let rule = engine::governing_policy(set, &r.instance)?.spot.as_ref()?;
+                pools.cadence(rule, r.instance.tag(CHECKPOINT_AT_TAG), o.from)
+            }),
+            fell_back_at: None,
+            spot_s: BTreeMap::new(),
         })
         .collect();
     let mut groups = Groups::of(&fleet.instances);
@@ -134,6 +149,7 @@ pub(super) fn run(
         for (i, (m, view)) in models.iter_mut().zip(&mut fleet.instances).enumerate() {
             person_started[i] = !groups.is_member(i) && m.person_start(view, t, prior);
             m.show_samples(view, t, lookback);
+            m.checkpoint(view, t, o.from);
         }
         activity::readings_at(
             &signals,
@@ -164,6 +180,16 @@ pub(super) fn run(
                 m.scaled(view, t, to);
             }
             m.account(view.state, t, end, length);
+            if let Some(on) = m
+                .on_spot
+                .as_ref()
+                .filter(|_| view.state == InstanceState::Running)
+            {
+                let pool = (on.zone.clone(), on.instance_type.clone());
+                *m.spot_s.entry(pool).or_default() += length;
+            } else if m.fell_back_at.is_some() && view.state == InstanceState::Running {
+                m.tally.fallback_s += length;
+            }
             if view.state == InstanceState::Running && view.lifecycle == Lifecycle::OnDemand {
                 m.on_demand.add(&view.region, &view.instance_type, t, end);
             }
@@ -173,9 +199,13 @@ pub(super) fn run(
     models
         .into_iter()
         .map(|m| Played {
-            tally: m.tally,
+            tally: Tally {
+                spot_s: m.spot_s.values().sum(),
+                ..m.tally
+            },
             on_demand: m.on_demand,
             running: m.running.unwrap_or_default(),
+            spot_s: m.spot_s,
         })
         .collect()
 }
@@ -213,6 +243,30 @@ impl Modelled<'_> {
         view.gpu_util.clear();
         self.seen_from = Some(t);
         self.tally.starts += 1;
+    }
+
+    /// Tags its last checkpoint as its job's cadence says, while it runs busy: the snapshot's
+    /// tag is of one moment, and a job that checkpoints keeps it fresh.
+    fn checkpoint(&self, view: &mut Instance, t: DateTime<Utc>, from: DateTime<Utc>) {
+        let Some(cadence) = self.cadence else {
+            return;
+        };
+        let first = self.spans.partition_point(|s| s.1 <= t);
+        let busy = self.spans.get(first).is_some_and(|s| s.0 <= t);
+        if view.state != InstanceState::Running || !busy {
+            return;
+        }
+        let replaced = self.on_spot.as_ref().map(|on| on.since);
+        let started = self
+            .seen_from
+            .into_iter()
+            .chain(replaced)
+            .max()
+            .unwrap_or(from);
+        if let Some(last) = cadence.last(started, t) {
+            let tag = last.to_rfc3339_opts(SecondsFormat::Secs, true);
+            view.tags.insert(CHECKPOINT_AT_TAG.into(), tag);
+        }
     }
 
     /// Offers the engine the samples up to `t` it could have read: from the last start on,
@@ -323,6 +377,23 @@ impl Modelled<'_> {
         let Some(rule) = engine::governing_policy(set, view).and_then(|p| p.spot.as_ref()) else {
             return;
         };
+        // Back to spot once `back_to_spot_after` has passed since the fallback, as a migration
+        // goes back, into the pool the ranking chooses then.
+        let back_at = self.fell_back_at.map(|at| at + rule.back_to_spot_after);
+        if let Some(back_at) = back_at.filter(|at| *at < end) {
+            let at = back_at.max(t);
+            let (region, ty) = (&view.region, &view.instance_type);
+            // Fallen back, it runs at the on-demand rate.
+            let on_demand = self.rate;
+            if let Some((mut next, price)) =
+                pools.place(choice, rule, region, ty, on_demand, &self.reclaimed, at)
+            {
+                next.since = at;
+                self.rate = price;
+                self.on_spot = Some(next);
+                self.fell_back_at = None;
+            }
+        }
         while let Some(on) = self.on_spot.take() {
             let Some(at) = pools.next_reclaim(&view.region, &on, t, end) else {
                 self.on_spot = Some(on);
@@ -341,7 +412,10 @@ impl Modelled<'_> {
                     self.rate = price;
                     self.on_spot = Some(next);
                 }
-                None => self.rate = r.on_demand,
+                None => {
+                    self.rate = r.on_demand;
+                    self.fell_back_at = Some(at);
+                }
             }
         }
     }

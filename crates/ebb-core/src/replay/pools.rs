@@ -10,7 +10,7 @@
 //! or on-demand once the reclaims of 24 hours reach `max_interruptions` (or no offer is left),
 //! as a migration does.
 
-use super::report::Scenarios;
+use super::report::Report;
 use crate::fleet::rank::{rank, Inputs, TypePrice, AVOID_FOR, INTERRUPTION_WINDOW, RELAUNCH};
 use crate::fleet::{PoolEventKind, PoolHistory};
 use crate::policy::SpotRule;
@@ -25,6 +25,16 @@ pub enum Choice {
     ExpectedCost,
     /// The cheapest acceptable offer (`min_savings` alone): the ranking without history.
     CheapestFirst,
+}
+
+impl Choice {
+    /// Its name in the replay's table.
+    pub fn name(self) -> &'static str {
+        match self {
+            Choice::ExpectedCost => "expected_cost",
+            Choice::CheapestFirst => "cheapest_first",
+        }
+    }
 }
 
 /// The spot pools of a replay and what happened in them.
@@ -50,9 +60,26 @@ pub(super) struct OnSpot {
     /// Its zone.
     pub(super) zone: String,
     /// When its job started (from a checkpoint): its checkpoints are counted from then.
-    since: DateTime<Utc>,
+    pub(super) since: DateTime<Utc>,
     /// The on-demand $/hour its lost work is paid at.
     pub(super) on_demand: f64,
+}
+
+/// How a replayed job checkpoints: every `every` while it runs busy, counted from `since` or
+/// from its last start, whichever is later.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Cadence {
+    pub(super) every: Duration,
+    pub(super) since: Option<DateTime<Utc>>,
+}
+
+impl Cadence {
+    /// Its last checkpoint at `t`, for a job started at `started`.
+    pub(super) fn last(&self, started: DateTime<Utc>, t: DateTime<Utc>) -> Option<DateTime<Utc>> {
+        let since = self.since.map_or(started, |s| s.max(started));
+        let every = self.every.num_seconds().max(1);
+        (since <= t).then(|| since + Duration::seconds((t - since).num_seconds() / every * every))
+    }
 }
 
 /// What one reclaim did.
@@ -106,6 +133,31 @@ impl Pools {
         self.checkpoint_every
             .unwrap_or(rule.checkpoint_max_age)
             .max(Duration::minutes(1))
+    }
+
+    /// How a job under `rule` whose snapshot tags its last checkpoint `tag` checkpoints in the
+    /// replay from `from`: every `--checkpoint-every`, counted from its last start; without
+    /// it, every `checkpoint_max_age` counted from the tag's time when that is at or before
+    /// `from`; `None` otherwise: the recording shows no checkpoint, so none is assumed.
+    pub(super) fn cadence(
+        &self,
+        rule: &SpotRule,
+        tag: Option<&str>,
+        from: DateTime<Utc>,
+    ) -> Option<Cadence> {
+        if self.checkpoint_every.is_some() {
+            return Some(Cadence {
+                every: self.checkpoint_every(rule),
+                since: None,
+            });
+        }
+        let at = DateTime::parse_from_rfc3339(tag?.trim())
+            .ok()?
+            .with_timezone(&Utc);
+        (at <= from).then(|| Cadence {
+            every: self.checkpoint_every(rule),
+            since: Some(at),
+        })
     }
 
     /// Where a move of an instance of `own_type` in `region` goes at `now` under `rule`, with
@@ -238,36 +290,86 @@ impl Pools {
     }
 }
 
+/// The instances of `instances` a spot rule of `set` governs whose checkpoints the replay
+/// from `from` cannot know (no `--checkpoint-every`, and no `ebb:checkpoint-at` at or before
+/// `from`): it assumes they do not checkpoint, so none of them moves to spot.
+pub fn without_checkpoints(
+    pools: &Pools,
+    set: &crate::policy::PolicySet,
+    instances: &[crate::fleet::Instance],
+    from: DateTime<Utc>,
+) -> Vec<String> {
+    let unknown = |i: &crate::fleet::Instance| {
+        let rule = crate::engine::governing_policy(set, i)?.spot.as_ref()?;
+        let tag = i.tag(crate::names::CHECKPOINT_AT_TAG);
+        pools
+            .cadence(rule, tag, from)
+            .is_none()
+            .then(|| i.id.clone())
+    };
+    instances.iter().filter_map(unknown).collect()
+}
+
 /// With `--interruptions`: the spot moves placed by expected cost (the policies) against
-/// by price alone, with what their reclaims lost.
-pub fn table(total: &Scenarios) -> String {
+/// by price alone, with what their reclaims lost and the hours each spent in each pool; or,
+/// when no job moved, why (`without_checkpoints`: the instances whose checkpoints the
+/// recording does not show).
+pub fn table(report: &Report, without_checkpoints: &[String]) -> String {
+    let total = &report.total;
     let Some(cheapest) = total.cheapest_first else {
         return String::new();
     };
+    if total.policies.spot_s == 0 && cheapest.spot_s == 0 {
+        let why = match without_checkpoints.len() {
+            0 => "no spot offer passed the policies' min_savings, or no instance was eligible when they were judged (ebb explain on the snapshot says why)".to_string(),
+            n => format!(
+                "the recording shows no checkpoint of {n} instance(s) under a spot rule ({}: no ebb:checkpoint-at at or before --from), so the replay assumed they do not checkpoint; give --checkpoint-every to replay jobs that checkpoint that often",
+                without_checkpoints.join(", ")
+            ),
+        };
+        return format!("\nspot placement: no job moved to spot: {why}.\n");
+    }
     let mut out = format!(
-        "\n{:<18} {:>13} {:>10} {:>10} {:>12} {:>12} {:>14}\n",
+        "\n{:<18} {:>13} {:>10} {:>10} {:>12} {:>12} {:>14} {:>8} {:>11}\n",
         "spot placement",
         "interruptions",
         "lost_h",
         "lost_gpu_h",
         "lost_usd",
         "cost_usd",
-        "cost+lost_usd"
+        "cost+lost_usd",
+        "spot_h",
+        "fallback_h"
     );
-    for (name, t) in [
-        ("expected_cost", total.policies),
-        ("cheapest_first", cheapest),
-    ] {
+    let placements = [
+        (Choice::ExpectedCost.name(), total.policies),
+        (Choice::CheapestFirst.name(), cheapest),
+    ];
+    for (name, t) in placements {
         let _ = writeln!(
             out,
-            "{name:<18} {:>13} {:>10.2} {:>10.2} {:>12.2} {:>12.2} {:>14.2}",
+            "{name:<18} {:>13} {:>10.2} {:>10.2} {:>12.2} {:>12.2} {:>14.2} {:>8.1} {:>11.1}",
             t.interruptions,
             t.lost_work_s as f64 / 3600.0,
             t.lost_gpu_s as f64 / 3600.0,
             t.lost_work_usd,
             t.cost_usd,
-            t.cost_usd + t.lost_work_usd
+            t.cost_usd + t.lost_work_usd,
+            t.spot_s as f64 / 3600.0,
+            t.fallback_s as f64 / 3600.0,
         );
+    }
+    let _ = writeln!(
+        out,
+        "\n{:<18} {:<20} {:<20} {:>8}",
+        "hours on spot", "zone", "type", "spot_h"
+    );
+    for (name, _) in placements {
+        let pools = report.spot_pools.iter().filter(|((c, _, _), _)| *c == name);
+        for ((_, zone, ty), seconds) in pools {
+            let hours = *seconds as f64 / 3600.0;
+            let _ = writeln!(out, "{name:<18} {zone:<20} {ty:<20} {hours:>8.1}");
+        }
     }
     out
 }

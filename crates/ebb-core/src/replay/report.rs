@@ -37,6 +37,10 @@ pub struct Tally {
     pub lost_gpu_s: i64,
     /// The lost work at the on-demand rate, in dollars.
     pub lost_work_usd: f64,
+    /// Seconds running on spot replacements (`--interruptions`).
+    pub spot_s: i64,
+    /// Seconds running on demand after a replacement fell back, until back on spot.
+    pub fallback_s: i64,
 }
 
 impl AddAssign for Tally {
@@ -52,6 +56,8 @@ impl AddAssign for Tally {
         self.lost_work_s += o.lost_work_s;
         self.lost_gpu_s += o.lost_gpu_s;
         self.lost_work_usd += o.lost_work_usd;
+        self.spot_s += o.spot_s;
+        self.fallback_s += o.fallback_s;
     }
 }
 
@@ -79,6 +85,8 @@ impl Tally {
             "lost_work_hours": hours(self.lost_work_s),
             "lost_gpu_hours": hours(self.lost_gpu_s),
             "lost_work_usd": round(self.lost_work_usd, 4),
+            "spot_hours": hours(self.spot_s),
+            "fallback_on_demand_hours": hours(self.fallback_s),
         }) else {
             unreachable!("json! of an object is an object")
         };
@@ -198,7 +206,12 @@ pub struct InstanceOutcome {
     pub scenarios: Scenarios,
     /// Its hours on demand, for the commitments (taken out when the report adds it).
     pub on_demand: Option<Box<OnDemandUse>>,
+    /// Its seconds on spot by placement and pool (zone, type), with `--interruptions`.
+    pub spot_pools: SpotPools,
 }
+
+/// Seconds on spot by placement (`expected_cost`, `cheapest_first`) and pool (zone, type).
+pub type SpotPools = BTreeMap<(&'static str, String, String), i64>;
 
 /// Hours running on demand under the policies and always on, by hour: what the commitments
 /// held apply to.
@@ -226,6 +239,8 @@ pub struct Report {
     /// Gross to net, once [`Report::apply_prices`] found commitments held or stopped boxes'
     /// costs priced.
     pub net: Option<Net>,
+    /// Every instance's seconds on spot, by placement and pool.
+    pub spot_pools: SpotPools,
 }
 
 /// A row of the Markdown comparison: its name, the measure, and its decimal places.
@@ -248,6 +263,7 @@ impl Report {
                 always_on: HourlyUse::starting(from),
             },
             net: None,
+            spot_pools: SpotPools::new(),
         }
     }
 
@@ -265,6 +281,9 @@ impl Report {
                 self.on_demand.always_on.merge(&used.always_on);
             }
             self.total += o.scenarios;
+            for (pool, seconds) in std::mem::take(&mut o.spot_pools) {
+                *self.spot_pools.entry(pool).or_default() += seconds;
+            }
             *self.by_policy.entry(o.policy.clone()).or_default() += o.scenarios;
             self.instances.push(o);
         }
@@ -515,6 +534,7 @@ mod tests {
                 oracle: tally(2, 2.0),
             },
             on_demand: None,
+            spot_pools: SpotPools::new(),
         }
     }
 

@@ -145,6 +145,7 @@ mod tests {
                 ..Scenarios::default()
             },
             on_demand: None,
+            spot_pools: Default::default(),
         }
     }
 
