@@ -561,6 +561,13 @@ prices:
         s["policies"]["savings_vs_always_on_usd"].as_f64(),
         Some(70.0)
     );
+    // All 10 hours on spot, none on demand after a fallback; always on never moves.
+    assert_eq!(s["policies"]["spot_hours"].as_f64(), Some(10.0));
+    assert_eq!(
+        s["policies"]["fallback_on_demand_hours"].as_f64(),
+        Some(0.0)
+    );
+    assert_eq!(s["always_on"]["spot_hours"].as_f64(), Some(0.0));
 }
 
 /// The office box with an override until Monday 20:00: Monday's stop waits until then (12 h

@@ -180,15 +180,8 @@ pub(super) fn run(
                 m.scaled(view, t, to);
             }
             m.account(view.state, t, end, length);
-            if let Some(on) = m
-                .on_spot
-                .as_ref()
-                .filter(|_| view.state == InstanceState::Running)
-            {
-                let pool = (on.zone.clone(), on.instance_type.clone());
-                *m.spot_s.entry(pool).or_default() += length;
-            } else if m.fell_back_at.is_some() && view.state == InstanceState::Running {
-                m.tally.fallback_s += length;
+            if view.state == InstanceState::Running {
+                m.count_spot(view.lifecycle, length);
             }
             if view.state == InstanceState::Running && view.lifecycle == Lifecycle::OnDemand {
                 m.on_demand.add(&view.region, &view.instance_type, t, end);
@@ -199,10 +192,7 @@ pub(super) fn run(
     models
         .into_iter()
         .map(|m| Played {
-            tally: Tally {
-                spot_s: m.spot_s.values().sum(),
-                ..m.tally
-            },
+            tally: m.tally,
             on_demand: m.on_demand,
             running: m.running.unwrap_or_default(),
             spot_s: m.spot_s,
@@ -243,6 +233,20 @@ impl Modelled<'_> {
         view.gpu_util.clear();
         self.seen_from = Some(t);
         self.tally.starts += 1;
+    }
+
+    /// Counts `length` seconds running as `lifecycle`: on spot (in its replacement's pool when
+    /// the replay models pools), or on demand after a fallback.
+    fn count_spot(&mut self, lifecycle: Lifecycle, length: i64) {
+        if let Some(on) = &self.on_spot {
+            let pool = (on.zone.clone(), on.instance_type.clone());
+            *self.spot_s.entry(pool).or_default() += length;
+        }
+        if self.fell_back_at.is_some() {
+            self.tally.fallback_s += length;
+        } else if lifecycle == Lifecycle::Spot {
+            self.tally.spot_s += length;
+        }
     }
 
     /// Tags its last checkpoint as its job's cadence says, while it runs busy: the snapshot's

@@ -37,7 +37,7 @@ pub struct Tally {
     pub lost_gpu_s: i64,
     /// The lost work at the on-demand rate, in dollars.
     pub lost_work_usd: f64,
-    /// Seconds running on spot replacements (`--interruptions`).
+    /// Seconds running on spot.
     pub spot_s: i64,
     /// Seconds running on demand after a replacement fell back, until back on spot.
     pub fallback_s: i64,
