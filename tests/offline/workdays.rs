@@ -281,7 +281,7 @@ fn validate_checks_workdays_like_dates() {
         (
             "    workday_as: mon\n    workdays:\n      - \"2026-09-20\"\n      - {date: \"2026-10-10\", as: fri}\n",
             "    description: nothing yet\n",
-            "5:5: calendar \"makeup\" needs \"dates\" (days that open no window) or \"workdays\" (working days whatever their weekday)",
+            "5:5: calendar \"makeup\" needs \"dates\" (days that open no window), \"workdays\" (working days whatever their weekday) or a \"file\" of them",
         ),
     ];
     for (from, to, want) in cases {
@@ -449,4 +449,128 @@ fn explain_says_a_make_up_day_is_a_working_day_by_its_calendar() {
         out.contains("work hours (Asia/Shanghai): open since 09:00 Asia/Shanghai, close 19:00 Asia/Shanghai; 2026-10-10 (sat) is a working day (调休) by cn-workdays: hours as on mon"),
         "{out}"
     );
+}
+
+/// The shipped 2026 calendars written as an iCalendar file (the holidays, an all-day event per
+/// range) and as holiday-cn's JSON (the holidays off, the make-up days on), as a team would
+/// download them; a policy directory whose calendars are those files.
+fn chinese_policies_from_files() -> tempfile::TempDir {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let shipped = ebb::policy::load(&[root.join("policies/calendars.yaml")]).unwrap();
+    let (holidays, workdays) = (
+        &shipped.calendars["cn-holidays"],
+        &shipped.calendars["cn-workdays"],
+    );
+    let mut ics = String::from("BEGIN:VCALENDAR\r\nVERSION:2.0\r\nPRODID:-//ebb tests//EN\r\n");
+    let mut days = Vec::new();
+    for (k, range) in holidays.dates.iter().enumerate() {
+        let end = range.last.succ_opt().unwrap();
+        ics.push_str(&format!(
+            "BEGIN:VEVENT\r\nUID:{k}@ebb\r\nSUMMARY:holiday {k}\r\nDTSTART;VALUE=DATE:{}\r\nDTEND;VALUE=DATE:{}\r\nEND:VEVENT\r\n",
+            range.first.format("%Y%m%d"),
+            end.format("%Y%m%d")
+        ));
+        for day in range.first.iter_days().take_while(|d| *d <= range.last) {
+            days.push(
+                serde_json::json!({"name": "holiday", "date": day.to_string(), "isOffDay": true}),
+            );
+        }
+    }
+    ics.push_str("END:VCALENDAR\r\n");
+    for w in &workdays.workdays {
+        days.push(serde_json::json!({"name": "调休", "date": w.dates.first.to_string(), "isOffDay": false}));
+    }
+    let d = chinese_policies();
+    let policies = d.path().join("policies");
+    std::fs::write(policies.join("cn-holidays.ics"), ics).unwrap();
+    let json = serde_json::json!({"year": 2026, "papers": [], "days": days});
+    std::fs::write(policies.join("cn-2026.json"), json.to_string()).unwrap();
+    std::fs::write(
+        policies.join("calendars.yaml"),
+        "calendars:\n  cn-holidays:\n    file: cn-holidays.ics\n  cn-workdays:\n    file: cn-2026.json\n    format: holiday-cn\n",
+    )
+    .unwrap();
+    d
+}
+
+#[test]
+fn calendars_from_an_ics_file_and_a_holiday_cn_file_open_and_skip_the_yaml_ones_days() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let shipped = ebb::policy::load(&[root.join("policies/calendars.yaml")]).unwrap();
+    let from_files = chinese_policies_from_files();
+    let policies = from_files.path().join("policies");
+    let loaded = ebb::policy::load(std::slice::from_ref(&policies)).unwrap();
+    // Every day of 2026 is skipped, or a working day, by both alike; the holiday-cn file's
+    // off days are its skipped dates.
+    let (ics, json) = (
+        &loaded.calendars["cn-holidays"],
+        &loaded.calendars["cn-workdays"],
+    );
+    for day in date("2026-01-01").iter_days().take(365) {
+        let holiday = shipped.calendars["cn-holidays"].contains(day);
+        assert_eq!(ics.contains(day), holiday, "{day}");
+        assert_eq!(json.contains(day), holiday, "{day}");
+        assert_eq!(
+            json.working_day(day),
+            shipped.calendars["cn-workdays"].working_day(day),
+            "{day}"
+        );
+    }
+    // The policies open and close alike, and the files are part of the policy version.
+    let yaml = chinese_policies();
+    for day in [
+        "2026-09-20",
+        "2026-10-01",
+        "2026-10-10",
+        "2026-02-16",
+        "2026-09-18",
+    ] {
+        let at = format!("{day}T02:00:00Z");
+        let codes = |rows: Vec<(String, String, String, String)>| -> Vec<(String, String)> {
+            rows.into_iter().map(|r| (r.1, r.2)).collect()
+        };
+        assert_eq!(
+            codes(plan(from_files.path(), &at)),
+            codes(plan(yaml.path(), &at)),
+            "{day}"
+        );
+    }
+    let before = loaded.version.content_hash.clone();
+    std::fs::write(
+        policies.join("cn-holidays.ics"),
+        "BEGIN:VCALENDAR\r\nVERSION:2.0\r\nEND:VCALENDAR\r\n",
+    )
+    .unwrap();
+    let changed = ebb::policy::load(std::slice::from_ref(&policies)).unwrap();
+    assert_ne!(changed.version.content_hash, before);
+    assert_eq!(changed.calendar_files.len(), 2);
+}
+
+#[test]
+fn a_calendar_file_that_cannot_be_read_is_a_problem_at_its_key() {
+    for (calendar, line, says) in [
+        ("file: missing.ics", "3:", "cannot read calendar file"),
+        (
+            "file: dates.txt",
+            "3:",
+            "say the format of dates.txt (format: ics or holiday-cn)",
+        ),
+        (
+            "file: dates.txt\n    format: pdf",
+            "4:",
+            "unknown format \"pdf\": use ics or holiday-cn",
+        ),
+    ] {
+        let text = format!(
+            "calendars:\n  holidays:\n    {calendar}\npolicies:\n  - name: p\n    match: {{}}\n    work_hours:\n      timezone: UTC\n      periods: [{{days: mon-fri, start: \"09:00\", stop: \"18:00\"}}]\n      skip: [holidays]\n"
+        );
+        let (ok, lines) = validate(&text);
+        assert!(!ok, "{calendar}");
+        assert!(
+            lines
+                .iter()
+                .any(|l| l.starts_with(line) && l.contains(says)),
+            "{calendar}: {lines:?}"
+        );
+    }
 }

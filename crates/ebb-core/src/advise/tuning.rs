@@ -381,6 +381,7 @@ mod tests {
             set: PolicySet {
                 policies: Vec::new(),
                 calendars: BTreeMap::new(),
+                calendar_files: Vec::new(),
                 version: crate::policy::PolicyVersion {
                     content_hash: String::new(),
                     git_commit: None,

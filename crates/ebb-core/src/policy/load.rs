@@ -4,9 +4,11 @@ use super::check::{check_file, CheckedFile};
 use super::yaml::{Position, Positions, Step};
 use super::{PolicySet, PolicyVersion, Problem};
 use sha2::{Digest, Sha256};
+use std::cell::RefCell;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::rc::Rc;
 
 /// Why a policy set could not be loaded.
 #[derive(Debug, thiserror::Error)]
@@ -45,6 +47,9 @@ pub fn load(paths: &[PathBuf]) -> Result<PolicySet, LoadError> {
     let mut hasher = Sha256::new();
     let mut problems = Vec::new();
     let mut checked = Vec::new();
+    // The calendar files the policy files name, as read: part of the version, and of what
+    // `PolicySource` watches.
+    let named: Rc<RefCell<Vec<(PathBuf, String)>>> = Rc::default();
     for file in &files {
         let text = std::fs::read_to_string(file).map_err(|source| LoadError::Read {
             path: file.clone(),
@@ -55,10 +60,24 @@ pub fn load(paths: &[PathBuf]) -> Result<PolicySet, LoadError> {
         hasher.update(name.as_bytes());
         hasher.update((text.len() as u64).to_le_bytes());
         hasher.update(text.as_bytes());
-        match check_file(file, &text) {
+        let kept = named.clone();
+        let read_file = Box::new(move |path: &Path| {
+            let text = std::fs::read_to_string(path)?;
+            kept.borrow_mut().push((path.to_path_buf(), text.clone()));
+            Ok(text)
+        });
+        match check_file(file, &text, read_file) {
             Ok(c) => checked.push((file.clone(), Positions::of(&text), c)),
             Err(p) => problems.push(p),
         }
+    }
+    let named = named.take();
+    for (path, text) in &named {
+        let name = path.as_os_str().as_encoded_bytes();
+        hasher.update((name.len() as u64).to_le_bytes());
+        hasher.update(name);
+        hasher.update((text.len() as u64).to_le_bytes());
+        hasher.update(text.as_bytes());
     }
     let set = assemble(checked, &mut problems);
     if !problems.is_empty() {
@@ -68,6 +87,7 @@ pub fn load(paths: &[PathBuf]) -> Result<PolicySet, LoadError> {
     Ok(PolicySet {
         policies: set.0,
         calendars: set.1,
+        calendar_files: named.into_iter().map(|(path, _)| path).collect(),
         version: PolicyVersion {
             content_hash: format!("{:x}", hasher.finalize()),
             git_commit: git_commit(&files[0]),

@@ -28,6 +28,8 @@ pub struct PolicySet {
     pub policies: Vec<Policy>,
     /// Calendars by name; every file can use every calendar.
     pub calendars: BTreeMap<String, Arc<Calendar>>,
+    /// The calendar files the policy files name (`calendars.NAME.file`), as read.
+    pub calendar_files: Vec<PathBuf>,
     /// Which files these are, for the audit log.
     pub version: PolicyVersion,
 }

@@ -553,9 +553,18 @@ fn calendar_schema() -> Value {
                 "workday_as",
                 weekday("The weekday whose periods open on the workdays that name none"),
             ),
+            (
+                "file",
+                json!({"type": "string", "minLength": 1, "description": "A file of dates in a public format, relative to this policy file: iCalendar (.ics, its all-day events open no window) or holiday-cn's JSON (its off days open no window, its other days are workdays)", "examples": ["cn-2027.json", "us-holidays.ics"]}),
+            ),
+            (
+                "format",
+                json!({"enum": ["ics", "holiday-cn"], "description": "The file's format, when its extension (.ics, .json) does not say"}),
+            ),
         ],
     );
-    calendar["anyOf"] = json!([{"required": ["dates"]}, {"required": ["workdays"]}]);
+    calendar["anyOf"] =
+        json!([{"required": ["dates"]}, {"required": ["workdays"]}, {"required": ["file"]}]);
     calendar
 }
 

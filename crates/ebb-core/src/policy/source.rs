@@ -49,8 +49,8 @@ impl PolicySource {
     /// the set loaded then is returned. When the files are invalid, the last valid set stands
     /// in, with the error; when none was ever valid, the error.
     pub fn load(&self) -> Result<LoadedPolicies, LoadError> {
-        let fingerprint = self.fingerprint();
         let mut loaded = self.loaded.lock().unwrap_or_else(|e| e.into_inner());
+        let fingerprint = self.fingerprint_with(&loaded);
         if loaded.fingerprint == Some(fingerprint) {
             if let Some(set) = &loaded.last_good {
                 return Ok(LoadedPolicies {
@@ -84,14 +84,22 @@ impl PolicySource {
         }
     }
 
-    /// A hash of the policy files' names and contents, which changes when any of them does.
+    /// A hash of the policy files' names and contents, and of the calendar files the last
+    /// valid set named, which changes when any of them does.
     pub fn fingerprint(&self) -> [u8; 32] {
+        let loaded = self.loaded.lock().unwrap_or_else(|e| e.into_inner());
+        self.fingerprint_with(&loaded)
+    }
+
+    /// [`PolicySource::fingerprint`], under the lock of what was `loaded`.
+    fn fingerprint_with(&self, loaded: &Loaded) -> [u8; 32] {
         let mut h = Sha256::new();
+        let named = loaded.last_good.iter().flat_map(|set| &set.calendar_files);
         match policy_files(&self.paths) {
             Ok(files) => {
-                for file in files {
+                for file in files.iter().chain(named) {
                     h.update(file.as_os_str().as_encoded_bytes());
-                    match std::fs::read(&file) {
+                    match std::fs::read(file) {
                         Ok(bytes) => h.update(bytes),
                         Err(err) => h.update(err.to_string()),
                     }
@@ -131,6 +139,29 @@ mod tests {
         assert!(broken.error.is_some());
         let still = source.load().unwrap();
         assert_eq!(still.error, broken.error);
+    }
+
+    #[test]
+    fn a_calendar_file_the_policies_name_is_watched_with_them() {
+        let dir = tempfile::tempdir().unwrap();
+        let day = |d: &str| {
+            format!("BEGIN:VCALENDAR\nVERSION:2.0\nBEGIN:VEVENT\nDTSTART;VALUE=DATE:{d}\nEND:VEVENT\nEND:VCALENDAR\n")
+        };
+        let ics = dir.path().join("holidays.ics");
+        std::fs::write(&ics, day("20261225")).unwrap();
+        let text = format!("calendars:\n  holidays: {{file: holidays.ics}}\n{VALID}");
+        std::fs::write(dir.path().join("p.yaml"), text).unwrap();
+        let source = PolicySource::new(vec![dir.path().to_path_buf()]);
+        let first = source.load().unwrap();
+        assert_eq!(first.set.calendar_files, std::slice::from_ref(&ics));
+        let unchanged = source.fingerprint();
+        std::fs::write(&ics, day("20261226")).unwrap();
+        assert_ne!(source.fingerprint(), unchanged);
+        let changed = source.load().unwrap();
+        assert!(!Arc::ptr_eq(&first.set, &changed.set));
+        let date = |s: &str| s.parse().unwrap();
+        assert!(changed.set.calendars["holidays"].contains(date("2026-12-26")));
+        assert!(!changed.set.calendars["holidays"].contains(date("2026-12-25")));
     }
 
     #[test]

@@ -9,6 +9,7 @@
 //! decides instants in the policy's zone itself, since it would silently skip gap times.
 
 mod calendar;
+mod calendar_files;
 mod cron_events;
 mod days;
 mod periods;
@@ -16,6 +17,7 @@ mod time_of_day;
 pub mod zone;
 
 pub use calendar::{Calendar, CalendarError, DateRange, Workday};
+pub use calendar_files::{read_calendar, CalendarFile, CalendarFormat};
 pub use cron_events::{CronError, CronEvents};
 pub use days::{day_name, parse_day, DayParseError, DaySet};
 pub use time_of_day::{TimeOfDay, TimeOfDayError};

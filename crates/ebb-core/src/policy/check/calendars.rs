@@ -3,7 +3,9 @@
 
 use super::{child, keys, CalendarDef, Checker, Fields};
 use crate::policy::yaml::{self, Step, Value};
-use crate::schedule::{parse_day, Calendar, DateRange, Workday};
+use crate::schedule::{
+    parse_day, read_calendar, Calendar, CalendarFile, CalendarFormat, DateRange, Workday,
+};
 use chrono::Weekday;
 use std::str::FromStr;
 use std::sync::Arc;
@@ -35,20 +37,23 @@ impl Checker {
         out
     }
 
-    /// One calendar: `dates`, `workdays` (with `workday_as`), or both.
+    /// One calendar: `dates`, `workdays` (with `workday_as`), a `file` of them, or several.
     fn calendar(&mut self, name: String, body: &Value, path: &[Step]) -> Option<Calendar> {
         let f = self.fields(body, path, "a calendar", keys::CALENDAR)?;
         if let Some((v, p)) = f.get("description") {
             self.string(v, &p, "text");
         }
-        if f.get("dates").is_none() && f.get("workdays").is_none() {
-            if !["dates", "workdays"]
+        if ["dates", "workdays", "file"]
+            .iter()
+            .all(|k| f.get(k).is_none())
+        {
+            if !["dates", "workdays", "file"]
                 .iter()
                 .any(|k| self.misspelt.contains(&(path.to_vec(), k.to_string())))
             {
                 self.problem(
                     path,
-                    format!("calendar \"{name}\" needs \"dates\" (days that open no window) or \"workdays\" (working days whatever their weekday)"),
+                    format!("calendar \"{name}\" needs \"dates\" (days that open no window), \"workdays\" (working days whatever their weekday) or a \"file\" of them"),
                 );
             }
             return None;
@@ -67,7 +72,16 @@ impl Checker {
             Some((v, p)) => self.workdays(v, &p, default),
             None => Some(Vec::new()),
         };
-        let (dates, workdays, _) = (dates?, workdays?, workday_as?);
+        let kept = match f.get("file") {
+            Some((v, p)) => self.calendar_file(v, &p, &f),
+            None => Some(CalendarFile::default()),
+        };
+        let (mut dates, mut workdays, _, kept) = (dates?, workdays?, workday_as?, kept?);
+        dates.extend(kept.dates);
+        workdays.extend(kept.workdays.into_iter().map(|dates| Workday {
+            dates,
+            as_day: default,
+        }));
         if !self.disjoint(&name, &f, &dates, &workdays) {
             return None;
         }
@@ -76,6 +90,55 @@ impl Checker {
             dates,
             workdays,
         })
+    }
+
+    /// The dates of the calendar file `v` names (relative to the policy file), in the format
+    /// its `format` or its extension gives.
+    fn calendar_file(&mut self, v: &Value, path: &[Step], f: &Fields) -> Option<CalendarFile> {
+        let name = self.string(v, path, "a file name")?;
+        let file = self.dir.join(&name);
+        let format = match f.get("format") {
+            Some((v, p)) => {
+                let given = self.string(v, &p, "ics or holiday-cn")?;
+                let Some(format) = CalendarFormat::of(&given) else {
+                    self.problem(
+                        &p,
+                        format!("unknown format \"{given}\": use ics or holiday-cn"),
+                    );
+                    return None;
+                };
+                format
+            }
+            None => {
+                let extension = file.extension().and_then(|e| e.to_str()).unwrap_or("");
+                let Some(format) = CalendarFormat::of_extension(extension) else {
+                    self.problem(path, format!("say the format of {name} (format: ics or holiday-cn): its extension does not"));
+                    return None;
+                };
+                format
+            }
+        };
+        let text = match (self.read_file)(&file) {
+            Ok(text) => text,
+            Err(e) => {
+                self.problem(
+                    path,
+                    format!("cannot read calendar file {}: {e}", file.display()),
+                );
+                return None;
+            }
+        };
+        match read_calendar(format, &text) {
+            Ok(kept) => Some(kept),
+            Err(e) => {
+                let format = format.name();
+                self.problem(
+                    path,
+                    format!("calendar file {} ({format}): {e}", file.display()),
+                );
+                None
+            }
+        }
     }
 
     /// A list of dates and ranges; `None` when any item is not one.

@@ -1,7 +1,14 @@
 //! The keys each mapping of a policy file may have; the JSON Schema is built from the same lists.
 
 pub const FILE: &[&str] = &["calendars", "policies"];
-pub const CALENDAR: &[&str] = &["description", "dates", "workdays", "workday_as"];
+pub const CALENDAR: &[&str] = &[
+    "description",
+    "dates",
+    "workdays",
+    "workday_as",
+    "file",
+    "format",
+];
 pub const WORKDAY: &[&str] = &["date", "as"];
 pub const POLICY: &[&str] = &[
     "name",

@@ -153,11 +153,22 @@ fn named(
     found
 }
 
-/// Parses and checks one file. `Err` is a YAML syntax error, which stops this file only.
-pub(super) fn check_file(file: &Path, text: &str) -> Result<CheckedFile, Problem> {
+/// What reads a file a policy file names (a calendar's `file`): the loader's, which does the
+/// I/O, so that the checks do none.
+pub(super) type ReadFile = Box<dyn FnMut(&Path) -> std::io::Result<String>>;
+
+/// Parses and checks one file, reading the files it names with `read_file`. `Err` is a YAML
+/// syntax error, which stops this file only.
+pub(super) fn check_file(
+    file: &Path,
+    text: &str,
+    read_file: ReadFile,
+) -> Result<CheckedFile, Problem> {
     let doc = yaml::parse(text)
         .map_err(|e| Problem::new(file, e.position, &format!("not valid YAML: {}", e.message)))?;
     let mut c = Checker {
+        dir: file.parent().map(Path::to_path_buf).unwrap_or_default(),
+        read_file,
         problems: Vec::new(),
         misspelt: Vec::new(),
     };
@@ -236,6 +247,10 @@ impl<'v> Fields<'v> {
 
 /// Collects the problems of one file while its sections are read.
 struct Checker {
+    /// The directory of the file checked: what a calendar's `file` is relative to.
+    dir: std::path::PathBuf,
+    /// Reads the files it names.
+    read_file: ReadFile,
     /// Every problem so far, in the order found.
     problems: Vec<PathProblem>,
     /// Unknown keys that look like a known one: (mapping path, the known key). A missing
