@@ -574,3 +574,24 @@ fn a_calendar_file_that_cannot_be_read_is_a_problem_at_its_key() {
         );
     }
 }
+
+/// In 2027, which the shipped calendars do not cover yet, a decision says it takes the day as
+/// an ordinary one: the Spring Festival week opens as any week would.
+#[test]
+fn a_decision_on_a_day_its_calendars_do_not_cover_says_so() {
+    let d = chinese_policies();
+    let rows = plan(d.path(), "2027-02-08T02:00:00Z");
+    assert!(!rows.is_empty());
+    for row in &rows {
+        assert!(
+            row.3.contains("calendars cn-holidays, cn-workdays name no date in 2027: 2027-02-08 is taken as an ordinary day (add 2027's dates)"),
+            "{row:?}"
+        );
+    }
+    // A day they cover says nothing of it.
+    let rows = plan(d.path(), "2026-09-18T02:00:00Z");
+    assert!(
+        rows.iter().all(|r| !r.3.contains("names no date")),
+        "{rows:?}"
+    );
+}

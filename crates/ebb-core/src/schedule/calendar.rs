@@ -22,16 +22,7 @@ impl Calendar {
     /// year, or, from 1 November, none in the next. A calendar of public holidays is written a
     /// year at a time; one that has run out makes every holiday a working day without a word.
     pub fn running_out(&self, today: NaiveDate) -> Option<String> {
-        let ranges = self
-            .dates
-            .iter()
-            .chain(self.workdays.iter().map(|w| &w.dates));
-        let years: Vec<(i32, i32)> = ranges.map(|r| (r.first.year(), r.last.year())).collect();
-        let names = |year: i32| {
-            years
-                .iter()
-                .any(|(first, last)| (*first..=*last).contains(&year))
-        };
+        let names = |year: i32| self.names_year(year);
         let year = today.year();
         if !names(year) {
             return Some(format!(
@@ -47,6 +38,18 @@ impl Calendar {
             ));
         }
         None
+    }
+
+    /// Whether the calendar names any date of `year`, skipped or working: one that names none
+    /// has not been written for that year yet.
+    pub fn names_year(&self, year: i32) -> bool {
+        let ranges = self
+            .dates
+            .iter()
+            .chain(self.workdays.iter().map(|w| &w.dates));
+        ranges
+            .map(|r| (r.first.year(), r.last.year()))
+            .any(|(first, last)| (first..=last).contains(&year))
     }
 
     /// Whether `date` is in one of the calendar's ranges of skipped dates.

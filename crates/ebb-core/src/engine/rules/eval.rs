@@ -8,7 +8,7 @@ use super::{Context, InstanceFacts, CLOCK_SKEW};
 use crate::fleet::Instance;
 use crate::names::CHECKPOINT_AT_TAG;
 use crate::policy::Policy;
-use crate::schedule::{day_name, zone, DateRule, ScheduleStatus};
+use crate::schedule::{day_name, zone, DateRule, Schedule, ScheduleStatus};
 use chrono::{DateTime, Duration, Utc};
 use chrono_tz::Tz;
 
@@ -100,7 +100,7 @@ impl Eval<'_> {
             Some(DateRule::Skipped { calendar }) => {
                 format!("; {date} ({weekday}) is skipped by {calendar}")
             }
-            None => String::new(),
+            None => unwritten_note(schedule, date),
         }
     }
 
@@ -131,5 +131,31 @@ impl Eval<'_> {
     /// The reason text `text` makes, or an empty one in a pass that writes no reasons.
     pub(super) fn text(&self, text: impl FnOnce() -> String) -> String {
         self.ctx.text(text)
+    }
+}
+
+/// `; calendar cn-holidays names no date in 2027: ...` when a calendar the schedule skips or
+/// opens by has no date in `date`'s year, so the day is taken as an ordinary one; else empty.
+fn unwritten_note(schedule: &Schedule, date: chrono::NaiveDate) -> String {
+    let year = chrono::Datelike::year(&date);
+    let mut unwritten: Vec<&str> = schedule
+        .skip
+        .iter()
+        .chain(&schedule.workdays)
+        .filter(|c| !c.names_year(year))
+        .map(|c| c.name.as_str())
+        .collect();
+    unwritten.sort_unstable();
+    unwritten.dedup();
+    match unwritten.len() {
+        0 => String::new(),
+        1 => format!(
+            "; calendar {} names no date in {year}: {date} is taken as an ordinary day (add {year}'s dates)",
+            unwritten[0]
+        ),
+        _ => format!(
+            "; calendars {} name no date in {year}: {date} is taken as an ordinary day (add {year}'s dates)",
+            unwritten.join(", ")
+        ),
     }
 }
