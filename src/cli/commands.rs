@@ -63,10 +63,8 @@ pub(super) fn validate(dirs: &[PathBuf], at: DateTime<Utc>) -> Result<ExitCode> 
 /// Warns on stderr of each calendar of `set` that may have run out at `at`: valid policies
 /// that quietly stop skipping holidays are the failure people do not see.
 fn warn_of_calendars(set: &policy::PolicySet, at: DateTime<Utc>) {
-    for calendar in set.calendars.values() {
-        if let Some(why) = calendar.running_out(at.date_naive()) {
-            eprintln!("warning: {why}");
-        }
+    for why in set.calendars_running_out(at.date_naive()) {
+        eprintln!("warning: {why}");
     }
 }
 

@@ -217,7 +217,7 @@ fn spawn_background<P: Provider>(
         Duration::ZERO,
     );
     registry.register(
-        PolicyWatcher::new(reconciler.policies().clone(), control.clone()),
+        PolicyWatcher::new(reconciler.policies().clone(), control.clone(), clock),
         POLICY_POLL,
     );
     registry.register(

@@ -34,6 +34,14 @@ pub struct PolicySet {
     pub version: PolicyVersion,
 }
 
+impl PolicySet {
+    /// Why each calendar may have run out on `today` ([`Calendar::running_out`]), by name.
+    pub fn calendars_running_out(&self, today: chrono::NaiveDate) -> Vec<String> {
+        let warnings = self.calendars.values().filter_map(|c| c.running_out(today));
+        warnings.collect()
+    }
+}
+
 /// Identifies the exact policy files a decision was made with.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PolicyVersion {
