@@ -1,5 +1,5 @@
-//! `/policies`: the policy set in force, its version, and why the files on disk cannot be
-//! used when they cannot.
+//! `/policies`: the policy set in force, its version, why the files on disk cannot be used
+//! when they cannot, and which calendars may have run out.
 
 use super::{ok, scroll, Nav, PageResult};
 use crate::api::ApiState;
@@ -15,7 +15,12 @@ pub(super) async fn page(State(state): State<ApiState>) -> PageResult {
         },
         Ok(loaded) => {
             let version = &loaded.set.version;
+            let today = state.clock.now().date_naive();
+            let running_out = loaded.set.calendars_running_out(today);
             html! {
+                @for why in &running_out {
+                    p.problem role="alert" { (why) }
+                }
                 @if let Some(error) = &loaded.error {
                     p.problem role="alert" {
                         "The files on disk cannot be used; the last valid set stays in force. "

@@ -524,6 +524,26 @@ async fn the_policies_page_shows_the_version_and_what_is_wrong_with_the_files(po
     );
 }
 
+/// In December, a calendar with no date next year is named on the policies page; in June,
+/// nothing is said of it.
+#[sqlx::test(migrations = false)]
+async fn the_policies_page_names_a_calendar_that_may_have_run_out(pool: PgPool) {
+    let december = ebb::clock::Clock::Fixed(t("2026-12-07T09:00:00Z"));
+    let console = Console::start_on(&pool, december).await;
+    let calendar = "calendars:\n  holidays:\n    dates: [\"2026-12-25\"]\n";
+    std::fs::write(console.policies.path().join("calendars.yaml"), calendar).unwrap();
+    let html = console.page("/policies").await;
+    assert!(
+        html.contains("calendar holidays names no date in 2027 yet"),
+        "{html}"
+    );
+    let june = ebb::clock::Clock::Fixed(t("2026-06-01T09:00:00Z"));
+    let console = Console::start_on(&pool, june).await;
+    std::fs::write(console.policies.path().join("calendars.yaml"), calendar).unwrap();
+    let html = console.page("/policies").await;
+    assert!(!html.contains("names no date"), "{html}");
+}
+
 #[sqlx::test(migrations = false)]
 async fn the_migrations_page_and_the_stylesheet(pool: PgPool) {
     let console = Console::start(&pool).await;
