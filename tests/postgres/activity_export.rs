@@ -1,9 +1,10 @@
 //! What the activity signals showed is kept (`activity_uses`), so a recording from Postgres
 //! has them: `ebb metrics export` writes each signal's latest use by each row's time in its
 //! `activity:NAME` column, and `ebb replay` from Postgres plays them and says what they
-//! prevented, as it does from a file with those columns.
+//! prevented, as it does from a file with those columns. A closed stdout ends the export
+//! quietly.
 
-use crate::common::{database_url, ebb_on, t, world::SimWorld};
+use crate::common::{database_url, ebb_on, t, world::SimWorld, Ebb};
 use ebb::clock::Clock;
 use ebb::store::Store;
 use sqlx::PgPool;
@@ -74,6 +75,20 @@ async fn the_uses_a_signal_showed_are_exported_and_replayed_from_postgres(pool: 
         quiet.clone().count() >= 4 && quiet.clone().all(|r| r[5].is_empty()),
         "{csv}"
     );
+
+    // A reader that has gone (`ebb metrics export | head`) ends the export quietly: its
+    // first write meets the pipe closed before ebb starts.
+    let (reader, writer) = std::io::pipe().unwrap();
+    drop(reader);
+    let closed = Ebb::on(&url)
+        .command(&["metrics", "export", "--since", "2026-11-30T09:00:00Z"])
+        .stdout(writer)
+        .stderr(std::process::Stdio::piped())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&closed.stderr);
+    assert_eq!(closed.status.code(), Some(0), "{stderr}");
+    assert!(stderr.is_empty(), "{stderr}");
 
     let dir = world.dir.path().join("policies");
     let prices = concat!(env!("CARGO_MANIFEST_DIR"), "/deploy/prices.yaml");
