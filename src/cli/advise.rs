@@ -4,7 +4,7 @@
 //! replay the policies and every candidate on one [`crate::advise::Advisor`] per core.
 
 use super::args::{DbArgs, PolicyDirs, PricesArg};
-use super::replay::{add_prices, parse_percent, parse_tick, stream_chunks, Source};
+use super::replay::{add_prices, check_prices, parse_percent, parse_tick, stream_chunks, Source};
 use super::replay_store;
 use crate::advise::{self, Inputs};
 use crate::fleet::money::PriceTable;
@@ -100,6 +100,7 @@ pub(super) async fn run(args: &AdviseArgs) -> Result<ExitCode> {
     };
     // Advise sizes commitments from the table's rates, not the ones held.
     let table = add_prices(&args.prices, &mut fleet)?;
+    check_prices(&fleet, &args.prices)?;
     let on_demand = advise::run::on_demand(&fleet.prices);
     let commitment_rates = table
         .as_ref()

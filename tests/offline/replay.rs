@@ -1027,3 +1027,46 @@ fn a_recorded_activity_signal_prevents_a_stop_and_the_replay_says_what_it_cost()
         assert!(!o.status.success() && err.contains(says), "{says}: {err}");
     }
 }
+
+/// A fleet the prices leave two types of unpriced is refused once, naming both and where to
+/// add them, rather than one per run.
+#[test]
+fn every_missing_price_is_named_at_once() {
+    let (from, to) = ("2026-11-30T00:00:00Z", "2026-11-30T10:00:00Z");
+    let policy = "
+policies:
+  - name: training
+    match: {tags: {workload: training}}
+    idle: {gpu_below: 5, for: 30m}
+";
+    let fleet = "
+instances:
+  - {id: i-a, region: ap-east-1, type: g5.xlarge, state: running, tags: {workload: training}}
+  - {id: i-b, region: ap-east-1, type: g5.xlarge, state: running, tags: {workload: training}}
+  - {id: i-c, region: eu-central-1, type: p4d.24xlarge, state: running, tags: {workload: training}}
+  - {id: i-d, region: us-east-1, type: g5.xlarge, state: running, tags: {workload: training}}
+prices:
+  us-east-1: {g5.xlarge: {on_demand: 1.0}}
+";
+    let d = files(policy, fleet, &trace("i-a", from, to, |_| 95.0));
+    let p = |name: &str| d.path().join(name).to_str().unwrap().to_string();
+    let o = ebb(&[
+        "replay",
+        "--policies",
+        &p("policies"),
+        "--fleet",
+        &p("fleet.yaml"),
+        "--utilisation",
+        &p("util.csv"),
+        "--from",
+        from,
+        "--to",
+        to,
+    ]);
+    assert_eq!(o.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        stderr.contains("no on-demand price for 2 instance type(s) the replay costs: g5.xlarge in ap-east-1 (2 instances), p4d.24xlarge in eu-central-1 (1 instance); add them to the fleet file's prices, or give --prices"),
+        "{stderr}"
+    );
+}
