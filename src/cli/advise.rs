@@ -78,6 +78,13 @@ pub(super) async fn run(args: &AdviseArgs) -> Result<ExitCode> {
             args.from.to_rfc3339()
         );
     }
+    let window = args.to - args.from;
+    if window < chrono::Duration::weeks(1) {
+        eprintln!(
+            "warning: advice from {:.1} days of recording: types, commitments, subscriptions and policy changes are all worked out as if every week were like these days; a week or more (a month for commitments) gives figures to act on",
+            window.num_minutes() as f64 / (24.0 * 60.0)
+        );
+    }
     let set = policy::load(&args.policies.policies)
         .context("policies are not valid (run ebb validate)")?;
     let (source, (mut fleet, prior)) = match (&args.fleet, &args.utilisation) {

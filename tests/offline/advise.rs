@@ -600,3 +600,42 @@ fn a_box_running_all_month_is_advised_a_subscription_and_one_stopped_nightly_is_
     assert!(advice.table().contains("12-month subscription"));
     assert!(advice.markdown().contains("stay by the hour"));
 }
+
+/// Advice from less than a week says that its figures rest on those days alone; a week says
+/// nothing of it.
+#[test]
+fn advice_from_less_than_a_week_says_its_figures_rest_on_it() {
+    let d = tempfile::tempdir().unwrap();
+    let [fleet, util, prices] = demo_week(d.path());
+    let stderr = |to: &str| {
+        let o = Command::new(env!("CARGO_BIN_EXE_ebb"))
+            .args([
+                "advise",
+                "--policies",
+                "policies",
+                "--fleet",
+                &fleet,
+                "--utilisation",
+                &util,
+                "--prices",
+                &prices,
+                "--from",
+                DEMO.0,
+                "--to",
+                to,
+                "--format",
+                "json",
+            ])
+            .current_dir(env!("CARGO_MANIFEST_DIR"))
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        String::from_utf8_lossy(&o.stderr).into_owned()
+    };
+    let two_days = stderr("2026-12-02T00:00:00Z");
+    assert!(
+        two_days.contains("warning: advice from 2.0 days of recording"),
+        "{two_days}"
+    );
+    assert!(!stderr(DEMO.1).contains("days of recording"));
+}
