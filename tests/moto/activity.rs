@@ -78,15 +78,7 @@ async fn a_fresh_heartbeat_keeps_a_gpu_idle_box_until_it_goes_stale(pool: PgPool
     heartbeat(&f, &fresh, &rfc(at - Duration::minutes(3))).await;
     heartbeat(&f, &stale, &rfc(at - Duration::minutes(25))).await;
     heartbeat(&f, &garbled, "in a minute").await;
-    let ebb = Ebb::on(&url)
-        .env("EBB_POLICIES", policies.path())
-        .env("EBB_REGIONS", f.region)
-        .env("EBB_MANAGED_TAG", format!("ebb:managed={}", f.managed))
-        .env("AWS_ENDPOINT_URL_CLOUDWATCH", &cloudwatch.url)
-        .env(
-            "EBB_PRICES",
-            concat!(env!("CARGO_MANIFEST_DIR"), "/deploy/prices.yaml"),
-        );
+    let ebb = ebb_on_moto(&url, &f, policies.path(), &cloudwatch);
 
     tick(&ebb, at);
     assert!(cloudwatch.asked(&fresh) > 0, "the GPU was read");
@@ -386,6 +378,33 @@ async fn decided_if_any(url: &str, id: &str) -> Option<(String, String, String)>
     Some((r.decided_action?, r.decided_code?, r.decided_reason?))
 }
 
+/// `ebb` on `url`, acting on `f`'s instances under the policies in `policies`, its GPUs read
+/// from `cloudwatch`.
+fn ebb_on_moto(
+    url: &str,
+    f: &Fixture,
+    policies: &std::path::Path,
+    cloudwatch: &CloudWatchFake,
+) -> Ebb {
+    Ebb::on(url)
+        .env("EBB_POLICIES", policies)
+        .env("EBB_REGIONS", f.region)
+        .env("EBB_MANAGED_TAG", format!("ebb:managed={}", f.managed))
+        .env("AWS_ENDPOINT_URL_CLOUDWATCH", &cloudwatch.url)
+        .env(
+            "EBB_PRICES",
+            concat!(env!("CARGO_MANIFEST_DIR"), "/deploy/prices.yaml"),
+        )
+}
+
+/// Asserts that the last tick decided `want` (action, code) for `id`, for a reason that says
+/// `says`.
+async fn assert_decided(url: &str, id: &str, want: (&str, &str), says: &str) {
+    let (action, code, reason) = decided(url, id).await;
+    assert_eq!((action.as_str(), code.as_str()), want, "{reason}");
+    assert!(reason.contains(says), "{reason}");
+}
+
 const CLOUDWATCH_POLICY: &str = r#"
 policies:
   - name: idle-research
@@ -436,49 +455,29 @@ async fn a_cloudwatch_metric_keeps_a_gpu_idle_box_while_it_shows_use(pool: PgPoo
     for id in [&used, &quiet, &failed, &elsewhere] {
         cloudwatch.set(id, Reading::Value(0.0));
     }
-    let ebb = Ebb::on(&url)
-        .env("EBB_POLICIES", policies.path())
-        .env("EBB_REGIONS", f.region)
-        .env("EBB_MANAGED_TAG", format!("ebb:managed={}", f.managed))
-        .env("AWS_ENDPOINT_URL_CLOUDWATCH", &cloudwatch.url)
-        .env(
-            "EBB_PRICES",
-            concat!(env!("CARGO_MANIFEST_DIR"), "/deploy/prices.yaml"),
-        );
+    let ebb = ebb_on_moto(&url, &f, policies.path(), &cloudwatch);
 
     tick(&ebb, at);
-    let (action, code, reason) = decided(&url, &used).await;
-    assert_eq!(
-        (action.as_str(), code.as_str()),
-        ("none", "in_use"),
-        "{reason}"
-    );
-    assert!(reason.contains("in use: ssh above 0 at"), "{reason}");
+    assert_decided(&url, &used, ("none", "in_use"), "in use: ssh above 0 at").await;
     assert_eq!(state(&f, &used).await, InstanceStateName::Running);
 
-    let (action, code, reason) = decided(&url, &quiet).await;
-    assert_eq!(
-        (action.as_str(), code.as_str()),
-        ("stop", "idle"),
-        "{reason}"
-    );
-    assert!(reason.contains("ssh: no use seen"), "{reason}");
+    assert_decided(&url, &quiet, ("stop", "idle"), "ssh: no use seen").await;
     assert_ne!(state(&f, &quiet).await, InstanceStateName::Running);
 
-    let (action, code, reason) = decided(&url, &failed).await;
-    assert_eq!(
-        (action.as_str(), code.as_str()),
+    assert_decided(
+        &url,
+        &failed,
         ("none", "activity_unreadable"),
-        "{reason}"
-    );
-    assert!(reason.contains("InternalError"), "{reason}");
-    let (action, code, reason) = decided(&url, &elsewhere).await;
-    assert_eq!(
-        (action.as_str(), code.as_str()),
+        "InternalError",
+    )
+    .await;
+    assert_decided(
+        &url,
+        &elsewhere,
         ("none", "activity_unreadable"),
-        "{reason}"
-    );
-    assert!(reason.contains("readings incomplete"), "{reason}");
+        "readings incomplete",
+    )
+    .await;
     for id in [&failed, &elsewhere] {
         assert_eq!(state(&f, id).await, InstanceStateName::Running);
     }
@@ -486,16 +485,13 @@ async fn a_cloudwatch_metric_keeps_a_gpu_idle_box_while_it_shows_use(pool: PgPoo
     // Half an hour on, the last session ended 40 minutes ago: the box is stopped, and the
     // reason names the signal.
     tick(&ebb, at + Duration::minutes(30));
-    let (action, code, reason) = decided(&url, &used).await;
-    assert_eq!(
-        (action.as_str(), code.as_str()),
+    assert_decided(
+        &url,
+        &used,
         ("stop", "idle"),
-        "{reason}"
-    );
-    assert!(
-        reason.contains("no use in the window shown by ssh"),
-        "{reason}"
-    );
+        "no use in the window shown by ssh",
+    )
+    .await;
     assert_ne!(state(&f, &used).await, InstanceStateName::Running);
     assert_eq!(state(&f, &failed).await, InstanceStateName::Running);
 }

@@ -3,10 +3,10 @@
 //! [`QUERIES_PER_CALL`] queries (the metrics are billed one by one, however they are batched),
 //! through the account that listed each instance.
 
-use super::metrics::{Answered, QUERIES_PER_CALL};
+use super::metrics::{maximum, Answered, QUERIES_PER_CALL};
 use super::AwsProvider;
 use crate::cloud::{CloudError, InstanceMetrics, MetricAnswer, MetricQuery};
-use aws_sdk_cloudwatch::types::{Dimension, Metric, MetricDataQuery, MetricStat, StatusCode};
+use aws_sdk_cloudwatch::types::{Dimension, Metric, MetricDataQuery, StatusCode};
 use chrono::{DateTime, Utc};
 use std::collections::{BTreeMap, HashMap};
 
@@ -77,17 +77,7 @@ fn data_query(n: usize, query: &MetricQuery, period: i32) -> MetricDataQuery {
         .metric_name(&query.metric)
         .set_dimensions(Some(dimensions))
         .build();
-    MetricDataQuery::builder()
-        .id(format!("q{n}"))
-        .metric_stat(
-            MetricStat::builder()
-                .metric(metric)
-                .period(period)
-                .stat("Maximum")
-                .build(),
-        )
-        .return_data(true)
-        .build()
+    maximum(format!("q{n}"), metric, period)
 }
 
 /// A query's answer: its points, oldest and one per time, when it ended `Complete`.

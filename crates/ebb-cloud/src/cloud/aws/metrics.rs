@@ -301,17 +301,7 @@ pub(super) fn gpu_queries(
             .metric_name(name)
             .set_dimensions(Some(dimensions))
             .build();
-        MetricDataQuery::builder()
-            .id(id)
-            .metric_stat(
-                MetricStat::builder()
-                    .metric(metric)
-                    .period(period)
-                    .stat("Maximum")
-                    .build(),
-            )
-            .return_data(true)
-            .build()
+        maximum(id, metric, period)
     };
     let mut queries = Vec::new();
     for (n, target) in chunk.iter().enumerate() {
@@ -342,6 +332,20 @@ pub(super) fn gpu_queries(
         }
     }
     queries
+}
+
+/// Query `id`: the `Maximum` of `metric` over each `period` seconds.
+pub(super) fn maximum(id: String, metric: Metric, period: i32) -> MetricDataQuery {
+    let stat = MetricStat::builder()
+        .metric(metric)
+        .period(period)
+        .stat("Maximum")
+        .build();
+    MetricDataQuery::builder()
+        .id(id)
+        .metric_stat(stat)
+        .return_data(true)
+        .build()
 }
 
 /// Adds one query's `result` to `answers`, under its instance number and signal; results that
