@@ -3,6 +3,7 @@
 use super::check::{check_file, CheckedFile};
 use super::yaml::{Position, Positions, Step};
 use super::{PolicySet, PolicyVersion, Problem};
+use crate::schedule::CalendarFormat;
 use sha2::{Digest, Sha256};
 use std::cell::RefCell;
 use std::collections::BTreeMap;
@@ -193,6 +194,25 @@ pub fn policy_files(paths: &[PathBuf]) -> Result<Vec<PathBuf>, LoadError> {
         files.extend(in_dir);
     }
     Ok(files)
+}
+
+/// The files in the directories of `paths` that may be calendar files (`.ics`, `.json`): what
+/// a policy file may name, watched before it is named, so that a calendar file added after
+/// the policy that names it is seen.
+pub fn calendar_like_files(paths: &[PathBuf]) -> Vec<PathBuf> {
+    let mut files: Vec<PathBuf> = paths
+        .iter()
+        .filter(|p| p.is_dir())
+        .filter_map(|dir| std::fs::read_dir(dir).ok())
+        .flatten()
+        .filter_map(|entry| Some(entry.ok()?.path()))
+        .filter(|path| {
+            let extension = path.extension().and_then(|e| e.to_str()).unwrap_or("");
+            CalendarFormat::of_extension(extension).is_some() && path.is_file()
+        })
+        .collect();
+    files.sort();
+    files
 }
 
 /// The commit checked out in the git work tree that holds `file`, if any.

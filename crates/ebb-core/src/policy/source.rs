@@ -2,7 +2,7 @@
 //! valid set standing in while they are invalid. With `policy/load.rs`, the only part of
 //! `policy` that reads files (and asks git): the model and its checks do no I/O.
 
-use super::load::{load, policy_files, LoadError};
+use super::load::{calendar_like_files, load, policy_files, LoadError};
 use super::PolicySet;
 use sha2::{Digest, Sha256};
 use std::path::PathBuf;
@@ -84,8 +84,8 @@ impl PolicySource {
         }
     }
 
-    /// A hash of the policy files' names and contents, and of the calendar files the last
-    /// valid set named, which changes when any of them does.
+    /// A hash of the policy files' names and contents, of the calendar files the last valid
+    /// set named, and of those beside the policy files, which changes when any of them does.
     pub fn fingerprint(&self) -> [u8; 32] {
         let loaded = self.loaded.lock().unwrap_or_else(|e| e.into_inner());
         self.fingerprint_with(&loaded)
@@ -95,9 +95,10 @@ impl PolicySource {
     fn fingerprint_with(&self, loaded: &Loaded) -> [u8; 32] {
         let mut h = Sha256::new();
         let named = loaded.last_good.iter().flat_map(|set| &set.calendar_files);
+        let beside = calendar_like_files(&self.paths);
         match policy_files(&self.paths) {
             Ok(files) => {
-                for file in files.iter().chain(named) {
+                for file in files.iter().chain(named).chain(&beside) {
                     h.update(file.as_os_str().as_encoded_bytes());
                     match std::fs::read(file) {
                         Ok(bytes) => h.update(bytes),
@@ -162,6 +163,21 @@ mod tests {
         let date = |s: &str| s.parse().unwrap();
         assert!(changed.set.calendars["holidays"].contains(date("2026-12-26")));
         assert!(!changed.set.calendars["holidays"].contains(date("2026-12-25")));
+
+        // A policy that names a file not there yet: the last valid set stands in, and the
+        // file is seen once it is added.
+        let text = format!(
+            "calendars:\n  holidays: {{file: holidays.ics}}\n  more: {{file: more.ics}}\n{VALID}"
+        );
+        std::fs::write(dir.path().join("p.yaml"), text).unwrap();
+        let waiting = source.load().unwrap();
+        assert!(waiting.error.is_some());
+        let before = source.fingerprint();
+        std::fs::write(dir.path().join("more.ics"), day("20261231")).unwrap();
+        assert_ne!(source.fingerprint(), before);
+        let added = source.load().unwrap();
+        assert!(added.error.is_none(), "{:?}", added.error);
+        assert!(added.set.calendars["more"].contains(date("2026-12-31")));
     }
 
     #[test]
