@@ -489,8 +489,11 @@ pub(super) async fn export_readings(since: DateTime<Utc>, db: &DbArgs) -> Result
         .to_vec();
     header.extend(signals.iter().map(|s| format!("{ACTIVITY_PREFIX}{s}")));
     out.write_record(&header)?;
-    // Readings newer than the export's start are not written.
-    let until = Utc::now();
+    // Every reading kept, also past the system clock's now (a simulated fleet's clock may
+    // run ahead of it).
+    let until = chrono::NaiveDate::from_ymd_opt(9999, 12, 31)
+        .and_then(|d| d.and_hms_opt(0, 0, 0))
+        .map_or(DateTime::<Utc>::MAX_UTC, |t| t.and_utc());
     let instances = store.instances_with_readings(since).await?;
     // The first write error ends the export: quietly for a closed pipe (`| head`), with its
     // message for any other (a full disk).
