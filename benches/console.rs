@@ -144,6 +144,7 @@ fn serve_on(
                     ..ApiLimits::default()
                 },
                 prices: Arc::new(prices.clone()),
+                cloud: ebb::fleet::Cloud::Aws,
                 change_budgets: Default::default(),
                 audit_verified: Default::default(),
             };

@@ -76,6 +76,7 @@ fn serving(rt: &Runtime, dir: &std::path::Path) -> SocketAddr {
             readings: chrono::Duration::days(35),
         },
         prices: Default::default(),
+        cloud: ebb::fleet::Cloud::Aws,
         events: None,
     };
     let control = Arc::new(Control::default());

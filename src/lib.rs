@@ -15,7 +15,8 @@
 
 pub use ebb_cloud::{clock, cloud};
 pub use ebb_core::{
-    advise, engine, fleet, names, policy, replay, report, schedule, snooze, spreadsheet, when,
+    advise, budget, engine, fleet, names, policy, replay, report, schedule, snooze, spreadsheet,
+    when,
 };
 
 pub mod api;

@@ -43,6 +43,31 @@ struct RegionLabels {
     region: String,
 }
 
+/// Labels of a budget: its name, the value of its `per` tag (`""` without), its currency.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct BudgetLabels {
+    budget: String,
+    key: String,
+    currency: String,
+}
+
+/// Where one budget stood at a tick, for the metrics.
+#[derive(Debug)]
+pub struct BudgetCount {
+    /// The budget's name.
+    pub budget: String,
+    /// The value of its `per` tag, `""` without.
+    pub key: String,
+    /// The currency of the figures.
+    pub currency: String,
+    /// What the period may spend.
+    pub amount: f64,
+    /// Spent so far in the period, when known.
+    pub spent: Option<f64>,
+    /// The forecast to the period's end, when known.
+    pub forecast: Option<f64>,
+}
+
 /// What one tick counted, for the metrics.
 #[derive(Debug)]
 pub struct TickCounts<'a> {
@@ -66,6 +91,8 @@ pub struct TickCounts<'a> {
     pub throttles: Option<u64>,
     /// Request tokens left, by region and API, when it paces.
     pub tokens: Option<&'a BTreeMap<(String, &'static str), f64>>,
+    /// Where each budget stood.
+    pub budgets: Vec<BudgetCount>,
 }
 
 /// Labels of an untracked artifact count.
@@ -101,6 +128,9 @@ pub struct Metrics {
     throttles: Gauge,
     tokens: Family<BucketLabels, Gauge<f64, AtomicU64>>,
     audit_checkpoint_failures: Counter,
+    budget_amount: Family<BudgetLabels, Gauge<f64, AtomicU64>>,
+    budget_spent: Family<BudgetLabels, Gauge<f64, AtomicU64>>,
+    budget_forecast: Family<BudgetLabels, Gauge<f64, AtomicU64>>,
 }
 
 impl Default for Metrics {
@@ -123,6 +153,9 @@ impl Default for Metrics {
             throttles: Gauge::default(),
             tokens: Family::default(),
             audit_checkpoint_failures: Counter::default(),
+            budget_amount: Family::default(),
+            budget_spent: Family::default(),
+            budget_forecast: Family::default(),
             registry: Registry::default(),
         };
         registry.register("ticks", "Reconcile ticks, by result", m.ticks.clone());
@@ -195,6 +228,21 @@ impl Default for Metrics {
             "rate_limit_tokens",
             "Request tokens left in ebb's bucket of each EC2 API, by region",
             m.tokens.clone(),
+        );
+        registry.register(
+            "budget_amount",
+            "What each budget's period may spend, in its currency (by budget, per value and currency)",
+            m.budget_amount.clone(),
+        );
+        registry.register(
+            "budget_spent",
+            "What each budget's boxes spent so far in its period at the last tick (absent while unknown)",
+            m.budget_spent.clone(),
+        );
+        registry.register(
+            "budget_forecast",
+            "What each budget's period will have spent at its end if what runs keeps running through its work hours",
+            m.budget_forecast.clone(),
         );
         registry.register(
             "audit_checkpoint_failures",
@@ -282,6 +330,23 @@ impl Metrics {
                     .set(n);
             }
         }
+        self.budget_amount.clear();
+        self.budget_spent.clear();
+        self.budget_forecast.clear();
+        for b in &counts.budgets {
+            let labels = BudgetLabels {
+                budget: b.budget.clone(),
+                key: b.key.clone(),
+                currency: b.currency.clone(),
+            };
+            self.budget_amount.get_or_create(&labels).set(b.amount);
+            if let Some(spent) = b.spent {
+                self.budget_spent.get_or_create(&labels).set(spent);
+            }
+            if let Some(forecast) = b.forecast {
+                self.budget_forecast.get_or_create(&labels).set(forecast);
+            }
+        }
         for (&(action, outcome), &n) in &counts.actions {
             self.actions
                 .get_or_create(&ActionLabels { action, outcome })
@@ -333,6 +398,7 @@ mod tests {
                 tokens: Some(&tokens),
                 orphans: None,
                 spot_alerts: &BTreeMap::new(),
+                budgets: Vec::new(),
             },
         );
         let text = metrics.encode();
@@ -340,6 +406,52 @@ mod tests {
         assert!(text.contains("ebb_rate_limit_throttles 3"), "{text}");
         assert!(
             text.contains(r#"ebb_rate_limit_tokens{region="us-east-1",api="StartInstances"} 2.5"#),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn each_budget_exports_its_amount_and_what_is_known_of_its_spend() {
+        let metrics = Metrics::default();
+        let budget = |key: &str, spent, forecast| BudgetCount {
+            budget: "research".into(),
+            key: key.into(),
+            currency: "CNY".into(),
+            amount: 150000.0,
+            spent,
+            forecast,
+        };
+        metrics.tick_done(
+            Duration::from_millis(10),
+            &TickCounts {
+                policy_error: false,
+                decided: &BTreeMap::new(),
+                instances_by_state: &BTreeMap::new(),
+                actions: BTreeMap::new(),
+                gpu_unread: BTreeMap::new(),
+                backlog: 0,
+                throttles: None,
+                tokens: None,
+                orphans: None,
+                spot_alerts: &BTreeMap::new(),
+                budgets: vec![
+                    budget("mei", Some(152310.5), Some(160000.0)),
+                    budget("ali", None, None),
+                ],
+            },
+        );
+        let text = metrics.encode();
+        let labels = |key: &str| format!(r#"{{budget="research",key="{key}",currency="CNY"}}"#);
+        for line in [
+            format!("ebb_budget_amount{} 150000", labels("mei")),
+            format!("ebb_budget_spent{} 152310.5", labels("mei")),
+            format!("ebb_budget_forecast{} 160000", labels("mei")),
+            format!("ebb_budget_amount{} 150000", labels("ali")),
+        ] {
+            assert!(text.contains(&line), "{line}\n{text}");
+        }
+        assert!(
+            !text.contains(&format!("ebb_budget_spent{}", labels("ali"))),
             "{text}"
         );
     }

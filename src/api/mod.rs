@@ -99,6 +99,8 @@ pub struct ApiState {
     pub limits: ApiLimits,
     /// The on-demand prices `GET /v1/report` counts stopped hours at.
     pub prices: Arc<PriceTable>,
+    /// The cloud the boxes are on: the currency of a budget that names none.
+    pub cloud: crate::fleet::Cloud,
     /// What is left of each token's budget of override changes.
     pub change_budgets: Arc<ChangeBudgets>,
     /// How far the console's audit page found the chain intact, where its next check starts.

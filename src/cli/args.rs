@@ -124,6 +124,10 @@ impl ReconcileArgs {
             in_flight_for,
             timers,
             pacing,
+            prices: Arc::new(price_table(
+                self.cloud.prices.prices.as_deref(),
+                &self.cloud.choice.cloud,
+            )?),
             jupyter: Some(self.gpu_source.jupyter()?),
             prometheus: self.gpu_source.prometheus()?,
         };
@@ -358,6 +362,18 @@ pub(super) enum CloudChoice {
     Tencent,
     /// A simulated fleet seeded from this snapshot.
     Sim(PathBuf),
+}
+
+impl CloudChoice {
+    /// The cloud whose billing the boxes follow: a budget without a currency is in its. A
+    /// simulated fleet is billed as EC2.
+    pub(super) fn billed_as(&self) -> crate::fleet::Cloud {
+        match self {
+            CloudChoice::Alibaba => crate::fleet::Cloud::Alibaba,
+            CloudChoice::Tencent => crate::fleet::Cloud::Tencent,
+            CloudChoice::Aws | CloudChoice::Sim(_) => crate::fleet::Cloud::Aws,
+        }
+    }
 }
 
 pub(super) fn parse_cloud(s: &str) -> Result<CloudChoice, String> {

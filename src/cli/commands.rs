@@ -40,8 +40,12 @@ fn count(n: usize, one: &str, many: &str) -> String {
 pub(super) fn validate(dirs: &[PathBuf], at: DateTime<Utc>) -> Result<ExitCode> {
     match policy::load(dirs) {
         Ok(set) => {
+            let budgets = match set.budgets.len() {
+                0 => String::new(),
+                n => format!(", {}", count(n, "budget", "budgets")),
+            };
             outln!(
-                "ok: {} and {} valid, version {}",
+                "ok: {}{budgets} and {} valid, version {}",
                 count(set.policies.len(), "policy", "policies"),
                 count(set.calendars.len(), "calendar", "calendars"),
                 set.version

@@ -25,6 +25,7 @@ macro_rules! outln {
 mod advise;
 mod args;
 mod audit;
+mod budgets;
 mod cloud;
 mod commands;
 mod db;
@@ -137,6 +138,9 @@ enum Command {
     /// What ebb saved over a window (DATABASE_URL): hours kept stopped and their on-demand
     /// dollars, spot savings, people's overrides and starts, by policy and by a tag.
     Report(report::ReportArgs),
+    /// Where each budget of the policy files stands in its period (DATABASE_URL): spent,
+    /// amount, forecast and what happens at the limit.
+    Budgets(budgets::BudgetsArgs),
     /// Show spot migrations (DATABASE_URL): state, current instance, savings, reclaims; or
     /// release an image a migration keeps. Named apart from `migrate`, the database's; the old
     /// name `migrations` still works.
@@ -320,6 +324,7 @@ async fn run(command: Command) -> anyhow::Result<ExitCode> {
         } => commands::audit(&filter).await,
         Command::Override(args) => commands::overrides(args).await,
         Command::Report(args) => report::run(args).await,
+        Command::Budgets(args) => budgets::run(args).await,
         Command::Migrations {
             command: Some(MigrationsCommand::Release { id, actor, db }),
             ..

@@ -189,6 +189,7 @@ impl OnCloud for Serving {
             args.reconcile.cloud.role_arns.clone(),
         );
         let time_given = !matches!(clock, Clock::System);
+        let billed_as = args.reconcile.cloud.choice.cloud.billed_as();
         let (reconciler, poster) =
             args.reconcile
                 .reconciler(store, cloud, control.tasks.clone(), time_given)?;
@@ -239,6 +240,7 @@ impl OnCloud for Serving {
                 history: chrono::Duration::from_std(args.retention)?,
                 readings: chrono::Duration::from_std(args.metrics_retention)?,
             },
+            cloud: billed_as,
             prices,
             events: args.events_url.map(|url| serve::EventsConfig {
                 url,

@@ -9,6 +9,7 @@
 
 mod advice;
 mod audit;
+mod budgets;
 mod chart;
 mod explain;
 mod fleet;
@@ -54,6 +55,7 @@ pub fn router(state: ApiState) -> Router {
         .route("/migrations", get(migrations::page))
         .route("/pools", get(pools::page))
         .route("/savings", get(savings::page))
+        .route("/budgets", get(budgets::page))
         .route("/policies", get(policies::page))
         .route("/advice", get(advice::page))
         .route_layer(axum::middleware::from_fn_with_state(
@@ -96,6 +98,7 @@ enum Nav {
     Migrations,
     Pools,
     Savings,
+    Budgets,
     Policies,
     Advice,
     /// A page outside the bar (one instance, an error).
@@ -103,12 +106,13 @@ enum Nav {
 }
 
 impl Nav {
-    const BAR: [(Nav, &'static str, &'static str); 7] = [
+    const BAR: [(Nav, &'static str, &'static str); 8] = [
         (Nav::Fleet, "/", "Fleet"),
         (Nav::Audit, "/audit", "Audit log"),
         (Nav::Migrations, "/migrations", "Spot moves"),
         (Nav::Pools, "/pools", "Spot pools"),
         (Nav::Savings, "/savings", "Savings"),
+        (Nav::Budgets, "/budgets", "Budgets"),
         (Nav::Policies, "/policies", "Policies"),
         (Nav::Advice, "/advice", "Advice"),
     ];

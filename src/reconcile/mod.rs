@@ -1,5 +1,6 @@
 //! One reconcile tick, as a short sequence of named phases:
-//! policies → list (and resolve interrupted intents) → read → decide → migrations → act.
+//! policies → list (and resolve interrupted intents) → budgets → read → decide → migrations →
+//! act.
 //!
 //! Every action is written to the audit log as an intent, committed, before the cloud call, and
 //! its outcome after. An intent left without an outcome (the process died between the two) is
@@ -7,6 +8,7 @@
 //! docs/ARCHITECTURE.md follows one tick from `main` to the cloud call.
 
 mod act;
+mod budgets;
 mod catalogue;
 mod groups;
 mod memo;
@@ -59,6 +61,8 @@ pub struct Options {
     /// The token buckets the provider's calls wait for, when it paces them: a tick takes on
     /// only the actions they can serve within its wait, the rest waiting for the next tick.
     pub pacing: Option<Pacing>,
+    /// The price table (`EBB_PRICES`): what the hours budgets count are priced at.
+    pub prices: Arc<crate::fleet::money::PriceTable>,
     /// Where GPU utilisation is read from when not from the provider (CloudWatch).
     pub prometheus: Option<crate::cloud::prometheus::Prometheus>,
     /// The client that asks the boxes' Jupyter Servers, for `idle.activity`'s jupyter signals.
@@ -138,8 +142,10 @@ impl TickContext<'_> {
 /// - **list**, `mod.rs` (`list`): the listing, the inventory synced, the policy version recorded;
 /// - **resolve**, `resolve.rs`: the intents an interrupted tick left open, from the instances'
 ///   real state, and the stops accepted before their instances had stopped (`stopping.rs`);
-/// - **read**, `read/`: what the policies want read, GPU utilisation (incrementally from
-///   CloudWatch, `read/incremental.rs`) and prices, the new readings kept;
+/// - **budgets**, `budgets.rs`: where each budget stands, its thresholds' notices sent once a
+///   period;
+/// - **read**, `read/`: what the policies and the spent budgets want read, GPU utilisation
+///   (incrementally from CloudWatch, `read/incremental.rs`) and prices, the new readings kept;
 /// - **decide**, `mod.rs` (`decide`): `engine::decide`, the decisions recorded;
 /// - **migrations**, `migrations.rs`: each live spot migration one step, new ones planned, lost
 ///   launches swept;
@@ -236,8 +242,10 @@ impl<P: Provider> Reconciler<P> {
         let (mut fleet, resolution, complete) =
             self.list(&version, now, timers, &mut report).await?;
         let open = resolution.open;
-        report.gpu_read_failures = self.read(set, &mut fleet, now).await?;
-        let decisions = self.decide(set, &fleet, now, &mut report).await?;
+        let (standings, budgets) = self.budgets(set, &fleet, now, &version).await?;
+        report.budgets = standings;
+        report.gpu_read_failures = self.read(set, &mut fleet, &budgets, now).await?;
+        let decisions = self.decide(set, &fleet, now, budgets, &mut report).await?;
         let mut acting = TickContext {
             now,
             timers,
@@ -342,9 +350,10 @@ impl<P: Provider> Reconciler<P> {
         set: &PolicySet,
         fleet: &Fleet,
         now: DateTime<Utc>,
+        budgets: Vec<engine::BudgetStanding>,
         report: &mut TickReport,
     ) -> Result<Vec<Decision>, TickError> {
-        let mut prior = self.store.prior(now).await?;
+        let mut prior = self.store.prior(now).await?.with_budgets(budgets);
         if let Some(pacing) = &self.options.pacing {
             let moved = self.store.moved_types().await?;
             prior = prior.with_start_rates(start_rates(pacing.pacer.limits()), moved);

@@ -2,7 +2,7 @@
 
 use crate::engine::{Code, Decision};
 use crate::fleet::Fleet;
-use crate::metrics::{Metrics, TickCounts};
+use crate::metrics::{BudgetCount, Metrics, TickCounts};
 use crate::policy::LoadError;
 use crate::spot;
 use crate::store::{AuditEntry, Outcome, StoreError};
@@ -137,6 +137,8 @@ impl std::fmt::Display for TickSummary {
 pub struct TickReport {
     /// The decision time.
     pub at: DateTime<Utc>,
+    /// Where each budget stood at the decisions.
+    pub budgets: Vec<crate::budget::Standing>,
     /// The policies failed to load and the last good set was used: why.
     pub policy_error: Option<String>,
     /// Instances listed.
@@ -339,6 +341,18 @@ impl TickReport {
                 backlog: self.backlog,
                 throttles: self.pacing.as_ref().map(|p| p.throttles),
                 tokens: self.pacing.as_ref().map(|p| &p.tokens),
+                budgets: self
+                    .budgets
+                    .iter()
+                    .map(|b| BudgetCount {
+                        budget: b.budget.clone(),
+                        key: b.key.clone().unwrap_or_default(),
+                        currency: b.currency.clone(),
+                        amount: b.amount,
+                        spent: b.spent.as_ref().ok().copied(),
+                        forecast: b.forecast,
+                    })
+                    .collect(),
             },
         );
     }

@@ -97,6 +97,8 @@ pub struct Config {
     pub retention: Retention,
     /// The on-demand prices the API's and the console's reports count stopped hours at.
     pub prices: crate::cloud::PriceTable,
+    /// The cloud the boxes are on: the currency of a budget that names none.
+    pub cloud: crate::fleet::Cloud,
     /// Where every outcome is posted as an event, if anywhere.
     pub events: Option<EventsConfig>,
 }
@@ -148,6 +150,7 @@ pub async fn run<P: Provider>(
         audit_verified: Default::default(),
         limits: config.limits,
         prices: Arc::new(config.prices),
+        cloud: config.cloud,
     };
     let (stop_api, api_stopped) = tokio::sync::watch::channel(());
     let http = config.http;

@@ -70,6 +70,7 @@ pub const RUNTIME_PRIVILEGES: &[(&str, &str)] = &[
     ("heartbeats", "SELECT, INSERT, UPDATE, DELETE"),
     ("activity_readings", "SELECT, INSERT, UPDATE, DELETE"),
     ("activity_uses", "SELECT, INSERT, UPDATE, DELETE"),
+    ("budget_notices", "SELECT, INSERT"),
 ];
 
 /// Tables the reader role gets no privilege on: what they hold is for the running service

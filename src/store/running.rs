@@ -5,22 +5,28 @@
 
 use super::inventory::micros;
 use super::{Result, Store};
+use crate::budget::Ran;
 use crate::fleet::money::{HeldCommitments, PlanKind};
 use crate::report::RunningSpan;
 use chrono::{DateTime, Utc};
+use std::collections::BTreeMap;
 
 /// Each instance of the regions `$3` (all when NULL) known in `[$1, $2)`: its facts, its state
-/// before `$1` (its last change before it), and its changes inside, in time order.
-const RUNNING: &str = "SELECT i.region, i.instance_type, i.state, i.first_seen_at, b.to_state,
-            coalesce(w.ats, '{}'), coalesce(w.froms, '{}'), coalesce(w.tos, '{}')
+/// at `$1` (what its last change before `$1` left, or else what its first change since left:
+/// the state it has now may have come at `$2` or later), and its changes inside, in time order.
+const RUNNING: &str = "SELECT i.id, i.tags, i.region, i.instance_type, i.state, i.first_seen_at,
+            coalesce(b.to_state, a.from_state), coalesce(w.ats, '{}'), coalesce(w.tos, '{}')
      FROM instances AS i
      LEFT JOIN LATERAL (
          SELECT to_state FROM instance_events
          WHERE instance = i.id AND at < $1 ORDER BY at DESC LIMIT 1
      ) AS b ON true
      LEFT JOIN LATERAL (
-         SELECT array_agg(at ORDER BY at) AS ats, array_agg(from_state ORDER BY at) AS froms,
-                array_agg(to_state ORDER BY at) AS tos
+         SELECT from_state FROM instance_events
+         WHERE instance = i.id AND at >= $1 ORDER BY at LIMIT 1
+     ) AS a ON true
+     LEFT JOIN LATERAL (
+         SELECT array_agg(at ORDER BY at) AS ats, array_agg(to_state ORDER BY at) AS tos
          FROM instance_events WHERE instance = i.id AND at >= $1 AND at < $2
      ) AS w ON true
      WHERE ($3::text[] IS NULL OR i.region = ANY($3))
@@ -29,12 +35,13 @@ const RUNNING: &str = "SELECT i.region, i.instance_type, i.state, i.first_seen_a
 /// A row of [`RUNNING`].
 type Row = (
     String,
+    sqlx::types::Json<BTreeMap<String, String>>,
+    String,
     String,
     String,
     DateTime<Utc>,
     Option<String>,
     Vec<DateTime<Utc>>,
-    Vec<String>,
     Vec<String>,
 );
 
@@ -79,6 +86,31 @@ impl Store {
         until: DateTime<Utc>,
         regions: Option<Vec<&str>>,
     ) -> Result<Vec<RunningSpan>> {
+        let ran = self.ran_in(since, until, regions).await?;
+        Ok(ran
+            .into_iter()
+            .map(|r| RunningSpan {
+                region: r.region,
+                instance_type: r.instance_type,
+                from: r.from,
+                to: r.to,
+            })
+            .collect())
+    }
+
+    /// Every box's stretches of running (or pending) in `[since, until)`, with its tags as
+    /// last listed: what budgets count spend from.
+    pub async fn ran(&self, since: DateTime<Utc>, until: DateTime<Utc>) -> Result<Vec<Ran>> {
+        self.ran_in(since, until, None).await
+    }
+
+    /// The stretches instances of `regions` (all when `None`) ran in `[since, until)`.
+    async fn ran_in(
+        &self,
+        since: DateTime<Utc>,
+        until: DateTime<Utc>,
+        regions: Option<Vec<&str>>,
+    ) -> Result<Vec<Ran>> {
         let (since, until) = (micros(since), micros(until));
         let rows: Vec<Row> = sqlx::query_as(RUNNING)
             .persistent(false)
@@ -88,17 +120,20 @@ impl Store {
             .fetch_all(&self.pool)
             .await?;
         let mut spans = Vec::new();
-        for (region, instance_type, now, first_seen, before, ats, froms, tos) in rows {
-            let mut state = before.or_else(|| froms.first().cloned()).unwrap_or(now);
+        for (id, tags, region, instance_type, now, first_seen, before, ats, tos) in rows {
+            let span = |from, to| Ran {
+                instance: id.clone(),
+                region: region.clone(),
+                instance_type: instance_type.clone(),
+                tags: tags.0.clone(),
+                from,
+                to,
+            };
+            let mut state = before.unwrap_or(now);
             let mut from = since.max(first_seen);
             for (at, to) in ats.into_iter().zip(tos) {
                 if runs(&state) && !runs(&to) && at > from {
-                    spans.push(RunningSpan {
-                        region: region.clone(),
-                        instance_type: instance_type.clone(),
-                        from,
-                        to: at,
-                    });
+                    spans.push(span(from, at));
                 }
                 if !runs(&state) && runs(&to) {
                     from = at;
@@ -106,12 +141,7 @@ impl Store {
                 state = to;
             }
             if runs(&state) && until > from {
-                spans.push(RunningSpan {
-                    region,
-                    instance_type,
-                    from,
-                    to: until,
-                });
+                spans.push(span(from, until));
             }
         }
         Ok(spans)

@@ -23,6 +23,7 @@ pub fn state(store: &Store, policies: Vec<PathBuf>, clock: Clock) -> ApiState {
         checkpoints: None,
         limits: ApiLimits::default(),
         prices: Arc::new(super::savings::price_table()),
+        cloud: ebb::fleet::Cloud::Aws,
         change_budgets: Default::default(),
         audit_verified: Default::default(),
     }

@@ -68,6 +68,7 @@ impl Replica {
             },
             interruptions: None,
             prices: Default::default(),
+            cloud: ebb::fleet::Cloud::Aws,
             events: None,
             retention: serve::Retention {
                 history: chrono::Duration::days(90),

@@ -190,7 +190,7 @@ async fn the_console_in_chromium_on_the_demo_fleet(pool: PgPool) {
 
     let profile = tempfile::tempdir().unwrap();
     let target = Path::new(env!("CARGO_TARGET_TMPDIR")).parent().unwrap();
-    let pages: [(&str, &str, &[&str]); 7] = [
+    let pages: [(&str, &str, &[&str]); 8] = [
         (
             "fleet",
             "/",
@@ -252,6 +252,19 @@ async fn the_console_in_chromium_on_the_demo_fleet(pool: PgPool) {
             "policies",
             "/policies",
             &["interruptible-training", "in force"],
+        ),
+        (
+            // The demo's platform-daily budget (policies/budgets.yaml): its burn-down.
+            "budgets",
+            "/budgets",
+            &[
+                "<h2 id=\"budget-platform-daily\">platform-daily</h2>",
+                "Burn-down of platform-daily",
+                "<polyline class=\"spend\"",
+                "<line class=\"amount\"",
+                "spent (",
+                "At the limit: <code>notify</code>",
+            ],
         ),
     ];
     for (name, path, shown) in pages {

@@ -12,6 +12,7 @@ mod activity;
 mod advise;
 mod aws_mocks;
 mod billing;
+mod budgets;
 mod capacity_risk;
 mod cli;
 mod cloudwatch_gpus;

@@ -6,10 +6,11 @@
 //! [`when`]); the pure decision engine ([`engine`]) turns the policies, the [`fleet`] and what
 //! ebb did before into decisions, each with a stable code and a reason people can read. The
 //! calculations of `ebb replay` ([`replay`]), `ebb report` ([`report`]) and `ebb advise`
-//! ([`advise`]) are here too; [`names`] are the tags and labels ebb reads and writes,
+//! ([`advise`]) are here too, and where each budget stands ([`budget`]); [`names`] are the tags and labels ebb reads and writes,
 //! [`snooze`] its signed links, and [`spreadsheet`] the CSV cells it writes.
 
 pub mod advise;
+pub mod budget;
 pub mod engine;
 pub mod fleet;
 pub mod names;

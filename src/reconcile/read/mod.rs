@@ -6,10 +6,10 @@
 use super::{ReadFailure, Reconciler, TickError};
 use crate::cloud::prometheus::Prometheus;
 use crate::cloud::Provider;
-use crate::engine;
-use crate::fleet::{Fleet, InstanceState, Lifecycle, Price, Sample};
+use crate::engine::{self, BudgetStanding};
+use crate::fleet::{Fleet, Instance, InstanceState, Lifecycle, Price, Sample};
 use crate::names::INTERRUPTIBLE_TAG;
-use crate::policy::{Policy, PolicySet};
+use crate::policy::{AtLimit, Policy, PolicySet};
 use chrono::{DateTime, Duration, Utc};
 use incremental::{period_of, GpuRead};
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
@@ -47,10 +47,16 @@ struct Wanted {
 ///   rule, or work hours whose stop waits while the GPU is busy), over its longest window,
 ///   and of those a person started (`started_by_person`) under a policy that keeps a late
 ///   start until it is idle, over that window too, and under a policy with
-///   `runtime.max_busy_without_checkpoint`, over that;
+///   `runtime.max_busy_without_checkpoint`, over that, and of those a spent budget stops
+///   once idle or `max_defer` later, over the last 10 minutes;
 /// - prices for the running on-demand instances a spot rule may move (tagged
 ///   `ebb:interruptible=true`): their own type and the rule's acceptable types.
-fn wanted(set: &PolicySet, fleet: &Fleet, started_by_person: &HashSet<String>) -> Wanted {
+fn wanted(
+    set: &PolicySet,
+    fleet: &Fleet,
+    started_by_person: &HashSet<String>,
+    budgets: &[BudgetStanding],
+) -> Wanted {
     let mut wanted = Wanted::default();
     for (i, instance) in fleet.instances.iter().enumerate() {
         if instance.state != InstanceState::Running {
@@ -64,12 +70,17 @@ fn wanted(set: &PolicySet, fleet: &Fleet, started_by_person: &HashSet<String>) -
             .filter(|_| started_by_person.contains(&instance.id))
             .map(|(window, _)| window);
         let window = reading_window(policy).into_iter().chain(late_start).max();
+        let busy_defers_budget = stop_deferred_while_busy(set, budgets, instance);
         // A limit on busy runs reads the GPUs over that run, not the activity signals.
         let checkpoint = policy
             .runtime
             .as_ref()
             .and_then(|r| r.max_busy_without_checkpoint);
-        if let Some(longest_here) = window.into_iter().chain(checkpoint).max() {
+        let longest_here = window
+            .into_iter()
+            .chain(checkpoint)
+            .chain(busy_defers_budget);
+        if let Some(longest_here) = longest_here.max() {
             let (positions, longest) = wanted.readings.entry(instance.region.clone()).or_default();
             positions.push(i);
             *longest = (*longest).max(longest_here);
@@ -90,6 +101,30 @@ fn wanted(set: &PolicySet, fleet: &Fleet, started_by_person: &HashSet<String>) -
     wanted
 }
 
+/// [`engine::RECENT`] when a spent budget with `at_limit: stop` and `max_defer` is over
+/// `instance`: its stop waits while the GPUs are busy.
+fn stop_deferred_while_busy(
+    set: &PolicySet,
+    budgets: &[BudgetStanding],
+    instance: &Instance,
+) -> Option<Duration> {
+    let spent = |name: &str, key: Option<&str>| {
+        budgets
+            .iter()
+            .any(|s| s.budget == name && s.key.as_deref() == key && s.exhausted())
+    };
+    set.budgets
+        .iter()
+        .filter(|b| b.at_limit == AtLimit::Stop && b.max_defer.is_some())
+        .any(|b| {
+            b.key_for(&instance.region, &instance.instance_type, |k| {
+                instance.tag(k)
+            })
+            .is_some_and(|key| spent(&b.name, key))
+        })
+        .then_some(engine::RECENT)
+}
+
 /// How far back `policy` looks at GPU utilisation, if it looks at all.
 fn reading_window(policy: &Policy) -> Option<Duration> {
     let idle = policy.idle.as_ref().map(|i| i.window);
@@ -102,16 +137,18 @@ fn reading_window(policy: &Policy) -> Option<Duration> {
 }
 
 impl<P: Provider> Reconciler<P> {
-    /// The read phase: the GPU utilisation and prices the policies `set` want of `fleet`, read
-    /// into it, and the new readings kept; the regions whose GPU read failed.
+    /// The read phase: the GPU utilisation and prices the policies `set` and the spent
+    /// `budgets` want of `fleet`, read into it, and the new readings kept; the regions whose
+    /// GPU read failed.
     pub(super) async fn read(
         &self,
         set: &PolicySet,
         fleet: &mut Fleet,
+        budgets: &[BudgetStanding],
         now: DateTime<Utc>,
     ) -> Result<Vec<ReadFailure>, TickError> {
         let started_by_person = self.store.started_by_person().await?;
-        let mut wanted = wanted(set, fleet, &started_by_person);
+        let mut wanted = wanted(set, fleet, &started_by_person, budgets);
         let read = self.read_gpu_utilisation(wanted.readings, fleet, now).await;
         let posted = self
             .store

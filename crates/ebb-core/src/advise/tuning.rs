@@ -380,6 +380,7 @@ mod tests {
             to: "b".into(),
             set: PolicySet {
                 policies: Vec::new(),
+                budgets: Vec::new(),
                 calendars: BTreeMap::new(),
                 calendar_files: Vec::new(),
                 version: crate::policy::PolicyVersion {

@@ -12,6 +12,7 @@ mod next;
 mod prior;
 mod reserve;
 mod rules;
+mod standing;
 
 pub use early::{latest_starts, whole_minutes, StartRates, TokenRate, MAX_EARLY};
 pub use explain::{explain, Explanation};
@@ -22,6 +23,7 @@ pub use next::{next_change, next_opening, NextChange};
 pub use prior::Prior;
 pub use reserve::{reservations, Reserve, RESERVATION_LASTS};
 pub use rules::{last_uses, owned_code, tags_forbid_stop, RECENT};
+pub use standing::BudgetStanding;
 
 use crate::fleet::{Fleet, Instance};
 use crate::policy::{Policy, PolicySet};
@@ -220,6 +222,11 @@ codes! {
     /// The box has been busy for its policy's `runtime.max_busy_without_checkpoint` while its
     /// `ebb:checkpoint-at` tag is older than that, and its notice was served: stop.
     CheckpointOverdue = "checkpoint_overdue",
+    /// The matched boxes' budget is spent (`budgets`, `at_limit`): a start refused, or a stop
+    /// after its notice. The reason names the budget, the spend, the amount and the period.
+    BudgetExhausted = "budget_exhausted",
+    /// A budget with `at_limit: stop` is spent: give notice before the stop.
+    BudgetNotice = "budget_notice",
     /// The notice before the close was missed: give it now, stop later.
     NoticeLate = "notice_late",
     /// Notice given; the stop waits until it is `before` old.

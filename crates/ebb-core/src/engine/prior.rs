@@ -1,7 +1,7 @@
 //! What ebb knows from before a decision: its facts about each instance, the overrides, the
 //! refused starts, and the buckets starts wait for.
 
-use super::{InstanceFacts, Override, StartRates};
+use super::{BudgetStanding, InstanceFacts, Override, StartRates};
 use chrono::{DateTime, Utc};
 use std::collections::{HashMap, HashSet};
 
@@ -21,6 +21,8 @@ pub struct Prior {
     /// The starts EC2 refused for lack of capacity, by instance, oldest first, within
     /// [`MAX_CAPACITY_MEMORY`]: what `start.reserve_capacity` weighs.
     refused_starts: HashMap<String, Vec<DateTime<Utc>>>,
+    /// Where each budget stands, by name and `per` value.
+    budgets: HashMap<(String, Option<String>), BudgetStanding>,
 }
 
 impl Prior {
@@ -37,7 +39,23 @@ impl Prior {
             start_rates: None,
             moved_types: HashSet::new(),
             refused_starts: HashMap::new(),
+            budgets: HashMap::new(),
         }
+    }
+
+    /// With where each budget stands in its period.
+    pub fn with_budgets(mut self, standings: Vec<BudgetStanding>) -> Self {
+        self.budgets = standings
+            .into_iter()
+            .map(|s| ((s.budget.clone(), s.key.clone()), s))
+            .collect();
+        self
+    }
+
+    /// Where the budget `name` stands (for its `per` value `key`), when worked out.
+    pub fn budget(&self, name: &str, key: Option<&str>) -> Option<&BudgetStanding> {
+        self.budgets
+            .get(&(name.to_string(), key.map(str::to_string)))
     }
 
     /// With the starts EC2 refused for lack of capacity, by instance, oldest first.

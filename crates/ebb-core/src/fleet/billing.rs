@@ -29,6 +29,15 @@ impl Cloud {
         }
     }
 
+    /// The currency its boxes are billed in (ISO 4217), when a budget does not say: dollars
+    /// on AWS, yuan on the Chinese clouds' China sites.
+    pub fn currency(self) -> &'static str {
+        match self {
+            Cloud::Aws => "USD",
+            Cloud::Alibaba | Cloud::Tencent => "CNY",
+        }
+    }
+
     /// The name people know it by.
     pub fn display_name(self) -> &'static str {
         match self {

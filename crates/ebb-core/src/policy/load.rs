@@ -88,6 +88,7 @@ pub fn load(paths: &[PathBuf]) -> Result<PolicySet, LoadError> {
     Ok(PolicySet {
         policies: set.0,
         calendars: set.1,
+        budgets: set.2,
         calendar_files: named.into_iter().map(|(path, _)| path).collect(),
         version: PolicyVersion {
             content_hash: format!("{:x}", hasher.finalize()),
@@ -99,10 +100,11 @@ pub fn load(paths: &[PathBuf]) -> Result<PolicySet, LoadError> {
 type Assembled = (
     Vec<super::Policy>,
     BTreeMap<String, std::sync::Arc<crate::schedule::Calendar>>,
+    Vec<super::Budget>,
 );
 
-/// Cross-file checks and name resolution: calendars are shared by all files, policy names are
-/// unique across them. Every file's own problems are located here too.
+/// Cross-file checks and name resolution: calendars are shared by all files, policy and
+/// budget names are unique across them. Every file's own problems are located here too.
 fn assemble(
     checked: Vec<(PathBuf, Positions, CheckedFile)>,
     problems: &mut Vec<Problem>,
@@ -131,7 +133,27 @@ fn assemble(
     }
     let mut policies = Vec::new();
     let mut policy_at: BTreeMap<String, String> = BTreeMap::new();
+    let mut budgets = Vec::new();
+    let mut budget_at: BTreeMap<String, String> = BTreeMap::new();
     for (file, positions, c) in checked {
+        for (mut budget, path) in c.budgets {
+            let name_pos =
+                positions.locate(&[path.clone(), vec![Step::Value("name".into())]].concat());
+            if let Some(first) = budget_at.get(&budget.name) {
+                let message = format!(
+                    "duplicate budget name \"{}\" (also defined at {first})",
+                    budget.name
+                );
+                problems.push(Problem::new(&file, name_pos, &message));
+                continue;
+            }
+            budget_at.insert(budget.name.clone(), place(&file, name_pos));
+            budget.source = super::Source {
+                file: file.clone(),
+                line: name_pos.map_or(0, |p| p.line),
+            };
+            budgets.push(budget);
+        }
         for p in &c.problems {
             problems.push(locate(&file, &positions, &p.path, p.message.clone()));
         }
@@ -157,7 +179,7 @@ fn assemble(
             }
         }
     }
-    (policies, calendars)
+    (policies, calendars, budgets)
 }
 
 fn place(file: &Path, position: Option<Position>) -> String {

@@ -3,12 +3,14 @@
 //! Loading reports every problem at once, one per line as `path:line:col: message`, so a pull
 //! request shows all of them in one CI run.
 
+mod budget;
 mod check;
 mod load;
 pub mod schema;
 mod source;
 pub mod yaml;
 
+pub use budget::{AtLimit, Budget, Period, DEFAULT_BUDGET_NOTICE, DEFAULT_NOTIFY_AT};
 pub use load::{load, policy_files, LoadError};
 pub use source::{LoadedPolicies, PolicySource};
 
@@ -26,6 +28,8 @@ use yaml::Position;
 pub struct PolicySet {
     /// Every policy of every file, in file order.
     pub policies: Vec<Policy>,
+    /// Every budget of every file, in file order.
+    pub budgets: Vec<Budget>,
     /// Calendars by name; every file can use every calendar.
     pub calendars: BTreeMap<String, Arc<Calendar>>,
     /// The calendar files the policy files name (`calendars.NAME.file`), as read.
@@ -167,6 +171,31 @@ pub struct Match {
     pub tags: BTreeMap<String, TagMatch>,
     /// Instance type globs (`g5.*`); absent = any.
     pub instance_types: Option<Vec<TypeGlob>>,
+}
+
+impl Match {
+    /// Whether a box in `region` of `instance_type`, whose tags `tag` looks up, matches.
+    pub fn matches<'t>(
+        &self,
+        region: &str,
+        instance_type: &str,
+        tag: impl Fn(&str) -> Option<&'t str>,
+    ) -> bool {
+        let region_ok = self
+            .regions
+            .as_ref()
+            .is_none_or(|r| r.iter().any(|x| x == region));
+        let tags_ok = self.tags.iter().all(|(key, want)| match (want, tag(key)) {
+            (_, None) => false,
+            (TagMatch::Present, Some(_)) => true,
+            (TagMatch::Equals(v), Some(have)) => v == have,
+        });
+        let type_ok = self
+            .instance_types
+            .as_ref()
+            .is_none_or(|g| g.iter().any(|g| g.matches(instance_type)));
+        region_ok && tags_ok && type_ok
+    }
 }
 
 /// What a tag in `match.tags` requires.

@@ -499,6 +499,31 @@ fn policy_schema() -> Value {
     )
 }
 
+/// The schema of one budget.
+fn budget_schema() -> Value {
+    let text = |d: &str| json!({"type": "string", "minLength": 1, "description": d});
+    object(
+        keys::BUDGET,
+        &["name", "match", "amount", "period", "timezone"],
+        &[
+            ("name", text("Unique across all files")),
+            ("description", json!({"type": "string"})),
+            ("match", matcher_schema()),
+            ("per", text("A tag key (ebb:owner): one budget of the amount for each of its values")),
+            ("amount", json!({"type": "number", "exclusiveMinimum": 0, "description": "What the period may spend, in the currency"})),
+            ("currency", json!({"type": "string", "pattern": "^[A-Z]{3}$", "description": "ISO 4217; default the boxes' cloud's: USD on AWS, CNY on Alibaba Cloud and Tencent Cloud"})),
+            ("period", choice(&["day", "week", "month"], "month", "The calendar period spend is counted over")),
+            ("timezone", text("The IANA zone of the periods (Asia/Shanghai)")),
+            ("notify_at", json!({"type": "array", "items": percent("A share of the amount"), "default": ["50%", "80%", "100%"], "description": "Shares of the amount whose crossing sends a notice"})),
+            ("notify", json!({"type": "array", "items": {"type": "string"}, "description": "Who the notices go to besides the boxes' ebb:owner tags"})),
+            ("forecast", json!({"type": "boolean", "default": false, "description": "Notify when the forecast to the period's end crosses a threshold, not only spend so far"})),
+            ("at_limit", choice(&["notify", "refuse_starts", "stop_idle", "stop"], "notify", "What happens once spend reaches the amount: only the notice; no matched box started; the idle rule at any hour; every matched running box stopped after its notice")),
+            ("max_defer", duration("With at_limit: stop, how long a busy box's stop may wait after its notice (default: not at all)")),
+            ("notify_before", duration("With at_limit: stop, how long before the stop its notice goes out (default 1h)")),
+        ],
+    )
+}
+
 /// A date or an inclusive range of dates.
 const DATE_RANGE: &str = "^[0-9]{4}-[0-9]{2}-[0-9]{2}(\\.\\.[0-9]{4}-[0-9]{2}-[0-9]{2})?$";
 
@@ -581,6 +606,10 @@ fn unsorted() -> Value {
                 json!({"type": "object", "additionalProperties": calendar}),
             ),
             ("policies", json!({"type": "array", "items": policy})),
+            (
+                "budgets",
+                json!({"type": "array", "items": budget_schema()}),
+            ),
         ],
     );
     file["$schema"] = json!("http://json-schema.org/draft-07/schema#");

@@ -4,13 +4,15 @@
 //! [`Eval`], which applies the policy's rules in their order (`order`): starts at the opening
 //! (`start`), the runtime limits (`runtime`), stops outside work hours with their notices
 //! (`stop`) unless a person started the instance after the close (`late_start`), the idle rule
-//! (`idle`) and spot moves (`spot`), each subject to what protects an instance
+//! (`idle`) and spot moves (`spot`), with what a spent budget asks (`budget`: starts refused,
+//! the idle rule at any hour, or a stop), each subject to what protects an instance
 //! (`protection`); then what the instance's billing allows (`billing`: no stop of a
 //! subscription or of a family that cannot stop without charge, nothing on an instance being
 //! recycled), and an instance something else owns is left alone whatever they asked (`owned`).
 
 mod activity;
 mod billing;
+mod budget;
 mod early;
 mod eval;
 mod idle;

@@ -41,7 +41,10 @@ impl Eval<'_> {
                     self.text(|| format!("{}; waiting for it to settle", self.inst.state.as_str())),
                 )
             }
-            InstanceState::Stopped => self.stopped(trace),
+            InstanceState::Stopped => {
+                let v = self.stopped(trace);
+                self.refused_start(v, trace)
+            }
             InstanceState::Running => self.running(trace),
         }
     }
@@ -74,13 +77,17 @@ impl Eval<'_> {
         }
     }
 
-    /// A running instance: the runtime limit first (busy or not), then stops outside work hours
+    /// A running instance: the runtime limit first (busy or not), or a spent budget's stop,
+    /// then stops outside work hours
     /// (a person's start after the close only once it has gone idle), the idle rule, the notice
     /// before the close and the spot rule, in that order; the first that asks for an action
-    /// decides. A runtime stop whose notice is out stands when no other rule acts.
+    /// decides. A runtime or budget stop whose notice is out stands when no other rule acts.
     fn running(&self, trace: &mut Trace) -> Verdict {
         let protection = self.protection(trace);
-        let runtime = match self.runtime_limit(protection.as_ref(), trace) {
+        let limit = self
+            .runtime_limit(protection.as_ref(), trace)
+            .or_else(|| self.budget_stop(protection.as_ref(), trace));
+        let runtime = match limit {
             Some(v) if v.action != Action::None || protection.is_some() => return v,
             pending => pending,
         };
@@ -158,15 +165,30 @@ impl Eval<'_> {
         let Some(rule) = &self.policy.idle else {
             return ControlFlow::Continue(None);
         };
+        let mut by_budget = None;
         if rule.when != IdleWhen::Always && !outside {
-            trace.note(|| "idle rule: applies only outside work hours".into());
-            return ControlFlow::Continue(None);
+            by_budget = self.idle_at_any_hour(trace);
+            if by_budget.is_none() {
+                trace.note(|| "idle rule: applies only outside work hours".into());
+                return ControlFlow::Continue(None);
+            }
         }
         match self.idle(rule, trace) {
-            Ok(v) => ControlFlow::Break(match (protection, self.capacity_risk(rule)) {
+            Ok(mut v) => ControlFlow::Break(match (protection, self.capacity_risk(rule)) {
                 (Some(p), _) => p.verdict(),
                 (None, Some(kept)) => kept,
-                (None, None) => self.with_notice(v, NoticeFor::Now, trace),
+                (None, None) => {
+                    if let Some(s) = by_budget {
+                        v.code = Code::BudgetExhausted;
+                        v.reason = self.text(|| {
+                            format!(
+                                "{}; at_limit: stop_idle, so the idle rule applies at any hour until {}: {}",
+                                s.summary, s.until, v.reason
+                            )
+                        });
+                    }
+                    self.with_notice(v, NoticeFor::Now, trace)
+                }
             }),
             Err(code) => ControlFlow::Continue(Some(code)),
         }

@@ -207,6 +207,7 @@ impl Eval<'_> {
                 let code = match stop.code {
                     Code::Idle | Code::IdleMetricsMissing | Code::LateStartIdle => Code::IdleNotice,
                     Code::CheckpointOverdue => Code::RuntimeNotice,
+                    Code::BudgetExhausted => Code::BudgetNotice,
                     _ => Code::NoticeLate,
                 };
                 Verdict {

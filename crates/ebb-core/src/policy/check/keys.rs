@@ -1,6 +1,22 @@
 //! The keys each mapping of a policy file may have; the JSON Schema is built from the same lists.
 
-pub const FILE: &[&str] = &["calendars", "policies"];
+pub const FILE: &[&str] = &["calendars", "policies", "budgets"];
+pub const BUDGET: &[&str] = &[
+    "name",
+    "description",
+    "match",
+    "per",
+    "amount",
+    "currency",
+    "period",
+    "timezone",
+    "notify_at",
+    "notify",
+    "forecast",
+    "at_limit",
+    "max_defer",
+    "notify_before",
+];
 pub const CALENDAR: &[&str] = &[
     "description",
     "dates",

@@ -1,11 +1,13 @@
 //! Turning one parsed file into policies, collecting every problem with the path to its node.
 //!
 //! [`check_file`] walks the document; each section of a policy file has its own checker
-//! (`calendars`, `policy`, `work_hours`, `idle`, `activity`, `spot`, `start`, `runtime`), all
+//! (`calendars`, `policy`, `work_hours`, `idle`, `activity`, `spot`, `start`, `runtime`,
+//! `budget`), all
 //! methods of one [`Checker`] that collects the problems, and `values` reads the plain values
 //! they share.
 
 mod activity;
+mod budget;
 mod calendars;
 mod idle;
 pub(super) mod keys;
@@ -17,7 +19,7 @@ mod values;
 mod work_hours;
 
 use super::yaml::{self, Step, Value};
-use super::{Policy, Problem, Source};
+use super::{Budget, Policy, Problem, Source};
 use crate::schedule::Calendar;
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -36,6 +38,8 @@ pub(super) struct CheckedFile {
     pub calendars: Vec<CalendarDef>,
     /// Policies that parsed (possibly with unresolved calendar names).
     pub policies: Vec<Draft>,
+    /// Budgets that parsed, each with the path of its entry.
+    pub budgets: Vec<(Budget, Vec<Step>)>,
     /// Problems inside this file.
     pub problems: Vec<PathProblem>,
 }
@@ -175,6 +179,7 @@ pub(super) fn check_file(
     let mut out = CheckedFile {
         calendars: Vec::new(),
         policies: Vec::new(),
+        budgets: Vec::new(),
         problems: Vec::new(),
     };
     let root = Vec::new();
@@ -197,10 +202,20 @@ pub(super) fn check_file(
                     }
                 }
             }
-            None if top.get("calendars").is_none() => {
+            None if top.get("calendars").is_none() && top.get("budgets").is_none() => {
                 c.problem(&root, "a policy file needs a \"policies\" list".to_string())
             }
             None => {}
+        }
+        if let Some((v, p)) = top.get("budgets") {
+            if let Some(items) = c.seq(v, &p, "a list of budgets") {
+                for (i, item) in items.iter().enumerate() {
+                    let at = child(&p, Step::Index(i));
+                    if let Some(b) = c.budget(item, &at) {
+                        out.budgets.push((b, at));
+                    }
+                }
+            }
         }
     }
     out.problems = c.problems;

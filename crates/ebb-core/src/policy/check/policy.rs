@@ -116,7 +116,7 @@ impl Checker {
         }
     }
 
-    fn matcher(&mut self, v: &Value, path: &[Step]) -> Option<Match> {
+    pub(super) fn matcher(&mut self, v: &Value, path: &[Step]) -> Option<Match> {
         if matches!(v, Value::Mapping(m) if m.is_empty()) {
             return Some(Match::default());
         }

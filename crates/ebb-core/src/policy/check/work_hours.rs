@@ -43,7 +43,7 @@ impl Checker {
         calendars: &mut CalendarRefs,
     ) -> Option<WorkHours> {
         let f = self.fields(v, path, "work hours", keys::WORK_HOURS)?;
-        let timezone = self.timezone(&f, path);
+        let timezone = self.timezone(&f, path, "work_hours");
         let hours = self.hours(&f, path);
         calendars.skip = self.calendar_names(&f, "skip");
         calendars.workdays = self.calendar_names(&f, "workdays");
@@ -166,8 +166,8 @@ impl Checker {
         Some(lead)
     }
 
-    /// The `timezone` of work hours, which every schedule needs.
-    fn timezone(&mut self, f: &Fields, path: &[Step]) -> Option<Tz> {
+    /// The `timezone` of `section` (work hours, a budget), which it needs.
+    pub(super) fn timezone(&mut self, f: &Fields, path: &[Step], section: &str) -> Option<Tz> {
         match f.get("timezone") {
             Some((v, p)) => self.parsed(v, &p, "an IANA time zone name", |s| {
                 Tz::from_str(s).map_err(|_| {
@@ -189,7 +189,7 @@ impl Checker {
                 self.missing(
                     path,
                     "timezone",
-                    "work_hours needs a \"timezone\" (an IANA name like \"Europe/Berlin\")".into(),
+                    format!("{section} needs a \"timezone\" (an IANA name like \"Europe/Berlin\")"),
                 );
                 None
             }

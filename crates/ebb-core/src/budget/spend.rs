@@ -1,0 +1,340 @@
+//! A budget's spend so far in its period, its burn now and its forecast to the period's end.
+
+use super::{bounds, money};
+use crate::engine::governing_policy;
+use crate::fleet::money::PriceTable;
+use crate::fleet::{Cloud, Fleet, Instance, InstanceState};
+use crate::policy::{Budget, OutsideHours, PolicySet};
+use crate::schedule::Schedule;
+use chrono::{DateTime, Duration, Utc};
+use chrono_tz::Tz;
+use std::collections::{BTreeMap, BTreeSet};
+
+/// A stretch one box ran (pending or running), with what it is matched by.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Ran {
+    /// The instance.
+    pub instance: String,
+    /// Its region.
+    pub region: String,
+    /// Its type.
+    pub instance_type: String,
+    /// Its tags, as last listed.
+    pub tags: BTreeMap<String, String>,
+    /// From.
+    pub from: DateTime<Utc>,
+    /// To (now, for a box still running).
+    pub to: DateTime<Utc>,
+}
+
+/// Where one budget (one value of its `per` tag) stands in its current period.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Standing {
+    /// The budget's name.
+    pub budget: String,
+    /// The value of its `per` tag.
+    pub key: Option<String>,
+    /// The currency of every figure.
+    pub currency: String,
+    /// What the period may spend.
+    pub amount: f64,
+    /// The period: `[start, end)`.
+    pub start: DateTime<Utc>,
+    /// Its end.
+    pub end: DateTime<Utc>,
+    /// When this was worked out.
+    pub now: DateTime<Utc>,
+    /// The budget's zone.
+    pub timezone: Tz,
+    /// Spent so far, or why that is unknown.
+    pub spent: Result<f64, String>,
+    /// What the matched boxes running now cost an hour.
+    pub per_hour: f64,
+    /// What the period will have spent at its end, if what runs now keeps running through
+    /// its policy's work hours (to the end without them); `None` while spend is unknown.
+    pub forecast: Option<f64>,
+    /// What each box spent so far, most first.
+    pub boxes: Vec<(String, f64)>,
+}
+
+impl Standing {
+    /// `name (per=value)`.
+    pub fn label(&self) -> String {
+        match &self.key {
+            Some(k) => format!("{} ({k})", self.budget),
+            None => self.budget.clone(),
+        }
+    }
+
+    /// The figures for people: `research-monthly: ¥152,310.00 of ¥150,000.00 spent by
+    /// 2026-12-19 18:00 Asia/Shanghai`.
+    pub fn summary(&self) -> String {
+        let amount = money(self.amount, &self.currency);
+        let by = local(self.now, self.timezone);
+        match &self.spent {
+            Ok(s) => format!(
+                "{}: {} of {amount} spent by {by}",
+                self.label(),
+                money(*s, &self.currency)
+            ),
+            Err(why) => format!("{}: spend of {amount} unknown ({why})", self.label()),
+        }
+    }
+
+    /// When the period ends, as people read it.
+    pub fn until(&self) -> String {
+        local(self.end, self.timezone)
+    }
+
+    /// The thresholds of `budget` (percent) reached by spend, and, with its `forecast`, by
+    /// the forecast: each with whether only the forecast reached it.
+    pub fn crossed(&self, budget: &Budget) -> Vec<(f64, bool)> {
+        let Ok(spent) = self.spent else {
+            return Vec::new();
+        };
+        let share = |v: f64| v / self.amount * 100.0;
+        budget
+            .notify_at
+            .iter()
+            .filter_map(|&t| {
+                if share(spent) >= t {
+                    Some((t, false))
+                } else if budget.forecast && self.forecast.is_some_and(|f| share(f) >= t) {
+                    Some((t, true))
+                } else {
+                    None
+                }
+            })
+            .collect()
+    }
+}
+
+/// A time in `tz` as people read it: `2026-12-19 18:00 Asia/Shanghai`.
+fn local(at: DateTime<Utc>, tz: Tz) -> String {
+    format!(
+        "{} {}",
+        at.with_timezone(&tz).format("%Y-%m-%d %H:%M"),
+        tz.name()
+    )
+}
+
+/// Where every budget of `set` stands at `now`: for each, what the boxes it matches ran in
+/// `ran` (every box's stretches since the earliest period began), priced in its currency, and
+/// the boxes of `fleet` running now. Boxes of `cloud` are billed in its currency: a budget in
+/// another has an unknown spend, and so does one with a box the table does not price.
+pub fn standings(
+    set: &PolicySet,
+    now: DateTime<Utc>,
+    cloud: Cloud,
+    ran: &[Ran],
+    fleet: &Fleet,
+    prices: &PriceTable,
+) -> Vec<Standing> {
+    let running: Vec<&Instance> = fleet
+        .instances
+        .iter()
+        .filter(|i| matches!(i.state, InstanceState::Running | InstanceState::Pending))
+        .collect();
+    let mut out = Vec::new();
+    for b in &set.budgets {
+        let ran_key = |r: &Ran| {
+            b.key_for(&r.region, &r.instance_type, |k| {
+                r.tags.get(k).map(String::as_str)
+            })
+            .map(|k| k.map(str::to_string))
+        };
+        let inst_key = |i: &Instance| {
+            b.key_for(&i.region, &i.instance_type, |k| i.tag(k))
+                .map(|k| k.map(str::to_string))
+        };
+        let mut keys: BTreeSet<Option<String>> = ran.iter().filter_map(ran_key).collect();
+        keys.extend(running.iter().filter_map(|i| inst_key(i)));
+        if b.per.is_none() {
+            keys.insert(None);
+        }
+        let (start, end) = bounds(b.period, b.timezone, now);
+        let currency = b
+            .currency
+            .clone()
+            .unwrap_or_else(|| cloud.currency().to_string());
+        for key in keys {
+            let ran: Vec<&Ran> = ran
+                .iter()
+                .filter(|r| ran_key(r) == Some(key.clone()))
+                .collect();
+            let boxes: Vec<&Instance> = running
+                .iter()
+                .copied()
+                .filter(|i| inst_key(i) == Some(key.clone()))
+                .collect();
+            let priced = Priced {
+                prices,
+                currency: &currency,
+                cloud,
+            };
+            let spent = priced.spent(&ran, start, now);
+            let per_hour: f64 = boxes.iter().filter_map(|i| priced.hourly(i).ok()).sum();
+            let forecast = match &spent {
+                Ok((total, _)) => boxes
+                    .iter()
+                    .map(|i| {
+                        let hours = hours_left(set, i, now, end);
+                        priced.hourly(i).map(|p| p * hours)
+                    })
+                    .sum::<Result<f64, String>>()
+                    .ok()
+                    .map(|rest| total + rest),
+                Err(_) => None,
+            };
+            out.push(Standing {
+                budget: b.name.clone(),
+                key,
+                currency: currency.clone(),
+                amount: b.amount,
+                start,
+                end,
+                now,
+                timezone: b.timezone,
+                boxes: spent.as_ref().map(|(_, by)| by.clone()).unwrap_or_default(),
+                spent: spent.map(|(total, _)| total),
+                per_hour,
+                forecast,
+            });
+        }
+    }
+    out
+}
+
+/// What the boxes of `standing` (a standing [`standings`] worked out for budget `b`) had spent
+/// by each of `points`, from what `ran`: the burn-down of its period so far. Empty while its
+/// spend is unknown.
+pub fn spent_by(
+    b: &Budget,
+    standing: &Standing,
+    cloud: Cloud,
+    ran: &[Ran],
+    prices: &PriceTable,
+    points: &[DateTime<Utc>],
+) -> Vec<f64> {
+    if standing.spent.is_err() {
+        return Vec::new();
+    }
+    let key = standing.key.as_deref();
+    let ran: Vec<&Ran> = ran
+        .iter()
+        .filter(|r| {
+            b.key_for(&r.region, &r.instance_type, |k| {
+                r.tags.get(k).map(String::as_str)
+            }) == Some(key)
+        })
+        .collect();
+    let priced = Priced {
+        prices,
+        currency: &standing.currency,
+        cloud,
+    };
+    points
+        .iter()
+        .map(|&t| {
+            priced
+                .spent(&ran, standing.start, t)
+                .map_or(0.0, |(total, _)| total)
+        })
+        .collect()
+}
+
+/// Prices hours in a budget's currency.
+struct Priced<'a> {
+    prices: &'a PriceTable,
+    currency: &'a str,
+    cloud: Cloud,
+}
+
+impl Priced<'_> {
+    /// The hourly price of `instance_type` in `region`, or why there is none.
+    fn price(&self, region: &str, instance_type: &str) -> Result<f64, String> {
+        let billed_in = self.cloud.currency();
+        if billed_in != self.currency {
+            return Err(format!(
+                "the budget is in {}, but {} bills in {billed_in}",
+                self.currency,
+                self.cloud.display_name()
+            ));
+        }
+        let table = match self.currency {
+            "USD" => Some(self.prices),
+            other => self.prices.other_currencies.get(other),
+        };
+        table
+            .and_then(|t| t.get(region, instance_type))
+            .ok_or_else(|| {
+                format!(
+                    "the price table has no {} price of {instance_type} in {region}; add it to EBB_PRICES",
+                    self.currency
+                )
+            })
+    }
+
+    fn hourly(&self, inst: &Instance) -> Result<f64, String> {
+        self.price(&inst.region, &inst.instance_type)
+    }
+
+    /// What `ran` cost inside `[start, now)`, in total and by box (most first).
+    fn spent(
+        &self,
+        ran: &[&Ran],
+        start: DateTime<Utc>,
+        now: DateTime<Utc>,
+    ) -> Result<(f64, Vec<(String, f64)>), String> {
+        let mut by_box: BTreeMap<&str, f64> = BTreeMap::new();
+        for r in ran {
+            let (from, to) = (r.from.max(start), r.to.min(now));
+            if to <= from {
+                continue;
+            }
+            let cost = self.price(&r.region, &r.instance_type)? * hours(to - from);
+            *by_box.entry(&r.instance).or_default() += cost;
+        }
+        let total = by_box.values().sum();
+        let mut by: Vec<(String, f64)> = by_box
+            .into_iter()
+            .map(|(i, c)| (i.to_string(), c))
+            .collect();
+        by.sort_by(|a, b| b.1.total_cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+        Ok((total, by))
+    }
+}
+
+fn hours(d: Duration) -> f64 {
+    d.num_milliseconds() as f64 / 3_600_000.0
+}
+
+/// The hours `inst` would still run in `[now, end)`: its policy's work hours left in it when
+/// the policy stops boxes outside them, all of it otherwise.
+fn hours_left(set: &PolicySet, inst: &Instance, now: DateTime<Utc>, end: DateTime<Utc>) -> f64 {
+    let wh = governing_policy(set, inst)
+        .and_then(|p| p.work_hours.as_ref())
+        .filter(|wh| wh.outside_hours != OutsideHours::None);
+    match wh {
+        Some(wh) => hours(in_hours(&wh.schedule, now, end)),
+        None => hours(end - now),
+    }
+}
+
+/// How long `schedule` is open in `[from, to)`.
+fn in_hours(schedule: &Schedule, from: DateTime<Utc>, to: DateTime<Utc>) -> Duration {
+    let mut total = Duration::zero();
+    let mut t = from;
+    while t < to {
+        let st = schedule.status(t);
+        let next = st.next.map_or(to, |n| n.min(to));
+        if st.in_hours {
+            total += next - t;
+        }
+        if next <= t {
+            break;
+        }
+        t = next;
+    }
+    total
+}

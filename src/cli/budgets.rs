@@ -1,0 +1,170 @@
+//! `ebb budgets`: where each budget of the policy files stands in its period, from what the
+//! store recorded ran (DATABASE_URL) and the price table, as the tick works it out.
+
+use super::args::{price_table, CloudChoiceArg, DbArgs, PolicyDirs, PricesArg};
+use crate::budget::{self, money, Standing};
+use crate::fleet::Fleet;
+use crate::{policy, when};
+use anyhow::{Context as _, Result};
+use chrono::{DateTime, Utc};
+use clap::{Args, ValueEnum};
+use serde::Serialize;
+use std::process::ExitCode;
+
+/// The flags of `ebb budgets`.
+#[derive(Args)]
+pub(super) struct BudgetsArgs {
+    #[command(flatten)]
+    policies: PolicyDirs,
+    /// What time it is, RFC 3339 (default: now): the periods are those holding it.
+    #[arg(long, value_name = "TS", value_parser = when::parse_time)]
+    at: Option<DateTime<Utc>>,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = BudgetsFormat::Table)]
+    format: BudgetsFormat,
+    #[command(flatten)]
+    prices: PricesArg,
+    #[command(flatten)]
+    cloud: CloudChoiceArg,
+    #[command(flatten)]
+    db: DbArgs,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum BudgetsFormat {
+    Table,
+    Json,
+}
+
+/// One budget's standing as `--format json` writes it.
+#[derive(Serialize)]
+struct Row<'a> {
+    budget: &'a str,
+    key: Option<&'a str>,
+    currency: &'a str,
+    amount: f64,
+    period_start: DateTime<Utc>,
+    period_end: DateTime<Utc>,
+    /// Spent so far; `null` when unknown, with `unknown` saying why.
+    spent: Option<f64>,
+    unknown: Option<&'a str>,
+    per_hour: f64,
+    forecast: Option<f64>,
+    at_limit: &'a str,
+    /// The boxes that spent most, most first.
+    top_boxes: Vec<(&'a str, f64)>,
+}
+
+/// Runs `ebb budgets`.
+pub(super) async fn run(args: BudgetsArgs) -> Result<ExitCode> {
+    let now = args.at.unwrap_or_else(Utc::now);
+    let set = policy::load(&args.policies.policies)
+        .context("policies are not valid (run ebb validate)")?;
+    let prices = price_table(args.prices.prices.as_deref(), &args.cloud.cloud)?;
+    let cloud = args.cloud.cloud.billed_as();
+    let Some(since) = set
+        .budgets
+        .iter()
+        .map(|b| budget::bounds(b.period, b.timezone, now).0)
+        .min()
+    else {
+        outln!("no budgets in the policy files");
+        return Ok(ExitCode::SUCCESS);
+    };
+    let store = args.db.open().await?;
+    let ran = store.ran(since, now).await?;
+    let (instances, _) = store.fleet_at(now).await?;
+    let fleet = Fleet {
+        instances,
+        ..Fleet::default()
+    };
+    let standings = budget::standings(&set, now, cloud, &ran, &fleet, &prices);
+    let at_limit = |s: &Standing| {
+        let b = set.budgets.iter().find(|b| b.name == s.budget);
+        b.map_or("", |b| b.at_limit.as_str())
+    };
+    match args.format {
+        BudgetsFormat::Json => {
+            let rows: Vec<Row> = standings
+                .iter()
+                .map(|s| Row {
+                    budget: &s.budget,
+                    key: s.key.as_deref(),
+                    currency: &s.currency,
+                    amount: s.amount,
+                    period_start: s.start,
+                    period_end: s.end,
+                    spent: s.spent.as_ref().ok().copied(),
+                    unknown: s.spent.as_ref().err().map(String::as_str),
+                    per_hour: s.per_hour,
+                    forecast: s.forecast,
+                    at_limit: at_limit(s),
+                    top_boxes: s
+                        .boxes
+                        .iter()
+                        .take(5)
+                        .map(|(i, c)| (i.as_str(), *c))
+                        .collect(),
+                })
+                .collect();
+            outln!("{}", serde_json::to_string_pretty(&rows)?);
+        }
+        BudgetsFormat::Table => out!("{}", table(&standings, at_limit)),
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The standings as an aligned table, a line each, then why any spend is unknown.
+fn table<'a>(standings: &'a [Standing], at_limit: impl Fn(&'a Standing) -> &'a str) -> String {
+    let mut rows = vec![[
+        "budget",
+        "period ends",
+        "spent",
+        "amount",
+        "share",
+        "forecast",
+        "at_limit",
+    ]
+    .map(String::from)];
+    let mut unknown = Vec::new();
+    for s in standings {
+        let (spent, share) = match &s.spent {
+            Ok(v) => (
+                money(*v, &s.currency),
+                format!("{:.0}%", v / s.amount * 100.0),
+            ),
+            Err(why) => {
+                unknown.push(format!("{}: spend unknown: {why}", s.label()));
+                ("unknown".into(), "-".into())
+            }
+        };
+        let forecast = s.forecast.map_or("-".into(), |f| money(f, &s.currency));
+        rows.push([
+            s.label(),
+            s.until(),
+            spent,
+            money(s.amount, &s.currency),
+            share,
+            forecast,
+            at_limit(s).to_string(),
+        ]);
+    }
+    let widths: Vec<usize> = (0..7)
+        .map(|c| rows.iter().map(|r| r[c].chars().count()).max().unwrap_or(0))
+        .collect();
+    let mut out = String::new();
+    for r in &rows {
+        let cells: Vec<String> = r
+            .iter()
+            .zip(&widths)
+            .map(|(cell, w)| format!("{cell:<w$}"))
+            .collect();
+        out.push_str(cells.join("  ").trim_end());
+        out.push('\n');
+    }
+    for line in unknown {
+        out.push_str(&line);
+        out.push('\n');
+    }
+    out
+}
