@@ -42,6 +42,7 @@ pub const NAMED: &[(&str, &str, &str)] = &[
     ("scale_down_group", "group", "scaled_down"),
     ("restore_group", "group", "restored"),
     ("policy_version", "policy", "changed"),
+    ("budget_notice", "budget", "threshold_crossed"),
 ];
 
 /// One event, as posted (structured content mode, JSON format).
@@ -57,7 +58,8 @@ pub struct CloudEvent {
     /// `dev.ebb.KIND.NAME`, like `dev.ebb.instance.stopped`.
     #[serde(rename = "type")]
     pub event_type: String,
-    /// The instance, the Auto Scaling group or the policy-set version the row is about.
+    /// The instance, the Auto Scaling group, the policy-set version or the budget the row is
+    /// about.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub subject: Option<String>,
     /// When it happened: the row's `at`.
@@ -88,7 +90,8 @@ pub fn event_of(source: &str, row: &AuditEntry) -> Option<CloudEvent> {
     })
 }
 
-/// What `row` is about: the kind (`instance`, `group`, `policy`, `deployment`) and the subject.
+/// What `row` is about: the kind (`instance`, `group`, `policy`, `budget`, `deployment`) and
+/// the subject.
 fn about(row: &AuditEntry) -> (&'static str, Option<String>) {
     let e = &row.entry;
     if let Some(instance) = &e.instance {
@@ -105,6 +108,14 @@ fn about(row: &AuditEntry) -> (&'static str, Option<String>) {
     }
     match NAMED.iter().find(|(action, _, _)| *action == e.action) {
         Some((_, "policy", _)) => ("policy", e.policy_version.clone()),
+        // A budget's notice opens with its name (and `per` value): `NAME: $X of $Y spent ...`.
+        Some((_, "budget", _)) => {
+            let label = e
+                .reason
+                .split_once(": ")
+                .map(|(label, _)| label.to_string());
+            ("budget", label)
+        }
         _ => ("deployment", None),
     }
 }
@@ -167,6 +178,18 @@ mod tests {
         .unwrap();
         assert_eq!(group.event_type, "dev.ebb.group.scaled_down");
         assert_eq!(group.subject.as_deref(), Some("gpu-pool"));
+        let budget = event_of(
+            "s",
+            &row(
+                "budget_notice",
+                Outcome::Succeeded,
+                None,
+                "per-person (mei): $240.00 of $300.00 spent by 2026-12-03 10:00 Europe/Berlin; 80% of the amount reached",
+            ),
+        )
+        .unwrap();
+        assert_eq!(budget.event_type, "dev.ebb.budget.threshold_crossed");
+        assert_eq!(budget.subject.as_deref(), Some("per-person (mei)"));
         let unknown = event_of("s", &row("reboot", Outcome::Skipped, None, "r")).unwrap();
         assert_eq!(unknown.event_type, "dev.ebb.deployment.reboot_skipped");
         assert_eq!(unknown.subject, None);
