@@ -43,6 +43,7 @@ pub const NAMED: &[(&str, &str, &str)] = &[
     ("restore_group", "group", "restored"),
     ("policy_version", "policy", "changed"),
     ("budget_notice", "budget", "threshold_crossed"),
+    ("budget_raise", "budget", "raised"),
 ];
 
 /// One event, as posted (structured content mode, JSON format).
@@ -108,7 +109,7 @@ fn about(row: &AuditEntry) -> (&'static str, Option<String>) {
     }
     match NAMED.iter().find(|(action, _, _)| *action == e.action) {
         Some((_, "policy", _)) => ("policy", e.policy_version.clone()),
-        // A budget's notice opens with its name (and `per` value): `NAME: $X of $Y spent ...`.
+        // A budget's rows open with its name (and `per` value): `NAME: $X of $Y spent ...`.
         Some((_, "budget", _)) => {
             let label = e
                 .reason

@@ -10,6 +10,7 @@
 //! `{"error": "..."}`.
 
 mod auth;
+mod budget_raises;
 mod budgets;
 mod heartbeat;
 mod lists;
@@ -125,6 +126,7 @@ pub fn router(state: ApiState) -> Router {
         .route("/metrics", get(metrics))
         .route("/v1/overrides", post(overrides::create))
         .route("/v1/overrides/{id}", delete(overrides::revoke))
+        .route("/v1/budgets/{name}/raises", post(budget_raises::create))
         .route("/v1/tick", post(tick))
         .route("/v1/instances/{id}/activity", post(heartbeat::post))
         .merge(reads)

@@ -118,7 +118,7 @@ pub async fn revoke_override(
 
 /// Takes one change from the budget named `budget`: 429 with when to try again once it is
 /// spent.
-fn spend_change(state: &ApiState, budget: &str) -> ApiResult<()> {
+pub(super) fn spend_change(state: &ApiState, budget: &str) -> ApiResult<()> {
     state.change_budgets.take(budget).map_err(|wait| {
         ApiError::too_many(
             wait,
@@ -133,7 +133,7 @@ fn spend_change(state: &ApiState, budget: &str) -> ApiResult<()> {
 
 /// Checkpoints the rows a change appended, apart from the request: the answer never waits on
 /// the checkpoint store.
-fn publish_checkpoint(state: &ApiState) {
+pub(super) fn publish_checkpoint(state: &ApiState) {
     if let Some(publisher) = state.checkpoints.clone() {
         let (store, now) = (state.store.clone(), state.clock.now());
         tokio::spawn(async move { publisher.publish(&store, now).await });

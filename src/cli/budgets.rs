@@ -1,8 +1,11 @@
 //! `ebb budgets`: where each budget of the policy files stands in its period, from what the
-//! store recorded ran (DATABASE_URL) and the price table, as the tick works it out.
+//! store recorded ran (DATABASE_URL) and the price table, as the tick works it out; and
+//! `ebb budgets raise`, a raise of one on record.
 
-use super::args::{price_table, CloudChoiceArg, DbArgs, PolicyDirs, PricesArg};
-use crate::budget::{self, money, Standing};
+use super::args::{
+    parse_future, price_table, ActorArg, CloudChoiceArg, DbArgs, PolicyDirs, PricesArg,
+};
+use crate::budget::{self, money, RaiseBy, Standing};
 use crate::fleet::Fleet;
 use crate::{policy, when};
 use anyhow::{Context as _, Result};
@@ -73,12 +76,13 @@ pub(super) async fn run(args: BudgetsArgs) -> Result<ExitCode> {
     };
     let store = args.db.open().await?;
     let ran = store.ran(since, now).await?;
+    let raises = store.budget_raises(now).await?;
     let (instances, _) = store.fleet_at(now).await?;
     let fleet = Fleet {
         instances,
         ..Fleet::default()
     };
-    let standings = budget::standings(&set, now, cloud, &ran, &fleet, &prices);
+    let standings = budget::standings(&set, now, cloud, &ran, &fleet, &prices, &raises);
     let at_limit = |s: &Standing| {
         let b = set.budgets.iter().find(|b| b.name == s.budget);
         b.map_or("", |b| b.at_limit.as_str())
@@ -167,4 +171,63 @@ fn table<'a>(standings: &'a [Standing], at_limit: impl Fn(&'a Standing) -> &'a s
         out.push('\n');
     }
     out
+}
+
+/// The flags of `ebb budgets raise`.
+#[derive(Args)]
+pub(super) struct RaiseArgs {
+    /// The budget, by its name in the policy files.
+    name: String,
+    /// The value of its `per` tag whose budget to raise (one owner's); without it, every
+    /// value's.
+    #[arg(long, value_name = "VALUE")]
+    per: Option<String>,
+    /// By how much: a share of the amount the policy files give (20%) or an amount in the
+    /// budget's currency (500).
+    #[arg(long, value_name = "20%|AMOUNT", value_parser = RaiseBy::parse)]
+    by: RaiseBy,
+    /// Until when: a duration from now (3d) or an RFC 3339 time, at most 90 days ahead.
+    #[arg(long, value_name = "TS|DURATION", value_parser = parse_future)]
+    until: DateTime<Utc>,
+    /// Why, for the audit log.
+    #[arg(long)]
+    reason: String,
+    #[command(flatten)]
+    policies: PolicyDirs,
+    #[command(flatten)]
+    actor: ActorArg,
+    #[command(flatten)]
+    db: DbArgs,
+}
+
+/// Runs `ebb budgets raise`: checks the budget and records the raise with its audit row.
+pub(super) async fn raise(args: RaiseArgs) -> Result<ExitCode> {
+    let now = Utc::now();
+    let set = policy::load(&args.policies.policies)
+        .context("policies are not valid (run ebb validate)")?;
+    let raise = budget::raise(
+        &set,
+        &args.name,
+        args.per,
+        args.by,
+        args.until,
+        &args.reason,
+        &args.actor.name(),
+        now,
+    )
+    .map_err(anyhow::Error::msg)?;
+    let store = args.db.open().await?;
+    let id = store.raise_budget(&raise).await?;
+    outln!(
+        "raise {id}: {} raised until {} ({})",
+        raise
+            .key
+            .as_ref()
+            .map_or(raise.budget.clone(), |k| format!("{} ({k})", raise.budget)),
+        raise
+            .until
+            .to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+        raise.reason
+    );
+    Ok(ExitCode::SUCCESS)
 }

@@ -139,8 +139,18 @@ enum Command {
     /// dollars, spot savings, people's overrides and starts, by policy and by a tag.
     Report(report::ReportArgs),
     /// Where each budget of the policy files stands in its period (DATABASE_URL): spent,
-    /// amount, forecast and what happens at the limit.
-    Budgets(budgets::BudgetsArgs),
+    /// amount, forecast and what happens at the limit; or raise one, on record.
+    #[command(
+        visible_alias = "budget",
+        args_conflicts_with_subcommands = true,
+        subcommand_negates_reqs = true
+    )]
+    Budgets {
+        #[command(subcommand)]
+        command: Option<BudgetsCommand>,
+        #[command(flatten)]
+        args: budgets::BudgetsArgs,
+    },
     /// Show spot migrations (DATABASE_URL): state, current instance, savings, reclaims; or
     /// release an image a migration keeps. Named apart from `migrate`, the database's; the old
     /// name `migrations` still works.
@@ -209,6 +219,13 @@ enum Command {
     },
 }
 /// `ebb spot-moves` commands.
+#[derive(Subcommand)]
+enum BudgetsCommand {
+    /// Raise a budget's amount until a time, with a reason (DATABASE_URL): audited, and it
+    /// ends by itself.
+    Raise(budgets::RaiseArgs),
+}
+
 #[derive(Subcommand)]
 enum MigrationsCommand {
     /// Let go of the image an ended migration keeps as the possible only copy of the workload's
@@ -324,7 +341,11 @@ async fn run(command: Command) -> anyhow::Result<ExitCode> {
         } => commands::audit(&filter).await,
         Command::Override(args) => commands::overrides(args).await,
         Command::Report(args) => report::run(args).await,
-        Command::Budgets(args) => budgets::run(args).await,
+        Command::Budgets {
+            command: Some(BudgetsCommand::Raise(args)),
+            ..
+        } => budgets::raise(args).await,
+        Command::Budgets { args, .. } => budgets::run(args).await,
         Command::Migrations {
             command: Some(MigrationsCommand::Release { id, actor, db }),
             ..

@@ -5,7 +5,7 @@
 
 use super::{ok, scroll, time, Nav, PageResult};
 use crate::api::ApiState;
-use crate::budget::{self, money, Ran, Standing};
+use crate::budget::{self, money, Raise, RaiseBy, Ran, Standing};
 use crate::fleet::Fleet;
 use crate::policy::{Budget, PolicySet};
 use crate::store::{AuditEntry, AuditFilter};
@@ -45,12 +45,13 @@ pub(super) async fn page(
         return Ok(ok("Budgets", Nav::Budgets, body));
     };
     let ran = state.store.ran(since, now).await?;
+    let raises = state.store.budget_raises(now).await?;
     let (instances, _) = state.store.fleet_at(now).await?;
     let fleet = Fleet {
         instances,
         ..Fleet::default()
     };
-    let standings = budget::standings(set, now, state.cloud, &ran, &fleet, &state.prices);
+    let standings = budget::standings(set, now, state.cloud, &ran, &fleet, &state.prices, &raises);
     let audit = state
         .store
         .audit(&AuditFilter {
@@ -102,6 +103,12 @@ fn section(
                 Err(why) => p.problem role="alert" {
                     "Spend unknown, so nothing is refused or stopped for this budget: " (why)
                 },
+            }
+            @for r in &s.raises {
+                p.note {
+                    "Raised by " (raise_by(r, &s.currency)) " by " strong { (r.by_whom) } " at " (time(r.made_at))
+                    " until " (time(r.until)) ": " (r.reason)
+                }
             }
             (burn_down(b, s, state, ran))
             @if !s.boxes.is_empty() {
@@ -226,4 +233,12 @@ fn slug(label: &str) -> String {
             }
         })
         .collect()
+}
+
+/// What a raise adds: `20%` or `$500.00`.
+fn raise_by(r: &Raise, currency: &str) -> String {
+    match r.by {
+        RaiseBy::Percent(p) => format!("{p}%"),
+        RaiseBy::Amount(a) => money(a, currency),
+    }
 }

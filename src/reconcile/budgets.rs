@@ -33,13 +33,14 @@ impl<P: Provider> Reconciler<P> {
             return Ok(Default::default());
         };
         let ran = self.store.ran(since, now).await?;
+        let raises = self.store.budget_raises(now).await?;
         // One provider lists one cloud; a fleet without boxes spends nothing whatever its cloud.
         let cloud = fleet
             .instances
             .first()
             .map_or(Cloud::Aws, |i| i.billing.cloud);
         let prices = &self.options.prices;
-        let standings = budget::standings(set, now, cloud, &ran, fleet, prices);
+        let standings = budget::standings(set, now, cloud, &ran, fleet, prices, &raises);
         for standing in &standings {
             let Some(b) = set.budgets.iter().find(|b| b.name == standing.budget) else {
                 continue;

@@ -1,7 +1,9 @@
-//! The budget notices sent (`budget_notices`): each threshold of each budget's period once.
+//! The budget notices sent (`budget_notices`), each threshold of each budget's period once;
+//! and the raises people made of budgets' amounts (`budget_raises`).
 
 use super::audit::append_in;
 use super::{NewAuditEntry, Result, Store};
+use crate::budget::{Raise, RaiseBy};
 use chrono::{DateTime, Utc};
 
 /// Thresholds of one budget's period crossed, by its spend or by its forecast.
@@ -50,5 +52,94 @@ impl Store {
         append_in(&mut tx, std::slice::from_ref(&entry)).await?;
         tx.commit().await?;
         Ok(Some(entry))
+    }
+}
+
+/// A row of `budget_raises`.
+type RaiseRow = (
+    String,
+    String,
+    Option<f64>,
+    Option<f64>,
+    DateTime<Utc>,
+    DateTime<Utc>,
+    String,
+    String,
+);
+
+impl Store {
+    /// Records `raise` and its audit row (`budget_raise`, by the one who made it) in one
+    /// transaction; its id.
+    pub async fn raise_budget(&self, raise: &Raise) -> Result<i64> {
+        let (percent, amount) = match raise.by {
+            RaiseBy::Percent(p) => (Some(p), None),
+            RaiseBy::Amount(a) => (None, Some(a)),
+        };
+        let mut tx = self.pool.begin().await?;
+        let id: i64 = sqlx::query_scalar(
+            "INSERT INTO budget_raises (budget, key, percent, amount, made_at, until, made_by, reason)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8) RETURNING id",
+        )
+        .bind(&raise.budget)
+        .bind(raise.key.as_deref().unwrap_or(""))
+        .bind(percent)
+        .bind(amount)
+        .bind(raise.made_at)
+        .bind(raise.until)
+        .bind(&raise.by_whom)
+        .bind(&raise.reason)
+        .fetch_one(&mut *tx)
+        .await?;
+        let by = match raise.by {
+            RaiseBy::Percent(p) => format!("{p}%"),
+            RaiseBy::Amount(a) => format!("{a} in its currency"),
+        };
+        let label = match &raise.key {
+            Some(k) => format!("{} ({k})", raise.budget),
+            None => raise.budget.clone(),
+        };
+        let reason = format!(
+            "{label}: raised by {by} until {} (raise {id}): {}",
+            raise
+                .until
+                .to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+            raise.reason
+        );
+        let entry = NewAuditEntry::event(raise.made_at, &raise.by_whom, "budget_raise", reason);
+        append_in(&mut tx, &[entry]).await?;
+        tx.commit().await?;
+        Ok(id)
+    }
+
+    /// The raises in force at `now`, oldest first.
+    pub async fn budget_raises(&self, now: DateTime<Utc>) -> Result<Vec<Raise>> {
+        let rows: Vec<RaiseRow> = sqlx::query_as(
+            "SELECT budget, key, percent, amount, made_at, until, made_by, reason
+             FROM budget_raises WHERE made_at <= $1 AND until > $1 ORDER BY made_at, id",
+        )
+        .bind(now)
+        .fetch_all(&self.pool)
+        .await?;
+        Ok(rows
+            .into_iter()
+            .filter_map(
+                |(budget, key, percent, amount, made_at, until, by_whom, reason)| {
+                    let by = match (percent, amount) {
+                        (Some(p), _) => RaiseBy::Percent(p),
+                        (None, Some(a)) => RaiseBy::Amount(a),
+                        (None, None) => return None,
+                    };
+                    Some(Raise {
+                        budget,
+                        key: Some(key).filter(|k| !k.is_empty()),
+                        by,
+                        made_at,
+                        until,
+                        by_whom,
+                        reason,
+                    })
+                },
+            )
+            .collect())
     }
 }

@@ -71,6 +71,7 @@ pub const RUNTIME_PRIVILEGES: &[(&str, &str)] = &[
     ("activity_readings", "SELECT, INSERT, UPDATE, DELETE"),
     ("activity_uses", "SELECT, INSERT, UPDATE, DELETE"),
     ("budget_notices", "SELECT, INSERT"),
+    ("budget_raises", "SELECT, INSERT"),
 ];
 
 /// Tables the reader role gets no privilege on: what they hold is for the running service

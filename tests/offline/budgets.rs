@@ -4,7 +4,7 @@
 //! budget asks, and nothing for one whose spend is unknown.
 
 use crate::common::{ebb, instance, policies, samples, t, World};
-use ebb::budget::{standings, Ran};
+use ebb::budget::{standings, Raise, RaiseBy, Ran};
 use ebb::engine::{Action, BudgetStanding, Code};
 use ebb::fleet::money::PriceTable;
 use ebb::fleet::{Billing, Cloud, Fleet, InstanceState};
@@ -151,7 +151,7 @@ fn each_owner_has_a_budget_of_their_own_and_the_forecast_runs_to_the_day_end() {
         ..Fleet::default()
     };
     let now = t("2026-12-01T10:00:00Z");
-    let out = standings(&set, now, Cloud::Aws, &spans, &fleet, &table());
+    let out = standings(&set, now, Cloud::Aws, &spans, &fleet, &table(), &[]);
     let by: BTreeMap<_, _> = out.iter().map(|s| (s.key.clone().unwrap(), s)).collect();
     // Mei ran from midnight to 08:00 today: 8 h at $2.50; yesterday's hours are not today's.
     assert_eq!(by["mei"].spent, Ok(20.0));
@@ -194,6 +194,7 @@ fn yuan_are_priced_from_the_yuan_table_and_an_unpriced_box_or_a_foreign_currency
         &spans,
         &Fleet::default(),
         &table(),
+        &[],
     );
     assert_eq!(out[0].currency, "CNY");
     assert_eq!(out[0].spent, Ok(200.0));
@@ -213,7 +214,15 @@ fn yuan_are_priced_from_the_yuan_table_and_an_unpriced_box_or_a_foreign_currency
         "2026-12-01T00:00:00Z",
         "2026-12-01T01:00:00Z",
     )];
-    let out = standings(&set, now, Cloud::Alibaba, &odd, &Fleet::default(), &table());
+    let out = standings(
+        &set,
+        now,
+        Cloud::Alibaba,
+        &odd,
+        &Fleet::default(),
+        &table(),
+        &[],
+    );
     let why = out[0].spent.clone().unwrap_err();
     assert!(
         why.contains("no CNY price of ecs.gn6v-c8g1.2xlarge in cn-hangzhou"),
@@ -327,4 +336,69 @@ fn stop_idle_applies_the_idle_rule_in_work_hours_once_spent() {
         "{}",
         d[0].reason
     );
+}
+
+#[test]
+fn a_raise_in_force_adds_to_its_owners_amount_and_says_who_made_it() {
+    let set = policies(PER_OWNER);
+    let spans = [
+        ran(
+            "i-mei",
+            "g5.xlarge",
+            "us-east-1",
+            "mei",
+            "2026-12-01T00:00:00Z",
+            "2026-12-01T08:00:00Z",
+        ),
+        ran(
+            "i-ali",
+            "g5.xlarge",
+            "us-east-1",
+            "ali",
+            "2026-12-01T00:00:00Z",
+            "2026-12-01T08:00:00Z",
+        ),
+    ];
+    let raise = |key: Option<&str>, by, until: &str| Raise {
+        budget: "per-person".into(),
+        key: key.map(str::to_string),
+        by,
+        made_at: t("2026-12-01T08:30:00Z"),
+        until: t(until),
+        by_whom: "lead@example.com".into(),
+        reason: "the paper deadline".into(),
+    };
+    let raises = [
+        raise(Some("mei"), RaiseBy::Percent(50.0), "2026-12-01T18:00:00Z"),
+        raise(Some("ali"), RaiseBy::Amount(5.0), "2026-12-01T09:00:00Z"),
+    ];
+    let at = |now: &str| {
+        let out = standings(
+            &set,
+            t(now),
+            Cloud::Aws,
+            &spans,
+            &Fleet::default(),
+            &table(),
+            &raises,
+        );
+        out.into_iter()
+            .map(|s| (s.key.clone().unwrap(), s))
+            .collect::<BTreeMap<_, _>>()
+    };
+    let by = at("2026-12-01T08:45:00Z");
+    assert_eq!(by["mei"].amount, 30.0, "20 and 50 % of it");
+    assert!(!by["mei"].for_decisions().exhausted());
+    assert_eq!(
+        by["mei"].summary(),
+        "per-person (mei): $20.00 of $30.00 (raised 50% by lead@example.com until 2026-12-01 18:00 UTC) spent by 2026-12-01 08:45 UTC"
+    );
+    assert_eq!(by["ali"].amount, 25.0);
+    // Ali's raise has ended at 09:00; Mei's has not.
+    let by = at("2026-12-01T09:00:00Z");
+    assert_eq!((by["mei"].amount, by["ali"].amount), (30.0, 20.0));
+    assert!(by["ali"].for_decisions().exhausted());
+    // Before it was made, no raise counts.
+    let by = at("2026-12-01T08:00:00Z");
+    assert_eq!(by["mei"].amount, 20.0);
 }

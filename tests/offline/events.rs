@@ -13,6 +13,7 @@ use serde_json::json;
 fn row(action: &str, outcome: Outcome, kind: &str) -> AuditEntry {
     let reason = match kind {
         "group" => "group gpu-pool: outside work hours".to_string(),
+        "budget" => "research-daily: $30.00 of $30.00 spent by 2026-11-30 20:00 UTC; 100% of the amount reached".to_string(),
         _ => format!("{action} for a reason"),
     };
     let mut entry = NewAuditEntry::event(

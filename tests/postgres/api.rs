@@ -1137,3 +1137,96 @@ async fn each_change_through_the_api_publishes_a_signed_checkpoint(pool: PgPool)
     let last = &status["tasks"]["audit_checkpoints"]["last"];
     assert_eq!(last["ok"], true, "{status}");
 }
+
+/// A budget raise takes the admin scope and a well-formed body naming a budget of the policy
+/// files; it is audited, in force at once, and ends by itself.
+#[sqlx::test(migrations = false)]
+async fn a_budget_raise_needs_admin_and_is_audited(pool: PgPool) {
+    use reqwest::Method;
+    let policy = format!(
+        "{POLICY}budgets:\n  - {{name: research-monthly, match: {{tags: {{team: research}}}}, per: ebb:owner, amount: 2000, period: month, timezone: Europe/London}}\n"
+    );
+    let store = Store::from_pool(pool.clone());
+    store.migrate().await.unwrap();
+    let tokens = format!("alice:{TOKEN},root:{ROOT}:admin");
+    let api =
+        Api::start_configured(store.clone(), &policy, &tokens, ApiLimits::default(), None).await;
+    let path = "/v1/budgets/research-monthly/raises";
+    let body = r#"{"per": "mei", "by": "20%", "until": "3d", "reason": "the paper deadline"}"#;
+
+    let got = api.send(Method::POST, path, None, Some(body)).await;
+    assert_error(&got, StatusCode::UNAUTHORIZED, "");
+    let got = api.send(Method::POST, path, Some(TOKEN), Some(body)).await;
+    assert_error(&got, StatusCode::FORBIDDEN, "admin");
+    for (path, bad, mentions) in [
+        (path, r#"{"by": "20%", "until": "3d"}"#, "reason"),
+        (
+            path,
+            r#"{"by": "0%", "until": "3d", "reason": "x"}"#,
+            "is not a raise",
+        ),
+        (
+            path,
+            r#"{"by": "20%", "until": "200d", "reason": "x"}"#,
+            "within 90 days",
+        ),
+        (
+            path,
+            r#"{"by": "20%", "until": "3d", "reason": "  "}"#,
+            "say why",
+        ),
+        (
+            "/v1/budgets/research-monthy/raises",
+            body,
+            "no budget \"research-monthy\" in the policy files (they have: research-monthly)",
+        ),
+    ] {
+        let got = api.send(Method::POST, path, Some(ROOT), Some(bad)).await;
+        assert_error(&got, StatusCode::BAD_REQUEST, mentions);
+    }
+    assert!(
+        store.budget_raises(Utc::now()).await.unwrap().is_empty(),
+        "refused ones change nothing"
+    );
+
+    let (status, made) = api.send(Method::POST, path, Some(ROOT), Some(body)).await;
+    assert_eq!(status, StatusCode::CREATED, "{made}");
+    assert_eq!(made["budget"], "research-monthly");
+    assert_eq!(made["per"], "mei");
+    assert_eq!(made["by"], "20%");
+    assert_eq!(made["made_by"], "root");
+    let now = Utc::now();
+    let raises = store.budget_raises(now).await.unwrap();
+    assert_eq!(raises.len(), 1);
+    assert_eq!(raises[0].key.as_deref(), Some("mei"));
+    assert!(raises[0].until > now + chrono::Duration::days(2));
+    assert!(
+        store
+            .budget_raises(now + chrono::Duration::days(4))
+            .await
+            .unwrap()
+            .is_empty(),
+        "it ends by itself"
+    );
+    let audit = store
+        .audit(&ebb::store::AuditFilter {
+            action: Some("budget_raise".into()),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    assert_eq!(audit.len(), 1);
+    assert_eq!(audit[0].entry.actor, "root");
+    assert!(
+        audit[0]
+            .entry
+            .reason
+            .starts_with("research-monthly (mei): raised by 20% until "),
+        "{}",
+        audit[0].entry.reason
+    );
+    assert!(audit[0]
+        .entry
+        .reason
+        .ends_with("(raise 1): the paper deadline"));
+}

@@ -370,6 +370,35 @@ async fn a_spent_budget_refuses_the_next_opening_and_the_next_period_starts_the_
                 && reason.contains("starts refused until 2026-12-02 00:00 UTC (at_limit: refuse_starts); without it: start"),
             "{reason}"
         );
+        // Still refused at 06:10. Then the team's lead raises the budget by half until 07:00,
+        // on record: the next tick starts them.
+        w.tick_at(clock.now()).await;
+        assert_eq!(states(&w).await, [InstanceState::Stopped; 3]);
+        let set = ebb::policy::load(&[w.dir.path().join("policies")]).unwrap();
+        let raise = ebb::budget::raise(
+            &set,
+            "research-daily",
+            None,
+            ebb::budget::RaiseBy::Percent(50.0),
+            t("2026-12-01T07:00:00Z"),
+            "the demo at 07:00",
+            "lead@example.com",
+            clock.now(),
+        )
+        .unwrap();
+        store.raise_budget(&raise).await.unwrap();
+        tokio::time::advance(Duration::from_secs(60)).await;
+        let report = w.tick_at(clock.now()).await;
+        assert_eq!(report.budgets[0].amount, 37.5);
+        assert_eq!(
+            acted(&report)
+                .iter()
+                .map(|a| (a.1, a.2))
+                .collect::<Vec<_>>(),
+            [("start", "start_at_open"); 3],
+            "{:?}",
+            report.actions
+        );
         // The next day is the next period: its first opening starts them again.
         while clock.now() < t("2026-12-02T00:20:00Z") {
             w.tick_at(clock.now()).await;
@@ -382,8 +411,22 @@ async fn a_spent_budget_refuses_the_next_opening_and_the_next_period_starts_the_
             .filter(|r| r.entry.action == "start" && r.entry.outcome.as_str() == "succeeded")
             .count();
         assert_eq!(
-            starts, 6,
-            "started at the first day's 00:00 and the second's, not at 06:00"
+            starts, 9,
+            "started at the first day's 00:00, after the raise at 06:11 and at the second day's 00:00; not at 06:00"
+        );
+        let raised: Vec<_> = audit
+            .iter()
+            .filter(|r| r.entry.action == "budget_raise")
+            .map(|r| (r.entry.actor.as_str(), r.entry.reason.as_str()))
+            .collect();
+        assert_eq!(raised.len(), 1);
+        assert_eq!(raised[0].0, "lead@example.com");
+        assert!(
+            raised[0]
+                .1
+                .starts_with("research-daily: raised by 50% until 2026-12-01T07:00:00Z"),
+            "{}",
+            raised[0].1
         );
         pool.close().await;
     });

@@ -12,9 +12,91 @@ mod period;
 mod spend;
 
 pub use period::{bounds, midnight};
-pub use spend::{spent_by, standings, Ran, Standing};
+pub use spend::{spent_by, standings, Raise, RaiseBy, Ran, Standing};
 
 use crate::engine::BudgetStanding;
+use crate::policy::PolicySet;
+use chrono::{DateTime, Duration, Utc};
+
+/// The longest a raise may last: a raise is for a deadline, not a new budget (the policy
+/// files are where a budget changes for good).
+pub const LONGEST_RAISE: Duration = Duration::days(90);
+
+/// A raise of budget `name` (of its `per` value `per`, or every value's) by `by` until
+/// `until`, made at `now` by `by_whom` for `reason`; or why it cannot be made: no such budget
+/// in `set`, `per` for a budget without one, an end not ahead or more than [`LONGEST_RAISE`]
+/// ahead, no reason.
+#[allow(clippy::too_many_arguments)]
+pub fn raise(
+    set: &PolicySet,
+    name: &str,
+    per: Option<String>,
+    by: RaiseBy,
+    until: DateTime<Utc>,
+    reason: &str,
+    by_whom: &str,
+    now: DateTime<Utc>,
+) -> Result<Raise, String> {
+    let Some(b) = set.budgets.iter().find(|b| b.name == name) else {
+        let names: Vec<&str> = set.budgets.iter().map(|b| b.name.as_str()).collect();
+        let have = match names.is_empty() {
+            true => "none".to_string(),
+            false => names.join(", "),
+        };
+        return Err(format!(
+            "no budget \"{name}\" in the policy files (they have: {have})"
+        ));
+    };
+    if let (Some(value), None) = (&per, &b.per) {
+        return Err(format!(
+            "budget {name} has no \"per\" tag, so there is no budget of {value} to raise: leave out per"
+        ));
+    }
+    if until <= now || until > now + LONGEST_RAISE {
+        return Err(
+            "a raise ends within 90 days from now: for longer, raise the amount in the policy files"
+                .into(),
+        );
+    }
+    let valid = match by {
+        RaiseBy::Percent(n) | RaiseBy::Amount(n) => n > 0.0 && n.is_finite(),
+    };
+    if !valid {
+        return Err(
+            "a raise is above zero: a share of the amount like 20% or an amount like 500".into(),
+        );
+    }
+    let reason = reason.trim();
+    if reason.is_empty() {
+        return Err("say why the budget is raised, for the audit log".into());
+    }
+    Ok(Raise {
+        budget: name.to_string(),
+        key: per,
+        by,
+        made_at: now,
+        until,
+        by_whom: by_whom.to_string(),
+        reason: reason.to_string(),
+    })
+}
+
+impl RaiseBy {
+    /// `20%` or `500`, as people write it; above zero.
+    pub fn parse(s: &str) -> Result<RaiseBy, String> {
+        let text = s.trim();
+        let (number, by): (&str, fn(f64) -> RaiseBy) = match text.strip_suffix('%') {
+            Some(n) => (n.trim(), RaiseBy::Percent),
+            None => (text, RaiseBy::Amount),
+        };
+        match number.parse::<f64>() {
+            Ok(n) if n > 0.0 && n.is_finite() => Ok(by(n)),
+            _ => Err(format!(
+                "\"{s}\" is not a raise: give a share of the amount like 20% or an amount like 500, above zero"
+            )),
+        }
+    }
+}
 
 /// `amount` in `currency` for people: `$1,234.50`, `¥152,310.00`, `1,234.50 EUR`.
 pub fn money(amount: f64, currency: &str) -> String {

@@ -27,6 +27,52 @@ pub struct Ran {
     pub to: DateTime<Utc>,
 }
 
+/// A raise of a budget's amount people made, on record and until a time (`ebb budgets raise`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Raise {
+    /// The budget raised.
+    pub budget: String,
+    /// The value of its `per` tag raised; `None`: every value's.
+    pub key: Option<String>,
+    /// By how much.
+    pub by: RaiseBy,
+    /// When it was made.
+    pub made_at: DateTime<Utc>,
+    /// When it ends.
+    pub until: DateTime<Utc>,
+    /// Who made it.
+    pub by_whom: String,
+    /// Why, in their words.
+    pub reason: String,
+}
+
+/// How much a raise adds to a budget's amount.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum RaiseBy {
+    /// A share of the amount the policy files give, percent.
+    Percent(f64),
+    /// An amount in the budget's currency.
+    Amount(f64),
+}
+
+impl Raise {
+    /// Whether it raises the standing of `budget` for `key` at `now`.
+    fn applies(&self, budget: &str, key: Option<&str>, now: DateTime<Utc>) -> bool {
+        self.budget == budget
+            && (self.key.is_none() || self.key.as_deref() == key)
+            && self.made_at <= now
+            && now < self.until
+    }
+
+    /// What it adds to `amount`.
+    fn adds(&self, amount: f64) -> f64 {
+        match self.by {
+            RaiseBy::Percent(p) => amount * p / 100.0,
+            RaiseBy::Amount(a) => a,
+        }
+    }
+}
+
 /// Where one budget (one value of its `per` tag) stands in its current period.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Standing {
@@ -36,8 +82,10 @@ pub struct Standing {
     pub key: Option<String>,
     /// The currency of every figure.
     pub currency: String,
-    /// What the period may spend.
+    /// What the period may spend: the policy files' amount with the raises in force.
     pub amount: f64,
+    /// The raises in force, oldest first.
+    pub raises: Vec<Raise>,
     /// The period: `[start, end)`.
     pub start: DateTime<Utc>,
     /// Its end.
@@ -69,7 +117,29 @@ impl Standing {
     /// The figures for people: `research-monthly: ¥152,310.00 of ¥150,000.00 spent by
     /// 2026-12-19 18:00 Asia/Shanghai`.
     pub fn summary(&self) -> String {
-        let amount = money(self.amount, &self.currency);
+        let raised: Vec<String> = self
+            .raises
+            .iter()
+            .map(|r| {
+                let by = match r.by {
+                    RaiseBy::Percent(p) => format!("{p}%"),
+                    RaiseBy::Amount(a) => money(a, &self.currency),
+                };
+                format!(
+                    "{by} by {} until {}",
+                    r.by_whom,
+                    local(r.until, self.timezone)
+                )
+            })
+            .collect();
+        let amount = match raised.is_empty() {
+            true => money(self.amount, &self.currency),
+            false => format!(
+                "{} (raised {})",
+                money(self.amount, &self.currency),
+                raised.join(", ")
+            ),
+        };
         let by = local(self.now, self.timezone);
         match &self.spent {
             Ok(s) => format!(
@@ -121,7 +191,8 @@ fn local(at: DateTime<Utc>, tz: Tz) -> String {
 /// Where every budget of `set` stands at `now`: for each, what the boxes it matches ran in
 /// `ran` (every box's stretches since the earliest period began), priced in its currency, and
 /// the boxes of `fleet` running now. Boxes of `cloud` are billed in its currency: a budget in
-/// another has an unknown spend, and so does one with a box the table does not price.
+/// another has an unknown spend, and so does one with a box the table does not price. The
+/// `raises` in force add to the amounts.
 pub fn standings(
     set: &PolicySet,
     now: DateTime<Utc>,
@@ -129,6 +200,7 @@ pub fn standings(
     ran: &[Ran],
     fleet: &Fleet,
     prices: &PriceTable,
+    raises: &[Raise],
 ) -> Vec<Standing> {
     let running: Vec<&Instance> = fleet
         .instances
@@ -186,11 +258,18 @@ pub fn standings(
                     .map(|rest| total + rest),
                 Err(_) => None,
             };
+            let raises: Vec<Raise> = raises
+                .iter()
+                .filter(|r| r.applies(&b.name, key.as_deref(), now))
+                .cloned()
+                .collect();
+            let amount = b.amount + raises.iter().map(|r| r.adds(b.amount)).sum::<f64>();
             out.push(Standing {
                 budget: b.name.clone(),
                 key,
                 currency: currency.clone(),
-                amount: b.amount,
+                amount,
+                raises,
                 start,
                 end,
                 now,
