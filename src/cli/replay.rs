@@ -12,7 +12,7 @@ use crate::fleet::money::PriceTable;
 use crate::fleet::{Fleet, Instance, GPU_BUSY_PERCENT};
 use crate::policy::PolicySet;
 use crate::replay::{
-    InstanceOutcome, OnDemandUse, Options, Pools, Recording, Replayer, Report, CHUNK,
+    BudgetSpend, InstanceOutcome, OnDemandUse, Options, Pools, Recording, Replayer, Report, CHUNK,
 };
 use crate::report::money::HourlyUse;
 use crate::store::Store;
@@ -27,8 +27,9 @@ use std::process::ExitCode;
 use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
 use std::sync::Mutex;
 
-/// What a replay worker gives back: its instances' outcomes and their hours on demand summed.
-type Replayed = (Vec<InstanceOutcome>, OnDemandUse);
+/// What a replay worker gives back: its instances' outcomes, and their hours on demand and
+/// the budgets' spend summed.
+type Replayed = (Vec<InstanceOutcome>, OnDemandUse, BudgetSpend);
 
 /// The flags of `ebb replay`.
 #[derive(clap::Args)]
@@ -247,6 +248,7 @@ pub(super) async fn run(args: &ReplayArgs) -> Result<ExitCode> {
     if let Some(table) = &table {
         report.apply_prices(table, &fleet);
     }
+    report.apply_budgets(&set);
     out!(
         "{}",
         match args.format {
@@ -341,6 +343,8 @@ fn replay_all(
             policies: HourlyUse::starting(options.from),
             always_on: HourlyUse::starting(options.from),
         };
+        let mut budgets = BudgetSpend::default();
+        let first_hour = on_demand.policies.first_hour;
         loop {
             // The lock is held only while waiting for the next chunk, not while replaying it.
             let next = chunks
@@ -348,11 +352,17 @@ fn replay_all(
                 .map_err(|_| anyhow::anyhow!("a replay worker failed"))?
                 .recv();
             let Ok(chunk) = next else {
-                return Ok((outcomes, on_demand));
+                return Ok((outcomes, on_demand, budgets));
             };
             match replayer.replay(&chunk) {
                 Ok(mut more) => {
-                    for used in more.iter_mut().filter_map(|o| o.on_demand.take()) {
+                    for o in more.iter_mut() {
+                        let Some(used) = o.on_demand.take() else {
+                            continue;
+                        };
+                        if let Some(counted) = o.budgets.take() {
+                            budgets.add(&counted, &used.policies, first_hour);
+                        }
                         on_demand.policies.merge(&used.policies);
                         on_demand.always_on.merge(&used.always_on);
                     }
@@ -377,11 +387,12 @@ fn replay_all(
         let read = feed(&send);
         drop(send);
         for handle in handles {
-            let (outcomes, on_demand) = handle
+            let (outcomes, on_demand, budgets) = handle
                 .join()
                 .unwrap_or_else(|panic| std::panic::resume_unwind(panic))?;
             report.add(outcomes);
             report.add_on_demand(&on_demand);
+            report.add_budget_spend(&budgets);
         }
         read
     })?;

@@ -1070,3 +1070,64 @@ prices:
         "{stderr}"
     );
 }
+
+/// The demo week under the example policies, whose `platform-daily` budget
+/// (policies/budgets.yaml) gives the platform team's five boxes $60 a New York day: the replay
+/// names each day the amount was reached and when, and what ran past it; the days' spend adds
+/// up to what the policies ran of the team's boxes.
+#[test]
+fn the_demo_week_names_the_day_a_budget_is_reached() {
+    let (fleet, r) = demo_week("");
+    let periods = r["budgets"].as_array().unwrap();
+    // The week's New York days, the first and last cut by the replay's UTC midnights.
+    assert_eq!(periods.len(), 8, "{periods:#?}");
+    assert!(periods.iter().all(|p| p["budget"] == "platform-daily"));
+    let reached: Vec<&str> = periods
+        .iter()
+        .filter_map(|p| p["reached_local"].as_str())
+        .collect();
+    // The boxes run their fourteen-hour weekdays: $60 is reached at 19:29 each weekday, and
+    // never on the weekend, when they are stopped.
+    assert_eq!(
+        reached,
+        [
+            "2026-11-30 (Mon) 19:29 America/New_York",
+            "2026-12-01 (Tue) 19:29 America/New_York",
+            "2026-12-02 (Wed) 19:29 America/New_York",
+            "2026-12-03 (Thu) 19:29 America/New_York",
+            "2026-12-04 (Fri) 19:29 America/New_York",
+        ]
+    );
+    for p in periods {
+        let (spent, past) = (
+            p["spent_usd"].as_f64().unwrap(),
+            p["past_limit_usd"].as_f64().unwrap(),
+        );
+        match p["reached_at"].is_null() {
+            true => assert!(spent < 60.0 && past == 0.0, "{p}"),
+            false => assert!((spent - 60.0 - past).abs() < 1e-6 && past > 0.0, "{p}"),
+        }
+    }
+    // The days' spend is what the policies ran of the team's boxes.
+    let platform: Vec<&str> = fleet
+        .instances
+        .iter()
+        .filter(|i| i.tag("team") == Some("platform"))
+        .map(|i| i.id.as_str())
+        .collect();
+    let cost: f64 = r["instances"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|i| platform.contains(&i["instance"].as_str().unwrap()))
+        .map(|i| i["scenarios"]["policies"]["cost_usd"].as_f64().unwrap())
+        .sum();
+    let spent: f64 = periods
+        .iter()
+        .map(|p| p["spent_usd"].as_f64().unwrap())
+        .sum();
+    assert!(
+        cost > 300.0 && (spent - cost).abs() < 0.01,
+        "{spent} vs {cost}"
+    );
+}

@@ -22,7 +22,10 @@ mod report;
 pub use activity::SignalRecording;
 pub use model::Played;
 pub use pools::{table as pools_table, without_checkpoints, Choice, Pools};
-pub use report::{InstanceOutcome, Net, OnDemandUse, Report, Scenarios, SpotPools, Tally};
+pub use report::{
+    BudgetPeriod, BudgetSpend, BudgetUse, InstanceOutcome, Net, OnDemandUse, Report, Scenarios,
+    SpotPools, Tally,
+};
 
 use crate::engine::{self, Prior, RECENT};
 use crate::fleet::activity::SignalUses;
@@ -344,6 +347,7 @@ impl<'a> Replayer<'a> {
                     );
                 }
                 InstanceOutcome {
+                    budgets: budget_use(&self.policies.set, &r.instance, rates[i]),
                     spot_pools: std::mem::take(&mut spot_pools[i]),
                     on_demand: Some(Box::new(OnDemandUse {
                         policies: std::mem::take(&mut on_demand[i]),
@@ -365,6 +369,25 @@ impl<'a> Replayer<'a> {
             })
             .collect())
     }
+}
+
+/// The budgets of `set` that count `inst`, and its `rate`; `None` when none does.
+fn budget_use(set: &PolicySet, inst: &Instance, rate: f64) -> Option<Box<BudgetUse>> {
+    let keys: Vec<(String, Option<String>)> = set
+        .budgets
+        .iter()
+        .filter_map(|b| {
+            let key = b.key_for(&inst.region, &inst.instance_type, |k| inst.tag(k))?;
+            Some((b.name.clone(), key.map(str::to_string)))
+        })
+        .collect();
+    (!keys.is_empty()).then(|| {
+        Box::new(BudgetUse {
+            keys,
+            rate,
+            gpus: inst.gpus.as_ref().map(|g| g.count),
+        })
+    })
 }
 
 /// One policy set replayed on chunks of instances (any of them: `ebb advise` replays each

@@ -1,10 +1,14 @@
 //! The measures of a replay, summed over instances and policies, and how they are shown:
-//! JSON, a table, and a pull-request comment in Markdown; from gross to net in [`net`].
+//! JSON, a table, and a pull-request comment in Markdown; from gross to net in [`net`], and
+//! the budgets' periods in [`budgets`].
 
+mod budgets;
 mod net;
 
+pub use budgets::{BudgetPeriod, BudgetSpend, BudgetUse};
 pub use net::Net;
 
+use crate::policy::PolicySet;
 use crate::report::money::HourlyUse;
 use chrono::{DateTime, SecondsFormat, Utc};
 use serde_json::{json, Value};
@@ -208,6 +212,9 @@ pub struct InstanceOutcome {
     pub on_demand: Option<Box<OnDemandUse>>,
     /// Its seconds on spot by placement and pool (zone, type), with `--interruptions`.
     pub spot_pools: SpotPools,
+    /// The budgets that count it and its rate, when the policy files have budgets (taken out
+    /// when the report adds it).
+    pub budgets: Option<Box<BudgetUse>>,
 }
 
 /// Seconds on spot by placement (`expected_cost`, `cheapest_first`) and pool (zone, type).
@@ -241,6 +248,10 @@ pub struct Report {
     pub net: Option<Net>,
     /// Every instance's seconds on spot, by placement and pool.
     pub spot_pools: SpotPools,
+    /// Every budget's spend hour by hour under the policies.
+    budget_spend: BudgetSpend,
+    /// Each budget's periods, once [`Report::apply_budgets`] worked them out.
+    pub budgets: Vec<BudgetPeriod>,
 }
 
 /// A row of the Markdown comparison: its name, the measure, and its decimal places.
@@ -264,7 +275,23 @@ impl Report {
             },
             net: None,
             spot_pools: SpotPools::new(),
+            budget_spend: BudgetSpend::default(),
+            budgets: Vec::new(),
         }
+    }
+
+    /// Works out each budget of `set` period by period from the spend the instances added:
+    /// when it was reached and what ran past it.
+    pub fn apply_budgets(&mut self, set: &PolicySet) {
+        let first_hour = self.on_demand.policies.first_hour;
+        self.budgets = self
+            .budget_spend
+            .periods(set, self.from, self.to, first_hour);
+    }
+
+    /// Adds budgets' spend summed apart from the outcomes.
+    pub fn add_budget_spend(&mut self, spend: &BudgetSpend) {
+        self.budget_spend.merge(spend);
     }
 
     /// Adds hours on demand summed apart from their outcomes.
@@ -276,6 +303,10 @@ impl Report {
     /// Adds the outcomes of a chunk.
     pub fn add(&mut self, outcomes: Vec<InstanceOutcome>) {
         for mut o in outcomes {
+            if let (Some(counted), Some(used)) = (o.budgets.take(), &o.on_demand) {
+                let first_hour = self.on_demand.policies.first_hour;
+                self.budget_spend.add(&counted, &used.policies, first_hour);
+            }
             if let Some(used) = o.on_demand.take() {
                 self.on_demand.policies.merge(&used.policies);
                 self.on_demand.always_on.merge(&used.always_on);
@@ -308,6 +339,7 @@ impl Report {
                 "policy": p,
                 "scenarios": s.json(),
             })).collect::<Vec<_>>(),
+            "budgets": self.budgets.iter().map(BudgetPeriod::json).collect::<Vec<_>>(),
             "instances": instances.iter().map(|o| json!({
                 "instance": o.instance,
                 "policy": o.policy,
@@ -375,6 +407,7 @@ impl Report {
         if let Some(line) = activity_line(t) {
             let _ = writeln!(out, "\n{line}");
         }
+        out.push_str(&budgets::table(&self.budgets));
         let _ = writeln!(
             out,
             "\n{:<32} {:>12} {:>12} {:>10} {:>8}",
@@ -535,6 +568,7 @@ mod tests {
             },
             on_demand: None,
             spot_pools: SpotPools::new(),
+            budgets: None,
         }
     }
 

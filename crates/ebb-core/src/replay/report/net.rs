@@ -146,6 +146,7 @@ mod tests {
             },
             on_demand: None,
             spot_pools: Default::default(),
+            budgets: None,
         }
     }
 
