@@ -6,7 +6,6 @@ use super::args::{
     parse_future, price_table, ActorArg, CloudChoiceArg, DbArgs, PolicyDirs, PricesArg,
 };
 use crate::budget::{self, money, RaiseBy, Standing};
-use crate::fleet::Fleet;
 use crate::{policy, when};
 use anyhow::{Context as _, Result};
 use chrono::{DateTime, Utc};
@@ -65,24 +64,11 @@ pub(super) async fn run(args: BudgetsArgs) -> Result<ExitCode> {
         .context("policies are not valid (run ebb validate)")?;
     let prices = price_table(args.prices.prices.as_deref(), &args.cloud.cloud)?;
     let cloud = args.cloud.cloud.billed_as();
-    let Some(since) = set
-        .budgets
-        .iter()
-        .map(|b| budget::bounds(b.period, b.timezone, now).0)
-        .min()
-    else {
+    let store = args.db.open().await?;
+    let Some((standings, _)) = store.budget_standings(&set, now, cloud, &prices).await? else {
         outln!("no budgets in the policy files");
         return Ok(ExitCode::SUCCESS);
     };
-    let store = args.db.open().await?;
-    let ran = store.ran(since, now).await?;
-    let raises = store.budget_raises(now).await?;
-    let (instances, _) = store.fleet_at(now).await?;
-    let fleet = Fleet {
-        instances,
-        ..Fleet::default()
-    };
-    let standings = budget::standings(&set, now, cloud, &ran, &fleet, &prices, &raises);
     let at_limit = |s: &Standing| {
         let b = set.budgets.iter().find(|b| b.name == s.budget);
         b.map_or("", |b| b.at_limit.as_str())

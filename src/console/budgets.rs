@@ -6,7 +6,6 @@
 use super::{ok, scroll, time, Nav, PageResult};
 use crate::api::ApiState;
 use crate::budget::{self, money, Raise, RaiseBy, Ran, Standing};
-use crate::fleet::Fleet;
 use crate::policy::{Budget, PolicySet};
 use crate::store::{AuditEntry, AuditFilter};
 use chrono::{DateTime, Duration, Utc};
@@ -33,25 +32,17 @@ pub(super) async fn page(
         }
     };
     let set: &PolicySet = &loaded.set;
-    let Some(since) = set
-        .budgets
-        .iter()
-        .map(|b| budget::bounds(b.period, b.timezone, now).0)
-        .min()
-    else {
+    let stood = state
+        .store
+        .budget_standings(set, now, state.cloud, &state.prices)
+        .await?;
+    let Some((standings, ran)) = stood else {
         let body = html! {
             p { "The policy files have no budgets. A " code { "budgets" } " list beside the policies sets what the boxes a match selects may spend in a day, a week or a month, and what happens at the limit (docs/policies.md, Budgets)." }
         };
         return Ok(ok("Budgets", Nav::Budgets, body));
     };
-    let ran = state.store.ran(since, now).await?;
-    let raises = state.store.budget_raises(now).await?;
-    let (instances, _) = state.store.fleet_at(now).await?;
-    let fleet = Fleet {
-        instances,
-        ..Fleet::default()
-    };
-    let standings = budget::standings(set, now, state.cloud, &ran, &fleet, &state.prices, &raises);
+    let since = standings.iter().map(|s| s.start).min().unwrap_or(now);
     let audit = state
         .store
         .audit(&AuditFilter {

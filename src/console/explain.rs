@@ -165,16 +165,19 @@ fn signal_lines(kept: &[ActivityRecord]) -> Markup {
     }
 }
 
-/// The section: each step of the explanation and the decision it comes to.
+/// The section: each step of the explanation and the decision it comes to, with where the
+/// `budgets` over the instance stand.
 pub(super) fn section(
     record: &InstanceRecord,
     kept: &Kept,
     set: Option<&PolicySet>,
     overrides: &[OverrideRecord],
+    budgets: &[engine::BudgetStanding],
     now: DateTime<Utc>,
 ) -> Markup {
     let explanation = set.and_then(|set| {
         let (fleet, prior) = fleet_of(record, kept, set, overrides, now)?;
+        let prior = prior.with_budgets(budgets.to_vec());
         engine::explain(now, set, &fleet, &prior, &record.id)
     });
     html! {

@@ -127,6 +127,15 @@ async fn render(
     };
     let loaded = crate::policies::current(&state.policies).await.ok();
     let set = loaded.as_ref().map(|l| &*l.set);
+    // Where the budgets over it stand, so that "why, now" says when one changes the decision.
+    let budgets = match set {
+        Some(set) => store
+            .budget_standings(set, now, state.cloud, &state.prices)
+            .await?
+            .map(|(standings, _)| standings.iter().map(|s| s.for_decisions()).collect())
+            .unwrap_or_default(),
+        None => Vec::new(),
+    };
     // The idle threshold of the policy that governed it at the last decision, as loaded now.
     let threshold = set.and_then(|set| {
         let policy = set
@@ -151,7 +160,7 @@ async fn render(
             h3 { "Protections" }
             (protections(&instance, active))
         }
-        (explain::section(&instance, &kept, set, &overrides, now))
+        (explain::section(&instance, &kept, set, &overrides, &budgets, now))
         section aria-labelledby="chart" {
             h2 #chart { "The last 24 hours" }
             (super::chart::states(&instance, &events, &audit, now - CHART_SPAN, now))

@@ -143,3 +143,38 @@ impl Store {
             .collect())
     }
 }
+
+/// Where the budgets stand as the store knows it, and what ran since the earliest period
+/// began (for a burn-down).
+pub type StoodAt = (Vec<crate::budget::Standing>, Vec<crate::budget::Ran>);
+
+impl Store {
+    /// Where each budget of `set` stands at `now`, worked out from what the store recorded:
+    /// what ran, the instances as last listed (what runs now), the raises in force, with
+    /// `prices` and the boxes of `cloud`. `None` when `set` has no budgets.
+    pub async fn budget_standings(
+        &self,
+        set: &crate::policy::PolicySet,
+        now: DateTime<Utc>,
+        cloud: crate::fleet::Cloud,
+        prices: &crate::fleet::money::PriceTable,
+    ) -> Result<Option<StoodAt>> {
+        let since = set
+            .budgets
+            .iter()
+            .map(|b| crate::budget::bounds(b.period, b.timezone, now).0)
+            .min();
+        let Some(since) = since else {
+            return Ok(None);
+        };
+        let ran = self.ran(since, now).await?;
+        let raises = self.budget_raises(now).await?;
+        let (instances, _) = self.fleet_at(now).await?;
+        let fleet = crate::fleet::Fleet {
+            instances,
+            ..crate::fleet::Fleet::default()
+        };
+        let standings = crate::budget::standings(set, now, cloud, &ran, &fleet, prices, &raises);
+        Ok(Some((standings, ran)))
+    }
+}

@@ -45,7 +45,7 @@ pub use accepted::AcceptedStop;
 pub use activity::ActivityRecord;
 pub use audit::{hex, unhex, verify_rows, AuditFilter, Verification, VerifiedHead};
 pub use audit_entry::{AuditEntry, NewAuditEntry, Outcome, INTERRUPTED};
-pub use budgets::Crossed;
+pub use budgets::{Crossed, StoodAt};
 pub use console::{FleetFilter, FleetPage, FleetSort, InstanceEvent};
 pub use group_sizes::{GroupRecord, GroupSize};
 pub use groups::{PendingChange, StoredGroup};

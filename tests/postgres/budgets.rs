@@ -447,3 +447,51 @@ async fn tick(w: &mut SimWorld, clock: Clock, at: &str) -> TickReport {
     tokio::time::advance(ahead).await;
     w.tick_at(t(at)).await
 }
+
+/// The console, on what the ticks stored: the Budgets page's burn-down and what the budget
+/// did, and an instance's "why, now" naming the budget that decides it.
+#[sqlx::test(migrations = false)]
+async fn the_console_shows_the_burn_down_and_why_a_box_is_stopped(pool: PgPool) {
+    let store = Store::from_pool(pool);
+    let mut w = SimWorld::plan(FLEET)
+        .policy("research.yaml", STOP)
+        .clock(Clock::Fixed(t("2026-12-01T04:10:00Z")))
+        .options(options())
+        .start(store.clone())
+        .await;
+    w.tick("2026-12-01T00:00:00Z").await;
+    let report = w.tick("2026-12-01T04:00:00Z").await;
+    assert_eq!(acted(&report).len(), 3, "{:?}", report.actions);
+    let base = crate::common::api::serve_with_console(ebb::api::ApiState {
+        limits: crate::common::api::public_reads(),
+        prices: prices(),
+        ..crate::common::api::state(
+            &store,
+            vec![w.dir.path().join("policies")],
+            Clock::Fixed(t("2026-12-01T04:10:00Z")),
+        )
+    })
+    .await;
+    let get = |path: &str| {
+        let url = format!("{base}{path}");
+        async move { reqwest::get(url).await.unwrap().text().await.unwrap() }
+    };
+    let page = get("/budgets").await;
+    for text in [
+        "<h2 id=\"budget-research-daily\">research-daily</h2>",
+        "<strong>$31.25</strong> of $30.00 spent (104%) this day",
+        "Burn-down of research-daily",
+        "<polyline class=\"spend\"",
+        "<th scope=\"row\"><a href=\"/instances/i-busy\">i-busy</a></th>",
+        "budget_notice succeeded",
+        "100% of the amount reached",
+        "notify succeeded",
+    ] {
+        assert!(page.contains(text), "/budgets lacks {text:?}:\n{page}");
+    }
+    let page = get("/instances/i-busy").await;
+    assert!(
+        page.contains("research-daily: $31.25 of $30.00 spent by 2026-12-01 04:10 UTC; at_limit: stop: notice sent 04:00 UTC, stop at 04:30 UTC"),
+        "{page}"
+    );
+}
