@@ -1,9 +1,10 @@
 //! `ebb report`: what ebb saved over a window, from the store's history (DATABASE_URL).
 
 use super::args::{price_table, CloudChoiceArg, DbArgs, PricesArg};
+use crate::budget;
 use crate::report::{self, Window};
 use crate::when;
-use anyhow::{bail, Result};
+use anyhow::{bail, Context as _, Result};
 use chrono::{DateTime, Utc};
 use clap::{Args, ValueEnum};
 use std::process::ExitCode;
@@ -26,6 +27,10 @@ pub(super) struct ReportArgs {
     /// Output format.
     #[arg(long, value_enum, default_value_t = ReportFormat::Table)]
     format: ReportFormat,
+    /// Also what each budget of these policy files spent in each of its periods in the
+    /// window.
+    #[arg(long = "policies", value_name = "DIR", value_delimiter = ',')]
+    policies: Vec<std::path::PathBuf>,
     #[command(flatten)]
     prices: PricesArg,
     #[command(flatten)]
@@ -53,10 +58,57 @@ pub(super) async fn run(args: ReportArgs) -> Result<ExitCode> {
     let by = args.by.as_deref().map(str::trim).filter(|b| !b.is_empty());
     let parts = store.report_parts(window, by, &prices.commitments).await?;
     let r = report::compute_parts(&parts, window, by, &prices);
+    let budgets = match args.policies.is_empty() {
+        true => Vec::new(),
+        false => {
+            let set = crate::policy::load(&args.policies)
+                .context("--policies are not valid (run ebb validate)")?;
+            let ran = store.ran(window.since, window.until).await?;
+            let cloud = args.cloud.cloud.billed_as();
+            budget::spent_in_periods(&set, cloud, &ran, &prices, (window.since, window.until))
+        }
+    };
     match args.format {
-        ReportFormat::Table => out!("{}", report::table(&r)),
+        ReportFormat::Table => out!("{}{}", report::table(&r), budgets_table(&budgets)),
         ReportFormat::Csv => out!("{}", report::csv(&r)),
-        ReportFormat::Json => outln!("{}", serde_json::to_string_pretty(&r)?),
+        ReportFormat::Json => {
+            let mut value = serde_json::to_value(&r)?;
+            if !args.policies.is_empty() {
+                value["budgets"] = serde_json::to_value(&budgets)?;
+            }
+            outln!("{}", serde_json::to_string_pretty(&value)?)
+        }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// What each budget spent in each of its periods of the window, a line each.
+fn budgets_table(periods: &[budget::PeriodSpend]) -> String {
+    let mut out = String::new();
+    if !periods.is_empty() {
+        out.push_str("\nbudget spend by period\n");
+    }
+    for p in periods {
+        let label = p
+            .key
+            .as_ref()
+            .map_or(p.budget.clone(), |k| format!("{} ({k})", p.budget));
+        let spent = match (p.spent, &p.unknown) {
+            (Some(s), _) => {
+                let reached = if s >= p.amount { ", reached" } else { "" };
+                format!(
+                    "{} of {}{reached}",
+                    budget::money(s, &p.currency),
+                    budget::money(p.amount, &p.currency)
+                )
+            }
+            (None, why) => format!("unknown: {}", why.as_deref().unwrap_or("")),
+        };
+        out.push_str(&format!(
+            "  {label}  {} to {}  {spent}\n",
+            p.from.format("%Y-%m-%d %H:%M UTC"),
+            p.to.format("%Y-%m-%d %H:%M UTC")
+        ));
+    }
+    out
 }

@@ -299,6 +299,40 @@ async fn a_spent_budget_stops_its_boxes_after_notice_busy_ones_by_max_defer_and_
             line.contains("$30.00") && line.trim_end().ends_with("stop"),
             "{table}"
         );
+
+        // `ebb report` with the policies: each budget's spend in each of its periods.
+        let o = crate::common::ebb_on(
+            &url,
+            &[
+                "report",
+                "--since",
+                "2026-11-30T12:00:00Z",
+                "--until",
+                "2026-12-01T05:30:00Z",
+                "--at",
+                "2026-12-01T05:30:00Z",
+                "--policies",
+                policies.to_str().unwrap(),
+                "--prices",
+                prices.to_str().unwrap(),
+                "--format",
+                "json",
+            ],
+        );
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        let r: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        let daily: Vec<&serde_json::Value> = r["budgets"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|p| p["budget"] == "research-daily")
+            .collect();
+        // The window's two days: nothing seen on the first, $41.21 on the second.
+        assert_eq!(daily.len(), 2, "{r}");
+        assert_eq!(daily[0]["spent"], 0.0);
+        assert_eq!(daily[1]["from"], "2026-12-01T00:00:00Z");
+        let spent = daily[1]["spent"].as_f64().unwrap();
+        assert!((41.2..41.25).contains(&spent), "{r}");
         pool.close().await;
     });
 }

@@ -12,7 +12,9 @@ mod period;
 mod spend;
 
 pub use period::{bounds, midnight};
-pub use spend::{spent_by, standings, Raise, RaiseBy, Ran, Standing};
+pub use spend::{
+    spent_by, spent_in_periods, standings, PeriodSpend, Raise, RaiseBy, Ran, Standing,
+};
 
 use crate::engine::BudgetStanding;
 use crate::policy::PolicySet;

@@ -322,6 +322,88 @@ pub fn spent_by(
         .collect()
 }
 
+/// What one budget's boxes (one value of its `per` tag's) spent in one of its periods, cut to
+/// a report's window.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct PeriodSpend {
+    /// The budget.
+    pub budget: String,
+    /// Its `per` value.
+    pub key: Option<String>,
+    /// The currency of the figures.
+    pub currency: String,
+    /// The amount the policy files give (raises left out).
+    pub amount: f64,
+    /// The period, cut to the window.
+    pub from: DateTime<Utc>,
+    /// Its end, cut to the window.
+    pub to: DateTime<Utc>,
+    /// Spent in it, or why that is unknown.
+    pub spent: Option<f64>,
+    /// Why the spend is unknown, when it is.
+    pub unknown: Option<String>,
+}
+
+/// What each budget of `set` spent in each of its periods in `[from, to)`, from what `ran` (as
+/// [`standings`] prices it): for `ebb report`.
+pub fn spent_in_periods(
+    set: &PolicySet,
+    cloud: Cloud,
+    ran: &[Ran],
+    prices: &PriceTable,
+    (from, to): (DateTime<Utc>, DateTime<Utc>),
+) -> Vec<PeriodSpend> {
+    let mut out = Vec::new();
+    for b in &set.budgets {
+        let currency = b
+            .currency
+            .clone()
+            .unwrap_or_else(|| cloud.currency().to_string());
+        let key_of = |r: &Ran| {
+            b.key_for(&r.region, &r.instance_type, |k| {
+                r.tags.get(k).map(String::as_str)
+            })
+            .map(|k| k.map(str::to_string))
+        };
+        let mut keys: BTreeSet<Option<String>> = ran.iter().filter_map(key_of).collect();
+        if b.per.is_none() {
+            keys.insert(None);
+        }
+        let priced = Priced {
+            prices,
+            currency: &currency,
+            cloud,
+        };
+        for key in keys {
+            let mine: Vec<&Ran> = ran
+                .iter()
+                .filter(|r| key_of(r) == Some(key.clone()))
+                .collect();
+            let mut at = from;
+            while at < to {
+                let (start, end) = bounds(b.period, b.timezone, at);
+                let (start, end) = (start.max(from), end.min(to));
+                let spent = priced.spent(&mine, start, end);
+                out.push(PeriodSpend {
+                    budget: b.name.clone(),
+                    key: key.clone(),
+                    currency: currency.clone(),
+                    amount: b.amount,
+                    from: start,
+                    to: end,
+                    spent: spent.as_ref().ok().map(|(total, _)| *total),
+                    unknown: spent.err(),
+                });
+                if end <= at {
+                    break;
+                }
+                at = end;
+            }
+        }
+    }
+    out
+}
+
 /// Prices hours in a budget's currency.
 struct Priced<'a> {
     prices: &'a PriceTable,
