@@ -1,3 +1,4 @@
+//! `GET /v1/budgets`: where each budget stands, as `ebb budgets --format json` says; and
 //! `POST /v1/budgets/{name}/raises`: a raise of a budget's amount until a time, on record. It
 //! takes the `admin` scope (a raise lets every box the budget matches spend more) and one
 //! change of its token's budget of changes, is checked as `ebb budgets raise` checks it
@@ -5,7 +6,8 @@
 
 use super::overrides::{publish_checkpoint, spend_change};
 use super::{ApiError, ApiResult, ApiState, Caller, Scope};
-use crate::budget::{self, RaiseBy};
+use crate::budget::{self, RaiseBy, StandingRow};
+use crate::policy::LoadedPolicies;
 use crate::when;
 use axum::extract::rejection::{JsonRejection, PathRejection};
 use axum::extract::{Path, State};
@@ -13,6 +15,21 @@ use axum::http::StatusCode;
 use axum::Json;
 use chrono::{DateTime, SecondsFormat, Utc};
 use serde::{Deserialize, Serialize};
+
+/// `GET /v1/budgets`: each budget's standing in its period, from what the store recorded.
+pub(super) async fn list(State(state): State<ApiState>) -> ApiResult<Json<Vec<StandingRow>>> {
+    let loaded = policies(&state).await?;
+    let now = state.clock.now();
+    let stood = state
+        .store
+        .budget_standings(&loaded.set, now, state.cloud, &state.prices)
+        .await?;
+    let rows = stood.map_or_else(Vec::new, |(standings, _)| {
+        let row = |s: &budget::Standing| s.row(budget::at_limit_of(&loaded.set, s));
+        standings.iter().map(row).collect()
+    });
+    Ok(Json(rows))
+}
 
 /// The body.
 #[derive(Debug, Deserialize)]
@@ -55,14 +72,7 @@ pub(super) async fn create(
     let by = RaiseBy::parse(&body.by).map_err(|e| ApiError::bad_request(format!("by: {e}")))?;
     let until = when::parse_future(&body.until, now)
         .map_err(|e| ApiError::bad_request(format!("until: {e}")))?;
-    let loaded = crate::policies::current(&state.policies)
-        .await
-        .map_err(|e| {
-            ApiError::new(
-                StatusCode::SERVICE_UNAVAILABLE,
-                format!("no valid policy set is loaded: {e}"),
-            )
-        })?;
+    let loaded = policies(&state).await?;
     let raise = budget::raise(
         &loaded.set,
         &name,
@@ -100,4 +110,16 @@ pub(super) async fn create(
             reason: raise.reason,
         }),
     ))
+}
+
+/// The policy set in force: 503 when none is valid.
+async fn policies(state: &ApiState) -> ApiResult<LoadedPolicies> {
+    crate::policies::current(&state.policies)
+        .await
+        .map_err(|e| {
+            ApiError::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                format!("no valid policy set is loaded: {e}"),
+            )
+        })
 }

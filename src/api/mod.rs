@@ -118,6 +118,7 @@ pub fn router(state: ApiState) -> Router {
         .route("/v1/overrides", get(overrides))
         .route("/v1/migrations", get(lists::migrations))
         .route("/v1/report", get(report))
+        .route("/v1/budgets", get(budget_raises::list))
         .route_layer(middleware::from_fn_with_state(state.clone(), require_read));
     let limits = state.limits.clone();
     let routes = Router::new()

@@ -10,7 +10,6 @@ use crate::{policy, when};
 use anyhow::{Context as _, Result};
 use chrono::{DateTime, Utc};
 use clap::{Args, ValueEnum};
-use serde::Serialize;
 use std::process::ExitCode;
 
 /// The flags of `ebb budgets`.
@@ -38,25 +37,6 @@ enum BudgetsFormat {
     Json,
 }
 
-/// One budget's standing as `--format json` writes it.
-#[derive(Serialize)]
-struct Row<'a> {
-    budget: &'a str,
-    key: Option<&'a str>,
-    currency: &'a str,
-    amount: f64,
-    period_start: DateTime<Utc>,
-    period_end: DateTime<Utc>,
-    /// Spent so far; `null` when unknown, with `unknown` saying why.
-    spent: Option<f64>,
-    unknown: Option<&'a str>,
-    per_hour: f64,
-    forecast: Option<f64>,
-    at_limit: &'a str,
-    /// The boxes that spent most, most first.
-    top_boxes: Vec<(&'a str, f64)>,
-}
-
 /// Runs `ebb budgets`.
 pub(super) async fn run(args: BudgetsArgs) -> Result<ExitCode> {
     let now = args.at.unwrap_or_else(Utc::now);
@@ -69,34 +49,10 @@ pub(super) async fn run(args: BudgetsArgs) -> Result<ExitCode> {
         outln!("no budgets in the policy files");
         return Ok(ExitCode::SUCCESS);
     };
-    let at_limit = |s: &Standing| {
-        let b = set.budgets.iter().find(|b| b.name == s.budget);
-        b.map_or("", |b| b.at_limit.as_str())
-    };
+    let at_limit = |s: &Standing| budget::at_limit_of(&set, s);
     match args.format {
         BudgetsFormat::Json => {
-            let rows: Vec<Row> = standings
-                .iter()
-                .map(|s| Row {
-                    budget: &s.budget,
-                    key: s.key.as_deref(),
-                    currency: &s.currency,
-                    amount: s.amount,
-                    period_start: s.start,
-                    period_end: s.end,
-                    spent: s.spent.as_ref().ok().copied(),
-                    unknown: s.spent.as_ref().err().map(String::as_str),
-                    per_hour: s.per_hour,
-                    forecast: s.forecast,
-                    at_limit: at_limit(s),
-                    top_boxes: s
-                        .boxes
-                        .iter()
-                        .take(5)
-                        .map(|(i, c)| (i.as_str(), *c))
-                        .collect(),
-                })
-                .collect();
+            let rows: Vec<_> = standings.iter().map(|s| s.row(at_limit(s))).collect();
             outln!("{}", serde_json::to_string_pretty(&rows)?);
         }
         BudgetsFormat::Table => out!("{}", table(&standings, at_limit)),
@@ -105,7 +61,7 @@ pub(super) async fn run(args: BudgetsArgs) -> Result<ExitCode> {
 }
 
 /// The standings as an aligned table, a line each, then why any spend is unknown.
-fn table<'a>(standings: &'a [Standing], at_limit: impl Fn(&'a Standing) -> &'a str) -> String {
+fn table(standings: &[Standing], at_limit: impl Fn(&Standing) -> &'static str) -> String {
     let mut rows = vec![[
         "budget",
         "period ends",

@@ -72,10 +72,22 @@ fn warn_of_calendars(set: &policy::PolicySet, at: DateTime<Utc>) {
     }
 }
 
+/// Notes on stderr that `command`, on a snapshot without the database, cannot weigh the
+/// budgets of `set`: it has no spend, so a spent budget's refusal or stop is not in it.
+fn note_unweighed_budgets(set: &policy::PolicySet, command: &str) {
+    if !set.budgets.is_empty() {
+        eprintln!(
+            "note: ebb {command} does not weigh the {}: a snapshot has no spend. `ebb budgets` and the console's Budgets page say where they stand, the console's instance page weighs them, and a decision a budget makes names it",
+            count(set.budgets.len(), "budget", "budgets")
+        );
+    }
+}
+
 /// `ebb plan`: the decisions for a fleet snapshot.
 pub(super) fn plan(input: &Input, format: Format) -> Result<ExitCode> {
     let (at, set, fleet, prior, groups) = input.load()?;
     warn_of_calendars(&set, at);
+    note_unweighed_budgets(&set, "plan");
     let decisions = engine::decide(at, &set, &fleet, &prior);
     out!(
         "{}",
@@ -99,6 +111,7 @@ pub(super) fn plan(input: &Input, format: Format) -> Result<ExitCode> {
 /// `ebb explain`: why one instance (or Auto Scaling group) of a snapshot gets its decision.
 pub(super) fn explain(instance: &str, input: &Input, format: Format) -> Result<ExitCode> {
     let (at, set, fleet, prior, groups) = input.load()?;
+    note_unweighed_budgets(&set, "explain");
     if let Some(explanation) = engine::explain(at, &set, &fleet, &prior, instance) {
         match format {
             Format::Table => outln!("{explanation}"),

@@ -1229,4 +1229,39 @@ async fn a_budget_raise_needs_admin_and_is_audited(pool: PgPool) {
         .entry
         .reason
         .ends_with("(raise 1): the paper deadline"));
+
+    // Where the budget stands: Mei's box runs; the API's price table has no price for it.
+    let fleet = vec![instance(
+        "i-mei",
+        &[("team", "research"), ("ebb:owner", "mei")],
+    )];
+    store
+        .sync_inventory(&["us-east-1".to_string()], &fleet, Utc::now())
+        .await
+        .unwrap();
+    let got = api.send(Method::GET, "/v1/budgets", None, None).await;
+    assert_error(&got, StatusCode::UNAUTHORIZED, "");
+    let (status, rows) = api
+        .send(Method::GET, "/v1/budgets", Some(TOKEN), None)
+        .await;
+    assert_eq!(status, StatusCode::OK, "{rows}");
+    let row = &rows[0];
+    assert_eq!(row["budget"], "research-monthly");
+    assert_eq!(row["key"], "mei");
+    assert_eq!(row["amount"], 2400.0, "2000 and the raise of 20 %: {row}");
+    assert_eq!(row["spent"], Value::Null);
+    assert!(
+        row["unknown"]
+            .as_str()
+            .unwrap()
+            .contains("no USD price of g5.xlarge in us-east-1"),
+        "{row}"
+    );
+    assert!(
+        row["raises"][0]
+            .as_str()
+            .unwrap()
+            .starts_with("20% by root until "),
+        "{row}"
+    );
 }

@@ -13,7 +13,7 @@ mod spend;
 
 pub use period::{bounds, midnight};
 pub use spend::{
-    spent_by, spent_in_periods, standings, PeriodSpend, Raise, RaiseBy, Ran, Standing,
+    spent_by, spent_in_periods, standings, PeriodSpend, Raise, RaiseBy, Ran, Standing, StandingRow,
 };
 
 use crate::engine::BudgetStanding;
@@ -98,6 +98,12 @@ impl RaiseBy {
             )),
         }
     }
+}
+
+/// What the budget of `standing` does at its limit (`at_limit`), as the files name it.
+pub fn at_limit_of(set: &PolicySet, standing: &Standing) -> &'static str {
+    let b = set.budgets.iter().find(|b| b.name == standing.budget);
+    b.map_or("", |b| b.at_limit.as_str())
 }
 
 /// `amount` in `currency` for people: `$1,234.50`, `¥152,310.00`, `1,234.50 EUR`.

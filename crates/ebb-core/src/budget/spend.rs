@@ -179,6 +179,73 @@ impl Standing {
     }
 }
 
+/// One budget's standing as `ebb budgets --format json` and `GET /v1/budgets` give it.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct StandingRow {
+    /// The budget.
+    pub budget: String,
+    /// Its `per` value.
+    pub key: Option<String>,
+    /// The currency of the figures.
+    pub currency: String,
+    /// The amount, with the raises in force.
+    pub amount: f64,
+    /// The period: `[period_start, period_end)`.
+    pub period_start: DateTime<Utc>,
+    /// Its end.
+    pub period_end: DateTime<Utc>,
+    /// Spent so far; `null` when unknown, with `unknown` saying why.
+    pub spent: Option<f64>,
+    /// Why the spend is unknown, when it is.
+    pub unknown: Option<String>,
+    /// What the matched boxes running now cost an hour.
+    pub per_hour: f64,
+    /// The forecast to the period's end.
+    pub forecast: Option<f64>,
+    /// What happens at the limit.
+    pub at_limit: &'static str,
+    /// The raises in force: who, by how much, until when, why.
+    pub raises: Vec<String>,
+    /// The boxes that spent most, most first (at most five).
+    pub top_boxes: Vec<(String, f64)>,
+}
+
+impl Standing {
+    /// The standing as JSON rows give it, with what `at_limit` its budget does.
+    pub fn row(&self, at_limit: &'static str) -> StandingRow {
+        StandingRow {
+            budget: self.budget.clone(),
+            key: self.key.clone(),
+            currency: self.currency.clone(),
+            amount: self.amount,
+            period_start: self.start,
+            period_end: self.end,
+            spent: self.spent.as_ref().ok().copied(),
+            unknown: self.spent.as_ref().err().cloned(),
+            per_hour: self.per_hour,
+            forecast: self.forecast,
+            at_limit,
+            raises: self
+                .raises
+                .iter()
+                .map(|r| {
+                    let by = match r.by {
+                        RaiseBy::Percent(p) => format!("{p}%"),
+                        RaiseBy::Amount(a) => money(a, &self.currency),
+                    };
+                    format!(
+                        "{by} by {} until {}: {}",
+                        r.by_whom,
+                        local(r.until, self.timezone),
+                        r.reason
+                    )
+                })
+                .collect(),
+            top_boxes: self.boxes.iter().take(5).cloned().collect(),
+        }
+    }
+}
+
 /// A time in `tz` as people read it: `2026-12-19 18:00 Asia/Shanghai`.
 fn local(at: DateTime<Utc>, tz: Tz) -> String {
     format!(
