@@ -58,8 +58,8 @@ pub(super) async fn page(
             }
         }
         p.note {
-            "Spend is every hour a matched box ran since the period began, at its on-demand price in the price table (EBB_PRICES); "
-            "commitments are not netted out. The forecast keeps what runs now running through its policy's work hours. The same figures: "
+            "Spend is every hour a matched box ran since the period began, at its on-demand price in the price table (EBB_PRICES), "
+            "less what the commitments held pay of each hour. The forecast keeps what runs now running through its policy's work hours, at on-demand prices. The same figures: "
             code { "ebb budgets" } "."
         }
     };

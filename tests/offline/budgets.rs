@@ -402,3 +402,73 @@ fn a_raise_in_force_adds_to_its_owners_amount_and_says_who_made_it() {
     let by = at("2026-12-01T08:00:00Z");
     assert_eq!(by["mei"].amount, 20.0);
 }
+
+#[test]
+fn an_hour_a_commitment_pays_costs_a_budget_nothing_and_is_shared_among_the_boxes_that_ran() {
+    let set = policies(PER_OWNER);
+    // Mei's and Ali's boxes both run 8 h; one reserved g5.xlarge covers one of the two each
+    // hour, shared between them.
+    let spans = [
+        ran(
+            "i-mei",
+            "g5.xlarge",
+            "us-east-1",
+            "mei",
+            "2026-12-01T00:00:00Z",
+            "2026-12-01T08:00:00Z",
+        ),
+        ran(
+            "i-ali",
+            "g5.xlarge",
+            "us-east-1",
+            "ali",
+            "2026-12-01T00:00:00Z",
+            "2026-12-01T08:00:00Z",
+        ),
+    ];
+    let mut prices = table();
+    prices
+        .commitments
+        .reserved_instances
+        .push(ebb::fleet::money::ReservedInstances {
+            instance_type: "g5.xlarge".into(),
+            region: "us-east-1".into(),
+            count: 1,
+            term: ebb::fleet::money::Term::OneYear,
+        });
+    let now = t("2026-12-01T10:00:00Z");
+    let by = |prices: &PriceTable| {
+        let out = standings(
+            &set,
+            now,
+            Cloud::Aws,
+            &spans,
+            &Fleet::default(),
+            prices,
+            &[],
+        );
+        out.into_iter()
+            .map(|s| (s.key.clone().unwrap(), s.spent.unwrap()))
+            .collect::<BTreeMap<_, _>>()
+    };
+    assert_eq!(
+        by(&table()),
+        BTreeMap::from([("ali".into(), 20.0), ("mei".into(), 20.0)])
+    );
+    assert_eq!(
+        by(&prices),
+        BTreeMap::from([("ali".into(), 10.0), ("mei".into(), 10.0)]),
+        "half of each hour is the reservation's"
+    );
+    // Without Ali's box, the reservation pays all of Mei's hours.
+    let alone = standings(
+        &set,
+        now,
+        Cloud::Aws,
+        &spans[..1],
+        &Fleet::default(),
+        &prices,
+        &[],
+    );
+    assert_eq!(alone[0].spent, Ok(0.0));
+}

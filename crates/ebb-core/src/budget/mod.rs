@@ -5,9 +5,10 @@
 //! notices from it.
 //!
 //! What a box costs is its on-demand price for every hour it ran (pending or running), as
-//! `ebb report` prices hours; commitments are not netted out, so a budget may be reached
-//! earlier than the bill says, never later.
+//! `ebb report` prices hours, less what the commitments held pay of that hour (`covered`):
+//! an hour a reserved instance or a Savings Plan pays is paid whether the box runs or not.
 
+mod covered;
 mod period;
 mod spend;
 

@@ -1,5 +1,6 @@
 //! A budget's spend so far in its period, its burn now and its forecast to the period's end.
 
+use super::covered::Coverage;
 use super::{bounds, money};
 use crate::engine::governing_policy;
 use crate::fleet::money::PriceTable;
@@ -274,6 +275,18 @@ pub fn standings(
         .iter()
         .filter(|i| matches!(i.state, InstanceState::Running | InstanceState::Pending))
         .collect();
+    let earliest = set
+        .budgets
+        .iter()
+        .map(|b| bounds(b.period, b.timezone, now).0)
+        .min()
+        .unwrap_or(now);
+    // The commitments are the dollar table's: a budget in another currency sees none.
+    let (dollars, none) = (
+        Coverage::of(stretches(ran), prices, earliest, now),
+        Coverage::default(),
+    );
+    let covered_in = |currency: &str| if currency == "USD" { &dollars } else { &none };
     let mut out = Vec::new();
     for b in &set.budgets {
         let ran_key = |r: &Ran| {
@@ -310,6 +323,7 @@ pub fn standings(
                 prices,
                 currency: &currency,
                 cloud,
+                coverage: covered_in(&currency),
             };
             let spent = priced.spent(&ran, start, now);
             let per_hour: f64 = boxes.iter().filter_map(|i| priced.hourly(i).ok()).sum();
@@ -365,6 +379,12 @@ pub fn spent_by(
     if standing.spent.is_err() {
         return Vec::new();
     }
+    let end = points.iter().copied().max().unwrap_or(standing.start);
+    // Every box's hours share the commitments, not only the budget's.
+    let coverage = match standing.currency.as_str() {
+        "USD" => Coverage::of(stretches(ran), prices, standing.start, end),
+        _ => Coverage::default(),
+    };
     let key = standing.key.as_deref();
     let ran: Vec<&Ran> = ran
         .iter()
@@ -378,6 +398,7 @@ pub fn spent_by(
         prices,
         currency: &standing.currency,
         cloud,
+        coverage: &coverage,
     };
     points
         .iter()
@@ -420,6 +441,7 @@ pub fn spent_in_periods(
     prices: &PriceTable,
     (from, to): (DateTime<Utc>, DateTime<Utc>),
 ) -> Vec<PeriodSpend> {
+    let dollars = Coverage::of(stretches(ran), prices, from, to);
     let mut out = Vec::new();
     for b in &set.budgets {
         let currency = b
@@ -436,10 +458,16 @@ pub fn spent_in_periods(
         if b.per.is_none() {
             keys.insert(None);
         }
+        let coverage = match currency.as_str() {
+            "USD" => Some(&dollars),
+            _ => None,
+        };
+        let none = Coverage::default();
         let priced = Priced {
             prices,
             currency: &currency,
             cloud,
+            coverage: coverage.unwrap_or(&none),
         };
         for key in keys {
             let mine: Vec<&Ran> = ran
@@ -476,6 +504,8 @@ struct Priced<'a> {
     prices: &'a PriceTable,
     currency: &'a str,
     cloud: Cloud,
+    /// What the commitments pay of each hour (in dollars: none for another currency).
+    coverage: &'a Coverage,
 }
 
 impl Priced<'_> {
@@ -520,7 +550,10 @@ impl Priced<'_> {
             if to <= from {
                 continue;
             }
-            let cost = self.price(&r.region, &r.instance_type)? * hours(to - from);
+            let price = self.price(&r.region, &r.instance_type)?;
+            let cost = self
+                .coverage
+                .cost(&r.region, &r.instance_type, price, (from, to));
             *by_box.entry(&r.instance).or_default() += cost;
         }
         let total = by_box.values().sum();
@@ -565,4 +598,10 @@ fn in_hours(schedule: &Schedule, from: DateTime<Utc>, to: DateTime<Utc>) -> Dura
         t = next;
     }
     total
+}
+
+/// Every stretch of `ran` as the commitments' coverage takes it.
+fn stretches(ran: &[Ran]) -> impl Iterator<Item = (&str, &str, DateTime<Utc>, DateTime<Utc>)> {
+    ran.iter()
+        .map(|r| (r.region.as_str(), r.instance_type.as_str(), r.from, r.to))
 }

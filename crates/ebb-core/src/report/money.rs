@@ -149,11 +149,20 @@ pub fn cover_hour(table: &PriceTable, running: &[HourUse], stopped: &[HourUse]) 
     apply(table, &mut left, stopped)
 }
 
+/// What the commitments of `table` cover of one hour's running `uses`: one [`Covered`] per
+/// use, in order (its `covered_usd` the on-demand dollars a commitment pays instead).
+pub fn cover_running(table: &PriceTable, uses: &[HourUse]) -> Vec<Covered> {
+    if table.commitments.is_empty() {
+        return vec![Covered::default(); uses.len()];
+    }
+    apply(table, &mut Left::new(table), uses)
+}
+
 /// Seconds in an hour: commitments apply an hour at a time.
 pub(super) const HOUR: i64 = 3600;
 
 /// The hours (by index since the epoch) `[from, to)` touches, with the part of each it covers.
-pub(super) fn hours_of(from: DateTime<Utc>, to: DateTime<Utc>) -> impl Iterator<Item = (i64, f64)> {
+pub fn hours_of(from: DateTime<Utc>, to: DateTime<Utc>) -> impl Iterator<Item = (i64, f64)> {
     let (from, to) = (from.timestamp(), to.timestamp());
     let first = from.div_euclid(HOUR);
     let last = (to - 1).div_euclid(HOUR);
