@@ -1,7 +1,8 @@
 //! The budgets phase, before the decisions: where each budget stands in its period
 //! (`budget::standings`, from what ran as Postgres recorded it and the price table), and the
 //! notice of each threshold crossed, once a period: an audit row (which the events task posts
-//! as a CloudEvent) and a webhook post to the budget's `notify` list and the boxes' owners.
+//! as a CloudEvent) and a webhook post to the budget's `notify` list and the boxes' owners;
+//! under `--dry-run`, the row marked a dry run, and no post.
 
 use super::{Reconciler, TickError};
 use crate::budget::{self, Standing};
@@ -93,6 +94,8 @@ impl<P: Provider> Reconciler<P> {
                 .into(),
             );
             entry.policy_version = Some(version.to_string());
+            // A dry run records its notices as dry runs (no CloudEvent) and posts none.
+            entry.dry_run = self.options.dry_run;
             entry
         };
         let Some(sent) = self
@@ -103,7 +106,7 @@ impl<P: Provider> Reconciler<P> {
             return Ok(());
         };
         tracing::warn!(budget = %b.name, reason = %sent.reason, "a budget threshold was crossed");
-        if let Some(webhook) = &self.options.webhook {
+        if let Some(webhook) = self.options.webhook.as_ref().filter(|_| !sent.dry_run) {
             let to = recipients(b, standing, fleet);
             let to = match to.is_empty() {
                 true => String::new(),

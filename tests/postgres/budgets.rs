@@ -529,3 +529,33 @@ async fn the_console_shows_the_burn_down_and_why_a_box_is_stopped(pool: PgPool) 
         "{page}"
     );
 }
+
+/// Under `--dry-run` a spent budget's notices are recorded as dry runs (no CloudEvent, no
+/// post) and its stops are decided, audited as dry runs, and not made.
+#[sqlx::test(migrations = false)]
+async fn a_dry_run_records_the_budget_notices_as_dry_runs(pool: PgPool) {
+    let store = Store::from_pool(pool);
+    let mut w = SimWorld::plan(FLEET)
+        .policy("research.yaml", STOP)
+        .clock(Clock::Fixed(t("2026-12-01T06:00:00Z")))
+        .options(Options {
+            dry_run: true,
+            ..options()
+        })
+        .start(store.clone())
+        .await;
+    for at in ["2026-12-01T00:00:00Z", "2026-12-01T04:00:00Z"] {
+        w.tick(at).await;
+    }
+    let rows = store.audit(&AuditFilter::default()).await.unwrap();
+    let notices: Vec<_> = rows
+        .iter()
+        .filter(|r| r.entry.action == "budget_notice")
+        .collect();
+    assert!(!notices.is_empty());
+    assert!(notices.iter().all(|r| r.entry.dry_run), "{notices:#?}");
+    assert!(notices
+        .iter()
+        .all(|r| ebb::events::event_of("urn:test", r).is_none()));
+    assert_eq!(w.state("us-east-1", "i-idle").await, InstanceState::Running);
+}
