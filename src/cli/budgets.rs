@@ -62,7 +62,7 @@ pub(super) async fn run(args: BudgetsArgs) -> Result<ExitCode> {
 
 /// The standings as an aligned table, a line each, then why any spend is unknown.
 fn table(standings: &[Standing], at_limit: impl Fn(&Standing) -> &'static str) -> String {
-    let mut rows = vec![[
+    let header = [
         "budget",
         "period ends",
         "spent",
@@ -70,49 +70,33 @@ fn table(standings: &[Standing], at_limit: impl Fn(&Standing) -> &'static str) -
         "share",
         "forecast",
         "at_limit",
-    ]
-    .map(String::from)];
-    let mut unknown = Vec::new();
-    for s in standings {
-        let (spent, share) = match &s.spent {
-            Ok(v) => (
-                money(*v, &s.currency),
-                format!("{:.0}%", v / s.amount * 100.0),
-            ),
-            Err(why) => {
-                unknown.push(format!("{}: spend unknown: {why}", s.label()));
-                ("unknown".into(), "-".into())
-            }
-        };
-        let forecast = s.forecast.map_or("-".into(), |f| money(f, &s.currency));
-        rows.push([
-            s.label(),
-            s.until(),
-            spent,
-            money(s.amount, &s.currency),
-            share,
-            forecast,
-            at_limit(s).to_string(),
-        ]);
-    }
-    let widths: Vec<usize> = (0..7)
-        .map(|c| rows.iter().map(|r| r[c].chars().count()).max().unwrap_or(0))
+    ];
+    let mut unknown = String::new();
+    let rows: Vec<[String; 7]> = standings
+        .iter()
+        .map(|s| {
+            let (spent, share) = match &s.spent {
+                Ok(v) => (
+                    money(*v, &s.currency),
+                    format!("{:.0}%", v / s.amount * 100.0),
+                ),
+                Err(why) => {
+                    unknown += &format!("{}: spend unknown: {why}\n", s.label());
+                    ("unknown".into(), "-".into())
+                }
+            };
+            [
+                s.label(),
+                s.until(),
+                spent,
+                money(s.amount, &s.currency),
+                share,
+                s.forecast.map_or("-".into(), |f| money(f, &s.currency)),
+                at_limit(s).to_string(),
+            ]
+        })
         .collect();
-    let mut out = String::new();
-    for r in &rows {
-        let cells: Vec<String> = r
-            .iter()
-            .zip(&widths)
-            .map(|(cell, w)| format!("{cell:<w$}"))
-            .collect();
-        out.push_str(cells.join("  ").trim_end());
-        out.push('\n');
-    }
-    for line in unknown {
-        out.push_str(&line);
-        out.push('\n');
-    }
-    out
+    crate::output::table(&header, &rows) + &unknown
 }
 
 /// The flags of `ebb budgets raise`.

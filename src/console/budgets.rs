@@ -5,7 +5,7 @@
 
 use super::{ok, scroll, time, Nav, PageResult};
 use crate::api::ApiState;
-use crate::budget::{self, money, Raise, RaiseBy, Ran, Standing};
+use crate::budget::{self, money, Ran, Standing};
 use crate::policy::{Budget, PolicySet};
 use crate::store::{AuditEntry, AuditFilter};
 use chrono::{DateTime, Duration, Utc};
@@ -97,7 +97,7 @@ fn section(
             }
             @for r in &s.raises {
                 p.note {
-                    "Raised by " (raise_by(r, &s.currency)) " by " strong { (r.by_whom) } " at " (time(r.made_at))
+                    "Raised by " (r.by.text(&s.currency)) " by " strong { (r.by_whom) } " at " (time(r.made_at))
                     " until " (time(r.until)) ": " (r.reason)
                 }
             }
@@ -224,12 +224,4 @@ fn slug(label: &str) -> String {
             }
         })
         .collect()
-}
-
-/// What a raise adds: `20%` or `$500.00`.
-fn raise_by(r: &Raise, currency: &str) -> String {
-    match r.by {
-        RaiseBy::Percent(p) => format!("{p}%"),
-        RaiseBy::Amount(a) => money(a, currency),
-    }
 }

@@ -12,7 +12,7 @@ mod covered;
 mod period;
 mod spend;
 
-pub use period::{bounds, midnight};
+pub use period::{bounds, midnight, periods};
 pub use spend::{
     spent_by, spent_in_periods, standings, PeriodSpend, Raise, RaiseBy, Ran, Standing, StandingRow,
 };

@@ -22,6 +22,26 @@ pub fn bounds(period: Period, tz: Tz, now: DateTime<Utc>) -> (DateTime<Utc>, Dat
     (midnight(tz, first), midnight(tz, next))
 }
 
+/// The periods of `period` in `tz` that `[from, to)` touches, each cut to it, in order.
+pub fn periods(
+    period: Period,
+    tz: Tz,
+    from: DateTime<Utc>,
+    to: DateTime<Utc>,
+) -> impl Iterator<Item = (DateTime<Utc>, DateTime<Utc>)> {
+    let mut at = from;
+    std::iter::from_fn(move || {
+        if at >= to {
+            return None;
+        }
+        let (start, end) = bounds(period, tz, at);
+        // A period always ends after the instant it holds; were it not to, stop rather than
+        // loop.
+        at = if end > at { end } else { to };
+        Some((start.max(from), end.min(to)))
+    })
+}
+
 /// The first instant of local `date` in `tz`: its midnight, or, where a clock change skips
 /// midnight, the first local time that exists after it.
 pub fn midnight(tz: Tz, date: NaiveDate) -> DateTime<Utc> {

@@ -1,7 +1,7 @@
 //! A budget's spend so far in its period, its burn now and its forecast to the period's end.
 
 use super::covered::Coverage;
-use super::{bounds, money};
+use super::{bounds, money, periods};
 use crate::engine::governing_policy;
 use crate::fleet::money::PriceTable;
 use crate::fleet::{Cloud, Fleet, Instance, InstanceState};
@@ -56,6 +56,16 @@ pub enum RaiseBy {
     Amount(f64),
 }
 
+impl RaiseBy {
+    /// `20%`, or the amount in `currency`: `$500.00`.
+    pub fn text(self, currency: &str) -> String {
+        match self {
+            RaiseBy::Percent(p) => format!("{p}%"),
+            RaiseBy::Amount(a) => money(a, currency),
+        }
+    }
+}
+
 impl Raise {
     /// Whether it raises the standing of `budget` for `key` at `now`.
     fn applies(&self, budget: &str, key: Option<&str>, now: DateTime<Utc>) -> bool {
@@ -63,6 +73,17 @@ impl Raise {
             && (self.key.is_none() || self.key.as_deref() == key)
             && self.made_at <= now
             && now < self.until
+    }
+
+    /// By how much, who, and until when, for people: `20% by mei until 2026-12-20 00:00
+    /// Asia/Shanghai`.
+    pub fn describe(&self, currency: &str, tz: Tz) -> String {
+        format!(
+            "{} by {} until {}",
+            self.by.text(currency),
+            self.by_whom,
+            local(self.until, tz)
+        )
     }
 
     /// What it adds to `amount`.
@@ -121,17 +142,7 @@ impl Standing {
         let raised: Vec<String> = self
             .raises
             .iter()
-            .map(|r| {
-                let by = match r.by {
-                    RaiseBy::Percent(p) => format!("{p}%"),
-                    RaiseBy::Amount(a) => money(a, &self.currency),
-                };
-                format!(
-                    "{by} by {} until {}",
-                    r.by_whom,
-                    local(r.until, self.timezone)
-                )
-            })
+            .map(|r| r.describe(&self.currency, self.timezone))
             .collect();
         let amount = match raised.is_empty() {
             true => money(self.amount, &self.currency),
@@ -230,14 +241,9 @@ impl Standing {
                 .raises
                 .iter()
                 .map(|r| {
-                    let by = match r.by {
-                        RaiseBy::Percent(p) => format!("{p}%"),
-                        RaiseBy::Amount(a) => money(a, &self.currency),
-                    };
                     format!(
-                        "{by} by {} until {}: {}",
-                        r.by_whom,
-                        local(r.until, self.timezone),
+                        "{}: {}",
+                        r.describe(&self.currency, self.timezone),
                         r.reason
                     )
                 })
@@ -474,10 +480,7 @@ pub fn spent_in_periods(
                 .iter()
                 .filter(|r| key_of(r) == Some(key.clone()))
                 .collect();
-            let mut at = from;
-            while at < to {
-                let (start, end) = bounds(b.period, b.timezone, at);
-                let (start, end) = (start.max(from), end.min(to));
+            for (start, end) in periods(b.period, b.timezone, from, to) {
                 let spent = priced.spent(&mine, start, end);
                 out.push(PeriodSpend {
                     budget: b.name.clone(),
@@ -489,10 +492,6 @@ pub fn spent_in_periods(
                     spent: spent.as_ref().ok().map(|(total, _)| *total),
                     unknown: spent.err(),
                 });
-                if end <= at {
-                    break;
-                }
-                at = end;
             }
         }
     }

@@ -2,7 +2,7 @@
 //! periods, hour by hour, when the amount was reached, and what ran past it (what
 //! `at_limit: stop` or `refuse_starts` would have acted on, less their notices).
 
-use crate::budget::bounds;
+use crate::budget::periods;
 use crate::policy::PolicySet;
 use crate::report::money::HourlyUse;
 use chrono::{DateTime, Duration, Utc};
@@ -141,10 +141,7 @@ impl BudgetSpend {
                     .by_key
                     .get(&(b.name.clone(), key.clone()))
                     .unwrap_or(&empty);
-                let mut at = from;
-                while at < to {
-                    let (start, end) = bounds(b.period, b.timezone, at);
-                    let (start, end) = (start.max(from), end.min(to));
+                for (start, end) in periods(b.period, b.timezone, from, to) {
                     let (spent, reached_at, past_limit) =
                         hourly.played(start, end, first_hour, b.amount);
                     out.push(BudgetPeriod {
@@ -159,10 +156,6 @@ impl BudgetSpend {
                         reached_at,
                         past_limit,
                     });
-                    if end <= at {
-                        break;
-                    }
-                    at = end;
                 }
             }
         }
