@@ -125,6 +125,9 @@ fn headline(r: &Report) -> Markup {
             @for c in &r.other_currencies {
                 dt { "In " (c.currency) } dd { (c.currency) " " (format!("{:.2}", c.saved)) ": " (hours(c.priced_stopped_hours)) " kept stopped in regions priced in " (c.currency) " (" (c.source) ", as of " (c.as_of) "), never added to the dollars" }
             }
+            @if let (Some(first), Some(last)) = (r.uncounted_days.first(), r.uncounted_days.last()) {
+                dt { "Not counted" } dd { (count(r.uncounted_days.len() as u64, "day", "days")) " from " (first) " to " (last) ": their state changes were pruned (EBB_RETENTION) before the report's roll-up reached them" }
+            }
             @if t.charging_stopped_hours > 0.0 {
                 dt { "Still charging" } dd { (hours(t.charging_stopped_hours)) " of stops their cloud still billed: no saving" }
             }
@@ -367,6 +370,7 @@ mod tests {
             groups: Vec::new(),
             tag_keys: Vec::new(),
             other_currencies: Vec::new(),
+            uncounted_days: Vec::new(),
         };
         let s = series(&r, |d| &d.saved_by_tag);
         assert_eq!(

@@ -1,7 +1,8 @@
 //! Deletes what ebb keeps for a while but not for ever: instance state changes and spot
-//! interruption warnings older than the retention (`EBB_RETENTION`), GPU readings, posted
-//! heartbeats and the last activity readings older than theirs (`EBB_METRICS_RETENTION`). The audit log is never pruned. Only the leader prunes, so
-//! replicas do not delete the same rows at once.
+//! interruption warnings older than the retention (`EBB_RETENTION`; state changes only once the
+//! report's roll-up has rolled their day), GPU readings, posted heartbeats and the last activity
+//! readings older than theirs (`EBB_METRICS_RETENTION`). The audit log is never pruned. Only the
+//! leader prunes, so replicas do not delete the same rows at once.
 
 use super::driver::BackgroundTask;
 use crate::clock::Clock;
@@ -48,8 +49,11 @@ pub enum PruneStatus {
     NotLeader,
     /// What was deleted.
     Deleted {
-        /// Instance state changes and spot warnings before this were deleted.
+        /// Spot warnings and the pools' events before this were deleted.
         before: DateTime<Utc>,
+        /// Instance state changes before this were deleted: `before`, or the first day the
+        /// report's roll-up has still to roll.
+        events_before: DateTime<Utc>,
         /// Instance state changes deleted.
         events: u64,
         /// Spot interruption warnings deleted.
@@ -71,6 +75,7 @@ impl std::fmt::Display for PruneStatus {
             PruneStatus::NotLeader => write!(f, "not the leader, which prunes"),
             PruneStatus::Deleted {
                 before,
+                events_before,
                 events,
                 warnings,
                 pool_events,
@@ -79,7 +84,13 @@ impl std::fmt::Display for PruneStatus {
                 activity,
             } => write!(
                 f,
-                "deleted {events} instance state changes, {warnings} spot warnings and {pool_events} pool events from before {}, and {readings} hours of GPU readings, {heartbeats} heartbeats and {activity} activity readings",
+                "deleted {events} instance state changes from before {}{}, {warnings} spot warnings and {pool_events} pool events from before {}, and {readings} hours of GPU readings, {heartbeats} heartbeats and {activity} activity readings",
+                events_before.to_rfc3339_opts(SecondsFormat::Secs, true),
+                if events_before < before {
+                    " (kept since for the report's roll-up)"
+                } else {
+                    ""
+                },
                 before.to_rfc3339_opts(SecondsFormat::Secs, true),
             ),
         }
@@ -107,6 +118,7 @@ impl BackgroundTask for Pruner {
         let pruned = self.store.prune(before, now - self.keep.readings).await?;
         Ok(PruneStatus::Deleted {
             before,
+            events_before: pruned.events_before,
             events: pruned.events,
             warnings: pruned.warnings,
             pool_events: pruned.pool_events,

@@ -1,6 +1,7 @@
 //! Rolls up the report's past days (`report_days`): on the leader, every 15 minutes, each whole
 //! day not rolled up yet that ended over an hour ago, oldest first and at most
-//! [`DAYS_PER_ACTIVATION`] at a time, so that a first activation over a long history does not
+//! [`DAYS_PER_ACTIVATION`] at a time (a day whose state changes were pruned first is refused,
+//! not rolled from what is left), so that a first activation over a long history does not
 //! hold the store for long. `/savings`, `GET /v1/report` and `ebb report` read those days from
 //! their rollups and only the rest of the window from the audit log.
 
@@ -43,6 +44,9 @@ pub enum RollupStatus {
     Days {
         /// How many.
         days: u32,
+        /// How many were refused, their state changes pruned before they were rolled up: the
+        /// report does not count them.
+        refused: u32,
     },
 }
 
@@ -50,7 +54,13 @@ impl std::fmt::Display for RollupStatus {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             RollupStatus::NotLeader => write!(f, "not the leader, which rolls up"),
-            RollupStatus::Days { days } => write!(f, "rolled up {days} days of the report"),
+            RollupStatus::Days { days, refused: 0 } => {
+                write!(f, "rolled up {days} days of the report")
+            }
+            RollupStatus::Days { days, refused } => write!(
+                f,
+                "rolled up {days} days of the report and refused {refused} whose state changes were pruned before they were rolled up (the report does not count them)"
+            ),
         }
     }
 }
@@ -73,10 +83,13 @@ impl BackgroundTask for ReportRollup {
             return Ok(RollupStatus::NotLeader);
         }
         let now = self.clock.now();
-        let days = self
+        let rolled = self
             .store
             .roll_up_report_days(now, DAYS_PER_ACTIVATION)
             .await?;
-        Ok(RollupStatus::Days { days })
+        Ok(RollupStatus::Days {
+            days: rolled.days,
+            refused: rolled.refused,
+        })
     }
 }

@@ -55,7 +55,7 @@ pub use overrides::{OverrideRecord, OverrideRefused, OverrideRequest, MAX_REASON
 pub use own_types::MovedType;
 pub use pages::Page;
 pub use pools::{QueuedPoolEvent, POOL_HISTORY};
-pub use report_days::ROLL_UP_AFTER;
+pub use report_days::{RolledDays, ROLL_UP_AFTER};
 pub use reservations::{ReservationRow, ReservationStep};
 pub use retention::Pruned;
 pub use roles::{Grant, RUNTIME_PRIVILEGES};

@@ -11,6 +11,7 @@ use super::{Result, Store};
 use crate::fleet::money::{Attached, HeldCommitments, Volume};
 use crate::report::{midnight, roll_up, History, HourlyTotals, Parts, RolledSum, Usage, Window};
 use chrono::{DateTime, Duration, NaiveDate, Utc};
+use futures_util::TryFutureExt;
 use sqlx::types::Json;
 
 /// How long after a day's end it is rolled up: a tick under way at midnight may still record
@@ -38,10 +39,37 @@ type SumRow = (
 /// A row of the rolled hours: the hour, region, type, running and stopped instance-hours.
 type HourRow = (DateTime<Utc>, String, String, f64, f64);
 
+/// What one pass of the report's roll-up did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RolledDays {
+    /// Days rolled up.
+    pub days: u32,
+    /// Days refused: their state changes were pruned before they were rolled up.
+    pub refused: u32,
+}
+
+/// Moves the roll-up past `day`, within `tx`.
+async fn advance_rollup(tx: &mut sqlx::PgConnection, day: NaiveDate) -> Result<()> {
+    sqlx::query(
+        "INSERT INTO report_rollup (rolled_until) VALUES ($1)
+         ON CONFLICT (only_row) DO UPDATE SET rolled_until = greatest(
+             report_rollup.rolled_until, excluded.rolled_until)",
+    )
+    .bind(day.succ_opt().unwrap_or(day))
+    .execute(tx)
+    .await?;
+    Ok(())
+}
+
 impl Store {
     /// Rolls up, oldest first, at most `max_days` whole days not rolled up yet that ended at
-    /// least [`ROLL_UP_AFTER`] before `now`, each day in one transaction; how many it rolled.
-    pub async fn roll_up_report_days(&self, now: DateTime<Utc>, max_days: u32) -> Result<u32> {
+    /// least [`ROLL_UP_AFTER`] before `now`, each day in one transaction; how many it rolled,
+    /// and how many it refused because their state changes were pruned.
+    pub async fn roll_up_report_days(
+        &self,
+        now: DateTime<Utc>,
+        max_days: u32,
+    ) -> Result<RolledDays> {
         let rolled_until: Option<NaiveDate> =
             sqlx::query_scalar("SELECT rolled_until FROM report_rollup")
                 .fetch_optional(&self.pool)
@@ -59,20 +87,43 @@ impl Store {
                 .await?;
                 match first {
                     Some(at) => at.date_naive(),
-                    None => return Ok(0),
+                    None => return Ok(RolledDays::default()),
                 }
             }
         };
+        let pruned: Option<DateTime<Utc>> =
+            sqlx::query_scalar("SELECT before FROM state_changes_pruned")
+                .fetch_optional(&self.pool)
+                .await?;
         // Days before this one ended at least ROLL_UP_AFTER ago.
         let end = (now - ROLL_UP_AFTER).date_naive();
-        let mut rolled = 0;
+        let mut rolled = RolledDays::default();
         let mut day = first;
-        while day < end && rolled < max_days {
-            self.roll_up_day(day).await?;
-            rolled += 1;
+        while day < end && rolled.days + rolled.refused < max_days {
+            if pruned.is_some_and(|before| midnight(day) < before) {
+                self.refuse_day(day).await?;
+                rolled.refused += 1;
+            } else {
+                self.roll_up_day(day).await?;
+                rolled.days += 1;
+            }
             day = day.succ_opt().unwrap_or(end);
         }
         Ok(rolled)
+    }
+
+    /// Refuses `day`, whose state changes were pruned before it was rolled up: rolled from
+    /// what is left, its stopped stretches would never end, and the figure would stay wrong.
+    /// Reports say they do not count it.
+    async fn refuse_day(&self, day: NaiveDate) -> Result<()> {
+        let mut tx = self.pool.begin().await?;
+        sqlx::query("INSERT INTO report_days_uncounted (day) VALUES ($1) ON CONFLICT DO NOTHING")
+            .bind(day)
+            .execute(&mut *tx)
+            .await?;
+        advance_rollup(&mut tx, day).await?;
+        tx.commit().await?;
+        Ok(())
     }
 
     /// Rolls up `day`: its rows and hours, and the rollup moved past it, in one transaction.
@@ -126,14 +177,7 @@ impl Store {
         .bind(hours.iter().map(|h| h.3.stopped).collect::<Vec<_>>())
         .execute(&mut *tx)
         .await?;
-        sqlx::query(
-            "INSERT INTO report_rollup (rolled_until) VALUES ($1)
-             ON CONFLICT (only_row) DO UPDATE SET rolled_until = greatest(
-                 report_rollup.rolled_until, excluded.rolled_until)",
-        )
-        .bind(day.succ_opt().unwrap_or(day))
-        .execute(&mut *tx)
-        .await?;
+        advance_rollup(&mut tx, day).await?;
         tx.commit().await?;
         Ok(())
     }
@@ -195,13 +239,21 @@ impl Store {
                 self.rolled_hours(from, to).await
             }
         };
-        let (rest, head, tail, rolled, rolled_tag_keys, hours) = tokio::try_join!(
+        let uncounted = sqlx::query_scalar(
+            "SELECT day FROM report_days_uncounted WHERE day >= $1 AND day < $2 ORDER BY day",
+        )
+        .bind(first_whole)
+        .bind(rolled_end)
+        .fetch_all(&self.pool)
+        .err_into();
+        let (rest, head, tail, rolled, rolled_tag_keys, hours, uncounted) = tokio::try_join!(
             rest,
             part(head),
             part(tail),
             self.rolled_sums(first_whole, rolled_end, by),
             self.rolled_tag_keys(first_whole, rolled_end),
             hours,
+            uncounted,
         )?;
         Ok(Parts {
             stops: head.into_iter().chain(tail).collect(),
@@ -209,6 +261,7 @@ impl Store {
             rolled,
             rolled_tag_keys,
             hours,
+            uncounted,
         })
     }
 

@@ -1,5 +1,6 @@
-//! Pruning what ebb keeps for a while: instance state changes, spot interruption warnings, the
-//! pools' events, GPU readings, posted heartbeats and the last activity readings. Never the audit log, which is append-only.
+//! Pruning what ebb keeps for a while: instance state changes (never those the report's
+//! roll-up still needs), spot interruption warnings, the pools' events, GPU readings, posted
+//! heartbeats and the last activity readings. Never the audit log, which is append-only.
 
 use super::{Result, Store};
 use chrono::{DateTime, Utc};
@@ -13,6 +14,9 @@ const ROWS_PER_DELETE: i64 = 10_000;
 pub struct Pruned {
     /// Instance state changes.
     pub events: u64,
+    /// Instance state changes before this were deleted: the retention's horizon, or the first
+    /// day the report's roll-up has still to roll, when that is earlier.
+    pub events_before: DateTime<Utc>,
     /// Spot interruption warnings and rebalance recommendations.
     pub warnings: u64,
     /// The pools' interruptions and rebalance recommendations read from the queue.
@@ -26,22 +30,42 @@ pub struct Pruned {
     pub activity: u64,
 }
 
+/// The time before which state changes may go, given the retention's horizon `$1`: the
+/// earlier of it and the start of the first day the report's roll-up has still to roll (the
+/// day of ebb's first stop or start when nothing is rolled up yet).
+const KEPT_FOR_ROLL_UP: &str = "SELECT least($1, coalesce(
+         (SELECT rolled_until::timestamp AT TIME ZONE 'UTC' FROM report_rollup),
+         (SELECT date_trunc('day', min(at) AT TIME ZONE 'UTC') AT TIME ZONE 'UTC'
+          FROM audit_log
+          WHERE actor = 'scheduler' AND NOT dry_run AND outcome = 'succeeded'
+            AND action IN ('stop', 'hibernate', 'start')),
+         $1))";
+
 impl Store {
     /// Deletes instance state changes, spot interruption warnings and the pools' events from
     /// before `before`, and GPU readings of hours that ended before `readings_before`, and
-    /// heartbeats posted and activity read before it, in batches.
+    /// heartbeats posted and activity read before it, in batches. State changes of days the
+    /// report's roll-up has still to roll are kept: a day rolled up without them would be
+    /// wrong for good.
     pub async fn prune(
         &self,
         before: DateTime<Utc>,
         readings_before: DateTime<Utc>,
     ) -> Result<Pruned> {
-        let mut pruned = Pruned::default();
+        let events_before: DateTime<Utc> = sqlx::query_scalar(KEPT_FOR_ROLL_UP)
+            .bind(before)
+            .fetch_one(&self.pool)
+            .await?;
+        let mut pruned = Pruned {
+            events_before,
+            ..Pruned::default()
+        };
         loop {
             let deleted = sqlx::query(
                 "DELETE FROM instance_events WHERE id IN (
                      SELECT id FROM instance_events WHERE at < $1 LIMIT $2)",
             )
-            .bind(before)
+            .bind(events_before)
             .bind(ROWS_PER_DELETE)
             .execute(&self.pool)
             .await?
@@ -51,6 +75,14 @@ impl Store {
                 break;
             }
         }
+        sqlx::query(
+            "INSERT INTO state_changes_pruned (before) VALUES ($1)
+             ON CONFLICT (only_row) DO UPDATE
+             SET before = greatest(state_changes_pruned.before, excluded.before)",
+        )
+        .bind(events_before)
+        .execute(&self.pool)
+        .await?;
         pruned.warnings = sqlx::query("DELETE FROM spot_warnings WHERE warned_at < $1")
             .bind(before)
             .execute(&self.pool)

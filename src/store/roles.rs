@@ -65,6 +65,8 @@ pub const RUNTIME_PRIVILEGES: &[(&str, &str)] = &[
     ("report_days", "SELECT, INSERT"),
     ("report_rollup", "SELECT, INSERT, UPDATE"),
     ("report_hours", "SELECT, INSERT"),
+    ("report_days_uncounted", "SELECT, INSERT"),
+    ("state_changes_pruned", "SELECT, INSERT, UPDATE"),
     ("capacity_reservations", "SELECT, INSERT, UPDATE"),
     ("pool_events", "SELECT, INSERT, DELETE"),
     ("heartbeats", "SELECT, INSERT, UPDATE, DELETE"),

@@ -2,7 +2,8 @@
 //! tests/common/savings.rs rolled up day by day, then every report read from the rollups and
 //! the rest of the window (`Store::report_parts`) equal to the one worked out day by day from
 //! the whole window's history (`Store::report_history`), for whole days, days cut by the
-//! window, and grouped by a tag or not.
+//! window, and grouped by a tag or not. The pruner keeps the state changes of days not rolled
+//! up yet, and a day whose changes an earlier ebb pruned first is refused, not rolled.
 
 use crate::common;
 
@@ -49,11 +50,14 @@ async fn both(
 async fn reports_from_the_rollups_equal_the_day_by_day_calculation(pool: PgPool) {
     let store = Store::from_pool(pool.clone());
     history(&store).await;
-    let rolled = store.roll_up_report_days(t(NOW), 400).await.unwrap();
+    let rolled = store.roll_up_report_days(t(NOW), 400).await.unwrap().days;
     // From the first stop's day, 29 November, to 8 December: 9 December ended at NOW, less
     // than ROLL_UP_AFTER ago.
     assert_eq!(rolled, 10);
-    assert_eq!(store.roll_up_report_days(t(NOW), 400).await.unwrap(), 0);
+    assert_eq!(
+        store.roll_up_report_days(t(NOW), 400).await.unwrap().days,
+        0
+    );
     let rows: i64 = sqlx::query_scalar("SELECT count(*) FROM report_days")
         .fetch_one(&pool)
         .await
@@ -96,14 +100,17 @@ async fn a_report_reads_its_whole_past_days_from_the_rollups(pool: PgPool) {
     let (before, by_day, rows) = both(&store, since, until, None, &price_table()).await;
     assert_eq!((before.clone(), rows), (by_day, 0));
     // Rolled up one day at a time, the oldest first.
-    assert_eq!(store.roll_up_report_days(t(NOW), 1).await.unwrap(), 1);
+    assert_eq!(store.roll_up_report_days(t(NOW), 1).await.unwrap().days, 1);
     let rolled_until: chrono::NaiveDate =
         sqlx::query_scalar("SELECT rolled_until FROM report_rollup")
             .fetch_one(&pool)
             .await
             .unwrap();
     assert_eq!(rolled_until.to_string(), "2026-11-30");
-    assert_eq!(store.roll_up_report_days(t(NOW), 400).await.unwrap(), 9);
+    assert_eq!(
+        store.roll_up_report_days(t(NOW), 400).await.unwrap().days,
+        9
+    );
     // A day's rows stand for its stops: doubled, the report's stopped hours follow them.
     sqlx::query("UPDATE report_days SET stopped_hours = stopped_hours * 2")
         .execute(&pool)
@@ -161,7 +168,10 @@ async fn commitments_and_stopped_boxes_costs_net_alike_from_the_rollups(pool: Pg
     let path = dir.path().join("prices.yaml");
     std::fs::write(&path, NETTING).unwrap();
     let prices = ebb::cloud::prices::load(&path).unwrap();
-    assert_eq!(store.roll_up_report_days(t(NOW), 400).await.unwrap(), 10);
+    assert_eq!(
+        store.roll_up_report_days(t(NOW), 400).await.unwrap().days,
+        10
+    );
 
     // Worked by hand over the whole history: i-cv (the only g.ten) stopped 11 h from 20:00,
     // but was seen stopped at 20:05 and so ran, as far as the state changes say, until then:
@@ -233,4 +243,99 @@ fn close(a: &Value, b: &Value, what: &str) {
         }
         _ => assert_eq!(a, b, "{what}"),
     }
+}
+
+#[sqlx::test]
+async fn the_pruner_keeps_the_state_changes_of_days_not_rolled_up(pool: PgPool) {
+    let store = Store::from_pool(pool.clone());
+    history(&store).await;
+    let changes = || async {
+        let n: i64 = sqlx::query_scalar("SELECT count(*) FROM instance_events")
+            .fetch_one(&pool)
+            .await
+            .unwrap();
+        n
+    };
+    let all = changes().await;
+    // Nothing rolled up yet: kept from the day of ebb's first stop, 29 November.
+    let pruned = store.prune(t(NOW), t(NOW)).await.unwrap();
+    assert_eq!(pruned.events_before, t("2026-11-29T00:00:00Z"));
+    assert_eq!((pruned.events, changes().await), (0, all));
+    // Two days rolled up: what they needed may go, the rest stays.
+    assert_eq!(store.roll_up_report_days(t(NOW), 2).await.unwrap().days, 2);
+    let pruned = store.prune(t(NOW), t(NOW)).await.unwrap();
+    assert_eq!(pruned.events_before, t("2026-12-01T00:00:00Z"));
+    assert!(pruned.events > 0, "the two rolled days' changes go");
+    let left: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM instance_events WHERE at >= '2026-12-01T00:00:00Z'",
+    )
+    .fetch_one(&pool)
+    .await
+    .unwrap();
+    assert_eq!(left, changes().await);
+    assert_eq!(pruned.events as i64 + left, all);
+    // Every other day still rolls up, none refused.
+    let rolled = store.roll_up_report_days(t(NOW), 400).await.unwrap();
+    assert_eq!((rolled.days, rolled.refused), (8, 0));
+}
+
+#[sqlx::test]
+async fn a_day_whose_state_changes_were_pruned_first_is_refused_and_not_counted(pool: PgPool) {
+    let store = Store::from_pool(pool.clone());
+    history(&store).await;
+    // An earlier ebb pruned the changes before 1 December without waiting for the roll-up;
+    // the migration then finds ebb's first stop older than the first change kept.
+    sqlx::query("DELETE FROM instance_events WHERE at < '2026-12-01T00:00:00Z'")
+        .execute(&pool)
+        .await
+        .unwrap();
+    let migration = include_str!("../../migrations/0041_state_changes_pruned.sql");
+    let insert = migration
+        .split(';')
+        .find(|statement| statement.trim_start().starts_with("INSERT"))
+        .unwrap();
+    sqlx::query(insert).execute(&pool).await.unwrap();
+    let before: chrono::DateTime<chrono::Utc> =
+        sqlx::query_scalar("SELECT before FROM state_changes_pruned")
+            .fetch_one(&pool)
+            .await
+            .unwrap();
+    // The first change kept, on the morning of 1 December.
+    assert!(before > t("2026-12-01T00:00:00Z") && before < t("2026-12-02T00:00:00Z"));
+
+    // 29 November to 1 December lost changes: refused, the rest rolled up.
+    let rolled = store.roll_up_report_days(t(NOW), 400).await.unwrap();
+    assert_eq!((rolled.days, rolled.refused), (7, 3));
+
+    let window = Window {
+        since: t("2026-11-30T00:00:00Z"),
+        until: t("2026-12-02T00:00:00Z"),
+    };
+    let prices = price_table();
+    let parts = store
+        .report_parts(window, None, &prices.commitments)
+        .await
+        .unwrap();
+    let report = compute_parts(&parts, window, None, &prices);
+    assert_eq!(report.total.stopped_hours, 0.0, "nothing counted from them");
+    let days: Vec<String> = report
+        .uncounted_days
+        .iter()
+        .map(|d| d.to_string())
+        .collect();
+    assert_eq!(days, ["2026-11-30", "2026-12-01"]);
+    let text = ebb::report::table(&report);
+    assert!(
+        text.contains(
+            "not counted: 2 days from 2026-11-30 to 2026-12-01, whose state changes were pruned"
+        ),
+        "{text}"
+    );
+    // Worked out from what is left, those days would claim stopped hours: what a roll-up
+    // over them would have frozen.
+    let whole = store
+        .report_history(window.since, window.until, &prices.commitments)
+        .await
+        .unwrap();
+    assert!(compute(&whole, window, None, &prices).total.stopped_hours > 0.0);
 }

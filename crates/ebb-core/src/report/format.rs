@@ -133,6 +133,13 @@ pub fn table(r: &Report) -> String {
             t.charging_stopped_hours
         );
     }
+    if let (Some(first), Some(last)) = (r.uncounted_days.first(), r.uncounted_days.last()) {
+        let _ = writeln!(
+            out,
+            "not counted: {} from {first} to {last}, whose state changes were pruned (EBB_RETENTION) before the report's roll-up reached them",
+            count(r.uncounted_days.len() as u64, "day", "days"),
+        );
+    }
     for c in &r.other_currencies {
         let _ = writeln!(
             out,

@@ -306,6 +306,9 @@ pub struct Report {
     /// (`other_currencies`), apart: never added to the dollars, whose figures count those
     /// regions' hours as unpriced.
     pub other_currencies: Vec<InCurrency>,
+    /// The window's days the report does not count: their state changes were pruned before
+    /// the report's roll-up reached them, and what is left cannot say how long a stop lasted.
+    pub uncounted_days: Vec<NaiveDate>,
 }
 
 /// The name of what no policy was recorded with.

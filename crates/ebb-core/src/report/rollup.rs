@@ -156,6 +156,8 @@ pub struct Parts {
     pub rolled_tag_keys: Vec<String>,
     /// The rolled days' hourly totals, for the commitments (read only when some are held).
     pub hours: HourlyTotals,
+    /// The days of the window the roll-up refused, their state changes pruned first.
+    pub uncounted: Vec<NaiveDate>,
 }
 
 /// The report of `parts` over `window`, as [`super::compute`] makes it from the whole window's
@@ -223,6 +225,7 @@ pub fn compute_parts(
         .chain(parts.rolled_tag_keys.iter().cloned())
         .collect();
     report.tag_keys = keys.into_iter().collect();
+    report.uncounted_days = parts.uncounted.clone();
     report.other_currencies = super::currencies::in_other_currencies(prices, |table| {
         compute_parts(parts, window, by, table)
     });

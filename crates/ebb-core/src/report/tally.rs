@@ -295,5 +295,6 @@ pub(super) fn finish(mut tally: Tally, window: Window) -> Report {
         groups: Vec::new(),
         tag_keys: Vec::new(),
         other_currencies: Vec::new(),
+        uncounted_days: Vec::new(),
     }
 }
