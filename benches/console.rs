@@ -146,6 +146,7 @@ fn serve_on(
                 prices: Arc::new(prices.clone()),
                 cloud: ebb::fleet::Cloud::Aws,
                 change_budgets: Default::default(),
+                attempts: Default::default(),
                 audit_verified: Default::default(),
             };
             let routes = api::router(state.clone()).merge(ebb::console::router(state));

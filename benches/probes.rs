@@ -78,6 +78,7 @@ fn serving(rt: &Runtime, dir: &std::path::Path) -> SocketAddr {
         prices: Default::default(),
         cloud: ebb::fleet::Cloud::Aws,
         events: None,
+        trusted_proxies: Vec::new(),
     };
     let control = Arc::new(Control::default());
     rt.spawn(serve::run(

@@ -9,6 +9,7 @@
 //! has a time limit, and database errors are logged, not shown. Errors are JSON:
 //! `{"error": "..."}`.
 
+mod attempts;
 mod auth;
 mod budget_raises;
 mod budgets;
@@ -16,6 +17,7 @@ mod heartbeat;
 mod lists;
 mod overrides;
 
+pub use attempts::{trusted_proxy, Attempts, ATTEMPTS, REFILL};
 pub use auth::{session_binding, Caller, Scope, Scopes, Tokens, TokensError};
 pub use budgets::ChangeBudgets;
 pub use heartbeat::HeartbeatKey;
@@ -104,6 +106,8 @@ pub struct ApiState {
     pub cloud: crate::fleet::Cloud,
     /// What is left of each token's budget of override changes.
     pub change_budgets: Arc<ChangeBudgets>,
+    /// What is left of each client address's budget of logins and snooze-link uses.
+    pub attempts: Arc<Attempts>,
     /// How far the console's audit page found the chain intact, where its next check starts.
     pub audit_verified: Arc<VerifiedHead>,
 }

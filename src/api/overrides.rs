@@ -119,16 +119,19 @@ pub async fn revoke_override(
 /// Takes one change from the budget named `budget`: 429 with when to try again once it is
 /// spent.
 pub(super) fn spend_change(state: &ApiState, budget: &str) -> ApiResult<()> {
-    state.change_budgets.take(budget).map_err(|wait| {
-        ApiError::too_many(
-            wait,
-            format!(
-                "{budget} has made {} override changes within a minute; try again in {} s",
-                state.limits.changes_per_minute,
-                wait.as_secs().max(1)
-            ),
-        )
-    })
+    state
+        .change_budgets
+        .take(&budget.to_string())
+        .map_err(|wait| {
+            ApiError::too_many(
+                wait,
+                format!(
+                    "{budget} has made {} override changes within a minute; try again in {} s",
+                    state.limits.changes_per_minute,
+                    wait.as_secs().max(1)
+                ),
+            )
+        })
 }
 
 /// Checkpoints the rows a change appended, apart from the request: the answer never waits on

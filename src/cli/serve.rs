@@ -81,6 +81,13 @@ pub(super) struct ServeArgs {
     #[arg(long, env = "EBB_CONSOLE_SECURE_COOKIES", default_value_t = false, action = clap::ArgAction::Set,
           help_heading = "API and console")]
     pub(super) console_secure_cookies: bool,
+    /// The proxies in front of ebb (networks or addresses, comma-separated, e.g. the ingress
+    /// controller's pod network) whose `X-Forwarded-For` names the client, for the budgets of
+    /// console logins and snooze-link uses per client address (default: none; every client
+    /// behind a proxy then shares its budget).
+    #[arg(long, env = "EBB_TRUSTED_PROXIES", value_name = "NETS", value_delimiter = ',',
+          value_parser = crate::api::trusted_proxy, help_heading = "API and console")]
+    pub(super) trusted_proxies: Vec<ipnet::IpNet>,
     /// With EBB_CLOUD=sim:FILE: the simulated clock's start, RFC 3339 (default: now).
     #[arg(long, env = "EBB_CLOCK_START", value_name = "TS", value_parser = when::parse_time,
           help_heading = "Simulated fleet")]
@@ -230,6 +237,7 @@ impl OnCloud for Serving {
             },
             tokens,
             checkpoints,
+            trusted_proxies: args.trusted_proxies,
             limits: ApiLimits {
                 public_reads: args.api_public_reads,
                 max_override: chrono::Duration::from_std(args.max_override.max_override)?,

@@ -8,6 +8,7 @@
 //! the `override` scope, to make and revoke overrides from an instance's page.
 
 mod advice;
+mod attempts;
 mod audit;
 mod budgets;
 mod chart;
@@ -62,22 +63,30 @@ pub fn router(state: ApiState) -> Router {
             state.clone(),
             session::require_read,
         ))
-        .merge(forms())
+        .merge(forms(&state))
         .route("/console.css", get(stylesheet))
         .with_state(state);
     api::bounded(pages, &limits)
 }
 
 /// Logging in and out, the override forms (each checks its own login and CSRF token), and
-/// the snooze links' page and button (the link is the credential).
-fn forms() -> Router<ApiState> {
+/// the snooze links' page and button (the link is the credential). Logins and the snooze
+/// links take from their client address's budget.
+fn forms(state: &ApiState) -> Router<ApiState> {
+    let attempts = Router::new()
+        .route("/login", post(login::login))
+        .route("/snooze/{link}", get(snooze::page))
+        .route("/snooze", post(snooze::snooze))
+        .route_layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            attempts::limit,
+        ));
     Router::new()
-        .route("/login", get(login::page).post(login::login))
+        .route("/login", get(login::page))
         .route("/logout", post(login::logout))
         .route("/instances/{id}/overrides", post(overrides::create))
         .route("/overrides/{id}/revoke", post(overrides::revoke))
-        .route("/snooze/{link}", get(snooze::page))
-        .route("/snooze", post(snooze::snooze))
+        .merge(attempts)
 }
 
 async fn stylesheet() -> impl IntoResponse {

@@ -23,7 +23,7 @@
 //! above make soon.
 
 use axum::body::{Body, Bytes};
-use axum::extract::Request;
+use axum::extract::{ConnectInfo, Request};
 use axum::http::{header, StatusCode};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
@@ -33,6 +33,7 @@ use hyper::server::conn::http1;
 use hyper_util::rt::TokioIo;
 use hyper_util::service::TowerToHyperService;
 use std::future::Future;
+use std::net::SocketAddr;
 use std::pin::{pin, Pin};
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
@@ -105,14 +106,14 @@ pub async fn serve(
             () = &mut shutdown => break,
         };
         match accepted {
-            Ok((stream, _)) => {
+            Ok((stream, peer)) => {
                 let (routes, limits) = match probes_only {
                     false => (routes.clone(), limits),
                     true => (probes.clone(), probe_limits(limits)),
                 };
                 let stopping = stopping.clone();
                 tokio::spawn(async move {
-                    connection(stream, routes, limits, !probes_only, stopping).await;
+                    connection(stream, peer, routes, limits, !probes_only, stopping).await;
                     drop(slot);
                 });
             }
@@ -151,10 +152,11 @@ async fn probes_only(request: Request, next: Next) -> Response {
         .into_response()
 }
 
-/// Serves one connection until it closes (after one answer unless `keep_alive`), its
+/// Serves one connection from `peer` until it closes (after one answer unless `keep_alive`), its
 /// watchdog expires, or the listener stops.
 async fn connection(
     stream: TcpStream,
+    peer: SocketAddr,
     routes: Router,
     limits: HttpLimits,
     keep_alive: bool,
@@ -163,7 +165,9 @@ async fn connection(
     let activity = Arc::new(Activity::new(Instant::now()));
     let router = TowerToHyperService::new(routes);
     let on_request = activity.clone();
-    let service = hyper::service::service_fn(move |request: hyper::Request<Incoming>| {
+    let service = hyper::service::service_fn(move |mut request: hyper::Request<Incoming>| {
+        // Where it came from, as axum::serve tells it: for the per-address budgets.
+        request.extensions_mut().insert(ConnectInfo(peer));
         let activity = on_request.clone();
         let busy = Busy::begin(activity.clone());
         let answer = hyper::service::Service::call(&router, request);
@@ -668,6 +672,23 @@ mod tests {
         assert!(got.contains("part 0\n"), "{got}");
         assert!(!got.ends_with("0\r\n\r\n"), "not sent whole: {got}");
         assert!(asked.elapsed() >= LIMITS.idle_timeout);
+    }
+
+    #[tokio::test]
+    async fn each_request_knows_the_address_it_came_from() {
+        let routes = Router::new().route(
+            "/readyz",
+            get(|ConnectInfo(peer): ConnectInfo<SocketAddr>| async move {
+                format!("from {}: ready", peer.ip())
+            }),
+        );
+        let (addr, _stop) = listening_to(routes, LIMITS).await;
+        // Another loopback address than the listener's, as another host would be.
+        let socket = tokio::net::TcpSocket::new_v4().unwrap();
+        socket.bind("127.0.0.2:0".parse().unwrap()).unwrap();
+        let mut client = socket.connect(addr).await.unwrap();
+        let answer = ask_ready(&mut client).await;
+        assert!(answer.ends_with("from 127.0.0.2: ready"), "{answer}");
     }
 
     #[tokio::test(start_paused = true)]

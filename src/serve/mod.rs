@@ -25,7 +25,7 @@ pub use listener::HttpLimits;
 pub use rollup::{ReportRollup, RollupError, RollupStatus};
 pub use sessions::{SessionPruneError, SessionPruner, SessionsPruned};
 
-use crate::api::{self, ApiLimits, ApiState, ChangeBudgets, Tokens};
+use crate::api::{self, ApiLimits, ApiState, Attempts, ChangeBudgets, Tokens};
 use crate::checkpoint::Publisher;
 use crate::clock::Clock;
 use crate::cloud::aws::warnings::InterruptionQueue;
@@ -101,6 +101,8 @@ pub struct Config {
     pub cloud: crate::fleet::Cloud,
     /// Where every outcome is posted as an event, if anywhere.
     pub events: Option<EventsConfig>,
+    /// The proxies whose `X-Forwarded-For` names the client of a login or a snooze link.
+    pub trusted_proxies: Vec<ipnet::IpNet>,
 }
 
 /// Why serving could not start.
@@ -147,6 +149,7 @@ pub async fn run<P: Provider>(
         clock: config.clock,
         checkpoints: config.checkpoints.clone(),
         change_budgets: Arc::new(ChangeBudgets::new(config.limits.changes_per_minute)),
+        attempts: Arc::new(Attempts::new(config.trusted_proxies)),
         audit_verified: Default::default(),
         limits: config.limits,
         prices: Arc::new(config.prices),

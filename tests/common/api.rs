@@ -25,6 +25,7 @@ pub fn state(store: &Store, policies: Vec<PathBuf>, clock: Clock) -> ApiState {
         prices: Arc::new(super::savings::price_table()),
         cloud: ebb::fleet::Cloud::Aws,
         change_budgets: Default::default(),
+        attempts: Default::default(),
         audit_verified: Default::default(),
     }
 }
@@ -47,10 +48,12 @@ pub async fn serve_with_console(state: ApiState) -> String {
     serve(ebb::api::router(state.clone()).merge(ebb::console::router(state))).await
 }
 
-/// Serves `routes` on a free port for the rest of the test: their base URL.
+/// Serves `routes` on a free port for the rest of the test, each request knowing its client's
+/// address as under `ebb serve`: their base URL.
 pub async fn serve(routes: axum::Router) -> String {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let base = format!("http://{}", listener.local_addr().unwrap());
-    tokio::spawn(async move { axum::serve(listener, routes).await });
+    let service = routes.into_make_service_with_connect_info::<std::net::SocketAddr>();
+    tokio::spawn(async move { axum::serve(listener, service).await });
     base
 }

@@ -70,6 +70,7 @@ impl Replica {
             prices: Default::default(),
             cloud: ebb::fleet::Cloud::Aws,
             events: None,
+            trusted_proxies: Vec::new(),
             retention: serve::Retention {
                 history: chrono::Duration::days(90),
                 readings: chrono::Duration::days(35),

@@ -11,6 +11,7 @@ mod acting;
 mod activity_export;
 mod alibaba;
 mod api;
+mod attempts;
 mod budgets;
 mod charging_stops;
 mod cloudwatch_reads;
