@@ -519,6 +519,7 @@ impl SnapshotGroup {
             .map(|i| GroupMember {
                 id: i.id.clone(),
                 instance_type: i.instance_type.clone(),
+                protected_from_scale_in: false,
             })
             .collect();
         let capacity = Capacity {
@@ -535,6 +536,7 @@ impl SnapshotGroup {
                 up: self.up.unwrap_or(capacity),
                 types,
                 down_since,
+                protected: Vec::new(),
             }
         });
         GroupSnapshot {

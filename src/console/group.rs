@@ -203,6 +203,7 @@ fn decide_now(
             .map(|m| GroupMember {
                 id: m.id.clone(),
                 instance_type: m.instance_type.clone(),
+                protected_from_scale_in: false,
             })
             .collect(),
     };

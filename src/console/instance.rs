@@ -194,7 +194,7 @@ fn facts(i: &InstanceRecord) -> Markup {
                 dd {
                     (owner.0)
                     @if matches!(owner.0.kind(), OwnerKind::Asg | OwnerKind::EksNodegroup) {
-                        ": ebb scales the group, never this member alone; an override on this member, or its ebb:keep-until or ebb:skip, holds the whole group's scale-down"
+                        ": ebb scales the group, never this member alone; an override on this member, or its ebb:keep-until or ebb:skip, holds the whole group's scale-down, or, where the group's policy has group.protect_members, keeps this member running while the group is scaled down around it"
                     }
                 }
             }

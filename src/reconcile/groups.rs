@@ -155,6 +155,22 @@ impl<P: Provider> Reconciler<P> {
             .leader
             .fence_group(&intent, &d.region, &d.group, to)
             .await?;
+        let mut memory = d.memory.clone();
+        if let Err(why) = self.protect_members(scaling, d, &mut memory).await {
+            // No capacity change: a member the change keeps is not protected from it.
+            tracing::warn!(group = %d.group, region = %d.region, action, why = %why, "group change not made");
+            tick.report.groups.failed += 1;
+            let entry = NewAuditEntry {
+                outcome: Outcome::Failed,
+                error: Some(why),
+                intent_seq: Some(written.seq),
+                ..intent
+            };
+            self.store
+                .group_outcome(&entry, &d.region, &d.group, &memory)
+                .await?;
+            return Ok(());
+        }
         let node_group = group.node_group();
         let answer = match &node_group {
             Some(ng) => {
@@ -192,13 +208,13 @@ impl<P: Provider> Reconciler<P> {
                 let down_since = (d.action == GroupAction::ScaleDown).then_some(tick.now);
                 let memory = GroupMemory {
                     down_since,
-                    ..d.memory.clone()
+                    ..memory
                 };
                 (Outcome::Succeeded, memory, request_id, None)
             }
             Err(err) => (
                 Outcome::Failed,
-                d.memory.clone(),
+                memory,
                 err.request_id.clone(),
                 Some(err.stored()),
             ),
@@ -228,6 +244,59 @@ impl<P: Provider> Reconciler<P> {
             .group_outcome(&entry, &d.region, &d.group, &memory)
             .await?;
         Ok(())
+    }
+
+    /// Before a change of a group: takes ebb's scale-in protection off the members of
+    /// `d.unprotect` (those it comes off are dropped from `memory`; one that stays protected
+    /// only keeps a member the group would end, and is tried again at the next change), then
+    /// puts it on those of `d.protect` and reads the group again: every member the change keeps
+    /// must read as protected, whatever the call answered (a lost answer may have landed).
+    /// `Err` says why not: unknown means no change.
+    async fn protect_members(
+        &self,
+        scaling: &P::ScalingGroups,
+        d: &GroupDecision,
+        memory: &mut GroupMemory,
+    ) -> Result<(), String> {
+        if !d.unprotect.is_empty() {
+            let call = scaling.set_scale_in_protection(&d.region, &d.group, &d.unprotect, false);
+            match call.await {
+                Ok(_) => memory.protected.retain(|id| !d.unprotect.contains(id)),
+                Err(err) => {
+                    tracing::warn!(group = %d.group, region = %d.region, members = ?d.unprotect, error = %err, "scale-in protection ebb set could not be taken off; tried again at the next change");
+                }
+            }
+        }
+        if d.protect.is_empty() {
+            return Ok(());
+        }
+        let call = scaling.set_scale_in_protection(&d.region, &d.group, &d.protect, true);
+        let answer = call.await.err();
+        let fresh = scaling.scaling_groups(&d.region).await.map_err(|err| {
+            format!("could not read the group again after protecting its members ({err}); unknown means no scale-down")
+        })?;
+        let unprotected: Vec<&String> = d
+            .protect
+            .iter()
+            .filter(|id| {
+                !fresh
+                    .iter()
+                    .filter(|g| g.name == d.group)
+                    .flat_map(|g| &g.members)
+                    .any(|m| &m.id == *id && m.protected_from_scale_in)
+            })
+            .collect();
+        match (unprotected.is_empty(), answer) {
+            (true, _) => Ok(()),
+            (false, Some(err)) => Err(format!(
+                "could not protect {} from the group's scale-in ({err}); not scaled down",
+                list(&unprotected)
+            )),
+            (false, None) => Err(format!(
+                "{} still not protected from the group's scale-in after SetInstanceProtection; not scaled down",
+                list(&unprotected)
+            )),
+        }
     }
 
     /// The outcome of a change left pending, from `group`'s capacity now: done when the group
@@ -364,9 +433,17 @@ fn through(group: &ScalingGroup) -> String {
         .unwrap_or_default()
 }
 
+/// Member ids, comma-separated.
+fn list(ids: &[&String]) -> String {
+    ids.iter()
+        .map(|id| id.as_str())
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 /// `Ok` when the decision made again right before the call still asks for what `d` does.
 fn same(d: &GroupDecision, again: &GroupDecision) -> Result<(), String> {
-    if again.action == d.action && again.to == d.to {
+    if again.action == d.action && again.to == d.to && again.keep == d.keep {
         Ok(())
     } else {
         Err(format!(

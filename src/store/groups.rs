@@ -37,8 +37,8 @@ impl Store {
     /// The groups of `region` ebb remembers, by name.
     pub async fn groups_of(&self, region: &str) -> Result<HashMap<String, StoredGroup>> {
         let rows = sqlx::query(
-            "SELECT name, up_min, up_desired, up_max, types, down_since, intent_seq, intent_at,
-                    intent_min, intent_desired, intent_max, intent_update
+            "SELECT name, up_min, up_desired, up_max, types, down_since, protected, intent_seq,
+                    intent_at, intent_min, intent_desired, intent_max, intent_update
              FROM scaling_groups WHERE region = $1",
         )
         .bind(region)
@@ -157,6 +157,7 @@ pub(super) fn stored_group(row: &PgRow) -> Result<StoredGroup> {
             },
             types: row.try_get("types")?,
             down_since: row.try_get("down_since")?,
+            protected: row.try_get("protected")?,
         },
         pending,
     })
@@ -170,10 +171,11 @@ async fn remember_in(
     memory: &GroupMemory,
 ) -> Result<()> {
     sqlx::query(
-        "INSERT INTO scaling_groups (region, name, up_min, up_desired, up_max, types, down_since)
-         VALUES ($1, $2, $3, $4, $5, $6, $7)
+        "INSERT INTO scaling_groups (region, name, up_min, up_desired, up_max, types, down_since,
+             protected)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
          ON CONFLICT (region, name) DO UPDATE SET up_min = $3, up_desired = $4, up_max = $5,
-             types = $6, down_since = $7",
+             types = $6, down_since = $7, protected = $8",
     )
     .bind(region)
     .bind(name)
@@ -182,6 +184,7 @@ async fn remember_in(
     .bind(memory.up.max)
     .bind(&memory.types)
     .bind(memory.down_since)
+    .bind(&memory.protected)
     .execute(conn)
     .await?;
     Ok(())

@@ -53,6 +53,7 @@ pub enum Method {
     MigrationArtifacts,
     ScalingGroups,
     SetGroupCapacity,
+    SetScaleInProtection,
     SetNodeGroupCapacity,
     NodeGroupUpdate,
     NodeGroupCapacity,
@@ -68,7 +69,7 @@ pub enum Method {
 
 impl Method {
     /// Every method.
-    pub const ALL: [Method; 34] = [
+    pub const ALL: [Method; 35] = [
         Method::Instances,
         Method::Reread,
         Method::GpuUtilisation,
@@ -92,6 +93,7 @@ impl Method {
         Method::MigrationArtifacts,
         Method::ScalingGroups,
         Method::SetGroupCapacity,
+        Method::SetScaleInProtection,
         Method::SetNodeGroupCapacity,
         Method::NodeGroupUpdate,
         Method::NodeGroupCapacity,
@@ -131,6 +133,7 @@ impl Method {
             Method::MigrationArtifacts => "migration_artifacts",
             Method::ScalingGroups => "scaling_groups",
             Method::SetGroupCapacity => "set_group_capacity",
+            Method::SetScaleInProtection => "set_scale_in_protection",
             Method::SetNodeGroupCapacity => "set_node_group_capacity",
             Method::NodeGroupUpdate => "node_group_update",
             Method::NodeGroupCapacity => "node_group_capacity",
@@ -173,6 +176,7 @@ impl Method {
             Method::DeleteSnapshot => "DeleteSnapshot",
             Method::ScalingGroups => "DescribeAutoScalingGroups",
             Method::SetGroupCapacity => "UpdateAutoScalingGroup",
+            Method::SetScaleInProtection => "SetInstanceProtection",
             Method::SetNodeGroupCapacity => "UpdateNodegroupConfig",
             Method::NodeGroupUpdate => "DescribeUpdate",
             Method::NodeGroupCapacity => "DescribeNodegroup",
@@ -199,6 +203,7 @@ impl Method {
                 | Method::DeregisterImage
                 | Method::DeleteSnapshot
                 | Method::SetGroupCapacity
+                | Method::SetScaleInProtection
                 | Method::SetNodeGroupCapacity
                 | Method::ReserveCapacity
                 | Method::TargetReservation
@@ -323,6 +328,12 @@ pub enum Call {
         name: String,
         capacity: Capacity,
     },
+    SetScaleInProtection {
+        region: String,
+        name: String,
+        instances: Vec<String>,
+        protected: bool,
+    },
     SetNodeGroupCapacity {
         region: String,
         group: String,
@@ -402,6 +413,7 @@ impl Call {
             Call::MigrationArtifacts { .. } => Method::MigrationArtifacts,
             Call::ScalingGroups { .. } => Method::ScalingGroups,
             Call::SetGroupCapacity { .. } => Method::SetGroupCapacity,
+            Call::SetScaleInProtection { .. } => Method::SetScaleInProtection,
             Call::SetNodeGroupCapacity { .. } => Method::SetNodeGroupCapacity,
             Call::NodeGroupUpdate { .. } => Method::NodeGroupUpdate,
             Call::NodeGroupCapacity { .. } => Method::NodeGroupCapacity,
@@ -443,6 +455,7 @@ impl Call {
             | Call::MigrationArtifacts { region }
             | Call::ScalingGroups { region }
             | Call::SetGroupCapacity { region, .. }
+            | Call::SetScaleInProtection { region, .. }
             | Call::SetNodeGroupCapacity { region, .. }
             | Call::NodeGroupUpdate { region, .. }
             | Call::NodeGroupCapacity { region, .. }
@@ -467,6 +480,7 @@ impl Call {
             | Call::ScalingGroups { .. }
             | Call::PlacementScores { .. } => Vec::new(),
             Call::SetGroupCapacity { name, .. }
+            | Call::SetScaleInProtection { name, .. }
             | Call::SetNodeGroupCapacity { group: name, .. }
             | Call::NodeGroupUpdate { group: name, .. }
             | Call::NodeGroupCapacity { group: name, .. } => vec![name.clone()],
@@ -542,9 +556,9 @@ impl Call {
             Method::DeregisterImage | Method::DeleteSnapshot => Answer::Done(Err(error)),
             Method::MigrationArtifacts => Answer::Artifacts(Err(error)),
             Method::ScalingGroups => Answer::Groups(Err(error)),
-            Method::SetGroupCapacity | Method::SetNodeGroupCapacity => {
-                Answer::Requested(Err(error))
-            }
+            Method::SetGroupCapacity
+            | Method::SetScaleInProtection
+            | Method::SetNodeGroupCapacity => Answer::Requested(Err(error)),
             Method::NodeGroupUpdate => Answer::Update(Err(error)),
             Method::NodeGroupCapacity => Answer::Capacity(Err(error)),
             Method::ReserveCapacity => Answer::Reserved(Err(error)),
@@ -1201,6 +1215,25 @@ impl<P: Provider> ScalingGroups for Intercept<P> {
                 .set_group_capacity(region, name, capacity),
         )
         .await
+    }
+
+    async fn set_scale_in_protection(
+        &self,
+        region: &str,
+        name: &str,
+        instances: &[String],
+        protected: bool,
+    ) -> Result<Option<String>, CloudError> {
+        let call = Call::SetScaleInProtection {
+            region: region.into(),
+            name: name.into(),
+            instances: instances.to_vec(),
+            protected,
+        };
+        let forward = self
+            .inner_groups()
+            .set_scale_in_protection(region, name, instances, protected);
+        self.run(call, forward).await
     }
 
     async fn set_node_group_capacity(

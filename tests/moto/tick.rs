@@ -28,7 +28,7 @@ policies:
 /// Monday evening and Tuesday morning (London is on UTC in winter).
 pub(crate) const EVENING: &str = "2026-11-30T20:00:00Z";
 pub(crate) const LATER: &str = "2026-11-30T20:05:00Z";
-const MORNING: &str = "2026-12-01T09:05:00Z";
+pub(crate) const MORNING: &str = "2026-12-01T09:05:00Z";
 
 pub(crate) struct Setup {
     pub(crate) f: Fixture,
@@ -251,7 +251,7 @@ async fn an_auto_scaling_group_is_scaled_to_zero_at_the_close_and_back_at_the_op
 }
 
 /// The audit rows of the groups' changes with `action`, as JSON objects.
-fn group_audit(s: &Setup, action: &str) -> Vec<Value> {
+pub(crate) fn group_audit(s: &Setup, action: &str) -> Vec<Value> {
     let out = s
         .ebb()
         .run(&["audit", "--action", action, "--format", "json"]);

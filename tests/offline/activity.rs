@@ -374,6 +374,7 @@ policies:
             .map(|id| GroupMember {
                 id: id.to_string(),
                 instance_type: "g5.xlarge".to_string(),
+                protected_from_scale_in: false,
             })
             .collect(),
     };

@@ -47,6 +47,7 @@ fn group(capacity: Capacity, ids: &[&str]) -> ScalingGroup {
             .map(|id| GroupMember {
                 id: id.to_string(),
                 instance_type: "g5.xlarge".to_string(),
+                protected_from_scale_in: false,
             })
             .collect(),
     }
@@ -68,6 +69,7 @@ fn down(since: &str) -> GroupMemory {
         up: UP,
         types: vec!["g5.xlarge".to_string()],
         down_since: Some(t(since)),
+        protected: Vec::new(),
     }
 }
 
@@ -220,6 +222,7 @@ fn a_persons_change_while_up_is_the_new_up_size() {
         up: UP,
         types: vec!["g5.xlarge".to_string()],
         down_since: None,
+        protected: Vec::new(),
     };
     let g = group(grown, &["i-1", "i-2", "i-3"]);
     let fleet = idle_fleet(&["i-1", "i-2", "i-3"], "2026-11-30T18:04:00Z");
@@ -494,5 +497,155 @@ fn any_protection_of_a_member_or_the_group_holds_the_scale_down() {
             .contains("member i-2 was not listed: whether something protects it is unknown"),
         "{}",
         d.reason
+    );
+}
+
+/// With `group.protect_members: true`, a group whose members something protects is scaled down
+/// around them: they are to be protected from the group's scale-in (those not yet), the group
+/// keeps just them (and any member its owner protected), and the reason names each. What
+/// protects the whole group still holds it, as does every member being protected, and an EKS
+/// node group is held as before. The restore takes off the protection ebb set, and only that.
+#[test]
+fn with_protect_members_a_group_is_scaled_down_around_its_protected_members() {
+    let set = policies(&format!("{OFFICE}    group: {{protect_members: true}}\n"));
+    let three = Capacity {
+        min: 3,
+        desired: 3,
+        max: 4,
+    };
+    let g = group(three, &["i-1", "i-2", "i-3"]);
+    let fleet = idle_fleet(&["i-1", "i-2", "i-3"], "2026-11-30T18:04:00Z");
+    let alice = Prior::new(
+        Default::default(),
+        vec![Override {
+            instance: "i-2".into(),
+            until: t("2026-12-01T18:00:00Z"),
+            reason: "training run until Friday".into(),
+            by: "alice".into(),
+        }],
+    );
+    let d = decide_group(t(EVENING), &set, &fleet, &alice, &g, None);
+    assert_eq!(
+        (d.action, d.code),
+        (GroupAction::ScaleDown, Code::OutsideHours),
+        "{}",
+        d.reason
+    );
+    let one = Capacity {
+        min: 1,
+        desired: 1,
+        max: 4,
+    };
+    assert_eq!(d.to, Some(one));
+    assert_eq!(
+        (d.keep.clone(), d.protect.clone()),
+        (vec!["i-2".to_string()], vec!["i-2".to_string()])
+    );
+    assert_eq!(d.memory.protected, ["i-2"], "remembered before the call");
+    assert!(
+        d.reason
+            .contains("(group.protect_members): member i-2 has an override by alice"),
+        "{}",
+        d.reason
+    );
+
+    // A member the group's owner protected stays too, and counts; ebb does not protect it.
+    let mut owned = g.clone();
+    owned.members[0].protected_from_scale_in = true;
+    let d = decide_group(t(EVENING), &set, &fleet, &alice, &owned, None);
+    assert_eq!(
+        d.to,
+        Some(Capacity {
+            min: 2,
+            desired: 2,
+            max: 4
+        })
+    );
+    assert_eq!(d.protect, ["i-2"]);
+
+    // Without the key, the same override holds the group, and the reason says what the key does.
+    let d = decide_group(t(EVENING), &policies(OFFICE), &fleet, &alice, &g, None);
+    assert_eq!(
+        (d.action, d.code),
+        (GroupAction::None, Code::GroupMemberProtected)
+    );
+    assert!(
+        d.reason.contains("group.protect_members: true"),
+        "{}",
+        d.reason
+    );
+
+    // Every member protected: nothing to scale in.
+    let mut all = fleet.clone();
+    for inst in &mut all.instances {
+        inst.tags.insert("ebb:skip".into(), "true".into());
+    }
+    let d = decide_group(t(EVENING), &set, &all, &Prior::default(), &g, None);
+    assert_eq!(
+        (d.action, d.code),
+        (GroupAction::None, Code::GroupMemberProtected)
+    );
+    assert!(
+        d.reason.contains("every member is protected"),
+        "{}",
+        d.reason
+    );
+
+    // The group's own keep-until holds it whole.
+    let mut kept = g.clone();
+    kept.tags
+        .insert("ebb:keep-until".into(), "2026-12-01T09:00:00Z".into());
+    let d = decide_group(t(EVENING), &set, &fleet, &alice, &kept, None);
+    assert_eq!(
+        (d.action, d.code),
+        (GroupAction::None, Code::GroupMemberProtected)
+    );
+
+    // An EKS node group is held: EKS replaces members its own way.
+    let mut eks = g.clone();
+    eks.tags.insert("eks:cluster-name".into(), "ml".into());
+    eks.tags.insert("eks:nodegroup-name".into(), "gpu".into());
+    let d = decide_group(t(EVENING), &set, &fleet, &alice, &eks, None);
+    assert_eq!(
+        (d.action, d.code),
+        (GroupAction::None, Code::GroupMemberProtected)
+    );
+    assert!(d.reason.contains("EKS node group"), "{}", d.reason);
+
+    // Down around i-2 (which ebb protected); at the opening the size found is put back and
+    // ebb's protection comes off i-2, not the owner's off i-1.
+    let mut down_group = group(one, &["i-1", "i-2"]);
+    down_group.members[0].protected_from_scale_in = true;
+    down_group.members[1].protected_from_scale_in = true;
+    let memory = GroupMemory {
+        up: three,
+        types: vec!["g5.xlarge".to_string()],
+        down_since: Some(t(EVENING)),
+        protected: vec!["i-2".to_string(), "i-gone".to_string()],
+    };
+    let d = decide_group(t(MORNING), &set, &fleet, &alice, &down_group, Some(&memory));
+    assert_eq!((d.action, d.to), (GroupAction::Restore, Some(three)));
+    assert_eq!(
+        d.unprotect,
+        ["i-2"],
+        "a member gone needs nothing taken off"
+    );
+    // Next evening with the override over, the plain scale-down takes off what is left.
+    let up_again = GroupMemory {
+        down_since: None,
+        ..memory
+    };
+    let d = decide_group(
+        t("2026-12-01T18:05:00Z"),
+        &set,
+        &fleet,
+        &Prior::default(),
+        &g,
+        Some(&up_again),
+    );
+    assert_eq!(d.action, GroupAction::ScaleDown, "{}", d.reason);
+    assert_eq!(
+        (d.keep.len(), d.unprotect.clone()),
+        (0, vec!["i-2".to_string()])
     );
 }

@@ -108,3 +108,59 @@ fn a_groups_members_are_scaled_with_the_group_and_a_busy_member_holds_them_all()
         .unwrap();
     assert_eq!(always_on, 240.0);
 }
+
+/// The replay follows `group.protect_members`: with member b kept by its `ebb:keep-until`, the
+/// group is held up all week without the key (both members run the whole 120 h); with it, the
+/// group is scaled down around b, which runs the whole week, while a is scaled as above.
+#[test]
+fn a_protected_member_holds_the_group_or_is_kept_around_with_protect_members() {
+    let run = |policy: &str| {
+        let d = tempfile::tempdir().unwrap();
+        std::fs::create_dir(d.path().join("policies")).unwrap();
+        std::fs::write(d.path().join("policies/p.yaml"), policy).unwrap();
+        let kept = FLEET.replacen(
+            "tags: {team: inference, aws:autoscaling:groupName: inference}\nprices",
+            "tags: {team: inference, aws:autoscaling:groupName: inference, ebb:keep-until: \"2026-12-31T00:00:00Z\"}\nprices",
+            1,
+        );
+        assert_ne!(kept, FLEET);
+        std::fs::write(d.path().join("fleet.yaml"), kept).unwrap();
+        std::fs::write(d.path().join("util.csv"), utilisation()).unwrap();
+        let p = |name: &str| d.path().join(name).to_str().unwrap().to_string();
+        let o = ebb(&[
+            "replay",
+            "--policies",
+            &p("policies"),
+            "--fleet",
+            &p("fleet.yaml"),
+            "--utilisation",
+            &p("util.csv"),
+            "--from",
+            FROM,
+            "--to",
+            TO,
+            "--format",
+            "json",
+        ]);
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        let r: Value = serde_json::from_slice(&o.stdout).unwrap();
+        let hours = |id: &str| {
+            r["instances"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|m| m["instance"] == id)
+                .unwrap_or_else(|| panic!("{r:#}"))["scenarios"]["policies"]["running_hours"]
+                .as_f64()
+                .unwrap()
+        };
+        (hours("i-member-a"), hours("i-member-b"))
+    };
+    let (a, b) = run(POLICY);
+    assert_eq!((a, b), (120.0, 120.0), "held all week");
+    let around = format!("{POLICY}    group: {{protect_members: true}}\n");
+    let (a, b) = run(&around);
+    let (tick, expected) = (5.0 / 60.0, 52.0 + 10.0 / 60.0);
+    assert!((a - expected).abs() <= tick, "a scaled with the group: {a}");
+    assert_eq!(b, 120.0, "b kept");
+}

@@ -43,7 +43,10 @@ async fn logins_and_snooze_links_past_an_addresss_budget_are_refused(pool: PgPoo
         .unwrap()
         .parse()
         .unwrap();
-    assert!((1..=30).contains(&wait), "one attempt back each 30 s: {wait}");
+    assert!(
+        (1..=30).contains(&wait),
+        "one attempt back each 30 s: {wait}"
+    );
     let page = refused.text().await.unwrap();
     assert!(
         page.contains("Too many logins or snooze links from your address"),

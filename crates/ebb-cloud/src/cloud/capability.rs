@@ -215,6 +215,17 @@ pub trait ScalingGroups: Send + Sync {
         capacity: Capacity,
     ) -> impl Future<Output = Result<Option<String>, CloudError>> + Send;
 
+    /// Sets (`protected`) or clears the scale-in protection of the members `instances` of
+    /// group `name` of `region` (SetInstanceProtection), through the account that listed it;
+    /// returns the call's request id. Setting it again is harmless, so the call may be retried.
+    fn set_scale_in_protection(
+        &self,
+        region: &str,
+        name: &str,
+        instances: &[String],
+        protected: bool,
+    ) -> impl Future<Output = Result<Option<String>, CloudError>> + Send;
+
     /// Sets the scaling config of EKS managed node group `node_group` (UpdateNodegroupConfig:
     /// min, desired and max), whose Auto Scaling group `group` of `region` was listed, through
     /// the account that listed it; returns EKS's update id, whose end
@@ -394,6 +405,16 @@ impl ScalingGroups for Lacks {
         _region: &str,
         _name: &str,
         _capacity: Capacity,
+    ) -> Result<Option<String>, CloudError> {
+        match *self {}
+    }
+
+    async fn set_scale_in_protection(
+        &self,
+        _region: &str,
+        _name: &str,
+        _instances: &[String],
+        _protected: bool,
     ) -> Result<Option<String>, CloudError> {
         match *self {}
     }

@@ -140,6 +140,8 @@ pub struct SimProvider {
     fleet: Mutex<SimFleet>,
     /// Its Auto Scaling groups.
     groups: Mutex<Vec<ScalingGroup>>,
+    /// The members their groups' scale-in leaves alone (instance protection), by id.
+    protected: Mutex<std::collections::BTreeSet<String>>,
     /// The ids of the EKS node group updates it made, all done.
     updates: Mutex<Vec<String>>,
     /// EC2's rate limits and ebb's pacing, when either is on (boxed: rarely on, and the
@@ -206,6 +208,7 @@ impl SimProvider {
                 reservations: Vec::new(),
             }),
             groups: Mutex::default(),
+            protected: Mutex::default(),
             updates: Mutex::default(),
             limited: Box::default(),
         }

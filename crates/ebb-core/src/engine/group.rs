@@ -31,6 +31,9 @@ pub struct GroupMemory {
     pub types: Vec<String>,
     /// When ebb scaled it down; `None` while it is up.
     pub down_since: Option<DateTime<Utc>>,
+    /// The members ebb protected from the group's scale-in (`group.protect_members`), or may
+    /// have: ebb takes the protection off again, and only from them.
+    pub protected: Vec<String>,
 }
 
 /// What ebb does to a group.
@@ -67,6 +70,15 @@ pub struct GroupDecision {
     pub code: Code,
     /// Why, for people.
     pub reason: String,
+    /// The members a scale-down keeps, something protecting each (`group.protect_members`):
+    /// the group's size after it is how many they are.
+    pub keep: Vec<String>,
+    /// The members to protect from the group's scale-in before the change: those of `keep`
+    /// not protected yet.
+    pub protect: Vec<String>,
+    /// The members whose protection ebb set and takes off before the change: no longer kept,
+    /// or the group restored.
+    pub unprotect: Vec<String>,
 }
 
 /// Decides for `group` at `now` under `policies`, with the GPU readings and tags of its members
@@ -81,6 +93,8 @@ pub fn decide_group(
 ) -> GroupDecision {
     let down_since = memory.and_then(|m| m.down_since);
     let memory = remembered(group, memory);
+    // The protections ebb set on members still in the group: what it takes off again.
+    let unprotect = memory.protected.clone();
     let decision = |action, to, policy: Option<&Policy>, code, reason: String| GroupDecision {
         group: group.name.clone(),
         region: group.region.clone(),
@@ -94,6 +108,12 @@ pub fn decide_group(
         dry_run: policy.is_some_and(|p| p.dry_run),
         code,
         reason,
+        keep: Vec::new(),
+        protect: Vec::new(),
+        unprotect: match action {
+            GroupAction::None => Vec::new(),
+            _ => unprotect.clone(),
+        },
     };
     let node_group = group.node_group();
     let up = within_eks(node_group.is_some(), memory.up);
@@ -205,16 +225,46 @@ pub fn decide_group(
             }
         }
     }
-    // A scale-down ends members: any protection of one of them holds the whole group.
-    if let Some(why) = protected_member(now, prior, fleet, group) {
+    // A scale-down ends members: a protection of one of them holds the whole group, unless
+    // the policy has it scaled down around them.
+    let held = |why: &str| {
         let reason = format!("outside work hours, but {why}; the group is not scaled down");
-        return decision(
+        decision(
             GroupAction::None,
             None,
             Some(policy),
             Code::GroupMemberProtected,
             reason,
-        );
+        )
+    };
+    match protections(now, prior, fleet, group) {
+        Protections::None => {}
+        Protections::Whole(why) => return held(&why),
+        Protections::Members(members) => {
+            let around = policy.group.is_some_and(|g| g.protect_members);
+            let why = &members[0].1;
+            return match (around, node_group.is_some()) {
+                (true, false) => {
+                    let d = decision(
+                        GroupAction::ScaleDown,
+                        None,
+                        Some(policy),
+                        Code::OutsideHours,
+                        String::new(),
+                    );
+                    scale_down_around(d, group, &members)
+                        .unwrap_or_else(|| held(&format!("every member is protected ({why})")))
+                }
+                (true, true) => held(&format!(
+                    "{why} (group.protect_members does not apply to an EKS node group, whose \
+                     members EKS replaces)"
+                )),
+                (false, _) => held(&format!(
+                    "{why} (with group.protect_members: true the group would be scaled down \
+                     around it)"
+                )),
+            };
+        }
     }
     let to = within_eks(
         node_group.is_some(),
@@ -249,9 +299,10 @@ fn within_eks(eks: bool, capacity: Capacity) -> Capacity {
 
 /// What ebb remembers of `group` before deciding: while it is up, its capacity now is its up
 /// size (a person's change included) and its members' types are its types; while it is down,
-/// what was remembered when ebb scaled it down.
+/// what was remembered when ebb scaled it down. The protections ebb set are kept for the
+/// members still in the group: a member gone needs none taken off.
 fn remembered(group: &ScalingGroup, memory: Option<&GroupMemory>) -> GroupMemory {
-    match memory {
+    let mut remembered = match memory {
         Some(m) if m.down_since.is_some() => m.clone(),
         _ => {
             let mut types: Vec<String> = group
@@ -268,9 +319,14 @@ fn remembered(group: &ScalingGroup, memory: Option<&GroupMemory>) -> GroupMemory
                 up: group.capacity,
                 types,
                 down_since: None,
+                protected: memory.map(|m| m.protected.clone()).unwrap_or_default(),
             }
         }
-    }
+    };
+    remembered
+        .protected
+        .retain(|id| group.members.iter().any(|m| &m.id == id));
+    remembered
 }
 
 /// The position of the policy that governs the group: the one that governs an instance with
@@ -361,39 +417,108 @@ fn busy_member(
     None
 }
 
-/// What holds a scale-down of `group` back at `now`, in words: `ebb:keep-until` on the group,
-/// an override on a member, a member's `ebb:skip` or `ebb:keep-until`, or a member that was not
-/// listed (what protects it is unknown).
-fn protected_member(
+/// What protects members of a group from a scale-down.
+enum Protections {
+    /// Nothing.
+    None,
+    /// The whole group, why in words: `ebb:keep-until` on the group, or a member that was not
+    /// listed (what protects it is unknown).
+    Whole(String),
+    /// These members (an override, their `ebb:skip` or `ebb:keep-until`), each with why.
+    Members(Vec<(String, String)>),
+}
+
+/// What protects members of `group` at `now`.
+fn protections(
     now: DateTime<Utc>,
     prior: &Prior,
     fleet: &Fleet,
     group: &ScalingGroup,
-) -> Option<String> {
+) -> Protections {
     if let Some(why) = tags_protect(&group.tags, now) {
-        return Some(format!("the group is protected ({why})"));
+        return Protections::Whole(format!("the group is protected ({why})"));
     }
+    let mut members = Vec::new();
     for member in &group.members {
-        if let Some(o) = prior.active_override(&member.id, now) {
-            let by = if o.by.is_empty() { "someone" } else { &o.by };
-            return Some(format!(
-                "member {} has an override by {by} until {}: {}",
-                member.id,
-                o.until.to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
-                o.reason
-            ));
-        }
         let Some(inst) = fleet.instances.iter().find(|i| i.id == member.id) else {
-            return Some(format!(
+            return Protections::Whole(format!(
                 "member {} was not listed: whether something protects it is unknown",
                 member.id
             ));
         };
-        if let Some(why) = tags_protect(&inst.tags, now) {
-            return Some(format!("member {} is protected ({why})", member.id));
+        if let Some(o) = prior.active_override(&member.id, now) {
+            let by = if o.by.is_empty() { "someone" } else { &o.by };
+            let why = format!(
+                "member {} has an override by {by} until {}: {}",
+                member.id,
+                o.until.to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+                o.reason
+            );
+            members.push((member.id.clone(), why));
+        } else if let Some(why) = tags_protect(&inst.tags, now) {
+            members.push((
+                member.id.clone(),
+                format!("member {} is protected ({why})", member.id),
+            ));
         }
     }
-    None
+    match members.is_empty() {
+        true => Protections::None,
+        false => Protections::Members(members),
+    }
+}
+
+/// `d`, a scale-down of `group` that keeps the protected `members` (id, why): they are
+/// protected from the group's scale-in, and the group's min and desired become how many
+/// members its scale-in cannot end (those, and any the group's owner protected). `None` when
+/// that leaves nothing to scale in.
+fn scale_down_around(
+    mut d: GroupDecision,
+    group: &ScalingGroup,
+    members: &[(String, String)],
+) -> Option<GroupDecision> {
+    let kept = |id: &String| members.iter().any(|(m, _)| m == id);
+    let owners = group
+        .members
+        .iter()
+        .filter(|m| {
+            m.protected_from_scale_in && !kept(&m.id) && !d.memory.protected.contains(&m.id)
+        })
+        .count();
+    let c = group.capacity;
+    let size = i32::try_from(members.len() + owners).unwrap_or(i32::MAX);
+    if size >= c.desired {
+        return None;
+    }
+    let to = Capacity {
+        min: size,
+        desired: size,
+        max: c.max,
+    };
+    d.keep = members.iter().map(|(id, _)| id.clone()).collect();
+    d.protect = group
+        .members
+        .iter()
+        .filter(|m| kept(&m.id) && !m.protected_from_scale_in)
+        .map(|m| m.id.clone())
+        .collect();
+    d.unprotect.retain(|id| !kept(id));
+    d.memory.protected.extend(d.protect.iter().cloned());
+    d.memory.protected.sort();
+    d.memory.protected.dedup();
+    let whys: Vec<&str> = members.iter().map(|(_, why)| why.as_str()).collect();
+    d.to = Some(to);
+    d.reason = format!(
+        "outside work hours: {c} to {to}, around {} protected from its scale-in \
+         (group.protect_members): {}",
+        if members.len() == 1 {
+            "a member"
+        } else {
+            "members"
+        },
+        whys.join("; ")
+    );
+    Some(d)
 }
 
 /// The reason for a code of why no policy governs.

@@ -34,6 +34,9 @@ pub struct GroupMember {
     pub id: String,
     /// Its instance type.
     pub instance_type: String,
+    /// Whether the group's scale-in leaves it alone (its instance protection): set by ebb for
+    /// a protected member under `group.protect_members`, or by the group's owner.
+    pub protected_from_scale_in: bool,
 }
 
 /// An Auto Scaling group that carries ebb's opt-in tag.

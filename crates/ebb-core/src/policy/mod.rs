@@ -156,6 +156,8 @@ pub struct Policy {
     pub stop: Option<StopRule>,
     /// How long a box may run from its last start before it is stopped, busy or not.
     pub runtime: Option<RuntimeLimit>,
+    /// How an Auto Scaling group it governs is scaled down around protected members.
+    pub group: Option<GroupRule>,
     /// Decide and audit, but never act.
     pub dry_run: bool,
     /// Where the policy is written.
@@ -454,6 +456,15 @@ pub struct Notify {
 
 /// The default `runtime.notify_before`.
 pub const DEFAULT_RUNTIME_NOTICE: Duration = Duration::hours(1);
+
+/// How a group the policy governs treats members something protects (an override,
+/// `ebb:keep-until`, `ebb:skip`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct GroupRule {
+    /// Scale the group down around them: protect them from the group's scale-in, then set its
+    /// size to what they are. Without it a protected member holds the whole scale-down.
+    pub protect_members: bool,
+}
 
 /// Hard limits on a run, for work that runs away: past one the box is stopped after its notice
 /// whether its GPUs are busy or not. An override or `ebb:keep-until` keeps it.

@@ -473,6 +473,14 @@ fn policy_schema() -> Value {
     );
     runtime["anyOf"] =
         json!([{"required": ["max"]}, {"required": ["max_busy_without_checkpoint"]}]);
+    let group = object(
+        keys::GROUP,
+        &[],
+        &[(
+            "protect_members",
+            json!({"type": "boolean", "default": false, "description": "An Auto Scaling group the policy governs is scaled down around members something protects (an override, ebb:keep-until, ebb:skip): they are protected from the group's scale-in and the group keeps just them. Without it, such a member holds the whole scale-down"}),
+        )],
+    );
     object(
         keys::POLICY,
         &["name", "match"],
@@ -494,6 +502,7 @@ fn policy_schema() -> Value {
             ("start", start),
             ("stop", stop),
             ("runtime", runtime),
+            ("group", group),
             ("dry_run", json!({"type": "boolean", "default": false})),
         ],
     )

@@ -2,7 +2,8 @@
 //! group (`engine::decide_group`), never member by member. The members of a group (their owner
 //! tag names it) are one modelled group, whose capacity is its members while up and the floor
 //! once ebb scaled it down; a scale-down takes every member out of running (as the group's
-//! scale-in would), the restore brings them all back. A group's members spread over chunks
+//! scale-in would) but those it is made around (`group.protect_members`), the restore brings
+//! them all back. A group's members spread over chunks
 //! are modelled as one group per chunk: busy deferral then looks at the members of the chunk.
 
 use crate::engine::{decide_group, GroupAction, GroupMemory, Prior, OFF_CAPACITY};
@@ -100,7 +101,9 @@ impl Groups {
             };
             g.memory = Some(memory);
             for &i in &g.members {
-                moves[i] = wanted;
+                // A member the scale-down is made around stays (group.protect_members).
+                let kept = d.keep.contains(&fleet.instances[i].id);
+                moves[i] = wanted.filter(|_| !kept);
             }
         }
         moves
@@ -133,6 +136,10 @@ impl Modelled {
                 .map(|m| GroupMember {
                     id: m.id.clone(),
                     instance_type: m.instance_type.clone(),
+                    protected_from_scale_in: self
+                        .memory
+                        .as_ref()
+                        .is_some_and(|memory| memory.protected.contains(&m.id)),
                 })
                 .collect(),
         }

@@ -23,6 +23,18 @@ impl ScalingGroups for AwsProvider {
         self.update_group(region, name, capacity).await
     }
 
+    /// SetInstanceProtection (`groups.rs`).
+    async fn set_scale_in_protection(
+        &self,
+        region: &str,
+        name: &str,
+        instances: &[String],
+        protected: bool,
+    ) -> Result<Option<String>, CloudError> {
+        self.protect_members(region, name, instances, protected)
+            .await
+    }
+
     /// UpdateNodegroupConfig (`node_groups.rs`).
     async fn set_node_group_capacity(
         &self,

@@ -88,6 +88,7 @@ impl AwsProvider {
                     Some(GroupMember {
                         id: i.instance_id()?.to_string(),
                         instance_type: i.instance_type().unwrap_or_default().to_string(),
+                        protected_from_scale_in: i.protected_from_scale_in().unwrap_or(false),
                     })
                 })
                 .collect(),
@@ -140,6 +141,31 @@ impl AwsProvider {
             .max_size(capacity.max)
             .customize()
             .config_override(group_change_once_sent())
+            .send()
+            .boxed()
+            .await
+            .map_err(|e| cloud_error(OPERATION, e))?;
+        Ok(out.request_id().map(str::to_string))
+    }
+
+    /// SetInstanceProtection of `instances` of group `name`, through the account that listed
+    /// it.
+    pub(super) async fn protect_members(
+        &self,
+        region: &str,
+        name: &str,
+        instances: &[String],
+        protected: bool,
+    ) -> Result<Option<String>, CloudError> {
+        const OPERATION: &str = "SetInstanceProtection";
+        let scope = self.scope_of_group(region, name, OPERATION)?;
+        self.count(OPERATION);
+        let out = scope
+            .autoscaling
+            .set_instance_protection()
+            .auto_scaling_group_name(name)
+            .set_instance_ids(Some(instances.to_vec()))
+            .protected_from_scale_in(protected)
             .send()
             .boxed()
             .await

@@ -57,6 +57,39 @@ impl SimProvider {
         Ok(None)
     }
 
+    /// Sets or clears the scale-in protection of group `name`'s members `instances`; like AWS,
+    /// refuses an instance that is not a live member of the group.
+    pub(super) fn sim_protect_members(
+        &self,
+        region: &str,
+        name: &str,
+        instances: &[String],
+        protected: bool,
+    ) -> Result<Option<String>, CloudError> {
+        let members = self.sim_members(region, name);
+        if let Some(stranger) = instances
+            .iter()
+            .find(|i| !members.iter().any(|m| &m.id == *i))
+        {
+            return Err(CloudError::not_found(
+                "SetInstanceProtection",
+                "ValidationError",
+                format!("The instance {stranger} is not part of Auto Scaling group {name}."),
+            ));
+        }
+        let mut set = self
+            .protected
+            .lock()
+            .expect("simulated protection poisoned");
+        for id in instances {
+            match protected {
+                true => set.insert(id.clone()),
+                false => set.remove(id),
+            };
+        }
+        Ok(None)
+    }
+
     /// Sets the capacity of the group that is `node_group`'s, as EKS does through it; returns
     /// the update's id, remembered as done. A node group the fleet does not have is not found.
     pub(super) fn sim_set_node_group(
@@ -135,6 +168,16 @@ impl ScalingGroups for SimProvider {
         capacity: Capacity,
     ) -> Result<Option<String>, CloudError> {
         self.sim_set_group(region, name, capacity)
+    }
+
+    async fn set_scale_in_protection(
+        &self,
+        region: &str,
+        name: &str,
+        instances: &[String],
+        protected: bool,
+    ) -> Result<Option<String>, CloudError> {
+        self.sim_protect_members(region, name, instances, protected)
     }
 
     async fn set_node_group_capacity(

@@ -1,7 +1,7 @@
 //! The members of the simulated Auto Scaling groups: the simulated instances that carry a
 //! group's name tag (`aws:autoscaling:groupName`), as EC2 Auto Scaling tags them. A change of
 //! desired capacity ends or launches members, as the group would: scale-in terminates the
-//! newest members, scale-out launches copies of the group's first member (its type, tags and
+//! newest members not protected from scale-in, scale-out launches copies of the group's first member (its type, tags and
 //! `sim:` behaviour), which come up after a start's time.
 
 use super::behaviour::seed;
@@ -41,6 +41,11 @@ impl SimProvider {
     /// The members of group `name` of `region` now.
     pub(super) fn sim_members(&self, region: &str, name: &str) -> Vec<GroupMember> {
         let now = self.clock.now();
+        let protected = self
+            .protected
+            .lock()
+            .expect("simulated protection poisoned")
+            .clone();
         let mut fleet = self.fleet();
         let live = fleet.live_members(region, name);
         live.into_iter()
@@ -50,6 +55,7 @@ impl SimProvider {
                 GroupMember {
                     id: sim.instance.id.clone(),
                     instance_type: sim.instance.instance_type.clone(),
+                    protected_from_scale_in: protected.contains(&sim.instance.id),
                 }
             })
             .collect()
@@ -59,11 +65,23 @@ impl SimProvider {
     /// whose instances the fleet has ever had launches nothing: it has nothing to copy.
     pub(super) fn scale_members(&self, region: &str, name: &str, desired: i32) {
         let now = self.clock.now();
+        let protected = self
+            .protected
+            .lock()
+            .expect("simulated protection poisoned")
+            .clone();
         let mut fleet = self.fleet();
         let live = fleet.live_members(region, name);
         let desired = usize::try_from(desired).unwrap_or(0);
-        // The newest go first.
-        for &i in live.iter().skip(desired) {
+        // The newest go first; members protected from scale-in stay, though the group stays
+        // above its desired capacity, as AWS leaves it.
+        let unprotected: Vec<usize> = live
+            .iter()
+            .copied()
+            .filter(|&i| !protected.contains(&fleet.instances[i].instance.id))
+            .collect();
+        let ending = live.len().saturating_sub(desired).min(unprotected.len());
+        for &i in unprotected.iter().rev().take(ending) {
             let sim = &mut fleet.instances[i];
             sim.begin(
                 InstanceState::ShuttingDown,

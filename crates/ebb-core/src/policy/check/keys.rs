@@ -38,6 +38,7 @@ pub const POLICY: &[&str] = &[
     "start",
     "stop",
     "runtime",
+    "group",
     "dry_run",
 ];
 pub const MATCH: &[&str] = &["regions", "tags", "instance_types"];
@@ -80,6 +81,7 @@ pub const NOTIFY: &[&str] = &["before"];
 pub const START: &[&str] = &["fallback_types", "restore_type", "reserve_capacity"];
 pub const STOP: &[&str] = &["allow_charging_stop", "in_reservation"];
 pub const RUNTIME: &[&str] = &["max", "notify_before", "max_busy_without_checkpoint"];
+pub const GROUP: &[&str] = &["protect_members"];
 pub const SPOT: &[&str] = &[
     "min_savings",
     "checkpoint_max_age",

@@ -31,6 +31,7 @@ impl Checker {
         let start = f.get("start").and_then(|(v, p)| self.start(v, &p));
         let stop = f.get("stop").and_then(|(v, p)| self.stop(v, &p));
         let runtime = f.get("runtime").and_then(|(v, p)| self.runtime(v, &p));
+        let group = f.get("group").and_then(|(v, p)| self.group(v, &p));
         let dry_run = f
             .get("dry_run")
             .and_then(|(v, p)| self.boolean(v, &p))
@@ -67,6 +68,7 @@ impl Checker {
             start,
             stop,
             runtime,
+            group,
             dry_run,
             source: Source {
                 file: PathBuf::new(),

@@ -1,9 +1,9 @@
 //! The `runtime` section: how long a box may run from its last start, and stay busy without
-//! a checkpoint.
+//! a checkpoint; and the `group` section, how a group is scaled down around protected members.
 
 use super::{child, keys, Checker};
 use crate::policy::yaml::{Step, Value};
-use crate::policy::{RuntimeLimit, DEFAULT_RUNTIME_NOTICE};
+use crate::policy::{GroupRule, RuntimeLimit, DEFAULT_RUNTIME_NOTICE};
 
 impl Checker {
     /// A policy's `runtime` limits.
@@ -45,5 +45,17 @@ impl Checker {
             notify_before,
             max_busy_without_checkpoint: busy,
         })
+    }
+}
+
+impl Checker {
+    /// A policy's `group` section.
+    pub(super) fn group(&mut self, v: &Value, path: &[Step]) -> Option<GroupRule> {
+        let f = self.fields(v, path, "a group rule", keys::GROUP)?;
+        let protect_members = f
+            .get("protect_members")
+            .and_then(|(v, p)| self.boolean(v, &p))
+            .unwrap_or(false);
+        Some(GroupRule { protect_members })
     }
 }
