@@ -41,12 +41,29 @@ const KEPT_FOR_ROLL_UP: &str = "SELECT least($1, coalesce(
             AND action IN ('stop', 'hibernate', 'start')),
          $1))";
 
+/// Deletes up to `$2` state changes from before `$1`, but never one since its instance's last
+/// action by ebb when that is a stop or hibernation: a report (or a day's roll-up) counts that
+/// stretch from the stop, however old, until a change shows the box up again, and without the
+/// changes it would miss a person's start and count the box stopped since. (The predicate of
+/// migration 0010's index on ebb's actions by instance, repeated so that it is used.)
+const PRUNABLE_CHANGES: &str = "DELETE FROM instance_events WHERE id IN (
+         SELECT e.id FROM instance_events e
+         WHERE e.at < $1 AND NOT EXISTS (
+             SELECT 1 FROM (
+                 SELECT action, at FROM audit_log
+                 WHERE instance = e.instance AND actor = 'scheduler' AND NOT dry_run
+                   AND outcome = 'succeeded' AND action IN ('stop', 'hibernate', 'start')
+                 ORDER BY at DESC LIMIT 1
+             ) AS last
+             WHERE last.action <> 'start' AND last.at <= e.at)
+         LIMIT $2)";
+
 impl Store {
     /// Deletes instance state changes, spot interruption warnings and the pools' events from
     /// before `before`, and GPU readings of hours that ended before `readings_before`, and
     /// heartbeats posted and activity read before it, in batches. State changes of days the
-    /// report's roll-up has still to roll are kept: a day rolled up without them would be
-    /// wrong for good.
+    /// report's roll-up has still to roll are kept, and those since an instance's last stop
+    /// by ebb: a report without them would be wrong, and a rolled-up day wrong for good.
     pub async fn prune(
         &self,
         before: DateTime<Utc>,
@@ -61,15 +78,12 @@ impl Store {
             ..Pruned::default()
         };
         loop {
-            let deleted = sqlx::query(
-                "DELETE FROM instance_events WHERE id IN (
-                     SELECT id FROM instance_events WHERE at < $1 LIMIT $2)",
-            )
-            .bind(events_before)
-            .bind(ROWS_PER_DELETE)
-            .execute(&self.pool)
-            .await?
-            .rows_affected();
+            let deleted = sqlx::query(PRUNABLE_CHANGES)
+                .bind(events_before)
+                .bind(ROWS_PER_DELETE)
+                .execute(&self.pool)
+                .await?
+                .rows_affected();
             pruned.events += deleted;
             if deleted < ROWS_PER_DELETE as u64 {
                 break;

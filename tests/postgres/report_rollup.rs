@@ -7,7 +7,7 @@
 
 use crate::common;
 
-use common::savings::{history, price_table};
+use common::savings::{history, price_table, Fleet};
 use common::t;
 use ebb::cloud::PriceTable;
 use ebb::report::{compute, compute_parts, Window};
@@ -261,19 +261,21 @@ async fn the_pruner_keeps_the_state_changes_of_days_not_rolled_up(pool: PgPool) 
     let pruned = store.prune(t(NOW), t(NOW)).await.unwrap();
     assert_eq!(pruned.events_before, t("2026-11-29T00:00:00Z"));
     assert_eq!((pruned.events, changes().await), (0, all));
-    // Two days rolled up: what they needed may go, the rest stays.
+    // Two days rolled up: what they needed may go, but not the changes since a box's last
+    // stop by ebb: i-early's (stopped Sunday 18:00) and i-ml's (Monday 18:00).
     assert_eq!(store.roll_up_report_days(t(NOW), 2).await.unwrap().days, 2);
     let pruned = store.prune(t(NOW), t(NOW)).await.unwrap();
     assert_eq!(pruned.events_before, t("2026-12-01T00:00:00Z"));
     assert!(pruned.events > 0, "the two rolled days' changes go");
-    let left: i64 = sqlx::query_scalar(
-        "SELECT count(*) FROM instance_events WHERE at >= '2026-12-01T00:00:00Z'",
+    let older: Vec<String> = sqlx::query_scalar(
+        "SELECT DISTINCT instance FROM instance_events WHERE at < '2026-12-01T00:00:00Z'
+         ORDER BY instance",
     )
-    .fetch_one(&pool)
+    .fetch_all(&pool)
     .await
     .unwrap();
-    assert_eq!(left, changes().await);
-    assert_eq!(pruned.events as i64 + left, all);
+    assert_eq!(older, ["i-early", "i-ml"]);
+    assert_eq!(pruned.events as i64 + changes().await, all);
     // Every other day still rolls up, none refused.
     let rolled = store.roll_up_report_days(t(NOW), 400).await.unwrap();
     assert_eq!((rolled.days, rolled.refused), (8, 0));
@@ -338,4 +340,72 @@ async fn a_day_whose_state_changes_were_pruned_first_is_refused_and_not_counted(
         .await
         .unwrap();
     assert!(compute(&whole, window, None, &prices).total.stopped_hours > 0.0);
+}
+
+/// A box ebb stopped long ago, started and stopped by a person since, and started again
+/// inside a later window: the changes since ebb's stop are kept past the retention, so a report
+/// of that window still sees the person's first start, and counts nothing stopped in it.
+/// Without them the stretch would seem to run from ebb's stop to the last start.
+#[sqlx::test]
+async fn the_changes_since_an_old_stop_by_ebb_outlive_the_retention(pool: PgPool) {
+    use ebb::engine::Action;
+    use ebb::fleet::InstanceState;
+    use ebb::store::Outcome;
+    let store = Store::from_pool(pool.clone());
+    let mut fleet = Fleet::new(store.clone());
+    fleet.sync("2026-11-30T00:00:00Z").await;
+    fleet
+        .ebb_did(
+            "2026-11-30T18:00:00Z",
+            "i-ml",
+            Action::Stop,
+            Outcome::Succeeded,
+            "office",
+        )
+        .await;
+    fleet
+        .seen("2026-11-30T18:05:00Z", "i-ml", InstanceState::Stopped)
+        .await;
+    fleet
+        .seen("2026-12-01T08:00:00Z", "i-ml", InstanceState::Running)
+        .await;
+    fleet
+        .seen("2026-12-01T20:00:00Z", "i-ml", InstanceState::Stopped)
+        .await;
+    // A box ebb never stopped, stopped by a person: its old change goes.
+    fleet
+        .seen("2026-12-02T08:00:00Z", "i-cv", InstanceState::Stopped)
+        .await;
+    fleet
+        .seen("2026-12-05T08:00:00Z", "i-ml", InstanceState::Running)
+        .await;
+    let window = Window {
+        since: t("2026-12-05T00:00:00Z"),
+        until: t("2026-12-05T12:00:00Z"),
+    };
+    let prices = price_table();
+    let stopped = || async {
+        let whole = store
+            .report_history(window.since, window.until, &prices.commitments)
+            .await
+            .unwrap();
+        compute(&whole, window, None, &prices).total.stopped_hours
+    };
+    assert_eq!(stopped().await, 0.0, "up since Tuesday 08:00");
+    // Every day rolled up, then a retention that ends on 5 December.
+    store.roll_up_report_days(t(NOW), 400).await.unwrap();
+    let pruned = store
+        .prune(t("2026-12-05T00:00:00Z"), t(NOW))
+        .await
+        .unwrap();
+    assert_eq!(pruned.events_before, t("2026-12-05T00:00:00Z"));
+    assert_eq!(
+        pruned.events, 1,
+        "i-cv's change goes, i-ml's three since ebb's stop stay"
+    );
+    assert_eq!(
+        stopped().await,
+        0.0,
+        "the person's start on Tuesday is still known"
+    );
 }
