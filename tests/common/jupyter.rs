@@ -20,7 +20,10 @@ pub struct Server {
 /// Runs `argv[2]` in the kernel of connection file `argv[1]`; waits for it to finish unless
 /// `argv[3]` is `leave`.
 const RUN: &str = r#"
-import sys, jupyter_client
+import sys, jupyter_client, jupyter_client.channels
+# A kernel that misses one heartbeat in a second is taken for dead by a client without its
+# manager; on a loaded machine a kernel starting up does. Thirty seconds, as for a reply.
+jupyter_client.channels.HBChannel.time_to_dead = 30.0
 kc = jupyter_client.BlockingKernelClient(connection_file=sys.argv[1])
 kc.load_connection_file()
 kc.start_channels()

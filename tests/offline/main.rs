@@ -33,6 +33,7 @@ mod owners;
 mod placement_scores;
 mod policy;
 mod policy_check;
+mod quickstart_zh;
 mod replay;
 mod replay_disks;
 mod replay_groups;
