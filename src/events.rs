@@ -44,6 +44,7 @@ pub const NAMED: &[(&str, &str, &str)] = &[
     ("policy_version", "policy", "changed"),
     ("budget_notice", "budget", "threshold_crossed"),
     ("budget_raise", "budget", "raised"),
+    ("calendar_notice", "calendar", "running_out"),
 ];
 
 /// One event, as posted (structured content mode, JSON format).
@@ -91,7 +92,8 @@ pub fn event_of(source: &str, row: &AuditEntry) -> Option<CloudEvent> {
     })
 }
 
-/// What `row` is about: the kind (`instance`, `group`, `policy`, `budget`, `deployment`) and
+/// What `row` is about: the kind (`instance`, `group`, `policy`, `budget`, `calendar`,
+/// `deployment`) and
 /// the subject.
 fn about(row: &AuditEntry) -> (&'static str, Option<String>) {
     let e = &row.entry;
@@ -109,6 +111,14 @@ fn about(row: &AuditEntry) -> (&'static str, Option<String>) {
     }
     match NAMED.iter().find(|(action, _, _)| *action == e.action) {
         Some((_, "policy", _)) => ("policy", e.policy_version.clone()),
+        // A calendar's rows open with its name: `calendar NAME names no date in ...`.
+        Some((_, "calendar", _)) => (
+            "calendar",
+            e.reason
+                .strip_prefix("calendar ")
+                .and_then(|rest| rest.split_whitespace().next())
+                .map(str::to_string),
+        ),
         // A budget's rows open with its name (and `per` value): `NAME: $X of $Y spent ...`.
         Some((_, "budget", _)) => {
             let label = e

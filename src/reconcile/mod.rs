@@ -9,6 +9,7 @@
 
 mod act;
 mod budgets;
+mod calendars;
 mod catalogue;
 mod groups;
 mod memo;
@@ -242,6 +243,7 @@ impl<P: Provider> Reconciler<P> {
         let (mut fleet, resolution, complete) =
             self.list(&version, now, timers, &mut report).await?;
         let open = resolution.open;
+        self.calendar_notices(set, now, &version).await?;
         let (standings, budgets) = self.budgets(set, &fleet, now, &version).await?;
         report.budgets = standings;
         report.gpu_read_failures = self.read(set, &mut fleet, &budgets, now).await?;

@@ -1,5 +1,6 @@
 //! The budget notices sent (`budget_notices`), each threshold of each budget's period once;
-//! and the raises people made of budgets' amounts (`budget_raises`).
+//! the calendars' running-out notices (`calendar_notices`), each warning once; and the raises
+//! people made of budgets' amounts (`budget_raises`).
 
 use super::audit::append_in;
 use super::{NewAuditEntry, Result, Store};
@@ -52,6 +53,35 @@ impl Store {
         append_in(&mut tx, std::slice::from_ref(&entry)).await?;
         tx.commit().await?;
         Ok(Some(entry))
+    }
+}
+
+impl Store {
+    /// Records `warning` (a calendar that names no date of a year) as noticed and appends its
+    /// notice `entry`, in one transaction; `false`, with nothing written, when it was noticed
+    /// before.
+    pub async fn record_calendar_notice(
+        &self,
+        warning: &str,
+        at: DateTime<Utc>,
+        entry: &NewAuditEntry,
+    ) -> Result<bool> {
+        let mut tx = self.pool.begin().await?;
+        let new = sqlx::query(
+            "INSERT INTO calendar_notices (warning, noticed_at) VALUES ($1, $2)
+             ON CONFLICT DO NOTHING",
+        )
+        .bind(warning)
+        .bind(at)
+        .execute(&mut *tx)
+        .await?
+        .rows_affected();
+        if new == 0 {
+            return Ok(false);
+        }
+        append_in(&mut tx, std::slice::from_ref(entry)).await?;
+        tx.commit().await?;
+        Ok(true)
     }
 }
 

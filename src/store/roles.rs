@@ -73,6 +73,7 @@ pub const RUNTIME_PRIVILEGES: &[(&str, &str)] = &[
     ("activity_readings", "SELECT, INSERT, UPDATE, DELETE"),
     ("activity_uses", "SELECT, INSERT, UPDATE, DELETE"),
     ("budget_notices", "SELECT, INSERT"),
+    ("calendar_notices", "SELECT, INSERT"),
     ("budget_raises", "SELECT, INSERT"),
 ];
 

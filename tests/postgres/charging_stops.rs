@@ -137,7 +137,14 @@ async fn hangzhou_stops_say_their_billing_and_a_charging_one_saves_nothing(pool:
     );
     drop(w);
     poster.finish(std::time::Duration::from_secs(30)).await;
-    let texts = texts.lock().unwrap().clone();
+    // The shipped calendars name no 2027 date: their notices go out too, and are not this.
+    let texts: Vec<String> = texts
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|t| !t.starts_with("Calendar: "))
+        .cloned()
+        .collect();
     assert_eq!(texts.len(), 1, "told once: {texts:?}");
     assert!(
         texts[0].starts_with("ebb stopped i-bp1hz05 (cn-hangzhou), policy vision-hangzhou-dev, but it is still charging"),

@@ -13,6 +13,7 @@ mod alibaba;
 mod api;
 mod attempts;
 mod budgets;
+mod calendar_notices;
 mod charging_stops;
 mod cloudwatch_reads;
 mod commitments;
