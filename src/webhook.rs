@@ -1,7 +1,8 @@
 //! Notices to people: a JSON POST to `EBB_WEBHOOK_URL`, in the shape `EBB_WEBHOOK_FORMAT`
 //! says: `{"text": ...}` (the default, which Slack's and Mattermost's incoming webhooks take),
 //! Slack's Block Kit (the text with a notice's snooze links as buttons), or the text messages
-//! of Feishu (Lark) and DingTalk custom bots, whose hooks take no `{"text"}`.
+//! of Feishu (Lark), DingTalk and WeCom (企业微信) bots, whose hooks take no `{"text"}` and
+//! answer 200 with an error code in the body when they refuse a message.
 //!
 //! Posting happens on a task of its own, with retries, so a slow or failing receiver never
 //! holds up a tick; the tag `ebb:stop-at` on the instance is the notice of record. Each notice
@@ -60,7 +61,13 @@ pub enum Format {
     Feishu,
     /// A DingTalk custom robot's text message: `{"msgtype": "text", "text": {"content"}}`.
     Dingtalk,
+    /// A WeCom (企业微信) group robot's text message: `{"msgtype": "text", "text":
+    /// {"content"}}`, at most [`WECOM_BYTES`].
+    Wecom,
 }
+
+/// The most a WeCom text message holds, in bytes of UTF-8.
+const WECOM_BYTES: usize = 2048;
 
 /// A link a notice offers: a button in Block Kit, a labelled URL in the text otherwise.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -93,19 +100,26 @@ impl Message {
         let escaped = match format {
             Format::Plain | Format::Slack => slack_escaped(&self.text),
             Format::Feishu => feishu_escaped(&self.text),
-            Format::Dingtalk => self.text.clone(),
+            Format::Dingtalk | Format::Wecom => self.text.clone(),
         };
-        let text = if offers.is_empty() {
-            escaped.clone()
-        } else {
-            format!("{escaped} Keep it running {}", offers.join(" · "))
+        let links = match offers.is_empty() {
+            true => String::new(),
+            false => format!(" Keep it running {}", offers.join(" · ")),
+        };
+        let text = match format {
+            // Cut the words, never the links, to fit.
+            Format::Wecom => format!(
+                "{}{links}",
+                cut_to(&escaped, WECOM_BYTES.saturating_sub(links.len()))
+            ),
+            _ => format!("{escaped}{links}"),
         };
         match format {
             Format::Plain => return serde_json::json!({ "text": text }),
             Format::Feishu => {
                 return serde_json::json!({ "msg_type": "text", "content": {"text": text} })
             }
-            Format::Dingtalk => {
+            Format::Dingtalk | Format::Wecom => {
                 return serde_json::json!({ "msgtype": "text", "text": {"content": text} })
             }
             Format::Slack => {}
@@ -130,6 +144,36 @@ impl Message {
         }
         serde_json::json!({ "text": text, "blocks": blocks })
     }
+}
+
+/// `text` in at most `bytes` bytes: cut at a character, and marked with "…" where it was.
+fn cut_to(text: &str, bytes: usize) -> String {
+    if text.len() <= bytes {
+        return text.to_string();
+    }
+    let mut end = bytes.saturating_sub('…'.len_utf8());
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}…", &text[..end])
+}
+
+/// Why a chat bot refused a message it answered 200 to: DingTalk and WeCom answer a nonzero
+/// `errcode` (a missing keyword, a message too long, too many messages), Feishu a nonzero
+/// `code` (or `StatusCode`). `None` for the other formats, and for an answer that says
+/// nothing of it.
+fn refused(format: Format, answer: &serde_json::Value) -> Option<String> {
+    let (code, message) = match format {
+        Format::Dingtalk | Format::Wecom => (answer.get("errcode"), answer.get("errmsg")),
+        Format::Feishu => (
+            answer.get("code").or_else(|| answer.get("StatusCode")),
+            answer.get("msg").or_else(|| answer.get("StatusMessage")),
+        ),
+        Format::Plain | Format::Slack => return None,
+    };
+    let code = code?.as_i64()?;
+    let message = message.and_then(serde_json::Value::as_str).unwrap_or("");
+    (code != 0).then(|| format!("refused by the receiver: code {code}: {message}"))
 }
 
 /// A client for posting to a receiver people configured (the webhook, the events endpoint):
@@ -184,7 +228,7 @@ impl Webhook {
         let task = tokio::spawn(async move {
             while let Some(message) = notices.recv().await {
                 tasks.started(TASK);
-                let result = post(&client, &url, &message.body(format)).await;
+                let result = post(&client, &url, format, &message.body(format)).await;
                 if let Err(err) = &result {
                     tracing::error!(task = TASK, error = %err, "background task failed");
                 }
@@ -225,10 +269,12 @@ impl Poster {
     }
 }
 
-/// Posts one notice's `body`, with retries; why it was not delivered, if it was not.
+/// Posts one notice's `body` in `format`, with retries; why it was not delivered, if it was
+/// not.
 async fn post(
     client: &reqwest::Client,
     url: &reqwest::Url,
+    format: Format,
     body: &serde_json::Value,
 ) -> Result<Posted, NotDelivered> {
     let mut wait = BACKOFF;
@@ -236,7 +282,13 @@ async fn post(
     loop {
         let answer = client.post(url.clone()).json(body).send().await;
         let error = match answer {
-            Ok(r) if r.status().is_success() => return Ok(Posted { attempt }),
+            Ok(r) if r.status().is_success() => {
+                let said = r.json::<serde_json::Value>().await.unwrap_or_default();
+                match refused(format, &said) {
+                    Some(why) => why,
+                    None => return Ok(Posted { attempt }),
+                }
+            }
             Ok(r) => format!("HTTP {}", r.status()),
             // The URL is a secret (it lets anyone post to the channel): never in the logs.
             Err(e) => e.without_url().to_string(),
@@ -271,7 +323,10 @@ mod tests {
             .unwrap();
         let client = reqwest::Client::new();
         let body = serde_json::json!({"text": "a notice"});
-        let error = post(&client, &url, &body).await.unwrap_err().to_string();
+        let error = post(&client, &url, Format::Plain, &body)
+            .await
+            .unwrap_err()
+            .to_string();
         assert!(
             error.starts_with("not delivered after 4 attempts"),
             "{error}"
@@ -279,6 +334,86 @@ mod tests {
         assert!(
             !error.contains("s3cr3t") && !error.contains("127.0.0.1"),
             "{error}"
+        );
+    }
+
+    /// A receiver on a local port that answers every post 200 with `answer`: its URL.
+    async fn answering(answer: &'static str) -> reqwest::Url {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let receiver = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let here = receiver.local_addr().unwrap();
+        tokio::spawn(async move {
+            while let Ok((mut stream, _)) = receiver.accept().await {
+                let mut head = [0u8; 4096];
+                let _ = stream.read(&mut head).await;
+                let reply = format!(
+                    "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{answer}",
+                    answer.len()
+                );
+                let _ = stream.write_all(reply.as_bytes()).await;
+            }
+        });
+        format!("http://{here}/hook").parse().unwrap()
+    }
+
+    /// DingTalk, WeCom and Feishu answer 200 when they refuse a message (a keyword missing,
+    /// too many messages), with the reason in the body: not delivered, and the status says
+    /// why. A plain receiver's 200 is delivery, whatever its body.
+    #[tokio::test(start_paused = true)]
+    async fn a_chat_bots_refusal_in_a_200_is_not_delivered() {
+        let client = outbound_client(TIMEOUT);
+        let body = serde_json::json!({"msgtype": "text", "text": {"content": "a notice"}});
+        let keyword = answering(r#"{"errcode":310000,"errmsg":"keywords not in content"}"#).await;
+        for format in [Format::Dingtalk, Format::Wecom] {
+            let error = post(&client, &keyword, format, &body).await.unwrap_err();
+            assert_eq!(error.attempts, 4);
+            assert_eq!(
+                error.last,
+                "refused by the receiver: code 310000: keywords not in content"
+            );
+        }
+        assert!(post(&client, &keyword, Format::Plain, &body).await.is_ok());
+        let feishu = answering(r#"{"code":19024,"msg":"Key Words Not Found"}"#).await;
+        let error = post(&client, &feishu, Format::Feishu, &body)
+            .await
+            .unwrap_err();
+        assert_eq!(
+            error.last,
+            "refused by the receiver: code 19024: Key Words Not Found"
+        );
+        let ok = answering(r#"{"errcode":0,"errmsg":"ok"}"#).await;
+        assert_eq!(
+            post(&client, &ok, Format::Wecom, &body).await,
+            Ok(Posted { attempt: 1 })
+        );
+    }
+
+    /// A WeCom message is a text message like DingTalk's, cut to 2,048 bytes at a character
+    /// with its links whole.
+    #[test]
+    fn a_wecom_message_fits_its_limit_with_its_links_whole() {
+        let message = Message {
+            text: "停机通知 ".repeat(400),
+            buttons: vec![Button {
+                label: "for 2 hours".into(),
+                url: "https://ebb.example/snooze/a".into(),
+            }],
+        };
+        let body = message.body(Format::Wecom);
+        assert_eq!(body["msgtype"], "text");
+        let content = body["text"]["content"].as_str().unwrap();
+        assert!(content.len() <= WECOM_BYTES, "{}", content.len());
+        assert!(
+            content.ends_with("… Keep it running for 2 hours: https://ebb.example/snooze/a"),
+            "{content}"
+        );
+        let short = Message {
+            text: "ebb will stop i-0a <soon>".into(),
+            buttons: Vec::new(),
+        };
+        assert_eq!(
+            short.body(Format::Wecom),
+            serde_json::json!({"msgtype": "text", "text": {"content": "ebb will stop i-0a <soon>"}})
         );
     }
 
@@ -304,7 +439,7 @@ mod tests {
         });
         let url: reqwest::Url = format!("http://{here}/hook").parse().unwrap();
         let body = serde_json::json!({"text": "a notice"});
-        let error = post(&outbound_client(TIMEOUT), &url, &body)
+        let error = post(&outbound_client(TIMEOUT), &url, Format::Plain, &body)
             .await
             .unwrap_err();
         assert_eq!(error.last, "HTTP 307 Temporary Redirect", "{error}");

@@ -62,8 +62,8 @@ pub(super) struct ReconcileArgs {
     )]
     pub(super) webhook_url: Option<reqwest::Url>,
     /// The shape of the webhook's posts: plain ({"text": ...}, which Slack's and Mattermost's
-    /// hooks take), slack (Block Kit, the snooze links as buttons), feishu or dingtalk (their
-    /// custom bots' text messages).
+    /// hooks take), slack (Block Kit, the snooze links as buttons), feishu, dingtalk or wecom
+    /// (their bots' text messages).
     #[arg(long, env = "EBB_WEBHOOK_FORMAT", value_enum, default_value_t = WebhookFormat::Plain,
           help_heading = "Notices")]
     pub(super) webhook_format: WebhookFormat,
@@ -150,6 +150,8 @@ pub(super) enum WebhookFormat {
     Feishu,
     /// A DingTalk custom robot's text message.
     Dingtalk,
+    /// A WeCom (企业微信) group robot's text message.
+    Wecom,
 }
 
 impl From<WebhookFormat> for webhook::Format {
@@ -159,6 +161,7 @@ impl From<WebhookFormat> for webhook::Format {
             WebhookFormat::Slack => webhook::Format::Slack,
             WebhookFormat::Feishu => webhook::Format::Feishu,
             WebhookFormat::Dingtalk => webhook::Format::Dingtalk,
+            WebhookFormat::Wecom => webhook::Format::Wecom,
         }
     }
 }
