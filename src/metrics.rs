@@ -128,6 +128,7 @@ pub struct Metrics {
     throttles: Gauge,
     tokens: Family<BucketLabels, Gauge<f64, AtomicU64>>,
     audit_checkpoint_failures: Counter,
+    calendars_running_out: Gauge,
     budget_amount: Family<BudgetLabels, Gauge<f64, AtomicU64>>,
     budget_spent: Family<BudgetLabels, Gauge<f64, AtomicU64>>,
     budget_forecast: Family<BudgetLabels, Gauge<f64, AtomicU64>>,
@@ -153,6 +154,7 @@ impl Default for Metrics {
             throttles: Gauge::default(),
             tokens: Family::default(),
             audit_checkpoint_failures: Counter::default(),
+            calendars_running_out: Gauge::default(),
             budget_amount: Family::default(),
             budget_spent: Family::default(),
             budget_forecast: Family::default(),
@@ -248,6 +250,11 @@ impl Default for Metrics {
             "audit_checkpoint_failures",
             "Audit checkpoints that could not be published (EBB_AUDIT_CHECKPOINTS)",
             m.audit_checkpoint_failures.clone(),
+        );
+        registry.register(
+            "calendars_running_out",
+            "Calendars the policies use that name no date of the current year, or from 1 November of the next (the policy watcher's last look)",
+            m.calendars_running_out.clone(),
         );
         Metrics { registry, ..m }
     }
@@ -361,6 +368,12 @@ impl Metrics {
                 .duration_since(UNIX_EPOCH)
                 .map_or(0.0, |d| d.as_secs_f64()),
         );
+    }
+
+    /// Records how many calendars of the policies may have run out.
+    pub fn calendars_running_out(&self, calendars: usize) {
+        self.calendars_running_out
+            .set(i64::try_from(calendars).unwrap_or(i64::MAX));
     }
 
     /// Records whether this replica leads.

@@ -1,6 +1,7 @@
 //! Watches the policy files and asks for a tick when they change (an edit, a `git pull`, a
 //! ConfigMap update), so that a change takes effect without waiting for the next tick; and
-//! says, in the log once a day and in `GET /v1/status`, which calendars may have run out.
+//! says, in the log once a day, in `GET /v1/status` and in `ebb_calendars_running_out`, which
+//! calendars may have run out.
 
 use super::driver::BackgroundTask;
 use crate::clock::Clock;
@@ -84,6 +85,9 @@ impl BackgroundTask for PolicyWatcher {
             tracing::info!("the policy files changed; ticking now");
             self.control.wake.notify_one();
         }
+        self.control
+            .metrics
+            .calendars_running_out(calendars_running_out.len());
         let told = (today, calendars_running_out.clone());
         if self.told.as_ref() != Some(&told) {
             for why in &calendars_running_out {
@@ -124,6 +128,11 @@ mod tests {
                 .any(|w| w.contains(&format!("calendar {name} names no date in 2027")))
         };
         assert!(named("cn-holidays") && named("cn-workdays"), "{status}");
+        assert!(watcher
+            .control
+            .metrics
+            .encode()
+            .contains("ebb_calendars_running_out 2"));
         assert!(status.to_string().contains("cn-holidays"), "{status}");
         // In June the year is covered and November is months away: nothing to say.
         let june = "2026-06-01T00:00:00Z".parse().unwrap();

@@ -6,6 +6,7 @@
 #[path = "../common/mod.rs"]
 mod common;
 
+mod alerts;
 mod cloud_sdks;
 mod console_browser;
 mod iam;
