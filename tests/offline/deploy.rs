@@ -590,6 +590,28 @@ fn kubernetes_probes_ask_the_health_routes_on_the_port_ebb_listens_on() {
     }
 }
 
+/// The base images are build arguments with Docker Hub's images as defaults, so that a team
+/// that cannot reach Docker Hub builds from a mirror; every stage but `scratch` starts from one.
+#[test]
+fn the_base_images_are_build_arguments_for_a_mirror() {
+    let text = read(&repo("deploy/Dockerfile"));
+    let head = &text[..text.find("\nFROM ").expect("a FROM")];
+    for arg in [
+        "ARG RUST_IMAGE=rust:1.95-bookworm",
+        "ARG RUNTIME_IMAGE=debian:bookworm-slim",
+    ] {
+        assert!(
+            head.lines().any(|l| l.trim() == arg),
+            "deploy/Dockerfile: {arg} before the first FROM"
+        );
+    }
+    let bases: Vec<String> = dockerfile_stages()
+        .iter()
+        .map(|stage| stage[0].args.split_whitespace().next().unwrap().to_string())
+        .collect();
+    assert_eq!(bases, ["${RUST_IMAGE}", "scratch", "${RUNTIME_IMAGE}"]);
+}
+
 #[test]
 fn the_image_is_a_release_build_run_by_a_non_root_user() {
     let text = read(&repo("deploy/Dockerfile"));
