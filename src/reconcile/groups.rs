@@ -68,9 +68,15 @@ impl<P: Provider> Reconciler<P> {
                 if d.code == Code::GroupMemberProtected {
                     tracing::info!(group = %group.name, region = %region, reason = %d.reason, "scale-down held");
                 }
-                if memory.as_ref() != Some(&d.memory) {
+                // A dry run protects no member, so it remembers none as protected by ebb: the
+                // restore would take off a protection someone else put on since.
+                let mut remember = d.memory.clone();
+                if d.dry_run || self.options.dry_run {
+                    remember.protected.retain(|id| !d.protect.contains(id));
+                }
+                if memory.as_ref() != Some(&remember) {
                     self.store
-                        .remember_group(region, &group.name, &d.memory)
+                        .remember_group(region, &group.name, &remember)
                         .await?;
                 }
                 if d.action == GroupAction::ScaleDown {

@@ -10,6 +10,28 @@ use aws_sdk_ec2::types::InstanceStateName;
 
 use sqlx::PgPool;
 
+/// Alice's override on `member` for her training run, far ahead so that it covers EVENING
+/// whatever the date is now: its id.
+fn keep_for_alice(s: &Setup, member: &str) -> String {
+    let kept = s.ebb().run(&[
+        "override",
+        member,
+        "--until",
+        "87600h",
+        "--max-override",
+        "87601h",
+        "--reason",
+        "training run until Friday",
+        "--actor",
+        "alice",
+    ]);
+    assert!(kept.status.success(), "{kept:?}");
+    String::from_utf8_lossy(&kept.stdout)
+        .strip_prefix("override ")
+        .and_then(|rest| rest.split(':').next().map(str::to_string))
+        .unwrap_or_else(|| panic!("{kept:?}"))
+}
+
 #[sqlx::test(migrations = false)]
 async fn an_override_on_a_member_holds_the_groups_scale_down(pool: PgPool) {
     let s = Setup::new(&pool, "ca-central-1").await;
@@ -36,24 +58,7 @@ async fn an_override_on_a_member_holds_the_groups_scale_down(pool: PgPool) {
     // Overrides are for instances ebb lists: a tick in working hours lists the members.
     let listed = s.tick("2026-11-30T12:00:00Z", &[]);
     assert!(listed.contains("0 actions"), "{listed}");
-    // Far ahead, so that it covers EVENING whatever the date is now.
-    let kept = s.ebb().run(&[
-        "override",
-        &members[1],
-        "--until",
-        "87600h",
-        "--max-override",
-        "87601h",
-        "--reason",
-        "training run until Friday",
-        "--actor",
-        "alice",
-    ]);
-    assert!(kept.status.success(), "{kept:?}");
-    let id = String::from_utf8_lossy(&kept.stdout)
-        .strip_prefix("override ")
-        .and_then(|rest| rest.split(':').next().map(str::to_string))
-        .unwrap_or_else(|| panic!("{kept:?}"));
+    let id = keep_for_alice(&s, &members[1]);
 
     let out = s
         .ebb()
@@ -136,19 +141,7 @@ async fn with_protect_members_the_group_is_scaled_down_around_the_kept_member(po
         )
     };
     s.tick("2026-11-30T12:00:00Z", &[]);
-    let kept = s.ebb().run(&[
-        "override",
-        &members[1],
-        "--until",
-        "87600h",
-        "--max-override",
-        "87601h",
-        "--reason",
-        "training run until Friday",
-        "--actor",
-        "alice",
-    ]);
-    assert!(kept.status.success(), "{kept:?}");
+    keep_for_alice(&s, &members[1]);
 
     let evening = s.tick(EVENING, &[]);
     assert!(

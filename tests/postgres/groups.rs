@@ -26,6 +26,16 @@ async fn capacity(world: &SimWorld) -> Capacity {
     groups[0].capacity
 }
 
+/// Each member of the group and whether its scale-in protection is on.
+async fn protection(world: &SimWorld) -> Vec<(String, bool)> {
+    let groups = world.cloud().scaling_groups("us-east-1").await.unwrap();
+    groups[0]
+        .members
+        .iter()
+        .map(|m| (m.id.clone(), m.protected_from_scale_in))
+        .collect()
+}
+
 async fn group_rows(world: &SimWorld) -> Vec<(String, String)> {
     let rows = world.store.audit(&AuditFilter::default()).await.unwrap();
     rows.iter()
@@ -280,4 +290,84 @@ async fn ebb_report_counts_a_groups_scaled_down_members_hours_and_dollars(pool: 
         table.contains("\nasg     us-east-1/inference  42.00"),
         "{table}"
     );
+}
+
+/// With `group.protect_members`, a scale-down around a member with an override: a dry run
+/// decides it and protects nothing, and ebb remembers no member as protected by it (a restore
+/// would otherwise take off a protection someone else put on meanwhile); for real, the member
+/// is protected and remembered, the other ended, and the restore takes the protection off.
+#[sqlx::test(migrations = false)]
+async fn a_scale_down_around_a_kept_member_remembers_only_what_ebb_protected(pool: PgPool) {
+    let member = |id: &str| {
+        format!(
+            "  - id: {id}\n    region: us-east-1\n    type: g5.xlarge\n    state: running\n    \
+             tags: {{team: inference, \"aws:autoscaling:groupName\": inference}}\n"
+        )
+    };
+    let fleet = format!(
+        "{BOX_BESIDE}{}{}",
+        member("i-member-1"),
+        member("i-member-2")
+    );
+    let policy = format!("{OFFICE_POLICY}    group: {{protect_members: true}}\n");
+    let store = Store::from_pool(pool.clone());
+    store.migrate().await.unwrap();
+    store
+        .create_override(
+            "i-member-2",
+            common::t("2026-12-05T00:00:00Z"),
+            "training run",
+            "alice",
+            common::t("2026-11-30T12:00:00Z"),
+        )
+        .await
+        .unwrap();
+    let remembered = || async {
+        let protected: Vec<String> =
+            sqlx::query_scalar("SELECT protected FROM scaling_groups WHERE name = 'inference'")
+                .fetch_one(&pool)
+                .await
+                .unwrap();
+        protected
+    };
+
+    let mut dry = SimWorld::plan(&fleet)
+        .policy("office.yaml", &policy)
+        .options(Options {
+            dry_run: true,
+            ..Options::default()
+        })
+        .start_with(store.clone(), |sim| {
+            Intercept::new(sim.with_groups(vec![inference_group("inference", UP, &[])]))
+        })
+        .await;
+    dry.tick("2026-11-30T19:00:00Z").await;
+    assert_eq!(capacity(&dry).await, UP, "a dry run changes nothing");
+    assert!(protection(&dry).await.iter().all(|(_, p)| !p));
+    assert!(remembered().await.is_empty(), "nothing protected by ebb");
+    drop(dry);
+
+    let mut world = SimWorld::plan(&fleet)
+        .policy("office.yaml", &policy)
+        .start_with(store.clone(), |sim| {
+            Intercept::new(sim.with_groups(vec![inference_group("inference", UP, &[])]))
+        })
+        .await;
+    world.tick("2026-11-30T19:00:00Z").await;
+    let one = Capacity {
+        min: 1,
+        desired: 1,
+        max: 4,
+    };
+    assert_eq!(capacity(&world).await, one);
+    assert_eq!(remembered().await, ["i-member-2"]);
+    assert!(protection(&world)
+        .await
+        .contains(&("i-member-2".to_string(), true)));
+    world.tick("2026-12-01T09:00:00Z").await;
+    assert_eq!(capacity(&world).await, UP);
+    assert!(remembered().await.is_empty(), "the protection taken off");
+    assert!(protection(&world)
+        .await
+        .contains(&("i-member-2".to_string(), false)));
 }
