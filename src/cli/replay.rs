@@ -20,7 +20,6 @@ use crate::{policy, snapshot, when};
 use anyhow::{bail, Context as _, Result};
 use chrono::{DateTime, Utc};
 use clap::ValueEnum;
-use std::collections::BTreeMap;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -281,24 +280,10 @@ pub(super) fn add_prices(prices: &PricesArg, fleet: &mut Fleet) -> Result<Option
 /// Refuses a fleet some of whose instances the replay cannot price, naming every type it lacks
 /// at once, with where to add them: one missing price at a time would take a run for each.
 pub(super) fn check_prices(fleet: &Fleet, prices: &PricesArg) -> Result<()> {
-    let mut missing: BTreeMap<(&str, &str), usize> = BTreeMap::new();
-    for inst in &fleet.instances {
-        if crate::replay::rate(&fleet.prices, inst).is_err() {
-            *missing
-                .entry((inst.region.as_str(), inst.instance_type.as_str()))
-                .or_default() += 1;
-        }
-    }
-    if missing.is_empty() {
+    let types = crate::replay::unpriced(&fleet.prices, &fleet.instances);
+    if types.is_empty() {
         return Ok(());
     }
-    let types: Vec<String> = missing
-        .iter()
-        .map(|((region, ty), n)| {
-            let instances = if *n == 1 { "instance" } else { "instances" };
-            format!("{ty} in {region} ({n} {instances})")
-        })
-        .collect();
     let add = match &prices.prices {
         Some(table) => format!(
             "add them to {} under prices: REGION: TYPE",
@@ -308,7 +293,7 @@ pub(super) fn check_prices(fleet: &Fleet, prices: &PricesArg) -> Result<()> {
     };
     bail!(
         "no on-demand price for {} instance type(s) the replay costs: {}; {add}",
-        missing.len(),
+        types.len(),
         types.join(", ")
     )
 }

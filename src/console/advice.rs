@@ -89,6 +89,19 @@ pub(super) async fn page(
             instances.len()
         )));
     }
+    // Every type the price table lacks at once, before the work: the replay would stop at the
+    // first.
+    let unpriced = replay::unpriced(&run::replay_prices(&state.prices), &instances);
+    if !unpriced.is_empty() {
+        return Err(PageError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!(
+                "no on-demand price for {} instance type(s) the advice costs: {}; add them to the price table (EBB_PRICES) under prices: REGION: TYPE",
+                unpriced.len(),
+                unpriced.join(", ")
+            ),
+        ));
+    }
     let mut catalogue = crate::advise::catalogue::shipped();
     catalogue.update(state.store.instance_types().await?);
     let permit = ADVISING

@@ -235,3 +235,39 @@ async fn the_advice_page_says_when_it_has_less_than_a_week_and_refuses_unbounded
         "{body}"
     );
 }
+
+/// Boxes of types the price table lacks: the page names every one at once, with how many
+/// boxes and where to add them, before any work; the replay would stop at the first.
+#[sqlx::test(migrations = false)]
+async fn the_advice_page_names_every_type_the_price_table_lacks(pool: PgPool) {
+    let (base, store, _dir) = console(&pool, "2026-12-08T00:00:00Z").await;
+    history(&store, 8).await;
+    let mut extra = Vec::new();
+    for (id, ty) in [
+        ("i-h100a", "p5.48xlarge"),
+        ("i-h100b", "p5.48xlarge"),
+        ("i-l4", "g6.4xlarge"),
+    ] {
+        let mut box_ = instance(id, &[("team", "ml")]);
+        box_.instance_type = ty.into();
+        extra.push(box_);
+    }
+    store
+        .sync_inventory(
+            &["us-east-1".to_string()],
+            &extra,
+            t("2026-11-29T00:00:00Z"),
+        )
+        .await
+        .unwrap();
+    let (status, body) = get(
+        &base,
+        "/advice?since=2026-11-30T00:00:00Z&until=2026-12-08T00:00:00Z",
+    )
+    .await;
+    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{body}");
+    assert!(
+        body.contains("no on-demand price for 2 instance type(s) the advice costs: g6.4xlarge in us-east-1 (1 instance), p5.48xlarge in us-east-1 (2 instances); add them to the price table (EBB_PRICES)"),
+        "{body}"
+    );
+}

@@ -18,6 +18,7 @@ mod groups;
 mod model;
 mod pools;
 mod report;
+mod unpriced;
 
 pub use activity::SignalRecording;
 pub use model::Played;
@@ -26,6 +27,7 @@ pub use report::{
     BudgetPeriod, BudgetSpend, BudgetUse, InstanceOutcome, Net, OnDemandUse, Report, Scenarios,
     SpotPools, Tally,
 };
+pub use unpriced::unpriced;
 
 use crate::engine::{self, Prior, RECENT};
 use crate::fleet::activity::SignalUses;
