@@ -214,24 +214,29 @@ async fn a_persons_change_while_a_scale_down_is_unanswered_is_kept_until_the_ope
     );
 }
 
-/// Two members of a type the price table has, at $1.50 an hour.
-const GROUP_PRICES: &str =
-    "source: test\nas_of: today\nprices:\n  us-east-1:\n    g5.xlarge: 1.5\n";
-
-#[sqlx::test(migrations = false)]
-async fn ebb_report_counts_a_groups_scaled_down_members_hours_and_dollars(pool: PgPool) {
-    // The simulated group's members are the instances tagged with its name.
+/// The box beside and two g5.xlarge members of group `inference`: the simulated group's
+/// members are the instances tagged with its name.
+fn two_members() -> String {
     let member = |id: &str| {
         format!(
             "  - id: {id}\n    region: us-east-1\n    type: g5.xlarge\n    state: running\n    \
              tags: {{team: inference, \"aws:autoscaling:groupName\": inference}}\n"
         )
     };
-    let fleet = format!(
+    format!(
         "{BOX_BESIDE}{}{}",
         member("i-member-1"),
         member("i-member-2")
-    );
+    )
+}
+
+/// Two members of a type the price table has, at $1.50 an hour.
+const GROUP_PRICES: &str =
+    "source: test\nas_of: today\nprices:\n  us-east-1:\n    g5.xlarge: 1.5\n";
+
+#[sqlx::test(migrations = false)]
+async fn ebb_report_counts_a_groups_scaled_down_members_hours_and_dollars(pool: PgPool) {
+    let fleet = two_members();
     let group = inference_group("inference", UP, &[]);
     let mut world = SimWorld::plan(&fleet)
         .policy("office.yaml", OFFICE_POLICY)
@@ -298,17 +303,7 @@ async fn ebb_report_counts_a_groups_scaled_down_members_hours_and_dollars(pool: 
 /// is protected and remembered, the other ended, and the restore takes the protection off.
 #[sqlx::test(migrations = false)]
 async fn a_scale_down_around_a_kept_member_remembers_only_what_ebb_protected(pool: PgPool) {
-    let member = |id: &str| {
-        format!(
-            "  - id: {id}\n    region: us-east-1\n    type: g5.xlarge\n    state: running\n    \
-             tags: {{team: inference, \"aws:autoscaling:groupName\": inference}}\n"
-        )
-    };
-    let fleet = format!(
-        "{BOX_BESIDE}{}{}",
-        member("i-member-1"),
-        member("i-member-2")
-    );
+    let fleet = two_members();
     let policy = format!("{OFFICE_POLICY}    group: {{protect_members: true}}\n");
     let store = Store::from_pool(pool.clone());
     store.migrate().await.unwrap();
