@@ -245,17 +245,15 @@ fn form(q: &AuditQuery) -> Markup {
 /// Audit rows as a table, in the order given; `with_instance` adds the instance column.
 pub(super) fn table(rows: &[AuditEntry], with_instance: bool) -> Markup {
     html! {
-        table {
+        table.cards {
             thead {
                 tr {
                     th scope="col" { "Row" }
                     th scope="col" { "Time" }
                     @if with_instance { th scope="col" { "Instance" } }
-                    th scope="col" { "Action" }
+                    th scope="col" { "Action, code" }
                     th scope="col" { "Outcome" }
-                    th scope="col" { "Code" }
-                    th scope="col" { "Policy" }
-                    th scope="col" { "Actor" }
+                    th scope="col" { "Policy, actor" }
                     th scope="col" { "Reason" }
                 }
             }
@@ -263,17 +261,25 @@ pub(super) fn table(rows: &[AuditEntry], with_instance: bool) -> Markup {
                 @for r in rows {
                     @let e = &r.entry;
                     tr {
-                        td.num { (r.seq) }
-                        td { (time(e.at)) }
+                        td.num data-label="Row" { (r.seq) }
+                        td data-label="Time" { (time(e.at)) }
                         @if with_instance {
-                            td { @if let Some(i) = &e.instance { (instance_link(i)) } }
+                            td data-label="Instance" {
+                                @if let Some(i) = &e.instance { (instance_link(i)) }
+                            }
                         }
-                        td { (e.action) @if e.dry_run { " " span.tag { "dry run" } } }
-                        td { span class=(format!("outcome outcome-{}", e.outcome)) { (e.outcome.as_str()) } }
-                        td { @if let Some(c) = &e.code { code { (c) } } }
-                        td { (e.policy.as_deref().unwrap_or("")) }
-                        td { (e.actor) }
-                        td.reason {
+                        td data-label="Action" {
+                            (e.action) @if e.dry_run { " " span.tag { "dry run" } }
+                            @if let Some(c) = &e.code { br; code { (c) } }
+                        }
+                        td data-label="Outcome" {
+                            span class=(format!("outcome outcome-{}", e.outcome)) { (e.outcome.as_str()) }
+                        }
+                        td data-label="Policy" {
+                            @if let Some(p) = &e.policy { (p) }
+                            span.name { "by " (e.actor) }
+                        }
+                        td.reason data-label="Reason" {
                             (e.reason)
                             @if let Some(err) = &e.error { br; span.error { "error: " (err) } }
                         }

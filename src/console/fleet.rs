@@ -4,8 +4,8 @@
 
 use super::session::Session;
 use super::{
-    given, group_path, instance_link, maybe_time, mine, ok, query_string, scroll, time, zoned_time,
-    Nav, PageError, PageResult,
+    given, group_path, instance_link, instance_path, maybe_time, mine, ok, query_string, scroll,
+    time, zoned_time, Nav, PageError, PageResult,
 };
 use crate::api::ApiState;
 use crate::engine::{next_change, NextChange};
@@ -73,7 +73,7 @@ fn filters(
             div.field {
                 label for="state" { "State" }
                 select #state name="state" {
-                    option value="" { "any" }
+                    option value="" { "any but terminated" }
                     @for s in states {
                         option value=(s) selected[filter.state.as_ref() == Some(s)] { (s) }
                     }
@@ -160,6 +160,14 @@ pub(super) async fn page(
         )
     };
     let sorted_by = |column: FleetSort| link(1, column);
+    let terminated_link = format!(
+        "/{}",
+        query_string(&[
+            ("policy", filter.policy.as_deref()),
+            ("state", Some("terminated")),
+            ("tag", tag_text.as_deref()),
+        ])
+    );
     let columns = Columns {
         sort,
         sorted_by: &sorted_by,
@@ -172,6 +180,10 @@ pub(super) async fn page(
         p.count {
             (found.total) " live instances"
             @if found.total > 0 { ", page " (page) " of " (pages) }
+            @if found.terminated_hidden > 0 {
+                "; " (found.terminated_hidden) " terminated not shown ("
+                a href=(terminated_link) { "show them" } ")"
+            }
         }
         @if found.instances.is_empty() {
             p { "No live instance matches." }
@@ -205,8 +217,15 @@ impl Columns<'_> {
         let sorted = self.sort == column;
         html! {
             th scope="col" aria-sort=[sorted.then_some("ascending")] {
-                a href=((self.sorted_by)(column)) { (title) @if sorted { " ▲" } }
+                (self.sort_link(title, column))
             }
+        }
+    }
+
+    /// The link that sorts by `column`, marked when the rows are sorted by it.
+    fn sort_link(&self, title: &str, column: FleetSort) -> Markup {
+        html! {
+            a href=((self.sorted_by)(column)) { (title) @if self.sort == column { " ▲" } }
         }
     }
 
@@ -231,16 +250,20 @@ fn table(
     columns: &Columns<'_>,
 ) -> Markup {
     html! {
-        table {
+        table.cards {
             thead {
                 tr {
                     (columns.sortable("Instance", FleetSort::Id))
-                    (columns.sortable("Type", FleetSort::Type))
-                    (columns.sortable("Region", FleetSort::Region))
+                    th scope="col" aria-sort=[
+                        matches!(columns.sort, FleetSort::Type | FleetSort::Region)
+                            .then_some("ascending")
+                    ] {
+                        (columns.sort_link("Type", FleetSort::Type)) ", "
+                        (columns.sort_link("region", FleetSort::Region))
+                    }
                     (columns.sortable("State, since", FleetSort::State))
                     (columns.sortable("Policy", FleetSort::Policy))
-                    (columns.sortable("Decision", FleetSort::Decision))
-                    th scope="col" { "Reason" }
+                    (columns.sortable("Decision and reason", FleetSort::Decision))
                     th scope="col" { "Next by work hours" }
                     th scope="col" { "Protections" }
                 }
@@ -254,17 +277,41 @@ fn table(
                                 span.name { (name) }
                             }
                         }
-                        td.short { (i.instance_type) }
-                        td.short { (i.region) }
-                        td { span.state { (i.state) } " " (time(i.state_since)) }
-                        td { (i.policy.as_deref().unwrap_or("–")) }
-                        td { (decision(i)) }
-                        td.reason { (i.decided_reason.as_deref().unwrap_or("")) }
-                        td { (next_cell(columns.next(i))) }
-                        td { (protections(i, overrides.get(&i.id))) }
+                        td data-label="Type" { (i.instance_type) span.name { (i.region) } }
+                        td data-label="State" { span.state { (i.state) } " " (time(i.state_since)) }
+                        td data-label="Policy" { (i.policy.as_deref().unwrap_or("–")) }
+                        td.reason data-label="Decision" {
+                            (decision(i))
+                            @if let Some(reason) = &i.decided_reason {
+                                br; (short_reason(&i.id, reason))
+                            }
+                        }
+                        td data-label="Next" { (next_cell(columns.next(i))) }
+                        td data-label="Protections" { (protections(i, overrides.get(&i.id))) }
                     }
                 }
             }
+        }
+    }
+}
+
+/// Reasons longer than this many characters are cut in the table.
+const REASON_SHOWN: usize = 120;
+
+/// `reason` as the table shows it: whole when short, else cut at a word with a link to the
+/// instance's page, which shows it whole (reasons of owned instances run to paragraphs).
+fn short_reason(id: &str, reason: &str) -> Markup {
+    if reason.chars().count() <= REASON_SHOWN {
+        return html! { (reason) };
+    }
+    let cut: String = reason.chars().take(REASON_SHOWN).collect();
+    let cut = cut
+        .rsplit_once(' ')
+        .map_or(cut.as_str(), |(words, _)| words);
+    html! {
+        span title=(reason) { (cut.trim_end_matches([',', ';', ':', ' '])) "… " }
+        a href=(format!("{}#decision", instance_path(id))) aria-label=(format!("The whole reason for {id}")) {
+            "whole reason"
         }
     }
 }
@@ -300,7 +347,7 @@ fn groups_table(groups: &[GroupRecord]) -> Markup {
         section aria-labelledby="groups" {
             h2 #groups { "Auto Scaling groups" }
             (scroll("Auto Scaling groups", html! {
-                table {
+                table.cards {
                     thead {
                         tr {
                             th scope="col" { "Group" }
@@ -315,11 +362,17 @@ fn groups_table(groups: &[GroupRecord]) -> Markup {
                         @for g in groups {
                             tr {
                                 th scope="row" { a href=(group_path(&g.region, &g.name)) { (g.name) } }
-                                td.short { (g.region) }
-                                td { @if let Some(l) = &g.last { (l.capacity) } @else { "–" } }
-                                td.num { @if let Some(l) = &g.last { (l.members) } @else { "–" } }
-                                td { (g.stored.memory.up) }
-                                td { (maybe_time(g.stored.memory.down_since)) }
+                                td.short data-label="Region" { (g.region) }
+                                td data-label="Capacity now" {
+                                    @if let Some(l) = &g.last { (l.capacity) } @else { "–" }
+                                }
+                                td.num data-label="Members" {
+                                    @if let Some(l) = &g.last { (l.members) } @else { "–" }
+                                }
+                                td data-label="Up capacity" { (g.stored.memory.up) }
+                                td data-label="Held down by ebb" {
+                                    (maybe_time(g.stored.memory.down_since))
+                                }
                             }
                         }
                     }

@@ -244,9 +244,9 @@ fn zoned_time(t: DateTime<Utc>, zone: chrono_tz::Tz) -> Markup {
     let local = t.with_timezone(&zone);
     html! {
         time datetime=(t.to_rfc3339_opts(SecondsFormat::Secs, true)) {
-            (local.format("%a %Y-%m-%d %H:%M").to_string()) " " (zone.name())
+            (local.format("%a %Y-%m-%d %H:%M").to_string())
         }
-        " (" (t.format("%H:%M").to_string()) " UTC)"
+        " " (zone.name()) " (" (t.format("%H:%M").to_string()) " UTC)"
     }
 }
 

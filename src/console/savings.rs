@@ -107,9 +107,9 @@ fn headline(r: &Report) -> Markup {
         }
         dl.facts {
             dt { "Gross" } dd { (usd(t.saved_usd)) ": every stopped hour at its on-demand price" }
-            dt { "Covered by commitments" } dd { "−" (usd(t.commitment_covered_usd)) ": stopped hours reservations and Savings Plans would have covered, paid anyway (" (usd(t.unused_commitment_usd)) " of commitment left unused by the stops)" }
+            dt { "Covered by commitments" } dd { (less_usd(t.commitment_covered_usd)) ": stopped hours reservations and Savings Plans would have covered, paid anyway (" (usd(t.unused_commitment_usd)) " of commitment left unused by the stops)" }
             @if t.reserved_covered_usd > 0.0 {
-                dt { "Paid by reservations" } dd { "−" (usd(t.reserved_covered_usd)) ": stopped hours of boxes stopped inside capacity reservations held outside ebb (stop.in_reservation: stop), paid anyway" }
+                dt { "Paid by reservations" } dd { (less_usd(t.reserved_covered_usd)) ": stopped hours of boxes stopped inside capacity reservations held outside ebb (stop.in_reservation: stop), paid anyway" }
             }
             dt { "Net" } dd { strong { (usd(t.net_saved_usd)) } }
             dt { "Still paid while stopped" } dd {
@@ -145,6 +145,16 @@ fn count(n: u64, one: &str, many: &str) -> String {
 
 fn usd(v: f64) -> String {
     format!("${v:.2}")
+}
+
+/// Dollars taken off the gross: with a minus sign, except for none (no "−$0.00").
+fn less_usd(v: f64) -> String {
+    let shown = usd(v);
+    if shown == "$0.00" {
+        shown
+    } else {
+        format!("−{shown}")
+    }
 }
 
 fn hours(v: f64) -> String {
@@ -228,11 +238,8 @@ fn bars(what: &str, s: &Series) -> Markup {
         .map(|(_, v)| v.values().sum::<f64>())
         .fold(0.0, f64::max);
     let slot = WIDTH / s.days.len().max(1) as f64;
-    let scale = if most > 0.0 {
-        (HEIGHT - 4.0) / most
-    } else {
-        0.0
-    };
+    let step = scale_step(most);
+    let scale = HEIGHT / (TICKS as f64 * step);
     let colour = |name: &str| format!("series-{}", s.colours.get(name).copied().unwrap_or(0));
     let words: Vec<String> = s
         .names
@@ -267,10 +274,21 @@ fn bars(what: &str, s: &Series) -> Markup {
     let id = format!("bars-{}", super::percent_encode(what));
     html! {
         figure.chart.bars {
+            div.plot {
+            // The scale in HTML beside the stretched drawing, so its text keeps its shape.
+            div.scale aria-hidden="true" {
+                @for k in 0..=TICKS {
+                    span class=(format!("tick-{k}")) { (round_usd(k as f64 * step)) }
+                }
+            }
             svg viewBox=(format!("0 0 {WIDTH} {HEIGHT}")) role="img" preserveAspectRatio="none"
                 aria-labelledby=(format!("{id}-title {id}-desc")) {
                 title #(format!("{id}-title")) { "Dollars saved per day by " (what) }
                 desc #(format!("{id}-desc")) { (summary) }
+                @for k in 1..=TICKS {
+                    @let y = HEIGHT * (1.0 - k as f64 / TICKS as f64);
+                    line.grid x1="0" x2=(WIDTH) y1=(format!("{y:.1}")) y2=(format!("{y:.1}")) {}
+                }
                 @for b in &blocks {
                     rect class=(b.class) x=(format!("{:.1}", b.x)) y=(format!("{:.1}", b.y))
                         width=(format!("{:.1}", slot * 0.8)) height=(format!("{:.1}", b.height)) {
@@ -280,8 +298,8 @@ fn bars(what: &str, s: &Series) -> Markup {
             }
             div.axis aria-hidden="true" {
                 @if let Some((first, _)) = s.days.first() { span { (first) } }
-                span { "up to " (usd(most)) " a day" }
                 @if let Some((last, _)) = s.days.last() { span { (last) } }
+            }
             }
             figcaption {
                 ul.legend {
@@ -295,41 +313,75 @@ fn bars(what: &str, s: &Series) -> Markup {
     }
 }
 
+/// The lines of a bar chart's scale above its zero (console.css places a label at each).
+const TICKS: usize = 4;
+
+/// The dollars between two lines of the scale: a round figure (1, 2, 2.5 or 5 times a power of
+/// ten) such that [`TICKS`] of them reach `most`.
+fn scale_step(most: f64) -> f64 {
+    let least = (most / TICKS as f64).max(0.01);
+    let power = 10f64.powf(least.log10().floor());
+    [1.0, 2.0, 2.5, 5.0, 10.0]
+        .into_iter()
+        .map(|m| m * power)
+        .find(|step| *step >= least * (1.0 - 1e-9))
+        .unwrap_or(10.0 * power)
+}
+
+/// A figure of the scale: whole dollars, or with cents where a step is less than a dollar.
+fn round_usd(v: f64) -> String {
+    if v.fract() == 0.0 {
+        format!("${v:.0}")
+    } else {
+        format!("${v:.2}")
+    }
+}
+
 /// A table of measures, a row per group named in its first column.
 fn groups<'a>(first: &str, rows: impl Iterator<Item = (String, &'a Measures)>) -> Markup {
+    const COLUMNS: [&str; 11] = [
+        "Saved",
+        "By stops",
+        "On spot",
+        "Stops",
+        "Hibernations",
+        "Hours stopped",
+        "Spot moves",
+        "Hours on spot",
+        "Overrides",
+        "Override hours",
+        "People's starts",
+    ];
+    let figures = |m: &Measures| -> [String; 11] {
+        [
+            usd(m.saved_usd),
+            usd(m.stopped_saved_usd),
+            usd(m.spot_saved_usd),
+            m.stops.to_string(),
+            m.hibernations.to_string(),
+            format!("{:.2}", m.stopped_hours),
+            m.spot_moves.to_string(),
+            format!("{:.2}", m.spot_hours),
+            m.overrides.to_string(),
+            format!("{:.2}", m.override_hours),
+            m.people_starts.to_string(),
+        ]
+    };
     html! {
-        table {
+        table.cards {
             thead {
                 tr {
                     th scope="col" { (first) }
-                    th scope="col" { "Saved" }
-                    th scope="col" { "By stops" }
-                    th scope="col" { "On spot" }
-                    th scope="col" { "Stops" }
-                    th scope="col" { "Hibernations" }
-                    th scope="col" { "Hours stopped" }
-                    th scope="col" { "Spot moves" }
-                    th scope="col" { "Hours on spot" }
-                    th scope="col" { "Overrides" }
-                    th scope="col" { "Override hours" }
-                    th scope="col" { "People's starts" }
+                    @for column in COLUMNS { th scope="col" { (column) } }
                 }
             }
             tbody {
                 @for (name, m) in rows {
                     tr {
                         th scope="row" { @if name == NO_POLICY { span.note { (name) } } @else { (name) } }
-                        td.num { (usd(m.saved_usd)) }
-                        td.num { (usd(m.stopped_saved_usd)) }
-                        td.num { (usd(m.spot_saved_usd)) }
-                        td.num { (m.stops) }
-                        td.num { (m.hibernations) }
-                        td.num { (format!("{:.2}", m.stopped_hours)) }
-                        td.num { (m.spot_moves) }
-                        td.num { (format!("{:.2}", m.spot_hours)) }
-                        td.num { (m.overrides) }
-                        td.num { (format!("{:.2}", m.override_hours)) }
-                        td.num { (m.people_starts) }
+                        @for (column, figure) in COLUMNS.iter().zip(figures(m)) {
+                            td.num data-label=(column) { (figure) }
+                        }
                     }
                 }
             }
@@ -386,5 +438,28 @@ mod tests {
         let chart = bars("team", &s).into_string();
         assert_eq!(chart.matches("<rect").count(), 2 * COLOURS);
         assert!(chart.contains("(others) $1260.00"), "{chart}");
+        // The tallest bar is $630 + $36 + ... + $40 = $820: the scale goes to $1,000.
+        for tick in ["$0", "$250", "$500", "$750", "$1000"] {
+            assert!(chart.contains(&format!(">{tick}</span>")), "{chart}");
+        }
+    }
+
+    #[test]
+    fn a_scale_reaches_the_tallest_bar_in_round_steps() {
+        for (most, step) in [
+            (107.55, 50.0),
+            (100.0, 25.0),
+            (0.0, 0.01),
+            (0.3, 0.1),
+            (9.0, 2.5),
+            (12_000.0, 5000.0),
+        ] {
+            assert_eq!(scale_step(most), step, "{most}");
+            assert!(TICKS as f64 * scale_step(most) >= most);
+        }
+        assert_eq!(round_usd(250.0), "$250");
+        assert_eq!(round_usd(2.5), "$2.50");
+        assert_eq!(less_usd(0.001), "$0.00");
+        assert_eq!(less_usd(12.5), "−$12.50");
     }
 }

@@ -83,6 +83,9 @@ pub struct FleetPage {
     pub instances: Vec<InstanceRecord>,
     /// How many live instances match the filter, on every page.
     pub total: i64,
+    /// How many terminated instances the filter would match but the page leaves out: with no
+    /// state asked for, a page shows the instances that still run or can run again.
+    pub terminated_hidden: i64,
 }
 
 /// A change of an instance's state, as a sync observed it.
@@ -99,14 +102,18 @@ pub struct InstanceEvent {
 }
 
 /// Appends the `WHERE` conditions of `filter` (its `policy` and `state`) to `q`.
+///
+/// A terminated instance is still listed by its cloud for a while; it is shown only when asked
+/// for by its state.
 fn push_fleet_filter(q: &mut QueryBuilder<sqlx::Postgres>, filter: &FleetFilter) {
     q.push(" WHERE i.gone_at IS NULL");
     if let Some(policy) = &filter.policy {
         q.push(" AND i.policy = ").push_bind(policy.clone());
     }
-    if let Some(state) = &filter.state {
-        q.push(" AND i.state = ").push_bind(state.clone());
-    }
+    match &filter.state {
+        Some(state) => q.push(" AND i.state = ").push_bind(state.clone()),
+        None => q.push(" AND i.state <> 'terminated'"),
+    };
     if let Some((key, value)) = &filter.tag {
         q.push(" AND i.tags ->> ")
             .push_bind(key.clone())
@@ -135,7 +142,23 @@ impl Store {
         let mut count = QueryBuilder::new("SELECT count(*) FROM instances i");
         push_fleet_filter(&mut count, filter);
         let total: i64 = count.build_query_scalar().fetch_one(&self.pool).await?;
-        Ok(FleetPage { instances, total })
+        let terminated_hidden = match filter.state {
+            Some(_) => 0,
+            None => {
+                let terminated = FleetFilter {
+                    state: Some("terminated".to_string()),
+                    ..filter.clone()
+                };
+                let mut count = QueryBuilder::new("SELECT count(*) FROM instances i");
+                push_fleet_filter(&mut count, &terminated);
+                count.build_query_scalar().fetch_one(&self.pool).await?
+            }
+        };
+        Ok(FleetPage {
+            instances,
+            total,
+            terminated_hidden,
+        })
     }
 
     /// The policies and the states of the live instances, each sorted: what the fleet can be

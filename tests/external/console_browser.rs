@@ -197,7 +197,7 @@ async fn the_console_in_chromium_on_the_demo_fleet(pool: PgPool) {
             &[
                 "i-0research01",
                 "i-0train01",
-                "<th scope=\"col\">Reason</th>",
+                "Decision and reason",
                 "live instances",
             ],
         ),
@@ -277,7 +277,6 @@ async fn the_console_in_chromium_on_the_demo_fleet(pool: PgPool) {
         screenshot(&chromium, profile.path(), &url, 1280, &file);
     }
     for (name, path) in [
-        ("fleet-390", "/"),
         ("instance-390", "/instances/i-0research01"),
         ("savings-390", "/savings?by=team"),
     ] {
@@ -290,7 +289,65 @@ async fn the_console_in_chromium_on_the_demo_fleet(pool: PgPool) {
             &file,
         );
     }
+    fits(&chromium, &base, target);
     forms(&chromium, &base, &http, target).await;
+}
+
+/// What of the page's layout goes past the screen's right edge: the page's and each table
+/// region's width beyond what shows, and the table cells that start or end past the edge.
+const OVERFLOW: &str = r#"(() => {
+  const over = [];
+  const page = document.documentElement;
+  if (page.scrollWidth > innerWidth) over.push(`the page is ${page.scrollWidth} px wide`);
+  for (const region of document.querySelectorAll('main .scroll')) {
+    if (region.scrollWidth > region.clientWidth)
+      over.push(`${region.getAttribute('aria-label')}: ${region.scrollWidth} px in ${region.clientWidth}`);
+  }
+  for (const cell of document.querySelectorAll('main table th, main table td')) {
+    const box = cell.getBoundingClientRect();
+    if (box.width > 0 && box.right > innerWidth + 0.5)
+      over.push(`a cell ends at ${Math.round(box.right)} px: ${cell.textContent.trim().slice(0, 40)}`);
+  }
+  return over;
+})()"#;
+
+/// The fleet, the audit log and the savings at a phone's width, a laptop's and a wide
+/// screen's: every column shows without scrolling sideways (on a phone each row is a card of
+/// labelled cells), with a screenshot of each for people to look at.
+fn fits(chromium: &Path, base: &str, target: &Path) {
+    let mut d = Devtools::start(chromium);
+    for (name, path) in [
+        ("fleet", "/"),
+        ("audit", "/audit"),
+        ("savings", "/savings?by=team"),
+    ] {
+        d.open(&format!("{base}{path}"));
+        for width in [390, 1280, 1920] {
+            d.width(width);
+            let over = d.evaluate(OVERFLOW);
+            assert_eq!(over, json!([]), "{path} at {width} px does not fit");
+            d.screenshot(width, &target.join(format!("console-{name}-{width}.png")));
+        }
+    }
+    // On a phone the fleet's rows are cards: each cell says what it is.
+    d.open(&format!("{base}/"));
+    d.width(390);
+    let labels = d.evaluate(
+        "[...document.querySelectorAll('[aria-label=Instances] tbody tr:first-child td')]\
+         .map(td => getComputedStyle(td, '::before').content)",
+    );
+    assert_eq!(
+        labels,
+        json!([
+            "\"Type: \"",
+            "\"State: \"",
+            "\"Policy: \"",
+            "\"Decision: \"",
+            "\"Next: \"",
+            "\"Protections: \""
+        ]),
+        "the fleet's cells at 390 px"
+    );
 }
 
 /// Chromium driven over the DevTools protocol on a pipe: JSON messages ending in a NUL byte,
@@ -468,12 +525,28 @@ impl Devtools {
         }
     }
 
-    /// Writes a PNG of the page at `width` px to `file`.
-    fn screenshot(&mut self, width: u32, file: &Path) {
+    /// Lays the page out as a screen `width` px wide shows it (a phone's below 600 px).
+    fn width(&mut self, width: u32) {
         self.call(
             "Emulation.setDeviceMetricsOverride",
             json!({"width": width, "height": 900, "deviceScaleFactor": 1, "mobile": width < 600}),
         );
+    }
+
+    /// The value of the JavaScript `expression`, run in the page by the test (the console's
+    /// pages run no script of their own).
+    fn evaluate(&mut self, expression: &str) -> Value {
+        let result = self.call(
+            "Runtime.evaluate",
+            json!({"expression": expression, "returnByValue": true}),
+        );
+        assert!(result.get("exceptionDetails").is_none(), "{result}");
+        result["result"]["value"].clone()
+    }
+
+    /// Writes a PNG of the page at `width` px to `file`.
+    fn screenshot(&mut self, width: u32, file: &Path) {
+        self.width(width);
         let shot = self.call("Page.captureScreenshot", json!({"format": "png"}));
         let png = base64::engine::general_purpose::STANDARD
             .decode(shot["data"].as_str().unwrap())

@@ -143,12 +143,20 @@ fn rows(html: &str) -> Vec<String> {
         .collect()
 }
 
+/// A reason as long as those of instances something else owns.
+const OWNED_REASON: &str = "owned by Auto Scaling group inference-eu, which would replace or \
+    break an instance stopped under it: ebb does not act on it alone (the policy asks for \
+    nothing now: in work hours (close 19:00 Europe/Berlin)); instead, scale the group itself";
+
 #[sqlx::test(migrations = false)]
 async fn the_fleet_page_shows_each_instance_its_decision_and_protections(pool: PgPool) {
     let console = Console::start(&pool).await;
     let keep = (Utc::now() + Duration::days(2)).to_rfc3339();
     let mut stopped = instance("i-3", &[("team", "research"), ("ebb:skip", "true")]);
     stopped.state = InstanceState::Stopped;
+    // Still listed by its cloud for a while after it ended.
+    let mut ended = instance("i-4", &[("team", "research")]);
+    ended.state = InstanceState::Terminated;
     let fleet = [
         instance(
             "i-1",
@@ -156,6 +164,7 @@ async fn the_fleet_page_shows_each_instance_its_decision_and_protections(pool: P
         ),
         instance("i-2", &[("ebb:keep-until", &keep)]),
         stopped,
+        ended,
     ];
     console.sync(&fleet, "2026-11-30T20:00:00Z").await;
     console
@@ -171,6 +180,10 @@ async fn the_fleet_page_shows_each_instance_its_decision_and_protections(pool: P
                 Decision {
                     policy: None,
                     ..decision("i-2", Action::None, Code::NoPolicy, "no policy matches")
+                },
+                Decision {
+                    policy: None,
+                    ..decision("i-3", Action::None, Code::OwnedByAsg, OWNED_REASON)
                 },
             ],
             t("2026-11-30T20:00:00Z"),
@@ -192,7 +205,7 @@ async fn the_fleet_page_shows_each_instance_its_decision_and_protections(pool: P
     let html = console.page("/").await;
     assert_eq!(rows(&html), ["i-1", "i-2", "i-3"]);
     for shown in [
-        "<th scope=\"col\">Reason</th>",
+        "Decision and reason",
         "outside work hours",
         "<code>outside_hours</code>",
         "no policy matches",
@@ -203,7 +216,7 @@ async fn the_fleet_page_shows_each_instance_its_decision_and_protections(pool: P
         "by bob",
         "ebb:keep-until",
         "ebb:skip",
-        "3 live instances",
+        "3 live instances, page 1 of 1; 1 terminated not shown (<a href=\"/?state=terminated\">show them</a>)",
         "<label for=\"state\">State</label>",
     ] {
         assert!(
@@ -224,6 +237,27 @@ async fn the_fleet_page_shows_each_instance_its_decision_and_protections(pool: P
         ["i-3"]
     );
     assert_eq!(rows(&console.page("/?policy=office&state=").await), ["i-1"]);
+    // A reason of a paragraph is cut at a word, whole in its title and on the instance's page.
+    let cut = "owned by Auto Scaling group inference-eu, which would replace or break an \
+               instance stopped under it: ebb does not act…";
+    assert!(html.contains(cut), "{html}");
+    assert!(
+        html.contains("<a href=\"/instances/i-3#decision\" aria-label=\"The whole reason for i-3\">whole reason</a>"),
+        "{html}"
+    );
+    assert!(
+        html.contains(&format!("title=\"{OWNED_REASON}\"")),
+        "{html}"
+    );
+
+    // The terminated one, when asked for by its state; the tag filter still holds.
+    assert_eq!(rows(&console.page("/?state=terminated").await), ["i-4"]);
+    let research = console.page("/?tag=team%3Dresearch").await;
+    assert_eq!(rows(&research), ["i-1", "i-3"]);
+    assert!(
+        research.contains("?state=terminated&amp;tag=team%3Dresearch"),
+        "{research}"
+    );
     let none = console.page("/?state=pending").await;
     assert!(rows(&none).is_empty() && none.contains("No live instance matches."));
 
@@ -284,7 +318,7 @@ async fn the_audit_page_filters_pages_downloads_and_verifies_the_chain(pool: PgP
         "{newest}"
     );
     let seqs = |html: &str| -> Vec<i64> {
-        html.split("<td class=\"num\">")
+        html.split("<td class=\"num\" data-label=\"Row\">")
             .skip(1)
             .map(|rest| rest[..rest.find('<').unwrap()].parse().unwrap())
             .collect()
@@ -576,12 +610,12 @@ async fn the_savings_page_charts_and_tables_the_reports_dollars(pool: PgPool) {
         "<dt>Net</dt><dd><strong>$1090.00</strong></dd>",
         "not taken off the net; unknown for 33.00 h stopped",
         "<th scope=\"col\">Policy</th>",
-        "<th scope=\"row\">office</th><td class=\"num\">$154.00</td>",
-        "<th scope=\"row\">to-spot</th><td class=\"num\">$936.00</td>",
+        "<th scope=\"row\">office</th><td class=\"num\" data-label=\"Saved\">$154.00</td>",
+        "<th scope=\"row\">to-spot</th><td class=\"num\" data-label=\"Saved\">$936.00</td>",
         "<th scope=\"col\">team</th>",
-        "<th scope=\"row\">cv</th><td class=\"num\">$1046.00</td>",
-        "<th scope=\"row\">ml</th><td class=\"num\">$44.00</td>",
-        "<th scope=\"row\">2026-11-30</th><td class=\"num\">$380.00</td>",
+        "<th scope=\"row\">cv</th><td class=\"num\" data-label=\"Saved\">$1046.00</td>",
+        "<th scope=\"row\">ml</th><td class=\"num\" data-label=\"Saved\">$44.00</td>",
+        "<th scope=\"row\">2026-11-30</th><td class=\"num\" data-label=\"Saved\">$380.00</td>",
         "<svg",
         "Dollars saved per day by policy",
         "Dollars saved by team: cv $1046.00, ml $44.00.",
@@ -654,7 +688,7 @@ async fn the_fleet_page_filters_by_tag_sorts_by_a_column_and_shows_the_next_chan
     let html = console.page("/").await;
     for shown in [
         "stops at the close",
-        "Mon 2026-11-30 19:00 Europe/London",
+        "Mon 2026-11-30 19:00</time> Europe/London",
         "(19:00 UTC)",
         "hours close",
     ] {
