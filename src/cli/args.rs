@@ -1,6 +1,7 @@
 //! The command line's flags and arguments, and how they become the library's values.
 
 pub(super) use super::db::DbArgs;
+use super::store_clock::{parse_future, parse_past, Future, Past};
 use crate::cloud::alibaba::{CredentialSource, Credentials};
 use crate::cloud::aws;
 use crate::cloud::pacing::{Pacer, RateLimits};
@@ -448,10 +449,10 @@ pub(super) fn price_table(
 pub(super) struct AuditArgs {
     /// Rows at or after: a duration back from now (24h, 7d) or an RFC 3339 time.
     #[arg(long, value_name = "24h|TS", value_parser = parse_past)]
-    pub(super) since: Option<DateTime<Utc>>,
+    pub(super) since: Option<Past>,
     /// Rows before: a duration back from now or an RFC 3339 time.
     #[arg(long, value_name = "TS", value_parser = parse_past)]
-    pub(super) until: Option<DateTime<Utc>>,
+    pub(super) until: Option<Past>,
     /// Only this instance.
     #[arg(long, value_name = "ID")]
     pub(super) instance: Option<String>,
@@ -490,7 +491,7 @@ pub(super) struct OverrideArgs {
     pub(super) instance: Option<String>,
     /// Until when: an RFC 3339 time, or a duration from now (4h, 2d).
     #[arg(long, value_name = "TS|DURATION", value_parser = parse_future)]
-    pub(super) until: Option<DateTime<Utc>>,
+    pub(super) until: Option<Future>,
     /// Why (recorded in the audit log).
     #[arg(long, value_name = "TEXT")]
     pub(super) reason: Option<String>,
@@ -565,26 +566,24 @@ pub(super) fn parse_speed(s: &str) -> Result<f64, String> {
     }
 }
 
-pub(super) fn parse_past(s: &str) -> Result<DateTime<Utc>, String> {
-    when::parse_past(s, Utc::now())
-}
-
-pub(super) fn parse_future(s: &str) -> Result<DateTime<Utc>, String> {
-    when::parse_future(s, Utc::now())
-}
-
 impl AuditArgs {
-    pub(super) fn to_filter(&self) -> AuditFilter {
-        AuditFilter {
-            since: self.since,
-            until: self.until,
+    /// The filter, with `--since` and `--until` counted from `now`.
+    pub(super) fn to_filter(&self, now: DateTime<Utc>) -> Result<AuditFilter> {
+        Ok(AuditFilter {
+            since: self.since.as_ref().map(|s| s.at(now)).transpose()?,
+            until: self.until.as_ref().map(|u| u.at(now)).transpose()?,
             instance: self.instance.clone(),
             policy: self.policy.clone(),
             action: self.action.clone(),
             outcome: self.outcome.as_deref().and_then(Outcome::parse),
             limit: self.limit,
             after: None,
-        }
+        })
+    }
+
+    /// Whether a flag counts from now.
+    pub(super) fn counts_from_now(&self) -> bool {
+        self.since.is_some() || self.until.is_some()
     }
 }
 

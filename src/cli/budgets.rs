@@ -2,9 +2,8 @@
 //! store recorded ran (DATABASE_URL) and the price table, as the tick works it out; and
 //! `ebb budgets raise`, a raise of one on record.
 
-use super::args::{
-    parse_future, price_table, ActorArg, CloudChoiceArg, DbArgs, PolicyDirs, PricesArg,
-};
+use super::args::{price_table, ActorArg, CloudChoiceArg, DbArgs, PolicyDirs, PricesArg};
+use super::store_clock::{self, parse_future, Future};
 use crate::budget::{self, money, RaiseBy, Standing};
 use crate::{policy, when};
 use anyhow::{Context as _, Result};
@@ -39,12 +38,15 @@ enum BudgetsFormat {
 
 /// Runs `ebb budgets`.
 pub(super) async fn run(args: BudgetsArgs) -> Result<ExitCode> {
-    let now = args.at.unwrap_or_else(Utc::now);
     let set = policy::load(&args.policies.policies)
         .context("policies are not valid (run ebb validate)")?;
     let prices = price_table(args.prices.prices.as_deref(), &args.cloud.cloud)?;
     let cloud = args.cloud.cloud.billed_as();
     let store = args.db.open().await?;
+    let now = match args.at {
+        Some(at) => at,
+        None => store_clock::now(&store).await?,
+    };
     let Some((standings, _)) = store.budget_standings(&set, now, cloud, &prices).await? else {
         outln!("no budgets in the policy files");
         return Ok(ExitCode::SUCCESS);
@@ -114,7 +116,7 @@ pub(super) struct RaiseArgs {
     by: RaiseBy,
     /// Until when: a duration from now (3d) or an RFC 3339 time, at most 90 days ahead.
     #[arg(long, value_name = "TS|DURATION", value_parser = parse_future)]
-    until: DateTime<Utc>,
+    until: Future,
     /// Why, for the audit log.
     #[arg(long)]
     reason: String,
@@ -128,21 +130,21 @@ pub(super) struct RaiseArgs {
 
 /// Runs `ebb budgets raise`: checks the budget and records the raise with its audit row.
 pub(super) async fn raise(args: RaiseArgs) -> Result<ExitCode> {
-    let now = Utc::now();
     let set = policy::load(&args.policies.policies)
         .context("policies are not valid (run ebb validate)")?;
+    let store = args.db.open().await?;
+    let now = store_clock::now(&store).await?;
     let raise = budget::raise(
         &set,
         &args.name,
         args.per,
         args.by,
-        args.until,
+        args.until.at(now)?,
         &args.reason,
         &args.actor.name(),
         now,
     )
     .map_err(anyhow::Error::msg)?;
-    let store = args.db.open().await?;
     let id = store.raise_budget(&raise).await?;
     outln!(
         "raise {id}: {} raised until {} ({})",

@@ -8,6 +8,7 @@ use super::args::{
 use super::audit::{publish_after, CheckpointArgs};
 use super::cloud::OnCloud;
 use super::serve::replica_name;
+use super::store_clock::{self, Past};
 use super::utilisation::ACTIVITY_PREFIX;
 use crate::checkpoint::Publisher;
 use crate::clock::Clock;
@@ -159,7 +160,11 @@ pub(super) async fn migrate(
 /// `ebb audit`: the rows that pass the filters.
 pub(super) async fn audit(filter: &AuditArgs) -> Result<ExitCode> {
     let store = filter.db.open().await?;
-    let rows = store.audit(&filter.to_filter()).await?;
+    let now = match filter.counts_from_now() {
+        true => store_clock::now(&store).await?,
+        false => Utc::now(),
+    };
+    let rows = store.audit(&filter.to_filter(now)?).await?;
     let text = match filter.format {
         AuditFormat::Table => output::audit_table(&rows, &Local),
         AuditFormat::Json => output::audit_json(&rows),
@@ -173,7 +178,7 @@ pub(super) async fn audit(filter: &AuditArgs) -> Result<ExitCode> {
 pub(super) async fn overrides(args: OverrideArgs) -> Result<ExitCode> {
     let store = args.db.open().await?;
     let actor = args.actor();
-    let now = Utc::now();
+    let now = store_clock::now(&store).await?;
     let metrics = crate::metrics::Metrics::default();
     let publisher = args
         .checkpoints
@@ -196,7 +201,7 @@ pub(super) async fn overrides(args: OverrideArgs) -> Result<ExitCode> {
     {
         let max = chrono::Duration::from_std(args.max_override.max_override)?;
         let request = store
-            .override_request(&instance, until, &reason, now, max)
+            .override_request(&instance, until.at(now)?, &reason, now, max)
             .await??;
         let o = store
             .create_override(
@@ -223,12 +228,12 @@ pub(super) async fn overrides(args: OverrideArgs) -> Result<ExitCode> {
 pub(super) async fn migrations(format: Format, db: &DbArgs) -> Result<ExitCode> {
     let store = db.open().await?;
     let list = store.migrations().await?;
-    // Under a simulated clock, ebb's time runs ahead of this one: savings count at least up to
-    // the last step ebb recorded.
+    // Savings count at least up to the last step ebb recorded: a simulated fleet's serve that
+    // has stopped may have run ahead of the system clock.
     let now = list
         .iter()
         .filter_map(|m| m.steps.0.last().map(|s| s.at))
-        .fold(Utc::now(), DateTime::max);
+        .fold(store_clock::now(&store).await?, DateTime::max);
     out!(
         "{}",
         match format {
@@ -497,8 +502,9 @@ fn rfc3339(t: DateTime<Utc>) -> String {
 /// an `activity:NAME` column for each activity signal whose uses ebb kept (the latest use by
 /// each row's time). Read [`EXPORT_CHUNK`] instances at a time, so a month of a large fleet is
 /// never in memory at once.
-pub(super) async fn export_readings(since: DateTime<Utc>, db: &DbArgs) -> Result<ExitCode> {
+pub(super) async fn export_readings(since: &Past, db: &DbArgs) -> Result<ExitCode> {
     let store = db.open().await?;
+    let since = since.at(store_clock::now(&store).await?)?;
     let signals = store.activity_signals().await?;
     let mut out = csv::Writer::from_writer(std::io::stdout().lock());
     let mut header: Vec<String> = ["instance", "time", "gpu_util", "gpu_mem_mib", "gpus_busy"]

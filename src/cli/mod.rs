@@ -35,6 +35,7 @@ mod replay;
 mod replay_store;
 mod report;
 mod serve;
+mod store_clock;
 mod utilisation;
 
 use crate::when;
@@ -249,8 +250,8 @@ enum MetricsCommand {
     /// reads.
     Export {
         /// Readings at or after: a duration back from now (30d) or an RFC 3339 time.
-        #[arg(long, value_name = "30d|TS", value_parser = args::parse_past, default_value = "30d")]
-        since: DateTime<Utc>,
+        #[arg(long, value_name = "30d|TS", value_parser = store_clock::parse_past, default_value = "30d")]
+        since: store_clock::Past,
         #[command(flatten)]
         db: DbArgs,
     },
@@ -374,7 +375,7 @@ async fn run(command: Command) -> anyhow::Result<ExitCode> {
         Command::Inventory { cloud, format } => commands::inventory(cloud, format).await,
         Command::Metrics {
             command: MetricsCommand::Export { since, db },
-        } => commands::export_readings(since, &db).await,
+        } => commands::export_readings(&since, &db).await,
     }
 }
 

@@ -1,6 +1,7 @@
 //! `ebb report`: what ebb saved over a window, from the store's history (DATABASE_URL).
 
 use super::args::{price_table, CloudChoiceArg, DbArgs, PricesArg};
+use super::store_clock;
 use crate::budget;
 use crate::report::{self, Window};
 use crate::when;
@@ -18,7 +19,8 @@ pub(super) struct ReportArgs {
     /// The window's end: a duration back from --at or an RFC 3339 time (default: --at).
     #[arg(long, value_name = "DURATION|TS")]
     until: Option<String>,
-    /// What time it is, RFC 3339 (default: now); for tests and reports of the past.
+    /// What time it is, RFC 3339 (default: now, or the simulated time of an `ebb serve` on a
+    /// simulated clock that publishes it in this database); for tests and reports of the past.
     #[arg(long, value_name = "TS", value_parser = when::parse_time)]
     at: Option<DateTime<Utc>>,
     /// Also group by the values of this tag (team, say).
@@ -48,13 +50,16 @@ enum ReportFormat {
 
 /// Runs `ebb report`.
 pub(super) async fn run(args: ReportArgs) -> Result<ExitCode> {
-    let now = args.at.unwrap_or_else(Utc::now);
+    let prices = price_table(args.prices.prices.as_deref(), &args.cloud.cloud)?;
+    let store = args.db.open().await?;
+    let now = match args.at {
+        Some(at) => at,
+        None => store_clock::now(&store).await?,
+    };
     let window = match Window::parse(&args.since, args.until.as_deref(), now) {
         Ok(w) => w,
         Err(e) => bail!(e),
     };
-    let prices = price_table(args.prices.prices.as_deref(), &args.cloud.cloud)?;
-    let store = args.db.open().await?;
     let by = args.by.as_deref().map(str::trim).filter(|b| !b.is_empty());
     let parts = store.report_parts(window, by, &prices.commitments).await?;
     let r = report::compute_parts(&parts, window, by, &prices);

@@ -1,10 +1,12 @@
 //! `ebb serve`: the control loop and the HTTP API in one process. Every background activity is
 //! one task type run by one [`driver`]: the tick loop, and, registered with their periods in
 //! `registry.rs`, the policy watcher, the listener for tick requests from other replicas, the
-//! pruner of old history, the report's roll-up, the session pruner, the spot interruption
+//! pruner of old history, the report's roll-up, the session pruner, on a simulated clock its
+//! publisher, the spot interruption
 //! queue reader, and with `EBB_EVENTS_URL` the event sender (the webhook sender reports into
 //! the same statuses). `GET /v1/status` shows what each last did.
 
+mod clock_publisher;
 mod driver;
 mod events;
 mod interruptions;
@@ -33,6 +35,7 @@ use crate::cloud::Provider;
 use crate::console;
 use crate::control::{Control, TickLimits};
 use crate::reconcile::Reconciler;
+use clock_publisher::ClockPublisher;
 use interruptions::InterruptionReader;
 use policy_watcher::PolicyWatcher;
 use pruner::Pruner;
@@ -53,6 +56,10 @@ const EVENTS_POLL: Duration = Duration::from_secs(2);
 
 /// How often the leader prunes old history (real time).
 const PRUNE_EVERY: Duration = Duration::from_secs(3600);
+
+/// How often a simulated clock is published for the commands (real time): well within the
+/// minute after which they take it for stopped.
+const CLOCK_PUBLISH_EVERY: Duration = Duration::from_secs(5);
 
 /// How often each replica forgets expired console logins (real time).
 const SESSIONS_PRUNE_EVERY: Duration = Duration::from_secs(600);
@@ -206,8 +213,9 @@ pub async fn run<P: Provider>(
 }
 
 /// Registers every background task but the tick loop: the tick requests of other replicas, the
-/// policy watcher, the pruner, the report's roll-up, the session pruner, and with a receiver the
-/// event sender, with a queue the interruption reader.
+/// policy watcher, the pruner, the report's roll-up, the session pruner, on a simulated clock
+/// the clock publisher, and with a receiver the event sender, with a queue the interruption
+/// reader.
 fn spawn_background<P: Provider>(
     reconciler: &Reconciler<P>,
     control: &Arc<Control>,
@@ -235,6 +243,9 @@ fn spawn_background<P: Provider>(
         ROLLUP_EVERY,
     );
     registry.register(SessionPruner::new(store.clone()), SESSIONS_PRUNE_EVERY);
+    if let Some(publisher) = ClockPublisher::new(store.clone(), clock) {
+        registry.register(publisher, CLOCK_PUBLISH_EVERY);
+    }
     if let Some(config) = events {
         registry.register(
             EventSender::new(store.clone(), control.clone(), config),

@@ -74,6 +74,7 @@ pub const RUNTIME_PRIVILEGES: &[(&str, &str)] = &[
     ("activity_uses", "SELECT, INSERT, UPDATE, DELETE"),
     ("budget_notices", "SELECT, INSERT"),
     ("calendar_notices", "SELECT, INSERT"),
+    ("serve_clock", "SELECT, INSERT, UPDATE"),
     ("budget_raises", "SELECT, INSERT"),
 ];
 

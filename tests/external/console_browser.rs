@@ -187,6 +187,7 @@ async fn the_console_in_chromium_on_the_demo_fleet(pool: PgPool) {
     });
     let reason = stop["reason"].as_str().unwrap().to_string();
     let policy = stop["policy"].as_str().unwrap().to_string();
+    the_tour_counts_to_the_demo_clock(&http, &base, &url, root).await;
 
     let profile = tempfile::tempdir().unwrap();
     let target = Path::new(env!("CARGO_TARGET_TMPDIR")).parent().unwrap();
@@ -291,6 +292,65 @@ async fn the_console_in_chromium_on_the_demo_fleet(pool: PgPool) {
     }
     fits(&chromium, &base, target);
     forms(&chromium, &base, &http, target).await;
+}
+
+/// `ebb ARGS` against the demo's database, as the tour runs it: its standard output as JSON,
+/// after checking it said on stderr that it counts to the demo's clock.
+fn tour_command(url: &str, root: &Path, args: &[&str]) -> Value {
+    let out = Command::new(env!("CARGO_BIN_EXE_ebb"))
+        .args(args)
+        .current_dir(root)
+        .env("DATABASE_URL", url)
+        .env("EBB_CLOUD", "sim:deploy/demo-fleet.yaml")
+        .env("EBB_PRICES", "deploy/prices.yaml")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "ebb {args:?}: {stderr}");
+    assert!(
+        stderr.contains("counting to the simulated clock of the ebb serve on this database"),
+        "ebb {args:?}: {stderr}"
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+/// The tour's commands count to the demo's simulated clock (which `serve` publishes in
+/// Postgres), not to the system's a week later: between two reads of the console's figures
+/// (which only grow as the demo's time runs), the command's are neither below the first nor
+/// above the second, for the spot move's dollars and the savings report's.
+async fn the_tour_counts_to_the_demo_clock(
+    http: &reqwest::Client,
+    base: &str,
+    url: &str,
+    root: &Path,
+) {
+    let saved = |moves: &Value| moves[0]["savings_so_far"].as_f64().unwrap();
+    let first = common::eventually(PATIENCE, Duration::from_millis(200), async || {
+        let moves = api(http, base, "/v1/migrations").await?;
+        (saved(&moves) > 0.0).then_some(moves)
+    })
+    .await
+    .unwrap_or_else(|| panic!("the spot move saved nothing within {PATIENCE:?}"));
+    let report = answer(http, base, "/v1/report?since=30d").await;
+    let command = tour_command(url, root, &["spot-moves", "--format", "json"]);
+    let command_report = tour_command(url, root, &["report", "--since", "30d", "--format", "json"]);
+    let after = answer(http, base, "/v1/migrations").await;
+    let report_after = answer(http, base, "/v1/report?since=30d").await;
+    assert!(
+        saved(&first) <= saved(&command) && saved(&command) <= saved(&after),
+        "ebb spot-moves says {} saved, the console {} then {}",
+        saved(&command),
+        saved(&first),
+        saved(&after)
+    );
+    let net = |r: &Value| r["total"]["net_saved_usd"].as_f64().unwrap();
+    assert!(
+        net(&report) <= net(&command_report) && net(&command_report) <= net(&report_after),
+        "ebb report says a net of {}, the console {} then {}",
+        net(&command_report),
+        net(&report),
+        net(&report_after)
+    );
 }
 
 /// What of the page's layout goes past the screen's right edge: the page's and each table

@@ -45,6 +45,7 @@ mod retry;
 mod roles;
 mod runtime_limit;
 mod secrets;
+mod serve_clock;
 mod snooze;
 mod spot_early;
 mod spot_faults;
