@@ -3,7 +3,7 @@
 //! the period's end, the amount and the notice thresholds), the boxes that spent most, and
 //! what was noticed, refused or stopped for it.
 
-use super::{ok, scroll, time, Nav, PageResult};
+use super::{ok, scale, scroll, time, Nav, PageResult};
 use crate::api::ApiState;
 use crate::budget::{self, money, Ran, Standing};
 use crate::policy::{Budget, PolicySet};
@@ -153,7 +153,10 @@ fn burn_down(b: &Budget, s: &Standing, state: &ApiState, ran: &[Ran]) -> Markup 
     points.push(s.now);
     let series = budget::spent_by(b, s, state.cloud, ran, &state.prices, &points);
     let forecast = s.forecast.unwrap_or(spent);
-    let top = [s.amount, spent, forecast].into_iter().fold(0.0, f64::max) * 1.1;
+    // A little above the largest, so that a line at it is not drawn on the edge.
+    let most = [s.amount, spent, forecast].into_iter().fold(0.0, f64::max);
+    let step = scale::step(most * 1.05);
+    let top = scale::top(step);
     let span = (s.end - s.start).num_seconds().max(1) as f64;
     let x =
         |t: DateTime<Utc>| ((t - s.start).num_seconds() as f64 / span * WIDTH).clamp(0.0, WIDTH);
@@ -174,11 +177,14 @@ fn burn_down(b: &Budget, s: &Standing, state: &ApiState, ran: &[Ran]) -> Markup 
     );
     html! {
         figure.chart {
+            div.plot {
+            (scale::labels(step, &s.currency))
             svg.burn-down viewBox=(format!("0 0 {WIDTH} {HEIGHT}")) role="img"
                 aria-labelledby=(format!("{id}-title {id}-desc")) preserveAspectRatio="none" {
                 title id=(format!("{id}-title")) { "Burn-down of " (s.label()) }
                 desc id=(format!("{id}-desc")) { (summary) }
                 rect.backdrop x="0" y="0" width=(WIDTH) height=(HEIGHT) {}
+                (scale::grid(WIDTH, HEIGHT))
                 @for &pct in &b.notify_at {
                     @let v = y(s.amount * pct / 100.0);
                     line.notify-at x1="0" x2=(WIDTH) y1=(format!("{v:.1}")) y2=(format!("{v:.1}")) {
@@ -198,6 +204,7 @@ fn burn_down(b: &Budget, s: &Standing, state: &ApiState, ran: &[Ran]) -> Markup 
             div.axis aria-hidden="true" {
                 span { (s.start.with_timezone(&b.timezone).format("%Y-%m-%d %H:%M").to_string()) " " (b.timezone.name()) }
                 span { (s.until()) }
+            }
             }
             figcaption {
                 ul.legend {

@@ -27,6 +27,7 @@ mod policies;
 mod pools;
 mod quick_keep;
 mod savings;
+mod scale;
 mod session;
 mod snooze;
 

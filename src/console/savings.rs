@@ -2,7 +2,7 @@
 //! `GET /v1/report`): dollars by policy and by a tag per day as stacked bar charts, and the
 //! measures in tables.
 
-use super::{given, ok, scroll, window_select, Nav, PageError, PageResult};
+use super::{given, ok, scale, scroll, window_select, Nav, PageError, PageResult};
 use crate::api::ApiState;
 use crate::report::{Measures, Report, Window, NO_POLICY, UNTAGGED};
 use axum::extract::rejection::QueryRejection;
@@ -238,8 +238,8 @@ fn bars(what: &str, s: &Series) -> Markup {
         .map(|(_, v)| v.values().sum::<f64>())
         .fold(0.0, f64::max);
     let slot = WIDTH / s.days.len().max(1) as f64;
-    let step = scale_step(most);
-    let scale = HEIGHT / (TICKS as f64 * step);
+    let step = scale::step(most);
+    let scale = HEIGHT / scale::top(step);
     let colour = |name: &str| format!("series-{}", s.colours.get(name).copied().unwrap_or(0));
     let words: Vec<String> = s
         .names
@@ -275,20 +275,12 @@ fn bars(what: &str, s: &Series) -> Markup {
     html! {
         figure.chart.bars {
             div.plot {
-            // The scale in HTML beside the stretched drawing, so its text keeps its shape.
-            div.scale aria-hidden="true" {
-                @for k in 0..=TICKS {
-                    span class=(format!("tick-{k}")) { (round_usd(k as f64 * step)) }
-                }
-            }
+            (scale::labels(step, "USD"))
             svg viewBox=(format!("0 0 {WIDTH} {HEIGHT}")) role="img" preserveAspectRatio="none"
                 aria-labelledby=(format!("{id}-title {id}-desc")) {
                 title #(format!("{id}-title")) { "Dollars saved per day by " (what) }
                 desc #(format!("{id}-desc")) { (summary) }
-                @for k in 1..=TICKS {
-                    @let y = HEIGHT * (1.0 - k as f64 / TICKS as f64);
-                    line.grid x1="0" x2=(WIDTH) y1=(format!("{y:.1}")) y2=(format!("{y:.1}")) {}
-                }
+                (scale::grid(WIDTH, HEIGHT))
                 @for b in &blocks {
                     rect class=(b.class) x=(format!("{:.1}", b.x)) y=(format!("{:.1}", b.y))
                         width=(format!("{:.1}", slot * 0.8)) height=(format!("{:.1}", b.height)) {
@@ -310,30 +302,6 @@ fn bars(what: &str, s: &Series) -> Markup {
                 p.visually-hidden { (summary) }
             }
         }
-    }
-}
-
-/// The lines of a bar chart's scale above its zero (console.css places a label at each).
-const TICKS: usize = 4;
-
-/// The dollars between two lines of the scale: a round figure (1, 2, 2.5 or 5 times a power of
-/// ten) such that [`TICKS`] of them reach `most`.
-fn scale_step(most: f64) -> f64 {
-    let least = (most / TICKS as f64).max(0.01);
-    let power = 10f64.powf(least.log10().floor());
-    [1.0, 2.0, 2.5, 5.0, 10.0]
-        .into_iter()
-        .map(|m| m * power)
-        .find(|step| *step >= least * (1.0 - 1e-9))
-        .unwrap_or(10.0 * power)
-}
-
-/// A figure of the scale: whole dollars, or with cents where a step is less than a dollar.
-fn round_usd(v: f64) -> String {
-    if v.fract() == 0.0 {
-        format!("${v:.0}")
-    } else {
-        format!("${v:.2}")
     }
 }
 
@@ -439,26 +407,13 @@ mod tests {
         assert_eq!(chart.matches("<rect").count(), 2 * COLOURS);
         assert!(chart.contains("(others) $1260.00"), "{chart}");
         // The tallest bar is $630 + $36 + ... + $40 = $820: the scale goes to $1,000.
-        for tick in ["$0", "$250", "$500", "$750", "$1000"] {
+        for tick in ["$0", "$250", "$500", "$750", "$1,000"] {
             assert!(chart.contains(&format!(">{tick}</span>")), "{chart}");
         }
     }
 
     #[test]
-    fn a_scale_reaches_the_tallest_bar_in_round_steps() {
-        for (most, step) in [
-            (107.55, 50.0),
-            (100.0, 25.0),
-            (0.0, 0.01),
-            (0.3, 0.1),
-            (9.0, 2.5),
-            (12_000.0, 5000.0),
-        ] {
-            assert_eq!(scale_step(most), step, "{most}");
-            assert!(TICKS as f64 * scale_step(most) >= most);
-        }
-        assert_eq!(round_usd(250.0), "$250");
-        assert_eq!(round_usd(2.5), "$2.50");
+    fn nothing_taken_off_shows_no_minus() {
         assert_eq!(less_usd(0.001), "$0.00");
         assert_eq!(less_usd(12.5), "−$12.50");
     }

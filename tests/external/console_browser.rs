@@ -247,6 +247,8 @@ async fn the_console_in_chromium_on_the_demo_fleet(pool: PgPool) {
                 "<th scope=\"row\">research</th>",
                 "Not priced",
                 "<option value=\"team\" selected=\"\">team</option>",
+                // The chart's scale, from zero.
+                "<div class=\"scale\" aria-hidden=\"true\"><span class=\"tick-0\">$0</span>",
             ],
         ),
         (
@@ -263,6 +265,7 @@ async fn the_console_in_chromium_on_the_demo_fleet(pool: PgPool) {
                 "Burn-down of platform-daily",
                 "<polyline class=\"spend\"",
                 "<line class=\"amount\"",
+                "<div class=\"scale\" aria-hidden=\"true\"><span class=\"tick-0\">$0</span>",
                 "spent (",
                 "At the limit: <code>notify</code>",
             ],
