@@ -4,13 +4,14 @@
 //! replay the policies and every candidate on one [`crate::advise::Advisor`] per core.
 
 use super::args::{DbArgs, PolicyDirs, PricesArg};
+use super::policy_files;
 use super::replay::{add_prices, check_prices, parse_percent, parse_tick, stream_chunks, Source};
 use super::replay_store;
 use crate::advise::{self, Inputs};
 use crate::fleet::money::PriceTable;
 use crate::fleet::GPU_BUSY_PERCENT;
 use crate::replay::{Options, Recording};
-use crate::{policy, snapshot, when};
+use crate::{snapshot, when};
 use anyhow::{bail, Context as _, Result};
 use chrono::{DateTime, Utc};
 use clap::ValueEnum;
@@ -85,7 +86,7 @@ pub(super) async fn run(args: &AdviseArgs) -> Result<ExitCode> {
             window.num_minutes() as f64 / (24.0 * 60.0)
         );
     }
-    let set = policy::load(&args.policies.policies)
+    let set = policy_files::load(&args.policies.policies)
         .context("policies are not valid (run ebb validate)")?;
     let (source, (mut fleet, prior)) = match (&args.fleet, &args.utilisation) {
         (Some(fleet), Some(utilisation)) => (

@@ -1,6 +1,7 @@
 //! The command line's flags and arguments, and how they become the library's values.
 
 pub(super) use super::db::DbArgs;
+use super::policy_files;
 use super::store_clock::{parse_future, parse_past, Future, Past};
 use crate::cloud::alibaba::{CredentialSource, Credentials};
 use crate::cloud::aws;
@@ -599,7 +600,7 @@ pub(super) type Loaded = (
 
 impl Input {
     pub(super) fn load(&self) -> Result<Loaded> {
-        let set = policy::load(&self.policies.policies)
+        let set = policy_files::load(&self.policies.policies)
             .context("policies are not valid (run ebb validate)")?;
         let (fleet, prior, groups) = snapshot::load_snapshot_groups(&self.fleet)?;
         // EC2's published buckets: starts they cannot all make by an opening begin early.

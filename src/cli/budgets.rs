@@ -3,9 +3,10 @@
 //! `ebb budgets raise`, a raise of one on record.
 
 use super::args::{price_table, ActorArg, CloudChoiceArg, DbArgs, PolicyDirs, PricesArg};
+use super::policy_files;
 use super::store_clock::{self, parse_future, Future};
 use crate::budget::{self, money, RaiseBy, Standing};
-use crate::{policy, when};
+use crate::when;
 use anyhow::{Context as _, Result};
 use chrono::{DateTime, Utc};
 use clap::{Args, ValueEnum};
@@ -38,7 +39,7 @@ enum BudgetsFormat {
 
 /// Runs `ebb budgets`.
 pub(super) async fn run(args: BudgetsArgs) -> Result<ExitCode> {
-    let set = policy::load(&args.policies.policies)
+    let set = policy_files::load(&args.policies.policies)
         .context("policies are not valid (run ebb validate)")?;
     let prices = price_table(args.prices.prices.as_deref(), &args.cloud.cloud)?;
     let cloud = args.cloud.cloud.billed_as();
@@ -130,7 +131,7 @@ pub(super) struct RaiseArgs {
 
 /// Runs `ebb budgets raise`: checks the budget and records the raise with its audit row.
 pub(super) async fn raise(args: RaiseArgs) -> Result<ExitCode> {
-    let set = policy::load(&args.policies.policies)
+    let set = policy_files::load(&args.policies.policies)
         .context("policies are not valid (run ebb validate)")?;
     let store = args.db.open().await?;
     let now = store_clock::now(&store).await?;

@@ -7,6 +7,7 @@ use super::args::{
 };
 use super::audit::{publish_after, CheckpointArgs};
 use super::cloud::OnCloud;
+use super::policy_files;
 use super::serve::replica_name;
 use super::store_clock::{self, Past};
 use super::utilisation::ACTIVITY_PREFIX;
@@ -15,6 +16,7 @@ use crate::clock::Clock;
 use crate::cloud::{Provider, SpotMoves};
 use crate::control::Tasks;
 use crate::replay::SignalRecording;
+use crate::serve::{BackgroundTask, CalendarFetcher};
 use crate::store::{Grant, MigrationRecord, Store};
 use crate::{engine, output, policy};
 use anyhow::{bail, Context as _, Result};
@@ -39,7 +41,7 @@ fn count(n: usize, one: &str, many: &str) -> String {
 
 /// `ebb validate`: every problem of the policy files, one per line.
 pub(super) fn validate(dirs: &[PathBuf], at: DateTime<Utc>) -> Result<ExitCode> {
-    match policy::load(dirs) {
+    match policy_files::load(dirs) {
         Ok(set) => {
             let budgets = match set.budgets.len() {
                 0 => String::new(),
@@ -407,6 +409,16 @@ impl OnCloud for Tick {
         let Some(mut leader) = reconciler.store().try_lead(&replica_name()).await? else {
             bail!("another ebb is the leader and acting (ebb serve?); this tick did nothing");
         };
+        // As serve does at start: the calendars' addresses fetched, the last good copies kept.
+        let clock = Clock::Fixed(at);
+        let mut fetcher = CalendarFetcher::new(
+            reconciler.store().clone(),
+            reconciler.policies().clone(),
+            clock,
+        );
+        if let Err(err) = fetcher.activate().await {
+            eprintln!("warning: {err}");
+        }
         let Ok(report) = tokio::time::timeout(deadline, reconciler.tick(at, &mut leader)).await
         else {
             bail!(

@@ -31,6 +31,7 @@ mod commands;
 mod db;
 mod gpu_source;
 mod interruptions;
+mod policy_files;
 mod replay;
 mod replay_store;
 mod report;

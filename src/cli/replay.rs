@@ -5,6 +5,7 @@
 
 use super::args::{DbArgs, PolicyDirs, PricesArg};
 use super::interruptions::read_pools;
+use super::policy_files;
 use super::replay_store;
 use super::utilisation::{self, read_utilisation};
 use crate::engine::Prior;
@@ -16,7 +17,7 @@ use crate::replay::{
 };
 use crate::report::money::HourlyUse;
 use crate::store::Store;
-use crate::{policy, snapshot, when};
+use crate::{snapshot, when};
 use anyhow::{bail, Context as _, Result};
 use chrono::{DateTime, Utc};
 use clap::ValueEnum;
@@ -153,12 +154,12 @@ pub(super) async fn run(args: &ReplayArgs) -> Result<ExitCode> {
             args.from.to_rfc3339()
         );
     }
-    let set = policy::load(&args.policies.policies)
+    let set = policy_files::load(&args.policies.policies)
         .context("policies are not valid (run ebb validate)")?;
     let baseline = match args.baseline.is_empty() {
         true => None,
         false => Some(
-            policy::load(&args.baseline)
+            policy_files::load(&args.baseline)
                 .context("--baseline-policies are not valid (run ebb validate on them)")?,
         ),
     };

@@ -66,7 +66,7 @@ pub(super) async fn run(args: ReportArgs) -> Result<ExitCode> {
     let budgets = match args.policies.is_empty() {
         true => Vec::new(),
         false => {
-            let set = crate::policy::load(&args.policies)
+            let set = super::policy_files::load(&args.policies)
                 .context("--policies are not valid (run ebb validate)")?;
             let ran = store.ran(window.since, window.until).await?;
             let cloud = args.cloud.cloud.billed_as();

@@ -1,11 +1,13 @@
 //! `ebb serve`: the control loop and the HTTP API in one process. Every background activity is
 //! one task type run by one [`driver`]: the tick loop, and, registered with their periods in
-//! `registry.rs`, the policy watcher, the listener for tick requests from other replicas, the
+//! `registry.rs`, the policy watcher, the calendar fetcher, the listener for tick requests from
+//! other replicas, the
 //! pruner of old history, the report's roll-up, the session pruner, on a simulated clock its
 //! publisher, the spot interruption
 //! queue reader, and with `EBB_EVENTS_URL` the event sender (the webhook sender reports into
 //! the same statuses). `GET /v1/status` shows what each last did.
 
+mod calendar_fetcher;
 mod clock_publisher;
 mod driver;
 mod events;
@@ -35,6 +37,9 @@ use crate::cloud::Provider;
 use crate::console;
 use crate::control::{Control, TickLimits};
 use crate::reconcile::Reconciler;
+pub use calendar_fetcher::{
+    calendar_client, fetch_calendar, CalendarFetchError, CalendarFetcher, CalendarsFetched,
+};
 use clock_publisher::ClockPublisher;
 use interruptions::InterruptionReader;
 use policy_watcher::PolicyWatcher;
@@ -56,6 +61,9 @@ const EVENTS_POLL: Duration = Duration::from_secs(2);
 
 /// How often the leader prunes old history (real time).
 const PRUNE_EVERY: Duration = Duration::from_secs(3600);
+
+/// How often the calendars the policies take from an address are fetched (real time).
+const CALENDAR_FETCH_EVERY: Duration = Duration::from_secs(24 * 3600);
 
 /// How often a simulated clock is published for the commands (real time): well within the
 /// minute after which they take it for stopped.
@@ -123,6 +131,9 @@ pub enum ServeError {
         /// Why.
         source: std::io::Error,
     },
+    /// The calendars' copies cannot be read.
+    #[error("cannot read the calendars' copies: {0}")]
+    CalendarCopies(crate::store::StoreError),
     /// The events' cursor cannot be made (`EBB_EVENTS_URL`).
     #[error("cannot start sending events: {0}")]
     Events(#[from] crate::store::StoreError),
@@ -142,6 +153,12 @@ pub async fn run<P: Provider>(
             source,
         })?;
     tracing::info!(address = %config.listen, tokens = config.tokens.len(), "API listening");
+    // Before the first tick: the calendars' last good copies, whatever their addresses
+    // answer now.
+    let copies = reconciler.store().calendar_copies().await;
+    reconciler
+        .policies()
+        .set_copies(copies.map_err(ServeError::CalendarCopies)?);
     if config.events.is_some() {
         // Before the first tick: every row this process appends comes after the cursor.
         reconciler.store().start_event_cursor().await?;
@@ -213,7 +230,7 @@ pub async fn run<P: Provider>(
 }
 
 /// Registers every background task but the tick loop: the tick requests of other replicas, the
-/// policy watcher, the pruner, the report's roll-up, the session pruner, on a simulated clock
+/// policy watcher, the calendar fetcher, the pruner, the report's roll-up, the session pruner, on a simulated clock
 /// the clock publisher, and with a receiver the event sender, with a queue the interruption
 /// reader.
 fn spawn_background<P: Provider>(
@@ -233,6 +250,10 @@ fn spawn_background<P: Provider>(
     registry.register(
         PolicyWatcher::new(reconciler.policies().clone(), control.clone(), clock),
         POLICY_POLL,
+    );
+    registry.register(
+        CalendarFetcher::new(store.clone(), reconciler.policies().clone(), clock),
+        CALENDAR_FETCH_EVERY,
     );
     registry.register(
         Pruner::new(store.clone(), clock, control.clone(), retention),

@@ -12,6 +12,7 @@ mod attached;
 mod audit;
 mod audit_entry;
 mod budgets;
+mod calendar_copies;
 mod capacity;
 mod catalogue;
 mod console;

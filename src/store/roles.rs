@@ -75,6 +75,7 @@ pub const RUNTIME_PRIVILEGES: &[(&str, &str)] = &[
     ("budget_notices", "SELECT, INSERT"),
     ("calendar_notices", "SELECT, INSERT"),
     ("serve_clock", "SELECT, INSERT, UPDATE"),
+    ("calendar_copies", "SELECT, INSERT, UPDATE"),
     ("budget_raises", "SELECT, INSERT"),
 ];
 

@@ -281,7 +281,7 @@ fn validate_checks_workdays_like_dates() {
         (
             "    workday_as: mon\n    workdays:\n      - \"2026-09-20\"\n      - {date: \"2026-10-10\", as: fri}\n",
             "    description: nothing yet\n",
-            "5:5: calendar \"makeup\" needs \"dates\" (days that open no window), \"workdays\" (working days whatever their weekday) or a \"file\" of them",
+            "5:5: calendar \"makeup\" needs \"dates\" (days that open no window), \"workdays\" (working days whatever their weekday), or a \"file\" or \"url\" of them",
         ),
     ];
     for (from, to, want) in cases {

@@ -14,6 +14,7 @@ mod api;
 mod attempts;
 mod budgets;
 mod calendar_notices;
+mod calendar_urls;
 mod charging_stops;
 mod cloudwatch_reads;
 mod commitments;

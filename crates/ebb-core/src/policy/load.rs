@@ -1,6 +1,6 @@
 //! Reading policy directories: files, version, and problems with their positions.
 
-use super::check::{check_file, CheckedFile};
+use super::check::{check_file, CalendarSource, CheckedFile};
 use super::yaml::{Position, Positions, Step};
 use super::{PolicySet, PolicyVersion, Problem};
 use crate::schedule::CalendarFormat;
@@ -36,9 +36,38 @@ pub enum LoadError {
     },
 }
 
+/// Copies of what the addresses of calendars' `url` served, by address: what `ebb serve`
+/// fetched last and keeps in Postgres, or what a command fetched when it started.
+pub type CalendarCopies = BTreeMap<String, String>;
+
 /// Loads every `*.yaml` and `*.yml` file in `paths` (directories, not recursive, or single
-/// files), checks them all, and reports every problem found.
+/// files), checks them all, and reports every problem found. A calendar with a `url` is a
+/// problem here: [`load_with`] hands out the copies of what the addresses served.
 pub fn load(paths: &[PathBuf]) -> Result<PolicySet, LoadError> {
+    load_with(paths, &CalendarCopies::new())
+}
+
+/// [`load`], reading a calendar's `url` from `copies`; one without a copy there is a problem.
+pub fn load_with(paths: &[PathBuf], copies: &CalendarCopies) -> Result<PolicySet, LoadError> {
+    load_listing_urls(paths, copies).0
+}
+
+/// [`load_with`], and the addresses the calendars take their dates from, with the format of
+/// each: what to fetch (none when the files cannot be read).
+pub fn load_listing_urls(
+    paths: &[PathBuf],
+    copies: &CalendarCopies,
+) -> (Result<PolicySet, LoadError>, Vec<(String, CalendarFormat)>) {
+    let asked: Rc<RefCell<Vec<(String, CalendarFormat)>>> = Rc::default();
+    let set = load_asking(paths, copies, &asked);
+    (set, asked.take())
+}
+
+fn load_asking(
+    paths: &[PathBuf],
+    copies: &CalendarCopies,
+    asked: &Rc<RefCell<Vec<(String, CalendarFormat)>>>,
+) -> Result<PolicySet, LoadError> {
     let files = policy_files(paths)?;
     if files.is_empty() {
         return Err(LoadError::NoFiles {
@@ -51,6 +80,7 @@ pub fn load(paths: &[PathBuf]) -> Result<PolicySet, LoadError> {
     // The calendar files the policy files name, as read: part of the version, and of what
     // `PolicySource` watches.
     let named: Rc<RefCell<Vec<(PathBuf, String)>>> = Rc::default();
+    let shared = Rc::new(copies.clone());
     for file in &files {
         let text = std::fs::read_to_string(file).map_err(|source| LoadError::Read {
             path: file.clone(),
@@ -61,13 +91,23 @@ pub fn load(paths: &[PathBuf]) -> Result<PolicySet, LoadError> {
         hasher.update(name.as_bytes());
         hasher.update((text.len() as u64).to_le_bytes());
         hasher.update(text.as_bytes());
-        let kept = named.clone();
-        let read_file = Box::new(move |path: &Path| {
-            let text = std::fs::read_to_string(path)?;
-            kept.borrow_mut().push((path.to_path_buf(), text.clone()));
-            Ok(text)
+        let (kept, asked, copies) = (named.clone(), asked.clone(), shared.clone());
+        let read_source = Box::new(move |source: CalendarSource<'_>| match source {
+            CalendarSource::File(path) => {
+                let text = std::fs::read_to_string(path).map_err(|e| e.to_string())?;
+                kept.borrow_mut().push((path.to_path_buf(), text.clone()));
+                Ok(text)
+            }
+            CalendarSource::Url { url, format } => {
+                asked.borrow_mut().push((url.to_string(), format));
+                copies.get(url).cloned().ok_or_else(|| {
+                    "no copy of it yet (ebb serve fetches it at start and daily, the other \
+                     commands when they start)"
+                        .to_string()
+                })
+            }
         });
-        match check_file(file, &text, read_file) {
+        match check_file(file, &text, read_source) {
             Ok(c) => checked.push((file.clone(), Positions::of(&text), c)),
             Err(p) => problems.push(p),
         }
@@ -77,6 +117,14 @@ pub fn load(paths: &[PathBuf]) -> Result<PolicySet, LoadError> {
         let name = path.as_os_str().as_encoded_bytes();
         hasher.update((name.len() as u64).to_le_bytes());
         hasher.update(name);
+        hasher.update((text.len() as u64).to_le_bytes());
+        hasher.update(text.as_bytes());
+    }
+    // The copies of the addresses read are part of the version too.
+    for (url, _) in asked.borrow().iter() {
+        let text = copies.get(url).map_or("", String::as_str);
+        hasher.update((url.len() as u64).to_le_bytes());
+        hasher.update(url.as_bytes());
         hasher.update((text.len() as u64).to_le_bytes());
         hasher.update(text.as_bytes());
     }

@@ -11,7 +11,7 @@ mod source;
 pub mod yaml;
 
 pub use budget::{AtLimit, Budget, Period, DEFAULT_BUDGET_NOTICE, DEFAULT_NOTIFY_AT};
-pub use load::{load, policy_files, LoadError};
+pub use load::{load, load_listing_urls, load_with, policy_files, CalendarCopies, LoadError};
 pub use source::{LoadedPolicies, PolicySource};
 
 use crate::schedule::{Calendar, Schedule};

@@ -592,13 +592,21 @@ fn calendar_schema() -> Value {
                 json!({"type": "string", "minLength": 1, "description": "A file of dates in a public format, relative to this policy file: iCalendar (.ics, its all-day events open no window) or holiday-cn's JSON (its off days open no window, its other days are workdays)", "examples": ["cn-2027.json", "us-holidays.ics"]}),
             ),
             (
+                "url",
+                json!({"type": "string", "pattern": "^https?://", "description": "An address serving dates in the formats of file: ebb serve fetches it at start and daily and keeps the last good copy in Postgres (a failed or partial fetch never replaces it); the commands that read policies fetch it when they start. Not with file", "examples": ["https://raw.githubusercontent.com/NateScarlet/holiday-cn/master/2027.json"]}),
+            ),
+            (
                 "format",
-                json!({"enum": ["ics", "holiday-cn"], "description": "The file's format, when its extension (.ics, .json) does not say"}),
+                json!({"enum": ["ics", "holiday-cn"], "description": "The format of the file or of what the url serves, when its extension (.ics, .json) does not say"}),
             ),
         ],
     );
-    calendar["anyOf"] =
-        json!([{"required": ["dates"]}, {"required": ["workdays"]}, {"required": ["file"]}]);
+    calendar["anyOf"] = json!([
+        {"required": ["dates"]},
+        {"required": ["workdays"]},
+        {"required": ["file"]},
+        {"required": ["url"]}
+    ]);
     calendar
 }
 

@@ -2,7 +2,7 @@
 //! valid set standing in while they are invalid. With `policy/load.rs`, the only part of
 //! `policy` that reads files (and asks git): the model and its checks do no I/O.
 
-use super::load::{calendar_like_files, load, policy_files, LoadError};
+use super::load::{calendar_like_files, load_with, policy_files, CalendarCopies, LoadError};
 use super::PolicySet;
 use sha2::{Digest, Sha256};
 use std::path::PathBuf;
@@ -12,6 +12,8 @@ use std::sync::{Arc, Mutex};
 #[derive(Debug)]
 pub struct PolicySource {
     paths: Vec<PathBuf>,
+    /// The copies of what calendars' addresses served, as `ebb serve` last set them.
+    copies: Mutex<CalendarCopies>,
     loaded: Mutex<Loaded>,
 }
 
@@ -40,8 +42,27 @@ impl PolicySource {
     pub fn new(paths: Vec<PathBuf>) -> Self {
         PolicySource {
             paths,
+            copies: Mutex::new(CalendarCopies::new()),
             loaded: Mutex::new(Loaded::default()),
         }
+    }
+
+    /// The policy files and directories.
+    pub fn paths(&self) -> &[PathBuf] {
+        &self.paths
+    }
+
+    /// Takes `copies` as what the calendars' addresses serve; the next load reads them (a
+    /// change of a copy is a change of the policies).
+    pub fn set_copies(&self, copies: CalendarCopies) {
+        *self.copies.lock().unwrap_or_else(|e| e.into_inner()) = copies;
+    }
+
+    fn copies(&self) -> CalendarCopies {
+        self.copies
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
     }
 
     /// The policies as the files are now. The files are parsed, checked and versioned (which
@@ -59,7 +80,7 @@ impl PolicySource {
                 });
             }
         }
-        match load(&self.paths) {
+        match load_with(&self.paths, &self.copies()) {
             Ok(set) => {
                 let set = Arc::new(set);
                 *loaded = Loaded {
@@ -85,7 +106,8 @@ impl PolicySource {
     }
 
     /// A hash of the policy files' names and contents, of the calendar files the last valid
-    /// set named, and of those beside the policy files, which changes when any of them does.
+    /// set named, of those beside the policy files, and of the addresses' copies, which
+    /// changes when any of them does.
     pub fn fingerprint(&self) -> [u8; 32] {
         let loaded = self.loaded.lock().unwrap_or_else(|e| e.into_inner());
         self.fingerprint_with(&loaded)
@@ -107,6 +129,10 @@ impl PolicySource {
                 }
             }
             Err(err) => h.update(err.to_string()),
+        }
+        for (url, text) in &self.copies() {
+            h.update(url.as_bytes());
+            h.update(text.as_bytes());
         }
         h.finalize().into()
     }

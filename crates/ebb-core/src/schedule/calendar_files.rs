@@ -9,7 +9,7 @@ use chrono::{Days, NaiveDate};
 use serde::Deserialize;
 
 /// The formats a calendar file may be in.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum CalendarFormat {
     /// iCalendar: each all-day `VEVENT` is a date, or a range of dates, that opens no window.
     Ics,
@@ -51,6 +51,18 @@ pub struct CalendarFile {
     pub dates: Vec<DateRange>,
     /// Working days whatever their weekday.
     pub workdays: Vec<DateRange>,
+}
+
+impl CalendarFile {
+    /// The years it names a date of: a copy fetched again that names fewer is partial.
+    pub fn years(&self) -> std::collections::BTreeSet<i32> {
+        use chrono::Datelike;
+        self.dates
+            .iter()
+            .chain(&self.workdays)
+            .flat_map(|d| d.first.year()..=d.last.year())
+            .collect()
+    }
 }
 
 /// Reads `text` as `format`.

@@ -1,7 +1,7 @@
 //! The `calendars` section: named lists of dates that work hours can skip, and of working days
 //! that open whatever their weekday.
 
-use super::{child, keys, CalendarDef, Checker, Fields};
+use super::{child, keys, CalendarDef, CalendarSource, Checker, Fields};
 use crate::policy::yaml::{self, Step, Value};
 use crate::schedule::{
     parse_day, read_calendar, Calendar, CalendarFile, CalendarFormat, DateRange, Workday,
@@ -9,6 +9,9 @@ use crate::schedule::{
 use chrono::Weekday;
 use std::str::FromStr;
 use std::sync::Arc;
+
+/// The keys a calendar takes its days from, one at least.
+const SOURCES: [&str; 4] = ["dates", "workdays", "file", "url"];
 
 /// What a `dates` or `workdays` list holds, for "expected ..." messages.
 const DATE_LIST: &str = "a list of dates (YYYY-MM-DD or YYYY-MM-DD..YYYY-MM-DD)";
@@ -37,23 +40,21 @@ impl Checker {
         out
     }
 
-    /// One calendar: `dates`, `workdays` (with `workday_as`), a `file` of them, or several.
+    /// One calendar: `dates`, `workdays` (with `workday_as`), a `file` or a `url` of them, or
+    /// several.
     fn calendar(&mut self, name: String, body: &Value, path: &[Step]) -> Option<Calendar> {
         let f = self.fields(body, path, "a calendar", keys::CALENDAR)?;
         if let Some((v, p)) = f.get("description") {
             self.string(v, &p, "text");
         }
-        if ["dates", "workdays", "file"]
-            .iter()
-            .all(|k| f.get(k).is_none())
-        {
-            if !["dates", "workdays", "file"]
+        if SOURCES.iter().all(|k| f.get(k).is_none()) {
+            if !SOURCES
                 .iter()
                 .any(|k| self.misspelt.contains(&(path.to_vec(), k.to_string())))
             {
                 self.problem(
                     path,
-                    format!("calendar \"{name}\" needs \"dates\" (days that open no window), \"workdays\" (working days whatever their weekday) or a \"file\" of them"),
+                    format!("calendar \"{name}\" needs \"dates\" (days that open no window), \"workdays\" (working days whatever their weekday), or a \"file\" or \"url\" of them"),
                 );
             }
             return None;
@@ -72,9 +73,17 @@ impl Checker {
             Some((v, p)) => self.workdays(v, &p, default),
             None => Some(Vec::new()),
         };
-        let kept = match f.get("file") {
-            Some((v, p)) => self.calendar_file(v, &p, &f),
-            None => Some(CalendarFile::default()),
+        let kept = match (f.get("file"), f.get("url")) {
+            (Some(_), Some((_, p))) => {
+                self.problem(
+                    &p,
+                    "a calendar takes its dates from a \"file\" or a \"url\", not both".into(),
+                );
+                None
+            }
+            (Some((v, p)), None) => self.calendar_file(v, &p, &f),
+            (None, Some((v, p))) => self.calendar_url(v, &p, &f),
+            (None, None) => Some(CalendarFile::default()),
         };
         let (mut dates, mut workdays, _, kept) = (dates?, workdays?, workday_as?, kept?);
         dates.extend(kept.dates);
@@ -97,48 +106,78 @@ impl Checker {
     fn calendar_file(&mut self, v: &Value, path: &[Step], f: &Fields) -> Option<CalendarFile> {
         let name = self.string(v, path, "a file name")?;
         let file = self.dir.join(&name);
-        let format = match f.get("format") {
+        let extension = file.extension().and_then(|e| e.to_str()).unwrap_or("");
+        let format = self.calendar_format(f, extension, &name, path)?;
+        let what = format!("calendar file {}", file.display());
+        let text = (self.read_source)(CalendarSource::File(&file))
+            .map_err(|e| self.problem(path, format!("cannot read {what}: {e}")))
+            .ok()?;
+        self.calendar_text(format, &text, path, &what)
+    }
+
+    /// The dates of the copy of what the address `v` serves, in the format its `format` or
+    /// its path's extension gives.
+    fn calendar_url(&mut self, v: &Value, path: &[Step], f: &Fields) -> Option<CalendarFile> {
+        let url = self.string(v, path, "an https:// or http:// address")?;
+        if !(url.starts_with("https://") || url.starts_with("http://")) {
+            self.problem(
+                path,
+                format!("\"{url}\" is not an https:// or http:// address"),
+            );
+            return None;
+        }
+        let file_name = url.split(['?', '#']).next().unwrap_or("");
+        let file_name = file_name.rsplit('/').next().unwrap_or("");
+        let extension = file_name.rsplit_once('.').map_or("", |(_, e)| e);
+        let format = self.calendar_format(f, extension, &url, path)?;
+        let what = format!("calendar url {url}");
+        let text = (self.read_source)(CalendarSource::Url { url: &url, format })
+            .map_err(|e| self.problem(path, format!("{what}: {e}")))
+            .ok()?;
+        self.calendar_text(format, &text, path, &what)
+    }
+
+    /// The format `format` gives, or else the `extension` of `name`.
+    fn calendar_format(
+        &mut self,
+        f: &Fields,
+        extension: &str,
+        name: &str,
+        path: &[Step],
+    ) -> Option<CalendarFormat> {
+        match f.get("format") {
             Some((v, p)) => {
                 let given = self.string(v, &p, "ics or holiday-cn")?;
-                let Some(format) = CalendarFormat::of(&given) else {
+                let format = CalendarFormat::of(&given);
+                if format.is_none() {
                     self.problem(
                         &p,
                         format!("unknown format \"{given}\": use ics or holiday-cn"),
                     );
-                    return None;
-                };
+                }
                 format
             }
             None => {
-                let extension = file.extension().and_then(|e| e.to_str()).unwrap_or("");
-                let Some(format) = CalendarFormat::of_extension(extension) else {
+                let format = CalendarFormat::of_extension(extension);
+                if format.is_none() {
                     self.problem(path, format!("say the format of {name} (format: ics or holiday-cn): its extension does not"));
-                    return None;
-                };
+                }
                 format
             }
-        };
-        let text = match (self.read_file)(&file) {
-            Ok(text) => text,
-            Err(e) => {
-                self.problem(
-                    path,
-                    format!("cannot read calendar file {}: {e}", file.display()),
-                );
-                return None;
-            }
-        };
-        match read_calendar(format, &text) {
-            Ok(kept) => Some(kept),
-            Err(e) => {
-                let format = format.name();
-                self.problem(
-                    path,
-                    format!("calendar file {} ({format}): {e}", file.display()),
-                );
-                None
-            }
         }
+    }
+
+    /// The dates of `text`, read as `format`, from `what`.
+    fn calendar_text(
+        &mut self,
+        format: CalendarFormat,
+        text: &str,
+        path: &[Step],
+        what: &str,
+    ) -> Option<CalendarFile> {
+        read_calendar(format, text)
+            .map_err(|e| self.problem(path, format!("{what} ({}): {e}", format.name())))
+            .ok()
     }
 
     /// A list of dates and ranges; `None` when any item is not one.

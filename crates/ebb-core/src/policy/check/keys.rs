@@ -23,6 +23,7 @@ pub const CALENDAR: &[&str] = &[
     "workdays",
     "workday_as",
     "file",
+    "url",
     "format",
 ];
 pub const WORKDAY: &[&str] = &["date", "as"];

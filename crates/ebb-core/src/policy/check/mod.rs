@@ -157,22 +157,36 @@ fn named(
     found
 }
 
-/// What reads a file a policy file names (a calendar's `file`): the loader's, which does the
-/// I/O, so that the checks do none.
-pub(super) type ReadFile = Box<dyn FnMut(&Path) -> std::io::Result<String>>;
+/// Where a calendar's dates are kept: a file beside the policy file (its `file`), or the copy
+/// of what an address served (its `url`).
+pub enum CalendarSource<'a> {
+    /// A file, its path joined to the policy file's directory.
+    File(&'a Path),
+    /// An address, with the format its copy is read in.
+    Url {
+        /// The address as the policy gives it.
+        url: &'a str,
+        /// The format of what it serves.
+        format: crate::schedule::CalendarFormat,
+    },
+}
 
-/// Parses and checks one file, reading the files it names with `read_file`. `Err` is a YAML
+/// What reads the text of a calendar's source: the loader's, which does the I/O (or hands out
+/// the copies of the addresses), so that the checks do none. `Err` says why it cannot.
+pub(super) type ReadSource = Box<dyn FnMut(CalendarSource<'_>) -> Result<String, String>>;
+
+/// Parses and checks one file, reading the calendars it names with `read_source`. `Err` is a YAML
 /// syntax error, which stops this file only.
 pub(super) fn check_file(
     file: &Path,
     text: &str,
-    read_file: ReadFile,
+    read_source: ReadSource,
 ) -> Result<CheckedFile, Problem> {
     let doc = yaml::parse(text)
         .map_err(|e| Problem::new(file, e.position, &format!("not valid YAML: {}", e.message)))?;
     let mut c = Checker {
         dir: file.parent().map(Path::to_path_buf).unwrap_or_default(),
-        read_file,
+        read_source,
         problems: Vec::new(),
         misspelt: Vec::new(),
     };
@@ -264,8 +278,8 @@ impl<'v> Fields<'v> {
 struct Checker {
     /// The directory of the file checked: what a calendar's `file` is relative to.
     dir: std::path::PathBuf,
-    /// Reads the files it names.
-    read_file: ReadFile,
+    /// Reads the calendars it names.
+    read_source: ReadSource,
     /// Every problem so far, in the order found.
     problems: Vec<PathProblem>,
     /// Unknown keys that look like a known one: (mapping path, the known key). A missing
