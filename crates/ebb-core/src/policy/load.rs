@@ -63,6 +63,7 @@ pub fn load_listing_urls(
     (set, asked.take())
 }
 
+/// [`load_with`], noting in `asked` each address a calendar takes its dates from.
 fn load_asking(
     paths: &[PathBuf],
     copies: &CalendarCopies,
