@@ -9,7 +9,8 @@ makes a repeated call the same reservation; its TagSpecifications tag it), Descr
 Reservations, CancelCapacityReservation, ModifyInstanceCapacityReservationAttributes (only of a
 stopped instance, and only to a reservation that exists and is active), and the instance's
 CapacityReservationSpecification and, while it runs in an active reservation it targets, its
-CapacityReservationId in DescribeInstances. Arguments are moto.server's.
+CapacityReservationId in DescribeInstances; a reservation's AvailableInstanceCount is its size
+less the instances running in it. Arguments are moto.server's.
 """
 
 import datetime
@@ -91,11 +92,15 @@ def create_capacity_reservation(self):
 
 def describe_capacity_reservations(self):
     wanted = set(self._get_param("CapacityReservationIds", []))
-    found = [
-        _public(r)
-        for rid, r in sorted(_reservations(self).items())
-        if not wanted or rid in wanted
-    ]
+    running = [i.capacity_reservation_id for i in self.ec2_backend.all_instances()]
+    found = []
+    for rid, r in sorted(_reservations(self).items()):
+        if wanted and rid not in wanted:
+            continue
+        answer = _public(r)
+        if r["State"] == "active":
+            answer["AvailableInstanceCount"] = max(0, r["TotalInstanceCount"] - running.count(rid))
+        found.append(answer)
     return ActionResult({"CapacityReservations": found})
 
 

@@ -145,7 +145,7 @@ pub(super) async fn run(args: &AdviseArgs) -> Result<ExitCode> {
     };
     let span = crate::replay::readings_span(args.from, args.to, &[&set]);
     let workers = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let advice = tokio::task::block_in_place(|| {
+    let mut advice = tokio::task::block_in_place(|| {
         let feed = |send: &SyncSender<Vec<Recording>>| {
             match &source {
                 Source::Files {
@@ -160,6 +160,15 @@ pub(super) async fn run(args: &AdviseArgs) -> Result<ExitCode> {
         };
         advise::run::advise_all(&source.name(), &inputs, &set, &prior, workers, feed)
     })?;
+    // Only Postgres has reads of the reservations held outside ebb; files leave them unread.
+    if let Source::Store(store, _) = &source {
+        let reads = store
+            .capacity_reads(args.from, args.to)
+            .await
+            .context("cannot read the capacity reservations' reads from Postgres")?;
+        advice.reservations =
+            advise::reservations::reservation_use(&reads, &advice.period(), &on_demand);
+    }
     out!(
         "{}",
         match args.format {

@@ -104,6 +104,10 @@ pub(super) async fn page(
     }
     let mut catalogue = crate::advise::catalogue::shipped();
     catalogue.update(state.store.instance_types().await?);
+    let capacity_reads = state
+        .store
+        .capacity_reads(window.since, window.until)
+        .await?;
     let permit = ADVISING
         .acquire()
         .await
@@ -156,7 +160,14 @@ pub(super) async fn page(
         };
         // Half the cores: the other half stays with the tick and the API.
         let workers = std::thread::available_parallelism().map_or(1, |n| n.get() / 2);
-        run::advise_all("the fleet in Postgres", &inputs, set, &prior, workers, feed)
+        let mut advice =
+            run::advise_all("the fleet in Postgres", &inputs, set, &prior, workers, feed)?;
+        advice.reservations = crate::advise::reservations::reservation_use(
+            &capacity_reads,
+            &advice.period(),
+            &on_demand,
+        );
+        Ok(advice)
     };
     let advice = match tokio::task::spawn_blocking(compute).await {
         Ok(advice) => advice,
@@ -190,6 +201,7 @@ pub(super) async fn page(
         } @else {
             (sections(&advice))
         }
+        (reservations(&advice))
         p.note {
             "The same advice, with other prices or files: " code { "ebb advise" } ". Prices are the control plane's price table (EBB_PRICES); commitments are sized at its savings_plan rates."
         }
@@ -221,7 +233,7 @@ fn form(since: &str, until: Option<&str>) -> Markup {
     }
 }
 
-/// The four sections.
+/// The four sections worked out from the GPU readings.
 fn sections(advice: &Advice) -> Markup {
     let roles = &advice.roles;
     html! {
@@ -334,6 +346,50 @@ fn sections(advice: &Advice) -> Markup {
                                     (s.why)
                                     @if let Some(a) = &s.action { " (" code { (a) } ")" }
                                 }
+                            }
+                        }
+                    }
+                }
+            }))
+        }
+    }
+}
+
+/// The capacity reservations held outside ebb that ran below their size: from the hourly
+/// reads, not the GPU readings, so shown however long those are.
+fn reservations(advice: &Advice) -> Markup {
+    html! {
+        h2 #reservations { "Capacity reservations" }
+        p.note { "Held outside ebb and paid whether used or not; " (advice.reservations_read()) "." }
+        @if advice.reservations.idle.is_empty() {
+            p { "No reservation read ran below its size." }
+        } @else {
+            (scroll("Capacity reservations", html! {
+                table {
+                    thead { tr {
+                        th scope="col" { "Reservation" }
+                        th scope="col" { "Type and zone" }
+                        th scope="col" { "Size" }
+                        th scope="col" { "Unused hours" }
+                        th scope="col" { "Unused" }
+                        th scope="col" { "Could use it" }
+                        th scope="col" { "Why" }
+                    } }
+                    tbody {
+                        @for r in &advice.reservations.idle {
+                            tr {
+                                th scope="row" { code { (r.last_read.id) } }
+                                td { (r.last_read.instance_type) " " (r.last_read.zone) }
+                                td.num { (r.last_read.total) }
+                                td.num { (format!("{:.1} of {:.1}", r.unused_hours, r.paid_hours)) }
+                                td.num {
+                                    @match r.unused_usd {
+                                        Some(v) => (usd(v)),
+                                        None => "unknown",
+                                    }
+                                }
+                                td { (ids(&r.could_use)) }
+                                td { (r.why) }
                             }
                         }
                     }

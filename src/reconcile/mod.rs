@@ -10,6 +10,7 @@
 mod act;
 mod budgets;
 mod calendars;
+mod capacity_reads;
 mod catalogue;
 mod groups;
 mod memo;
@@ -264,6 +265,11 @@ impl<P: Provider> Reconciler<P> {
         self.groups(set, &fleet, &complete, &mut acting).await?;
         if !self.options.dry_run {
             self.reservations(&fleet, &complete, &mut acting).await?;
+        }
+        if !self.options.dry_run {
+            // Hourly, one call a region; before the listing goes, which says what ran outside.
+            self.read_held_capacity(&complete, &fleet.instances, now)
+                .await;
         }
         // Acting needs only the decisions. The listing and its readings are the largest data of
         // a tick, and the first tick of a large fleet acts on tens of thousands of instances.

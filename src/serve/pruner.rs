@@ -66,6 +66,8 @@ pub enum PruneStatus {
         heartbeats: u64,
         /// Instances' last activity readings deleted.
         activity: u64,
+        /// Reads of held capacity reservations deleted.
+        capacity_reads: u64,
     },
 }
 
@@ -82,9 +84,10 @@ impl std::fmt::Display for PruneStatus {
                 readings,
                 heartbeats,
                 activity,
+                capacity_reads,
             } => write!(
                 f,
-                "deleted {events} instance state changes from before {}{}, {warnings} spot warnings and {pool_events} pool events from before {}, and {readings} hours of GPU readings, {heartbeats} heartbeats and {activity} activity readings",
+                "deleted {events} instance state changes from before {}{}, {warnings} spot warnings and {pool_events} pool events from before {}, and {readings} hours of GPU readings, {heartbeats} heartbeats, {activity} activity readings and {capacity_reads} reads of capacity reservations",
                 events_before.to_rfc3339_opts(SecondsFormat::Secs, true),
                 if events_before < before {
                     " (kept since for the report's roll-up)"
@@ -104,7 +107,7 @@ pub struct PruneError(#[from] StoreError);
 
 impl BackgroundTask for Pruner {
     const NAME: &'static str = "pruner";
-    const DESCRIPTION: &'static str = "deletes instance state changes, spot warnings and the pools' events older than EBB_RETENTION and GPU readings, posted heartbeats and activity readings older than EBB_METRICS_RETENTION (never the audit log)";
+    const DESCRIPTION: &'static str = "deletes instance state changes, spot warnings and the pools' events older than EBB_RETENTION and GPU readings, posted heartbeats, activity readings and reads of capacity reservations older than EBB_METRICS_RETENTION (never the audit log)";
 
     type Status = PruneStatus;
     type Error = PruneError;
@@ -125,6 +128,7 @@ impl BackgroundTask for Pruner {
             readings: pruned.readings,
             heartbeats: pruned.heartbeats,
             activity: pruned.activity,
+            capacity_reads: pruned.capacity_reads,
         })
     }
 }

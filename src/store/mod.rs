@@ -14,6 +14,7 @@ mod audit_entry;
 mod budgets;
 mod calendar_copies;
 mod capacity;
+mod capacity_reads;
 mod catalogue;
 mod console;
 mod event_cursor;

@@ -28,6 +28,8 @@ pub struct Pruned {
     /// Instances' last activity readings kept for the console, and the uses the signals
     /// showed.
     pub activity: u64,
+    /// Reads of the capacity reservations held outside ebb.
+    pub capacity_reads: u64,
 }
 
 /// The time before which state changes may go, given the retention's horizon `$1`: the
@@ -61,7 +63,7 @@ const PRUNABLE_CHANGES: &str = "DELETE FROM instance_events WHERE id IN (
 impl Store {
     /// Deletes instance state changes, spot interruption warnings and the pools' events from
     /// before `before`, and GPU readings of hours that ended before `readings_before`, and
-    /// heartbeats posted and activity read before it, in batches. State changes of days the
+    /// heartbeats posted, activity and capacity reservations read before it, in batches. State changes of days the
     /// report's roll-up has still to roll are kept, and those since an instance's last stop
     /// by ebb: a report without them would be wrong, and a rolled-up day wrong for good.
     pub async fn prune(
@@ -124,6 +126,11 @@ impl Store {
             .await?
             .rows_affected();
         pruned.activity += sqlx::query("DELETE FROM activity_uses WHERE used_at < $1")
+            .bind(readings_before)
+            .execute(&self.pool)
+            .await?
+            .rows_affected();
+        pruned.capacity_reads = sqlx::query("DELETE FROM capacity_reads WHERE read_at < $1")
             .bind(readings_before)
             .execute(&self.pool)
             .await?

@@ -76,6 +76,7 @@ pub const RUNTIME_PRIVILEGES: &[(&str, &str)] = &[
     ("calendar_notices", "SELECT, INSERT"),
     ("serve_clock", "SELECT, INSERT, UPDATE"),
     ("calendar_copies", "SELECT, INSERT, UPDATE"),
+    ("capacity_reads", "SELECT, INSERT, UPDATE, DELETE"),
     ("budget_raises", "SELECT, INSERT"),
 ];
 

@@ -18,7 +18,7 @@ use ebb::cloud::{
     MetricQuery, NodeGroupUpdate, PlacementScores, Provider, Reservation, ReservationRequest,
     Resize, ScalingGroups, ScopeFailure, SpotMoves, StopKind, TypeCatalogue, TypePrice,
 };
-use ebb::fleet::{Capacity, Instance, NodeGroup, ScalingGroup, TypeFacts};
+use ebb::fleet::{Capacity, HeldCapacity, Instance, NodeGroup, ScalingGroup, TypeFacts};
 use std::collections::BTreeMap;
 use std::future::Future;
 use std::pin::Pin;
@@ -62,6 +62,7 @@ pub enum Method {
     TargetReservation,
     ReservationTarget,
     CancelReservation,
+    HeldCapacity,
     PlacementScores,
     InstanceTypes,
     MetricMaxima,
@@ -69,7 +70,7 @@ pub enum Method {
 
 impl Method {
     /// Every method.
-    pub const ALL: [Method; 35] = [
+    pub const ALL: [Method; 36] = [
         Method::Instances,
         Method::Reread,
         Method::GpuUtilisation,
@@ -102,6 +103,7 @@ impl Method {
         Method::TargetReservation,
         Method::ReservationTarget,
         Method::CancelReservation,
+        Method::HeldCapacity,
         Method::PlacementScores,
         Method::InstanceTypes,
         Method::MetricMaxima,
@@ -142,6 +144,7 @@ impl Method {
             Method::TargetReservation => "target_reservation",
             Method::ReservationTarget => "reservation_target",
             Method::CancelReservation => "cancel_reservation",
+            Method::HeldCapacity => "held_capacity",
             Method::PlacementScores => "placement_scores",
             Method::InstanceTypes => "instance_types",
             Method::MetricMaxima => "metric_maxima",
@@ -181,7 +184,7 @@ impl Method {
             Method::NodeGroupUpdate => "DescribeUpdate",
             Method::NodeGroupCapacity => "DescribeNodegroup",
             Method::ReserveCapacity => "CreateCapacityReservation",
-            Method::Reservations => "DescribeCapacityReservations",
+            Method::Reservations | Method::HeldCapacity => "DescribeCapacityReservations",
             Method::TargetReservation => "ModifyInstanceCapacityReservationAttributes",
             Method::CancelReservation => "CancelCapacityReservation",
             Method::PlacementScores => "GetSpotPlacementScores",
@@ -374,6 +377,9 @@ pub enum Call {
         instance: String,
         reservation: String,
     },
+    HeldCapacity {
+        region: String,
+    },
     PlacementScores {
         region: String,
         types: Vec<String>,
@@ -422,6 +428,7 @@ impl Call {
             Call::TargetReservation { .. } => Method::TargetReservation,
             Call::ReservationTarget { .. } => Method::ReservationTarget,
             Call::CancelReservation { .. } => Method::CancelReservation,
+            Call::HeldCapacity { .. } => Method::HeldCapacity,
             Call::PlacementScores { .. } => Method::PlacementScores,
             Call::UserData { .. } => Method::UserData,
             Call::InstanceTypes => Method::InstanceTypes,
@@ -464,6 +471,7 @@ impl Call {
             | Call::TargetReservation { region, .. }
             | Call::ReservationTarget { region, .. }
             | Call::CancelReservation { region, .. }
+            | Call::HeldCapacity { region }
             | Call::PlacementScores { region, .. }
             | Call::MetricMaxima { region, .. } => Some(region),
         }
@@ -478,6 +486,7 @@ impl Call {
             | Call::Prices { .. }
             | Call::MigrationArtifacts { .. }
             | Call::ScalingGroups { .. }
+            | Call::HeldCapacity { .. }
             | Call::PlacementScores { .. } => Vec::new(),
             Call::SetGroupCapacity { name, .. }
             | Call::SetScaleInProtection { name, .. }
@@ -565,6 +574,7 @@ impl Call {
             Method::Reservations => Answer::Reservations(Err(error)),
             Method::ReservationTarget | Method::UserData => Answer::Requested(Err(error)),
             Method::CancelReservation => Answer::Done(Err(error)),
+            Method::HeldCapacity => Answer::HeldCapacity(Err(error)),
             Method::PlacementScores => Answer::Scores(Err(error)),
             Method::InstanceTypes => Answer::Types(Err(error)),
             Method::MetricMaxima => Answer::Maxima(Err(error)),
@@ -595,6 +605,7 @@ pub enum Answer {
     Capacity(Result<Capacity, CloudError>),
     Reserved(Result<Reservation, CloudError>),
     Reservations(Result<Vec<Reservation>, CloudError>),
+    HeldCapacity(Result<Vec<HeldCapacity>, CloudError>),
     Scores(Result<PlacementScores, CloudError>),
     Types(Result<BTreeMap<String, TypeFacts>, CloudError>),
     Maxima(Result<Vec<MetricAnswer>, CloudError>),
@@ -645,6 +656,7 @@ answers! {
     Capacity: Result<Capacity, CloudError>,
     Reserved: Result<Reservation, CloudError>,
     Reservations: Result<Vec<Reservation>, CloudError>,
+    HeldCapacity: Result<Vec<HeldCapacity>, CloudError>,
     Scores: Result<PlacementScores, CloudError>,
     Types: Result<BTreeMap<String, TypeFacts>, CloudError>,
     Maxima: Result<Vec<MetricAnswer>, CloudError>,
@@ -1378,6 +1390,17 @@ impl<P: Provider> CapacityReservations for Intercept<P> {
             self.inner_capacity_reservations()
                 .cancel_reservation(region, instance, reservation);
         self.run(call, forward).await
+    }
+
+    async fn held_capacity(&self, region: &str) -> Result<Vec<HeldCapacity>, CloudError> {
+        let call = Call::HeldCapacity {
+            region: region.into(),
+        };
+        self.run(
+            call,
+            self.inner_capacity_reservations().held_capacity(region),
+        )
+        .await
     }
 }
 

@@ -2,7 +2,8 @@
 //! ebb: a box running in one is not stopped at the close (`reserved_no_saving`, the reason
 //! naming the reservation and its end) unless the policy sets `stop.in_reservation: stop`; a box
 //! in a reservation ebb made (tagged with its token) is not held; the inventory snapshot
-//! carries the reservation for `ebb plan`; a stop inside it saves nothing in `ebb report`.
+//! carries the reservation for `ebb plan`; a stop inside it saves nothing in `ebb report`; and
+//! `ebb advise` counts the reserved hours no instance used from the hourly reads.
 
 use super::tick::{Setup, EVENING, LATER, POLICY};
 use crate::common;
@@ -18,9 +19,10 @@ use sqlx::PgPool;
 /// When the test's reservations end.
 const END: &str = "2030-01-31T00:00:00Z";
 
-/// A reservation of `id`'s type and zone, tagged `tags` (none: someone else's), and `id` made to
-/// run in it: stopped, targeted at it, started. Returns the reservation's id.
-async fn run_in_reservation(s: &Setup, id: &str, tags: &[(&str, &str)]) -> String {
+/// A reservation of `size` instances of `id`'s type and zone, tagged `tags` (none: someone
+/// else's), and `id` made to run in it: stopped, targeted at it, started. Returns the
+/// reservation's id.
+async fn run_in_reservation(s: &Setup, id: &str, tags: &[(&str, &str)], size: i32) -> String {
     let ec2 = &s.f.ec2;
     let listed = ec2
         .describe_instances()
@@ -39,7 +41,7 @@ async fn run_in_reservation(s: &Setup, id: &str, tags: &[(&str, &str)]) -> Strin
         .instance_type(G5.instance_type)
         .instance_platform(CapacityReservationInstancePlatform::LinuxUnix)
         .availability_zone(zone)
-        .instance_count(1)
+        .instance_count(size)
         .end_date_type(EndDateType::Limited)
         .end_date(aws_sdk_ec2::primitives::DateTime::from_secs(
             chrono::DateTime::parse_from_rfc3339(END)
@@ -80,8 +82,8 @@ async fn a_box_in_a_reservation_held_outside_ebb_is_kept_unless_the_policy_frees
     let held = s.f.launch(G5).await;
     let in_ebbs = s.f.launch(G5).await;
     let plain = s.f.launch(G5).await;
-    let reservation = run_in_reservation(&s, &held, &[]).await;
-    run_in_reservation(&s, &in_ebbs, &[("ebb:reservation", "a-token")]).await;
+    let reservation = run_in_reservation(&s, &held, &[], 1).await;
+    run_in_reservation(&s, &in_ebbs, &[("ebb:reservation", "a-token")], 1).await;
 
     // The inventory reads which reservation each box runs in, and what it is: the snapshot
     // carries the one held outside ebb, not ebb's own.
@@ -169,5 +171,66 @@ async fn a_box_in_a_reservation_held_outside_ebb_is_kept_unless_the_policy_frees
     assert!(
         (total("net_saved_usd") - (total("saved_usd") - reserved)).abs() < 0.011,
         "{report:#}"
+    );
+}
+
+#[sqlx::test(migrations = false)]
+async fn ebb_advise_counts_a_reservations_unused_hours_and_the_boxes_that_could_use_it(
+    pool: PgPool,
+) {
+    let s = Setup::new(&pool, "us-west-2").await;
+    let held = s.f.launch(G5).await;
+    let outside = s.f.launch(G5).await;
+    // Three g5.xlarge held; one box runs in it, so two are paid for and unused.
+    let reservation = run_in_reservation(&s, &held, &[], 3).await;
+
+    // Within work hours, an hour apart: each tick reads the region's reservations once.
+    s.tick("2026-12-01T09:05:00Z", &[]);
+    s.tick("2026-12-01T10:05:00Z", &[]);
+    assert_eq!(s.state(&held).await, InstanceStateName::Running);
+
+    let out = s.ebb().run(&[
+        "advise",
+        "--from",
+        "2026-12-01T09:05:00Z",
+        "--to",
+        "2026-12-01T11:05:00Z",
+        "--format",
+        "json",
+    ]);
+    assert!(out.status.success(), "{out:?}");
+    let advice: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let reservations = &advice["reservations"];
+    assert_eq!(reservations["hours_read"]["us-west-2"], 2.0, "{advice:#}");
+    let idle = reservations["idle"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["reservation"] == reservation.as_str())
+        .unwrap_or_else(|| panic!("{reservation} in {advice:#}"));
+    assert_eq!(idle["size"], 3);
+    assert_eq!(idle["paid_hours"], 6.0);
+    assert_eq!(idle["unused_hours"], 4.0);
+    assert_eq!(
+        idle["unused_usd"], 4.02,
+        "four hours of g5.xlarge at $1.006"
+    );
+    assert_eq!(idle["could_use"], serde_json::json!([outside]));
+
+    // The table says the same, and that the reads are what it counts from.
+    let out = s.ebb().run(&[
+        "advise",
+        "--from",
+        "2026-12-01T09:05:00Z",
+        "--to",
+        "2026-12-01T11:05:00Z",
+    ]);
+    let table = String::from_utf8_lossy(&out.stdout);
+    assert!(table.contains("read for us-west-2 2 of 2 h"), "{table}");
+    assert!(
+        table
+            .lines()
+            .any(|l| l.starts_with(&reservation) && l.contains("$4.02")),
+        "{table}"
     );
 }

@@ -9,10 +9,11 @@ use crate::common;
 use chrono::{DateTime, Duration, Timelike, Utc};
 use common::{instance, t};
 use ebb::api::ApiState;
-use ebb::fleet::Sample;
+use ebb::fleet::{CapacityRead, HeldCapacity, ReservationKind, Sample};
 use ebb::store::Store;
 use reqwest::StatusCode;
 use sqlx::PgPool;
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 /// An idle rule for the notebook; nothing governs the other boxes.
@@ -205,6 +206,42 @@ async fn the_advice_page_says_when_it_has_less_than_a_week_and_refuses_unbounded
         "{html}"
     );
     assert!(!html.contains("id=\"rightsize\""), "{html}");
+    // The capacity reservations come from their reads, not the GPU readings: shown all the
+    // same, unread until a read is kept.
+    assert!(
+        html.contains("Held outside ebb and paid whether used or not; not read in this period"),
+        "{html}"
+    );
+    let held = HeldCapacity {
+        id: "cr-0idle".to_string(),
+        instance_type: "p4d.24xlarge".to_string(),
+        zone: "us-east-1a".to_string(),
+        platform: "Linux/UNIX".to_string(),
+        kind: ReservationKind::CapacityReservation,
+        total: 2,
+        available: 2,
+        targeted: true,
+        end: None,
+    };
+    let read = CapacityRead {
+        region: "us-east-1".to_string(),
+        at: t("2026-12-07T23:00:00Z"),
+        reservations: vec![held],
+        ran_outside: BTreeMap::from([("p4d.24xlarge".to_string(), vec!["i-a100x8".to_string()])]),
+    };
+    store.keep_capacity_read(&read).await.unwrap();
+    let (_, html) = get(
+        &base,
+        "/advice?since=2026-11-30T00:00:00Z&until=2026-12-08T00:00:00Z",
+    )
+    .await;
+    for shown in [
+        "read for us-east-1 1 of 192 h; unread hours count neither way",
+        "<th scope=\"row\"><code>cr-0idle</code></th><td>p4d.24xlarge us-east-1a</td><td class=\"num\">2</td><td class=\"num\">2.0 of 2.0</td><td class=\"num\">$65.55</td><td><a href=\"/instances/i-a100x8\">i-a100x8</a></td>",
+        "it is targeted: a box runs in it only once made to start into it",
+    ] {
+        assert!(html.contains(shown), "/advice lacks {shown:?}:\n{html}");
+    }
     // The default window is the last 30 days, offered as such.
     let (status, html) = get(&base, "/advice").await;
     assert_eq!(status, StatusCode::OK, "{html}");

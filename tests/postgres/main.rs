@@ -15,6 +15,7 @@ mod attempts;
 mod budgets;
 mod calendar_notices;
 mod calendar_urls;
+mod capacity_reads;
 mod charging_stops;
 mod cloudwatch_reads;
 mod commitments;

@@ -7,7 +7,7 @@ use super::{
     ActionReport, Artifact, CloudError, Image, ImageMade, InstanceStatus, Launch, LaunchSpec,
     NodeGroupUpdate, PlacementScores, Reservation, ReservationRequest,
 };
-use crate::fleet::{Capacity, NodeGroup, ScalingGroup, TypeFacts};
+use crate::fleet::{Capacity, HeldCapacity, NodeGroup, ScalingGroup, TypeFacts};
 use chrono::{DateTime, Utc};
 use std::collections::BTreeMap;
 use std::future::Future;
@@ -305,6 +305,15 @@ pub trait CapacityReservations: Send + Sync {
         instance: &str,
         reservation: &str,
     ) -> impl Future<Output = Result<(), CloudError>> + Send;
+
+    /// Every active reservation held outside ebb (not made by ebb) in `region`, in every
+    /// account ebb watches there, with its size and how much of it is in use
+    /// (DescribeCapacityReservations): what `ebb advise` counts unused reserved hours from. A
+    /// failure in any account is the `Err`.
+    fn held_capacity(
+        &self,
+        region: &str,
+    ) -> impl Future<Output = Result<Vec<HeldCapacity>, CloudError>> + Send;
 }
 
 /// The accelerated instance types a cloud offers, which `ebb advise` chooses from.
@@ -490,6 +499,10 @@ impl CapacityReservations for Lacks {
         _instance: &str,
         _reservation: &str,
     ) -> Result<(), CloudError> {
+        match *self {}
+    }
+
+    async fn held_capacity(&self, _region: &str) -> Result<Vec<HeldCapacity>, CloudError> {
         match *self {}
     }
 }

@@ -1,5 +1,5 @@
 //! `ebb advise`: what to change beyond stopping, worked out on the team's own recording with
-//! the replay's engine. Four sections:
+//! the replay's engine. Five sections:
 //!
 //! - **rightsize** (`rightsize`): the cheapest catalogue type that would have carried each
 //!   instance's GPU load, priced on the hours the policies leave it running;
@@ -8,7 +8,9 @@
 //! - **policy_changes** (`tuning`): one-key changes to each policy, each replayed on the
 //!   instances the policy governs, kept when they cut cost without serving less;
 //! - **subscriptions** (`subscriptions`): for each box paid by the hour that the price table
-//!   prices a subscription for, the month paid each way after the policies, and which to keep.
+//!   prices a subscription for, the month paid each way after the policies, and which to keep;
+//! - **reservations** (`reservations`): capacity reservations held outside ebb that ran below
+//!   their size, from the hourly reads of them, with the boxes that could use them.
 //!
 //! Pure: the recording comes in a chunk at a time (as [`crate::replay`] takes it), once to
 //! survey when each policy's instances are busy ([`survey`]) and once to replay ([`Advisor`]);
@@ -17,12 +19,14 @@
 pub mod catalogue;
 pub mod commitments;
 mod output;
+pub mod reservations;
 pub mod rightsize;
 pub mod run;
 pub mod subscriptions;
 pub mod tuning;
 
 pub use commitments::{Basis, Commitment, HourlySpend, Term};
+pub use reservations::{IdleReservation, ReservationUse};
 pub use rightsize::{Load, Sizing, Suggestion};
 pub use subscriptions::{SubscriptionAdvice, TermPrice};
 pub use tuning::{BusyHours, Candidate, Compared, PolicyChange};
@@ -157,6 +161,9 @@ pub struct Advice {
     pub longest_recorded: Duration,
     /// The billing model of each box paid by the hour that a table prices a subscription for.
     pub subscriptions: Vec<SubscriptionAdvice>,
+    /// The capacity reservations held outside ebb that ran below their size, from the reads
+    /// the caller gives ([`reservations::reservation_use`]); none read, until it does.
+    pub reservations: ReservationUse,
 }
 
 impl Advice {
@@ -171,6 +178,7 @@ impl Advice {
             commitments: Vec::new(),
             longest_recorded: Duration::zero(),
             subscriptions: Vec::new(),
+            reservations: ReservationUse::default(),
         }
     }
 

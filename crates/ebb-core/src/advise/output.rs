@@ -1,7 +1,7 @@
 //! How the advice is shown: JSON, a table for a terminal, Markdown for a pull request or a
 //! monthly review.
 
-use super::{Advice, Commitment, PolicyChange, SubscriptionAdvice, Suggestion};
+use super::{Advice, Commitment, IdleReservation, PolicyChange, SubscriptionAdvice, Suggestion};
 use chrono::SecondsFormat;
 use serde_json::{json, Value};
 use std::fmt::Write as _;
@@ -69,6 +69,32 @@ fn subscription_json(s: &SubscriptionAdvice) -> Value {
     })
 }
 
+fn reservation_json(r: &IdleReservation) -> Value {
+    let held = &r.last_read;
+    json!({
+        "reservation": held.id,
+        "region": r.region,
+        "zone": held.zone,
+        "type": held.instance_type,
+        "platform": held.platform,
+        "kind": held.kind,
+        "targeted": held.targeted,
+        "size": held.total,
+        "ends": held.end.map(|e| e.to_rfc3339_opts(SecondsFormat::Secs, true)),
+        "paid_hours": round(r.paid_hours, 2),
+        "unused_hours": round(r.unused_hours, 2),
+        "unused_usd": r.unused_usd.map(|v| round(v, 2)),
+        "unused_usd_a_month": r.unused_usd_a_month.map(|v| round(v, 2)),
+        "could_use": r.could_use,
+        "why": r.why,
+    })
+}
+
+/// `$12.30`, or "unknown".
+fn usd_or_unknown(v: Option<f64>) -> String {
+    v.map_or_else(|| "unknown".to_string(), |v| format!("${v:.2}"))
+}
+
 /// A subscription advice's verdict in a few words.
 fn verdict(s: &SubscriptionAdvice) -> String {
     match s.advised_months {
@@ -99,6 +125,11 @@ impl Advice {
                 "spot": self.roles.spot,
             },
             "subscriptions": self.subscriptions.iter().map(subscription_json).collect::<Vec<_>>(),
+            "reservations": {
+                "period_hours": round(self.period.hours(), 2),
+                "hours_read": self.reservations.hours_read.iter().map(|(region, h)| (region.clone(), json!(round(*h, 2)))).collect::<serde_json::Map<_, _>>(),
+                "idle": self.reservations.idle.iter().map(reservation_json).collect::<Vec<_>>(),
+            },
         });
         format!("{value:#}\n")
     }
@@ -185,7 +216,49 @@ subscriptions (figures a month, after the policies; ebb never switches)
                     .unwrap_or_default()
             );
         }
+        let _ = writeln!(
+            out,
+            "\ncapacity reservations held outside ebb, below their size ({})",
+            self.reservations_read()
+        );
+        let _ = writeln!(
+            out,
+            "{:<22} {:<24} {:>4} {:>10} {:>10} {:>12}  could use, why",
+            "reservation", "type", "size", "paid_h", "unused_h", "unused_usd"
+        );
+        for r in &self.reservations.idle {
+            let _ = writeln!(
+                out,
+                "{:<22} {:<24} {:>4} {:>10.1} {:>10.1} {:>12}  {}: {}",
+                r.last_read.id,
+                format!("{} {}", r.last_read.instance_type, r.last_read.zone),
+                r.last_read.total,
+                r.paid_hours,
+                r.unused_hours,
+                usd_or_unknown(r.unused_usd),
+                list(&r.could_use),
+                r.why
+            );
+        }
         out
+    }
+
+    /// How much of the period the reservations were read for, in words.
+    pub fn reservations_read(&self) -> String {
+        let period = self.period.hours();
+        if self.reservations.hours_read.is_empty() {
+            return "not read in this period: ebb serve reads them hourly on EC2, so their use is unknown, not none".to_string();
+        }
+        let regions: Vec<String> = self
+            .reservations
+            .hours_read
+            .iter()
+            .map(|(region, h)| format!("{region} {h:.0} of {period:.0} h"))
+            .collect();
+        format!(
+            "read for {}; unread hours count neither way",
+            regions.join(", ")
+        )
     }
 
     /// Markdown for a pull request or a monthly review, with each change's YAML.
@@ -269,6 +342,31 @@ subscriptions (figures a month, after the policies; ebb never switches)
                         .as_ref()
                         .map(|a| format!(" (`{a}`)"))
                         .unwrap_or_default()
+                );
+            }
+        }
+        let _ = writeln!(
+            out,
+            "\n#### Capacity reservations\n\nHeld outside ebb and paid whether used or not; {}.\n",
+            self.reservations_read()
+        );
+        if self.reservations.idle.is_empty() {
+            out.push_str("No reservation read ran below its size.\n");
+        } else {
+            out.push_str("| reservation | type and zone | size | paid hours | unused hours | unused | could use | why |\n|---|---|---:|---:|---:|---:|---|---|\n");
+            for r in &self.reservations.idle {
+                let _ = writeln!(
+                    out,
+                    "| `{}` | {} {} | {} | {:.1} | {:.1} | {} | {} | {} |",
+                    r.last_read.id,
+                    r.last_read.instance_type,
+                    r.last_read.zone,
+                    r.last_read.total,
+                    r.paid_hours,
+                    r.unused_hours,
+                    usd_or_unknown(r.unused_usd),
+                    list(&r.could_use),
+                    r.why
                 );
             }
         }

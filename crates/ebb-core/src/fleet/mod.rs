@@ -4,6 +4,7 @@
 
 pub mod activity;
 pub mod billing;
+pub mod capacity_reads;
 pub mod catalogue;
 pub mod group;
 pub mod levers;
@@ -16,6 +17,7 @@ pub use billing::{
     Billing, Charge, Cloud, HeldReservation, ReservationKind, ReservationTerms, StopSaving,
     StoppedMode,
 };
+pub use capacity_reads::{CapacityRead, HeldCapacity};
 pub use catalogue::{Catalogue, TypeFacts};
 pub use group::{Capacity, GroupMember, NodeGroup, ScalingGroup};
 pub use levers::{Clouds, Levers};

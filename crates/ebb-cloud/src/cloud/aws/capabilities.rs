@@ -4,7 +4,7 @@
 use super::AwsProvider;
 use crate::cloud::{ActionReport, CloudError, NodeGroupUpdate, Reservation, ReservationRequest};
 use crate::cloud::{CapacityReservations, ScalingGroups, TypeCatalogue};
-use crate::fleet::{Capacity, NodeGroup, ScalingGroup, TypeFacts};
+use crate::fleet::{Capacity, HeldCapacity, NodeGroup, ScalingGroup, TypeFacts};
 use std::collections::BTreeMap;
 
 impl ScalingGroups for AwsProvider {
@@ -107,6 +107,11 @@ impl CapacityReservations for AwsProvider {
         instance: &str,
     ) -> Result<Option<String>, CloudError> {
         self.target_of(region, instance).await
+    }
+
+    /// DescribeCapacityReservations, every page of every account (`held_reservations.rs`).
+    async fn held_capacity(&self, region: &str) -> Result<Vec<HeldCapacity>, CloudError> {
+        self.held_capacity_in(region).await
     }
 
     /// CancelCapacityReservation (`reservations.rs`).

@@ -4,14 +4,16 @@
 //! call; what it is and when it ends comes from DescribeCapacityReservations of those ids. A
 //! failed or partial read leaves the terms unknown, which still keeps the box from being
 //! stopped; ebb's own reservations (`start.reserve_capacity`, tagged with its token) and those
-//! no longer active are not held.
+//! no longer active are not held. Every one of a region, with its size and how much of it is
+//! in use, is what `ebb advise` counts unused reserved hours from.
 
 use super::{cloud_error, tag_map, to_chrono, AwsProvider, Scope};
-use crate::cloud::CloudError;
-use crate::fleet::{Instance, ReservationKind, ReservationTerms};
+use crate::cloud::{CloudError, ErrorKind};
+use crate::fleet::{HeldCapacity, Instance, ReservationKind, ReservationTerms};
 use crate::names::RESERVATION_TAG;
 use aws_sdk_ec2::types::{
     CapacityReservation, CapacityReservationState, CapacityReservationType, EndDateType,
+    InstanceMatchCriteria,
 };
 use futures_util::FutureExt as _;
 use std::collections::{BTreeSet, HashMap};
@@ -39,7 +41,72 @@ fn held_terms(r: &CapacityReservation) -> Option<ReservationTerms> {
     })
 }
 
+/// A held reservation's size and use, from an answer that gives them all; `None` for one
+/// that is not held outside ebb.
+fn held_capacity(r: &CapacityReservation) -> Result<Option<HeldCapacity>, String> {
+    let Some(terms) = held_terms(r) else {
+        return Ok(None);
+    };
+    let id = r
+        .capacity_reservation_id()
+        .ok_or("a reservation without its id")?;
+    let given = |what: &str, v: Option<&str>| {
+        v.map(str::to_string)
+            .ok_or_else(|| format!("reservation {id} without its {what}"))
+    };
+    let count = |what: &str, v: Option<i32>| {
+        v.and_then(|n| u32::try_from(n).ok())
+            .ok_or_else(|| format!("reservation {id} without its {what}"))
+    };
+    Ok(Some(HeldCapacity {
+        id: id.to_string(),
+        instance_type: given("instance type", r.instance_type())?,
+        zone: given("zone", r.availability_zone())?,
+        platform: given("platform", r.instance_platform().map(|p| p.as_str()))?,
+        kind: terms.kind,
+        total: count("total instance count", r.total_instance_count())?,
+        available: count("available instance count", r.available_instance_count())?,
+        targeted: r.instance_match_criteria() == Some(&InstanceMatchCriteria::Targeted),
+        end: terms.end,
+    }))
+}
+
 impl AwsProvider {
+    /// Every active reservation held outside ebb in `region`, in every account ebb watches
+    /// there (DescribeCapacityReservations, every page). A failed call in any account, or an
+    /// answer without a reservation's size, is the `Err`: a reservation not read is unknown.
+    pub(super) async fn held_capacity_in(
+        &self,
+        region: &str,
+    ) -> Result<Vec<HeldCapacity>, CloudError> {
+        const OP: &str = "DescribeCapacityReservations";
+        let mut held = Vec::new();
+        for (_, scope) in self.scopes_in(region) {
+            let mut next: Option<String> = None;
+            loop {
+                self.count(OP);
+                let out = scope
+                    .ec2
+                    .describe_capacity_reservations()
+                    .set_next_token(next.take())
+                    .send()
+                    .boxed()
+                    .await
+                    .map_err(|e| cloud_error(OP, e))?;
+                for r in out.capacity_reservations() {
+                    let read = held_capacity(r)
+                        .map_err(|why| CloudError::new(ErrorKind::Other, OP, why))?;
+                    held.extend(read);
+                }
+                match out.next_token() {
+                    Some(t) if !t.is_empty() => next = Some(t.to_string()),
+                    _ => break,
+                }
+            }
+        }
+        Ok(held)
+    }
+
     /// Fills in the terms of the reservations `listed` instances (of `scope`) run in, and
     /// forgets those that are not held outside ebb. A read that fails is logged and leaves
     /// every term unknown.

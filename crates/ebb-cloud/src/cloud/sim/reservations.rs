@@ -7,7 +7,7 @@ use super::calls::wrong_state;
 use super::{SimProvider, Simulated};
 use crate::cloud::CapacityReservations;
 use crate::cloud::{ActionReport, CloudError, Reservation, ReservationRequest, ReservationState};
-use crate::fleet::InstanceState;
+use crate::fleet::{HeldCapacity, InstanceState};
 use std::collections::HashMap;
 
 /// The error of a reservation the fleet does not have.
@@ -167,5 +167,10 @@ impl CapacityReservations for SimProvider {
     ) -> Result<(), CloudError> {
         self.admit(region, "CancelCapacityReservation", 1)?;
         self.sim_cancel(reservation)
+    }
+
+    /// The simulated fleet's reservations are all ebb's own: none is held outside it.
+    async fn held_capacity(&self, _region: &str) -> Result<Vec<HeldCapacity>, CloudError> {
+        Ok(Vec::new())
     }
 }
