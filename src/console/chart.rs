@@ -240,6 +240,7 @@ mod tests {
             decided_code: None,
             decided_reason: None,
             decided_since: None,
+            billing: None,
         };
         // Newest first, as the store reads them.
         let events = [

@@ -12,7 +12,7 @@
 
 use crate::engine::{self, InstanceFacts, Override, Prior};
 use crate::fleet::activity::SignalReading;
-use crate::fleet::{Billing, Fleet, Instance, InstanceState, Lifecycle, Sample};
+use crate::fleet::{Fleet, Instance, InstanceState, Lifecycle, Sample};
 use crate::policy::{PolicySet, SignalSource};
 use crate::store::{ActivityRecord, InstanceRecord, OverrideRecord};
 use chrono::{DateTime, Utc};
@@ -47,7 +47,7 @@ fn fleet_of(
         gpus: None,
         gpu_util: kept.readings.to_vec(),
         via_role: None,
-        billing: Billing::ec2(state == InstanceState::Stopped),
+        billing: record.billing_in(state),
         private_ip: None,
     };
     let mut fleet = Fleet {

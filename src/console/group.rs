@@ -8,9 +8,7 @@ use super::instance::audit_cells;
 use super::{instance_link, ok, scroll, time, zoned_time, Nav, PageError, PageResult};
 use crate::api::ApiState;
 use crate::engine::{decide_group, GroupAction, GroupDecision, Prior, RECENT};
-use crate::fleet::{
-    Billing, Fleet, GroupMember, Instance, InstanceState, Lifecycle, Sample, ScalingGroup,
-};
+use crate::fleet::{Fleet, GroupMember, Instance, InstanceState, Lifecycle, Sample, ScalingGroup};
 use crate::policy::PolicySet;
 use crate::store::{AuditEntry, GroupRecord, InstanceRecord};
 use axum::extract::rejection::PathRejection;
@@ -181,7 +179,7 @@ fn decide_now(
             gpus: None,
             gpu_util: samples.unwrap_or_default(),
             via_role: None,
-            billing: Billing::ec2(state == InstanceState::Stopped),
+            billing: m.billing_in(state),
             private_ip: None,
         });
     }

@@ -3,7 +3,7 @@
 
 use super::{Result, Store};
 use crate::engine::{InstanceFacts, Override, Prior};
-use crate::fleet::{Billing, Instance, InstanceState, Lifecycle, Tags};
+use crate::fleet::{Billing, BillingModel, Instance, InstanceState, Lifecycle, Tags};
 use crate::names::ACTOR;
 use chrono::{DateTime, Utc};
 use sqlx::types::Json;
@@ -29,6 +29,22 @@ struct Row {
     stopped_by_ebb: Option<DateTime<Utc>>,
     /// When it was last seen entering `running`, at or before `at`.
     last_running: Option<DateTime<Utc>>,
+    /// How its listing said it is billed (`None`: not listed since this was kept).
+    billing: Option<Json<BillingModel>>,
+}
+
+/// How an instance of `instance_type` in `state` is billed, by the model its listing gave; a
+/// row kept before ebb kept the model is billed as EC2 bills, as it was then taken to be.
+pub(super) fn billing(
+    model: Option<&Json<BillingModel>>,
+    instance_type: &str,
+    state: InstanceState,
+) -> Billing {
+    let stopped = state == InstanceState::Stopped;
+    match model {
+        Some(Json(model)) => Billing::from_model(model, instance_type, stopped),
+        None => Billing::ec2(stopped),
+    }
 }
 
 /// States an instance can be replayed from: one being terminated costs nothing and is
@@ -53,7 +69,7 @@ impl Store {
     pub async fn fleet_at(&self, at: DateTime<Utc>) -> Result<(Vec<Instance>, Prior)> {
         let rows: Vec<Row> = sqlx::query_as(
             "SELECT i.id, i.region, i.instance_type, i.lifecycle, i.launched_at, i.tags, i.state,
-                    i.first_seen_at, b.to_state AS state_then, b.at AS changed_then,
+                    i.first_seen_at, i.billing, b.to_state AS state_then, b.at AS changed_then,
                     a.from_state AS state_before_next,
                     (SELECT max(l.at) FROM audit_log l
                      WHERE l.instance = i.id AND l.actor = $2 AND l.outcome = 'succeeded'
@@ -102,7 +118,6 @@ impl Store {
             instances.push(Instance {
                 id: row.id,
                 region: row.region,
-                instance_type: row.instance_type,
                 state,
                 state_since: Some(row.changed_then.unwrap_or(row.first_seen_at)),
                 lifecycle: match row.lifecycle.as_str() {
@@ -114,7 +129,8 @@ impl Store {
                 gpus: None,
                 gpu_util: Vec::new(),
                 via_role: None,
-                billing: Billing::ec2(state == InstanceState::Stopped),
+                billing: billing(row.billing.as_ref(), &row.instance_type, state),
+                instance_type: row.instance_type,
                 private_ip: None,
             });
         }

@@ -5,7 +5,7 @@ pub use super::sync_diff::SyncReport;
 use super::sync_diff::{Row, StoredRow, SyncDiff, ROWS_PER_STATEMENT};
 use super::{Result, Store};
 use crate::engine::{Action, Decision, InstanceFacts, Override, Prior};
-use crate::fleet::{Instance, Owner};
+use crate::fleet::{Billing, BillingModel, Instance, InstanceState, Owner};
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 use sqlx::types::Json;
@@ -57,6 +57,17 @@ pub struct InstanceRecord {
     pub decided_reason: Option<String>,
     /// Since when the decision has been what it is.
     pub decided_since: Option<DateTime<Utc>>,
+    /// How its listing said it is billed; `None` when not listed since ebb kept it.
+    #[serde(skip)]
+    pub billing: Option<Json<BillingModel>>,
+}
+
+impl InstanceRecord {
+    /// How it is billed in `state`, as its listing said ([`Billing::EC2`]'s way for a row not
+    /// listed since ebb kept it).
+    pub fn billing_in(&self, state: InstanceState) -> Billing {
+        super::fleet_at::billing(self.billing.as_ref(), &self.instance_type, state)
+    }
 }
 
 /// One instance's latest decision, in the shape of `ebb plan --format json`.
@@ -83,7 +94,7 @@ macro_rules! select_instances {
                      ELSE i.gone_at END AS last_seen_at,
                 i.gone_at, i.state_since, i.policy, i.stopped_by_ebb_at, i.started_by_ebb_at,
                 i.notified_at, i.started_by_person_at, i.decided_action, i.decided_code, i.decided_reason,
-                i.decided_since
+                i.decided_since, i.billing
          FROM instances i LEFT JOIN region_syncs r ON r.region = i.region"
     };
 }

@@ -3,7 +3,7 @@
 //! a person's start between two listings after ebb's stop included), then written in batches.
 
 use super::Result;
-use crate::fleet::{Instance, Owner, Tags};
+use crate::fleet::{BillingModel, Instance, Owner, Tags};
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 use sha2::{Digest, Sha256};
@@ -41,6 +41,12 @@ fn fingerprint(i: &Instance) -> i64 {
         &i.launched_at
             .map(|t| micros(t).to_rfc3339())
             .unwrap_or_default(),
+        i.billing.cloud.as_str(),
+        i.billing.charge.as_str(),
+        match i.billing.stop_saving {
+            crate::fleet::StopSaving::KeepsCharging { family } => family,
+            _ => "",
+        },
     ] {
         h.update(part.as_bytes());
         h.update([0]);
@@ -83,10 +89,11 @@ struct Batch<'a> {
     tags: Vec<Json<&'a Tags>>,
     fingerprint: Vec<i64>,
     owner: Vec<Option<Json<Owner>>>,
+    billing: Vec<Json<BillingModel>>,
 }
 
 impl<'a> Batch<'a> {
-    /// Runs `sql` with the batch's columns as `$1`..`$9` (in field order) and `now` as `$10`,
+    /// Runs `sql` with the batch's columns as `$1`..`$10` (in field order) and `now` as `$11`,
     /// [`ROWS_PER_STATEMENT`] rows at a time.
     async fn write(
         &self,
@@ -105,7 +112,8 @@ impl<'a> Batch<'a> {
                 .bind(&self.launched_at[rows.clone()])
                 .bind(&self.tags[rows.clone()])
                 .bind(&self.fingerprint[rows.clone()])
-                .bind(&self.owner[rows])
+                .bind(&self.owner[rows.clone()])
+                .bind(&self.billing[rows])
                 .bind(now)
                 .execute(&mut *conn)
                 .await?;
@@ -123,6 +131,7 @@ impl<'a> Batch<'a> {
         self.tags.push(Json(&i.tags));
         self.fingerprint.push(fp);
         self.owner.push(i.owner().map(Json));
+        self.billing.push(Json(i.billing.model()));
     }
 }
 
@@ -290,10 +299,11 @@ impl<'a> SyncDiff<'a> {
                     conn,
                     now,
                     "INSERT INTO instances (id, region, instance_type, state, lifecycle, launched_at, tags,
-                     fingerprint, owner, first_seen_at, changed_at, state_since)
-                 SELECT n.*, $10, $10, $10
+                     fingerprint, owner, billing, first_seen_at, changed_at, state_since)
+                 SELECT n.*, $11, $11, $11
                  FROM UNNEST($1::text[], $2::text[], $3::text[], $4::text[], $5::text[],
-                             $6::timestamptz[], $7::jsonb[], $8::bigint[], $9::jsonb[]) AS n",
+                             $6::timestamptz[], $7::jsonb[], $8::bigint[], $9::jsonb[],
+                             $10::jsonb[]) AS n",
                 )
                 .await?;
         }
@@ -305,9 +315,9 @@ impl<'a> SyncDiff<'a> {
                     "UPDATE instances AS i SET
                      region = n.region, instance_type = n.instance_type, lifecycle = n.lifecycle,
                      launched_at = n.launched_at, tags = n.tags, fingerprint = n.fingerprint,
-                     owner = n.owner, changed_at = $10, gone_at = NULL,
+                     owner = n.owner, billing = n.billing, changed_at = $11, gone_at = NULL,
                      state_since = CASE WHEN i.state <> n.state OR i.gone_at IS NOT NULL
-                                        THEN $10 ELSE i.state_since END,
+                                        THEN $11 ELSE i.state_since END,
                      stopped_by_ebb_at = CASE WHEN n.state = 'running' AND i.state <> 'running'
                                               THEN NULL ELSE i.stopped_by_ebb_at END,
                      started_by_person_at = CASE
@@ -319,14 +329,15 @@ impl<'a> SyncDiff<'a> {
                               OR EXISTS (SELECT 1 FROM open_intents o JOIN audit_log a USING (seq)
                                          WHERE a.instance = i.id AND a.action = 'start')
                              THEN NULL
-                         WHEN n.launched_at BETWEEN i.state_since AND $10 THEN n.launched_at
-                         ELSE $10
+                         WHEN n.launched_at BETWEEN i.state_since AND $11 THEN n.launched_at
+                         ELSE $11
                      END,
                      state = n.state
                  FROM UNNEST($1::text[], $2::text[], $3::text[], $4::text[], $5::text[],
-                             $6::timestamptz[], $7::jsonb[], $8::bigint[], $9::jsonb[])
+                             $6::timestamptz[], $7::jsonb[], $8::bigint[], $9::jsonb[],
+                             $10::jsonb[])
                       AS n(id, region, instance_type, state, lifecycle, launched_at, tags, fingerprint,
-                           owner)
+                           owner, billing)
                  WHERE i.id = n.id",
                 )
                 .await?;

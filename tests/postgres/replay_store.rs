@@ -289,3 +289,79 @@ fn a_fleet_file_without_utilisation_is_refused() {
         String::from_utf8_lossy(&o.stderr)
     );
 }
+
+/// How each box is billed is kept with it, so that what is worked out from Postgres (the fleet
+/// `ebb replay` and `ebb advise` start from, the console's explanations) bills an Alibaba
+/// Cloud or Tencent Cloud box as its listing did: before, every box read back was billed as
+/// EC2 bills, so a subscription box or a gn5 box (whose stop keeps charging) was taken to save
+/// on every stop.
+#[sqlx::test(migrations = false)]
+async fn each_box_is_read_back_billed_as_its_cloud_listed_it(pool: PgPool) {
+    use ebb::fleet::{Billing, Charge, Cloud, StoppedMode};
+    let store = Store::from_pool(pool);
+    store.migrate().await.unwrap();
+    let listed = |id: &str, region: &str, instance_type: &str, billing: Billing| Instance {
+        region: region.to_string(),
+        instance_type: instance_type.to_string(),
+        billing,
+        ..instance(id, &[("team", "research")])
+    };
+    let gn5 = Billing::of(
+        Cloud::Alibaba,
+        Charge::PayAsYouGo,
+        "ecs.gn5-c4g1.xlarge",
+        Some("ecs.gn5"),
+    );
+    let prepaid = Billing::of(
+        Cloud::Alibaba,
+        Charge::Subscription,
+        "ecs.gn7i-c8g1.2xlarge",
+        None,
+    );
+    let tencent = Billing::of(Cloud::Tencent, Charge::PayAsYouGo, "GN7.2XLARGE32", None);
+    let mut stopped = listed(
+        "ins-stopped",
+        "ap-guangzhou",
+        "GN7.2XLARGE32",
+        tencent.clone(),
+    );
+    stopped.state = InstanceState::Stopped;
+    let instances = [
+        listed("i-gn5", "cn-hangzhou", "ecs.gn5-c4g1.xlarge", gn5.clone()),
+        listed(
+            "i-prepaid",
+            "cn-hangzhou",
+            "ecs.gn7i-c8g1.2xlarge",
+            prepaid.clone(),
+        ),
+        stopped,
+        instance("i-ec2", &[("team", "research")]),
+    ];
+    let regions = ["cn-hangzhou", "ap-guangzhou", "us-east-1"].map(String::from);
+    store
+        .sync_inventory(&regions, &instances, t(FROM))
+        .await
+        .unwrap();
+
+    let (fleet, _) = store.fleet_at(t(FROM)).await.unwrap();
+    let billing = |id: &str| {
+        let i = fleet.iter().find(|i| i.id == id).unwrap();
+        i.billing.clone()
+    };
+    assert_eq!(billing("i-gn5"), gn5);
+    assert!(!billing("i-gn5").stop_saves(), "a gn5 stop keeps charging");
+    assert_eq!(billing("i-prepaid"), prepaid);
+    assert_eq!(
+        billing("ins-stopped"),
+        Billing {
+            stopped_mode: Some(StoppedMode::Unknown),
+            ..tencent
+        },
+        "what a stopped Tencent box is billed was not kept: unknown, never no charge"
+    );
+    assert_eq!(billing("i-ec2"), Billing::EC2);
+
+    // The console's records bill them the same way.
+    let record = store.instance("i-prepaid").await.unwrap().unwrap();
+    assert_eq!(record.billing_in(InstanceState::Running), prepaid);
+}

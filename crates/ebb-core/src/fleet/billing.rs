@@ -4,6 +4,7 @@
 
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
+use std::borrow::Cow;
 use std::sync::LazyLock;
 use wildmatch::WildMatch;
 
@@ -235,6 +236,56 @@ impl Billing {
     }
 }
 
+/// The lasting part of how an instance is billed (its cloud, how it is paid, and the families
+/// file's pattern when a stop keeps it charging), as Postgres keeps it with the instance, so
+/// that what is worked out from Postgres (replay, advise, the console's explanations) bills
+/// each box as its cloud does. What changes with each stop is not kept.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BillingModel {
+    /// The cloud it is in.
+    pub cloud: Cloud,
+    /// How it is paid for.
+    pub charge: Charge,
+    /// The families file's pattern that lists its family, when a stop keeps it charging
+    /// (borrowed from the file when made from a listing: a sync writes one per instance).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub keeps_charging: Option<Cow<'static, str>>,
+}
+
+impl Billing {
+    /// What of it lasts.
+    pub fn model(&self) -> BillingModel {
+        BillingModel {
+            cloud: self.cloud,
+            charge: self.charge,
+            keeps_charging: match self.stop_saving {
+                StopSaving::KeepsCharging { family } => Some(Cow::Borrowed(family)),
+                _ => None,
+            },
+        }
+    }
+
+    /// An instance of type `instance_type` billed as `model`, stopped or not as `stopped`
+    /// says: a stopped EC2 box is not billed for compute, and what another cloud bills a
+    /// stopped box for is unknown (it was not kept).
+    pub fn from_model(model: &BillingModel, instance_type: &str, stopped: bool) -> Billing {
+        let billing = Billing::of(
+            model.cloud,
+            model.charge,
+            instance_type,
+            model.keeps_charging.as_deref(),
+        );
+        let stopped_mode = match model.cloud {
+            Cloud::Aws => StoppedMode::NoCharge,
+            _ => StoppedMode::Unknown,
+        };
+        Billing {
+            stopped_mode: stopped.then_some(stopped_mode),
+            ..billing
+        }
+    }
+}
+
 /// One line of the families file: a family pattern of a cloud that cannot stop without charge.
 struct ChargingFamily {
     cloud: Cloud,
@@ -306,6 +357,28 @@ pub fn charging_family(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_kept_model_bills_a_box_as_its_listing_did() {
+        let gn5 = Billing::of(
+            Cloud::Alibaba,
+            Charge::PayAsYouGo,
+            "ecs.gn5-c4g1.xlarge",
+            Some("ecs.gn5"),
+        );
+        let kept = Billing::from_model(&gn5.model(), "ecs.gn5-c4g1.xlarge", false);
+        assert_eq!(kept, gn5);
+        assert!(!kept.stop_saves());
+        let prepaid = Billing::of(Cloud::Tencent, Charge::Subscription, "GN7.2XLARGE32", None);
+        let stopped = Billing::from_model(&prepaid.model(), "GN7.2XLARGE32", true);
+        assert_eq!(
+            (stopped.cloud, stopped.charge),
+            (Cloud::Tencent, Charge::Subscription)
+        );
+        assert_eq!(stopped.stopped_mode, Some(StoppedMode::Unknown));
+        let ec2 = Billing::from_model(&Billing::EC2.model(), "g5.xlarge", true);
+        assert_eq!(ec2, Billing::ec2(true));
+    }
 
     #[test]
     fn every_line_of_the_families_file_is_read() {

@@ -14,8 +14,8 @@ pub mod pools;
 pub mod rank;
 
 pub use billing::{
-    Billing, Charge, Cloud, HeldReservation, ReservationKind, ReservationTerms, StopSaving,
-    StoppedMode,
+    Billing, BillingModel, Charge, Cloud, HeldReservation, ReservationKind, ReservationTerms,
+    StopSaving, StoppedMode,
 };
 pub use capacity_reads::{CapacityRead, HeldCapacity};
 pub use catalogue::{Catalogue, TypeFacts};
