@@ -3,7 +3,6 @@
 pub(super) use super::db::DbArgs;
 use super::policy_files;
 use super::store_clock::{parse_future, parse_past, Future, Past};
-use crate::cloud::alibaba::{CredentialSource, Credentials};
 use crate::cloud::aws;
 use crate::cloud::pacing::{Pacer, RateLimits};
 use crate::cloud::{PriceTable, Provider};
@@ -298,57 +297,7 @@ pub(super) struct CloudArgs {
     #[arg(long, env = "TENCENTCLOUD_SESSION_TOKEN", hide_env_values = true)]
     pub(super) tencent_session_token: Option<String>,
     #[command(flatten)]
-    pub(super) alibaba: AlibabaArgs,
-}
-
-/// How ebb reaches Alibaba Cloud (`EBB_CLOUD=alibaba`).
-#[derive(Args, Clone)]
-pub(super) struct AlibabaArgs {
-    /// Alibaba Cloud: the AccessKey id (without one, the ECS instance's RAM role).
-    #[arg(long, env = "ALIBABA_CLOUD_ACCESS_KEY_ID", hide_env_values = true)]
-    pub(super) alibaba_access_key_id: Option<String>,
-    /// Alibaba Cloud: the AccessKey secret.
-    #[arg(long, env = "ALIBABA_CLOUD_ACCESS_KEY_SECRET", hide_env_values = true)]
-    pub(super) alibaba_access_key_secret: Option<String>,
-    /// Alibaba Cloud: the STS token of temporary credentials.
-    #[arg(long, env = "ALIBABA_CLOUD_SECURITY_TOKEN", hide_env_values = true)]
-    pub(super) alibaba_security_token: Option<String>,
-    /// Alibaba Cloud: the RAM role of the ECS instance ebb runs on, whose credentials the
-    /// metadata server gives (default: the role the instance has).
-    #[arg(long, env = "ALIBABA_CLOUD_ECS_METADATA", value_name = "ROLE")]
-    pub(super) alibaba_ram_role: Option<String>,
-    /// Alibaba Cloud: the metadata server that gives the RAM role's credentials.
-    #[arg(
-        long,
-        env = "EBB_ALIBABA_METADATA_ENDPOINT",
-        default_value = "http://100.100.100.200",
-        value_name = "URL"
-    )]
-    pub(super) alibaba_metadata_endpoint: String,
-    /// Alibaba Cloud: every API at this base URL instead of Alibaba's endpoints (for tests
-    /// against a fake).
-    #[arg(long, env = "EBB_ALIBABA_ENDPOINT", value_name = "URL")]
-    pub(super) alibaba_endpoint: Option<reqwest::Url>,
-}
-
-impl AlibabaArgs {
-    /// Where the credentials come from: the AccessKey when one is set, else the RAM role.
-    pub(super) fn credentials(&self) -> Result<CredentialSource> {
-        match (&self.alibaba_access_key_id, &self.alibaba_access_key_secret) {
-            (Some(id), Some(secret)) => Ok(CredentialSource::AccessKey(Credentials {
-                access_key_id: id.clone(),
-                access_key_secret: secret.clone(),
-                security_token: self.alibaba_security_token.clone(),
-            })),
-            (Some(_), None) | (None, Some(_)) => anyhow::bail!(
-                "set both ALIBABA_CLOUD_ACCESS_KEY_ID and ALIBABA_CLOUD_ACCESS_KEY_SECRET, or neither to use the instance's RAM role"
-            ),
-            (None, None) => Ok(CredentialSource::RamRole {
-                role: self.alibaba_ram_role.clone(),
-                metadata: self.alibaba_metadata_endpoint.clone(),
-            }),
-        }
-    }
+    pub(super) alibaba: super::alibaba_args::AlibabaArgs,
 }
 
 fn parse_rate_limits(s: &str) -> Result<RateLimits, String> {

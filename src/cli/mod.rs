@@ -23,6 +23,7 @@ macro_rules! outln {
 }
 
 mod advise;
+mod alibaba_args;
 mod args;
 mod audit;
 mod budgets;

@@ -7,6 +7,11 @@
 //! documentation says ECS refuses (a bad signature, a stale date, more than 100 instances a
 //! call, more than 50 resources a tag call, an instance in the wrong state).
 //!
+//! STS's AssumeRoleWithOIDC (RRSA on ACK; "AssumeRoleWithOIDC" in the STS API reference: an
+//! anonymous GET whose query holds the role, the provider, the token and the session name)
+//! issues the fake's AccessKey with a security token, which every later ECS call must then
+//! carry (`x-acs-security-token`).
+//!
 //! Two documented behaviours the issue expected as refusals are not: StopInstances "does not
 //! block" an instance that cannot stop without charge ("如实例自身不支持节省停机模式，API 侧
 //! 不会进行报错拦截，优先保证实例停机"), so a local-disk family or a subscription asked
@@ -163,6 +168,18 @@ pub struct FakeState {
     /// By action, how many of its next calls are refused for flow control
     /// (`400 Throttling.User`, as ECS documents it), changing nothing.
     pub throttle: BTreeMap<String, u32>,
+    /// The service account's role STS lets assume, when the test sets one.
+    pub oidc: Option<FakeOidc>,
+    /// The security token STS issued: once it has, every ECS call must carry it.
+    pub issued_token: Option<String>,
+}
+
+/// A RAM role STS lets assume with one OIDC token.
+#[derive(Debug, Clone)]
+pub struct FakeOidc {
+    pub role_arn: String,
+    pub provider_arn: String,
+    pub token: String,
 }
 
 /// A running fake; it stops with the test process.
@@ -191,7 +208,9 @@ impl Fake {
                 .unwrap();
             runtime.block_on(async move {
                 let listener = tokio::net::TcpListener::from_std(listener).unwrap();
-                let app = Router::new().route("/", post(answer)).with_state(shared);
+                let app = Router::new()
+                    .route("/", post(answer).get(assume_role_with_oidc))
+                    .with_state(shared);
                 axum::serve(listener, app).await.unwrap();
             });
         });
@@ -331,6 +350,74 @@ fn verify(
     }
 }
 
+/// STS's AssumeRoleWithOIDC: the fake's AccessKey with a token of its own for the role the
+/// test set, asked with its provider and token; `400` with STS's codes otherwise.
+async fn assume_role_with_oidc(
+    State(state): State<Arc<Mutex<FakeState>>>,
+    RawQuery(raw): RawQuery,
+) -> Response {
+    let query = parse_query(raw.as_deref().unwrap_or(""));
+    let mut state = state.lock().unwrap();
+    let param = |name: &str| query.get(name).map(String::as_str);
+    let refused = |code: &str, message: &str| Err((code.to_string(), message.to_string()));
+    let result = match (&state.oidc, param("Action")) {
+        (_, action) if action != Some("AssumeRoleWithOIDC") => refused(
+            "InvalidAction.NotFound",
+            "the action is not an STS action the fake knows",
+        ),
+        (None, _) => refused("EntityNotExist.Role", "the role does not exist"),
+        _ if param("Version") != Some("2015-04-01") || param("Format") != Some("JSON") => refused(
+            "InvalidVersion",
+            "Specified parameter Version is not valid.",
+        ),
+        _ if param("RoleSessionName").is_none_or(str::is_empty) => refused(
+            "MissingRoleSessionName",
+            "RoleSessionName is mandatory for this action.",
+        ),
+        (Some(o), _) if param("RoleArn") != Some(o.role_arn.as_str()) => {
+            refused("EntityNotExist.Role", "the role does not exist")
+        }
+        (Some(o), _) if param("OIDCProviderArn") != Some(o.provider_arn.as_str()) => refused(
+            "EntityNotExist.OIDCProvider",
+            "the OIDC provider does not exist",
+        ),
+        (Some(o), _) if param("OIDCToken") != Some(o.token.as_str()) => refused(
+            "AuthenticationFail.OIDCToken.Invalid",
+            "the OIDC token is invalid",
+        ),
+        _ => Ok(()),
+    };
+    let (status, answer) = match result {
+        Ok(()) => {
+            let token = format!("CAIS-fake-{}", state.calls.len());
+            state.issued_token = Some(token.clone());
+            let expiration = (chrono::Utc::now() + chrono::Duration::hours(1))
+                .format("%Y-%m-%dT%H:%M:%SZ")
+                .to_string();
+            let role = param("RoleArn").unwrap_or_default();
+            (
+                StatusCode::OK,
+                json!({
+                    "RequestId": "fake-sts",
+                    "OIDCTokenInfo": {"Subject": "system:serviceaccount:ebb:ebb", "Issuer": "https://oidc-ack.fake", "ClientIds": "sts.aliyuncs.com"},
+                    "AssumedRoleUser": {"AssumedRoleId": "3010:ebb", "Arn": format!("{role}/ebb")},
+                    "Credentials": {"SecurityToken": token, "Expiration": expiration,
+                                    "AccessKeySecret": KEY_SECRET, "AccessKeyId": KEY_ID}
+                }),
+            )
+        }
+        Err((code, message)) => (StatusCode::BAD_REQUEST, error_body(&code, &message)),
+    };
+    state.calls.push(Call {
+        action: "AssumeRoleWithOIDC".to_string(),
+        params: query,
+        headers: Vec::new(),
+        accepted: status.is_success(),
+        answer: answer.clone(),
+    });
+    (status, axum::Json(answer)).into_response()
+}
+
 fn error_body(code: &str, message: &str) -> Value {
     json!({"RequestId": "fake-error", "Code": code, "Message": message})
 }
@@ -348,8 +435,17 @@ async fn answer(
         .unwrap_or("")
         .to_string();
     let mut state = state.lock().unwrap();
+    let token = headers
+        .get("x-acs-security-token")
+        .and_then(|v| v.to_str().ok());
+    let issued = state.issued_token.clone();
     let throttled = state.throttle.get_mut(&action).filter(|n| **n > 0);
     let result = match verify(&headers, &query, &body) {
+        Ok(()) if issued.is_some() && token != issued.as_deref() => Err((
+            StatusCode::BAD_REQUEST,
+            "InvalidSecurityToken.Mismatch",
+            "the security token does not match the AccessKey".to_string(),
+        )),
         Err(code) => Err((
             StatusCode::BAD_REQUEST,
             code,

@@ -14,10 +14,10 @@
 
 use crate::common;
 
-use common::alibaba_fake::{Fake, FakeInstance, KEY_ID, KEY_SECRET};
+use common::alibaba_fake::{Fake, FakeInstance, FakeOidc, KEY_ID, KEY_SECRET};
 use common::tencent_fake::{self, TencentFake};
 use ebb::clock::Clock;
-use ebb::cloud::alibaba::{AlibabaProvider, CredentialSource, Credentials, Settings};
+use ebb::cloud::alibaba::{AlibabaProvider, CredentialSource, Credentials, OidcRole, Settings};
 use ebb::cloud::tencent::{self, GpuMetric, Keys, TencentProvider};
 use ebb::cloud::{Provider, StopKind};
 use serde_json::{json, Value};
@@ -285,4 +285,79 @@ async fn the_tencent_requests_are_signed_and_named_as_the_official_sdk_makes_the
             call.answer
         );
     }
+}
+
+/// RRSA on ACK: the AssumeRoleWithOIDC request ebb sends STS is the one the official
+/// credentials SDK builds for the same role, provider, token and session (all its parameters,
+/// but the time), sent the same way; and the SDK reads, from the answer the fake gave ebb, the
+/// credentials ebb then signed with.
+#[tokio::test]
+async fn the_rrsa_request_to_sts_is_the_one_the_official_credentials_sdk_makes() {
+    let fake = Fake::start(vec![FakeInstance::new(
+        "i-bp1a",
+        REGION,
+        "ecs.gn7i-c8g1.2xlarge",
+        &[("gpu-pool", "")],
+    )]);
+    let role = "acs:ram::1234567890:role/ebb";
+    let provider_arn = "acs:ram::1234567890:oidc-provider/ack-rrsa-c0ffee";
+    let token = "eyJhbGciOiJSUzI1NiJ9.e30.c2ln";
+    fake.state.lock().unwrap().oidc = Some(FakeOidc {
+        role_arn: role.to_string(),
+        provider_arn: provider_arn.to_string(),
+        token: token.to_string(),
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let token_file = dir.path().join("token");
+    std::fs::write(&token_file, token).unwrap();
+    let mut settings = Settings::new(
+        vec![REGION.to_string()],
+        Some(("gpu-pool".to_string(), String::new())),
+        CredentialSource::Oidc(OidcRole {
+            role_arn: role.to_string(),
+            provider_arn: provider_arn.to_string(),
+            token_file: token_file.clone(),
+            session_name: "ebb".to_string(),
+            sts: fake.url.clone(),
+        }),
+    );
+    settings.endpoint = Some(fake.url.parse().unwrap());
+    let provider = AlibabaProvider::connect(settings, Clock::System).unwrap();
+    let inventory = provider.instances().await;
+    assert!(inventory.failures.is_empty(), "{:?}", inventory.failures);
+    assert_eq!(inventory.instances.len(), 1);
+
+    let [assumed] = fake.accepted("AssumeRoleWithOIDC").try_into().unwrap();
+    let sdk = sdk(
+        "alibaba_oidc_sdk.py",
+        &json!({
+            "role_arn": role,
+            "provider_arn": provider_arn,
+            "token_file": token_file,
+            "session_name": "ebb",
+            "answer": assumed.answer,
+        }),
+    );
+    assert_eq!(sdk["method"], "GET", "{sdk:#}");
+    let without_time = |query: BTreeMap<String, String>| {
+        query
+            .into_iter()
+            .filter(|(k, _)| k != "Timestamp")
+            .collect::<BTreeMap<_, _>>()
+    };
+    let built: BTreeMap<String, String> = serde_json::from_value(sdk["query"].clone()).unwrap();
+    assert!(built.contains_key("Timestamp") && assumed.params.contains_key("Timestamp"));
+    assert_eq!(without_time(assumed.params.clone()), without_time(built));
+    let issued = fake.state.lock().unwrap().issued_token.clone().unwrap();
+    assert_eq!(
+        sdk["credentials"],
+        json!({"access_key_id": KEY_ID, "access_key_secret": KEY_SECRET, "security_token": issued}),
+        "the SDK reads from the answer the credentials ebb signed with"
+    );
+    let listed = fake.accepted("DescribeInstances");
+    let sent = listed[0]
+        .headers
+        .iter()
+        .find(|(k, _)| k == "x-acs-security-token");
+    assert_eq!(sent.map(|(_, v)| v.as_str()), Some(issued.as_str()));
 }

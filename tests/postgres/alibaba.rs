@@ -6,7 +6,7 @@
 
 use crate::common;
 
-use common::alibaba_fake::{Fake, FakeInstance};
+use common::alibaba_fake::{Fake, FakeInstance, FakeOidc};
 use common::Ebb;
 use serde_json::Value;
 use sqlx::PgPool;
@@ -177,6 +177,74 @@ async fn inventory_lists_the_opted_in_boxes_with_their_billing_and_gpus(pool: Pg
     assert!(
         table.contains("1 × NVIDIA A10"),
         "GPUs from DescribeInstanceTypes: {table}"
+    );
+}
+
+/// On ACK with RRSA (the pod identity webhook's three variables, no AccessKey), ebb assumes
+/// its service account's RAM role with the mounted OIDC token, as the official SDKs do, and
+/// signs every ECS call with the credentials STS issued and their security token; a token STS
+/// refuses lists nothing and says why.
+#[sqlx::test(migrations = false)]
+async fn on_ack_with_rrsa_ebb_assumes_its_service_accounts_role(pool: PgPool) {
+    let s = Setup::new(&pool).await;
+    let role = "acs:ram::1234567890:role/ebb";
+    let provider = "acs:ram::1234567890:oidc-provider/ack-rrsa-c0ffee";
+    s.fake.state.lock().unwrap().oidc = Some(FakeOidc {
+        role_arn: role.to_string(),
+        provider_arn: provider.to_string(),
+        token: "eyJ-the-service-accounts-token".to_string(),
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let token_file = dir.path().join("token");
+    std::fs::write(&token_file, "eyJ-the-service-accounts-token\n").unwrap();
+    let rrsa = || {
+        s.ebb()
+            .env_remove("ALIBABA_CLOUD_ACCESS_KEY_ID")
+            .env_remove("ALIBABA_CLOUD_ACCESS_KEY_SECRET")
+            .env("ALIBABA_CLOUD_ROLE_ARN", role)
+            .env("ALIBABA_CLOUD_OIDC_PROVIDER_ARN", provider)
+            .env("ALIBABA_CLOUD_OIDC_TOKEN_FILE", &token_file)
+    };
+
+    let out = rrsa().run(&["inventory", "--format", "json"]);
+    assert!(out.status.success(), "{out:?}");
+    let snapshot: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(snapshot["instances"].as_array().unwrap().len(), 4);
+    let assumed = s.fake.accepted("AssumeRoleWithOIDC");
+    assert_eq!(assumed.len(), 1, "one role session for the whole run");
+    assert_eq!(assumed[0].params["RoleSessionName"], "ebb");
+    let issued = s.fake.state.lock().unwrap().issued_token.clone().unwrap();
+    let listed = s.fake.accepted("DescribeInstances");
+    assert!(!listed.is_empty());
+    for call in &listed {
+        let token = call
+            .headers
+            .iter()
+            .find(|(k, _)| k == "x-acs-security-token");
+        assert_eq!(
+            token.map(|(_, v)| v),
+            Some(&issued),
+            "signed with STS's token"
+        );
+    }
+
+    // A token STS does not take: nothing listed, and the error says what to check.
+    std::fs::write(&token_file, "eyJ-a-stale-token").unwrap();
+    let out = rrsa().run(&["inventory", "--format", "json"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{out:?}");
+    assert!(
+        stderr.contains("AuthenticationFail.OIDCToken.Invalid") && stderr.contains("trust policy"),
+        "{stderr}"
+    );
+    // Only two of the three variables is a mistake said before any call.
+    let out = rrsa()
+        .env_remove("ALIBABA_CLOUD_OIDC_TOKEN_FILE")
+        .run(&["inventory"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("set all of ALIBABA_CLOUD_ROLE_ARN, ALIBABA_CLOUD_OIDC_PROVIDER_ARN and ALIBABA_CLOUD_OIDC_TOKEN_FILE"),
+        "{stderr}"
     );
 }
 

@@ -1,11 +1,13 @@
-//! Alibaba Cloud credentials: an AccessKey given to ebb (with an STS token when temporary), or
-//! the ECS instance's RAM role from the metadata server, fetched again before it expires. Held
-//! in memory only: ebb writes them to no file.
+//! Alibaba Cloud credentials: an AccessKey given to ebb (with an STS token when temporary), the
+//! RAM role of the pod's service account on ACK (RRSA: STS AssumeRoleWithOIDC with the OIDC
+//! token the cluster mounts), or the ECS instance's RAM role from the metadata server; a role's
+//! are fetched again before they expire. Held in memory only: ebb writes them to no file.
 
 use super::super::{CloudError, ErrorKind};
 use chrono::{DateTime, Duration, Utc};
 use serde::Deserialize;
 use std::fmt;
+use std::path::PathBuf;
 use tokio::sync::Mutex;
 
 /// How long before its expiry a role's credentials are fetched again (they are issued for
@@ -14,6 +16,10 @@ const REFRESH_BEFORE: Duration = Duration::minutes(10);
 
 /// The metadata server's hardening token lives this long (seconds).
 const TOKEN_TTL: &str = "300";
+
+/// How long the credentials STS issues for a service account's role last (seconds): the
+/// official SDKs' default.
+const OIDC_SESSION_SECONDS: &str = "3600";
 
 /// Where the credentials come from.
 #[derive(Clone)]
@@ -29,6 +35,26 @@ pub enum CredentialSource {
         /// The metadata server's base URL.
         metadata: String,
     },
+    /// The RAM role of the Kubernetes service account ebb runs as on ACK (RRSA), assumed with
+    /// the OIDC token the cluster mounts (`ALIBABA_CLOUD_ROLE_ARN`,
+    /// `ALIBABA_CLOUD_OIDC_PROVIDER_ARN`, `ALIBABA_CLOUD_OIDC_TOKEN_FILE`, as the pod identity
+    /// webhook sets them).
+    Oidc(OidcRole),
+}
+
+/// A RAM role assumed with an OIDC token (STS AssumeRoleWithOIDC, which takes no signature).
+#[derive(Clone, Debug)]
+pub struct OidcRole {
+    /// The role's ARN (`acs:ram::ACCOUNT:role/NAME`).
+    pub role_arn: String,
+    /// The ARN of the cluster's OIDC identity provider.
+    pub provider_arn: String,
+    /// The file the token is read from at each fetch (the cluster rotates it).
+    pub token_file: PathBuf,
+    /// The name of the role's session, which ActionTrail records.
+    pub session_name: String,
+    /// STS's base URL (`https://sts-vpc.cn-hangzhou.aliyuncs.com`).
+    pub sts: String,
 }
 
 impl fmt::Debug for CredentialSource {
@@ -38,6 +64,7 @@ impl fmt::Debug for CredentialSource {
             CredentialSource::RamRole { role, metadata } => {
                 write!(f, "RamRole({role:?} at {metadata})")
             }
+            CredentialSource::Oidc(o) => write!(f, "Oidc({} at {})", o.role_arn, o.sts),
         }
     }
 }
@@ -73,6 +100,27 @@ struct RoleCredentials {
     code: Option<String>,
 }
 
+/// What STS answers AssumeRoleWithOIDC: the credentials, or why not.
+#[derive(Deserialize)]
+#[serde(rename_all = "PascalCase")]
+struct AssumedRole {
+    #[serde(default)]
+    credentials: Option<StsCredentials>,
+    #[serde(default)]
+    code: Option<String>,
+    #[serde(default)]
+    message: Option<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "PascalCase")]
+struct StsCredentials {
+    access_key_id: String,
+    access_key_secret: String,
+    security_token: String,
+    expiration: DateTime<Utc>,
+}
+
 /// Credentials as a call needs them: fixed, or the role's, fetched again before they expire.
 pub(super) struct Keyring {
     source: CredentialSource,
@@ -92,17 +140,22 @@ impl Keyring {
 
     /// The credentials to sign a call made at `now` with.
     pub(super) async fn get(&self, now: DateTime<Utc>) -> Result<Credentials, CloudError> {
-        let (role, metadata) = match &self.source {
-            CredentialSource::AccessKey(c) => return Ok(c.clone()),
-            CredentialSource::RamRole { role, metadata } => (role, metadata),
-        };
+        if let CredentialSource::AccessKey(c) = &self.source {
+            return Ok(c.clone());
+        }
         let mut cached = self.cached.lock().await;
         if let Some((c, expires)) = &*cached {
             if now + REFRESH_BEFORE < *expires {
                 return Ok(c.clone());
             }
         }
-        let fresh = self.fetch(role.as_deref(), metadata).await;
+        let fresh = match &self.source {
+            CredentialSource::AccessKey(c) => return Ok(c.clone()),
+            CredentialSource::RamRole { role, metadata } => {
+                self.fetch(role.as_deref(), metadata).await
+            }
+            CredentialSource::Oidc(role) => self.assume(role).await,
+        };
         match (fresh, cached.as_ref()) {
             (Ok((c, expires)), _) => {
                 *cached = Some((c.clone(), expires));
@@ -163,6 +216,67 @@ impl Keyring {
         ))
     }
 
+    /// The credentials of `role` from STS, assumed with the token its file holds now, and when
+    /// they expire: the request the official SDKs make (GET, in the query, no signature).
+    async fn assume(&self, role: &OidcRole) -> Result<(Credentials, DateTime<Utc>), CloudError> {
+        let token = tokio::fs::read_to_string(&role.token_file)
+            .await
+            .map_err(|e| {
+                oidc_failure(format!(
+                    "the OIDC token file {} cannot be read ({e}): is the pod's service account set up for RRSA?",
+                    role.token_file.display()
+                ))
+            })?;
+        let timestamp = chrono::Utc::now().format("%Y-%m-%dT%H:%M:%SZ").to_string();
+        let url = reqwest::Url::parse_with_params(
+            &format!("{}/", role.sts.trim_end_matches('/')),
+            [
+                ("Action", "AssumeRoleWithOIDC"),
+                ("Format", "JSON"),
+                ("Version", "2015-04-01"),
+                ("DurationSeconds", OIDC_SESSION_SECONDS),
+                ("RoleArn", role.role_arn.as_str()),
+                ("OIDCProviderArn", role.provider_arn.as_str()),
+                ("OIDCToken", token.trim()),
+                ("RoleSessionName", role.session_name.as_str()),
+                ("Timestamp", timestamp.as_str()),
+            ],
+        )
+        .map_err(|e| oidc_failure(format!("STS's address {} is not a URL: {e}", role.sts)))?;
+        let answer = self
+            .http
+            .get(url)
+            .send()
+            .await
+            .map_err(|e| oidc_failure(format!("STS at {} cannot be reached: {e}", role.sts)))?;
+        let status = answer.status();
+        let text = answer
+            .text()
+            .await
+            .map_err(|e| oidc_failure(format!("STS's answer was cut: {e}")))?;
+        let assumed: AssumedRole = serde_json::from_str(&text).map_err(|e| {
+            oidc_failure(format!(
+                "STS answered {status} in a form ebb cannot read ({e})"
+            ))
+        })?;
+        match (status.is_success(), assumed.credentials) {
+            (true, Some(c)) => Ok((
+                Credentials {
+                    access_key_id: c.access_key_id,
+                    access_key_secret: c.access_key_secret,
+                    security_token: Some(c.security_token),
+                },
+                c.expiration,
+            )),
+            _ => Err(oidc_failure(format!(
+                "STS refused to assume {} ({status} {}: {}): check the role's trust policy names the cluster's OIDC provider and this service account",
+                role.role_arn,
+                assumed.code.unwrap_or_default(),
+                assumed.message.unwrap_or_default()
+            ))),
+        }
+    }
+
     /// The metadata server's hardening token, when it gives one (it is optional unless the
     /// instance enforces it).
     async fn token(&self, metadata: &str) -> Option<String> {
@@ -205,6 +319,10 @@ impl Keyring {
 
 fn failure(message: impl Into<String>) -> CloudError {
     CloudError::new(ErrorKind::Credentials, "GetRoleCredentials", message)
+}
+
+fn oidc_failure(message: impl Into<String>) -> CloudError {
+    CloudError::new(ErrorKind::Credentials, "AssumeRoleWithOIDC", message)
 }
 
 #[cfg(test)]
@@ -269,6 +387,62 @@ mod tests {
             renewed.access_key_id, "STS.key1",
             "fetched again before expiry"
         );
+    }
+
+    /// STS for RRSA: the credentials it issues expire at 12:00; it keeps the tokens it was
+    /// asked with.
+    async fn sts() -> (String, Arc<std::sync::Mutex<Vec<String>>>) {
+        let tokens = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let asked = tokens.clone();
+        let app = axum::Router::new().route(
+            "/",
+            get(
+                move |axum::extract::Query(q): axum::extract::Query<
+                    std::collections::BTreeMap<String, String>,
+                >| {
+                    let mut asked = asked.lock().unwrap();
+                    asked.push(q["OIDCToken"].clone());
+                    let n = asked.len();
+                    async move {
+                        serde_json::json!({"RequestId": "r", "Credentials": {
+                            "AccessKeyId": format!("STS.oidc{n}"), "AccessKeySecret": "s",
+                            "SecurityToken": "token", "Expiration": "2026-11-30T12:00:00Z"}})
+                        .to_string()
+                    }
+                },
+            ),
+        );
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+        (url, tokens)
+    }
+
+    #[tokio::test]
+    async fn a_service_accounts_role_is_assumed_again_before_expiry_with_the_token_then_mounted() {
+        let (url, tokens) = sts().await;
+        let dir = tempfile::tempdir().unwrap();
+        let token_file = dir.path().join("token");
+        std::fs::write(&token_file, "token-a\n").unwrap();
+        let keyring = Keyring::new(
+            CredentialSource::Oidc(OidcRole {
+                role_arn: "acs:ram::1:role/ebb".into(),
+                provider_arn: "acs:ram::1:oidc-provider/ack".into(),
+                token_file: token_file.clone(),
+                session_name: "ebb".into(),
+                sts: url,
+            }),
+            reqwest::Client::new(),
+        );
+        let first = keyring.get(at("2026-11-30T08:00:00Z")).await.unwrap();
+        assert_eq!(first.access_key_id, "STS.oidc1");
+        // The cluster rotates the token; the role's credentials are kept while they last.
+        std::fs::write(&token_file, "token-b").unwrap();
+        let kept = keyring.get(at("2026-11-30T11:40:00Z")).await.unwrap();
+        assert_eq!(kept, first);
+        let renewed = keyring.get(at("2026-11-30T11:55:00Z")).await.unwrap();
+        assert_eq!(renewed.access_key_id, "STS.oidc2");
+        assert_eq!(*tokens.lock().unwrap(), ["token-a", "token-b"]);
     }
 
     #[tokio::test]

@@ -19,7 +19,7 @@ mod metrics;
 mod provider;
 pub mod sign;
 
-pub use credentials::{CredentialSource, Credentials};
+pub use credentials::{CredentialSource, Credentials, OidcRole};
 
 use super::pacing::{Key, Limit, Pacer, Rate, RateLimits};
 use super::CloudError;
