@@ -296,6 +296,19 @@ pub(super) struct CloudArgs {
     /// With --cloud tencent: the session token of temporary keys (STS).
     #[arg(long, env = "TENCENTCLOUD_SESSION_TOKEN", hide_env_values = true)]
     pub(super) tencent_session_token: Option<String>,
+    /// With --cloud tencent on TKE with pod identity: the CAM role of ebb's service account,
+    /// assumed with its OIDC token (set by TKE with the next three).
+    #[arg(long, env = "TKE_ROLE_ARN", value_name = "ARN")]
+    pub(super) tke_role_arn: Option<String>,
+    /// With --cloud tencent on TKE with pod identity: the identity provider's name in CAM.
+    #[arg(long, env = "TKE_PROVIDER_ID", value_name = "ID")]
+    pub(super) tke_provider_id: Option<String>,
+    /// With --cloud tencent on TKE with pod identity: the file the OIDC token is mounted at.
+    #[arg(long, env = "TKE_WEB_IDENTITY_TOKEN_FILE", value_name = "FILE")]
+    pub(super) tke_web_identity_token_file: Option<PathBuf>,
+    /// With --cloud tencent on TKE with pod identity: the region the STS call names.
+    #[arg(long, env = "TKE_REGION", value_name = "REGION")]
+    pub(super) tke_region: Option<String>,
     #[command(flatten)]
     pub(super) alibaba: super::alibaba_args::AlibabaArgs,
 }

@@ -166,6 +166,26 @@ impl CloudArgs {
                              neither to use the instance's CAM role"
                         ),
                     },
+                    web_identity: match (
+                        self.tke_role_arn,
+                        self.tke_provider_id,
+                        self.tke_web_identity_token_file,
+                        self.tke_region,
+                    ) {
+                        (Some(role_arn), Some(provider_id), Some(token_file), Some(region)) => {
+                            Some(tencent::WebIdentity {
+                                role_arn,
+                                provider_id,
+                                token_file,
+                                region,
+                                session_name: "ebb".to_string(),
+                            })
+                        }
+                        (None, None, None, None) => None,
+                        _ => anyhow::bail!(
+                            "set all of TKE_ROLE_ARN, TKE_PROVIDER_ID, TKE_WEB_IDENTITY_TOKEN_FILE and TKE_REGION (TKE sets them for a service account bound to a CAM role), or none of them"
+                        ),
+                    },
                     on_demand,
                     gpu_metric: tencent::GpuMetric::default(),
                 };

@@ -10,6 +10,11 @@
 //! it, more than 100 instances in one call, a state that does not allow the call. A refused
 //! call changes nothing. It runs on a thread of its own, so a test may block on the `ebb`
 //! binary meanwhile.
+//!
+//! STS's AssumeRoleWithWebIdentity (TKE's pod identity) is the one call taken unsigned
+//! (`Authorization: SKIP`, as the STS API documents it): it issues the fake's keys with a token
+//! for the role the test set, and every signed call after it must carry that token
+//! (`X-TC-Token`).
 
 use axum::extract::State;
 use axum::http::HeaderMap;
@@ -156,8 +161,20 @@ pub struct FakeState {
     /// An instance terminated by someone right after the Nth DescribeInstances answer (from
     /// 1): CVM pages by offset, so the pages after it shift.
     pub gone_after_describe: Option<(usize, String)>,
+    /// The service account's CAM role STS lets assume, when the test sets one.
+    pub web_identity: Option<FakeWebIdentity>,
+    /// The token STS issued: once it has, every signed call must carry it.
+    pub issued_token: Option<String>,
     describes: usize,
     requests: u64,
+}
+
+/// A CAM role STS lets assume with one OIDC token.
+#[derive(Debug, Clone)]
+pub struct FakeWebIdentity {
+    pub role_arn: String,
+    pub provider_id: String,
+    pub token: String,
 }
 
 /// The fake, serving on 127.0.0.1.
@@ -394,7 +411,22 @@ async fn answer(State(shared): State<Shared>, headers: HeaderMap, body: String) 
     let mut state = shared.lock().unwrap();
     state.requests += 1;
     let request_id = format!("fake-{:08}", state.requests);
+    let unsigned = headers.get("authorization").and_then(|v| v.to_str().ok()) == Some("SKIP")
+        && headers.get("x-tc-action").and_then(|v| v.to_str().ok())
+            == Some("AssumeRoleWithWebIdentity");
+    let token = headers.get("x-tc-token").and_then(|v| v.to_str().ok());
     let service = match check_signature(&headers, &body) {
+        _ if unsigned => "sts".to_string(),
+        Ok(_) if state.issued_token.is_some() && token != state.issued_token.as_deref() => {
+            state
+                .auth_refusals
+                .push("AuthFailure.TokenFailure".to_string());
+            return Json(refusal(
+                "AuthFailure.TokenFailure",
+                "the token does not match the SecretId",
+                &request_id,
+            ));
+        }
         Ok(service) => service,
         Err((code, message)) => {
             state.auth_refusals.push(code.to_string());
@@ -484,8 +516,39 @@ impl FakeState {
                 "UserId": ACCOUNT, "PrincipalId": ACCOUNT, "Type": "RootAccount"
             })),
             ("monitor", "GetMonitorData") => self.monitor(body),
+            ("sts", "AssumeRoleWithWebIdentity") => self.assume(body),
             _ => refuse("InvalidAction", format!("{service} has no action {action}")),
         }
+    }
+
+    /// STS's AssumeRoleWithWebIdentity: the fake's keys with a token of their own for the
+    /// role the test set, asked with its provider and token.
+    fn assume(&mut self, body: &Value) -> Answered {
+        let Some(role) = self.web_identity.clone() else {
+            return refuse("ResourceNotFound.RoleNotExist", "the role does not exist");
+        };
+        let field = |name: &str| body[name].as_str().unwrap_or_default();
+        if field("RoleSessionName").is_empty() {
+            return refuse("MissingParameter", "RoleSessionName is required");
+        }
+        if field("RoleArn") != role.role_arn || field("ProviderId") != role.provider_id {
+            return refuse("ResourceNotFound.RoleNotExist", "the role does not exist");
+        }
+        if field("WebIdentityToken") != role.token {
+            return refuse(
+                "InvalidParameter.WebIdentityTokenError",
+                "the WebIdentityToken is invalid",
+            );
+        }
+        let seconds = body["DurationSeconds"].as_i64().unwrap_or(7200);
+        let expires = chrono::Utc::now().timestamp() + seconds;
+        let token = format!("fake-sts-token-{}", self.requests);
+        self.issued_token = Some(token.clone());
+        Ok(json!({
+            "Credentials": {"Token": token, "TmpSecretId": SECRET_ID, "TmpSecretKey": SECRET_KEY},
+            "ExpiredTime": expires,
+            "Expiration": chrono::DateTime::from_timestamp(expires, 0).unwrap().to_rfc3339(),
+        }))
     }
 
     fn describe(&mut self, region: &str, body: &Value) -> Answered {

@@ -217,6 +217,7 @@ async fn the_tencent_requests_are_signed_and_named_as_the_official_sdk_makes_the
             tencent_fake::SECRET_ID,
             tencent_fake::SECRET_KEY,
         )),
+        web_identity: None,
         on_demand: Default::default(),
         gpu_metric: GpuMetric::default(),
     })
@@ -360,4 +361,81 @@ async fn the_rrsa_request_to_sts_is_the_one_the_official_credentials_sdk_makes()
         .iter()
         .find(|(k, _)| k == "x-acs-security-token");
     assert_eq!(sent.map(|(_, v)| v.as_str()), Some(issued.as_str()));
+}
+
+/// TKE's pod identity: the AssumeRoleWithWebIdentity call ebb makes to STS is the one the
+/// official SDK builds for the same role, provider, token, session and region (service,
+/// version, action, parameters, unsigned); and the SDK reads, from the answer the fake gave
+/// ebb, the keys ebb then signed with.
+#[tokio::test]
+async fn the_tke_request_to_sts_is_the_one_the_official_sdk_makes() {
+    const REGION: &str = "ap-guangzhou";
+    let fake = TencentFake::start(vec![tencent_fake::FakeInstance::gpu(
+        "ins-a",
+        REGION,
+        &[("ebb:managed", "true")],
+    )]);
+    let role = "qcs::cam::uin/100000000001:roleName/ebb";
+    let token = "eyJhbGciOiJSUzI1NiJ9.e30.c2ln";
+    fake.state().web_identity = Some(tencent_fake::FakeWebIdentity {
+        role_arn: role.to_string(),
+        provider_id: "tke-oidc-cls-fake".to_string(),
+        token: token.to_string(),
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let token_file = dir.path().join("token");
+    std::fs::write(&token_file, token).unwrap();
+    let provider = TencentProvider::connect(tencent::Settings {
+        regions: vec![REGION.to_string()],
+        managed_tag: Some(("ebb:managed".to_string(), "true".to_string())),
+        endpoint: Some(fake.url.parse().unwrap()),
+        keys: None,
+        web_identity: Some(tencent::WebIdentity {
+            role_arn: role.to_string(),
+            provider_id: "tke-oidc-cls-fake".to_string(),
+            token_file,
+            region: REGION.to_string(),
+            session_name: "ebb".to_string(),
+        }),
+        on_demand: Default::default(),
+        gpu_metric: GpuMetric::default(),
+    })
+    .unwrap();
+    let inventory = provider.instances().await;
+    assert!(inventory.failures.is_empty(), "{:?}", inventory.failures);
+    assert_eq!(inventory.instances.len(), 1);
+
+    let [assumed] = fake.calls("AssumeRoleWithWebIdentity").try_into().unwrap();
+    let sdk = sdk(
+        "tencent_oidc_sdk.py",
+        &json!({
+            "region": REGION,
+            "provider_id": "tke-oidc-cls-fake",
+            "token": token,
+            "role_arn": role,
+            "session_name": "ebb",
+            "answer": assumed.answer,
+        }),
+    );
+    let header = |name: &str| {
+        let found = assumed.headers.iter().find(|(k, _)| k == name);
+        found.map(|(_, v)| v.as_str()).unwrap_or_default()
+    };
+    let call = &sdk["call"];
+    assert_eq!(call["service"], "sts", "{sdk:#}");
+    assert_eq!(call["version"], header("x-tc-version"));
+    assert_eq!(call["region"], header("x-tc-region"));
+    assert_eq!(call["action"], header("x-tc-action"));
+    assert_eq!(call["skip_sign"], true);
+    assert_eq!(header("authorization"), "SKIP");
+    assert_eq!(
+        call["params"], assumed.body,
+        "the same parameters, of the same types"
+    );
+    let issued = fake.state().issued_token.clone().unwrap();
+    assert_eq!(
+        sdk["keys"],
+        json!({"id": tencent_fake::SECRET_ID, "key": tencent_fake::SECRET_KEY, "token": issued}),
+        "the SDK reads from the answer the keys ebb signed with"
+    );
 }

@@ -4,7 +4,7 @@
 
 use crate::common;
 
-use common::tencent_fake::{FakeInstance, TencentFake, SECRET_ID, SECRET_KEY};
+use common::tencent_fake::{FakeInstance, FakeWebIdentity, TencentFake, SECRET_ID, SECRET_KEY};
 use common::Ebb;
 use serde_json::Value;
 use sqlx::PgPool;
@@ -275,6 +275,73 @@ async fn a_refused_mode_fails_alone_and_charges_nothing_more(pool: PgPool) {
         "the refusal of one never blocks the others"
     );
     assert!(s.ebb().run(&["audit", "verify"]).status.success());
+}
+
+/// On TKE with pod identity (its four variables, no secret id), ebb assumes its service
+/// account's CAM role with STS AssumeRoleWithWebIdentity and the mounted OIDC token, as the
+/// official SDK does, and signs every call with the keys STS issued and their token; a token
+/// STS refuses lists nothing and says why.
+#[sqlx::test(migrations = false)]
+async fn on_tke_with_pod_identity_ebb_assumes_its_service_accounts_role(pool: PgPool) {
+    let s = Setup::new(&pool, vec![FakeInstance::gpu("ins-gpu", REGION, OPTED_IN)]).await;
+    let role = "qcs::cam::uin/100000000001:roleName/ebb";
+    s.fake.state().web_identity = Some(FakeWebIdentity {
+        role_arn: role.to_string(),
+        provider_id: "tke-oidc-cls-fake".to_string(),
+        token: "eyJ-the-service-accounts-token".to_string(),
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let token_file = dir.path().join("token");
+    std::fs::write(&token_file, "eyJ-the-service-accounts-token").unwrap();
+    let tke = || {
+        s.ebb()
+            .env_remove("TENCENTCLOUD_SECRET_ID")
+            .env_remove("TENCENTCLOUD_SECRET_KEY")
+            .env("TKE_ROLE_ARN", role)
+            .env("TKE_PROVIDER_ID", "tke-oidc-cls-fake")
+            .env("TKE_WEB_IDENTITY_TOKEN_FILE", &token_file)
+            .env("TKE_REGION", REGION)
+    };
+
+    let out = tke().run(&["inventory", "--format", "json"]);
+    assert!(out.status.success(), "{out:?}");
+    assert!(String::from_utf8_lossy(&out.stdout).contains("ins-gpu"));
+    let assumed = s.fake.calls("AssumeRoleWithWebIdentity");
+    assert_eq!(assumed.len(), 1, "one role session for the whole run");
+    assert_eq!(assumed[0].body["RoleSessionName"], "ebb");
+    assert!(assumed[0].refused.is_none(), "{:?}", assumed[0]);
+    let issued = s.fake.state().issued_token.clone().unwrap();
+    let listed = s.fake.calls("DescribeInstances");
+    assert!(!listed.is_empty());
+    for call in &listed {
+        let token = call.headers.iter().find(|(k, _)| k == "x-tc-token");
+        assert_eq!(
+            token.map(|(_, v)| v),
+            Some(&issued),
+            "signed with STS's token"
+        );
+    }
+    assert!(s.fake.state().auth_refusals.is_empty());
+
+    // A token STS does not take: nothing listed, and the error says what to check.
+    std::fs::write(&token_file, "eyJ-a-stale-token").unwrap();
+    let out = tke().run(&["inventory", "--format", "json"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{out:?}");
+    assert!(
+        stderr.contains("InvalidParameter.WebIdentityTokenError")
+            && stderr.contains("trust policy"),
+        "{stderr}"
+    );
+    // Three of the four variables is a mistake said before any call.
+    let out = tke().env_remove("TKE_REGION").run(&["inventory"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains(
+            "set all of TKE_ROLE_ARN, TKE_PROVIDER_ID, TKE_WEB_IDENTITY_TOKEN_FILE and TKE_REGION"
+        ),
+        "{stderr}"
+    );
 }
 
 #[sqlx::test(migrations = false)]

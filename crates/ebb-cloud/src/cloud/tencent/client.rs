@@ -335,7 +335,11 @@ mod tests {
         let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let endpoint = format!("http://{}/", closed.local_addr().unwrap());
         drop(closed);
-        let keys = Source::new(Some(super::super::Keys::fixed("AKID", "secret")));
+        let keys = Source::new(
+            Some(super::super::Keys::fixed("AKID", "secret")),
+            None,
+            None,
+        );
         let client = Client::new(Some(endpoint.parse().unwrap()), keys).unwrap();
         let error = client
             .call::<Count>(CVM, "StopInstances", Some("ap-guangzhou"), &Value::Null)

@@ -1,15 +1,27 @@
 //! Where the Tencent Cloud credentials come from: the keys the command line read
 //! (`TENCENTCLOUD_SECRET_ID`, `TENCENTCLOUD_SECRET_KEY` and, for temporary ones,
-//! `TENCENTCLOUD_SESSION_TOKEN`); or else the CAM role bound to the instance ebb runs on, whose temporary keys the metadata server hands
+//! `TENCENTCLOUD_SESSION_TOKEN`); or else, on TKE with pod identity, the CAM role of ebb's
+//! service account, assumed with STS AssumeRoleWithWebIdentity and the mounted OIDC token
+//! (`TKE_ROLE_ARN`, `TKE_PROVIDER_ID`, `TKE_WEB_IDENTITY_TOKEN_FILE`, `TKE_REGION`); or else the
+//! CAM role bound to the instance ebb runs on, whose temporary keys the metadata server hands
 //! out (`http://metadata.tencentyun.com/latest/meta-data/cam/security-credentials/ROLE`) and
 //! which are fetched again before they expire; while the metadata server does not answer,
 //! the keys held are used until they do expire. They are kept in memory only, never written.
 
 use crate::cloud::{CloudError, ErrorKind};
 use serde::Deserialize;
+use serde_json::json;
 use std::fmt;
+use std::path::PathBuf;
 use std::time::Duration;
 use tokio::sync::Mutex;
+
+/// STS, where a service account's role is assumed.
+const STS: &str = "https://sts.tencentcloudapi.com";
+
+/// How long the keys STS issues for a service account's role last (seconds): the official
+/// SDK's default.
+const WEB_IDENTITY_SECONDS: i64 = 7200;
 
 /// The metadata server's CAM role credentials, under the role's name.
 const ROLE_CREDENTIALS: &str =
@@ -58,11 +70,37 @@ impl fmt::Debug for Keys {
     }
 }
 
+/// A CAM role assumed with an OIDC token: TKE's pod identity, as the webhook sets it up.
+#[derive(Debug, Clone)]
+pub struct WebIdentity {
+    /// The role's ARN (`qcs::cam::uin/100000000001:roleName/ebb`).
+    pub role_arn: String,
+    /// The identity provider's name in CAM (`TKE_PROVIDER_ID`).
+    pub provider_id: String,
+    /// The file the token is read from at each fetch (the cluster rotates it).
+    pub token_file: PathBuf,
+    /// The region the STS call names (`TKE_REGION`).
+    pub region: String,
+    /// The name of the role's session, which CloudAudit records.
+    pub session_name: String,
+}
+
 /// Where the keys come from.
 #[derive(Debug)]
 pub(super) enum Source {
     /// Fixed keys, from the environment.
     Fixed(Keys),
+    /// A service account's CAM role, through STS.
+    WebIdentity {
+        /// The client that asks STS.
+        http: reqwest::Client,
+        /// STS's base URL ([`STS`], or the test double's).
+        sts: String,
+        /// The role and its token.
+        identity: WebIdentity,
+        /// The keys fetched last.
+        cached: Mutex<Option<Keys>>,
+    },
     /// The instance's CAM role, through the metadata server.
     Role {
         /// The client that asks the metadata server.
@@ -84,17 +122,66 @@ struct RoleKeys {
     expired_time: i64,
 }
 
+/// STS's answer to AssumeRoleWithWebIdentity.
+#[derive(Deserialize)]
+#[serde(rename_all = "PascalCase")]
+struct Assumed {
+    response: AssumedResponse,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "PascalCase")]
+struct AssumedResponse {
+    #[serde(default)]
+    credentials: Option<AssumedKeys>,
+    #[serde(default)]
+    expired_time: Option<i64>,
+    #[serde(default)]
+    error: Option<AssumeError>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "PascalCase")]
+struct AssumedKeys {
+    token: String,
+    tmp_secret_id: String,
+    tmp_secret_key: String,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "PascalCase")]
+struct AssumeError {
+    code: String,
+    message: String,
+}
+
 impl Source {
-    /// `keys`, or else the instance's CAM role.
-    pub(super) fn new(keys: Option<Keys>) -> Source {
-        match keys {
-            Some(keys) => Source::Fixed(keys),
-            None => Source::Role {
-                http: reqwest::Client::builder()
-                    .connect_timeout(Duration::from_secs(2))
-                    .timeout(Duration::from_secs(5))
-                    .build()
-                    .unwrap_or_default(),
+    /// `keys`, or else the service account's role by `identity` at STS (`endpoint`'s, for a
+    /// test double), or else the instance's CAM role.
+    pub(super) fn new(
+        keys: Option<Keys>,
+        identity: Option<WebIdentity>,
+        endpoint: Option<&reqwest::Url>,
+    ) -> Source {
+        let http = || {
+            reqwest::Client::builder()
+                .connect_timeout(Duration::from_secs(2))
+                .timeout(Duration::from_secs(5))
+                .build()
+                .unwrap_or_default()
+        };
+        match (keys, identity) {
+            (Some(keys), _) => Source::Fixed(keys),
+            (None, Some(identity)) => Source::WebIdentity {
+                http: http(),
+                sts: endpoint.map_or(STS.to_string(), |e| {
+                    e.as_str().trim_end_matches('/').to_string()
+                }),
+                identity,
+                cached: Mutex::new(None),
+            },
+            (None, None) => Source::Role {
+                http: http(),
                 base: ROLE_CREDENTIALS.to_string(),
                 cached: Mutex::new(None),
             },
@@ -104,32 +191,41 @@ impl Source {
     /// Keys valid for at least a few more minutes, `now` in seconds since 1970; or, while
     /// fetching new ones fails, those held, until they expire.
     pub(super) async fn keys(&self, now: i64) -> Result<Keys, CloudError> {
-        match self {
-            Source::Fixed(keys) => Ok(keys.clone()),
-            Source::Role { http, base, cached } => {
-                let mut cached = cached.lock().await;
-                if let Some(keys) = cached.as_ref() {
-                    if keys.expires.is_some_and(|e| e - REFRESH_BEFORE > now) {
-                        return Ok(keys.clone());
-                    }
-                }
-                match role_keys(http, base).await {
-                    Ok(keys) => {
-                        *cached = Some(keys.clone());
-                        Ok(keys)
-                    }
-                    Err(err) => match cached
-                        .as_ref()
-                        .filter(|k| k.expires.is_some_and(|e| e > now))
-                    {
-                        Some(held) => {
-                            tracing::warn!(error = %err, "the CAM role's keys could not be fetched again; using those held until they expire");
-                            Ok(held.clone())
-                        }
-                        None => Err(err),
-                    },
-                }
+        let cached = match self {
+            Source::Fixed(keys) => return Ok(keys.clone()),
+            Source::Role { cached, .. } | Source::WebIdentity { cached, .. } => cached,
+        };
+        let mut cached = cached.lock().await;
+        if let Some(keys) = cached.as_ref() {
+            if keys.expires.is_some_and(|e| e - REFRESH_BEFORE > now) {
+                return Ok(keys.clone());
             }
+        }
+        let fetched = match self {
+            Source::Fixed(keys) => Ok(keys.clone()),
+            Source::Role { http, base, .. } => role_keys(http, base).await,
+            Source::WebIdentity {
+                http,
+                sts,
+                identity,
+                ..
+            } => assumed_keys(http, sts, identity, now).await,
+        };
+        match fetched {
+            Ok(keys) => {
+                *cached = Some(keys.clone());
+                Ok(keys)
+            }
+            Err(err) => match cached
+                .as_ref()
+                .filter(|k| k.expires.is_some_and(|e| e > now))
+            {
+                Some(held) => {
+                    tracing::warn!(error = %err, "the CAM role's keys could not be fetched again; using those held until they expire");
+                    Ok(held.clone())
+                }
+                None => Err(err),
+            },
         }
     }
 }
@@ -160,6 +256,74 @@ async fn role_keys(http: &reqwest::Client, base: &str) -> Result<Keys, CloudErro
     let text = get(format!("{base}{role}")).await.map_err(missing)?;
     role_keys_of(&text)
         .map_err(|e| missing(format!("the role's credentials could not be read: {e}")))
+}
+
+/// The keys of `identity`'s role from STS (AssumeRoleWithWebIdentity), asked at `now` with the
+/// token its file holds now: the request the official SDK makes (JSON, `Authorization: SKIP`,
+/// the action, version, region and time in headers).
+async fn assumed_keys(
+    http: &reqwest::Client,
+    sts: &str,
+    identity: &WebIdentity,
+    now: i64,
+) -> Result<Keys, CloudError> {
+    let failure =
+        |why: String| CloudError::new(ErrorKind::Credentials, "AssumeRoleWithWebIdentity", why);
+    let token = tokio::fs::read_to_string(&identity.token_file)
+        .await
+        .map_err(|e| {
+            failure(format!(
+                "the web identity token file {} cannot be read ({e}): is the pod's service account bound to a CAM role?",
+                identity.token_file.display()
+            ))
+        })?;
+    let body = json!({
+        "ProviderId": identity.provider_id,
+        "WebIdentityToken": token,
+        "RoleArn": identity.role_arn,
+        "RoleSessionName": identity.session_name,
+        "DurationSeconds": WEB_IDENTITY_SECONDS,
+    });
+    let answer = http
+        .post(format!("{sts}/"))
+        .header("Authorization", "SKIP")
+        .header("Content-Type", "application/json")
+        .header("X-TC-Action", "AssumeRoleWithWebIdentity")
+        .header("X-TC-Version", "2018-08-13")
+        .header("X-TC-Region", &identity.region)
+        .header("X-TC-Timestamp", now.to_string())
+        .body(body.to_string())
+        .send()
+        .await
+        .map_err(|e| failure(format!("STS at {sts} cannot be reached: {e}")))?;
+    let text = answer
+        .text()
+        .await
+        .map_err(|e| failure(format!("STS's answer was cut: {e}")))?;
+    let assumed: Assumed = serde_json::from_str(&text)
+        .map_err(|e| failure(format!("STS answered in a form ebb cannot read ({e})")))?;
+    match assumed.response {
+        AssumedResponse {
+            credentials: Some(keys),
+            expired_time: Some(expires),
+            ..
+        } => Ok(Keys {
+            id: keys.tmp_secret_id,
+            key: keys.tmp_secret_key,
+            token: Some(keys.token),
+            expires: Some(expires),
+        }),
+        AssumedResponse { error, .. } => {
+            let (code, message) = error.map_or_else(
+                || ("no keys".to_string(), String::new()),
+                |e| (e.code, e.message),
+            );
+            Err(failure(format!(
+                "STS refused to assume {} ({code}: {message}): check the role's trust policy names the identity provider {} and this service account",
+                identity.role_arn, identity.provider_id
+            )))
+        }
+    }
 }
 
 /// The temporary keys of the metadata server's answer for a role.
@@ -193,7 +357,7 @@ mod tests {
         let keys = role_keys_of(ROLE_ANSWER).unwrap();
         assert_eq!(keys.id, "AKIDoQMxkMNGUu6-0Cc9");
         assert_eq!(keys.token.as_deref(), Some("T2ZfkWwDWhTXbNN8pa"));
-        let source = Source::new(None);
+        let source = Source::new(None, None, None);
         let Source::Role { cached, .. } = &source else {
             panic!("no keys given: the CAM role");
         };

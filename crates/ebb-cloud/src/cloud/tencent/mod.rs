@@ -18,7 +18,7 @@ mod provider;
 mod sign;
 mod tags;
 
-pub use credentials::Keys;
+pub use credentials::{Keys, WebIdentity};
 
 use super::batches::split_on_failure;
 use super::pacing::{Key, Limit, Pacer, Rate, RateLimits};
@@ -65,8 +65,11 @@ pub struct Settings {
     /// Where every service is asked instead of `SERVICE.tencentcloudapi.com`
     /// (`EBB_TENCENT_ENDPOINT`, for a test double).
     pub endpoint: Option<reqwest::Url>,
-    /// The keys to sign with; `None` for the CAM role of the instance ebb runs on.
+    /// The keys to sign with; `None` for the service account's role (`web_identity`), or
+    /// else the CAM role of the instance ebb runs on.
     pub keys: Option<Keys>,
+    /// On TKE with pod identity: the service account's CAM role and its token.
+    pub web_identity: Option<WebIdentity>,
     /// On-demand prices.
     pub on_demand: PriceTable,
     /// The Cloud Monitor metric of GPU utilisation (`GpuUtil` of `QCE/CVM`).
@@ -130,7 +133,11 @@ impl TencentProvider {
         }
         let client = Client::new(
             settings.endpoint.clone(),
-            credentials::Source::new(settings.keys.clone()),
+            credentials::Source::new(
+                settings.keys.clone(),
+                settings.web_identity.clone(),
+                settings.endpoint.as_ref(),
+            ),
         )?;
         Ok(TencentProvider {
             settings: Settings {
