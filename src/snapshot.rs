@@ -11,9 +11,9 @@ use crate::fleet::activity::{ActivityReadings, SignalReading};
 use crate::fleet::money::{Attached, Volume};
 use crate::fleet::owner::ASG_TAG;
 use crate::fleet::{
-    Billing, Capacity, Charge, Cloud, Fleet, GroupMember, HeldReservation, Instance, InstanceState,
-    Lifecycle, Owner, Prices, ReservationKind, ReservationTerms, Sample, ScalingGroup, StoppedMode,
-    Tags,
+    Billing, Capacity, Charge, Cloud, Fleet, GroupMember, HeldCapacity, HeldReservation, Instance,
+    InstanceState, Lifecycle, Owner, Prices, ReservationKind, ReservationTerms, Sample,
+    ScalingGroup, StoppedMode, Tags,
 };
 use chrono::{DateTime, Utc};
 use serde::Deserialize;
@@ -37,6 +37,51 @@ struct Snapshot {
     /// fleet's, and the pools `ebb replay --interruptions` prices spot moves in.
     #[serde(default)]
     spot_zones: SpotZones,
+    /// Capacity reservations held outside ebb in the simulated fleet; other readers ignore
+    /// them.
+    #[serde(default)]
+    held_reservations: Vec<SnapshotHeld>,
+}
+
+/// A capacity reservation someone else holds in the simulated fleet: the room no running
+/// instance that names it (`capacity_reservation`) takes is unused.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SnapshotHeld {
+    id: String,
+    region: String,
+    /// Its zone (default: the region's first, `REGIONa`).
+    #[serde(default)]
+    zone: Option<String>,
+    #[serde(rename = "type")]
+    instance_type: String,
+    /// How many instances it holds room for.
+    size: u32,
+    #[serde(default)]
+    kind: Option<ReservationKind>,
+    /// Whether only instances made to start into it use it.
+    #[serde(default)]
+    targeted: bool,
+    #[serde(default)]
+    end: Option<Timestamp>,
+}
+
+impl SnapshotHeld {
+    /// The reservation as its region's read finds it before any instance takes room.
+    fn held(self) -> (String, HeldCapacity) {
+        let capacity = HeldCapacity {
+            zone: self.zone.unwrap_or_else(|| format!("{}a", self.region)),
+            id: self.id,
+            instance_type: self.instance_type,
+            platform: "Linux/UNIX".to_string(),
+            kind: self.kind.unwrap_or(ReservationKind::CapacityReservation),
+            total: self.size,
+            available: self.size,
+            targeted: self.targeted,
+            end: self.end.map(|t| t.0),
+        };
+        (self.region, capacity)
+    }
 }
 
 /// An Auto Scaling group of the simulated fleet: its members are the snapshot's instances
@@ -299,13 +344,13 @@ pub enum SnapshotError {
 
 /// Reads a snapshot: JSON when the file ends in `.json` (fast for large fleets), YAML otherwise.
 pub fn load_snapshot(path: &Path) -> Result<(Fleet, Prior), SnapshotError> {
-    let (fleet, prior, _, _, _) = read_snapshot(path)?;
+    let (fleet, prior, _, _, _, _) = read_snapshot(path)?;
     Ok((fleet, prior))
 }
 
 /// Reads a snapshot with its spot zones (`spot_zones:`), for `ebb replay --interruptions`.
 pub fn load_snapshot_zones(path: &Path) -> Result<(Fleet, Prior, SpotZones), SnapshotError> {
-    let (fleet, prior, _, _, zones) = read_snapshot(path)?;
+    let (fleet, prior, _, _, zones, _) = read_snapshot(path)?;
     Ok((fleet, prior, zones))
 }
 
@@ -313,7 +358,7 @@ pub fn load_snapshot_zones(path: &Path) -> Result<(Fleet, Prior, SpotZones), Sna
 pub fn load_snapshot_groups(
     path: &Path,
 ) -> Result<(Fleet, Prior, Vec<GroupSnapshot>), SnapshotError> {
-    let (fleet, prior, _, groups, _) = read_snapshot(path)?;
+    let (fleet, prior, _, groups, _, _) = read_snapshot(path)?;
     Ok((fleet, prior, groups))
 }
 
@@ -336,26 +381,30 @@ pub struct Simulation {
     pub groups: Vec<ScalingGroup>,
     /// Its spot zones (`spot_zones:`).
     pub zones: SpotZones,
+    /// The capacity reservations held outside ebb (`held_reservations:`), by region.
+    pub held: Vec<(String, HeldCapacity)>,
 }
 
 /// Reads a snapshot as the seed of the simulated provider: [`load_simulation`] and the groups.
 pub fn load_simulated(path: &Path) -> Result<Simulation, SnapshotError> {
-    let (fleet, _, behaviours, groups, zones) = read_snapshot(path)?;
+    let (fleet, _, behaviours, groups, zones, held) = read_snapshot(path)?;
     Ok(Simulation {
         fleet,
         behaviours,
         groups: groups.into_iter().map(|g| g.group).collect(),
         zones,
+        held,
     })
 }
 
-/// A snapshot's fleet, prior facts, behaviours, groups and spot zones.
+/// A snapshot's fleet, prior facts, behaviours, groups, spot zones and held reservations.
 type Read = (
     Fleet,
     Prior,
     HashMap<String, Behaviour>,
     Vec<GroupSnapshot>,
     SpotZones,
+    Vec<(String, HeldCapacity)>,
 );
 
 fn read_snapshot(path: &Path) -> Result<Read, SnapshotError> {
@@ -499,6 +548,10 @@ impl Snapshot {
             behaviours,
             groups,
             self.spot_zones,
+            self.held_reservations
+                .into_iter()
+                .map(SnapshotHeld::held)
+                .collect(),
         )
     }
 }

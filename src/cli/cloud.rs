@@ -204,6 +204,7 @@ impl CloudArgs {
                 let sim = SimProvider::new(seed.fleet, seed.behaviours, clock)
                     .with_groups(seed.groups)
                     .with_zones(seed.zones)
+                    .with_held_reservations(seed.held)
                     .metered(self.ec2_rate_limits)
                     .paced_by(pacer);
                 let cloud = Connected {

@@ -265,8 +265,6 @@ impl<P: Provider> Reconciler<P> {
         self.groups(set, &fleet, &complete, &mut acting).await?;
         if !self.options.dry_run {
             self.reservations(&fleet, &complete, &mut acting).await?;
-        }
-        if !self.options.dry_run {
             // Hourly, one call a region; before the listing goes, which says what ran outside.
             self.read_held_capacity(&complete, &fleet.instances, now)
                 .await;

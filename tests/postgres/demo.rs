@@ -14,6 +14,8 @@ use chrono::{DateTime, Utc};
 use common::replica::Replica;
 use common::t;
 use common::time::{on_paused_time, watchdog};
+use ebb::advise::reservations::reservation_use;
+use ebb::advise::Period;
 use ebb::api::Tokens;
 use ebb::clock::Clock;
 use ebb::cloud::sim::SimProvider;
@@ -22,6 +24,7 @@ use ebb::reconcile::{Options, PolicySource, Reconciler};
 use ebb::store::{AuditEntry, AuditFilter, InstanceRecord, Outcome, Store, Verification};
 use ebb::{snapshot, spot};
 use sqlx::PgPool;
+use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
@@ -168,6 +171,28 @@ async fn a_simulated_day_of_the_demo_fleet(pool: PgPool) {
             .collect();
         assert!(touched.is_empty(), "{id}: {touched:?}");
     }
+    // The reservation someone holds for the platform team is read hourly; no box is made to
+    // start into it, so both its places go unused the whole day, and the platform's running
+    // g6.xlarge boxes could have used them.
+    let day = Period {
+        from: t("2026-11-30T10:00:00Z"),
+        to: t("2026-12-01T10:00:00Z"),
+    };
+    let reads = store.capacity_reads(day.from, day.to).await.unwrap();
+    let used = reservation_use(&reads, &day, &BTreeMap::new());
+    let read = used.hours_read["us-east-1"];
+    assert!(read > 23.9, "{read} hours of the day read");
+    let held = used
+        .idle
+        .iter()
+        .find(|r| r.last_read.id == "cr-0demo0platform01")
+        .unwrap_or_else(|| panic!("{used:?}"));
+    assert!((held.unused_hours - 2.0 * read).abs() < 1e-6, "{held:?}");
+    assert!(
+        held.could_use.contains(&"i-0platform01".to_string()),
+        "{held:?}"
+    );
+
     the_inference_group_slept_through_the_night(&store, &rows).await;
     assert!(store.pending_intents().await.unwrap().is_empty());
     assert!(matches!(
@@ -298,7 +323,9 @@ async fn serve_the_day(url: &str) {
     let clock = Clock::simulated(t(START), SPEED);
     let seed = snapshot::load_simulated(&root.join("deploy/demo-fleet.yaml")).unwrap();
     let reconciler = Reconciler::new(
-        SimProvider::new(seed.fleet, seed.behaviours, clock).with_groups(seed.groups),
+        SimProvider::new(seed.fleet, seed.behaviours, clock)
+            .with_groups(seed.groups)
+            .with_held_reservations(seed.held),
         store,
         Arc::new(PolicySource::new(vec![root.join("policies")])),
         Options::default(),

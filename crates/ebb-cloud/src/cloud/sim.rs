@@ -28,7 +28,9 @@ use super::{
 use crate::clock::Clock;
 use crate::cloud::capability::{has, lacks};
 use crate::cloud::{Resize, SpotMoves};
-use crate::fleet::{Fleet, Instance, InstanceState, Prices, Sample, ScalingGroup, StoppedMode};
+use crate::fleet::{
+    Fleet, HeldCapacity, Instance, InstanceState, Prices, Sample, ScalingGroup, StoppedMode,
+};
 use behaviour::seed;
 use calls::{wrong_state, Metering, RateLimited};
 use chrono::{DateTime, Duration, NaiveDate, Utc};
@@ -144,6 +146,8 @@ pub struct SimProvider {
     protected: Mutex<std::collections::BTreeSet<String>>,
     /// The ids of the EKS node group updates it made, all done.
     updates: Mutex<Vec<String>>,
+    /// Capacity reservations someone else holds, by region (`held_reservations:`).
+    held: Vec<(String, HeldCapacity)>,
     /// EC2's rate limits and ebb's pacing, when either is on (boxed: rarely on, and the
     /// reconciler holds the provider inline).
     limited: Box<RateLimited>,
@@ -210,6 +214,7 @@ impl SimProvider {
             groups: Mutex::default(),
             protected: Mutex::default(),
             updates: Mutex::default(),
+            held: Vec::new(),
             limited: Box::default(),
         }
     }

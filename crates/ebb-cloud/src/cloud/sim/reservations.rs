@@ -91,6 +91,36 @@ impl SimProvider {
         .await
     }
 
+    /// Sets the capacity reservations someone else holds (`held_reservations:`), by region.
+    pub fn with_held_reservations(mut self, held: Vec<(String, HeldCapacity)>) -> Self {
+        self.held = held;
+        self
+    }
+
+    /// The held reservations of `region`, with the room its running instances take.
+    fn sim_held(&self, region: &str) -> Vec<HeldCapacity> {
+        let fleet = self.fleet();
+        let taking = |id: &str| {
+            let running_in = fleet.instances.iter().filter(|s| {
+                s.instance.state == InstanceState::Running
+                    && s.instance
+                        .billing
+                        .reservation
+                        .as_ref()
+                        .is_some_and(|r| r.id == id)
+            });
+            u32::try_from(running_in.count()).unwrap_or(u32::MAX)
+        };
+        self.held
+            .iter()
+            .filter(|(r, _)| r == region)
+            .map(|(_, held)| HeldCapacity {
+                available: held.total.saturating_sub(taking(&held.id)),
+                ..held.clone()
+            })
+            .collect()
+    }
+
     /// The reservation `instance` starts into.
     pub(super) fn sim_target_of(&self, instance: &str) -> Result<Option<String>, CloudError> {
         let fleet = self.fleet();
@@ -169,8 +199,67 @@ impl CapacityReservations for SimProvider {
         self.sim_cancel(reservation)
     }
 
-    /// The simulated fleet's reservations are all ebb's own: none is held outside it.
-    async fn held_capacity(&self, _region: &str) -> Result<Vec<HeldCapacity>, CloudError> {
-        Ok(Vec::new())
+    /// Those of `held_reservations:` in `region`, less the room its running instances that
+    /// name them take.
+    async fn held_capacity(&self, region: &str) -> Result<Vec<HeldCapacity>, CloudError> {
+        Ok(self.sim_held(region))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::clock::Clock;
+    use crate::fleet::{Fleet, HeldReservation, Instance, ReservationKind};
+
+    fn instance(id: &str, state: InstanceState, reservation: Option<&str>) -> Instance {
+        let mut i = Instance {
+            id: id.to_string(),
+            region: "us-east-1".to_string(),
+            instance_type: "g6.xlarge".to_string(),
+            state,
+            state_since: None,
+            lifecycle: crate::fleet::Lifecycle::OnDemand,
+            launched_at: None,
+            tags: Default::default(),
+            gpus: None,
+            gpu_util: Vec::new(),
+            via_role: None,
+            billing: crate::fleet::Billing::EC2,
+            private_ip: None,
+        };
+        i.billing.reservation = reservation.map(|id| HeldReservation {
+            id: id.to_string(),
+            terms: None,
+        });
+        i
+    }
+
+    #[tokio::test]
+    async fn a_held_reservation_has_the_room_its_running_instances_do_not_take() {
+        let fleet = Fleet {
+            instances: vec![
+                instance("i-in", InstanceState::Running, Some("cr-1")),
+                instance("i-stopped-in", InstanceState::Stopped, Some("cr-1")),
+                instance("i-out", InstanceState::Running, None),
+            ],
+            ..Fleet::default()
+        };
+        let held = HeldCapacity {
+            id: "cr-1".to_string(),
+            instance_type: "g6.xlarge".to_string(),
+            zone: "us-east-1a".to_string(),
+            platform: "Linux/UNIX".to_string(),
+            kind: ReservationKind::CapacityReservation,
+            total: 3,
+            available: 3,
+            targeted: true,
+            end: None,
+        };
+        let sim = SimProvider::new(fleet, HashMap::new(), Clock::System)
+            .with_held_reservations(vec![("us-east-1".to_string(), held)]);
+        let read = sim.held_capacity("us-east-1").await.unwrap();
+        assert_eq!((read[0].total, read[0].available), (3, 2));
+        assert!(sim.held_capacity("eu-central-1").await.unwrap().is_empty());
     }
 }
