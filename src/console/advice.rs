@@ -8,9 +8,10 @@
 //! closed browser) at the next chunk of instances.
 
 use super::{given, instance_link, ok, scroll, window_select, Nav, PageError, PageResult};
+use crate::advise::reservations::{reservation_use, ReservationUse};
 use crate::advise::rightsize::MIN_RECORDED;
 use crate::advise::run::{self, AdviseError};
-use crate::advise::{Advice, Inputs};
+use crate::advise::{Advice, Inputs, Period};
 use crate::api::ApiState;
 use crate::fleet::GPU_BUSY_PERCENT;
 use crate::replay::{self, Options, Recording};
@@ -89,25 +90,37 @@ pub(super) async fn page(
             instances.len()
         )));
     }
-    // Every type the price table lacks at once, before the work: the replay would stop at the
-    // first.
-    let unpriced = replay::unpriced(&run::replay_prices(&state.prices), &instances);
-    if !unpriced.is_empty() {
-        return Err(PageError::new(
-            StatusCode::SERVICE_UNAVAILABLE,
-            format!(
-                "no on-demand price for {} instance type(s) the advice costs: {}; add them to the price table (EBB_PRICES) under prices: REGION: TYPE",
-                unpriced.len(),
-                unpriced.join(", ")
-            ),
-        ));
-    }
-    let mut catalogue = crate::advise::catalogue::shipped();
-    catalogue.update(state.store.instance_types().await?);
+    // The reservations need no replay: shown whatever stops the rest.
+    let period = Period {
+        from: window.since,
+        to: window.until,
+    };
     let capacity_reads = state
         .store
         .capacity_reads(window.since, window.until)
         .await?;
+    let reserved = reservation_use(
+        &capacity_reads,
+        &period,
+        &run::on_demand(&run::replay_prices(&state.prices)),
+    );
+    // Every type the price table lacks at once, before the work: the replay would stop at the
+    // first.
+    let unpriced = replay::unpriced(&run::replay_prices(&state.prices), &instances);
+    if !unpriced.is_empty() {
+        let body = html! {
+            (form)
+            p.problem role="status" {
+                "No on-demand price for " (unpriced.len()) " instance type(s) the advice costs: "
+                (unpriced.join(", "))
+                ". Add them to the price table (EBB_PRICES) under prices: REGION: TYPE for right-sizing, commitments, policy changes and subscriptions."
+            }
+            (reservations(&reserved, &period))
+        };
+        return Ok(ok("Advice", Nav::Advice, body));
+    }
+    let mut catalogue = crate::advise::catalogue::shipped();
+    catalogue.update(state.store.instance_types().await?);
     let permit = ADVISING
         .acquire()
         .await
@@ -160,14 +173,7 @@ pub(super) async fn page(
         };
         // Half the cores: the other half stays with the tick and the API.
         let workers = std::thread::available_parallelism().map_or(1, |n| n.get() / 2);
-        let mut advice =
-            run::advise_all("the fleet in Postgres", &inputs, set, &prior, workers, feed)?;
-        advice.reservations = crate::advise::reservations::reservation_use(
-            &capacity_reads,
-            &advice.period(),
-            &on_demand,
-        );
-        Ok(advice)
+        run::advise_all("the fleet in Postgres", &inputs, set, &prior, workers, feed)
     };
     let advice = match tokio::task::spawn_blocking(compute).await {
         Ok(advice) => advice,
@@ -201,7 +207,7 @@ pub(super) async fn page(
         } @else {
             (sections(&advice))
         }
-        (reservations(&advice))
+        (reservations(&reserved, &period))
         p.note {
             "The same advice, with other prices or files: " code { "ebb advise" } ". Prices are the control plane's price table (EBB_PRICES); commitments are sized at its savings_plan rates."
         }
@@ -355,13 +361,14 @@ fn sections(advice: &Advice) -> Markup {
     }
 }
 
-/// The capacity reservations held outside ebb that ran below their size: from the hourly
-/// reads, not the GPU readings, so shown however long those are.
-fn reservations(advice: &Advice) -> Markup {
+/// The capacity reservations held outside ebb that ran below their size over `period`: from
+/// the hourly reads, not the GPU readings, so shown however long those are and whatever
+/// prices the replay lacks.
+fn reservations(used: &ReservationUse, period: &Period) -> Markup {
     html! {
         h2 #reservations { "Capacity reservations" }
-        p.note { "Held outside ebb and paid whether used or not; " (advice.reservations_read()) "." }
-        @if advice.reservations.idle.is_empty() {
+        p.note { "Held outside ebb and paid whether used or not; " (used.read_words(period)) "." }
+        @if used.idle.is_empty() {
             p { "No reservation read ran below its size." }
         } @else {
             (scroll("Capacity reservations", html! {
@@ -376,7 +383,7 @@ fn reservations(advice: &Advice) -> Markup {
                         th scope="col" { "Why" }
                     } }
                     tbody {
-                        @for r in &advice.reservations.idle {
+                        @for r in &used.idle {
                             tr {
                                 th scope="row" { code { (r.last_read.id) } }
                                 td { (r.last_read.instance_type) " " (r.last_read.zone) }

@@ -219,7 +219,7 @@ subscriptions (figures a month, after the policies; ebb never switches)
         let _ = writeln!(
             out,
             "\ncapacity reservations held outside ebb, below their size ({})",
-            self.reservations_read()
+            self.reservations.read_words(&self.period)
         );
         let _ = writeln!(
             out,
@@ -241,24 +241,6 @@ subscriptions (figures a month, after the policies; ebb never switches)
             );
         }
         out
-    }
-
-    /// How much of the period the reservations were read for, in words.
-    pub fn reservations_read(&self) -> String {
-        let period = self.period.hours();
-        if self.reservations.hours_read.is_empty() {
-            return "not read in this period: ebb serve reads them hourly on EC2, so their use is unknown, not none".to_string();
-        }
-        let regions: Vec<String> = self
-            .reservations
-            .hours_read
-            .iter()
-            .map(|(region, h)| format!("{region} {h:.0} of {period:.0} h"))
-            .collect();
-        format!(
-            "read for {}; unread hours count neither way",
-            regions.join(", ")
-        )
     }
 
     /// Markdown for a pull request or a monthly review, with each change's YAML.
@@ -348,7 +330,7 @@ subscriptions (figures a month, after the policies; ebb never switches)
         let _ = writeln!(
             out,
             "\n#### Capacity reservations\n\nHeld outside ebb and paid whether used or not; {}.\n",
-            self.reservations_read()
+            self.reservations.read_words(&self.period)
         );
         if self.reservations.idle.is_empty() {
             out.push_str("No reservation read ran below its size.\n");

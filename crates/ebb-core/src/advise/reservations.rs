@@ -43,6 +43,25 @@ pub struct ReservationUse {
     pub idle: Vec<IdleReservation>,
 }
 
+impl ReservationUse {
+    /// How much of `period` the reservations were read for, in words.
+    pub fn read_words(&self, period: &Period) -> String {
+        let period = period.hours();
+        if self.hours_read.is_empty() {
+            return "not read in this period: ebb serve reads them hourly on EC2, so their use is unknown, not none".to_string();
+        }
+        let regions: Vec<String> = self
+            .hours_read
+            .iter()
+            .map(|(region, h)| format!("{region} {h:.0} of {period:.0} h"))
+            .collect();
+        format!(
+            "read for {}; unread hours count neither way",
+            regions.join(", ")
+        )
+    }
+}
+
 /// Per reservation, what the reads add up to.
 struct Tally {
     region: String,
