@@ -279,7 +279,7 @@ async fn assumed_keys(
         })?;
     let body = json!({
         "ProviderId": identity.provider_id,
-        "WebIdentityToken": token,
+        "WebIdentityToken": token.trim(),
         "RoleArn": identity.role_arn,
         "RoleSessionName": identity.session_name,
         "DurationSeconds": WEB_IDENTITY_SECONDS,
@@ -367,6 +367,69 @@ mod tests {
         let text = format!("{:?}", in_time);
         assert!(!text.contains("5OdwIsnTNS9ItB8Ts3fPxkRSX0Wx"), "{text}");
         assert!(!text.contains("T2ZfkWwDWhTXbNN8pa"), "{text}");
+    }
+
+    /// STS for TKE's pod identity: the keys it issues expire at `EXPIRES`; it keeps the tokens
+    /// it was asked with, and answers unsigned calls only.
+    async fn sts() -> (String, std::sync::Arc<std::sync::Mutex<Vec<String>>>) {
+        let tokens = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let asked = tokens.clone();
+        let app = axum::Router::new().route(
+            "/",
+            axum::routing::post(
+                move |headers: axum::http::HeaderMap, body: axum::Json<serde_json::Value>| {
+                    let mut asked = asked.lock().unwrap();
+                    let unsigned = headers["authorization"] == "SKIP"
+                        && headers["x-tc-action"] == "AssumeRoleWithWebIdentity";
+                    asked.push(body["WebIdentityToken"].as_str().unwrap().to_string());
+                    let n = asked.len();
+                    async move {
+                        axum::Json(match unsigned {
+                            true => json!({"Response": {"Credentials": {
+                                "Token": format!("token{n}"), "TmpSecretId": format!("AKIDtke{n}"),
+                                "TmpSecretKey": "key"}, "ExpiredTime": EXPIRES,
+                                "Expiration": "2026-11-30T12:00:00Z", "RequestId": "r"}}),
+                            false => json!({"Response": {"Error": {"Code": "AuthFailure",
+                                "Message": "signed"}, "RequestId": "r"}}),
+                        })
+                    }
+                },
+            ),
+        );
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}/", listener.local_addr().unwrap());
+        tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+        (url, tokens)
+    }
+
+    /// 2026-11-30T12:00:00Z.
+    const EXPIRES: i64 = 1_764_504_000;
+
+    #[tokio::test]
+    async fn a_service_accounts_role_is_assumed_again_before_expiry_with_the_token_then_mounted() {
+        let (url, tokens) = sts().await;
+        let dir = tempfile::tempdir().unwrap();
+        let token_file = dir.path().join("token");
+        std::fs::write(&token_file, "token-a\n").unwrap();
+        let identity = WebIdentity {
+            role_arn: "qcs::cam::uin/1:roleName/ebb".into(),
+            provider_id: "tke-oidc".into(),
+            token_file: token_file.clone(),
+            region: "ap-guangzhou".into(),
+            session_name: "ebb".into(),
+        };
+        let source = Source::new(None, Some(identity), Some(&url.parse().unwrap()));
+        let first = source.keys(EXPIRES - 4 * 3600).await.unwrap();
+        assert_eq!(first.id, "AKIDtke1");
+        std::fs::write(&token_file, "token-b").unwrap();
+        let kept = source.keys(EXPIRES - REFRESH_BEFORE - 1).await.unwrap();
+        assert_eq!(
+            kept.id, "AKIDtke1",
+            "kept while more than five minutes are left"
+        );
+        let renewed = source.keys(EXPIRES - REFRESH_BEFORE + 1).await.unwrap();
+        assert_eq!(renewed.id, "AKIDtke2");
+        assert_eq!(*tokens.lock().unwrap(), ["token-a", "token-b"]);
     }
 
     #[tokio::test]
