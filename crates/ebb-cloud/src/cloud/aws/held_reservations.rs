@@ -7,7 +7,7 @@
 //! no longer active are not held. Every one of a region, with its size and how much of it is
 //! in use, is what `ebb advise` counts unused reserved hours from.
 
-use super::{cloud_error, tag_map, to_chrono, AwsProvider, Scope};
+use super::{tag_map, to_chrono, AwsProvider, Scope};
 use crate::cloud::{CloudError, ErrorKind};
 use crate::fleet::{HeldCapacity, Instance, ReservationKind, ReservationTerms};
 use crate::names::RESERVATION_TAG;
@@ -15,7 +15,6 @@ use aws_sdk_ec2::types::{
     CapacityReservation, CapacityReservationState, CapacityReservationType, EndDateType,
     InstanceMatchCriteria,
 };
-use futures_util::FutureExt as _;
 use std::collections::{BTreeSet, HashMap};
 
 /// Reservation ids per DescribeCapacityReservations call.
@@ -79,29 +78,13 @@ impl AwsProvider {
         &self,
         region: &str,
     ) -> Result<Vec<HeldCapacity>, CloudError> {
-        const OP: &str = "DescribeCapacityReservations";
         let mut held = Vec::new();
         for (_, scope) in self.scopes_in(region) {
-            let mut next: Option<String> = None;
-            loop {
-                self.count(OP);
-                let out = scope
-                    .ec2
-                    .describe_capacity_reservations()
-                    .set_next_token(next.take())
-                    .send()
-                    .boxed()
-                    .await
-                    .map_err(|e| cloud_error(OP, e))?;
-                for r in out.capacity_reservations() {
-                    let read = held_capacity(r)
-                        .map_err(|why| CloudError::new(ErrorKind::Other, OP, why))?;
-                    held.extend(read);
-                }
-                match out.next_token() {
-                    Some(t) if !t.is_empty() => next = Some(t.to_string()),
-                    _ => break,
-                }
+            for r in self.describe_reservations(scope, None).await? {
+                let read = held_capacity(&r).map_err(|why| {
+                    CloudError::new(ErrorKind::Other, "DescribeCapacityReservations", why)
+                })?;
+                held.extend(read);
             }
         }
         Ok(held)
@@ -149,30 +132,12 @@ impl AwsProvider {
         scope: &Scope,
         ids: BTreeSet<String>,
     ) -> Result<HashMap<String, Option<ReservationTerms>>, CloudError> {
-        const OP: &str = "DescribeCapacityReservations";
         let ids: Vec<String> = ids.into_iter().collect();
         let mut answered = HashMap::new();
         for batch in ids.chunks(IDS_PER_CALL) {
-            let mut next: Option<String> = None;
-            loop {
-                self.count(OP);
-                let out = scope
-                    .ec2
-                    .describe_capacity_reservations()
-                    .set_capacity_reservation_ids(Some(batch.to_vec()))
-                    .set_next_token(next.take())
-                    .send()
-                    .boxed()
-                    .await
-                    .map_err(|e| cloud_error(OP, e))?;
-                for r in out.capacity_reservations() {
-                    if let Some(id) = r.capacity_reservation_id() {
-                        answered.insert(id.to_string(), held_terms(r));
-                    }
-                }
-                match out.next_token() {
-                    Some(t) if !t.is_empty() => next = Some(t.to_string()),
-                    _ => break,
+            for r in self.describe_reservations(scope, Some(batch)).await? {
+                if let Some(id) = r.capacity_reservation_id() {
+                    answered.insert(id.to_string(), held_terms(&r));
                 }
             }
         }

@@ -126,29 +126,40 @@ impl AwsProvider {
         instance: &str,
         token: &str,
     ) -> Result<Vec<Reservation>, CloudError> {
+        let scope = self.scope_of(region, instance, "DescribeCapacityReservations")?;
+        let answered = self.describe_reservations(scope, None).await?;
+        Ok(answered
+            .iter()
+            .filter_map(reservation)
+            .filter(|r| r.token.as_deref() == Some(token))
+            .collect())
+    }
+
+    /// DescribeCapacityReservations in `scope` of `ids` (every reservation with `None`), every
+    /// page.
+    pub(super) async fn describe_reservations(
+        &self,
+        scope: &Scope,
+        ids: Option<&[String]>,
+    ) -> Result<Vec<CapacityReservation>, CloudError> {
         const OP: &str = "DescribeCapacityReservations";
-        let scope = self.scope_of(region, instance, OP)?;
-        let mut found = Vec::new();
+        let mut answered = Vec::new();
         let mut next: Option<String> = None;
         loop {
             self.count(OP);
             let out = scope
                 .ec2
                 .describe_capacity_reservations()
+                .set_capacity_reservation_ids(ids.map(<[String]>::to_vec))
                 .set_next_token(next.take())
                 .send()
                 .boxed()
                 .await
                 .map_err(|e| cloud_error(OP, e))?;
-            found.extend(
-                out.capacity_reservations()
-                    .iter()
-                    .filter_map(reservation)
-                    .filter(|r| r.token.as_deref() == Some(token)),
-            );
+            answered.extend(out.capacity_reservations().iter().cloned());
             match out.next_token() {
                 Some(t) if !t.is_empty() => next = Some(t.to_string()),
-                _ => return Ok(found),
+                _ => return Ok(answered),
             }
         }
     }
