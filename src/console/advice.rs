@@ -99,14 +99,11 @@ pub(super) async fn page(
         .store
         .capacity_reads(window.since, window.until)
         .await?;
-    let reserved = reservation_use(
-        &capacity_reads,
-        &period,
-        &run::on_demand(&run::replay_prices(&state.prices)),
-    );
+    let table_prices = run::replay_prices(&state.prices);
+    let reserved = reservation_use(&capacity_reads, &period, &run::on_demand(&table_prices));
     // Every type the price table lacks at once, before the work: the replay would stop at the
     // first.
-    let unpriced = replay::unpriced(&run::replay_prices(&state.prices), &instances);
+    let unpriced = replay::unpriced(&table_prices, &instances);
     if !unpriced.is_empty() {
         let body = html! {
             (form)
