@@ -7,9 +7,12 @@ use super::inventory::micros;
 use super::{Result, Store};
 use crate::budget::Ran;
 use crate::fleet::money::{HeldCommitments, PlanKind};
+use crate::fleet::Tags;
 use crate::report::RunningSpan;
 use chrono::{DateTime, Utc};
+use futures_util::TryStreamExt as _;
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 /// Each instance of the regions `$3` (all when NULL) known in `[$1, $2)`: its facts, its state
 /// at `$1` (what its last change before `$1` left, or else what its first change since left:
@@ -90,8 +93,8 @@ impl Store {
         Ok(ran
             .into_iter()
             .map(|r| RunningSpan {
-                region: r.region,
-                instance_type: r.instance_type,
+                region: r.region.to_string(),
+                instance_type: r.instance_type.to_string(),
                 from: r.from,
                 to: r.to,
             })
@@ -104,7 +107,8 @@ impl Store {
         self.ran_in(since, until, None).await
     }
 
-    /// The stretches instances of `regions` (all when `None`) ran in `[since, until)`.
+    /// The stretches instances of `regions` (all when `None`) ran in `[since, until)`. Row by
+    /// row: a month of a large fleet's rows at once was the largest thing a tick held.
     async fn ran_in(
         &self,
         since: DateTime<Utc>,
@@ -112,20 +116,23 @@ impl Store {
         regions: Option<Vec<&str>>,
     ) -> Result<Vec<Ran>> {
         let (since, until) = (micros(since), micros(until));
-        let rows: Vec<Row> = sqlx::query_as(RUNNING)
+        let mut rows = sqlx::query_as::<_, Row>(RUNNING)
             .persistent(false)
             .bind(since)
             .bind(until)
             .bind(regions)
-            .fetch_all(&self.pool)
-            .await?;
+            .fetch(&self.pool);
         let mut spans = Vec::new();
-        for (id, tags, region, instance_type, now, first_seen, before, ats, tos) in rows {
+        while let Some(row) = rows.try_next().await? {
+            let (id, tags, region, instance_type, now, first_seen, before, ats, tos) = row;
+            let (id, region, instance_type): (Arc<str>, Arc<str>, Arc<str>) =
+                (id.into(), region.into(), instance_type.into());
+            let tags: Tags = tags.0.into_iter().collect();
             let span = |from, to| Ran {
                 instance: id.clone(),
                 region: region.clone(),
                 instance_type: instance_type.clone(),
-                tags: tags.0.clone(),
+                tags: tags.clone(),
                 from,
                 to,
             };

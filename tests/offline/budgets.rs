@@ -83,10 +83,9 @@ fn ran(id: &str, ty: &str, region: &str, owner: &str, from: &str, to: &str) -> R
         instance: id.into(),
         region: region.into(),
         instance_type: ty.into(),
-        tags: BTreeMap::from([
-            ("team".into(), "research".into()),
-            ("ebb:owner".into(), owner.into()),
-        ]),
+        tags: [("team", "research"), ("ebb:owner", owner)]
+            .into_iter()
+            .collect(),
         from: t(from),
         to: t(to),
     }

@@ -4,24 +4,26 @@ use super::covered::Coverage;
 use super::{bounds, money, periods};
 use crate::engine::governing_policy;
 use crate::fleet::money::PriceTable;
-use crate::fleet::{Cloud, Fleet, Instance, InstanceState};
+use crate::fleet::{Cloud, Fleet, Instance, InstanceState, Tags};
 use crate::policy::{Budget, OutsideHours, PolicySet};
 use crate::schedule::Schedule;
 use chrono::{DateTime, Duration, Utc};
 use chrono_tz::Tz;
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 
-/// A stretch one box ran (pending or running), with what it is matched by.
+/// A stretch one box ran (pending or running), with what it is matched by. A box's stretches
+/// share its facts: a month of a large fleet is hundreds of thousands of them.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Ran {
     /// The instance.
-    pub instance: String,
+    pub instance: Arc<str>,
     /// Its region.
-    pub region: String,
+    pub region: Arc<str>,
     /// Its type.
-    pub instance_type: String,
+    pub instance_type: Arc<str>,
     /// Its tags, as last listed.
-    pub tags: BTreeMap<String, String>,
+    pub tags: Tags,
     /// From.
     pub from: DateTime<Utc>,
     /// To (now, for a box still running).
@@ -296,10 +298,8 @@ pub fn standings(
     let mut out = Vec::new();
     for b in &set.budgets {
         let ran_key = |r: &Ran| {
-            b.key_for(&r.region, &r.instance_type, |k| {
-                r.tags.get(k).map(String::as_str)
-            })
-            .map(|k| k.map(str::to_string))
+            b.key_for(&r.region, &r.instance_type, |k| r.tags.get(k))
+                .map(|k| k.map(str::to_string))
         };
         let inst_key = |i: &Instance| {
             b.key_for(&i.region, &i.instance_type, |k| i.tag(k))
@@ -394,11 +394,7 @@ pub fn spent_by(
     let key = standing.key.as_deref();
     let ran: Vec<&Ran> = ran
         .iter()
-        .filter(|r| {
-            b.key_for(&r.region, &r.instance_type, |k| {
-                r.tags.get(k).map(String::as_str)
-            }) == Some(key)
-        })
+        .filter(|r| b.key_for(&r.region, &r.instance_type, |k| r.tags.get(k)) == Some(key))
         .collect();
     let priced = Priced {
         prices,
@@ -455,10 +451,8 @@ pub fn spent_in_periods(
             .clone()
             .unwrap_or_else(|| cloud.currency().to_string());
         let key_of = |r: &Ran| {
-            b.key_for(&r.region, &r.instance_type, |k| {
-                r.tags.get(k).map(String::as_str)
-            })
-            .map(|k| k.map(str::to_string))
+            b.key_for(&r.region, &r.instance_type, |k| r.tags.get(k))
+                .map(|k| k.map(str::to_string))
         };
         let mut keys: BTreeSet<Option<String>> = ran.iter().filter_map(key_of).collect();
         if b.per.is_none() {
@@ -602,5 +596,5 @@ fn in_hours(schedule: &Schedule, from: DateTime<Utc>, to: DateTime<Utc>) -> Dura
 /// Every stretch of `ran` as the commitments' coverage takes it.
 fn stretches(ran: &[Ran]) -> impl Iterator<Item = (&str, &str, DateTime<Utc>, DateTime<Utc>)> {
     ran.iter()
-        .map(|r| (r.region.as_str(), r.instance_type.as_str(), r.from, r.to))
+        .map(|r| (&*r.region, &*r.instance_type, r.from, r.to))
 }

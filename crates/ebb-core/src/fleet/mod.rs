@@ -365,6 +365,13 @@ impl<K: AsRef<str>, V: AsRef<str>> Extend<(K, V)> for Tags {
     }
 }
 
+/// Equal when they hold the same tags: the buffers are built in key order, without repeats.
+impl PartialEq for Tags {
+    fn eq(&self, other: &Tags) -> bool {
+        self.text == other.text && self.ends == other.ends
+    }
+}
+
 impl std::fmt::Debug for Tags {
     fn fmt(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
         f.debug_map().entries(self.iter()).finish()
@@ -399,6 +406,14 @@ mod tests {
             r#"{"env":"prod","owner":"mei"}"#
         );
         assert_eq!(format!("{tags:?}"), r#"{"env": "prod", "owner": "mei"}"#);
+        let same: Tags = [("owner", "mei"), ("env", "prod")].into_iter().collect();
+        assert_eq!(tags, same, "equal by what they hold, not by their buffers");
+        assert!(!tags.shares_buffer(&same));
+        assert_ne!(tags, [("owner", "mei")].into_iter().collect());
+        assert_ne!(
+            tags,
+            [("env", "prodowner"), ("", "mei")].into_iter().collect()
+        );
         let empty = Tags::default();
         assert_eq!(empty.get(""), None);
         assert_eq!(empty.iter().count(), 0);
