@@ -25,7 +25,7 @@ use std::path::Path;
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct Snapshot {
-    instances: Vec<SnapshotInstance>,
+    instances: Instances,
     #[serde(default)]
     prices: Prices,
     #[serde(default)]
@@ -424,101 +424,136 @@ fn read_snapshot(path: &Path) -> Result<Read, SnapshotError> {
     Ok(snapshot.into_fleet())
 }
 
+/// A snapshot's instances and what it says of each beyond the listing, each converted as it
+/// is read: a 100,000-instance file held whole, then converted, was `ebb serve`'s largest
+/// allocation (BENCHMARKS.md).
+#[derive(Debug, Default)]
+struct Instances {
+    instances: Vec<Instance>,
+    facts: HashMap<String, InstanceFacts>,
+    behaviours: HashMap<String, Behaviour>,
+    gpu_unread: HashMap<String, std::sync::Arc<str>>,
+    attached: HashMap<String, Attached>,
+    activity: ActivityReadings,
+}
+
+impl Instances {
+    /// Converts `i` and keeps it.
+    fn add(&mut self, i: SnapshotInstance) {
+        let f = InstanceFacts {
+            stopped_by_ebb_at: i.stopped_by_ebb_at.map(|t| t.0),
+            started_by_ebb_at: i.started_by_ebb_at.map(|t| t.0),
+            notified_at: i.notified_at.map(|t| t.0),
+            started_by_person_at: i.started_by_person_at.map(|t| t.0),
+            busy_deferred_since: i.busy_deferred_since.map(|t| t.0),
+        };
+        if f != InstanceFacts::default() {
+            self.facts.insert(i.id.clone(), f);
+        }
+        if let Some(b) = i.sim {
+            self.behaviours.insert(i.id.clone(), b);
+        }
+        if let Some(why) = i.gpu_read_error {
+            self.gpu_unread.insert(i.id.clone(), why.into());
+        }
+        if !i.activity.is_empty() {
+            let readings = i.activity.into_iter().map(|(name, points)| {
+                let mut points: Vec<_> = points.into_iter().map(|(t, v)| (t.0, v)).collect();
+                points.sort_by_key(|(t, _)| *t);
+                (name, SignalReading::Points(points))
+            });
+            self.activity.insert(i.id.clone(), readings.collect());
+        }
+        if i.volumes.is_some() || i.elastic_ips.is_some() {
+            let a = Attached {
+                volumes: i.volumes,
+                elastic_ips: i.elastic_ips,
+            };
+            // The simulated cloud lists them too, unless its `sim:` says otherwise.
+            let b = self.behaviours.entry(i.id.clone()).or_default();
+            b.attached.get_or_insert_with(|| a.clone());
+            self.attached.insert(i.id.clone(), a);
+        }
+        let mut gpu_util: Vec<Sample> = i
+            .gpu_util
+            .into_iter()
+            .map(|(at, percent)| Sample::new(at.0, percent))
+            .collect();
+        gpu_util.sort_by_key(|s| s.at);
+        let mut tags = i.tags;
+        if let Some(owner) = i.owner.filter(|o| Owner::of(&tags).as_ref() != Some(o)) {
+            // Added, never replacing: an owner's tags only ever hold actions back.
+            let absent: Vec<(String, String)> = owner
+                .tags()
+                .into_iter()
+                .filter(|(k, _)| tags.get(k).is_none())
+                .collect();
+            tags.extend(absent);
+        }
+        let billing = Billing {
+            stopped_mode: match (i.state, i.cloud) {
+                (InstanceState::Stopped, Cloud::Aws) => {
+                    Some(i.stopped_mode.unwrap_or(StoppedMode::NoCharge))
+                }
+                (InstanceState::Stopped, _) => Some(i.stopped_mode.unwrap_or(StoppedMode::Unknown)),
+                _ => None,
+            },
+            recycling: i.recycling,
+            reservation: i.capacity_reservation.map(|r| Box::new(r.held())),
+            ..Billing::of(i.cloud, i.charge, &i.instance_type, None)
+        };
+        self.instances.push(Instance {
+            id: i.id,
+            region: i.region,
+            instance_type: i.instance_type,
+            state: i.state,
+            state_since: i.state_since.map(|t| t.0),
+            lifecycle: i.lifecycle,
+            launched_at: i.launched_at.map(|t| t.0),
+            tags,
+            gpus: None,
+            gpu_util,
+            via_role: i.via_role.map(Into::into),
+            billing,
+            private_ip: i.private_ip.map(|ip| ip.to_string()),
+        });
+    }
+}
+
+impl<'de> Deserialize<'de> for Instances {
+    fn deserialize<D: serde::Deserializer<'de>>(de: D) -> Result<Instances, D::Error> {
+        struct OneByOne;
+        impl<'de> serde::de::Visitor<'de> for OneByOne {
+            type Value = Instances;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a list of instances")
+            }
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(
+                self,
+                mut seq: A,
+            ) -> Result<Instances, A::Error> {
+                let mut read = Instances::default();
+                read.instances.reserve(seq.size_hint().unwrap_or(0));
+                while let Some(i) = seq.next_element::<SnapshotInstance>()? {
+                    read.add(i);
+                }
+                Ok(read)
+            }
+        }
+        de.deserialize_seq(OneByOne)
+    }
+}
+
 impl Snapshot {
     fn into_fleet(self) -> Read {
-        let mut facts = HashMap::with_capacity(self.instances.len());
-        let mut behaviours = HashMap::new();
-        let mut gpu_unread = HashMap::new();
-        let mut attached = HashMap::new();
-        let mut activity = ActivityReadings::new();
-        let instances = self
-            .instances
-            .into_iter()
-            .map(|i| {
-                let f = InstanceFacts {
-                    stopped_by_ebb_at: i.stopped_by_ebb_at.map(|t| t.0),
-                    started_by_ebb_at: i.started_by_ebb_at.map(|t| t.0),
-                    notified_at: i.notified_at.map(|t| t.0),
-                    started_by_person_at: i.started_by_person_at.map(|t| t.0),
-                    busy_deferred_since: i.busy_deferred_since.map(|t| t.0),
-                };
-                if f != InstanceFacts::default() {
-                    facts.insert(i.id.clone(), f);
-                }
-                if let Some(b) = i.sim {
-                    behaviours.insert(i.id.clone(), b);
-                }
-                if let Some(why) = i.gpu_read_error {
-                    gpu_unread.insert(i.id.clone(), why.into());
-                }
-                if !i.activity.is_empty() {
-                    let readings = i.activity.into_iter().map(|(name, points)| {
-                        let mut points: Vec<_> =
-                            points.into_iter().map(|(t, v)| (t.0, v)).collect();
-                        points.sort_by_key(|(t, _)| *t);
-                        (name, SignalReading::Points(points))
-                    });
-                    activity.insert(i.id.clone(), readings.collect());
-                }
-                if i.volumes.is_some() || i.elastic_ips.is_some() {
-                    let a = Attached {
-                        volumes: i.volumes,
-                        elastic_ips: i.elastic_ips,
-                    };
-                    // The simulated cloud lists them too, unless its `sim:` says otherwise.
-                    let b = behaviours
-                        .entry(i.id.clone())
-                        .or_insert_with(Behaviour::default);
-                    b.attached.get_or_insert_with(|| a.clone());
-                    attached.insert(i.id.clone(), a);
-                }
-                let mut gpu_util: Vec<Sample> = i
-                    .gpu_util
-                    .into_iter()
-                    .map(|(at, percent)| Sample::new(at.0, percent))
-                    .collect();
-                gpu_util.sort_by_key(|s| s.at);
-                let mut tags = i.tags;
-                if let Some(owner) = i.owner.filter(|o| Owner::of(&tags).as_ref() != Some(o)) {
-                    // Added, never replacing: an owner's tags only ever hold actions back.
-                    let absent: Vec<(String, String)> = owner
-                        .tags()
-                        .into_iter()
-                        .filter(|(k, _)| tags.get(k).is_none())
-                        .collect();
-                    tags.extend(absent);
-                }
-                let billing = Billing {
-                    stopped_mode: match (i.state, i.cloud) {
-                        (InstanceState::Stopped, Cloud::Aws) => {
-                            Some(i.stopped_mode.unwrap_or(StoppedMode::NoCharge))
-                        }
-                        (InstanceState::Stopped, _) => {
-                            Some(i.stopped_mode.unwrap_or(StoppedMode::Unknown))
-                        }
-                        _ => None,
-                    },
-                    recycling: i.recycling,
-                    reservation: i.capacity_reservation.map(SnapshotReservation::held),
-                    ..Billing::of(i.cloud, i.charge, &i.instance_type, None)
-                };
-                Instance {
-                    id: i.id,
-                    region: i.region,
-                    instance_type: i.instance_type,
-                    state: i.state,
-                    state_since: i.state_since.map(|t| t.0),
-                    lifecycle: i.lifecycle,
-                    launched_at: i.launched_at.map(|t| t.0),
-                    tags,
-                    gpus: None,
-                    gpu_util,
-                    via_role: i.via_role.map(Into::into),
-                    billing,
-                    private_ip: i.private_ip.map(|ip| ip.to_string()),
-                }
-            })
-            .collect::<Vec<Instance>>();
+        let Instances {
+            instances,
+            facts,
+            behaviours,
+            gpu_unread,
+            attached,
+            activity,
+        } = self.instances;
         let groups = self
             .groups
             .into_iter()

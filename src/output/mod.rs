@@ -431,7 +431,7 @@ pub fn snapshot_json(instances: &[Instance], attached: &HashMap<String, Attached
             recycling: i.billing.recycling,
             volumes: attached.get(&i.id).and_then(|a| a.volumes.as_deref()),
             elastic_ips: attached.get(&i.id).and_then(|a| a.elastic_ips),
-            capacity_reservation: i.billing.reservation.as_ref().map(ReservationItem::of),
+            capacity_reservation: i.billing.reservation.as_deref().map(ReservationItem::of),
         })
         .collect();
     let mut text = serde_json::to_string_pretty(&serde_json::json!({ "instances": items }))

@@ -138,10 +138,10 @@ fn a_recycling_lock_leaves_the_instance_alone_and_says_so() {
 /// A running EC2 box in a capacity reservation someone else holds, of `terms` (`None`: unread).
 fn reserved(terms: Option<ReservationTerms>) -> Instance {
     let mut i = instance("i-reserved", &[("team", "ml")]);
-    i.billing.reservation = Some(HeldReservation {
+    i.billing.reservation = Some(Box::new(HeldReservation {
         id: "cr-0123".into(),
         terms,
-    });
+    }));
     i
 }
 
@@ -317,8 +317,8 @@ instances:
         panic!("five instances")
     };
     assert_eq!(
-        block.billing.reservation,
-        Some(HeldReservation {
+        block.billing.reservation.as_deref(),
+        Some(&HeldReservation {
             id: "cr-1".into(),
             terms: Some(ReservationTerms {
                 kind: ReservationKind::CapacityBlock,

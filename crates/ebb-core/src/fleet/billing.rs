@@ -182,8 +182,9 @@ pub struct Billing {
     /// `OperationLocks` with `LockReason=Recycling`, about five minutes before): an
     /// interruption warning, and ebb leaves the instance alone.
     pub recycling: bool,
-    /// The capacity reservation held outside ebb that this running instance runs in, if any.
-    pub reservation: Option<HeldReservation>,
+    /// The capacity reservation held outside ebb that this running instance runs in, if any
+    /// (boxed: few boxes run in one, and every listed instance carries the field).
+    pub reservation: Option<Box<HeldReservation>>,
 }
 
 impl Billing {

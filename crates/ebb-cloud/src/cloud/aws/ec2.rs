@@ -344,9 +344,11 @@ pub(super) fn from_ec2(
         .then(|| instance.capacity_reservation_id())
         .flatten()
         .filter(|id| !id.is_empty())
-        .map(|id| HeldReservation {
-            id: id.to_string(),
-            terms: None,
+        .map(|id| {
+            Box::new(HeldReservation {
+                id: id.to_string(),
+                terms: None,
+            })
         });
     Some((
         Instance {

@@ -228,9 +228,11 @@ mod tests {
             billing: crate::fleet::Billing::EC2,
             private_ip: None,
         };
-        i.billing.reservation = reservation.map(|id| HeldReservation {
-            id: id.to_string(),
-            terms: None,
+        i.billing.reservation = reservation.map(|id| {
+            Box::new(HeldReservation {
+                id: id.to_string(),
+                terms: None,
+            })
         });
         i
     }
