@@ -29,11 +29,15 @@ const TOKEN: &str = "mei:browser-token-0123456789:read+override";
 
 /// `scripts/run`'s start: Monday 10:00 UTC, 18:00 in Shanghai.
 const START: &str = "2026-11-30T10:00:00Z";
-/// Simulated seconds per real second, as `scripts/run`'s: the research boxes' evening stops
-/// (12:00 UTC) come after about twelve seconds. The training box's checkpoint (09:55) is fresh
-/// enough for a move until 10:25, 2.5 s after the start: faster, a busy machine's slow start
-/// of `serve` could let that pass before the first tick.
+/// Simulated seconds per real second: the research boxes' evening stops (12:00 UTC) come after
+/// about twelve seconds. The training box's checkpoint (09:55) is fresh enough for a move for
+/// [`CHECKPOINT_MAX_AGE`].
 const SPEED: &str = "600";
+/// The training policy's `checkpoint_max_age` here, for `policies/training.yaml`'s 30m: at
+/// [`SPEED`] those 30 minutes end 2.5 s after the start, and a busy machine's slow start of
+/// `serve` let them pass before its first tick (the move never came, and the test waited
+/// [`PATIENCE`] for it). Two hours end at 11:55, about 11.5 s after the start.
+const CHECKPOINT_MAX_AGE: &str = "2h";
 /// How long the demo may take to reach them on a slow, busy machine.
 const PATIENCE: Duration = Duration::from_secs(600);
 
@@ -119,6 +123,23 @@ fn screenshot(chromium: &Path, profile: &Path, url: &str, width: u32, file: &Pat
     );
 }
 
+/// A copy of the demo's policies (`policies/`) with the training policy's checkpoint age
+/// [`CHECKPOINT_MAX_AGE`].
+fn demo_policies(root: &Path) -> tempfile::TempDir {
+    let copy = tempfile::tempdir().unwrap();
+    for file in std::fs::read_dir(root.join("policies")).unwrap() {
+        let path = file.unwrap().path();
+        let mut text = std::fs::read_to_string(&path).unwrap();
+        if path.ends_with("training.yaml") {
+            let age = "checkpoint_max_age: 30m";
+            assert!(text.contains(age), "{}: no `{age}`", path.display());
+            text = text.replace(age, &format!("checkpoint_max_age: {CHECKPOINT_MAX_AGE}"));
+        }
+        std::fs::write(copy.path().join(path.file_name().unwrap()), text).unwrap();
+    }
+    copy
+}
+
 /// The JSON of the API's `path`.
 async fn api(http: &reqwest::Client, base: &str, path: &str) -> Option<Value> {
     let r = http.get(format!("{base}{path}")).send().await.ok()?;
@@ -147,6 +168,7 @@ async fn the_console_in_chromium_on_the_demo_fleet(pool: PgPool) {
     let base = format!("http://127.0.0.1:{port}");
     // Migrated by the migrate step; serve runs as the runtime role, as in scripts/run.
     let url = common::migrated_for_runtime(&pool).await;
+    let policies = demo_policies(root);
     let _serve = Serve(
         Command::new(env!("CARGO_BIN_EXE_ebb"))
             .args(["serve", "--tick", "5m", "--clock-start", START])
@@ -154,7 +176,7 @@ async fn the_console_in_chromium_on_the_demo_fleet(pool: PgPool) {
             .current_dir(root)
             .env("DATABASE_URL", &url)
             .env("EBB_CLOUD", "sim:deploy/demo-fleet.yaml")
-            .env("EBB_POLICIES", "policies")
+            .env("EBB_POLICIES", policies.path())
             // As scripts/run: the price table prices the US boxes' stops on /savings.
             .env("EBB_PRICES", "deploy/prices.yaml")
             .env("EBB_LISTEN", format!("127.0.0.1:{port}"))
