@@ -2,7 +2,7 @@
 //! whom it is for (its `ebb:owner` tag), and how to keep it running: with `EBB_PUBLIC_URL`,
 //! snooze links to the console (`crates/ebb-core/src/snooze.rs`), otherwise the command that makes an override.
 
-use super::stopped::{public_ip_text, releases_public_ip};
+use super::stopped::public_ip_text;
 use super::Reconciler;
 use crate::cloud::Provider;
 use crate::engine::{self, Decision};
@@ -28,7 +28,7 @@ impl<P: Provider> Reconciler<P> {
             None => Vec::new(),
         };
         let mut text = notice_text(d, owner.as_deref(), !buttons.is_empty());
-        if let Some(b) = billing.filter(|b| releases_public_ip(Some(b))) {
+        if let Some(b) = billing.filter(|b| b.stop_releases_public_ip()) {
             text.push_str(&format!(" When it stops, {}.", public_ip_text(b)));
         }
         Message { text, buttons }

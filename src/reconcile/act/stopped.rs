@@ -10,16 +10,9 @@ use super::outcomes::{Answer, Billings};
 use super::Reconciler;
 use crate::cloud::{ActionReport, Done, Provider, StopReadBack};
 use crate::engine::{Action, Code, Decision};
-use crate::fleet::{Billing, Cloud, StoppedMode};
+use crate::fleet::{Billing, StoppedMode};
 use crate::store::{NewAuditEntry, Outcome};
 use std::collections::HashMap;
-
-/// Whether a stop of an instance billed as `billing` releases its public IP: a stop without
-/// charge on Alibaba Cloud ECS or Tencent Cloud CVM gives up the public IP the cloud assigned
-/// (an EIP stays), so it has another one after its next start.
-pub(super) fn releases_public_ip(billing: Option<&Billing>) -> bool {
-    billing.is_some_and(|b| b.cloud != Cloud::Aws && b.stop_saves())
-}
 
 /// What a notice or a stop's outcome says of the public IP of an instance billed as `billing`.
 pub(super) fn public_ip_text(billing: &Billing) -> String {
@@ -46,7 +39,7 @@ pub(in crate::reconcile) fn stopped_note(
             Some(Code::StoppedBillingUnknown),
             format!("stopped, billing unknown: {name} did not say how it bills the stopped instance, so this stop counts no saving"),
         )),
-        StoppedMode::NoCharge if releases_public_ip(billing) => Some((
+        StoppedMode::NoCharge if billing.is_some_and(Billing::stop_releases_public_ip) => Some((
             None,
             format!(
                 "stopped without charge; {}",

@@ -235,6 +235,14 @@ impl Billing {
         self.charge == Charge::PayAsYouGo
             && !matches!(self.stop_saving, StopSaving::KeepsCharging { .. })
     }
+
+    /// Whether ebb warns that a stop it asks for gives up the public IP the cloud assigned: a
+    /// stop in no-charge mode does (Alibaba Cloud ECS, Tencent Cloud CVM; an EIP stays), so the
+    /// instance has another after its next start, where a stop of the same box that charges
+    /// would have kept it.
+    pub fn stop_releases_public_ip(&self) -> bool {
+        self.stop_saves() && matches!(self.stop_saving, StopSaving::InNoChargeMode)
+    }
 }
 
 /// The lasting part of how an instance is billed (its cloud, how it is paid, and the families
@@ -379,6 +387,26 @@ mod tests {
         assert_eq!(stopped.stopped_mode, Some(StoppedMode::Unknown));
         let ec2 = Billing::from_model(&Billing::EC2.model(), "g5.xlarge", true);
         assert_eq!(ec2, Billing::ec2(true));
+    }
+
+    #[test]
+    fn only_a_stop_in_no_charge_mode_is_said_to_give_up_the_public_ip() {
+        let of = |cloud, charge, ty, family| Billing::of(cloud, charge, ty, family);
+        let pay = Charge::PayAsYouGo;
+        let gn7 = of(
+            Cloud::Alibaba,
+            pay,
+            "ecs.gn7i-c8g1.2xlarge",
+            Some("ecs.gn7i"),
+        );
+        assert!(gn7.stop_releases_public_ip());
+        assert!(of(Cloud::Tencent, pay, "GN7.2XLARGE32", None).stop_releases_public_ip());
+        // A stop that keeps charging keeps the address; EC2 is not warned of.
+        let gn5 = of(Cloud::Alibaba, pay, "ecs.gn5-c4g1.xlarge", Some("ecs.gn5"));
+        assert!(!gn5.stop_releases_public_ip());
+        let prepaid = of(Cloud::Tencent, Charge::Subscription, "GN7.2XLARGE32", None);
+        assert!(!prepaid.stop_releases_public_ip());
+        assert!(!Billing::EC2.stop_releases_public_ip());
     }
 
     #[test]
