@@ -515,7 +515,7 @@ impl Instances {
             gpu_util,
             via_role: i.via_role.map(Into::into),
             billing,
-            private_ip: i.private_ip.map(|ip| ip.to_string()),
+            private_ip: i.private_ip,
         });
     }
 }

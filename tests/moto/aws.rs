@@ -94,9 +94,9 @@ fn assert_listed_with_gpu_facts(instance: &Instance, region: &str) {
     assert_eq!(instance.state, InstanceState::Running);
     assert!(instance.launched_at.is_some());
     // EC2's PrivateIpAddress, where a jupyter signal's url template finds the box's server.
-    let ip = instance.private_ip.as_deref();
-    let private = ip.and_then(|ip| ip.parse::<std::net::Ipv4Addr>().ok());
-    assert!(private.is_some_and(|ip| ip.is_private()), "{ip:?}");
+    let ip = instance.private_ip;
+    let private = matches!(ip, Some(std::net::IpAddr::V4(v4)) if v4.is_private());
+    assert!(private, "{ip:?}");
     assert_eq!(instance.tag("team"), Some("research"));
     let gpus = instance.gpus.as_ref();
     match instance.instance_type.as_str() {

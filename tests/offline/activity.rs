@@ -472,9 +472,9 @@ fn a_jupyter_url_template_takes_the_box_s_private_ip_as_its_host() {
     else {
         panic!("{:?}", set.policies[0].idle);
     };
-    let v4 = ebb::policy::jupyter_url(template, "10.0.3.17");
+    let v4 = ebb::policy::jupyter_url(template, "10.0.3.17".parse().unwrap());
     assert_eq!(v4, "https://10.0.3.17:8888/lab/");
-    let v6 = ebb::policy::jupyter_url(template, "fd00::17");
+    let v6 = ebb::policy::jupyter_url(template, "fd00::17".parse().unwrap());
     assert_eq!(v6, "https://[fd00::17]:8888/lab/");
 }
 

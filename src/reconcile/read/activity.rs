@@ -184,7 +184,7 @@ fn jupyter_url(instance: &Instance, template: Option<&str>) -> Result<String, St
         return Ok(tag.to_string());
     }
     match (template, &instance.private_ip) {
-        (Some(template), Some(ip)) => Ok(policy::jupyter_url(template, ip)),
+        (Some(template), Some(ip)) => Ok(policy::jupyter_url(template, *ip)),
         (Some(_), None) => Err(format!(
             "no {JUPYTER_TAG} tag, and its cloud gave no private IP for the signal's url"
         )),

@@ -289,13 +289,10 @@ pub fn levers() -> Levers {
     levers
 }
 
-/// `text` as an instance's private IP address, written the standard way; `None` when a cloud's
-/// answer holds something that is not an address (then no URL is made from it).
-pub(crate) fn ip_text(text: &str) -> Option<String> {
-    text.trim()
-        .parse::<std::net::IpAddr>()
-        .ok()
-        .map(|ip| ip.to_string())
+/// `text` as an instance's private IP address; `None` when a cloud's answer holds something
+/// that is not an address (then no URL is made from it).
+pub(crate) fn ip_of(text: &str) -> Option<std::net::IpAddr> {
+    text.trim().parse().ok()
 }
 
 /// Whether capability type `C` is one a provider has.

@@ -195,7 +195,7 @@ pub struct Instance {
     pub billing: Billing,
     /// Its primary private IP address in its network (`10.0.3.17`, `fd00::17`), when the cloud
     /// gives one: where a policy's Jupyter URL template finds its server.
-    pub private_ip: Option<String>,
+    pub private_ip: Option<core::net::IpAddr>,
 }
 
 impl Instance {

@@ -372,11 +372,11 @@ pub struct Signal {
 /// What a jupyter signal's `url` names its host, which each box's private IP replaces.
 pub const PRIVATE_IP: &str = "{private_ip}";
 
-/// `template`, a jupyter signal's `url`, with `ip` (an IPv4 or IPv6 address) as its host.
-pub fn jupyter_url(template: &str, ip: &str) -> String {
-    let host = match ip.contains(':') {
-        true => format!("[{ip}]"),
-        false => ip.to_string(),
+/// `template`, a jupyter signal's `url`, with `ip` as its host.
+pub fn jupyter_url(template: &str, ip: core::net::IpAddr) -> String {
+    let host = match ip {
+        core::net::IpAddr::V6(_) => format!("[{ip}]"),
+        core::net::IpAddr::V4(_) => ip.to_string(),
     };
     template.replacen(PRIVATE_IP, &host, 1)
 }

@@ -18,14 +18,14 @@ pub(super) fn items<'a>(body: &'a Value, outer: &str, inner: &str) -> &'a [Value
 
 /// The instance's first private address: in its VPC (`VpcAttributes.PrivateIpAddress`), or
 /// on the classic network (`InnerIpAddress`).
-fn private_ip(v: &Value) -> Option<String> {
+fn private_ip(v: &Value) -> Option<std::net::IpAddr> {
     let vpc = v
         .get("VpcAttributes")
         .map_or(&[][..], |a| items(a, "PrivateIpAddress", "IpAddress"));
     let classic = items(v, "InnerIpAddress", "IpAddress");
     vpc.iter()
         .chain(classic)
-        .find_map(|ip| crate::cloud::ip_text(ip.as_str()?))
+        .find_map(|ip| crate::cloud::ip_of(ip.as_str()?))
 }
 
 fn text<'a>(v: &'a Value, key: &str) -> Option<&'a str> {
@@ -175,7 +175,7 @@ mod tests {
             "InnerIpAddress": {"IpAddress": []}
         });
         let i = instance_of("cn-hangzhou", &v).unwrap();
-        assert_eq!(i.private_ip.as_deref(), Some("172.16.0.9"));
+        assert_eq!(i.private_ip, "172.16.0.9".parse().ok());
         assert_eq!(i.state, InstanceState::Stopped);
         assert_eq!(i.lifecycle, Lifecycle::Spot);
         assert_eq!(i.billing.charge, Charge::PayAsYouGo);

@@ -371,7 +371,7 @@ pub(super) fn from_ec2(
                 reservation,
                 ..Billing::ec2(state == InstanceState::Stopped)
             },
-            private_ip: instance.private_ip_address().and_then(|ip| ip.parse().ok()),
+            private_ip: instance.private_ip_address().and_then(crate::cloud::ip_of),
         },
         hibernation,
     ))
@@ -481,5 +481,25 @@ mod tests {
         );
         assert_eq!(transition_time("Server.SpotInstanceTermination"), None);
         assert_eq!(transition_time(""), None);
+    }
+    #[test]
+    fn a_private_address_is_kept_only_when_it_is_one() {
+        let listed = |ip: &str| {
+            let instance = aws_sdk_ec2::types::Instance::builder()
+                .instance_id("i-1")
+                .instance_type(aws_sdk_ec2::types::InstanceType::G5Xlarge)
+                .state(
+                    aws_sdk_ec2::types::InstanceState::builder()
+                        .name(aws_sdk_ec2::types::InstanceStateName::Running)
+                        .build(),
+                )
+                .private_ip_address(ip)
+                .build();
+            from_ec2("us-east-1", None, &instance).unwrap().0.private_ip
+        };
+        assert_eq!(listed(" 10.0.3.17"), "10.0.3.17".parse().ok());
+        assert_eq!(listed("fd00::17"), "fd00::17".parse().ok());
+        // Never substituted into a Jupyter URL.
+        assert_eq!(listed("10.0.3.17:8888/evil"), None);
     }
 }

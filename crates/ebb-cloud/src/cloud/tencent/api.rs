@@ -131,7 +131,7 @@ impl CvmInstance {
                 .private_ip_addresses
                 .iter()
                 .flatten()
-                .find_map(|ip| crate::cloud::ip_text(ip)),
+                .find_map(|ip| crate::cloud::ip_of(ip)),
         })
     }
 }
@@ -301,7 +301,7 @@ mod tests {
                 "PrivateIpAddresses":["10.0.3.17"]}"#,
         );
         let instance = cvm.to_instance("ap-guangzhou").unwrap();
-        assert_eq!(instance.private_ip.as_deref(), Some("10.0.3.17"));
+        assert_eq!(instance.private_ip, "10.0.3.17".parse().ok());
         assert_eq!(instance.state, InstanceState::Stopped);
         assert_eq!(instance.lifecycle, Lifecycle::Spot);
         assert_eq!(instance.billing.cloud, Cloud::Tencent);
