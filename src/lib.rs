@@ -6,7 +6,9 @@
 //! and the tamper-evident audit log in Postgres. The [`cloud`] is where instances are seen
 //! and acted on; a [`snapshot`] file describes a fleet for `ebb plan`, `ebb explain` and the
 //! simulated cloud.
-//! Signed [`checkpoint`]s of the audit chain's head are kept outside the database.
+//! Signed [`checkpoint`]s of the audit chain's head are kept outside the database. [`spot`]
+//! moves interruptible work to spot capacity; [`reclaim`] images and terminates boxes stopped
+//! for long, and brings them back.
 //!
 //! The workspace's crates are the module map's boundaries: `ebb-core` (crates/ebb-core) is the
 //! decision core, `ebb-cloud` (crates/ebb-cloud) the providers, and this crate the application
@@ -28,6 +30,7 @@ pub mod events;
 pub mod metrics;
 pub mod output;
 pub mod policies;
+pub mod reclaim;
 pub mod reconcile;
 pub mod serve;
 pub mod snapshot;

@@ -33,6 +33,7 @@ mod db;
 mod gpu_source;
 mod interruptions;
 mod policy_files;
+mod reclaims;
 mod replay;
 mod replay_store;
 mod report;
@@ -174,6 +175,25 @@ enum Command {
         orphans: bool,
         #[command(flatten)]
         cloud: CloudArgs,
+        #[command(flatten)]
+        db: DbArgs,
+    },
+    /// The boxes reclaimed after a long stop (`stopped.reclaim_after`; DATABASE_URL): state,
+    /// image, and the box restored from it.
+    Reclaims {
+        /// Output format.
+        #[arg(long, value_enum, default_value_t = Format::Table)]
+        format: Format,
+        #[command(flatten)]
+        db: DbArgs,
+    },
+    /// Ask for a reclaimed box back (DATABASE_URL): the leader launches it from its image with
+    /// its type, subnet, security groups, instance profile, key and tags at its next tick.
+    Restore {
+        /// The reclaimed instance's id.
+        instance: String,
+        #[command(flatten)]
+        actor: args::ActorArg,
         #[command(flatten)]
         db: DbArgs,
     },
@@ -366,6 +386,12 @@ async fn run(command: Command) -> anyhow::Result<ExitCode> {
             db,
             ..
         } => commands::orphans(cloud, format, &db).await,
+        Command::Reclaims { format, db } => reclaims::list(format, &db).await,
+        Command::Restore {
+            instance,
+            actor,
+            db,
+        } => reclaims::restore(&instance, &actor, &db).await,
         Command::Pools { format, at, db } => commands::pools(format, at, &db).await,
         Command::Tick {
             at,

@@ -1,6 +1,6 @@
 //! One reconcile tick, as a short sequence of named phases:
 //! policies → list (and resolve interrupted intents) → budgets → read → decide → migrations →
-//! act.
+//! reclaims → act.
 //!
 //! Every action is written to the audit log as an intent, committed, before the cloud call, and
 //! its outcome after. An intent left without an outcome (the process died between the two) is
@@ -17,6 +17,7 @@ mod memo;
 mod migrations;
 mod node_groups;
 mod read;
+mod reclaims;
 mod report;
 mod reservations;
 mod resolve;
@@ -151,6 +152,8 @@ impl TickContext<'_> {
 /// - **decide**, `mod.rs` (`decide`): `engine::decide`, the decisions recorded;
 /// - **migrations**, `migrations.rs`: each live spot migration one step, new ones planned, lost
 ///   launches swept;
+/// - **reclaims**, `reclaims.rs`: each live reclaim of a box stopped for long one step, new
+///   ones planned with their notices;
 /// - **groups**, `groups.rs`: the Auto Scaling groups ebb manages, scaled through their
 ///   capacity, and their changes left pending resolved;
 /// - **act**, `act/`: what is acted on this tick, dry runs, the cloud calls, their outcomes and
@@ -260,6 +263,8 @@ impl<P: Provider> Reconciler<P> {
         if !self.options.dry_run {
             let unanswered = resolution.migration_steps;
             self.migrations(set, &fleet, &decisions, &open, unanswered, &mut acting)
+                .await?;
+            self.reclaims(&fleet, &open, resolution.reclaim_steps, &mut acting)
                 .await?;
         }
         self.groups(set, &fleet, &complete, &mut acting).await?;

@@ -26,6 +26,9 @@ pub(super) struct Resolution {
     /// migration resolves its own from what the cloud shows, before its next step
     /// (`spot::drive`).
     pub(super) migration_steps: Vec<Unanswered>,
+    /// Reclaims' intents left open whose calls can no longer be in flight: each reclaim
+    /// resolves its own from what the cloud shows (`reclaim::drive`).
+    pub(super) reclaim_steps: Vec<Unanswered>,
 }
 
 impl<P: Provider> Reconciler<P> {
@@ -93,6 +96,15 @@ impl<P: Provider> Reconciler<P> {
                     found.open.insert(id.to_string());
                 } else {
                     found.migration_steps.push(Unanswered { intent, since });
+                }
+                continue;
+            }
+            if matches!(action, Some(Action::Reclaim | Action::Restore)) {
+                // Left to its reclaim (`reclaims.rs`), as a migration's step is.
+                if in_flight {
+                    found.open.insert(id.to_string());
+                } else {
+                    found.reclaim_steps.push(Unanswered { intent, since });
                 }
                 continue;
             }

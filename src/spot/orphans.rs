@@ -3,7 +3,7 @@
 //! store holds in, the orphans out.
 
 use crate::cloud::{Artifact, ArtifactKind};
-use crate::names::{LAUNCH_TAG, MIGRATION_TAG};
+use crate::names::{LAUNCH_TAG, MIGRATION_TAG, RECLAIM_TAG};
 use crate::spot::State;
 use crate::store::MigrationRecord;
 use chrono::{DateTime, Duration, Utc};
@@ -80,6 +80,8 @@ pub fn orphans(
     let keeps_image = |id: &str| migrations.iter().any(|m| m.image.as_deref() == Some(id));
     found
         .into_iter()
+        // A reclaim's image and snapshots (`crate::reclaim`) are its, not a migration's.
+        .filter(|a| !a.tags.contains_key(RECLAIM_TAG))
         .filter_map(|a| {
             let verdict = match a.kind {
                 ArtifactKind::Instance if tracks_instance(&a.id) => return None,

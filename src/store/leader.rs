@@ -204,9 +204,10 @@ impl Leadership {
     }
 }
 
-/// Whether `intent` stops its instance, gives notice of a stop, or takes a spot migration's
-/// step that moves it (stop, image, first launch, termination of the original): what an
-/// override forbids. The calls that undo or end a move are never held back.
+/// Whether `intent` stops its instance, gives notice of a stop, takes a spot migration's
+/// step that moves it (stop, image, first launch, termination of the original), or a step of
+/// its reclaim (its image, its termination): what an override forbids. The calls that undo or
+/// end a move, and a restore, are never held back.
 fn stops_instance(intent: &NewAuditEntry) -> bool {
     let moves = [
         Code::SpotStop,
@@ -216,6 +217,7 @@ fn stops_instance(intent: &NewAuditEntry) -> bool {
     ];
     match Action::parse(&intent.action) {
         Some(action) if action.stops() => true,
+        Some(Action::Reclaim) => true,
         Some(Action::MigrateToSpot) => moves
             .iter()
             .any(|c| intent.code.as_deref() == Some(c.as_str())),

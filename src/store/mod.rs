@@ -30,6 +30,7 @@ mod pages;
 mod pools;
 mod readings;
 mod rebalances;
+mod reclaims;
 mod report;
 mod report_days;
 mod reservations;
@@ -58,6 +59,7 @@ pub use overrides::{OverrideRecord, OverrideRefused, OverrideRequest, MAX_REASON
 pub use own_types::MovedType;
 pub use pages::Page;
 pub use pools::{QueuedPoolEvent, POOL_HISTORY};
+pub use reclaims::{ReclaimRecord, ReclaimState};
 pub use report_days::{RolledDays, ROLL_UP_AFTER};
 pub use reservations::{ReservationRow, ReservationStep};
 pub use retention::Pruned;
@@ -240,6 +242,14 @@ pub enum StoreError {
         /// The column: `state` or `market`.
         column: &'static str,
         /// The value found.
+        value: String,
+    },
+    /// A reclaim row holds a state this ebb does not know.
+    #[error("reclaim {id} has state {value:?}, which this ebb does not know; it was written by a newer ebb or by hand: run the ebb that wrote it")]
+    UnknownReclaimState {
+        /// The reclaim's id.
+        id: i64,
+        /// The state found.
         value: String,
     },
 }

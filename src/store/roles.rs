@@ -51,6 +51,7 @@ pub const RUNTIME_PRIVILEGES: &[(&str, &str)] = &[
         "SELECT, INSERT, UPDATE (revoked_at, revoked_by)",
     ),
     ("spot_migrations", "SELECT, INSERT, UPDATE"),
+    ("reclaims", "SELECT, INSERT, UPDATE"),
     ("spot_warnings", "SELECT, INSERT, UPDATE, DELETE"),
     ("spot_rebalances", "SELECT, INSERT, UPDATE, DELETE"),
     ("gpu_readings", "SELECT, INSERT, UPDATE, DELETE"),

@@ -277,3 +277,42 @@ fn form_body(pairs: &[(String, String)]) -> String {
         .collect::<Vec<_>>()
         .join("&")
 }
+
+/// The volume each snapshot of a CreateImage was taken from, as EC2 records it: moto snapshots
+/// a scratch volume instead, so the instance is read from the description moto (like EC2)
+/// gives the snapshot, "Created by CreateImage(i-...) for ami-...".
+pub async fn source_volumes(
+    ec2: &aws_sdk_ec2::Client,
+    snapshots: &[String],
+) -> BTreeMap<String, String> {
+    let mut volumes = BTreeMap::new();
+    for snapshot in snapshots {
+        let out = ec2
+            .describe_snapshots()
+            .snapshot_ids(snapshot)
+            .send()
+            .await
+            .unwrap();
+        let description = out.snapshots()[0].description().unwrap_or("").to_string();
+        let Some(instance) = description
+            .strip_prefix("Created by CreateImage(")
+            .and_then(|rest| rest.split(')').next())
+        else {
+            continue;
+        };
+        let found = ec2
+            .describe_instances()
+            .instance_ids(instance)
+            .send()
+            .await
+            .unwrap();
+        let root = found.reservations()[0].instances()[0]
+            .block_device_mappings()
+            .iter()
+            .find_map(|m| m.ebs()?.volume_id().map(str::to_string));
+        if let Some(volume) = root {
+            volumes.insert(snapshot.clone(), volume);
+        }
+    }
+    volumes
+}

@@ -18,6 +18,7 @@ mod held_reservations;
 mod lost_answers;
 mod node_groups;
 mod partition;
+mod reclaim;
 mod serve;
 mod spot;
 mod tick;

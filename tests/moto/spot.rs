@@ -9,7 +9,7 @@ use aws_sdk_ec2::types::{Filter, Tag};
 use chrono::{DateTime, Duration, SecondsFormat, SubsecRound, Utc};
 use common::ec2_proxy::{Ec2Proxy, Fault, Injection};
 use common::intercept::{Answer, Call, Intercept, Method};
-use common::moto::{self, Fixture};
+use common::moto::{self, source_volumes, Fixture};
 use ebb::cloud::aws::warnings::{Accepted, InterruptionQueue, Signal};
 use ebb::cloud::aws::{AwsProvider, Timeouts};
 use ebb::cloud::{CloudError, ErrorKind, SpotMoves, SPOT_TERMINATION};
@@ -21,7 +21,7 @@ use ebb::store::{
     StoreError, Verification,
 };
 use sqlx::PgPool;
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 
 const REGION: &str = "us-east-1";
@@ -196,45 +196,6 @@ impl Faults {
             std::future::pending::<()>().await;
         }
     }
-}
-
-/// The volume each snapshot of a CreateImage was taken from, as EC2 records it: moto snapshots
-/// a scratch volume instead, so the instance is read from the description moto (like EC2)
-/// gives the snapshot, "Created by CreateImage(i-...) for ami-...".
-async fn source_volumes(
-    ec2: &aws_sdk_ec2::Client,
-    snapshots: &[String],
-) -> BTreeMap<String, String> {
-    let mut volumes = BTreeMap::new();
-    for snapshot in snapshots {
-        let out = ec2
-            .describe_snapshots()
-            .snapshot_ids(snapshot)
-            .send()
-            .await
-            .unwrap();
-        let description = out.snapshots()[0].description().unwrap_or("").to_string();
-        let Some(instance) = description
-            .strip_prefix("Created by CreateImage(")
-            .and_then(|rest| rest.split(')').next())
-        else {
-            continue;
-        };
-        let found = ec2
-            .describe_instances()
-            .instance_ids(instance)
-            .send()
-            .await
-            .unwrap();
-        let root = found.reservations()[0].instances()[0]
-            .block_device_mappings()
-            .iter()
-            .find_map(|m| m.ebs()?.volume_id().map(str::to_string));
-        if let Some(volume) = root {
-            volumes.insert(snapshot.clone(), volume);
-        }
-    }
-    volumes
 }
 
 /// Whether a fault is still to inject; counts it down.

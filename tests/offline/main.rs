@@ -34,6 +34,7 @@ mod placement_scores;
 mod policy;
 mod policy_check;
 mod quickstart_zh;
+mod reclaim;
 mod replay;
 mod replay_disks;
 mod replay_groups;

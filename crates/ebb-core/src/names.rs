@@ -44,3 +44,9 @@ pub const RESERVATION_TAG: &str = "ebb:reservation";
 
 /// The tag naming the instance a capacity reservation ebb made is for.
 pub const RESERVED_FOR_TAG: &str = "ebb:reserved-for";
+
+/// On the image of a box ebb reclaims, its snapshots, and the box it restores from that image:
+/// the reclaim's id. A lost answer is resolved by it, and it proves what ebb made.
+pub const RECLAIM_TAG: &str = "ebb:reclaim";
+/// On a box ebb restored from the image of a reclaimed one: the reclaimed box's id.
+pub const RESTORED_FROM_TAG: &str = "ebb:restored-from";

@@ -34,7 +34,8 @@ impl CloudCall {
             Action::WithdrawNotice => Some(CloudCall::Withdraw),
             // Spot moves and relaunches are the migrations' (a dry run of a move is audited
             // here), a resize is a refused start's fallback's, a reservation step a start's
-            // (`reserve.rs`) or the reservations phase's, and nothing calls nothing.
+            // (`reserve.rs`) or the reservations phase's, a reclaim's or restore's the reclaims
+            // phase's, and nothing calls nothing.
             Action::MigrateToSpot
             | Action::RelaunchSpot
             | Action::FallbackOnDemand
@@ -42,6 +43,8 @@ impl CloudCall {
             | Action::ReserveCapacity
             | Action::TargetReservation
             | Action::CancelReservation
+            | Action::Reclaim
+            | Action::Restore
             | Action::None => None,
         }
     }

@@ -5,7 +5,7 @@
 use super::stopped::public_ip_text;
 use super::Reconciler;
 use crate::cloud::Provider;
-use crate::engine::{self, Decision};
+use crate::engine::{self, Action, Decision};
 use crate::fleet::Billing;
 use crate::names::{ACTOR, OWNER_TAG};
 use crate::reconcile::TickContext;
@@ -16,7 +16,7 @@ use chrono::{DateTime, Duration, SecondsFormat, Utc};
 impl<P: Provider> Reconciler<P> {
     /// The notice of `d`'s coming stop, given at the tick's time, with its snooze links; for an
     /// instance billed as `billing` whose stop releases its public IP, it says so.
-    pub(super) async fn notice(
+    pub(in crate::reconcile) async fn notice(
         &self,
         d: &Decision,
         billing: Option<&Billing>,
@@ -120,8 +120,12 @@ fn notice_text(d: &Decision, owner: Option<&str>, links: bool) -> String {
     let when = d
         .stop_at
         .map_or_else(|| "soon".to_string(), |t| format!("at {}", stamp(t)));
+    let verb = match d.action {
+        Action::Reclaim => "image and then terminate",
+        _ => "stop",
+    };
     let mut text = format!(
-        "ebb will stop {} ({}) {when}, policy {}: {}.",
+        "ebb will {verb} {} ({}) {when}, policy {}: {}.",
         d.instance,
         d.region,
         d.policy.as_deref().unwrap_or("-"),
@@ -146,7 +150,7 @@ fn stamp(t: DateTime<Utc>) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::engine::{Action, Code};
+    use crate::engine::Code;
 
     fn decision() -> Decision {
         Decision {
@@ -169,6 +173,15 @@ mod tests {
         let linked = notice_text(&decision(), Some("mei@example.com"), true);
         assert!(linked.ends_with("For mei@example.com."), "{linked}");
         assert!(!linked.contains("ebb override"), "{linked}");
+        let reclaim = Decision {
+            action: Action::Reclaim,
+            ..decision()
+        };
+        let text = notice_text(&reclaim, None, true);
+        assert!(
+            text.starts_with("ebb will image and then terminate i-0a"),
+            "{text}"
+        );
     }
 
     #[test]

@@ -34,6 +34,10 @@ pub struct LaunchSpec {
     /// taken from these.
     #[serde(default)]
     pub volumes: Vec<String>,
+    /// Those of its volumes that outlive its termination (`DeleteOnTermination` false): a
+    /// reclaim refuses such a box, whose termination would leave them behind, still paid.
+    #[serde(default)]
+    pub kept_at_termination: Vec<String>,
 }
 
 /// One instance as a migration follows it.
@@ -165,7 +169,7 @@ pub struct Launch {
 pub enum ArtifactKind {
     /// An instance tagged `ebb:launch` (a replacement, or something made to look like one).
     Instance,
-    /// An image tagged `ebb:migration`.
+    /// An image tagged `ebb:image-of`: a migration's, or a reclaim's.
     Image,
     /// An EBS snapshot tagged `ebb:image-of`.
     Snapshot,

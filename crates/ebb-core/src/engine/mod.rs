@@ -10,6 +10,7 @@ mod explain;
 mod group;
 mod next;
 mod prior;
+mod reclaim;
 mod reserve;
 mod rules;
 mod standing;
@@ -21,6 +22,7 @@ pub use group::{
 };
 pub use next::{next_change, next_opening, NextChange};
 pub use prior::Prior;
+pub use reclaim::{reclaim_due, reclaim_hold, ReclaimHold};
 pub use reserve::{reservations, Reserve, RESERVATION_LASTS};
 pub use rules::{last_uses, owned_code, tags_forbid_stop, RECENT};
 pub use standing::BudgetStanding;
@@ -62,6 +64,10 @@ pub enum Action {
     TargetReservation,
     /// Cancel a capacity reservation ebb made.
     CancelReservation,
+    /// Reclaim a box stopped for long: its image made and proven, then the box terminated.
+    Reclaim,
+    /// Bring a reclaimed box back from its image (`ebb restore`).
+    Restore,
 }
 
 impl Action {
@@ -81,6 +87,8 @@ impl Action {
             Action::ReserveCapacity => "reserve_capacity",
             Action::TargetReservation => "target_reservation",
             Action::CancelReservation => "cancel_reservation",
+            Action::Reclaim => "reclaim",
+            Action::Restore => "restore",
         }
     }
 
@@ -100,6 +108,8 @@ impl Action {
             Action::ReserveCapacity,
             Action::TargetReservation,
             Action::CancelReservation,
+            Action::Reclaim,
+            Action::Restore,
         ]
         .into_iter()
         .find(|a| a.as_str() == name)
@@ -378,6 +388,18 @@ codes! {
     /// It runs in a capacity reservation or Capacity Block held outside ebb, paid whether it
     /// runs or not: not stopped unless the policy sets `stop.in_reservation: stop`.
     ReservedNoSaving = "reserved_no_saving",
+    /// A box stopped for `stopped.reclaim_after` will be reclaimed: the notice.
+    ReclaimNotice = "reclaim_notice",
+    /// The image of a box being reclaimed is asked for, with all its volumes.
+    ReclaimImage = "reclaim_image",
+    /// A box is terminated once its image is proven complete and made from its volumes.
+    Reclaimed = "reclaimed",
+    /// A reclaim is given up before the termination: something keeps the box.
+    ReclaimHeld = "reclaim_held",
+    /// A box is not reclaimed: a volume outlives termination, or its image is not proven.
+    ReclaimRefused = "reclaim_refused",
+    /// A reclaimed box is launched again from its image (`ebb restore`).
+    Restored = "restored",
 }
 
 impl fmt::Display for Code {

@@ -158,6 +158,8 @@ pub struct Policy {
     pub runtime: Option<RuntimeLimit>,
     /// How an Auto Scaling group it governs is scaled down around protected members.
     pub group: Option<GroupRule>,
+    /// What becomes of a box that stays stopped a long time.
+    pub stopped: Option<StoppedRule>,
     /// Decide and audit, but never act.
     pub dry_run: bool,
     /// Where the policy is written.
@@ -532,6 +534,15 @@ pub struct StopRule {
     /// What to do with a box that runs in a capacity reservation held outside ebb, whose
     /// stop saves nothing while the reservation lasts.
     pub in_reservation: InReservation,
+}
+
+/// `stopped`: a box stopped this long, by ebb or by a person, is reclaimed: imaged with all its
+/// volumes, the image proven, then terminated, after a notice the policy's `notify.before`
+/// ahead. Only `reclaim: image` is built.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StoppedRule {
+    /// How long a box must have been stopped.
+    pub reclaim_after: Duration,
 }
 
 /// `stop.in_reservation`: whether a box running in a capacity reservation someone else holds

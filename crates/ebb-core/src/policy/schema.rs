@@ -481,6 +481,20 @@ fn policy_schema() -> Value {
             json!({"type": "boolean", "default": false, "description": "An Auto Scaling group the policy governs is scaled down around members something protects (an override, ebb:keep-until, ebb:skip): they are protected from the group's scale-in and the group keeps just them. Without it, such a member holds the whole scale-down"}),
         )],
     );
+    let stopped = object(
+        keys::STOPPED,
+        keys::STOPPED,
+        &[
+            (
+                "reclaim_after",
+                duration("How long a box must have been stopped (by ebb or by a person) before it is reclaimed; the notice goes out notify.before ahead"),
+            ),
+            (
+                "reclaim",
+                json!({"enum": ["image"], "description": "image: an image of the box with all its volumes is made and proven, then the box is terminated; `ebb restore` brings it back"}),
+            ),
+        ],
+    );
     object(
         keys::POLICY,
         &["name", "match"],
@@ -503,6 +517,7 @@ fn policy_schema() -> Value {
             ("stop", stop),
             ("runtime", runtime),
             ("group", group),
+            ("stopped", stopped),
             ("dry_run", json!({"type": "boolean", "default": false})),
         ],
     )

@@ -116,26 +116,30 @@ impl AwsProvider {
         Ok(found)
     }
 
-    /// DescribeImages: this account's images that carry `ebb:migration`.
+    /// DescribeImages, once per key: this account's images that carry `ebb:image-of` (every
+    /// image ebb makes: a migration's and a reclaim's) or `ebb:migration` (what claims to be a
+    /// migration's).
     pub(super) async fn tagged_images(&self, scope: &Scope) -> Result<Vec<Artifact>, CloudError> {
-        self.count("DescribeImages");
-        let images = scope
-            .ec2
-            .describe_images()
-            .owners("self")
-            .filters(tagged(MIGRATION_TAG))
-            .send()
-            .boxed()
-            .await
-            .map_err(|e| cloud_error("DescribeImages", e))?;
-        Ok(images
-            .images()
-            .iter()
-            .filter_map(|image| {
-                let id = image.image_id()?;
-                Some(artifact(ArtifactKind::Image, scope, id, image.tags()))
-            })
-            .collect())
+        let mut found: Vec<Artifact> = Vec::new();
+        for key in [IMAGE_OF_TAG, MIGRATION_TAG] {
+            self.count("DescribeImages");
+            let images = scope
+                .ec2
+                .describe_images()
+                .owners("self")
+                .filters(tagged(key))
+                .send()
+                .boxed()
+                .await
+                .map_err(|e| cloud_error("DescribeImages", e))?;
+            for image in images.images() {
+                let Some(id) = image.image_id() else { continue };
+                if !found.iter().any(|a| a.id == id) {
+                    found.push(artifact(ArtifactKind::Image, scope, id, image.tags()));
+                }
+            }
+        }
+        Ok(found)
     }
 
     /// DescribeSnapshots, every page: this account's snapshots that carry `ebb:image-of`.

@@ -4,6 +4,7 @@
 use super::ec2::{lifecycle_of, state_of};
 use super::{cloud_error, tag_map, AwsProvider, Scope};
 use crate::cloud::{CloudError, ErrorKind, ImageMade, InstanceStatus, Launch, LaunchSpec, Market};
+use crate::names::RECLAIM_TAG;
 use aws_sdk_ec2::error::ProvideErrorMetadata;
 use aws_sdk_ec2::operation::create_image::builders::CreateImageFluentBuilder;
 use aws_sdk_ec2::operation::run_instances::builders::RunInstancesFluentBuilder;
@@ -89,6 +90,13 @@ pub(super) fn launch_spec_of(
             .iter()
             .filter_map(|m| m.ebs()?.volume_id().map(str::to_string))
             .collect(),
+        kept_at_termination: instance
+            .block_device_mappings()
+            .iter()
+            .filter_map(|m| m.ebs())
+            .filter(|ebs| ebs.delete_on_termination() == Some(false))
+            .filter_map(|ebs| ebs.volume_id().map(str::to_string))
+            .collect(),
     })
 }
 
@@ -114,7 +122,10 @@ pub(super) fn image_request(
         .create_image()
         .instance_id(id)
         .name(name)
-        .description(format!("ebb: {id} moved to spot"))
+        .description(match tags.contains_key(RECLAIM_TAG) {
+            true => format!("ebb: {id}, reclaimed after a long stop"),
+            false => format!("ebb: {id} moved to spot"),
+        })
         // The tags let the IAM policy allow deleting only what ebb made, and prove (with the
         // snapshots' volumes) that ebb made it when it is found after a crash.
         .tag_specifications(tagged(ResourceType::Image))

@@ -75,6 +75,7 @@ impl SimProvider {
                 .map(|(k, v)| (k.to_string(), v.to_string()))
                 .collect(),
             volumes: Vec::new(),
+            kept_at_termination: Vec::new(),
         })
     }
 

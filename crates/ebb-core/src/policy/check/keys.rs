@@ -40,6 +40,7 @@ pub const POLICY: &[&str] = &[
     "stop",
     "runtime",
     "group",
+    "stopped",
     "dry_run",
 ];
 pub const MATCH: &[&str] = &["regions", "tags", "instance_types"];
@@ -83,6 +84,7 @@ pub const START: &[&str] = &["fallback_types", "restore_type", "reserve_capacity
 pub const STOP: &[&str] = &["allow_charging_stop", "in_reservation"];
 pub const RUNTIME: &[&str] = &["max", "notify_before", "max_busy_without_checkpoint"];
 pub const GROUP: &[&str] = &["protect_members"];
+pub const STOPPED: &[&str] = &["reclaim_after", "reclaim"];
 pub const SPOT: &[&str] = &[
     "min_savings",
     "checkpoint_max_age",

@@ -32,6 +32,7 @@ impl Checker {
         let stop = f.get("stop").and_then(|(v, p)| self.stop(v, &p));
         let runtime = f.get("runtime").and_then(|(v, p)| self.runtime(v, &p));
         let group = f.get("group").and_then(|(v, p)| self.group(v, &p));
+        let stopped = f.get("stopped").and_then(|(v, p)| self.stopped(v, &p));
         let dry_run = f
             .get("dry_run")
             .and_then(|(v, p)| self.boolean(v, &p))
@@ -69,6 +70,7 @@ impl Checker {
             stop,
             runtime,
             group,
+            stopped,
             dry_run,
             source: Source {
                 file: PathBuf::new(),

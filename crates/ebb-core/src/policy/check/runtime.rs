@@ -1,9 +1,10 @@
 //! The `runtime` section: how long a box may run from its last start, and stay busy without
-//! a checkpoint; and the `group` section, how a group is scaled down around protected members.
+//! a checkpoint; the `group` section, how a group is scaled down around protected members; and
+//! the `stopped` section, when a box stopped for long is reclaimed.
 
 use super::{child, keys, Checker};
 use crate::policy::yaml::{Step, Value};
-use crate::policy::{GroupRule, RuntimeLimit, DEFAULT_RUNTIME_NOTICE};
+use crate::policy::{GroupRule, RuntimeLimit, StoppedRule, DEFAULT_RUNTIME_NOTICE};
 
 impl Checker {
     /// A policy's `runtime` limits.
@@ -57,5 +58,45 @@ impl Checker {
             .and_then(|(v, p)| self.boolean(v, &p))
             .unwrap_or(false);
         Some(GroupRule { protect_members })
+    }
+}
+
+impl Checker {
+    /// A policy's `stopped` section.
+    pub(super) fn stopped(&mut self, v: &Value, path: &[Step]) -> Option<StoppedRule> {
+        let f = self.fields(v, path, "a stopped rule", keys::STOPPED)?;
+        let reclaim_after = match f.get("reclaim_after") {
+            Some((v, p)) => self.duration(v, &p, "stopped.reclaim_after")?,
+            None => {
+                self.missing(
+                    path,
+                    "reclaim_after",
+                    "stopped needs \"reclaim_after\" (how long a box stays stopped before it is reclaimed, like \"30d\")".into(),
+                );
+                return None;
+            }
+        };
+        match f.get("reclaim") {
+            Some((v, p)) => match self.string(v, &p, "a way to reclaim")?.as_str() {
+                "image" => {}
+                "snapshot" => {
+                    self.problem(&p, "reclaim: snapshot is not built yet; use \"image\" (an image of the box with all its volumes, then the box terminated)".into());
+                    return None;
+                }
+                other => {
+                    self.problem(&p, format!("reclaim must be \"image\", not \"{other}\""));
+                    return None;
+                }
+            },
+            None => {
+                self.missing(
+                    path,
+                    "reclaim",
+                    "stopped needs \"reclaim: image\" (the box is imaged with all its volumes, the image proven, then the box terminated)".into(),
+                );
+                return None;
+            }
+        }
+        Some(StoppedRule { reclaim_after })
     }
 }
