@@ -74,6 +74,11 @@ struct Setup {
 
 impl Setup {
     async fn new(pool: PgPool) -> Setup {
+        Setup::with(pool, Options::default()).await
+    }
+
+    /// A setup whose reconciler has `options`.
+    async fn with(pool: PgPool, options: Options) -> Setup {
         let store = Store::from_pool(pool);
         store.migrate().await.unwrap();
         let f = Fixture::new(REGION).await;
@@ -109,7 +114,7 @@ impl Setup {
                 answer
             }
         });
-        let reconciler = Reconciler::new(cloud, store.clone(), policies, Options::default());
+        let reconciler = Reconciler::new(cloud, store.clone(), policies, options);
         let leader = store.try_lead("test").await.unwrap().unwrap();
         Setup {
             f,
@@ -248,7 +253,15 @@ fn tag<'a>(i: &'a aws_sdk_ec2::types::Instance, key: &str) -> Option<&'a str> {
 async fn a_box_stopped_past_reclaim_after_is_noticed_imaged_proven_terminated_then_restored(
     pool: PgPool,
 ) {
-    let mut s = Setup::new(pool).await;
+    let (hook, notices) = common::webhook::receiver().await;
+    let (webhook, _poster) =
+        ebb::webhook::Webhook::start(hook.parse().unwrap(), ebb::control::Tasks::default());
+    let options = Options {
+        webhook: Some(webhook),
+        public_url: Some("https://ebb.example.com".parse().unwrap()),
+        ..Options::default()
+    };
+    let mut s = Setup::with(pool, options).await;
     let id = s.stopped_box().await;
     let before = s.ec2(&id).await;
     let volumes = volumes_of(&before);
@@ -262,6 +275,19 @@ async fn a_box_stopped_past_reclaim_after_is_noticed_imaged_proven_terminated_th
     let r = s.reclaim(&id).await;
     assert_eq!(r.state, ReclaimState::Noticed);
     assert!(r.due_at >= s.t0 + Duration::minutes(30), "{r:#?}");
+    // The notice, with its snooze links.
+    let got = common::eventually(
+        std::time::Duration::from_secs(10),
+        std::time::Duration::from_millis(20),
+        async || notices.lock().unwrap().first().cloned(),
+    )
+    .await
+    .expect("a notice");
+    assert!(
+        got.starts_with(&format!("ebb will image and then terminate {id}")),
+        "{got}"
+    );
+    assert!(got.contains("https://ebb.example.com/snooze/"), "{got}");
     assert!(s.tick(25).await);
     assert_eq!(s.reclaim(&id).await.state, ReclaimState::Noticed);
     assert_eq!(s.state(&id).await, "stopped");
@@ -375,6 +401,69 @@ async fn an_override_made_after_the_notice_keeps_the_box(pool: PgPool) {
         .is_empty());
     assert!(s.reconciler.provider().ids_of(Method::Terminate).is_empty());
     s.assert_one_outcome_per_intent(&id).await;
+}
+
+#[sqlx::test(migrations = false)]
+async fn a_box_with_a_volume_that_outlives_its_termination_is_refused(pool: PgPool) {
+    let mut s = Setup::new(pool).await;
+    let kept = aws_sdk_ec2::types::BlockDeviceMapping::builder()
+        .device_name("/dev/sdf")
+        .ebs(
+            aws_sdk_ec2::types::EbsBlockDevice::builder()
+                .volume_size(100)
+                .delete_on_termination(false)
+                .build(),
+        )
+        .build();
+    let tags = aws_sdk_ec2::types::TagSpecification::builder()
+        .resource_type(aws_sdk_ec2::types::ResourceType::Instance)
+        .tags(
+            aws_sdk_ec2::types::Tag::builder()
+                .key("team")
+                .value("research")
+                .build(),
+        )
+        .tags(
+            aws_sdk_ec2::types::Tag::builder()
+                .key("ebb:managed")
+                .value(&s.f.managed)
+                .build(),
+        )
+        .build();
+    let out =
+        s.f.ec2
+            .run_instances()
+            .image_id(&s.f.image)
+            .instance_type(aws_sdk_ec2::types::InstanceType::G5Xlarge)
+            .min_count(1)
+            .max_count(1)
+            .block_device_mappings(kept)
+            .tag_specifications(tags)
+            .send()
+            .await
+            .unwrap();
+    let id = out.instances()[0].instance_id().unwrap().to_string();
+    s.f.ec2
+        .stop_instances()
+        .instance_ids(&id)
+        .send()
+        .await
+        .unwrap();
+    for minute in [21, 31, 32] {
+        assert!(s.tick(minute).await);
+    }
+    let r = s.reclaim(&id).await;
+    assert_eq!(r.state, ReclaimState::Refused, "{r:#?}");
+    assert!(r.error.unwrap().contains("not deleted at termination"));
+    assert_eq!(s.state(&id).await, "stopped");
+    assert!(s
+        .reconciler
+        .provider()
+        .ids_of(Method::CreateImage)
+        .is_empty());
+    // Not planned again at once.
+    assert!(s.tick(40).await);
+    assert_eq!(s.store.reclaims().await.unwrap().len(), 1);
 }
 
 #[sqlx::test(migrations = false)]
