@@ -16,12 +16,14 @@ mod budgets;
 mod heartbeat;
 mod lists;
 mod overrides;
+mod restores;
 
 pub use attempts::{trusted_proxy, Attempts, ATTEMPTS, REFILL};
 pub use auth::{session_binding, Caller, Scope, Scopes, Tokens, TokensError};
 pub use budgets::ChangeBudgets;
 pub use heartbeat::HeartbeatKey;
 pub use overrides::{make_override, make_override_as, revoke_override};
+pub use restores::ask_restore;
 
 use crate::checkpoint::Publisher;
 use crate::clock::Clock;
@@ -134,6 +136,7 @@ pub fn router(state: ApiState) -> Router {
         .route("/v1/budgets/{name}/raises", post(budget_raises::create))
         .route("/v1/tick", post(tick))
         .route("/v1/instances/{id}/activity", post(heartbeat::post))
+        .route("/v1/instances/{id}/restore", post(restores::create))
         .merge(reads)
         .fallback(|| async { ApiError::new(StatusCode::NOT_FOUND, "no such route") })
         .with_state(state);

@@ -114,6 +114,7 @@ async fn render(
     };
     let audit = store.audit_page(&filter, None, TIMELINE).await?;
     let overrides: Vec<OverrideRecord> = store.overrides_of(id).await?;
+    let reclaim = store.reclaim_of(id).await?;
     let active = overrides
         .iter()
         .find(|o| o.revoked_at.is_none() && o.until > now);
@@ -173,6 +174,7 @@ async fn render(
             (super::quick_keep::buttons(&instance, session, set, now))
             (override_forms::controls(&instance, session, form, state.limits.max_override))
         }
+        (super::reclaim::section(reclaim.as_ref(), session))
         section aria-labelledby="timeline" {
             h2 #timeline { "Timeline" }
             p.note { "Newest first: state changes ebb saw, and the audit rows about this instance." }

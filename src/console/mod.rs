@@ -14,6 +14,7 @@ mod budgets;
 mod chart;
 mod explain;
 mod fleet;
+mod form_post;
 mod gpu_chart;
 mod group;
 mod group_chart;
@@ -26,6 +27,7 @@ mod overrides;
 mod policies;
 mod pools;
 mod quick_keep;
+mod reclaim;
 mod savings;
 mod scale;
 mod session;
@@ -87,6 +89,7 @@ fn forms(state: &ApiState) -> Router<ApiState> {
         .route("/logout", post(login::logout))
         .route("/instances/{id}/overrides", post(overrides::create))
         .route("/overrides/{id}/revoke", post(overrides::revoke))
+        .route("/instances/{id}/restore", post(reclaim::restore))
         .merge(attempts)
 }
 

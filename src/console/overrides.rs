@@ -4,10 +4,10 @@
 //! [`api::revoke_override`]): the same scopes, limits, checks and audit rows as
 //! `POST /v1/overrides`.
 
+use super::form_post::checked;
 use super::instance::{self, Notice};
 use super::login::forbidden_form;
 use super::override_forms::OverrideForm;
-use super::session::Session;
 use super::{instance_path, PageError};
 use crate::api::{self, ApiState};
 use axum::extract::rejection::{FormRejection, PathRejection};
@@ -24,50 +24,6 @@ pub(super) struct RevokeForm {
     /// The instance whose page the button is on, to show it again.
     #[serde(default)]
     instance: String,
-}
-
-/// Why a form's post is not acted on before its fields are looked at.
-enum Refused {
-    /// No login: it is sent to log in, then back to this path.
-    NoLogin(String),
-    /// The CSRF token is missing or not the login's.
-    Forged,
-    /// The login could not be looked up.
-    Failed(PageError),
-}
-
-impl IntoResponse for Refused {
-    fn into_response(self) -> Response {
-        match self {
-            Refused::NoLogin(back) => {
-                let to = format!("/login{}", super::query_string(&[("next", Some(&back))]));
-                Redirect::to(&to).into_response()
-            }
-            Refused::Forged => forbidden_form().into_response(),
-            Refused::Failed(err) => err.into_response(),
-        }
-    }
-}
-
-/// The logged-in caller of a form post whose CSRF token is right.
-async fn checked(
-    headers: &HeaderMap,
-    state: &ApiState,
-    csrf: &str,
-    back: &str,
-) -> Result<Session, Refused> {
-    let found = Session::of(headers, state).await.map_err(Refused::Failed)?;
-    let Some(session) = found else {
-        return Err(Refused::NoLogin(back.to_string()));
-    };
-    if !session.accepts(csrf) {
-        tracing::warn!(
-            actor = session.caller.name,
-            "console form with a wrong CSRF token refused"
-        );
-        return Err(Refused::Forged);
-    }
-    Ok(session)
 }
 
 /// `POST /instances/{id}/overrides`: makes the override, then shows the page again.

@@ -333,7 +333,7 @@ impl Store {
     }
 
     /// The newest reclaim of `instance`, if any.
-    async fn reclaim_of(&self, instance: &str) -> Result<Option<ReclaimRecord>> {
+    pub async fn reclaim_of(&self, instance: &str) -> Result<Option<ReclaimRecord>> {
         let row: Option<ReclaimRow> = sqlx::query_as(concat!(
             "SELECT ",
             columns!(),

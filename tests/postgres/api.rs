@@ -767,6 +767,55 @@ async fn changes_need_the_override_scope_and_anothers_override_admin(pool: PgPoo
     );
 }
 
+#[sqlx::test(migrations = false)]
+async fn a_restore_needs_the_override_scope_and_a_reclaim_waiting_for_it(pool: PgPool) {
+    use ebb::store::{AuditFilter, NewAuditEntry, ReclaimState};
+    use reqwest::Method;
+    let api = scoped(&pool, ApiLimits::default()).await;
+    let path = "/v1/instances/i-1/restore";
+    let post = |token| api.send(Method::POST, path, Some(token), None);
+    assert_error(
+        &post(READER).await,
+        StatusCode::FORBIDDEN,
+        "no override scope",
+    );
+    assert_error(
+        &post(WRITER).await,
+        StatusCode::CONFLICT,
+        "ebb has not reclaimed it",
+    );
+    // A box ebb reclaimed.
+    let at = Utc::now();
+    let planned = NewAuditEntry::event(at, "scheduler", "reclaim", "planned".into());
+    let mut r = api
+        .store
+        .plan_reclaim("i-1", "us-east-1", "research", at, at, at, planned)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_error(&post(WRITER).await, StatusCode::CONFLICT, "is noticed");
+    r.state = ReclaimState::Reclaimed;
+    r.image = Some("ami-1".into());
+    api.store.save_reclaim(&r, &[]).await.unwrap();
+    let (status, body) = post(WRITER).await;
+    assert_eq!(status, StatusCode::ACCEPTED, "{body}");
+    assert_eq!(body["image"], json!("ami-1"));
+    assert_eq!(body["asked_by"], json!("writer"));
+    assert_error(
+        &post(WRITER).await,
+        StatusCode::CONFLICT,
+        "asked for already by writer",
+    );
+    let filter = AuditFilter {
+        instance: Some("i-1".into()),
+        ..AuditFilter::default()
+    };
+    let rows = api.store.audit(&filter).await.unwrap();
+    assert!(rows
+        .iter()
+        .any(|r| r.entry.action == "restore_asked" && r.entry.actor == "writer"));
+}
+
 #[test]
 fn tokens_carry_scopes_and_none_is_named_after_the_scheduler() {
     assert!(Tokens::parse("ci:0123456789abcdef:read+override,ops:fedcba9876543210:admin").is_ok());

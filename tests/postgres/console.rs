@@ -1585,3 +1585,61 @@ async fn the_session_pruner_deletes_expired_logins_without_a_new_login(pool: PgP
         SessionsPruned { sessions: 0 }
     );
 }
+
+#[sqlx::test(migrations = false)]
+async fn a_reclaimed_box_is_restored_from_its_page_with_the_apis_rules(pool: PgPool) {
+    use ebb::store::{NewAuditEntry, ReclaimState};
+    let console = Console::start_with(&pool, &tokens(), private(), ebb::clock::Clock::System).await;
+    let mut i = instance("i-1", &[("team", "research")]);
+    i.state = ebb::fleet::InstanceState::Stopped;
+    console.sync(&[i], "2026-11-30T09:00:00Z").await;
+    let at = t("2026-12-30T09:00:00Z");
+    let planned = NewAuditEntry::event(at, "scheduler", "reclaim", "planned".into());
+    let mut r = console
+        .store
+        .plan_reclaim("i-1", "us-east-1", "research", at, at, at, planned)
+        .await
+        .unwrap()
+        .unwrap();
+    r.state = ReclaimState::Reclaimed;
+    r.image = Some("ami-0reclaimed".into());
+    console.store.save_reclaim(&r, &[]).await.unwrap();
+
+    // A reader sees the reclaim, and no button.
+    let mut reader = Browser::new(&console);
+    reader.login(READER).await;
+    let (_, _, html) = reader.get("/instances/i-1").await;
+    assert!(html.contains("ami-0reclaimed"), "{html}");
+    assert!(!html.contains("Restore it from its image"), "{html}");
+    let csrf = hidden(&html, "csrf");
+    let (status, _, body) = reader
+        .post("/instances/i-1/restore", &[("csrf", &csrf)])
+        .await;
+    assert_eq!(status, StatusCode::FORBIDDEN, "{body}");
+
+    // Bob may: a forged form changes nothing; his button asks for it, once.
+    let mut bob = Browser::new(&console);
+    bob.login(BOB).await;
+    let (_, _, html) = bob.get("/instances/i-1").await;
+    assert!(html.contains("Restore it from its image"), "{html}");
+    let (status, _, _) = bob
+        .post("/instances/i-1/restore", &[("csrf", "forged")])
+        .await;
+    assert_eq!(status, StatusCode::FORBIDDEN);
+    assert!(audited(&console.store, "i-1", "restore_asked")
+        .await
+        .is_empty());
+    let csrf = hidden(&html, "csrf");
+    let (status, headers, body) = bob.post("/instances/i-1/restore", &[("csrf", &csrf)]).await;
+    assert_eq!(status, StatusCode::SEE_OTHER, "{body}");
+    assert_eq!(location(&headers), "/instances/i-1#reclaim");
+    let asked = audited(&console.store, "i-1", "restore_asked").await;
+    assert_eq!(asked.len(), 1, "{asked:?}");
+    assert_eq!(asked[0].0, "bob");
+    let (_, _, html) = bob.get("/instances/i-1").await;
+    assert!(!html.contains("Restore it from its image"), "{html}");
+    assert!(html.contains("Restore asked by"), "{html}");
+    let (status, _, body) = bob.post("/instances/i-1/restore", &[("csrf", &csrf)]).await;
+    assert_eq!(status, StatusCode::CONFLICT, "{body}");
+    assert!(body.contains("asked for already"), "{body}");
+}
