@@ -7,7 +7,7 @@ use crate::cloud::Provider;
 use crate::engine::{
     governing_policy, reclaim_due, reclaim_hold, Action, Code, Decision, Override, ReclaimHold,
 };
-use crate::fleet::{Fleet, Instance};
+use crate::fleet::{Fleet, Instance, InstanceState};
 use crate::names::ACTOR;
 use crate::reclaim::{self, drive};
 use crate::spot::drive::Unanswered;
@@ -86,7 +86,11 @@ impl<P: Provider> Reconciler<P> {
         if !reclaiming_policy {
             return Ok(());
         }
-        for inst in &fleet.instances {
+        let stopped = fleet
+            .instances
+            .iter()
+            .filter(|i| i.state == InstanceState::Stopped);
+        for inst in stopped {
             if reclaiming.contains(&inst.id) || open.contains(&inst.id) {
                 continue;
             }

@@ -253,6 +253,7 @@ fn tag<'a>(i: &'a aws_sdk_ec2::types::Instance, key: &str) -> Option<&'a str> {
 async fn a_box_stopped_past_reclaim_after_is_noticed_imaged_proven_terminated_then_restored(
     pool: PgPool,
 ) {
+    let url_pool = pool.clone();
     let (hook, notices) = common::webhook::receiver().await;
     let (webhook, _poster) =
         ebb::webhook::Webhook::start(hook.parse().unwrap(), ebb::control::Tasks::default());
@@ -326,18 +327,24 @@ async fn a_box_stopped_past_reclaim_after_is_noticed_imaged_proven_terminated_th
     // Nothing more until someone asks for it back.
     assert!(s.tick(40).await);
     assert_eq!(s.reclaim(&id).await.state, ReclaimState::Reclaimed);
-    let asked = s
-        .store
-        .ask_restore(&id, "mei", s.t0 + Duration::minutes(41))
-        .await
-        .unwrap();
-    assert!(asked.is_ok(), "{asked:?}");
-    let again = s
-        .store
-        .ask_restore(&id, "mei", s.t0 + Duration::minutes(41))
-        .await
-        .unwrap();
-    assert!(again.unwrap_err().contains("asked for already"));
+    // As a person does it, by command.
+    let url = common::database_url(&url_pool);
+    let listed = common::ebb_on(&url, &["reclaims", "--format", "json"]);
+    let listed: serde_json::Value = serde_json::from_slice(&listed.stdout).unwrap();
+    assert_eq!(listed[0]["state"], "reclaimed", "{listed}");
+    assert_eq!(listed[0]["image"].as_str(), Some(image.as_str()));
+    let asked = common::ebb_on(&url, &["restore", &id, "--actor", "mei"]);
+    let out = String::from_utf8_lossy(&asked.stdout);
+    assert!(
+        asked.status.success(),
+        "{out}{}",
+        String::from_utf8_lossy(&asked.stderr)
+    );
+    assert!(out.contains(&image), "{out}");
+    let again = common::ebb_on(&url, &["restore", &id, "--actor", "mei"]);
+    assert_eq!(again.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&again.stderr);
+    assert!(err.contains("asked for already by mei"), "{err}");
     assert!(s.tick(42).await);
     let r = s.reclaim(&id).await;
     let restored = r.restored_as.clone().expect("launched");
