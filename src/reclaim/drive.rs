@@ -238,8 +238,7 @@ impl<S: SpotMoves> Run<'_, S> {
                 }
             },
             Err(e) if e.kind.may_have_landed() => {
-                let detail = format!("the answer to the image request was lost ({e}); looked up by its name once it can no longer land");
-                self.happened = detail.clone();
+                let detail = format!("the answer to the image request was lost ({e}); looked for by its tags once it can no longer land");
                 return self.go(ReclaimState::Imaging, detail).await;
             }
             Err(e) => {
@@ -458,7 +457,7 @@ impl<S: SpotMoves> Run<'_, S> {
         }
     }
 
-    /// Waits for the restored box to run.
+    /// Waits for the restored box to come up; one gone before it did is asked for again.
     async fn restoring(&mut self) -> Result<(), StoreError> {
         let Some(restored) = self.r.restored_as.clone() else {
             return Ok(());
@@ -473,9 +472,13 @@ impl<S: SpotMoves> Run<'_, S> {
         let image = self.r.image.clone().unwrap_or_default();
         match state {
             Some(InstanceState::Pending) => Ok(()),
-            Some(InstanceState::Running) => {
+            // Up, or stopped by someone since: either way the box is back.
+            Some(
+                state @ (InstanceState::Running | InstanceState::Stopping | InstanceState::Stopped),
+            ) => {
                 let detail = format!(
-                    "{restored} runs: {} is back from image {image}, which is kept",
+                    "{restored} is {}: {} is back from image {image}, which is kept",
+                    state.as_str(),
                     self.r.instance
                 );
                 self.event(Action::Restore, Code::Restored, Outcome::Succeeded, &detail);
