@@ -7,20 +7,19 @@
 //! no longer land, the reclaim resolves it from what the cloud shows before its next step
 //! (`resolve`), and the box is never terminated before its image is proven.
 
+mod restore;
+
 use super::{image_name, image_tags, prove, refusal, IMAGE_TIMEOUT};
-use crate::cloud::{
-    ActionReport, ArtifactKind, CloudError, ImageMade, ImageState, Launch, Market, SpotMoves,
-};
+use crate::cloud::{ActionReport, ArtifactKind, CloudError, ImageMade, ImageState, SpotMoves};
 use crate::engine::{Action, Code, ReclaimHold};
 use crate::fleet::InstanceState;
-use crate::names::{ACTOR, MIGRATING_TAG, RECLAIM_TAG, RESTORED_FROM_TAG, STOP_AT_TAG};
+use crate::names::{ACTOR, RECLAIM_TAG};
 use crate::spot::drive::{Tick, Unanswered};
 use crate::store::{
     NewAuditEntry, Outcome, ReclaimRecord, ReclaimState, Store, StoreError, INTERRUPTED,
 };
 use chrono::{DateTime, Utc};
 use sqlx::types::Json;
-use std::collections::BTreeMap;
 
 /// What one step of a reclaim came to.
 #[derive(Debug)]
@@ -387,115 +386,6 @@ impl<S: SpotMoves> Run<'_, S> {
                 let why = format!("it could not be terminated ({e}); the box is kept, and so is its image {image}");
                 self.end(ReclaimState::Refused, Code::ReclaimRefused, why)
                     .await
-            }
-        }
-    }
-
-    /// Launches the box again from its image, with what was recorded of it.
-    async fn restore(&mut self) -> Result<(), StoreError> {
-        let (Some(image), Some(Json(spec))) = (self.r.image.clone(), self.r.launch_spec.clone())
-        else {
-            tracing::error!(
-                reclaim = self.r.id,
-                "a reclaimed box without its image or launch settings cannot be restored"
-            );
-            return Ok(());
-        };
-        let instance = self.r.instance.clone();
-        let by = self.r.restore_asked_by.clone().unwrap_or_default();
-        let what = format!(
-            "launch {instance} again from image {image} as {} in {}, asked by {by}; its user data was not kept",
-            spec.instance_type, spec.subnet
-        );
-        let Ok(seq) = self.intent(Action::Restore, Code::Restored, &what).await? else {
-            return Ok(());
-        };
-        let mut spec = spec;
-        for key in [STOP_AT_TAG, MIGRATING_TAG] {
-            spec.tags.remove(key);
-        }
-        let launch_tags = BTreeMap::from([
-            (RECLAIM_TAG.to_string(), self.r.id.to_string()),
-            (RESTORED_FROM_TAG.to_string(), instance.clone()),
-        ]);
-        let launch = Launch {
-            image,
-            instance_type: spec.instance_type.clone(),
-            subnet: spec.subnet.clone(),
-            spec,
-            market: Market::OnDemand,
-            tags: launch_tags,
-            client_token: format!("ebb-restore-{}", self.r.id),
-        };
-        match self.spot.launch(&self.r.region, &launch).await {
-            Ok(s) => {
-                self.outcome(
-                    seq,
-                    Action::Restore,
-                    Code::Restored,
-                    Ok(&format!("launched {}", s.id)),
-                    None,
-                );
-                self.r.restored_as = Some(s.id.clone());
-                self.go(
-                    ReclaimState::Restoring,
-                    format!("{} launched from the image of {instance}", s.id),
-                )
-                .await
-            }
-            Err(e) if e.kind.may_have_landed() => {
-                let detail = format!("the answer to the launch was lost ({e}); looked for by its tag once it can no longer land");
-                self.go(ReclaimState::Reclaimed, detail).await
-            }
-            Err(e) => {
-                self.outcome(seq, Action::Restore, Code::Restored, Err(&e), None);
-                self.r.restore_asked_at = None;
-                self.r.restore_asked_by = None;
-                let detail = format!("the launch failed ({e}); run ebb restore {instance} again");
-                self.go(ReclaimState::Reclaimed, detail).await
-            }
-        }
-    }
-
-    /// Waits for the restored box to come up; one gone before it did is asked for again.
-    async fn restoring(&mut self) -> Result<(), StoreError> {
-        let Some(restored) = self.r.restored_as.clone() else {
-            return Ok(());
-        };
-        let state = match self.status(&restored).await {
-            Ok(state) => state,
-            Err(e) => {
-                tracing::warn!(reclaim = self.r.id, error = %e, "cannot read the restored box");
-                return Ok(());
-            }
-        };
-        let image = self.r.image.clone().unwrap_or_default();
-        match state {
-            Some(InstanceState::Pending) => Ok(()),
-            // Up, or stopped by someone since: either way the box is back.
-            Some(
-                state @ (InstanceState::Running | InstanceState::Stopping | InstanceState::Stopped),
-            ) => {
-                let detail = format!(
-                    "{restored} is {}: {} is back from image {image}, which is kept",
-                    state.as_str(),
-                    self.r.instance
-                );
-                self.event(Action::Restore, Code::Restored, Outcome::Succeeded, &detail);
-                self.r.ended_at = Some(self.now());
-                self.go(ReclaimState::Restored, detail).await
-            }
-            other => {
-                let state = other.map_or("gone", InstanceState::as_str);
-                let detail = format!(
-                    "the restored box {restored} is {state}; run ebb restore {} again",
-                    self.r.instance
-                );
-                self.event(Action::Restore, Code::Restored, Outcome::Failed, &detail);
-                self.r.restored_as = None;
-                self.r.restore_asked_at = None;
-                self.r.restore_asked_by = None;
-                self.go(ReclaimState::Reclaimed, detail).await
             }
         }
     }
