@@ -90,6 +90,10 @@ const ALLOWED_FINDINGS: &[(&str, &str)] = &[
     ),
     (RUNTIME, "RESOURCE_MISMATCH MakeImagesTaggedAsEbbs"),
     (RUNTIME, "RESOURCE_MISMATCH LaunchReplacementsTaggedAsSuch"),
+    (
+        RUNTIME,
+        "RESOURCE_MISMATCH RestoreReclaimedInstancesTaggedAsSuch",
+    ),
     (RUNTIME, "RESOURCE_MISMATCH LaunchOnlyFromImagesEbbMade"),
     (RUNTIME, "RESOURCE_MISMATCH LaunchIntoTheOriginalsNetwork"),
     (
@@ -628,7 +632,11 @@ fn snapshots_are_tagged_only_by_the_create_image_call_that_makes_them() {
             let keys = condition(statement, "ForAllValues:StringEquals", "aws:TagKeys");
             assert_eq!(
                 keys,
-                [ebb::names::IMAGE_OF_TAG, ebb::names::MIGRATION_TAG],
+                [
+                    ebb::names::IMAGE_OF_TAG,
+                    ebb::names::MIGRATION_TAG,
+                    ebb::names::RECLAIM_TAG
+                ],
                 "{statement}"
             );
         }
@@ -699,13 +707,23 @@ fn capacity_reservations_are_made_tagged_as_ebbs_and_only_those_are_targeted_or_
 #[test]
 fn replacements_launch_only_from_images_ebb_made_and_tagged_as_replacements() {
     let runtime = policy(RUNTIME);
+    let mut launches = Vec::new();
     for statement in granting(&runtime, "ec2:RunInstances") {
         for resource in resources(statement) {
             if resource.contains(":instance/") {
                 let key = format!("aws:RequestTag/{}", managed_key());
                 assert_eq!(condition(statement, "StringEquals", &key), ["true"]);
-                let from = format!("aws:RequestTag/{}", ebb::names::MIGRATED_FROM_TAG);
-                assert_eq!(condition(statement, "Null", &from), ["false"]);
+                // A spot move's replacement, or a reclaimed box restored: tagged as which.
+                let marked: Vec<&str> =
+                    [ebb::names::MIGRATED_FROM_TAG, ebb::names::RESTORED_FROM_TAG]
+                        .into_iter()
+                        .filter(|tag| {
+                            let key = format!("aws:RequestTag/{tag}");
+                            condition(statement, "Null", &key) == ["false"]
+                        })
+                        .collect();
+                assert_eq!(marked.len(), 1, "{statement}");
+                launches.push(marked[0]);
             }
             if resource.contains(":image/") {
                 let key = format!("aws:ResourceTag/{}", ebb::names::IMAGE_OF_TAG);
@@ -714,6 +732,11 @@ fn replacements_launch_only_from_images_ebb_made_and_tagged_as_replacements() {
             assert_ne!(resource, "*");
         }
     }
+    launches.sort_unstable();
+    assert_eq!(
+        launches,
+        [ebb::names::MIGRATED_FROM_TAG, ebb::names::RESTORED_FROM_TAG]
+    );
 }
 
 #[test]
