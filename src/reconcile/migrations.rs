@@ -223,21 +223,7 @@ impl<P: Provider> Reconciler<P> {
             decisions.iter().map(|d| (d.instance.as_str(), d)).collect();
         let current: Vec<String> = live.iter().filter_map(|m| m.current.clone()).collect();
         let warned = self.store.spot_warnings(&current).await?;
-        let overrides: HashMap<String, Override> = self
-            .store
-            .active_overrides(now)
-            .await?
-            .into_iter()
-            .map(|o| {
-                let o = Override {
-                    instance: o.instance,
-                    until: o.until,
-                    reason: o.reason,
-                    by: o.created_by,
-                };
-                (o.instance.clone(), o)
-            })
-            .collect();
+        let overrides = self.overrides_in_force(now).await?;
         let listed: HashMap<&str, &Instance> =
             fleet.instances.iter().map(|i| (i.id.as_str(), i)).collect();
         for m in live {
@@ -296,6 +282,25 @@ impl<P: Provider> Reconciler<P> {
             }
         }
         Ok(())
+    }
+
+    /// The overrides in force at `now`, by instance: what protects a migration's original or
+    /// a box being reclaimed.
+    pub(super) async fn overrides_in_force(
+        &self,
+        now: DateTime<Utc>,
+    ) -> Result<HashMap<String, Override>, StoreError> {
+        let active = self.store.active_overrides(now).await?;
+        let by_instance = active.into_iter().map(|o| {
+            let o = Override {
+                instance: o.instance,
+                until: o.until,
+                reason: o.reason,
+                by: o.created_by,
+            };
+            (o.instance.clone(), o)
+        });
+        Ok(by_instance.collect())
     }
 
     /// Posts migration `id`'s alert to the webhook once, until a step of it comes without

@@ -37,21 +37,7 @@ impl<P: Provider> Reconciler<P> {
         if live.is_empty() && !reclaiming_policy {
             return Ok(());
         }
-        let overrides: HashMap<String, Override> = self
-            .store
-            .active_overrides(now)
-            .await?
-            .into_iter()
-            .map(|o| {
-                let o = Override {
-                    instance: o.instance,
-                    until: o.until,
-                    reason: o.reason,
-                    by: o.created_by,
-                };
-                (o.instance.clone(), o)
-            })
-            .collect();
+        let overrides = self.overrides_in_force(now).await?;
         let listed: HashMap<&str, &Instance> =
             fleet.instances.iter().map(|i| (i.id.as_str(), i)).collect();
         let reclaiming: HashSet<String> = live.iter().map(|r| r.instance.clone()).collect();

@@ -202,6 +202,25 @@ impl Leadership {
         tx.commit().await?;
         Ok(Fenced { written, protected })
     }
+
+    /// [`Leadership::fence`] of the one intent of a step's call: its sequence number, or why
+    /// not when an override made since protects its instance from it.
+    pub async fn fence_one(
+        &mut self,
+        intent: NewAuditEntry,
+        now: DateTime<Utc>,
+    ) -> Result<std::result::Result<i64, String>> {
+        let fenced = self.fence(vec![intent], now).await?;
+        if let Some((_, o)) = fenced.protected.first() {
+            return Ok(Err(format!(
+                "an override by {} until {} protects it: {}",
+                o.created_by,
+                o.until.to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+                o.reason
+            )));
+        }
+        Ok(Ok(fenced.written[0].seq))
+    }
 }
 
 /// Whether `intent` stops its instance, gives notice of a stop, takes a spot migration's

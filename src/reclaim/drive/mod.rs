@@ -427,16 +427,7 @@ impl<S: SpotMoves> Run<'_, S> {
         what: &str,
     ) -> Result<Result<i64, String>, StoreError> {
         let entry = self.entry(action, Outcome::Intent, code, what);
-        let fenced = self.tick.leader.fence(vec![entry], self.tick.at).await?;
-        if let Some((_, o)) = fenced.protected.first() {
-            return Ok(Err(format!(
-                "an override by {} until {} protects it: {}",
-                o.created_by,
-                o.until.to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
-                o.reason
-            )));
-        }
-        Ok(Ok(fenced.written[0].seq))
+        self.tick.leader.fence_one(entry, self.tick.at).await
     }
 
     /// Notes the outcome of intent `seq`.

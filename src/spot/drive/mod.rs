@@ -242,16 +242,7 @@ impl<'a, P: Provider> Run<'a, P> {
         reason: &str,
     ) -> Result<Result<i64, String>, StoreError> {
         let entry = self.entry(action, Outcome::Intent, code, reason);
-        let fenced = self.tick.leader.fence(vec![entry], self.tick_now()).await?;
-        if let Some((_, o)) = fenced.protected.first() {
-            return Ok(Err(format!(
-                "an override by {} until {} protects it: {}",
-                o.created_by,
-                o.until.to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
-                o.reason
-            )));
-        }
-        Ok(Ok(fenced.written[0].seq))
+        self.tick.leader.fence_one(entry, self.tick_now()).await
     }
 
     /// Notes a failed attempt of the step under way: it is tried again after a wait that grows
