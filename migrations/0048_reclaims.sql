@@ -24,6 +24,9 @@ CREATE TABLE reclaims (
     restore_asked_at  timestamptz,
     restore_asked_by  text,
     restored_as       text,
+    -- When the image was deregistered (`keep_image_for` after the restored box came up); its
+    -- snapshots not deleted yet stay in `snapshots`.
+    image_deleted_at  timestamptz,
     -- Why it was held or refused, for people.
     error             text,
     created_at        timestamptz NOT NULL,

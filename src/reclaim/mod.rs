@@ -5,7 +5,9 @@
 //! restored`; or `held` (something keeps the box) or `refused` (something of it would not be
 //! in its image, or its image cannot be proven). The box is terminated only once an image of
 //! all its volumes is available, every snapshot completed, and proven made from those volumes
-//! by ebb for this reclaim; the image is never deleted by ebb.
+//! by ebb for this reclaim. The image is deleted only when the policy sets `keep_image_for` and
+//! the box restored from it has been up that long (its volumes are then a copy); otherwise it
+//! is kept.
 //!
 //! When a reclaim is due, and what keeps a box, is the pure core's
 //! (`crates/ebb-core/src/engine/reclaim.rs`); this module holds the proof of an image and the

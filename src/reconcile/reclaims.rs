@@ -61,8 +61,18 @@ impl<P: Provider> Reconciler<P> {
             let span =
                 tracing::info_span!("reclaim", reclaim = r.id, instance = r.instance.as_str());
             let (id, instance) = (r.id, r.instance.clone());
+            let keep_image_for = tick
+                .set
+                .policies
+                .iter()
+                .find(|p| p.name == r.policy)
+                .and_then(|p| p.stopped?.keep_image_for);
+            let cx = drive::Context {
+                hold: &hold,
+                keep_image_for,
+            };
             let step = tick.for_migration();
-            let done = drive::advance(spot, &self.store, step, r, &hold, &mine)
+            let done = drive::advance(spot, &self.store, step, r, cx, &mine)
                 .instrument(span)
                 .await?;
             if !done.detail.is_empty() {

@@ -24,7 +24,8 @@ pub enum ReclaimState {
     Reclaimed,
     /// A restore was asked for: the box is being launched from its image.
     Restoring,
-    /// The box runs again, as `restored_as`. Ended.
+    /// The box is up again, as `restored_as`. Ended, once its image is deleted when its
+    /// policy sets `keep_image_for`.
     Restored,
     /// Given up before the termination: something keeps the box. Ended.
     Held,
@@ -94,6 +95,8 @@ pub struct ReclaimRecord {
     pub restore_asked_by: Option<String>,
     /// The box launched from the image.
     pub restored_as: Option<String>,
+    /// When the image was deregistered, once the restored box had been up `keep_image_for`.
+    pub image_deleted_at: Option<DateTime<Utc>>,
     /// Why it was held or refused.
     pub error: Option<String>,
     /// When it was planned.
@@ -121,6 +124,7 @@ struct ReclaimRow {
     restore_asked_at: Option<DateTime<Utc>>,
     restore_asked_by: Option<String>,
     restored_as: Option<String>,
+    image_deleted_at: Option<DateTime<Utc>>,
     error: Option<String>,
     created_at: DateTime<Utc>,
     state_since: DateTime<Utc>,
@@ -150,6 +154,7 @@ impl ReclaimRow {
             restore_asked_at: self.restore_asked_at,
             restore_asked_by: self.restore_asked_by,
             restored_as: self.restored_as,
+            image_deleted_at: self.image_deleted_at,
             error: self.error,
             created_at: self.created_at,
             state_since: self.state_since,
@@ -162,8 +167,8 @@ impl ReclaimRow {
 macro_rules! columns {
     () => {
         "id, instance, region, policy, state, stopped_since, due_at, image, snapshots,
-         launch_spec, terminated_at, restore_asked_at, restore_asked_by, restored_as, error,
-         created_at, state_since, ended_at"
+         launch_spec, terminated_at, restore_asked_at, restore_asked_by, restored_as,
+         image_deleted_at, error, created_at, state_since, ended_at"
     };
 }
 
@@ -252,7 +257,8 @@ impl Store {
         sqlx::query(
             "UPDATE reclaims SET state = $2, image = $3, snapshots = $4, launch_spec = $5,
                  terminated_at = $6, restored_as = $7, error = $8, state_since = $9,
-                 ended_at = $10, restore_asked_at = $11, restore_asked_by = $12
+                 ended_at = $10, restore_asked_at = $11, restore_asked_by = $12,
+                 image_deleted_at = $13
              WHERE id = $1",
         )
         .bind(r.id)
@@ -267,6 +273,7 @@ impl Store {
         .bind(r.ended_at.map(micros))
         .bind(r.restore_asked_at.map(micros))
         .bind(&r.restore_asked_by)
+        .bind(r.image_deleted_at.map(micros))
         .execute(&mut *tx)
         .await?;
         append_in(&mut tx, audit).await?;

@@ -79,11 +79,16 @@ impl Setup {
 
     /// A setup whose reconciler has `options`.
     async fn with(pool: PgPool, options: Options) -> Setup {
+        Setup::under(pool, options, POLICY).await
+    }
+
+    /// A setup whose reconciler has `options` and the policy file `policy`.
+    async fn under(pool: PgPool, options: Options, policy: &str) -> Setup {
         let store = Store::from_pool(pool);
         store.migrate().await.unwrap();
         let f = Fixture::new(REGION).await;
         let dir = tempfile::tempdir().unwrap();
-        std::fs::write(dir.path().join("p.yaml"), POLICY).unwrap();
+        std::fs::write(dir.path().join("p.yaml"), policy).unwrap();
         let policies = Arc::new(PolicySource::new(vec![dir.path().to_path_buf()]));
         let cloud = Intercept::new(f.provider().await);
         let ec2 = f.ec2.clone();
@@ -97,7 +102,13 @@ impl Setup {
             }
         });
         let killer = Arc::new(Killer::default());
-        let calls = [Method::CreateImage, Method::Terminate, Method::Launch];
+        let calls = [
+            Method::CreateImage,
+            Method::Terminate,
+            Method::Launch,
+            Method::DeregisterImage,
+            Method::DeleteSnapshot,
+        ];
         let k = killer.clone();
         cloud.before_async(calls, move |call| {
             let k = k.clone();
@@ -589,4 +600,160 @@ async fn a_kill_before_or_after_each_call_leaves_the_box_or_a_proven_image(pool:
             .sum();
         assert_eq!(boxes, 1, "{kill:?}: one restored box");
     }
+}
+
+/// [`POLICY`], deleting the image once the restored box has been up an hour.
+fn keeping_the_image_an_hour() -> String {
+    format!("{POLICY}    stopped: {{reclaim_after: 30m, reclaim: image, keep_image_for: 1h}}\n")
+        .replace("    stopped: {reclaim_after: 30m, reclaim: image}\n", "")
+}
+
+/// Reclaims the box stopped at the start and restores it; the minute its restore was up.
+async fn reclaimed_and_restored(s: &mut Setup, id: &str) -> i64 {
+    for minute in [21, 31, 32] {
+        assert!(s.tick(minute).await);
+    }
+    assert_eq!(s.reclaim(id).await.state, ReclaimState::Reclaimed);
+    let at = s.t0 + Duration::minutes(40);
+    s.store.ask_restore(id, "mei", at).await.unwrap().unwrap();
+    assert!(s.tick(41).await);
+    assert!(s.tick(42).await);
+    assert_eq!(s.reclaim(id).await.state, ReclaimState::Restored);
+    42
+}
+
+async fn image_exists(s: &Setup, image: &str) -> bool {
+    let out = s.f.ec2.describe_images().image_ids(image).send().await;
+    out.is_ok_and(|o| !o.images().is_empty())
+}
+
+async fn snapshot_exists(s: &Setup, snapshot: &str) -> bool {
+    let out =
+        s.f.ec2
+            .describe_snapshots()
+            .snapshot_ids(snapshot)
+            .send()
+            .await;
+    out.is_ok_and(|o| !o.snapshots().is_empty())
+}
+
+#[sqlx::test(migrations = false)]
+async fn the_image_is_deleted_once_the_restored_box_has_been_up_keep_image_for(pool: PgPool) {
+    let mut s = Setup::under(pool, Options::default(), &keeping_the_image_an_hour()).await;
+    let id = s.stopped_box().await;
+    let up = reclaimed_and_restored(&mut s, &id).await;
+    let r = s.reclaim(&id).await;
+    assert!(r.ended_at.is_none(), "{r:#?}");
+    let image = r.image.clone().unwrap();
+    let snapshots = r.snapshots.clone();
+    assert!(!snapshots.is_empty());
+    // Not before the hour.
+    assert!(s.tick(up + 59).await);
+    assert!(image_exists(&s, &image).await);
+    assert!(s.tick(up + 61).await);
+    let r = s.reclaim(&id).await;
+    assert!(r.ended_at.is_some(), "{r:#?}");
+    assert!(r.image_deleted_at.is_some());
+    assert!(r.snapshots.is_empty());
+    assert!(!image_exists(&s, &image).await);
+    for snapshot in &snapshots {
+        assert!(!snapshot_exists(&s, snapshot).await, "{snapshot}");
+    }
+    // The restored box runs on, from its own volumes.
+    assert_eq!(s.state(r.restored_as.as_deref().unwrap()).await, "running");
+    s.assert_one_outcome_per_intent(&id).await;
+}
+
+#[sqlx::test(migrations = false)]
+async fn an_image_whose_restored_box_is_gone_is_kept_as_the_only_copy(pool: PgPool) {
+    let mut s = Setup::under(pool, Options::default(), &keeping_the_image_an_hour()).await;
+    let id = s.stopped_box().await;
+    let up = reclaimed_and_restored(&mut s, &id).await;
+    let r = s.reclaim(&id).await;
+    let restored = r.restored_as.clone().unwrap();
+    s.f.ec2
+        .terminate_instances()
+        .instance_ids(&restored)
+        .send()
+        .await
+        .unwrap();
+    assert!(s.tick(up + 61).await);
+    let r = s.reclaim(&id).await;
+    assert!(r.ended_at.is_some(), "{r:#?}");
+    assert!(r.image_deleted_at.is_none());
+    assert!(r.error.is_none());
+    assert!(image_exists(&s, r.image.as_deref().unwrap()).await);
+    assert!(s
+        .reconciler
+        .provider()
+        .ids_of(Method::DeregisterImage)
+        .is_empty());
+    let rows = s.audit(&id).await;
+    assert!(rows.iter().any(|r| r.entry.reason.contains("only copy")));
+    s.assert_one_outcome_per_intent(&id).await;
+}
+
+/// A tick killed right before or after `kill`, a call of the image's deletion: the next ticks
+/// settle its intent from what EC2 shows, and end with the image and its snapshots deleted.
+async fn killed_while_deleting_the_image(pool: PgPool, kill: Kill) {
+    let mut s = Setup::under(pool, Options::default(), &keeping_the_image_an_hour()).await;
+    let id = s.stopped_box().await;
+    let up = reclaimed_and_restored(&mut s, &id).await;
+    let r = s.reclaim(&id).await;
+    let (image, snapshots) = (r.image.clone().unwrap(), r.snapshots.clone());
+    *s.killer.armed.lock().unwrap() = Some(kill);
+    assert!(!s.tick(up + 61).await, "{kill:?} never happened");
+    for minute in [up + 62, up + 63, up + 64] {
+        assert!(s.tick(minute).await);
+    }
+    let r = s.reclaim(&id).await;
+    assert!(r.ended_at.is_some(), "{kill:?}: {r:#?}");
+    assert!(!image_exists(&s, &image).await);
+    for snapshot in &snapshots {
+        assert!(!snapshot_exists(&s, snapshot).await, "{snapshot}");
+    }
+    s.assert_one_outcome_per_intent(&id).await;
+    let (method, after) = match kill {
+        Kill::Before(m) => (m, false),
+        Kill::After(m) => (m, true),
+    };
+    let call = match method {
+        Method::DeregisterImage => ": deregister image ",
+        _ => ": delete snapshot ",
+    };
+    let rows = s.audit(&id).await;
+    let first = rows
+        .iter()
+        .find(|r| r.entry.outcome == Outcome::Intent && r.entry.reason.contains(call))
+        .unwrap();
+    let settled = rows
+        .iter()
+        .find(|r| r.entry.intent_seq == Some(first.seq))
+        .unwrap();
+    let expected = if after {
+        Outcome::Succeeded
+    } else {
+        Outcome::Failed
+    };
+    assert_eq!(settled.entry.outcome, expected, "{kill:?}: {settled:#?}");
+}
+
+#[sqlx::test(migrations = false)]
+async fn a_kill_before_deregistering_the_image_is_settled_and_the_deletion_done(pool: PgPool) {
+    killed_while_deleting_the_image(pool, Kill::Before(Method::DeregisterImage)).await;
+}
+
+#[sqlx::test(migrations = false)]
+async fn a_kill_after_deregistering_the_image_is_settled_and_the_deletion_done(pool: PgPool) {
+    killed_while_deleting_the_image(pool, Kill::After(Method::DeregisterImage)).await;
+}
+
+#[sqlx::test(migrations = false)]
+async fn a_kill_before_deleting_a_snapshot_is_settled_and_the_deletion_done(pool: PgPool) {
+    killed_while_deleting_the_image(pool, Kill::Before(Method::DeleteSnapshot)).await;
+}
+
+#[sqlx::test(migrations = false)]
+async fn a_kill_after_deleting_a_snapshot_is_settled_and_the_deletion_done(pool: PgPool) {
+    killed_while_deleting_the_image(pool, Kill::After(Method::DeleteSnapshot)).await;
 }

@@ -18,7 +18,7 @@ use crate::spot::drive::{Tick, Unanswered};
 use crate::store::{
     NewAuditEntry, Outcome, ReclaimRecord, ReclaimState, Store, StoreError, INTERRUPTED,
 };
-use chrono::{DateTime, Utc};
+use chrono::{DateTime, Duration, Utc};
 use sqlx::types::Json;
 
 /// What one step of a reclaim came to.
@@ -38,13 +38,15 @@ pub async fn advance<S: SpotMoves>(
     store: &Store,
     tick: Tick<'_>,
     r: ReclaimRecord,
-    hold: &ReclaimHold,
+    cx: Context<'_>,
     unanswered: &[Unanswered],
 ) -> Result<Advanced, StoreError> {
+    let hold = cx.hold;
     let mut run = Run {
         spot,
         store,
         tick,
+        keep_image_for: cx.keep_image_for,
         r,
         audit: Vec::new(),
         happened: String::new(),
@@ -59,11 +61,22 @@ pub async fn advance<S: SpotMoves>(
     })
 }
 
+/// What the step sees of its reclaim's box and policy this tick.
+#[derive(Debug, Clone, Copy)]
+pub struct Context<'a> {
+    /// What keeps the box.
+    pub hold: &'a ReclaimHold,
+    /// Its policy's `stopped.keep_image_for` in the current set; `None` when the policy is gone,
+    /// has no `stopped` rule or does not set it (the image is then kept).
+    pub keep_image_for: Option<Duration>,
+}
+
 /// One step of one reclaim: the row as it changes, and the audit entries to write with it.
 struct Run<'a, S> {
     spot: &'a S,
     store: &'a Store,
     tick: Tick<'a>,
+    keep_image_for: Option<Duration>,
     r: ReclaimRecord,
     audit: Vec<NewAuditEntry>,
     happened: String,
@@ -128,6 +141,45 @@ impl<S: SpotMoves> Run<'_, S> {
                         self.r.state_since = self.now();
                     }
                 }
+            } else if let Some(image) = what.strip_prefix("deregister image ") {
+                let image = image.split([' ', ':']).next().unwrap_or_default();
+                let Ok(found) = self.spot.image(&self.r.region, image).await else {
+                    return Ok(false);
+                };
+                match found.filter(|i| i.state != ImageState::Failed) {
+                    Some(_) => self.settle(
+                        u,
+                        Outcome::Failed,
+                        format!("not carried out: image {image} is still registered"),
+                    ),
+                    None => {
+                        self.settle(u, Outcome::Succeeded, format!("found image {image} gone"));
+                        self.r.image_deleted_at.get_or_insert(self.now());
+                    }
+                }
+            } else if let Some(snapshot) = what.strip_prefix("delete snapshot ") {
+                let snapshot = snapshot.split(' ').next().unwrap_or_default().to_string();
+                let Ok(artifacts) = self.spot.migration_artifacts(&self.r.region).await else {
+                    return Ok(false);
+                };
+                let there = artifacts
+                    .iter()
+                    .any(|a| a.kind == ArtifactKind::Snapshot && a.id == snapshot);
+                match there {
+                    true => self.settle(
+                        u,
+                        Outcome::Failed,
+                        format!("not carried out: snapshot {snapshot} is still there"),
+                    ),
+                    false => {
+                        self.settle(
+                            u,
+                            Outcome::Succeeded,
+                            format!("found snapshot {snapshot} gone"),
+                        );
+                        self.r.snapshots.retain(|s| *s != snapshot);
+                    }
+                }
             } else if what.starts_with("launch ") {
                 let id = self.r.id.to_string();
                 let Ok(found) = self
@@ -174,6 +226,7 @@ impl<S: SpotMoves> Run<'_, S> {
             },
             ReclaimState::Reclaimed if self.r.restore_asked_at.is_some() => self.restore().await,
             ReclaimState::Restoring => self.restoring().await,
+            ReclaimState::Restored if self.r.ended_at.is_none() => self.expire_image().await,
             _ => Ok(()),
         }
     }

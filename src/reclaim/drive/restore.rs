@@ -1,5 +1,7 @@
 //! `reclaimed` → `restoring` → `restored`: once someone asks for the box back (`ebb restore`),
-//! it is launched from its image with what was recorded of it, and followed until it is up.
+//! it is launched from its image with what was recorded of it, and followed until it is up;
+//! then, with `keep_image_for`, the image and its snapshots are deleted once it has been up
+//! that long.
 
 use super::Run;
 use crate::cloud::{Launch, Market, SpotMoves};
@@ -96,13 +98,19 @@ impl<S: SpotMoves> Run<'_, S> {
             Some(
                 state @ (InstanceState::Running | InstanceState::Stopping | InstanceState::Stopped),
             ) => {
+                let kept = match self.keep_image_for {
+                    Some(keep) => format!("kept until it has been up {}", humantime(keep)),
+                    None => "kept".to_string(),
+                };
                 let detail = format!(
-                    "{restored} is {}: {} is back from image {image}, which is kept",
+                    "{restored} is {}: {} is back from image {image}, {kept}",
                     state.as_str(),
                     self.r.instance
                 );
                 self.event(Action::Restore, Code::Restored, Outcome::Succeeded, &detail);
-                self.r.ended_at = Some(self.now());
+                if self.keep_image_for.is_none() {
+                    self.r.ended_at = Some(self.now());
+                }
                 self.go(ReclaimState::Restored, detail).await
             }
             other => {
@@ -119,4 +127,138 @@ impl<S: SpotMoves> Run<'_, S> {
             }
         }
     }
+
+    /// `restored`, its image kept for `keep_image_for`: once the restored box has been up that
+    /// long and still exists, running the image (its volumes are then a copy of the image's
+    /// data), the image is deregistered and its snapshots deleted, a call each. A restored box
+    /// gone before then leaves the image as the only copy: it is kept, and the reclaim ends.
+    pub(super) async fn expire_image(&mut self) -> Result<(), StoreError> {
+        let Some(keep) = self.keep_image_for else {
+            let why = "its policy no longer sets keep_image_for: the image is kept".to_string();
+            return self.finish(why).await;
+        };
+        if self.now() - self.r.state_since < keep {
+            return Ok(());
+        }
+        let restored = self.r.restored_as.clone().unwrap_or_default();
+        let found = match self
+            .spot
+            .describe(&self.r.region, std::slice::from_ref(&restored))
+            .await
+        {
+            Ok(found) => found.into_iter().find(|s| s.id == restored),
+            Err(e) => {
+                tracing::warn!(reclaim = self.r.id, error = %e, "cannot read the restored box");
+                return Ok(());
+            }
+        };
+        let copy = found.filter(|s| {
+            s.image == self.r.image
+                && !matches!(
+                    s.state,
+                    InstanceState::Terminated | InstanceState::ShuttingDown
+                )
+        });
+        if copy.is_none() && self.r.image_deleted_at.is_none() {
+            let why = format!(
+                "the restored box {restored} is gone: image {} may be the only copy of the box's disks, and is kept",
+                self.r.image.as_deref().unwrap_or("-")
+            );
+            return self.finish(why).await;
+        }
+        if self.r.image_deleted_at.is_none() {
+            let image = self.r.image.clone().unwrap_or_default();
+            let what = format!(
+                "deregister image {image}: the restored box {restored} has been up {}",
+                humantime(keep)
+            );
+            let Ok(seq) = self
+                .intent(Action::Reclaim, Code::ReclaimImageDeleted, &what)
+                .await?
+            else {
+                return Ok(());
+            };
+            match self.spot.deregister_image(&self.r.region, &image).await {
+                Ok(()) => {
+                    self.outcome(
+                        seq,
+                        Action::Reclaim,
+                        Code::ReclaimImageDeleted,
+                        Ok("deregistered"),
+                        None,
+                    );
+                    self.r.image_deleted_at = Some(self.now());
+                }
+                Err(e) if e.kind.may_have_landed() => return self.flush().await,
+                Err(e) => {
+                    self.outcome(
+                        seq,
+                        Action::Reclaim,
+                        Code::ReclaimImageDeleted,
+                        Err(&e),
+                        None,
+                    );
+                    return self.flush().await;
+                }
+            }
+        }
+        while let Some(snapshot) = self.r.snapshots.first().cloned() {
+            let what = format!("delete snapshot {snapshot} of the deregistered image");
+            let Ok(seq) = self
+                .intent(Action::Reclaim, Code::ReclaimImageDeleted, &what)
+                .await?
+            else {
+                return self.flush().await;
+            };
+            match self.spot.delete_snapshot(&self.r.region, &snapshot).await {
+                Ok(()) => {
+                    self.outcome(
+                        seq,
+                        Action::Reclaim,
+                        Code::ReclaimImageDeleted,
+                        Ok("deleted"),
+                        None,
+                    );
+                    self.r.snapshots.remove(0);
+                }
+                Err(e) if e.kind.may_have_landed() => return self.flush().await,
+                Err(e) => {
+                    self.outcome(
+                        seq,
+                        Action::Reclaim,
+                        Code::ReclaimImageDeleted,
+                        Err(&e),
+                        None,
+                    );
+                    return self.flush().await;
+                }
+            }
+        }
+        self.r.ended_at = Some(self.now());
+        let detail = format!(
+            "image {} and its snapshots deleted",
+            self.r.image.as_deref().unwrap_or("-")
+        );
+        self.go(ReclaimState::Restored, detail).await
+    }
+
+    /// Ends the restored reclaim, its image kept, for `why`.
+    async fn finish(&mut self, why: String) -> Result<(), StoreError> {
+        self.event(
+            Action::Reclaim,
+            Code::ReclaimImageDeleted,
+            Outcome::Skipped,
+            &why,
+        );
+        self.r.ended_at = Some(self.now());
+        self.go(ReclaimState::Restored, why).await
+    }
+}
+
+/// `d` as people write it (`7d`, `30m`).
+fn humantime(d: chrono::Duration) -> String {
+    d.to_std().map_or_else(
+        |_| d.to_string(),
+        |d| humantime::format_duration(d).to_string(),
+    )
 }

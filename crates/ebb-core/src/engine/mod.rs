@@ -21,7 +21,7 @@ pub use group::{
     decide_group, GroupAction, GroupDecision, GroupMemory, NODE_GROUP_LEAST_MAX, OFF_CAPACITY,
 };
 pub use next::{next_change, next_opening, NextChange};
-pub use prior::Prior;
+pub use prior::{InstanceFacts, Prior};
 pub use reclaim::{reclaim_due, reclaim_hold, ReclaimHold};
 pub use reserve::{reservations, Reserve, RESERVATION_LASTS};
 pub use rules::{last_uses, owned_code, tags_forbid_stop, RECENT};
@@ -400,6 +400,8 @@ codes! {
     ReclaimRefused = "reclaim_refused",
     /// A reclaimed box is launched again from its image (`ebb restore`).
     Restored = "restored",
+    /// A reclaim's image and snapshots are deleted: the restored box ran `keep_image_for`.
+    ReclaimImageDeleted = "reclaim_image_deleted",
 }
 
 impl fmt::Display for Code {
@@ -439,25 +441,6 @@ pub struct Brief {
     pub code: Code,
     /// For `notify`: when the announced stop will happen.
     pub stop_at: Option<DateTime<Utc>>,
-}
-
-/// What ebb remembers about an instance (from Postgres, or a snapshot file).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct InstanceFacts {
-    /// When ebb last stopped it; cleared when it is seen running again, so a value means the
-    /// last stop was ebb's.
-    pub stopped_by_ebb_at: Option<DateTime<Utc>>,
-    /// When ebb last started it.
-    pub started_by_ebb_at: Option<DateTime<Utc>>,
-    /// When ebb last gave notice of a stop.
-    pub notified_at: Option<DateTime<Utc>>,
-    /// When a person started it, if it is running since: it was seen stopped, then running,
-    /// with no start of ebb's since the stop. Cleared when it stops again or ebb starts it.
-    pub started_by_person_at: Option<DateTime<Utc>>,
-    /// Since when its stop outside hours has waited for its busy GPU, while the last decision
-    /// is still that wait (`busy_deferred`): what the stop's reason says it waited.
-    #[serde(default)]
-    pub busy_deferred_since: Option<DateTime<Utc>>,
 }
 
 /// A person's request to keep an instance from being stopped until a time.

@@ -1,9 +1,29 @@
 //! What ebb knows from before a decision: its facts about each instance, the overrides, the
 //! refused starts, and the buckets starts wait for.
 
-use super::{BudgetStanding, InstanceFacts, Override, StartRates};
+use super::{BudgetStanding, Override, StartRates};
 use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
 use std::collections::{HashMap, HashSet};
+
+/// What ebb remembers about an instance (from Postgres, or a snapshot file).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct InstanceFacts {
+    /// When ebb last stopped it; cleared when it is seen running again, so a value means the
+    /// last stop was ebb's.
+    pub stopped_by_ebb_at: Option<DateTime<Utc>>,
+    /// When ebb last started it.
+    pub started_by_ebb_at: Option<DateTime<Utc>>,
+    /// When ebb last gave notice of a stop.
+    pub notified_at: Option<DateTime<Utc>>,
+    /// When a person started it, if it is running since: it was seen stopped, then running,
+    /// with no start of ebb's since the stop. Cleared when it stops again or ebb starts it.
+    pub started_by_person_at: Option<DateTime<Utc>>,
+    /// Since when its stop outside hours has waited for its busy GPU, while the last decision
+    /// is still that wait (`busy_deferred`): what the stop's reason says it waited.
+    #[serde(default)]
+    pub busy_deferred_since: Option<DateTime<Utc>>,
+}
 
 /// Everything ebb knows from before this decision.
 #[derive(Debug, Clone, Default)]

@@ -543,6 +543,9 @@ pub struct StopRule {
 pub struct StoppedRule {
     /// How long a box must have been stopped.
     pub reclaim_after: Duration,
+    /// How long a box restored from its image must have been up before the image (and its
+    /// snapshots) are deleted; `None`: the image is kept until a person deletes it.
+    pub keep_image_for: Option<Duration>,
 }
 
 /// `stop.in_reservation`: whether a box running in a capacity reservation someone else holds

@@ -483,7 +483,7 @@ fn policy_schema() -> Value {
     );
     let stopped = object(
         keys::STOPPED,
-        keys::STOPPED,
+        &["reclaim_after", "reclaim"],
         &[
             (
                 "reclaim_after",
@@ -492,6 +492,10 @@ fn policy_schema() -> Value {
             (
                 "reclaim",
                 json!({"enum": ["image"], "description": "image: an image of the box with all its volumes is made and proven, then the box is terminated; `ebb restore` brings it back"}),
+            ),
+            (
+                "keep_image_for",
+                duration("Delete the image and its snapshots once the box restored from it has been up this long (absent: the image is kept until a person deletes it); never while the image may be the only copy"),
             ),
         ],
     );

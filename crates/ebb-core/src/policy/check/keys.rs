@@ -84,7 +84,7 @@ pub const START: &[&str] = &["fallback_types", "restore_type", "reserve_capacity
 pub const STOP: &[&str] = &["allow_charging_stop", "in_reservation"];
 pub const RUNTIME: &[&str] = &["max", "notify_before", "max_busy_without_checkpoint"];
 pub const GROUP: &[&str] = &["protect_members"];
-pub const STOPPED: &[&str] = &["reclaim_after", "reclaim"];
+pub const STOPPED: &[&str] = &["reclaim_after", "reclaim", "keep_image_for"];
 pub const SPOT: &[&str] = &[
     "min_savings",
     "checkpoint_max_age",

@@ -97,6 +97,13 @@ impl Checker {
                 return None;
             }
         }
-        Some(StoppedRule { reclaim_after })
+        let keep_image_for = match f.get("keep_image_for") {
+            Some((v, p)) => Some(self.duration(v, &p, "stopped.keep_image_for")?),
+            None => None,
+        };
+        Some(StoppedRule {
+            reclaim_after,
+            keep_image_for,
+        })
     }
 }
