@@ -757,3 +757,34 @@ async fn a_kill_before_deleting_a_snapshot_is_settled_and_the_deletion_done(pool
 async fn a_kill_after_deleting_a_snapshot_is_settled_and_the_deletion_done(pool: PgPool) {
     killed_while_deleting_the_image(pool, Kill::After(Method::DeleteSnapshot)).await;
 }
+
+#[sqlx::test(migrations = false)]
+async fn a_deregistration_ec2_refuses_keeps_the_image_and_is_not_tried_again(pool: PgPool) {
+    let mut s = Setup::under(pool, Options::default(), &keeping_the_image_an_hour()).await;
+    let id = s.stopped_box().await;
+    let up = reclaimed_and_restored(&mut s, &id).await;
+    let image = s.reclaim(&id).await.image.unwrap();
+    s.reconciler
+        .provider()
+        .before(Method::DeregisterImage, |call| {
+            Some(call.fail(ebb::cloud::CloudError::denied("DeregisterImage")))
+        });
+    assert!(s.tick(up + 61).await);
+    assert!(s.tick(up + 62).await);
+    let r = s.reclaim(&id).await;
+    assert!(r.ended_at.is_some(), "{r:#?}");
+    assert!(r.image_deleted_at.is_none());
+    assert!(image_exists(&s, &image).await);
+    assert_eq!(
+        s.reconciler
+            .provider()
+            .ids_of(Method::DeregisterImage)
+            .len(),
+        1
+    );
+    let rows = s.audit(&id).await;
+    assert!(rows
+        .iter()
+        .any(|r| r.entry.reason.contains("delete them by hand")));
+    s.assert_one_outcome_per_intent(&id).await;
+}

@@ -198,7 +198,9 @@ impl<S: SpotMoves> Run<'_, S> {
                         Err(&e),
                         None,
                     );
-                    return self.flush().await;
+                    // Not tried again every tick: kept, and said so.
+                    let why = format!("image {image} could not be deregistered ({e}): it is kept, with its snapshots; delete them by hand");
+                    return self.finish(why).await;
                 }
             }
         }
@@ -230,7 +232,11 @@ impl<S: SpotMoves> Run<'_, S> {
                         Err(&e),
                         None,
                     );
-                    return self.flush().await;
+                    let why = format!(
+                        "snapshot {snapshot} could not be deleted ({e}): snapshots {} are kept; delete them by hand",
+                        self.r.snapshots.join(", ")
+                    );
+                    return self.finish(why).await;
                 }
             }
         }
@@ -242,7 +248,7 @@ impl<S: SpotMoves> Run<'_, S> {
         self.go(ReclaimState::Restored, detail).await
     }
 
-    /// Ends the restored reclaim, its image kept, for `why`.
+    /// Ends the restored reclaim with what is left of its image kept, for `why`.
     async fn finish(&mut self, why: String) -> Result<(), StoreError> {
         self.event(
             Action::Reclaim,
