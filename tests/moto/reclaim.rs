@@ -217,6 +217,37 @@ impl Setup {
         ));
     }
 
+    /// The intent of the call `kill` hit was settled from what EC2 showed: carried out when the
+    /// kill came after the call, not when before.
+    async fn assert_settled(&self, instance: &str, kill: Kill) {
+        let (method, after) = match kill {
+            Kill::Before(m) => (m, false),
+            Kill::After(m) => (m, true),
+        };
+        let call = match method {
+            Method::CreateImage => ": image ",
+            Method::Terminate => ": terminate ",
+            Method::Launch => ": launch ",
+            Method::DeregisterImage => ": deregister image ",
+            _ => ": delete snapshot ",
+        };
+        let rows = self.audit(instance).await;
+        let first = rows
+            .iter()
+            .find(|r| r.entry.outcome == Outcome::Intent && r.entry.reason.contains(call))
+            .unwrap();
+        let settled = rows
+            .iter()
+            .find(|r| r.entry.intent_seq == Some(first.seq))
+            .unwrap();
+        let expected = if after {
+            Outcome::Succeeded
+        } else {
+            Outcome::Failed
+        };
+        assert_eq!(settled.entry.outcome, expected, "{kill:?}: {settled:#?}");
+    }
+
     /// Whether `image` is available, with a snapshot of each of `instance`'s `volumes`, made
     /// from it: what moto records of a snapshot's origin is the description it gives it,
     /// "Created by CreateImage(i-...) for ami-...", which names the instance even once it is
@@ -554,32 +585,7 @@ async fn a_kill_before_or_after_each_call_leaves_the_box_or_a_proven_image(pool:
         assert_eq!(r.state, ReclaimState::Restored, "{kill:?}: {r:#?}");
         assert_eq!(s.state(&id).await, "terminated");
         s.assert_one_outcome_per_intent(&id).await;
-        // The killed call's intent was settled from what EC2 showed: carried out when the kill
-        // came after it, not when before.
-        let (method, after) = match kill {
-            Kill::Before(m) => (m, false),
-            Kill::After(m) => (m, true),
-        };
-        let call = match method {
-            Method::CreateImage => ": image ",
-            Method::Terminate => ": terminate ",
-            _ => ": launch ",
-        };
-        let rows = s.audit(&id).await;
-        let first = rows
-            .iter()
-            .find(|r| r.entry.outcome == Outcome::Intent && r.entry.reason.contains(call))
-            .unwrap();
-        let settled = rows
-            .iter()
-            .find(|r| r.entry.intent_seq == Some(first.seq))
-            .unwrap();
-        let expected = if after {
-            Outcome::Succeeded
-        } else {
-            Outcome::Failed
-        };
-        assert_eq!(settled.entry.outcome, expected, "{kill:?}: {settled:#?}");
+        s.assert_settled(&id, kill).await;
         // One restored box, however often its launch was asked for.
         let restored =
             s.f.ec2
@@ -713,29 +719,7 @@ async fn killed_while_deleting_the_image(pool: PgPool, kill: Kill) {
         assert!(!snapshot_exists(&s, snapshot).await, "{snapshot}");
     }
     s.assert_one_outcome_per_intent(&id).await;
-    let (method, after) = match kill {
-        Kill::Before(m) => (m, false),
-        Kill::After(m) => (m, true),
-    };
-    let call = match method {
-        Method::DeregisterImage => ": deregister image ",
-        _ => ": delete snapshot ",
-    };
-    let rows = s.audit(&id).await;
-    let first = rows
-        .iter()
-        .find(|r| r.entry.outcome == Outcome::Intent && r.entry.reason.contains(call))
-        .unwrap();
-    let settled = rows
-        .iter()
-        .find(|r| r.entry.intent_seq == Some(first.seq))
-        .unwrap();
-    let expected = if after {
-        Outcome::Succeeded
-    } else {
-        Outcome::Failed
-    };
-    assert_eq!(settled.entry.outcome, expected, "{kill:?}: {settled:#?}");
+    s.assert_settled(&id, kill).await;
 }
 
 #[sqlx::test(migrations = false)]
