@@ -10,7 +10,12 @@ Reservations, CancelCapacityReservation, ModifyInstanceCapacityReservationAttrib
 stopped instance, and only to a reservation that exists and is active), and the instance's
 CapacityReservationSpecification and, while it runs in an active reservation it targets, its
 CapacityReservationId in DescribeInstances; a reservation's AvailableInstanceCount is its size
-less the instances running in it. Arguments are moto.server's.
+less the instances running in it.
+
+RunInstances asking for a private IP address another instance holds is refused with EC2's
+`InvalidIPAddress.InUse` (moto raises a bare Exception: a 500); a terminated instance's address
+is free again, as on EC2; an instance launched without a subnet gets an address of its zone's
+default subnet (moto gives it one outside every subnet). Arguments are moto.server's.
 """
 
 import datetime
@@ -20,6 +25,7 @@ from moto.core.exceptions import ServiceException
 from moto.core.responses import ActionResult, EmptyResult
 from moto.ec2.models.amis import AmiBackend
 from moto.ec2.models.instances import Instance
+from moto.ec2.models.subnets import Subnet
 from moto.ec2.responses import EC2Response
 from moto.server import main
 
@@ -37,6 +43,39 @@ def create_image(self, instance_id, name, description, tag_specifications):
 
 
 AmiBackend.create_image = create_image
+
+_request_ip = Subnet.request_ip
+
+
+def request_ip(self, ip, instance):
+    # EC2 frees a terminated instance's address (moto only when the object is collected), and
+    # refuses a launch that asks for an address another box holds with this error (moto raises
+    # a bare Exception, which its server answers with a 500).
+    holder = self._subnet_ips.get(ip)
+    if holder is not None:
+        if getattr(getattr(holder, "_state", None), "name", None) != "terminated":
+            raise _Refused("InvalidIPAddress.InUse", f"Address {ip} is in use.")
+        del self._subnet_ips[ip]
+    return _request_ip(self, ip, instance)
+
+
+Subnet.request_ip = request_ip
+
+_prep_nics = Instance.prep_nics
+
+
+def prep_nics(self, nic_spec, private_ip=None, **kwargs):
+    # EC2 gives an instance launched without a subnet an address of its zone's default subnet;
+    # moto gives it a random one outside every subnet, which no later launch may ask for.
+    if not self._subnet_id and private_ip is None and not nic_spec:
+        subnet = self.ec2_backend.get_default_subnets().get(self._placement.zone)
+        if subnet is not None:
+            private_ip = subnet.get_available_subnet_ip(instance=self)
+            self._private_ips.add(private_ip)
+    return _prep_nics(self, nic_spec, private_ip=private_ip, **kwargs)
+
+
+Instance.prep_nics = prep_nics
 
 # Reservations by (account, region), then id; ids count up.
 _RESERVATIONS = {}

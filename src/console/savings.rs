@@ -111,11 +111,25 @@ fn headline(r: &Report) -> Markup {
             @if t.reserved_covered_usd > 0.0 {
                 dt { "Paid by reservations" } dd { (less_usd(t.reserved_covered_usd)) ": stopped hours of boxes stopped inside capacity reservations held outside ebb (stop.in_reservation: stop), paid anyway" }
             }
+            @if t.image_storage_usd > 0.0 {
+                dt { "Images of reclaimed boxes" } dd { (less_usd(t.image_storage_usd)) ": what they stored in " (hours(t.image_hours)) ", at most (snapshots at their volumes' full size)" }
+            }
             dt { "Net" } dd { strong { (usd(t.net_saved_usd)) } }
             dt { "Still paid while stopped" } dd {
                 (usd(t.stopped_box_cost_usd)) ": the stopped boxes' volumes and Elastic IPs, paid whether they run or not, so not taken off the net"
                 @if t.unknown_box_cost_hours > 0.0 {
                     "; unknown for " (hours(t.unknown_box_cost_hours)) " stopped of boxes whose volumes or Elastic IPs could not be read or are not priced (while_stopped in the price table)"
+                }
+                @if t.stopped_box_cost_usd > 0.0 {
+                    ". A policy's stopped.reclaim_after ends that for boxes stopped long, after a proven image"
+                }
+            }
+            @if t.reclaimed_hours > 0.0 || t.image_hours > 0.0 {
+                dt { "Reclaimed" } dd {
+                    (usd(t.reclaim_saved_usd)) ": disks not paid in " (hours(t.reclaimed_hours)) " boxes stayed terminated after a proven image (Elastic IPs stay allocated, still paid)"
+                    @if t.unpriced_reclaim_hours > 0.0 {
+                        "; " (hours(t.unpriced_reclaim_hours)) " count no dollars: the image's volumes were not recorded, or the price table lacks their EBS or snapshot price"
+                    }
                 }
             }
             dt { "Kept stopped" } dd { (usd(t.stopped_saved_usd)) ": " (hours(t.stopped_hours)) " after " (count(t.stops, "stop", "stops")) " and " (count(t.hibernations, "hibernation", "hibernations")) }

@@ -124,6 +124,7 @@ mod tests {
                 ("snap-2".to_string(), "vol-data".to_string()),
             ]),
             completed_snapshots: ["snap-1".to_string(), "snap-2".to_string()].into(),
+            volumes: Vec::new(),
             tags: image_tags(7, "i-1"),
         }
     }
@@ -171,6 +172,7 @@ mod tests {
             tags: BTreeMap::new(),
             volumes: volumes.iter().map(|v| v.to_string()).collect(),
             kept_at_termination: kept.iter().map(|v| v.to_string()).collect(),
+            private_ip: None,
         };
         assert_eq!(refusal(&spec(&["vol-1"], &[])), None);
         assert!(refusal(&spec(&["vol-1", "vol-2"], &["vol-2"]))

@@ -356,6 +356,7 @@ mod tests {
             snapshots: vec!["snap-1".into(), "snap-2".into()],
             snapshot_volumes: BTreeMap::new(),
             completed_snapshots: ["snap-1".to_string(), "snap-2".to_string()].into(),
+            volumes: Vec::new(),
             tags: BTreeMap::new(),
         };
         let recorded = ["snap-1".to_string(), "snap-2".to_string()];

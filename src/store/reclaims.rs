@@ -7,6 +7,7 @@ use super::inventory::micros;
 use super::wake::wake_leader;
 use super::{Result, Store, StoreError};
 use crate::cloud::{redact_secrets, LaunchSpec};
+use crate::fleet::money::Volume;
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 use sqlx::types::Json;
@@ -84,6 +85,8 @@ pub struct ReclaimRecord {
     pub image: Option<String>,
     /// The image's snapshots, once it is available.
     pub snapshots: Vec<String>,
+    /// The volumes the image restores to, once proven: what the box paid for its disks.
+    pub image_volumes: Option<Vec<Volume>>,
     /// How the box was launched (read before its image is made): what a restore launches with.
     #[serde(skip)]
     pub launch_spec: Option<Json<LaunchSpec>>,
@@ -119,6 +122,7 @@ struct ReclaimRow {
     due_at: DateTime<Utc>,
     image: Option<String>,
     snapshots: Vec<String>,
+    image_volumes: Option<Json<Vec<Volume>>>,
     launch_spec: Option<Json<LaunchSpec>>,
     terminated_at: Option<DateTime<Utc>>,
     restore_asked_at: Option<DateTime<Utc>>,
@@ -149,6 +153,7 @@ impl ReclaimRow {
             due_at: self.due_at,
             image: self.image,
             snapshots: self.snapshots,
+            image_volumes: self.image_volumes.map(|v| v.0),
             launch_spec: self.launch_spec,
             terminated_at: self.terminated_at,
             restore_asked_at: self.restore_asked_at,
@@ -167,7 +172,7 @@ impl ReclaimRow {
 macro_rules! columns {
     () => {
         "id, instance, region, policy, state, stopped_since, due_at, image, snapshots,
-         launch_spec, terminated_at, restore_asked_at, restore_asked_by, restored_as,
+         image_volumes, launch_spec, terminated_at, restore_asked_at, restore_asked_by, restored_as,
          image_deleted_at, error, created_at, state_since, ended_at"
     };
 }
@@ -258,7 +263,7 @@ impl Store {
             "UPDATE reclaims SET state = $2, image = $3, snapshots = $4, launch_spec = $5,
                  terminated_at = $6, restored_as = $7, error = $8, state_since = $9,
                  ended_at = $10, restore_asked_at = $11, restore_asked_by = $12,
-                 image_deleted_at = $13
+                 image_deleted_at = $13, image_volumes = $14
              WHERE id = $1",
         )
         .bind(r.id)
@@ -274,6 +279,7 @@ impl Store {
         .bind(r.restore_asked_at.map(micros))
         .bind(&r.restore_asked_by)
         .bind(r.image_deleted_at.map(micros))
+        .bind(r.image_volumes.as_ref().map(Json))
         .execute(&mut *tx)
         .await?;
         append_in(&mut tx, audit).await?;

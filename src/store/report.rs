@@ -12,8 +12,8 @@ use super::inventory::micros;
 use super::{Result, Store};
 use crate::fleet::money::HeldCommitments;
 use crate::report::{
-    ActionRecord, EbbAction, GroupChange, History, InstanceInfo, OverrideSpan, ReservationSpan,
-    SpotMove, StateChange, StopSaved,
+    ActionRecord, EbbAction, GroupChange, History, InstanceInfo, OverrideSpan, ReclaimSpan,
+    ReservationSpan, SpotMove, StateChange, StopSaved,
 };
 use chrono::{DateTime, Utc};
 use futures_util::TryFutureExt;
@@ -122,6 +122,18 @@ type InstanceRow = (
     Option<i32>,
 );
 
+/// A reclaim as a report reads it: instance, policy, region, its image's volumes, due, box
+/// terminated, restore asked, image deregistered.
+type ReclaimRow = (
+    String,
+    String,
+    String,
+    Option<Json<Vec<crate::fleet::money::Volume>>>,
+    DateTime<Utc>,
+    Option<DateTime<Utc>>,
+    Option<DateTime<Utc>>,
+    Option<DateTime<Utc>>,
+);
 /// A capacity reservation as a report reads it: instance, region, type, made, cancelled.
 type HeldReservation = (String, String, String, DateTime<Utc>, Option<DateTime<Utc>>);
 
@@ -217,9 +229,11 @@ impl Store {
         .bind(until)
         .fetch_all(&self.pool)
         .await?;
+        let reclaims = self.report_reclaims(since, until).await?;
         let mut named: Vec<&str> = migrations.iter().map(|m| m.original.as_str()).collect();
         named.extend(overrides.iter().map(|(i, ..)| i.as_str()));
         named.extend(reservations.iter().map(|(i, ..)| i.as_str()));
+        named.extend(reclaims.iter().map(|r| r.instance.as_str()));
         named.sort_unstable();
         named.dedup();
         let instances = self.report_facts(&named).await?;
@@ -248,8 +262,48 @@ impl Store {
                     },
                 )
                 .collect(),
+            reclaims,
             ..History::default()
         })
+    }
+
+    /// The reclaims whose proven image was kept, or whose box was terminated, at some time in
+    /// `[since, until)`.
+    async fn report_reclaims(
+        &self,
+        since: DateTime<Utc>,
+        until: DateTime<Utc>,
+    ) -> Result<Vec<ReclaimSpan>> {
+        let rows: Vec<ReclaimRow> = sqlx::query_as(
+            "SELECT instance, policy, region, image_volumes, due_at, terminated_at,
+                    restore_asked_at, image_deleted_at
+             FROM reclaims
+             WHERE (image_volumes IS NOT NULL AND due_at < $2
+                    AND (image_deleted_at IS NULL OR image_deleted_at > $1))
+                OR (terminated_at < $2 AND (restore_asked_at IS NULL OR restore_asked_at > $1))",
+        )
+        .persistent(false)
+        .bind(since)
+        .bind(until)
+        .fetch_all(&self.pool)
+        .await?;
+        Ok(rows
+            .into_iter()
+            .map(
+                |(instance, policy, region, volumes, due_at, terminated, restore, deleted)| {
+                    ReclaimSpan {
+                        instance,
+                        policy,
+                        region,
+                        volumes: volumes.map(|v| v.0),
+                        imaged_from: due_at,
+                        terminated_at: terminated,
+                        restore_asked_at: restore,
+                        image_deleted_at: deleted,
+                    }
+                },
+            )
+            .collect())
     }
 
     /// The groups' changes a report over `[since, until)` counts from.

@@ -11,6 +11,7 @@ use common::intercept::{Intercept, Method};
 use common::moto::{self, source_volumes, Fixture};
 use ebb::cloud::aws::AwsProvider;
 use ebb::cloud::SpotMoves;
+use ebb::fleet::money::Volume;
 use ebb::reconcile::{Options, PolicySource, Reconciler};
 use ebb::store::{
     AuditEntry, AuditFilter, Leadership, Outcome, ReclaimRecord, ReclaimState, Store, Verification,
@@ -355,6 +356,19 @@ async fn a_box_stopped_past_reclaim_after_is_noticed_imaged_proven_terminated_th
         "the image keeps every volume"
     );
     assert!(!r.snapshots.is_empty());
+    // What the image restores to, kept for the report: its block device mappings' volumes.
+    let described = s.f.ec2.describe_images().image_ids(&image).send().await;
+    let mapped: Vec<Volume> = described.unwrap().images()[0]
+        .block_device_mappings()
+        .iter()
+        .filter_map(|m| m.ebs())
+        .map(|e| Volume {
+            volume_type: e.volume_type().unwrap().as_str().to_string(),
+            size_gib: u64::try_from(e.volume_size().unwrap()).unwrap(),
+        })
+        .collect();
+    assert!(!mapped.is_empty());
+    assert_eq!(r.image_volumes, Some(mapped));
     // The termination came after the image, and once.
     let changes: Vec<&str> = s
         .reconciler
@@ -409,6 +423,8 @@ async fn a_box_stopped_past_reclaim_after_is_noticed_imaged_proven_terminated_th
         assert_eq!(tag(&back, key), tag(&before, key), "{key}");
     }
     assert_eq!(tag(&back, "ebb:restored-from"), Some(id.as_str()));
+    assert!(before.private_ip_address().is_some());
+    assert_eq!(back.private_ip_address(), before.private_ip_address());
     // The image is kept: ebb never deletes the last copy on its own.
     assert!(s.image_holds(&image, &id, &volumes).await);
 
@@ -606,6 +622,59 @@ async fn a_kill_before_or_after_each_call_leaves_the_box_or_a_proven_image(pool:
             .sum();
         assert_eq!(boxes, 1, "{kill:?}: one restored box");
     }
+}
+
+#[sqlx::test(migrations = false)]
+async fn a_restore_whose_private_ip_was_taken_since_launches_with_another(pool: PgPool) {
+    let mut s = Setup::new(pool).await;
+    let id = s.stopped_box().await;
+    let before = s.ec2(&id).await;
+    let ip = before.private_ip_address().unwrap().to_string();
+    for minute in [21, 31, 32] {
+        assert!(s.tick(minute).await);
+    }
+    assert_eq!(s.reclaim(&id).await.state, ReclaimState::Reclaimed);
+    // Another box takes the address the terminated one freed.
+    let taken = s.f.ec2.run_instances().image_id(&s.f.image);
+    let taken = taken
+        .instance_type(aws_sdk_ec2::types::InstanceType::from(
+            moto::G5.instance_type,
+        ))
+        .subnet_id(before.subnet_id().unwrap())
+        .private_ip_address(&ip)
+        .min_count(1)
+        .max_count(1)
+        .send()
+        .await
+        .unwrap();
+    let other = taken.instances()[0].instance_id().unwrap().to_string();
+    let at = s.t0 + Duration::minutes(40);
+    s.store.ask_restore(&id, "mei", at).await.unwrap().unwrap();
+    assert!(s.tick(41).await);
+    let restored = s.reclaim(&id).await.restored_as.expect("launched");
+    assert_ne!(restored, other);
+    let back = s.ec2(&restored).await;
+    assert!(
+        back.private_ip_address().is_some_and(|a| a != ip),
+        "{back:?}"
+    );
+    assert_eq!(back.subnet_id(), before.subnet_id());
+    // One intent, one outcome, which says why the address differs.
+    let outcomes: Vec<AuditEntry> = s
+        .audit(&id)
+        .await
+        .into_iter()
+        .filter(|r| r.entry.action == "restore" && r.entry.outcome != Outcome::Intent)
+        .collect();
+    assert_eq!(outcomes.len(), 1, "{outcomes:#?}");
+    let reason = &outcomes[0].entry.reason;
+    assert!(
+        reason.contains(&format!(
+            "its private IP {ip} was in use, so EC2 chose another"
+        )),
+        "{reason}"
+    );
+    s.assert_one_outcome_per_intent(&id).await;
 }
 
 /// [`POLICY`], deleting the image once the restored box has been up an hour.

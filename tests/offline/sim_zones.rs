@@ -86,6 +86,7 @@ async fn a_spot_replacement_is_reclaimed_at_its_zones_rate_with_ec2s_reason() {
         market: Market::Spot,
         tags: BTreeMap::new(),
         client_token: format!("token-{zone}"),
+        private_ip: None,
     };
     let busy = sim.launch(region, &launch("eu-central-1a")).await.unwrap();
     let quiet = sim.launch(region, &launch("eu-central-1b")).await.unwrap();

@@ -189,7 +189,7 @@ async fn a_reserved_box_stopped_saves_gross_but_not_net_and_disks_are_shown_apar
     // The table says the same, gross to net, in words.
     let text = report_as(&pool, "table");
     assert!(
-        text.contains("\ngross $144.00, net $24.00: less $120.00 of stopped hours reservations and Savings Plans would have covered ($72.00 of commitment left unused by the stops)\nstill paid while stopped: $1.50 for the stopped boxes' volumes and Elastic IPs, paid whether they run or not, so not taken off the net\n"),
+        text.contains("\ngross $144.00, net $24.00: less $120.00 of stopped hours reservations and Savings Plans would have covered ($72.00 of commitment left unused by the stops)\nstill paid while stopped: $1.50 for the stopped boxes' volumes and Elastic IPs, paid whether they run or not, so not taken off the net; a policy's stopped.reclaim_after ends that for boxes stopped long, after a proven image\n"),
         "{text}"
     );
 }

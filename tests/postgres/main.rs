@@ -39,6 +39,7 @@ mod owners;
 mod pacing;
 mod pools;
 mod prometheus_answers;
+mod reclaim_report;
 mod replay_store;
 mod report;
 mod report_rollup;

@@ -135,8 +135,8 @@ async fn ebb_report_works_out_the_hand_calculated_history(pool: PgPool) {
     assert!(
         csv.contains(
             // No commitments: the net is the gross. The table prices no volumes (no
-            // while_stopped), so what the 33 stopped hours still paid is unknown.
-            "\npolicy,office,154.00,154.00,0.00,2,0,33.00,0.00,0.00,0,0.00,1,4.00,2,0.00,0,0.00,154.00,0.00,0.00,0.00,0.00,33.00,0.00,0.00\n"
+            // while_stopped), so what the 33 stopped hours still paid is unknown. No reclaims.
+            "\npolicy,office,154.00,154.00,0.00,2,0,33.00,0.00,0.00,0,0.00,1,4.00,2,0.00,0,0.00,154.00,0.00,0.00,0.00,0.00,33.00,0.00,0.00,0.00,0.00,0.00,0.00,0.00\n"
         ),
         "{csv}"
     );

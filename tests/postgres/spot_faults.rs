@@ -480,6 +480,7 @@ async fn plant(cloud: &Intercept<Ec2>, faults: &Faults<Ec2>, store: &Store) {
             (MIGRATED_FROM_TAG.to_string(), ORIGINAL.to_string()),
         ]),
         client_token: format!("forger-{image}"),
+        private_ip: None,
     };
     if let Ok(s) = cloud.inner.launch(REGION, &launch).await {
         faults.forged(&s.id);

@@ -396,6 +396,7 @@ impl<S: SpotMoves> Run<'_, S> {
                 .await;
         }
         self.r.snapshots = found.snapshots.clone();
+        self.r.image_volumes = Some(found.volumes.clone());
         self.terminate(&image, volumes.len()).await
     }
 

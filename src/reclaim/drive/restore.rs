@@ -12,6 +12,9 @@ use crate::store::{Outcome, ReclaimState, StoreError};
 use sqlx::types::Json;
 use std::collections::BTreeMap;
 
+/// EC2's error code when the private IP address asked for is taken.
+const IP_IN_USE: &str = "InvalidIPAddress.InUse";
+
 impl<S: SpotMoves> Run<'_, S> {
     /// Launches the box again from its image, with what was recorded of it.
     pub(super) async fn restore(&mut self) -> Result<(), StoreError> {
@@ -25,8 +28,11 @@ impl<S: SpotMoves> Run<'_, S> {
         };
         let instance = self.r.instance.clone();
         let by = self.r.restore_asked_by.clone().unwrap_or_default();
+        let ip = spec.private_ip.as_ref().map_or(String::new(), |ip| {
+            format!(" with its private IP {ip} if free")
+        });
         let what = format!(
-            "launch {instance} again from image {image} as {} in {}, asked by {by}; its user data was not kept",
+            "launch {instance} again from image {image} as {} in {}{ip}, asked by {by}; its user data was not kept",
             spec.instance_type, spec.subnet
         );
         let Ok(seq) = self.intent(Action::Restore, Code::Restored, &what).await? else {
@@ -40,6 +46,7 @@ impl<S: SpotMoves> Run<'_, S> {
             (RECLAIM_TAG.to_string(), self.r.id.to_string()),
             (RESTORED_FROM_TAG.to_string(), instance.clone()),
         ]);
+        let wanted_ip = spec.private_ip.clone();
         let launch = Launch {
             image,
             instance_type: spec.instance_type.clone(),
@@ -48,14 +55,32 @@ impl<S: SpotMoves> Run<'_, S> {
             market: Market::OnDemand,
             tags: launch_tags,
             client_token: format!("ebb-restore-{}", self.r.id),
+            private_ip: wanted_ip.clone(),
         };
-        match self.spot.launch(&self.r.region, &launch).await {
+        let mut launched = self.spot.launch(&self.r.region, &launch).await;
+        let mut address = wanted_ip
+            .as_ref()
+            .map_or(String::new(), |ip| format!(" with its private IP {ip}"));
+        if let (Err(e), Some(ip)) = (&launched, &wanted_ip) {
+            if e.code.as_deref() == Some(IP_IN_USE) {
+                // Another box took the address since the termination: EC2 chooses one, as for
+                // any launch. No box was made by the refused call, so this is the same launch.
+                address = format!("; its private IP {ip} was in use, so EC2 chose another");
+                let anywhere = Launch {
+                    private_ip: None,
+                    client_token: format!("ebb-restore-{}-any-ip", self.r.id),
+                    ..launch
+                };
+                launched = self.spot.launch(&self.r.region, &anywhere).await;
+            }
+        }
+        match launched {
             Ok(s) => {
                 self.outcome(
                     seq,
                     Action::Restore,
                     Code::Restored,
-                    Ok(&format!("launched {}", s.id)),
+                    Ok(&format!("launched {}{address}", s.id)),
                     None,
                 );
                 self.r.restored_as = Some(s.id.clone());

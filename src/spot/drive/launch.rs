@@ -221,6 +221,8 @@ impl<P: Provider> Run<'_, P> {
             market,
             tags,
             client_token: format!("ebb-{launch_id}"),
+            // The original holds its address while its replacement launches.
+            private_ip: None,
         };
         let result = self.spot.launch(&self.m.region, &launch).await;
         match &result {

@@ -38,6 +38,10 @@ pub struct LaunchSpec {
     /// reclaim refuses such a box, whose termination would leave them behind, still paid.
     #[serde(default)]
     pub kept_at_termination: Vec<String>,
+    /// Its primary private IPv4 address: a restore asks for it again (a spot replacement
+    /// cannot: its original still holds it).
+    #[serde(default)]
+    pub private_ip: Option<String>,
 }
 
 /// One instance as a migration follows it.
@@ -89,6 +93,9 @@ pub struct Image {
     /// The snapshots EC2 reports `completed` (not pending, not in error); one EC2 no longer
     /// knows is not among them.
     pub completed_snapshots: BTreeSet<String>,
+    /// The volumes its snapshots restore to, size and type, as its block device mappings say:
+    /// the disks of the box it was made of, and at most what it stores.
+    pub volumes: Vec<crate::fleet::money::Volume>,
     /// Its tags.
     pub tags: BTreeMap<String, String>,
 }
@@ -161,6 +168,8 @@ pub struct Launch {
     pub tags: BTreeMap<String, String>,
     /// EC2's idempotency token for the call.
     pub client_token: String,
+    /// The primary private IPv4 address to ask for; `None` lets EC2 choose.
+    pub private_ip: Option<String>,
 }
 
 /// What kind of cloud resource an [`Artifact`] is.

@@ -235,6 +235,10 @@ pub struct StoppedCosts {
     /// An Elastic IP (a public IPv4 address): region → $/hour.
     #[serde(default)]
     pub elastic_ip_hour: BTreeMap<String, f64>,
+    /// EBS snapshots (the standard tier), what a reclaim's image stores: region → $ per
+    /// GB-month.
+    #[serde(default)]
+    pub snapshot_gb_month: BTreeMap<String, f64>,
 }
 
 /// Hours in the month EBS prices are stated per (AWS bills GB-months of 730 hours).
@@ -244,6 +248,14 @@ impl StoppedCosts {
     /// $/hour of `gib` GiB of `volume_type` in `region`, when the table prices that type.
     pub fn volume_hour(&self, region: &str, volume_type: &str, gib: u64) -> Option<f64> {
         let per_month = self.ebs_gb_month.get(region)?.get(volume_type)?;
+        Some(per_month * gib as f64 / HOURS_PER_MONTH)
+    }
+
+    /// $/hour of snapshots of `volumes` in `region`, stored whole (EBS bills only the blocks
+    /// stored, so at most this), when the table prices snapshots there.
+    pub fn snapshot_hour(&self, region: &str, volumes: &[Volume]) -> Option<f64> {
+        let per_month = self.snapshot_gb_month.get(region)?;
+        let gib: u64 = volumes.iter().map(|v| v.size_gib).sum();
         Some(per_month * gib as f64 / HOURS_PER_MONTH)
     }
 

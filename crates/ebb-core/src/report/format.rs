@@ -9,7 +9,7 @@ use std::fmt::Write as _;
 type Column = fn(&Measures) -> String;
 
 /// The columns after a row's name, with how each is read from the measures.
-const COLUMNS: [(&str, Column); 24] = [
+const COLUMNS: [(&str, Column); 29] = [
     ("saved_usd", |m| format!("{:.2}", m.saved_usd)),
     ("stopped_saved_usd", |m| {
         format!("{:.2}", m.stopped_saved_usd)
@@ -53,6 +53,17 @@ const COLUMNS: [(&str, Column); 24] = [
     }),
     ("reservation_cost_usd", |m| {
         format!("{:.2}", m.reservation_cost_usd)
+    }),
+    ("reclaimed_hours", |m| format!("{:.2}", m.reclaimed_hours)),
+    ("reclaim_saved_usd", |m| {
+        format!("{:.2}", m.reclaim_saved_usd)
+    }),
+    ("image_hours", |m| format!("{:.2}", m.image_hours)),
+    ("image_storage_usd", |m| {
+        format!("{:.2}", m.image_storage_usd)
+    }),
+    ("unpriced_reclaim_hours", |m| {
+        format!("{:.2}", m.unpriced_reclaim_hours)
     }),
 ];
 
@@ -113,6 +124,20 @@ pub fn table(r: &Report) -> String {
             out,
             "capacity reservations for starts (start.reserve_capacity): {:.2} h held, ${:.2} at on-demand prices, taken off the net",
             t.reservation_hours, t.reservation_cost_usd,
+        );
+    }
+    if t.reclaimed_hours > 0.0 || t.image_hours > 0.0 {
+        let _ = writeln!(
+            out,
+            "reclaimed boxes (stopped.reclaim_after): ${:.2} of disks not paid in {:.2} h terminated (Elastic IPs stay allocated, still paid); their images kept {:.2} h stored up to ${:.2}, taken off the net{}",
+            t.reclaim_saved_usd,
+            t.reclaimed_hours,
+            t.image_hours,
+            t.image_storage_usd,
+            match t.unpriced_reclaim_hours > 0.0 {
+                true => format!("; {:.2} h count no dollars: their image's volumes were not recorded, or the price table lacks their EBS or snapshot price (while_stopped)", t.unpriced_reclaim_hours),
+                false => String::new(),
+            }
         );
     }
     if t.unpriced_stopped_hours > 0.0 {
@@ -219,6 +244,13 @@ pub fn gross_to_net(t: &Measures) -> String {
             t.reserved_covered_usd
         );
     }
+    if t.image_storage_usd > 0.0 {
+        let _ = write!(
+            line,
+            ", less ${:.2} the images of reclaimed boxes stored",
+            t.image_storage_usd
+        );
+    }
     let _ = write!(
         line,
         "\nstill paid while stopped: ${:.2} for the stopped boxes' volumes and Elastic IPs, paid whether they run or not, so not taken off the net",
@@ -229,6 +261,11 @@ pub fn gross_to_net(t: &Measures) -> String {
             line,
             ", and unknown for {:.2} stopped hours of boxes whose volumes or Elastic IPs could not be read or are not priced (while_stopped in the price table)",
             t.unknown_box_cost_hours
+        );
+    }
+    if t.stopped_box_cost_usd > 0.0 {
+        line.push_str(
+            "; a policy's stopped.reclaim_after ends that for boxes stopped long, after a proven image",
         );
     }
     line

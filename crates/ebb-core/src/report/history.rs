@@ -179,6 +179,29 @@ pub struct ReservationSpan {
     pub to: Option<DateTime<Utc>>,
 }
 
+/// A box ebb reclaimed after a long stop (`stopped.reclaim_after`), as far as its money goes:
+/// the disks it no longer paid while terminated, and what its image stored meanwhile.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ReclaimSpan {
+    /// The box.
+    pub instance: String,
+    /// The policy whose `stopped` rule reclaimed it.
+    pub policy: String,
+    /// Its region.
+    pub region: String,
+    /// The volumes its image restores to (size and type), once proven; `None` when not
+    /// recorded, which leaves its dollars unknown, never zero.
+    pub volumes: Option<Vec<crate::fleet::money::Volume>>,
+    /// Not before then was its image made: the image's storage counts from here.
+    pub imaged_from: DateTime<Utc>,
+    /// When its termination was seen done; `None` if it never was.
+    pub terminated_at: Option<DateTime<Utc>>,
+    /// When its restore was asked for: its disks are paid again from about then.
+    pub restore_asked_at: Option<DateTime<Utc>>,
+    /// When its image was deregistered; `None` while it is kept.
+    pub image_deleted_at: Option<DateTime<Utc>>,
+}
+
 /// Everything a report is worked out from.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct History {
@@ -201,6 +224,9 @@ pub struct History {
     pub running: Vec<RunningSpan>,
     /// The capacity reservations ebb held at some time in the window.
     pub reservations: Vec<ReservationSpan>,
+    /// The reclaims whose image was kept, or whose box was terminated, at some time in the
+    /// window.
+    pub reclaims: Vec<ReclaimSpan>,
 }
 
 impl History {

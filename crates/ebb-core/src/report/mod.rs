@@ -38,6 +38,7 @@ mod format;
 mod groups;
 mod history;
 pub mod money;
+mod reclaimed;
 mod reservations;
 mod rollup;
 mod tally;
@@ -48,8 +49,8 @@ pub use currencies::InCurrency;
 pub use format::{csv, gross_to_net, table};
 pub use groups::GroupMeasures;
 pub use history::{
-    ActionRecord, EbbAction, GroupChange, History, InstanceInfo, OverrideSpan, ReservationSpan,
-    RunningSpan, SpotMove, StateChange, StopSaved,
+    ActionRecord, EbbAction, GroupChange, History, InstanceInfo, OverrideSpan, ReclaimSpan,
+    ReservationSpan, RunningSpan, SpotMove, StateChange, StopSaved,
 };
 pub use rollup::{compute_parts, midnight, roll_up, Parts, RolledDay, RolledSum};
 
@@ -127,12 +128,13 @@ impl Window {
 /// The measures of a report, for the whole fleet or one group.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct Measures {
-    /// Dollars saved, gross: stopped savings, spot savings and group savings, every stopped
-    /// hour at its on-demand price.
+    /// Dollars saved, gross: stopped savings, spot savings, group savings and the disks of
+    /// reclaimed boxes, every stopped hour at its on-demand price.
     pub saved_usd: f64,
     /// Dollars saved, net: gross less what commitments would have covered of the stopped hours,
-    /// less the stopped hours reservations held outside ebb paid for, and less what the
-    /// capacity reservations ebb held cost. What stopped boxes still pay
+    /// less the stopped hours reservations held outside ebb paid for, less what the capacity
+    /// reservations ebb held cost, and less what reclaims' images stored. What stopped boxes
+    /// still pay
     /// (`stopped_box_cost_usd`) is not taken off: a box pays for its disks whether it runs or
     /// not, so they are no cost of stopping it.
     pub net_saved_usd: f64,
@@ -151,6 +153,21 @@ pub struct Measures {
     /// Stopped hours of boxes whose volumes or addresses could not be read, or that the price
     /// table does not price: what they still paid is unknown (never zero).
     pub unknown_box_cost_hours: f64,
+    /// Hours boxes ebb reclaimed stayed terminated, their data in their image.
+    pub reclaimed_hours: f64,
+    /// What those boxes' disks would have cost in those hours (the volumes their images
+    /// restore to, at EBS prices): no longer paid. Elastic IPs are not in it: a termination
+    /// does not release them.
+    pub reclaim_saved_usd: f64,
+    /// Hours reclaims' images were kept, before and after their boxes' terminations.
+    pub image_hours: f64,
+    /// What those images stored, at the snapshot price on their volumes' full size (EBS bills
+    /// only the blocks stored, so at most this): taken off the net.
+    pub image_storage_usd: f64,
+    /// Reclaimed or image hours with no dollars: their volumes were not recorded, or the price
+    /// table lacks their EBS or snapshot price. A reclaim saves nothing here unless its image's
+    /// cost is known too.
+    pub unpriced_reclaim_hours: f64,
     /// Dollars saved by ebb's stops.
     pub stopped_saved_usd: f64,
     /// Dollars saved on spot.
@@ -213,6 +230,11 @@ impl Measures {
         self.group_hours += o.group_hours;
         self.reservation_hours += o.reservation_hours;
         self.reservation_cost_usd += o.reservation_cost_usd;
+        self.reclaimed_hours += o.reclaimed_hours;
+        self.reclaim_saved_usd += o.reclaim_saved_usd;
+        self.image_hours += o.image_hours;
+        self.image_storage_usd += o.image_storage_usd;
+        self.unpriced_reclaim_hours += o.unpriced_reclaim_hours;
     }
 
     /// Dollars and hours to the cent and the hundredth of an hour, for people and JSON, and
@@ -221,7 +243,8 @@ impl Measures {
         let net = self.saved_usd
             - self.commitment_covered_usd
             - self.reserved_covered_usd
-            - self.reservation_cost_usd;
+            - self.reservation_cost_usd
+            - self.image_storage_usd;
         self.net_saved_usd = (net * 100.0).round() / 100.0;
         for v in [
             &mut self.saved_usd,
@@ -241,6 +264,11 @@ impl Measures {
             &mut self.group_hours,
             &mut self.reservation_hours,
             &mut self.reservation_cost_usd,
+            &mut self.reclaimed_hours,
+            &mut self.reclaim_saved_usd,
+            &mut self.image_hours,
+            &mut self.image_storage_usd,
+            &mut self.unpriced_reclaim_hours,
         ] {
             *v = (*v * 100.0).round() / 100.0;
         }
@@ -339,6 +367,7 @@ pub fn compute(history: &History, window: Window, by: Option<&str>, prices: &Pri
     spot(history, window, &mut tally);
     overrides(history, window, &mut tally);
     reservations::reservations(history, window, prices, &mut tally);
+    reclaimed::reclaims(history, window, prices, &mut tally);
     let groups = groups::groups(history, window, &price, &mut tally);
     let mut report = finish(tally, window);
     report.groups = groups;
@@ -613,6 +642,8 @@ fn overrides(history: &History, window: Window, tally: &mut Tally) {
     }
 }
 
+#[cfg(test)]
+mod reclaimed_tests;
 #[cfg(test)]
 mod reserved_tests;
 #[cfg(test)]

@@ -145,3 +145,28 @@ fn a_rolled_day_keeps_the_hours_a_held_reservation_paid_for_apart() {
     assert_eq!(rolled.total, by_day.total);
     assert_eq!(rolled.total.reserved_covered_usd, 140.0);
 }
+
+#[test]
+fn a_day_after_a_long_stop_inside_a_held_reservation_ended_has_none_of_it() {
+    // i-held stopped from 11-30 10:00 until a person starts it on 12-02 10:00: 14 h, 24 h
+    // and 10 h of it, $10/h each; nothing on 12-03, the day after the run of whole days.
+    let mut h = history();
+    h.actions.retain(|a| a.instance == "i-held");
+    h.changes.push(StateChange {
+        instance: "i-held".into(),
+        at: t("2026-12-02T10:00:00Z"),
+        to_state: "running".into(),
+    });
+    let window = Window {
+        since: t("2026-11-30T00:00:00Z"),
+        until: t("2026-12-04T00:00:00Z"),
+    };
+    let r = compute(&h, window, None, &prices());
+    let covered: Vec<f64> = r
+        .days
+        .iter()
+        .map(|d| d.measures.reserved_covered_usd)
+        .collect();
+    assert_eq!(covered, [140.0, 240.0, 100.0, 0.0]);
+    assert_eq!(r.total.reserved_covered_usd, 480.0);
+}

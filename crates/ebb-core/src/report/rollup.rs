@@ -213,6 +213,7 @@ pub fn compute_parts(
     spot(&parts.rest, window, &mut tally);
     overrides(&parts.rest, window, &mut tally);
     super::reservations::reservations(&parts.rest, window, prices, &mut tally);
+    super::reclaimed::reclaims(&parts.rest, window, prices, &mut tally);
     let groups = groups::groups(&parts.rest, window, &price, &mut tally);
     let mut report = finish(tally, window);
     report.groups = groups;

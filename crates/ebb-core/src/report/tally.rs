@@ -174,6 +174,12 @@ impl Measures {
             (&mut self.group_hours, o.group_hours),
             (&mut self.reservation_hours, o.reservation_hours),
             (&mut self.reservation_cost_usd, o.reservation_cost_usd),
+            (&mut self.reserved_covered_usd, o.reserved_covered_usd),
+            (&mut self.reclaimed_hours, o.reclaimed_hours),
+            (&mut self.reclaim_saved_usd, o.reclaim_saved_usd),
+            (&mut self.image_hours, o.image_hours),
+            (&mut self.image_storage_usd, o.image_storage_usd),
+            (&mut self.unpriced_reclaim_hours, o.unpriced_reclaim_hours),
         ] {
             *v -= by;
             if v.abs() < RESIDUE {

@@ -97,6 +97,7 @@ pub(super) fn launch_spec_of(
             .filter(|ebs| ebs.delete_on_termination() == Some(false))
             .filter_map(|ebs| ebs.volume_id().map(str::to_string))
             .collect(),
+        private_ip: instance.private_ip_address().map(str::to_string),
     })
 }
 
@@ -150,6 +151,7 @@ pub(super) fn run_request(scope: &Scope, launch: &Launch) -> RunInstancesFluentB
         .min_count(1)
         .max_count(1)
         .client_token(&launch.client_token)
+        .set_private_ip_address(launch.private_ip.clone())
         .tag_specifications(tags.build());
     if let Some(arn) = &launch.spec.instance_profile {
         request = request
@@ -457,6 +459,22 @@ pub(super) fn snapshots(image: &aws_sdk_ec2::types::Image) -> Vec<String> {
         .filter_map(BlockDeviceMapping::ebs)
         .filter_map(|e| e.snapshot_id())
         .map(str::to_string)
+        .collect()
+}
+
+/// The volumes `image`'s EBS mappings restore to: size and type each (a mapping that does
+/// not say its type is gp2's, EC2's default for images).
+pub(super) fn image_volumes(image: &aws_sdk_ec2::types::Image) -> Vec<crate::fleet::money::Volume> {
+    image
+        .block_device_mappings()
+        .iter()
+        .filter_map(BlockDeviceMapping::ebs)
+        .filter_map(|e| {
+            Some(crate::fleet::money::Volume {
+                volume_type: e.volume_type().map_or("gp2", |t| t.as_str()).to_string(),
+                size_gib: u64::try_from(e.volume_size()?).ok()?,
+            })
+        })
         .collect()
 }
 

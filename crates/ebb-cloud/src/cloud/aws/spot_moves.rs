@@ -1,7 +1,9 @@
 //! [`SpotMoves`] on EC2: the calls of spot migration, each method the calls it makes.
 
 use super::ec2::Accepted;
-use super::spot::{launch_spec_of, not_found, run_request, snapshots, status, Placement};
+use super::spot::{
+    image_volumes, launch_spec_of, not_found, run_request, snapshots, status, Placement,
+};
 use super::{cloud_error, tag_map, AwsProvider};
 use crate::cloud::pacing::Key;
 use crate::cloud::{
@@ -107,6 +109,7 @@ impl SpotMoves for AwsProvider {
             },
             snapshot_volumes: facts.volumes,
             completed_snapshots: facts.completed,
+            volumes: image_volumes(&found),
             snapshots,
             tags: tag_map(found.tags()),
         }))

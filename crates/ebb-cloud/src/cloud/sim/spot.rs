@@ -67,6 +67,7 @@ impl SimProvider {
             security_groups: vec!["sg-sim".to_string()],
             instance_profile: None,
             key_name: None,
+            private_ip: None,
             user_data: None,
             tags: sim
                 .instance
@@ -164,6 +165,7 @@ impl SimProvider {
             snapshots: Vec::new(),
             snapshot_volumes: Default::default(),
             completed_snapshots: Default::default(),
+            volumes: Vec::new(),
             tags: Default::default(),
         })
     }
