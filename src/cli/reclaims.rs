@@ -43,7 +43,7 @@ fn reclaims_table(list: &[ReclaimRecord]) -> String {
         return "no reclaims\n".to_string();
     }
     let stamp = |t: chrono::DateTime<Utc>| t.to_rfc3339_opts(SecondsFormat::Secs, true);
-    let rows: Vec<[String; 8]> = list
+    let rows: Vec<[String; 9]> = list
         .iter()
         .map(|r| {
             [
@@ -54,6 +54,10 @@ fn reclaims_table(list: &[ReclaimRecord]) -> String {
                 stamp(r.stopped_since),
                 stamp(r.due_at),
                 r.image.clone().unwrap_or_else(|| "-".into()),
+                r.image_volumes.as_ref().map_or_else(
+                    || "-".into(),
+                    |v| format!("{} GiB", v.iter().map(|v| v.size_gib).sum::<u64>()),
+                ),
                 r.restored_as
                     .clone()
                     .or_else(|| r.error.clone())
@@ -70,6 +74,7 @@ fn reclaims_table(list: &[ReclaimRecord]) -> String {
             "STOPPED",
             "DUE",
             "IMAGE",
+            "IMAGE HOLDS",
             "RESTORED / WHY",
         ],
         &rows,

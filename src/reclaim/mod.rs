@@ -64,6 +64,9 @@ pub fn refusal(spec: &LaunchSpec) -> Option<String> {
     if spec.volumes.is_empty() {
         return Some("it has no EBS volume for an image to keep".to_string());
     }
+    if spec.hibernation {
+        return Some("it was launched with hibernation enabled, and EC2 does not support images of such a box (one launched from them may not be reachable); it is left stopped, its disks paid".to_string());
+    }
     None
 }
 
@@ -173,6 +176,7 @@ mod tests {
             volumes: volumes.iter().map(|v| v.to_string()).collect(),
             kept_at_termination: kept.iter().map(|v| v.to_string()).collect(),
             private_ip: None,
+            hibernation: false,
         };
         assert_eq!(refusal(&spec(&["vol-1"], &[])), None);
         assert!(refusal(&spec(&["vol-1", "vol-2"], &["vol-2"]))

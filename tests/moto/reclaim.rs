@@ -532,6 +532,34 @@ async fn a_box_with_a_volume_that_outlives_its_termination_is_refused(pool: PgPo
 }
 
 #[sqlx::test(migrations = false)]
+async fn a_box_launched_with_hibernation_enabled_is_refused(pool: PgPool) {
+    let mut s = Setup::new(pool).await;
+    let what = moto::Launch {
+        hibernation: true,
+        ..moto::G5
+    };
+    let id = s.f.launch(what).await;
+    s.f.ec2
+        .stop_instances()
+        .instance_ids(&id)
+        .send()
+        .await
+        .unwrap();
+    for minute in [21, 31, 32] {
+        assert!(s.tick(minute).await);
+    }
+    let r = s.reclaim(&id).await;
+    assert_eq!(r.state, ReclaimState::Refused, "{r:#?}");
+    assert!(r.error.unwrap().contains("hibernation enabled"));
+    assert_eq!(s.state(&id).await, "stopped");
+    assert!(s
+        .reconciler
+        .provider()
+        .ids_of(Method::CreateImage)
+        .is_empty());
+}
+
+#[sqlx::test(migrations = false)]
 async fn a_box_tagged_to_be_kept_is_not_reclaimed(pool: PgPool) {
     let mut s = Setup::new(pool).await;
     let id = s.stopped_box().await;

@@ -119,6 +119,14 @@ async fn a_reclaim_saves_its_disks_in_the_gross_and_its_image_comes_off_the_net(
         })
         .collect();
     assert_eq!(days, [(0.96, 0.7), (0.96, 1.2)]);
+    // `ebb reclaims` says what each proven image holds.
+    let listed = common::ebb_on(&database_url(&pool), &["reclaims"]);
+    let listed = String::from_utf8(listed.stdout).unwrap();
+    let row = listed.lines().find(|l| l.contains("i-a")).unwrap();
+    assert!(
+        row.contains(" ami-a ") && row.contains(" 730 GiB"),
+        "{listed}"
+    );
     let text = report(&pool, "table");
     assert!(
         text.contains("gross $1.92, net $0.02: less $0.00 of stopped hours reservations and Savings Plans would have covered ($0.00 of commitment left unused by the stops), less $1.90 the images of reclaimed boxes stored"),

@@ -42,6 +42,10 @@ pub struct LaunchSpec {
     /// cannot: its original still holds it).
     #[serde(default)]
     pub private_ip: Option<String>,
+    /// It was launched with hibernation enabled. EC2 does not support images of such a box (one
+    /// launched from them may not be reachable), so a reclaim refuses it.
+    #[serde(default)]
+    pub hibernation: bool,
 }
 
 /// One instance as a migration follows it.

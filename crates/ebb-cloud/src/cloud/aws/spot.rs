@@ -98,6 +98,10 @@ pub(super) fn launch_spec_of(
             .filter_map(|ebs| ebs.volume_id().map(str::to_string))
             .collect(),
         private_ip: instance.private_ip_address().map(str::to_string),
+        hibernation: instance
+            .hibernation_options()
+            .and_then(|h| h.configured())
+            .unwrap_or(false),
     })
 }
 

@@ -68,6 +68,7 @@ impl SimProvider {
             instance_profile: None,
             key_name: None,
             private_ip: None,
+            hibernation: false,
             user_data: None,
             tags: sim
                 .instance
