@@ -1132,6 +1132,42 @@ async fn a_migration_that_no_longer_saves_enough_when_it_starts_changes_nothing(
 }
 
 #[sqlx::test(migrations = false)]
+async fn an_original_launched_with_hibernation_enabled_is_never_imaged(pool: PgPool) {
+    let mut s = Setup::new(pool).await;
+    let checkpoint = (s.t0 - Duration::minutes(5)).to_rfc3339_opts(SecondsFormat::Secs, true);
+    let original =
+        s.f.launch(moto::Launch {
+            instance_type: "g5.xlarge",
+            managed: true,
+            spot: false,
+            hibernation: true,
+            tags: &[
+                ("workload", "training"),
+                ("ebb:interruptible", "true"),
+                ("ebb:checkpoint-at", &checkpoint),
+            ],
+        })
+        .await;
+    assert!(s.tick(0).await);
+    assert_eq!(s.migration(&original).await.state(), State::Planned);
+    assert!(s.tick(1).await);
+    let m = s.migration(&original).await;
+    assert_eq!(m.state(), State::RolledBack);
+    assert!(
+        m.error.as_deref().unwrap().contains("hibernation enabled"),
+        "{m:#?}"
+    );
+    let untouched = s.ec2(&original).await;
+    assert_eq!(state(&untouched), "running");
+    assert_eq!(tag(&untouched, "ebb:migrating"), None);
+    assert!(s
+        .reconciler
+        .provider()
+        .ids_of(Method::CreateImage)
+        .is_empty());
+}
+
+#[sqlx::test(migrations = false)]
 async fn reclaims_relaunch_on_spot_elsewhere_then_fall_back_to_on_demand(pool: PgPool) {
     let mut s = Setup::new(pool).await;
     let original = s.trainer(0).await;

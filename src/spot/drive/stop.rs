@@ -37,6 +37,13 @@ impl<P: Provider> Run<'_, P> {
                 }
             }
         }
+        if self.m.launch_spec.as_ref().is_some_and(|s| s.0.hibernation) {
+            let why = format!(
+                "not started: {} was launched with hibernation enabled, and EC2 does not support images of such a box (a replacement launched from one may not be reachable)",
+                self.m.original
+            );
+            return self.cancel(why).await;
+        }
         self.stop_original().await
     }
 
