@@ -37,7 +37,14 @@ pub(super) fn section(reclaim: Option<&ReclaimRecord>, session: Option<&Session>
                 dt { "State" } dd { span.state { (r.state.as_str()) } " since " (time(r.state_since)) }
                 dt { "Stopped since" } dd { (time(r.stopped_since)) }
                 dt { "Due" } dd { (time(r.due_at)) }
-                @if let Some(image) = &r.image { dt { "Image" } dd { code { (image) } ", kept by ebb" } }
+                @if let Some(image) = &r.image {
+                    dt { "Image" } dd {
+                        code { (image) } ", kept by ebb"
+                        @if let Some(volumes) = &r.image_volumes {
+                            ", holding " (volumes.iter().map(|v| v.size_gib).sum::<u64>()) " GiB of its volumes"
+                        }
+                    }
+                }
                 @if let Some(by) = &r.restore_asked_by { dt { "Restore asked by" } dd { (by) } }
                 @if let Some(id) = &r.restored_as { dt { "Restored as" } dd { a href=(instance_path(id)) { (id) } } }
                 @if let Some(why) = &r.error { dt { "Why" } dd { (why) } }

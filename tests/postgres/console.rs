@@ -1603,6 +1603,10 @@ async fn a_reclaimed_box_is_restored_from_its_page_with_the_apis_rules(pool: PgP
         .unwrap();
     r.state = ReclaimState::Reclaimed;
     r.image = Some("ami-0reclaimed".into());
+    r.image_volumes = Some(vec![ebb::fleet::money::Volume {
+        volume_type: "gp3".into(),
+        size_gib: 500,
+    }]);
     console.store.save_reclaim(&r, &[]).await.unwrap();
 
     // A reader sees the reclaim, and no button.
@@ -1610,6 +1614,7 @@ async fn a_reclaimed_box_is_restored_from_its_page_with_the_apis_rules(pool: PgP
     reader.login(READER).await;
     let (_, _, html) = reader.get("/instances/i-1").await;
     assert!(html.contains("ami-0reclaimed"), "{html}");
+    assert!(html.contains("holding 500 GiB of its volumes"), "{html}");
     assert!(!html.contains("Restore it from its image"), "{html}");
     let csrf = hidden(&html, "csrf");
     let (status, _, body) = reader
