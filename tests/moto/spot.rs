@@ -276,6 +276,11 @@ impl Setup {
     /// A running on-demand g5.xlarge of a training job that checkpointed five minutes before
     /// the tick `minutes` after the first.
     async fn trainer(&self, minutes: i64) -> String {
+        self.trainer_hibernating(minutes, false).await
+    }
+
+    /// [`Setup::trainer`], launched with hibernation enabled or not.
+    async fn trainer_hibernating(&self, minutes: i64, hibernation: bool) -> String {
         let checkpoint =
             (self.t0 + Duration::minutes(minutes - 5)).to_rfc3339_opts(SecondsFormat::Secs, true);
         self.f
@@ -283,7 +288,7 @@ impl Setup {
                 instance_type: "g5.xlarge",
                 managed: true,
                 spot: false,
-                hibernation: false,
+                hibernation,
                 tags: &[
                     ("workload", "training"),
                     ("ebb:interruptible", "true"),
@@ -1115,51 +1120,33 @@ async fn a_migration_that_no_longer_saves_enough_when_it_starts_changes_nothing(
     // Spot now costs 90 % of on-demand (g5.xlarge: $1.006/h).
     *s.faults().spot_price.lock().unwrap() = Some(0.905);
     assert!(s.tick(1).await);
-    let m = s.migration(&original).await;
-    assert_eq!(m.state(), State::RolledBack);
-    assert!(
-        m.error.as_deref().unwrap().contains("below min_savings"),
-        "{m:#?}"
-    );
-    let untouched = s.ec2(&original).await;
-    assert_eq!(state(&untouched), "running");
-    assert_eq!(tag(&untouched, "ebb:migrating"), None);
-    assert!(!s
-        .audit_codes(&original)
-        .await
-        .iter()
-        .any(|(code, _)| code == "spot_stop"));
+    ended_having_changed_nothing(&s, &original, "below min_savings").await;
 }
 
 #[sqlx::test(migrations = false)]
 async fn an_original_launched_with_hibernation_enabled_is_never_imaged(pool: PgPool) {
     let mut s = Setup::new(pool).await;
-    let checkpoint = (s.t0 - Duration::minutes(5)).to_rfc3339_opts(SecondsFormat::Secs, true);
-    let original =
-        s.f.launch(moto::Launch {
-            instance_type: "g5.xlarge",
-            managed: true,
-            spot: false,
-            hibernation: true,
-            tags: &[
-                ("workload", "training"),
-                ("ebb:interruptible", "true"),
-                ("ebb:checkpoint-at", &checkpoint),
-            ],
-        })
-        .await;
+    let original = s.trainer_hibernating(0, true).await;
     assert!(s.tick(0).await);
     assert_eq!(s.migration(&original).await.state(), State::Planned);
     assert!(s.tick(1).await);
-    let m = s.migration(&original).await;
+    ended_having_changed_nothing(&s, &original, "hibernation enabled").await;
+}
+
+/// Checks that the move of `original` ended `rolled_back`, saying `why`, having changed
+/// nothing: the original runs, untagged, never stopped and never imaged.
+async fn ended_having_changed_nothing(s: &Setup, original: &str, why: &str) {
+    let m = s.migration(original).await;
     assert_eq!(m.state(), State::RolledBack);
-    assert!(
-        m.error.as_deref().unwrap().contains("hibernation enabled"),
-        "{m:#?}"
-    );
-    let untouched = s.ec2(&original).await;
+    assert!(m.error.as_deref().unwrap().contains(why), "{m:#?}");
+    let untouched = s.ec2(original).await;
     assert_eq!(state(&untouched), "running");
     assert_eq!(tag(&untouched, "ebb:migrating"), None);
+    assert!(!s
+        .audit_codes(original)
+        .await
+        .iter()
+        .any(|(code, _)| code == "spot_stop"));
     assert!(s
         .reconciler
         .provider()
