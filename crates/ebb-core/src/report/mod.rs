@@ -134,9 +134,8 @@ pub struct Measures {
     /// Dollars saved, net: gross less what commitments would have covered of the stopped hours,
     /// less the stopped hours reservations held outside ebb paid for, less what the capacity
     /// reservations ebb held cost, and less what reclaims' images stored. What stopped boxes
-    /// still pay
-    /// (`stopped_box_cost_usd`) is not taken off: a box pays for its disks whether it runs or
-    /// not, so they are no cost of stopping it.
+    /// still pay (`stopped_box_cost_usd`) is not taken off: a box pays for its disks whether it
+    /// runs or not, so they are no cost of stopping it.
     pub net_saved_usd: f64,
     /// On-demand dollars of stopped hours that reservations or Savings Plans would have
     /// covered: paid anyway, so not saved.
