@@ -15,7 +15,8 @@ less the instances running in it.
 RunInstances asking for a private IP address another instance holds is refused with EC2's
 `InvalidIPAddress.InUse` (moto raises a bare Exception: a 500); a terminated instance's address
 is free again, as on EC2; an instance launched without a subnet gets an address of its zone's
-default subnet (moto gives it one outside every subnet). Arguments are moto.server's.
+default subnet (moto gives it one outside every subnet); a public IPv4 address from Amazon's pool
+is owned by `amazon` (moto names the account, as for an Elastic IP). Arguments are moto.server's.
 """
 
 import datetime
@@ -24,6 +25,7 @@ import itertools
 from moto.core.exceptions import ServiceException
 from moto.core.responses import ActionResult, EmptyResult
 from moto.ec2.models.amis import AmiBackend
+from moto.ec2.models.elastic_network_interfaces import NetworkInterface
 from moto.ec2.models.instances import Instance
 from moto.ec2.models.subnets import Subnet
 from moto.ec2.responses import EC2Response
@@ -76,6 +78,20 @@ def prep_nics(self, nic_spec, private_ip=None, **kwargs):
 
 
 Instance.prep_nics = prep_nics
+
+_association = NetworkInterface.association.fget
+
+
+def association(self):
+    # EC2 names Amazon as the owner of a public IPv4 address from its pool (`IpOwnerId`
+    # `amazon`) and the account as the owner of an Elastic IP; moto names the account for both.
+    found = _association(self)
+    if found.get("publicIp") and not found.get("allocationId"):
+        found["ipOwnerId"] = "amazon"
+    return found
+
+
+NetworkInterface.association = property(association)
 
 # Reservations by (account, region), then id; ids count up.
 _RESERVATIONS = {}

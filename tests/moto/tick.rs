@@ -133,6 +133,9 @@ async fn evening_stops_what_matches_and_morning_starts_only_what_ebb_stopped(poo
     assert_eq!(outcomes(&stops), [("intent", false), ("succeeded", false)]);
     assert_eq!(stops[1]["policy"], "research-hours");
     assert!(stops[1]["request_id"].is_string(), "{stops:?}");
+    // Its public IPv4 address is from Amazon's pool, which a stop gives up.
+    let reason = stops[1]["reason"].as_str().unwrap();
+    assert!(reason.contains("use an Elastic IP to keep one"), "{reason}");
 
     let later = s.tick(LATER, &[]);
     assert!(later.contains(": 4 instances, 0 actions"), "{later}");
@@ -523,6 +526,10 @@ async fn a_notice_tags_the_instance_and_reaches_the_webhook_despite_a_failure(po
     let text = bodies[1]["text"].as_str().unwrap();
     assert!(text.contains(&research), "{text}");
     assert!(text.contains("2026-11-30T19:00:00Z"), "{text}");
+    assert!(
+        text.contains("When it stops, the public IP will change; use an Elastic IP to keep one"),
+        "{text}"
+    );
 }
 
 #[sqlx::test(migrations = false)]

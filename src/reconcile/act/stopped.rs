@@ -16,6 +16,9 @@ use std::collections::HashMap;
 
 /// What a notice or a stop's outcome says of the public IP of an instance billed as `billing`.
 pub(super) fn public_ip_text(billing: &Billing) -> String {
+    if billing.public_ip_from_pool {
+        return "the public IP will change; use an Elastic IP to keep one (EC2 gives up an instance's public IPv4 address from Amazon's pool at every stop)".to_string();
+    }
     format!(
         "the public IP will change; use an EIP to keep one ({} releases the public IP of an instance stopped without charge)",
         billing.cloud.display_name()
@@ -147,5 +150,26 @@ impl<P: Provider> Reconciler<P> {
                 outcome.policy.as_deref().unwrap_or("-"),
             ));
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_ec2_stop_of_a_box_with_an_address_from_amazons_pool_says_it_will_change() {
+        let pooled = Billing {
+            public_ip_from_pool: true,
+            ..Billing::EC2
+        };
+        let (code, note) = stopped_note(StoppedMode::NoCharge, Some(&pooled)).unwrap();
+        assert_eq!(code, None);
+        assert!(note.contains("use an Elastic IP to keep one"), "{note}");
+        // An Elastic IP, or no public address: nothing to say.
+        assert_eq!(
+            stopped_note(StoppedMode::NoCharge, Some(&Billing::EC2)),
+            None
+        );
     }
 }

@@ -185,6 +185,9 @@ pub struct Billing {
     /// The capacity reservation held outside ebb that this running instance runs in, if any
     /// (boxed: few boxes run in one, and every listed instance carries the field).
     pub reservation: Option<Box<HeldReservation>>,
+    /// It has a public IPv4 address from the cloud's own pool, not an Elastic IP of the
+    /// account (EC2's `IpOwnerId` `amazon`): EC2 gives it up at every stop.
+    pub public_ip_from_pool: bool,
 }
 
 impl Billing {
@@ -197,6 +200,7 @@ impl Billing {
         stopped_mode: None,
         recycling: false,
         reservation: None,
+        public_ip_from_pool: false,
     };
 
     /// An EC2 instance, stopped or not as `stopped` says: a stopped one is not billed for
@@ -226,6 +230,7 @@ impl Billing {
             stopped_mode: None,
             recycling: false,
             reservation: None,
+            public_ip_from_pool: false,
         }
     }
 
@@ -239,9 +244,11 @@ impl Billing {
     /// Whether ebb warns that a stop it asks for gives up the public IP the cloud assigned: a
     /// stop in no-charge mode does (Alibaba Cloud ECS, Tencent Cloud CVM; an EIP stays), so the
     /// instance has another after its next start, where a stop of the same box that charges
-    /// would have kept it.
+    /// would have kept it; and every EC2 stop of a box whose public IPv4 address is from
+    /// Amazon's pool (an Elastic IP stays).
     pub fn stop_releases_public_ip(&self) -> bool {
-        self.stop_saves() && matches!(self.stop_saving, StopSaving::InNoChargeMode)
+        self.stop_saves()
+            && (matches!(self.stop_saving, StopSaving::InNoChargeMode) || self.public_ip_from_pool)
     }
 }
 
@@ -390,7 +397,7 @@ mod tests {
     }
 
     #[test]
-    fn only_a_stop_in_no_charge_mode_is_said_to_give_up_the_public_ip() {
+    fn a_stop_in_no_charge_mode_or_of_an_ec2_box_with_an_amazon_address_gives_up_the_public_ip() {
         let of = |cloud, charge, ty, family| Billing::of(cloud, charge, ty, family);
         let pay = Charge::PayAsYouGo;
         let gn7 = of(
@@ -401,12 +408,19 @@ mod tests {
         );
         assert!(gn7.stop_releases_public_ip());
         assert!(of(Cloud::Tencent, pay, "GN7.2XLARGE32", None).stop_releases_public_ip());
-        // A stop that keeps charging keeps the address; EC2 is not warned of.
+        // A stop that keeps charging keeps the address.
         let gn5 = of(Cloud::Alibaba, pay, "ecs.gn5-c4g1.xlarge", Some("ecs.gn5"));
         assert!(!gn5.stop_releases_public_ip());
         let prepaid = of(Cloud::Tencent, Charge::Subscription, "GN7.2XLARGE32", None);
         assert!(!prepaid.stop_releases_public_ip());
+        // An EC2 box with an Elastic IP, or none, keeps what it has; one with an address from
+        // Amazon's pool gets another at its next start.
         assert!(!Billing::EC2.stop_releases_public_ip());
+        let pooled = Billing {
+            public_ip_from_pool: true,
+            ..Billing::EC2
+        };
+        assert!(pooled.stop_releases_public_ip());
     }
 
     #[test]

@@ -369,12 +369,26 @@ pub(super) fn from_ec2(
             via_role: via_role.cloned(),
             billing: Billing {
                 reservation,
+                public_ip_from_pool: public_ip_from_pool(instance),
                 ..Billing::ec2(state == InstanceState::Stopped)
             },
             private_ip: instance.private_ip_address().and_then(crate::cloud::ip_of),
         },
         hibernation,
     ))
+}
+
+/// Whether `instance`'s public IPv4 address is from Amazon's pool (its network interface's
+/// association owned by `amazon`), which EC2 gives up at every stop; an Elastic IP is owned by
+/// the account, and stays.
+fn public_ip_from_pool(instance: &aws_sdk_ec2::types::Instance) -> bool {
+    let Some(public) = instance.public_ip_address() else {
+        return false;
+    };
+    instance.network_interfaces().iter().any(|n| {
+        n.association()
+            .is_some_and(|a| a.public_ip() == Some(public) && a.ip_owner_id() == Some("amazon"))
+    })
 }
 
 /// An instance's state; `None` for one EC2 never sends.
@@ -501,5 +515,35 @@ mod tests {
         assert_eq!(listed("fd00::17"), "fd00::17".parse().ok());
         // Never substituted into a Jupyter URL.
         assert_eq!(listed("10.0.3.17:8888/evil"), None);
+    }
+
+    #[test]
+    fn a_public_address_from_amazons_pool_is_told_apart_from_an_elastic_ip() {
+        use aws_sdk_ec2::types::{InstanceNetworkInterface, InstanceNetworkInterfaceAssociation};
+        let listed = |owner: &str| {
+            let association = InstanceNetworkInterfaceAssociation::builder()
+                .public_ip("203.0.113.7")
+                .ip_owner_id(owner)
+                .build();
+            let nic = InstanceNetworkInterface::builder()
+                .association(association)
+                .build();
+            let instance = aws_sdk_ec2::types::Instance::builder()
+                .instance_id("i-1")
+                .instance_type(aws_sdk_ec2::types::InstanceType::G5Xlarge)
+                .state(
+                    aws_sdk_ec2::types::InstanceState::builder()
+                        .name(aws_sdk_ec2::types::InstanceStateName::Running)
+                        .build(),
+                )
+                .public_ip_address("203.0.113.7")
+                .network_interfaces(nic)
+                .build();
+            let billing = from_ec2("us-east-1", None, &instance).unwrap().0.billing;
+            billing.stop_releases_public_ip()
+        };
+        assert!(listed("amazon"));
+        // An Elastic IP: owned by the account, kept at a stop.
+        assert!(!listed("123456789012"));
     }
 }
