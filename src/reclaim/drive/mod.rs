@@ -454,21 +454,15 @@ impl<S: SpotMoves> Run<'_, S> {
     }
 
     fn entry(&self, action: Action, outcome: Outcome, code: Code, what: &str) -> NewAuditEntry {
+        let reason = format!("reclaim {}: {what}", self.r.id);
         NewAuditEntry {
-            at: self.tick.at,
-            actor: ACTOR.to_string(),
             instance: Some(self.r.instance.clone()),
             region: Some(self.r.region.clone()),
-            action: action.as_str().to_string(),
             outcome,
             policy: Some(self.r.policy.clone()),
             policy_version: Some(self.tick.version.to_string()),
             code: Some(code.as_str().to_string()),
-            reason: format!("reclaim {}: {what}", self.r.id),
-            dry_run: false,
-            request_id: None,
-            error: None,
-            intent_seq: None,
+            ..NewAuditEntry::event(self.tick.at, ACTOR, action.as_str(), reason)
         }
     }
 

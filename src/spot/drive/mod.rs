@@ -214,21 +214,15 @@ impl<'a, P: Provider> Run<'a, P> {
     }
 
     fn entry(&self, action: Action, outcome: Outcome, code: Code, reason: &str) -> NewAuditEntry {
+        let reason = format!("migration {}: {reason}", self.m.id);
         NewAuditEntry {
-            at: self.tick_now(),
-            actor: ACTOR.to_string(),
             instance: Some(self.m.original.clone()),
             region: Some(self.m.region.clone()),
-            action: action.as_str().to_string(),
             outcome,
             policy: Some(self.m.policy.clone()),
             policy_version: Some(self.tick.version.to_string()),
             code: Some(code.as_str().to_string()),
-            reason: format!("migration {}: {reason}", self.m.id),
-            dry_run: false,
-            request_id: None,
-            error: None,
-            intent_seq: None,
+            ..NewAuditEntry::event(self.tick_now(), ACTOR, action.as_str(), reason)
         }
     }
 
