@@ -102,7 +102,8 @@ pub struct ApiState {
     pub checkpoints: Option<Arc<Publisher>>,
     /// Public reads, the longest override, the time limit.
     pub limits: ApiLimits,
-    /// The on-demand prices `GET /v1/report` counts stopped hours at.
+    /// The price table (`EBB_PRICES`) `GET /v1/report` counts stopped hours at, beneath the
+    /// clouds' quotes kept in Postgres.
     pub prices: Arc<PriceTable>,
     /// The cloud the boxes are on: the currency of a budget that names none.
     pub cloud: crate::fleet::Cloud,
@@ -520,7 +521,8 @@ pub struct ReportQuery {
 
 impl ApiState {
     /// What ebb saved over `window`, grouped by the tag `by` too when given, priced by the
-    /// price table: what `GET /v1/report` and the console's `/savings` show. The
+    /// price table with the clouds' kept quotes over it: what `GET /v1/report` and the
+    /// console's `/savings` show. The
     /// calculation runs on the blocking pool, not on the runtime's workers the leader's tick
     /// and the health checks need.
     pub async fn report(
@@ -535,7 +537,7 @@ impl ApiState {
         // Whole past days come from their rollups, summed by the database.
         let held = &self.prices.commitments;
         let parts = self.store.report_parts(window, by.as_deref(), held).await?;
-        let prices = self.prices.clone();
+        let prices = self.store.quoted_table((*self.prices).clone()).await?;
         let compute = move || crate::report::compute_parts(&parts, window, by.as_deref(), &prices);
         match tokio::task::spawn_blocking(compute).await {
             Ok(report) => Ok(report),

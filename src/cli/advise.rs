@@ -109,6 +109,16 @@ pub(super) async fn run(args: &AdviseArgs) -> Result<ExitCode> {
     // Advise sizes commitments from the table's rates, not the ones held.
     let table = add_prices(&args.prices, &mut fleet)?;
     check_prices(&fleet, &args.prices)?;
+    // Subscriptions are advised from the clouds' quotes where serve or tick kept them.
+    let table = match &source {
+        Source::Store(store, _) => Some(
+            store
+                .quoted_table(table.unwrap_or_default())
+                .await
+                .context("cannot read the clouds' price quotes from Postgres")?,
+        ),
+        Source::Files { .. } => table,
+    };
     let on_demand = advise::run::on_demand(&fleet.prices);
     let commitment_rates = table
         .as_ref()

@@ -286,6 +286,10 @@ pub(super) struct CloudArgs {
     /// SERVICE.tencentcloudapi.com (a test double on this machine).
     #[arg(long, env = "EBB_TENCENT_ENDPOINT", value_name = "URL")]
     pub(super) tencent_endpoint: Option<reqwest::Url>,
+    /// With --cloud tencent: the currency the account is billed in, which CVM's price
+    /// answers do not name: CNY on the China site, USD on the international one.
+    #[arg(long, env = "EBB_TENCENT_CURRENCY", default_value = "CNY", value_name = "CODE", value_parser = parse_currency)]
+    pub(super) tencent_currency: String,
     /// With --cloud tencent: the secret id (without it and the key, the CAM role of the
     /// instance ebb runs on).
     #[arg(long, env = "TENCENTCLOUD_SECRET_ID", hide_env_values = true)]
@@ -569,5 +573,17 @@ impl Input {
         let rates = crate::reconcile::start_rates(&RateLimits::default());
         let prior = prior.with_start_rates(rates, Default::default());
         Ok((self.at.unwrap_or_else(Utc::now), set, fleet, prior, groups))
+    }
+}
+
+/// A currency's ISO 4217 code, upper case (`CNY`).
+fn parse_currency(s: &str) -> Result<String, String> {
+    let code = s.trim().to_ascii_uppercase();
+    if code.len() == 3 && code.bytes().all(|b| b.is_ascii_uppercase()) {
+        Ok(code)
+    } else {
+        Err(format!(
+            "\"{s}\" is not a currency's ISO 4217 code: write CNY or USD"
+        ))
     }
 }

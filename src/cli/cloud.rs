@@ -188,6 +188,7 @@ impl CloudArgs {
                     },
                     on_demand,
                     gpu_metric: tencent::GpuMetric::default(),
+                    currency: self.tencent_currency,
                 };
                 let provider = TencentProvider::connect(settings)?;
                 let cloud = Connected {

@@ -61,8 +61,10 @@ pub(super) async fn run(args: ReportArgs) -> Result<ExitCode> {
         Err(e) => bail!(e),
     };
     let by = args.by.as_deref().map(str::trim).filter(|b| !b.is_empty());
-    let parts = store.report_parts(window, by, &prices.commitments).await?;
-    let r = report::compute_parts(&parts, window, by, &prices);
+    // The clouds' quotes over the table; budgets keep the table's dollars, as the tick does.
+    let quoted = store.quoted_table(prices.clone()).await?;
+    let parts = store.report_parts(window, by, &quoted.commitments).await?;
+    let r = report::compute_parts(&parts, window, by, &quoted);
     let budgets = match args.policies.is_empty() {
         true => Vec::new(),
         false => {

@@ -126,6 +126,8 @@ pub(super) async fn page(
     let _guard = GiveUpOnDrop(given_up.clone());
     let store = state.store.clone();
     let prices = state.prices.clone();
+    // Subscriptions are advised at the clouds' kept quotes, over the table's.
+    let quoted = state.store.quoted_table((*state.prices).clone()).await?;
     let runtime = tokio::runtime::Handle::current();
     let compute = move || -> Result<Advice, AdviseError> {
         let _permit = permit;
@@ -133,7 +135,7 @@ pub(super) async fn page(
         let replay_prices = run::replay_prices(&prices);
         let on_demand = run::on_demand(&replay_prices);
         let commitment_rates = run::plan_rates(&prices);
-        let subscription_tables = run::subscription_tables(&prices);
+        let subscription_tables = run::subscription_tables(&quoted);
         let inputs = Inputs {
             options: Options {
                 levers: crate::cloud::levers(),

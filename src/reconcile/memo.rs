@@ -33,6 +33,8 @@ pub(super) struct Memo {
     pub(super) uses_kept: Mutex<HashMap<(String, String), DateTime<Utc>>>,
     /// When the kept instance catalogue's age was last looked at: at most once an hour.
     pub(super) catalogue_looked: Mutex<Option<DateTime<Utc>>>,
+    /// When the kept price quotes' ages were last looked at: at most once an hour.
+    pub(super) quotes_looked: Mutex<Option<DateTime<Utc>>>,
     /// When each region's held capacity reservations were last read: at most once an hour.
     pub(super) capacity_read: Mutex<HashMap<String, DateTime<Utc>>>,
     /// The volumes and Elastic IPs last kept in Postgres, by instance: only changes are

@@ -16,6 +16,7 @@ mod groups;
 mod memo;
 mod migrations;
 mod node_groups;
+mod quotes;
 mod read;
 mod reclaims;
 mod report;
@@ -160,6 +161,8 @@ impl TickContext<'_> {
 ///   a refused start's fallback types;
 /// - **catalogue**, `catalogue.rs`: the instance catalogue described again when the kept one is
 ///   a day old;
+/// - **quotes**, `quotes.rs`: the cloud's prices of the types the fleet runs quoted again
+///   where the kept quote is a day old;
 /// - **report**, `report.rs`: what the tick did ([`TickReport`]).
 ///
 /// What it remembers in memory between ticks (economies, and messages not told twice) is one
@@ -274,6 +277,9 @@ impl<P: Provider> Reconciler<P> {
             self.read_held_capacity(&complete, &fleet.instances, now)
                 .await;
         }
+        let to_quote = self
+            .quotes_due(now)
+            .then(|| quotes::to_quote(&fleet.instances));
         // Acting needs only the decisions. The listing and its readings are the largest data of
         // a tick, and the first tick of a large fleet acts on tens of thousands of instances.
         drop(fleet);
@@ -284,6 +290,9 @@ impl<P: Provider> Reconciler<P> {
         self.act(decisions, &mut acting).await?;
         // After acting, so that a slow description never delays a stop.
         self.refresh_catalogue(now).await;
+        if let Some(types) = to_quote {
+            self.refresh_quotes(types, now).await;
+        }
         report.pacing = self.options.pacing.as_ref().map(|p| p.pacer.counts());
         Ok(report)
     }

@@ -28,6 +28,7 @@ mod overrides;
 mod own_types;
 mod pages;
 mod pools;
+mod quotes;
 mod readings;
 mod rebalances;
 mod reclaims;

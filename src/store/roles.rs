@@ -79,6 +79,7 @@ pub const RUNTIME_PRIVILEGES: &[(&str, &str)] = &[
     ("calendar_copies", "SELECT, INSERT, UPDATE"),
     ("capacity_reads", "SELECT, INSERT, UPDATE, DELETE"),
     ("budget_raises", "SELECT, INSERT"),
+    ("price_quotes", "SELECT, INSERT, UPDATE"),
 ];
 
 /// Tables the reader role gets no privilege on: what they hold is for the running service

@@ -51,6 +51,7 @@ pub fn act(
         "StopInstances" | "StartInstances" => start_or_stop(state, &region()?, action, query),
         "TagResources" | "UntagResources" => tags(state, &region()?, action, query),
         "DescribeMetricList" => metrics(state, query),
+        "DescribePrice" => price(&region()?, query),
         _ => Err(bad(
             "InvalidAction.NotFound",
             format!("{action} is not an action"),
@@ -131,6 +132,63 @@ fn describe_types(query: &BTreeMap<String, String>) -> Value {
         })
         .collect();
     json!({"RequestId": "fake-types", "InstanceTypes": {"InstanceType": types}})
+}
+
+/// The fake's price list in yuan: a type's hour pay-as-you-go, and a month of subscription
+/// (test figures, not Alibaba's). Only these two are sold; a year is ten months' price.
+fn list_price(instance_type: &str) -> Option<(f64, f64)> {
+    match instance_type {
+        "ecs.gn7i-c8g1.2xlarge" => Some((9.5, 4_000.0)),
+        "ecs.gn5-c4g1.xlarge" => Some((7.0, 3_000.0)),
+        _ => None,
+    }
+}
+
+/// DescribePrice of an instance type (`ResourceType=instance`) for `PriceUnit` and `Period`:
+/// the whole period's price, the instance's part beside a system disk's, as ECS answers it.
+fn price(region: &str, query: &BTreeMap<String, String>) -> Result<Value, Refusal> {
+    if query.get("ResourceType").map_or("instance", String::as_str) != "instance" {
+        return Err(bad("InvalidResourceType.NotSupported", "only instance"));
+    }
+    let ty = query
+        .get("InstanceType")
+        .ok_or_else(|| bad("MissingInstanceType", "InstanceType is mandatory"))?;
+    let Some((hour, month)) = list_price(ty) else {
+        return Err(bad(
+            "InvalidInstanceType.ValueNotSupported",
+            format!("{ty} is not sold in {region}"),
+        ));
+    };
+    let period: f64 = query
+        .get("Period")
+        .map_or(Ok(1.0), |p| p.parse())
+        .map_err(|_| bad("InvalidPeriod", "Period"))?;
+    let (instance, disk) = match query.get("PriceUnit").map_or("Hour", String::as_str) {
+        "Hour" if period == 1.0 => (hour, 0.03),
+        "Month" if (1.0..=9.0).contains(&period) => (month * period, 20.0 * period),
+        "Year" if (1.0..=5.0).contains(&period) => (month * 10.0 * period, 200.0 * period),
+        _ => {
+            return Err(bad(
+                "InvalidPriceUnit.ValueNotSupported",
+                "PriceUnit or Period",
+            ))
+        }
+    };
+    let part = |resource: &str, price: f64| {
+        json!({"Resource": resource, "OriginalPrice": price, "DiscountPrice": 0.0, "TradePrice": price,
+               "SubRules": {"Rule": []}})
+    };
+    Ok(json!({
+        "RequestId": "fake-price",
+        "PriceInfo": {
+            "Price": {
+                "Currency": "CNY", "OriginalPrice": instance + disk, "DiscountPrice": 0.0,
+                "TradePrice": instance + disk,
+                "DetailInfos": {"DetailInfo": [part("instanceType", instance), part("systemDisk", disk)]},
+            },
+            "Rules": {"Rule": []},
+        },
+    }))
 }
 
 fn start_or_stop(

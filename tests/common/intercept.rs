@@ -15,10 +15,13 @@ use chrono::{DateTime, Utc};
 use ebb::cloud::{
     ActionReport, Artifact, CapacityReservations, CloudError, Failed, GpuReadings, Image,
     ImageMade, InstanceMetrics, InstanceStatus, Inventory, Launch, LaunchSpec, MetricAnswer,
-    MetricQuery, NodeGroupUpdate, PlacementScores, Provider, Reservation, ReservationRequest,
-    Resize, ScalingGroups, ScopeFailure, SpotMoves, StopKind, TypeCatalogue, TypePrice,
+    MetricQuery, NodeGroupUpdate, PlacementScores, PriceQuotes, Provider, Reservation,
+    ReservationRequest, Resize, ScalingGroups, ScopeFailure, SpotMoves, StopKind, TypeCatalogue,
+    TypePrice,
 };
-use ebb::fleet::{Capacity, HeldCapacity, Instance, NodeGroup, ScalingGroup, TypeFacts};
+use ebb::fleet::{
+    Capacity, HeldCapacity, Instance, NodeGroup, PriceQuote, ScalingGroup, TypeFacts,
+};
 use std::collections::BTreeMap;
 use std::future::Future;
 use std::pin::Pin;
@@ -66,11 +69,12 @@ pub enum Method {
     PlacementScores,
     InstanceTypes,
     MetricMaxima,
+    PriceQuotes,
 }
 
 impl Method {
     /// Every method.
-    pub const ALL: [Method; 36] = [
+    pub const ALL: [Method; 37] = [
         Method::Instances,
         Method::Reread,
         Method::GpuUtilisation,
@@ -107,6 +111,7 @@ impl Method {
         Method::PlacementScores,
         Method::InstanceTypes,
         Method::MetricMaxima,
+        Method::PriceQuotes,
     ];
 
     /// Its name in the trait (`gpu_utilisation`).
@@ -148,6 +153,7 @@ impl Method {
             Method::PlacementScores => "placement_scores",
             Method::InstanceTypes => "instance_types",
             Method::MetricMaxima => "metric_maxima",
+            Method::PriceQuotes => "quote",
         }
     }
 
@@ -188,6 +194,7 @@ impl Method {
             Method::TargetReservation => "ModifyInstanceCapacityReservationAttributes",
             Method::CancelReservation => "CancelCapacityReservation",
             Method::PlacementScores => "GetSpotPlacementScores",
+            Method::PriceQuotes => "DescribePrice",
         }
     }
 
@@ -391,6 +398,11 @@ pub enum Call {
         from: DateTime<Utc>,
         to: DateTime<Utc>,
     },
+    PriceQuotes {
+        region: String,
+        types: Vec<String>,
+        now: DateTime<Utc>,
+    },
 }
 
 impl Call {
@@ -433,6 +445,7 @@ impl Call {
             Call::UserData { .. } => Method::UserData,
             Call::InstanceTypes => Method::InstanceTypes,
             Call::MetricMaxima { .. } => Method::MetricMaxima,
+            Call::PriceQuotes { .. } => Method::PriceQuotes,
         }
     }
 
@@ -473,7 +486,8 @@ impl Call {
             | Call::CancelReservation { region, .. }
             | Call::HeldCapacity { region }
             | Call::PlacementScores { region, .. }
-            | Call::MetricMaxima { region, .. } => Some(region),
+            | Call::MetricMaxima { region, .. }
+            | Call::PriceQuotes { region, .. } => Some(region),
         }
     }
 
@@ -484,6 +498,7 @@ impl Call {
             Call::Instances
             | Call::InstanceTypes
             | Call::Prices { .. }
+            | Call::PriceQuotes { .. }
             | Call::MigrationArtifacts { .. }
             | Call::ScalingGroups { .. }
             | Call::HeldCapacity { .. }
@@ -578,6 +593,7 @@ impl Call {
             Method::PlacementScores => Answer::Scores(Err(error)),
             Method::InstanceTypes => Answer::Types(Err(error)),
             Method::MetricMaxima => Answer::Maxima(Err(error)),
+            Method::PriceQuotes => Answer::Quotes(Err(error)),
         }
     }
 }
@@ -609,6 +625,7 @@ pub enum Answer {
     Scores(Result<PlacementScores, CloudError>),
     Types(Result<BTreeMap<String, TypeFacts>, CloudError>),
     Maxima(Result<Vec<MetricAnswer>, CloudError>),
+    Quotes(Result<Vec<PriceQuote>, CloudError>),
 }
 
 /// A return type of [`Provider`], to and from its [`Answer`].
@@ -660,6 +677,7 @@ answers! {
     Scores: Result<PlacementScores, CloudError>,
     Types: Result<BTreeMap<String, TypeFacts>, CloudError>,
     Maxima: Result<Vec<MetricAnswer>, CloudError>,
+    Quotes: Result<Vec<PriceQuote>, CloudError>,
 }
 
 /// One call as the log keeps it.
@@ -878,6 +896,7 @@ impl<P: Provider> Provider for Intercept<P> {
     type CapacityReservations = Self;
     type TypeCatalogue = Self;
     type InstanceMetrics = Self;
+    type PriceQuotes = Self;
 
     fn resizer(&self) -> Option<&Self> {
         self.inner.resizer().map(|_| self)
@@ -901,6 +920,10 @@ impl<P: Provider> Provider for Intercept<P> {
 
     fn instance_metrics(&self) -> Option<&Self> {
         self.inner.instance_metrics().map(|_| self)
+    }
+
+    fn price_quotes(&self) -> Option<&Self> {
+        self.inner.price_quotes().map(|_| self)
     }
 
     async fn instances(&self) -> Inventory {
@@ -1027,6 +1050,13 @@ impl<P: Provider> Intercept<P> {
     fn inner_instance_metrics(&self) -> &P::InstanceMetrics {
         self.inner
             .instance_metrics()
+            .expect("the layer offers only what its provider has")
+    }
+
+    /// The provider's price quotes: the layer offers them only when the provider has them.
+    fn inner_price_quotes(&self) -> &P::PriceQuotes {
+        self.inner
+            .price_quotes()
             .expect("the layer offers only what its provider has")
     }
 }
@@ -1401,6 +1431,23 @@ impl<P: Provider> CapacityReservations for Intercept<P> {
             self.inner_capacity_reservations().held_capacity(region),
         )
         .await
+    }
+}
+
+impl<P: Provider> PriceQuotes for Intercept<P> {
+    async fn quote(
+        &self,
+        region: &str,
+        types: &[String],
+        now: DateTime<Utc>,
+    ) -> Result<Vec<PriceQuote>, CloudError> {
+        let call = Call::PriceQuotes {
+            region: region.into(),
+            types: owned(types),
+            now,
+        };
+        let forward = self.inner_price_quotes().quote(region, types, now);
+        self.run(call, forward).await
     }
 }
 

@@ -507,6 +507,7 @@ impl FakeState {
             }
             ("cvm", "DescribeInstances") => self.describe(region, body),
             ("cvm", "DescribeInstanceTypeConfigs") => Ok(type_configs(body)),
+            ("cvm", "DescribeZoneInstanceConfigInfos") => Ok(zone_configs(body)),
             ("cvm", "StopInstances") => self.stop(region, body),
             ("cvm", "StartInstances") => self.start(region, body),
             ("tag", "TagResources") => self.tag(body, true),
@@ -793,4 +794,62 @@ fn type_configs(body: &Value) -> Value {
         })
         .collect();
     json!({ "InstanceTypeConfigSet": set })
+}
+
+/// The fake's prices in yuan (test figures, not Tencent's), by zone of ap-guangzhou: a type's
+/// hour pay-as-you-go, and a month of subscription. Zone 6 asks more than zone 3.
+fn zone_price(zone: &str, instance_type: &str) -> Option<(f64, f64)> {
+    let (hour, month) = match instance_type {
+        "GN7.2XLARGE32" => (8.0, 3_000.0),
+        "GN10X.2XLARGE40" => (12.0, 5_000.0),
+        _ => return None,
+    };
+    let dearer = if zone == "ap-guangzhou-6" { 1.1 } else { 1.0 };
+    Some((hour * dearer, month * dearer))
+}
+
+/// DescribeZoneInstanceConfigInfos: each wanted type in each zone, paid each wanted way
+/// (filters `instance-type` and `instance-charge-type`), with its `ItemPrice`.
+fn zone_configs(body: &Value) -> Value {
+    let filter = |name: &str| -> Vec<String> {
+        body["Filters"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|f| f["Name"] == name)
+            .flat_map(|f| strings(f, "Values"))
+            .collect()
+    };
+    let (types, charges) = (filter("instance-type"), filter("instance-charge-type"));
+    let mut set = Vec::new();
+    for zone in ["ap-guangzhou-3", "ap-guangzhou-6"] {
+        for (t, family, gpus) in TYPES
+            .iter()
+            .filter(|(t, _, _)| types.iter().any(|w| w == t))
+        {
+            let Some((hour, month)) = zone_price(zone, t) else {
+                continue;
+            };
+            for charge in ["POSTPAID_BY_HOUR", "PREPAID"] {
+                if !charges.is_empty() && !charges.iter().any(|c| c == charge) {
+                    continue;
+                }
+                let price = match charge {
+                    "POSTPAID_BY_HOUR" => {
+                        json!({"UnitPrice": hour * 1.25, "UnitPriceDiscount": hour,
+                                                 "ChargeUnit": "HOUR", "Discount": 80.0})
+                    }
+                    _ => json!({"OriginalPrice": month * 1.25, "DiscountPrice": month,
+                                "DiscountPriceOneYear": month * 10.0,
+                                "OriginalPriceOneYear": month * 12.5, "Discount": 80.0}),
+                };
+                set.push(
+                    json!({"Zone": zone, "InstanceType": t, "InstanceChargeType": charge,
+                                "InstanceFamily": family, "GpuCount": gpus, "Cpu": 8, "Memory": 32,
+                                "Status": "SELL", "Price": price}),
+                );
+            }
+        }
+    }
+    json!({ "InstanceTypeQuotaSet": set })
 }

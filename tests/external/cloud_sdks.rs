@@ -19,7 +19,7 @@ use common::tencent_fake::{self, TencentFake};
 use ebb::clock::Clock;
 use ebb::cloud::alibaba::{AlibabaProvider, CredentialSource, Credentials, OidcRole, Settings};
 use ebb::cloud::tencent::{self, GpuMetric, Keys, TencentProvider};
-use ebb::cloud::{Provider, StopKind};
+use ebb::cloud::{PriceQuotes, Provider, StopKind};
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
 use std::io::Write;
@@ -96,6 +96,11 @@ async fn the_alibaba_requests_are_signed_and_named_as_the_official_sdk_makes_the
         .gpu_utilisation(REGION, &ids, from, to)
         .await
         .unwrap();
+    let quoted = provider
+        .quote(REGION, &["ecs.gn7i-c8g1.2xlarge".to_string()], to)
+        .await
+        .unwrap();
+    assert_eq!(quoted.len(), 1, "{quoted:?}");
 
     let calls = fake.state.lock().unwrap().calls.clone();
     let actions = [
@@ -104,6 +109,7 @@ async fn the_alibaba_requests_are_signed_and_named_as_the_official_sdk_makes_the
         "TagResources",
         "StopInstances",
         "DescribeMetricList",
+        "DescribePrice",
     ];
     for action in actions {
         assert!(calls.iter().any(|c| c.action == action), "no {action} sent");
@@ -147,6 +153,14 @@ async fn the_alibaba_requests_are_signed_and_named_as_the_official_sdk_makes_the
                     "stopped_mode": "StopCharging",
                     "force_stop": false,
                     "batch_optimization": "SuccessFirst",
+                },
+                // The first of its five terms: the hour.
+                "DescribePrice": {
+                    "region_id": REGION,
+                    "resource_type": "instance",
+                    "instance_type": "ecs.gn7i-c8g1.2xlarge",
+                    "price_unit": "Hour",
+                    "period": 1,
                 },
                 // No region: the action defines none.
                 "DescribeInstanceTypes": {
@@ -220,6 +234,7 @@ async fn the_tencent_requests_are_signed_and_named_as_the_official_sdk_makes_the
         web_identity: None,
         on_demand: Default::default(),
         gpu_metric: GpuMetric::default(),
+        currency: "CNY".to_string(),
     })
     .unwrap();
     let inventory = provider.instances().await;
@@ -231,9 +246,19 @@ async fn the_tencent_requests_are_signed_and_named_as_the_official_sdk_makes_the
     assert!(tagged.failed.is_empty(), "{:?}", tagged.failed);
     let stopped = provider.stop(REGION, &ids, StopKind::Stop).await;
     assert!(stopped.failed.is_empty(), "{:?}", stopped.failed);
+    let quoted = provider
+        .quote(REGION, &["GN7.2XLARGE32".to_string()], chrono::Utc::now())
+        .await
+        .unwrap();
+    assert_eq!(quoted.len(), 1, "{quoted:?}");
 
     let calls = fake.state().calls.clone();
-    for action in ["DescribeInstances", "TagResources", "StopInstances"] {
+    for action in [
+        "DescribeInstances",
+        "TagResources",
+        "StopInstances",
+        "DescribeZoneInstanceConfigInfos",
+    ] {
         assert!(calls.iter().any(|c| c.action == action), "no {action} sent");
     }
     let answer = sdk(
@@ -399,6 +424,7 @@ async fn the_tke_request_to_sts_is_the_one_the_official_sdk_makes() {
         }),
         on_demand: Default::default(),
         gpu_metric: GpuMetric::default(),
+        currency: "CNY".to_string(),
     })
     .unwrap();
     let inventory = provider.instances().await;

@@ -389,7 +389,7 @@ fn an_unreachable_database_is_a_one_line_error() {
 #[sqlx::test(migrations = false)]
 async fn migrate_applies_then_reports_current(pool: PgPool) {
     let url = database_url(&pool);
-    assert!(out(&mei(&url).run(&["migrate"])).starts_with("ok: 45 migration(s) applied"));
+    assert!(out(&mei(&url).run(&["migrate"])).starts_with("ok: 46 migration(s) applied"));
     assert!(out(&mei(&url).run(&["migrate"])).starts_with("ok: 0 migration(s) applied"));
 }
 

@@ -350,6 +350,70 @@ async fn a_gpu_box_stops_without_charge_after_hours_and_starts_at_the_opening(po
 }
 
 #[sqlx::test(migrations = false)]
+async fn without_a_price_table_the_night_is_priced_at_what_ecs_quotes(pool: PgPool) {
+    let s = Setup::new(&pool).await;
+    s.tick(EVENING);
+    // The first tick quotes each type the fleet runs, every term: the hour, 1, 3 and 6
+    // months and a year. A type ECS does not sell is refused and left unquoted.
+    let quoted = s.fake.accepted("DescribePrice");
+    let mut types: Vec<&str> = quoted
+        .iter()
+        .map(|c| c.params["InstanceType"].as_str())
+        .collect();
+    types.dedup();
+    assert_eq!(
+        types,
+        ["ecs.gn5-c4g1.xlarge", "ecs.gn7i-c8g1.2xlarge"],
+        "{quoted:?}"
+    );
+    assert_eq!(quoted.len(), 10, "five terms of each: {quoted:?}");
+    let kept: Vec<(String, String, Option<f64>, Value)> = sqlx::query_as(
+        "SELECT instance_type, currency, hourly, monthly FROM price_quotes ORDER BY instance_type",
+    )
+    .fetch_all(&pool)
+    .await
+    .unwrap();
+    let gn7i = &kept[1];
+    assert_eq!(
+        (gn7i.0.as_str(), gn7i.1.as_str(), gn7i.2),
+        ("ecs.gn7i-c8g1.2xlarge", "CNY", Some(9.5))
+    );
+    // The instance's part of each term, a month of it: the system disk is not in it.
+    let month = |m: &str| gn7i.3[m].as_f64().unwrap();
+    assert_eq!(
+        (month("1"), month("3"), month("6")),
+        (4_000.0, 4_000.0, 4_000.0)
+    );
+    assert!((month("12") - 40_000.0 / 12.0).abs() < 1e-9, "{:?}", gn7i.3);
+
+    // A quote a day old or less is not asked again.
+    s.tick(LATER);
+    s.tick(MORNING);
+    assert_eq!(s.fake.accepted("DescribePrice").len(), 10);
+
+    // No EBB_PRICES: the night is counted in yuan at the quoted hour.
+    let out = s.ebb().run(&[
+        "report", "--at", MORNING, "--since", EVENING, "--until", MORNING, "--format", "json",
+    ]);
+    assert!(out.status.success(), "{out:?}");
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(report["total"]["stopped_hours"], 13.0, "{report:#}");
+    assert_eq!(report["total"]["saved_usd"], 0.0, "{report:#}");
+    let yuan = &report["other_currencies"][0];
+    assert_eq!(yuan["currency"], "CNY", "{report:#}");
+    assert_eq!(yuan["saved"], 123.5, "13 h at 9.5 CNY: {report:#}");
+    // The quote wins over a table's figure for the same type.
+    let dir = tempfile::tempdir().unwrap();
+    let prices = dir.path().join("prices.yaml");
+    std::fs::write(&prices, YUAN_PRICES.replace("9.5", "20")).unwrap();
+    let out = s.ebb().env("EBB_PRICES", &prices).run(&[
+        "report", "--at", MORNING, "--since", EVENING, "--until", MORNING, "--format", "json",
+    ]);
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(report["other_currencies"][0]["saved"], 123.5, "{report:#}");
+}
+
+#[sqlx::test(migrations = false)]
 async fn plan_says_why_the_subscription_and_the_local_disk_box_stay_up(pool: PgPool) {
     let s = Setup::new(&pool).await;
     let out = s.ebb().run(&["inventory", "--format", "json"]);

@@ -23,7 +23,7 @@ fn regions() -> Vec<String> {
 #[sqlx::test(migrations = false)]
 async fn migrations_apply_to_an_empty_database_and_again_without_change(pool: PgPool) {
     let store = Store::from_pool(pool.clone());
-    assert_eq!(store.migrate().await.unwrap(), 45);
+    assert_eq!(store.migrate().await.unwrap(), 46);
     let tables: Vec<String> = sqlx::query_scalar(
         "SELECT table_name::text FROM information_schema.tables WHERE table_schema = 'public' ORDER BY 1",
     )
@@ -66,7 +66,7 @@ async fn a_schema_newer_than_the_binary_is_refused(pool: PgPool) {
             err,
             StoreError::SchemaTooNew {
                 found: 99990101000000,
-                known: 49
+                known: 50
             }
         ),
         "{err}"

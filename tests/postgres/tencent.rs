@@ -214,6 +214,52 @@ async fn a_pay_as_you_go_box_stops_without_charge_and_starts_at_the_opening(pool
 }
 
 #[sqlx::test(migrations = false)]
+async fn the_night_is_priced_at_what_cvm_quotes_the_cheapest_zone_for(pool: PgPool) {
+    let s = Setup::new(
+        &pool,
+        vec![FakeInstance::gpu("ins-research", REGION, OPTED_IN)],
+    )
+    .await;
+    s.tick(EVENING);
+    s.tick(LATER);
+    s.tick(MORNING);
+    // One call a day quotes the region's types, paid both ways.
+    let asked = s.fake.calls("DescribeZoneInstanceConfigInfos");
+    assert_eq!(asked.len(), 1, "{asked:?}");
+    let kept: (String, String, Option<f64>, Value, String) =
+        sqlx::query_as("SELECT instance_type, currency, hourly, monthly, source FROM price_quotes")
+            .fetch_one(&pool)
+            .await
+            .unwrap();
+    // Zone 3's hour, the cheaper; zone 6's month, the dearer, and a year over twelve: neither
+    // a stop's saving nor a subscription's is over-claimed.
+    assert_eq!(
+        (kept.0.as_str(), kept.1.as_str(), kept.2),
+        ("GN7.2XLARGE32", "CNY", Some(8.0))
+    );
+    assert!(
+        (kept.3["1"].as_f64().unwrap() - 3_300.0).abs() < 1e-9,
+        "{:?}",
+        kept.3
+    );
+    assert!(
+        (kept.3["12"].as_f64().unwrap() - 2_750.0).abs() < 1e-9,
+        "{:?}",
+        kept.3
+    );
+    assert_eq!(kept.4, "DescribeZoneInstanceConfigInfos");
+    let out = s.ebb().run(&[
+        "report", "--at", MORNING, "--since", EVENING, "--until", MORNING, "--format", "json",
+    ]);
+    assert!(out.status.success(), "{out:?}");
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(report["total"]["saved_usd"], 0.0, "{report:#}");
+    let yuan = &report["other_currencies"][0];
+    assert_eq!(yuan["currency"], "CNY", "{report:#}");
+    assert_eq!(yuan["saved"], 104.0, "13 h at 8 CNY: {report:#}");
+}
+
+#[sqlx::test(migrations = false)]
 async fn a_subscription_box_is_never_stopped(pool: PgPool) {
     let mut prepaid = FakeInstance::gpu("ins-prepaid", REGION, OPTED_IN);
     prepaid.charge = "PREPAID".to_string();

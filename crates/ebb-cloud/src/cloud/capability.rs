@@ -7,7 +7,7 @@ use super::{
     ActionReport, Artifact, CloudError, Image, ImageMade, InstanceStatus, Launch, LaunchSpec,
     NodeGroupUpdate, PlacementScores, Reservation, ReservationRequest,
 };
-use crate::fleet::{Capacity, HeldCapacity, NodeGroup, ScalingGroup, TypeFacts};
+use crate::fleet::{Capacity, HeldCapacity, NodeGroup, PriceQuote, ScalingGroup, TypeFacts};
 use chrono::{DateTime, Utc};
 use std::collections::BTreeMap;
 use std::future::Future;
@@ -323,6 +323,33 @@ pub trait TypeCatalogue: Send + Sync {
     fn instance_types(
         &self,
     ) -> impl Future<Output = Result<BTreeMap<String, TypeFacts>, CloudError>> + Send;
+}
+
+/// The prices a cloud quotes for its instance types, which `ebb report`, `/savings` and
+/// `ebb advise` price its hours at before the price table (`fleet::quotes`).
+pub trait PriceQuotes: Send + Sync {
+    /// What the cloud quotes now for each of `types` in `region`: pay-as-you-go by the hour
+    /// and each subscription term by the month, in the currency the account is billed in,
+    /// quoted at `now`. A type or a term the cloud refuses to quote is left out; a call that
+    /// could not be made or was not answered is the `Err`, and nothing of the region is
+    /// quoted (a partial answer would read as the cloud's word on what it left out).
+    fn quote(
+        &self,
+        region: &str,
+        types: &[String],
+        now: DateTime<Utc>,
+    ) -> impl Future<Output = Result<Vec<PriceQuote>, CloudError>> + Send;
+}
+
+impl PriceQuotes for Lacks {
+    async fn quote(
+        &self,
+        _region: &str,
+        _types: &[String],
+        _now: DateTime<Utc>,
+    ) -> Result<Vec<PriceQuote>, CloudError> {
+        match *self {}
+    }
 }
 
 impl Resize for Lacks {

@@ -25,8 +25,8 @@ pub mod sim;
 pub mod tencent;
 
 pub use capability::{
-    CapacityReservations, InstanceMetrics, Lacks, MetricAnswer, MetricQuery, Resize, ScalingGroups,
-    SpotMoves, TypeCatalogue,
+    CapacityReservations, InstanceMetrics, Lacks, MetricAnswer, MetricQuery, PriceQuotes, Resize,
+    ScalingGroups, SpotMoves, TypeCatalogue,
 };
 pub use error::{CloudError, ErrorKind};
 pub use launch::{
@@ -184,6 +184,8 @@ pub trait Provider: Send + Sync {
     type TypeCatalogue: TypeCatalogue;
     /// Metrics of instances beside the GPUs'.
     type InstanceMetrics: InstanceMetrics;
+    /// The prices it quotes.
+    type PriceQuotes: PriceQuotes;
 
     /// Its resizes, if it has them.
     fn resizer(&self) -> Option<&Self::Resize>;
@@ -202,6 +204,9 @@ pub trait Provider: Send + Sync {
 
     /// Its instances' metrics in the cloud's monitoring service, if ebb reads them.
     fn instance_metrics(&self) -> Option<&Self::InstanceMetrics>;
+
+    /// Its price quotes, if it quotes prices.
+    fn price_quotes(&self) -> Option<&Self::PriceQuotes>;
 
     /// Lists the instances ebb manages in every region and account it watches.
     fn instances(&self) -> impl Future<Output = Inventory> + Send;

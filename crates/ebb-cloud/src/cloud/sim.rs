@@ -249,6 +249,7 @@ impl Provider for SimProvider {
     has!(CapacityReservations, capacity_reservations);
     lacks!(TypeCatalogue, type_catalogue);
     lacks!(InstanceMetrics, instance_metrics);
+    lacks!(PriceQuotes, price_quotes);
 
     async fn instances(&self) -> Inventory {
         let now = self.clock.now();

@@ -11,6 +11,7 @@ pub mod levers;
 pub mod money;
 pub mod owner;
 pub mod pools;
+pub mod quotes;
 pub mod rank;
 
 pub use billing::{
@@ -23,6 +24,7 @@ pub use group::{Capacity, GroupMember, NodeGroup, ScalingGroup};
 pub use levers::{Clouds, Levers};
 pub use owner::{Owner, OwnerKind};
 pub use pools::{Pool, PoolEvent, PoolEventKind, PoolHistory, PoolSummary};
+pub use quotes::PriceQuote;
 pub use rank::TypePrice;
 
 use chrono::{DateTime, Utc};

@@ -5,9 +5,10 @@
 //! AccessKey or the instance's RAM role (`credentials.rs`), read into ebb's instances
 //! (`ecs.rs`) and GPU readings (`metrics.rs`). `provider.rs` holds the [`super::Provider`]
 //! methods. Every stop asks for the no-charge mode (`StoppedMode=StopCharging`) and reads back
-//! the mode the instance took. It implements no capability trait (spot moves, scaling groups,
-//! reservations, resizes, a type catalogue): it names [`super::Lacks`] for each, so the engine
-//! plans none of those here.
+//! the mode the instance took. Of the capability traits it implements price quotes
+//! (`quotes.rs`, DescribePrice); for the others (spot moves, scaling groups, reservations,
+//! resizes, a type catalogue, instance metrics) it names [`super::Lacks`], so the engine plans
+//! none of those here.
 //!
 //! It is tested against a fake written from Alibaba's documentation (`tests/common/alibaba_fake.rs`),
 //! not against Alibaba Cloud.
@@ -17,6 +18,7 @@ mod credentials;
 mod ecs;
 mod metrics;
 mod provider;
+mod quotes;
 pub mod sign;
 
 pub use credentials::{CredentialSource, Credentials, OidcRole};

@@ -5,7 +5,7 @@
 use super::client::Product;
 use super::ecs::{gpus_of, instance_of, items, outcomes};
 use super::{numbered, AlibabaProvider, IDS_PER_CALL, RESOURCES_PER_TAG_CALL};
-use crate::cloud::capability::lacks;
+use crate::cloud::capability::{has, lacks};
 use crate::cloud::{
     ActionReport, CloudError, Done, ErrorKind, Failed, GpuReadings, Inventory, Provider,
     ScopeFailure, StopKind, StopReadBack, TypePrice,
@@ -186,6 +186,7 @@ impl Provider for AlibabaProvider {
     lacks!(CapacityReservations, capacity_reservations);
     lacks!(TypeCatalogue, type_catalogue);
     lacks!(InstanceMetrics, instance_metrics);
+    has!(PriceQuotes, price_quotes);
 
     /// DescribeInstances with the managed tag in every region, every page; a region whose
     /// listing fails is left out of the complete regions.

@@ -5,7 +5,7 @@
 use super::ec2::{add_offers, from_ec2, spot_price_request, Accepted, NOT_CONFIGURED};
 use super::metrics::{calls, gpu_queries};
 use super::{cloud_error, once_sent, AwsProvider, Known};
-use crate::cloud::capability::has;
+use crate::cloud::capability::{has, lacks};
 use crate::cloud::Resize;
 use crate::cloud::{
     ActionReport, CloudError, ErrorKind, Failed, GpuReadings, Inventory, Provider, ScopeFailure,
@@ -29,6 +29,7 @@ impl Provider for AwsProvider {
     has!(CapacityReservations, capacity_reservations);
     has!(TypeCatalogue, type_catalogue);
     has!(InstanceMetrics, instance_metrics);
+    lacks!(PriceQuotes, price_quotes);
 
     /// Every scope listed at once; a scope that fails is reported and leaves its region
     /// incomplete.

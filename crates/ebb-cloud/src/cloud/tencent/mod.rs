@@ -6,8 +6,9 @@
 //! API 3.0 (`client.rs`) signing with TC3-HMAC-SHA256 (`sign.rs`), with credentials from the
 //! environment or the instance's CAM role (`credentials.rs`). Every stop asks for
 //! `StoppedMode=STOP_CHARGING` and reads the stopped mode back; a subscription (`PREPAID`)
-//! instance is never stopped. It implements no capability trait (spot moves, scaling groups,
-//! reservations, resizes, a type catalogue): it names [`super::Lacks`] for each.
+//! instance is never stopped. Of the capability traits it implements price quotes
+//! (`quotes.rs`); for the others (spot moves, scaling groups, reservations, resizes, a type
+//! catalogue, instance metrics) it names [`super::Lacks`].
 //!
 //! `provider.rs` holds the [`super::Provider`] methods; `api.rs` the calls' fields.
 
@@ -15,6 +16,7 @@ mod api;
 mod client;
 mod credentials;
 mod provider;
+mod quotes;
 mod sign;
 mod tags;
 
@@ -74,6 +76,9 @@ pub struct Settings {
     pub on_demand: PriceTable,
     /// The Cloud Monitor metric of GPU utilisation (`GpuUtil` of `QCE/CVM`).
     pub gpu_metric: GpuMetric,
+    /// The currency the account is billed in, which CVM's price answers do not name (`CNY` on
+    /// the China site, `USD` on the international one).
+    pub currency: String,
 }
 
 /// The Cloud Monitor metric that holds GPU utilisation.

@@ -6,7 +6,7 @@ use super::api::{
 };
 use super::client::{Answer, CVM, MONITOR};
 use super::{Accepted, TencentProvider};
-use crate::cloud::capability::lacks;
+use crate::cloud::capability::{has, lacks};
 use crate::cloud::{
     ActionReport, CloudError, ErrorKind, Failed, GpuReadings, Inventory, Provider, ScopeFailure,
     StopKind, StopReadBack, TypePrice,
@@ -263,6 +263,7 @@ impl Provider for TencentProvider {
     lacks!(CapacityReservations, capacity_reservations);
     lacks!(TypeCatalogue, type_catalogue);
     lacks!(InstanceMetrics, instance_metrics);
+    has!(PriceQuotes, price_quotes);
 
     /// Every region listed at once; a region that fails is reported and left incomplete.
     async fn instances(&self) -> Inventory {
