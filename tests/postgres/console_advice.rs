@@ -315,3 +315,40 @@ async fn the_advice_page_names_every_type_the_price_table_lacks(pool: PgPool) {
         "{body}"
     );
 }
+
+#[sqlx::test(migrations = false)]
+async fn the_subscription_is_advised_at_the_clouds_kept_quote_over_the_tables(pool: PgPool) {
+    let (base, store, _dir) = console(&pool, "2026-12-08T00:00:00Z").await;
+    history(&store, 8).await;
+    // The cloud quotes the year at $800 a month, above the table's $500 and above the $734.38
+    // the box costs by the hour: the quote wins, and the advice is to stay by the hour.
+    store
+        .keep_quotes(&[ebb::fleet::PriceQuote {
+            region: "us-east-1".to_string(),
+            instance_type: "g5.xlarge".to_string(),
+            currency: "USD".to_string(),
+            hourly: Some(1.006),
+            monthly: std::collections::BTreeMap::from([(12, 800.0)]),
+            source: "DescribePrice".to_string(),
+            quoted_at: t("2026-12-07T00:00:00Z"),
+        }])
+        .await
+        .unwrap();
+    let (status, html) = get(
+        &base,
+        "/advice?since=2026-11-30T00:00:00Z&until=2026-12-08T00:00:00Z",
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{html}");
+    let subscriptions = html.split("id=\"subscriptions\"").nth(1).unwrap();
+    assert!(
+        !subscriptions.contains("12-month subscription</td>"),
+        "{subscriptions}"
+    );
+    assert!(
+        subscriptions.contains(
+            "<td class=\"num\">730</td><td class=\"num\">734.38 USD</td><td>stay by the hour</td>"
+        ),
+        "{subscriptions}"
+    );
+}
