@@ -414,6 +414,44 @@ async fn without_a_price_table_the_night_is_priced_at_what_ecs_quotes(pool: PgPo
 }
 
 #[sqlx::test(migrations = false)]
+async fn a_quote_a_day_old_is_asked_again_and_a_failed_one_keeps_the_last_good(pool: PgPool) {
+    let s = Setup::new(&pool).await;
+    let quoted_at = || async {
+        sqlx::query_scalar::<_, chrono::DateTime<chrono::Utc>>(
+            "SELECT quoted_at FROM price_quotes WHERE instance_type = 'ecs.gn7i-c8g1.2xlarge'",
+        )
+        .fetch_one(&pool)
+        .await
+        .unwrap()
+    };
+    s.tick(EVENING);
+    let first = quoted_at().await;
+    assert_eq!(
+        first,
+        EVENING.parse::<chrono::DateTime<chrono::Utc>>().unwrap()
+    );
+    // A day later ECS's answer is lost: nothing of the region is replaced.
+    s.fake.state.lock().unwrap().lose_answer_of = Some("DescribePrice".into());
+    s.tick("2026-12-01T12:00:00Z");
+    assert_eq!(quoted_at().await, first, "the last good quote is kept");
+    let kept: Option<f64> = sqlx::query_scalar(
+        "SELECT hourly FROM price_quotes WHERE instance_type = 'ecs.gn7i-c8g1.2xlarge'",
+    )
+    .fetch_one(&pool)
+    .await
+    .unwrap();
+    assert_eq!(kept, Some(9.5));
+    // The next tick quotes it again.
+    s.tick("2026-12-01T12:05:00Z");
+    assert_eq!(
+        quoted_at().await,
+        "2026-12-01T12:05:00Z"
+            .parse::<chrono::DateTime<chrono::Utc>>()
+            .unwrap()
+    );
+}
+
+#[sqlx::test(migrations = false)]
 async fn plan_says_why_the_subscription_and_the_local_disk_box_stay_up(pool: PgPool) {
     let s = Setup::new(&pool).await;
     let out = s.ebb().run(&["inventory", "--format", "json"]);
