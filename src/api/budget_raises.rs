@@ -20,9 +20,10 @@ use serde::{Deserialize, Serialize};
 pub(super) async fn list(State(state): State<ApiState>) -> ApiResult<Json<Vec<StandingRow>>> {
     let loaded = policies(&state).await?;
     let now = state.clock.now();
+    let prices = state.quoted_prices().await?;
     let stood = state
         .store
-        .budget_standings(&loaded.set, now, state.cloud, &state.prices)
+        .budget_standings(&loaded.set, now, state.cloud, &prices)
         .await?;
     let rows = stood.map_or_else(Vec::new, |(standings, _)| {
         let row = |s: &budget::Standing| s.row(budget::at_limit_of(&loaded.set, s));

@@ -520,6 +520,12 @@ pub struct ReportQuery {
 }
 
 impl ApiState {
+    /// The price table with the clouds' quotes kept in Postgres laid over it: what every
+    /// figure of money the API and the console show is priced at.
+    pub(crate) async fn quoted_prices(&self) -> Result<PriceTable, StoreError> {
+        self.store.quoted_table((*self.prices).clone()).await
+    }
+
     /// What ebb saved over `window`, grouped by the tag `by` too when given, priced by the
     /// price table with the clouds' kept quotes over it: what `GET /v1/report` and the
     /// console's `/savings` show. The
@@ -537,7 +543,7 @@ impl ApiState {
         // Whole past days come from their rollups, summed by the database.
         let held = &self.prices.commitments;
         let parts = self.store.report_parts(window, by.as_deref(), held).await?;
-        let prices = self.store.quoted_table((*self.prices).clone()).await?;
+        let prices = self.quoted_prices().await?;
         let compute = move || crate::report::compute_parts(&parts, window, by.as_deref(), &prices);
         match tokio::task::spawn_blocking(compute).await {
             Ok(report) => Ok(report),

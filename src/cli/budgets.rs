@@ -48,6 +48,7 @@ pub(super) async fn run(args: BudgetsArgs) -> Result<ExitCode> {
         Some(at) => at,
         None => store_clock::now(&store).await?,
     };
+    let prices = store.quoted_table(prices).await?;
     let Some((standings, _)) = store.budget_standings(&set, now, cloud, &prices).await? else {
         outln!("no budgets in the policy files");
         return Ok(ExitCode::SUCCESS);

@@ -61,10 +61,10 @@ pub(super) async fn run(args: ReportArgs) -> Result<ExitCode> {
         Err(e) => bail!(e),
     };
     let by = args.by.as_deref().map(str::trim).filter(|b| !b.is_empty());
-    // The clouds' quotes over the table; budgets keep the table's dollars, as the tick does.
-    let quoted = store.quoted_table(prices.clone()).await?;
-    let parts = store.report_parts(window, by, &quoted.commitments).await?;
-    let r = report::compute_parts(&parts, window, by, &quoted);
+    // The clouds' quotes over the table, as the tick prices budgets.
+    let prices = store.quoted_table(prices).await?;
+    let parts = store.report_parts(window, by, &prices.commitments).await?;
+    let r = report::compute_parts(&parts, window, by, &prices);
     let budgets = match args.policies.is_empty() {
         true => Vec::new(),
         false => {

@@ -127,7 +127,7 @@ pub(super) async fn page(
     let store = state.store.clone();
     let prices = state.prices.clone();
     // Subscriptions are advised at the clouds' kept quotes, over the table's.
-    let quoted = state.store.quoted_table((*state.prices).clone()).await?;
+    let quoted = state.quoted_prices().await?;
     let runtime = tokio::runtime::Handle::current();
     let compute = move || -> Result<Advice, AdviseError> {
         let _permit = permit;

@@ -6,6 +6,7 @@
 use super::{ok, scale, scroll, time, Nav, PageResult};
 use crate::api::ApiState;
 use crate::budget::{self, money, Ran, Standing};
+use crate::fleet::money::PriceTable;
 use crate::policy::{Budget, PolicySet};
 use crate::store::{AuditEntry, AuditFilter};
 use chrono::{DateTime, Duration, Utc};
@@ -32,9 +33,10 @@ pub(super) async fn page(
         }
     };
     let set: &PolicySet = &loaded.set;
+    let prices = state.quoted_prices().await?;
     let stood = state
         .store
-        .budget_standings(set, now, state.cloud, &state.prices)
+        .budget_standings(set, now, state.cloud, &prices)
         .await?;
     let Some((standings, ran)) = stood else {
         let body = html! {
@@ -54,7 +56,7 @@ pub(super) async fn page(
     let body = html! {
         @for s in &standings {
             @if let Some(b) = set.budgets.iter().find(|b| b.name == s.budget) {
-                (section(b, s, &state, &ran, &audit))
+                (section(b, s, &state, &prices, &ran, &audit))
             }
         }
         p.note {
@@ -71,6 +73,7 @@ fn section(
     b: &Budget,
     s: &Standing,
     state: &ApiState,
+    prices: &PriceTable,
     ran: &[Ran],
     audit: &[AuditEntry],
 ) -> Markup {
@@ -101,7 +104,7 @@ fn section(
                     " until " (time(r.until)) ": " (r.reason)
                 }
             }
-            (burn_down(b, s, state, ran))
+            (burn_down(b, s, state, prices, ran))
             @if !s.boxes.is_empty() {
                 (scroll(&format!("Boxes that spent most of {label}"), html! {
                     table {
@@ -140,7 +143,13 @@ fn section(
 
 /// The burn-down of one budget's period: spend so far each hour, the forecast from now to the
 /// period's end, the amount and the thresholds.
-fn burn_down(b: &Budget, s: &Standing, state: &ApiState, ran: &[Ran]) -> Markup {
+fn burn_down(
+    b: &Budget,
+    s: &Standing,
+    state: &ApiState,
+    prices: &PriceTable,
+    ran: &[Ran],
+) -> Markup {
     let Ok(spent) = s.spent else {
         return html! {};
     };
@@ -151,7 +160,7 @@ fn burn_down(b: &Budget, s: &Standing, state: &ApiState, ran: &[Ran]) -> Markup 
         t += Duration::hours(1);
     }
     points.push(s.now);
-    let series = budget::spent_by(b, s, state.cloud, ran, &state.prices, &points);
+    let series = budget::spent_by(b, s, state.cloud, ran, prices, &points);
     let forecast = s.forecast.unwrap_or(spent);
     // A little above the largest, so that a line at it is not drawn on the edge.
     let most = [s.amount, spent, forecast].into_iter().fold(0.0, f64::max);

@@ -131,7 +131,7 @@ async fn render(
     // Where the budgets over it stand, so that "why, now" says when one changes the decision.
     let budgets = match set {
         Some(set) => store
-            .budget_standings(set, now, state.cloud, &state.prices)
+            .budget_standings(set, now, state.cloud, &state.quoted_prices().await?)
             .await?
             .map(|(standings, _)| standings.iter().map(|s| s.for_decisions()).collect())
             .unwrap_or_default(),

@@ -40,8 +40,12 @@ impl<P: Provider> Reconciler<P> {
             .instances
             .first()
             .map_or(Cloud::Aws, |i| i.billing.cloud);
-        let prices = &self.options.prices;
-        let standings = budget::standings(set, now, cloud, &ran, fleet, prices, &raises);
+        // The clouds' quotes over the table, as the report prices the same hours.
+        let prices = self
+            .store
+            .quoted_table((*self.options.prices).clone())
+            .await?;
+        let standings = budget::standings(set, now, cloud, &ran, fleet, &prices, &raises);
         for standing in &standings {
             let Some(b) = set.budgets.iter().find(|b| b.name == standing.budget) else {
                 continue;

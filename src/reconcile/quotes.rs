@@ -10,7 +10,7 @@ use chrono::{DateTime, Duration, Utc};
 use std::collections::{BTreeMap, BTreeSet};
 
 /// How old a kept quote may be before it is asked again.
-pub const REFRESH_EVERY: Duration = Duration::days(1);
+const REFRESH_EVERY: Duration = Duration::days(1);
 
 /// How often the leader looks at the kept quotes' ages.
 const LOOK_EVERY: Duration = Duration::hours(1);

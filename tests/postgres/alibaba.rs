@@ -452,6 +452,48 @@ async fn a_quote_a_day_old_is_asked_again_and_a_failed_one_keeps_the_last_good(p
 }
 
 #[sqlx::test(migrations = false)]
+async fn a_budget_in_yuan_is_spent_at_what_ecs_quotes(pool: PgPool) {
+    let s = Setup::new(&pool).await;
+    std::fs::write(
+        s.policies.path().join("budget.yaml"),
+        "budgets:
+  - name: gn7i-daily
+    match: {instance_types: [ecs.gn7i-c8g1.2xlarge]}
+    amount: 1000
+    period: day
+    timezone: Asia/Shanghai
+",
+    )
+    .unwrap();
+    let budgets = || {
+        let out = s.ebb().run(&["budgets", "--at", LATER, "--format", "json"]);
+        assert!(out.status.success(), "{out:?}");
+        let rows: Value = serde_json::from_slice(&out.stdout).unwrap();
+        rows[0].clone()
+    };
+    // The first tick's quote is lost: no table prices the type, so the spend of the boxes it
+    // recorded is unknown, never zero.
+    s.fake.state.lock().unwrap().lose_answer_of = Some("DescribePrice".into());
+    s.tick(EVENING);
+    let before = budgets();
+    assert_eq!(before["currency"], "CNY", "{before:#}");
+    assert!(before["spent"].is_null(), "{before:#}");
+    assert!(before["unknown"].is_string(), "{before:#}");
+    // The next tick quotes the type: the boxes that ran from 20:00 are spent at 9.5 CNY an
+    // hour, and the subscription box, still running, burns 9.5 an hour.
+    s.tick(LATER);
+    let after = budgets();
+    let spent = after["spent"]
+        .as_f64()
+        .unwrap_or_else(|| panic!("{after:#}"));
+    assert!(spent > 0.0, "{after:#}");
+    assert_eq!(
+        after["per_hour"], 9.5,
+        "the subscription box still runs: {after:#}"
+    );
+}
+
+#[sqlx::test(migrations = false)]
 async fn plan_says_why_the_subscription_and_the_local_disk_box_stay_up(pool: PgPool) {
     let s = Setup::new(&pool).await;
     let out = s.ebb().run(&["inventory", "--format", "json"]);

@@ -12,6 +12,10 @@ use chrono::{DateTime, Utc};
 use serde::Deserialize;
 use std::collections::BTreeMap;
 
+/// Values of one filter: CVM documents at most 5 for DescribeInstances' filters, and ebb keeps
+/// to that here too.
+const VALUES_PER_FILTER: usize = 5;
+
 /// DescribeZoneInstanceConfigInfos' answer (the fields ebb reads).
 #[derive(Debug, Deserialize)]
 #[serde(rename_all = "PascalCase")]
@@ -68,7 +72,8 @@ impl ItemPrice {
 }
 
 impl PriceQuotes for TencentProvider {
-    /// One DescribeZoneInstanceConfigInfos for the region's `types`, both ways of paying. Where
+    /// DescribeZoneInstanceConfigInfos for the region's `types` (five a call), both ways of
+    /// paying; a call that fails fails the region's quotes. Where
     /// zones price a type differently, the hour is the lowest of them and a subscription the
     /// highest: neither a saving by stopping nor one by subscribing is over-claimed.
     async fn quote(
@@ -81,21 +86,25 @@ impl PriceQuotes for TencentProvider {
             name: name.to_string(),
             values: values.to_vec(),
         };
-        let body = serde_json::json!({ "Filters": [
-            filter("instance-type", types),
-            filter(
-                "instance-charge-type",
-                &["POSTPAID_BY_HOUR".to_string(), "PREPAID".to_string()],
-            ),
-        ]});
-        let answer: Answer<ZoneConfigs> = self
-            .paced(region, "DescribeZoneInstanceConfigInfos", 0, || {
-                self.client
-                    .call(CVM, "DescribeZoneInstanceConfigInfos", Some(region), &body)
-            })
-            .await?;
+        let mut items = Vec::new();
+        for chunk in types.chunks(VALUES_PER_FILTER) {
+            let body = serde_json::json!({ "Filters": [
+                filter("instance-type", chunk),
+                filter(
+                    "instance-charge-type",
+                    &["POSTPAID_BY_HOUR".to_string(), "PREPAID".to_string()],
+                ),
+            ]});
+            let answer: Answer<ZoneConfigs> = self
+                .paced(region, "DescribeZoneInstanceConfigInfos", 0, || {
+                    self.client
+                        .call(CVM, "DescribeZoneInstanceConfigInfos", Some(region), &body)
+                })
+                .await?;
+            items.extend(answer.body.instance_type_quota_set);
+        }
         let mut quotes: BTreeMap<&str, PriceQuote> = BTreeMap::new();
-        for item in &answer.body.instance_type_quota_set {
+        for item in &items {
             if !types.contains(&item.instance_type) {
                 continue;
             }
