@@ -148,7 +148,7 @@ need_cloud_sdks() {
   local pins="alibabacloud_ecs20140526==7.11.8 alibabacloud_cms20190101==4.0.10
     alibabacloud_tea_openapi==0.4.6 alibabacloud_credentials==1.0.12
     tencentcloud-sdk-python-common==3.1.195 tencentcloud-sdk-python-cvm==3.1.178
-    tencentcloud-sdk-python-tag==3.1.109"
+    tencentcloud-sdk-python-tag==3.1.109 tencentcloud-sdk-python-monitor==3.1.189"
   # shellcheck disable=SC2086 # one argument a pin
   if ! python3 - $pins 2>/dev/null <<'PY'; then
 import importlib.metadata as m, sys

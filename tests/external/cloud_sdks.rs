@@ -1,6 +1,7 @@
 //! ebb's Alibaba Cloud and Tencent Cloud requests held against the clouds' official Python SDKs
 //! (`need_cloud_sdks` in scripts/lib.sh), not only against the fakes written from the same
-//! reading of the docs as the providers: each provider lists, tags and stops boxes on its fake
+//! reading of the docs as the providers: each provider makes every kind of call it makes (lists,
+//! describes types, tags, stops, starts, untags, reads GPU utilisation, quotes prices) on its fake
 //! (`tests/common/alibaba_fake.rs`, `tests/common/tencent_fake.rs`), and `alibaba_sdk.py` and
 //! `tencent_sdk.py` sign each request ebb sent with the SDK's signer and hold its parameters
 //! against the SDK's request models: names, casing, list encoding and values, and no parameter
@@ -88,6 +89,13 @@ async fn the_alibaba_requests_are_signed_and_named_as_the_official_sdk_makes_the
     assert!(tagged.failed.is_empty(), "{:?}", tagged.failed);
     let stopped = provider.stop(REGION, &ids, StopKind::Stop).await;
     assert!(stopped.failed.is_empty(), "{:?}", stopped.failed);
+    // A later read finds them stopped; then the morning's calls.
+    provider.instances().await;
+    let started = provider.start(REGION, &ids).await;
+    assert!(started.failed.is_empty(), "{:?}", started.failed);
+    let keys = vec!["ebb:stop-at".to_string()];
+    let untagged = provider.untag(REGION, &ids, &keys).await;
+    assert!(untagged.failed.is_empty(), "{:?}", untagged.failed);
     let (from, to) = (
         chrono::DateTime::from_timestamp(1_764_500_000, 0).unwrap(),
         chrono::DateTime::from_timestamp(1_764_503_600, 0).unwrap(),
@@ -110,6 +118,8 @@ async fn the_alibaba_requests_are_signed_and_named_as_the_official_sdk_makes_the
         "StopInstances",
         "DescribeMetricList",
         "DescribePrice",
+        "StartInstances",
+        "UntagResources",
     ];
     for action in actions {
         assert!(calls.iter().any(|c| c.action == action), "no {action} sent");
@@ -153,6 +163,17 @@ async fn the_alibaba_requests_are_signed_and_named_as_the_official_sdk_makes_the
                     "stopped_mode": "StopCharging",
                     "force_stop": false,
                     "batch_optimization": "SuccessFirst",
+                },
+                "StartInstances": {
+                    "region_id": REGION,
+                    "instance_id": ids,
+                    "batch_optimization": "SuccessFirst",
+                },
+                "UntagResources": {
+                    "region_id": REGION,
+                    "resource_type": "instance",
+                    "resource_id": ids,
+                    "tag_key": keys,
                 },
                 // The first of its five terms: the hour.
                 "DescribePrice": {
@@ -251,12 +272,27 @@ async fn the_tencent_requests_are_signed_and_named_as_the_official_sdk_makes_the
         .await
         .unwrap();
     assert_eq!(quoted.len(), 1, "{quoted:?}");
+    // A later read finds them stopped; then the morning's calls.
+    provider.instances().await;
+    let started = provider.start(REGION, &ids).await;
+    assert!(started.failed.is_empty(), "{:?}", started.failed);
+    let untagged = provider.untag(REGION, &ids, &["owner".to_string()]).await;
+    assert!(untagged.failed.is_empty(), "{:?}", untagged.failed);
+    let to = chrono::Utc::now();
+    provider
+        .gpu_utilisation(REGION, &ids, to - chrono::Duration::hours(1), to)
+        .await
+        .unwrap();
 
     let calls = fake.state().calls.clone();
     for action in [
         "DescribeInstances",
+        "DescribeInstanceTypeConfigs",
         "TagResources",
+        "UnTagResources",
         "StopInstances",
+        "StartInstances",
+        "GetMonitorData",
         "DescribeZoneInstanceConfigInfos",
     ] {
         assert!(calls.iter().any(|c| c.action == action), "no {action} sent");

@@ -21,7 +21,7 @@ import warnings
 from tencentcloud.common.abstract_client import AbstractClient
 from tencentcloud.common.http.request import RequestInternal
 
-VERSIONS = {"cvm": "v20170312", "tag": "v20180813"}
+VERSIONS = {"cvm": "v20170312", "tag": "v20180813", "monitor": "v20180724"}
 
 
 def authorization(call, secret):
