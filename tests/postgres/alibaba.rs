@@ -402,6 +402,15 @@ async fn without_a_price_table_the_night_is_priced_at_what_ecs_quotes(pool: PgPo
     let yuan = &report["other_currencies"][0];
     assert_eq!(yuan["currency"], "CNY", "{report:#}");
     assert_eq!(yuan["saved"], 123.5, "13 h at 9.5 CNY: {report:#}");
+    // The table says where the yuan come from.
+    let out = s.ebb().run(&[
+        "report", "--at", MORNING, "--since", EVENING, "--until", MORNING,
+    ]);
+    let table = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        table.contains("in CNY, apart from the dollars (prices from the cloud's quotes (DescribePrice, 2026-11-30), as of 2026-11-30): 123.50 CNY saved"),
+        "{table}"
+    );
     // The quote wins over a table's figure for the same type.
     let dir = tempfile::tempdir().unwrap();
     let prices = dir.path().join("prices.yaml");

@@ -41,7 +41,23 @@ impl PriceQuote {
     }
 }
 
+/// How a table whose figures some quotes replaced names them as its source.
+const QUOTED: &str = "the cloud's quotes";
+
 impl PriceTable {
+    /// Names `quote` in the table's source, which the report shows beside its figures: the
+    /// source of a table made for quotes, or added to the file's once.
+    fn say_quoted(&mut self, quote: &PriceQuote) {
+        let date = quote.quoted_at.date_naive().to_string();
+        let quoted = format!("{QUOTED} ({}, {date})", quote.source);
+        if self.source.is_empty() {
+            self.source = quoted;
+            self.as_of = date;
+        } else if !self.source.contains(QUOTED) {
+            self.source = format!("{}; {quoted} where it quoted", self.source);
+        }
+    }
+
     /// This table with `quotes` laid over it: each quote's figures replace the table's for its
     /// region and type, in the table of its currency (the dollars, or one of
     /// `other_currencies`, made when missing). A region quoted in one currency leaves every
@@ -69,12 +85,9 @@ impl PriceTable {
             } else {
                 self.other_currencies
                     .entry(quote.currency.clone())
-                    .or_insert_with(|| PriceTable {
-                        source: format!("the cloud's quotes ({})", quote.source),
-                        as_of: quote.quoted_at.date_naive().to_string(),
-                        ..PriceTable::default()
-                    })
+                    .or_default()
             };
+            table.say_quoted(quote);
             if let Some(hourly) = quote.hourly {
                 table
                     .prices
@@ -133,7 +146,11 @@ mod tests {
         assert_eq!(cny.get("cn-hangzhou", "ecs.gn8is.2xlarge"), Some(30.0));
         // What no quote covers stays the table's.
         assert_eq!(cny.get("cn-hangzhou", "ecs.gn6i-c4g1.xlarge"), Some(7.0));
-        assert_eq!(cny.source, "t");
+        assert_eq!(
+            cny.source,
+            "t; the cloud's quotes (DescribePrice, 2026-12-08) where it quoted"
+        );
+        assert_eq!(cny.as_of, "2026-01-01");
         let terms = &cny.subscription["cn-hangzhou"]["ecs.gn7i-c8g1.2xlarge"];
         assert_eq!(
             terms,
@@ -154,7 +171,7 @@ mod tests {
         assert_eq!(quoted.get("us-east-1", "g5.xlarge"), Some(1.006));
         let cny = &quoted.other_currencies["CNY"];
         assert_eq!(cny.get("ap-guangzhou", "GN7.5XLARGE80"), Some(20.0));
-        assert_eq!(cny.source, "the cloud's quotes (DescribePrice)");
+        assert_eq!(cny.source, "the cloud's quotes (DescribePrice, 2026-12-08)");
         assert_eq!(cny.as_of, "2026-12-08");
         // A quote in dollars goes into the dollars.
         let usd = quoted.with_quotes(&[quote("ap-singapore", "GN7.2XLARGE32", "USD", 1.5)]);
