@@ -54,7 +54,10 @@ impl PriceQuotes for AlibabaProvider {
                     .await
                 {
                     Ok(answer) => answer,
-                    Err(e) if e.kind == ErrorKind::Other => continue,
+                    Err(e) if e.kind == ErrorKind::Other => {
+                        tracing::debug!(region, instance_type, term = unit, period, error = %e, "ECS quotes no price");
+                        continue;
+                    }
                     Err(e) => return Err(e),
                 };
                 let Some((currency, price)) = instance_price(&answer) else {

@@ -45,8 +45,8 @@ struct ItemPrice {
 }
 
 impl ItemPrice {
-    /// The hour's price: the lowest of its steps (a price may fall after 96 and 360 hours),
-    /// so that a saved hour is never priced above what it would have cost.
+    /// The hour's price: the lowest of its steps (CVM may price the first 96 hours above the
+    /// later ones), so that a saved hour is never priced above what it would have cost.
     fn hourly(&self) -> Option<f64> {
         [
             self.unit_price_discount,
@@ -73,9 +73,9 @@ impl ItemPrice {
 
 impl PriceQuotes for TencentProvider {
     /// DescribeZoneInstanceConfigInfos for the region's `types` (five a call), both ways of
-    /// paying; a call that fails fails the region's quotes. Where
-    /// zones price a type differently, the hour is the lowest of them and a subscription the
-    /// highest: neither a saving by stopping nor one by subscribing is over-claimed.
+    /// paying; a call that fails fails the region's quotes. Where zones price a type
+    /// differently, the hour is the lowest of them and a subscription the highest: neither a
+    /// saving by stopping nor one by subscribing is over-claimed.
     async fn quote(
         &self,
         region: &str,
