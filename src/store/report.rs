@@ -70,11 +70,11 @@ const CHANGES: &str = "SELECT e.instance, e.at, e.to_state
 /// The facts of each instance `$1`, each by its primary key: for thousands of ids the planner
 /// would rather scan the table, which grows with every instance ever seen.
 const FACTS: &str = "SELECT i.id, i.region, i.instance_type, i.tags, i.policy, i.volumes,
-            i.elastic_ips
+            i.elastic_ips, i.lifecycle = 'spot'
      FROM UNNEST($1::text[]) AS n(id)
      CROSS JOIN LATERAL (
-         SELECT id, region, instance_type, tags, policy, volumes, elastic_ips FROM instances
-         WHERE id = n.id OFFSET 0
+         SELECT id, region, instance_type, tags, policy, volumes, elastic_ips, lifecycle
+         FROM instances WHERE id = n.id OFFSET 0
      ) AS i";
 
 /// The groups' changes in `[since, until)`, and each group's last change before `since` when
@@ -120,6 +120,7 @@ type InstanceRow = (
     Option<String>,
     Option<Json<Vec<crate::fleet::money::Volume>>>,
     Option<i32>,
+    bool,
 );
 
 /// A reclaim as a report reads it: instance, policy, region, its image's volumes, due, box
@@ -369,7 +370,7 @@ impl Store {
             .collect())
     }
 
-    /// The region, type, tags and policy of each named instance, as last listed.
+    /// The region, type, tags, policy and market of each named instance, as last listed.
     async fn report_facts(&self, named: &[&str]) -> Result<HashMap<String, InstanceInfo>> {
         let facts: Vec<InstanceRow> = sqlx::query_as(FACTS)
             .persistent(false)
@@ -379,7 +380,7 @@ impl Store {
         Ok(facts
             .into_iter()
             .map(
-                |(id, region, instance_type, tags, policy, volumes, elastic_ips)| {
+                |(id, region, instance_type, tags, policy, volumes, elastic_ips, spot)| {
                     let info = InstanceInfo {
                         region,
                         instance_type,
@@ -389,6 +390,7 @@ impl Store {
                             volumes: volumes.map(|v| v.0),
                             elastic_ips: elastic_ips.and_then(|n| u32::try_from(n).ok()),
                         },
+                        interruptible: spot,
                     };
                     (id, info)
                 },

@@ -28,6 +28,7 @@ type SumRow = (
     Option<String>,
     Option<Json<Vec<Volume>>>,
     Option<i32>,
+    bool,
     i64,
     i64,
     i64,
@@ -277,7 +278,7 @@ impl Store {
     }
 
     /// The rolled days from `first` to before `end`, summed by day, policy, region, type,
-    /// value of the tag `by`, volumes and Elastic IPs.
+    /// value of the tag `by`, volumes, Elastic IPs and whether spot.
     async fn rolled_sums(
         &self,
         first: NaiveDate,
@@ -287,13 +288,13 @@ impl Store {
         let rows: Vec<SumRow> = sqlx::query_as(
             "SELECT r.day, r.policy, i.region, i.instance_type,
                     CASE WHEN $3::text IS NULL THEN NULL ELSE i.tags ->> $3 END AS tag,
-                    i.volumes, i.elastic_ips,
+                    i.volumes, i.elastic_ips, i.lifecycle = 'spot',
                     sum(r.stops)::bigint, sum(r.hibernations)::bigint,
                     sum(r.people_starts)::bigint, sum(r.stopped_hours),
                     sum(r.charging_hours), sum(r.reserved_hours)
              FROM report_days AS r JOIN instances AS i ON i.id = r.instance
              WHERE r.day >= $1 AND r.day < $2
-             GROUP BY 1, 2, 3, 4, 5, 6, 7",
+             GROUP BY 1, 2, 3, 4, 5, 6, 7, 8",
         )
         .persistent(false)
         .bind(first)
@@ -304,20 +305,21 @@ impl Store {
         Ok(rows
             .into_iter()
             .map(|row| {
-                let (day, policy, region, instance_type, tag, volumes, ips) =
-                    (row.0, row.1, row.2, row.3, row.4, row.5, row.6);
+                let (day, policy, region, instance_type, tag, volumes, ips, spot) =
+                    (row.0, row.1, row.2, row.3, row.4, row.5, row.6, row.7);
                 RolledSum {
                     day,
                     policy: (!policy.is_empty()).then_some(policy),
                     region,
                     instance_type,
                     tag,
-                    stops: row.7 as u64,
-                    hibernations: row.8 as u64,
-                    people_starts: row.9 as u64,
-                    stopped_hours: row.10,
-                    charging_hours: row.11,
-                    reserved_hours: row.12,
+                    stops: row.8 as u64,
+                    hibernations: row.9 as u64,
+                    people_starts: row.10 as u64,
+                    stopped_hours: row.11,
+                    charging_hours: row.12,
+                    reserved_hours: row.13,
+                    interruptible: spot,
                     attached: Attached {
                         volumes: volumes.map(|v| v.0),
                         elastic_ips: ips.and_then(|n| u32::try_from(n).ok()),

@@ -461,6 +461,36 @@ async fn a_quote_a_day_old_is_asked_again_and_a_failed_one_keeps_the_last_good(p
 }
 
 #[sqlx::test(migrations = false)]
+async fn a_preemptible_box_stopped_for_the_night_is_counted_but_never_at_the_pay_as_you_go_price(
+    pool: PgPool,
+) {
+    let mut preemptible = managed("i-bp1spot", "ecs.gn7i-c8g1.2xlarge");
+    preemptible.spot_strategy = "SpotAsPriceGo".into();
+    let s = Setup {
+        fake: Fake::start(vec![
+            managed("i-bp1gpu", "ecs.gn7i-c8g1.2xlarge"),
+            preemptible,
+        ]),
+        ..Setup::new(&pool).await
+    };
+    s.tick(EVENING);
+    s.tick(LATER);
+    s.tick(MORNING);
+    assert_eq!(s.stop_outcomes("i-bp1spot"), ["intent", "succeeded"]);
+    let out = s.ebb().run(&[
+        "report", "--at", MORNING, "--since", EVENING, "--until", MORNING, "--format", "json",
+    ]);
+    assert!(out.status.success(), "{out:?}");
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    // Both nights are counted; only the pay-as-you-go one is priced, at the quoted 9.5 CNY:
+    // the preemptible box's hour costs its market price, several times less.
+    assert_eq!(report["total"]["stopped_hours"], 26.0, "{report:#}");
+    let yuan = &report["other_currencies"][0];
+    assert_eq!(yuan["priced_stopped_hours"], 13.0, "{report:#}");
+    assert_eq!(yuan["saved"], 123.5, "{report:#}");
+}
+
+#[sqlx::test(migrations = false)]
 async fn a_budget_in_yuan_is_spent_at_what_ecs_quotes(pool: PgPool) {
     let s = Setup::new(&pool).await;
     std::fs::write(

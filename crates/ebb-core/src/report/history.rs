@@ -79,6 +79,9 @@ pub struct InstanceInfo {
     pub policy: Option<String>,
     /// Its volumes and Elastic IPs as last read: what it pays while stopped.
     pub attached: crate::fleet::money::Attached,
+    /// Spot or preemptible capacity, as last listed: its hour costs a price that moves, which
+    /// no table gives, so its stopped hours are counted but not priced (never at on-demand).
+    pub interruptible: bool,
 }
 
 /// A spot migration, as far as its savings go.

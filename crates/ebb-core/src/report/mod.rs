@@ -422,13 +422,16 @@ fn stops<'h>(
     stretches(history, window.until, |instance, s, to, end| {
         let info = history.instances.get(instance);
         let costs = Costs {
-            rate: info.and_then(|i| prices.get(&i.region, &i.instance_type)),
+            // A spot box's hour has no price a table gives: its hours count, unpriced.
+            rate: info
+                .filter(|i| !i.interruptible)
+                .and_then(|i| prices.get(&i.region, &i.instance_type)),
             while_stopped: info.and_then(|i| prices.stopped_cost(&i.region, &i.attached)),
         };
         let span = stretch(s, to, end, window, info, costs, tally);
-        // A stop its cloud still bills saved nothing for a commitment to cover, and the hours
-        // a held reservation paid for are covered already.
-        if s.saved == StopSaved::Saved {
+        // A stop its cloud still bills saved nothing for a commitment to cover, the hours a
+        // held reservation paid for are covered already, and commitments never pay for spot.
+        if s.saved == StopSaved::Saved && info.is_some_and(|i| !i.interruptible) {
             kept.extend(span.zip(info).map(|(span, info)| Kept {
                 span,
                 policy: s.policy,
@@ -645,5 +648,7 @@ fn overrides(history: &History, window: Window, tally: &mut Tally) {
 mod reclaimed_tests;
 #[cfg(test)]
 mod reserved_tests;
+#[cfg(test)]
+mod spot_tests;
 #[cfg(test)]
 mod tests;

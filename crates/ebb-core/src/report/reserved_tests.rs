@@ -129,6 +129,7 @@ fn a_rolled_day_keeps_the_hours_a_held_reservation_paid_for_apart() {
             charging_hours: row.charging_hours,
             reserved_hours: row.reserved_hours,
             attached: Default::default(),
+            interruptible: false,
         }
     };
     let window = Window {

@@ -141,6 +141,8 @@ pub struct RolledSum {
     pub reserved_hours: f64,
     /// The instances' volumes and Elastic IPs, as last listed: what they paid stopped.
     pub attached: Attached,
+    /// Spot or preemptible instances ([`InstanceInfo::interruptible`]): hours, never priced.
+    pub interruptible: bool,
 }
 
 /// What a report is worked out from when its whole past days are rolled up.
@@ -186,6 +188,7 @@ pub fn compute_parts(
             },
             policy: None,
             attached: r.attached.clone(),
+            interruptible: r.interruptible,
         })
         .collect();
     for (r, info) in parts.rolled.iter().zip(&infos) {
@@ -196,10 +199,12 @@ pub fn compute_parts(
             rolled_measures(r, prices),
         );
     }
+    // Commitments never pay for spot hours: only the on-demand stops are theirs to cover.
     let rolled: Vec<RolledStops> = parts
         .rolled
         .iter()
         .zip(&infos)
+        .filter(|(r, _)| !r.interruptible)
         .map(|(r, info)| RolledStops {
             day: r.day,
             policy: r.policy.as_deref(),
@@ -235,7 +240,9 @@ pub fn compute_parts(
 
 /// What a rolled day's row comes to, as `stretch` counts each stretch of the history.
 fn rolled_measures(r: &RolledSum, prices: &PriceTable) -> Measures {
-    let rate = prices.get(&r.region, &r.instance_type);
+    let rate = (!r.interruptible)
+        .then(|| prices.get(&r.region, &r.instance_type))
+        .flatten();
     let box_cost = prices.stopped_cost(&r.region, &r.attached);
     let (saving, charging, reserved) = (r.stopped_hours, r.charging_hours, r.reserved_hours);
     let all = saving + charging + reserved;

@@ -33,6 +33,7 @@ fn info(instance_type: &str, team: Option<&str>) -> InstanceInfo {
             .unwrap_or_default(),
         policy: Some("office".into()),
         attached: Default::default(),
+        interruptible: false,
     }
 }
 
