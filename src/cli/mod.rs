@@ -33,6 +33,7 @@ mod db;
 mod gpu_source;
 mod interruptions;
 mod policy_files;
+mod quotes;
 mod reclaims;
 mod replay;
 mod replay_store;
@@ -175,6 +176,16 @@ enum Command {
         orphans: bool,
         #[command(flatten)]
         cloud: CloudArgs,
+        #[command(flatten)]
+        db: DbArgs,
+    },
+    /// The prices the clouds quoted (Alibaba's DescribePrice, Tencent's
+    /// DescribeZoneInstanceConfigInfos; DATABASE_URL), which reports, budgets and advice use
+    /// over the price table: region, type, currency, the hour, a month of each term, when.
+    Quotes {
+        /// Output format.
+        #[arg(long, value_enum, default_value_t = Format::Table)]
+        format: Format,
         #[command(flatten)]
         db: DbArgs,
     },
@@ -387,6 +398,7 @@ async fn run(command: Command) -> anyhow::Result<ExitCode> {
             ..
         } => commands::orphans(cloud, format, &db).await,
         Command::Reclaims { format, db } => reclaims::list(format, &db).await,
+        Command::Quotes { format, db } => quotes::list(format, &db).await,
         Command::Restore {
             instance,
             actor,

@@ -386,6 +386,29 @@ async fn without_a_price_table_the_night_is_priced_at_what_ecs_quotes(pool: PgPo
     );
     assert!((month("12") - 40_000.0 / 12.0).abs() < 1e-9, "{:?}", gn7i.3);
 
+    // `ebb quotes` shows what was kept, for a figure to be traced to its quote.
+    let out = s.ebb().run(&["quotes"]);
+    assert!(out.status.success(), "{out:?}");
+    let listed = String::from_utf8(out.stdout).unwrap();
+    let row = listed
+        .lines()
+        .find(|l| l.contains("ecs.gn7i-c8g1.2xlarge"))
+        .unwrap_or_else(|| panic!("{listed}"));
+    for shown in [
+        "cn-hangzhou",
+        "CNY",
+        "9.5000",
+        "1: 4000.00, 3: 4000.00, 6: 4000.00, 12: 3333.33",
+        "DescribePrice",
+        "2026-11-30T12:00:00Z",
+    ] {
+        assert!(row.contains(shown), "{shown:?} not in {row:?}");
+    }
+    let out = s.ebb().run(&["quotes", "--format", "json"]);
+    let json: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(json.as_array().unwrap().len(), 2, "{json:#}");
+    assert_eq!(json[1]["hourly"], 9.5, "{json:#}");
+
     // A quote a day old or less is not asked again.
     s.tick(LATER);
     s.tick(MORNING);
