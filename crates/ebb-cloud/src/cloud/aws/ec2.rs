@@ -496,19 +496,22 @@ mod tests {
         assert_eq!(transition_time("Server.SpotInstanceTermination"), None);
         assert_eq!(transition_time(""), None);
     }
+    /// A running g5.xlarge as DescribeInstances lists it, to add to.
+    fn running() -> aws_sdk_ec2::types::builders::InstanceBuilder {
+        aws_sdk_ec2::types::Instance::builder()
+            .instance_id("i-1")
+            .instance_type(aws_sdk_ec2::types::InstanceType::G5Xlarge)
+            .state(
+                aws_sdk_ec2::types::InstanceState::builder()
+                    .name(aws_sdk_ec2::types::InstanceStateName::Running)
+                    .build(),
+            )
+    }
+
     #[test]
     fn a_private_address_is_kept_only_when_it_is_one() {
         let listed = |ip: &str| {
-            let instance = aws_sdk_ec2::types::Instance::builder()
-                .instance_id("i-1")
-                .instance_type(aws_sdk_ec2::types::InstanceType::G5Xlarge)
-                .state(
-                    aws_sdk_ec2::types::InstanceState::builder()
-                        .name(aws_sdk_ec2::types::InstanceStateName::Running)
-                        .build(),
-                )
-                .private_ip_address(ip)
-                .build();
+            let instance = running().private_ip_address(ip).build();
             from_ec2("us-east-1", None, &instance).unwrap().0.private_ip
         };
         assert_eq!(listed(" 10.0.3.17"), "10.0.3.17".parse().ok());
@@ -528,14 +531,7 @@ mod tests {
             let nic = InstanceNetworkInterface::builder()
                 .association(association)
                 .build();
-            let instance = aws_sdk_ec2::types::Instance::builder()
-                .instance_id("i-1")
-                .instance_type(aws_sdk_ec2::types::InstanceType::G5Xlarge)
-                .state(
-                    aws_sdk_ec2::types::InstanceState::builder()
-                        .name(aws_sdk_ec2::types::InstanceStateName::Running)
-                        .build(),
-                )
+            let instance = running()
                 .public_ip_address("203.0.113.7")
                 .network_interfaces(nic)
                 .build();
