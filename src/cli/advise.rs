@@ -5,7 +5,9 @@
 
 use super::args::{DbArgs, PolicyDirs, PricesArg};
 use super::policy_files;
-use super::replay::{add_prices, check_prices, parse_percent, parse_tick, stream_chunks, Source};
+use super::replay::{
+    add_prices, check_prices, parse_percent, parse_tick, price_table, stream_chunks, Source,
+};
 use super::replay_store;
 use crate::advise::{self, Inputs};
 use crate::fleet::money::PriceTable;
@@ -107,18 +109,11 @@ pub(super) async fn run(args: &AdviseArgs) -> Result<ExitCode> {
         }
     };
     // Advise sizes commitments from the table's rates, not the ones held.
-    let table = add_prices(&args.prices, &mut fleet)?;
+    // From Postgres, hours and subscriptions are priced by the clouds' quotes where serve or
+    // tick kept them.
+    let table = price_table(&args.prices, &source).await?;
+    add_prices(table.as_ref(), &mut fleet);
     check_prices(&fleet, &args.prices)?;
-    // Subscriptions are advised from the clouds' quotes where serve or tick kept them.
-    let table = match &source {
-        Source::Store(store, _) => Some(
-            store
-                .quoted_table(table.unwrap_or_default())
-                .await
-                .context("cannot read the clouds' price quotes from Postgres")?,
-        ),
-        Source::Files { .. } => table,
-    };
     let on_demand = advise::run::on_demand(&fleet.prices);
     let commitment_rates = table
         .as_ref()

@@ -14,6 +14,7 @@ use crate::{engine, fleet, policy, snapshot, webhook, when};
 use anyhow::{Context as _, Result};
 use chrono::{DateTime, Utc};
 use clap::{Args, ValueEnum};
+use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -381,7 +382,8 @@ pub(super) fn parse_managed_tag(s: &str) -> Result<ManagedTag, String> {
 }
 
 /// The price table of `file` (EBB_PRICES), with a simulated fleet's on-demand prices filling
-/// in the types it lacks: what stopped hours are priced by.
+/// in the types it lacks, each region's in the table of the currency its boxes' cloud bills in
+/// (the Hangzhou boxes' in `CNY`): what stopped hours are priced by.
 pub(super) fn price_table(
     file: Option<&std::path::Path>,
     cloud: &CloudChoice,
@@ -391,21 +393,38 @@ pub(super) fn price_table(
         None => PriceTable::default(),
     };
     if let CloudChoice::Sim(fleet) = cloud {
-        let (fleet_prices, _) = snapshot::load_simulation(fleet)?;
-        for (region, types) in fleet_prices.prices {
+        let (sim, _) = snapshot::load_simulation(fleet)?;
+        let source = format!("the simulated fleet {}", fleet.display());
+        let currencies: HashMap<&str, &'static str> = sim
+            .instances
+            .iter()
+            .map(|i| (i.region.as_str(), i.billing.cloud.currency()))
+            .collect();
+        for (region, types) in &sim.prices {
+            let currency = currencies.get(region.as_str()).copied().unwrap_or("USD");
+            let theirs = match currency {
+                "USD" => &mut table,
+                other => table
+                    .other_currencies
+                    .entry(other.to_string())
+                    .or_insert_with(|| PriceTable {
+                        source: source.clone(),
+                        ..PriceTable::default()
+                    }),
+            };
             for (ty, price) in types {
                 if let Some(p) = price.on_demand {
-                    table
+                    theirs
                         .prices
                         .entry(region.clone())
                         .or_default()
-                        .entry(ty)
+                        .entry(ty.clone())
                         .or_insert(p);
                 }
             }
         }
         if table.source.is_empty() {
-            table.source = format!("the simulated fleet {}", fleet.display());
+            table.source = source;
         }
     }
     Ok(table)
@@ -585,5 +604,22 @@ fn parse_currency(s: &str) -> Result<String, String> {
         Err(format!(
             "\"{s}\" is not a currency's ISO 4217 code: write CNY or USD"
         ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_simulated_fleet_prices_its_hangzhou_boxes_in_yuan_apart_from_the_dollars() {
+        let demo = std::path::PathBuf::from("deploy/demo-fleet.yaml");
+        let table = price_table(None, &CloudChoice::Sim(demo)).unwrap();
+        let gn7i = ("cn-hangzhou", "ecs.gn7i-c8g1.2xlarge");
+        assert_eq!(table.get(gn7i.0, gn7i.1), None);
+        let cny = &table.other_currencies["CNY"];
+        assert_eq!(cny.get(gn7i.0, gn7i.1), Some(1.6));
+        assert!(cny.source.contains("demo-fleet.yaml"), "{}", cny.source);
+        assert_eq!(table.get("eu-central-1", "g5.2xlarge"), Some(1.459));
     }
 }

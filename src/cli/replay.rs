@@ -13,7 +13,7 @@ use crate::fleet::money::PriceTable;
 use crate::fleet::{Fleet, Instance, GPU_BUSY_PERCENT};
 use crate::policy::PolicySet;
 use crate::replay::{
-    BudgetSpend, InstanceOutcome, OnDemandUse, Options, Pools, Recording, Replayer, Report, CHUNK,
+    BudgetSpend, InstanceOutcome, OnDemandUse, Options, Pools, Recording, Replayer, Reports, CHUNK,
 };
 use crate::report::money::HourlyUse;
 use crate::store::Store;
@@ -21,15 +21,18 @@ use crate::{snapshot, when};
 use anyhow::{bail, Context as _, Result};
 use chrono::{DateTime, Utc};
 use clap::ValueEnum;
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
 use std::sync::Mutex;
 
 /// What a replay worker gives back: its instances' outcomes, and their hours on demand and
-/// the budgets' spend summed.
-type Replayed = (Vec<InstanceOutcome>, OnDemandUse, BudgetSpend);
+/// the budgets' spend summed per currency (each box's in the one its cloud bills in).
+type Replayed = (
+    Vec<InstanceOutcome>,
+    BTreeMap<&'static str, (OnDemandUse, BudgetSpend)>,
+);
 
 /// The flags of `ebb replay`.
 #[derive(clap::Args)]
@@ -191,7 +194,8 @@ pub(super) async fn run(args: &ReplayArgs) -> Result<ExitCode> {
             .context("cannot read the activity signals ebb kept from Postgres")?,
     };
     warn_unrecorded_signals(&set, &recorded);
-    let table = add_prices(&args.prices, &mut fleet)?;
+    let table = price_table(&args.prices, &source).await?;
+    add_prices(table.as_ref(), &mut fleet);
     check_prices(&fleet, &args.prices)?;
     let pools = match &args.interruptions {
         Some(path) => Some(read_pools(
@@ -253,7 +257,7 @@ pub(super) async fn run(args: &ReplayArgs) -> Result<ExitCode> {
         "{}",
         match args.format {
             ReplayFormat::Table =>
-                report.table() + &crate::replay::pools_table(&report, &uncheckpointed),
+                report.table() + &crate::replay::pools_table(&report.dollars, &uncheckpointed),
             ReplayFormat::Json => report.json(),
             ReplayFormat::Markdown => report.markdown(),
         }
@@ -261,21 +265,60 @@ pub(super) async fn run(args: &ReplayArgs) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// `--prices` filling in the on-demand prices the fleet leaves out (all of them, from
-/// Postgres: there they are the control plane's `EBB_PRICES`); the table, for its commitments.
-pub(super) fn add_prices(prices: &PricesArg, fleet: &mut Fleet) -> Result<Option<PriceTable>> {
-    let Some(path) = &prices.prices else {
-        return Ok(None);
+/// The price table of `--prices` (`EBB_PRICES` from Postgres), with the clouds' quotes that
+/// `serve` and `tick` kept laid over it when the replay reads from Postgres.
+pub(super) async fn price_table(
+    prices: &PricesArg,
+    source: &Source<'_>,
+) -> Result<Option<PriceTable>> {
+    let table = match &prices.prices {
+        Some(path) => Some(crate::cloud::prices::load(path)?),
+        None => None,
     };
-    let table = crate::cloud::prices::load(path)?;
-    for (region, types) in &table.prices {
-        let prices = fleet.prices.entry(region.clone()).or_default();
-        for (instance_type, price) in types {
-            let known = prices.entry(instance_type.clone()).or_default();
-            known.on_demand.get_or_insert(*price);
+    match source {
+        Source::Store(store, _) => Ok(Some(
+            store
+                .quoted_table(table.unwrap_or_default())
+                .await
+                .context("cannot read the clouds' price quotes from Postgres")?,
+        )),
+        Source::Files { .. } => Ok(table),
+    }
+}
+
+/// `table` filling in the on-demand prices the fleet leaves out: every type of every region,
+/// each region from the table of its currency, none for a region whose boxes are billed in
+/// another (an Alibaba Cloud box is priced in yuan, never from the dollars' `prices`).
+pub(super) fn add_prices(table: Option<&PriceTable>, fleet: &mut Fleet) {
+    let Some(table) = table else {
+        return;
+    };
+    let billed_in: HashMap<&str, &'static str> = fleet
+        .instances
+        .iter()
+        .map(|i| (i.region.as_str(), i.billing.cloud.currency()))
+        .collect();
+    let tables = std::iter::once(("USD", table)).chain(
+        table
+            .other_currencies
+            .iter()
+            .map(|(code, t)| (code.as_str(), t)),
+    );
+    for (currency, theirs) in tables {
+        for (region, types) in &theirs.prices {
+            if billed_in
+                .get(region.as_str())
+                .is_some_and(|c| *c != currency)
+            {
+                continue;
+            }
+            let prices = fleet.prices.entry(region.clone()).or_default();
+            for (instance_type, price) in types {
+                let known = prices.entry(instance_type.clone()).or_default();
+                known.on_demand.get_or_insert(*price);
+            }
         }
     }
-    Ok(Some(table))
 }
 
 /// Refuses a fleet some of whose instances the replay cannot price, naming every type it lacks
@@ -287,7 +330,7 @@ pub(super) fn check_prices(fleet: &Fleet, prices: &PricesArg) -> Result<()> {
     }
     let add = match &prices.prices {
         Some(table) => format!(
-            "add them to {} under prices: REGION: TYPE",
+            "add them to {} under prices: REGION: TYPE (an Alibaba Cloud or Tencent Cloud box's under other_currencies: CNY: prices: REGION: TYPE, in yuan)",
             table.display()
         ),
         None => "add them to the fleet file's prices, or give --prices a table that has them (like deploy/prices.yaml)".to_string(),
@@ -313,7 +356,7 @@ fn replay_all(
     prior: &Prior,
     pools: Option<&Pools>,
     feed: impl FnOnce(&SyncSender<Vec<Recording>>) -> Result<()>,
-) -> Result<Report> {
+) -> Result<Reports> {
     let workers = std::thread::available_parallelism().map_or(1, |n| n.get());
     let replay = |chunks: &Mutex<Receiver<Vec<Recording>>>| -> Result<Replayed> {
         let mut replayer = Replayer::new(options, set, baseline, &fleet.prices, prior);
@@ -324,13 +367,9 @@ fn replay_all(
             replayer = replayer.comparing_activity();
         }
         let mut outcomes = Vec::new();
-        // Summed as the chunks go: an instance's hours by hour are not kept.
-        let mut on_demand = OnDemandUse {
-            policies: HourlyUse::starting(options.from),
-            always_on: HourlyUse::starting(options.from),
-        };
-        let mut budgets = BudgetSpend::default();
-        let first_hour = on_demand.policies.first_hour;
+        // Summed as the chunks go (an instance's hours by hour are not kept), per currency.
+        let mut summed: BTreeMap<&'static str, (OnDemandUse, BudgetSpend)> = BTreeMap::new();
+        let first_hour = HourlyUse::starting(options.from).first_hour;
         loop {
             // The lock is held only while waiting for the next chunk, not while replaying it.
             let next = chunks
@@ -338,7 +377,7 @@ fn replay_all(
                 .map_err(|_| anyhow::anyhow!("a replay worker failed"))?
                 .recv();
             let Ok(chunk) = next else {
-                return Ok((outcomes, on_demand, budgets));
+                return Ok((outcomes, summed));
             };
             match replayer.replay(&chunk) {
                 Ok(mut more) => {
@@ -346,6 +385,13 @@ fn replay_all(
                         let Some(used) = o.on_demand.take() else {
                             continue;
                         };
+                        let (on_demand, budgets) = summed.entry(o.currency).or_insert_with(|| {
+                            let hours = OnDemandUse {
+                                policies: HourlyUse::starting(options.from),
+                                always_on: HourlyUse::starting(options.from),
+                            };
+                            (hours, BudgetSpend::default())
+                        });
                         if let Some(counted) = o.budgets.take() {
                             budgets.add(&counted, &used.policies, first_hour);
                         }
@@ -362,7 +408,7 @@ fn replay_all(
             }
         }
     };
-    let mut report = Report::new(options.from, options.to);
+    let mut report = Reports::new(options.from, options.to);
     // A few chunks queued at most: the recording is read while the workers replay.
     let (send, receive) = sync_channel::<Vec<Recording>>(workers);
     let receive = Mutex::new(receive);
@@ -373,12 +419,13 @@ fn replay_all(
         let read = feed(&send);
         drop(send);
         for handle in handles {
-            let (outcomes, on_demand, budgets) = handle
+            let (outcomes, summed) = handle
                 .join()
                 .unwrap_or_else(|panic| std::panic::resume_unwind(panic))?;
             report.add(outcomes);
-            report.add_on_demand(&on_demand);
-            report.add_budget_spend(&budgets);
+            for (currency, (on_demand, budgets)) in &summed {
+                report.add_summed(currency, on_demand, budgets);
+            }
         }
         read
     })?;

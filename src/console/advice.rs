@@ -13,6 +13,7 @@ use crate::advise::rightsize::MIN_RECORDED;
 use crate::advise::run::{self, AdviseError};
 use crate::advise::{Advice, Inputs, Period};
 use crate::api::ApiState;
+use crate::budget::money;
 use crate::fleet::GPU_BUSY_PERCENT;
 use crate::replay::{self, Options, Recording};
 use crate::report::Window;
@@ -261,7 +262,7 @@ fn sections(advice: &Advice) -> Markup {
                                 th scope="row" { (instance_link(&s.instance)) }
                                 td { (s.instance_type) }
                                 td { (s.suggested_type) }
-                                td.num { (usd(s.monthly_savings_usd)) }
+                                td.num { (money(s.monthly_savings, s.currency)) }
                                 td { (s.why) }
                             }
                         }
@@ -313,7 +314,7 @@ fn sections(advice: &Advice) -> Markup {
         @for c in &advice.policy_changes {
             h3 { (c.policy) ": " code { (c.key) } " " (c.from) " → " (c.to) }
             dl.facts {
-                dt { "A month less" } dd { (usd(c.monthly_savings_usd)) }
+                dt { "A month less" } dd { (money(c.monthly_savings, c.currency)) }
                 dt { "Unserved busy hours" } dd { (format!("{:.2}", c.unserved_busy_hours)) " (now " (format!("{:.2}", c.current_unserved_busy_hours)) ")" }
                 dt { "Wrongful stops" } dd { (c.wrongful_stops) " (now " (c.current_wrongful_stops) ")" }
             }

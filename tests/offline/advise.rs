@@ -317,15 +317,35 @@ fn a_policy_change_on_the_demo_week_costs_less_and_serves_as_much() {
     let replay = |policies: &str| {
         let mut args = vec!["replay", "--policies", policies];
         args.extend(common);
-        json_of(&args)["scenarios"]["policies"].clone()
+        json_of(&args)
     };
-    let now = replay("policies");
-    let m = |t: &Value, key: &str| t[key].as_f64().unwrap();
+    // The report of the change's currency (the policy's boxes are billed in it), and its
+    // policies' scenario.
+    let scenario = |r: &Value, currency: &str| -> Value {
+        let report = match currency {
+            "USD" => r.clone(),
+            other => r["other_currencies"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|o| o["currency"] == other)
+                .unwrap_or_else(|| panic!("no {other} report in {r:#}"))
+                .clone(),
+        };
+        report["scenarios"]["policies"].clone()
+    };
+    let all_now = replay("policies");
+    let m = |t: &Value, key: &str| t[key].as_f64().unwrap_or_else(|| panic!("{key} in {t}"));
+    let mut currencies = std::collections::BTreeSet::new();
     for change in changes {
+        let currency = change["currency"].as_str().unwrap();
+        currencies.insert(currency);
+        let cost = format!("cost_{}", currency.to_lowercase());
         let dir = tempfile::tempdir().unwrap();
-        let changed = replay(&apply(change, dir.path()));
+        let now = scenario(&all_now, currency);
+        let changed = scenario(&replay(&apply(change, dir.path())), currency);
         assert!(
-            m(&changed, "cost_usd") < m(&now, "cost_usd"),
+            m(&changed, &cost) < m(&now, &cost),
             "{change}: {changed} vs {now}"
         );
         assert!(
@@ -336,9 +356,10 @@ fn a_policy_change_on_the_demo_week_costs_less_and_serves_as_much() {
             m(&changed, "wrongful_stops") <= m(&now, "wrongful_stops"),
             "{change}"
         );
-        let monthly = (m(&now, "cost_usd") - m(&changed, "cost_usd")) * 730.0 / 168.0;
+        let monthly = (m(&now, &cost) - m(&changed, &cost)) * 730.0 / 168.0;
+        let key = format!("monthly_savings_{}", currency.to_lowercase());
         assert!(
-            (m(change, "monthly_savings_usd") - monthly).abs() < 0.05,
+            (m(change, &key) - monthly).abs() < 0.05,
             "{change}: by replay {monthly}"
         );
         assert!(change["yaml_diff"]
@@ -346,6 +367,12 @@ fn a_policy_change_on_the_demo_week_costs_less_and_serves_as_much() {
             .unwrap()
             .contains(&format!("name: {}", change["policy"].as_str().unwrap())));
     }
+    // The demo's Hangzhou policy is advised in yuan, beside the dollars' policies.
+    assert_eq!(
+        currencies.into_iter().collect::<Vec<_>>(),
+        ["CNY", "USD"],
+        "{changes:#?}"
+    );
 }
 
 /// Prices of the right-sizing tests, $/hour on demand (the shipped table's us-east-1 figures).
@@ -466,7 +493,7 @@ fn an_eight_gpu_box_using_one_gpu_is_right_sized_and_a_busy_box_is_not() {
         "p95 1 of 8 GPUs busy",
         "peak 12.0 GiB",
         "g6.xlarge would carry it",
-        "$23336.49 a month less",
+        "$23,336.49 a month less",
     ] {
         assert!(why.contains(part), "{part} in {why}");
     }

@@ -36,6 +36,7 @@ mod policy_check;
 mod quickstart_zh;
 mod reclaim;
 mod replay;
+mod replay_currencies;
 mod replay_disks;
 mod replay_groups;
 mod replay_pools;

@@ -155,7 +155,7 @@ async fn the_advice_page_shows_a_right_sizing_the_commitments_and_a_policy_chang
         // Right-sizing.
         "<h2 id=\"rightsize\">Right-sizing</h2>",
         "<a href=\"/instances/i-a100x8\">i-a100x8</a>",
-        "<td>p4d.24xlarge</td><td>g6.xlarge</td><td class=\"num\">$23336.49</td>",
+        "<td>p4d.24xlarge</td><td>g6.xlarge</td><td class=\"num\">$23,336.49</td>",
         "busiest GPU p95 30 %, p95 1 of 8 GPUs busy, peak 12.0 GiB: g6.xlarge would carry it",
         // Commitments, after the policies and before them.
         "<th scope=\"row\">us-east-1</th><td>1y</td><td>after_policies</td><td class=\"num\">$1.2000</td><td class=\"num\">100.0 %</td>",

@@ -365,3 +365,73 @@ async fn each_box_is_read_back_billed_as_its_cloud_listed_it(pool: PgPool) {
     let record = store.instance("i-prepaid").await.unwrap().unwrap();
     assert_eq!(record.billing_in(InstanceState::Running), prepaid);
 }
+
+/// From Postgres, an Alibaba Cloud box is priced by the quote `serve` kept (the price table
+/// has no yuan), in a report of its own in CNY, apart from the EC2 box's dollars; without the
+/// quote, the replay refuses to guess.
+#[sqlx::test(migrations = false)]
+async fn an_alibaba_box_is_replayed_in_yuan_at_the_quote_kept(pool: PgPool) {
+    use ebb::fleet::quotes::PriceQuote;
+    use ebb::fleet::{Billing, Charge, Cloud};
+    let url = database_url(&pool);
+    let store = Store::from_pool(pool);
+    store.migrate().await.unwrap();
+    let hangzhou = Instance {
+        region: "cn-hangzhou".into(),
+        instance_type: "ecs.gn7i-c8g1.2xlarge".into(),
+        billing: Billing::of(
+            Cloud::Alibaba,
+            Charge::PayAsYouGo,
+            "ecs.gn7i-c8g1.2xlarge",
+            None,
+        ),
+        ..instance("i-bp1", &[("team", "office")])
+    };
+    let ec2 = instance("i-ec2", &[("team", "office")]);
+    let regions = ["cn-hangzhou", "us-east-1"].map(String::from);
+    store
+        .sync_inventory(&regions, &[hangzhou, ec2], t(FROM))
+        .await
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let policies = dir.path().join("policies.yaml");
+    std::fs::write(&policies, POLICIES).unwrap();
+    let prices = concat!(env!("CARGO_MANIFEST_DIR"), "/deploy/prices.yaml");
+    let args = [
+        "replay",
+        "--policies",
+        policies.to_str().unwrap(),
+        "--from",
+        FROM,
+        "--to",
+        TO,
+        "--prices",
+        prices,
+        "--format",
+        "json",
+    ];
+    let refused = ebb_on(&url, &args);
+    assert_eq!(refused.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&refused.stderr).contains("ecs.gn7i-c8g1.2xlarge"));
+
+    let quote = PriceQuote {
+        region: "cn-hangzhou".into(),
+        instance_type: "ecs.gn7i-c8g1.2xlarge".into(),
+        currency: "CNY".into(),
+        hourly: Some(10.0),
+        monthly: Default::default(),
+        source: "DescribePrice".into(),
+        quoted_at: t(FROM),
+    };
+    store.keep_quotes(&[quote]).await.unwrap();
+    let r: serde_json::Value = serde_json::from_str(&out(&ebb_on(&url, &args))).unwrap();
+    assert_eq!(r["instances"][0]["instance"], "i-ec2");
+    // 14 hours always on at g5.xlarge's shipped $1.006.
+    let usd = r["scenarios"]["always_on"]["cost_usd"].as_f64().unwrap();
+    assert!((usd - 14.0 * 1.006).abs() < 1e-6, "{r:#}");
+    let cny = &r["other_currencies"][0];
+    assert_eq!(cny["currency"], "CNY");
+    assert_eq!(cny["instances"][0]["instance"], "i-bp1");
+    let yuan = cny["scenarios"]["always_on"]["cost_cny"].as_f64().unwrap();
+    assert!((yuan - 140.0).abs() < 1e-6, "{cny:#}");
+}

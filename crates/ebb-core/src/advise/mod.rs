@@ -205,8 +205,7 @@ impl Advice {
             }
         }
         for (mine, theirs) in self.compared.iter_mut().zip(other.compared) {
-            mine.current += theirs.current;
-            mine.changed += theirs.changed;
+            mine.merge(theirs);
         }
         self.roles.commit.extend(other.roles.commit);
         self.roles.schedule.extend(other.roles.schedule);
@@ -228,9 +227,11 @@ impl Advice {
                 })
             })
             .collect();
+        // By currency first: a saving in yuan is not ranked against one in dollars.
         self.rightsize.sort_by(|a, b| {
-            b.monthly_savings_usd
-                .total_cmp(&a.monthly_savings_usd)
+            (a.currency != "USD", a.currency)
+                .cmp(&(b.currency != "USD", b.currency))
+                .then_with(|| b.monthly_savings.total_cmp(&a.monthly_savings))
                 .then_with(|| a.instance.cmp(&b.instance))
         });
         self.subscriptions
@@ -303,8 +304,8 @@ impl<'a> Advisor<'a> {
             let changed = run.replay(&recordings)?;
             let compared = &mut self.advice.compared[k];
             for (i, c) in mine.iter().zip(changed) {
-                compared.current += played[*i].tally;
-                compared.changed += c.tally;
+                let currency = chunk[*i].instance.billing.cloud.currency();
+                compared.add(currency, played[*i].tally, c.tally);
             }
         }
         Ok(())

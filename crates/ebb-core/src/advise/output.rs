@@ -11,14 +11,21 @@ fn round(x: f64, places: i32) -> f64 {
     (x * f).round() / f
 }
 
+/// The key of a month's saving in `currency`: `monthly_savings_usd`, `monthly_savings_cny`.
+fn monthly_savings_key(currency: &str) -> String {
+    format!("monthly_savings_{}", currency.to_lowercase())
+}
+
 fn suggestion_json(s: &Suggestion) -> Value {
-    json!({
+    let mut v = json!({
         "instance": s.instance,
         "type": s.instance_type,
         "suggested_type": s.suggested_type,
         "why": s.why,
-        "monthly_savings_usd": round(s.monthly_savings_usd, 2),
-    })
+        "currency": s.currency,
+    });
+    v[monthly_savings_key(s.currency)] = json!(round(s.monthly_savings, 2));
+    v
 }
 
 fn commitment_json(c: &Commitment) -> Value {
@@ -34,18 +41,20 @@ fn commitment_json(c: &Commitment) -> Value {
 }
 
 fn change_json(c: &PolicyChange) -> Value {
-    json!({
+    let mut v = json!({
         "policy": c.policy,
         "key": c.key,
         "from": c.from,
         "to": c.to,
-        "monthly_savings_usd": round(c.monthly_savings_usd, 2),
+        "currency": c.currency,
         "unserved_busy_hours": round(c.unserved_busy_hours, 4),
         "current_unserved_busy_hours": round(c.current_unserved_busy_hours, 4),
         "wrongful_stops": c.wrongful_stops,
         "current_wrongful_stops": c.current_wrongful_stops,
         "yaml_diff": c.yaml_diff,
-    })
+    });
+    v[monthly_savings_key(c.currency)] = json!(round(c.monthly_savings, 2));
+    v
 }
 
 fn subscription_json(s: &SubscriptionAdvice) -> Value {
@@ -140,14 +149,14 @@ impl Advice {
         let mut out = format!("advice {from} to {to}\n\nrightsize\n");
         let _ = writeln!(
             out,
-            "{:<20} {:<16} {:<16} {:>12}  why",
-            "instance", "type", "suggested", "usd_a_month"
+            "{:<20} {:<16} {:<16} {:<4} {:>12}  why",
+            "instance", "type", "suggested", "cur", "a_month"
         );
         for s in &self.rightsize {
             let _ = writeln!(
                 out,
-                "{:<20} {:<16} {:<16} {:>12.2}  {}",
-                s.instance, s.instance_type, s.suggested_type, s.monthly_savings_usd, s.why
+                "{:<20} {:<16} {:<16} {:<4} {:>12.2}  {}",
+                s.instance, s.instance_type, s.suggested_type, s.currency, s.monthly_savings, s.why
             );
         }
         out.push_str("\ncommitments (figures on the spend after the policies)\n");
@@ -179,14 +188,14 @@ impl Advice {
         out.push_str("\npolicy changes\n");
         let _ = writeln!(
             out,
-            "{:<28} {:<28} {:>8} {:>8} {:>12} {:>12}",
-            "policy", "key", "from", "to", "usd_a_month", "unserved_h"
+            "{:<28} {:<28} {:>8} {:>8} {:<4} {:>12} {:>12}",
+            "policy", "key", "from", "to", "cur", "a_month", "unserved_h"
         );
         for c in &self.policy_changes {
             let _ = writeln!(
                 out,
-                "{:<28} {:<28} {:>8} {:>8} {:>12.2} {:>12.2}",
-                c.policy, c.key, c.from, c.to, c.monthly_savings_usd, c.unserved_busy_hours
+                "{:<28} {:<28} {:>8} {:>8} {:<4} {:>12.2} {:>12.2}",
+                c.policy, c.key, c.from, c.to, c.currency, c.monthly_savings, c.unserved_busy_hours
             );
         }
         out.push_str(
@@ -256,8 +265,12 @@ subscriptions (figures a month, after the policies; ebb never switches)
             for s in &self.rightsize {
                 let _ = writeln!(
                     out,
-                    "| `{}` | {} | {} | ${:.2} | {} |",
-                    s.instance, s.instance_type, s.suggested_type, s.monthly_savings_usd, s.why
+                    "| `{}` | {} | {} | {} | {} |",
+                    s.instance,
+                    s.instance_type,
+                    s.suggested_type,
+                    crate::budget::money(s.monthly_savings, s.currency),
+                    s.why
                 );
             }
         }
@@ -293,12 +306,12 @@ subscriptions (figures a month, after the policies; ebb never switches)
         for c in &self.policy_changes {
             let _ = writeln!(
                 out,
-                "- **{}** `{}`: {} → {}, ${:.2} a month less, {:.2} unserved busy hours (now {:.2})\n\n```diff\n{}```\n",
+                "- **{}** `{}`: {} → {}, {} a month less, {:.2} unserved busy hours (now {:.2})\n\n```diff\n{}```\n",
                 c.policy,
                 c.key,
                 c.from,
                 c.to,
-                c.monthly_savings_usd,
+                crate::budget::money(c.monthly_savings, c.currency),
                 c.unserved_busy_hours,
                 c.current_unserved_busy_hours,
                 c.yaml_diff

@@ -85,8 +85,11 @@ pub struct Suggestion {
     pub suggested_type: String,
     /// Why, in one line.
     pub why: String,
-    /// What it would save in a month (730 hours), on the hours the policies leave it running.
-    pub monthly_savings_usd: f64,
+    /// What it would save in a month (730 hours), on the hours the policies leave it running,
+    /// in `currency`.
+    pub monthly_savings: f64,
+    /// The currency its cloud bills it in (its region's prices are in it).
+    pub currency: &'static str,
 }
 
 /// What right-sizing needs of the whole fleet: the catalogue and on-demand prices.
@@ -143,19 +146,22 @@ impl Sizing<'_> {
             .filter(|(_, price)| *price < own_price)
             .min_by(|a, b| a.1.total_cmp(&b.1).then_with(|| a.0.cmp(b.0)))?;
         let saved = (own_price - price) * running_s as f64 / 3600.0;
-        let monthly_savings_usd = monthly(saved, period);
+        let monthly_savings = monthly(saved, period);
+        let currency = inst.billing.cloud.currency();
         let why = format!(
-            "busiest GPU p95 {:.0} %, p95 {busy} of {} GPUs busy, peak {:.1} GiB: {suggested} would carry it, ${monthly_savings_usd:.2} a month less",
+            "busiest GPU p95 {:.0} %, p95 {busy} of {} GPUs busy, peak {:.1} GiB: {suggested} would carry it, {} a month less",
             load.busiest_p95_pct,
             own.gpus,
             gib(peak),
+            crate::budget::money(monthly_savings, currency),
         );
         Some(Suggestion {
             instance: inst.id.clone(),
             instance_type: inst.instance_type.clone(),
             suggested_type: suggested.clone(),
             why,
-            monthly_savings_usd,
+            monthly_savings,
+            currency,
         })
     }
 }

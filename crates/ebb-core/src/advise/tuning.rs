@@ -235,10 +235,42 @@ pub fn candidates(set: &PolicySet, busy: &BusyHours) -> Vec<Candidate> {
 /// A candidate's replay against the current policies', on the instances its policy governs.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct Compared {
+    /// The currency the instances are billed in; `None` before the first.
+    pub currency: Option<&'static str>,
+    /// Whether they are billed in more than one: their costs cannot be summed, so no change
+    /// of their policy is advised.
+    pub mixed: bool,
     /// Under the current policies.
     pub current: Tally,
     /// With the change.
     pub changed: Tally,
+}
+
+impl Compared {
+    /// Adds one instance billed in `currency`: its tally now and with the change.
+    pub fn add(&mut self, currency: &'static str, current: Tally, changed: Tally) {
+        self.billed_in(currency);
+        self.current += current;
+        self.changed += changed;
+    }
+
+    /// Adds what another worker compared of the same candidate.
+    pub fn merge(&mut self, other: Compared) {
+        if let Some(currency) = other.currency {
+            self.billed_in(currency);
+        }
+        self.mixed |= other.mixed;
+        self.current += other.current;
+        self.changed += other.changed;
+    }
+
+    fn billed_in(&mut self, currency: &'static str) {
+        match self.currency {
+            None => self.currency = Some(currency),
+            Some(c) if c != currency => self.mixed = true,
+            Some(_) => {}
+        }
+    }
 }
 
 /// A change advised.
@@ -252,8 +284,10 @@ pub struct PolicyChange {
     pub from: String,
     /// The value advised.
     pub to: String,
-    /// What it saves in a month (730 hours).
-    pub monthly_savings_usd: f64,
+    /// What it saves in a month (730 hours), in `currency`.
+    pub monthly_savings: f64,
+    /// The currency the policy's instances are billed in.
+    pub currency: &'static str,
     /// Hours of demand the change leaves unserved over the period.
     pub unserved_busy_hours: f64,
     /// The same under the current policy.
@@ -278,9 +312,13 @@ pub fn keep(
     let mut best: BTreeMap<(String, String), PolicyChange> = BTreeMap::new();
     for (c, r) in candidates.iter().zip(compared) {
         let budget = max_unserved.map_or(0, |d| d.num_seconds());
-        let saved = r.current.cost_usd - r.changed.cost_usd;
+        let saved = r.current.cost - r.changed.cost;
         let serves = r.changed.unserved_busy_s <= r.current.unserved_busy_s.max(budget);
-        if saved <= 0.005 || !serves || r.changed.wrongful_stops > r.current.wrongful_stops {
+        if r.mixed
+            || saved <= 0.005
+            || !serves
+            || r.changed.wrongful_stops > r.current.wrongful_stops
+        {
             continue;
         }
         let change = PolicyChange {
@@ -288,7 +326,8 @@ pub fn keep(
             key: c.key.clone(),
             from: c.from.clone(),
             to: c.to.clone(),
-            monthly_savings_usd: monthly(saved, period),
+            monthly_savings: monthly(saved, period),
+            currency: r.currency.unwrap_or("USD"),
             unserved_busy_hours: r.changed.unserved_busy_s as f64 / 3600.0,
             current_unserved_busy_hours: r.current.unserved_busy_s as f64 / 3600.0,
             wrongful_stops: r.changed.wrongful_stops,
@@ -298,7 +337,7 @@ pub fn keep(
         let slot = best.entry((c.policy.clone(), c.key.clone()));
         match slot {
             std::collections::btree_map::Entry::Occupied(mut o) => {
-                if change.monthly_savings_usd > o.get().monthly_savings_usd {
+                if change.monthly_savings > o.get().monthly_savings {
                     o.insert(change);
                 }
             }
@@ -308,7 +347,12 @@ pub fn keep(
         }
     }
     let mut kept: Vec<PolicyChange> = best.into_values().collect();
-    kept.sort_by(|a, b| b.monthly_savings_usd.total_cmp(&a.monthly_savings_usd));
+    // By currency first: a saving in yuan is not ranked against one in dollars.
+    kept.sort_by(|a, b| {
+        (a.currency != "USD", a.currency)
+            .cmp(&(b.currency != "USD", b.currency))
+            .then_with(|| b.monthly_savings.total_cmp(&a.monthly_savings))
+    });
     kept
 }
 
@@ -391,9 +435,9 @@ mod tests {
         }
     }
 
-    fn tally(cost_usd: f64, unserved_h: f64, wrongful_stops: u64) -> Tally {
+    fn tally(cost: f64, unserved_h: f64, wrongful_stops: u64) -> Tally {
         Tally {
-            cost_usd,
+            cost,
             unserved_busy_s: (unserved_h * 3600.0) as i64,
             wrongful_stops,
             ..Tally::default()
@@ -417,16 +461,19 @@ mod tests {
             Compared {
                 current: now,
                 changed: tally(90.0, 1.0, 1),
+                ..Compared::default()
             },
             // $20 less, one more wrongful stop.
             Compared {
                 current: now,
                 changed: tally(80.0, 0.5, 2),
+                ..Compared::default()
             },
             // Dearer.
             Compared {
                 current: now,
                 changed: tally(101.0, 0.0, 0),
+                ..Compared::default()
             },
         ];
         assert!(keep(&candidates, &compared, None, &period).is_empty());
@@ -435,8 +482,33 @@ mod tests {
         assert_eq!(kept.len(), 1, "{kept:?}");
         assert_eq!(kept[0].key, "idle.for");
         // $10 over 168 hours is 10 × 730 / 168 a month.
-        assert!((kept[0].monthly_savings_usd - 10.0 * 730.0 / 168.0).abs() < 1e-9);
+        assert!((kept[0].monthly_savings - 10.0 * 730.0 / 168.0).abs() < 1e-9);
         assert_eq!(kept[0].unserved_busy_hours, 1.0);
+        assert_eq!(kept[0].currency, "USD");
+    }
+
+    #[test]
+    fn a_change_is_in_its_boxes_currency_and_none_is_advised_over_two() {
+        let period = Period {
+            from: at("2026-11-30T00:00:00Z"),
+            to: at("2026-12-07T00:00:00Z"),
+        };
+        let candidates = [candidate("idle.for")];
+        let mut yuan = Compared::default();
+        yuan.add("CNY", tally(100.0, 0.0, 0), tally(50.0, 0.0, 0));
+        let kept = keep(&candidates, &[yuan], None, &period);
+        assert_eq!(kept[0].currency, "CNY");
+        // A box in dollars beside it: the sums would add yuan to dollars, so nothing is kept,
+        // whichever worker saw it.
+        let mut dollars = Compared::default();
+        dollars.add("USD", tally(10.0, 0.0, 0), tally(5.0, 0.0, 0));
+        let mut both = yuan;
+        both.merge(dollars);
+        assert!(both.mixed);
+        assert!(keep(&candidates, &[both], None, &period).is_empty());
+        let mut one = yuan;
+        one.add("USD", tally(10.0, 0.0, 0), tally(5.0, 0.0, 0));
+        assert!(one.mixed);
     }
 
     #[test]

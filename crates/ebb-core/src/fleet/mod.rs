@@ -57,14 +57,15 @@ pub struct Fleet {
 /// $/hour prices: region → instance type → price.
 pub type Prices = BTreeMap<String, BTreeMap<String, Price>>;
 
-/// The hourly price of one instance type in one region.
+/// The hourly price of one instance type in one region, in the currency the region's cloud
+/// bills in (`Cloud::currency`: dollars on EC2, yuan on Alibaba Cloud and Tencent Cloud).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Price {
-    /// On-demand $/hour.
+    /// On-demand, an hour.
     #[serde(default)]
     pub on_demand: Option<f64>,
-    /// The current spot $/hour (the cheapest availability zone).
+    /// The current spot price of an hour (the cheapest availability zone).
     #[serde(default)]
     pub spot: Option<f64>,
 }

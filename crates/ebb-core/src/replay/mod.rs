@@ -24,8 +24,8 @@ pub use activity::SignalRecording;
 pub use model::Played;
 pub use pools::{table as pools_table, without_checkpoints, Choice, Pools};
 pub use report::{
-    BudgetPeriod, BudgetSpend, BudgetUse, InstanceOutcome, Net, OnDemandUse, Report, Scenarios,
-    SpotPools, Tally,
+    BudgetPeriod, BudgetSpend, BudgetUse, InstanceOutcome, Net, OnDemandUse, Report, Reports,
+    Scenarios, SpotPools, Tally,
 };
 pub use unpriced::unpriced;
 
@@ -356,6 +356,7 @@ impl<'a> Replayer<'a> {
                         always_on: always_on_demand,
                     })),
                     instance: r.instance.id.clone(),
+                    currency: r.instance.billing.cloud.currency(),
                     policy: engine::governing_policy(&self.policies.set, &r.instance)
                         .map(|p| p.name.clone()),
                     scenarios: Scenarios {
@@ -459,9 +460,9 @@ pub fn settled(state: InstanceState) -> InstanceState {
     }
 }
 
-/// The $/hour `inst` costs while running at `from`: its spot price when it is spot (the
-/// on-demand one when there is none), its on-demand price otherwise. Nothing for a terminated
-/// one, which never runs.
+/// What an hour of `inst` costs while running at `from`, in the currency its cloud bills in:
+/// its spot price when it is spot (the on-demand one when there is none), its on-demand price
+/// otherwise. Nothing for a terminated one, which never runs.
 pub fn rate(prices: &Prices, inst: &Instance) -> Result<f64, ReplayError> {
     if settled(inst.state) == InstanceState::Terminated {
         return Ok(0.0);
@@ -544,7 +545,7 @@ fn always_on(busy: &[Span], rate: f64, o: &Options) -> Tally {
     Tally {
         running_s: running,
         idle_running_s: running - busy,
-        cost_usd: rate * running as f64 / 3600.0,
+        cost: rate * running as f64 / 3600.0,
         ..Tally::default()
     }
 }
@@ -566,7 +567,7 @@ fn oracle(busy: &[Span], rate: f64, o: &Options, state: InstanceState) -> Tally 
     let stopped_at: Vec<DateTime<Utc>> = inside.iter().map(|s| s.1).filter(|e| *e < o.to).collect();
     Tally {
         running_s: running,
-        cost_usd: rate * running as f64 / 3600.0,
+        cost: rate * running as f64 / 3600.0,
         starts: starts as u64,
         stops: stopped_at.len() as u64,
         wrongful_stops: stopped_at.iter().filter(|t| demand_soon(busy, **t)).count() as u64,
@@ -653,11 +654,11 @@ mod tests {
         let a = always_on(&spans, 2.0, &o);
         assert_eq!(a.running_s, 24 * 3600);
         assert_eq!(a.idle_running_s, 24 * 3600 - 160 * 60);
-        assert!((a.cost_usd - 48.0).abs() < 1e-9);
+        assert!((a.cost - 48.0).abs() < 1e-9);
         let oracle = oracle(&spans, 2.0, &o, InstanceState::Stopped);
         assert_eq!(oracle.running_s, 160 * 60);
         assert_eq!(oracle.idle_running_s, 0);
-        assert!((oracle.cost_usd - 2.0 * 160.0 / 60.0).abs() < 1e-9);
+        assert!((oracle.cost - 2.0 * 160.0 / 60.0).abs() < 1e-9);
         assert_eq!((oracle.starts, oracle.stops), (2, 2));
         assert_eq!(
             oracle.wrongful_stops, 1,

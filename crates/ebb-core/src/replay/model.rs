@@ -410,7 +410,7 @@ impl Modelled<'_> {
             self.tally.interruptions += 1;
             self.tally.lost_work_s += lost;
             self.tally.lost_gpu_s += lost * i64::from(r.gpus);
-            self.tally.lost_work_usd += r.on_demand * lost as f64 / 3600.0;
+            self.tally.lost_work += r.on_demand * lost as f64 / 3600.0;
             match r.next {
                 Some((next, price)) => {
                     self.rate = price;
@@ -448,7 +448,7 @@ impl Modelled<'_> {
             InstanceState::Running => {
                 self.tally.running_s += length;
                 self.tally.idle_running_s += length - busy;
-                self.tally.cost_usd += self.rate * length as f64 / 3600.0;
+                self.tally.cost += self.rate * length as f64 / 3600.0;
                 if let Some(running) = self.running.as_mut() {
                     match running.last_mut() {
                         Some(last) if last.1 == t => last.1 = end,

@@ -352,9 +352,9 @@ pub fn table(report: &Report, without_checkpoints: &[String]) -> String {
             t.interruptions,
             t.lost_work_s as f64 / 3600.0,
             t.lost_gpu_s as f64 / 3600.0,
-            t.lost_work_usd,
-            t.cost_usd,
-            t.cost_usd + t.lost_work_usd,
+            t.lost_work,
+            t.cost,
+            t.cost + t.lost_work,
             t.spot_s as f64 / 3600.0,
             t.fallback_s as f64 / 3600.0,
         );

@@ -1,14 +1,17 @@
 //! The measures of a replay, summed over instances and policies, and how they are shown:
-//! JSON, a table, and a pull-request comment in Markdown; from gross to net in [`net`], and
-//! the budgets' periods in [`budgets`].
+//! JSON, a table, and a pull-request comment in Markdown; from gross to net in [`net`], the
+//! budgets' periods in [`budgets`], and a report per currency in [`currencies`]. A report's
+//! money is in its one currency: a replay of boxes billed in dollars and in yuan is two.
 
 mod budgets;
+mod currencies;
 mod net;
 
 pub use budgets::{BudgetPeriod, BudgetSpend, BudgetUse};
+pub use currencies::Reports;
 pub use net::Net;
 
-use crate::policy::PolicySet;
+use crate::policy::{Budget, PolicySet};
 use crate::report::money::HourlyUse;
 use chrono::{DateTime, SecondsFormat, Utc};
 use serde_json::{json, Value};
@@ -25,8 +28,8 @@ pub struct Tally {
     pub idle_running_s: i64,
     /// Seconds of demand while stopped.
     pub unserved_busy_s: i64,
-    /// What the running cost, in dollars.
-    pub cost_usd: f64,
+    /// What the running cost, in the currency its boxes are billed in.
+    pub cost: f64,
     /// Stops and hibernations.
     pub stops: u64,
     /// Starts, ebb's and a person's.
@@ -39,8 +42,8 @@ pub struct Tally {
     pub lost_work_s: i64,
     /// The same in GPU-seconds (times the GPUs of the reclaimed type).
     pub lost_gpu_s: i64,
-    /// The lost work at the on-demand rate, in dollars.
-    pub lost_work_usd: f64,
+    /// The lost work at the on-demand rate, in the same currency.
+    pub lost_work: f64,
     /// Seconds running on spot.
     pub spot_s: i64,
     /// Seconds running on demand after a replacement fell back, until back on spot.
@@ -52,14 +55,14 @@ impl AddAssign for Tally {
         self.running_s += o.running_s;
         self.idle_running_s += o.idle_running_s;
         self.unserved_busy_s += o.unserved_busy_s;
-        self.cost_usd += o.cost_usd;
+        self.cost += o.cost;
         self.stops += o.stops;
         self.starts += o.starts;
         self.wrongful_stops += o.wrongful_stops;
         self.interruptions += o.interruptions;
         self.lost_work_s += o.lost_work_s;
         self.lost_gpu_s += o.lost_gpu_s;
-        self.lost_work_usd += o.lost_work_usd;
+        self.lost_work += o.lost_work;
         self.spot_s += o.spot_s;
         self.fallback_s += o.fallback_s;
     }
@@ -80,7 +83,7 @@ impl Tally {
         let Value::Object(map) = json!({
             "running_hours": hours(self.running_s),
             "idle_running_hours": hours(self.idle_running_s),
-            "cost_usd": round(self.cost_usd, 4),
+            "cost_usd": round(self.cost, 4),
             "stops": self.stops,
             "starts": self.starts,
             "unserved_busy_hours": hours(self.unserved_busy_s),
@@ -88,7 +91,7 @@ impl Tally {
             "interruptions": self.interruptions,
             "lost_work_hours": hours(self.lost_work_s),
             "lost_gpu_hours": hours(self.lost_gpu_s),
-            "lost_work_usd": round(self.lost_work_usd, 4),
+            "lost_work_usd": round(self.lost_work, 4),
             "spot_hours": hours(self.spot_s),
             "fallback_on_demand_hours": hours(self.fallback_s),
         }) else {
@@ -141,16 +144,15 @@ impl AddAssign for Scenarios {
 }
 
 impl Scenarios {
-    /// Dollars a policy scenario saves against always on.
+    /// What a policy scenario saves against always on.
     pub fn savings(&self, t: &Tally) -> f64 {
-        self.always_on.cost_usd - t.cost_usd
+        self.always_on.cost - t.cost
     }
 
     /// What a policy scenario spends beyond the oracle, in percent of the oracle's cost;
     /// `None` when the oracle spends nothing.
     pub fn waste_pct(&self, t: &Tally) -> Option<f64> {
-        (self.oracle.cost_usd > 0.0)
-            .then(|| 100.0 * (t.cost_usd - self.oracle.cost_usd) / self.oracle.cost_usd)
+        (self.oracle.cost > 0.0).then(|| 100.0 * (t.cost - self.oracle.cost) / self.oracle.cost)
     }
 
     fn policy_json(&self, t: &Tally) -> Value {
@@ -188,14 +190,14 @@ impl Scenarios {
 }
 
 /// What the activity signals did, against the same policies without them: the stops they
-/// prevented and what keeping those boxes running cost. `None` without signals.
-fn activity_line(t: &Scenarios) -> Option<String> {
+/// prevented and what keeping those boxes running cost (in `currency`). `None` without signals.
+fn activity_line(t: &Scenarios, currency: &str) -> Option<String> {
     let w = t.without_activity?;
     Some(format!(
-        "The activity signals, against the same policies without them: stops prevented {}, running hours {:+.1}, cost {:+.2} USD.",
+        "The activity signals, against the same policies without them: stops prevented {}, running hours {:+.1}, cost {:+.2} {currency}.",
         w.stops.saturating_sub(t.policies.stops),
         (t.policies.running_s - w.running_s) as f64 / 3600.0,
-        t.policies.cost_usd - w.cost_usd
+        t.policies.cost - w.cost
     ))
 }
 
@@ -204,6 +206,9 @@ fn activity_line(t: &Scenarios) -> Option<String> {
 pub struct InstanceOutcome {
     /// The instance id.
     pub instance: String,
+    /// The currency its cloud bills it in (`Cloud::currency`): its money is counted in the
+    /// report of that currency alone.
+    pub currency: &'static str,
     /// The policy governing it at the start under the policies given; `None` when none does.
     pub policy: Option<String>,
     /// What each scenario did to it.
@@ -230,9 +235,12 @@ pub struct OnDemandUse {
     pub always_on: HourlyUse,
 }
 
-/// A whole replay: the total, per policy and per instance.
+/// A whole replay of the boxes billed in one currency: the total, per policy and per
+/// instance.
 #[derive(Debug, Clone)]
 pub struct Report {
+    /// The currency (ISO 4217) of every amount in it.
+    currency: &'static str,
     from: DateTime<Utc>,
     to: DateTime<Utc>,
     /// Every instance summed.
@@ -255,15 +263,21 @@ pub struct Report {
 }
 
 /// A row of the Markdown comparison: its name, the measure, and its decimal places.
-type MarkdownRow = (&'static str, fn(&Tally) -> f64, usize);
+type MarkdownRow<'a> = (&'a str, fn(&Tally) -> f64, usize);
 
 /// How many instances the Markdown comment lists as changed most.
 const MOST_CHANGED: usize = 10;
 
 impl Report {
-    /// An empty report of the replay from `from` to `to`.
+    /// An empty report of the replay from `from` to `to`, in dollars.
     pub fn new(from: DateTime<Utc>, to: DateTime<Utc>) -> Self {
+        Report::in_currency("USD", from, to)
+    }
+
+    /// An empty report of the replay from `from` to `to` of the boxes billed in `currency`.
+    fn in_currency(currency: &'static str, from: DateTime<Utc>, to: DateTime<Utc>) -> Self {
         Report {
+            currency,
             from,
             to,
             total: Scenarios::default(),
@@ -280,13 +294,18 @@ impl Report {
         }
     }
 
-    /// Works out each budget of `set` period by period from the spend the instances added:
-    /// when it was reached and what ran past it.
-    pub fn apply_budgets(&mut self, set: &PolicySet) {
+    /// Works out each budget of `set` in this report's currency period by period from the
+    /// spend its instances added: when it was reached and what ran past it. A budget that
+    /// names no currency is in its boxes': it is shown here when some box here counts in it,
+    /// or when this report is in dollars and no box of another currency does (`elsewhere`).
+    fn apply_budgets(&mut self, set: &PolicySet, elsewhere: impl Fn(&str) -> bool) {
         let first_hour = self.on_demand.policies.first_hour;
-        self.budgets = self
-            .budget_spend
-            .periods(set, self.from, self.to, first_hour);
+        let (spend, currency) = (&self.budget_spend, self.currency);
+        let shown = |b: &Budget| match &b.currency {
+            Some(c) => c == currency,
+            None => spend.counts_in(&b.name) || (currency == "USD" && !elsewhere(&b.name)),
+        };
+        self.budgets = spend.periods(set, shown, self.from, self.to, first_hour);
     }
 
     /// Adds budgets' spend summed apart from the outcomes.
@@ -325,12 +344,14 @@ impl Report {
         (t(self.from), t(self.to))
     }
 
-    /// `{"from", "to", "scenarios", "policies": [...], "instances": [...]}`.
-    pub fn json(&self) -> String {
+    /// `{"currency", "from", "to", "scenarios", "policies": [...], "instances": [...]}`, the
+    /// money keys ending in this report's currency (`cost_usd`, `cost_cny`).
+    fn json_value(&self) -> Value {
         let (from, to) = self.period();
         let mut instances: Vec<&InstanceOutcome> = self.instances.iter().collect();
         instances.sort_by(|a, b| a.instance.cmp(&b.instance));
-        let value = json!({
+        let mut value = json!({
+            "currency": self.currency,
             "from": from,
             "to": to,
             "scenarios": self.total.json(),
@@ -346,15 +367,18 @@ impl Report {
                 "scenarios": o.scenarios.json(),
             })).collect::<Vec<_>>(),
         });
-        format!("{value:#}\n")
+        currencies::name_money_keys(&mut value, self.currency);
+        value
     }
 
     /// The scenarios in total, then the policies scenario by policy.
     pub fn table(&self) -> String {
         let (from, to) = self.period();
+        let c = self.currency.to_lowercase();
         let mut out = format!(
-            "replay {from} to {to}, {} instances\n\n",
-            self.instances.len()
+            "replay {from} to {to}, {} instances billed in {}\n\n",
+            self.instances.len(),
+            self.currency
         );
         let _ = writeln!(
             out,
@@ -362,12 +386,12 @@ impl Report {
             "scenario",
             "running_h",
             "idle_h",
-            "cost_usd",
+            format!("cost_{c}"),
             "stops",
             "starts",
             "unserved_h",
             "wrongful",
-            "savings_usd",
+            format!("savings_{c}"),
             "waste_%"
         );
         let t = &self.total;
@@ -394,7 +418,7 @@ impl Report {
                 "{name:<18} {:>10.2} {:>10.2} {:>12.2} {:>6} {:>6} {:>10.2} {:>8} {savings:>12} {waste:>8}",
                 tally.running_s as f64 / 3600.0,
                 tally.idle_running_s as f64 / 3600.0,
-                tally.cost_usd,
+                tally.cost,
                 tally.stops,
                 tally.starts,
                 tally.unserved_busy_s as f64 / 3600.0,
@@ -402,23 +426,27 @@ impl Report {
             );
         }
         if let Some(net) = &self.net {
-            let _ = writeln!(out, "\n{}", net.line());
+            let _ = writeln!(out, "\n{}", net.line(self.currency));
         }
-        if let Some(line) = activity_line(t) {
+        if let Some(line) = activity_line(t, self.currency) {
             let _ = writeln!(out, "\n{line}");
         }
-        out.push_str(&budgets::table(&self.budgets));
+        out.push_str(&budgets::table(&self.budgets, self.currency));
         let _ = writeln!(
             out,
             "\n{:<32} {:>12} {:>12} {:>10} {:>8}",
-            "policy", "cost_usd", "savings_usd", "unserved_h", "wrongful"
+            "policy",
+            format!("cost_{c}"),
+            format!("savings_{c}"),
+            "unserved_h",
+            "wrongful"
         );
         for (policy, s) in &self.by_policy {
             let _ = writeln!(
                 out,
                 "{:<32} {:>12.2} {:>12.2} {:>10.2} {:>8}",
                 policy.as_deref().unwrap_or("(no policy)"),
-                s.policies.cost_usd,
+                s.policies.cost,
                 s.savings(&s.policies),
                 s.policies.unserved_busy_s as f64 / 3600.0,
                 s.policies.wrongful_stops
@@ -438,11 +466,13 @@ impl Report {
             None => ("always on", t.always_on),
         };
         let mut out = format!(
-            "### ebb replay, {from} to {to} ({} instances)\n\n| | {label} | policies | difference |\n|---|---:|---:|---:|\n",
-            self.instances.len()
+            "### ebb replay, {from} to {to} ({} instances billed in {})\n\n| | {label} | policies | difference |\n|---|---:|---:|---:|\n",
+            self.instances.len(),
+            self.currency
         );
+        let cost_row = format!("cost ({})", self.currency);
         let rows: [MarkdownRow; 7] = [
-            ("cost (USD)", |t| t.cost_usd, 2),
+            (&cost_row, |t| t.cost, 2),
             ("running hours", |t| t.running_s as f64 / 3600.0, 1),
             (
                 "idle running hours",
@@ -466,27 +496,29 @@ impl Report {
                 p - b
             );
         }
+        let money = |x: f64| crate::budget::money(x, self.currency);
         let _ = writeln!(
             out,
-            "\nAlways on would cost ${:.2}; the oracle (running exactly while busy) ${:.2}. The policies save ${:.2} against always on.\n",
-            t.always_on.cost_usd,
-            t.oracle.cost_usd,
-            t.savings(&t.policies)
+            "\nAlways on would cost {}; the oracle (running exactly while busy) {}. The policies save {} against always on.\n",
+            money(t.always_on.cost),
+            money(t.oracle.cost),
+            money(t.savings(&t.policies))
         );
         if let Some(net) = &self.net {
-            let _ = writeln!(out, "{}\n", net.line());
+            let _ = writeln!(out, "{}\n", net.line(self.currency));
         }
         if let Some(e) = t.late_start_enforce {
             let _ = writeln!(
                 out,
-                "Keeping people's starts after the close until idle, against `late_start: enforce`: cost {:+.2} USD, running hours {:+.1}, unserved busy hours {:+.2} (enforce leaves {:.2} h unserved).\n",
-                t.policies.cost_usd - e.cost_usd,
+                "Keeping people's starts after the close until idle, against `late_start: enforce`: cost {:+.2} {}, running hours {:+.1}, unserved busy hours {:+.2} (enforce leaves {:.2} h unserved).\n",
+                t.policies.cost - e.cost,
+                self.currency,
                 (t.policies.running_s - e.running_s) as f64 / 3600.0,
                 (t.policies.unserved_busy_s - e.unserved_busy_s) as f64 / 3600.0,
                 e.unserved_busy_s as f64 / 3600.0
             );
         }
-        if let Some(line) = activity_line(t) {
+        if let Some(line) = activity_line(t, self.currency) {
             let _ = writeln!(out, "{line}\n");
         }
         out.push_str(&self.most_changed(label));
@@ -500,7 +532,7 @@ impl Report {
         let change = |o: &&InstanceOutcome| {
             let (b, p) = (base(&o.scenarios), o.scenarios.policies);
             (
-                (p.cost_usd - b.cost_usd).abs(),
+                (p.cost - b.cost).abs(),
                 (p.unserved_busy_s - b.unserved_busy_s).abs(),
             )
         };
@@ -528,9 +560,9 @@ impl Report {
                 "| {} | {} | {:.2} | {:.2} | {:+.2} | {:+.2} | {:+} |",
                 o.instance,
                 o.policy.as_deref().unwrap_or("(no policy)"),
-                b.cost_usd,
-                p.cost_usd,
-                p.cost_usd - b.cost_usd,
+                b.cost,
+                p.cost,
+                p.cost - b.cost,
                 (p.unserved_busy_s - b.unserved_busy_s) as f64 / 3600.0,
                 p.stops as i64 - b.stops as i64
             );
@@ -545,10 +577,10 @@ mod tests {
     use crate::fleet::money::PriceTable;
     use crate::fleet::Fleet;
 
-    fn tally(running_h: i64, cost_usd: f64) -> Tally {
+    fn tally(running_h: i64, cost: f64) -> Tally {
         Tally {
             running_s: running_h * 3600,
-            cost_usd,
+            cost,
             ..Tally::default()
         }
     }
@@ -556,6 +588,7 @@ mod tests {
     fn outcome(instance: &str, policy: Option<&str>, policies: Tally) -> InstanceOutcome {
         InstanceOutcome {
             instance: instance.into(),
+            currency: "USD",
             policy: policy.map(String::from),
             scenarios: Scenarios {
                 policies,
@@ -619,11 +652,11 @@ mod tests {
         };
         report.apply_prices(&table, &Fleet::default());
         let net = report.net.unwrap();
-        assert_eq!(net.gross_usd, 120.0);
-        assert_eq!(net.commitment_covered_usd, 120.0);
-        assert_eq!(net.unused_commitment_usd, 72.0);
-        assert_eq!(net.net_usd, 0.0);
-        let json: Value = serde_json::from_str(&report.json()).unwrap();
+        assert_eq!(net.gross, 120.0);
+        assert_eq!(net.commitment_covered, 120.0);
+        assert_eq!(net.unused_commitment, 72.0);
+        assert_eq!(net.net, 0.0);
+        let json: Value = report.json_value();
         assert_eq!(json["commitments"]["net_savings_usd"], 0.0);
         assert!(report.table().contains("Gross $120.00, net $0.00"));
         // Without commitments held, no gross-to-net line.
@@ -641,13 +674,13 @@ mod tests {
             outcome("i-c", None, tally(2, 2.0)),
         ]);
         assert_eq!(r.total.policies.running_s, 16 * 3600);
-        assert_eq!(r.total.always_on.cost_usd, 30.0);
+        assert_eq!(r.total.always_on.cost, 30.0);
         let dev = &r.by_policy[&Some("dev".to_string())];
-        assert_eq!(dev.policies.cost_usd, 14.0);
+        assert_eq!(dev.policies.cost, 14.0);
         assert_eq!(dev.savings(&dev.policies), 6.0);
         // (14 - 4) / 4: 250 % over the oracle.
         assert_eq!(dev.waste_pct(&dev.policies), Some(250.0));
-        let json: Value = serde_json::from_str(&r.json()).unwrap();
+        let json: Value = r.json_value();
         let ids: Vec<&str> = json["instances"]
             .as_array()
             .unwrap()
@@ -699,7 +732,7 @@ mod tests {
         r.add(vec![late, day]);
         let enforce = r.total.late_start_enforce.unwrap();
         assert_eq!((enforce.running_s, enforce.stops), (5 * 3600, 3));
-        let json: Value = serde_json::from_str(&r.json()).unwrap();
+        let json: Value = r.json_value();
         let e = &json["scenarios"]["late_start_enforce"];
         assert_eq!(e["running_hours"], 5.0);
         assert_eq!(e["cost_usd"], 5.0);

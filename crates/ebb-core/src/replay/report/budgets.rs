@@ -3,7 +3,7 @@
 //! `at_limit: stop` or `refuse_starts` would have acted on, less their notices).
 
 use crate::budget::periods;
-use crate::policy::PolicySet;
+use crate::policy::{Budget, PolicySet};
 use crate::report::money::HourlyUse;
 use chrono::{DateTime, Duration, Utc};
 use serde_json::{json, Value};
@@ -18,7 +18,7 @@ const HOUR: i64 = 3600;
 pub struct BudgetUse {
     /// The budgets (by name) that count the instance, each with its `per` value.
     pub keys: Vec<(String, Option<String>)>,
-    /// What an hour of it costs, in dollars (the replay's rate).
+    /// What an hour of it costs, in the currency it is billed in (the replay's rate).
     pub rate: f64,
     /// Its GPUs, when known.
     pub gpus: Option<u32>,
@@ -30,7 +30,7 @@ pub struct BudgetSpend {
     by_key: BTreeMap<(String, Option<String>), Hourly>,
 }
 
-/// Hour by hour from the replay's first hour: dollars, instance-hours and GPU-hours.
+/// Hour by hour from the replay's first hour: money, instance-hours and GPU-hours.
 #[derive(Debug, Clone, Default)]
 struct Hourly {
     cost: Vec<f64>,
@@ -45,7 +45,7 @@ pub struct BudgetPeriod {
     pub budget: String,
     /// Its `per` value.
     pub key: Option<String>,
-    /// Its amount, in dollars.
+    /// Its amount, in the report's currency.
     pub amount: f64,
     /// What it does at the limit.
     pub at_limit: &'static str,
@@ -59,7 +59,7 @@ pub struct BudgetPeriod {
     pub spent: f64,
     /// When the spend reached the amount, if it did.
     pub reached_at: Option<DateTime<Utc>>,
-    /// What ran after that, in dollars, instance-hours and GPU-hours (of the boxes whose GPUs
+    /// What ran after that, in money, instance-hours and GPU-hours (of the boxes whose GPUs
     /// are known).
     pub past_limit: (f64, f64, f64),
 }
@@ -110,23 +110,24 @@ impl BudgetSpend {
         }
     }
 
-    /// Every period of every budget of `set` in `[from, to)` that its boxes spent in (every
-    /// period of a budget without `per`), with when it was reached. Budgets in another
-    /// currency than the dollar are left out: the replay prices in dollars.
+    /// Whether some box of this spend counts in budget `name`.
+    pub(in crate::replay) fn counts_in(&self, name: &str) -> bool {
+        self.by_key.keys().any(|(n, _)| n == name)
+    }
+
+    /// Every period of every budget of `set` that `shown` keeps, in `[from, to)`, that its
+    /// boxes spent in (every period of a budget without `per`), with when it was reached.
     pub(in crate::replay) fn periods(
         &self,
         set: &PolicySet,
+        shown: impl Fn(&Budget) -> bool,
         from: DateTime<Utc>,
         to: DateTime<Utc>,
         first_hour: i64,
     ) -> Vec<BudgetPeriod> {
         let mut out = Vec::new();
         let empty = Hourly::default();
-        for b in set
-            .budgets
-            .iter()
-            .filter(|b| b.currency.as_deref().unwrap_or("USD") == "USD")
-        {
+        for b in set.budgets.iter().filter(|b| shown(b)) {
             let mut keys: Vec<Option<String>> = self
                 .by_key
                 .keys()
@@ -243,9 +244,10 @@ fn local(at: DateTime<Utc>, tz: chrono_tz::Tz) -> String {
     )
 }
 
-/// The budgets' lines of the replay's table: for each budget, in how many periods it was
-/// reached, then each period it was, when, and what ran past it.
-pub(super) fn table(periods: &[BudgetPeriod]) -> String {
+/// The budgets' lines of the replay's table (amounts in `currency`): for each budget, in how
+/// many periods it was reached, then each period it was, when, and what ran past it.
+pub(super) fn table(periods: &[BudgetPeriod], currency: &str) -> String {
+    let money = |x: f64| crate::budget::money(x, currency);
     use std::fmt::Write as _;
     let mut out = String::new();
     let mut names: Vec<(&str, Option<&str>)> = periods
@@ -263,11 +265,12 @@ pub(super) fn table(periods: &[BudgetPeriod]) -> String {
         let highest = mine.iter().map(|p| p.spent).fold(0.0, f64::max);
         let _ = writeln!(
             out,
-            "\nbudget {label}: ${:.2} a period, at_limit {}: reached in {} of {} periods (highest spend ${highest:.2})",
-            mine.first().map_or(0.0, |p| p.amount),
+            "\nbudget {label}: {} a period, at_limit {}: reached in {} of {} periods (highest spend {})",
+            money(mine.first().map_or(0.0, |p| p.amount)),
             mine.first().map_or("", |p| p.at_limit),
             reached.len(),
-            mine.len()
+            mine.len(),
+            money(highest)
         );
         for p in reached {
             // GPU-hours of the boxes whose GPUs the fleet gives: none known, none said.
@@ -277,10 +280,10 @@ pub(super) fn table(periods: &[BudgetPeriod]) -> String {
             };
             let _ = writeln!(
                 out,
-                "  reached {}: ${:.2} spent in the period; ran past it ${:.2}, {:.1} instance-hours{gpu_hours}",
+                "  reached {}: {} spent in the period; ran past it {}, {:.1} instance-hours{gpu_hours}",
                 p.reached_at.map_or(String::new(), |t| local(t, p.timezone)),
-                p.spent,
-                p.past_limit.0,
+                money(p.spent),
+                money(p.past_limit.0),
                 p.past_limit.1,
             );
         }

@@ -16,44 +16,46 @@ const UNKNOWN_HOURS: f64 = 0.005;
 /// have covered of the hours they stopped; and what the stopped boxes still paid.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Net {
-    /// The savings at on-demand (and spot) prices.
-    pub gross_usd: f64,
-    /// The on-demand dollars of the hours the policies stopped that commitments would have
+    /// The savings at on-demand (and spot) prices, in the report's currency.
+    pub gross: f64,
+    /// The on-demand money of the hours the policies stopped that commitments would have
     /// covered: not saved.
-    pub commitment_covered_usd: f64,
-    /// The commitment dollars left unused because of the stops.
-    pub unused_commitment_usd: f64,
+    pub commitment_covered: f64,
+    /// The commitment money left unused because of the stops.
+    pub unused_commitment: f64,
     /// What the instances still paid for their volumes and Elastic IPs over the hours the
     /// policies kept them stopped (not counted without `while_stopped` in the price table).
     /// Not taken off the net: they pay it running too.
-    pub stopped_box_cost_usd: f64,
+    pub stopped_box_cost: f64,
     /// Hours the policies kept stopped instances whose volumes or Elastic IPs are not known
     /// (not in the snapshot, never read) or not priced: what those paid is unknown.
     pub unknown_box_cost_hours: f64,
     /// Gross less what commitments covered.
-    pub net_usd: f64,
+    pub net: f64,
 }
 
 impl Net {
     pub(super) fn json(&self) -> Value {
         json!({
-            "gross_savings_usd": round(self.gross_usd, 4),
-            "commitment_covered_usd": round(self.commitment_covered_usd, 4),
-            "unused_commitment_usd": round(self.unused_commitment_usd, 4),
-            "stopped_box_cost_usd": round(self.stopped_box_cost_usd, 4),
+            "gross_savings_usd": round(self.gross, 4),
+            "commitment_covered_usd": round(self.commitment_covered, 4),
+            "unused_commitment_usd": round(self.unused_commitment, 4),
+            "stopped_box_cost_usd": round(self.stopped_box_cost, 4),
             "unknown_box_cost_hours": round(self.unknown_box_cost_hours, 4),
-            "net_savings_usd": round(self.net_usd, 4),
+            "net_savings_usd": round(self.net, 4),
         })
     }
 
-    pub(super) fn line(&self) -> String {
+    /// The line of the table and the comment, its amounts in `currency`.
+    pub(super) fn line(&self, currency: &str) -> String {
+        let money = |x: f64| crate::budget::money(x, currency);
         let mut line = format!(
-            "Gross ${:.2}, net ${:.2}: less ${:.2} of stopped hours the commitments held would have covered (${:.2} of commitment left unused by the stops). Still paid while stopped: ${:.2} for the stopped boxes' volumes and Elastic IPs, paid whether they run or not, so not taken off the net",
-            self.gross_usd,
-            self.net_usd,
-            self.commitment_covered_usd,
-            self.unused_commitment_usd,
-            self.stopped_box_cost_usd
+            "Gross {}, net {}: less {} of stopped hours the commitments held would have covered ({} of commitment left unused by the stops). Still paid while stopped: {} for the stopped boxes' volumes and Elastic IPs, paid whether they run or not, so not taken off the net",
+            money(self.gross),
+            money(self.net),
+            money(self.commitment_covered),
+            money(self.unused_commitment),
+            money(self.stopped_box_cost)
         );
         if self.unknown_box_cost_hours >= UNKNOWN_HOURS {
             line.push_str(&format!(
@@ -82,12 +84,12 @@ impl Report {
         let covered = always_on.covered_usd - policies.covered_usd;
         let (paid, unknown) = self.still_paid(table, fleet);
         self.net = Some(Net {
-            gross_usd: gross,
-            commitment_covered_usd: covered,
-            unused_commitment_usd: always_on.commitment_used_usd - policies.commitment_used_usd,
-            stopped_box_cost_usd: paid,
+            gross,
+            commitment_covered: covered,
+            unused_commitment: always_on.commitment_used_usd - policies.commitment_used_usd,
+            stopped_box_cost: paid,
             unknown_box_cost_hours: unknown,
-            net_usd: gross - covered,
+            net: gross - covered,
         });
     }
 
@@ -133,11 +135,12 @@ mod tests {
     fn outcome(id: &str, running_h: i64, always_on_h: i64) -> InstanceOutcome {
         let tally = |h: i64| Tally {
             running_s: h * 3600,
-            cost_usd: h as f64,
+            cost: h as f64,
             ..Tally::default()
         };
         InstanceOutcome {
             instance: id.into(),
+            currency: "USD",
             policy: Some("office".into()),
             scenarios: Scenarios {
                 policies: tally(running_h),
@@ -196,11 +199,11 @@ mod tests {
         report.apply_prices(&table, &fleet);
         let net = report.net.unwrap();
         let paid = 12.0 * (40.0 / 730.0 + 0.005);
-        assert_eq!(net.gross_usd, 12.0);
-        assert!((net.stopped_box_cost_usd - paid).abs() < 1e-9, "{net:?}");
+        assert_eq!(net.gross, 12.0);
+        assert!((net.stopped_box_cost - paid).abs() < 1e-9, "{net:?}");
         // Paid running or stopped, the disks and the address are no cost of stopping: the net
         // is the gross.
-        assert_eq!(net.net_usd, 12.0, "{net:?}");
+        assert_eq!(net.net, 12.0, "{net:?}");
         assert!(report
             .table()
             .contains("Gross $12.00, net $12.00: less $0.00 of stopped hours the commitments held would have covered ($0.00 of commitment left unused by the stops). Still paid while stopped: $0.72 for the stopped boxes' volumes"));
@@ -211,9 +214,9 @@ mod tests {
         report.add(vec![outcome("i-b", 18, 24)]);
         report.apply_prices(&table, &fleet);
         let net = report.net.unwrap();
-        assert_eq!(net.net_usd, 18.0);
+        assert_eq!(net.net, 18.0);
         assert_eq!(net.unknown_box_cost_hours, 6.0);
-        let json: Value = serde_json::from_str(&report.json()).unwrap();
+        let json: Value = report.json_value();
         assert_eq!(json["commitments"]["net_savings_usd"], 18.0);
         assert!(report
             .table()
