@@ -3,7 +3,9 @@
 //! StopInstances, TagResources, UntagResources, DescribeMetricList; "V3 request body and
 //! signature mechanism"), not from ebb's code: a local HTTP server on its own thread that
 //! checks every request's ACS3-HMAC-SHA256 signature with its own implementation, keeps
-//! instances with their states, charge types, stopped modes and locks, and refuses what the
+//! instances with their states, charge types, stopped modes and locks (a preemptible one it
+//! recycles is locked `Recycling` at one listing and released before the next, as "Handle spot
+//! instance interruption events" describes), and refuses what the
 //! documentation says ECS refuses (a bad signature, a stale date, more than 100 instances a
 //! call, more than 50 resources a tag call, an instance in the wrong state).
 //!
@@ -53,6 +55,9 @@ pub struct FakeInstance {
     pub stopped_mode: String,
     /// `OperationLocks` reasons (`Recycling`, `security`).
     pub locks: Vec<String>,
+    /// For a preemptible instance ECS is recycling: the listings that still show it (locked
+    /// `Recycling`) before it is released and listed no more.
+    pub recycled_after: Option<u32>,
     pub tags: BTreeMap<String, String>,
     /// A stop or start accepted and not finished yet.
     pub under_way: Option<UnderWay>,
@@ -122,6 +127,7 @@ impl FakeInstance {
             spot_strategy: "NoSpot".to_string(),
             stopped_mode: "Not-applicable".to_string(),
             locks: Vec::new(),
+            recycled_after: None,
             under_way: None,
             tags: tags
                 .iter()
@@ -236,6 +242,25 @@ impl Fake {
             .filter(|c| c.action == action && c.accepted)
             .cloned()
             .collect()
+    }
+
+    /// Recycles preemptible instance `id` as ECS documents it: locked `Recycling` (its
+    /// interruption warning, about five minutes ahead) for the next listing, then released.
+    pub fn recycle(&self, id: &str) {
+        let mut state = self.state.lock().unwrap();
+        let i = state.instances.iter_mut().find(|i| i.id == id).unwrap();
+        assert_ne!(
+            i.spot_strategy, "NoSpot",
+            "ECS recycles preemptible instances only"
+        );
+        i.locks.push("Recycling".to_string());
+        i.recycled_after = Some(1);
+    }
+
+    /// Whether instance `id` is still there (not released).
+    pub fn holds(&self, id: &str) -> bool {
+        let state = self.state.lock().unwrap();
+        state.instances.iter().any(|i| i.id == id)
     }
 
     /// Instance `id` as the fake holds it now.

@@ -90,6 +90,17 @@ fn describe_instances(
         return Err(bad("InvalidParameter", "MaxResults must be 1 to 100"));
     }
     let start: usize = query.get("NextToken").map_or(0, |t| t.parse().unwrap_or(0));
+    // A listing of the region (its first page, not a read of named ids) is a new look at it:
+    // a recycled instance shows its lock at the first look after the recycle began, and is
+    // released before the next.
+    if start == 0 && ids.is_none() {
+        state
+            .instances
+            .retain(|i| i.region != region || i.recycled_after != Some(0));
+        for i in state.instances.iter_mut().filter(|i| i.region == region) {
+            i.recycled_after = i.recycled_after.map(|n| n.saturating_sub(1));
+        }
+    }
     let matching: Vec<usize> = state
         .instances
         .iter()

@@ -513,6 +513,39 @@ async fn a_preemptible_box_stopped_for_the_night_is_counted_but_never_at_the_pay
     assert_eq!(yuan["saved"], 123.5, "{report:#}");
 }
 
+/// ECS recycles a preemptible box: locked `Recycling` (its interruption warning) at one
+/// listing, released before the next. ebb leaves it alone while it is locked, though the
+/// close calls for a stop, and keeps it as gone once it is released.
+#[sqlx::test(migrations = false)]
+async fn a_preemptible_box_being_recycled_is_left_alone_and_then_kept_as_gone(pool: PgPool) {
+    let mut preemptible = managed("i-bp1spot", "ecs.gn7i-c8g1.2xlarge");
+    preemptible.spot_strategy = "SpotAsPriceGo".into();
+    let s = Setup {
+        fake: Fake::start(vec![
+            managed("i-bp1gpu", "ecs.gn7i-c8g1.2xlarge"),
+            preemptible,
+        ]),
+        ..Setup::new(&pool).await
+    };
+    s.fake.recycle("i-bp1spot");
+    // The same type under the same policy is stopped at the close; the recycled one is not.
+    s.tick(EVENING);
+    assert_eq!(s.acted_on("StopInstances"), ["i-bp1gpu"]);
+    assert!(s.stop_outcomes("i-bp1spot").is_empty());
+    assert_eq!(s.fake.instance("i-bp1spot").locks, ["Recycling"]);
+
+    s.tick(LATER);
+    assert!(!s.fake.holds("i-bp1spot"), "released after its warning");
+    let gone: bool = sqlx::query_scalar("SELECT gone_at IS NOT NULL FROM instances WHERE id = $1")
+        .bind("i-bp1spot")
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+    assert!(gone, "a released box is kept as gone");
+    assert!(s.stop_outcomes("i-bp1spot").is_empty());
+    assert_eq!(s.acted_on("StopInstances"), ["i-bp1gpu"]);
+}
+
 #[sqlx::test(migrations = false)]
 async fn a_budget_in_yuan_is_spent_at_what_ecs_quotes(pool: PgPool) {
     let s = Setup::new(&pool).await;
