@@ -61,11 +61,26 @@ fn the_chinese_quick_starts_commands_print_what_it_shows() {
     )
     .unwrap();
     std::fs::create_dir_all(dir.path().join("docs/zh-CN")).unwrap();
-    std::fs::copy(
-        format!("{root}/docs/zh-CN/fleet.yaml"),
-        dir.path().join("docs/zh-CN/fleet.yaml"),
+    for sample in ["fleet.yaml", "hangzhou.yaml"] {
+        std::fs::copy(
+            format!("{root}/docs/zh-CN/{sample}"),
+            dir.path().join("docs/zh-CN").join(sample),
+        )
+        .unwrap();
+    }
+    // The advice's price table and GPU readings (a header alone), as the page asks.
+    assert!(PAGE.contains("echo instance,time,gpu_util > utilisation.csv"));
+    std::fs::write(
+        dir.path().join("utilisation.csv"),
+        "instance,time,gpu_util\n",
     )
     .unwrap();
+    let prices = blocks()
+        .into_iter()
+        .find(|(info, body)| *info == "yaml" && body.contains("subscription:"))
+        .expect("the page's price table with subscriptions")
+        .1;
+    std::fs::write(dir.path().join("prices.yaml"), prices).unwrap();
 
     let all = blocks();
     let mut checked = 0;
@@ -90,5 +105,8 @@ fn the_chinese_quick_starts_commands_print_what_it_shows() {
         assert_eq!(comparable(&printed), comparable(shown), "{commands}");
         checked += 1;
     }
-    assert_eq!(checked, 4, "validate, two plans and an explain");
+    assert_eq!(
+        checked, 5,
+        "validate, two plans, an explain and the subscription advice"
+    );
 }
