@@ -79,6 +79,13 @@ fn table(standings: &[Standing], at_limit: impl Fn(&Standing) -> &'static str) -
     let rows: Vec<[String; 7]> = standings
         .iter()
         .map(|s| {
+            if s.spot_hours >= 0.005 {
+                unknown += &format!(
+                    "{}: not counted: {:.2} h on spot, whose price ebb does not keep\n",
+                    s.label(),
+                    s.spot_hours
+                );
+            }
             let (spent, share) = match &s.spent {
                 Ok(v) => (
                     money(*v, &s.currency),

@@ -111,8 +111,12 @@ fn budgets_table(periods: &[budget::PeriodSpend]) -> String {
             }
             (None, why) => format!("unknown: {}", why.as_deref().unwrap_or("")),
         };
+        let spot = match p.spot_hours >= 0.005 {
+            true => format!(" (and {:.2} h on spot, not priced)", p.spot_hours),
+            false => String::new(),
+        };
         out.push_str(&format!(
-            "  {label}  {} to {}  {spent}\n",
+            "  {label}  {} to {}  {spent}{spot}\n",
             p.from.format("%Y-%m-%d %H:%M UTC"),
             p.to.format("%Y-%m-%d %H:%M UTC")
         ));

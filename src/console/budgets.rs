@@ -93,6 +93,9 @@ fn section(
                     ", until " (s.until()) "; running now: " (money(s.per_hour, &s.currency)) " an hour"
                     @if let Some(f) = s.forecast { "; forecast " (money(f, &s.currency)) " by the period's end" }
                     ". At the limit: " code { (b.at_limit.as_str()) } "."
+                    @if s.spot_hours >= 0.005 {
+                        " Not counted: " (format!("{:.2}", s.spot_hours)) " h on spot, whose market price ebb does not keep (never priced at on-demand, so the budget acts only on what was surely spent)."
+                    }
                 },
                 Err(why) => p.problem role="alert" {
                     "Spend unknown, so nothing is refused or stopped for this budget: " (why)

@@ -17,7 +17,8 @@ use std::sync::Arc;
 /// Each instance of the regions `$3` (all when NULL) known in `[$1, $2)`: its facts, its state
 /// at `$1` (what its last change before `$1` left, or else what its first change since left:
 /// the state it has now may have come at `$2` or later), and its changes inside, in time order.
-const RUNNING: &str = "SELECT i.id, i.tags, i.region, i.instance_type, i.state, i.first_seen_at,
+const RUNNING: &str = "SELECT i.id, i.tags, i.region, i.instance_type, i.lifecycle, i.state,
+            i.first_seen_at,
             coalesce(b.to_state, a.from_state), coalesce(w.ats, '{}'), coalesce(w.tos, '{}')
      FROM instances AS i
      LEFT JOIN LATERAL (
@@ -39,6 +40,7 @@ const RUNNING: &str = "SELECT i.id, i.tags, i.region, i.instance_type, i.state, 
 type Row = (
     String,
     sqlx::types::Json<BTreeMap<String, String>>,
+    String,
     String,
     String,
     String,
@@ -90,8 +92,10 @@ impl Store {
         regions: Option<Vec<&str>>,
     ) -> Result<Vec<RunningSpan>> {
         let ran = self.ran_in(since, until, regions).await?;
+        // No commitment covers a spot hour: only the on-demand hours are usage they apply to.
         Ok(ran
             .into_iter()
+            .filter(|r| !r.spot)
             .map(|r| RunningSpan {
                 region: r.region.to_string(),
                 instance_type: r.instance_type.to_string(),
@@ -124,7 +128,9 @@ impl Store {
             .fetch(&self.pool);
         let mut spans = Vec::new();
         while let Some(row) = rows.try_next().await? {
-            let (id, tags, region, instance_type, now, first_seen, before, ats, tos) = row;
+            let (id, tags, region, instance_type, lifecycle, now, first_seen, before, ats, tos) =
+                row;
+            let spot = lifecycle == "spot";
             let (id, region, instance_type): (Arc<str>, Arc<str>, Arc<str>) =
                 (id.into(), region.into(), instance_type.into());
             let tags: Tags = tags.0.into_iter().collect();
@@ -133,6 +139,7 @@ impl Store {
                 region: region.clone(),
                 instance_type: instance_type.clone(),
                 tags: tags.clone(),
+                spot,
                 from,
                 to,
             };

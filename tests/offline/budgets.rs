@@ -86,6 +86,7 @@ fn ran(id: &str, ty: &str, region: &str, owner: &str, from: &str, to: &str) -> R
         tags: [("team", "research"), ("ebb:owner", owner)]
             .into_iter()
             .collect(),
+        spot: false,
         from: t(from),
         to: t(to),
     }
@@ -169,6 +170,59 @@ fn each_owner_has_a_budget_of_their_own_and_the_forecast_runs_to_the_day_end() {
         by["mei"].summary(),
         "per-person (mei): $20.00 of $20.00 spent by 2026-12-01 10:00 UTC"
     );
+}
+
+/// A spot box's hours are not priced at on-demand (several times its bill): the spend is what
+/// the on-demand boxes surely cost, so a budget with `at_limit: stop` does not stop boxes on
+/// hours priced too high; the spot hours are said apart. A running spot box adds nothing to
+/// the burn or the forecast.
+#[test]
+fn a_spot_box_s_hours_are_not_priced_at_on_demand_and_are_said_apart() {
+    let set = policies(PER_OWNER);
+    let spot = Ran {
+        spot: true,
+        ..ran(
+            "i-spot",
+            "g5.xlarge",
+            "us-east-1",
+            "mei",
+            "2026-12-01T00:00:00Z",
+            "2026-12-01T10:00:00Z",
+        )
+    };
+    let spans = [
+        spot,
+        ran(
+            "i-mei",
+            "g5.xlarge",
+            "us-east-1",
+            "mei",
+            "2026-12-01T08:00:00Z",
+            "2026-12-01T10:00:00Z",
+        ),
+    ];
+    let mut running = instance("i-spot", &[("team", "research"), ("ebb:owner", "mei")]);
+    running.state = InstanceState::Running;
+    running.lifecycle = ebb::fleet::Lifecycle::Spot;
+    let fleet = Fleet {
+        instances: vec![running],
+        ..Fleet::default()
+    };
+    let now = t("2026-12-01T10:00:00Z");
+    let out = standings(&set, now, Cloud::Aws, &spans, &fleet, &table(), &[]);
+    let mei = &out[0];
+    // Two on-demand hours at $2.50; the spot box's ten hours at on-demand would have made it
+    // $30, past the $20 a day.
+    assert_eq!(mei.spent, Ok(5.0));
+    assert_eq!(mei.spot_hours, 10.0);
+    assert!(!mei.for_decisions().exhausted());
+    assert_eq!(mei.per_hour, 0.0);
+    assert_eq!(mei.forecast, Some(5.0));
+    assert_eq!(
+        mei.summary(),
+        "per-person (mei): $5.00 of $20.00 spent by 2026-12-01 10:00 UTC (and 10.00 h on spot, not priced: ebb keeps no spot prices)"
+    );
+    assert_eq!(mei.row("refuse_starts").spot_hours, 10.0);
 }
 
 #[test]

@@ -559,3 +559,29 @@ async fn a_dry_run_records_the_budget_notices_as_dry_runs(pool: PgPool) {
         .all(|r| ebb::events::event_of("urn:test", r).is_none()));
     assert_eq!(w.state("us-east-1", "i-idle").await, InstanceState::Running);
 }
+
+/// What ran says which boxes run on spot, as the inventory kept them: budgets leave their
+/// hours out of the spend rather than price them at on-demand.
+#[sqlx::test(migrations = false)]
+async fn what_ran_says_which_boxes_run_on_spot(pool: PgPool) {
+    let store = Store::from_pool(pool);
+    store.migrate().await.unwrap();
+    let mut spot = crate::common::instance("i-spot", &[]);
+    spot.lifecycle = ebb::fleet::Lifecycle::Spot;
+    let on_demand = crate::common::instance("i-od", &[]);
+    store
+        .sync_inventory(
+            &["us-east-1".to_string()],
+            &[spot, on_demand],
+            t("2026-12-01T00:00:00Z"),
+        )
+        .await
+        .unwrap();
+    let ran = store
+        .ran(t("2026-12-01T00:00:00Z"), t("2026-12-01T02:00:00Z"))
+        .await
+        .unwrap();
+    let spot_of = |id: &str| ran.iter().find(|r| &*r.instance == id).unwrap().spot;
+    assert!(spot_of("i-spot"));
+    assert!(!spot_of("i-od"));
+}

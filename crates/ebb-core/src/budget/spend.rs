@@ -4,7 +4,7 @@ use super::covered::Coverage;
 use super::{bounds, money, periods};
 use crate::engine::governing_policy;
 use crate::fleet::money::PriceTable;
-use crate::fleet::{Cloud, Fleet, Instance, InstanceState, Tags};
+use crate::fleet::{Cloud, Fleet, Instance, InstanceState, Lifecycle, Tags};
 use crate::policy::{Budget, OutsideHours, PolicySet};
 use crate::schedule::Schedule;
 use chrono::{DateTime, Duration, Utc};
@@ -24,6 +24,9 @@ pub struct Ran {
     pub instance_type: Arc<str>,
     /// Its tags, as last listed.
     pub tags: Tags,
+    /// Whether it is a spot (preemptible) box: its hours cost a market price ebb does not
+    /// keep, far below the on-demand one, and no commitment covers them.
+    pub spot: bool,
     /// From.
     pub from: DateTime<Utc>,
     /// To (now, for a box still running).
@@ -118,9 +121,13 @@ pub struct Standing {
     pub now: DateTime<Utc>,
     /// The budget's zone.
     pub timezone: Tz,
-    /// Spent so far, or why that is unknown.
+    /// Spent so far by the boxes billed by the hour, or why that is unknown. Hours on spot
+    /// are left out (`spot_hours`): never priced at on-demand, so `spent` never runs ahead of
+    /// the bill and the budget acts only on what was surely spent.
     pub spent: Result<f64, String>,
-    /// What the matched boxes running now cost an hour.
+    /// The hours the matched boxes ran on spot in the period so far, not in `spent`.
+    pub spot_hours: f64,
+    /// What the matched boxes running now cost an hour (spot boxes left out).
     pub per_hour: f64,
     /// What the period will have spent at its end, if what runs now keeps running through
     /// its policy's work hours (to the end without them); `None` while spend is unknown.
@@ -155,9 +162,16 @@ impl Standing {
             ),
         };
         let by = local(self.now, self.timezone);
+        let spot = match self.spot_hours >= 0.005 {
+            true => format!(
+                " (and {:.2} h on spot, not priced: ebb keeps no spot prices)",
+                self.spot_hours
+            ),
+            false => String::new(),
+        };
         match &self.spent {
             Ok(s) => format!(
-                "{}: {} of {amount} spent by {by}",
+                "{}: {} of {amount} spent by {by}{spot}",
                 self.label(),
                 money(*s, &self.currency)
             ),
@@ -212,6 +226,8 @@ pub struct StandingRow {
     pub spent: Option<f64>,
     /// Why the spend is unknown, when it is.
     pub unknown: Option<String>,
+    /// The hours the boxes ran on spot, not in `spent` (ebb keeps no spot prices).
+    pub spot_hours: f64,
     /// What the matched boxes running now cost an hour.
     pub per_hour: f64,
     /// The forecast to the period's end.
@@ -236,6 +252,7 @@ impl Standing {
             period_end: self.end,
             spent: self.spent.as_ref().ok().copied(),
             unknown: self.spent.as_ref().err().cloned(),
+            spot_hours: self.spot_hours,
             per_hour: self.per_hour,
             forecast: self.forecast,
             at_limit,
@@ -278,10 +295,12 @@ pub fn standings(
     prices: &PriceTable,
     raises: &[Raise],
 ) -> Vec<Standing> {
+    // Spot boxes burn a market price ebb does not keep: left out of the burn and forecast.
     let running: Vec<&Instance> = fleet
         .instances
         .iter()
         .filter(|i| matches!(i.state, InstanceState::Running | InstanceState::Pending))
+        .filter(|i| i.lifecycle != Lifecycle::Spot)
         .collect();
     let earliest = set
         .budgets
@@ -332,6 +351,7 @@ pub fn standings(
                 coverage: covered_in(&currency),
             };
             let spent = priced.spent(&ran, start, now);
+            let spot_hours = spot_hours(&ran, start, now);
             let per_hour: f64 = boxes.iter().filter_map(|i| priced.hourly(i).ok()).sum();
             let forecast = match &spent {
                 Ok((total, _)) => boxes
@@ -363,6 +383,7 @@ pub fn standings(
                 timezone: b.timezone,
                 boxes: spent.as_ref().map(|(_, by)| by.clone()).unwrap_or_default(),
                 spent: spent.map(|(total, _)| total),
+                spot_hours,
                 per_hour,
                 forecast,
             });
@@ -432,6 +453,8 @@ pub struct PeriodSpend {
     pub spent: Option<f64>,
     /// Why the spend is unknown, when it is.
     pub unknown: Option<String>,
+    /// The hours its boxes ran on spot in it, not in `spent` (ebb keeps no spot prices).
+    pub spot_hours: f64,
 }
 
 /// What each budget of `set` spent in each of its periods in `[from, to)`, from what `ran` (as
@@ -485,6 +508,7 @@ pub fn spent_in_periods(
                     to: end,
                     spent: spent.as_ref().ok().map(|(total, _)| *total),
                     unknown: spent.err(),
+                    spot_hours: spot_hours(&mine, start, end),
                 });
             }
         }
@@ -538,7 +562,7 @@ impl Priced<'_> {
         now: DateTime<Utc>,
     ) -> Result<(f64, Vec<(String, f64)>), String> {
         let mut by_box: BTreeMap<&str, f64> = BTreeMap::new();
-        for r in ran {
+        for r in ran.iter().filter(|r| !r.spot) {
             let (from, to) = (r.from.max(start), r.to.min(now));
             if to <= from {
                 continue;
@@ -593,8 +617,18 @@ fn in_hours(schedule: &Schedule, from: DateTime<Utc>, to: DateTime<Utc>) -> Dura
     total
 }
 
-/// Every stretch of `ran` as the commitments' coverage takes it.
+/// Every stretch of `ran` as the commitments' coverage takes it: on-demand ones, since no
+/// commitment covers a spot hour.
 fn stretches(ran: &[Ran]) -> impl Iterator<Item = (&str, &str, DateTime<Utc>, DateTime<Utc>)> {
     ran.iter()
+        .filter(|r| !r.spot)
         .map(|r| (&*r.region, &*r.instance_type, r.from, r.to))
+}
+
+/// The hours the spot boxes of `ran` ran inside `[start, now)`.
+fn spot_hours(ran: &[&Ran], start: DateTime<Utc>, now: DateTime<Utc>) -> f64 {
+    ran.iter()
+        .filter(|r| r.spot)
+        .map(|r| hours((r.to.min(now) - r.from.max(start)).max(Duration::zero())))
+        .sum()
 }
