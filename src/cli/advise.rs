@@ -6,7 +6,7 @@
 use super::args::{DbArgs, PolicyDirs, PricesArg};
 use super::policy_files;
 use super::replay::{
-    add_prices, check_prices, parse_percent, parse_tick, price_table, stream_chunks, Source,
+    add_prices, check_prices, parse_percent, parse_tick, prices_with_quotes, stream_chunks, Source,
 };
 use super::replay_store;
 use crate::advise::{self, Inputs};
@@ -111,7 +111,7 @@ pub(super) async fn run(args: &AdviseArgs) -> Result<ExitCode> {
     // Advise sizes commitments from the table's rates, not the ones held.
     // From Postgres, hours and subscriptions are priced by the clouds' quotes where serve or
     // tick kept them.
-    let table = price_table(&args.prices, &source).await?;
+    let table = prices_with_quotes(&args.prices, &source).await?;
     add_prices(table.as_ref(), &mut fleet);
     check_prices(&fleet, &args.prices)?;
     let on_demand = advise::run::on_demand(&fleet.prices);

@@ -194,7 +194,7 @@ pub(super) async fn run(args: &ReplayArgs) -> Result<ExitCode> {
             .context("cannot read the activity signals ebb kept from Postgres")?,
     };
     warn_unrecorded_signals(&set, &recorded);
-    let table = price_table(&args.prices, &source).await?;
+    let table = prices_with_quotes(&args.prices, &source).await?;
     add_prices(table.as_ref(), &mut fleet);
     check_prices(&fleet, &args.prices)?;
     let pools = match &args.interruptions {
@@ -267,7 +267,7 @@ pub(super) async fn run(args: &ReplayArgs) -> Result<ExitCode> {
 
 /// The price table of `--prices` (`EBB_PRICES` from Postgres), with the clouds' quotes that
 /// `serve` and `tick` kept laid over it when the replay reads from Postgres.
-pub(super) async fn price_table(
+pub(super) async fn prices_with_quotes(
     prices: &PricesArg,
     source: &Source<'_>,
 ) -> Result<Option<PriceTable>> {
