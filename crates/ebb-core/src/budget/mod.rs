@@ -7,6 +7,8 @@
 //! What a box costs is its on-demand price for every hour it ran (pending or running), as
 //! `ebb report` prices hours, less what the commitments held pay of that hour (`covered`):
 //! an hour a reserved instance or a Savings Plan pays is paid whether the box runs or not.
+//! A spot box's hours are counted apart (`Standing::spot_hours`), never priced: ebb keeps no
+//! spot prices, and the on-demand one would make the budget act on money never paid.
 
 mod covered;
 mod period;
