@@ -1,8 +1,8 @@
 //! After a stop on a cloud where a plain stop keeps charging (Alibaba Cloud ECS, simulated as
 //! the demo fleet's `cn-hangzhou` region): the stopped mode read back after each stop is in its
 //! outcome row ("stopped without charge", or "stopped, still charging"), a charging stop is told
-//! to the webhook once and counts no saving in `ebb report`, and a subscription box is never
-//! stopped.
+//! to the webhook once and counts no saving in `ebb report` (which prices the others in yuan,
+//! apart from the dollars), and a subscription box is never stopped.
 
 use crate::common;
 use common::t;
@@ -118,22 +118,40 @@ async fn hangzhou_stops_say_their_billing_and_a_charging_one_saves_nothing(pool:
         since: t("2026-11-30T00:00:00Z"),
         until: t("2026-11-30T12:05:00Z"),
     };
+    // Alibaba Cloud bills these boxes in yuan: priced from the table's CNY prices, as the
+    // demo's are, and reported apart from the dollars.
     let price = [("ecs.gn7i-c8g1.2xlarge".to_string(), 1.5)].into();
-    let prices = ebb::cloud::PriceTable {
+    let yuan = ebb::cloud::PriceTable {
+        source: "the simulated fleet".into(),
         prices: [("cn-hangzhou".to_string(), price)].into(),
+        ..Default::default()
+    };
+    let prices = ebb::cloud::PriceTable {
+        other_currencies: [("CNY".to_string(), yuan)].into(),
         ..Default::default()
     };
     let r = report::compute(&history, window, None, &prices);
     assert_eq!(r.total.stops, 3);
     assert_eq!(r.total.stopped_hours, 3.0);
     assert_eq!(r.total.charging_stopped_hours, 1.0);
-    assert_eq!(r.total.saved_usd, 3.0);
+    assert_eq!(
+        r.total.saved_usd, 0.0,
+        "no dollar is saved on Alibaba Cloud"
+    );
+    let cny = &r.other_currencies[0];
+    assert_eq!(cny.currency, "CNY");
+    assert_eq!(cny.saved, 3.0);
+    assert_eq!(cny.priced_stopped_hours, 2.0);
+    let table = report::table(&r);
     assert!(
-        report::table(&r).contains(
+        table.contains(
             "1.00 stopped hours are of stops their cloud still billed (stopped, still charging)"
         ),
-        "{}",
-        report::table(&r)
+        "{table}"
+    );
+    assert!(
+        table.contains("in CNY, apart from the dollars (prices from the simulated fleet"),
+        "{table}"
     );
     drop(w);
     poster.finish(std::time::Duration::from_secs(30)).await;
