@@ -91,6 +91,19 @@ impl Setup {
         }
     }
 
+    /// A pay-as-you-go GPU box, `i-bp1gpu`, and a preemptible one of the same type, `i-bp1spot`.
+    async fn with_a_preemptible_box(pool: &PgPool) -> Setup {
+        let mut preemptible = managed("i-bp1spot", "ecs.gn7i-c8g1.2xlarge");
+        preemptible.spot_strategy = "SpotAsPriceGo".into();
+        Setup {
+            fake: Fake::start(vec![
+                managed("i-bp1gpu", "ecs.gn7i-c8g1.2xlarge"),
+                preemptible,
+            ]),
+            ..Setup::new(pool).await
+        }
+    }
+
     fn ebb(&self) -> Ebb {
         Ebb::on(&self.url)
             .envs(self.fake.env())
@@ -487,15 +500,7 @@ async fn a_quote_a_day_old_is_asked_again_and_a_failed_one_keeps_the_last_good(p
 async fn a_preemptible_box_stopped_for_the_night_is_counted_but_never_at_the_pay_as_you_go_price(
     pool: PgPool,
 ) {
-    let mut preemptible = managed("i-bp1spot", "ecs.gn7i-c8g1.2xlarge");
-    preemptible.spot_strategy = "SpotAsPriceGo".into();
-    let s = Setup {
-        fake: Fake::start(vec![
-            managed("i-bp1gpu", "ecs.gn7i-c8g1.2xlarge"),
-            preemptible,
-        ]),
-        ..Setup::new(&pool).await
-    };
+    let s = Setup::with_a_preemptible_box(&pool).await;
     s.tick(EVENING);
     s.tick(LATER);
     s.tick(MORNING);
@@ -518,15 +523,7 @@ async fn a_preemptible_box_stopped_for_the_night_is_counted_but_never_at_the_pay
 /// close calls for a stop, and keeps it as gone once it is released.
 #[sqlx::test(migrations = false)]
 async fn a_preemptible_box_being_recycled_is_left_alone_and_then_kept_as_gone(pool: PgPool) {
-    let mut preemptible = managed("i-bp1spot", "ecs.gn7i-c8g1.2xlarge");
-    preemptible.spot_strategy = "SpotAsPriceGo".into();
-    let s = Setup {
-        fake: Fake::start(vec![
-            managed("i-bp1gpu", "ecs.gn7i-c8g1.2xlarge"),
-            preemptible,
-        ]),
-        ..Setup::new(&pool).await
-    };
+    let s = Setup::with_a_preemptible_box(&pool).await;
     s.fake.recycle("i-bp1spot");
     // The same type under the same policy is stopped at the close; the recycled one is not.
     s.tick(EVENING);
